@@ -1,0 +1,110 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpuprep/gpuprep/internal/host"
+	"github.com/gpuprep/gpuprep/internal/pci"
+	"github.com/gpuprep/gpuprep/preflight"
+	"github.com/gpuprep/gpuprep/report"
+)
+
+type checkCmd struct {
+	g      *globals
+	mode   string
+	sel    []string
+	output string
+	ignore []string
+	skip   []string
+}
+
+func newCheckCmd(g *globals) *cobra.Command {
+	c := &checkCmd{g: g}
+	cmd := &cobra.Command{
+		Use:   "check",
+		Short: "Check (read-only) whether this node is ready for each GPU workload type",
+		Long: `check tells, for one GPU node, whether it is ready for each GPU workload type
+of the NVIDIA GPU Operator (container, vm-passthrough, vm-vgpu), why not, and how
+to fix it. It only reads.
+
+Exit codes: with --mode, 0 ready, 1 not ready, 3 a check could not be evaluated
+(and nothing failed); without --mode, 0 unless a check could not be evaluated (3).
+Usage errors exit 2.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return c.run(cmd) },
+	}
+	f := cmd.Flags()
+	f.StringVar(&c.mode, "mode", "", "workload type to judge: container, vm-passthrough or vm-vgpu (default: report every mode)")
+	f.StringArrayVar(&c.sel, "select", nil, "devices treated as GPUs: PCI address (0000:41:00.0), VVVV:DDDD or VVVV; repeatable (default: every NVIDIA GPU)")
+	f.StringVarP(&c.output, "output", "o", "text", "output format: text or json")
+	f.StringSliceVar(&c.ignore, "ignore", nil, "check IDs whose failures become warnings (comma-separated, or all)")
+	f.StringSliceVar(&c.skip, "skip", nil, "check IDs not to run (comma-separated)")
+	return cmd
+}
+
+func (c *checkCmd) run(cmd *cobra.Command) error {
+	var mode preflight.Mode
+	if c.mode != "" {
+		m, err := preflight.ParseMode(c.mode)
+		if err != nil {
+			return usageErr("--mode: %v", err)
+		}
+		mode = m
+	}
+	if c.output != "text" && c.output != "json" {
+		return usageErr("--output %q: want text or json", c.output)
+	}
+	sel, err := pci.ParseSelector(c.sel)
+	if err != nil {
+		return usageErr("%v", err)
+	}
+	root, err := c.g.hostRoot()
+	if err != nil {
+		return err
+	}
+	env, err := preflight.NewEnv(root, host.DefaultRunner(root), sel, mode)
+	if err != nil {
+		if strings.HasPrefix(err.Error(), "--select") {
+			return usageErr("%v", err)
+		}
+		return &exitError{code: exitUnknown, err: err}
+	}
+	res, err := preflight.Run(env, preflight.All(), preflight.Options{
+		Mode: mode, Skip: preflight.ParseIDList(c.skip), Ignore: preflight.ParseIDList(c.ignore)})
+	if err != nil {
+		return usageErr("%v", err)
+	}
+	rep := report.Build(env, res, mode)
+	out := cmd.OutOrStdout()
+	if c.output == "json" {
+		err = report.JSON(out, rep)
+	} else {
+		err = report.Text(out, rep)
+		if err == nil && len(rep.GPUs) == 0 && sel.Default() && root.IsLive() {
+			fmt.Fprintln(out, "\nThis host has no NVIDIA GPU. To see the report of a GPU node, run gpuprep against a snapshot or fixture root, e.g. `make run` shows the bundled example node (testdata/roots/hgx-h200).")
+		}
+	}
+	if err != nil {
+		return err
+	}
+	return &exitError{code: exitCode(rep)}
+}
+
+// exitCode: with a mode, a failing check decides (1), else an unevaluated one
+// (3); without a mode only unevaluated checks change the exit code.
+func exitCode(r *report.Report) int {
+	if r.Mode != "" && len(r.Modes[preflight.Mode(r.Mode)].Blockers) > 0 {
+		return exitNotReady
+	}
+	if r.Summary.Error > 0 {
+		return exitUnknown
+	}
+	if r.Mode != "" && !r.Ready {
+		return exitNotReady
+	}
+	return exitOK
+}
+

@@ -1,0 +1,96 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpuprep/gpuprep/internal/host"
+)
+
+// Exit codes (documented in the README).
+const (
+	exitOK         = 0
+	exitNotReady   = 1
+	exitUsage      = 2
+	exitUnknown    = 3
+	exitNeedReboot = 4
+)
+
+// exitError carries an exit code out of a command.
+type exitError struct {
+	code int
+	err  error // nil: nothing more to print
+}
+
+func (e *exitError) Error() string {
+	if e.err == nil {
+		return fmt.Sprintf("exit %d", e.code)
+	}
+	return e.err.Error()
+}
+
+func usageErr(format string, a ...any) error {
+	return &exitError{code: exitUsage, err: fmt.Errorf(format, a...)}
+}
+
+// globals are the flags every command shares.
+type globals struct {
+	root string
+}
+
+func (g *globals) hostRoot() (*host.Root, error) {
+	r, err := host.NewRoot(g.root)
+	if err != nil {
+		return nil, usageErr("--root: %v", err)
+	}
+	return r, nil
+}
+
+var version = "dev"
+
+func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
+	g := &globals{root: os.Getenv("GPUPREP_ROOT")}
+	cmd := &cobra.Command{
+		Use:   "gpuprep",
+		Short: "Prepare bare-metal GPU nodes for containers and VMs on Kubernetes",
+		Long: `gpuprep checks and prepares GPU nodes for a Kubernetes cluster that runs GPU
+containers and GPU virtual machines (KubeVirt + the NVIDIA GPU Operator with
+sandbox workloads): CPU virtualization, IOMMU, kernel arguments, IOMMU groups,
+drivers, VFIO and vGPU.`,
+		Version:       version,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	cmd.SetOut(stdout)
+	cmd.SetErr(stderr)
+	cmd.PersistentFlags().StringVar(&g.root, "root", g.root, "directory that stands in for / (a host snapshot or fixture); env GPUPREP_ROOT")
+	cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return &exitError{code: exitUsage, err: fmt.Errorf("%w\nRun '%s --help' for usage.", err, c.CommandPath())}
+	})
+	cmd.AddCommand(newCheckCmd(g), newChecksCmd())
+	return cmd
+}
+
+// execute runs gpuprep with args and returns the process exit code.
+func execute(args []string, stdout, stderr io.Writer) int {
+	cmd := newRootCmd(stdout, stderr)
+	cmd.SetArgs(args)
+	err := cmd.Execute()
+	if err == nil {
+		return exitOK
+	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		if ee.err != nil {
+			fmt.Fprintln(stderr, "gpuprep:", ee.err)
+		}
+		return ee.code
+	}
+	fmt.Fprintln(stderr, "gpuprep:", err)
+	// cobra's own errors (unknown command, bad arguments) are usage errors.
+	return exitUsage
+}

@@ -1,0 +1,66 @@
+package grub
+
+import (
+	"testing"
+
+	"github.com/gpuprep/gpuprep/internal/fixture"
+	"github.com/gpuprep/gpuprep/internal/host"
+	"github.com/stretchr/testify/require"
+)
+
+func rootWith(t *testing.T, files map[string]string) *host.Root {
+	t.Helper()
+	dir := t.TempDir()
+	b := fixture.New(dir)
+	for p, c := range files {
+		b.File(p, c)
+	}
+	require.NoError(t, b.Err())
+	r, err := host.NewRoot(dir)
+	require.NoError(t, err)
+	return r
+}
+
+func TestConfiguredDebian(t *testing.T) {
+	r := rootWith(t, map[string]string{
+		"/etc/default/grub": `# If you change this file, run 'update-grub'
+GRUB_DEFAULT=0
+GRUB_DISTRIBUTOR=` + "`lsb_release -i -s 2> /dev/null || echo Debian`" + `
+GRUB_CMDLINE_LINUX_DEFAULT="quiet"
+GRUB_CMDLINE_LINUX='console=ttyS0
+  intel_iommu=on'
+export GRUB_TIMEOUT=5
+`,
+		"/etc/default/grub.d/50-cloudimg.cfg": `GRUB_CMDLINE_LINUX_DEFAULT="${GRUB_CMDLINE_LINUX_DEFAULT} iommu=pt"` + "\n",
+	})
+	src, err := Configured(r, "6.8.0")
+	require.NoError(t, err)
+	require.Equal(t, "grub", src.Kind)
+	require.Equal(t, "console=ttyS0\n  intel_iommu=on quiet iommu=pt", src.Cmdline)
+	require.Contains(t, src.File, "50-cloudimg.cfg")
+}
+
+func TestConfiguredRefusesCommandOutput(t *testing.T) {
+	r := rootWith(t, map[string]string{"/etc/default/grub": "X=1\nGRUB_CMDLINE_LINUX=\"$(cat /etc/args)\"\n"})
+	_, err := Configured(r, "")
+	require.EqualError(t, err, "/etc/default/grub:2: GRUB_CMDLINE_LINUX is built from a command's output; gpuprep will not guess its value")
+}
+
+func TestConfiguredUnterminatedQuote(t *testing.T) {
+	r := rootWith(t, map[string]string{"/etc/default/grub": "A=1\n\nGRUB_CMDLINE_LINUX=\"quiet\n"})
+	_, err := Configured(r, "")
+	require.EqualError(t, err, "/etc/default/grub:3: GRUB_CMDLINE_LINUX: unterminated double quote")
+}
+
+func TestConfiguredBLS(t *testing.T) {
+	r := rootWith(t, map[string]string{
+		"/etc/default/grub":                        `GRUB_CMDLINE_LINUX="rhgb"`,
+		"/boot/loader/entries/abc-5.14.0.conf":     "title Rocky\nlinux /vmlinuz-5.14.0\noptions $kernelopts intel_iommu=on\n",
+		"/boot/loader/entries/abc-5.14.0-old.conf": "linux /vmlinuz-5.14.0-old\noptions root=x\n",
+		"/boot/grub2/grubenv":                      "# GRUB Environment Block\nkernelopts=root=/dev/sda1 ro\n",
+	})
+	src, err := Configured(r, "5.14.0")
+	require.NoError(t, err)
+	require.Equal(t, "bls", src.Kind)
+	require.Equal(t, "root=/dev/sda1 ro intel_iommu=on", src.Cmdline)
+}

@@ -1,0 +1,271 @@
+// Package host gives gpuprep one view of a Linux host: every file it reads
+// goes through a Root (a directory that stands in for "/"), and every command
+// it runs goes through a Runner (argv only, never a shell string).
+//
+// A Root other than "/" lets tests and the bundled example node run the real
+// code against a directory tree laid out like a real system: symlinks resolve
+// inside the root, relative ones (as sysfs has) and absolute ones alike.
+package host
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+// maxLinks bounds symlink resolution, as the kernel's MAXSYMLINKS (40) does.
+const maxLinks = 40
+
+// Root is a directory that stands in for the host's "/".
+type Root struct {
+	dir  string // absolute, cleaned; "/" for the live host
+	live bool
+}
+
+// NewRoot returns a Root for dir. An empty dir means "/".
+func NewRoot(dir string) (*Root, error) {
+	if dir == "" {
+		dir = "/"
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("host root %q: %w", dir, err)
+	}
+	st, err := os.Stat(abs)
+	if err != nil {
+		return nil, fmt.Errorf("host root: %w", err)
+	}
+	if !st.IsDir() {
+		return nil, fmt.Errorf("host root %s: not a directory", abs)
+	}
+	return &Root{dir: abs, live: abs == "/"}, nil
+}
+
+// Dir is the directory that stands in for "/".
+func (r *Root) Dir() string { return r.dir }
+
+// IsLive reports whether the root is the running system's own "/".
+func (r *Root) IsLive() bool { return r.live }
+
+// Path maps the absolute host path p to a path on this machine, resolving
+// every symlink inside the root. The final component is resolved too.
+func (r *Root) Path(p string) (string, error) {
+	if r.live {
+		return path.Clean("/" + p), nil
+	}
+	resolved, err := r.resolve(p, true)
+	if err != nil {
+		return "", err
+	}
+	return r.join(resolved), nil
+}
+
+// lpath maps p like Path but leaves a final symlink unresolved (for Lstat and
+// Readlink).
+func (r *Root) lpath(p string) (string, error) {
+	if r.live {
+		return path.Clean("/" + p), nil
+	}
+	resolved, err := r.resolve(p, false)
+	if err != nil {
+		return "", err
+	}
+	return r.join(resolved), nil
+}
+
+func (r *Root) join(hostPath string) string {
+	return filepath.Join(r.dir, filepath.FromSlash(hostPath))
+}
+
+// resolve walks the host path p component by component, following symlinks
+// within the root, and returns the resolved host path (starting with "/").
+// Components that do not exist are kept as they are, so the caller gets the
+// ordinary "no such file" error from the operation it performs.
+func (r *Root) resolve(p string, followLast bool) (string, error) {
+	todo := strings.Split(path.Clean("/"+p), "/")[1:]
+	cur := "/"
+	links := 0
+	for len(todo) > 0 {
+		c := todo[0]
+		todo = todo[1:]
+		switch c {
+		case "", ".":
+			continue
+		case "..":
+			cur = path.Dir(cur)
+			continue
+		}
+		next := path.Join(cur, c)
+		if len(todo) == 0 && !followLast {
+			cur = next
+			break
+		}
+		fi, err := os.Lstat(r.join(next))
+		if err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+			cur = next
+			if err != nil {
+				// The rest cannot exist: keep the remaining components.
+				cur = path.Join(append([]string{cur}, todo...)...)
+				todo = nil
+			}
+			continue
+		}
+		links++
+		if links > maxLinks {
+			return "", &fs.PathError{Op: "resolve", Path: p, Err: errors.New("too many levels of symbolic links")}
+		}
+		target, err := os.Readlink(r.join(next))
+		if err != nil {
+			return "", err
+		}
+		if strings.HasPrefix(target, "/") {
+			cur = "/"
+		}
+		todo = append(strings.Split(target, "/"), todo...)
+	}
+	return cur, nil
+}
+
+// ReadFile reads the host file p.
+func (r *Root) ReadFile(p string) ([]byte, error) {
+	rp, err := r.Path(p)
+	if err != nil {
+		return nil, err
+	}
+	return os.ReadFile(rp)
+}
+
+// ReadString reads the host file p with surrounding white space removed, as
+// a sysfs attribute is usually read.
+func (r *Root) ReadString(p string) (string, error) {
+	b, err := r.ReadFile(p)
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
+// Open opens the host file p for reading.
+func (r *Root) Open(p string) (*os.File, error) {
+	rp, err := r.Path(p)
+	if err != nil {
+		return nil, err
+	}
+	return os.Open(rp)
+}
+
+// Stat follows symlinks inside the root.
+func (r *Root) Stat(p string) (fs.FileInfo, error) {
+	rp, err := r.Path(p)
+	if err != nil {
+		return nil, err
+	}
+	return os.Stat(rp)
+}
+
+// Lstat does not follow a final symlink.
+func (r *Root) Lstat(p string) (fs.FileInfo, error) {
+	rp, err := r.lpath(p)
+	if err != nil {
+		return nil, err
+	}
+	return os.Lstat(rp)
+}
+
+// Exists reports whether p exists (after resolving symlinks).
+func (r *Root) Exists(p string) bool {
+	_, err := r.Stat(p)
+	return err == nil
+}
+
+// Readlink returns the raw target of the symlink p.
+func (r *Root) Readlink(p string) (string, error) {
+	rp, err := r.lpath(p)
+	if err != nil {
+		return "", err
+	}
+	return os.Readlink(rp)
+}
+
+// LinkBase returns the last element of the symlink p's target: the driver
+// name of a device's "driver" link, the group number of its "iommu_group".
+// It returns "" when p is not there or its target does not exist.
+func (r *Root) LinkBase(p string) string {
+	t, err := r.Readlink(p)
+	if err != nil {
+		return ""
+	}
+	if !r.Exists(p) {
+		return "" // dangling
+	}
+	return path.Base(t)
+}
+
+// Realpath returns p with every symlink resolved, as a host path.
+func (r *Root) Realpath(p string) (string, error) {
+	if r.live {
+		return filepath.EvalSymlinks(p)
+	}
+	return r.resolve(p, true)
+}
+
+// ReadDir lists the host directory p, sorted by name.
+func (r *Root) ReadDir(p string) ([]fs.DirEntry, error) {
+	rp, err := r.Path(p)
+	if err != nil {
+		return nil, err
+	}
+	return os.ReadDir(rp)
+}
+
+// Names lists the entry names of the host directory p, sorted; a missing
+// directory gives none.
+func (r *Root) Names(p string) []string {
+	ents, err := r.ReadDir(p)
+	if err != nil {
+		return nil
+	}
+	out := make([]string, 0, len(ents))
+	for _, e := range ents {
+		out = append(out, e.Name())
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Glob expands a host path pattern and returns host paths, sorted.
+func (r *Root) Glob(pattern string) ([]string, error) {
+	dir, base := path.Split(path.Clean("/" + pattern))
+	if strings.ContainsAny(dir, "*?[") {
+		// Expand directory components one level at a time.
+		parents, err := r.Glob(strings.TrimSuffix(dir, "/"))
+		if err != nil {
+			return nil, err
+		}
+		var out []string
+		for _, p := range parents {
+			m, err := r.Glob(path.Join(p, base))
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, m...)
+		}
+		return out, nil
+	}
+	var out []string
+	for _, n := range r.Names(dir) {
+		ok, err := path.Match(base, n)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			out = append(out, path.Join(dir, n))
+		}
+	}
+	return out, nil
+}

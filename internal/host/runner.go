@@ -1,0 +1,60 @@
+package host
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"strings"
+)
+
+// Runner runs a command given as argv. No implementation passes anything
+// through a shell, so values from inventories or flags cannot inject commands.
+type Runner interface {
+	// Run runs argv and returns its standard output. A non-zero exit is an
+	// error that carries the command's standard error.
+	Run(ctx context.Context, argv ...string) ([]byte, error)
+}
+
+// ErrNoCommands is returned by NoRunner: commands are not run against a
+// host root that is not the live system, since they would see the wrong host.
+var ErrNoCommands = errors.New("commands are not run against a host root that is not /")
+
+// ExecRunner runs commands on this machine.
+type ExecRunner struct{}
+
+// Run implements Runner.
+func (ExecRunner) Run(ctx context.Context, argv ...string) ([]byte, error) {
+	if len(argv) == 0 {
+		return nil, errors.New("run: empty command")
+	}
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		msg := strings.TrimSpace(stderr.String())
+		if msg != "" {
+			return out, fmt.Errorf("%s: %w: %s", argv[0], err, msg)
+		}
+		return out, fmt.Errorf("%s: %w", argv[0], err)
+	}
+	return out, nil
+}
+
+// NoRunner refuses every command.
+type NoRunner struct{}
+
+// Run implements Runner.
+func (NoRunner) Run(_ context.Context, argv ...string) ([]byte, error) {
+	return nil, fmt.Errorf("%s: %w", strings.Join(argv, " "), ErrNoCommands)
+}
+
+// DefaultRunner is the runner that fits root: commands run only on the live host.
+func DefaultRunner(r *Root) Runner {
+	if r.IsLive() {
+		return ExecRunner{}
+	}
+	return NoRunner{}
+}

@@ -1,0 +1,144 @@
+// Package kargs parses kernel command lines the way the kernel does and
+// answers whether a wanted argument is in effect: "-" and "_" are the same in
+// names, the last occurrence of a key wins, values are comma lists
+// (intel_iommu=on,sm_on is "on"), and a bare key sets no value.
+package kargs
+
+import "strings"
+
+// Param is one kernel argument.
+type Param struct {
+	Key      string // as written
+	Value    string
+	HasValue bool
+}
+
+// String writes p as it appears on a command line.
+func (p Param) String() string {
+	if !p.HasValue {
+		return p.Key
+	}
+	if strings.ContainsAny(p.Value, " \t") {
+		return p.Key + `="` + p.Value + `"`
+	}
+	return p.Key + "=" + p.Value
+}
+
+// Norm is the name the kernel matches: "-" and "_" are equivalent.
+func Norm(key string) string { return strings.ReplaceAll(key, "-", "_") }
+
+// Parse splits a command line into parameters. Double quotes group text that
+// holds spaces (key="a b" or "key=a b"), as the kernel's next_arg does.
+func Parse(s string) []Param {
+	var out []Param
+	i := 0
+	for i < len(s) {
+		for i < len(s) && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n') {
+			i++
+		}
+		if i >= len(s) {
+			break
+		}
+		var b strings.Builder
+		inq := false
+		eq := -1
+		for ; i < len(s); i++ {
+			c := s[i]
+			if c == '"' {
+				inq = !inq
+				continue
+			}
+			if !inq && (c == ' ' || c == '\t' || c == '\n') {
+				break
+			}
+			if c == '=' && eq < 0 {
+				eq = b.Len()
+			}
+			b.WriteByte(c)
+		}
+		w := b.String()
+		if w == "" {
+			continue
+		}
+		if w == "--" {
+			break // what follows goes to init
+		}
+		if eq >= 0 {
+			out = append(out, Param{Key: w[:eq], Value: w[eq+1:], HasValue: true})
+		} else {
+			out = append(out, Param{Key: w})
+		}
+	}
+	return out
+}
+
+// ParseOne parses a single "key=value" or "key" argument.
+func ParseOne(s string) Param {
+	if i := strings.IndexByte(s, '='); i >= 0 {
+		return Param{Key: s[:i], Value: s[i+1:], HasValue: true}
+	}
+	return Param{Key: s}
+}
+
+// Last returns the last occurrence of key (the one the kernel uses).
+func Last(ps []Param, key string) (Param, bool) {
+	k := Norm(key)
+	for i := len(ps) - 1; i >= 0; i-- {
+		if Norm(ps[i].Key) == k {
+			return ps[i], true
+		}
+	}
+	return Param{}, false
+}
+
+// HasOption reports whether the comma-separated value list v holds opt.
+func HasOption(v, opt string) bool {
+	for _, o := range strings.Split(v, ",") {
+		if strings.TrimSpace(o) == opt {
+			return true
+		}
+	}
+	return false
+}
+
+// Satisfied reports whether want is in effect in ps: the last occurrence of
+// its key carries the wanted value among its comma-separated options. A bare
+// wanted key (no value) needs the key present. iommu=pt is also satisfied by
+// iommu.passthrough=1, its documented synonym, when that comes later.
+func Satisfied(ps []Param, want Param) bool {
+	if Norm(want.Key) == "iommu" && want.Value == "pt" {
+		return passthrough(ps)
+	}
+	got, ok := Last(ps, want.Key)
+	if !ok {
+		return false
+	}
+	if !want.HasValue {
+		return true
+	}
+	return got.HasValue && HasOption(got.Value, want.Value)
+}
+
+// passthrough follows the kernel: iommu=pt/nopt and iommu.passthrough=0/1
+// both set the default domain type; the last one written wins.
+func passthrough(ps []Param) bool {
+	on := false
+	for _, p := range ps {
+		switch Norm(p.Key) {
+		case "iommu":
+			if HasOption(p.Value, "pt") {
+				on = true
+			} else if HasOption(p.Value, "nopt") {
+				on = false
+			}
+		case "iommu.passthrough":
+			switch strings.ToLower(p.Value) {
+			case "1", "y", "on":
+				on = true
+			case "0", "n", "off":
+				on = false
+			}
+		}
+	}
+	return on
+}

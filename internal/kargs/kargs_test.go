@@ -1,0 +1,48 @@
+package kargs
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestParse(t *testing.T) {
+	ps := Parse(`BOOT_IMAGE=/vmlinuz-6.8 root=UUID=ab ro  quiet foo="a b" "bar=c d" intel_iommu=on,sm_on -- init-arg`)
+	require.Equal(t, []Param{
+		{"BOOT_IMAGE", "/vmlinuz-6.8", true}, {"root", "UUID=ab", true}, {"ro", "", false}, {"quiet", "", false},
+		{"foo", "a b", true}, {"bar", "c d", true}, {"intel_iommu", "on,sm_on", true},
+	}, ps)
+}
+
+func TestSatisfied(t *testing.T) {
+	cases := []struct {
+		cmdline, want string
+		ok            bool
+	}{
+		{"intel_iommu=on", "intel_iommu=on", true},
+		{"intel_iommu=on,sm_on", "intel_iommu=on", true},
+		{"intel-iommu=on", "intel_iommu=on", true},
+		{"intel_iommu=on intel_iommu=off", "intel_iommu=on", false},
+		{"intel_iommu", "intel_iommu=on", false},
+		{"intel_iommu=sm_on", "intel_iommu=on", false},
+		{"", "intel_iommu=on", false},
+		{"iommu=1 iommu=pt", "iommu=pt", true},
+		{"iommu=pt iommu=1", "iommu=pt", true}, // iommu=1 does not undo passthrough
+		{"iommu=pt iommu=nopt", "iommu=pt", false},
+		{"iommu.passthrough=1", "iommu=pt", true},
+		{"iommu=pt iommu.passthrough=0", "iommu=pt", false},
+		{"quiet", "quiet", true},
+	}
+	for _, c := range cases {
+		require.Equal(t, c.ok, Satisfied(Parse(c.cmdline), ParseOne(c.want)), "%q wants %q", c.cmdline, c.want)
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	f.Add(`a=b "c=d e" f`)
+	f.Fuzz(func(t *testing.T, s string) {
+		for _, p := range Parse(s) {
+			require.NotEmpty(t, p.Key+p.Value)
+		}
+	})
+}

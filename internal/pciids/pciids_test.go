@@ -1,0 +1,49 @@
+package pciids
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/gpuprep/gpuprep/internal/fixture"
+	"github.com/gpuprep/gpuprep/internal/host"
+	"github.com/stretchr/testify/require"
+)
+
+const sample = `# comment
+10de  NVIDIA Corporation
+	2330  GH100 [H100 SXM5 80GB]
+		10de 16c1  H100 SXM5 80GB
+	2335  GH100 [H200 SXM 141GB]
+1234  Technical Corp.
+C 03  Display controller
+	00  VGA compatible controller
+`
+
+func TestLookupFromRoot(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, fixture.New(dir).File("/usr/share/hwdata/pci.ids", sample).Err())
+	root, err := host.NewRoot(dir)
+	require.NoError(t, err)
+	n := Lookup(root, []ID{{"10de", "2335"}, {"10de", "16c1"}, {"1234", "1111"}, {"abcd", ""}})
+	require.Equal(t, "/usr/share/hwdata/pci.ids", n.Source)
+	require.Equal(t, "GH100 [H200 SXM 141GB]", n.Devices[ID{"10de", "2335"}])
+	require.Empty(t, n.Devices[ID{"10de", "16c1"}], "a subsystem line is not a device")
+	require.Equal(t, "NVIDIA Corporation", n.Vendors["10de"])
+	require.Equal(t, "Technical Corp.", n.Vendors["1234"])
+	require.NotContains(t, n.Vendors, "abcd")
+}
+
+func TestLookupEmbeddedWhenRootHasNone(t *testing.T) {
+	root, err := host.NewRoot(t.TempDir())
+	require.NoError(t, err)
+	n := Lookup(root, []ID{{"10de", "2330"}})
+	require.Equal(t, "embedded", n.Source)
+	require.True(t, strings.Contains(n.Devices[ID{"10de", "2330"}], "H100"), n.Devices)
+}
+
+func BenchmarkLookupEmbedded(b *testing.B) {
+	root, _ := host.NewRoot(b.TempDir())
+	for i := 0; i < b.N; i++ {
+		Lookup(root, []ID{{"10de", "2330"}, {"10de", "22a3"}})
+	}
+}

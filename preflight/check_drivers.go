@@ -1,0 +1,164 @@
+package preflight
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/gpuprep/gpuprep/internal/pci"
+)
+
+func checkNouveau(e *Env) []Finding {
+	var bound []string
+	for _, g := range e.GPUs {
+		if g.Driver == "nouveau" {
+			bound = append(bound, g.Address)
+		}
+	}
+	loaded := e.Root.Exists("/sys/module/nouveau")
+	blacklisted, where := nouveauBlacklisted(e)
+	bl := "not blacklisted"
+	if blacklisted {
+		bl = "blacklisted in " + where
+	}
+	fix := "gpuprep vfio bind --persist"
+	switch {
+	case len(bound) > 0:
+		return []Finding{{Status: Fail, Subject: strings.Join(bound, ","),
+			Message: fmt.Sprintf("nouveau drives %d selected GPU(s) (%s): neither the NVIDIA driver nor vfio-pci can take them", len(bound), bl),
+			Remedy:  "blacklist nouveau (`blacklist nouveau` and `options nouveau modeset=0` in /etc/modprobe.d), regenerate the initramfs and reboot; for vm-passthrough: " + fix,
+			Fixable: true, FixCommand: fix}}
+	case loaded:
+		return []Finding{{Status: Warn, Subject: "/sys/module/nouveau",
+			Message: "nouveau is loaded (" + bl + "), though no selected GPU uses it: it may grab a GPU that another driver releases",
+			Remedy:  "blacklist nouveau and regenerate the initramfs"}}
+	}
+	return []Finding{{Status: Pass, Subject: "/sys/module/nouveau", Message: "nouveau not loaded (" + bl + ")"}}
+}
+
+var blacklistRe = regexp.MustCompile(`(?m)^\s*blacklist\s+nouveau\s*$`)
+
+func nouveauBlacklisted(e *Env) (bool, string) {
+	for _, dir := range []string{"/etc/modprobe.d", "/usr/lib/modprobe.d", "/lib/modprobe.d"} {
+		files, _ := e.Root.Glob(dir + "/*.conf")
+		for _, f := range files {
+			if b, err := e.Root.ReadFile(f); err == nil && blacklistRe.Match(b) {
+				return true, f
+			}
+		}
+	}
+	if p, ok := lastArg(e, "modprobe.blacklist"); ok && strings.Contains(","+p+",", ",nouveau,") {
+		return true, "/proc/cmdline"
+	}
+	return false, ""
+}
+
+func lastArg(e *Env, key string) (string, bool) {
+	for i := len(e.Cmdline) - 1; i >= 0; i-- {
+		if e.Cmdline[i].Key == key {
+			return e.Cmdline[i].Value, true
+		}
+	}
+	return "", false
+}
+
+// moduleState says whether a module is built in, installed or missing for
+// the running kernel, from /lib/modules/KVER/modules.{builtin,dep}.
+func moduleState(builtin, dep, mod string) string {
+	want := strings.ReplaceAll(mod, "-", "_")
+	match := func(list string) bool {
+		for _, l := range strings.Split(list, "\n") {
+			f, _, _ := strings.Cut(l, ":")
+			b := f[strings.LastIndexByte(f, '/')+1:]
+			if i := strings.Index(b, ".ko"); i > 0 {
+				b = b[:i]
+			}
+			if strings.ReplaceAll(b, "-", "_") == want && b != "" {
+				return true
+			}
+		}
+		return false
+	}
+	switch {
+	case match(builtin):
+		return "built in"
+	case match(dep):
+		return "module"
+	}
+	return ""
+}
+
+func checkVFIOModules(e *Env) []Finding {
+	k := e.Host.Kernel
+	base := "/lib/modules/" + k
+	dep, errDep := e.Root.ReadFile(base + "/modules.dep")
+	builtin, _ := e.Root.ReadFile(base + "/modules.builtin")
+	if errDep != nil && len(builtin) == 0 {
+		return []Finding{{Status: Fail, Subject: base,
+			Message: "no module index for the running kernel " + k + " (" + base + "/modules.dep missing): vfio-pci cannot be loaded",
+			Remedy:  "install the modules package of the running kernel (or boot the kernel whose modules are installed) and run depmod"}}
+	}
+	var missing, have []string
+	for _, m := range []string{"vfio", "vfio_iommu_type1", "vfio_pci"} {
+		st := moduleState(string(builtin), string(dep), m)
+		if st == "" {
+			missing = append(missing, m)
+			continue
+		}
+		loaded := ""
+		if st == "module" && e.Root.Exists("/sys/module/"+m) {
+			loaded = ", loaded"
+		}
+		have = append(have, m+" ("+st+loaded+")")
+	}
+	if len(missing) > 0 {
+		return []Finding{{Status: Fail, Subject: base + "/modules.dep",
+			Message: "missing for kernel " + k + ": " + strings.Join(missing, ", "),
+			Remedy:  "install the kernel's extra modules package (e.g. linux-modules-extra-" + k + ") or a kernel built with CONFIG_VFIO_PCI"}}
+	}
+	return []Finding{{Status: Pass, Subject: base, Message: "available for kernel " + k + ": " + strings.Join(have, ", ")}}
+}
+
+func checkVFIOBinding(e *Env) []Finding {
+	var out []Finding
+	for _, g := range e.GPUs {
+		pass := []Mode{VMPassthrough}
+		cont := []Mode{Container}
+		if pci.DriverIsVFIO(g.Driver) {
+			var behind []string
+			for _, d := range e.Inv.Devices {
+				if d != g && d.Slot() == g.Slot() && !d.IsBridge() && !pci.DriverIsVFIO(d.Driver) && d.Driver != "" {
+					behind = append(behind, d.Address+" ("+classLabel(d.Class)+", driver "+d.Driver+")")
+				}
+			}
+			f := Finding{Status: Pass, Subject: g.Address, Modes: pass, Message: "bound to " + g.Driver}
+			if len(behind) > 0 {
+				f.Status = Fail
+				f.Message += ", but other functions of the card are not on a VFIO driver: " + strings.Join(behind, ", ")
+				f.Fixable, f.FixCommand = true, "gpuprep vfio bind --select "+g.Address
+				f.Remedy = f.FixCommand + " (binds every endpoint function of the card)"
+			}
+			out = append(out, f, Finding{Status: Fail, Subject: g.Address, Modes: cont,
+				Message: "bound to " + g.Driver + ": the NVIDIA driver cannot use it for containers",
+				Fixable: true, FixCommand: "gpuprep vfio unbind --select " + g.Address, Remedy: "gpuprep vfio unbind --select " + g.Address})
+			continue
+		}
+		fix := "gpuprep vfio bind --select " + g.Address
+		out = append(out, Finding{Status: Fail, Subject: g.Address, Modes: pass,
+			Message: "on " + driverOr(g.Driver) + ": vm-passthrough needs every function of the GPU on vfio-pci (or its VFIO variant driver)",
+			Fixable: true, FixCommand: fix, Remedy: fix})
+		if g.Driver != "nouveau" {
+			msg := "on driver nvidia"
+			if g.Driver == "" {
+				msg = "no driver bound: the GPU Operator's driver will take it"
+			} else if g.Driver != "nvidia" {
+				msg = "on driver " + g.Driver
+			}
+			out = append(out, Finding{Status: Pass, Subject: g.Address, Modes: cont, Message: msg})
+		}
+	}
+	if len(e.GPUs) == 0 {
+		out = append(out, Finding{Status: Skip, Subject: "/sys/bus/pci/drivers", Message: "no GPU selected"})
+	}
+	return out
+}

@@ -1,0 +1,225 @@
+package preflight
+
+import (
+	"encoding/binary"
+	"fmt"
+	"io/fs"
+	"os"
+	"strings"
+
+	"github.com/gpuprep/gpuprep/internal/pci"
+)
+
+func checkGPUPresent(e *Env) []Finding {
+	var out []Finding
+	for _, g := range e.GPUs {
+		drv := g.Driver
+		if drv == "" {
+			drv = "no driver"
+		}
+		out = append(out, Finding{Status: Pass, Subject: g.Address,
+			Message: fmt.Sprintf("%s (%s:%s, class %s), %s", name(g), g.VendorID, g.DeviceID, g.Class, drv)})
+	}
+	if len(e.NVSwitches) > 0 {
+		addrs := make([]string, len(e.NVSwitches))
+		for i, s := range e.NVSwitches {
+			addrs[i] = s.Address
+		}
+		out = append(out, Finding{Status: Pass, Subject: strings.Join(addrs, ","),
+			Message: fmt.Sprintf("%d NVSwitch(es): %s; reported separately, passed through with the GPUs", len(e.NVSwitches), name(e.NVSwitches[0]))})
+	}
+	if len(e.GPUs) == 0 {
+		out = append(out, Finding{Status: Fail, Subject: "/sys/bus/pci/devices",
+			Message: fmt.Sprintf("no NVIDIA GPU (vendor 10de, class 0300/0302) among %d PCI devices", len(e.Inv.Devices)),
+			Remedy:  "check that the GPUs are seated and powered and visible to the kernel (lspci -d 10de:); use --select to treat other devices as GPUs"})
+	}
+	return out
+}
+
+func name(d *pci.Device) string {
+	n := d.Name
+	if n == "" {
+		n = "device " + d.VendorID + ":" + d.DeviceID
+	}
+	if d.VendorName != "" {
+		n = strings.TrimSuffix(strings.TrimSuffix(d.VendorName, " Corporation"), " Corp.") + " " + n
+	}
+	return n
+}
+
+// MSR bits (facts: Intel IA32_FEATURE_CONTROL 0x3A, AMD VM_CR 0xC0010114).
+const (
+	msrFeatureControl   = 0x3A
+	featCtlLock         = 1 << 0
+	featCtlVMXInSMX     = 1 << 1
+	featCtlVMXOutsideSX = 1 << 2
+	msrVMCR             = 0xC0010114
+	vmcrLock            = 1 << 3
+	vmcrSVMDis          = 1 << 4
+)
+
+// readMSR reads one MSR from every CPU's /dev/cpu/N/msr. It returns the
+// values by CPU and the first error (not readable: no msr module, not root).
+func readMSR(e *Env, msr int64) (map[string]uint64, error) {
+	cpus := e.Root.Names("/dev/cpu")
+	vals := map[string]uint64{}
+	var firstErr error
+	for _, c := range cpus {
+		f, err := e.Root.Open("/dev/cpu/" + c + "/msr")
+		if err != nil {
+			if firstErr == nil {
+				firstErr = err
+			}
+			continue
+		}
+		var b [8]byte
+		_, err = f.ReadAt(b[:], msr)
+		f.Close()
+		if err != nil {
+			if firstErr == nil {
+				firstErr = err
+			}
+			continue
+		}
+		vals[c] = binary.LittleEndian.Uint64(b[:])
+	}
+	if len(vals) == 0 && firstErr == nil {
+		firstErr = fmt.Errorf("/dev/cpu/*/msr: not present (load the msr module)")
+	}
+	return vals, firstErr
+}
+
+func checkCPUVirt(e *Env) []Finding {
+	c := e.CPU
+	var out []Finding
+	if !c.Read {
+		return []Finding{{Status: Error, Subject: "/proc/cpuinfo", Message: "cannot read /proc/cpuinfo", Remedy: "run gpuprep on a Linux host (or point --root at one)"}}
+	}
+	if c.Flags["hypervisor"] {
+		out = append(out, Finding{Status: Warn, Subject: "cpu flag hypervisor",
+			Message: "this node is itself a virtual machine (CPUID hypervisor bit): the GPU Operator's VM workloads assume bare metal, and VMs here need nested virtualization and a virtual IOMMU",
+			Remedy:  "prepare the bare-metal host instead, or enable nested virtualization and a vIOMMU on the hypervisor"})
+	}
+	switch {
+	case c.Intel():
+		vals, msrErr := readMSR(e, msrFeatureControl)
+		var disabled []string
+		for cpu, v := range vals {
+			if v&featCtlLock != 0 && v&featCtlVMXOutsideSX == 0 {
+				disabled = append(disabled, cpu)
+			}
+		}
+		switch {
+		case len(disabled) > 0:
+			v := vals[disabled[0]]
+			out = append(out, Finding{Status: Fail, Subject: "MSR 0x3A (IA32_FEATURE_CONTROL)",
+				Message: fmt.Sprintf("VT-x disabled by BIOS: MSR 0x3A = %#x on %d of %d CPUs (locked, VMX outside SMX off)%s", v, len(disabled), len(vals), vmxFlagNote(c)),
+				Remedy:  "enable \"Intel Virtualization Technology\" (VT-x, VMX) in the BIOS/UEFI setup and power-cycle the node"})
+		case c.Flags["vmx"]:
+			ev := "cpu flag vmx"
+			if msrErr == nil {
+				ev += fmt.Sprintf(", MSR 0x3A = %#x on %d CPUs (VMX outside SMX allowed)", vals[firstKey(vals)], len(vals))
+			} else {
+				ev += " (MSR 0x3A not readable: " + msrErr.Error() + "; Linux ≥ 5.6 clears vmx when the BIOS locks VT-x off)"
+			}
+			out = append(out, Finding{Status: Pass, Subject: "cpu flag vmx", Message: "VT-x enabled: " + ev})
+		case msrErr == nil:
+			out = append(out, Finding{Status: Fail, Subject: "cpu flag vmx",
+				Message: fmt.Sprintf("no vmx flag although MSR 0x3A = %#x does not lock VT-x off: the kernel did not enable VMX (built without KVM_INTEL, or a VM without nested virtualization)", vals[firstKey(vals)]),
+				Remedy:  "check the BIOS VT-x setting and that the kernel has KVM support (modprobe kvm_intel)"})
+		default:
+			out = append(out, Finding{Status: Fail, Subject: "cpu flag vmx",
+				Message: "no vmx flag in /proc/cpuinfo: VT-x is disabled in the BIOS (the kernel clears the flag when firmware locks it off) or this CPU has no VT-x; MSR 0x3A not readable (" + msrErr.Error() + ")",
+				Remedy:  "enable \"Intel Virtualization Technology\" (VT-x) in the BIOS/UEFI setup; to confirm, run as root after `modprobe msr`"})
+		}
+	case c.AMD():
+		vals, msrErr := readMSR(e, msrVMCR)
+		var disabled []string
+		for cpu, v := range vals {
+			if v&vmcrSVMDis != 0 {
+				disabled = append(disabled, cpu)
+			}
+		}
+		kvmAMD := e.Root.Exists("/sys/module/kvm_amd")
+		switch {
+		case len(disabled) > 0:
+			v := vals[disabled[0]]
+			lock := ""
+			if v&vmcrLock != 0 {
+				lock = ", locked"
+			}
+			out = append(out, Finding{Status: Fail, Subject: "MSR 0xC0010114 (VM_CR)",
+				Message: fmt.Sprintf("AMD-V disabled by BIOS: VM_CR = %#x on %d of %d CPUs (SVMDIS set%s); the svm flag alone does not show this on older kernels", v, len(disabled), len(vals), lock),
+				Remedy:  "enable \"SVM Mode\" (AMD-V) in the BIOS/UEFI setup and power-cycle the node"})
+		case c.Flags["svm"] && (msrErr == nil || kvmAMD):
+			ev := "cpu flag svm"
+			if msrErr == nil {
+				ev += fmt.Sprintf(", VM_CR = %#x (SVMDIS clear)", vals[firstKey(vals)])
+			}
+			if kvmAMD {
+				ev += ", kvm_amd loaded"
+			}
+			out = append(out, Finding{Status: Pass, Subject: "cpu flag svm", Message: "AMD-V enabled: " + ev})
+		case c.Flags["svm"]:
+			out = append(out, Finding{Status: Warn, Subject: "cpu flag svm",
+				Message: "svm flag present, but older kernels keep it when the BIOS disables SVM, VM_CR is not readable (" + msrErr.Error() + ") and kvm_amd is not loaded",
+				Remedy:  "run as root after `modprobe msr`, or `modprobe kvm_amd` (it refuses to load when SVM is disabled in the BIOS)"})
+		default:
+			out = append(out, Finding{Status: Fail, Subject: "cpu flag svm",
+				Message: "no svm flag in /proc/cpuinfo: AMD-V (SVM) is disabled in the BIOS or not available",
+				Remedy:  "enable \"SVM Mode\" in the BIOS/UEFI setup and power-cycle the node"})
+		}
+	default:
+		out = append(out, Finding{Status: Error, Subject: "vendor_id " + c.Vendor,
+			Message: fmt.Sprintf("unsupported CPU vendor %q: gpuprep checks Intel VT-x and AMD-V", c.Vendor),
+			Remedy:  "check hardware virtualization by hand, then --skip cpu.virtualization"})
+	}
+	return out
+}
+
+func vmxFlagNote(c CPUInfo) string {
+	if c.Flags["vmx"] {
+		return "; the vmx flag is still set (kernel older than 5.6?)"
+	}
+	return ""
+}
+
+func firstKey(m map[string]uint64) string {
+	best := ""
+	for k := range m {
+		if best == "" || len(k) < len(best) || len(k) == len(best) && k < best {
+			best = k
+		}
+	}
+	return best
+}
+
+func checkKVM(e *Env) []Finding {
+	mods := []string{}
+	for _, m := range []string{"kvm_intel", "kvm_amd", "kvm"} {
+		if e.Root.Exists("/sys/module/" + m) {
+			mods = append(mods, m)
+		}
+	}
+	modMsg := "no kvm module loaded"
+	if len(mods) > 0 {
+		modMsg = "modules " + strings.Join(mods, ", ")
+	}
+	fi, err := e.Root.Stat("/dev/kvm")
+	switch {
+	case err == nil && (fi.Mode()&fs.ModeCharDevice != 0 || !e.Root.IsLive()):
+		return []Finding{{Status: Pass, Subject: "/dev/kvm", Message: "/dev/kvm present; " + modMsg}}
+	case err == nil:
+		return []Finding{{Status: Fail, Subject: "/dev/kvm", Message: "/dev/kvm exists but is not a character device", Remedy: "remove it and reload the kvm modules"}}
+	case os.IsNotExist(err):
+		mod := "kvm_intel"
+		if e.CPU.AMD() {
+			mod = "kvm_amd"
+		}
+		return []Finding{{Status: Fail, Subject: "/dev/kvm",
+			Message: "/dev/kvm missing; " + modMsg,
+			Remedy:  fmt.Sprintf("`modprobe %s`; if it fails, hardware virtualization is off (see cpu.virtualization)", mod)}}
+	default:
+		return []Finding{{Status: Error, Subject: "/dev/kvm", Message: "cannot stat /dev/kvm: " + err.Error(), Remedy: "run as root"}}
+	}
+}

@@ -1,0 +1,82 @@
+package preflight
+
+import (
+	"strings"
+
+	"github.com/gpuprep/gpuprep/internal/kargs"
+)
+
+// WorkloadLabel is the node label the GPU Operator reads (with
+// sandboxWorkloads.enabled=true) to choose what a node is for.
+const WorkloadLabel = "nvidia.com/gpu.workload.config"
+
+// kubeletEnvFiles hold the kubelet's extra flags on common distributions.
+var kubeletEnvFiles = []string{"/etc/default/kubelet", "/etc/sysconfig/kubelet", "/var/lib/kubelet/kubeadm-flags.env"}
+
+// configuredLabel finds nvidia.com/gpu.workload.config in the kubelet's
+// --node-labels, returning its value and the file that sets it.
+func configuredLabel(e *Env) (value, file string, found bool) {
+	for _, f := range kubeletEnvFiles {
+		b, err := e.Root.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			_, v, ok := strings.Cut(line, "=")
+			if !ok || strings.HasPrefix(strings.TrimSpace(line), "#") {
+				continue
+			}
+			v = strings.Trim(strings.TrimSpace(v), `"'`)
+			for _, p := range kargs.Parse(v) {
+				if strings.TrimLeft(p.Key, "-") != "node-labels" {
+					continue
+				}
+				for _, l := range strings.Split(p.Value, ",") {
+					if k, val, ok := strings.Cut(l, "="); ok && k == WorkloadLabel {
+						value, file, found = val, f, true
+					}
+				}
+			}
+		}
+	}
+	return value, file, found
+}
+
+func checkNodeLabel(e *Env) []Finding {
+	v, file, found := configuredLabel(e)
+	if !found {
+		out := []Finding{{Status: Pass, Subject: WorkloadLabel, Modes: []Mode{Container},
+			Message: "no workload label configured on this host: the GPU Operator's default workload (container unless changed) applies"}}
+		for _, m := range VMModes {
+			fix := "gpuprep label --mode " + string(m)
+			out = append(out, Finding{Status: Warn, Subject: WorkloadLabel, Modes: []Mode{m},
+				Message: "no workload label configured on this host yet; it is set last, once the node is ready",
+				Remedy:  fix + " (or --before-join to add it to the kubelet's --node-labels)", Fixable: true, FixCommand: fix})
+		}
+		return out
+	}
+	mode, err := ParseMode(v)
+	if err != nil {
+		return []Finding{{Status: Fail, Subject: WorkloadLabel + "=" + v,
+			Message: "invalid value " + `"` + v + `"` + " in " + file + ": the GPU Operator silently treats it as the default (container)",
+			Remedy:  "gpuprep label --before-join --mode MODE (one of container, vm-passthrough, vm-vgpu)", Fixable: true,
+			FixCommand: "gpuprep label --before-join --mode " + string(e.vmModeOr(Container))}}
+	}
+	out := []Finding{{Status: Pass, Subject: WorkloadLabel + "=" + v, Modes: []Mode{mode}, Message: "set in " + file}}
+	for _, m := range Modes {
+		if m != mode {
+			fix := "gpuprep label --before-join --mode " + string(m)
+			out = append(out, Finding{Status: Fail, Subject: WorkloadLabel + "=" + v, Modes: []Mode{m},
+				Message: "the kubelet in " + file + " labels this node for " + v + ", not " + string(m),
+				Remedy:  fix, Fixable: true, FixCommand: fix})
+		}
+	}
+	return out
+}
+
+func (e *Env) vmModeOr(def Mode) Mode {
+	if e.Mode != "" {
+		return e.Mode
+	}
+	return def
+}

@@ -1,0 +1,152 @@
+package preflight
+
+import (
+	"strings"
+	"time"
+
+	"github.com/gpuprep/gpuprep/internal/host"
+	"github.com/gpuprep/gpuprep/internal/kargs"
+	"github.com/gpuprep/gpuprep/internal/pci"
+	"github.com/gpuprep/gpuprep/iommu"
+)
+
+// CPUInfo is what /proc/cpuinfo says about the processors.
+type CPUInfo struct {
+	Vendor string // GenuineIntel, AuthenticAMD
+	Model  string
+	Count  int
+	Flags  map[string]bool
+	Read   bool // /proc/cpuinfo could be read
+}
+
+// Intel and AMD report whether the CPU vendor is known.
+func (c CPUInfo) Intel() bool { return c.Vendor == "GenuineIntel" }
+
+// AMD reports an AMD (or Hygon) processor.
+func (c CPUInfo) AMD() bool { return c.Vendor == "AuthenticAMD" || c.Vendor == "HygonGenuine" }
+
+// HostInfo identifies the host in reports.
+type HostInfo struct {
+	Name   string `json:"name"`
+	OS     string `json:"os"`
+	Kernel string `json:"kernel"`
+}
+
+// Env is everything the checks read, gathered once.
+type Env struct {
+	Root       *host.Root
+	Runner     host.Runner
+	Mode       Mode
+	Host       HostInfo
+	Cmdline    []kargs.Param
+	CmdlineRaw string
+	CmdlineErr error
+	BootTime   time.Time // zero when unknown
+	CPU        CPUInfo
+	Inv        *pci.Inventory
+	GPUs       []*pci.Device
+	NVSwitches []*pci.Device
+	Selector   pci.Selector
+	IOMMU      iommu.Kernel
+	Firmware   iommu.Firmware
+}
+
+// NewEnv gathers the facts of the host under root. It fails when PCI
+// discovery fails or the selection names devices that are not there.
+func NewEnv(root *host.Root, runner host.Runner, sel pci.Selector, mode Mode) (*Env, error) {
+	e := &Env{Root: root, Runner: runner, Selector: sel, Mode: mode}
+	e.Host.Kernel, _ = root.ReadString("/proc/sys/kernel/osrelease")
+	e.Host.Name, _ = root.ReadString("/proc/sys/kernel/hostname")
+	e.Host.OS = osName(root)
+	e.CmdlineRaw, e.CmdlineErr = root.ReadString("/proc/cmdline")
+	e.Cmdline = kargs.Parse(e.CmdlineRaw)
+	e.BootTime = bootTime(root)
+	e.CPU = readCPU(root)
+	inv, err := pci.Discover(root)
+	if err != nil {
+		return nil, err
+	}
+	e.Inv = inv
+	e.GPUs, err = sel.Select(inv)
+	if err != nil {
+		return nil, err
+	}
+	e.NVSwitches = pci.NVSwitches(inv)
+	inv.Name(root, append(append([]*pci.Device{}, e.GPUs...), e.NVSwitches...))
+	e.IOMMU = iommu.ReadKernel(root)
+	e.Firmware = iommu.ReadFirmware(root)
+	return e, nil
+}
+
+// Selected is the GPUs plus the NVSwitches that go to VMs with them.
+func (e *Env) Selected() []*pci.Device {
+	return append(append([]*pci.Device{}, e.GPUs...), e.NVSwitches...)
+}
+
+func osName(root *host.Root) string {
+	b, err := root.ReadFile("/etc/os-release")
+	if err != nil {
+		return ""
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "PRETTY_NAME="); ok {
+			return strings.Trim(v, `"'`)
+		}
+	}
+	return ""
+}
+
+func bootTime(root *host.Root) time.Time {
+	b, err := root.ReadFile("/proc/stat")
+	if err != nil {
+		return time.Time{}
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "btime "); ok {
+			var sec int64
+			for _, c := range strings.TrimSpace(v) {
+				if c < '0' || c > '9' {
+					return time.Time{}
+				}
+				sec = sec*10 + int64(c-'0')
+			}
+			return time.Unix(sec, 0)
+		}
+	}
+	return time.Time{}
+}
+
+func readCPU(root *host.Root) CPUInfo {
+	c := CPUInfo{Flags: map[string]bool{}}
+	b, err := root.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return c
+	}
+	c.Read = true
+	for _, l := range strings.Split(string(b), "\n") {
+		k, v, ok := strings.Cut(l, ":")
+		if !ok {
+			continue
+		}
+		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
+		switch k {
+		case "processor":
+			c.Count++
+		case "vendor_id":
+			if c.Vendor == "" {
+				c.Vendor = v
+			}
+		case "model name":
+			if c.Model == "" {
+				c.Model = v
+			}
+		case "flags":
+			if c.Count == 1 {
+				for _, f := range strings.Fields(v) {
+					c.Flags[f] = true
+				}
+			}
+		}
+	}
+	return c
+}

@@ -1,0 +1,100 @@
+// Package report turns a preflight run into gpuprep's outputs: the stable
+// JSON ReadinessReport (apiVersion gpuprep/v1) and the terminal report.
+package report
+
+import (
+	"encoding/json"
+	"io"
+
+	"github.com/gpuprep/gpuprep/internal/pci"
+	"github.com/gpuprep/gpuprep/iommu"
+	"github.com/gpuprep/gpuprep/preflight"
+)
+
+// APIVersion and Kind identify the JSON document.
+const (
+	APIVersion = "gpuprep/v1"
+	Kind       = "ReadinessReport"
+)
+
+// Report is the ReadinessReport. Field names and meanings are stable; new
+// fields may be added.
+type Report struct {
+	APIVersion string                                    `json:"apiVersion"`
+	Kind       string                                    `json:"kind"`
+	Host       preflight.HostInfo                        `json:"host"`
+	Mode       string                                    `json:"mode"`
+	Ready      bool                                      `json:"ready"`
+	Modes      map[preflight.Mode]*preflight.ModeResult `json:"modes"`
+	Selection  string                                    `json:"selection"`
+	GPUs       []GPU                                     `json:"gpus"`
+	NVSwitches []GPU                                     `json:"nvswitches"`
+	Findings   []preflight.Finding                       `json:"findings"`
+	Summary    preflight.Summary                         `json:"summary"`
+}
+
+// GPU describes one selected GPU (or NVSwitch).
+type GPU struct {
+	Address           string        `json:"address"`
+	VendorID          string        `json:"vendorID"`
+	DeviceID          string        `json:"deviceID"`
+	Class             string        `json:"class"`
+	Name              string        `json:"name"`
+	Driver            string        `json:"driver"`
+	IOMMUGroup        string        `json:"iommuGroup"`
+	PassthroughViable bool          `json:"passthroughViable"`
+	GroupDevices      []GroupDevice `json:"groupDevices"`
+}
+
+// GroupDevice is a member of a GPU's IOMMU group.
+type GroupDevice struct {
+	Address string `json:"address"`
+	Class   string `json:"class"`
+	Driver  string `json:"driver"`
+	Role    string `json:"role"`
+}
+
+// Build assembles the report of a run.
+func Build(e *preflight.Env, res *preflight.Result, mode preflight.Mode) *Report {
+	r := &Report{
+		APIVersion: APIVersion, Kind: Kind, Host: e.Host, Mode: string(mode),
+		Modes: map[preflight.Mode]*preflight.ModeResult{}, Selection: e.Selector.String(),
+		GPUs: []GPU{}, NVSwitches: []GPU{}, Findings: res.Findings, Summary: res.Summarize(),
+	}
+	if r.Findings == nil {
+		r.Findings = []preflight.Finding{}
+	}
+	r.Ready = true
+	for _, m := range preflight.Modes {
+		if mode != "" && m != mode {
+			continue
+		}
+		r.Modes[m] = res.Modes[m]
+		r.Ready = r.Ready && res.Modes[m].Ready
+	}
+	sel := e.Selected()
+	for _, g := range e.GPUs {
+		r.GPUs = append(r.GPUs, gpu(e, g, sel))
+	}
+	for _, s := range e.NVSwitches {
+		r.NVSwitches = append(r.NVSwitches, gpu(e, s, sel))
+	}
+	return r
+}
+
+func gpu(e *preflight.Env, d *pci.Device, sel []*pci.Device) GPU {
+	v := iommu.Viability(e.Inv, d, sel)
+	g := GPU{Address: d.Address, VendorID: d.VendorID, DeviceID: d.DeviceID, Class: d.Class, Name: d.Name,
+		Driver: d.Driver, IOMMUGroup: d.IOMMUGroup, PassthroughViable: v.Viable, GroupDevices: []GroupDevice{}}
+	for _, m := range v.Members {
+		g.GroupDevices = append(g.GroupDevices, GroupDevice{Address: m.Dev.Address, Class: m.Dev.Class, Driver: m.Dev.Driver, Role: string(m.Role)})
+	}
+	return g
+}
+
+// JSON writes the report as indented JSON.
+func JSON(w io.Writer, r *Report) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}

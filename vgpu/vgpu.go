@@ -1,0 +1,135 @@
+// Package vgpu reads the NVIDIA vGPU state of a host through both kernel
+// interfaces: mediated devices (mdev_supported_types on the PF, or on VFs for
+// Ampere on older kernels) and the vendor-specific VFIO framework of vGPU ≥ 17
+// on kernel ≥ 6.8 (SR-IOV VFs with nvidia/creatable_vgpu_types).
+package vgpu
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/gpuprep/gpuprep/internal/host"
+)
+
+// Type is a vGPU type a device can create.
+type Type struct {
+	ID        string // mdev type dir (nvidia-222) or numeric id (1428)
+	Name      string // NVIDIA A10-12Q
+	Available int    // available_instances (mdev); -1 when unknown
+}
+
+// GPU is the vGPU state of one physical GPU.
+type GPU struct {
+	Address   string
+	Interface string // "mdev", "sriov" (vendor-specific VFIO), or "" when none is set up
+	TotalVFs  int
+	NumVFs    int
+	VFs       []string
+	Types     []Type // de-duplicated across VFs, in the order found
+}
+
+// Manager is evidence of an installed NVIDIA vGPU manager.
+type Manager struct {
+	Installed bool
+	Evidence  []string
+}
+
+// ReadManager looks for the vGPU manager's kernel module and daemons.
+func ReadManager(root *host.Root) Manager {
+	var m Manager
+	for _, mod := range []string{"nvidia_vgpu_vfio"} {
+		if root.Exists("/sys/module/" + mod) {
+			m.Evidence = append(m.Evidence, "module "+mod+" loaded")
+		}
+	}
+	for _, b := range []string{"/usr/bin/nvidia-vgpu-mgr", "/usr/bin/nvidia-vgpud", "/usr/lib/nvidia/sriov-manage"} {
+		if root.Exists(b) {
+			m.Evidence = append(m.Evidence, b)
+		}
+	}
+	if len(root.Names("/sys/class/mdev_bus")) > 0 {
+		m.Evidence = append(m.Evidence, "/sys/class/mdev_bus populated")
+	}
+	m.Installed = len(m.Evidence) > 0
+	return m
+}
+
+// Read reads the vGPU state of the PF at addr.
+func Read(root *host.Root, addr string) GPU {
+	dev := "/sys/bus/pci/devices/" + addr
+	g := GPU{Address: addr, TotalVFs: readInt(root, dev+"/sriov_totalvfs"), NumVFs: readInt(root, dev+"/sriov_numvfs")}
+	seen := map[string]bool{}
+	add := func(t Type) {
+		if !seen[t.ID] {
+			seen[t.ID] = true
+			g.Types = append(g.Types, t)
+		}
+	}
+	for _, t := range mdevTypes(root, dev) {
+		g.Interface = "mdev"
+		add(t)
+	}
+	for _, l := range root.Names(dev) {
+		if !strings.HasPrefix(l, "virtfn") {
+			continue
+		}
+		vf := root.LinkBase(dev + "/" + l)
+		if vf == "" {
+			continue
+		}
+		g.VFs = append(g.VFs, vf)
+		vdev := "/sys/bus/pci/devices/" + vf
+		for _, t := range mdevTypes(root, vdev) {
+			g.Interface = "mdev"
+			add(t)
+		}
+		if root.Exists(vdev + "/nvidia/creatable_vgpu_types") {
+			g.Interface = "sriov"
+			b, _ := root.ReadFile(vdev + "/nvidia/creatable_vgpu_types")
+			for _, t := range ParseCreatable(string(b)) {
+				add(t)
+			}
+		}
+	}
+	return g
+}
+
+// ParseCreatable parses nvidia/creatable_vgpu_types: lines "<id> : <name>"
+// (a header line "ID : vGPU Name" may come first).
+func ParseCreatable(s string) []Type {
+	var out []Type
+	for _, l := range strings.Split(s, "\n") {
+		id, name, ok := strings.Cut(l, ":")
+		id, name = strings.TrimSpace(id), strings.TrimSpace(name)
+		if !ok || id == "" {
+			continue
+		}
+		if _, err := strconv.Atoi(id); err != nil {
+			continue // header
+		}
+		out = append(out, Type{ID: id, Name: name, Available: -1})
+	}
+	return out
+}
+
+func mdevTypes(root *host.Root, dev string) []Type {
+	var out []Type
+	for _, t := range root.Names(dev + "/mdev_supported_types") {
+		base := dev + "/mdev_supported_types/" + t
+		name, _ := root.ReadString(base + "/name")
+		out = append(out, Type{ID: t, Name: name, Available: readInt(root, base+"/available_instances")})
+	}
+	return out
+}
+
+func readInt(root *host.Root, p string) int {
+	s, err := root.ReadString(p)
+	if err != nil {
+		return -1
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return -1
+	}
+	return n
+}
