@@ -18,7 +18,7 @@ func checkGPUPresent(e *Env) []Finding {
 			drv = "no driver"
 		}
 		out = append(out, Finding{Status: Pass, Subject: g.Address,
-			Message: fmt.Sprintf("%s (%s:%s, class %s), %s", name(g), g.VendorID, g.DeviceID, g.Class, drv)})
+			Message: fmt.Sprintf("%s (%s:%s, class %s), %s", name(g), g.VendorID, g.DeviceID, g.Class[:4], drv)})
 	}
 	if len(e.NVSwitches) > 0 {
 		addrs := make([]string, len(e.NVSwitches))
@@ -39,7 +39,7 @@ func checkGPUPresent(e *Env) []Finding {
 func name(d *pci.Device) string {
 	n := d.Name
 	if n == "" {
-		n = "device " + d.VendorID + ":" + d.DeviceID
+		n = "unknown device"
 	}
 	if d.VendorName != "" {
 		n = strings.TrimSuffix(strings.TrimSuffix(d.VendorName, " Corporation"), " Corp.") + " " + n

@@ -59,10 +59,23 @@ func checkIOMMUKernel(e *Env) []Finding {
 		f.Remedy = "enable " + biosIOMMU(e) + " in the BIOS/UEFI setup first (see iommu.firmware), then set the kernel arguments and reboot"
 		return []Finding{f}
 	}
+	if src, err := grub.Configured(e.Root, e.Host.Kernel); err == nil && src != nil && allSatisfied(kargs.Parse(src.Cmdline), WantedArgs(e.CPU)) {
+		f.Remedy = "the IOMMU arguments are configured in " + src.File + " (see iommu.cmdline): reboot the node"
+		return []Finding{f}
+	}
 	f.Fixable = true
 	f.FixCommand = "gpuprep grub ensure --mode " + string(e.vmMode())
 	f.Remedy = "set the IOMMU kernel arguments (" + f.FixCommand + ") and reboot"
 	return []Finding{f}
+}
+
+func allSatisfied(ps, want []kargs.Param) bool {
+	for _, w := range want {
+		if !kargs.Satisfied(ps, w) {
+			return false
+		}
+	}
+	return true
 }
 
 // disablingArgs lists arguments in ps that turn the IOMMU off.
@@ -229,11 +242,12 @@ func rebootPending(e *Env, src *grub.Source) (bool, string) {
 }
 
 func checkInterruptRemapping(e *Env) []Finding {
-	if !e.IOMMU.Active() {
-		return []Finding{{Status: Skip, Subject: "/proc/interrupts", Message: "needs an active IOMMU (see iommu.kernel)"}}
-	}
+	// Interrupt remapping can be on while DMA remapping is off (intel_iommu=off
+	// leaves DMAR-IR enabled), so the evidence is read either way.
 	r := iommu.ReadRemapping(e.Root, e.IOMMU)
 	switch {
+	case !e.IOMMU.Active() && !r.Enabled:
+		return []Finding{{Status: Skip, Subject: "/proc/interrupts", Message: "no remapped IRQ chips, and no active IOMMU to remap them (see iommu.kernel)"}}
 	case !r.Known:
 		return []Finding{{Status: Error, Subject: "/proc/interrupts", Message: "cannot read /proc/interrupts", Remedy: "run on the node itself"}}
 	case r.Enabled:

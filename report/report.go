@@ -20,17 +20,17 @@ const (
 // Report is the ReadinessReport. Field names and meanings are stable; new
 // fields may be added.
 type Report struct {
-	APIVersion string                                    `json:"apiVersion"`
-	Kind       string                                    `json:"kind"`
-	Host       preflight.HostInfo                        `json:"host"`
-	Mode       string                                    `json:"mode"`
-	Ready      bool                                      `json:"ready"`
+	APIVersion string                                   `json:"apiVersion"`
+	Kind       string                                   `json:"kind"`
+	Host       preflight.HostInfo                       `json:"host"`
+	Mode       string                                   `json:"mode"`
+	Ready      bool                                     `json:"ready"`
 	Modes      map[preflight.Mode]*preflight.ModeResult `json:"modes"`
-	Selection  string                                    `json:"selection"`
-	GPUs       []GPU                                     `json:"gpus"`
-	NVSwitches []GPU                                     `json:"nvswitches"`
-	Findings   []preflight.Finding                       `json:"findings"`
-	Summary    preflight.Summary                         `json:"summary"`
+	Selection  string                                   `json:"selection"`
+	GPUs       []GPU                                    `json:"gpus"`
+	NVSwitches []GPU                                    `json:"nvswitches"`
+	Findings   []preflight.Finding                      `json:"findings"`
+	Summary    preflight.Summary                        `json:"summary"`
 }
 
 // GPU describes one selected GPU (or NVSwitch).

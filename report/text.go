@@ -64,8 +64,7 @@ func Text(w io.Writer, r *Report) error {
 			}
 			modes = " " + faint.Render("["+strings.Join(ms, ",")+"]")
 		}
-		fmt.Fprintf(&b, " %s %-*s  %s%s\n", sym, width, f.Check, f.Subject, modes)
-		fmt.Fprintf(&b, "   %*s  %s\n", width, "", f.Message)
+		fmt.Fprintf(&b, " %s %-*s  %s: %s%s\n", sym, width, f.Check, f.Subject, f.Message, modes)
 		if f.Remedy != "" && (f.Status == preflight.Fail || f.Status == preflight.Error || f.Status == preflight.Warn) {
 			fmt.Fprintf(&b, "   %*s  %s\n", width, "", colour[f.Status].Render("→ fix: ")+f.Remedy)
 		}

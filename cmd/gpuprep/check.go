@@ -107,4 +107,3 @@ func exitCode(r *report.Report) int {
 	}
 	return exitOK
 }
-

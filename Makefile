@@ -1,0 +1,47 @@
+# gpuprep — see README.md. `make run` checks this host; `make test` runs every test.
+GO       ?= go
+BIN      := bin/gpuprep
+PKGS     := ./...
+export CGO_ENABLED ?= 0
+
+.PHONY: all build run test unit e2e bench lint deps fixtures clean
+
+all: build
+
+build:
+	$(GO) build -trimpath -o $(BIN) ./cmd/gpuprep
+
+## run: check this host (and show the bundled example node where there is no NVIDIA GPU)
+run: build
+	@scripts/run.sh $(BIN)
+
+## test: every test — lint, unit (fixtures), the real-kernel e2e under QEMU; installs what they need
+test: deps lint unit e2e
+
+## unit: fast tests against fixture roots; no root, no network
+unit:
+	$(GO) test -count=1 $(PKGS)
+
+## e2e: gpuprep check inside a real Debian kernel under QEMU with emulated Intel and AMD IOMMUs
+e2e: deps
+	$(GO) test -tags e2e -count=1 -v -timeout 25m ./e2e/
+
+## bench: Go benchmarks and whole-command timings against virt-host-validate
+bench:
+	bash bench/bench.sh
+
+## lint: gofmt, go vet (also with the e2e tag), and the committed example root is up to date
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet $(PKGS)
+	$(GO) vet -tags e2e ./e2e/
+
+deps:
+	@scripts/deps.sh
+
+## fixtures: regenerate the committed example root from its builder
+fixtures:
+	$(GO) run ./internal/fixture/mkroot hgx-h200 testdata/roots/hgx-h200
+
+clean:
+	rm -rf bin

@@ -1,0 +1,252 @@
+package preflight_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/gpuprep/gpuprep/internal/fixture"
+	"github.com/gpuprep/gpuprep/internal/host"
+	"github.com/gpuprep/gpuprep/internal/pci"
+	"github.com/gpuprep/gpuprep/preflight"
+)
+
+// run builds scenario name and runs every check against it.
+func run(t *testing.T, name string, selector ...string) (*preflight.Env, *preflight.Result) {
+	t.Helper()
+	dir := t.TempDir()
+	require.NoError(t, fixture.Build(name, dir))
+	root, err := host.NewRoot(dir)
+	require.NoError(t, err)
+	sel, err := pci.ParseSelector(selector)
+	require.NoError(t, err)
+	env, err := preflight.NewEnv(root, host.NoRunner{}, sel, "")
+	require.NoError(t, err)
+	res, err := preflight.Run(env, preflight.All(), preflight.Options{})
+	require.NoError(t, err)
+	return env, res
+}
+
+// want is one expected finding: check, subject and status, for one mode
+// ("" = any mode the finding counts for).
+type want struct {
+	check, subject string
+	status         preflight.Status
+	mode           preflight.Mode
+}
+
+func find(res *preflight.Result, w want) []preflight.Finding {
+	var out []preflight.Finding
+	for _, f := range res.Findings {
+		if f.Check == w.check && f.Subject == w.subject && (w.mode == "" || f.AppliesTo(w.mode)) {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func TestScenarios(t *testing.T) {
+	const (
+		C  = preflight.Container
+		PT = preflight.VMPassthrough
+		VG = preflight.VMVGPU
+	)
+	cases := []struct {
+		scenario string
+		ready    map[preflight.Mode]bool
+		blockers map[preflight.Mode][]string
+		findings []want
+	}{
+		{
+			scenario: "hgx-h200",
+			ready:    map[preflight.Mode]bool{C: true, PT: false, VG: false},
+			blockers: map[preflight.Mode][]string{PT: {"vfio.binding"}, VG: {"vgpu.manager"}},
+			findings: []want{
+				{"cpu.virtualization", "cpu flag vmx", preflight.Pass, ""},
+				{"iommu.kernel", "/sys/class/iommu", preflight.Pass, ""},
+				{"iommu.cmdline", "intel_iommu=on", preflight.Pass, ""},
+				{"iommu.interrupt-remapping", "/proc/interrupts", preflight.Pass, ""},
+				{"iommu.groups", "0000:13:00.0", preflight.Pass, ""},
+				{"iommu.groups", "0000:83:00.0", preflight.Pass, ""},
+				{"vfio.binding", "0000:13:00.0", preflight.Fail, PT},
+				{"vfio.binding", "0000:13:00.0", preflight.Pass, C},
+				{"gpu.present", "0000:91:00.0,0000:93:00.0,0000:95:00.0,0000:97:00.0", preflight.Pass, ""},
+			},
+		},
+		{
+			scenario: "consumer-shared-group",
+			blockers: map[preflight.Mode][]string{PT: {"iommu.groups", "vfio.binding"}},
+			findings: []want{{"iommu.groups", "0000:02:00.0", preflight.Fail, ""}},
+		},
+		{
+			scenario: "turing-multifunction",
+			blockers: map[preflight.Mode][]string{PT: {"vfio.binding"}},
+			findings: []want{{"iommu.groups", "0000:01:00.0", preflight.Pass, ""}},
+		},
+		{
+			scenario: "two-gpus-one-group",
+			blockers: map[preflight.Mode][]string{PT: {"vfio.binding"}},
+			findings: []want{{"iommu.groups", "0000:03:00.0", preflight.Warn, ""}, {"iommu.groups", "0000:04:00.0", preflight.Warn, ""}},
+		},
+		{
+			scenario: "vtx-disabled",
+			ready:    map[preflight.Mode]bool{C: true, PT: false},
+			blockers: map[preflight.Mode][]string{PT: {"cpu.virtualization", "kvm.device", "vfio.binding"}},
+			findings: []want{{"cpu.virtualization", "MSR 0x3A (IA32_FEATURE_CONTROL)", preflight.Fail, ""}, {"kvm.device", "/dev/kvm", preflight.Fail, ""}},
+		},
+		{
+			scenario: "iommu-off-kernel",
+			blockers: map[preflight.Mode][]string{PT: {"iommu.kernel", "iommu.cmdline", "iommu.groups", "vfio.binding"}},
+			findings: []want{
+				{"iommu.firmware", "/sys/firmware/acpi/tables/DMAR", preflight.Pass, ""},
+				{"iommu.kernel", "/sys/class/iommu", preflight.Fail, ""},
+				{"iommu.cmdline", "intel_iommu=on", preflight.Fail, ""},
+				{"iommu.cmdline", "iommu=pt", preflight.Warn, ""},
+				{"iommu.interrupt-remapping", "/proc/interrupts", preflight.Skip, ""},
+				{"iommu.groups", "0000:17:00.0", preflight.Fail, ""},
+			},
+		},
+		{
+			scenario: "reboot-pending",
+			findings: []want{{"iommu.cmdline", "intel_iommu=on", preflight.Fail, ""}},
+		},
+		{
+			scenario: "no-gpu",
+			ready:    map[preflight.Mode]bool{C: false, PT: false, VG: false},
+			findings: []want{{"gpu.present", "/sys/bus/pci/devices", preflight.Fail, ""}},
+		},
+		{
+			scenario: "vfio-bound",
+			ready:    map[preflight.Mode]bool{C: false, PT: true, VG: false},
+			blockers: map[preflight.Mode][]string{C: {"vfio.binding", "node.label"}, PT: {}},
+			findings: []want{
+				{"vfio.binding", "0000:11:00.0", preflight.Pass, PT},
+				{"vfio.binding", "0000:11:00.0", preflight.Fail, C},
+				{"node.label", "nvidia.com/gpu.workload.config=vm-passthrough", preflight.Pass, PT},
+				{"node.label", "nvidia.com/gpu.workload.config=vm-passthrough", preflight.Fail, VG},
+			},
+		},
+		{
+			scenario: "mdev-vgpu",
+			ready:    map[preflight.Mode]bool{VG: true},
+			findings: []want{{"vgpu.manager", "nvidia vGPU manager", preflight.Pass, ""}, {"vgpu.types", "0000:21:00.0", preflight.Pass, ""}},
+		},
+		{
+			scenario: "sriov-vgpu",
+			ready:    map[preflight.Mode]bool{VG: true},
+			findings: []want{{"vgpu.types", "0000:41:00.0", preflight.Pass, ""}},
+		},
+		{
+			scenario: "amd-svm-disabled",
+			findings: []want{{"cpu.virtualization", "MSR 0xC0010114 (VM_CR)", preflight.Fail, ""}},
+		},
+		{
+			scenario: "amd-ready",
+			ready:    map[preflight.Mode]bool{PT: true},
+			findings: []want{
+				{"cpu.virtualization", "cpu flag svm", preflight.Pass, ""},
+				{"iommu.cmdline", "iommu=pt", preflight.Pass, ""},
+				{"iommu.interrupt-remapping", "/proc/interrupts", preflight.Pass, ""},
+			},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.scenario, func(t *testing.T) {
+			t.Parallel()
+			_, res := run(t, tc.scenario)
+			for m, r := range tc.ready {
+				require.Equal(t, r, res.Modes[m].Ready, "%s readiness", m)
+			}
+			for m, b := range tc.blockers {
+				require.ElementsMatch(t, b, res.Modes[m].Blockers, "%s blockers", m)
+			}
+			for _, w := range tc.findings {
+				got := find(res, w)
+				require.NotEmpty(t, got, "no %s finding for %s (mode %q); findings: %+v", w.check, w.subject, w.mode, res.Findings)
+				for _, f := range got {
+					require.Equal(t, w.status, f.Status, "%s %s: %s", w.check, w.subject, f.Message)
+				}
+			}
+			for _, f := range res.Findings {
+				require.NotEmpty(t, f.Subject, "%s has no subject", f.Check)
+				require.NotEmpty(t, f.Message, "%s has no message", f.Check)
+				if f.Status == preflight.Fail {
+					require.NotEmpty(t, f.Remedy, "%s %s fails without a remedy", f.Check, f.Subject)
+				}
+				if f.Fixable {
+					require.Contains(t, f.FixCommand, "gpuprep ", "%s fixable without a command", f.Check)
+				}
+			}
+		})
+	}
+}
+
+func TestACSEvidenceNamesThePortWithoutACS(t *testing.T) {
+	_, res := run(t, "consumer-shared-group")
+	f := find(res, want{"iommu.groups", "0000:02:00.0", preflight.Fail, ""})
+	require.Len(t, f, 1)
+	require.Contains(t, f[0].Message, "0000:00:14.0 (USB 8086:7ae0, driver xhci_hcd)")
+	require.Contains(t, f[0].Message, "0000:00:1c.0 (root port) has no ACS capability")
+}
+
+func TestSelectingTheForeignDevicesMakesTheGroupViable(t *testing.T) {
+	_, res := run(t, "consumer-shared-group", "10de", "0000:00:14.0", "0000:00:17.0", "0000:03:00.0")
+	f := find(res, want{"iommu.groups", "0000:02:00.0", preflight.Warn, ""})
+	require.Len(t, f, 1, "%+v", res.Findings)
+	require.Contains(t, f[0].Message, "must be assigned to the same VM")
+}
+
+func TestMultifunctionSiblingOnHostDriverFailsBinding(t *testing.T) {
+	dir := t.TempDir()
+	b := fixture.New(dir)
+	fixture.TuringMultifunction(b)
+	// The GPU is on vfio-pci but its audio function stayed on snd_hda_intel.
+	b.Remove("/sys/bus/pci/drivers/nvidia").Remove(b.DevPath("0000:01:00.0") + "/driver")
+	b.Mkdir("/sys/bus/pci/drivers/vfio-pci").Link(b.DevPath("0000:01:00.0")+"/driver", "/sys/bus/pci/drivers/vfio-pci")
+	require.NoError(t, b.Err())
+	root, _ := host.NewRoot(dir)
+	env, err := preflight.NewEnv(root, host.NoRunner{}, pci.Selector{}, "")
+	require.NoError(t, err)
+	res, err := preflight.Run(env, preflight.All(), preflight.Options{})
+	require.NoError(t, err)
+	f := find(res, want{"vfio.binding", "0000:01:00.0", "", preflight.VMPassthrough})
+	require.Len(t, f, 1)
+	require.Equal(t, preflight.Fail, f[0].Status)
+	require.Contains(t, f[0].Message, "0000:01:00.1 (audio, driver snd_hda_intel)")
+}
+
+func TestIgnoreDemotesAndSkipOmits(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, fixture.Build("iommu-off-kernel", dir))
+	root, _ := host.NewRoot(dir)
+	env, err := preflight.NewEnv(root, host.NoRunner{}, pci.Selector{}, preflight.VMPassthrough)
+	require.NoError(t, err)
+	res, err := preflight.Run(env, preflight.All(), preflight.Options{Mode: preflight.VMPassthrough,
+		Ignore: map[string]bool{"iommu.kernel": true}, Skip: map[string]bool{"iommu.groups": true}})
+	require.NoError(t, err)
+	for _, f := range res.Findings {
+		require.NotEqual(t, "iommu.groups", f.Check)
+		if f.Check == "iommu.kernel" {
+			require.Equal(t, preflight.Warn, f.Status)
+			require.True(t, f.Ignored)
+		}
+		require.True(t, f.AppliesTo(preflight.VMPassthrough), "%s leaked into the run for one mode", f.Check)
+	}
+	require.NotContains(t, res.Modes[preflight.VMPassthrough].Blockers, "iommu.kernel")
+	_, err = preflight.Run(env, preflight.All(), preflight.Options{Skip: map[string]bool{"iommu.nope": true}})
+	require.ErrorContains(t, err, "--skip iommu.nope: no such check")
+}
+
+func TestCrashingCheckIsAnErrorNotAVerdict(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, fixture.Build("no-gpu", dir))
+	root, _ := host.NewRoot(dir)
+	env, err := preflight.NewEnv(root, host.NoRunner{}, pci.Selector{}, "")
+	require.NoError(t, err)
+	boom := preflight.Check{ID: "x.boom", Modes: preflight.Modes, Run: func(*preflight.Env) []preflight.Finding { panic("nil map") }}
+	res, err := preflight.Run(env, []preflight.Check{boom}, preflight.Options{})
+	require.NoError(t, err)
+	require.Equal(t, preflight.Error, res.Findings[0].Status)
+	require.False(t, res.Modes[preflight.Container].Ready)
+	require.Equal(t, []string{"x.boom"}, res.Modes[preflight.Container].Unknown)
+}
