@@ -65,6 +65,9 @@ func readMSR(e *Env, msr int64) (map[string]uint64, error) {
 	vals := map[string]uint64{}
 	var firstErr error
 	for _, c := range cpus {
+		if strings.Trim(c, "0123456789") != "" {
+			continue // /dev/cpu/microcode
+		}
 		f, err := e.Root.Open("/dev/cpu/" + c + "/msr")
 		if err != nil {
 			if firstErr == nil {

@@ -32,7 +32,6 @@ type Device struct {
 	Driver     string // "" when unbound
 	IOMMUGroup string // "" when none
 	Parent     string // upstream bridge address; "" on a root bus
-	SysPath    string // host path of the device directory, symlinks resolved
 	PhysFn     string // the PF of a virtual function
 }
 
@@ -148,8 +147,9 @@ func Discover(root *host.Root) (*Inventory, error) {
 		if len(d.Class) != 6 {
 			d.Class = classFromSysfs(root, d.Address)
 		}
-		d.SysPath, _ = root.Realpath("/sys/bus/pci/devices/" + d.Address)
-		d.PhysFn = root.LinkBase("/sys/bus/pci/devices/" + d.Address + "/physfn")
+		if t, err := root.Readlink("/sys/bus/pci/devices/" + d.Address + "/physfn"); err == nil {
+			d.PhysFn = path.Base(t)
+		}
 		inv.Devices = append(inv.Devices, d)
 		inv.byAddr[d.Address] = d
 	}
@@ -192,6 +192,3 @@ func DriverIsVFIO(driver string) bool {
 	d := strings.ReplaceAll(driver, "_", "-")
 	return d == "vfio-pci" || strings.HasSuffix(d, "-vfio-pci")
 }
-
-// DriverBase is the driver's sysfs directory name for a module name.
-func DriverBase(p string) string { return path.Base(p) }
