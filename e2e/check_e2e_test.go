@@ -627,6 +627,12 @@ func TestCheckIntelIOMMUOff(t *testing.T) {
 	t.Run("iommu-kernel-fail", func(t *testing.T) {
 		r := b.report(t, "off", 0)
 		wantFinding(t, b, r, "off", "iommu.kernel", "", "fail")
+		// The platform's IOMMU is Intel (DMAR) even though TCG's CPU says AMD:
+		// the wanted argument is intel_iommu=on, and intel_iommu=off is named.
+		wantFinding(t, b, r, "off", "iommu.cmdline", "intel_iommu=on", "fail")
+		wantFinding(t, b, r, "off", "iommu.cmdline", "intel_iommu=off", "fail")
+		// Interrupt remapping stays on with DMA remapping off (DMAR-IR).
+		wantFinding(t, b, r, "off", "iommu.interrupt-remapping", "", "pass")
 		t.Logf("findings:\n%s", allFindings(r))
 	})
 	t.Run("mode-vm-passthrough-exit-1", func(t *testing.T) {

@@ -9,11 +9,41 @@ import (
 	"github.com/gpuprep/gpuprep/iommu"
 )
 
-func biosIOMMU(e *Env) string {
+// IOMMUVendor says whose IOMMU the node has: "intel" (VT-d: ACPI DMAR or
+// dmarN units) or "amd" (AMD-Vi: IVRS or ivhdN units), from what firmware and
+// kernel show, else from the CPU vendor. The platform's IOMMU, not the CPU,
+// decides which kernel arguments apply.
+func (e *Env) IOMMUVendor() string {
+	for _, t := range e.Firmware.Tables {
+		switch t {
+		case "DMAR":
+			return "intel"
+		case "IVRS":
+			return "amd"
+		}
+	}
+	for _, u := range e.IOMMU.Units {
+		switch {
+		case strings.HasPrefix(u, "dmar"):
+			return "intel"
+		case strings.HasPrefix(u, "ivhd"):
+			return "amd"
+		}
+	}
 	switch {
 	case e.CPU.Intel():
-		return "Intel VT-d"
+		return "intel"
 	case e.CPU.AMD():
+		return "amd"
+	}
+	return ""
+}
+
+func biosIOMMU(e *Env) string {
+	switch e.IOMMUVendor() {
+	case "intel":
+		return "Intel VT-d"
+	case "amd":
 		return "AMD IOMMU (AMD-Vi)"
 	}
 	return "the IOMMU"
@@ -59,7 +89,7 @@ func checkIOMMUKernel(e *Env) []Finding {
 		f.Remedy = "enable " + biosIOMMU(e) + " in the BIOS/UEFI setup first (see iommu.firmware), then set the kernel arguments and reboot"
 		return []Finding{f}
 	}
-	if src, err := grub.Configured(e.Root, e.Host.Kernel); err == nil && src != nil && allSatisfied(kargs.Parse(src.Cmdline), WantedArgs(e.CPU)) {
+	if src, err := grub.Configured(e.Root, e.Host.Kernel); err == nil && src != nil && allSatisfied(kargs.Parse(src.Cmdline), WantedArgs(e.IOMMUVendor())) {
 		f.Remedy = "the IOMMU arguments are configured in " + src.File + " (see iommu.cmdline): reboot the node"
 		return []Finding{f}
 	}
@@ -89,12 +119,12 @@ func disablingArgs(ps []kargs.Param) []string {
 	return out
 }
 
-// WantedArgs are the kernel arguments gpuprep sets for VM modes: on Intel
-// intel_iommu=on iommu=pt, on AMD iommu=pt (amd_iommu=on is not a valid value;
-// the AMD IOMMU is on whenever firmware enables it).
-func WantedArgs(c CPUInfo) []kargs.Param {
+// WantedArgs are the kernel arguments gpuprep sets for VM modes: with an
+// Intel IOMMU intel_iommu=on iommu=pt, with an AMD one iommu=pt (amd_iommu=on
+// is not a valid value; the AMD IOMMU is on whenever firmware enables it).
+func WantedArgs(iommuVendor string) []kargs.Param {
 	pt := kargs.Param{Key: "iommu", Value: "pt", HasValue: true}
-	if c.AMD() {
+	if iommuVendor == "amd" {
 		return []kargs.Param{pt}
 	}
 	return []kargs.Param{{Key: "intel_iommu", Value: "on", HasValue: true}, pt}
@@ -133,7 +163,7 @@ func checkIOMMUCmdline(e *Env) []Finding {
 	}
 	fix := "gpuprep grub ensure --mode " + string(e.vmMode())
 	active := e.IOMMU.Active()
-	for _, want := range WantedArgs(e.CPU) {
+	for _, want := range WantedArgs(e.IOMMUVendor()) {
 		f := Finding{Subject: want.String()}
 		running := kargs.Satisfied(e.Cmdline, want)
 		conf := src != nil && kargs.Satisfied(configured, want)
@@ -336,7 +366,7 @@ func members(v iommu.Verdict) string {
 
 func driverOr(d string) string {
 	if d == "" {
-		return "no driver"
+		return "no driver (unbound)"
 	}
 	return "driver " + d
 }

@@ -250,3 +250,19 @@ func TestCrashingCheckIsAnErrorNotAVerdict(t *testing.T) {
 	require.False(t, res.Modes[preflight.Container].Ready)
 	require.Equal(t, []string{"x.boom"}, res.Modes[preflight.Container].Unknown)
 }
+
+func TestWantedArgsFollowThePlatformIOMMUNotTheCPU(t *testing.T) {
+	dir := t.TempDir()
+	b := fixture.New(dir)
+	fixture.IOMMUOffKernel(b)
+	// An AMD CPU string on a platform with an Intel IOMMU (as QEMU's TCG "max" CPU shows).
+	b.CPUs(fixture.CPU{Vendor: "AuthenticAMD", Count: 2, Flags: []string{"svm"}})
+	require.NoError(t, b.Err())
+	root, _ := host.NewRoot(dir)
+	env, err := preflight.NewEnv(root, host.NoRunner{}, pci.Selector{}, "")
+	require.NoError(t, err)
+	require.Equal(t, "intel", env.IOMMUVendor())
+	res, err := preflight.Run(env, preflight.All(), preflight.Options{})
+	require.NoError(t, err)
+	require.NotEmpty(t, find(res, want{"iommu.cmdline", "intel_iommu=on", preflight.Fail, ""}))
+}
