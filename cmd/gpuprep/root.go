@@ -72,8 +72,17 @@ drivers, VFIO and vGPU.`,
 		return &exitError{code: exitUsage, err: fmt.Errorf("%w\nRun '%s --help' for usage.", err, c.CommandPath())}
 	})
 	cmd.AddCommand(newCheckCmd(g), newChecksCmd())
+	for _, sub := range subcommands {
+		cmd.AddCommand(sub(g))
+	}
 	return cmd
 }
+
+// subcommands are the commands each cmd/gpuprep/<name>.go registers from
+// its init function, so that adding a command touches only its own file.
+var subcommands []func(*globals) *cobra.Command
+
+func register(c func(*globals) *cobra.Command) { subcommands = append(subcommands, c) }
 
 // execute runs gpuprep with args and returns the process exit code.
 func execute(args []string, stdout, stderr io.Writer) int {

@@ -58,3 +58,39 @@ func DefaultRunner(r *Root) Runner {
 	}
 	return NoRunner{}
 }
+
+// ChrootRunner runs commands inside a host root that is not "/" (a scratch
+// install, a mounted node disk), as `chroot DIR argv...`.
+type ChrootRunner struct{ Dir string }
+
+// Run implements Runner.
+func (c ChrootRunner) Run(ctx context.Context, argv ...string) ([]byte, error) {
+	return ExecRunner{}.Run(ctx, append([]string{"chroot", c.Dir}, argv...)...)
+}
+
+// FakeRunner records commands and answers them from Responses (keyed by the
+// command line joined with spaces); unknown commands succeed with no output
+// unless Strict is set. For unit tests.
+type FakeRunner struct {
+	Calls     [][]string
+	Responses map[string]FakeResponse
+	Strict    bool
+}
+
+// FakeResponse is a canned answer.
+type FakeResponse struct {
+	Out []byte
+	Err error
+}
+
+// Run implements Runner.
+func (f *FakeRunner) Run(_ context.Context, argv ...string) ([]byte, error) {
+	f.Calls = append(f.Calls, append([]string(nil), argv...))
+	if r, ok := f.Responses[strings.Join(argv, " ")]; ok {
+		return r.Out, r.Err
+	}
+	if f.Strict {
+		return nil, fmt.Errorf("%s: no canned response", strings.Join(argv, " "))
+	}
+	return nil, nil
+}

@@ -1,0 +1,184 @@
+package host
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+)
+
+// WriteAttr writes value to a sysfs attribute in a single write(2), as the
+// kernel wants (a second write, e.g. a lone newline, would reset
+// driver_override). It does not create the file.
+func (r *Root) WriteAttr(p, value string) error {
+	rp, err := r.Path(p)
+	if err != nil {
+		return err
+	}
+	f, err := os.OpenFile(rp, os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		return err
+	}
+	_, werr := f.Write([]byte(value))
+	cerr := f.Close()
+	if werr != nil {
+		return fmt.Errorf("write %q to %s: %w", value, p, werr)
+	}
+	return cerr
+}
+
+// BackupSuffix is what backups made by WriteFileAtomic end with, after a
+// timestamp: /etc/default/grub.gpuprep-20261130T111500Z.bak
+const BackupSuffix = ".bak"
+
+// WriteResult says what WriteFileAtomic did.
+type WriteResult struct {
+	Changed bool
+	Backup  string // host path of the backup of the previous content; "" when the file was new or unchanged
+}
+
+// WriteFileAtomic replaces the host file p with data so that p is always
+// either wholly old or wholly new: it writes a temporary file beside p,
+// fsyncs it, gives it p's mode and owner (or perm for a new file), renames
+// it over p and fsyncs the directory. When p existed and data differs, the
+// old content is first saved beside it as p.gpuprep-TIMESTAMP.bak. Writing
+// the content p already has changes nothing.
+func (r *Root) WriteFileAtomic(p string, data []byte, perm fs.FileMode, now time.Time) (WriteResult, error) {
+	var res WriteResult
+	rp, err := r.Path(p)
+	if err != nil {
+		return res, err
+	}
+	old, err := os.ReadFile(rp)
+	exists := err == nil
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return res, err
+	}
+	if exists && string(old) == string(data) {
+		return res, nil
+	}
+	mode, uid, gid := perm, -1, -1
+	if exists {
+		st, err := os.Stat(rp)
+		if err != nil {
+			return res, err
+		}
+		mode = st.Mode().Perm()
+		if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+			uid, gid = int(sys.Uid), int(sys.Gid)
+		}
+		bak := p + ".gpuprep-" + now.UTC().Format("20060102T150405.000000000Z") + BackupSuffix
+		if err := writeSynced(r.join(mustResolve(r, bak)), old, mode, uid, gid); err != nil {
+			return res, fmt.Errorf("back up %s: %w", p, err)
+		}
+		res.Backup = bak
+	}
+	dir := filepath.Dir(rp)
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(rp)+".gpuprep-tmp-*")
+	if err != nil {
+		return res, err
+	}
+	tmpName := tmp.Name()
+	ok := false
+	defer func() {
+		if !ok {
+			os.Remove(tmpName)
+		}
+	}()
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return res, err
+	}
+	if err := tmp.Chmod(mode); err != nil {
+		tmp.Close()
+		return res, err
+	}
+	if uid >= 0 {
+		if err := tmp.Chown(uid, gid); err != nil && !errors.Is(err, fs.ErrPermission) {
+			tmp.Close()
+			return res, err
+		}
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return res, err
+	}
+	if err := tmp.Close(); err != nil {
+		return res, err
+	}
+	if err := os.Rename(tmpName, rp); err != nil {
+		return res, err
+	}
+	ok = true
+	res.Changed = true
+	return res, syncDir(dir)
+}
+
+func mustResolve(r *Root, p string) string {
+	if r.live {
+		return p
+	}
+	rp, err := r.resolve(p, false)
+	if err != nil {
+		return p
+	}
+	return rp
+}
+
+func writeSynced(path string, data []byte, mode fs.FileMode, uid, gid int) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if uid >= 0 {
+		_ = f.Chown(uid, gid)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return syncDir(filepath.Dir(path))
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil && !errors.Is(err, syscall.EINVAL) {
+		return err
+	}
+	return nil
+}
+
+// RemoveFile removes the host file p (a missing file is not an error).
+func (r *Root) RemoveFile(p string) error {
+	rp, err := r.lpath(p)
+	if err != nil {
+		return err
+	}
+	if err := os.Remove(rp); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+// MkdirAll creates the host directory p and its parents.
+func (r *Root) MkdirAll(p string, perm fs.FileMode) error {
+	rp, err := r.Path(p)
+	if err != nil {
+		return err
+	}
+	return os.MkdirAll(rp, perm)
+}

@@ -1,0 +1,62 @@
+package host
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestWriteFileAtomicBacksUpAndKeepsMode(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "etc/default"), 0o755))
+	p := filepath.Join(dir, "etc/default/grub")
+	require.NoError(t, os.WriteFile(p, []byte("old\n"), 0o600))
+	r, _ := NewRoot(dir)
+	now := time.Date(2026, 11, 30, 11, 15, 0, 0, time.UTC)
+	res, err := r.WriteFileAtomic("/etc/default/grub", []byte("new\n"), 0o644, now)
+	require.NoError(t, err)
+	require.True(t, res.Changed)
+	require.Equal(t, "/etc/default/grub.gpuprep-20261130T111500.000000000Z.bak", res.Backup)
+	b, _ := os.ReadFile(p)
+	require.Equal(t, "new\n", string(b))
+	st, _ := os.Stat(p)
+	require.Equal(t, os.FileMode(0o600), st.Mode().Perm())
+	b, _ = os.ReadFile(filepath.Join(dir, res.Backup))
+	require.Equal(t, "old\n", string(b))
+	// Same content again: nothing written, no new backup.
+	res, err = r.WriteFileAtomic("/etc/default/grub", []byte("new\n"), 0o644, now.Add(time.Second))
+	require.NoError(t, err)
+	require.False(t, res.Changed)
+	ents, _ := os.ReadDir(filepath.Join(dir, "etc/default"))
+	require.Len(t, ents, 2, "no temporary files left behind")
+	// A new file gets perm and no backup.
+	res, err = r.WriteFileAtomic("/etc/default/new", []byte("x"), 0o640, now)
+	require.NoError(t, err)
+	require.Equal(t, "", res.Backup)
+	st, _ = os.Stat(filepath.Join(dir, "etc/default/new"))
+	require.Equal(t, os.FileMode(0o640), st.Mode().Perm())
+}
+
+func TestWriteAttrIsOneWrite(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "driver_override")
+	require.NoError(t, os.WriteFile(p, []byte("(null)\n"), 0o644))
+	r, _ := NewRoot(dir)
+	require.NoError(t, r.WriteAttr("/driver_override", "vfio-pci"))
+	b, _ := os.ReadFile(p)
+	require.Equal(t, "vfio-pci", string(b))
+	require.Error(t, r.WriteAttr("/missing", "x"), "attributes are never created")
+}
+
+func TestFakeRunner(t *testing.T) {
+	f := &FakeRunner{Responses: map[string]FakeResponse{"update-grub": {Out: []byte("done")}}, Strict: true}
+	out, err := f.Run(t.Context(), "update-grub")
+	require.NoError(t, err)
+	require.Equal(t, "done", string(out))
+	_, err = f.Run(t.Context(), "reboot")
+	require.Error(t, err)
+	require.Equal(t, [][]string{{"update-grub"}, {"reboot"}}, f.Calls)
+}

@@ -1,0 +1,93 @@
+// Package journal records every change gpuprep makes to a host, so that it
+// can be shown, undone (gpuprep vfio unbind, grub undo, rollback) and resumed.
+// Entries are JSON lines appended to /var/lib/gpuprep/journal.jsonl inside the
+// host root, each with one write(2) and an fsync, so a crash leaves at most
+// one torn last line, which Read skips and reports.
+package journal
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"time"
+
+	"github.com/gpuprep/gpuprep/internal/host"
+)
+
+// Path is the journal's host path.
+const Path = "/var/lib/gpuprep/journal.jsonl"
+
+// Entry is one change.
+type Entry struct {
+	Time    time.Time `json:"time"`
+	Command string    `json:"command"`          // e.g. "grub ensure", "vfio bind"
+	Kind    string    `json:"kind"`             // "file", "driver", ...
+	Path    string    `json:"path,omitempty"`   // host path of a changed file
+	Backup  string    `json:"backup,omitempty"` // host path of its backup ("" when the file was new)
+	Device  string    `json:"device,omitempty"` // PCI address
+	Before  string    `json:"before,omitempty"` // e.g. previous driver
+	After   string    `json:"after,omitempty"`
+}
+
+// Append adds e to the journal.
+func Append(root *host.Root, e Entry) error {
+	if err := root.MkdirAll("/var/lib/gpuprep", 0o700); err != nil {
+		return fmt.Errorf("journal: %w", err)
+	}
+	p, err := root.Path(Path)
+	if err != nil {
+		return err
+	}
+	line, err := json.Marshal(e)
+	if err != nil {
+		return err
+	}
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("journal: %w", err)
+	}
+	if _, err := f.Write(append(line, '\n')); err != nil {
+		f.Close()
+		return fmt.Errorf("journal %s: %w", Path, err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// Read returns every entry in order. A torn (unparseable) line is skipped
+// and reported in the returned error along with the entries that parsed.
+func Read(root *host.Root) ([]Entry, error) {
+	f, err := root.Open(Path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out []Entry
+	var bad []int
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64*1024), 4*1024*1024)
+	for n := 1; sc.Scan(); n++ {
+		var e Entry
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+			bad = append(bad, n)
+			continue
+		}
+		out = append(out, e)
+	}
+	if err := sc.Err(); err != nil {
+		return out, err
+	}
+	if len(bad) > 0 {
+		return out, fmt.Errorf("%s: unreadable lines %v skipped", Path, bad)
+	}
+	return out, nil
+}

@@ -1,0 +1,31 @@
+package journal
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/gpuprep/gpuprep/internal/host"
+)
+
+func TestAppendRead(t *testing.T) {
+	dir := t.TempDir()
+	root, _ := host.NewRoot(dir)
+	e1 := Entry{Time: time.Unix(1, 0).UTC(), Command: "grub ensure", Kind: "file", Path: "/etc/default/grub", Backup: "/etc/default/grub.x.bak"}
+	e2 := Entry{Time: time.Unix(2, 0).UTC(), Command: "vfio bind", Kind: "driver", Device: "0000:41:00.0", Before: "nvidia", After: "vfio-pci"}
+	require.NoError(t, Append(root, e1))
+	require.NoError(t, Append(root, e2))
+	got, err := Read(root)
+	require.NoError(t, err)
+	require.Equal(t, []Entry{e1, e2}, got)
+	// a torn last line (crash mid-write) is skipped and reported
+	f, _ := os.OpenFile(filepath.Join(dir, Path), os.O_APPEND|os.O_WRONLY, 0)
+	f.WriteString(`{"time":"2026-`)
+	f.Close()
+	got, err = Read(root)
+	require.ErrorContains(t, err, "unreadable lines [3]")
+	require.Len(t, got, 2)
+}
