@@ -7,6 +7,7 @@ import (
 	"io"
 
 	"github.com/gpuprep/gpuprep/internal/pci"
+	"github.com/gpuprep/gpuprep/internal/pciids"
 	"github.com/gpuprep/gpuprep/iommu"
 	"github.com/gpuprep/gpuprep/preflight"
 )
@@ -35,11 +36,14 @@ type Report struct {
 
 // GPU describes one selected GPU (or NVSwitch).
 type GPU struct {
-	Address           string        `json:"address"`
-	VendorID          string        `json:"vendorID"`
-	DeviceID          string        `json:"deviceID"`
-	Class             string        `json:"class"`
-	Name              string        `json:"name"`
+	Address  string `json:"address"`
+	VendorID string `json:"vendorID"`
+	DeviceID string `json:"deviceID"`
+	Class    string `json:"class"`
+	Name     string `json:"name"`
+	// ResourceName is what NVIDIA's sandbox device plugin advertises for the
+	// GPU once it is on vfio-pci (NVIDIA devices only).
+	ResourceName      string        `json:"resourceName,omitempty"`
 	Driver            string        `json:"driver"`
 	IOMMUGroup        string        `json:"iommuGroup"`
 	PassthroughViable bool          `json:"passthroughViable"`
@@ -79,7 +83,28 @@ func Build(e *preflight.Env, res *preflight.Result, mode preflight.Mode) *Report
 	for _, s := range e.NVSwitches {
 		r.NVSwitches = append(r.NVSwitches, gpu(e, s, sel))
 	}
+	resourceNames(r.GPUs)
+	resourceNames(r.NVSwitches)
 	return r
+}
+
+// resourceNames fills in the sandbox device plugin's resource names.
+func resourceNames(gs []GPU) {
+	var ids []pciids.ID
+	for _, g := range gs {
+		if g.VendorID == pci.VendorNVIDIA {
+			ids = append(ids, pciids.ID{Vendor: g.VendorID, Device: g.DeviceID})
+		}
+	}
+	if len(ids) == 0 {
+		return
+	}
+	names := pciids.Embedded(ids)
+	for i := range gs {
+		if gs[i].VendorID == pci.VendorNVIDIA {
+			gs[i].ResourceName = pciids.ResourceName(names.Devices[pciids.ID{Vendor: gs[i].VendorID, Device: gs[i].DeviceID}], gs[i].DeviceID)
+		}
+	}
 }
 
 func gpu(e *preflight.Env, d *pci.Device, sel []*pci.Device) GPU {

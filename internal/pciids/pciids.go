@@ -14,8 +14,9 @@ import (
 	"github.com/gpuprep/gpuprep/internal/host"
 )
 
-// embedded is pci.ids as Debian ships it (the version line at its top says
-// which); kept uncompressed because scanning it is cheaper than inflating it.
+// embedded is the public pci.ids database, version 2026.07.31 (the copy NVIDIA
+// ships in go-nvlib v0.13.0; its first lines say which), kept uncompressed
+// because scanning it is cheaper than inflating it.
 //
 //go:embed pci.ids
 var embedded []byte
@@ -49,7 +50,7 @@ func Lookup(root *host.Root, ids []ID) Names {
 	return n
 }
 
-func isHex4(s string) bool {
+func isHex4(s []byte) bool {
 	if len(s) < 4 {
 		return false
 	}
@@ -76,25 +77,55 @@ func scan(r io.Reader, ids []ID) Names {
 	sc.Buffer(make([]byte, 64*1024), 1024*1024)
 	vendor := ""
 	for sc.Scan() && left > 0 {
-		line := sc.Text()
+		line := sc.Bytes() // not copied: only matches become strings
 		switch {
-		case line == "" || line[0] == '#':
-		case strings.HasPrefix(line, "C "):
+		case len(line) == 0 || line[0] == '#':
+		case bytes.HasPrefix(line, []byte("C ")):
 			return n // device classes follow the vendors
 		case line[0] != '\t':
 			vendor = ""
-			if isHex4(line) && wantV[line[:4]] {
-				vendor = line[:4]
-				n.Vendors[vendor] = strings.TrimSpace(line[4:])
+			if isHex4(line) && wantV[string(line[:4])] {
+				vendor = string(line[:4])
+				n.Vendors[vendor] = strings.TrimSpace(string(line[4:]))
 				left--
 			}
-		case vendor != "" && len(line) > 1 && line[1] != '\t' && isHex4(line[1:]):
-			id := ID{vendor, line[1:5]}
+		case vendor != "" && len(line) > 5 && line[1] != '\t' && isHex4(line[1:]):
+			id := ID{vendor, string(line[1:5])}
 			if wantD[id] {
-				n.Devices[id] = strings.TrimSpace(line[5:])
+				n.Devices[id] = strings.TrimSpace(string(line[5:]))
 				left--
 			}
 		}
 	}
 	return n
+}
+
+// Embedded names the given IDs from the embedded copy only.
+func Embedded(ids []ID) Names {
+	n := scan(bytes.NewReader(embedded), ids)
+	n.Source = "embedded"
+	return n
+}
+
+// ResourceName is the Kubernetes extended resource NVIDIA's sandbox device
+// plugin (kubevirt-gpu-device-plugin) advertises for a passed-through GPU,
+// computed its way: the device's name from pci.ids, upper-cased, with "/",
+// "." and white space turned into "_" and every other character outside
+// [A-Za-z0-9_] dropped, prefixed "nvidia.com/"; the raw device ID when
+// pci.ids has no name. The plugin reads its own bundled pci.ids, so the
+// embedded copy is used here, not the host's.
+func ResourceName(name, deviceID string) string {
+	if name == "" {
+		return "nvidia.com/" + deviceID
+	}
+	var b strings.Builder
+	for _, c := range strings.ToUpper(name) {
+		switch {
+		case c == '/' || c == '.' || c == ' ' || c == '\t':
+			b.WriteByte('_')
+		case c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_':
+			b.WriteRune(c)
+		}
+	}
+	return "nvidia.com/" + b.String()
 }

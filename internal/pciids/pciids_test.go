@@ -47,3 +47,18 @@ func BenchmarkLookupEmbedded(b *testing.B) {
 		Lookup(root, []ID{{"10de", "2330"}, {"10de", "22a3"}})
 	}
 }
+
+func TestResourceNameMatchesThePlugin(t *testing.T) {
+	for id, want := range map[string]string{
+		"1eb8": "nvidia.com/TU104GL_TESLA_T4",
+		"2236": "nvidia.com/GA102GL_A10",
+		"2330": "nvidia.com/GH100_H100_SXM5_80GB",
+		"2335": "nvidia.com/GH100_H200_SXM_141GB",
+		"26b9": "nvidia.com/AD102GL_L40S",
+		"2901": "nvidia.com/GB100_B200",
+		"ffff": "nvidia.com/ffff",
+	} {
+		n := Embedded([]ID{{"10de", id}})
+		require.Equal(t, want, ResourceName(n.Devices[ID{"10de", id}], id), id)
+	}
+}
