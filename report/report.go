@@ -10,6 +10,7 @@ import (
 	"github.com/gpuprep/gpuprep/internal/pciids"
 	"github.com/gpuprep/gpuprep/iommu"
 	"github.com/gpuprep/gpuprep/preflight"
+	"github.com/gpuprep/gpuprep/vgpu"
 )
 
 // APIVersion and Kind identify the JSON document.
@@ -48,6 +49,27 @@ type GPU struct {
 	IOMMUGroup        string        `json:"iommuGroup"`
 	PassthroughViable bool          `json:"passthroughViable"`
 	GroupDevices      []GroupDevice `json:"groupDevices"`
+	// VGPU is the GPU's vGPU state, when a vGPU interface is set up.
+	VGPU *VGPU `json:"vgpu,omitempty"`
+}
+
+// VGPU is what a GPU offers for vGPU.
+type VGPU struct {
+	// Interface is "mdev" (mediated devices) or "sriov" (the vendor-specific
+	// VFIO framework of vGPU 17+ on kernel 6.8+: VFs with nvidia/creatable_vgpu_types).
+	Interface string     `json:"interface"`
+	TotalVFs  int        `json:"totalVFs,omitempty"`
+	NumVFs    int        `json:"numVFs,omitempty"`
+	Types     []VGPUType `json:"types"`
+}
+
+// VGPUType is a vGPU type; ResourceName is what KubeVirt's mediated-device
+// resource is called (nvidia.com/ + the type name with spaces as "_").
+type VGPUType struct {
+	ID           string `json:"id"`
+	Name         string `json:"name"`
+	Available    int    `json:"available"`
+	ResourceName string `json:"resourceName"`
 }
 
 // GroupDevice is a member of a GPU's IOMMU group.
@@ -113,6 +135,12 @@ func gpu(e *preflight.Env, d *pci.Device, sel []*pci.Device) GPU {
 		Driver: d.Driver, IOMMUGroup: d.IOMMUGroup, PassthroughViable: v.Viable, GroupDevices: []GroupDevice{}}
 	for _, m := range v.Members {
 		g.GroupDevices = append(g.GroupDevices, GroupDevice{Address: m.Dev.Address, Class: m.Dev.Class, Driver: m.Dev.Driver, Role: string(m.Role)})
+	}
+	if st := vgpu.Read(e.Root, d.Address); st.Interface != "" {
+		g.VGPU = &VGPU{Interface: st.Interface, TotalVFs: max(st.TotalVFs, 0), NumVFs: max(st.NumVFs, 0), Types: []VGPUType{}}
+		for _, t := range st.Types {
+			g.VGPU.Types = append(g.VGPU.Types, VGPUType{ID: t.ID, Name: t.Name, Available: t.Available, ResourceName: vgpu.ResourceName(t.Name)})
+		}
 	}
 	return g
 }

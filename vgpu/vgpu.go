@@ -133,3 +133,11 @@ func readInt(root *host.Root, p string) int {
 	}
 	return n
 }
+
+// ResourceName is the extended resource a vGPU type is advertised as (by
+// NVIDIA's sandbox device plugin, and in KubeVirt's mediatedDevices):
+// "nvidia.com/" + the type name with white space turned into "_"
+// ("NVIDIA A10-12Q" → "nvidia.com/NVIDIA_A10-12Q").
+func ResourceName(typeName string) string {
+	return "nvidia.com/" + strings.Join(strings.Fields(typeName), "_")
+}

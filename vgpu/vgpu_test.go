@@ -48,3 +48,8 @@ func TestReadNothing(t *testing.T) {
 	require.Equal(t, "", g.Interface)
 	require.Empty(t, g.Types)
 }
+
+func TestResourceName(t *testing.T) {
+	require.Equal(t, "nvidia.com/NVIDIA_A10-12Q", ResourceName("NVIDIA A10-12Q"))
+	require.Equal(t, "nvidia.com/GRID_T4-1Q", ResourceName("GRID T4-1Q"))
+}

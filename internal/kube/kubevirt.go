@@ -1,0 +1,179 @@
+// Package kube turns readiness reports into the Kubernetes-side
+// configuration a GPU node needs: the KubeVirt CR's permittedHostDevices and
+// feature gates, and the NVIDIA GPU Operator's Helm values.
+package kube
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+
+	"github.com/gpuprep/gpuprep/report"
+)
+
+// PCIHostDevice is a KubeVirt permittedHostDevices.pciHostDevices entry.
+type PCIHostDevice struct {
+	PCIVendorSelector        string `json:"pciVendorSelector" yaml:"pciVendorSelector"`
+	ResourceName             string `json:"resourceName" yaml:"resourceName"`
+	ExternalResourceProvider bool   `json:"externalResourceProvider" yaml:"externalResourceProvider"`
+}
+
+// MediatedDevice is a permittedHostDevices.mediatedDevices entry.
+type MediatedDevice struct {
+	MdevNameSelector         string `json:"mdevNameSelector" yaml:"mdevNameSelector"`
+	ResourceName             string `json:"resourceName" yaml:"resourceName"`
+	ExternalResourceProvider bool   `json:"externalResourceProvider" yaml:"externalResourceProvider"`
+}
+
+// KubeVirtPatch is a merge patch for the KubeVirt CR.
+type KubeVirtPatch struct {
+	Spec struct {
+		Configuration struct {
+			DeveloperConfiguration struct {
+				FeatureGates []string `json:"featureGates" yaml:"featureGates"`
+			} `json:"developerConfiguration" yaml:"developerConfiguration"`
+			PermittedHostDevices struct {
+				PCIHostDevices  []PCIHostDevice  `json:"pciHostDevices,omitempty" yaml:"pciHostDevices,omitempty"`
+				MediatedDevices []MediatedDevice `json:"mediatedDevices,omitempty" yaml:"mediatedDevices,omitempty"`
+			} `json:"permittedHostDevices" yaml:"permittedHostDevices"`
+		} `json:"configuration" yaml:"configuration"`
+	} `json:"spec" yaml:"spec"`
+}
+
+// Host is one node's report, named for messages.
+type Host struct {
+	Name   string
+	Report *report.Report
+}
+
+// ReadReports reads ReadinessReport or FleetReport JSON files (a fleet
+// report contributes every host that was evaluated).
+func ReadReports(files []string) ([]Host, error) {
+	var out []Host
+	for _, f := range files {
+		var b []byte
+		var err error
+		if f == "-" {
+			b, err = io.ReadAll(os.Stdin)
+		} else {
+			b, err = os.ReadFile(f)
+		}
+		if err != nil {
+			return nil, err
+		}
+		var head struct {
+			APIVersion string `json:"apiVersion"`
+			Kind       string `json:"kind"`
+		}
+		if err := json.Unmarshal(b, &head); err != nil {
+			return nil, fmt.Errorf("%s: not a gpuprep JSON report: %w", f, err)
+		}
+		if head.APIVersion != report.APIVersion {
+			return nil, fmt.Errorf("%s: apiVersion %q, want %q", f, head.APIVersion, report.APIVersion)
+		}
+		switch head.Kind {
+		case report.Kind:
+			var r report.Report
+			if err := json.Unmarshal(b, &r); err != nil {
+				return nil, fmt.Errorf("%s: %w", f, err)
+			}
+			name := r.Host.Name
+			if name == "" {
+				name = f
+			}
+			out = append(out, Host{Name: name, Report: &r})
+		case "FleetReport":
+			var fr struct {
+				Hosts []struct {
+					Name   string         `json:"name"`
+					Status string         `json:"status"`
+					Report *report.Report `json:"report"`
+				} `json:"hosts"`
+			}
+			if err := json.Unmarshal(b, &fr); err != nil {
+				return nil, fmt.Errorf("%s: %w", f, err)
+			}
+			for _, h := range fr.Hosts {
+				if h.Report != nil {
+					out = append(out, Host{Name: h.Name, Report: h.Report})
+				}
+			}
+		default:
+			return nil, fmt.Errorf("%s: kind %q, want %s or FleetReport", f, head.Kind, report.Kind)
+		}
+	}
+	return out, nil
+}
+
+// KubeVirt builds the KubeVirt CR patch for the GPUs of hosts: one
+// pciHostDevices entry per NVIDIA GPU (and NVSwitch) model, with the resource
+// name NVIDIA's sandbox device plugin advertises; one mediatedDevices entry
+// per mdev vGPU type; feature gate GPU, and DisableMDEVConfiguration when
+// vGPU types are listed (the GPU Operator, not KubeVirt, creates the mdevs).
+// Notes tell what could not be expressed.
+func KubeVirt(hosts []Host) (*KubeVirtPatch, []string) {
+	p := &KubeVirtPatch{}
+	var notes []string
+	pcis := map[string]PCIHostDevice{}
+	mdevs := map[string]MediatedDevice{}
+	sriov := map[string][]string{}
+	for _, h := range hosts {
+		for _, g := range append(append([]report.GPU{}, h.Report.GPUs...), h.Report.NVSwitches...) {
+			if g.VendorID != "10de" || g.ResourceName == "" {
+				continue
+			}
+			sel := strings.ToUpper(g.VendorID + ":" + g.DeviceID)
+			pcis[sel] = PCIHostDevice{PCIVendorSelector: sel, ResourceName: g.ResourceName, ExternalResourceProvider: true}
+			if g.VGPU == nil {
+				continue
+			}
+			for _, t := range g.VGPU.Types {
+				if g.VGPU.Interface == "mdev" {
+					mdevs[t.Name] = MediatedDevice{MdevNameSelector: t.Name, ResourceName: t.ResourceName, ExternalResourceProvider: true}
+				} else {
+					sriov[t.Name] = appendOnce(sriov[t.Name], h.Name)
+				}
+			}
+		}
+	}
+	for _, k := range sortedKeys(pcis) {
+		p.Spec.Configuration.PermittedHostDevices.PCIHostDevices = append(p.Spec.Configuration.PermittedHostDevices.PCIHostDevices, pcis[k])
+	}
+	for _, k := range sortedKeys(mdevs) {
+		p.Spec.Configuration.PermittedHostDevices.MediatedDevices = append(p.Spec.Configuration.PermittedHostDevices.MediatedDevices, mdevs[k])
+	}
+	p.Spec.Configuration.DeveloperConfiguration.FeatureGates = []string{"GPU"}
+	if len(mdevs) > 0 {
+		p.Spec.Configuration.DeveloperConfiguration.FeatureGates = append(p.Spec.Configuration.DeveloperConfiguration.FeatureGates, "DisableMDEVConfiguration")
+	}
+	if len(sriov) > 0 {
+		notes = append(notes, fmt.Sprintf("%d vGPU type(s) on SR-IOV GPUs (vendor-specific VFIO, vGPU 17+ on kernel 6.8+; hosts %s) are not mediated devices: NVIDIA's sandbox device plugin cannot advertise them yet, so they are left out of mediatedDevices",
+			len(sriov), strings.Join(sriov[sortedKeys(sriov)[0]], ", ")))
+	}
+	if len(pcis) == 0 {
+		notes = append(notes, "no NVIDIA GPU in the reports: pciHostDevices is empty")
+	}
+	notes = append(notes, "a merge patch replaces lists whole: the featureGates and permittedHostDevices lists in this patch replace those in the KubeVirt CR: add the feature gates and devices you already use before applying")
+	return p, notes
+}
+
+func appendOnce(s []string, v string) []string {
+	for _, x := range s {
+		if x == v {
+			return s
+		}
+	}
+	return append(s, v)
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
