@@ -1,0 +1,620 @@
+package fleet
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Ansible inventories are read as Ansible reads them: groups with hosts,
+// children and vars; the implicit groups all and ungrouped; variables from
+// the least specific group (all) to the most specific, then host variables.
+// gpuprep reads ansible_host, ansible_port, ansible_user (and their
+// ansible_ssh_* forms), ansible_ssh_private_key_file, a ProxyJump in
+// ansible_ssh_common_args/ansible_ssh_extra_args (-J X or -o ProxyJump=X),
+// and gpuprep_* variables (gpuprep_mode, gpuprep_jump, gpuprep_root, …).
+
+type aVar struct {
+	val  string
+	line int
+}
+
+type aGroup struct {
+	name     string
+	line     int
+	hosts    []string
+	children []string
+	vars     map[string]aVar
+}
+
+type aHost struct {
+	name string
+	line int
+	vars map[string]aVar
+}
+
+type aInv struct {
+	file   string
+	format string
+	groups map[string]*aGroup
+	hosts  map[string]*aHost
+	order  []string // hosts in first-seen order
+}
+
+func newAInv(file, format string) *aInv {
+	return &aInv{file: file, format: format, groups: map[string]*aGroup{}, hosts: map[string]*aHost{}}
+}
+
+func (a *aInv) group(name string, line int) *aGroup {
+	g := a.groups[name]
+	if g == nil {
+		g = &aGroup{name: name, line: line, vars: map[string]aVar{}}
+		a.groups[name] = g
+	}
+	return g
+}
+
+func (a *aInv) host(name string, line int) *aHost {
+	h := a.hosts[name]
+	if h == nil {
+		h = &aHost{name: name, line: line, vars: map[string]aVar{}}
+		a.hosts[name] = h
+		a.order = append(a.order, name)
+	}
+	return h
+}
+
+func (a *aInv) addHostToGroup(g *aGroup, name string) {
+	if !contains(g.hosts, name) {
+		g.hosts = append(g.hosts, name)
+	}
+}
+
+// resolve turns the groups into Hosts.
+func (a *aInv) resolve() (*Inventory, error) {
+	// Children must name groups; the graph must be acyclic.
+	for _, g := range a.groups {
+		for _, c := range g.children {
+			if a.groups[c] == nil {
+				return nil, &Error{File: a.file, Line: g.line, Field: g.name + ".children", Msg: fmt.Sprintf("group %q is not defined", c)}
+			}
+		}
+	}
+	depth := map[string]int{}
+	var visit func(name string, d int, path []string) error
+	visit = func(name string, d int, path []string) error {
+		if contains(path, name) {
+			return &Error{File: a.file, Line: a.groups[name].line, Field: name + ".children", Msg: "cycle: " + strings.Join(append(path, name), " -> ")}
+		}
+		if cur, ok := depth[name]; ok && cur >= d {
+			return nil
+		}
+		depth[name] = d
+		for _, c := range a.groups[name].children {
+			if err := visit(c, d+1, append(path, name)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	names := make([]string, 0, len(a.groups))
+	for n := range a.groups {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	isChild := map[string]bool{}
+	for _, g := range a.groups {
+		for _, c := range g.children {
+			isChild[c] = true
+		}
+	}
+	for _, n := range names {
+		if n == "all" {
+			continue
+		}
+		if !isChild[n] {
+			if err := visit(n, 1, []string{"all"}); err != nil {
+				return nil, err
+			}
+		}
+	}
+	for _, n := range names {
+		if _, ok := depth[n]; !ok && n != "all" { // only reachable through a cycle
+			if err := visit(n, 1, nil); err != nil {
+				return nil, err
+			}
+		}
+	}
+	depth["all"] = 0
+
+	// Membership: a host is in a group if listed in it or in a descendant.
+	member := map[string]map[string]bool{} // host -> groups
+	var mark func(g string, h string, seen map[string]bool)
+	mark = func(g, h string, seen map[string]bool) {
+		if seen[g] {
+			return
+		}
+		seen[g] = true
+		member[h][g] = true
+	}
+	parents := map[string][]string{}
+	for _, g := range a.groups {
+		for _, c := range g.children {
+			parents[c] = append(parents[c], g.name)
+		}
+	}
+	for _, hn := range a.order {
+		member[hn] = map[string]bool{"all": true}
+		seen := map[string]bool{}
+		var up func(g string)
+		up = func(g string) {
+			mark(g, hn, seen)
+			for _, p := range parents[g] {
+				if !seen[p] {
+					up(p)
+				}
+			}
+		}
+		for _, g := range a.groups {
+			if contains(g.hosts, hn) {
+				up(g.name)
+			}
+		}
+	}
+
+	inv := &Inventory{File: a.file, Format: a.format}
+	for _, hn := range a.order {
+		ah := a.hosts[hn]
+		var gs []string
+		for g := range member[hn] {
+			gs = append(gs, g)
+		}
+		sort.Slice(gs, func(i, j int) bool {
+			if depth[gs[i]] != depth[gs[j]] {
+				return depth[gs[i]] < depth[gs[j]]
+			}
+			return gs[i] < gs[j]
+		})
+		vars := map[string]aVar{}
+		for _, g := range gs {
+			if grp := a.groups[g]; grp != nil {
+				for k, v := range grp.vars {
+					vars[k] = v
+				}
+			}
+		}
+		for k, v := range ah.vars {
+			vars[k] = v
+		}
+		h := &Host{Name: hn, Source: fmt.Sprintf("%s:%d", a.file, ah.line), Vars: map[string]string{}}
+		for _, g := range gs {
+			if g != "all" {
+				h.Groups = append(h.Groups, g)
+			}
+		}
+		for k, v := range vars {
+			h.Vars[k] = v.val
+		}
+		if err := a.applyVars(h, vars); err != nil {
+			return nil, err
+		}
+		inv.Hosts = append(inv.Hosts, h)
+	}
+	return inv, nil
+}
+
+func first(vars map[string]aVar, keys ...string) (aVar, string, bool) {
+	for _, k := range keys {
+		if v, ok := vars[k]; ok {
+			return v, k, true
+		}
+	}
+	return aVar{}, "", false
+}
+
+func (a *aInv) applyVars(h *Host, vars map[string]aVar) error {
+	if v, _, ok := first(vars, "ansible_host", "ansible_ssh_host"); ok {
+		h.Address = v.val
+	}
+	if v, k, ok := first(vars, "ansible_port", "ansible_ssh_port"); ok {
+		p, err := strconv.Atoi(v.val)
+		if err != nil || p <= 0 || p > 65535 {
+			return &Error{File: a.file, Line: v.line, Field: k, Msg: fmt.Sprintf("host %q: %q is not a TCP port", h.Name, v.val)}
+		}
+		h.Port = p
+	}
+	if v, _, ok := first(vars, "ansible_user", "ansible_ssh_user", "ansible_remote_user"); ok {
+		h.User = v.val
+	}
+	if v, _, ok := first(vars, "ansible_ssh_private_key_file", "ansible_private_key_file"); ok && v.val != "" {
+		h.IdentityFiles = []string{v.val}
+	}
+	if v, _, ok := first(vars, "gpuprep_mode"); ok {
+		h.Mode = v.val
+		if !validModes[h.Mode] {
+			return &Error{File: a.file, Line: v.line, Field: "gpuprep_mode", Msg: fmt.Sprintf("host %q: %q: want container, vm-passthrough or vm-vgpu", h.Name, v.val)}
+		}
+	}
+	if v, _, ok := first(vars, "gpuprep_jump"); ok {
+		h.Jump = v.val
+	} else {
+		for _, k := range []string{"ansible_ssh_common_args", "ansible_ssh_extra_args"} {
+			if v, ok := vars[k]; ok {
+				if j := proxyJumpFromArgs(v.val); j != "" {
+					h.Jump = j
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// proxyJumpFromArgs finds -J X or -o ProxyJump=X in ssh arguments.
+func proxyJumpFromArgs(s string) string {
+	f, err := splitFields(s)
+	if err != nil {
+		return ""
+	}
+	for i := 0; i < len(f); i++ {
+		switch {
+		case f[i] == "-J" && i+1 < len(f):
+			return f[i+1]
+		case strings.HasPrefix(f[i], "-J") && len(f[i]) > 2:
+			return f[i][2:]
+		case f[i] == "-o" && i+1 < len(f):
+			if j, ok := optProxyJump(f[i+1]); ok {
+				return j
+			}
+		case strings.HasPrefix(f[i], "-o"):
+			if j, ok := optProxyJump(f[i][2:]); ok {
+				return j
+			}
+		}
+	}
+	return ""
+}
+
+func optProxyJump(o string) (string, bool) {
+	k, v, ok := strings.Cut(o, "=")
+	if !ok {
+		k, v, ok = strings.Cut(o, " ")
+	}
+	if ok && strings.EqualFold(strings.TrimSpace(k), "ProxyJump") {
+		return strings.TrimSpace(v), true
+	}
+	return "", false
+}
+
+// splitFields splits a line into fields the way Ansible's INI parser
+// (shlex) does: whitespace separates, quotes group and are removed.
+func splitFields(s string) ([]string, error) {
+	var out []string
+	var cur strings.Builder
+	inField := false
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '\'' || c == '"':
+			j := strings.IndexByte(s[i+1:], c)
+			if j < 0 {
+				return nil, fmt.Errorf("unterminated %c quote", c)
+			}
+			val := s[i+1 : i+1+j]
+			if c == '"' {
+				val = strings.ReplaceAll(val, `\"`, `"`)
+			}
+			cur.WriteString(val)
+			inField = true
+			i += j + 1
+		case c == '\\' && i+1 < len(s):
+			cur.WriteByte(s[i+1])
+			inField = true
+			i++
+		case c == ' ' || c == '\t':
+			if inField {
+				out = append(out, cur.String())
+				cur.Reset()
+				inField = false
+			}
+		case c == '#' && !inField:
+			// a comment to the end of the line
+			i = len(s)
+		default:
+			cur.WriteByte(c)
+			inField = true
+		}
+	}
+	if inField {
+		out = append(out, cur.String())
+	}
+	return out, nil
+}
+
+// expandRange expands an Ansible host range: gpu[01:10], rack[a:c]-n[1:4:2].
+func expandRange(pat string) ([]string, error) {
+	i := strings.IndexByte(pat, '[')
+	if i < 0 {
+		return []string{pat}, nil
+	}
+	j := strings.IndexByte(pat[i:], ']')
+	if j < 0 {
+		return nil, fmt.Errorf("unterminated range in %q", pat)
+	}
+	j += i
+	parts := strings.Split(pat[i+1:j], ":")
+	if len(parts) < 2 || len(parts) > 3 {
+		// Not a range: an IPv6 address or similar.
+		return []string{pat}, nil
+	}
+	step := 1
+	if len(parts) == 3 {
+		s, err := strconv.Atoi(parts[2])
+		if err != nil || s <= 0 {
+			return nil, fmt.Errorf("bad range step in %q", pat)
+		}
+		step = s
+	}
+	rest, err := expandRange(pat[j+1:])
+	if err != nil {
+		return nil, err
+	}
+	var items []string
+	lo, errLo := strconv.Atoi(parts[0])
+	hi, errHi := strconv.Atoi(parts[1])
+	switch {
+	case errLo == nil && errHi == nil:
+		if hi < lo || hi-lo > 100000 {
+			return nil, fmt.Errorf("bad range in %q", pat)
+		}
+		width := 0
+		if strings.HasPrefix(parts[0], "0") {
+			width = len(parts[0])
+		}
+		for n := lo; n <= hi; n += step {
+			items = append(items, fmt.Sprintf("%0*d", width, n))
+		}
+	case len(parts[0]) == 1 && len(parts[1]) == 1 && parts[0] <= parts[1]:
+		for c := parts[0][0]; c <= parts[1][0]; c += byte(step) {
+			items = append(items, string(c))
+			if int(c)+step > 255 {
+				break
+			}
+		}
+	default:
+		return nil, fmt.Errorf("bad range in %q", pat)
+	}
+	var out []string
+	for _, it := range items {
+		for _, r := range rest {
+			out = append(out, pat[:i]+it+r)
+		}
+	}
+	return out, nil
+}
+
+func parseINI(file string, data []byte) (*Inventory, error) {
+	a := newAInv(file, "ansible-ini")
+	a.group("all", 0)
+	a.group("ungrouped", 0)
+	section, kind := "ungrouped", "hosts"
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(make([]byte, 64*1024), 1024*1024)
+	line := 0
+	bad := func(field, msg string) error { return &Error{File: file, Line: line, Field: field, Msg: msg} }
+	for sc.Scan() {
+		line++
+		t := strings.TrimSpace(sc.Text())
+		if t == "" || t[0] == '#' || t[0] == ';' {
+			continue
+		}
+		if t[0] == '[' {
+			if !strings.HasSuffix(t, "]") {
+				return nil, bad("section", fmt.Sprintf("%q: want [group], [group:vars] or [group:children]", t))
+			}
+			name := t[1 : len(t)-1]
+			kind = "hosts"
+			if n, k, ok := strings.Cut(name, ":"); ok {
+				if k != "vars" && k != "children" {
+					return nil, bad("section", fmt.Sprintf("[%s]: unknown section type %q (want vars or children)", name, k))
+				}
+				name, kind = n, k
+			}
+			if name == "" || strings.ContainsAny(name, " \t") {
+				return nil, bad("section", fmt.Sprintf("%q is not a group name", name))
+			}
+			section = name
+			a.group(section, line)
+			continue
+		}
+		switch kind {
+		case "vars":
+			k, v, ok := strings.Cut(t, "=")
+			if !ok {
+				return nil, bad(section+":vars", fmt.Sprintf("%q: want key=value", t))
+			}
+			k = strings.TrimSpace(k)
+			f, err := splitFields(strings.TrimSpace(v))
+			if err != nil {
+				return nil, bad(k, err.Error())
+			}
+			a.groups[section].vars[k] = aVar{val: strings.Join(f, " "), line: line}
+		case "children":
+			f, err := splitFields(t)
+			if err != nil || len(f) != 1 {
+				return nil, bad(section+":children", fmt.Sprintf("%q: want one group name per line", t))
+			}
+			g := a.groups[section]
+			if !contains(g.children, f[0]) {
+				g.children = append(g.children, f[0])
+			}
+		default:
+			f, err := splitFields(t)
+			if err != nil {
+				return nil, bad("host", err.Error())
+			}
+			if len(f) == 0 {
+				continue
+			}
+			pat := f[0]
+			port := ""
+			// host:port (but not an IPv6 address)
+			if i := strings.LastIndexByte(pat, ':'); i > 0 && strings.Count(pat, ":") == 1 && !strings.Contains(pat, "[") {
+				pat, port = pat[:i], pat[i+1:]
+			}
+			names, err := expandRange(pat)
+			if err != nil {
+				return nil, bad("host", err.Error())
+			}
+			vars := map[string]aVar{}
+			if port != "" {
+				vars["ansible_port"] = aVar{val: port, line: line}
+			}
+			for _, kv := range f[1:] {
+				k, v, ok := strings.Cut(kv, "=")
+				if !ok || k == "" {
+					return nil, bad("host", fmt.Sprintf("host %q: %q: want key=value", pat, kv))
+				}
+				vars[k] = aVar{val: v, line: line}
+			}
+			g := a.groups[section]
+			for _, n := range names {
+				h := a.host(n, line)
+				for k, v := range vars {
+					h.vars[k] = v
+				}
+				a.addHostToGroup(g, n)
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, &Error{File: file, Line: line, Msg: err.Error()}
+	}
+	finishImplicit(a)
+	return a.resolve()
+}
+
+// finishImplicit makes every top-level group a child of all and puts hosts
+// that are in no other group into ungrouped.
+func finishImplicit(a *aInv) {
+	all := a.groups["all"]
+	isChild := map[string]bool{}
+	for _, g := range a.groups {
+		for _, c := range g.children {
+			isChild[c] = true
+		}
+	}
+	for n := range a.groups {
+		if n != "all" && !isChild[n] && !contains(all.children, n) {
+			all.children = append(all.children, n)
+		}
+	}
+	sort.Strings(all.children)
+}
+
+func parseAnsibleYAML(file string, m *yaml.Node) (*Inventory, error) {
+	a := newAInv(file, "ansible-yaml")
+	a.group("all", m.Line)
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if err := a.yamlGroup(m.Content[i], m.Content[i+1]); err != nil {
+			return nil, err
+		}
+	}
+	if a.groups["ungrouped"] == nil {
+		a.group("ungrouped", 0)
+	}
+	finishImplicit(a)
+	return a.resolve()
+}
+
+func (a *aInv) yamlGroup(k, v *yaml.Node) error {
+	g := a.group(k.Value, k.Line)
+	if v.Kind == yaml.ScalarNode && (v.Tag == "!!null" || v.Value == "") {
+		return nil
+	}
+	if v.Kind != yaml.MappingNode {
+		return &Error{File: a.file, Line: v.Line, Field: k.Value, Msg: "want a group: a mapping with hosts, children, vars"}
+	}
+	for i := 0; i+1 < len(v.Content); i += 2 {
+		fk, fv := v.Content[i], v.Content[i+1]
+		field := k.Value + "." + fk.Value
+		empty := fv.Kind == yaml.ScalarNode && (fv.Tag == "!!null" || fv.Value == "")
+		switch fk.Value {
+		case "hosts":
+			if empty {
+				continue
+			}
+			if fv.Kind != yaml.MappingNode {
+				return &Error{File: a.file, Line: fv.Line, Field: field, Msg: "want a mapping of host names to variables"}
+			}
+			for j := 0; j+1 < len(fv.Content); j += 2 {
+				hk, hv := fv.Content[j], fv.Content[j+1]
+				names, err := expandRange(hk.Value)
+				if err != nil {
+					return &Error{File: a.file, Line: hk.Line, Field: field, Msg: err.Error()}
+				}
+				vars, err := a.yamlVars(hv, field+"."+hk.Value)
+				if err != nil {
+					return err
+				}
+				for _, n := range names {
+					h := a.host(n, hk.Line)
+					for vk, vv := range vars {
+						h.vars[vk] = vv
+					}
+					a.addHostToGroup(g, n)
+				}
+			}
+		case "children":
+			if empty {
+				continue
+			}
+			if fv.Kind != yaml.MappingNode {
+				return &Error{File: a.file, Line: fv.Line, Field: field, Msg: "want a mapping of group names"}
+			}
+			for j := 0; j+1 < len(fv.Content); j += 2 {
+				ck := fv.Content[j]
+				if !contains(g.children, ck.Value) {
+					g.children = append(g.children, ck.Value)
+				}
+				if err := a.yamlGroup(ck, fv.Content[j+1]); err != nil {
+					return err
+				}
+			}
+		case "vars":
+			vars, err := a.yamlVars(fv, field)
+			if err != nil {
+				return err
+			}
+			for vk, vv := range vars {
+				g.vars[vk] = vv
+			}
+		default:
+			return &Error{File: a.file, Line: fk.Line, Field: field, Msg: "unknown group field (want hosts, children, vars)"}
+		}
+	}
+	return nil
+}
+
+func (a *aInv) yamlVars(n *yaml.Node, field string) (map[string]aVar, error) {
+	out := map[string]aVar{}
+	if n.Kind == yaml.ScalarNode && (n.Tag == "!!null" || n.Value == "") {
+		return out, nil
+	}
+	if n.Kind != yaml.MappingNode {
+		return nil, &Error{File: a.file, Line: n.Line, Field: field, Msg: "want a mapping of variables"}
+	}
+	m, err := varsMap(a.file, n, field)
+	if err != nil {
+		return nil, err
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k := n.Content[i].Value
+		out[k] = aVar{val: m[k], line: n.Content[i+1].Line}
+	}
+	return out, nil
+}

@@ -1,0 +1,405 @@
+// Package fleet runs gpuprep on many hosts over SSH: inventories (gpuprep's
+// own YAML and Ansible INI/YAML, with ~/.ssh/config), a verifying SSH
+// transport, agentless upload of the gpuprep binary and a bounded parallel
+// runner.
+package fleet
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Host is one inventory entry, after the inventory's own defaults and group
+// variables are applied (and, with ApplySSHConfig, ~/.ssh/config).
+type Host struct {
+	Name    string `json:"name"`
+	Address string `json:"address"` // host name or IP to connect to (default: Name)
+	Port    int    `json:"port,omitempty"`
+	User    string `json:"user,omitempty"`
+	Mode    string `json:"mode,omitempty"`
+	// Jump is a ProxyJump spec: [user@]host[:port][,…] (empty: direct).
+	Jump          string            `json:"jump,omitempty"`
+	IdentityFiles []string          `json:"identityFiles,omitempty"`
+	Groups        []string          `json:"groups,omitempty"`
+	Vars          map[string]string `json:"vars,omitempty"`
+	// Source is FILE:LINE of the entry, for messages.
+	Source string `json:"source,omitempty"`
+}
+
+// Var returns a host variable.
+func (h *Host) Var(k string) string { return h.Vars[k] }
+
+// Target is host:port as dialled.
+func (h *Host) Target() string {
+	p := h.Port
+	if p == 0 {
+		p = 22
+	}
+	return joinHostPort(h.Address, p)
+}
+
+func joinHostPort(h string, p int) string {
+	if strings.Contains(h, ":") && !strings.HasPrefix(h, "[") {
+		return "[" + h + "]:" + strconv.Itoa(p)
+	}
+	return h + ":" + strconv.Itoa(p)
+}
+
+// Inventory is a parsed inventory file.
+type Inventory struct {
+	File   string
+	Format string // gpuprep, ansible-ini, ansible-yaml
+	Hosts  []*Host
+}
+
+// Error is an inventory error naming the file, line and field.
+type Error struct {
+	File  string
+	Line  int
+	Field string
+	Msg   string
+}
+
+func (e *Error) Error() string {
+	loc := e.File
+	if e.Line > 0 {
+		loc = fmt.Sprintf("%s:%d", e.File, e.Line)
+	}
+	if e.Field != "" {
+		return fmt.Sprintf("%s: %s: %s", loc, e.Field, e.Msg)
+	}
+	return fmt.Sprintf("%s: %s", loc, e.Msg)
+}
+
+// Modes a host may name (the values `gpuprep check --mode` accepts).
+var validModes = map[string]bool{"container": true, "vm-passthrough": true, "vm-vgpu": true}
+
+// Load reads an inventory: gpuprep's YAML (apiVersion gpuprep/v1, kind
+// Inventory, or a top-level `hosts:` list), an Ansible YAML inventory (a
+// mapping of groups), or an Ansible INI inventory.
+func Load(file string) (*Inventory, error) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	return Parse(file, data)
+}
+
+// Parse parses inventory data read from file (the name is used in errors).
+func Parse(file string, data []byte) (*Inventory, error) {
+	var inv *Inventory
+	var err error
+	var doc yaml.Node
+	yerr := yaml.Unmarshal(data, &doc)
+	switch {
+	case yerr == nil && len(doc.Content) == 1 && doc.Content[0].Kind == yaml.MappingNode && isGpuprep(doc.Content[0]):
+		inv, err = parseOwn(file, doc.Content[0])
+	case yerr == nil && len(doc.Content) == 1 && doc.Content[0].Kind == yaml.MappingNode:
+		inv, err = parseAnsibleYAML(file, doc.Content[0])
+	case looksYAML(file, data):
+		if yerr == nil {
+			yerr = fmt.Errorf("not a mapping")
+		}
+		return nil, &Error{File: file, Msg: "invalid YAML inventory: " + yerr.Error()}
+	default:
+		inv, err = parseINI(file, data)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if len(inv.Hosts) == 0 {
+		return nil, &Error{File: file, Msg: "no hosts"}
+	}
+	seen := map[string]string{}
+	for _, h := range inv.Hosts {
+		if h.Address == "" {
+			h.Address = h.Name
+		}
+		if prev, ok := seen[h.Name]; ok && inv.Format == "gpuprep" {
+			return nil, &Error{File: file, Line: lineOf(h.Source), Field: "name", Msg: fmt.Sprintf("host %q already defined at %s", h.Name, prev)}
+		}
+		seen[h.Name] = h.Source
+		if err := validateHost(file, h); err != nil {
+			return nil, err
+		}
+		sort.Strings(h.Groups)
+	}
+	return inv, nil
+}
+
+func looksYAML(file string, data []byte) bool {
+	ext := strings.ToLower(path.Ext(file))
+	if ext == ".yaml" || ext == ".yml" {
+		return true
+	}
+	t := bytes.TrimSpace(data)
+	return bytes.HasPrefix(t, []byte("---")) || bytes.HasPrefix(t, []byte("apiVersion:"))
+}
+
+func lineOf(source string) int {
+	i := strings.LastIndexByte(source, ':')
+	if i < 0 {
+		return 0
+	}
+	n, _ := strconv.Atoi(source[i+1:])
+	return n
+}
+
+func validateHost(file string, h *Host) error {
+	line := lineOf(h.Source)
+	bad := func(field, msg string) error { return &Error{File: file, Line: line, Field: field, Msg: msg} }
+	if h.Name == "" {
+		return bad("name", "empty host name")
+	}
+	if strings.ContainsAny(h.Address, " \t\r\n\x00/") || strings.HasPrefix(h.Address, "-") {
+		return bad("address", fmt.Sprintf("host %q: %q is not a host name or IP address", h.Name, h.Address))
+	}
+	if h.Port < 0 || h.Port > 65535 {
+		return bad("port", fmt.Sprintf("host %q: %d is not a TCP port", h.Name, h.Port))
+	}
+	if strings.ContainsAny(h.User, "\x00\r\n") {
+		return bad("user", fmt.Sprintf("host %q: user contains control characters", h.Name))
+	}
+	if h.Mode != "" && !validModes[h.Mode] {
+		return bad("mode", fmt.Sprintf("host %q: %q: want container, vm-passthrough or vm-vgpu", h.Name, h.Mode))
+	}
+	for k, v := range h.Vars {
+		if strings.ContainsRune(v, 0) {
+			return bad("vars."+k, fmt.Sprintf("host %q: NUL byte in value", h.Name))
+		}
+	}
+	return nil
+}
+
+// ---- gpuprep's own format ----
+
+func isGpuprep(m *yaml.Node) bool {
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		k, v := m.Content[i].Value, m.Content[i+1]
+		if k == "apiVersion" || k == "kind" && v.Value == "Inventory" {
+			return true
+		}
+		if k == "hosts" && v.Kind == yaml.SequenceNode {
+			return true
+		}
+	}
+	return false
+}
+
+type ownFields struct {
+	port, user, mode, jump, address string
+	identity                        []string
+	vars                            map[string]string
+	groups                          []string
+}
+
+func parseOwn(file string, m *yaml.Node) (*Inventory, error) {
+	inv := &Inventory{File: file, Format: "gpuprep"}
+	bad := func(n *yaml.Node, field, msg string) error {
+		return &Error{File: file, Line: n.Line, Field: field, Msg: msg}
+	}
+	var defaults *Host
+	var hostsNode *yaml.Node
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		k, v := m.Content[i], m.Content[i+1]
+		switch k.Value {
+		case "apiVersion":
+			if v.Value != "gpuprep/v1" {
+				return nil, bad(v, "apiVersion", fmt.Sprintf("%q: want gpuprep/v1", v.Value))
+			}
+		case "kind":
+			if v.Value != "Inventory" {
+				return nil, bad(v, "kind", fmt.Sprintf("%q: want Inventory", v.Value))
+			}
+		case "defaults":
+			h, err := ownHost(file, v, "defaults", true)
+			if err != nil {
+				return nil, err
+			}
+			defaults = h
+		case "hosts":
+			if v.Kind != yaml.SequenceNode {
+				return nil, bad(v, "hosts", "want a list of hosts")
+			}
+			hostsNode = v
+		default:
+			return nil, bad(k, k.Value, "unknown field (want apiVersion, kind, defaults, hosts)")
+		}
+	}
+	if hostsNode == nil {
+		return nil, &Error{File: file, Line: m.Line, Field: "hosts", Msg: "missing"}
+	}
+	for i, hn := range hostsNode.Content {
+		h, err := ownHost(file, hn, fmt.Sprintf("hosts[%d]", i), false)
+		if err != nil {
+			return nil, err
+		}
+		if defaults != nil {
+			mergeDefaults(h, defaults)
+		}
+		inv.Hosts = append(inv.Hosts, h)
+	}
+	return inv, nil
+}
+
+func mergeDefaults(h, d *Host) {
+	if h.Port == 0 {
+		h.Port = d.Port
+	}
+	if h.User == "" {
+		h.User = d.User
+	}
+	if h.Mode == "" {
+		h.Mode = d.Mode
+	}
+	if h.Jump == "" {
+		h.Jump = d.Jump
+	}
+	if len(h.IdentityFiles) == 0 {
+		h.IdentityFiles = d.IdentityFiles
+	}
+	h.Groups = union(h.Groups, d.Groups)
+	for k, v := range d.Vars {
+		if _, ok := h.Vars[k]; !ok {
+			if h.Vars == nil {
+				h.Vars = map[string]string{}
+			}
+			h.Vars[k] = v
+		}
+	}
+}
+
+func union(a, b []string) []string {
+	for _, x := range b {
+		if !contains(a, x) {
+			a = append(a, x)
+		}
+	}
+	return a
+}
+
+func contains(a []string, x string) bool {
+	for _, y := range a {
+		if y == x {
+			return true
+		}
+	}
+	return false
+}
+
+func ownHost(file string, n *yaml.Node, where string, isDefaults bool) (*Host, error) {
+	bad := func(n *yaml.Node, field, msg string) error {
+		return &Error{File: file, Line: n.Line, Field: where + "." + field, Msg: msg}
+	}
+	h := &Host{Source: fmt.Sprintf("%s:%d", file, n.Line)}
+	if n.Kind == yaml.ScalarNode && !isDefaults {
+		h.Name = n.Value
+		return h, nil
+	}
+	if n.Kind != yaml.MappingNode {
+		return nil, &Error{File: file, Line: n.Line, Field: where, Msg: "want a mapping (name, address, port, user, mode, groups, vars, jump)"}
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		scalar := func() (string, error) {
+			if v.Kind != yaml.ScalarNode {
+				return "", bad(v, k.Value, "want a single value")
+			}
+			return v.Value, nil
+		}
+		var err error
+		switch k.Value {
+		case "name":
+			h.Name, err = scalar()
+		case "address", "host":
+			h.Address, err = scalar()
+		case "port":
+			var s string
+			if s, err = scalar(); err == nil {
+				h.Port, err = strconv.Atoi(s)
+				if err != nil || h.Port <= 0 || h.Port > 65535 {
+					err = bad(v, k.Value, fmt.Sprintf("%q is not a TCP port", s))
+				}
+			}
+		case "user":
+			h.User, err = scalar()
+		case "mode":
+			h.Mode, err = scalar()
+			if err == nil && !validModes[h.Mode] {
+				err = bad(v, k.Value, fmt.Sprintf("%q: want container, vm-passthrough or vm-vgpu", h.Mode))
+			}
+		case "jump", "bastion", "proxyJump":
+			h.Jump, err = scalar()
+		case "identityFile":
+			if v.Kind == yaml.SequenceNode {
+				h.IdentityFiles, err = scalars(file, v, where+"."+k.Value)
+			} else {
+				var s string
+				s, err = scalar()
+				h.IdentityFiles = []string{s}
+			}
+		case "groups":
+			if v.Kind != yaml.SequenceNode {
+				return nil, bad(v, k.Value, "want a list of group names")
+			}
+			h.Groups, err = scalars(file, v, where+"."+k.Value)
+		case "vars":
+			h.Vars, err = varsMap(file, v, where+".vars")
+		default:
+			return nil, bad(k, k.Value, "unknown field (want name, address, port, user, mode, groups, vars, jump, identityFile)")
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	if !isDefaults && h.Name == "" {
+		if h.Address == "" {
+			return nil, &Error{File: file, Line: n.Line, Field: where + ".name", Msg: "missing (name or address required)"}
+		}
+		h.Name = h.Address
+	}
+	return h, nil
+}
+
+func scalars(file string, v *yaml.Node, field string) ([]string, error) {
+	var out []string
+	for _, e := range v.Content {
+		if e.Kind != yaml.ScalarNode {
+			return nil, &Error{File: file, Line: e.Line, Field: field, Msg: "want a list of strings"}
+		}
+		out = append(out, e.Value)
+	}
+	return out, nil
+}
+
+func varsMap(file string, v *yaml.Node, field string) (map[string]string, error) {
+	if v.Kind == yaml.ScalarNode && (v.Tag == "!!null" || v.Value == "") {
+		return nil, nil
+	}
+	if v.Kind != yaml.MappingNode {
+		return nil, &Error{File: file, Line: v.Line, Field: field, Msg: "want a mapping of variables"}
+	}
+	out := map[string]string{}
+	for i := 0; i+1 < len(v.Content); i += 2 {
+		k, val := v.Content[i], v.Content[i+1]
+		if val.Kind != yaml.ScalarNode {
+			// Structured variables are kept as their YAML text; gpuprep reads only scalars.
+			b, _ := yaml.Marshal(val)
+			out[k.Value] = strings.TrimSpace(string(b))
+			continue
+		}
+		if val.Tag == "!!null" {
+			out[k.Value] = ""
+			continue
+		}
+		out[k.Value] = val.Value
+	}
+	return out, nil
+}
