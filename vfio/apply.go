@@ -1,0 +1,423 @@
+package vfio
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/gpuprep/gpuprep/internal/host"
+	"github.com/gpuprep/gpuprep/internal/journal"
+	"github.com/gpuprep/gpuprep/internal/pci"
+)
+
+// Change is one device moved from one driver to another.
+type Change struct {
+	Device, Before, After string
+}
+
+// FileChange is one persistent file written or removed.
+type FileChange struct {
+	Path    string
+	Backup  string // backup of the previous content; "" when the file was new
+	Removed bool
+}
+
+// Result says what Bind or Unbind did.
+type Result struct {
+	Changed   []Change
+	Unchanged []string // devices left alone (already on a VFIO driver)
+	Files     []FileChange
+	Commands  [][]string
+	Groups    map[string]bool // IOMMU group → /dev/vfio/<group> present
+	Notes     []string
+}
+
+// Env is what Bind and Unbind act through.
+type Env struct {
+	Root   *host.Root
+	Sysfs  Sysfs
+	Runner host.Runner
+}
+
+type writer struct {
+	fs      Sysfs
+	timeout time.Duration
+}
+
+// write performs one sysfs write in a goroutine and gives up after the
+// timeout: a write to bind or unbind blocks while a driver probes or
+// removes the device, and can hang.
+func (w writer) write(p, v string) error {
+	done := make(chan error, 1)
+	go func() { done <- w.fs.WriteAttr(p, v) }()
+	t := time.NewTimer(w.timeout)
+	defer t.Stop()
+	select {
+	case err := <-done:
+		return err
+	case <-t.C:
+		return fmt.Errorf("write %q to %s: no answer after %s (the kernel may still be working on it)", strings.TrimSpace(v), p, w.timeout)
+	}
+}
+
+func (e Env) driver(addr string) string {
+	return e.Root.LinkBase("/sys/bus/pci/devices/" + addr + "/driver")
+}
+
+// Bind applies a plan: loads the modules, then per device clears
+// driver_override, unbinds it from its driver, sets driver_override and
+// binds it to the VFIO driver, and verifies the driver link. Devices
+// already on a VFIO driver are not touched. On any failure everything
+// changed so far is rolled back and the error says so.
+func Bind(ctx context.Context, e Env, inv *pci.Inventory, p *Plan, opts Options) (*Result, error) {
+	res := &Result{Groups: map[string]bool{}}
+	w := writer{fs: e.Sysfs, timeout: opts.timeout()}
+	for _, m := range p.Modules {
+		argv := []string{"modprobe", m}
+		res.Commands = append(res.Commands, argv)
+		if _, err := e.Runner.Run(ctx, argv...); err != nil {
+			return res, fmt.Errorf("load %s: %w (nothing was changed)", m, err)
+		}
+	}
+	var todo []*Target
+	for _, t := range p.Targets {
+		if t.Bound {
+			res.Unchanged = append(res.Unchanged, t.Dev.Address)
+			continue
+		}
+		t.VFIO = driverName(e.Root, t.Module) // the loaded module names its driver
+		if !e.Root.Exists("/sys/bus/pci/drivers/" + t.VFIO) {
+			return res, fmt.Errorf("%s: driver %s (module %s) is not registered in /sys/bus/pci/drivers (nothing was changed)", t.Dev.Address, t.VFIO, t.Module)
+		}
+		todo = append(todo, t)
+	}
+	var done []*Target
+	fail := func(err error) (*Result, error) {
+		rb := rollback(e, w, done)
+		for _, t := range done {
+			if d := e.driver(t.Dev.Address); d == t.Driver {
+				_ = journal.Append(e.Root, journal.Entry{Time: opts.now(), Command: "vfio bind (rolled back)", Kind: "driver",
+					Device: t.Dev.Address, Before: t.VFIO, After: t.Driver})
+			}
+		}
+		res.Changed = nil
+		if len(rb) > 0 {
+			return res, fmt.Errorf("%w; rollback incomplete: %s", err, strings.Join(rb, "; "))
+		}
+		if len(done) > 0 {
+			return res, fmt.Errorf("%w; rolled back: %d device(s) restored to their drivers", err, len(done))
+		}
+		return res, err
+	}
+	for _, t := range todo {
+		done = append(done, t)
+		if err := bindOne(e, w, t); err != nil {
+			return fail(err)
+		}
+		res.Changed = append(res.Changed, Change{Device: t.Dev.Address, Before: t.Driver, After: t.VFIO})
+		if err := journal.Append(e.Root, journal.Entry{Time: opts.now(), Command: "vfio bind", Kind: "driver",
+			Device: t.Dev.Address, Before: t.Driver, After: t.VFIO}); err != nil {
+			return fail(err)
+		}
+	}
+	if p.Persist != nil {
+		files, err := applyPersist(ctx, e, p.Persist, "vfio bind", opts, res)
+		if err != nil {
+			restoreFiles(e, files, opts)
+			return fail(err)
+		}
+	}
+	waitGroups(e, p.Targets, res)
+	return res, nil
+}
+
+func bindOne(e Env, w writer, t *Target) error {
+	a := t.Dev.Address
+	dev := "/sys/bus/pci/devices/" + a
+	if t.Override != "" {
+		if err := w.write(dev+"/driver_override", "\n"); err != nil {
+			return fmt.Errorf("%s: clear driver_override: %w", a, err)
+		}
+	}
+	if t.Driver != "" {
+		if err := w.write(dev+"/driver/unbind", a); err != nil {
+			return fmt.Errorf("%s: unbind from %s: %w", a, t.Driver, err)
+		}
+		if d := e.driver(a); d != "" {
+			return fmt.Errorf("%s: still on %s after unbind", a, d)
+		}
+	}
+	if err := w.write(dev+"/driver_override", t.VFIO); err != nil {
+		return fmt.Errorf("%s: set driver_override: %w", a, err)
+	}
+	if err := w.write("/sys/bus/pci/drivers/"+t.VFIO+"/bind", a); err != nil {
+		return fmt.Errorf("%s: bind to %s: %w", a, t.VFIO, err)
+	}
+	switch d := e.driver(a); d {
+	case t.VFIO:
+		return nil
+	case "":
+		return fmt.Errorf("%s: the bind to %s reported success but the device has no driver", a, t.VFIO)
+	default:
+		return fmt.Errorf("%s: on %s after the bind to %s", a, d, t.VFIO)
+	}
+}
+
+// rollback returns the devices, last first, to the driver and override they
+// had; it returns what it could not restore.
+func rollback(e Env, w writer, done []*Target) []string {
+	var failed []string
+	for i := len(done) - 1; i >= 0; i-- {
+		t := done[i]
+		a := t.Dev.Address
+		if cur := e.driver(a); cur != t.Driver && cur != "" {
+			if err := w.write("/sys/bus/pci/drivers/"+cur+"/unbind", a); err != nil {
+				failed = append(failed, fmt.Sprintf("%s: unbind from %s: %v", a, cur, err))
+				continue
+			}
+		}
+		ov := t.Override
+		if ov == "" {
+			ov = "\n"
+		}
+		if err := w.write("/sys/bus/pci/devices/"+a+"/driver_override", ov); err != nil {
+			failed = append(failed, fmt.Sprintf("%s: restore driver_override: %v", a, err))
+		}
+		if t.Driver != "" && e.driver(a) != t.Driver {
+			if err := w.write("/sys/bus/pci/drivers/"+t.Driver+"/bind", a); err != nil {
+				failed = append(failed, fmt.Sprintf("%s: rebind to %s: %v", a, t.Driver, err))
+				continue
+			}
+			if d := e.driver(a); d != t.Driver {
+				failed = append(failed, fmt.Sprintf("%s: on %q, not %s, after the rebind", a, d, t.Driver))
+			}
+		}
+	}
+	return failed
+}
+
+// applyPersist writes (or removes) the persistent files, each backed up and
+// journalled, then regenerates the initramfs. It returns the files changed,
+// for restoreFiles on a later failure.
+func applyPersist(ctx context.Context, e Env, p *Persist, command string, opts Options, res *Result) ([]FileChange, error) {
+	var changed []FileChange
+	now := opts.now()
+	for _, f := range p.Files {
+		if f.Content == nil {
+			old, err := e.Root.ReadFile(f.Path)
+			if err != nil {
+				continue
+			}
+			bak := f.Path + ".gpuprep-" + now.UTC().Format("20060102T150405.000000000Z") + host.BackupSuffix
+			if _, err := e.Root.WriteFileAtomic(bak, old, 0o644, now); err != nil {
+				return changed, fmt.Errorf("back up %s: %w", f.Path, err)
+			}
+			if err := e.Root.RemoveFile(f.Path); err != nil {
+				return changed, fmt.Errorf("remove %s: %w", f.Path, err)
+			}
+			fc := FileChange{Path: f.Path, Backup: bak, Removed: true}
+			changed = append(changed, fc)
+			res.Files = append(res.Files, fc)
+			_ = journal.Append(e.Root, journal.Entry{Time: now, Command: command, Kind: "file", Path: f.Path, Backup: bak, After: "removed"})
+			continue
+		}
+		dir := f.Path[:strings.LastIndexByte(f.Path, '/')]
+		if err := e.Root.MkdirAll(dir, 0o755); err != nil {
+			return changed, err
+		}
+		wr, err := e.Root.WriteFileAtomic(f.Path, f.Content, 0o644, now)
+		if err != nil {
+			return changed, fmt.Errorf("write %s: %w", f.Path, err)
+		}
+		if !wr.Changed {
+			continue
+		}
+		fc := FileChange{Path: f.Path, Backup: wr.Backup}
+		changed = append(changed, fc)
+		res.Files = append(res.Files, fc)
+		if err := journal.Append(e.Root, journal.Entry{Time: now, Command: command, Kind: "file", Path: f.Path, Backup: wr.Backup}); err != nil {
+			return changed, err
+		}
+	}
+	if len(changed) > 0 && p.Initramfs != nil {
+		res.Commands = append(res.Commands, p.Initramfs)
+		if out, err := e.Runner.Run(ctx, p.Initramfs...); err != nil {
+			return changed, fmt.Errorf("regenerate the initramfs: %w\n%s", err, out)
+		}
+	}
+	res.Notes = append(res.Notes, p.Warnings...)
+	return changed, nil
+}
+
+// restoreFiles undoes applyPersist: backups go back, new files go away.
+func restoreFiles(e Env, files []FileChange, opts Options) {
+	for i := len(files) - 1; i >= 0; i-- {
+		f := files[i]
+		if f.Backup == "" {
+			_ = e.Root.RemoveFile(f.Path)
+			continue
+		}
+		if old, err := e.Root.ReadFile(f.Backup); err == nil {
+			// the backup stays; removing first keeps WriteFileAtomic from
+			// backing up what is being undone
+			_ = e.Root.RemoveFile(f.Path)
+			_, _ = e.Root.WriteFileAtomic(f.Path, old, 0o644, opts.now())
+		}
+	}
+}
+
+// waitGroups waits (briefly: devtmpfs creates the node asynchronously) for
+// /dev/vfio/<group> of each target's group.
+func waitGroups(e Env, ts []*Target, res *Result) {
+	deadline := time.Now().Add(5 * time.Second)
+	for _, t := range ts {
+		g := t.Dev.IOMMUGroup
+		if _, ok := res.Groups[g]; ok || g == "" {
+			continue
+		}
+		for !e.Root.Exists("/dev/vfio/"+g) && e.Root.IsLive() && time.Now().Before(deadline) {
+			time.Sleep(50 * time.Millisecond)
+		}
+		res.Groups[g] = e.Root.Exists("/dev/vfio/" + g)
+	}
+}
+
+// ErrNothing is returned by Unbind when no selected device is on a VFIO
+// driver or persisted.
+var ErrNothing = errors.New("nothing to unbind")
+
+// Unbind returns every endpoint of the selected devices' groups that is on a
+// VFIO driver to the driver the journal recorded before bind (or leaves it
+// unbound, saying so), clears driver_override, and removes the devices from
+// gpuprep's persistent configuration.
+func Unbind(ctx context.Context, e Env, inv *pci.Inventory, sel pci.Selector, opts Options) (*Result, error) {
+	selected, err := Selection(inv, sel, opts.NVSwitch)
+	if err != nil {
+		return nil, err
+	}
+	res := &Result{Groups: map[string]bool{}}
+	w := writer{fs: e.Sysfs, timeout: opts.timeout()}
+	persisted := Persisted(e.Root)
+	var targets []*pci.Device
+	seen := map[string]bool{}
+	for _, s := range selected {
+		members := inv.Group(s.IOMMUGroup)
+		if s.IOMMUGroup == "" {
+			members = []*pci.Device{s}
+		}
+		for _, d := range members {
+			if d.IsBridge() || seen[d.Address] {
+				continue
+			}
+			drv, ov := current(e.Root, d.Address)
+			if d.Slot() != s.Slot() && !containsDev(selected, d) && !pci.DriverIsVFIO(drv) {
+				continue // another device of the group that gpuprep did not bind
+			}
+			if pci.DriverIsVFIO(drv) || pci.DriverIsVFIO(ov) || persisted[d.Address] != "" {
+				seen[d.Address] = true
+				targets = append(targets, d)
+			}
+		}
+	}
+	if len(targets) == 0 {
+		return res, ErrNothing
+	}
+	var refused []string
+	for _, g := range uniqGroups(targets) {
+		if hs := Holders(e.Root, GroupNode(g)); len(hs) > 0 && !opts.Force {
+			refused = append(refused, fmt.Sprintf("IOMMU group %s is in use (a VM?): /dev/vfio/%s is held open by %s; stop it or pass --force", g, g, holderList(hs)))
+		}
+	}
+	if len(refused) > 0 {
+		return res, &Refused{Reasons: refused}
+	}
+	entries, jerr := journal.Read(e.Root)
+	if jerr != nil {
+		res.Notes = append(res.Notes, "journal: "+jerr.Error())
+	}
+	var failed []string
+	var unbound []string
+	for _, d := range targets {
+		a := d.Address
+		dev := "/sys/bus/pci/devices/" + a
+		drv, ov := current(e.Root, a)
+		if pci.DriverIsVFIO(drv) {
+			if err := w.write(dev+"/driver/unbind", a); err != nil {
+				failed = append(failed, fmt.Sprintf("%s: unbind from %s: %v", a, drv, err))
+				continue
+			}
+			if cur := e.driver(a); cur != "" {
+				failed = append(failed, fmt.Sprintf("%s: still on %s after unbind", a, cur))
+				continue
+			}
+		}
+		if ov != "" {
+			if err := w.write(dev+"/driver_override", "\n"); err != nil {
+				failed = append(failed, fmt.Sprintf("%s: clear driver_override: %v", a, err))
+				continue
+			}
+		}
+		before, known := driverBefore(entries, a)
+		after := ""
+		switch {
+		case !known:
+			res.Notes = append(res.Notes, fmt.Sprintf("%s: the journal has no record of its driver before bind: left unbound (`echo %s > /sys/bus/pci/drivers_probe` lets the kernel choose)", a, a))
+		case before == "":
+			res.Notes = append(res.Notes, fmt.Sprintf("%s: had no driver before bind: left unbound", a))
+		case !e.Root.Exists("/sys/bus/pci/drivers/" + before):
+			res.Notes = append(res.Notes, fmt.Sprintf("%s: its driver before bind, %s, is not loaded: left unbound", a, before))
+		default:
+			err := w.write("/sys/bus/pci/drivers/"+before+"/bind", a)
+			if cur := e.driver(a); err == nil && cur == before {
+				after = before
+			} else {
+				if err == nil {
+					err = fmt.Errorf("bind reported success, the device is on %q", cur)
+				}
+				res.Notes = append(res.Notes, fmt.Sprintf("%s: could not restore %s (%v): left unbound", a, before, err))
+			}
+		}
+		if drv != "" || after != "" {
+			res.Changed = append(res.Changed, Change{Device: a, Before: drv, After: after})
+		}
+		unbound = append(unbound, a)
+		_ = journal.Append(e.Root, journal.Entry{Time: opts.now(), Command: "vfio unbind", Kind: "driver", Device: a, Before: drv, After: after})
+	}
+	if len(unbound) > 0 && len(Persisted(e.Root)) > 0 {
+		pp, err := planPersist(e.Root, inv, nil, unbound)
+		if err != nil {
+			return res, err
+		}
+		if _, err := applyPersist(ctx, e, pp, "vfio unbind", opts, res); err != nil {
+			failed = append(failed, err.Error())
+		}
+	}
+	if len(failed) > 0 {
+		return res, fmt.Errorf("unbind failed: %s", strings.Join(failed, "; "))
+	}
+	return res, nil
+}
+
+// driverBefore returns the driver the journal recorded for addr before its
+// last bind; known is false when the last record is not a bind.
+func driverBefore(entries []journal.Entry, addr string) (before string, known bool) {
+	for _, en := range entries {
+		if en.Kind != "driver" || en.Device != addr {
+			continue
+		}
+		before, known = en.Before, en.Command == "vfio bind"
+	}
+	return before, known
+}
+
+func uniqGroups(ds []*pci.Device) []string {
+	var gs []string
+	for _, d := range ds {
+		if d.IOMMUGroup != "" {
+			gs = append(gs, d.IOMMUGroup)
+		}
+	}
+	return uniq(gs)
+}

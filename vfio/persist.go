@@ -1,0 +1,214 @@
+package vfio
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/gpuprep/gpuprep/internal/host"
+	"github.com/gpuprep/gpuprep/internal/pci"
+)
+
+// The files gpuprep owns for a persistent binding.
+const (
+	ModprobeConf = "/etc/modprobe.d/gpuprep-vfio.conf"
+	ModulesLoad  = "/etc/modules-load.d/gpuprep-vfio.conf"
+	UdevRule     = "/etc/udev/rules.d/40-gpuprep-vfio.rules"
+)
+
+const devicesHeader = "# gpuprep-devices:"
+
+// FileEdit is one planned file change: Content nil removes the file.
+type FileEdit struct {
+	Path    string
+	Content []byte
+}
+
+// Persist is the persistent configuration after a bind or unbind.
+type Persist struct {
+	Devices   map[string]string // address → VFIO driver, every device bound at boot
+	IDs       []string          // vendor:device bound by `options vfio-pci ids=` (every device of the ID is in Devices)
+	PerDevice []string          // addresses bound by the udev rule (driver_override at device add)
+	Files     []FileEdit
+	Initramfs []string // the distro's initramfs command; nil when none was found
+	Warnings  []string
+}
+
+// Persisted reads the devices recorded in gpuprep's modprobe.d file.
+func Persisted(root *host.Root) map[string]string {
+	out := map[string]string{}
+	b, err := root.ReadFile(ModprobeConf)
+	if err != nil {
+		return out
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if !strings.HasPrefix(l, devicesHeader) {
+			continue
+		}
+		for _, f := range strings.Fields(strings.TrimPrefix(l, devicesHeader)) {
+			if a, d, ok := strings.Cut(f, "="); ok {
+				out[a] = d
+			}
+		}
+	}
+	return out
+}
+
+// planPersist computes gpuprep's persistent files for the devices already
+// persisted plus add, minus remove.
+func planPersist(root *host.Root, inv *pci.Inventory, add []*Target, remove []string) (*Persist, error) {
+	p := &Persist{Devices: Persisted(root)}
+	softdeps := map[string]bool{}
+	if b, err := root.ReadFile(ModprobeConf); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if f := strings.Fields(l); len(f) >= 2 && f[0] == "softdep" {
+				softdeps[f[1]] = true
+			}
+		}
+	}
+	for _, t := range add {
+		p.Devices[t.Dev.Address] = t.VFIO
+		if t.Driver != "" && !pci.DriverIsVFIO(t.Driver) {
+			if m := root.LinkBase("/sys/bus/pci/drivers/" + t.Driver + "/module"); m != "" {
+				softdeps[m] = true
+			} else if t.Driver == "nvidia" || t.Driver == "nouveau" {
+				softdeps[t.Driver] = true
+			}
+		}
+	}
+	for _, a := range remove {
+		delete(p.Devices, a)
+	}
+	p.Initramfs = initramfsTool(root)
+	if p.Initramfs == nil {
+		p.Warnings = append(p.Warnings, "no initramfs tool (update-initramfs, dracut, mkinitcpio) found: the initramfs is not regenerated; if it loads the NVIDIA or nouveau driver, the GPU is taken before vfio-pci at boot")
+	}
+	if len(p.Devices) == 0 {
+		for _, f := range []string{ModprobeConf, ModulesLoad, UdevRule} {
+			if _, err := root.Lstat(f); err == nil {
+				p.Files = append(p.Files, FileEdit{Path: f})
+			}
+		}
+		return p, nil
+	}
+
+	addrs := make([]string, 0, len(p.Devices))
+	for a := range p.Devices {
+		addrs = append(addrs, a)
+	}
+	sort.Strings(addrs)
+	nvidia := false
+	byID := map[string][]string{}
+	var modules []string
+	for _, a := range addrs {
+		d := inv.Get(a)
+		if d == nil {
+			p.Warnings = append(p.Warnings, a+" is persisted but not on this host now: kept")
+			p.PerDevice = append(p.PerDevice, a)
+			continue
+		}
+		nvidia = nvidia || d.VendorID == pci.VendorNVIDIA
+		modules = append(modules, strings.ReplaceAll(p.Devices[a], "-", "_"))
+		if p.Devices[a] != "vfio-pci" {
+			p.PerDevice = append(p.PerDevice, a) // ids= is vfio-pci's alone
+			continue
+		}
+		id := d.VendorID + ":" + d.DeviceID
+		byID[id] = append(byID[id], a)
+	}
+	ids := make([]string, 0, len(byID))
+	for id := range byID {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		all := true
+		for _, d := range inv.Devices {
+			if d.VendorID+":"+d.DeviceID == id && p.Devices[d.Address] == "" {
+				all = false
+			}
+		}
+		if all {
+			p.IDs = append(p.IDs, id)
+		} else {
+			p.PerDevice = append(p.PerDevice, byID[id]...)
+		}
+	}
+	sort.Strings(p.PerDevice)
+	if nvidia {
+		softdeps["nvidia"], softdeps["nouveau"] = true, true
+	}
+	vfioMods := uniq(append([]string{"vfio_pci"}, modules...))
+	pre := []string{"vfio-pci"}
+	for _, m := range uniq(modules) {
+		if m != "vfio_pci" {
+			pre = append(pre, m)
+		}
+	}
+
+	var mp strings.Builder
+	mp.WriteString("# Written by `gpuprep vfio bind --persist`; `gpuprep vfio unbind` removes it. Do not edit:\n")
+	mp.WriteString("# gpuprep reads the device list below.\n")
+	mp.WriteString(devicesHeader)
+	for _, a := range addrs {
+		fmt.Fprintf(&mp, " %s=%s", a, p.Devices[a])
+	}
+	mp.WriteString("\n")
+	for _, m := range sortedKeys(softdeps) {
+		if m != "" && !strings.HasSuffix(strings.ReplaceAll(m, "-", "_"), "vfio_pci") {
+			fmt.Fprintf(&mp, "softdep %s pre: %s\n", m, strings.Join(pre, " "))
+		}
+	}
+	if nvidia {
+		mp.WriteString("blacklist nouveau\n")
+	}
+	if len(p.IDs) > 0 {
+		fmt.Fprintf(&mp, "options vfio-pci ids=%s\n", strings.Join(p.IDs, ","))
+	}
+	p.Files = append(p.Files, FileEdit{Path: ModprobeConf, Content: []byte(mp.String())})
+
+	ml := "# Written by `gpuprep vfio bind --persist`; `gpuprep vfio unbind` removes it.\nvfio\nvfio_iommu_type1\n" +
+		strings.Join(vfioMods, "\n") + "\n"
+	p.Files = append(p.Files, FileEdit{Path: ModulesLoad, Content: []byte(ml)})
+
+	if len(p.PerDevice) > 0 {
+		var ur strings.Builder
+		ur.WriteString("# Written by `gpuprep vfio bind --persist`; `gpuprep vfio unbind` removes it.\n")
+		ur.WriteString("# Only these devices go to VFIO (other devices with the same IDs stay on their drivers).\n")
+		for _, a := range p.PerDevice {
+			fmt.Fprintf(&ur, "ACTION==\"add\", SUBSYSTEM==\"pci\", KERNEL==\"%s\", ATTR{driver_override}=\"%s\"\n", a, p.Devices[a])
+		}
+		p.Files = append(p.Files, FileEdit{Path: UdevRule, Content: []byte(ur.String())})
+	} else if _, err := root.Lstat(UdevRule); err == nil {
+		p.Files = append(p.Files, FileEdit{Path: UdevRule})
+	}
+	return p, nil
+}
+
+func sortedKeys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// initramfsTool returns the distribution's initramfs command, found in the root.
+func initramfsTool(root *host.Root) []string {
+	for _, c := range []struct {
+		paths []string
+		argv  []string
+	}{
+		{[]string{"/usr/sbin/update-initramfs", "/sbin/update-initramfs"}, []string{"update-initramfs", "-u"}},
+		{[]string{"/usr/bin/dracut", "/usr/sbin/dracut", "/sbin/dracut"}, []string{"dracut", "-f"}},
+		{[]string{"/usr/bin/mkinitcpio", "/usr/sbin/mkinitcpio"}, []string{"mkinitcpio", "-P"}},
+	} {
+		for _, p := range c.paths {
+			if root.Exists(p) {
+				return c.argv
+			}
+		}
+	}
+	return nil
+}
