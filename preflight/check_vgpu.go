@@ -69,3 +69,45 @@ func checkVGPUTypes(e *Env) []Finding {
 	}
 	return out
 }
+
+// kernelMajor returns the major version of a kernel release ("6.8.0-45" → 6).
+func kernelMajor(release string) int {
+	n := 0
+	for _, c := range release {
+		if c < '0' || c > '9' {
+			break
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n
+}
+
+// checkVGPUSupport says whether the GPU, kernel and vGPU interface together
+// are a combination the KubeVirt tooling supports.
+func checkVGPUSupport(e *Env) []Finding {
+	var out []Finding
+	for _, g := range e.GPUs {
+		s := vgpu.Read(e.Root, g.Address)
+		f := Finding{Subject: g.Address}
+		switch {
+		case s.Interface == "":
+			continue
+		case s.Interface == "mdev" && kernelMajor(e.Host.Kernel) >= 6:
+			f.Status = Warn
+			f.Message = fmt.Sprintf("mdev vGPU on kernel %s: NVIDIA supports GPU Operator-managed KubeVirt vGPU only on kernels < 6.0", e.Host.Kernel)
+			f.Remedy = "run a kernel < 6.0 for the operator's mdev path, or vGPU 17+ on kernel ≥ 6.8 with KubeVirt ≥ 1.9"
+		case s.Interface == "mdev":
+			f.Status = Pass
+			f.Message = fmt.Sprintf("mdev vGPU on kernel %s: the GPU Operator's supported KubeVirt path", e.Host.Kernel)
+		case s.Interface == "sriov":
+			f.Status = Warn
+			f.Message = fmt.Sprintf("vendor-specific VFIO vGPU (SR-IOV VFs, kernel %s): NVIDIA's sandbox device plugin cannot advertise these vGPUs yet; KubeVirt ≥ 1.9 has built-in support", e.Host.Kernel)
+			f.Remedy = "use KubeVirt ≥ 1.9 and create vGPUs with gpuprep vgpu apply (no NVIDIA tool writes current_vgpu_type yet)"
+		}
+		out = append(out, f)
+	}
+	if len(out) == 0 {
+		out = append(out, Finding{Status: Skip, Subject: "/sys/class/mdev_bus", Message: "no GPU with a vGPU interface set up (see vgpu.types)"})
+	}
+	return out
+}

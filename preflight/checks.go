@@ -17,6 +17,7 @@ func All() []Check {
 		{ID: "vfio.binding", Title: "GPU driver binding fits the mode", Modes: []Mode{Container, VMPassthrough}, Run: checkVFIOBinding},
 		{ID: "vgpu.manager", Title: "NVIDIA vGPU manager installed", Modes: []Mode{VMVGPU}, Run: checkVGPUManager},
 		{ID: "vgpu.types", Title: "vGPU types offered by each GPU", Modes: []Mode{VMVGPU}, Run: checkVGPUTypes},
+		{ID: "vgpu.support", Title: "GPU, kernel and vGPU interface are a supported combination", Modes: []Mode{VMVGPU}, Run: checkVGPUSupport},
 		{ID: "node.label", Title: "Workload label configured for the kubelet", Modes: Modes, Run: checkNodeLabel},
 	}
 }

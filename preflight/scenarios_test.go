@@ -129,12 +129,13 @@ func TestScenarios(t *testing.T) {
 		{
 			scenario: "mdev-vgpu",
 			ready:    map[preflight.Mode]bool{VG: true},
-			findings: []want{{"vgpu.manager", "nvidia vGPU manager", preflight.Pass, ""}, {"vgpu.types", "0000:21:00.0", preflight.Pass, ""}},
+			findings: []want{{"vgpu.manager", "nvidia vGPU manager", preflight.Pass, ""}, {"vgpu.types", "0000:21:00.0", preflight.Pass, ""},
+				{"vgpu.support", "0000:21:00.0", preflight.Pass, ""}},
 		},
 		{
 			scenario: "sriov-vgpu",
 			ready:    map[preflight.Mode]bool{VG: true},
-			findings: []want{{"vgpu.types", "0000:41:00.0", preflight.Pass, ""}},
+			findings: []want{{"vgpu.types", "0000:41:00.0", preflight.Pass, ""}, {"vgpu.support", "0000:41:00.0", preflight.Warn, ""}},
 		},
 		{
 			scenario: "amd-svm-disabled",

@@ -1,0 +1,216 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpuprep/gpuprep/internal/host"
+	"github.com/gpuprep/gpuprep/internal/journal"
+	"github.com/gpuprep/gpuprep/internal/pci"
+	"github.com/gpuprep/gpuprep/vgpu"
+)
+
+func init() { register(newVGPUCmd) }
+
+func newVGPUCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{Use: "vgpu", Short: "NVIDIA vGPU: list types, create vGPUs from a vgpu-device-manager config"}
+	cmd.AddCommand(newVGPUTypesCmd(g), newVGPUApplyCmd(g, false), newVGPUApplyCmd(g, true))
+	return cmd
+}
+
+// selectedGPUs discovers the host's PCI devices and returns the selected
+// GPUs, ordered by address (the order config device indices refer to).
+func selectedGPUs(g *globals, sel []string) (*host.Root, []*pci.Device, error) {
+	s, err := pci.ParseSelector(sel)
+	if err != nil {
+		return nil, nil, usageErr("%v", err)
+	}
+	root, err := g.hostRoot()
+	if err != nil {
+		return nil, nil, err
+	}
+	inv, err := pci.Discover(root)
+	if err != nil {
+		return nil, nil, &exitError{code: exitUnknown, err: err}
+	}
+	gpus, err := s.Select(inv)
+	if err != nil {
+		return nil, nil, usageErr("%v", err)
+	}
+	return root, gpus, nil
+}
+
+type typesRow struct {
+	GPU       string      `json:"gpu"`
+	Interface string      `json:"interface"`
+	Types     []typesType `json:"types"`
+}
+
+type typesType struct {
+	vgpu.Type
+	ResourceName string `json:"resourceName"`
+}
+
+func newVGPUTypesCmd(g *globals) *cobra.Command {
+	var sel []string
+	var output string
+	cmd := &cobra.Command{
+		Use:   "types",
+		Short: "List, per GPU, the vGPU types it can create (mdev or vendor-specific VFIO), with free instances and KubeVirt resource names",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			root, gpus, err := selectedGPUs(g, sel)
+			if err != nil {
+				return err
+			}
+			rows := []typesRow{}
+			for _, d := range gpus {
+				st := vgpu.Read(root, d.Address)
+				r := typesRow{GPU: d.Address, Interface: st.Interface, Types: []typesType{}}
+				for _, t := range st.Types {
+					r.Types = append(r.Types, typesType{Type: t, ResourceName: vgpu.ResourceName(t.Name)})
+				}
+				rows = append(rows, r)
+			}
+			out := cmd.OutOrStdout()
+			switch output {
+			case "json":
+				enc := json.NewEncoder(out)
+				enc.SetIndent("", "  ")
+				return enc.Encode(rows)
+			case "text":
+				tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "GPU\tINTERFACE\tTYPE\tNAME\tFREE\tRESOURCE")
+				for _, r := range rows {
+					if len(r.Types) == 0 {
+						fmt.Fprintf(tw, "%s\t%s\t-\tno vGPU types (vGPU manager installed? VFs enabled?)\t\t\n", r.GPU, orDash(r.Interface))
+					}
+					for _, t := range r.Types {
+						free := "?"
+						if t.Available >= 0 {
+							free = fmt.Sprint(t.Available)
+						}
+						fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.GPU, r.Interface, t.ID, t.Name, free, t.ResourceName)
+					}
+				}
+				return tw.Flush()
+			}
+			return usageErr("--output %q: want text or json", output)
+		},
+	}
+	cmd.Flags().StringArrayVar(&sel, "select", nil, "GPUs (PCI address, VVVV:DDDD or VVVV); default every NVIDIA GPU")
+	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
+	return cmd
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func newVGPUApplyCmd(g *globals, assert bool) *cobra.Command {
+	var file, name string
+	var sel []string
+	var dryRun bool
+	use, short := "apply", "Create the vGPUs a vgpu-device-manager config asks for (existing matching vGPUs are kept)"
+	if assert {
+		use, short = "assert", "Exit 0 when the host has the vGPUs a config asks for, 1 when not"
+	}
+	cmd := &cobra.Command{
+		Use:   use + " -f CONFIG -c NAME",
+		Short: short,
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if file == "" || name == "" {
+				return usageErr("-f CONFIG and -c NAME are required")
+			}
+			cfg, err := vgpu.LoadConfig(file)
+			if err != nil {
+				return usageErr("%v", err)
+			}
+			sets, err := cfg.Select(name)
+			if err != nil {
+				return usageErr("%v", err)
+			}
+			root, gpus, err := selectedGPUs(g, sel)
+			if err != nil {
+				return err
+			}
+			var wants []vgpu.Want
+			for _, s := range sets {
+				targets := gpus
+				if !s.Devices.All {
+					targets = nil
+					for _, i := range s.Devices.Indices {
+						if i < 0 || i >= len(gpus) {
+							return usageErr("%s: config %q names GPU index %d; this host has %d selected GPU(s)", file, name, i, len(gpus))
+						}
+						targets = append(targets, gpus[i])
+					}
+				}
+				types := make([]string, 0, len(s.VGPUDevices))
+				for t := range s.VGPUDevices {
+					types = append(types, t)
+				}
+				sort.Strings(types)
+				for _, d := range targets {
+					for _, t := range types {
+						wants = append(wants, vgpu.Want{GPU: d.Address, Type: t, Count: s.VGPUDevices[t]})
+					}
+				}
+			}
+			plan, err := vgpu.MakePlan(root, wants)
+			if err != nil {
+				return &exitError{code: exitNotReady, err: err}
+			}
+			out := cmd.OutOrStdout()
+			for _, u := range plan.Unwanted {
+				fmt.Fprintf(cmd.ErrOrStderr(), "gpuprep: note: %s: %s (%s) is not in config %q; left alone\n", u.GPU, u.Device, u.Type, name)
+			}
+			if assert {
+				if len(plan.Actions) == 0 {
+					fmt.Fprintf(out, "vGPU config %q is applied (%d vGPUs)\n", name, len(plan.Kept))
+					return nil
+				}
+				fmt.Fprintf(out, "vGPU config %q is not applied: %d vGPU(s) missing\n", name, len(plan.Actions))
+				return &exitError{code: exitNotReady}
+			}
+			if len(plan.Actions) == 0 {
+				fmt.Fprintf(out, "nothing to do: config %q is applied (%d vGPUs kept)\n", name, len(plan.Kept))
+				return nil
+			}
+			if dryRun {
+				for _, a := range plan.Actions {
+					fmt.Fprintf(out, "would write %s > %s  (%s)\n", a.Value, a.Path, a.About)
+				}
+				return nil
+			}
+			done, err := vgpu.Apply(root, root, plan)
+			for _, a := range done {
+				fmt.Fprintf(out, "wrote %s > %s  (%s)\n", a.Value, a.Path, a.About)
+				if jerr := journal.Append(root, journal.Entry{Time: time.Now().UTC(), Command: "vgpu apply", Kind: "vgpu",
+					Path: a.Path, Device: a.GPU, After: a.Value}); jerr != nil && err == nil {
+					err = jerr
+				}
+			}
+			if err != nil {
+				return &exitError{code: exitNotReady, err: err}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&file, "file", "f", "", "vgpu-device-manager config file (version: v1)")
+	cmd.Flags().StringVarP(&name, "config", "c", "", "name of the config in vgpu-configs")
+	cmd.Flags().StringArrayVar(&sel, "select", nil, "GPUs the config's device indices refer to; default every NVIDIA GPU")
+	if !assert {
+		cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print the sysfs writes, change nothing")
+	}
+	return cmd
+}

@@ -1,0 +1,177 @@
+package vgpu
+
+import (
+	"errors"
+	"fmt"
+	"path"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/gpuprep/gpuprep/internal/fixture"
+	"github.com/gpuprep/gpuprep/internal/host"
+)
+
+// sim plays the kernel and the vGPU manager for writes to create and
+// current_vgpu_type: it creates the device, lowers free instances (an mdev
+// GPU runs one type at a time, so other types drop to 0), and a VF given a
+// type offers no more.
+type sim struct {
+	root   *host.Root
+	b      *fixture.Builder
+	writes []string
+	failOn string
+}
+
+func newSim(t *testing.T, scenario string) *sim {
+	t.Helper()
+	dir := t.TempDir()
+	require.NoError(t, fixture.Build(scenario, dir))
+	root, err := host.NewRoot(dir)
+	require.NoError(t, err)
+	return &sim{root: root, b: fixture.New(dir)}
+}
+
+func (s *sim) WriteAttr(p, v string) error {
+	s.writes = append(s.writes, p+"="+v)
+	if s.failOn != "" && strings.Contains(p, s.failOn) {
+		return errors.New("write error: No space left on device")
+	}
+	switch {
+	case strings.HasSuffix(p, "/create"):
+		typeDir := path.Dir(p)
+		avail, _ := s.root.ReadString(typeDir + "/available_instances")
+		n, _ := strconv.Atoi(avail)
+		if n <= 0 {
+			return errors.New("write error: No space left on device")
+		}
+		parent, err := s.root.Realpath(path.Dir(path.Dir(typeDir)))
+		if err != nil {
+			return err
+		}
+		types := path.Dir(typeDir)
+		for _, other := range s.root.Names(types) {
+			left := 0
+			if types+"/"+other == typeDir {
+				left = n - 1
+			}
+			s.b.File(types+"/"+other+"/available_instances", fmt.Sprintf("%d\n", left))
+		}
+		s.b.Link(parent+"/"+v+"/mdev_type", parent+"/mdev_supported_types/"+path.Base(typeDir))
+		s.b.Link("/sys/bus/mdev/devices/"+v, parent+"/"+v)
+		return s.b.Err()
+	case strings.HasSuffix(p, "/current_vgpu_type"):
+		if v != "0" {
+			s.b.File(path.Dir(p)+"/creatable_vgpu_types", "ID    : vGPU Name\n")
+		}
+		return s.root.WriteAttr(p, v)
+	}
+	return fmt.Errorf("simulator: unexpected write to %s", p)
+}
+
+func TestApplyMdevCreatesAndIsIdempotent(t *testing.T) {
+	s := newSim(t, "mdev-vgpu")
+	wants := []Want{{"0000:21:00.0", "T4-4Q", 2}, {"0000:41:00.0", "T4-4Q", 1}}
+	p, err := MakePlan(s.root, wants)
+	require.NoError(t, err)
+	require.Len(t, p.Actions, 3)
+	done, err := Apply(s.root, s, p)
+	require.NoError(t, err)
+	require.Len(t, done, 3)
+	require.Regexp(t, `^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`, done[0].Value)
+	ex := Existing(s.root, "0000:21:00.0")
+	require.Len(t, ex, 2)
+	require.Equal(t, "GRID T4-4Q", ex[0].Type)
+	require.Equal(t, "nvidia-224", ex[0].TypeID)
+	// a second run plans nothing and keeps the three
+	p, err = MakePlan(s.root, wants)
+	require.NoError(t, err)
+	require.Empty(t, p.Actions)
+	require.Len(t, p.Kept, 3)
+	// the GPU now runs T4-4Q only: another type is refused for lack of room
+	_, err = MakePlan(s.root, []Want{{"0000:21:00.0", "T4-1Q", 1}})
+	require.EqualError(t, err, `0000:21:00.0: 1 more "GRID T4-1Q" wanted, 0 available`)
+}
+
+func TestApplySRIOVWritesTypeIDsToFreeVFs(t *testing.T) {
+	s := newSim(t, "sriov-vgpu")
+	p, err := MakePlan(s.root, []Want{{"0000:41:00.0", "H200X-70C", 2}})
+	require.NoError(t, err)
+	_, err = Apply(s.root, s, p)
+	require.NoError(t, err)
+	require.Equal(t, []string{
+		"/sys/bus/pci/devices/0000:41:00.4/nvidia/current_vgpu_type=1429",
+		"/sys/bus/pci/devices/0000:41:00.5/nvidia/current_vgpu_type=1429",
+	}, s.writes)
+	ex := Existing(s.root, "0000:41:00.0")
+	require.Len(t, ex, 2)
+	require.Equal(t, "NVIDIA H200X-70C", ex[0].Type, "type name found from another VF's list")
+	p, err = MakePlan(s.root, []Want{{"0000:41:00.0", "H200X-70C", 2}, {"0000:41:00.0", "H200X-35C", 2}})
+	require.NoError(t, err)
+	require.Len(t, p.Actions, 2)
+	_, err = MakePlan(s.root, []Want{{"0000:41:00.0", "H200X-35C", 3}})
+	require.EqualError(t, err, `0000:41:00.0: 3 more "NVIDIA H200X-35C" wanted, 2 free VFs`)
+}
+
+func TestApplyStopsOnAFailedWrite(t *testing.T) {
+	s := newSim(t, "sriov-vgpu")
+	s.failOn = "0000:41:00.5"
+	p, err := MakePlan(s.root, []Want{{"0000:41:00.0", "H200X-35C", 3}})
+	require.NoError(t, err)
+	done, err := Apply(s.root, s, p)
+	require.ErrorContains(t, err, "make VF 0000:41:00.5 a NVIDIA H200X-35C: write error")
+	require.Len(t, done, 1)
+}
+
+func TestPlanRejectsUnknownTypeAndNoInterface(t *testing.T) {
+	s := newSim(t, "mdev-vgpu")
+	_, err := MakePlan(s.root, []Want{{"0000:21:00.0", "A10-12Q", 1}})
+	require.ErrorContains(t, err, `0000:21:00.0 cannot create vGPU type "A10-12Q" (it offers: GRID T4-1Q, GRID T4-2Q`)
+	s = newSim(t, "hgx-h200")
+	_, err = MakePlan(s.root, []Want{{"0000:13:00.0", "H200X-70C", 1}})
+	require.ErrorContains(t, err, "0000:13:00.0: no vGPU interface")
+}
+
+func TestParseConfig(t *testing.T) {
+	c, err := ParseConfig("cfg.yaml", []byte(`version: v1
+vgpu-configs:
+  default:
+    - devices: all
+      vgpu-devices:
+        "A10-12Q": 2
+  mixed:
+    - devices: [0, 1]
+      vgpu-devices:
+        "T4-4Q": 4
+    - devices: [2]
+      vgpu-devices:
+        "T4-1Q": 16
+`))
+	require.NoError(t, err)
+	sets, err := c.Select("mixed")
+	require.NoError(t, err)
+	require.Equal(t, []int{0, 1}, sets[0].Devices.Indices)
+	require.True(t, c.VGPUConfigs["default"][0].Devices.All)
+	_, err = c.Select("nope")
+	require.EqualError(t, err, `cfg.yaml: no vgpu-config "nope" (have default, mixed)`)
+
+	for text, want := range map[string]string{
+		"version: v1\nvgpu-configs:\n  a:\n    - devices: all\n      vgpu-device:\n        X: 1\n": "cfg.yaml:5: field vgpu-device not found",
+		"version: v2\nvgpu-configs: {}\n":                                                          `cfg.yaml: version "v2": want v1`,
+		"version: v1\nvgpu-configs:\n  a:\n    - devices: some\n      vgpu-devices: {X: 1}\n":       `cfg.yaml:4: devices: want all or a list of GPU indices, got "some"`,
+		"version: v1\nvgpu-configs:\n  a:\n    - devices: all\n      vgpu-devices: {X: -1}\n":       `cfg.yaml:4: vgpu-configs.a[0]: "X": count -1 is negative`,
+		"version: v1\nvgpu-configs:\n  a:\n    - devices: all\n      vgpu-devices: {}\n":           "cfg.yaml:4: vgpu-configs.a[0]: vgpu-devices is empty",
+	} {
+		_, err := ParseConfig("cfg.yaml", []byte(text))
+		require.ErrorContains(t, err, want, text)
+	}
+}
+
+func TestTypeMatches(t *testing.T) {
+	require.True(t, TypeMatches("A10-12Q", "NVIDIA A10-12Q"))
+	require.True(t, TypeMatches("T4-1Q", "GRID T4-1Q"))
+	require.True(t, TypeMatches("NVIDIA A10-12Q", "NVIDIA A10-12Q"))
+	require.False(t, TypeMatches("A10-12", "NVIDIA A10-12Q"))
+}
