@@ -159,10 +159,10 @@ vgpu-configs:
 
 	for text, want := range map[string]string{
 		"version: v1\nvgpu-configs:\n  a:\n    - devices: all\n      vgpu-device:\n        X: 1\n": "cfg.yaml:5: field vgpu-device not found",
-		"version: v2\nvgpu-configs: {}\n":                                                          `cfg.yaml: version "v2": want v1`,
-		"version: v1\nvgpu-configs:\n  a:\n    - devices: some\n      vgpu-devices: {X: 1}\n":       `cfg.yaml:4: devices: want all or a list of GPU indices, got "some"`,
-		"version: v1\nvgpu-configs:\n  a:\n    - devices: all\n      vgpu-devices: {X: -1}\n":       `cfg.yaml:4: vgpu-configs.a[0]: "X": count -1 is negative`,
-		"version: v1\nvgpu-configs:\n  a:\n    - devices: all\n      vgpu-devices: {}\n":           "cfg.yaml:4: vgpu-configs.a[0]: vgpu-devices is empty",
+		"version: v2\nvgpu-configs: {}\n": `cfg.yaml: version "v2": want v1`,
+		"version: v1\nvgpu-configs:\n  a:\n    - devices: some\n      vgpu-devices: {X: 1}\n": `cfg.yaml:4: devices: want all or a list of GPU indices, got "some"`,
+		"version: v1\nvgpu-configs:\n  a:\n    - devices: all\n      vgpu-devices: {X: -1}\n": `cfg.yaml:4: vgpu-configs.a[0]: "X": count -1 is negative`,
+		"version: v1\nvgpu-configs:\n  a:\n    - devices: all\n      vgpu-devices: {}\n":      "cfg.yaml:4: vgpu-configs.a[0]: vgpu-devices is empty",
 	} {
 		_, err := ParseConfig("cfg.yaml", []byte(text))
 		require.ErrorContains(t, err, want, text)
