@@ -1,0 +1,360 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpuprep/gpuprep/internal/host"
+	"github.com/gpuprep/gpuprep/internal/pci"
+	"github.com/gpuprep/gpuprep/vfio"
+)
+
+func init() { register(newVFIOCmd) }
+
+// vfioKernel gives what bind and unbind change the kernel through. Tests
+// replace it with a simulator; on a root other than / only --dry-run and
+// status are possible.
+var vfioKernel = func(root *host.Root) (vfio.Sysfs, host.Runner, error) {
+	if !root.IsLive() {
+		return nil, nil, usageErr("--root %s: binding changes the running kernel; against another root only `vfio status` and `vfio bind --dry-run` work", root.Dir())
+	}
+	return root, host.DefaultRunner(root), nil
+}
+
+type vfioCmd struct {
+	g        *globals
+	sel      []string
+	output   string
+	persist  bool
+	dryRun   bool
+	force    bool
+	nvswitch bool
+}
+
+func newVFIOCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "vfio",
+		Short: "Bind GPUs (every function of their IOMMU groups) to VFIO drivers for passthrough, and back",
+		Long: `vfio binds each selected GPU, and every other endpoint function in its IOMMU
+group, to its VFIO driver (vfio-pci, or the variant driver modules.alias names,
+e.g. nvgrace_gpu_vfio_pci), verifies the binding, and rolls everything back when
+a step fails. A group that holds a device that is neither a function of a
+selected GPU nor selected itself is refused. Devices already on a VFIO driver
+are left alone, so a re-run never disturbs a running VM.
+
+Exit codes: 0 done (or nothing to do), 1 refused or failed (changes rolled
+back), 2 usage error, 3 the host could not be read.`,
+		Args: cobra.NoArgs,
+	}
+	selFlag := func(c *vfioCmd, f interface {
+		StringArrayVar(*[]string, string, []string, string)
+		BoolVar(*bool, string, bool, string)
+	}) {
+		f.StringArrayVar(&c.sel, "select", nil, "GPUs: PCI address (0000:41:00.0), VVVV:DDDD or VVVV; repeatable (default: every NVIDIA GPU)")
+		f.BoolVar(&c.nvswitch, "nvswitch", false, "NVSwitches go with the GPUs")
+	}
+
+	st := &vfioCmd{g: g}
+	status := &cobra.Command{
+		Use:   "status",
+		Short: "Show, per GPU, its group, drivers, overrides, the VFIO driver bind would use and persistent configuration",
+		Args:  cobra.NoArgs,
+		RunE:  func(cmd *cobra.Command, _ []string) error { return st.status(cmd) },
+	}
+	selFlag(st, status.Flags())
+	status.Flags().StringVarP(&st.output, "output", "o", "text", "output format: text or json")
+
+	bd := &vfioCmd{g: g}
+	bind := &cobra.Command{
+		Use:   "bind",
+		Short: "Bind the selected GPUs and every endpoint of their IOMMU groups to VFIO",
+		Args:  cobra.NoArgs,
+		RunE:  func(cmd *cobra.Command, _ []string) error { return bd.bind(cmd) },
+	}
+	selFlag(bd, bind.Flags())
+	bind.Flags().BoolVar(&bd.persist, "persist", false, "make the binding survive reboot (modprobe.d, modules-load.d, udev rule where needed, initramfs)")
+	bind.Flags().BoolVar(&bd.dryRun, "dry-run", false, "print the sysfs writes, commands and files, change nothing")
+	bind.Flags().BoolVar(&bd.force, "force", false, "unbind nvidia even while /dev/nvidia* is held open")
+
+	ub := &vfioCmd{g: g}
+	unbind := &cobra.Command{
+		Use:   "unbind",
+		Short: "Return the selected GPUs' functions to the drivers they had before bind; remove gpuprep's persistent configuration",
+		Args:  cobra.NoArgs,
+		RunE:  func(cmd *cobra.Command, _ []string) error { return ub.unbind(cmd) },
+	}
+	selFlag(ub, unbind.Flags())
+	unbind.Flags().BoolVar(&ub.force, "force", false, "unbind even while /dev/vfio/<group> is held open (by a VM)")
+
+	cmd.AddCommand(status, bind, unbind)
+	return cmd
+}
+
+func (c *vfioCmd) setup() (*host.Root, *pci.Inventory, pci.Selector, error) {
+	sel, err := pci.ParseSelector(c.sel)
+	if err != nil {
+		return nil, nil, sel, usageErr("%v", err)
+	}
+	root, err := c.g.hostRoot()
+	if err != nil {
+		return nil, nil, sel, err
+	}
+	inv, err := pci.Discover(root)
+	if err != nil {
+		return nil, nil, sel, &exitError{code: exitUnknown, err: err}
+	}
+	return root, inv, sel, nil
+}
+
+// vfioErr maps vfio errors to exit codes.
+func vfioErr(err error) error {
+	var se *vfio.SelectError
+	if errors.As(err, &se) {
+		return usageErr("%v", err)
+	}
+	return &exitError{code: exitNotReady, err: err}
+}
+
+func (c *vfioCmd) opts() vfio.Options {
+	return vfio.Options{NVSwitch: c.nvswitch, Force: c.force, Persist: c.persist}
+}
+
+func (c *vfioCmd) status(cmd *cobra.Command) error {
+	if c.output != "text" && c.output != "json" {
+		return usageErr("--output %q: want text or json", c.output)
+	}
+	root, inv, sel, err := c.setup()
+	if err != nil {
+		return err
+	}
+	st, err := vfio.GetStatus(root, inv, sel, c.nvswitch)
+	if err != nil {
+		return vfioErr(err)
+	}
+	out := cmd.OutOrStdout()
+	if c.output == "json" {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(st)
+	}
+	printStatus(out, st)
+	return nil
+}
+
+func printStatus(w io.Writer, st *vfio.Status) {
+	if len(st.GPUs) == 0 {
+		fmt.Fprintf(w, "No GPU selected (%s).\n", st.Selection)
+	}
+	for _, g := range st.GPUs {
+		state := "not on VFIO"
+		if g.OnVFIO {
+			state = "on VFIO"
+		}
+		name := g.Name
+		if name != "" {
+			name = " " + name
+		}
+		group := "no IOMMU group"
+		if g.IOMMUGroup != "" {
+			group = "IOMMU group " + g.IOMMUGroup
+		}
+		viable := "viable for passthrough"
+		if !g.Viable {
+			viable = "NOT viable (a foreign endpoint shares the group)"
+		}
+		fmt.Fprintf(w, "%s%s: %s, %s, %s\n", g.Address, name, group, viable, state)
+		for _, m := range g.Members {
+			line := fmt.Sprintf("  %-12s %s:%s %s %-8s driver %s", m.Address, m.VendorID, m.DeviceID, m.Class, m.Role, orNone(m.Driver))
+			if m.Override != "" {
+				line += ", driver_override " + m.Override
+			}
+			if m.VFIODriver != "" && m.VFIODriver != m.Driver {
+				line += ", bind would use " + m.VFIODriver
+			}
+			if m.Persisted != "" {
+				line += ", persisted (" + m.Persisted + ")"
+			}
+			fmt.Fprintln(w, line)
+		}
+		if n := g.Node; n.Path != "" {
+			s := "absent"
+			if n.Present {
+				s = "present"
+			}
+			if n.Viable != nil {
+				if *n.Viable {
+					s += ", viable (VFIO_GROUP_GET_STATUS)"
+				} else {
+					s += ", NOT viable (VFIO_GROUP_GET_STATUS)"
+				}
+			}
+			if n.Error != "" {
+				s += ", " + n.Error
+			}
+			if len(n.Holders) > 0 {
+				s += ", open by " + strings.Join(n.Holders, ", ")
+			}
+			fmt.Fprintf(w, "  %s: %s\n", n.Path, s)
+		}
+	}
+	p := st.Persistent
+	switch {
+	case len(p.Files) == 0:
+		fmt.Fprintln(w, "Persistent configuration: none by gpuprep.")
+	default:
+		fmt.Fprintf(w, "Persistent configuration: %s (%d device(s))\n", strings.Join(p.Files, ", "), len(p.Devices))
+	}
+	for _, o := range p.Other {
+		fmt.Fprintln(w, "  also: "+o)
+	}
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}
+
+func (c *vfioCmd) bind(cmd *cobra.Command) error {
+	root, inv, sel, err := c.setup()
+	if err != nil {
+		return err
+	}
+	opts := c.opts()
+	plan, err := vfio.NewPlan(root, inv, sel, opts)
+	if err != nil {
+		return vfioErr(err)
+	}
+	out, errw := cmd.OutOrStdout(), cmd.ErrOrStderr()
+	for _, w := range plan.Warnings {
+		fmt.Fprintln(errw, "gpuprep: warning:", w)
+	}
+	if len(plan.Holders) > 0 {
+		fmt.Fprintf(errw, "gpuprep: warning: --force: unbinding nvidia while /dev/nvidia* is open by %d process(es)\n", len(plan.Holders))
+	}
+	if c.dryRun {
+		printPlan(out, plan)
+		return nil
+	}
+	fs, runner, err := vfioKernel(root)
+	if err != nil {
+		return err
+	}
+	res, err := vfio.Bind(context.Background(), vfio.Env{Root: root, Sysfs: fs, Runner: runner}, inv, plan, opts)
+	printResult(out, res)
+	if err != nil {
+		return vfioErr(err)
+	}
+	return nil
+}
+
+func printPlan(w io.Writer, p *vfio.Plan) {
+	fmt.Fprintln(w, "Dry run: nothing is changed.")
+	for _, t := range p.Targets {
+		if t.Bound {
+			fmt.Fprintf(w, "  %s on %s already: left alone\n", t.Dev.Address, t.Driver)
+			continue
+		}
+		via := "fallback"
+		if t.Alias != "" {
+			via = "modules.alias " + t.Alias
+		}
+		fmt.Fprintf(w, "  %s (%s, group %s): %s -> %s (module %s, %s)\n", t.Dev.Address, t.Role, t.Dev.IOMMUGroup, orNone(t.Driver), t.VFIO, t.Module, via)
+	}
+	for _, m := range p.Modules {
+		fmt.Fprintf(w, "run: modprobe %s\n", m)
+	}
+	for _, s := range p.Steps {
+		fmt.Fprintln(w, s.String())
+	}
+	if pp := p.Persist; pp != nil {
+		for _, f := range pp.Files {
+			if f.Content == nil {
+				fmt.Fprintf(w, "remove (backed up): %s\n", f.Path)
+				continue
+			}
+			fmt.Fprintf(w, "write (atomic, backed up): %s\n", f.Path)
+			for _, l := range strings.Split(strings.TrimSuffix(string(f.Content), "\n"), "\n") {
+				fmt.Fprintln(w, "    "+l)
+			}
+		}
+		if pp.Initramfs != nil {
+			fmt.Fprintf(w, "run: %s\n", strings.Join(pp.Initramfs, " "))
+		}
+		for _, n := range pp.Warnings {
+			fmt.Fprintln(w, "note: "+n)
+		}
+	}
+	if len(p.Steps) == 0 && (p.Persist == nil || len(p.Persist.Files) == 0) {
+		fmt.Fprintln(w, "Nothing to do.")
+	}
+}
+
+func printResult(w io.Writer, r *vfio.Result) {
+	if r == nil {
+		return
+	}
+	for _, c := range r.Commands {
+		fmt.Fprintf(w, "ran: %s\n", strings.Join(c, " "))
+	}
+	for _, c := range r.Changed {
+		fmt.Fprintf(w, "%s: %s -> %s\n", c.Device, orNone(c.Before), orNone(c.After))
+	}
+	for _, a := range r.Unchanged {
+		fmt.Fprintf(w, "%s: already on a VFIO driver, left alone\n", a)
+	}
+	for _, f := range r.Files {
+		switch {
+		case f.Removed:
+			fmt.Fprintf(w, "removed %s (backup %s)\n", f.Path, f.Backup)
+		case f.Backup != "":
+			fmt.Fprintf(w, "wrote %s (backup %s)\n", f.Path, f.Backup)
+		default:
+			fmt.Fprintf(w, "wrote %s\n", f.Path)
+		}
+	}
+	groups := make([]string, 0, len(r.Groups))
+	for g := range r.Groups {
+		groups = append(groups, g)
+	}
+	sort.Strings(groups)
+	for _, g := range groups {
+		if r.Groups[g] {
+			fmt.Fprintf(w, "/dev/vfio/%s ready\n", g)
+		} else {
+			fmt.Fprintf(w, "/dev/vfio/%s did not appear\n", g)
+		}
+	}
+	for _, n := range r.Notes {
+		fmt.Fprintln(w, "note: "+n)
+	}
+}
+
+func (c *vfioCmd) unbind(cmd *cobra.Command) error {
+	root, inv, sel, err := c.setup()
+	if err != nil {
+		return err
+	}
+	fs, runner, err := vfioKernel(root)
+	if err != nil {
+		return err
+	}
+	res, err := vfio.Unbind(context.Background(), vfio.Env{Root: root, Sysfs: fs, Runner: runner}, inv, sel, c.opts())
+	if errors.Is(err, vfio.ErrNothing) {
+		fmt.Fprintln(cmd.OutOrStdout(), "Nothing to unbind: no selected device is on a VFIO driver or persisted.")
+		return nil
+	}
+	printResult(cmd.OutOrStdout(), res)
+	if err != nil {
+		return vfioErr(err)
+	}
+	return nil
+}

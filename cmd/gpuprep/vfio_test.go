@@ -1,0 +1,107 @@
+package main
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/gpuprep/gpuprep/internal/fixture"
+	"github.com/gpuprep/gpuprep/internal/host"
+	"github.com/gpuprep/gpuprep/vfio"
+)
+
+// simulated runs bind and unbind against fixture roots through the kernel
+// simulator, as if the fixture were the live host.
+func simulated(t *testing.T) {
+	t.Helper()
+	old := vfioKernel
+	t.Cleanup(func() { vfioKernel = old })
+	vfioKernel = func(root *host.Root) (vfio.Sysfs, host.Runner, error) {
+		k, err := fixture.NewKernel(root.Dir())
+		return k, k, err
+	}
+}
+
+func TestVFIOBindStatusUnbind(t *testing.T) {
+	simulated(t)
+	root := fixtureRoot(t, "turing-multifunction")
+
+	out, errs, code := gpuprep(t, "vfio", "bind", "--root", root, "--dry-run")
+	require.Equal(t, 0, code, errs)
+	require.Contains(t, out, "Dry run: nothing is changed.")
+	require.Contains(t, out, "0000:01:00.1 (function, group 2): snd_hda_intel -> vfio-pci (module vfio_pci, modules.alias vfio_pci:v*d*sv*sd*bc*sc*i*)")
+	require.Contains(t, out, "run: modprobe vfio_pci\n")
+	require.Contains(t, out, `write "vfio-pci" > /sys/bus/pci/devices/0000:01:00.3/driver_override`)
+
+	out, errs, code = gpuprep(t, "vfio", "bind", "--root", root)
+	require.Equal(t, 0, code, errs)
+	require.Contains(t, out, "0000:01:00.0: nvidia -> vfio-pci\n")
+	require.Contains(t, out, "0000:01:00.3: nvidia-gpu -> vfio-pci\n")
+	require.Contains(t, out, "/dev/vfio/2 ready\n")
+
+	out, errs, code = gpuprep(t, "vfio", "bind", "--root", root)
+	require.Equal(t, 0, code, errs)
+	require.NotContains(t, out, "->", "a second bind changes nothing")
+	require.Contains(t, out, "0000:01:00.2: already on a VFIO driver, left alone")
+
+	out, errs, code = gpuprep(t, "vfio", "status", "--root", root, "-o", "json")
+	require.Equal(t, 0, code, errs)
+	var st vfio.Status
+	require.NoError(t, json.Unmarshal([]byte(out), &st))
+	require.Len(t, st.GPUs, 1)
+	require.True(t, st.GPUs[0].OnVFIO)
+	require.True(t, st.GPUs[0].Node.Present)
+
+	out, errs, code = gpuprep(t, "check", "--root", root, "--mode", "vm-passthrough", "-o", "json")
+	require.Contains(t, out, `"check": "vfio.binding",
+      "status": "pass"`, errs)
+	_ = code
+
+	out, errs, code = gpuprep(t, "vfio", "unbind", "--root", root)
+	require.Equal(t, 0, code, errs)
+	require.Contains(t, out, "0000:01:00.1: vfio-pci -> snd_hda_intel\n")
+
+	out, _, code = gpuprep(t, "vfio", "status", "--root", root)
+	require.Equal(t, 0, code)
+	require.Contains(t, out, "0000:01:00.0 NVIDIA Corporation TU104 [GeForce RTX 2080 Rev. A]: IOMMU group 2, viable for passthrough, not on VFIO")
+	require.Contains(t, out, "0000:01:00.0 10de:1e87 030000 gpu      driver nvidia, bind would use vfio-pci")
+}
+
+func TestVFIOBindRefusals(t *testing.T) {
+	simulated(t)
+	root := fixtureRoot(t, "consumer-shared-group")
+	_, errs, code := gpuprep(t, "vfio", "bind", "--root", root)
+	require.Equal(t, 1, code)
+	require.Contains(t, errs, "IOMMU group 5 also holds 0000:00:14.0 [8086:7ae0 class 0c0330, driver xhci_hcd]")
+
+	_, errs, code = gpuprep(t, "vfio", "bind", "--root", root, "--select", "1234:5678")
+	require.Equal(t, 2, code, errs)
+	_, errs, code = gpuprep(t, "vfio", "bind", "--root", root, "--select", "nonsense")
+	require.Equal(t, 2, code, errs)
+	_, errs, code = gpuprep(t, "vfio", "status", "--root", root, "-o", "yaml")
+	require.Equal(t, 2, code, errs)
+}
+
+func TestVFIOOnlyDryRunAgainstAnotherRoot(t *testing.T) {
+	root := fixtureRoot(t, "turing-multifunction")
+	_, errs, code := gpuprep(t, "vfio", "bind", "--root", root)
+	require.Equal(t, 2, code)
+	require.Contains(t, errs, "binding changes the running kernel")
+	_, _, code = gpuprep(t, "vfio", "bind", "--root", root, "--dry-run", "--persist")
+	require.Equal(t, 0, code)
+}
+
+func TestVFIOBindFailureExitsOne(t *testing.T) {
+	old := vfioKernel
+	t.Cleanup(func() { vfioKernel = old })
+	vfioKernel = func(root *host.Root) (vfio.Sysfs, host.Runner, error) {
+		k, err := fixture.NewKernel(root.Dir())
+		k.Silent["0000:01:00.1"] = true
+		return k, k, err
+	}
+	root := fixtureRoot(t, "turing-multifunction")
+	_, errs, code := gpuprep(t, "vfio", "bind", "--root", root)
+	require.Equal(t, 1, code)
+	require.Contains(t, errs, "0000:01:00.1: the bind to vfio-pci reported success but the device has no driver; rolled back: 2 device(s) restored")
+}
