@@ -1,0 +1,173 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpuprep/gpuprep/internal/diff"
+	"github.com/gpuprep/gpuprep/internal/host"
+	"github.com/gpuprep/gpuprep/internal/journal"
+	"github.com/gpuprep/gpuprep/internal/kube"
+	"github.com/gpuprep/gpuprep/preflight"
+)
+
+func init() { register(newLabelCmd) }
+
+type labelCmd struct {
+	g             *globals
+	mode          string
+	vgpuConfig    string
+	beforeJoin    bool
+	kubeadmConfig string
+	dryRun        bool
+}
+
+func newLabelCmd(g *globals) *cobra.Command {
+	c := &labelCmd{g: g}
+	cmd := &cobra.Command{
+		Use:   "label --mode MODE --before-join [--vgpu-config NAME] [--kubeadm-config FILE] [--dry-run]",
+		Short: "Label the node for the GPU Operator (nvidia.com/gpu.workload.config, nvidia.com/vgpu.config)",
+		Long: `label sets the GPU Operator's workload label (nvidia.com/gpu.workload.config=MODE, and
+nvidia.com/vgpu.config=NAME for vm-vgpu) for this node.
+
+With --before-join the labels go into the kubelet's --node-labels, so the node registers
+with them (kubelets may set nvidia.com/* labels under NodeRestriction): in the kubelet
+environment file of the distribution's kubelet package (KUBELET_EXTRA_ARGS in
+/etc/default/kubelet or /etc/sysconfig/kubelet), or, with --kubeadm-config FILE, in the
+JoinConfiguration's nodeRegistration.kubeletExtraArgs. Labels already there are kept;
+the file is edited in place (one line), atomically, with a backup; --dry-run shows the diff.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return c.run(cmd) },
+	}
+	f := cmd.Flags()
+	f.StringVar(&c.mode, "mode", "", "workload type: container, vm-passthrough or vm-vgpu (required)")
+	f.StringVar(&c.vgpuConfig, "vgpu-config", "", "vgpu-device-manager config name for nvidia.com/vgpu.config (vm-vgpu only)")
+	f.BoolVar(&c.beforeJoin, "before-join", false, "write the labels into the kubelet's --node-labels (the node has not joined yet)")
+	f.StringVar(&c.kubeadmConfig, "kubeadm-config", "", "kubeadm JoinConfiguration file to edit instead of the kubelet environment file (with --before-join)")
+	f.BoolVar(&c.dryRun, "dry-run", false, "show the diff, change nothing")
+	return cmd
+}
+
+func (c *labelCmd) run(cmd *cobra.Command) error {
+	mode, err := preflight.ParseMode(c.mode)
+	if err != nil {
+		return usageErr("--mode: %v", err)
+	}
+	set := []kube.Label{{Key: kube.WorkloadLabel, Value: string(mode)}}
+	var remove []string
+	switch {
+	case c.vgpuConfig != "" && mode != preflight.VMVGPU:
+		return usageErr("--vgpu-config applies to --mode vm-vgpu only")
+	case c.vgpuConfig != "":
+		if err := kube.ValidateLabelValue(kube.VGPUConfigLabel, c.vgpuConfig); err != nil {
+			return usageErr("--vgpu-config: %v", err)
+		}
+		set = append(set, kube.Label{Key: kube.VGPUConfigLabel, Value: c.vgpuConfig})
+	case mode != preflight.VMVGPU:
+		remove = []string{kube.VGPUConfigLabel} // a vGPU config on a non-vGPU node is stale
+	}
+	if !c.beforeJoin {
+		return usageErr("labelling a joined node through the Kubernetes API is not built yet: use --before-join before the node joins, or `kubectl label node NODE %s`", kube.FormatLabels(set))
+	}
+	if c.kubeadmConfig != "" {
+		b, err := os.ReadFile(c.kubeadmConfig)
+		if err != nil {
+			return usageErr("--kubeadm-config: %v", err)
+		}
+		out, err := kube.EditKubeadmConfig(c.kubeadmConfig, b, set, remove)
+		if err != nil {
+			return usageErr("%v", err)
+		}
+		dir, name := splitDir(c.kubeadmConfig)
+		r, err := host.NewRoot(dir)
+		if err != nil {
+			return usageErr("--kubeadm-config: %v", err)
+		}
+		return c.write(cmd, r, "/"+name, c.kubeadmConfig, b, out, true)
+	}
+	root, err := c.g.hostRoot()
+	if err != nil {
+		return err
+	}
+	file := kubeletEnvFile(root)
+	old, rerr := root.ReadFile(file)
+	out, err := kube.EditKubeletEnv(file, old, set, remove)
+	if err != nil {
+		return usageErr("%v", err)
+	}
+	return c.write(cmd, root, file, file, old, out, rerr == nil)
+}
+
+func splitDir(p string) (string, string) {
+	i := strings.LastIndexByte(p, '/')
+	if i < 0 {
+		return ".", p
+	}
+	if i == 0 {
+		return "/", p[1:]
+	}
+	return p[:i], p[i+1:]
+}
+
+// kubeletEnvFile is the kubelet environment file the distribution's kubelet
+// package reads: an existing /etc/default/kubelet or /etc/sysconfig/kubelet,
+// else the one of the OS family.
+func kubeletEnvFile(root *host.Root) string {
+	for _, f := range []string{"/etc/default/kubelet", "/etc/sysconfig/kubelet"} {
+		if root.Exists(f) {
+			return f
+		}
+	}
+	osr, _ := root.ReadFile("/etc/os-release")
+	for _, l := range strings.Split(string(osr), "\n") {
+		if strings.HasPrefix(l, "ID=") || strings.HasPrefix(l, "ID_LIKE=") {
+			v := strings.ToLower(l)
+			for _, fam := range []string{"rhel", "fedora", "centos", "rocky", "almalinux", "ol", "amzn", "suse", "sles"} {
+				for _, w := range strings.Fields(strings.Trim(v[strings.IndexByte(v, '=')+1:], `"'`)) {
+					if w == fam {
+						return "/etc/sysconfig/kubelet"
+					}
+				}
+			}
+		}
+	}
+	return "/etc/default/kubelet"
+}
+
+func (c *labelCmd) write(cmd *cobra.Command, root *host.Root, path, shown string, old, out []byte, existed bool) error {
+	w := cmd.OutOrStdout()
+	if existed && string(old) == string(out) {
+		fmt.Fprintf(w, "%s already has these labels: nothing to do\n", shown)
+		return nil
+	}
+	if c.dryRun {
+		fmt.Fprint(w, diff.Unified(shown, old, out, existed))
+		return nil
+	}
+	if err := root.MkdirAll(dirOf(path), 0o755); err != nil {
+		return &exitError{code: exitNotReady, err: err}
+	}
+	res, err := root.WriteFileAtomic(path, out, 0o644, time.Now())
+	if err != nil {
+		return &exitError{code: exitNotReady, err: fmt.Errorf("write %s: %w", shown, err)}
+	}
+	if err := journal.Append(root, journal.Entry{Time: time.Now().UTC(), Command: "label --before-join", Kind: "file", Path: path, Backup: res.Backup}); err != nil {
+		return &exitError{code: exitNotReady, err: err}
+	}
+	fmt.Fprint(w, diff.Unified(shown, old, out, existed))
+	if res.Backup != "" {
+		fmt.Fprintf(w, "wrote %s (backup %s); the kubelet applies --node-labels when the node registers\n", shown, res.Backup)
+	} else {
+		fmt.Fprintf(w, "wrote %s; the kubelet applies --node-labels when the node registers\n", shown)
+	}
+	return nil
+}
+
+func dirOf(p string) string {
+	d, _ := splitDir(p)
+	return d
+}

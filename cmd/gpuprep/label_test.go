@@ -1,0 +1,72 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestLabelBeforeJoinKubeletEnv(t *testing.T) {
+	root := fixtureRoot(t, "vfio-bound") // /etc/default/kubelet labels it vm-passthrough, zone r1
+	env := filepath.Join(root, "etc/default/kubelet")
+	before, _ := os.ReadFile(env)
+	out, stderr, code := gpuprep(t, "label", "--root", root, "--before-join", "--mode", "vm-vgpu", "--vgpu-config", "A10-12Q", "--dry-run")
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, out, "--- a/etc/default/kubelet\n+++ b/etc/default/kubelet\n")
+	require.Contains(t, out, `+KUBELET_EXTRA_ARGS="--node-labels=nvidia.com/gpu.workload.config=vm-vgpu,topology.kubernetes.io/zone=r1,nvidia.com/vgpu.config=A10-12Q"`)
+	after, _ := os.ReadFile(env)
+	require.Equal(t, before, after, "--dry-run changes nothing")
+
+	_, stderr, code = gpuprep(t, "label", "--root", root, "--before-join", "--mode", "vm-vgpu", "--vgpu-config", "A10-12Q")
+	require.Equal(t, 0, code, stderr)
+	after, _ = os.ReadFile(env)
+	require.Contains(t, string(after), "vgpu.config=A10-12Q")
+	baks, _ := filepath.Glob(env + ".gpuprep-*.bak")
+	require.Len(t, baks, 1)
+	bak, _ := os.ReadFile(baks[0])
+	require.Equal(t, before, bak)
+	out, _, code = gpuprep(t, "label", "--root", root, "--before-join", "--mode", "vm-vgpu", "--vgpu-config", "A10-12Q")
+	require.Equal(t, 0, code)
+	require.Contains(t, out, "nothing to do")
+	// the check now reads the new label
+	out, _, _ = gpuprep(t, "check", "--root", root, "--mode", "vm-vgpu", "--select", "0000:11:00.0")
+	require.Contains(t, out, "nvidia.com/gpu.workload.config=vm-vgpu: set in /etc/default/kubelet")
+}
+
+func TestLabelNewEnvFileAndErrors(t *testing.T) {
+	root := fixtureRoot(t, "amd-ready") // Rocky: no kubelet file yet
+	_, stderr, code := gpuprep(t, "label", "--root", root, "--before-join", "--mode", "vm-passthrough")
+	require.Equal(t, 0, code, stderr)
+	b, err := os.ReadFile(filepath.Join(root, "etc/sysconfig/kubelet"))
+	require.NoError(t, err)
+	require.Equal(t, "KUBELET_EXTRA_ARGS=\"--node-labels=nvidia.com/gpu.workload.config=vm-passthrough\"\n", string(b))
+	for _, c := range []struct {
+		args []string
+		err  string
+	}{
+		{[]string{"--mode", "vm"}, `unknown mode "vm"`},
+		{[]string{"--mode", "vm-passthrough", "--vgpu-config", "x"}, "--vgpu-config applies to --mode vm-vgpu only"},
+		{[]string{"--mode", "vm-vgpu", "--vgpu-config", "A10 12Q"}, "a label value is at most 63 characters"},
+		{[]string{"--mode", "vm-passthrough", "--before-join=false"}, "not built yet"},
+	} {
+		_, stderr, code := gpuprep(t, append([]string{"label", "--root", root, "--before-join"}, c.args...)...)
+		require.Equal(t, 2, code, c.args)
+		require.Contains(t, stderr, c.err)
+	}
+}
+
+func TestLabelKubeadmConfig(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "join.yaml")
+	in := "apiVersion: kubeadm.k8s.io/v1beta4\nkind: JoinConfiguration\nnodeRegistration:\n  kubeletExtraArgs:\n  - name: max-pods\n    value: \"250\"\n"
+	require.NoError(t, os.WriteFile(f, []byte(in), 0o600))
+	out, stderr, code := gpuprep(t, "label", "--before-join", "--kubeadm-config", f, "--mode", "vm-passthrough")
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, out, "+  - name: node-labels\n+    value: \"nvidia.com/gpu.workload.config=vm-passthrough\"\n")
+	b, _ := os.ReadFile(f)
+	require.True(t, strings.HasSuffix(string(b), "  - name: max-pods\n    value: \"250\"\n"))
+	st, _ := os.Stat(f)
+	require.Equal(t, os.FileMode(0o600), st.Mode().Perm(), "mode kept")
+}
