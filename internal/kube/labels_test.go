@@ -50,8 +50,8 @@ func TestEditKubeletEnv(t *testing.T) {
 func TestEditKubeletEnvRefuses(t *testing.T) {
 	for in, want := range map[string]string{
 		"A=1\nKUBELET_EXTRA_ARGS=\"--v=2 \\\n  --max-pods=10\"\n": "/etc/default/kubelet:2: KUBELET_EXTRA_ARGS continues on the next line",
-		"KUBELET_EXTRA_ARGS=\"$EXTRA --v=2\"\n":                "/etc/default/kubelet:1: KUBELET_EXTRA_ARGS refers to variables",
-		"KUBELET_EXTRA_ARGS=\"--node-labels=a\"\n":             `/etc/default/kubelet:1: --node-labels "a": "a" is not key=value`,
+		"KUBELET_EXTRA_ARGS=\"$EXTRA --v=2\"\n":                   "/etc/default/kubelet:1: KUBELET_EXTRA_ARGS refers to variables",
+		"KUBELET_EXTRA_ARGS=\"--node-labels=a\"\n":                `/etc/default/kubelet:1: --node-labels "a": "a" is not key=value`,
 	} {
 		_, err := EditKubeletEnv("/etc/default/kubelet", []byte(in), setPT, nil)
 		require.ErrorContains(t, err, want, in)
