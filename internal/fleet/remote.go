@@ -1,0 +1,308 @@
+package fleet
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"debug/elf"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"strings"
+
+	"golang.org/x/crypto/ssh"
+)
+
+// Quote quotes s for a POSIX shell: always single quotes, with each '
+// written as '\”. Nothing inside single quotes is special to sh (no $,
+// `, \, newline or glob), so any value stays one literal word.
+func Quote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// QuoteArgs quotes every argument (see Quote) and joins them with spaces.
+// A NUL byte cannot be passed to a remote command and is an error.
+func QuoteArgs(argv ...string) (string, error) {
+	q := make([]string, len(argv))
+	for i, a := range argv {
+		if strings.IndexByte(a, 0) >= 0 {
+			return "", fmt.Errorf("argument %q contains a NUL byte", a)
+		}
+		q[i] = Quote(a)
+	}
+	return strings.Join(q, " "), nil
+}
+
+// Binary is the gpuprep executable uploaded to hosts.
+type Binary struct {
+	Path   string
+	SHA256 string // hex
+	Arch   string // uname -m of the machines it runs on: x86_64, aarch64, …
+}
+
+// LoadBinary hashes an ELF executable and notes its architecture.
+func LoadBinary(p string) (*Binary, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return nil, err
+	}
+	ef, err := elf.NewFile(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: not a Linux (ELF) executable: %v", p, err)
+	}
+	arch := map[elf.Machine]string{
+		elf.EM_X86_64: "x86_64", elf.EM_AARCH64: "aarch64", elf.EM_386: "i686",
+		elf.EM_PPC64: "ppc64le", elf.EM_S390: "s390x", elf.EM_RISCV: "riscv64",
+	}[ef.Machine]
+	if arch == "" {
+		arch = ef.Machine.String()
+	}
+	return &Binary{Path: p, SHA256: hex.EncodeToString(h.Sum(nil)), Arch: arch}, nil
+}
+
+// Exec is how a host runs gpuprep.
+type Exec struct {
+	Binary *Binary
+	// NoSudo runs gpuprep as the login user even when it is not root.
+	NoSudo bool
+	// Uploaded is called when the binary was (re-)uploaded to a host.
+	Uploaded func(h *Host, reason string)
+}
+
+// Output is what a remote gpuprep run returned.
+type Output struct {
+	Stdout, Stderr []byte
+	ExitCode       int
+}
+
+// session runs one command. On ctx's end the remote command is signalled
+// and the session closed.
+func session(ctx context.Context, c *ssh.Client, cmd string, stdin io.Reader) (Output, error) {
+	s, err := c.NewSession()
+	if err != nil {
+		return Output{}, err
+	}
+	defer s.Close()
+	var out bytes.Buffer
+	errb := &limitedBuffer{max: 64 << 10}
+	s.Stdout, s.Stderr = &out, errb
+	if stdin != nil {
+		s.Stdin = stdin
+	}
+	stop := context.AfterFunc(ctx, func() {
+		_ = s.Signal(ssh.SIGTERM)
+		s.Close()
+		c.Close()
+	})
+	defer stop()
+	err = s.Run(cmd)
+	o := Output{Stdout: out.Bytes(), Stderr: errb.Bytes()}
+	if ctx.Err() != nil {
+		return o, ctx.Err()
+	}
+	var ee *ssh.ExitError
+	if errors.As(err, &ee) {
+		o.ExitCode = ee.ExitStatus()
+		return o, nil
+	}
+	return o, err
+}
+
+type limitedBuffer struct {
+	bytes.Buffer
+	max int
+}
+
+func (l *limitedBuffer) Write(p []byte) (int, error) {
+	if room := l.max - l.Len(); room > 0 {
+		if len(p) > room {
+			l.Buffer.Write(p[:room])
+		} else {
+			l.Buffer.Write(p)
+		}
+	}
+	return len(p), nil
+}
+
+type probe struct {
+	uid, arch, home string
+}
+
+// probeScript is fixed: no inventory value is part of it.
+const probeScript = `printf '%s\n' "$(id -u)" "$(uname -m)" "$HOME"`
+
+func archEqual(a, b string) bool {
+	norm := func(s string) string {
+		switch s {
+		case "amd64":
+			return "x86_64"
+		case "arm64":
+			return "aarch64"
+		}
+		return s
+	}
+	return norm(a) == norm(b)
+}
+
+// Run makes sure the binary is on the host (uploading it when missing or
+// not matching its hash) and runs it with args, under sudo -n when the
+// login user is not root.
+func (e *Exec) Run(ctx context.Context, c *ssh.Client, h *Host, args []string) (Output, error) {
+	o, err := session(ctx, c, probeScript, nil)
+	if err != nil {
+		return o, fmt.Errorf("probe: %w", err)
+	}
+	lines := strings.Split(strings.TrimRight(string(o.Stdout), "\n"), "\n")
+	if o.ExitCode != 0 || len(lines) != 3 {
+		return o, fmt.Errorf("probe: unexpected answer (exit %d): %q %s", o.ExitCode, o.Stdout, strings.TrimSpace(string(o.Stderr)))
+	}
+	p := probe{uid: lines[0], arch: lines[1], home: lines[2]}
+	if !archEqual(p.arch, e.Binary.Arch) {
+		return o, fmt.Errorf("the host is %s but %s is built for %s: give a gpuprep for %s with --agent-binary", p.arch, e.Binary.Path, e.Binary.Arch, p.arch)
+	}
+	base := h.Var("gpuprep_cache_dir")
+	if base == "" {
+		if !path.IsAbs(p.home) {
+			return o, fmt.Errorf("the login user's HOME (%q) is not an absolute path: set gpuprep_cache_dir", p.home)
+		}
+		base = path.Join(p.home, ".cache", "gpuprep")
+	}
+	if !path.IsAbs(base) {
+		return o, fmt.Errorf("gpuprep_cache_dir %q is not an absolute path", base)
+	}
+	dir := path.Join(base, e.Binary.SHA256)
+	bin := path.Join(dir, "gpuprep")
+	ok, reason, err := e.cached(ctx, c, bin)
+	if err != nil {
+		return o, err
+	}
+	if !ok {
+		if err := e.upload(ctx, c, base, dir, bin); err != nil {
+			return o, err
+		}
+		if e.Uploaded != nil {
+			e.Uploaded(h, reason)
+		}
+	}
+	argv := append([]string{bin}, args...)
+	if p.uid != "0" && !e.NoSudo {
+		argv = append([]string{"sudo", "-n", "--"}, argv...)
+	}
+	cmd, err := QuoteArgs(argv...)
+	if err != nil {
+		return o, err
+	}
+	o, err = session(ctx, c, cmd, nil)
+	if err != nil {
+		return o, err
+	}
+	if p.uid != "0" && !e.NoSudo {
+		if msg := sudoProblem(o); msg != "" {
+			return o, fmt.Errorf("sudo -n (as %s): %s: allow %s to run %s without a password (NOPASSWD), connect as root, or pass --no-sudo", h.User, msg, h.User, path.Join(base, "*", "gpuprep"))
+		}
+	}
+	return o, nil
+}
+
+func sudoProblem(o Output) string {
+	s := string(o.Stderr)
+	if o.ExitCode == 127 && strings.Contains(s, "sudo") && len(o.Stdout) == 0 {
+		return "sudo is not installed"
+	}
+	if o.ExitCode != 1 || !strings.HasPrefix(strings.TrimSpace(s), "sudo:") {
+		return ""
+	}
+	for _, m := range []string{"a password is required", "a terminal is required", "not in the sudoers file", "is not allowed to execute", "may not run sudo"} {
+		if strings.Contains(s, m) {
+			return m
+		}
+	}
+	return strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(s), "sudo:"))
+}
+
+// cached reports whether bin exists with the right hash, via sha256sum on
+// the host or, without one, by reading it back.
+func (e *Exec) cached(ctx context.Context, c *ssh.Client, bin string) (bool, string, error) {
+	q := Quote(bin)
+	script := `if [ -f ` + q + ` ]; then if command -v sha256sum >/dev/null 2>&1; then sha256sum < ` + q + `; else echo nohash; fi; else echo missing; fi`
+	o, err := session(ctx, c, script, nil)
+	if err != nil {
+		return false, "", fmt.Errorf("checking the cached binary: %w", err)
+	}
+	f := strings.Fields(string(o.Stdout))
+	if o.ExitCode != 0 || len(f) == 0 {
+		return false, "", fmt.Errorf("checking the cached binary: exit %d: %s", o.ExitCode, strings.TrimSpace(string(o.Stderr)))
+	}
+	sum := f[0]
+	switch sum {
+	case "missing":
+		return false, "not cached", nil
+	case "nohash":
+		s, err := c.NewSession()
+		if err != nil {
+			return false, "", err
+		}
+		defer s.Close()
+		r, err := s.StdoutPipe()
+		if err != nil {
+			return false, "", err
+		}
+		if err := s.Start("cat " + q); err != nil {
+			return false, "", err
+		}
+		h := sha256.New()
+		if _, err := io.Copy(h, r); err != nil {
+			return false, "", err
+		}
+		_ = s.Wait()
+		sum = hex.EncodeToString(h.Sum(nil))
+	}
+	if sum != e.Binary.SHA256 {
+		return false, "cached binary does not match its SHA-256 (" + sum + ")", nil
+	}
+	return true, "", nil
+}
+
+// upload writes the binary under a temporary name in its directory, checks
+// its hash there and renames it into place: concurrent uploads to a shared
+// home directory never expose a partial file.
+func (e *Exec) upload(ctx context.Context, c *ssh.Client, base, dir, bin string) error {
+	f, err := os.Open(e.Binary.Path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	var rnd [8]byte
+	_, _ = rand.Read(rnd[:])
+	tmp := path.Join(dir, ".gpuprep.tmp."+hex.EncodeToString(rnd[:]))
+	qb, qd, qt, qbin := Quote(base), Quote(dir), Quote(tmp), Quote(bin)
+	script := strings.Join([]string{
+		`umask 077`,
+		`mkdir -p ` + qb,
+		`if [ -L ` + qd + ` ] || { [ -e ` + qd + ` ] && [ ! -O ` + qd + ` ]; }; then echo "gpuprep: the cache directory is a symbolic link or belongs to another user" >&2; exit 98; fi`,
+		`mkdir -p ` + qd,
+		`chmod 700 ` + qd,
+		`trap ` + Quote(`rm -f `+qt) + ` EXIT HUP INT TERM`,
+		`cat > ` + qt,
+		`if command -v sha256sum >/dev/null 2>&1; then set -- $(sha256sum < ` + qt + `); [ "$1" = ` + Quote(e.Binary.SHA256) + ` ] || { echo "gpuprep: upload corrupted (sha256 $1)" >&2; exit 97; }; fi`,
+		`chmod 700 ` + qt,
+		`mv -f ` + qt + ` ` + qbin,
+	}, " && ")
+	o, err := session(ctx, c, script, f)
+	if err != nil {
+		return fmt.Errorf("upload: %w", err)
+	}
+	if o.ExitCode != 0 {
+		return fmt.Errorf("upload to %s failed (exit %d): %s", bin, o.ExitCode, strings.TrimSpace(string(o.Stderr)))
+	}
+	return nil
+}

@@ -1,0 +1,160 @@
+package fleet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Result is what happened on one host.
+type Result struct {
+	Host     *Host
+	Status   string // StatusEvaluated once gpuprep ran and answered
+	Err      string
+	Output   Output
+	Attempts int
+	Duration time.Duration
+}
+
+// Runner runs gpuprep on many hosts.
+type Runner struct {
+	Transport *Transport
+	Exec      *Exec
+	// Parallel is how many hosts are worked on at once (default 32).
+	Parallel int
+	// Retries is how many more times a connection that failed before the
+	// SSH session was up (refused, reset, unreachable) is tried. Auth and
+	// host-key failures and timeouts are never retried.
+	Retries int
+	// Backoff before the first retry (doubled each time; default 500ms).
+	Backoff time.Duration
+	// CommandTimeout bounds everything after the connection per host (0: none).
+	CommandTimeout time.Duration
+	// Args returns the gpuprep arguments for a host.
+	Args func(h *Host) ([]string, error)
+	// Done is called (serialized) as each host finishes.
+	Done func(r *Result, done, total int)
+	// Evaluated decides whether an Output counts as evaluated; a non-nil
+	// error makes the host's status StatusError with that message.
+	Evaluated func(h *Host, o Output) error
+}
+
+// Run works through hosts with at most Parallel at once. When ctx ends
+// (Ctrl-C), no new host is started, running ones are cancelled, and the
+// results of every host, finished or not, are returned in inventory order.
+func (r *Runner) Run(ctx context.Context, hosts []*Host) []*Result {
+	par := r.Parallel
+	if par <= 0 {
+		par = 32
+	}
+	if par > len(hosts) {
+		par = len(hosts)
+	}
+	results := make([]*Result, len(hosts))
+	idx := make(chan int)
+	var mu sync.Mutex
+	done := 0
+	finish := func(i int, res *Result) {
+		mu.Lock()
+		defer mu.Unlock()
+		results[i] = res
+		done++
+		if r.Done != nil {
+			r.Done(res, done, len(hosts))
+		}
+	}
+	var wg sync.WaitGroup
+	for w := 0; w < par; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range idx {
+				finish(i, r.one(ctx, hosts[i]))
+			}
+		}()
+	}
+feed:
+	for i := range hosts {
+		select {
+		case idx <- i:
+		case <-ctx.Done():
+			break feed
+		}
+	}
+	close(idx)
+	wg.Wait()
+	for i, res := range results {
+		if res == nil {
+			results[i] = &Result{Host: hosts[i], Status: StatusCancelled, Err: "not started: interrupted"}
+		}
+	}
+	return results
+}
+
+func (r *Runner) one(ctx context.Context, h *Host) *Result {
+	start := time.Now()
+	res := &Result{Host: h}
+	defer func() { res.Duration = time.Since(start) }()
+	fail := func(err error) *Result {
+		res.Status, res.Err = StatusOf(err), err.Error()
+		if ctx.Err() != nil && res.Status != StatusEvaluated {
+			res.Status = StatusCancelled
+			res.Err = "interrupted: " + res.Err
+		}
+		return res
+	}
+	args, err := r.Args(h)
+	if err != nil {
+		return fail(err)
+	}
+	backoff := r.Backoff
+	if backoff == 0 {
+		backoff = 500 * time.Millisecond
+	}
+	var conn *Conn
+	for {
+		res.Attempts++
+		conn, err = r.Transport.Dial(ctx, h)
+		if err == nil {
+			break
+		}
+		if StatusOf(err) != StatusUnreachable || res.Attempts > r.Retries {
+			if res.Attempts > 1 {
+				err = &HostError{Status: StatusOf(err), Err: fmt.Errorf("%w (after %d attempts)", err, res.Attempts)}
+			}
+			return fail(err)
+		}
+		select {
+		case <-time.After(backoff):
+			backoff *= 2
+		case <-ctx.Done():
+			return fail(err)
+		}
+	}
+	defer conn.Close()
+	cctx := ctx
+	if r.CommandTimeout > 0 {
+		var cancel context.CancelFunc
+		cctx, cancel = context.WithTimeout(ctx, r.CommandTimeout)
+		defer cancel()
+	}
+	out, err := r.Exec.Run(cctx, conn.Client, h, args)
+	res.Output = out
+	switch {
+	case ctx.Err() != nil:
+		return fail(&HostError{Status: StatusCancelled, Err: errors.New("interrupted while running")})
+	case cctx.Err() != nil:
+		return fail(&HostError{Status: StatusTimeout, Err: fmt.Errorf("gpuprep did not finish within %s", r.CommandTimeout)})
+	case err != nil:
+		return fail(err)
+	}
+	if r.Evaluated != nil {
+		if err := r.Evaluated(h, out); err != nil {
+			return fail(err)
+		}
+	}
+	res.Status = StatusEvaluated
+	return res
+}

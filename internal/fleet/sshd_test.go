@@ -1,0 +1,373 @@
+package fleet
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/json"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/crypto/ssh"
+	"golang.org/x/crypto/ssh/agent"
+	"golang.org/x/crypto/ssh/knownhosts"
+
+	"github.com/gpuprep/gpuprep/internal/fixture"
+	"github.com/gpuprep/gpuprep/internal/fleet/sshdtest"
+)
+
+// These tests run the real OpenSSH sshd on loopback addresses and log in as
+// dedicated users (see sshdtest); they skip, saying why, when not root or
+// without sshd.
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	sshdtest.Cleanup()
+	os.Exit(code)
+}
+
+type rig struct {
+	env  *sshdtest.Env
+	bin  *Binary
+	kh   string
+	root string // a fixture root readable by the test users
+}
+
+func newRig(t *testing.T) *rig {
+	env := sshdtest.Shared(t, "fleet")
+	bin, err := LoadBinary(sshdtest.Gpuprep(t))
+	require.NoError(t, err)
+	r := &rig{env: env, bin: bin, kh: filepath.Join(t.TempDir(), "known_hosts")}
+	r.root = filepath.Join(env.Dir, "root-hgx-h200")
+	if _, err := os.Stat(r.root); err != nil {
+		require.NoError(t, fixture.Build("hgx-h200", r.root))
+		require.NoError(t, exec.Command("chmod", "-R", "a+rX", r.root).Run())
+	}
+	return r
+}
+
+func (r *rig) transport() *Transport {
+	return &Transport{KnownHosts: []string{r.kh}, Identities: []string{r.env.ClientKey}, ConnectTimeout: 5 * time.Second}
+}
+
+func (r *rig) host(name string, s *sshdtest.Server, user string) *Host {
+	return &Host{Name: name, Address: s.Host, Port: s.Port, User: user, Vars: map[string]string{}}
+}
+
+func (r *rig) runner(tr *Transport) *Runner {
+	return &Runner{Transport: tr, Exec: &Exec{Binary: r.bin}, Parallel: 4, CommandTimeout: time.Minute,
+		Args: func(h *Host) ([]string, error) {
+			root := h.Var("gpuprep_root")
+			if root == "" {
+				root = r.root
+			}
+			return []string{"--root=" + root, "check", "-o", "json", "--mode", "container"}, nil
+		}}
+}
+
+func TestSSHPassingFleetAndCache(t *testing.T) {
+	r := newRig(t)
+	s1 := r.env.Start(t, "127.0.0.1")
+	s2 := r.env.Start(t, "127.0.0.2")
+	sshdtest.Trust(t, r.kh, false, s1)
+	sshdtest.Trust(t, r.kh, true, s2) // hashed entry
+	var uploads atomic.Int32
+	run := r.runner(r.transport())
+	run.Exec.Uploaded = func(*Host, string) { uploads.Add(1) }
+	// Remove any cached copy from an earlier test, so this one uploads.
+	os.RemoveAll(filepath.Join(r.env.Home[r.env.User], ".cache"))
+	hosts := []*Host{r.host("a", s1, r.env.User), r.host("b", s2, r.env.User)}
+	res := run.Run(context.Background(), hosts)
+	for _, x := range res {
+		require.Equal(t, StatusEvaluated, x.Status, "%s: %s", x.Host.Name, x.Err)
+		assert.Equal(t, 0, x.Output.ExitCode, "%s", x.Output.Stderr)
+		var rep struct{ Kind, Mode string }
+		require.NoError(t, json.Unmarshal(x.Output.Stdout, &rep))
+		assert.Equal(t, "ReadinessReport", rep.Kind)
+		assert.Equal(t, "container", rep.Mode)
+	}
+	// Both hosts share one home: the binary was uploaded once or twice
+	// (concurrently, atomically), never partially.
+	assert.GreaterOrEqual(t, uploads.Load(), int32(1))
+	dir := filepath.Join(r.env.Home[r.env.User], ".cache", "gpuprep", r.bin.SHA256)
+	st, err := os.Stat(dir)
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o700), st.Mode().Perm())
+	left, _ := filepath.Glob(filepath.Join(dir, ".gpuprep.tmp.*"))
+	assert.Empty(t, left, "no temporary upload left behind")
+
+	// Second run: cached and verified, no upload.
+	uploads.Store(0)
+	res = run.Run(context.Background(), hosts)
+	for _, x := range res {
+		require.Equal(t, StatusEvaluated, x.Status, x.Err)
+	}
+	assert.Equal(t, int32(0), uploads.Load())
+
+	// A corrupted cached binary is detected by its hash and replaced.
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "gpuprep"), []byte("#!/bin/sh\necho pwned\n"), 0o700))
+	var reason string
+	run.Exec.Uploaded = func(_ *Host, why string) { uploads.Add(1); reason = why }
+	run.Parallel = 1
+	res = run.Run(context.Background(), hosts[:1])
+	require.Equal(t, StatusEvaluated, res[0].Status, res[0].Err)
+	assert.Equal(t, int32(1), uploads.Load())
+	assert.Contains(t, reason, "does not match its SHA-256")
+	assert.Contains(t, string(res[0].Output.Stdout), `"kind": "ReadinessReport"`)
+}
+
+func TestSSHHostKeys(t *testing.T) {
+	r := newRig(t)
+	s := r.env.Start(t, "127.0.0.3")
+	h := r.host("k", s, r.env.User)
+	ctx := context.Background()
+
+	// Unknown: refused, with the fingerprint.
+	_, err := r.transport().Dial(ctx, h)
+	require.Error(t, err)
+	assert.Equal(t, StatusHostKeyUnknown, StatusOf(err))
+	assert.Contains(t, err.Error(), ssh.FingerprintSHA256(s.HostKey))
+	assert.Contains(t, err.Error(), "--accept-new")
+	_, statErr := os.Stat(r.kh)
+	assert.True(t, os.IsNotExist(statErr), "nothing recorded without --accept-new")
+
+	// --accept-new records first contact; a new transport then trusts it.
+	tr := r.transport()
+	tr.AcceptNew = true
+	c, err := tr.Dial(ctx, h)
+	require.NoError(t, err)
+	c.Close()
+	b, err := os.ReadFile(r.kh)
+	require.NoError(t, err)
+	assert.Contains(t, string(b), "["+s.Host+"]:")
+	c, err = r.transport().Dial(ctx, h)
+	require.NoError(t, err)
+	c.Close()
+
+	// Changed: another server on the same address with another key. Refused,
+	// even with --accept-new.
+	other := &sshdtest.Server{Addr: s.Addr, Host: s.Host, Port: s.Port, HostKey: mustKey(t)}
+	kh2 := filepath.Join(t.TempDir(), "known_hosts")
+	sshdtest.Trust(t, kh2, false, other)
+	tr = &Transport{KnownHosts: []string{kh2}, Identities: []string{r.env.ClientKey}, AcceptNew: true, ConnectTimeout: 5 * time.Second}
+	_, err = tr.Dial(ctx, h)
+	require.Error(t, err)
+	assert.Equal(t, StatusHostKeyChanged, StatusOf(err))
+	assert.Contains(t, err.Error(), "HOST KEY CHANGED")
+	assert.Contains(t, err.Error(), ssh.FingerprintSHA256(s.HostKey))
+	assert.Contains(t, err.Error(), ssh.FingerprintSHA256(other.HostKey))
+}
+
+func TestSSHCertAuthority(t *testing.T) {
+	r := newRig(t)
+	_, caPriv, err := ed25519.GenerateKey(rand.Reader)
+	require.NoError(t, err)
+	ca, err := ssh.NewSignerFromKey(caPriv)
+	require.NoError(t, err)
+	s := r.env.StartWith(t, "127.0.0.4", func(hostKey ssh.PublicKey, keyFile string) []string {
+		cert := &ssh.Certificate{Key: hostKey, CertType: ssh.HostCert, KeyId: "test", ValidPrincipals: []string{"127.0.0.4"},
+			ValidAfter: 0, ValidBefore: ssh.CertTimeInfinity}
+		require.NoError(t, cert.SignCert(rand.Reader, ca))
+		require.NoError(t, os.WriteFile(keyFile+"-cert.pub", ssh.MarshalAuthorizedKey(cert), 0o644))
+		return []string{"-o", "HostCertificate=" + keyFile + "-cert.pub"}
+	})
+	require.NoError(t, os.WriteFile(r.kh, []byte("@cert-authority "+knownhosts.Normalize(s.Addr)+" "+string(ssh.MarshalAuthorizedKey(ca.PublicKey()))), 0o600))
+	c, err := r.transport().Dial(context.Background(), r.host("ca", s, r.env.User))
+	require.NoError(t, err)
+	c.Close()
+}
+
+func mustKey(t *testing.T) ssh.PublicKey {
+	pub, _, err := ed25519.GenerateKey(rand.Reader)
+	require.NoError(t, err)
+	k, err := ssh.NewPublicKey(pub)
+	require.NoError(t, err)
+	return k
+}
+
+func TestSSHAuthAndTimeouts(t *testing.T) {
+	r := newRig(t)
+	s := r.env.Start(t, "127.0.0.5")
+	sshdtest.Trust(t, r.kh, false, s)
+	ctx := context.Background()
+	h := r.host("w", s, r.env.User)
+
+	tr := r.transport()
+	tr.Identities = []string{r.env.OtherKey}
+	_, err := tr.Dial(ctx, h)
+	require.Error(t, err)
+	assert.Equal(t, StatusAuthFailed, StatusOf(err), err.Error())
+
+	// An encrypted key: a clear error, unless the agent holds it.
+	enc := filepath.Join(t.TempDir(), "enc_ed25519")
+	pub := sshdtest.WriteKey(t, enc, "sekrit")
+	f, err := os.OpenFile(filepath.Join(r.env.Dir, "authorized_keys"), os.O_APPEND|os.O_WRONLY, 0)
+	require.NoError(t, err)
+	_, err = f.Write(ssh.MarshalAuthorizedKey(pub))
+	require.NoError(t, err)
+	f.Close()
+	tr = r.transport()
+	tr.Identities = []string{enc}
+	_, err = tr.Dial(ctx, h)
+	require.Error(t, err)
+	assert.Equal(t, StatusAuthFailed, StatusOf(err))
+	assert.Contains(t, err.Error(), "is encrypted")
+	assert.Contains(t, err.Error(), "ssh-add "+enc)
+
+	keyring := agent.NewKeyring()
+	data, _ := os.ReadFile(enc)
+	raw, err := ssh.ParseRawPrivateKeyWithPassphrase(data, []byte("sekrit"))
+	require.NoError(t, err)
+	require.NoError(t, keyring.Add(agent.AddedKey{PrivateKey: raw}))
+	tr = r.transport()
+	tr.Identities = []string{enc}
+	tr.Agent = keyring.(agent.ExtendedAgent)
+	c, err := tr.Dial(ctx, h)
+	require.NoError(t, err)
+	c.Close()
+
+	// A host that accepts TCP and never answers.
+	silent := sshdtest.SilentServer(t, "127.0.0.6")
+	host, port, _ := net.SplitHostPort(silent)
+	tr = r.transport()
+	tr.ConnectTimeout = 700 * time.Millisecond
+	sh := &Host{Name: "silent", Address: host, User: "x"}
+	sh.Port = atoi(port)
+	start := time.Now()
+	_, err = tr.Dial(ctx, sh)
+	require.Error(t, err)
+	assert.Equal(t, StatusTimeout, StatusOf(err), err.Error())
+	assert.Less(t, time.Since(start), 3*time.Second)
+
+	// Nothing listening: unreachable, retried a bounded number of times.
+	closed := &Host{Name: "closed", Address: "127.0.0.7", Port: sshdtest.FreePort(t, "127.0.0.7"), User: "x"}
+	run := r.runner(r.transport())
+	run.Retries, run.Backoff = 2, 10*time.Millisecond
+	res := run.Run(ctx, []*Host{closed})
+	assert.Equal(t, StatusUnreachable, res[0].Status)
+	assert.Equal(t, 3, res[0].Attempts)
+	assert.Contains(t, res[0].Err, "connection refused")
+}
+
+func atoi(s string) int {
+	n := 0
+	for _, c := range s {
+		n = n*10 + int(c-'0')
+	}
+	return n
+}
+
+func TestSSHSudoNeedsPassword(t *testing.T) {
+	r := newRig(t)
+	if !sshdtest.HasSudo() {
+		t.Skip("sudo is not installed (Debian package sudo)")
+	}
+	s := r.env.Start(t, "127.0.0.8")
+	sshdtest.Trust(t, r.kh, false, s)
+	res := r.runner(r.transport()).Run(context.Background(), []*Host{r.host("pw", s, r.env.NoSudoUser)})
+	assert.Equal(t, StatusError, res[0].Status)
+	assert.Contains(t, res[0].Err, "sudo -n (as "+r.env.NoSudoUser+"): a password is required")
+	assert.Contains(t, res[0].Err, "NOPASSWD")
+}
+
+func TestSSHHostileValues(t *testing.T) {
+	r := newRig(t)
+	s := r.env.Start(t, "127.0.0.9")
+	sshdtest.Trust(t, r.kh, false, s)
+	canary := filepath.Join(r.env.Dir, "pwned")
+	hostile := []string{
+		"x'; touch " + canary + "; echo '",
+		"$(touch " + canary + ")",
+		"`touch " + canary + "`",
+		"x\ntouch " + canary + "\n",
+		`"; touch ` + canary + `; "`,
+		"; rm -rf " + canary + "-dir",
+	}
+	var hosts []*Host
+	for i, v := range hostile {
+		h := r.host("h"+string(rune('a'+i)), s, r.env.User)
+		h.Vars["gpuprep_root"] = v
+		hosts = append(hosts, h)
+	}
+	cache := r.host("cachedir", s, r.env.User)
+	literal := r.env.Home[r.env.User] + "/c '$(touch " + canary + ")`touch " + canary + "`"
+	cache.Vars["gpuprep_cache_dir"] = literal
+	hosts = append(hosts, cache)
+	res := r.runner(r.transport()).Run(context.Background(), hosts)
+	for i, x := range res[:len(hostile)] {
+		// gpuprep got the value as one literal argument: --root rejects it.
+		assert.Equal(t, StatusEvaluated, x.Status, x.Err)
+		assert.Equal(t, 2, x.Output.ExitCode, "value %q: %s", hostile[i], x.Output.Stderr)
+		assert.Contains(t, string(x.Output.Stderr), "--root", "value %q", hostile[i])
+	}
+	_, err := os.Stat(canary)
+	assert.True(t, os.IsNotExist(err), "a hostile value ran a command")
+	// The cache directory is used literally (sudo is allowed only for the
+	// default cache directory, so running it there is refused).
+	_, err = os.Stat(filepath.Join(literal, r.bin.SHA256, "gpuprep"))
+	assert.NoError(t, err)
+	assert.Contains(t, res[len(hostile)].Err, "sudo -n")
+}
+
+func TestSSHProxyJump(t *testing.T) {
+	r := newRig(t)
+	bastion := r.env.Start(t, "127.0.0.10")
+	target := r.env.Start(t, "127.0.0.11")
+	sshdtest.Trust(t, r.kh, false, bastion, target)
+	h := r.host("behind", target, r.env.User)
+	h.Jump = r.env.User + "@" + bastion.Addr
+	res := r.runner(r.transport()).Run(context.Background(), []*Host{h})
+	require.Equal(t, StatusEvaluated, res[0].Status, res[0].Err)
+
+	// The bastion's key is verified too.
+	kh := filepath.Join(t.TempDir(), "known_hosts")
+	sshdtest.Trust(t, kh, false, target)
+	tr := r.transport()
+	tr.KnownHosts = []string{kh}
+	_, err := tr.Dial(context.Background(), h)
+	require.Error(t, err)
+	assert.Equal(t, StatusHostKeyUnknown, StatusOf(err))
+	assert.Contains(t, err.Error(), "jump host "+bastion.Addr)
+}
+
+func TestSSHCancelMidRun(t *testing.T) {
+	r := newRig(t)
+	s := r.env.Start(t, "127.0.0.12")
+	sshdtest.Trust(t, r.kh, false, s)
+	silent := sshdtest.SilentServer(t, "127.0.0.13")
+	sh, sp, _ := net.SplitHostPort(silent)
+	hosts := []*Host{r.host("ok", s, r.env.User), {Name: "hung", Address: sh, Port: atoi(sp), User: "x"}}
+	for i := 0; i < 5; i++ {
+		hosts = append(hosts, r.host("later"+string(rune('0'+i)), s, r.env.User))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	tr := r.transport()
+	tr.ConnectTimeout = time.Minute
+	run := r.runner(tr)
+	run.Parallel = 2
+	run.Done = func(x *Result, done, total int) {
+		if x.Host.Name == "ok" {
+			cancel()
+		}
+	}
+	start := time.Now()
+	res := run.Run(ctx, hosts)
+	assert.Less(t, time.Since(start), 20*time.Second)
+	assert.Equal(t, StatusEvaluated, res[0].Status, res[0].Err)
+	assert.Equal(t, StatusCancelled, res[1].Status, res[1].Err)
+	cancelled := 0
+	for _, x := range res[2:] {
+		if x.Status == StatusCancelled {
+			cancelled++
+		}
+	}
+	assert.GreaterOrEqual(t, cancelled, 4, "no new work after the interrupt")
+}

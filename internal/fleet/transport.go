@@ -1,0 +1,523 @@
+package fleet
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+	"golang.org/x/crypto/ssh/agent"
+	"golang.org/x/crypto/ssh/knownhosts"
+)
+
+// Host statuses in the fleet report.
+const (
+	StatusEvaluated      = "evaluated"
+	StatusUnreachable    = "unreachable"
+	StatusAuthFailed     = "auth-failed"
+	StatusHostKeyUnknown = "host-key-unknown"
+	StatusHostKeyChanged = "host-key-changed"
+	StatusTimeout        = "timeout"
+	StatusError          = "error"
+	StatusCancelled      = "cancelled" // interrupted (Ctrl-C) before or while it ran
+)
+
+// HostError is a per-host failure with its report status.
+type HostError struct {
+	Status string
+	Err    error
+}
+
+func (e *HostError) Error() string { return e.Err.Error() }
+func (e *HostError) Unwrap() error { return e.Err }
+
+func hostErr(status string, format string, a ...any) *HostError {
+	return &HostError{Status: status, Err: fmt.Errorf(format, a...)}
+}
+
+// StatusOf returns the report status of err (StatusError when unclassified).
+func StatusOf(err error) string {
+	var he *HostError
+	if errors.As(err, &he) {
+		return he.Status
+	}
+	return StatusError
+}
+
+// Transport opens verified SSH connections. Host keys are always checked
+// against known_hosts; there is no way to turn that off.
+type Transport struct {
+	// KnownHosts are the known_hosts files read (OpenSSH format: hashed
+	// entries, @cert-authority and @revoked lines). Missing files are skipped.
+	KnownHosts []string
+	// AcceptNew records the key of a host that is in no known_hosts file
+	// into KnownHosts[0] (like StrictHostKeyChecking=accept-new). A changed
+	// key is refused regardless.
+	AcceptNew bool
+	// Identities are private key files tried for every host (-i), before
+	// the host's own IdentityFiles.
+	Identities []string
+	// Agent, when set, offers its keys first (from SSH_AUTH_SOCK).
+	Agent agent.ExtendedAgent
+	// SSHConfig resolves jump hosts.
+	SSHConfig *SSHConfig
+	// ConnectTimeout bounds the TCP connect plus the SSH handshake of each
+	// hop (default 10s).
+	ConnectTimeout time.Duration
+
+	once     sync.Once
+	initErr  error
+	check    ssh.HostKeyCallback
+	mu       sync.Mutex
+	accepted map[string]ssh.PublicKey
+	keys     map[string]keyFile
+	caLines  map[string]bool // "file:line" of @cert-authority lines
+}
+
+type keyFile struct {
+	signer ssh.Signer
+	pub    ssh.PublicKey // for encrypted keys
+	err    error
+}
+
+// AgentFromEnv connects to the ssh-agent at SSH_AUTH_SOCK, or returns nil.
+func AgentFromEnv() (agent.ExtendedAgent, io.Closer) {
+	sock := os.Getenv("SSH_AUTH_SOCK")
+	if sock == "" {
+		return nil, nil
+	}
+	c, err := net.Dial("unix", sock)
+	if err != nil {
+		return nil, nil
+	}
+	return agent.NewClient(c), c
+}
+
+func (t *Transport) init() error {
+	t.once.Do(func() {
+		var files []string
+		for _, f := range t.KnownHosts {
+			if _, err := os.Stat(f); err == nil {
+				files = append(files, f)
+			}
+		}
+		t.check, t.initErr = knownhosts.New(files...)
+		if t.initErr != nil {
+			t.initErr = fmt.Errorf("known_hosts: %v", t.initErr)
+		}
+		t.caLines = map[string]bool{}
+		for _, f := range files {
+			data, _ := os.ReadFile(f)
+			for i, l := range strings.Split(string(data), "\n") {
+				if strings.HasPrefix(strings.TrimSpace(l), "@cert-authority") {
+					t.caLines[fmt.Sprintf("%s:%d", f, i+1)] = true
+				}
+			}
+		}
+		t.accepted = map[string]ssh.PublicKey{}
+		t.keys = map[string]keyFile{}
+		if t.ConnectTimeout == 0 {
+			t.ConnectTimeout = 10 * time.Second
+		}
+	})
+	return t.initErr
+}
+
+// Init loads the known_hosts files (Dial does it on first use); it reports
+// a malformed file early.
+func (t *Transport) Init() error { return t.init() }
+
+func knownHostsName(t *Transport) string {
+	if len(t.KnownHosts) == 0 {
+		return "known_hosts"
+	}
+	return t.KnownHosts[0]
+}
+
+// hostKeyCallback verifies a host key. Its error, if any, is also stored in
+// *rec so the caller can classify a handshake failure exactly.
+func (t *Transport) hostKeyCallback(rec *error) ssh.HostKeyCallback {
+	return func(hostname string, remote net.Addr, key ssh.PublicKey) error {
+		err := t.verify(hostname, remote, key)
+		*rec = err
+		return err
+	}
+}
+
+func (t *Transport) verify(hostname string, remote net.Addr, key ssh.PublicKey) error {
+	norm := knownhosts.Normalize(hostname)
+	fp := ssh.FingerprintSHA256(key)
+	t.mu.Lock()
+	prev, ok := t.accepted[norm]
+	t.mu.Unlock()
+	if ok {
+		if bytes.Equal(prev.Marshal(), key.Marshal()) {
+			return nil
+		}
+		return hostErr(StatusHostKeyChanged, "host key for %s changed: the server presents %s %s, not the key accepted earlier in this run; refusing to connect (possible man-in-the-middle)", norm, key.Type(), fp)
+	}
+	err := t.check(hostname, remote, key)
+	if err == nil {
+		return nil
+	}
+	var ke *knownhosts.KeyError
+	var re *knownhosts.RevokedError
+	switch {
+	case errors.As(err, &re):
+		return hostErr(StatusHostKeyChanged, "host key %s %s for %s is marked @revoked in %s:%d; refusing to connect", key.Type(), fp, norm, re.Revoked.Filename, re.Revoked.Line)
+	case errors.As(err, &ke) && len(t.plainKeys(ke.Want)) > 0:
+		var known []string
+		for _, w := range t.plainKeys(ke.Want) {
+			known = append(known, fmt.Sprintf("%s %s (%s:%d)", w.Key.Type(), ssh.FingerprintSHA256(w.Key), w.Filename, w.Line))
+		}
+		return hostErr(StatusHostKeyChanged, "HOST KEY CHANGED for %s: the server presents %s %s but known_hosts has %s; refusing to connect (possible man-in-the-middle). If the host was reinstalled, remove the old entry (ssh-keygen -R %s) and verify the new key", norm, key.Type(), fp, strings.Join(known, ", "), norm)
+	case errors.As(err, &ke):
+		if !t.AcceptNew {
+			return hostErr(StatusHostKeyUnknown, "host key for %s is not in known_hosts: the server presents %s %s; verify it and add it (ssh-keyscan / ssh once), or rerun with --accept-new to trust and record first contact", norm, key.Type(), fp)
+		}
+		return t.record(norm, key)
+	default:
+		// A certificate without a known authority, or similar.
+		return hostErr(StatusHostKeyUnknown, "host key for %s (%s %s) not trusted: %v", norm, key.Type(), fp, err)
+	}
+}
+
+func (t *Transport) record(norm string, key ssh.PublicKey) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if prev, ok := t.accepted[norm]; ok {
+		if bytes.Equal(prev.Marshal(), key.Marshal()) {
+			return nil
+		}
+		return hostErr(StatusHostKeyChanged, "host key for %s changed during this run; refusing to connect", norm)
+	}
+	if len(t.KnownHosts) == 0 {
+		return hostErr(StatusHostKeyUnknown, "host key for %s is unknown and there is no known_hosts file to record it in", norm)
+	}
+	file := t.KnownHosts[0]
+	if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
+		return hostErr(StatusError, "recording host key: %v", err)
+	}
+	f, err := os.OpenFile(file, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return hostErr(StatusError, "recording host key: %v", err)
+	}
+	_, err = fmt.Fprintln(f, knownhosts.Line([]string{norm}, key))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return hostErr(StatusError, "recording host key: %v", err)
+	}
+	t.accepted[norm] = key
+	return nil
+}
+
+// plainKeys drops the @cert-authority keys that knownhosts lists among
+// the keys a host is known by.
+func (t *Transport) plainKeys(want []knownhosts.KnownKey) []knownhosts.KnownKey {
+	var out []knownhosts.KnownKey
+	for _, w := range want {
+		if !t.caLines[fmt.Sprintf("%s:%d", w.Filename, w.Line)] {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+var certAlgos = []string{
+	ssh.CertAlgoED25519v01, ssh.CertAlgoECDSA256v01, ssh.CertAlgoECDSA384v01, ssh.CertAlgoECDSA521v01,
+	ssh.CertAlgoRSASHA512v01, ssh.CertAlgoRSASHA256v01, ssh.CertAlgoRSAv01,
+}
+
+// knownKeyAlgorithms returns the host key algorithms known_hosts holds for
+// hostport, so that the server presents a key we can check (a server with
+// an ed25519 and an RSA key whose RSA key alone is recorded must not look
+// "changed"). Nil: none recorded (or only a @cert-authority): defaults.
+func (t *Transport) knownKeyAlgorithms(hostport string) []string {
+	err := t.check(hostport, dummyAddr{}, probeKey{})
+	var ke *knownhosts.KeyError
+	if !errors.As(err, &ke) || len(ke.Want) == 0 {
+		return nil
+	}
+	var algos []string
+	if len(t.plainKeys(ke.Want)) < len(ke.Want) {
+		algos = append(algos, certAlgos...)
+	}
+	for _, w := range t.plainKeys(ke.Want) {
+		switch w.Key.Type() {
+		case ssh.KeyAlgoRSA:
+			algos = append(algos, ssh.KeyAlgoRSASHA512, ssh.KeyAlgoRSASHA256, ssh.KeyAlgoRSA)
+		default:
+			algos = append(algos, w.Key.Type())
+		}
+	}
+	return algos
+}
+
+type dummyAddr struct{}
+
+func (dummyAddr) Network() string { return "tcp" }
+func (dummyAddr) String() string  { return "0.0.0.0:0" }
+
+// probeKey is a key no host has: checking it yields the recorded keys.
+type probeKey struct{}
+
+func (probeKey) Type() string                            { return "gpuprep-probe" }
+func (probeKey) Marshal() []byte                         { return []byte("gpuprep-probe") }
+func (probeKey) Verify(_ []byte, _ *ssh.Signature) error { return errors.New("probe") }
+
+// signers returns the keys to offer for files (in order), and a note about
+// keys that could not be used (encrypted and not in the agent).
+func (t *Transport) signers(files []string) ([]ssh.Signer, string) {
+	var out []ssh.Signer
+	var agentKeys []*agent.Key
+	if t.Agent != nil {
+		if s, err := t.Agent.Signers(); err == nil {
+			out = append(out, s...)
+		}
+		agentKeys, _ = t.Agent.List()
+	}
+	var notes []string
+	seen := map[string]bool{}
+	for _, s := range out {
+		seen[string(s.PublicKey().Marshal())] = true
+	}
+	for _, f := range files {
+		k := t.loadKey(f)
+		switch {
+		case k.signer != nil:
+			if !seen[string(k.signer.PublicKey().Marshal())] {
+				out = append(out, k.signer)
+				seen[string(k.signer.PublicKey().Marshal())] = true
+			}
+		case k.pub != nil:
+			inAgent := false
+			for _, ak := range agentKeys {
+				if bytes.Equal(ak.Marshal(), k.pub.Marshal()) {
+					inAgent = true
+				}
+			}
+			if !inAgent {
+				notes = append(notes, fmt.Sprintf("key %s is encrypted (passphrase-protected) and ssh-agent does not hold it: run ssh-add %s (gpuprep never asks for passphrases)", f, f))
+			}
+		case k.err != nil && !os.IsNotExist(errors.Unwrap(k.err)):
+			notes = append(notes, k.err.Error())
+		}
+	}
+	return out, strings.Join(notes, "; ")
+}
+
+func (t *Transport) loadKey(file string) keyFile {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if k, ok := t.keys[file]; ok {
+		return k
+	}
+	var k keyFile
+	data, err := os.ReadFile(file)
+	if err != nil {
+		k.err = fmt.Errorf("key %s: %w", file, err)
+	} else {
+		s, err := ssh.ParsePrivateKey(data)
+		var pm *ssh.PassphraseMissingError
+		switch {
+		case errors.As(err, &pm):
+			k.pub = pm.PublicKey
+			if k.pub == nil {
+				// Old PEM format: the public key is in FILE.pub.
+				if pubData, err := os.ReadFile(file + ".pub"); err == nil {
+					k.pub, _, _, _, _ = ssh.ParseAuthorizedKey(pubData)
+				}
+				if k.pub == nil {
+					k.err = fmt.Errorf("key %s is encrypted and its public key is unknown: add it to ssh-agent (ssh-add %s)", file, file)
+				}
+			}
+		case err != nil:
+			k.err = fmt.Errorf("key %s: %v", file, err)
+		default:
+			k.signer = s
+		}
+	}
+	t.keys[file] = k
+	return k
+}
+
+// DefaultIdentities are the key files ssh tries by default.
+func DefaultIdentities() []string {
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, n := range []string{"id_ed25519", "id_ecdsa", "id_rsa"} {
+		p := filepath.Join(home, ".ssh", n)
+		if _, err := os.Stat(p); err == nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// Conn is an SSH connection to a host, possibly through jump hosts.
+type Conn struct {
+	*ssh.Client
+	hops []*ssh.Client
+}
+
+// Close closes the connection and its jump hosts.
+func (c *Conn) Close() error {
+	err := c.Client.Close()
+	for i := len(c.hops) - 1; i >= 0; i-- {
+		c.hops[i].Close()
+	}
+	return err
+}
+
+type hop struct {
+	user, addr string
+	identities []string
+	label      string
+}
+
+// Dial connects to h (through its jump hosts), verifying every host key.
+func (t *Transport) Dial(ctx context.Context, h *Host) (*Conn, error) {
+	if err := t.init(); err != nil {
+		return nil, &HostError{Status: StatusError, Err: err}
+	}
+	var chain []hop
+	if h.Jump != "" {
+		hops, err := ParseJump(h.Jump, t.SSHConfig)
+		if err != nil {
+			return nil, &HostError{Status: StatusError, Err: err}
+		}
+		for _, j := range hops {
+			chain = append(chain, hop{user: j.User, addr: joinHostPort(j.Address, j.Port), identities: j.IdentityFiles, label: "jump host " + joinHostPort(j.Address, j.Port)})
+		}
+	}
+	chain = append(chain, hop{user: h.User, addr: h.Target(), identities: h.IdentityFiles})
+	conn := &Conn{}
+	var via *ssh.Client
+	for i, hp := range chain {
+		c, err := t.dialHop(ctx, via, hp)
+		if err != nil {
+			for _, prev := range conn.hops {
+				prev.Close()
+			}
+			if hp.label != "" {
+				var he *HostError
+				if errors.As(err, &he) {
+					return nil, &HostError{Status: he.Status, Err: fmt.Errorf("%s: %w", hp.label, he.Err)}
+				}
+			}
+			return nil, err
+		}
+		if i < len(chain)-1 {
+			conn.hops = append(conn.hops, c)
+			via = c
+		} else {
+			conn.Client = c
+		}
+	}
+	return conn, nil
+}
+
+func (t *Transport) dialHop(ctx context.Context, via *ssh.Client, hp hop) (*ssh.Client, error) {
+	files := append(append([]string{}, t.Identities...), hp.identities...)
+	if len(files) == 0 && t.Agent == nil {
+		files = DefaultIdentities()
+	}
+	signers, note := t.signers(files)
+	if len(signers) == 0 {
+		msg := "no usable key: give one with -i/--identity, IdentityFile or ssh-agent (SSH_AUTH_SOCK)"
+		if note != "" {
+			msg = note
+		}
+		return nil, hostErr(StatusAuthFailed, "%s", msg)
+	}
+
+	dctx, cancel := context.WithTimeout(ctx, t.ConnectTimeout)
+	defer cancel()
+	var raw net.Conn
+	var err error
+	if via == nil {
+		var d net.Dialer
+		raw, err = d.DialContext(dctx, "tcp", hp.addr)
+	} else {
+		raw, err = via.DialContext(dctx, "tcp", hp.addr)
+	}
+	if err != nil {
+		switch {
+		case ctx.Err() != nil:
+			return nil, hostErr(StatusCancelled, "cancelled")
+		case dctx.Err() != nil || isTimeout(err):
+			return nil, hostErr(StatusTimeout, "connect to %s: no answer within %s", hp.addr, t.ConnectTimeout)
+		}
+		return nil, hostErr(StatusUnreachable, "connect to %s: %v", hp.addr, trimNetErr(err))
+	}
+
+	var keyErr error
+	cfg := &ssh.ClientConfig{
+		User:              hp.user,
+		Auth:              []ssh.AuthMethod{ssh.PublicKeys(signers...)},
+		HostKeyCallback:   t.hostKeyCallback(&keyErr),
+		HostKeyAlgorithms: t.knownKeyAlgorithms(hp.addr),
+		ClientVersion:     "SSH-2.0-gpuprep",
+	}
+	// The handshake is bounded by the same deadline; closing the connection
+	// unblocks it (a jumped connection has no deadlines of its own).
+	stop := context.AfterFunc(dctx, func() { raw.Close() })
+	c, chans, reqs, err := ssh.NewClientConn(raw, hp.addr, cfg)
+	stopped := stop()
+	if err != nil {
+		raw.Close()
+		switch {
+		case keyErr != nil:
+			var he *HostError
+			if errors.As(keyErr, &he) {
+				return nil, he
+			}
+			return nil, hostErr(StatusError, "%v", keyErr)
+		case ctx.Err() != nil:
+			return nil, hostErr(StatusCancelled, "cancelled")
+		case !stopped || dctx.Err() != nil:
+			return nil, hostErr(StatusTimeout, "%s accepted the connection but gave no SSH answer within %s", hp.addr, t.ConnectTimeout)
+		case strings.Contains(err.Error(), "unable to authenticate"):
+			msg := fmt.Sprintf("%s@%s: the server accepted none of the offered keys", hp.user, hp.addr)
+			if note != "" {
+				msg += "; " + note
+			}
+			return nil, hostErr(StatusAuthFailed, "%s", msg)
+		case isConnDrop(err):
+			return nil, hostErr(StatusUnreachable, "%s: connection closed during the SSH handshake: %v", hp.addr, err)
+		}
+		return nil, hostErr(StatusError, "%s: %v", hp.addr, err)
+	}
+	return ssh.NewClient(c, chans, reqs), nil
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+func isConnDrop(err error) bool {
+	s := err.Error()
+	return errors.Is(err, io.EOF) || strings.Contains(s, "EOF") || strings.Contains(s, "connection reset")
+}
+
+func trimNetErr(err error) string {
+	var oe *net.OpError
+	if errors.As(err, &oe) && oe.Err != nil {
+		return oe.Err.Error()
+	}
+	return err.Error()
+}
