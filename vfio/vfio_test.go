@@ -80,6 +80,7 @@ func drivers(k *fixture.Kernel, addrs []string) map[string]string {
 }
 
 func TestPlanTakesTheWholeGroupInOrder(t *testing.T) {
+	t.Parallel()
 	k := sim(t, "turing-multifunction")
 	_, p := plan(t, k, opts())
 	var got []string
@@ -102,6 +103,7 @@ func TestPlanTakesTheWholeGroupInOrder(t *testing.T) {
 }
 
 func TestPlanRefusesAForeignEndpointAndNamesIt(t *testing.T) {
+	t.Parallel()
 	k := sim(t, "consumer-shared-group")
 	inv := inventory(t, k)
 	_, err := NewPlan(k.Root, inv, pci.Selector{}, opts())
@@ -121,12 +123,14 @@ func TestPlanRefusesAForeignEndpointAndNamesIt(t *testing.T) {
 }
 
 func TestPlanRefusesWithoutIOMMUGroup(t *testing.T) {
+	t.Parallel()
 	k := sim(t, "iommu-off-kernel")
 	_, err := NewPlan(k.Root, inventory(t, k), pci.Selector{}, opts())
 	require.ErrorContains(t, err, "0000:17:00.0 has no IOMMU group")
 }
 
 func TestPlanSelectorMatchingNothing(t *testing.T) {
+	t.Parallel()
 	k := sim(t, "turing-multifunction")
 	_, err := NewPlan(k.Root, inventory(t, k), selector(t, "1234:5678"), opts())
 	var se *SelectError
@@ -134,6 +138,7 @@ func TestPlanSelectorMatchingNothing(t *testing.T) {
 }
 
 func TestChooseModuleFewestWildcards(t *testing.T) {
+	t.Parallel()
 	aliases := []alias{
 		{"vfio_pci:v*d*sv*sd*bc*sc*i*", "vfio_pci"},
 		{"vfio_pci:v000010DEd*sv*sd*bc03sc02i00*", "vendor_wide"},
@@ -154,6 +159,7 @@ func TestChooseModuleFewestWildcards(t *testing.T) {
 // A Grace Hopper GPU goes to the variant driver that modules.alias names;
 // its driver directory is the module's name, as the kernel registers it.
 func TestBindUsesTheVariantDriver(t *testing.T) {
+	t.Parallel()
 	k := sim(t, "no-gpu", func(b *fixture.Builder) {
 		b.PCI(fixture.PCI{Addr: "0000:09:00.0", Vendor: 0x8086, Device: 0x352a, Class: 0x060400, Driver: "pcieport", Group: 8, PCIeType: fixture.PCIeRootPort})
 		b.PCI(fixture.PCI{Addr: "0000:0a:00.0", Parent: "0000:09:00.0", Vendor: 0x10de, Device: 0x2342, SubVendor: 0x10de, SubDevice: 0x16c1, Class: 0x030200, Driver: "nvidia", Group: 9, PCIeType: fixture.PCIeEndpoint})
@@ -170,6 +176,7 @@ func TestBindUsesTheVariantDriver(t *testing.T) {
 }
 
 func TestBindMovesEveryFunctionAndUnbindRestores(t *testing.T) {
+	t.Parallel()
 	k := sim(t, "turing-multifunction")
 	inv, p := plan(t, k, opts())
 	res, err := Bind(context.Background(), env(k), inv, p, opts())
@@ -211,6 +218,7 @@ func TestBindMovesEveryFunctionAndUnbindRestores(t *testing.T) {
 }
 
 func TestBindFailureRollsBack(t *testing.T) {
+	t.Parallel()
 	for name, inject := range map[string]func(k *fixture.Kernel){
 		"write-error":       func(k *fixture.Kernel) { k.Fail["/sys/bus/pci/drivers/vfio-pci/bind"] = syscall.EINVAL },
 		"silent-bind":       func(k *fixture.Kernel) { k.Silent["0000:01:00.2"] = true },
@@ -240,6 +248,7 @@ func TestBindFailureRollsBack(t *testing.T) {
 }
 
 func TestBindWriteTimesOut(t *testing.T) {
+	t.Parallel()
 	k := sim(t, "turing-multifunction")
 	k.Hang["/sys/bus/pci/devices/0000:01:00.1/driver/unbind"] = true
 	defer close(k.Release)
@@ -253,6 +262,7 @@ func TestBindWriteTimesOut(t *testing.T) {
 }
 
 func TestNVIDIAHeldOpenIsRefusedUnlessForced(t *testing.T) {
+	t.Parallel()
 	k := sim(t, "turing-multifunction", func(b *fixture.Builder) {
 		b.File("/dev/nvidia0", "").File("/proc/4242/comm", "nvidia-persiste\n").File("/proc/77/comm", "bash\n")
 		procLink(t, b, "/proc/4242/fd/3", "/dev/nvidia0")
@@ -270,6 +280,7 @@ func TestNVIDIAHeldOpenIsRefusedUnlessForced(t *testing.T) {
 }
 
 func TestUnbindRefusesAGroupInUse(t *testing.T) {
+	t.Parallel()
 	k := sim(t, "vfio-bound", func(b *fixture.Builder) {
 		b.File("/dev/vfio/11", "").File("/proc/999/comm", "qemu-kvm\n")
 		procLink(t, b, "/proc/999/fd/20", "/dev/vfio/11")
@@ -285,6 +296,7 @@ func TestUnbindRefusesAGroupInUse(t *testing.T) {
 }
 
 func TestNVSwitchesGoWithTheGPUs(t *testing.T) {
+	t.Parallel()
 	k := sim(t, "hgx-h200")
 	o := opts()
 	o.NVSwitch = true
@@ -308,6 +320,7 @@ func read(t *testing.T, k *fixture.Kernel, p string) string {
 }
 
 func TestPersistPerAddressWhenNotEveryDeviceOfTheIDIsSelected(t *testing.T) {
+	t.Parallel()
 	k := sim(t, "hgx-h200", func(b *fixture.Builder) { b.File("/usr/sbin/update-initramfs", "") })
 	o := opts()
 	o.Persist = true
@@ -343,6 +356,7 @@ func TestPersistPerAddressWhenNotEveryDeviceOfTheIDIsSelected(t *testing.T) {
 }
 
 func TestPersistIDsWhenEveryDeviceIsSelected(t *testing.T) {
+	t.Parallel()
 	k := sim(t, "hgx-h200", func(b *fixture.Builder) { b.File("/usr/bin/dracut", "") })
 	o := opts()
 	o.Persist = true
@@ -356,6 +370,7 @@ func TestPersistIDsWhenEveryDeviceIsSelected(t *testing.T) {
 }
 
 func TestPersistFailureRollsBackFilesAndBinding(t *testing.T) {
+	t.Parallel()
 	k := sim(t, "turing-multifunction", func(b *fixture.Builder) {
 		b.File("/usr/sbin/update-initramfs", "")
 		b.File(ModprobeConf, "# an older file\n")
@@ -374,6 +389,7 @@ func TestPersistFailureRollsBackFilesAndBinding(t *testing.T) {
 }
 
 func TestStatus(t *testing.T) {
+	t.Parallel()
 	k := sim(t, "turing-multifunction", func(b *fixture.Builder) {
 		b.File("/etc/modprobe.d/local.conf", "options vfio-pci ids=10de:1e87\n")
 	})

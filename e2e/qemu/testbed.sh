@@ -58,6 +58,11 @@ kernel/arch/x86/kvm/kvm-intel.ko
 kernel/arch/x86/kvm/kvm-amd.ko
 kernel/drivers/crypto/ccp/ccp.ko"
 
+# Modules copied into the guest but loaded only when a test names them in e2e_modules=: e1000e gives the
+# topology's NICs a real driver, which `gpuprep vfio` tests move to vfio-pci and restore. Extracted from the
+# cached kernel package on demand (kernel dirs prepared before they were added lack them).
+EXTRA_MODS="kernel/drivers/net/ethernet/intel/e1000e/e1000e.ko"
+
 # ---------------------------------------------------------------------------------------------- setup
 ensure_packages() {
   local missing=()
@@ -144,7 +149,12 @@ build_initramfs() {
   install -m 0755 "$HERE/init.sh" "$ir/init"
   install -m 0755 "$HERE/diag.sh" "$ir/e2e/diag.sh"
   # the real module tree layout for `uname -r`, so tools find the vfio modules "for the running kernel"
-  for m in $MODS; do
+  local deb; deb=$(ls "$W/debs/${KPKG}"_*.deb 2>/dev/null | head -1 || true)
+  for m in $EXTRA_MODS; do
+    [ -f "$kr/lib/modules/$K/$m" ] || [ -z "$deb" ] ||
+      dpkg-deb --fsys-tarfile "$deb" | tar -x -C "$kr" "./lib/modules/$K/$m" 2>/dev/null || true
+  done
+  for m in $MODS $EXTRA_MODS; do
     [ -f "$kr/lib/modules/$K/$m" ] || { log "note: $m not in $KPKG, skipped"; continue; }
     mkdir -p "$ir/lib/modules/$K/$(dirname "$m")"
     cp "$kr/lib/modules/$K/$m" "$ir/lib/modules/$K/$m"
