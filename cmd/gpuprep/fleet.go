@@ -1,0 +1,458 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/mattn/go-isatty"
+	"github.com/spf13/cobra"
+
+	"github.com/gpuprep/gpuprep/internal/fleet"
+	"github.com/gpuprep/gpuprep/preflight"
+	"github.com/gpuprep/gpuprep/report"
+)
+
+func init() { register(newFleetCmd) }
+
+type fleetCmd struct {
+	g              *globals
+	inventory      string
+	limit          string
+	groups         []string
+	dryRun         bool
+	parallel       int
+	timeout        time.Duration
+	commandTimeout time.Duration
+	retries        int
+	identities     []string
+	knownHosts     string
+	acceptNew      bool
+	sshConfig      string
+	agentBinary    string
+	noSudo         bool
+	remoteRoot     string
+	output         string
+	sshCfg         *fleet.SSHConfig
+
+	// check only
+	mode   string
+	sel    []string
+	ignore []string
+	skip   []string
+}
+
+func newFleetCmd(g *globals) *cobra.Command {
+	c := &fleetCmd{g: g}
+	cmd := &cobra.Command{
+		Use:   "fleet",
+		Short: "Run gpuprep on every host of an inventory over SSH",
+		Long: `fleet runs gpuprep on many hosts over SSH and merges the results. Inventories:
+gpuprep's own YAML, or Ansible INI/YAML inventories as they are; ~/.ssh/config is
+honoured (User, Port, IdentityFile, ProxyJump).
+
+gpuprep copies itself to each host (into ~/.cache/gpuprep/<sha256>/, reused while
+its hash matches; --agent-binary for hosts of another architecture) and runs there
+under sudo -n when the login user is not root. Host keys are always verified
+against known_hosts; --accept-new trusts and records hosts seen for the first time.`,
+	}
+	pf := cmd.PersistentFlags()
+	pf.StringVarP(&c.inventory, "inventory", "i", "", "inventory file: gpuprep YAML, Ansible INI or Ansible YAML (required)")
+	pf.StringVar(&c.limit, "limit", "", "host patterns (globs on name, address or group; comma-separated; !x excludes, &x also required)")
+	pf.StringArrayVar(&c.groups, "group", nil, "only hosts in this inventory group (repeatable)")
+	pf.BoolVar(&c.dryRun, "dry-run", false, "list the hosts that would be contacted, and how, without connecting")
+	pf.IntVar(&c.parallel, "parallel", 32, "hosts worked on at once")
+	pf.DurationVar(&c.timeout, "timeout", 10*time.Second, "per host: TCP connect plus SSH handshake (each jump host too)")
+	pf.DurationVar(&c.commandTimeout, "command-timeout", 5*time.Minute, "per host: upload and run, after connecting (0: none)")
+	pf.IntVar(&c.retries, "retries", 2, "extra attempts for connections that fail before SSH is up (refused, reset); never for auth, host-key or timeout failures")
+	pf.StringArrayVar(&c.identities, "identity", nil, "private key file to offer (repeatable; besides ssh-agent and IdentityFile)")
+	pf.StringVar(&c.knownHosts, "known-hosts", "", "known_hosts file (default ~/.ssh/known_hosts, plus /etc/ssh/ssh_known_hosts)")
+	pf.BoolVar(&c.acceptNew, "accept-new", false, "trust and record the key of a host not yet in known_hosts (a changed key is always refused)")
+	pf.StringVar(&c.sshConfig, "ssh-config", "", `ssh_config file (default ~/.ssh/config; "none" for none)`)
+	pf.StringVar(&c.agentBinary, "agent-binary", "", "gpuprep executable to copy to hosts (default: this one; give one for another OS/architecture)")
+	pf.BoolVar(&c.noSudo, "no-sudo", false, "run gpuprep as the login user even when it is not root (less evidence)")
+	pf.StringVar(&c.remoteRoot, "remote-root", "", "--root for gpuprep on the hosts (per host: the inventory variable gpuprep_root)")
+	pf.StringVarP(&c.output, "output", "o", "text", "output format: text, json, junit or markdown")
+
+	check := &cobra.Command{
+		Use:   "check",
+		Short: "gpuprep check on every host; one fleet report",
+		Long: `fleet check runs gpuprep check on every selected host and prints one fleet report:
+per host its status (evaluated, unreachable, auth-failed, host-key-unknown,
+host-key-changed, timeout, error, cancelled), readiness and counts, then the
+fleet-wide view ("iommu.kernel fails on 12 of 200 hosts: …").
+
+Each host is judged for --mode, else for its inventory mode (mode, or the variable
+gpuprep_mode), else for every mode.
+
+Exit codes: 0 every host ready, 1 a host is not ready, 3 a host could not be
+evaluated (and none is not ready), 2 usage errors.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return c.run(cmd, nil) },
+	}
+	f := check.Flags()
+	f.StringVar(&c.mode, "mode", "", "workload type to judge on every host: container, vm-passthrough or vm-vgpu")
+	f.StringArrayVar(&c.sel, "select", nil, "passed to gpuprep check on every host")
+	f.StringSliceVar(&c.ignore, "ignore", nil, "passed to gpuprep check on every host")
+	f.StringSliceVar(&c.skip, "skip", nil, "passed to gpuprep check on every host")
+
+	run := &cobra.Command{
+		Use:   "run -i INVENTORY -- SUBCOMMAND [ARGS...]",
+		Short: "Run any gpuprep subcommand on every host and collect the results",
+		Long: `fleet run runs "gpuprep SUBCOMMAND ARGS..." on every selected host and collects
+each host's exit code and output (kept as JSON when it is JSON, e.g. with -o json).
+
+Exit codes: 0 it exited 0 everywhere, 1 it failed on a host, 3 a host could not
+be reached or run, 2 usage errors.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error { return c.run(cmd, args) },
+	}
+	cmd.AddCommand(check, run)
+	return cmd
+}
+
+func (c *fleetCmd) hosts() ([]*fleet.Host, error) {
+	if c.inventory == "" {
+		return nil, usageErr("--inventory (-i) is required")
+	}
+	inv, err := fleet.Load(c.inventory)
+	if err != nil {
+		var ie *fleet.Error
+		if errors.As(err, &ie) || os.IsNotExist(err) {
+			return nil, usageErr("inventory: %v", err)
+		}
+		return nil, usageErr("inventory %s: %v", c.inventory, err)
+	}
+	hosts, err := fleet.Select(inv.Hosts, c.limit, c.groups)
+	if err != nil {
+		return nil, usageErr("%v", err)
+	}
+	cfgFile := c.sshConfig
+	if cfgFile == "" {
+		if home, err := os.UserHomeDir(); err == nil {
+			cfgFile = filepath.Join(home, ".ssh", "config")
+		}
+	}
+	var sc *fleet.SSHConfig
+	if cfgFile != "none" && cfgFile != "" {
+		if sc, err = fleet.LoadSSHConfig(cfgFile); err != nil {
+			return nil, usageErr("--ssh-config: %v", err)
+		}
+	}
+	for _, h := range hosts {
+		if err := sc.Apply(h); err != nil {
+			return nil, usageErr("%s: %v", h.Name, err)
+		}
+		fleet.Defaults(h)
+	}
+	c.sshCfg = sc
+	return hosts, nil
+}
+
+func (c *fleetCmd) run(cmd *cobra.Command, command []string) error {
+	switch c.output {
+	case "text", "json", "junit", "markdown":
+	default:
+		return usageErr("--output %q: want text, json, junit or markdown", c.output)
+	}
+	if c.mode != "" {
+		if _, err := preflight.ParseMode(c.mode); err != nil {
+			return usageErr("--mode: %v", err)
+		}
+	}
+	if c.parallel < 1 {
+		return usageErr("--parallel %d: want at least 1", c.parallel)
+	}
+	if c.timeout <= 0 {
+		return usageErr("--timeout %s: want a positive duration", c.timeout)
+	}
+	if c.retries < 0 {
+		return usageErr("--retries %d: want 0 or more", c.retries)
+	}
+	hosts, err := c.hosts()
+	if err != nil {
+		return err
+	}
+	if c.dryRun {
+		return c.printDryRun(cmd.OutOrStdout(), hosts, command)
+	}
+	binPath := c.agentBinary
+	if binPath == "" {
+		if binPath, err = os.Executable(); err != nil {
+			return usageErr("cannot find this gpuprep executable (%v): give --agent-binary", err)
+		}
+	}
+	bin, err := fleet.LoadBinary(binPath)
+	if err != nil {
+		return usageErr("--agent-binary: %v", err)
+	}
+	tr := &fleet.Transport{AcceptNew: c.acceptNew, Identities: c.identities, SSHConfig: c.sshCfg, ConnectTimeout: c.timeout}
+	if c.knownHosts != "" {
+		tr.KnownHosts = []string{c.knownHosts}
+	} else {
+		if home, err := os.UserHomeDir(); err == nil {
+			tr.KnownHosts = append(tr.KnownHosts, filepath.Join(home, ".ssh", "known_hosts"))
+		}
+		tr.KnownHosts = append(tr.KnownHosts, "/etc/ssh/ssh_known_hosts")
+	}
+	if err := tr.Init(); err != nil {
+		return usageErr("%v", err)
+	}
+	if ag, closer := fleet.AgentFromEnv(); ag != nil {
+		tr.Agent = ag
+		defer closer.Close()
+	}
+
+	ctx := cmd.Context()
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	prog := newProgress(cmd.ErrOrStderr())
+	r := &fleet.Runner{
+		Transport: tr, Exec: &fleet.Exec{Binary: bin, NoSudo: c.noSudo},
+		Parallel: c.parallel, Retries: c.retries, CommandTimeout: c.commandTimeout,
+		Args: func(h *fleet.Host) ([]string, error) { return c.remoteArgs(h, command) },
+		Done: prog.done,
+	}
+	if command == nil {
+		r.Evaluated = func(h *fleet.Host, o fleet.Output) error { _, err := parseReport(o); return err }
+	}
+	results := r.Run(ctx, hosts)
+	prog.finish()
+
+	fr := &report.FleetReport{Mode: c.mode, Command: command, Interrupted: ctx.Err() != nil}
+	for _, res := range results {
+		fr.Hosts = append(fr.Hosts, c.fleetHost(res, command))
+	}
+	fr.Finish()
+	out := cmd.OutOrStdout()
+	switch c.output {
+	case "json":
+		err = report.FleetJSON(out, fr)
+	case "junit":
+		err = report.FleetJUnit(out, fr)
+	case "markdown":
+		err = report.FleetMarkdown(out, fr)
+	default:
+		err = report.FleetText(out, fr)
+	}
+	if err != nil {
+		return err
+	}
+	if fr.Interrupted {
+		fmt.Fprintln(cmd.ErrOrStderr(), "gpuprep fleet: interrupted; the report shows the hosts that finished")
+	}
+	if command != nil {
+		return &exitError{code: runExitCode(fr)}
+	}
+	return &exitError{code: fr.ExitCode()}
+}
+
+// remoteArgs are the arguments of gpuprep on a host: its --root first (a
+// global flag), then the subcommand.
+func (c *fleetCmd) remoteArgs(h *fleet.Host, command []string) ([]string, error) {
+	var args []string
+	root := h.Var("gpuprep_root")
+	if root == "" {
+		root = c.remoteRoot
+	}
+	if root != "" {
+		args = append(args, "--root="+root)
+	}
+	if command != nil {
+		return append(args, command...), nil
+	}
+	args = append(args, "check", "-o", "json")
+	if m := c.hostMode(h); m != "" {
+		args = append(args, "--mode", m)
+	}
+	for _, s := range c.sel {
+		args = append(args, "--select", s)
+	}
+	if len(c.ignore) > 0 {
+		args = append(args, "--ignore", strings.Join(c.ignore, ","))
+	}
+	if len(c.skip) > 0 {
+		args = append(args, "--skip", strings.Join(c.skip, ","))
+	}
+	return args, nil
+}
+
+func (c *fleetCmd) hostMode(h *fleet.Host) string {
+	if c.mode != "" {
+		return c.mode
+	}
+	return h.Mode
+}
+
+// parseReport reads a host's ReadinessReport; gpuprep check exits 0, 1 or
+// 3 with one, anything else is an error.
+func parseReport(o fleet.Output) (*report.Report, error) {
+	if o.ExitCode != 0 && o.ExitCode != 1 && o.ExitCode != 3 {
+		return nil, fmt.Errorf("gpuprep check exited %d: %s", o.ExitCode, tail(o.Stderr))
+	}
+	var r report.Report
+	if err := json.Unmarshal(o.Stdout, &r); err != nil || r.Kind != report.Kind {
+		if err == nil {
+			err = fmt.Errorf("kind %q", r.Kind)
+		}
+		return nil, fmt.Errorf("gpuprep check printed no ReadinessReport (%v): %s", err, tail(o.Stderr))
+	}
+	return &r, nil
+}
+
+func tail(b []byte) string {
+	s := strings.TrimSpace(string(b))
+	if len(s) > 500 {
+		s = "…" + s[len(s)-500:]
+	}
+	return s
+}
+
+func (c *fleetCmd) fleetHost(res *fleet.Result, command []string) report.FleetHost {
+	h := report.FleetHost{Name: res.Host.Name, Address: res.Host.Target(), Status: res.Status, Error: res.Err,
+		Mode: c.hostMode(res.Host), DurationMs: res.Duration.Milliseconds()}
+	if command != nil {
+		h.Mode = ""
+	}
+	if res.Status != fleet.StatusEvaluated {
+		return h
+	}
+	if command == nil {
+		rep, err := parseReport(res.Output)
+		if err != nil { // cannot happen: Evaluated checked it
+			h.Status, h.Error = fleet.StatusError, err.Error()
+			return h
+		}
+		h.Report = rep
+		return h
+	}
+	code := res.Output.ExitCode
+	h.ExitCode = &code
+	if json.Valid(res.Output.Stdout) && len(strings.TrimSpace(string(res.Output.Stdout))) > 0 {
+		h.Output = json.RawMessage(res.Output.Stdout)
+	} else {
+		h.Stdout = string(res.Output.Stdout)
+	}
+	h.Stderr = string(res.Output.Stderr)
+	return h
+}
+
+func runExitCode(f *report.FleetReport) int {
+	code := 0
+	for _, h := range f.Hosts {
+		switch {
+		case h.Status != fleet.StatusEvaluated:
+			if code == 0 {
+				code = exitUnknown
+			}
+		case h.ExitCode != nil && *h.ExitCode != 0:
+			code = exitNotReady
+		}
+	}
+	return code
+}
+
+func (c *fleetCmd) printDryRun(w io.Writer, hosts []*fleet.Host, command []string) error {
+	type entry struct {
+		*fleet.Host
+		Target string   `json:"target"`
+		Args   []string `json:"gpuprepArgs"`
+	}
+	var list []entry
+	for _, h := range hosts {
+		args, err := c.remoteArgs(h, command)
+		if err != nil {
+			return err
+		}
+		list = append(list, entry{Host: h, Target: h.Target(), Args: args})
+	}
+	if c.output == "json" {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(map[string]any{"apiVersion": report.APIVersion, "kind": "FleetPlan", "hosts": list})
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "HOST\tCONNECT\tVIA\tGROUPS\tGPUPREP ARGS")
+	for _, e := range list {
+		via := e.Jump
+		if via == "" {
+			via = "-"
+		}
+		q, _ := fleet.QuoteArgs(e.Args...)
+		fmt.Fprintf(tw, "%s\t%s@%s\t%s\t%s\t%s\n", report.Clean(e.Name), report.Clean(e.User), report.Clean(e.Target), report.Clean(via),
+			report.Clean(strings.Join(e.Groups, ",")), report.Clean(q))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "\n%d hosts would be contacted (dry run: nothing was).\n", len(list))
+	return nil
+}
+
+// progress reports finished hosts on stderr: a live line on a terminal,
+// one line per host otherwise.
+type progress struct {
+	w      io.Writer
+	tty    bool
+	counts map[string]int
+	start  time.Time
+	active bool
+}
+
+func newProgress(w io.Writer) *progress {
+	p := &progress{w: w, counts: map[string]int{}, start: time.Now()}
+	if f, ok := w.(*os.File); ok && isatty.IsTerminal(f.Fd()) && os.Getenv("TERM") != "dumb" {
+		p.tty = true
+	}
+	return p
+}
+
+func (p *progress) done(r *fleet.Result, done, total int) {
+	p.counts[r.Status]++
+	if !p.tty {
+		line := fmt.Sprintf("gpuprep fleet: [%d/%d] %s %s", done, total, report.Clean(r.Host.Name), r.Status)
+		if r.Err != "" {
+			line += ": " + report.Clean(firstLineOf(r.Err))
+		}
+		fmt.Fprintf(p.w, "%s (%.1fs)\n", line, r.Duration.Seconds())
+		return
+	}
+	const width = 30
+	n := width * done / total
+	bar := strings.Repeat("█", n) + strings.Repeat("░", width-n)
+	var parts []string
+	for _, s := range []string{fleet.StatusEvaluated, fleet.StatusUnreachable, fleet.StatusAuthFailed, fleet.StatusHostKeyUnknown,
+		fleet.StatusHostKeyChanged, fleet.StatusTimeout, fleet.StatusError, fleet.StatusCancelled} {
+		if p.counts[s] > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d", s, p.counts[s]))
+		}
+	}
+	fmt.Fprintf(p.w, "\r\033[K%s %d/%d  %s  %.0fs", bar, done, total, strings.Join(parts, " · "), time.Since(p.start).Seconds())
+	p.active = true
+}
+
+func (p *progress) finish() {
+	if p.tty && p.active {
+		fmt.Fprintln(p.w)
+	}
+}
+
+func firstLineOf(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}

@@ -1,0 +1,283 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"encoding/xml"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/gpuprep/gpuprep/internal/fixture"
+	"github.com/gpuprep/gpuprep/internal/fleet/sshdtest"
+	"github.com/gpuprep/gpuprep/report"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	sshdtest.Cleanup()
+	os.Exit(code)
+}
+
+func runCLI(args ...string) (int, string, string) {
+	var out, errb bytes.Buffer
+	code := execute(args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func TestFleetUsage(t *testing.T) {
+	code, _, stderr := runCLI("fleet", "check")
+	assert.Equal(t, exitUsage, code)
+	assert.Contains(t, stderr, "--inventory (-i) is required")
+	code, _, stderr = runCLI("fleet", "check", "-i", "../../internal/fleet/testdata/bad-port.yaml")
+	assert.Equal(t, exitUsage, code)
+	assert.Contains(t, stderr, `bad-port.yaml:7: hosts[1].port: "twenty-two" is not a TCP port`)
+	code, _, stderr = runCLI("fleet", "check", "-i", "../../internal/fleet/testdata/hosts.ini", "-o", "yaml")
+	assert.Equal(t, exitUsage, code)
+	assert.Contains(t, stderr, "want text, json, junit or markdown")
+	code, _, stderr = runCLI("fleet", "check", "-i", "../../internal/fleet/testdata/hosts.ini", "--group", "nope", "--dry-run")
+	assert.Equal(t, exitUsage, code)
+	assert.Contains(t, stderr, `--group "nope"`)
+}
+
+func TestFleetDryRun(t *testing.T) {
+	code, out, _ := runCLI("fleet", "check", "-i", "../../internal/fleet/testdata/hosts.ini", "--ssh-config", "none",
+		"--dry-run", "--limit", "rack_b,gpu-a10", "--mode", "vm-vgpu")
+	require.Equal(t, 0, code)
+	assert.Regexp(t, `fleet@10.0.2.1:2222 +jump@bastion.example`, out)
+	assert.Contains(t, out, "'--root=/srv/roots/a b' 'check' '-o' 'json' '--mode' 'vm-vgpu'")
+	assert.Contains(t, out, "2 hosts would be contacted")
+	code, out, _ = runCLI("fleet", "run", "-i", "../../internal/fleet/testdata/gpuprep.yaml", "--ssh-config", "none",
+		"--dry-run", "-o", "json", "--", "grub", "show")
+	require.Equal(t, 0, code)
+	var plan struct {
+		Kind  string
+		Hosts []struct{ Name, Target string }
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &plan))
+	assert.Equal(t, "FleetPlan", plan.Kind)
+	assert.Len(t, plan.Hosts, 3)
+}
+
+// cliRig: real sshd hosts for the CLI.
+type cliRig struct {
+	env      *sshdtest.Env
+	bin, kh  string
+	hgx, amd string // fixture roots
+}
+
+func newCLIRig(t *testing.T) *cliRig {
+	env := sshdtest.Shared(t, "cli")
+	r := &cliRig{env: env, bin: sshdtest.Gpuprep(t), kh: filepath.Join(t.TempDir(), "known_hosts")}
+	r.hgx = filepath.Join(env.Dir, "root-hgx")
+	r.amd = filepath.Join(env.Dir, "root-amd")
+	for dir, name := range map[string]string{r.hgx: "hgx-h200", r.amd: "amd-ready"} {
+		if _, err := os.Stat(dir); err != nil {
+			require.NoError(t, fixture.Build(name, dir))
+			require.NoError(t, exec.Command("chmod", "-R", "a+rX", dir).Run())
+		}
+	}
+	return r
+}
+
+func (r *cliRig) args(extra ...string) []string {
+	return append([]string{"--agent-binary", r.bin, "--known-hosts", r.kh, "--identity", r.env.ClientKey, "--ssh-config", "none", "--timeout", "3s", "--retries", "0"}, extra...)
+}
+
+func writeFile(t *testing.T, name, content string) string {
+	p := filepath.Join(t.TempDir(), name)
+	require.NoError(t, os.WriteFile(p, []byte(content), 0o644))
+	return p
+}
+
+func TestFleetCheckReadyFleet(t *testing.T) {
+	r := newCLIRig(t)
+	a := r.env.Start(t, "127.0.1.1")
+	b := r.env.Start(t, "127.0.1.2")
+	sshdtest.Trust(t, r.kh, false, a, b)
+	inv := writeFile(t, "fleet.yaml", fmt.Sprintf(`apiVersion: gpuprep/v1
+kind: Inventory
+defaults:
+  user: %s
+  mode: container
+hosts:
+  - {name: hgx-1, address: %s, port: %d, vars: {gpuprep_root: %s}}
+  - {name: amd-1, address: %s, port: %d, mode: vm-passthrough, vars: {gpuprep_root: %s}}
+`, r.env.User, a.Host, a.Port, r.hgx, b.Host, b.Port, r.amd))
+	code, out, stderr := runCLI(append([]string{"fleet", "check", "-i", inv, "-o", "json"}, r.args()...)...)
+	var fr report.FleetReport
+	require.NoError(t, json.Unmarshal([]byte(out), &fr), out+stderr)
+	require.Equal(t, 0, code, stderr)
+	assert.Equal(t, "FleetReport", fr.Kind)
+	assert.Equal(t, "gpuprep/v1", fr.APIVersion)
+	require.Len(t, fr.Hosts, 2)
+	for _, h := range fr.Hosts {
+		assert.Equal(t, "evaluated", h.Status, h.Error)
+		assert.Equal(t, "ready", h.Verdict)
+		require.NotNil(t, h.Report)
+		assert.Equal(t, "ReadinessReport", h.Report.Kind)
+	}
+	assert.Equal(t, "container", fr.Hosts[0].Report.Mode)
+	assert.Equal(t, "vm-passthrough", fr.Hosts[1].Report.Mode)
+	assert.Equal(t, 2, fr.Summary.Ready)
+	assert.Contains(t, stderr, "gpuprep fleet: [2/2]", "one progress line per host when stderr is not a terminal")
+}
+
+func TestFleetCheckMixedFleetAndFormats(t *testing.T) {
+	r := newCLIRig(t)
+	a := r.env.Start(t, "127.0.1.3")
+	b := r.env.Start(t, "127.0.1.4")
+	stranger := r.env.Start(t, "127.0.1.5") // not in known_hosts
+	sshdtest.Trust(t, r.kh, false, a, b)
+	closedPort := sshdtest.FreePort(t, "127.0.1.6")
+	// An Ansible INI inventory as it is.
+	inv := writeFile(t, "hosts.ini", fmt.Sprintf(`[ready]
+ok ansible_host=%s ansible_port=%d gpuprep_mode=container
+
+[notready]
+np ansible_host=%s ansible_port=%d
+
+[broken]
+stranger ansible_host=%s ansible_port=%d
+down ansible_host=127.0.1.6 ansible_port=%d
+
+[all:vars]
+ansible_user=%s
+gpuprep_root=%s
+gpuprep_mode=vm-passthrough
+`, a.Host, a.Port, b.Host, b.Port, stranger.Host, stranger.Port, closedPort, r.env.User, r.hgx))
+	code, out, stderr := runCLI(append([]string{"fleet", "check", "-i", inv, "-o", "json"}, r.args()...)...)
+	assert.Equal(t, exitNotReady, code, stderr)
+	var fr report.FleetReport
+	require.NoError(t, json.Unmarshal([]byte(out), &fr), out)
+	st := map[string]string{}
+	for _, h := range fr.Hosts {
+		st[h.Name] = h.Status + "/" + h.Verdict
+	}
+	assert.Equal(t, map[string]string{"ok": "evaluated/ready", "np": "evaluated/not-ready",
+		"stranger": "host-key-unknown/", "down": "unreachable/"}, st)
+	assert.Contains(t, fr.Hosts[2].Error, "SHA256:")
+	require.NotEmpty(t, fr.Summary.Checks)
+	assert.Equal(t, "vfio.binding fails on 1 of 2 hosts: np", fr.Summary.Checks[0].Sentence(5))
+
+	code, out, _ = runCLI(append([]string{"fleet", "check", "-i", inv, "-o", "text", "--limit", "np"}, r.args()...)...)
+	assert.Equal(t, exitNotReady, code)
+	assert.Contains(t, out, "vfio.binding fails on 1 of 1 host: np")
+
+	code, out, _ = runCLI(append([]string{"fleet", "check", "-i", inv, "-o", "junit", "--limit", "ok,stranger"}, r.args()...)...)
+	assert.Equal(t, exitUnknown, code)
+	var suites struct {
+		Suites []struct {
+			Name   string `xml:"name,attr"`
+			Errors int    `xml:"errors,attr"`
+			Cases  []struct {
+				Name  string `xml:"name,attr"`
+				Error *struct {
+					Type string `xml:"type,attr"`
+				} `xml:"error"`
+			} `xml:"testcase"`
+		} `xml:"testsuite"`
+	}
+	require.NoError(t, xml.Unmarshal([]byte(out), &suites), out)
+	require.Len(t, suites.Suites, 2)
+	assert.Greater(t, len(suites.Suites[0].Cases), 5)
+	assert.Equal(t, "host-key-unknown", suites.Suites[1].Cases[0].Error.Type)
+
+	code, out, _ = runCLI(append([]string{"fleet", "check", "-i", inv, "-o", "markdown", "--group", "notready"}, r.args()...)...)
+	assert.Equal(t, exitNotReady, code)
+	assert.Contains(t, out, "| np | "+b.Addr+" | evaluated | ❌ not ready |")
+	assert.Contains(t, out, "<details><summary>np: not-ready</summary>")
+}
+
+func TestFleetAnsibleYAMLAndRun(t *testing.T) {
+	r := newCLIRig(t)
+	a := r.env.Start(t, "127.0.1.7")
+	sshdtest.Trust(t, r.kh, true, a)
+	inv := writeFile(t, "hosts.yml", fmt.Sprintf(`all:
+  children:
+    gpu:
+      vars: {ansible_user: %s}
+      hosts:
+        node-1: {ansible_host: %s, ansible_port: %d}
+`, r.env.User, a.Host, a.Port))
+	code, out, stderr := runCLI(append([]string{"fleet", "run", "-i", inv, "-o", "json"}, r.args("--remote-root", r.hgx, "--", "checks", "-o", "json")...)...)
+	require.Equal(t, 0, code, stderr+out)
+	var fr report.FleetReport
+	require.NoError(t, json.Unmarshal([]byte(out), &fr))
+	require.Len(t, fr.Hosts, 1)
+	assert.Equal(t, []string{"checks", "-o", "json"}, fr.Command)
+	assert.Equal(t, 0, *fr.Hosts[0].ExitCode)
+	assert.Contains(t, string(fr.Hosts[0].Output), "iommu.kernel")
+
+	code, out, _ = runCLI(append([]string{"fleet", "check", "-i", inv, "--mode", "container"}, r.args("--remote-root", r.hgx)...)...)
+	assert.Equal(t, 0, code, out)
+	assert.Contains(t, out, "1 hosts, 1 ready, 0 not ready")
+}
+
+// Ctrl-C on the real binary: no new hosts, the running one cancelled, the
+// report printed for the finished one.
+func TestFleetInterrupt(t *testing.T) {
+	r := newCLIRig(t)
+	a := r.env.Start(t, "127.0.1.8")
+	sshdtest.Trust(t, r.kh, false, a)
+	silent := sshdtest.SilentServer(t, "127.0.1.9")
+	sh, sp, _ := net.SplitHostPort(silent)
+	var lines []string
+	lines = append(lines, fmt.Sprintf("hung ansible_host=%s ansible_port=%s", sh, sp))
+	lines = append(lines, fmt.Sprintf("ok ansible_host=%s ansible_port=%d", a.Host, a.Port))
+	for i := 0; i < 4; i++ {
+		lines = append(lines, fmt.Sprintf("later%d ansible_host=%s ansible_port=%d", i, a.Host, a.Port))
+	}
+	inv := writeFile(t, "hosts.ini", strings.Join(lines, "\n")+fmt.Sprintf("\n[all:vars]\nansible_user=%s\ngpuprep_root=%s\n", r.env.User, r.hgx))
+	args := append([]string{"fleet", "check", "-i", inv, "-o", "json", "--parallel", "2", "--mode", "container"}, r.args()...)
+	args = append(args, "--timeout", "5m")
+	cmd := exec.Command(r.bin, args...)
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	errPipe, err := cmd.StderrPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	sc := bufio.NewScanner(errPipe)
+	start := time.Now()
+	for sc.Scan() {
+		if strings.Contains(sc.Text(), " ok evaluated") {
+			require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
+			break
+		}
+	}
+	go func() {
+		for sc.Scan() {
+		}
+	}()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("gpuprep fleet did not stop after SIGINT")
+	}
+	assert.Less(t, time.Since(start), 20*time.Second)
+	assert.Equal(t, exitUnknown, cmd.ProcessState.ExitCode())
+	var fr report.FleetReport
+	require.NoError(t, json.Unmarshal(out.Bytes(), &fr), out.String())
+	assert.True(t, fr.Interrupted)
+	st := map[string]string{}
+	for _, h := range fr.Hosts {
+		st[h.Name] = h.Status
+	}
+	assert.Equal(t, "cancelled", st["hung"])
+	assert.Equal(t, "evaluated", st["ok"])
+	assert.Equal(t, 6, fr.Summary.Hosts)
+	assert.GreaterOrEqual(t, fr.Summary.Statuses["cancelled"], 4, "no new hosts after the interrupt: %v", st)
+}

@@ -1,0 +1,331 @@
+package report
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/gpuprep/gpuprep/preflight"
+)
+
+// FleetKind identifies the fleet JSON document (apiVersion gpuprep/v1).
+const FleetKind = "FleetReport"
+
+// Host verdicts in a fleet report.
+const (
+	VerdictReady    = "ready"
+	VerdictNotReady = "not-ready"
+	VerdictUnknown  = "unknown"
+)
+
+// FleetReport is the result of `gpuprep fleet check` (and `fleet run`):
+// one entry per host, in inventory order, and a fleet-wide summary. Field
+// names and meanings are stable; new fields may be added.
+type FleetReport struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	// Mode is the --mode given ("": each host's own mode, else every mode).
+	Mode string `json:"mode"`
+	// Command is the gpuprep command line run on every host (fleet run).
+	Command []string `json:"command,omitempty"`
+	// Interrupted: the run was stopped (Ctrl-C) before every host finished.
+	Interrupted bool         `json:"interrupted,omitempty"`
+	Hosts       []FleetHost  `json:"hosts"`
+	Summary     FleetSummary `json:"summary"`
+}
+
+// FleetHost is one host of the fleet.
+type FleetHost struct {
+	Name    string `json:"name"`
+	Address string `json:"address"`
+	// Status: evaluated, unreachable, auth-failed, host-key-unknown,
+	// host-key-changed, timeout, error, or cancelled (interrupted).
+	Status string `json:"status"`
+	Error  string `json:"error"`
+	Mode   string `json:"mode,omitempty"`
+	// Verdict (fleet check, evaluated hosts): ready, not-ready or unknown.
+	Verdict    string `json:"verdict,omitempty"`
+	DurationMs int64  `json:"durationMs"`
+	// Report is the host's ReadinessReport (fleet check).
+	Report *Report `json:"report,omitempty"`
+	// ExitCode, Output (the JSON the command printed) or Stdout (any other
+	// output), and Stderr: fleet run.
+	ExitCode *int            `json:"exitCode,omitempty"`
+	Output   json.RawMessage `json:"output,omitempty"`
+	Stdout   string          `json:"stdout,omitempty"`
+	Stderr   string          `json:"stderr,omitempty"`
+}
+
+// FleetSummary counts hosts and shows which checks fail where.
+type FleetSummary struct {
+	Hosts    int            `json:"hosts"`
+	Statuses map[string]int `json:"statuses"`
+	Ready    int            `json:"ready"`
+	NotReady int            `json:"notReady"`
+	Unknown  int            `json:"unknown"`
+	// Checks is the fleet-wide view: each check that fails (or could not be
+	// evaluated) somewhere, with the hosts, most widespread first.
+	Checks []CheckSpread `json:"checks"`
+}
+
+// CheckSpread is one check's failures across the fleet.
+type CheckSpread struct {
+	Check  string   `json:"check"`
+	Status string   `json:"status"` // fail or error
+	Hosts  []string `json:"hosts"`
+	Of     int      `json:"of"` // hosts evaluated
+}
+
+// Sentence is the fleet-wide line: "iommu.kernel fails on 12 of 200 hosts: a, b, …".
+func (c CheckSpread) Sentence(maxNames int) string {
+	verb := "fails"
+	if c.Status == string(preflight.Error) {
+		verb = "could not be evaluated"
+	}
+	noun := "hosts"
+	if c.Of == 1 {
+		noun = "host"
+	}
+	names := c.Hosts
+	more := ""
+	if maxNames > 0 && len(names) > maxNames {
+		more = fmt.Sprintf(", … (+%d more)", len(names)-maxNames)
+		names = names[:maxNames]
+	}
+	return fmt.Sprintf("%s %s on %d of %d %s: %s%s", c.Check, verb, len(c.Hosts), c.Of, noun, strings.Join(names, ", "), more)
+}
+
+// Verdict is a host's readiness from its report, as `gpuprep check`
+// decides its exit code with --mode: a failing check makes it not ready;
+// otherwise a check that could not be evaluated makes it unknown. Without
+// a mode, ready means ready for every mode.
+func Verdict(r *Report) string {
+	for _, m := range r.Modes {
+		if m != nil && len(m.Blockers) > 0 {
+			return VerdictNotReady
+		}
+	}
+	if r.Summary.Error > 0 {
+		return VerdictUnknown
+	}
+	if !r.Ready {
+		return VerdictNotReady
+	}
+	return VerdictReady
+}
+
+// Finish fills the verdicts and the summary.
+func (f *FleetReport) Finish() {
+	f.APIVersion, f.Kind = APIVersion, FleetKind
+	if f.Hosts == nil {
+		f.Hosts = []FleetHost{}
+	}
+	s := FleetSummary{Hosts: len(f.Hosts), Statuses: map[string]int{}, Checks: []CheckSpread{}}
+	type key struct{ check, status string }
+	spread := map[key][]string{}
+	evaluated := 0
+	for i := range f.Hosts {
+		h := &f.Hosts[i]
+		s.Statuses[h.Status]++
+		if h.Report == nil {
+			continue
+		}
+		evaluated++
+		h.Verdict = Verdict(h.Report)
+		switch h.Verdict {
+		case VerdictReady:
+			s.Ready++
+		case VerdictNotReady:
+			s.NotReady++
+		default:
+			s.Unknown++
+		}
+		seen := map[key]bool{}
+		for _, fd := range h.Report.Findings {
+			if (fd.Status != preflight.Fail && fd.Status != preflight.Error) || !Counts(h.Report, fd) {
+				continue
+			}
+			k := key{fd.Check, string(fd.Status)}
+			if !seen[k] {
+				seen[k] = true
+				spread[k] = append(spread[k], h.Name)
+			}
+		}
+	}
+	for k, hosts := range spread {
+		s.Checks = append(s.Checks, CheckSpread{Check: k.check, Status: k.status, Hosts: hosts, Of: evaluated})
+	}
+	sort.Slice(s.Checks, func(i, j int) bool {
+		a, b := s.Checks[i], s.Checks[j]
+		if len(a.Hosts) != len(b.Hosts) {
+			return len(a.Hosts) > len(b.Hosts)
+		}
+		if a.Status != b.Status {
+			return a.Status == string(preflight.Fail)
+		}
+		return a.Check < b.Check
+	})
+	f.Summary = s
+}
+
+// ExitCode is the fleet's exit code: 1 when a host is not ready, else 3
+// when a host could not be evaluated (or its verdict is unknown), else 0.
+func (f *FleetReport) ExitCode() int {
+	if f.Summary.NotReady > 0 {
+		return 1
+	}
+	if f.Summary.Unknown > 0 || f.Summary.Statuses["evaluated"] < f.Summary.Hosts {
+		return 3
+	}
+	return 0
+}
+
+// FleetJSON writes the fleet report as indented JSON.
+func FleetJSON(w io.Writer, f *FleetReport) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(f)
+}
+
+// Clean makes an inventory or remote value safe to print on a terminal:
+// control characters (newlines, escape sequences) are shown escaped.
+func Clean(s string) string {
+	if !strings.ContainsFunc(s, isControl) {
+		return s
+	}
+	q := fmt.Sprintf("%q", s)
+	return q[1 : len(q)-1]
+}
+
+func isControl(r rune) bool { return r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) }
+
+func firstLine(s string, max int) string {
+	s = strings.TrimSpace(s)
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i] + " …"
+	}
+	s = Clean(s)
+	if max > 0 && len(s) > max {
+		s = s[:max] + "…"
+	}
+	return s
+}
+
+// FleetText writes the terminal fleet report.
+func FleetText(w io.Writer, f *FleetReport) error {
+	re := Renderer(w)
+	bold := re.NewStyle().Bold(true)
+	faint := re.NewStyle().Faint(true)
+	var b strings.Builder
+	title := "gpuprep fleet check"
+	if len(f.Command) > 0 {
+		title = "gpuprep fleet run " + Clean(strings.Join(f.Command, " "))
+	}
+	fmt.Fprintf(&b, "%s  %s\n\n", bold.Render(title), summaryLine(f))
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	if len(f.Command) > 0 {
+		fmt.Fprintln(tw, "HOST\tADDRESS\tSTATUS\tEXIT\tOUTPUT / ERROR")
+		for _, h := range f.Hosts {
+			code, detail := "-", firstLine(h.Error, 100)
+			if h.ExitCode != nil {
+				code = fmt.Sprint(*h.ExitCode)
+			}
+			if h.Status == "evaluated" {
+				detail = firstLine(h.Stdout, 100)
+				if len(h.Output) > 0 {
+					detail = "(JSON output)"
+				}
+				if detail == "" {
+					detail = firstLine(h.Stderr, 100)
+				}
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", Clean(h.Name), Clean(h.Address), h.Status, code, detail)
+		}
+	} else {
+		fmt.Fprintln(tw, "HOST\tADDRESS\tSTATUS\tVERDICT\tPASS\tWARN\tFAIL\tERROR\tBLOCKERS / ERROR")
+		for _, h := range f.Hosts {
+			if h.Report == nil {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t-\t\t\t\t\t%s\n", Clean(h.Name), Clean(h.Address), h.Status, firstLine(h.Error, 100))
+				continue
+			}
+			s := h.Report.Summary
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\n", Clean(h.Name), Clean(h.Address), h.Status, h.Verdict,
+				s.Pass, s.Warn, s.Fail, s.Error, strings.Join(blockers(h.Report), ", "))
+		}
+	}
+	tw.Flush()
+	if len(f.Summary.Checks) > 0 {
+		fmt.Fprintf(&b, "\n%s\n", bold.Render("Across the fleet"))
+		for _, c := range f.Summary.Checks {
+			fmt.Fprintf(&b, "  %s\n", Clean(c.Sentence(8)))
+		}
+	}
+	if f.Interrupted {
+		fmt.Fprintf(&b, "\n%s\n", faint.Render("Interrupted: hosts marked cancelled were not (fully) run."))
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func summaryLine(f *FleetReport) string {
+	s := f.Summary
+	parts := []string{fmt.Sprintf("%d hosts", s.Hosts)}
+	if len(f.Command) == 0 {
+		parts = append(parts, fmt.Sprintf("%d ready", s.Ready), fmt.Sprintf("%d not ready", s.NotReady))
+		if s.Unknown > 0 {
+			parts = append(parts, fmt.Sprintf("%d unknown", s.Unknown))
+		}
+	}
+	var st []string
+	for k, n := range s.Statuses {
+		if k != "evaluated" {
+			st = append(st, fmt.Sprintf("%d %s", n, k))
+		}
+	}
+	sort.Strings(st)
+	if len(st) > 0 {
+		parts = append(parts, "not evaluated: "+strings.Join(st, ", "))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// Counts reports whether a finding counts for the report's mode (every
+// finding does when the report covers every mode).
+func Counts(r *Report, fd preflight.Finding) bool {
+	if r.Mode == "" || len(fd.Modes) == 0 {
+		return true
+	}
+	for _, m := range fd.Modes {
+		if string(m) == r.Mode {
+			return true
+		}
+	}
+	return false
+}
+
+// blockers are the failing (or unevaluated) check IDs of a report, sorted.
+func blockers(r *Report) []string {
+	set := map[string]bool{}
+	for _, m := range r.Modes {
+		if m == nil {
+			continue
+		}
+		for _, b := range m.Blockers {
+			set[string(b)] = true
+		}
+	}
+	for _, fd := range r.Findings {
+		if fd.Status == preflight.Error {
+			set[fd.Check+"?"] = true
+		}
+	}
+	out := make([]string, 0, len(set))
+	for k := range set {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

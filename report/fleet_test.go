@@ -1,0 +1,95 @@
+package report
+
+import (
+	"bytes"
+	"encoding/xml"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/gpuprep/gpuprep/preflight"
+)
+
+func hostReport(mode string, findings ...preflight.Finding) *Report {
+	r := &Report{APIVersion: APIVersion, Kind: Kind, Mode: mode, Ready: true, Modes: map[preflight.Mode]*preflight.ModeResult{}, Findings: findings}
+	mr := &preflight.ModeResult{Ready: true, Blockers: []string{}}
+	for _, f := range findings {
+		switch f.Status {
+		case preflight.Fail:
+			r.Summary.Fail++
+			mr.Blockers = append(mr.Blockers, f.Check)
+			mr.Ready, r.Ready = false, false
+		case preflight.Error:
+			r.Summary.Error++
+		default:
+			r.Summary.Pass++
+		}
+	}
+	r.Modes[preflight.Mode(mode)] = mr
+	return r
+}
+
+func sample() *FleetReport {
+	kfail := preflight.Finding{Check: "iommu.kernel", Status: preflight.Fail, Subject: "<x|y>", Message: "no IOMMU *groups*", Remedy: "gpuprep grub ensure"}
+	pass := preflight.Finding{Check: "gpu.present", Status: preflight.Pass}
+	f := &FleetReport{Mode: "vm-passthrough", Hosts: []FleetHost{
+		{Name: "a", Address: "10.0.0.1:22", Status: "evaluated", Report: hostReport("vm-passthrough", pass, kfail)},
+		{Name: "b", Address: "10.0.0.2:22", Status: "evaluated", Report: hostReport("vm-passthrough", pass)},
+		{Name: "c\x1b[31m|evil", Address: "10.0.0.3:22", Status: "unreachable", Error: "connect: connection refused"},
+		{Name: "d", Address: "10.0.0.4:22", Status: "evaluated", Report: hostReport("vm-passthrough", pass, kfail,
+			preflight.Finding{Check: "vfio.binding", Status: preflight.Fail, Modes: []preflight.Mode{"container"}})},
+	}}
+	f.Finish()
+	return f
+}
+
+func TestFleetSummaryAndExit(t *testing.T) {
+	f := sample()
+	assert.Equal(t, 1, f.Summary.Ready)
+	assert.Equal(t, 2, f.Summary.NotReady)
+	assert.Equal(t, map[string]int{"evaluated": 3, "unreachable": 1}, f.Summary.Statuses)
+	require.Len(t, f.Summary.Checks, 1, "a fail that counts for another mode is not in the fleet-wide view")
+	assert.Equal(t, "iommu.kernel fails on 2 of 3 hosts: a, d", f.Summary.Checks[0].Sentence(5))
+	assert.Equal(t, "iommu.kernel fails on 2 of 3 hosts: a, … (+1 more)", f.Summary.Checks[0].Sentence(1))
+	assert.Equal(t, 1, f.ExitCode())
+
+	f.Hosts = f.Hosts[1:3]
+	f.Finish()
+	assert.Equal(t, 3, f.ExitCode(), "a ready host and an unreachable one")
+	f.Hosts = f.Hosts[:1]
+	f.Finish()
+	assert.Equal(t, 0, f.ExitCode())
+}
+
+func TestFleetFormats(t *testing.T) {
+	f := sample()
+	var b bytes.Buffer
+	require.NoError(t, FleetText(&b, f))
+	assert.Contains(t, b.String(), "4 hosts, 1 ready, 2 not ready, not evaluated: 1 unreachable")
+	assert.Contains(t, b.String(), `c\x1b[31m|evil`, "control characters are escaped on the terminal")
+	assert.NotContains(t, b.String(), "\x1b[31m")
+
+	b.Reset()
+	require.NoError(t, FleetJUnit(&b, f))
+	var doc struct {
+		Tests    int `xml:"tests,attr"`
+		Failures int `xml:"failures,attr"`
+		Errors   int `xml:"errors,attr"`
+		Suites   []struct {
+			Name string `xml:"name,attr"`
+		} `xml:"testsuite"`
+	}
+	require.NoError(t, xml.Unmarshal(b.Bytes(), &doc), b.String())
+	assert.Len(t, doc.Suites, 4)
+	assert.Equal(t, 2, doc.Failures)
+	assert.Equal(t, 1, doc.Errors)
+	assert.Equal(t, 7, doc.Tests)
+
+	b.Reset()
+	require.NoError(t, FleetMarkdown(&b, f))
+	md := b.String()
+	assert.Contains(t, md, "- iommu.kernel fails on 2 of 3 hosts: a, d")
+	assert.Contains(t, md, `| c\\x1b\[31m\|evil | 10.0.0.3:22 | unreachable |`)
+	assert.Contains(t, md, "`iommu.kernel` &lt;x\\|y&gt;: no IOMMU \\*groups\\* — fix: gpuprep grub ensure")
+}

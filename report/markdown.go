@@ -1,0 +1,103 @@
+package report
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/gpuprep/gpuprep/preflight"
+)
+
+// FleetMarkdown writes the fleet report as GitHub-flavoured Markdown, for a
+// CI job summary or a pull request comment.
+func FleetMarkdown(w io.Writer, f *FleetReport) error {
+	var b strings.Builder
+	if len(f.Command) > 0 {
+		fmt.Fprintf(&b, "## gpuprep fleet run `%s`\n\n", mdCode(strings.Join(f.Command, " ")))
+	} else {
+		fmt.Fprintf(&b, "## gpuprep fleet check\n\n")
+	}
+	fmt.Fprintf(&b, "**%s**", summaryLine(f))
+	if f.Mode != "" {
+		fmt.Fprintf(&b, " (mode `%s`)", mdCode(f.Mode))
+	}
+	b.WriteString("\n\n")
+	if f.Interrupted {
+		b.WriteString("> **Interrupted**: hosts marked `cancelled` were not (fully) run.\n\n")
+	}
+	if len(f.Summary.Checks) > 0 {
+		b.WriteString("### Across the fleet\n\n")
+		for _, c := range f.Summary.Checks {
+			fmt.Fprintf(&b, "- %s\n", mdText(c.Sentence(20)))
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString("### Hosts\n\n")
+	if len(f.Command) > 0 {
+		b.WriteString("| host | address | status | exit | output / error |\n|---|---|---|---|---|\n")
+		for _, h := range f.Hosts {
+			code := "–"
+			if h.ExitCode != nil {
+				code = fmt.Sprint(*h.ExitCode)
+			}
+			detail := h.Error
+			if h.Status == "evaluated" {
+				detail = firstLine(h.Stdout, 120)
+				if len(h.Output) > 0 {
+					detail = "JSON output"
+				}
+			}
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", mdCell(h.Name), mdCell(h.Address), h.Status, code, mdCell(detail))
+		}
+	} else {
+		b.WriteString("| host | address | status | verdict | pass | warn | fail | error | blockers / error |\n|---|---|---|---|--:|--:|--:|--:|---|\n")
+		for _, h := range f.Hosts {
+			if h.Report == nil {
+				fmt.Fprintf(&b, "| %s | %s | %s | – | | | | | %s |\n", mdCell(h.Name), mdCell(h.Address), h.Status, mdCell(h.Error))
+				continue
+			}
+			s := h.Report.Summary
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %d | %d | %d | %d | %s |\n", mdCell(h.Name), mdCell(h.Address), h.Status,
+				verdictIcon(h.Verdict), s.Pass, s.Warn, s.Fail, s.Error, mdCell(strings.Join(blockers(h.Report), ", ")))
+		}
+		for _, h := range f.Hosts {
+			if h.Report == nil || h.Verdict == VerdictReady {
+				continue
+			}
+			fmt.Fprintf(&b, "\n<details><summary>%s: %s</summary>\n\n", mdText(h.Name), h.Verdict)
+			for _, fd := range h.Report.Findings {
+				if (fd.Status != preflight.Fail && fd.Status != preflight.Error) || !Counts(h.Report, fd) {
+					continue
+				}
+				fmt.Fprintf(&b, "- **%s** `%s` %s: %s", fd.Status, mdCode(fd.Check), mdText(fd.Subject), mdText(fd.Message))
+				if fd.Remedy != "" {
+					fmt.Fprintf(&b, " — fix: %s", mdText(fd.Remedy))
+				}
+				b.WriteString("\n")
+			}
+			b.WriteString("\n</details>\n")
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func verdictIcon(v string) string {
+	switch v {
+	case VerdictReady:
+		return "✅ ready"
+	case VerdictNotReady:
+		return "❌ not ready"
+	}
+	return "❔ " + v
+}
+
+var mdEscaper = strings.NewReplacer(`\`, `\\`, "|", `\|`, "<", "&lt;", ">", "&gt;", "*", `\*`, "_", `\_`, "`", "\\`", "[", `\[`, "]", `\]`)
+
+// mdText escapes text for Markdown (inventory values cannot inject markup).
+func mdText(s string) string { return mdEscaper.Replace(Clean(s)) }
+
+// mdCell is mdText on one line, for table cells.
+func mdCell(s string) string { return mdText(strings.ReplaceAll(strings.TrimSpace(s), "\n", " ")) }
+
+func mdCode(s string) string { return strings.ReplaceAll(Clean(s), "`", "'") }
