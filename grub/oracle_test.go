@@ -36,7 +36,7 @@ func bashSource(t testing.TB, files []File) (Cmdline, error) {
 		script.WriteString(". " + name + "\n")
 	}
 	script.WriteString(`printf '%s\0%s' "$GRUB_CMDLINE_LINUX" "$GRUB_CMDLINE_LINUX_DEFAULT"` + "\n")
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "bash", "-r", "-c", script.String())
 	cmd.Dir = dir

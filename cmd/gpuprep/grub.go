@@ -1,0 +1,402 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpuprep/gpuprep/grub"
+	"github.com/gpuprep/gpuprep/internal/diff"
+	"github.com/gpuprep/gpuprep/internal/host"
+	"github.com/gpuprep/gpuprep/internal/kargs"
+	"github.com/gpuprep/gpuprep/internal/pci"
+	"github.com/gpuprep/gpuprep/iommu"
+	"github.com/gpuprep/gpuprep/preflight"
+)
+
+func init() { register(newGrubCmd) }
+
+// grubRunner runs the regeneration commands: on this machine for /, inside
+// the root (chroot) otherwise. Tests replace it with a FakeRunner.
+var grubRunner = func(root *host.Root) host.Runner {
+	if root.IsLive() {
+		return host.ExecRunner{}
+	}
+	return host.ChrootRunner{Dir: root.Dir()}
+}
+
+// grubNow is the time backups and journal entries are stamped with.
+var grubNow = time.Now
+
+type grubCmd struct {
+	g            *globals
+	mode         string
+	output       string
+	dryRun       bool
+	noRegenerate bool
+}
+
+func newGrubCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "grub",
+		Short: "Show and edit the kernel arguments the bootloader passes (GRUB, BLS, systemd-boot, kernelstub, rpm-ostree)",
+		Long: `grub shows and edits the kernel command line of the next boot, on the
+bootloader it finds under the root: Debian/Ubuntu/Arch GRUB (/etc/default/grub
+and grub.d, then update-grub or grub-mkconfig), openSUSE (grub2-mkconfig),
+RHEL/Rocky/Alma/Fedora with BLS (grubby for installed kernels, plus
+/etc/default/grub and /etc/kernel/cmdline for later ones), systemd-boot
+(/etc/kernel/cmdline, kernel-install), Pop!_OS (kernelstub) and rpm-ostree.
+
+Edits keep every other byte of a file, keep its quoting, refuse (naming the
+file and line) what they cannot edit safely, write atomically with a backup
+beside the file (recorded in /var/lib/gpuprep/journal.jsonl) and do nothing
+when the arguments are already in effect. Commands run inside the root
+(chroot) when --root is not /.
+
+Exit codes: 0 done (or nothing to do), 2 usage error, 3 the configuration
+could not be read or edited safely, 4 a reboot is needed for the change to
+take effect.`,
+		Args: cobra.NoArgs,
+	}
+	show := &grubCmd{g: g}
+	showCmd := &cobra.Command{
+		Use:   "show",
+		Short: "Show each wanted argument: configured, running, and its state",
+		Args:  cobra.NoArgs,
+		RunE:  func(c *cobra.Command, _ []string) error { return show.show(c) },
+	}
+	showCmd.Flags().StringVar(&show.mode, "mode", "vm-passthrough", "workload type whose arguments are wanted: vm-passthrough or vm-vgpu")
+	showCmd.Flags().StringVarP(&show.output, "output", "o", "text", "output format: text or json")
+
+	ens := &grubCmd{g: g}
+	ensureCmd := &cobra.Command{
+		Use:   "ensure ARG... | --mode MODE",
+		Short: "Make kernel arguments part of the next boot (intel_iommu=on iommu=pt on Intel, iommu=pt on AMD for --mode vm-*)",
+		RunE:  func(c *cobra.Command, args []string) error { return ens.edit(c, args, false) },
+	}
+	ensureCmd.Flags().StringVar(&ens.mode, "mode", "", "workload type: vm-passthrough or vm-vgpu (the IOMMU arguments for this node's IOMMU)")
+	ensureCmd.Flags().BoolVar(&ens.dryRun, "dry-run", false, "print a unified diff of each file and the commands, change nothing")
+	ensureCmd.Flags().BoolVar(&ens.noRegenerate, "no-regenerate", false, "edit the files but do not run update-grub/grub-mkconfig/grubby/kernel-install")
+
+	rm := &grubCmd{g: g}
+	removeCmd := &cobra.Command{
+		Use:   "remove KEY...",
+		Short: "Remove every occurrence of kernel arguments (by key) from the next boot",
+		Args:  cobra.MinimumNArgs(1),
+		RunE:  func(c *cobra.Command, args []string) error { return rm.edit(c, args, true) },
+	}
+	removeCmd.Flags().BoolVar(&rm.dryRun, "dry-run", false, "print a unified diff of each file and the commands, change nothing")
+	removeCmd.Flags().BoolVar(&rm.noRegenerate, "no-regenerate", false, "edit the files but do not run update-grub/grub-mkconfig/grubby/kernel-install")
+
+	cmd.AddCommand(showCmd, ensureCmd, removeCmd)
+	return cmd
+}
+
+// wanted returns the IOMMU arguments for mode on the node under root.
+func wanted(root *host.Root, mode string) ([]kargs.Param, string, error) {
+	m, err := preflight.ParseMode(mode)
+	if err != nil {
+		return nil, "", usageErr("--mode: %v", err)
+	}
+	if m == preflight.Container {
+		return nil, "", usageErr("--mode container: containers need no IOMMU kernel arguments (use gpuprep grub remove to drop some)")
+	}
+	vendor := ""
+	sel, _ := pci.ParseSelector(nil)
+	if env, err := preflight.NewEnv(root, host.NoRunner{}, sel, m); err == nil {
+		vendor = env.IOMMUVendor()
+	} else {
+		env := &preflight.Env{Root: root, Firmware: iommu.ReadFirmware(root), IOMMU: iommu.ReadKernel(root)}
+		vendor = env.IOMMUVendor()
+	}
+	if vendor == "" {
+		return nil, "", &exitError{code: exitUnknown, err: errors.New("cannot tell whether this node has an Intel or an AMD IOMMU (no ACPI DMAR/IVRS table, IOMMU unit or known CPU vendor): name the arguments instead, e.g. gpuprep grub ensure intel_iommu=on iommu=pt")}
+	}
+	return preflight.WantedArgs(vendor), vendor, nil
+}
+
+func (c *grubCmd) edit(cmd *cobra.Command, args []string, remove bool) error {
+	var req grub.Request
+	root, err := c.g.hostRoot()
+	if err != nil {
+		return err
+	}
+	command := "grub ensure"
+	switch {
+	case remove:
+		command = "grub remove"
+		for _, k := range args {
+			if strings.ContainsAny(k, "= \t\"'") || k == "" {
+				return usageErr("remove takes keys (e.g. intel_iommu), not %q", k)
+			}
+		}
+		req.Remove = args
+	case c.mode != "" && len(args) > 0:
+		return usageErr("give either arguments or --mode, not both")
+	case c.mode != "":
+		w, _, err := wanted(root, c.mode)
+		if err != nil {
+			return err
+		}
+		req.Ensure = w
+	case len(args) == 0:
+		return usageErr("ensure needs arguments (e.g. iommu=pt) or --mode vm-passthrough|vm-vgpu")
+	default:
+		for _, a := range args {
+			if err := grub.ValidateArg(a); err != nil {
+				return usageErr("%v", err)
+			}
+			req.Ensure = append(req.Ensure, kargs.ParseOne(a))
+		}
+	}
+	boot, err := grub.Detect(root)
+	if err != nil {
+		return &exitError{code: exitUnknown, err: err}
+	}
+	plan, err := boot.PlanEdit(req, !c.noRegenerate)
+	if err != nil {
+		return &exitError{code: exitUnknown, err: err}
+	}
+	out := cmd.OutOrStdout()
+	fmt.Fprintf(out, "bootloader: %s\n", boot.Kind)
+	for _, s := range plan.Satisfied {
+		fmt.Fprintf(out, "already configured: %s\n", s)
+	}
+	if c.dryRun {
+		for _, ch := range plan.Changes {
+			fmt.Fprint(out, diff.Unified(ch.Path, ch.Old, ch.New, ch.Old != nil))
+		}
+		for _, argv := range plan.Commands {
+			fmt.Fprintf(out, "would run: %s\n", shellQuote(argv))
+		}
+		for _, n := range plan.Notes {
+			fmt.Fprintf(out, "note: %s\n", n)
+		}
+		if !plan.Changed() {
+			fmt.Fprintln(out, "nothing to change")
+		}
+		return nil
+	}
+	if err := plan.Apply(context.Background(), root, grubRunner(root), command, grubNow()); err != nil {
+		return &exitError{code: exitUnknown, err: err}
+	}
+	for _, ch := range plan.Changes {
+		fmt.Fprintf(out, "wrote %s\n", ch.Path)
+	}
+	for _, argv := range plan.Commands {
+		fmt.Fprintf(out, "ran: %s\n", shellQuote(argv))
+	}
+	if len(plan.Removed) > 0 {
+		fmt.Fprintf(out, "removed: %s\n", strings.Join(plan.Removed, " "))
+	}
+	if len(plan.Added) > 0 {
+		fmt.Fprintf(out, "added: %s", strings.Join(plan.Added, " "))
+		if plan.Var != "" {
+			fmt.Fprintf(out, " (to %s)", plan.Var)
+		}
+		fmt.Fprintln(out)
+	}
+	for _, n := range plan.Notes {
+		fmt.Fprintf(out, "note: %s\n", n)
+	}
+	if !plan.Changed() {
+		fmt.Fprintln(out, "nothing to change")
+	}
+	if rebootNeeded(root, req, plan) {
+		fmt.Fprintln(out, "reboot the node for the change to take effect")
+		return &exitError{code: exitNeedReboot}
+	}
+	return nil
+}
+
+// rebootNeeded: the running kernel's arguments do not yet match the request.
+func rebootNeeded(root *host.Root, req grub.Request, plan *grub.Plan) bool {
+	raw, err := root.ReadString("/proc/cmdline")
+	if err != nil {
+		return plan.Changed()
+	}
+	running := kargs.Parse(raw)
+	for _, w := range req.Ensure {
+		if !kargs.Satisfied(running, w) {
+			return true
+		}
+	}
+	for _, k := range req.Remove {
+		if _, ok := kargs.Last(running, k); ok {
+			return true
+		}
+	}
+	return false
+}
+
+func shellQuote(argv []string) string {
+	out := make([]string, len(argv))
+	for i, a := range argv {
+		if a == "" || strings.ContainsAny(a, " \t\n\"'\\$`;&|<>()*?[]#~!{}") {
+			out[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		} else {
+			out[i] = a
+		}
+	}
+	return strings.Join(out, " ")
+}
+
+// argState is one wanted argument in `grub show`.
+type argState struct {
+	Wanted     string `json:"wanted"`
+	Configured string `json:"configured"` // the occurrence that counts, "" when absent
+	Running    string `json:"running"`
+	State      string `json:"state"` // ok, missing, configured-reboot-pending, configured-but-not-effective, running-not-configured
+	Reason     string `json:"reason,omitempty"`
+}
+
+type showReport struct {
+	APIVersion string     `json:"apiVersion"`
+	Kind       string     `json:"kind"`
+	Bootloader string     `json:"bootloader"`
+	Source     string     `json:"source"`
+	Configured string     `json:"configured"`
+	Running    string     `json:"running"`
+	Mode       string     `json:"mode"`
+	Args       []argState `json:"args"`
+}
+
+func (c *grubCmd) show(cmd *cobra.Command) error {
+	if c.output != "text" && c.output != "json" {
+		return usageErr("--output %q: want text or json", c.output)
+	}
+	root, err := c.g.hostRoot()
+	if err != nil {
+		return err
+	}
+	want, _, err := wanted(root, c.mode)
+	if err != nil {
+		return err
+	}
+	boot, err := grub.Detect(root)
+	if err != nil {
+		return &exitError{code: exitUnknown, err: err}
+	}
+	conf, src, err := boot.ConfiguredArgs()
+	if err != nil {
+		return &exitError{code: exitUnknown, err: err}
+	}
+	raw, rerr := root.ReadString("/proc/cmdline")
+	running := kargs.Parse(raw)
+	rep := showReport{APIVersion: "gpuprep/v1", Kind: "KernelArgs", Bootloader: boot.Kind, Source: src, Running: raw, Mode: c.mode}
+	var cw []string
+	for _, p := range conf {
+		cw = append(cw, p.String())
+	}
+	rep.Configured = strings.Join(cw, " ")
+	srcNewer, srcNote := configNewerThanBoot(root, boot, src)
+	for _, w := range want {
+		a := argState{Wanted: w.String()}
+		if p, ok := kargs.Last(conf, w.Key); ok {
+			a.Configured = p.String()
+		}
+		if p, ok := kargs.Last(running, w.Key); ok {
+			a.Running = p.String()
+		}
+		isConf, isRun := kargs.Satisfied(conf, w), rerr == nil && kargs.Satisfied(running, w)
+		switch {
+		case isConf && isRun:
+			a.State = "ok"
+		case isConf && srcNewer:
+			a.State, a.Reason = "configured-reboot-pending", "changed after the last boot"+srcNote
+		case isConf:
+			a.State = "configured-but-not-effective"
+			a.Reason = "configured before the last boot but not in /proc/cmdline: overridden (a later grub.d file, a BLS entry), the boot menu not regenerated, or unknown to this kernel" + srcNote
+		case isRun:
+			a.State, a.Reason = "running-not-configured", "in /proc/cmdline but not configured: the next boot loses it"
+		default:
+			a.State = "missing"
+		}
+		rep.Args = append(rep.Args, a)
+	}
+	out := cmd.OutOrStdout()
+	if c.output == "json" {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	return showText(out, rep)
+}
+
+func showText(out io.Writer, rep showReport) error {
+	fmt.Fprintf(out, "bootloader: %s (%s)\nconfigured: %s\nrunning:    %s\n\n", rep.Bootloader, rep.Source, rep.Configured, strings.TrimSpace(rep.Running))
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "WANTED\tCONFIGURED\tRUNNING\tSTATE")
+	dash := func(s string) string {
+		if s == "" {
+			return "-"
+		}
+		return s
+	}
+	for _, a := range rep.Args {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", a.Wanted, dash(a.Configured), dash(a.Running), a.State)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, a := range rep.Args {
+		if a.Reason != "" {
+			fmt.Fprintf(out, "%s: %s\n", a.Wanted, a.Reason)
+		}
+	}
+	return nil
+}
+
+// configNewerThanBoot reports whether the configuration changed after the
+// last boot (so a reboot is pending), and notices a stale grub.cfg.
+func configNewerThanBoot(root *host.Root, boot *grub.Boot, src string) (bool, string) {
+	note := ""
+	var newest time.Time
+	files := []string{src}
+	for _, f := range boot.Files {
+		files = append(files, f.Path)
+	}
+	for _, f := range files {
+		if fi, err := root.Stat(f); err == nil && fi.ModTime().After(newest) {
+			newest = fi.ModTime()
+		}
+	}
+	if boot.Kind == grub.KindGRUB || boot.Kind == grub.KindGRUB2 {
+		for _, cfg := range []string{"/boot/grub/grub.cfg", "/boot/grub2/grub.cfg"} {
+			if fi, err := root.Stat(cfg); err == nil {
+				if newest.After(fi.ModTime()) {
+					note = "; " + cfg + " is older than the defaults files: regenerate it (gpuprep grub ensure runs update-grub/grub-mkconfig)"
+				}
+				break
+			}
+		}
+	}
+	bt := bootTime(root)
+	if bt.IsZero() {
+		return true, note
+	}
+	return newest.After(bt), note
+}
+
+func bootTime(root *host.Root) time.Time {
+	b, err := root.ReadString("/proc/stat")
+	if err != nil {
+		return time.Time{}
+	}
+	for _, l := range strings.Split(b, "\n") {
+		if v, ok := strings.CutPrefix(l, "btime "); ok {
+			if sec, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); err == nil {
+				return time.Unix(sec, 0)
+			}
+		}
+	}
+	return time.Time{}
+}

@@ -1,0 +1,236 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/gpuprep/gpuprep/internal/fixture"
+	"github.com/gpuprep/gpuprep/internal/host"
+	"github.com/gpuprep/gpuprep/internal/journal"
+)
+
+// grubRoot copies grub/testdata/<name> into a temporary root and adds files.
+func grubRoot(t *testing.T, name string, files map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	src := filepath.Join("..", "..", "grub", "testdata", name)
+	require.NoError(t, filepath.Walk(src, func(p string, fi os.FileInfo, err error) error {
+		if err != nil || fi.IsDir() {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		files["/"+rel] = string(b)
+		return nil
+	}))
+	b := fixture.New(dir)
+	for p, c := range files {
+		b.File(p, c)
+	}
+	require.NoError(t, b.Err())
+	return dir
+}
+
+func fakeGrubRunner(t *testing.T) *host.FakeRunner {
+	t.Helper()
+	f := &host.FakeRunner{}
+	old, oldNow := grubRunner, grubNow
+	grubRunner = func(*host.Root) host.Runner { return f }
+	now := time.Date(2026, 11, 30, 11, 15, 0, 0, time.UTC)
+	grubNow = func() time.Time { now = now.Add(time.Second); return now.Add(-time.Second) }
+	t.Cleanup(func() { grubRunner, grubNow = old, oldNow })
+	return f
+}
+
+var intelNode = map[string]string{
+	"/sys/firmware/acpi/tables/DMAR": "DMAR",
+	"/proc/cmdline":                  "BOOT_IMAGE=/boot/vmlinuz-6.1.0 root=/dev/sda1 ro quiet\n",
+	"/usr/sbin/update-grub":          "#!/bin/sh\n",
+}
+
+func read(t *testing.T, root, p string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(root, p))
+	require.NoError(t, err)
+	return string(b)
+}
+
+func TestGrubEnsureDebian(t *testing.T) {
+	run := fakeGrubRunner(t)
+	root := grubRoot(t, "debian", intelNode)
+	before := read(t, root, "/etc/default/grub")
+
+	out, errOut, code := gpuprep(t, "grub", "ensure", "--mode", "vm-passthrough", "--root", root, "--dry-run")
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "--- a/etc/default/grub\n+++ b/etc/default/grub\n")
+	require.Contains(t, out, "-GRUB_CMDLINE_LINUX_DEFAULT=\"quiet\"\n+GRUB_CMDLINE_LINUX_DEFAULT=\"quiet intel_iommu=on iommu=pt\"\n")
+	require.Contains(t, out, "would run: update-grub\n")
+	require.Empty(t, run.Calls)
+	require.Equal(t, before, read(t, root, "/etc/default/grub"), "--dry-run changed the file")
+
+	out, errOut, code = gpuprep(t, "grub", "ensure", "--mode", "vm-passthrough", "--root", root)
+	require.Equal(t, exitNeedReboot, code, errOut)
+	require.Contains(t, out, "wrote /etc/default/grub\nran: update-grub\n")
+	require.Contains(t, out, "added: intel_iommu=on iommu=pt (to GRUB_CMDLINE_LINUX_DEFAULT)\n")
+	require.Equal(t, [][]string{{"update-grub"}}, run.Calls)
+	require.Equal(t, strings.Replace(before, `GRUB_CMDLINE_LINUX_DEFAULT="quiet"`, `GRUB_CMDLINE_LINUX_DEFAULT="quiet intel_iommu=on iommu=pt"`, 1), read(t, root, "/etc/default/grub"))
+
+	// backup beside the file, journal entry pointing at it
+	bak := "/etc/default/grub.gpuprep-20261130T111500.000000000Z.bak"
+	require.Equal(t, before, read(t, root, bak))
+	r, err := host.NewRoot(root)
+	require.NoError(t, err)
+	ents, err := journal.Read(r)
+	require.NoError(t, err)
+	require.Len(t, ents, 1)
+	require.Equal(t, journal.Entry{Time: ents[0].Time, Command: "grub ensure", Kind: "file", Path: "/etc/default/grub", Backup: bak}, ents[0])
+
+	// second run: nothing to change, still a reboot pending
+	run.Calls = nil
+	out, _, code = gpuprep(t, "grub", "ensure", "--mode", "vm-passthrough", "--root", root)
+	require.Equal(t, exitNeedReboot, code)
+	require.Contains(t, out, "already configured: intel_iommu=on\nalready configured: iommu=pt\n")
+	require.Contains(t, out, "nothing to change\n")
+	require.Empty(t, run.Calls)
+
+	// show: configured, reboot pending
+	out, _, code = gpuprep(t, "grub", "show", "--root", root)
+	require.Equal(t, 0, code)
+	require.Contains(t, out, "intel_iommu=on  intel_iommu=on  -        configured-reboot-pending")
+
+	// remove
+	out, errOut, code = gpuprep(t, "grub", "remove", "intel_iommu", "iommu", "--root", root, "--no-regenerate")
+	require.Equal(t, 0, code, errOut) // not in /proc/cmdline: no reboot needed
+	require.Contains(t, out, "note: --no-regenerate: not running update-grub")
+	require.Equal(t, before, read(t, root, "/etc/default/grub"))
+	require.Empty(t, run.Calls)
+}
+
+func TestGrubEnsureAMDArgs(t *testing.T) {
+	run := fakeGrubRunner(t)
+	root := grubRoot(t, "ubuntu-cloudimg", map[string]string{
+		"/sys/firmware/acpi/tables/IVRS": "IVRS",
+		"/proc/cmdline":                  "root=/dev/vda1 iommu=pt\n",
+		"/usr/sbin/grub-mkconfig":        "",
+	})
+	out, errOut, code := gpuprep(t, "grub", "ensure", "--mode", "vm-vgpu", "--root", root)
+	require.Equal(t, exitOK, code, errOut+out) // running already has iommu=pt
+	require.Contains(t, out, "wrote /etc/default/grub.d/kdump-tools.cfg\n")
+	require.Equal(t, [][]string{{"grub-mkconfig", "-o", "/boot/grub/grub.cfg"}}, run.Calls)
+	require.NotContains(t, read(t, root, "/etc/default/grub.d/kdump-tools.cfg"), "amd_iommu")
+}
+
+func TestGrubEnsureBLS(t *testing.T) {
+	run := fakeGrubRunner(t)
+	files := map[string]string{
+		"/boot/loader/entries/abc-5.14.0-427.el9.x86_64.conf": "title Rocky Linux\nversion 5.14.0-427.el9.x86_64\nlinux /vmlinuz-5.14.0-427.el9.x86_64\noptions root=/dev/mapper/rl-root ro intel_iommu=off rhgb quiet\n",
+		"/boot/loader/entries/abc-0-rescue.conf":              "title Rescue\nlinux /vmlinuz-0-rescue\noptions root=/dev/mapper/rl-root ro iommu=pt\n",
+		"/etc/kernel/cmdline":                                 "root=/dev/mapper/rl-root ro rhgb quiet\n",
+		"/proc/cmdline":                                       "root=/dev/mapper/rl-root ro intel_iommu=off rhgb quiet\n",
+		"/sys/firmware/acpi/tables/DMAR":                      "DMAR",
+	}
+	root := grubRoot(t, "rhel", files)
+	out, errOut, code := gpuprep(t, "grub", "ensure", "--mode", "vm-passthrough", "--root", root)
+	require.Equal(t, exitNeedReboot, code, errOut)
+	require.Equal(t, [][]string{
+		{"grubby", "--update-kernel=ALL", "--remove-args=intel_iommu=off"},
+		{"grubby", "--update-kernel=ALL", "--args=intel_iommu=on iommu=pt"},
+	}, run.Calls)
+	require.Contains(t, out, "wrote /etc/default/grub\nwrote /etc/kernel/cmdline\n")
+	require.Contains(t, read(t, root, "/etc/default/grub"), `rd.lvm.lv=rl/swap intel_iommu=on iommu=pt"`)
+	require.Equal(t, "root=/dev/mapper/rl-root ro rhgb quiet intel_iommu=on iommu=pt\n", read(t, root, "/etc/kernel/cmdline"))
+
+	// remove goes through grubby and both files too
+	run.Calls = nil
+	_, errOut, code = gpuprep(t, "grub", "remove", "intel_iommu", "--root", root)
+	require.Equal(t, exitNeedReboot, code, errOut)
+	require.Equal(t, [][]string{{"grubby", "--update-kernel=ALL", "--remove-args=intel_iommu=off"}}, run.Calls)
+	require.Equal(t, "root=/dev/mapper/rl-root ro rhgb quiet iommu=pt\n", read(t, root, "/etc/kernel/cmdline"))
+}
+
+func TestGrubRefusesUnsafeAndUnsupported(t *testing.T) {
+	fakeGrubRunner(t)
+	root := grubRoot(t, "refused-command", intelNode)
+	_, errOut, code := gpuprep(t, "grub", "ensure", "iommu=pt", "--root", root)
+	require.Equal(t, exitUnknown, code)
+	require.Contains(t, errOut, "/etc/default/grub:2: GRUB_CMDLINE_LINUX_DEFAULT: built from a command's output")
+
+	empty := t.TempDir()
+	_, errOut, code = gpuprep(t, "grub", "ensure", "iommu=pt", "--root", empty)
+	require.Equal(t, exitUnknown, code)
+	require.Contains(t, errOut, "no bootloader configuration found")
+
+	// no regeneration tool: refuse rather than edit silently
+	root = grubRoot(t, "debian", map[string]string{"/proc/cmdline": "quiet\n"})
+	_, errOut, code = gpuprep(t, "grub", "ensure", "iommu=pt", "--root", root)
+	require.Equal(t, exitUnknown, code)
+	require.Contains(t, errOut, "no update-grub, grub-mkconfig or grub2-mkconfig")
+
+	for _, args := range [][]string{
+		{"grub", "ensure"},
+		{"grub", "ensure", "iommu=pt", "--mode", "vm-passthrough"},
+		{"grub", "ensure", "--mode", "container"},
+		{"grub", "ensure", "acpi_osi=!Windows 2012"},
+		{"grub", "remove", "iommu=pt"},
+	} {
+		_, _, code = gpuprep(t, append(args, "--root", root)...)
+		require.Equal(t, exitUsage, code, args)
+	}
+}
+
+func TestGrubSystemdBootKernelstubRpmOstree(t *testing.T) {
+	run := fakeGrubRunner(t)
+	root := grubRoot(t, "configured", map[string]string{}) // only to get a dir
+	require.NoError(t, os.RemoveAll(filepath.Join(root, "etc/default")))
+	b := fixture.New(root)
+	b.File("/etc/kernel/cmdline", "root=UUID=1 rw quiet")
+	b.File("/boot/loader/loader.conf", "timeout 3\n")
+	b.File("/lib/modules/6.9.1-arch1/vmlinuz", "")
+	b.File("/proc/cmdline", "root=UUID=1 rw quiet\n")
+	require.NoError(t, b.Err())
+	out, errOut, code := gpuprep(t, "grub", "ensure", "iommu=pt", "--root", root)
+	require.Equal(t, exitNeedReboot, code, errOut)
+	require.Contains(t, out, "bootloader: systemd-boot\n")
+	require.Equal(t, "root=UUID=1 rw quiet iommu=pt", read(t, root, "/etc/kernel/cmdline"))
+	require.Equal(t, [][]string{{"kernel-install", "add", "6.9.1-arch1", "/lib/modules/6.9.1-arch1/vmlinuz"}}, run.Calls)
+
+	run.Calls = nil
+	ks := t.TempDir()
+	b = fixture.New(ks)
+	b.File("/etc/kernelstub/configuration", `{"default":{"kernel_options":["quiet","splash"]},"user":{"kernel_options":["quiet","splash","intel_iommu=off"]}}`)
+	require.NoError(t, b.Err())
+	out, errOut, code = gpuprep(t, "grub", "ensure", "intel_iommu=on", "--root", ks, "--dry-run")
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "would run: kernelstub --delete-options intel_iommu=off\nwould run: kernelstub --add-options intel_iommu=on\n")
+
+	os := t.TempDir()
+	b = fixture.New(os)
+	b.File("/run/ostree-booted", "")
+	b.File("/boot/loader/entries/ostree-1-fedora-coreos.conf", "options root=UUID=1 rw ostree=/ostree/boot.1/x iommu=nopt\n")
+	require.NoError(t, b.Err())
+	out, errOut, code = gpuprep(t, "grub", "ensure", "iommu=pt", "--root", os, "--dry-run")
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "would run: rpm-ostree kargs --delete-if-present=iommu=nopt --append-if-missing=iommu=pt\n")
+}
+
+func TestGrubShowJSON(t *testing.T) {
+	root := grubRoot(t, "configured", map[string]string{
+		"/sys/firmware/acpi/tables/DMAR": "DMAR",
+		"/proc/cmdline":                  "quiet intel_iommu=on,sm_on iommu=pt\n",
+	})
+	out, errOut, code := gpuprep(t, "grub", "show", "--root", root, "-o", "json")
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, `"bootloader": "grub"`)
+	require.Contains(t, out, `"wanted": "intel_iommu=on",
+      "configured": "intel_iommu=on,sm_on",
+      "running": "intel_iommu=on,sm_on",
+      "state": "ok"`)
+}

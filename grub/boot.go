@@ -1,0 +1,458 @@
+package grub
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/gpuprep/gpuprep/internal/host"
+	"github.com/gpuprep/gpuprep/internal/journal"
+	"github.com/gpuprep/gpuprep/internal/kargs"
+)
+
+// Bootloader kinds gpuprep knows.
+const (
+	KindGRUB        = "grub"         // Debian, Ubuntu, Proxmox, Arch: /etc/default/grub + update-grub / grub-mkconfig
+	KindGRUB2       = "grub2"        // openSUSE: /etc/default/grub + grub2-mkconfig
+	KindBLS         = "grub-bls"     // RHEL, Rocky, Alma, Fedora: grubby + /etc/default/grub + /etc/kernel/cmdline
+	KindSystemdBoot = "systemd-boot" // /etc/kernel/cmdline + kernel-install
+	KindKernelstub  = "kernelstub"   // Pop!_OS
+	KindRpmOstree   = "rpm-ostree"   // Fedora CoreOS / Silverblue, RHCOS
+)
+
+// ErrUnsupported is returned (wrapped) for a boot setup gpuprep cannot edit.
+var ErrUnsupported = errors.New("not supported")
+
+// Boot is the boot setup detected under a root.
+type Boot struct {
+	Kind string
+	// Files is the defaults files (GRUB kinds).
+	Files []File
+	// KernelCmdline is /etc/kernel/cmdline when present.
+	KernelCmdline *File
+	// Entries are the BLS entries (/boot/loader/entries/*.conf).
+	Entries []File
+	// Regenerate is the command that rewrites the boot menu from the
+	// defaults files (GRUB kinds); nil when none was found.
+	Regenerate []string
+	// Kernels are the kernel versions with an image under /lib/modules
+	// (systemd-boot).
+	Kernels []string
+	// KernelstubOptions are kernelstub's user kernel_options.
+	KernelstubOptions []string
+}
+
+const kernelCmdlineFile = "/etc/kernel/cmdline"
+
+func findTool(root *host.Root, name string) string {
+	for _, d := range []string{"/usr/sbin", "/sbin", "/usr/bin", "/bin"} {
+		if fi, err := root.Stat(d + "/" + name); err == nil && !fi.IsDir() {
+			return name
+		}
+	}
+	return ""
+}
+
+// Detect finds the boot setup under root.
+func Detect(root *host.Root) (*Boot, error) {
+	b := &Boot{}
+	if data, err := root.ReadFile(kernelCmdlineFile); err == nil {
+		b.KernelCmdline = &File{kernelCmdlineFile, data}
+	}
+	entries, _ := root.Glob("/boot/loader/entries/*.conf")
+	sort.Strings(entries)
+	for _, e := range entries {
+		if data, err := root.ReadFile(e); err == nil {
+			b.Entries = append(b.Entries, File{e, data})
+		}
+	}
+	switch {
+	case root.Exists("/run/ostree-booted") || root.Exists("/ostree/repo") && findTool(root, "rpm-ostree") != "":
+		b.Kind = KindRpmOstree
+		return b, nil
+	case root.Exists("/etc/kernelstub/configuration"):
+		b.Kind = KindKernelstub
+		data, err := root.ReadFile("/etc/kernelstub/configuration")
+		if err != nil {
+			return nil, err
+		}
+		var cfg struct {
+			User struct {
+				KernelOptions []string `json:"kernel_options"`
+			} `json:"user"`
+		}
+		if err := json.Unmarshal(data, &cfg); err != nil {
+			return nil, fmt.Errorf("/etc/kernelstub/configuration: %w", err)
+		}
+		b.KernelstubOptions = cfg.User.KernelOptions
+		return b, nil
+	}
+	files, err := ReadFiles(root)
+	if err != nil {
+		return nil, err
+	}
+	if files == nil {
+		if b.KernelCmdline != nil || root.Exists("/boot/loader/loader.conf") || root.Exists("/efi/loader/loader.conf") || root.Exists("/boot/efi/loader/loader.conf") {
+			b.Kind = KindSystemdBoot
+			for _, dir := range []string{"/usr/lib/modules", "/lib/modules"} {
+				for _, k := range root.Names(dir) {
+					if root.Exists(dir+"/"+k+"/vmlinuz") && !contains(b.Kernels, k) {
+						b.Kernels = append(b.Kernels, k)
+					}
+				}
+			}
+			sort.Strings(b.Kernels)
+			return b, nil
+		}
+		return nil, fmt.Errorf("no bootloader configuration found (looked for /etc/default/grub, /etc/kernel/cmdline, systemd-boot's loader.conf, /etc/kernelstub/configuration, rpm-ostree): %w", ErrUnsupported)
+	}
+	b.Files = files
+	st, _ := sourceFiles(files)
+	bls := len(b.Entries) > 0
+	if st != nil {
+		if v := st.vars["GRUB_ENABLE_BLSCFG"]; v != nil && chrString(v.val) == "true" {
+			bls = true
+		}
+	}
+	switch {
+	case bls:
+		b.Kind = KindBLS
+	case findTool(root, "update-grub") != "":
+		b.Kind, b.Regenerate = KindGRUB, []string{"update-grub"}
+	case findTool(root, "grub-mkconfig") != "":
+		b.Kind, b.Regenerate = KindGRUB, []string{"grub-mkconfig", "-o", "/boot/grub/grub.cfg"}
+	case findTool(root, "grub2-mkconfig") != "":
+		b.Kind, b.Regenerate = KindGRUB2, []string{"grub2-mkconfig", "-o", "/boot/grub2/grub.cfg"}
+	case root.Exists("/boot/grub2"):
+		b.Kind = KindGRUB2
+	default:
+		b.Kind = KindGRUB
+	}
+	return b, nil
+}
+
+func contains(ss []string, s string) bool {
+	for _, x := range ss {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// Configured returns the arguments the next boot will use according to
+// this setup (for BLS, the entries' options: every entry must agree for
+// an argument to count as configured, see ConfiguredArgs).
+func (b *Boot) configuredSources() ([]string, [][]kargs.Param, error) {
+	switch b.Kind {
+	case KindGRUB, KindGRUB2:
+		c, err := Evaluate(b.Files)
+		if err != nil {
+			return nil, nil, err
+		}
+		return []string{DefaultsFile}, [][]kargs.Param{c.Args()}, nil
+	case KindBLS, KindRpmOstree:
+		var names []string
+		var out [][]kargs.Param
+		for _, e := range b.Entries {
+			names = append(names, e.Path)
+			out = append(out, wordsArgs(blsOptions(e.Data)))
+		}
+		if b.Kind == KindBLS && len(b.Entries) == 0 {
+			c, err := Evaluate(b.Files)
+			if err != nil {
+				return nil, nil, err
+			}
+			return []string{DefaultsFile}, [][]kargs.Param{c.Args()}, nil
+		}
+		return names, out, nil
+	case KindSystemdBoot:
+		if b.KernelCmdline == nil {
+			return []string{kernelCmdlineFile}, [][]kargs.Param{nil}, nil
+		}
+		return []string{kernelCmdlineFile}, [][]kargs.Param{wordsArgs(string(b.KernelCmdline.Data))}, nil
+	case KindKernelstub:
+		return []string{"/etc/kernelstub/configuration"}, [][]kargs.Param{wordsArgs(strings.Join(b.KernelstubOptions, " "))}, nil
+	}
+	return nil, nil, fmt.Errorf("%s: %w", b.Kind, ErrUnsupported)
+}
+
+// ConfiguredArgs is what the next boot passes, as far as the configuration
+// says: the arguments of the first source, and where it comes from.
+func (b *Boot) ConfiguredArgs() ([]kargs.Param, string, error) {
+	names, srcs, err := b.configuredSources()
+	if err != nil || len(srcs) == 0 {
+		return nil, "", err
+	}
+	return srcs[0], names[0], nil
+}
+
+func wordsArgs(s string) []kargs.Param {
+	var out []kargs.Param
+	for _, w := range Words(s) {
+		out = append(out, kargs.ParseOne(unquoteWord(w)))
+	}
+	return out
+}
+
+func blsOptions(data []byte) string {
+	var opts []string
+	for _, l := range strings.Split(string(data), "\n") {
+		f := strings.Fields(l)
+		if len(f) > 0 && f[0] == "options" {
+			opts = append(opts, strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(l), "options")))
+		}
+	}
+	return strings.Join(opts, " ")
+}
+
+// Plan is what an ensure or remove will do: file edits, then commands.
+type Plan struct {
+	Kind      string
+	Changes   []FileChange
+	Commands  [][]string
+	Satisfied []kargs.Param // ensured arguments already configured everywhere
+	Added     []string
+	Removed   []string
+	Var       string   // GRUB variable appended to
+	Notes     []string // what the plan does not do, and why
+}
+
+// Changed reports whether the plan changes anything.
+func (p *Plan) Changed() bool { return len(p.Changes) > 0 || len(p.Commands) > 0 }
+
+// PlanEdit plans req for this boot setup. regenerate false leaves out the
+// commands that rewrite the boot menu (and says so in Notes).
+func (b *Boot) PlanEdit(req Request, regenerate bool) (*Plan, error) {
+	p := &Plan{Kind: b.Kind}
+	switch b.Kind {
+	case KindGRUB, KindGRUB2, KindBLS:
+		ed, err := EditFiles(b.Files, req)
+		if err != nil {
+			return nil, err
+		}
+		p.Changes, p.Satisfied, p.Added, p.Removed, p.Var = ed.Changes, ed.Satisfied, ed.Added, ed.Removed, ed.Var
+		if b.Kind != KindBLS {
+			if len(p.Changes) > 0 {
+				if b.Regenerate == nil {
+					return nil, fmt.Errorf("no update-grub, grub-mkconfig or grub2-mkconfig under the root to regenerate the boot menu: %w (use --no-regenerate and regenerate it yourself)", ErrUnsupported)
+				}
+				p.Commands = append(p.Commands, b.Regenerate)
+			}
+			break
+		}
+		// BLS: the defaults file is for kernels installed later (with
+		// /etc/kernel/cmdline); grubby updates the installed ones.
+		if b.KernelCmdline != nil {
+			ch, _, _, err := editPlainCmdline(*b.KernelCmdline, req)
+			if err != nil {
+				return nil, err
+			}
+			if ch != nil {
+				p.Changes = append(p.Changes, *ch)
+			}
+		}
+		add, del := b.entriesNeed(req)
+		if len(del) > 0 {
+			p.Commands = append(p.Commands, []string{"grubby", "--update-kernel=ALL", "--remove-args=" + strings.Join(del, " ")})
+		}
+		if len(add) > 0 {
+			p.Commands = append(p.Commands, []string{"grubby", "--update-kernel=ALL", "--args=" + strings.Join(add, " ")})
+		}
+		p.Removed = appendNew(p.Removed, del...)
+		p.Added = appendNew(p.Added, add...)
+	case KindSystemdBoot:
+		f := File{kernelCmdlineFile, nil}
+		if b.KernelCmdline != nil {
+			f = *b.KernelCmdline
+		} else {
+			return nil, fmt.Errorf("systemd-boot without %s: %w yet (create it with the running kernel's arguments first)", kernelCmdlineFile, ErrUnsupported)
+		}
+		ch, added, removed, err := editPlainCmdline(f, req)
+		if err != nil {
+			return nil, err
+		}
+		p.Added, p.Removed = added, removed
+		if ch != nil {
+			p.Changes = append(p.Changes, *ch)
+			if len(b.Kernels) == 0 {
+				p.Notes = append(p.Notes, "no kernel image found under /lib/modules/*/vmlinuz: run kernel-install add for each installed kernel yourself")
+			}
+			for _, k := range b.Kernels {
+				p.Commands = append(p.Commands, []string{"kernel-install", "add", k, "/lib/modules/" + k + "/vmlinuz"})
+			}
+		}
+	case KindKernelstub:
+		add, del := needs(wordsArgs(strings.Join(b.KernelstubOptions, " ")), b.KernelstubOptions, req)
+		for _, d := range del {
+			p.Commands = append(p.Commands, []string{"kernelstub", "--delete-options", d})
+		}
+		if len(add) > 0 {
+			p.Commands = append(p.Commands, []string{"kernelstub", "--add-options", strings.Join(add, " ")})
+		}
+		p.Added, p.Removed = add, del
+	case KindRpmOstree:
+		if len(b.Entries) == 0 {
+			return nil, fmt.Errorf("rpm-ostree: no BLS entry under /boot/loader/entries to read the current arguments from: %w", ErrUnsupported)
+		}
+		add, del := b.entriesNeed(req)
+		if len(add)+len(del) > 0 {
+			argv := []string{"rpm-ostree", "kargs"}
+			for _, d := range del {
+				argv = append(argv, "--delete-if-present="+d)
+			}
+			for _, a := range add {
+				argv = append(argv, "--append-if-missing="+a)
+			}
+			p.Commands = append(p.Commands, argv)
+		}
+		p.Added, p.Removed = add, del
+	default:
+		return nil, fmt.Errorf("%s: %w", b.Kind, ErrUnsupported)
+	}
+	if !regenerate && len(p.Commands) > 0 {
+		if b.Kind == KindKernelstub || b.Kind == KindRpmOstree {
+			return nil, fmt.Errorf("%s: every change goes through its command; --no-regenerate would do nothing", b.Kind)
+		}
+		for _, c := range p.Commands {
+			p.Notes = append(p.Notes, "--no-regenerate: not running "+strings.Join(c, " ")+"; the change takes effect only once it runs")
+		}
+		p.Commands = nil
+	}
+	return p, nil
+}
+
+func appendNew(ss []string, add ...string) []string {
+	for _, a := range add {
+		if !contains(ss, a) {
+			ss = append(ss, a)
+		}
+	}
+	return ss
+}
+
+// needs returns what to add and which words (as written) to delete from one
+// argument list to satisfy req, with Edit's rules.
+func needs(args []kargs.Param, words []string, req Request) (add, del []string) {
+	drop := map[string]bool{}
+	for _, w := range req.Ensure {
+		if kargs.Satisfied(args, w) {
+			continue
+		}
+		drop[kargs.Norm(w.Key)] = true
+		if kargs.Norm(w.Key) == "iommu" && w.Value == "pt" {
+			drop["iommu.passthrough"] = true
+		}
+		add = append(add, w.String())
+	}
+	for _, k := range req.Remove {
+		drop[kargs.Norm(k)] = true
+	}
+	for i, a := range args {
+		if drop[kargs.Norm(a.Key)] && i < len(words) {
+			del = appendNew(del, unquoteWord(words[i]))
+		}
+	}
+	return add, del
+}
+
+// entriesNeed merges needs over every BLS entry.
+func (b *Boot) entriesNeed(req Request) (add, del []string) {
+	for _, e := range b.Entries {
+		opts := blsOptions(e.Data)
+		a, d := needs(wordsArgs(opts), Words(opts), req)
+		add, del = appendNew(add, a...), appendNew(del, d...)
+	}
+	return add, del
+}
+
+// editPlainCmdline edits a file that holds kernel arguments as plain text
+// (/etc/kernel/cmdline): words removed with the blanks before them,
+// arguments appended to the last line; every other byte kept.
+func editPlainCmdline(f File, req Request) (*FileChange, []string, []string, error) {
+	s := string(f.Data)
+	ws := splitWords(s)
+	var words []string
+	for _, w := range ws {
+		words = append(words, s[w[0]:w[1]])
+	}
+	add, del := needs(wordsArgs(s), words, req)
+	if len(add) == 0 && len(del) == 0 {
+		return nil, nil, nil, nil
+	}
+	delSet := map[string]bool{}
+	for _, d := range del {
+		delSet[d] = true
+	}
+	var b strings.Builder
+	last := 0
+	for _, w := range ws {
+		if !delSet[unquoteWord(s[w[0]:w[1]])] {
+			continue
+		}
+		st := w[0]
+		for st > last && (s[st-1] == ' ' || s[st-1] == '\t') {
+			st--
+		}
+		b.WriteString(s[last:st])
+		last = w[1]
+	}
+	b.WriteString(s[last:])
+	out := b.String()
+	if len(add) > 0 {
+		body := strings.TrimRight(out, "\n")
+		tail := out[len(body):]
+		sep := " "
+		if strings.TrimSpace(body) == "" || strings.HasSuffix(body, " ") {
+			sep = ""
+		}
+		out = body + sep + strings.Join(add, " ") + tail
+		if tail == "" && len(f.Data) == 0 {
+			out += "\n"
+		}
+	}
+	return &FileChange{f.Path, f.Data, []byte(out)}, add, del, nil
+}
+
+// Apply writes the plan's files (atomically, with backups recorded in the
+// journal under command) and then runs its commands through run.
+func (p *Plan) Apply(ctx context.Context, root *host.Root, run host.Runner, command string, now time.Time) error {
+	for _, c := range p.Changes {
+		perm := fs.FileMode(0o644)
+		if err := root.MkdirAll(path.Dir(c.Path), 0o755); err != nil {
+			return err
+		}
+		res, err := root.WriteFileAtomic(c.Path, c.New, perm, now)
+		if err != nil {
+			return fmt.Errorf("write %s: %w", c.Path, err)
+		}
+		if res.Changed {
+			if err := journal.Append(root, journal.Entry{Time: now.UTC(), Command: command, Kind: "file", Path: c.Path, Backup: res.Backup}); err != nil {
+				return err
+			}
+		}
+	}
+	for _, argv := range p.Commands {
+		if out, err := run.Run(ctx, argv...); err != nil {
+			return fmt.Errorf("%s: %w%s", strings.Join(argv, " "), err, outTail(out))
+		}
+	}
+	return nil
+}
+
+func outTail(out []byte) string {
+	s := strings.TrimSpace(string(out))
+	if s == "" {
+		return ""
+	}
+	if len(s) > 2000 {
+		s = "…" + s[len(s)-2000:]
+	}
+	return "\n" + s
+}
