@@ -240,10 +240,13 @@ func (b *Boot) PlanEdit(req Request, regenerate bool) (*Plan, error) {
 		p.Changes, p.Satisfied, p.Added, p.Removed, p.Var = ed.Changes, ed.Satisfied, ed.Added, ed.Removed, ed.Var
 		if b.Kind != KindBLS {
 			if len(p.Changes) > 0 {
-				if b.Regenerate == nil {
+				if b.Regenerate == nil && !regenerate {
+					p.Notes = append(p.Notes, "--no-regenerate: regenerate the boot menu yourself (no update-grub, grub-mkconfig or grub2-mkconfig found under the root)")
+				} else if b.Regenerate == nil {
 					return nil, fmt.Errorf("no update-grub, grub-mkconfig or grub2-mkconfig under the root to regenerate the boot menu: %w (use --no-regenerate and regenerate it yourself)", ErrUnsupported)
+				} else {
+					p.Commands = append(p.Commands, b.Regenerate)
 				}
-				p.Commands = append(p.Commands, b.Regenerate)
 			}
 			break
 		}

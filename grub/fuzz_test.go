@@ -57,11 +57,19 @@ func FuzzEnsure(f *testing.F) {
 		var ed *Edit
 		var err error
 		done := make(chan struct{})
-		go func() { defer close(done); ed, err = EditFiles(files, req) }()
+		var panicked any
+		go func() {
+			defer close(done)
+			defer func() { panicked = recover() }()
+			ed, err = EditFiles(files, req)
+		}()
 		select {
 		case <-done:
 		case <-time.After(3 * time.Second):
 			t.Fatalf("EditFiles hangs on %q", in)
+		}
+		if panicked != nil {
+			t.Fatalf("EditFiles panics on %q: %v", in, panicked)
 		}
 		if err != nil {
 			return // refused: fine, as long as nothing is written

@@ -234,7 +234,7 @@ func statementEnd(text string, i int) (int, int, error) {
 			if i+1 < len(text) && text[i+1] == '\n' {
 				lines++
 			}
-			i += 2
+			i = min(i+2, len(text))
 			continue
 		case '\'':
 			k := strings.IndexByte(text[i+1:], '\'')
