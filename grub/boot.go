@@ -183,12 +183,33 @@ func (b *Boot) configuredSources() ([]string, [][]kargs.Param, error) {
 	return nil, nil, fmt.Errorf("%s: %w", b.Kind, ErrUnsupported)
 }
 
-// ConfiguredArgs is what the next boot passes, as far as the configuration
-// says: the arguments of the first source, and where it comes from.
-func (b *Boot) ConfiguredArgs() ([]kargs.Param, string, error) {
+// ConfiguredArgs is what the next boot of kernel kver passes, as far as the
+// configuration says, and where that comes from. With BLS entries it is the
+// entry of kver, else the last entry that is not a rescue entry.
+func (b *Boot) ConfiguredArgs(kver string) ([]kargs.Param, string, error) {
 	names, srcs, err := b.configuredSources()
 	if err != nil || len(srcs) == 0 {
 		return nil, "", err
+	}
+	if (b.Kind == KindBLS || b.Kind == KindRpmOstree) && len(b.Entries) == len(srcs) {
+		pick := -1
+		for i, e := range b.Entries {
+			linux := ""
+			for _, l := range strings.Split(string(e.Data), "\n") {
+				if f := strings.Fields(l); len(f) >= 2 && f[0] == "linux" {
+					linux = f[1]
+				}
+			}
+			switch {
+			case kver != "" && path.Base(linux) == "vmlinuz-"+kver:
+				return srcs[i], names[i], nil
+			case !strings.Contains(e.Path, "rescue"):
+				pick = i
+			}
+		}
+		if pick >= 0 {
+			return srcs[pick], names[pick], nil
+		}
 	}
 	return srcs[0], names[0], nil
 }

@@ -285,7 +285,8 @@ func (c *grubCmd) show(cmd *cobra.Command) error {
 	if err != nil {
 		return &exitError{code: exitUnknown, err: err}
 	}
-	conf, src, err := boot.ConfiguredArgs()
+	kver, _ := root.ReadString("/proc/sys/kernel/osrelease")
+	conf, src, err := boot.ConfiguredArgs(strings.TrimSpace(kver))
 	if err != nil {
 		return &exitError{code: exitUnknown, err: err}
 	}

@@ -234,3 +234,18 @@ func TestGrubShowJSON(t *testing.T) {
       "running": "intel_iommu=on,sm_on",
       "state": "ok"`)
 }
+
+func TestGrubShowBLSPicksTheRunningKernel(t *testing.T) {
+	root := grubRoot(t, "rhel", map[string]string{
+		"/boot/loader/entries/abc-0-rescue.conf":              "linux /vmlinuz-0-rescue\noptions root=/dev/sda1 ro\n",
+		"/boot/loader/entries/abc-5.14.0-427.el9.x86_64.conf": "linux /vmlinuz-5.14.0-427.el9.x86_64\noptions root=/dev/sda1 ro intel_iommu=on iommu=pt\n",
+		"/proc/sys/kernel/osrelease":                          "5.14.0-427.el9.x86_64\n",
+		"/proc/cmdline":                                       "root=/dev/sda1 ro\n",
+		"/proc/stat":                                          "btime 4102444800\n", // 2100: every file is older than the boot
+		"/sys/firmware/acpi/tables/DMAR":                      "DMAR",
+	})
+	out, errOut, code := gpuprep(t, "grub", "show", "--root", root)
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "bootloader: grub-bls (/boot/loader/entries/abc-5.14.0-427.el9.x86_64.conf)\n")
+	require.Contains(t, out, "iommu=pt        iommu=pt        -        configured-but-not-effective\n")
+}
