@@ -4,7 +4,7 @@ BIN      := bin/gpuprep
 PKGS     := ./...
 export CGO_ENABLED ?= 0
 
-.PHONY: all build run test unit e2e bench lint deps fixtures clean
+.PHONY: all build run test unit e2e bench lint deps fixtures kube-apiserver clean
 
 all: build
 
@@ -15,8 +15,11 @@ build:
 run: build
 	@scripts/run.sh $(BIN)
 
-## test: every test — lint, unit (fixtures), the real-kernel e2e under QEMU; installs what they need
-test: deps lint unit e2e
+## test: every test — lint, unit (fixtures, real sshd, real kube-apiserver), the real-kernel e2e under QEMU;
+## installs what they need
+test: deps lint kube-apiserver
+	GPUPREP_REQUIRE_KUBE=1 $(MAKE) unit
+	$(MAKE) e2e
 
 ## unit: fast tests against fixture roots; no root, no network
 unit:
@@ -38,6 +41,10 @@ lint:
 
 deps:
 	@scripts/deps.sh
+
+## kube-apiserver: build the real Kubernetes API server the labelling tests use (cached; ~6.5 min cold)
+kube-apiserver:
+	@scripts/kube-apiserver.sh >/dev/null
 
 ## fixtures: regenerate the committed example root from its builder
 fixtures:

@@ -2,9 +2,11 @@
 # Installs the Debian packages gpuprep's tests need, when missing:
 #   pci.ids                     device names on the live host
 #   qemu-system-x86 busybox-static cpio xz-utils   the real-kernel e2e testbed
+#   etcd-server                 the real kube-apiserver's store (labelling tests)
+#   openssh-server sudo         real sshd hosts on loopback (fleet tests)
 # Needs root for apt-get; as another user it only says what is missing.
 set -euo pipefail
-pkgs=(pci.ids qemu-system-x86 busybox-static cpio xz-utils)
+pkgs=(pci.ids qemu-system-x86 busybox-static cpio xz-utils etcd-server openssh-server sudo)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

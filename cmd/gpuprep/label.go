@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"strings"
@@ -19,6 +20,9 @@ func init() { register(newLabelCmd) }
 
 type labelCmd struct {
 	g             *globals
+	node          string
+	kubeconfig    string
+	timeout       time.Duration
 	mode          string
 	vgpuConfig    string
 	beforeJoin    bool
@@ -29,10 +33,16 @@ type labelCmd struct {
 func newLabelCmd(g *globals) *cobra.Command {
 	c := &labelCmd{g: g}
 	cmd := &cobra.Command{
-		Use:   "label --mode MODE --before-join [--vgpu-config NAME] [--kubeadm-config FILE] [--dry-run]",
+		Use:   "label --mode MODE [--vgpu-config NAME] [--node NAME] [--kubeconfig PATH | --before-join [--kubeadm-config FILE]] [--dry-run]",
 		Short: "Label the node for the GPU Operator (nvidia.com/gpu.workload.config, nvidia.com/vgpu.config)",
 		Long: `label sets the GPU Operator's workload label (nvidia.com/gpu.workload.config=MODE, and
 nvidia.com/vgpu.config=NAME for vm-vgpu) for this node.
+
+By default it patches the Node through the Kubernetes API (kubeconfig from --kubeconfig,
+$KUBECONFIG or ~/.kube/config; the node name defaults to what the kubelet registers: the
+host name, lower-cased). Nothing changes when the labels are already right; a conflict is
+retried; --dry-run asks the API server to validate without persisting. Needs RBAC verbs
+get and patch on nodes.
 
 With --before-join the labels go into the kubelet's --node-labels, so the node registers
 with them (kubelets may set nvidia.com/* labels under NodeRestriction): in the kubelet
@@ -48,7 +58,10 @@ the file is edited in place (one line), atomically, with a backup; --dry-run sho
 	f.StringVar(&c.vgpuConfig, "vgpu-config", "", "vgpu-device-manager config name for nvidia.com/vgpu.config (vm-vgpu only)")
 	f.BoolVar(&c.beforeJoin, "before-join", false, "write the labels into the kubelet's --node-labels (the node has not joined yet)")
 	f.StringVar(&c.kubeadmConfig, "kubeadm-config", "", "kubeadm JoinConfiguration file to edit instead of the kubelet environment file (with --before-join)")
-	f.BoolVar(&c.dryRun, "dry-run", false, "show the diff, change nothing")
+	f.BoolVar(&c.dryRun, "dry-run", false, "show the change, change nothing")
+	f.StringVar(&c.node, "node", "", "Node name (default: this host's name, lower-cased, as the kubelet registers it)")
+	f.StringVar(&c.kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)")
+	f.DurationVar(&c.timeout, "timeout", 30*time.Second, "time limit for the API calls")
 	return cmd
 }
 
@@ -71,7 +84,10 @@ func (c *labelCmd) run(cmd *cobra.Command) error {
 		remove = []string{kube.VGPUConfigLabel} // a vGPU config on a non-vGPU node is stale
 	}
 	if !c.beforeJoin {
-		return usageErr("labelling a joined node through the Kubernetes API is not built yet: use --before-join before the node joins, or `kubectl label node NODE %s`", kube.FormatLabels(set))
+		return c.viaAPI(cmd, set, remove)
+	}
+	if c.node != "" || c.kubeconfig != "" {
+		return usageErr("--node and --kubeconfig are for labelling through the API; --before-join edits this host's kubelet configuration")
 	}
 	if c.kubeadmConfig != "" {
 		b, err := os.ReadFile(c.kubeadmConfig)
@@ -170,4 +186,49 @@ func (c *labelCmd) write(cmd *cobra.Command, root *host.Root, path, shown string
 func dirOf(p string) string {
 	d, _ := splitDir(p)
 	return d
+}
+
+func (c *labelCmd) viaAPI(cmd *cobra.Command, set []kube.Label, remove []string) error {
+	if c.kubeadmConfig != "" {
+		return usageErr("--kubeadm-config goes with --before-join")
+	}
+	name := c.node
+	if name == "" {
+		root, err := c.g.hostRoot()
+		if err != nil {
+			return err
+		}
+		h, err := root.ReadString("/proc/sys/kernel/hostname")
+		if err != nil || h == "" {
+			return usageErr("cannot tell this host's name (%v): give --node", err)
+		}
+		name = strings.ToLower(h)
+	}
+	client, err := kube.NewClient(c.kubeconfig)
+	if err != nil {
+		return usageErr("%v", err)
+	}
+	ctx, cancel := context.WithTimeout(cmd.Context(), c.timeout)
+	defer cancel()
+	res, err := client.LabelNode(ctx, name, set, remove, c.dryRun)
+	if err != nil {
+		return &exitError{code: exitNotReady, err: err}
+	}
+	w := cmd.OutOrStdout()
+	verb := "labelled"
+	if c.dryRun {
+		verb = "would label (server-side dry run)"
+	}
+	if !res.Changed {
+		fmt.Fprintf(w, "node %s already has %s: nothing to do\n", name, kube.FormatLabels(set))
+		return nil
+	}
+	fmt.Fprintf(w, "%s node %s: %s", verb, name, kube.FormatLabels(set))
+	for _, k := range remove {
+		if _, ok := res.Before[k]; ok {
+			fmt.Fprintf(w, ", removed %s", k)
+		}
+	}
+	fmt.Fprintln(w)
+	return nil
 }

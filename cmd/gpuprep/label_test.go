@@ -50,7 +50,8 @@ func TestLabelNewEnvFileAndErrors(t *testing.T) {
 		{[]string{"--mode", "vm"}, `unknown mode "vm"`},
 		{[]string{"--mode", "vm-passthrough", "--vgpu-config", "x"}, "--vgpu-config applies to --mode vm-vgpu only"},
 		{[]string{"--mode", "vm-vgpu", "--vgpu-config", "A10 12Q"}, "a label value is at most 63 characters"},
-		{[]string{"--mode", "vm-passthrough", "--before-join=false"}, "not built yet"},
+		{[]string{"--mode", "vm-passthrough", "--node", "x"}, "--node and --kubeconfig are for labelling through the API"},
+		{[]string{"--mode", "vm-passthrough", "--before-join=false", "--kubeconfig", "/nonexistent"}, "kubeconfig"},
 	} {
 		_, stderr, code := gpuprep(t, append([]string{"label", "--root", root, "--before-join"}, c.args...)...)
 		require.Equal(t, 2, code, c.args)
