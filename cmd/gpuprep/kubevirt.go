@@ -1,9 +1,12 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"gopkg.in/yaml.v3"
@@ -44,7 +47,8 @@ func emit(out, errw io.Writer, format string, v any, notes []string) error {
 func newKubeVirtCmd(_ *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "kubevirt", Short: "KubeVirt configuration for GPU nodes"}
 	var from []string
-	var output string
+	var output, kubeconfig, namespace, name string
+	var apply, dryRun bool
 	cfg := &cobra.Command{
 		Use:   "config --from-report FILE…",
 		Short: "Emit the KubeVirt CR patch (permittedHostDevices, feature gates) for the GPUs in gpuprep reports",
@@ -55,7 +59,11 @@ advertises, externalResourceProvider: true), mediatedDevices for mdev vGPU types
 feature gates (GPU, and DisableMDEVConfiguration for vGPU). Entries are merged and
 de-duplicated across nodes. Apply it with:
 
-  kubectl patch kubevirt kubevirt -n kubevirt --type merge --patch-file PATCH.yaml`,
+  kubectl patch kubevirt kubevirt -n kubevirt --type merge --patch-file PATCH.yaml
+
+or let gpuprep apply it (--apply): then feature gates and devices are added to those the
+KubeVirt CR already has (a plain merge patch would replace the lists), entries for the same
+selector are updated in place, and a second run changes nothing.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if len(from) == 0 {
@@ -66,11 +74,42 @@ de-duplicated across nodes. Apply it with:
 				return usageErr("%v", err)
 			}
 			p, notes := kube.KubeVirt(hosts)
-			return emit(cmd.OutOrStdout(), cmd.ErrOrStderr(), output, p, notes)
+			if !apply {
+				return emit(cmd.OutOrStdout(), cmd.ErrOrStderr(), output, p, notes)
+			}
+			for _, n := range notes[:len(notes)-1] { // the last note is about merge patches, which --apply avoids
+				fmt.Fprintln(cmd.ErrOrStderr(), "gpuprep: note:", n)
+			}
+			client, err := kube.NewClient(kubeconfig)
+			if err != nil {
+				return usageErr("%v", err)
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
+			defer cancel()
+			res, err := client.ApplyKubeVirt(ctx, p, namespace, name, dryRun)
+			if err != nil {
+				return &exitError{code: exitNotReady, err: err}
+			}
+			w := cmd.OutOrStdout()
+			if !res.Changed {
+				fmt.Fprintf(w, "KubeVirt %s/%s already permits these devices: nothing to do\n", res.Namespace, res.Name)
+				return nil
+			}
+			verb := "patched"
+			if dryRun {
+				verb = "would patch (server-side dry run)"
+			}
+			fmt.Fprintf(w, "%s KubeVirt %s/%s: %s\n", verb, res.Namespace, res.Name, strings.Join(res.Added, "; "))
+			return nil
 		},
 	}
 	cfg.Flags().StringArrayVar(&from, "from-report", nil, "gpuprep JSON report (host or fleet); repeatable; - for stdin")
 	cfg.Flags().StringVarP(&output, "output", "o", "yaml", "output format: yaml or json")
+	cfg.Flags().BoolVar(&apply, "apply", false, "patch the KubeVirt CR through the Kubernetes API instead of printing the patch")
+	cfg.Flags().BoolVar(&dryRun, "dry-run", false, "with --apply: server-side dry run")
+	cfg.Flags().StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)")
+	cfg.Flags().StringVar(&namespace, "namespace", "", "namespace of the KubeVirt CR (default: find it)")
+	cfg.Flags().StringVar(&name, "name", "", "name of the KubeVirt CR (default: the only one)")
 	cmd.AddCommand(cfg)
 	return cmd
 }

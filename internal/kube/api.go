@@ -106,7 +106,7 @@ func (c *Client) LabelNode(ctx context.Context, name string, set []Label, remove
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		n, err := c.getNode(ctx, name)
 		if err != nil {
-			return c.explain(err, "get", name)
+			return c.explain(err, "get", "nodes", name)
 		}
 		labels := n.Metadata.Labels
 		patch := map[string]any{}
@@ -138,7 +138,7 @@ func (c *Client) LabelNode(ctx context.Context, name string, set []Label, remove
 			if apierrors.IsConflict(err) {
 				return err // retried
 			}
-			return c.explain(err, "patch", name)
+			return c.explain(err, "patch", "nodes", name)
 		}
 		res.Changed = true
 		return nil
@@ -151,22 +151,30 @@ func has(m map[string]string, k string) bool {
 	return ok
 }
 
-// explain turns API errors into what to do about them.
-func (c *Client) explain(err error, verb, node string) error {
+// explain turns API errors into what to do about them. resource is
+// "nodes" (core group) or "kubevirts.kubevirt.io".
+func (c *Client) explain(err error, verb, resource, name string) error {
 	var netErr net.Error
+	group := ""
+	res := resource
+	if i := strings.IndexByte(resource, '.'); i > 0 {
+		res, group = resource[:i], resource[i+1:]
+	}
 	switch {
+	case apierrors.IsNotFound(err) && res == "nodes":
+		return fmt.Errorf("node %q not found on %s: has it joined the cluster? (before it joins: gpuprep label --before-join)", name, c.Server)
 	case apierrors.IsNotFound(err):
-		return fmt.Errorf("node %q not found on %s: has it joined the cluster? (before it joins: gpuprep label --before-join)", node, c.Server)
+		return fmt.Errorf("%s not found on %s: %v", resource, c.Server, apierrors.ReasonForError(err))
 	case apierrors.IsForbidden(err):
 		who := c.User
 		if who == "" {
 			who = "this kubeconfig's user"
 		}
-		return fmt.Errorf("forbidden: %s may not %s nodes (RBAC: grant verb %q on resource \"nodes\" in API group \"\"): %v", who, verb, verb, apierrors.ReasonForError(err))
+		return fmt.Errorf("forbidden: %s may not %s %s (RBAC: grant verb %q on resource %q in API group %q)", who, verb, res, verb, res, group)
 	case apierrors.IsUnauthorized(err):
 		return fmt.Errorf("unauthorized at %s: the kubeconfig's credentials were refused", c.Server)
 	case errors.As(err, &netErr) || strings.Contains(err.Error(), "connection refused") || strings.Contains(err.Error(), "no such host"):
 		return fmt.Errorf("API server %s unreachable: %v", c.Server, err)
 	}
-	return fmt.Errorf("%s node %s: %w", verb, node, err)
+	return fmt.Errorf("%s %s %s: %w", verb, res, name, err)
 }

@@ -12,6 +12,7 @@ import (
 	"crypto/rsa"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"encoding/pem"
 	"fmt"
 	"io"
@@ -234,7 +235,7 @@ func TestLabelNodeAgainstARealAPIServer(t *testing.T) {
 	viewer, err := NewClient(s.kubeconfig(t, "viewer", s.view))
 	require.NoError(t, err)
 	_, err = viewer.LabelNode(ctx, "gpu-1", setVGPU, nil, false)
-	require.ErrorContains(t, err, `forbidden: viewer may not patch nodes (RBAC: grant verb "patch" on resource "nodes"`)
+	require.ErrorContains(t, err, `forbidden: viewer may not patch nodes (RBAC: grant verb "patch" on resource "nodes" in API group "")`)
 
 	// a missing node
 	_, err = admin.LabelNode(ctx, "gpu-404", setPT, nil, false)
@@ -258,4 +259,58 @@ func TestLabelNodeAPIServerDown(t *testing.T) {
 	defer cancel()
 	_, err = c.LabelNode(ctx, "gpu-1", setPT, nil, false)
 	require.ErrorContains(t, err, fmt.Sprintf("API server https://127.0.0.1:%d unreachable", port))
+}
+
+const kubeVirtCRD = `{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition",
+"metadata":{"name":"kubevirts.kubevirt.io"},
+"spec":{"group":"kubevirt.io","scope":"Namespaced",
+ "names":{"plural":"kubevirts","singular":"kubevirt","kind":"KubeVirt","listKind":"KubeVirtList"},
+ "versions":[{"name":"v1","served":true,"storage":true,
+  "schema":{"openAPIV3Schema":{"type":"object","x-kubernetes-preserve-unknown-fields":true}}}]}}`
+
+func TestApplyKubeVirtAgainstARealAPIServer(t *testing.T) {
+	s := startAPIServer(t)
+	ctx := context.Background()
+	s.mustDo(t, "POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", "application/json", kubeVirtCRD)
+	s.mustDo(t, "POST", "/api/v1/namespaces", "application/json", `{"metadata":{"name":"kubevirt"}}`)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		code, _ := s.do(t, s.admin, "POST", "/apis/kubevirt.io/v1/namespaces/kubevirt/kubevirts", "application/json",
+			[]byte(`{"apiVersion":"kubevirt.io/v1","kind":"KubeVirt","metadata":{"name":"kubevirt"},"spec":{"configuration":{
+"developerConfiguration":{"featureGates":["LiveMigration"]},
+"permittedHostDevices":{"pciHostDevices":[{"pciVendorSelector":"10DE:1EB8","resourceName":"nvidia.com/TU104GL_Tesla_T4","externalResourceProvider":true},
+{"pciVendorSelector":"8086:1592","resourceName":"intel.com/ice","externalResourceProvider":false}]}}}}`))
+		if code == 201 {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "KubeVirt CRD never became usable (last %d)", code)
+		time.Sleep(200 * time.Millisecond)
+	}
+	hosts := []Host{{Name: "n1", Report: sampleReport()}}
+	patch, _ := KubeVirt(hosts)
+	admin, err := NewClient(s.kubeconfig(t, "admin", s.admin))
+	require.NoError(t, err)
+	res, err := admin.ApplyKubeVirt(ctx, patch, "", "", false)
+	require.NoError(t, err)
+	require.True(t, res.Changed)
+	require.Equal(t, "kubevirt", res.Namespace)
+	raw := s.mustDo(t, "GET", "/apis/kubevirt.io/v1/namespaces/kubevirt/kubevirts/kubevirt", "", "")
+	var cr kubeVirtCR
+	require.NoError(t, json.Unmarshal(raw, &cr))
+	require.Equal(t, []string{"LiveMigration", "GPU"}, cr.Spec.Configuration.DeveloperConfiguration.FeatureGates, "existing gates kept")
+	require.Equal(t, []PCIHostDevice{
+		{"10DE:1EB8", "nvidia.com/TU104GL_TESLA_T4", true}, // the stale mixed-case name corrected in place
+		{"8086:1592", "intel.com/ice", false},              // someone else's device kept
+		{"10DE:2335", "nvidia.com/GH100_H200_SXM_141GB", true},
+	}, cr.Spec.Configuration.PermittedHostDevices.PCIHostDevices)
+	res, err = admin.ApplyKubeVirt(ctx, patch, "", "", false)
+	require.NoError(t, err)
+	require.False(t, res.Changed, "a second apply changes nothing")
+
+	viewer, err := NewClient(s.kubeconfig(t, "viewer", s.view))
+	require.NoError(t, err)
+	_, err = viewer.ApplyKubeVirt(ctx, patch, "", "", false)
+	require.ErrorContains(t, err, `forbidden: viewer may not list kubevirts (RBAC: grant verb "list" on resource "kubevirts" in API group "kubevirt.io")`)
+	_, err = admin.ApplyKubeVirt(ctx, patch, "other", "", false)
+	require.ErrorContains(t, err, "no KubeVirt resource found")
 }

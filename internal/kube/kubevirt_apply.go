@@ -1,0 +1,159 @@
+package kube
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
+)
+
+// kubeVirtCR is the part of the KubeVirt custom resource gpuprep reads.
+type kubeVirtCR struct {
+	Metadata struct {
+		Name            string `json:"name"`
+		Namespace       string `json:"namespace"`
+		ResourceVersion string `json:"resourceVersion"`
+	} `json:"metadata"`
+	Spec struct {
+		Configuration struct {
+			DeveloperConfiguration struct {
+				FeatureGates []string `json:"featureGates"`
+			} `json:"developerConfiguration"`
+			PermittedHostDevices struct {
+				PCIHostDevices  []PCIHostDevice  `json:"pciHostDevices"`
+				MediatedDevices []MediatedDevice `json:"mediatedDevices"`
+			} `json:"permittedHostDevices"`
+		} `json:"configuration"`
+	} `json:"spec"`
+}
+
+// ApplyResult says what ApplyKubeVirt changed.
+type ApplyResult struct {
+	Namespace, Name string
+	Changed         bool
+	Added           []string // feature gates and devices added
+}
+
+// ApplyKubeVirt merges p into the cluster's KubeVirt CR: feature gates and
+// permitted devices are added to what the CR already has (a plain merge
+// patch would replace those lists), and entries for the same selector are
+// updated in place. The patch carries the CR's resourceVersion; a conflict
+// is retried. With no CR, or several and no name, it says so.
+func (c *Client) ApplyKubeVirt(ctx context.Context, p *KubeVirtPatch, namespace, name string, dryRun bool) (*ApplyResult, error) {
+	res := &ApplyResult{}
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cr, err := c.findKubeVirt(ctx, namespace, name)
+		if err != nil {
+			return err
+		}
+		res.Namespace, res.Name, res.Added, res.Changed = cr.Metadata.Namespace, cr.Metadata.Name, nil, false
+		cfg := cr.Spec.Configuration
+		gates := cfg.DeveloperConfiguration.FeatureGates
+		for _, g := range p.Spec.Configuration.DeveloperConfiguration.FeatureGates {
+			if !contains(gates, g) {
+				gates = append(gates, g)
+				res.Added = append(res.Added, "featureGate "+g)
+			}
+		}
+		pcis := cfg.PermittedHostDevices.PCIHostDevices
+		for _, d := range p.Spec.Configuration.PermittedHostDevices.PCIHostDevices {
+			i := indexOf(len(pcis), func(i int) bool { return pcis[i].PCIVendorSelector == d.PCIVendorSelector })
+			switch {
+			case i < 0:
+				pcis = append(pcis, d)
+				res.Added = append(res.Added, "pciHostDevice "+d.PCIVendorSelector+" "+d.ResourceName)
+			case pcis[i] != d:
+				pcis[i] = d
+				res.Added = append(res.Added, "pciHostDevice "+d.PCIVendorSelector+" "+d.ResourceName+" (updated)")
+			}
+		}
+		mdevs := cfg.PermittedHostDevices.MediatedDevices
+		for _, d := range p.Spec.Configuration.PermittedHostDevices.MediatedDevices {
+			i := indexOf(len(mdevs), func(i int) bool { return mdevs[i].MdevNameSelector == d.MdevNameSelector })
+			switch {
+			case i < 0:
+				mdevs = append(mdevs, d)
+				res.Added = append(res.Added, "mediatedDevice "+d.MdevNameSelector)
+			case mdevs[i] != d:
+				mdevs[i] = d
+				res.Added = append(res.Added, "mediatedDevice "+d.MdevNameSelector+" (updated)")
+			}
+		}
+		if len(res.Added) == 0 {
+			return nil
+		}
+		phd := map[string]any{"pciHostDevices": pcis}
+		if len(mdevs) > 0 {
+			phd["mediatedDevices"] = mdevs
+		}
+		body, _ := json.Marshal(map[string]any{
+			"metadata": map[string]any{"resourceVersion": cr.Metadata.ResourceVersion},
+			"spec": map[string]any{"configuration": map[string]any{
+				"developerConfiguration": map[string]any{"featureGates": gates},
+				"permittedHostDevices":   phd,
+			}},
+		})
+		req := c.rest.Patch(types.MergePatchType).
+			AbsPath("/apis/kubevirt.io/v1/namespaces", cr.Metadata.Namespace, "kubevirts", cr.Metadata.Name).
+			Param("fieldManager", "gpuprep").Body(body)
+		if dryRun {
+			req = req.Param("dryRun", "All")
+		}
+		if err := req.Do(ctx).Error(); err != nil {
+			return c.explain(err, "patch", "kubevirts.kubevirt.io", cr.Metadata.Name)
+		}
+		res.Changed = true
+		return nil
+	})
+	return res, err
+}
+
+func (c *Client) findKubeVirt(ctx context.Context, namespace, name string) (*kubeVirtCR, error) {
+	path := "/apis/kubevirt.io/v1/kubevirts"
+	if namespace != "" {
+		path = "/apis/kubevirt.io/v1/namespaces/" + namespace + "/kubevirts"
+	}
+	raw, err := c.rest.Get().AbsPath(path).Do(ctx).Raw()
+	if err != nil {
+		return nil, c.explain(err, "list", "kubevirts.kubevirt.io", "")
+	}
+	var list struct {
+		Items []kubeVirtCR `json:"items"`
+	}
+	if err := json.Unmarshal(raw, &list); err != nil {
+		return nil, err
+	}
+	var found []kubeVirtCR
+	for _, it := range list.Items {
+		if name == "" || it.Metadata.Name == name {
+			found = append(found, it)
+		}
+	}
+	switch len(found) {
+	case 0:
+		return nil, fmt.Errorf("no KubeVirt resource found on %s (is KubeVirt installed?)", c.Server)
+	case 1:
+		return &found[0], nil
+	}
+	return nil, fmt.Errorf("%d KubeVirt resources on %s: choose one with --name and --namespace", len(found), c.Server)
+}
+
+func contains(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+func indexOf(n int, f func(int) bool) int {
+	for i := 0; i < n; i++ {
+		if f(i) {
+			return i
+		}
+	}
+	return -1
+}
