@@ -249,3 +249,19 @@ func TestGrubShowBLSPicksTheRunningKernel(t *testing.T) {
 	require.Contains(t, out, "bootloader: grub-bls (/boot/loader/entries/abc-5.14.0-427.el9.x86_64.conf)\n")
 	require.Contains(t, out, "iommu=pt        iommu=pt        -        configured-but-not-effective\n")
 }
+
+func TestGrubRegenerateCommandPerDistribution(t *testing.T) {
+	fakeGrubRunner(t)
+	for _, tc := range []struct{ fixture, tool, want string }{
+		{"opensuse", "/usr/sbin/grub2-mkconfig", "would run: grub2-mkconfig -o /boot/grub2/grub.cfg\n"},
+		{"arch", "/usr/bin/grub-mkconfig", "would run: grub-mkconfig -o /boot/grub/grub.cfg\n"},
+		{"proxmox", "/usr/sbin/update-grub", "would run: update-grub\n"},
+	} {
+		root := grubRoot(t, tc.fixture, map[string]string{tc.tool: "", "/sys/firmware/acpi/tables/IVRS": "IVRS"})
+		out, errOut, code := gpuprep(t, "grub", "ensure", "--mode", "vm-passthrough", "--dry-run", "--root", root)
+		require.Equal(t, 0, code, errOut)
+		require.Contains(t, out, tc.want, tc.fixture)
+		require.Contains(t, out, " iommu=pt\"\n", tc.fixture)
+		require.NotContains(t, out, "intel_iommu", tc.fixture)
+	}
+}
