@@ -4,7 +4,7 @@ BIN      := bin/gpuprep
 PKGS     := ./...
 export CGO_ENABLED ?= 0
 
-.PHONY: all build run test unit e2e bench lint deps fixtures kube-apiserver clean
+.PHONY: all build run test unit fuzz e2e bench lint deps fixtures kube-apiserver clean
 
 all: build
 
@@ -18,8 +18,13 @@ run: build
 ## test: every test — lint, unit (fixtures, real sshd, real kube-apiserver), the real-kernel e2e under QEMU;
 ## installs what they need
 test: deps lint kube-apiserver
-	GPUPREP_REQUIRE_KUBE=1 $(MAKE) unit
+	GPUPREP_REQUIRE_KUBE=1 GPUPREP_REQUIRE_BROWSER=1 $(MAKE) unit
+	$(MAKE) fuzz
 	$(MAKE) e2e
+
+## fuzz: the GRUB editor against the bash oracle, bounded
+fuzz:
+	$(GO) test ./grub -run '^$$' -fuzz FuzzEnsure -fuzztime 20s
 
 ## unit: fast tests against fixture roots; no root, no network
 unit:

@@ -77,6 +77,13 @@ func (r *Root) WriteFileAtomic(p string, data []byte, perm fs.FileMode, now time
 		res.Backup = bak
 	}
 	dir := filepath.Dir(rp)
+	// A crash between write and rename leaves a temporary file; the original
+	// is intact, and the leftover goes now.
+	if stale, _ := filepath.Glob(filepath.Join(dir, "."+filepath.Base(rp)+".gpuprep-tmp-*")); len(stale) > 0 {
+		for _, f := range stale {
+			_ = os.Remove(f)
+		}
+	}
 	tmp, err := os.CreateTemp(dir, "."+filepath.Base(rp)+".gpuprep-tmp-*")
 	if err != nil {
 		return res, err

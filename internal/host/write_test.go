@@ -32,6 +32,12 @@ func TestWriteFileAtomicBacksUpAndKeepsMode(t *testing.T) {
 	require.False(t, res.Changed)
 	ents, _ := os.ReadDir(filepath.Join(dir, "etc/default"))
 	require.Len(t, ents, 2, "no temporary files left behind")
+	// a temporary file left by a crash is cleaned up by the next write
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "etc/default/.grub.gpuprep-tmp-123"), []byte("half"), 0o600))
+	_, err = r.WriteFileAtomic("/etc/default/grub", []byte("newer\n"), 0o644, now.Add(2*time.Second))
+	require.NoError(t, err)
+	_, err = os.Stat(filepath.Join(dir, "etc/default/.grub.gpuprep-tmp-123"))
+	require.True(t, os.IsNotExist(err))
 	// A new file gets perm and no backup.
 	res, err = r.WriteFileAtomic("/etc/default/new", []byte("x"), 0o640, now)
 	require.NoError(t, err)
