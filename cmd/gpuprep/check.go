@@ -39,7 +39,7 @@ Usage errors exit 2.`,
 	f := cmd.Flags()
 	f.StringVar(&c.mode, "mode", "", "workload type to judge: container, vm-passthrough or vm-vgpu (default: report every mode)")
 	f.StringArrayVar(&c.sel, "select", nil, "devices treated as GPUs: PCI address (0000:41:00.0), VVVV:DDDD or VVVV; repeatable (default: every NVIDIA GPU)")
-	f.StringVarP(&c.output, "output", "o", "text", "output format: text or json")
+	f.StringVarP(&c.output, "output", "o", "text", "output format: text, json, junit, markdown or html")
 	f.StringSliceVar(&c.ignore, "ignore", nil, "check IDs whose failures become warnings (comma-separated, or all)")
 	f.StringSliceVar(&c.skip, "skip", nil, "check IDs not to run (comma-separated)")
 	return cmd
@@ -54,8 +54,8 @@ func (c *checkCmd) run(cmd *cobra.Command) error {
 		}
 		mode = m
 	}
-	if c.output != "text" && c.output != "json" {
-		return usageErr("--output %q: want text or json", c.output)
+	if !validFormat(c.output) {
+		return usageErr("--output %q: want text, json, junit, markdown or html", c.output)
 	}
 	sel, err := pci.ParseSelector(c.sel)
 	if err != nil {
@@ -79,8 +79,8 @@ func (c *checkCmd) run(cmd *cobra.Command) error {
 	}
 	rep := report.Build(env, res, mode)
 	out := cmd.OutOrStdout()
-	if c.output == "json" {
-		err = report.JSON(out, rep)
+	if c.output != "text" {
+		err = report.Render(out, &report.Document{Host: rep}, c.output)
 	} else {
 		err = report.Text(out, rep)
 		if err == nil && len(rep.GPUs) == 0 && sel.Default() && root.IsLive() {

@@ -1,0 +1,58 @@
+package main
+
+import (
+	"io"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpuprep/gpuprep/report"
+)
+
+func init() { register(newReportCmd) }
+
+func newReportCmd(_ *globals) *cobra.Command {
+	cmd := &cobra.Command{Use: "report", Short: "Work with saved gpuprep JSON reports"}
+	var output string
+	render := &cobra.Command{
+		Use:   "render FILE.json",
+		Short: "Render a saved report (host or fleet) as text, json, junit, markdown or html",
+		Long: `render turns any saved gpuprep JSON report — a host's ReadinessReport (gpuprep check -o json)
+or a FleetReport (gpuprep fleet check -o json) — into another format. html is one
+self-contained file (no scripts, no external resources) a person can open: the fleet-wide
+view, a table of hosts and each host's findings. FILE "-" reads standard input.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var b []byte
+			var err error
+			if args[0] == "-" {
+				b, err = io.ReadAll(cmd.InOrStdin())
+			} else {
+				b, err = os.ReadFile(args[0])
+			}
+			if err != nil {
+				return usageErr("%v", err)
+			}
+			d, err := report.Parse(args[0], b)
+			if err != nil {
+				return usageErr("%v", err)
+			}
+			if !validFormat(output) {
+				return usageErr("--output %q: want text, json, junit, markdown or html", output)
+			}
+			return report.Render(cmd.OutOrStdout(), d, output)
+		},
+	}
+	render.Flags().StringVarP(&output, "output", "o", "text", "output format: text, json, junit, markdown or html")
+	cmd.AddCommand(render)
+	return cmd
+}
+
+func validFormat(f string) bool {
+	for _, x := range report.Formats {
+		if x == f {
+			return true
+		}
+	}
+	return false
+}

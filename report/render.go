@@ -1,0 +1,81 @@
+package report
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+)
+
+// Formats lists what Render can write.
+var Formats = []string{"text", "json", "junit", "markdown", "html"}
+
+// Document is a saved gpuprep JSON report: a host's ReadinessReport or a
+// FleetReport.
+type Document struct {
+	Host  *Report
+	Fleet *FleetReport
+}
+
+// Parse reads a saved report; name is used in errors.
+func Parse(name string, b []byte) (*Document, error) {
+	var head struct {
+		APIVersion string `json:"apiVersion"`
+		Kind       string `json:"kind"`
+	}
+	if err := json.Unmarshal(b, &head); err != nil {
+		return nil, fmt.Errorf("%s: not a gpuprep JSON report: %w", name, err)
+	}
+	if head.APIVersion != APIVersion {
+		return nil, fmt.Errorf("%s: apiVersion %q, want %q", name, head.APIVersion, APIVersion)
+	}
+	d := &Document{}
+	switch head.Kind {
+	case Kind:
+		d.Host = &Report{}
+		if err := json.Unmarshal(b, d.Host); err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+	case FleetKind:
+		d.Fleet = &FleetReport{}
+		if err := json.Unmarshal(b, d.Fleet); err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+	default:
+		return nil, fmt.Errorf("%s: kind %q, want %s or %s", name, head.Kind, Kind, FleetKind)
+	}
+	return d, nil
+}
+
+// AsFleet presents a host report as a fleet of one, so the fleet formats
+// (JUnit, Markdown, HTML) serve single hosts too.
+func AsFleet(r *Report) *FleetReport {
+	f := &FleetReport{Mode: r.Mode, Hosts: []FleetHost{{Name: r.Host.Name, Status: "evaluated", Mode: r.Mode, Report: r}}}
+	f.Finish()
+	return f
+}
+
+// Render writes d in format.
+func Render(w io.Writer, d *Document, format string) error {
+	if d.Host != nil {
+		switch format {
+		case "text":
+			return Text(w, d.Host)
+		case "json":
+			return JSON(w, d.Host)
+		}
+		d = &Document{Fleet: AsFleet(d.Host)}
+	}
+	switch format {
+	case "text":
+		return FleetText(w, d.Fleet)
+	case "json":
+		return FleetJSON(w, d.Fleet)
+	case "junit":
+		return FleetJUnit(w, d.Fleet)
+	case "markdown":
+		return FleetMarkdown(w, d.Fleet)
+	case "html":
+		return FleetHTML(w, d.Fleet)
+	}
+	return fmt.Errorf("unknown format %q (want text, json, junit, markdown or html)", format)
+}
