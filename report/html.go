@@ -28,10 +28,10 @@ var htmlTmpl = template.Must(template.New("fleet").Funcs(template.FuncMap{
 		}
 		return strings.Join(s, ", ")
 	},
-	"hostID": func(i int) string { return fmt.Sprintf("host-%d", i) },
-	"open": func(h FleetHost) bool { return h.Verdict != VerdictReady },
-	"orDash": orDash,
-	"blockers": func(r *Report) string { return strings.Join(blockers(r), ", ") },
+	"hostID":       func(i int) string { return fmt.Sprintf("host-%d", i) },
+	"open":         func(h FleetHost) bool { return h.Verdict != VerdictReady },
+	"orDash":       orDash,
+	"blockers":     func(r *Report) string { return strings.Join(blockers(r), ", ") },
 	"notEvaluated": func(s FleetSummary) int { return s.Hosts - s.Ready - s.NotReady - s.Unknown },
 }).Parse(`<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
