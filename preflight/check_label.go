@@ -3,6 +3,9 @@ package preflight
 import (
 	"strings"
 
+	"github.com/gpuprep/gpuprep/internal/pci"
+	"github.com/gpuprep/gpuprep/vgpu"
+
 	"github.com/gpuprep/gpuprep/internal/kargs"
 )
 
@@ -62,7 +65,15 @@ func checkNodeLabel(e *Env) []Finding {
 			Remedy:  "gpuprep label --before-join --mode MODE (one of container, vm-passthrough, vm-vgpu)", Fixable: true,
 			FixCommand: "gpuprep label --before-join --mode " + string(e.vmModeOr(Container))}}
 	}
-	out := []Finding{{Status: Pass, Subject: WorkloadLabel + "=" + v, Modes: []Mode{mode}, Message: "set in " + file}}
+	f := Finding{Status: Pass, Subject: WorkloadLabel + "=" + v, Modes: []Mode{mode}, Message: "set in " + file + "; the host's state agrees"}
+	if disagree, fix := labelDisagrees(e, mode); disagree != "" {
+		f.Status, f.Message = Fail, "set in "+file+", but "+disagree
+		f.Remedy, f.Fixable, f.FixCommand = fix, strings.HasPrefix(fix, "gpuprep "), fix
+		if !f.Fixable {
+			f.FixCommand = ""
+		}
+	}
+	out := []Finding{f}
 	for _, m := range Modes {
 		if m != mode {
 			fix := "gpuprep label --before-join --mode " + string(m)
@@ -79,4 +90,40 @@ func (e *Env) vmModeOr(def Mode) Mode {
 		return e.Mode
 	}
 	return def
+}
+
+// labelDisagrees compares the labelled mode with the host's real state:
+// vm-passthrough needs the GPUs on a VFIO driver, vm-vgpu a vGPU manager,
+// container neither. It returns what disagrees and how to fix it.
+func labelDisagrees(e *Env, mode Mode) (string, string) {
+	var onVFIO, notVFIO []string
+	for _, g := range e.GPUs {
+		if pci.DriverIsVFIO(g.Driver) {
+			onVFIO = append(onVFIO, g.Address)
+		} else {
+			notVFIO = append(notVFIO, g.Address+" ("+driverOr(g.Driver)+")")
+		}
+	}
+	mgr := vgpu.ReadManager(e.Root).Installed
+	switch mode {
+	case VMPassthrough:
+		if len(notVFIO) > 0 {
+			return "GPUs " + strings.Join(notVFIO, ", ") + " are not on a VFIO driver", "gpuprep vfio bind"
+		}
+	case VMVGPU:
+		if !mgr {
+			return "no vGPU manager is installed", "gpuprep vgpu install --driver FILE"
+		}
+		if len(onVFIO) > 0 {
+			return "GPUs " + strings.Join(onVFIO, ", ") + " are on vfio-pci, which the vGPU manager cannot use", "gpuprep vfio unbind"
+		}
+	case Container:
+		if len(onVFIO) > 0 {
+			return "GPUs " + strings.Join(onVFIO, ", ") + " are on vfio-pci, which containers cannot use", "gpuprep vfio unbind"
+		}
+		if mgr {
+			return "the vGPU manager is installed: container workloads need the regular NVIDIA driver", "uninstall the vGPU manager, or label the node vm-vgpu"
+		}
+	}
+	return "", ""
 }

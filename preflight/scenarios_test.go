@@ -267,3 +267,29 @@ func TestWantedArgsFollowThePlatformIOMMUNotTheCPU(t *testing.T) {
 	require.NoError(t, err)
 	require.NotEmpty(t, find(res, want{"iommu.cmdline", "intel_iommu=on", preflight.Fail, ""}))
 }
+
+func TestNodeLabelMustMatchTheHostsState(t *testing.T) {
+	for _, c := range []struct {
+		label, want string
+		status      preflight.Status
+	}{
+		{"vm-passthrough", "the host's state agrees", preflight.Pass},
+		{"container", "are on vfio-pci, which containers cannot use", preflight.Fail},
+		{"vm-vgpu", "no vGPU manager is installed", preflight.Fail},
+	} {
+		dir := t.TempDir()
+		b := fixture.New(dir)
+		fixture.VFIOBound(b) // GPUs on vfio-pci
+		b.File("/etc/default/kubelet", "KUBELET_EXTRA_ARGS=--node-labels=nvidia.com/gpu.workload.config="+c.label+"\n")
+		require.NoError(t, b.Err())
+		root, _ := host.NewRoot(dir)
+		env, err := preflight.NewEnv(root, host.NoRunner{}, pci.Selector{}, "")
+		require.NoError(t, err)
+		res, err := preflight.Run(env, preflight.All(), preflight.Options{})
+		require.NoError(t, err)
+		f := find(res, want{"node.label", "nvidia.com/gpu.workload.config=" + c.label, "", preflight.Mode(c.label)})
+		require.Len(t, f, 1, c.label)
+		require.Equal(t, c.status, f[0].Status, f[0].Message)
+		require.Contains(t, f[0].Message, c.want)
+	}
+}

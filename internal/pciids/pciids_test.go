@@ -56,6 +56,12 @@ func TestResourceNameMatchesThePlugin(t *testing.T) {
 		"2335": "nvidia.com/GH100_H200_SXM_141GB",
 		"26b9": "nvidia.com/AD102GL_L40S",
 		"2901": "nvidia.com/GB100_B200",
+		"20b7": "nvidia.com/GA100GL_A30_PCIE",
+		"2235": "nvidia.com/GA102GL_A40",
+		"20b5": "nvidia.com/GA100_A100_PCIE_80GB",
+		"20f1": "nvidia.com/GA100_A100_PCIE_40GB",
+		"27b8": "nvidia.com/AD104GL_L4",
+		"2331": "nvidia.com/GH100_H100_PCIE",
 		"ffff": "nvidia.com/ffff",
 	} {
 		n := Embedded([]ID{{"10de", id}})
