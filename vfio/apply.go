@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os/exec"
 	"strings"
 	"time"
+
+	"github.com/u-root/u-root/pkg/kmodule"
 
 	"github.com/gpuprep/gpuprep/internal/host"
 	"github.com/gpuprep/gpuprep/internal/journal"
@@ -39,6 +42,34 @@ type Env struct {
 	Root   *host.Root
 	Sysfs  Sysfs
 	Runner host.Runner
+	// ModuleDryRun, when set, receives the module files the built-in loader
+	// would load instead of loading them (tests).
+	ModuleDryRun func(path string)
+}
+
+// loadModule loads m with the distribution's modprobe through the runner,
+// which applies /etc/modprobe.d (options, softdeps). Where the host has no
+// modprobe (a minimal or container image), u-root's kmodule loads m and its
+// dependencies straight from modules.dep of the running kernel. It returns
+// what it ran, for the report.
+func (e Env) loadModule(ctx context.Context, m string) ([]string, error) {
+	argv := []string{"modprobe", m}
+	_, err := e.Runner.Run(ctx, argv...)
+	if err == nil || !errors.Is(err, exec.ErrNotFound) {
+		return argv, err
+	}
+	if !e.Root.IsLive() && e.ModuleDryRun == nil {
+		return argv, fmt.Errorf("no modprobe, and modules are never loaded from a root that is not /: %w", err)
+	}
+	kver, _ := e.Root.ReadString("/proc/sys/kernel/osrelease")
+	opts := kmodule.ProbeOpts{KVer: kver, DryRunCB: e.ModuleDryRun, IgnoreProcMods: !e.Root.IsLive()}
+	if !e.Root.IsLive() {
+		opts.RootDir = e.Root.Dir()
+	}
+	if err := kmodule.ProbeOptions(m, "", opts); err != nil {
+		return []string{"(built-in loader)", m}, fmt.Errorf("no modprobe on this host; loading %s from modules.dep: %w", m, err)
+	}
+	return []string{"(built-in loader)", m}, nil
 }
 
 type writer struct {
@@ -75,9 +106,9 @@ func Bind(ctx context.Context, e Env, inv *pci.Inventory, p *Plan, opts Options)
 	res := &Result{Groups: map[string]bool{}}
 	w := writer{fs: e.Sysfs, timeout: opts.timeout()}
 	for _, m := range p.Modules {
-		argv := []string{"modprobe", m}
+		argv, err := e.loadModule(ctx, m)
 		res.Commands = append(res.Commands, argv)
-		if _, err := e.Runner.Run(ctx, argv...); err != nil {
+		if err != nil {
 			return res, fmt.Errorf("load %s: %w (nothing was changed)", m, err)
 		}
 	}

@@ -2,7 +2,9 @@ package vfio
 
 import (
 	"context"
+	"errors"
 	"os"
+	"os/exec"
 
 	"path/filepath"
 	"strings"
@@ -413,4 +415,25 @@ func TestStatus(t *testing.T) {
 	require.True(t, st.GPUs[0].OnVFIO)
 	require.True(t, st.GPUs[0].Node.Present)
 	require.Equal(t, "vfio-pci", st.GPUs[0].Members[0].Override)
+}
+
+func TestModulesLoadWithoutModprobe(t *testing.T) {
+	k := sim(t, "turing-multifunction")
+	notFound := &exec.Error{Name: "modprobe", Err: exec.ErrNotFound}
+	k.Fail = map[string]error{"modprobe vfio_pci": notFound}
+	var loaded []string
+	e := env(k)
+	e.ModuleDryRun = func(p string) { loaded = append(loaded, p) }
+	argv, err := e.loadModule(context.Background(), "vfio_pci")
+	require.NoError(t, err)
+	require.Equal(t, []string{"(built-in loader)", "vfio_pci"}, argv)
+	require.Equal(t, []string{filepath.Join(k.Root.Dir(), "lib/modules/6.1.0-18-amd64/kernel/drivers/vfio/pci/vfio-pci.ko")}, loaded)
+	// never from a root that is not / for real
+	_, err = env(k).loadModule(context.Background(), "vfio_pci")
+	require.ErrorContains(t, err, "modules are never loaded from a root that is not /")
+	// other modprobe failures are reported as they are
+	k.Fail = map[string]error{"modprobe vfio_pci": errors.New("modprobe: FATAL: Module vfio_pci not found")}
+	_, err = e.loadModule(context.Background(), "vfio_pci")
+	require.ErrorContains(t, err, "Module vfio_pci not found")
+	require.Len(t, loaded, 1)
 }
