@@ -101,7 +101,7 @@ evaluated (and none is not ready), 2 usage errors.`,
 	}
 	f := check.Flags()
 	f.StringVar(&c.mode, "mode", "", "workload type to judge on every host: container, vm-passthrough or vm-vgpu")
-	f.StringArrayVar(&c.sel, "select", nil, "passed to gpuprep check on every host")
+	f.StringArrayVar(&c.sel, "select", nil, "passed to gpuprep check on every host (per host: the inventory variable gpuprep_select, comma-separated, replaces it)")
 	f.StringSliceVar(&c.ignore, "ignore", nil, "passed to gpuprep check on every host")
 	f.StringSliceVar(&c.skip, "skip", nil, "passed to gpuprep check on every host")
 
@@ -278,7 +278,7 @@ func (c *fleetCmd) remoteArgs(h *fleet.Host, command []string) ([]string, error)
 	if m := c.hostMode(h); m != "" {
 		args = append(args, "--mode", m)
 	}
-	for _, s := range c.sel {
+	for _, s := range c.hostSelect(h) {
 		args = append(args, "--select", s)
 	}
 	if len(c.ignore) > 0 {
@@ -288,6 +288,23 @@ func (c *fleetCmd) remoteArgs(h *fleet.Host, command []string) ([]string, error)
 		args = append(args, "--skip", strings.Join(c.skip, ","))
 	}
 	return args, nil
+}
+
+// hostSelect is --select for gpuprep check on h: the host variable
+// gpuprep_select (comma-separated) when set, since which devices are the
+// GPUs is a property of the host, else the fleet's --select.
+func (c *fleetCmd) hostSelect(h *fleet.Host) []string {
+	v := h.Var("gpuprep_select")
+	if strings.TrimSpace(v) == "" {
+		return c.sel
+	}
+	var out []string
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 func (c *fleetCmd) hostMode(h *fleet.Host) string {

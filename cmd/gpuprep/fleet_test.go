@@ -69,6 +69,27 @@ func TestFleetDryRun(t *testing.T) {
 	assert.Len(t, plan.Hosts, 3)
 }
 
+func TestFleetDryRunHostSelect(t *testing.T) {
+	inv := writeFile(t, "sel.yaml", `apiVersion: gpuprep/v1
+kind: Inventory
+hosts:
+  - {name: a, address: 10.0.0.1}
+  - {name: b, address: 10.0.0.2, vars: {gpuprep_select: " 1234:1111, 0000:04:00.0 "}}
+`)
+	code, out, _ := runCLI("fleet", "check", "-i", inv, "--ssh-config", "none", "--dry-run", "-o", "json", "--select", "10de")
+	require.Equal(t, 0, code)
+	var plan struct {
+		Hosts []struct {
+			Name string
+			Args []string `json:"gpuprepArgs"`
+		}
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &plan), out)
+	require.Len(t, plan.Hosts, 2)
+	assert.Equal(t, []string{"check", "-o", "json", "--select", "10de"}, plan.Hosts[0].Args)
+	assert.Equal(t, []string{"check", "-o", "json", "--select", "1234:1111", "--select", "0000:04:00.0"}, plan.Hosts[1].Args)
+}
+
 // cliRig: real sshd hosts for the CLI.
 type cliRig struct {
 	env      *sshdtest.Env
