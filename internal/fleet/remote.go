@@ -157,6 +157,9 @@ func archEqual(a, b string) bool {
 // not matching its hash) and runs it with args, under sudo -n when the
 // login user is not root.
 func (e *Exec) Run(ctx context.Context, c *ssh.Client, h *Host, args []string) (Output, error) {
+	if o, ok, err := e.runStamped(ctx, c, h, args); err != nil || ok {
+		return o, err
+	}
 	o, err := session(ctx, c, probeScript, nil)
 	if err != nil {
 		return o, fmt.Errorf("probe: %w", err)
@@ -184,6 +187,13 @@ func (e *Exec) Run(ctx context.Context, c *ssh.Client, h *Host, args []string) (
 	ok, reason, err := e.cached(ctx, c, bin)
 	if err != nil {
 		return o, err
+	}
+	if ok { // verified by its hash: stamp it, so that the next run takes the one-session path
+		if so, err := session(ctx, c, stampScript(bin, path.Join(dir, stampName)), nil); err != nil || so.ExitCode != 0 {
+			if ctx.Err() != nil {
+				return o, ctx.Err()
+			}
+		}
 	}
 	if !ok {
 		if err := e.upload(ctx, c, base, dir, bin); err != nil {
@@ -296,6 +306,7 @@ func (e *Exec) upload(ctx context.Context, c *ssh.Client, base, dir, bin string)
 		`if command -v sha256sum >/dev/null 2>&1; then set -- $(sha256sum < ` + qt + `); [ "$1" = ` + Quote(e.Binary.SHA256) + ` ] || { echo "gpuprep: upload corrupted (sha256 $1)" >&2; exit 97; }; fi`,
 		`chmod 700 ` + qt,
 		`mv -f ` + qt + ` ` + qbin,
+		`{ ` + stampScript(bin, path.Join(dir, stampName)) + ` || true; }`,
 	}, " && ")
 	o, err := session(ctx, c, script, f)
 	if err != nil {
@@ -305,4 +316,70 @@ func (e *Exec) upload(ctx context.Context, c *ssh.Client, base, dir, bin string)
 		return fmt.Errorf("upload to %s failed (exit %d): %s", bin, o.ExitCode, strings.TrimSpace(string(o.Stderr)))
 	}
 	return nil
+}
+
+// The stamp: once the cached binary's SHA-256 was verified (at upload, or
+// by hashing it on the host), its identity — size, inode, modification and
+// status-change times to the nanosecond, as stat(1) prints them — goes into
+// a file next to it. A later run whose stat matches the stamp runs the
+// binary in one session, without hashing its megabytes again: any write to
+// the file, a replacement or a chmod changes its ctime, which no user can
+// set, and then the full check runs (and re-uploads on a mismatch).
+const (
+	stampName   = "stamp"
+	stampFormat = "%s %i %.9Y %.9Z"
+	// notStamped is the one-session script's answer when it cannot run the
+	// cached binary; the full probe, hash check and upload follow.
+	notStampedRC  = 199
+	notStampedMsg = "gpuprep-fleet: no stamped cached binary"
+)
+
+// stampScript records bin's identity in stamp (through a temporary file and
+// a rename, so that concurrent runs sharing a home never read half a stamp).
+func stampScript(bin, stamp string) string {
+	tmp := Quote(stamp+".tmp.") + `"$$"` // the shell's PID: one temporary file per writer
+	return `{ umask 077 && s=$(stat -L -c ` + Quote(stampFormat) + ` ` + Quote(bin) + ` 2>/dev/null) && [ -n "$s" ] && ` +
+		`printf '%s\n' "$s" > ` + tmp + ` && mv -f ` + tmp + ` ` + Quote(stamp) + `; } || { rm -f ` + tmp + `; false; }`
+}
+
+// runStamped runs the cached binary in one session when its stamp matches
+// (see stampScript): no probe, no hash, no upload. ok is false when the
+// host answered that it has no such binary; the caller then takes the full
+// path. Only the cache directory (quoted) comes from the inventory.
+func (e *Exec) runStamped(ctx context.Context, c *ssh.Client, h *Host, args []string) (Output, bool, error) {
+	base := `"$HOME"/.cache/gpuprep`
+	if v := h.Var("gpuprep_cache_dir"); v != "" {
+		if !path.IsAbs(v) {
+			return Output{}, false, nil // the full path reports it
+		}
+		base = Quote(v)
+	}
+	qargs, err := QuoteArgs(args...)
+	if err != nil {
+		return Output{}, false, err
+	}
+	run := `exec "$b" ` + qargs
+	if !e.NoSudo {
+		run = `if [ "$(id -u)" = 0 ]; then exec "$b" ` + qargs + `; else exec sudo -n -- "$b" ` + qargs + `; fi`
+	}
+	script := strings.Join([]string{
+		`no() { echo ` + Quote(notStampedMsg) + ` >&2; exit ` + fmt.Sprint(notStampedRC) + `; }`,
+		`case "$HOME" in /*) ;; *) no ;; esac`,
+		`d=` + base + `/` + e.Binary.SHA256 + `; b="$d"/gpuprep`,
+		`[ -f "$b" ] && [ -f "$d"/` + stampName + ` ] && [ ! -L "$d" ] || no`,
+		`[ "$(uname -m)" = ` + Quote(e.Binary.Arch) + ` ] || no`,
+		`s=$(stat -L -c ` + Quote(stampFormat) + ` "$b" 2>/dev/null) && [ -n "$s" ] && [ "$s" = "$(cat "$d"/` + stampName + `)" ] || no`,
+		run,
+	}, "\n")
+	o, err := session(ctx, c, script, nil)
+	if err != nil {
+		return o, false, err
+	}
+	if o.ExitCode == notStampedRC && strings.TrimSpace(string(o.Stderr)) == notStampedMsg {
+		return o, false, nil
+	}
+	if !e.NoSudo && sudoProblem(o) != "" {
+		return o, false, nil // the full path finds and explains it
+	}
+	return o, true, nil
 }

@@ -371,3 +371,43 @@ func TestSSHCancelMidRun(t *testing.T) {
 	}
 	assert.GreaterOrEqual(t, cancelled, 4, "no new work after the interrupt")
 }
+
+// A warm run takes one session (the stamp matches); any change to the
+// cached binary, even one that keeps its size, sends it back through the
+// full hash check and a re-upload.
+func TestSSHStampedCache(t *testing.T) {
+	r := newRig(t)
+	s := r.env.Start(t, "127.0.0.14")
+	sshdtest.Trust(t, r.kh, false, s)
+	var uploads atomic.Int32
+	var reason string
+	run := r.runner(r.transport())
+	run.Exec.Uploaded = func(_ *Host, why string) { uploads.Add(1); reason = why }
+	h := []*Host{r.host("st", s, r.env.User)}
+	res := run.Run(context.Background(), h) // uploads or verifies by hash, and stamps
+	require.Equal(t, StatusEvaluated, res[0].Status, res[0].Err)
+	dir := filepath.Join(r.env.Home[r.env.User], ".cache", "gpuprep", r.bin.SHA256)
+	stamp, err := os.ReadFile(filepath.Join(dir, stampName))
+	require.NoError(t, err)
+	assert.Regexp(t, `^[0-9]+ [0-9]+ [0-9.]+ [0-9.]+\n$`, string(stamp))
+	left, _ := filepath.Glob(filepath.Join(dir, "*.tmp*"))
+	assert.Empty(t, left)
+
+	uploads.Store(0)
+	res = run.Run(context.Background(), h)
+	require.Equal(t, StatusEvaluated, res[0].Status, res[0].Err)
+	assert.Equal(t, 0, res[0].Output.ExitCode, "%s", res[0].Output.Stderr)
+	assert.Equal(t, int32(0), uploads.Load())
+
+	// Same size, other bytes.
+	bin := filepath.Join(dir, "gpuprep")
+	data, err := os.ReadFile(bin)
+	require.NoError(t, err)
+	data[len(data)/2] ^= 0xff
+	require.NoError(t, os.WriteFile(bin, data, 0o700))
+	res = run.Run(context.Background(), h)
+	require.Equal(t, StatusEvaluated, res[0].Status, res[0].Err)
+	assert.Equal(t, int32(1), uploads.Load())
+	assert.Contains(t, reason, "does not match its SHA-256")
+	assert.Contains(t, string(res[0].Output.Stdout), `"kind": "ReadinessReport"`)
+}
