@@ -3,9 +3,11 @@
 # QEMU/TCG guest. No network, no disk: everything lives in the initramfs.
 #
 # Kernel command line knobs:
-#   testmode=exec|info|shell  exec: run /test/run (appended payload cpio), print "T_EXIT rc=N";
+#   testmode=exec|info|shell|ssh  exec: run /test/run (appended payload cpio), print "T_EXIT rc=N";
 #                             info: print the diagnostics of /e2e/diag.sh; shell: interactive sh
-#                             on the console (for debugging). Default: info.
+#                             on the console (for debugging); ssh: the diagnostics, then dropbear
+#                             (appended by `testbed.sh ssh`) on the bus-0 e1000e, "T_SSHD_UP" when it
+#                             listens, then wait to be powered off. Default: info.
 #   e2e_modules=a,b,c|none    modules to modprobe at boot (default vfio,vfio_iommu_type1,vfio-pci,kvm);
 #                             "kvm" means kvm_intel or kvm_amd by the CPU's vmx/svm flag (TCG's -cpu max
 #                             has svm, so the guest gets a working /dev/kvm like a real KVM host)
@@ -52,6 +54,36 @@ case "$MODE" in
     fi
     cd /
     echo "T_EXIT rc=$rc uptime=$(up)"
+    ;;
+  ssh)
+    sh /e2e/diag.sh
+    dmesg -n "$LL"
+    modprobe e1000e 2>&1 | sed "s/^/T_MODPROBE_ERR e1000e: /"
+    ip link set lo up
+    # the e1000e on bus 0 is the one whose user-mode netdev forwards the host's port to :22
+    IF=
+    for i in /sys/class/net/*; do
+      case "$(readlink -f "$i/device" 2>/dev/null)" in */0000:00:*) IF=${i##*/}; break ;; esac
+    done
+    if [ -z "$IF" ] || [ ! -x /bin/dropbear ]; then
+      echo "T_SSHD_FAIL if=$IF dropbear=$(ls /bin/dropbear 2>&1)"
+    else
+      ip link set "$IF" up && ip addr add 10.0.2.15/24 dev "$IF" && ip route add default via 10.0.2.2
+      echo "T_SSHD_START if=$IF uptime=$(up)"
+      # -s: keys only; -E: log to stderr (the console). It forks into the background before it
+      # listens: wait for the listening socket (:0016, state 0A) in /proc/net/tcp
+      /bin/dropbear -r /etc/dropbear/dropbear_ed25519_host_key -s -E -p 22
+      n=0
+      until grep -q '^ *[0-9]*: 00000000:0016 00000000:0000 0A' /proc/net/tcp || [ $n -ge 100 ]; do
+        sleep 0.1; n=$((n + 1))
+      done
+      # and for the link: until e1000e reports carrier, slirp's SYNs to the guest are lost
+      until [ "$(cat "/sys/class/net/$IF/carrier" 2>/dev/null)" = 1 ] || [ $n -ge 100 ]; do
+        sleep 0.1; n=$((n + 1))
+      done
+      if [ $n -lt 100 ]; then echo "T_SSHD_UP port=22 uptime=$(up)"; else echo "T_SSHD_FAIL not listening"; fi
+    fi
+    while :; do sleep 3600; done
     ;;
   shell)
     echo "T_SHELL uptime=$(up) (poweroff -f to leave)"

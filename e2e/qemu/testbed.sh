@@ -8,6 +8,12 @@
 #                                                      exit with the guest's T_EXIT rc
 #   testbed.sh info  intel|amd [KARG...]               boot, print the guest's IOMMU/PCI diagnostics
 #   testbed.sh shell intel|amd [KARG...]               boot to an interactive shell on the console
+#   testbed.sh ssh AUTHORIZED_KEYS PORT intel|amd [KARG...]
+#                                                      boot with an SSH server (dropbear, user root, the
+#                                                      given authorized_keys) on 127.0.0.1:PORT; the guest
+#                                                      prints "T_SSHD_UP" when it listens and runs until
+#                                                      qemu is killed (or `poweroff -f` over ssh); its host
+#                                                      key is $GPUPREP_E2E_DIR/ssh/host_ed25519.pub
 #
 # KARG: kernel arguments. Each one replaces the default argument with the same key (the text before
 # '='), the rest is appended: e.g. `intel_iommu=off` turns the Intel default `intel_iommu=on iommu=pt`
@@ -42,7 +48,7 @@ TMO=${GPUPREP_E2E_TIMEOUT:-240}
 
 log() { printf '[testbed %s] %s\n' "$(date +%T)" "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
-usage() { sed -n '2,14p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '2,20p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 
 # Modules copied into the guest, relative to /lib/modules/$KVER (the real Debian layout). Entries that the
 # kernel package does not have (e.g. vfio_virqfd, merged into vfio in 6.2+) are skipped.
@@ -78,6 +84,32 @@ ensure_packages() {
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -q >&2
   apt-get install -y -q --no-install-recommends qemu-system-x86 busybox-static cpio xz-utils >&2
+}
+
+# ensure_dropbear: the ssh boot mode copies dropbear and its shared libraries into the guest. Optional:
+# without it (and no way to install it) only the ssh mode is unavailable.
+ensure_dropbear() {
+  [ -x /usr/sbin/dropbear ] && command -v dropbearkey >/dev/null && return 0
+  if [ "${GPUPREP_E2E_NO_APT:-0}" = 1 ] || [ "$(id -u)" != 0 ]; then
+    log "note: dropbear-bin is not installed (and cannot be here): the ssh mode is unavailable"; return 0
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get install -y -q --no-install-recommends dropbear-bin >&2 ||
+    { apt-get update -q >&2 && apt-get install -y -q --no-install-recommends dropbear-bin >&2; } ||
+    log "note: apt-get install dropbear-bin failed: the ssh mode is unavailable"
+}
+
+# ssh_hostkey: the guest's dropbear host key, generated once on the host (key generation under TCG is slow)
+ssh_hostkey() {
+  local d="$W/ssh"
+  [ -f "$d/dropbear_ed25519_host_key" ] && [ -s "$d/host_ed25519.pub" ] && return 0
+  command -v dropbearkey >/dev/null || { log "note: no dropbearkey (dropbear-bin): the ssh mode is unavailable"; return 0; }
+  mkdir -p "$d.tmp"
+  rm -f "$d.tmp/dropbear_ed25519_host_key"
+  dropbearkey -t ed25519 -f "$d.tmp/dropbear_ed25519_host_key" >/dev/null 2>&1
+  dropbearkey -y -f "$d.tmp/dropbear_ed25519_host_key" | grep '^ssh-ed25519 ' | cut -d' ' -f1,2 >"$d.tmp/host_ed25519.pub"
+  rm -rf "$d"; mv "$d.tmp" "$d"
+  log "ssh mode: guest host key $(cat "$d/host_ed25519.pub")"
 }
 
 kernel_pkg() {
@@ -186,9 +218,11 @@ OSR
 setup() {
   mkdir -p "$W"
   ensure_packages
+  ensure_dropbear
   KPKG=$(kernel_pkg); K=${KPKG#linux-image-}; KD="$W/kernel/$K"
   prepare_kernel
   build_initramfs
+  ssh_hostkey
   echo "$KPKG" >"$W/current-kernel-pkg"
   ln -sfn "kernel/$K" "$W/current"
   log "ready: kernel $K, $(du -h "$KD/vmlinux" | cut -f1) vmlinux, $(du -h "$KD/initramfs.cpio.gz" | cut -f1) initramfs in $KD"
@@ -237,7 +271,7 @@ vm() {
     -nodefaults -display none -serial stdio -monitor none -no-reboot \
     -kernel "$KD/vmlinux" -initrd "$initrd" -append "$kargs" \
     -device edu -device pci-testdev \
-    -device e1000e,netdev=n0,romfile= -netdev user,id=n0,restrict=on \
+    -device e1000e,netdev=n0,romfile= -netdev "user,id=n0,restrict=on${N0_OPTS:-}" \
     -device pcie-root-port,id=rp1,chassis=1,slot=1 \
     -device e1000e,bus=rp1,netdev=n1,romfile= -netdev user,id=n1,restrict=on \
     -device pcie-root-port,id=rp2,chassis=2,slot=2 -device pcie-pci-bridge,id=br1,bus=rp2 \
@@ -259,7 +293,7 @@ run_guest() {   # run_guest MODE IOMMU INITRD [KARG...]
   t0=$(date +%s.%N)
   qrc=0; vm "$mode" "$iommu" "$initrd" "$logf" "$@" || qrc=$?
   t1=$(date +%s.%N)
-  if [ "$mode" = shell ]; then return "$qrc"; fi
+  if [ "$mode" = shell ] || [ "$mode" = ssh ]; then return "$qrc"; fi
   grc=$(tr -d '\r' <"$logf" | sed -n 's/^T_EXIT rc=\([0-9][0-9]*\).*/\1/p' | tail -1)
   local wall; wall=$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.1f", b-a}')
   if [ -z "$grc" ]; then
@@ -299,8 +333,40 @@ cmd_exec() {
   run_guest exec "$iommu" "$tmp/initrd" "$@"
 }
 
+# cmd_ssh AUTHORIZED_KEYS PORT IOMMU [KARG...]: dropbear (root) in the guest, reachable on 127.0.0.1:PORT
+# through the bus-0 e1000e's user-mode network (restrict=on: the guest still reaches nothing).
+cmd_ssh() {
+  [ $# -ge 3 ] || usage
+  local keys=$1 port=$2 iommu=$3 l
+  shift 3
+  [ -f "$keys" ] || die "no authorized_keys file $keys"
+  case $port in ''|*[!0-9]*) die "bad port '$port'" ;; esac
+  current_kernel
+  [ -x /usr/sbin/dropbear ] || die "no /usr/sbin/dropbear: run '$0 setup' (installs dropbear-bin)"
+  ssh_hostkey
+  [ -f "$W/ssh/dropbear_ed25519_host_key" ] || die "no guest host key in $W/ssh"
+  tmp=$(mktemp -d "$W/ssh.XXXXXX")   # global: the EXIT trap runs after this function returned
+  trap 'rm -rf "$tmp"' EXIT
+  local r="$tmp/root"
+  mkdir -p "$r/bin" "$r/lib/x86_64-linux-gnu" "$r/lib64" "$r/etc/dropbear" "$r/root/.ssh"
+  cp /usr/sbin/dropbear "$r/bin/dropbear"
+  for l in $(ldd /usr/sbin/dropbear | awk '/=> \//{print $3}'); do cp -L "$l" "$r/lib/x86_64-linux-gnu/"; done
+  cp -L /lib64/ld-linux-x86-64.so.2 "$r/lib64/"
+  cp "$W/ssh/dropbear_ed25519_host_key" "$r/etc/dropbear/"
+  printf '/bin/sh\n' >"$r/etc/shells"
+  cp "$keys" "$r/root/.ssh/authorized_keys"
+  chmod 700 "$r/root" "$r/root/.ssh"; chmod 600 "$r/root/.ssh/authorized_keys" "$r/etc/dropbear/"*
+  # base initramfs + padding + the ssh overlay (uncompressed cpio), as for exec payloads
+  cp "$KD/initramfs.cpio.gz" "$tmp/initrd"
+  local sz; sz=$(stat -c %s "$tmp/initrd")
+  head -c $(( (512 - sz % 512) % 512 )) /dev/zero >>"$tmp/initrd"
+  (cd "$r" && find . | cpio -o -H newc -R 0:0 --quiet) >>"$tmp/initrd"
+  N0_OPTS=",hostfwd=tcp:127.0.0.1:$port-:22" run_guest ssh "$iommu" "$tmp/initrd" "$@"
+}
+
 case "${1:-}" in
   setup) shift; setup ;;
+  ssh) shift; cmd_ssh "$@" ;;
   exec) shift; cmd_exec "$@" ;;
   info|shell)
     m=$1; shift; [ $# -ge 1 ] || usage
