@@ -212,3 +212,8 @@ func initramfsTool(root *host.Root) []string {
 	}
 	return nil
 }
+
+// InitramfsCommand is the command that regenerates the initramfs on the host
+// under root (update-initramfs -u, dracut -f or mkinitcpio -P); nil when none
+// was found. Whoever restores gpuprep's persistent files (rollback) runs it.
+func InitramfsCommand(root *host.Root) []string { return initramfsTool(root) }

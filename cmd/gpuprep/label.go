@@ -109,7 +109,7 @@ func (c *labelCmd) run(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
-	file := kubeletEnvFile(root)
+	file := kube.KubeletEnvFile(root)
 	old, rerr := root.ReadFile(file)
 	out, err := kube.EditKubeletEnv(file, old, set, remove)
 	if err != nil {
@@ -127,31 +127,6 @@ func splitDir(p string) (string, string) {
 		return "/", p[1:]
 	}
 	return p[:i], p[i+1:]
-}
-
-// kubeletEnvFile is the kubelet environment file the distribution's kubelet
-// package reads: an existing /etc/default/kubelet or /etc/sysconfig/kubelet,
-// else the one of the OS family.
-func kubeletEnvFile(root *host.Root) string {
-	for _, f := range []string{"/etc/default/kubelet", "/etc/sysconfig/kubelet"} {
-		if root.Exists(f) {
-			return f
-		}
-	}
-	osr, _ := root.ReadFile("/etc/os-release")
-	for _, l := range strings.Split(string(osr), "\n") {
-		if strings.HasPrefix(l, "ID=") || strings.HasPrefix(l, "ID_LIKE=") {
-			v := strings.ToLower(l)
-			for _, fam := range []string{"rhel", "fedora", "centos", "rocky", "almalinux", "ol", "amzn", "suse", "sles"} {
-				for _, w := range strings.Fields(strings.Trim(v[strings.IndexByte(v, '=')+1:], `"'`)) {
-					if w == fam {
-						return "/etc/sysconfig/kubelet"
-					}
-				}
-			}
-		}
-	}
-	return "/etc/default/kubelet"
 }
 
 func (c *labelCmd) write(cmd *cobra.Command, root *host.Root, path, shown string, old, out []byte, existed bool) error {

@@ -1,0 +1,179 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/mattn/go-isatty"
+	"github.com/spf13/cobra"
+
+	"github.com/gpuprep/gpuprep/internal/host"
+	"github.com/gpuprep/gpuprep/internal/pci"
+	"github.com/gpuprep/gpuprep/preflight"
+	"github.com/gpuprep/gpuprep/provision"
+	"github.com/gpuprep/gpuprep/report"
+	"github.com/gpuprep/gpuprep/vfio"
+)
+
+func init() { register(newApplyCmd) }
+
+// provisionKernel gives what apply and rollback change the running kernel
+// through: sysfs and commands of this machine. Against a root other than /
+// they refuse. Tests (and only tests) replace it with the fixture kernel
+// simulator (internal/fixture.Kernel), which reacts to sysfs writes as the
+// kernel does and records commands.
+var provisionKernel = func(root *host.Root) (vfio.Sysfs, host.Runner, error) {
+	if !root.IsLive() {
+		return nil, nil, usageErr("--root %s: apply and rollback change the running kernel; against another root only gpuprep plan works", root.Dir())
+	}
+	return root, host.ExecRunner{}, nil
+}
+
+// confirmInput is where apply reads the answer to its question; stdinTTY
+// says whether that is a terminal. Tests replace both.
+var (
+	confirmInput io.Reader = os.Stdin
+	stdinTTY               = func() bool { return isatty.IsTerminal(os.Stdin.Fd()) || isatty.IsCygwinTerminal(os.Stdin.Fd()) }
+)
+
+type applyCmd struct {
+	provisionFlags
+	yes    bool
+	reboot bool
+}
+
+func newApplyCmd(g *globals) *cobra.Command {
+	c := &applyCmd{provisionFlags: provisionFlags{g: g}}
+	cmd := &cobra.Command{
+		Use:   "apply --mode MODE [--yes] [--reboot] [--select …] [-o text|json]",
+		Short: "Make this node ready for a mode: run the plan step by step, journalled, across the reboot, then check",
+		Long: `apply runs gpuprep plan's steps in order, recording each step's start and end in
+/var/lib/gpuprep/journal.jsonl together with every change (files with their backups,
+drivers before and after, labels before), and stops at the reboot step (exit 4; with
+--reboot it runs systemctl reboot). Run it again after the boot: with the kernel
+arguments in effect and the IOMMU active it continues (bind, label). It ends by
+running gpuprep check for the mode and shows its report (embedded with -o json).
+A node already ready is left alone. Killed at any point, a re-run (or gpuprep
+rollback) finishes the job.
+
+It shows the plan and asks before changing anything when standard input is a
+terminal; --yes skips the question, and without a terminal --yes is required.
+
+Exit codes: 0 done and the node is ready, 1 not ready after the steps (see the
+report) or a step failed, 2 usage error, 3 the host could not be read or a check
+could not be evaluated, 4 a reboot is needed (stopped at the reboot step, or
+rebooting with --reboot).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return c.run(cmd) },
+	}
+	c.add(cmd)
+	cmd.Flags().BoolVarP(&c.yes, "yes", "y", false, "do not ask for confirmation")
+	cmd.Flags().BoolVar(&c.reboot, "reboot", false, "at the reboot step, run systemctl reboot instead of stopping")
+	return cmd
+}
+
+// applyResult is apply -o json.
+type applyResult struct {
+	APIVersion string             `json:"apiVersion"`
+	Kind       string             `json:"kind"`
+	Mode       string             `json:"mode"`
+	Plan       *provision.Plan    `json:"plan"`
+	Outcome    *provision.Outcome `json:"outcome"`
+	Error      string             `json:"error,omitempty"`
+	Report     *report.Report     `json:"report,omitempty"`
+	Log        []string           `json:"log,omitempty"`
+}
+
+func (c *applyCmd) run(cmd *cobra.Command) error {
+	root, p, err := c.plan(cmd.Context())
+	if err != nil {
+		return err
+	}
+	out, errw := cmd.OutOrStdout(), cmd.ErrOrStderr()
+	text := c.output == "text"
+	if !p.Empty() && !c.yes {
+		if !stdinTTY() {
+			return usageErr("apply changes this node: run it on a terminal to confirm, or pass --yes (see gpuprep plan --mode %s for what it does)", p.Mode)
+		}
+		printProvisionPlan(errw, p)
+		fmt.Fprint(errw, "\nApply these steps? [y/N] ")
+		ans, _ := bufio.NewReader(confirmInput).ReadString('\n')
+		if a := strings.ToLower(strings.TrimSpace(ans)); a != "y" && a != "yes" {
+			return &exitError{code: exitNotReady, err: errors.New("not confirmed: nothing was changed")}
+		}
+	}
+	sysfs, runner, err := provisionKernel(root)
+	if err != nil {
+		if !p.Empty() {
+			return err
+		}
+		sysfs, runner = nil, host.NoRunner{} // nothing to change: apply only checks
+	}
+	var log strings.Builder
+	env := provision.Env{Root: root, Sysfs: sysfs, Runner: runner}
+	if text {
+		env.Out = out
+		if p.Empty() {
+			printProvisionPlan(out, p)
+		}
+	} else {
+		env.Out = &log
+	}
+	res := applyResult{APIVersion: "gpuprep/v1", Kind: "ApplyResult", Mode: p.Mode, Plan: p}
+	oc, aerr := provision.Apply(cmd.Context(), env, p, provision.ApplyOptions{Reboot: c.reboot})
+	res.Outcome = oc
+	if s := strings.TrimSpace(log.String()); s != "" {
+		res.Log = strings.Split(s, "\n")
+	}
+	code := exitOK
+	switch {
+	case aerr != nil:
+		res.Error = aerr.Error()
+		code = exitNotReady
+	case oc.Reboot:
+		code = exitNeedReboot
+	default:
+		rep, cerr := c.check(root)
+		if cerr != nil {
+			return cerr
+		}
+		res.Report = rep
+		code = exitCode(rep)
+	}
+	if !text {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(res); err != nil {
+			return err
+		}
+	} else if res.Report != nil {
+		fmt.Fprintln(out)
+		if err := report.Text(out, res.Report); err != nil {
+			return err
+		}
+	}
+	if aerr != nil {
+		return &exitError{code: code, err: fmt.Errorf("%w (run gpuprep apply again to retry, or gpuprep rollback to undo)", aerr)}
+	}
+	return &exitError{code: code}
+}
+
+// check runs gpuprep check for the mode and returns its report.
+func (c *applyCmd) check(root *host.Root) (*report.Report, error) {
+	mode, _ := preflight.ParseMode(c.mode)
+	sel, _ := pci.ParseSelector(c.sel)
+	env, err := preflight.NewEnv(root, host.DefaultRunner(root), sel, mode)
+	if err != nil {
+		return nil, &exitError{code: exitUnknown, err: err}
+	}
+	res, err := preflight.Run(env, preflight.All(), preflight.Options{Mode: mode})
+	if err != nil {
+		return nil, &exitError{code: exitUnknown, err: err}
+	}
+	return report.Build(env, res, mode), nil
+}

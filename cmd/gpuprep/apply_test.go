@@ -1,0 +1,366 @@
+package main
+
+import (
+	"encoding/json"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/gpuprep/gpuprep/internal/fixture"
+	"github.com/gpuprep/gpuprep/internal/host"
+	"github.com/gpuprep/gpuprep/internal/journal"
+	"github.com/gpuprep/gpuprep/vfio"
+)
+
+// simulatedKernel makes apply and rollback act on fixture roots through the
+// kernel simulator (a new one per command, as a new process would see the
+// tree), and returns a pointer to the last simulator, for its commands.
+func simulatedKernel(t *testing.T) **fixture.Kernel {
+	t.Helper()
+	old := provisionKernel
+	t.Cleanup(func() { provisionKernel = old })
+	last := new(*fixture.Kernel)
+	provisionKernel = func(root *host.Root) (vfio.Sysfs, host.Runner, error) {
+		k, err := fixture.NewKernel(root.Dir())
+		*last = k
+		return k, k, err
+	}
+	return last
+}
+
+// withTools adds the boot-menu and initramfs tools apply runs (through the
+// simulator's runner), as a Debian/Ubuntu root has them.
+func withTools(t *testing.T, dir string) {
+	t.Helper()
+	for _, f := range []string{"/usr/sbin/update-grub", "/usr/sbin/update-initramfs"} {
+		require.NoError(t, fixture.New(dir).File(f, "#!/bin/sh\n").Err())
+	}
+}
+
+// simulateReboot makes the fixture look like the node after a reboot with
+// intel_iommu=on iommu=pt: the arguments on /proc/cmdline, the IOMMU units
+// and one IOMMU group per PCI function, remapped interrupts.
+func simulateReboot(t *testing.T, dir string) {
+	t.Helper()
+	b := fixture.New(dir)
+	raw, err := os.ReadFile(filepath.Join(dir, "proc/cmdline"))
+	require.NoError(t, err)
+	b.File("/proc/cmdline", strings.TrimSpace(string(raw))+" intel_iommu=on iommu=pt\n")
+	b.IOMMU("dmar0", 0xf020df)
+	b.Interrupts("IR-IO-APIC", "IR-PCI-MSI-0000:00:14.0", "DMAR-MSI")
+	root, err := host.NewRoot(dir)
+	require.NoError(t, err)
+	for i, a := range root.Names("/sys/bus/pci/devices") {
+		dev, err := root.Realpath("/sys/bus/pci/devices/" + a)
+		require.NoError(t, err)
+		g := "/sys/kernel/iommu_groups/" + string(rune('0'+i))
+		b.File(g+"/type", "DMA\n").Link(dev+"/iommu_group", g).Link(g+"/devices/"+a, dev)
+	}
+	require.NoError(t, b.Err())
+}
+
+// tree is every regular file and symlink of a root outside the kernel's
+// virtual file systems and gpuprep's journal, backups excluded.
+func tree(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	require.NoError(t, filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		switch {
+		case rel == "sys" || rel == "proc" || rel == "dev" || rel == "var/lib/gpuprep":
+			return filepath.SkipDir
+		case d.IsDir():
+			return nil
+		case strings.Contains(d.Name(), ".gpuprep-") && strings.HasSuffix(d.Name(), host.BackupSuffix):
+			return nil
+		case d.Type()&fs.ModeSymlink != 0:
+			l, err := os.Readlink(p)
+			out[rel] = "-> " + l
+			return err
+		}
+		b, err := os.ReadFile(p)
+		out[rel] = string(b)
+		return err
+	}))
+	return out
+}
+
+func driverOf(t *testing.T, dir, addr string) string {
+	t.Helper()
+	r, err := host.NewRoot(dir)
+	require.NoError(t, err)
+	return r.LinkBase("/sys/bus/pci/devices/" + addr + "/driver")
+}
+
+func journalLen(t *testing.T, dir string) int {
+	t.Helper()
+	r, err := host.NewRoot(dir)
+	require.NoError(t, err)
+	es, err := journal.Read(r)
+	require.NoError(t, err)
+	return len(es)
+}
+
+type planJSON struct {
+	Steps []struct {
+		ID       string `json:"id"`
+		Deferred bool   `json:"deferred"`
+		Reboot   bool   `json:"reboot"`
+		Files    []struct {
+			Path string `json:"path"`
+		} `json:"files"`
+		Sysfs []string `json:"sysfs"`
+	} `json:"steps"`
+}
+
+func (p planJSON) ids() []string {
+	var s []string
+	for _, x := range p.Steps {
+		s = append(s, x.ID)
+	}
+	return s
+}
+
+type applyJSON struct {
+	Outcome struct {
+		Steps []struct {
+			ID, Status string
+		} `json:"steps"`
+		Reboot bool `json:"rebootRequired"`
+	} `json:"outcome"`
+	Report *struct {
+		Ready    bool `json:"ready"`
+		Findings []struct {
+			Check, Status, Subject string
+		} `json:"findings"`
+	} `json:"report"`
+}
+
+func findingStatus(a applyJSON, check, subject string) string {
+	for _, f := range a.Report.Findings {
+		if f.Check == check && (subject == "" || f.Subject == subject) {
+			return f.Status
+		}
+	}
+	return ""
+}
+
+const offGPU = "0000:17:00.0" // the GPU of iommu-off-kernel
+
+func TestPlanAndApplyVMPassthroughAcrossReboot(t *testing.T) {
+	sim := simulatedKernel(t)
+	root := fixtureRoot(t, "iommu-off-kernel")
+	withTools(t, root)
+	orig := tree(t, root)
+
+	out, errs, code := gpuprep(t, "plan", "--root", root, "--mode", "vm-passthrough", "-o", "json")
+	require.Equal(t, 0, code, errs)
+	var p planJSON
+	require.NoError(t, json.Unmarshal([]byte(out), &p))
+	require.Equal(t, []string{"kernel-args", "reboot", "vfio-bind", "label"}, p.ids())
+	require.True(t, p.Steps[1].Reboot)
+	require.True(t, p.Steps[2].Deferred)
+	require.Equal(t, orig, tree(t, root), "plan changes nothing")
+	require.Equal(t, 0, journalLen(t, root))
+
+	out, errs, code = gpuprep(t, "plan", "--root", root, "--mode", "vm-passthrough")
+	require.Equal(t, 0, code, errs)
+	require.Contains(t, out, `+GRUB_CMDLINE_LINUX_DEFAULT="quiet splash intel_iommu=on iommu=pt"`)
+	require.Contains(t, out, "run: update-grub")
+	require.Contains(t, out, "2. reboot: REBOOT REQUIRED HERE")
+
+	// first apply: kernel arguments, then it stops at the reboot
+	out, errs, code = gpuprep(t, "apply", "--root", root, "--mode", "vm-passthrough", "--yes")
+	require.Equal(t, exitNeedReboot, code, out+errs)
+	require.Contains(t, out, "reboot required")
+	grubFile, err := os.ReadFile(filepath.Join(root, "etc/default/grub"))
+	require.NoError(t, err)
+	require.Contains(t, string(grubFile), `GRUB_CMDLINE_LINUX_DEFAULT="quiet splash intel_iommu=on iommu=pt"`)
+	require.Equal(t, [][]string{{"update-grub"}}, (*sim).Commands)
+	require.Equal(t, "nvidia", driverOf(t, root, offGPU))
+	require.NoFileExists(t, filepath.Join(root, "etc/default/kubelet"), "nothing after the reboot step runs before it")
+
+	// again before the reboot: still stops there, changes nothing
+	n := journalLen(t, root)
+	_, _, code = gpuprep(t, "apply", "--root", root, "--mode", "vm-passthrough", "--yes")
+	require.Equal(t, exitNeedReboot, code)
+	require.Empty(t, (*sim).Commands)
+	require.Equal(t, n+1, journalLen(t, root), "only the reboot step is recorded again")
+
+	simulateReboot(t, root)
+	out, errs, code = gpuprep(t, "plan", "--root", root, "--mode", "vm-passthrough", "-o", "json")
+	require.Equal(t, 0, code, errs)
+	p = planJSON{}
+	require.NoError(t, json.Unmarshal([]byte(out), &p))
+	require.Equal(t, []string{"vfio-bind", "label"}, p.ids(), "after the reboot: no kernel-args, no reboot")
+
+	out, errs, code = gpuprep(t, "apply", "--root", root, "--mode", "vm-passthrough", "--yes", "-o", "json")
+	var a applyJSON
+	require.NoError(t, json.Unmarshal([]byte(out), &a), out+errs)
+	require.NotNil(t, a.Report, out)
+	require.Equal(t, "pass", findingStatus(a, "vfio.binding", offGPU), out)
+	require.Equal(t, "pass", findingStatus(a, "iommu.kernel", ""), out)
+	if a.Report.Ready {
+		require.Equal(t, 0, code, errs)
+	} else {
+		require.Equal(t, exitNotReady, code, errs)
+	}
+	require.Equal(t, "vfio-pci", driverOf(t, root, offGPU))
+	require.FileExists(t, filepath.Join(root, vfio.ModprobeConf))
+	kubelet, err := os.ReadFile(filepath.Join(root, "etc/default/kubelet"))
+	require.NoError(t, err)
+	require.Contains(t, string(kubelet), "nvidia.com/gpu.workload.config=vm-passthrough")
+	require.Contains(t, (*sim).Commands, []string{"update-initramfs", "-u"})
+
+	// a re-run is a no-op
+	n = journalLen(t, root)
+	after := tree(t, root)
+	out, errs, code = gpuprep(t, "apply", "--root", root, "--mode", "vm-passthrough", "--yes")
+	require.Contains(t, out, "Nothing to do", errs)
+	require.Equal(t, n, journalLen(t, root))
+	require.Equal(t, after, tree(t, root))
+	require.Empty(t, (*sim).Commands)
+	_ = code
+
+	// rollback: every file byte-identical, the driver back, a reboot needed
+	out, errs, code = gpuprep(t, "rollback", "--root", root)
+	require.Equal(t, exitNeedReboot, code, out+errs)
+	require.Contains(t, out, "reboot the node")
+	require.Equal(t, orig, tree(t, root))
+	require.Equal(t, "nvidia", driverOf(t, root, offGPU))
+	require.Contains(t, (*sim).Commands, []string{"update-grub"})
+	require.Contains(t, (*sim).Commands, []string{"update-initramfs", "-u"})
+
+	out, errs, code = gpuprep(t, "rollback", "--root", root)
+	require.Equal(t, 0, code, errs)
+	require.Contains(t, out, "Nothing to roll back.")
+	require.Equal(t, orig, tree(t, root))
+}
+
+func TestApplyContainerOnVFIOBound(t *testing.T) {
+	simulatedKernel(t)
+	root := fixtureRoot(t, "vfio-bound")
+	orig := tree(t, root)
+	gpus := []string{"0000:11:00.0", "0000:21:00.0", "0000:31:00.0", "0000:41:00.0"}
+
+	out, errs, code := gpuprep(t, "apply", "--root", root, "--mode", "container", "--yes", "-o", "json")
+	var a applyJSON
+	require.NoError(t, json.Unmarshal([]byte(out), &a), out+errs)
+	require.NotNil(t, a.Report, out)
+	for _, g := range gpus {
+		require.Equal(t, "", driverOf(t, root, g))
+		require.Equal(t, "pass", findingStatus(a, "vfio.binding", g), out)
+	}
+	require.True(t, a.Report.Ready, out)
+	require.Equal(t, 0, code, errs)
+	kubelet, err := os.ReadFile(filepath.Join(root, "etc/default/kubelet"))
+	require.NoError(t, err)
+	require.Equal(t, "KUBELET_EXTRA_ARGS=\"--node-labels=nvidia.com/gpu.workload.config=container,topology.kubernetes.io/zone=r1\"\n", string(kubelet))
+
+	out, _, code = gpuprep(t, "apply", "--root", root, "--mode", "container", "--yes")
+	require.Equal(t, 0, code)
+	require.Contains(t, out, "Nothing to do")
+
+	out, errs, code = gpuprep(t, "rollback", "--root", root)
+	require.Equal(t, 0, code, out+errs)
+	require.Equal(t, orig, tree(t, root))
+	for _, g := range gpus {
+		require.Equal(t, "vfio-pci", driverOf(t, root, g))
+	}
+	out, _, code = gpuprep(t, "rollback", "--root", root)
+	require.Equal(t, 0, code)
+	require.Contains(t, out, "Nothing to roll back.")
+}
+
+func TestPlanReadyNodePlansNothing(t *testing.T) {
+	for _, sc := range []struct{ name, mode string }{{"vfio-bound", "vm-passthrough"}, {"hgx-h200", "container"}} {
+		root := fixtureRoot(t, sc.name)
+		if sc.name == "hgx-h200" {
+			require.NoError(t, fixture.New(root).File("/etc/default/kubelet", "KUBELET_EXTRA_ARGS=--node-labels=nvidia.com/gpu.workload.config=container\n").Err())
+		}
+		out, errs, code := gpuprep(t, "plan", "--root", root, "--mode", sc.mode, "-o", "json")
+		require.Equal(t, 0, code, errs)
+		var p planJSON
+		require.NoError(t, json.Unmarshal([]byte(out), &p))
+		require.Empty(t, p.Steps, "%s: %s", sc.name, out)
+	}
+}
+
+func TestPlanNoBootloaderArgsEffective(t *testing.T) {
+	root := fixtureRoot(t, "turing-multifunction")
+	require.NoError(t, os.Remove(filepath.Join(root, "etc/default/grub")))
+	out, errs, code := gpuprep(t, "plan", "--root", root, "--mode", "vm-passthrough", "-o", "json")
+	require.Equal(t, 0, code, errs)
+	var p planJSON
+	require.NoError(t, json.Unmarshal([]byte(out), &p))
+	require.Equal(t, []string{"vfio-bind", "label"}, p.ids())
+	require.Contains(t, out, "no bootloader configuration found, but the running kernel already has intel_iommu=on iommu=pt")
+
+	// without the arguments on the running kernel, it cannot be planned
+	require.NoError(t, fixture.New(root).File("/proc/cmdline", "BOOT_IMAGE=/boot/vmlinuz root=UUID=1 ro quiet\n").Err())
+	_, errs, code = gpuprep(t, "plan", "--root", root, "--mode", "vm-passthrough")
+	require.Equal(t, exitUnknown, code)
+	require.Contains(t, errs, "no bootloader configuration found")
+}
+
+func TestApplyConfirmation(t *testing.T) {
+	simulatedKernel(t)
+	oldIn, oldTTY := confirmInput, stdinTTY
+	t.Cleanup(func() { confirmInput, stdinTTY = oldIn, oldTTY })
+	root := fixtureRoot(t, "turing-multifunction")
+	orig := tree(t, root)
+
+	stdinTTY = func() bool { return false }
+	_, errs, code := gpuprep(t, "apply", "--root", root, "--mode", "vm-passthrough")
+	require.Equal(t, exitUsage, code)
+	require.Contains(t, errs, "run it on a terminal to confirm, or pass --yes")
+
+	stdinTTY = func() bool { return true }
+	confirmInput = strings.NewReader("n\n")
+	_, errs, code = gpuprep(t, "apply", "--root", root, "--mode", "vm-passthrough")
+	require.Equal(t, exitNotReady, code)
+	require.Contains(t, errs, "Apply these steps? [y/N]")
+	require.Contains(t, errs, "not confirmed: nothing was changed")
+	require.Equal(t, orig, tree(t, root))
+	require.Equal(t, 0, journalLen(t, root))
+
+	confirmInput = strings.NewReader("y\n")
+	out, errs, code := gpuprep(t, "apply", "--root", root, "--mode", "vm-passthrough")
+	require.Contains(t, []int{0, 1}, code, out+errs)
+	require.Equal(t, "vfio-pci", driverOf(t, root, "0000:01:00.0"))
+
+	// rollback --to keeps the steps up to the named one
+	out, errs, code = gpuprep(t, "rollback", "--root", root, "--to", "nonsense")
+	require.Equal(t, exitUsage, code, out)
+	require.Contains(t, errs, "done: vfio-bind, label")
+	out, errs, code = gpuprep(t, "rollback", "--root", root, "--to", "vfio-bind")
+	require.Equal(t, 0, code, out+errs)
+	require.NoFileExists(t, filepath.Join(root, "etc/default/kubelet"))
+	require.Equal(t, "vfio-pci", driverOf(t, root, "0000:01:00.0"))
+	out, errs, code = gpuprep(t, "rollback", "--root", root)
+	require.Equal(t, 0, code, out+errs)
+	require.Equal(t, "nvidia", driverOf(t, root, "0000:01:00.0"))
+	require.Equal(t, "snd_hda_intel", driverOf(t, root, "0000:01:00.1"))
+	require.Equal(t, orig, tree(t, root))
+}
+
+func TestApplyRefusesOtherRoots(t *testing.T) {
+	root := fixtureRoot(t, "turing-multifunction")
+	_, errs, code := gpuprep(t, "apply", "--root", root, "--mode", "vm-passthrough", "--yes")
+	require.Equal(t, exitUsage, code)
+	require.Contains(t, errs, "only gpuprep plan works")
+	_, _, code = gpuprep(t, "plan", "--root", root, "--mode", "bogus")
+	require.Equal(t, exitUsage, code)
+	_, _, code = gpuprep(t, "plan", "--root", root)
+	require.Equal(t, exitUsage, code)
+	_, errs, code = gpuprep(t, "plan", "--root", fixtureRoot(t, "consumer-shared-group"), "--mode", "vm-passthrough")
+	require.Equal(t, exitNotReady, code)
+	require.Contains(t, errs, "IOMMU group 5 also holds")
+}

@@ -1,0 +1,160 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpuprep/gpuprep/internal/host"
+	"github.com/gpuprep/gpuprep/internal/pci"
+	"github.com/gpuprep/gpuprep/preflight"
+	"github.com/gpuprep/gpuprep/provision"
+	"github.com/gpuprep/gpuprep/vfio"
+)
+
+func init() { register(newPlanCmd) }
+
+// provisionFlags are what plan and apply share.
+type provisionFlags struct {
+	g          *globals
+	mode       string
+	sel        []string
+	output     string
+	kubeconfig string
+	node       string
+	force      bool
+}
+
+func (f *provisionFlags) add(c *cobra.Command) {
+	fl := c.Flags()
+	fl.StringVar(&f.mode, "mode", "", "workload type: container, vm-passthrough or vm-vgpu (required)")
+	fl.StringArrayVar(&f.sel, "select", nil, "GPUs: PCI address (0000:41:00.0), VVVV:DDDD or VVVV; repeatable (default: every NVIDIA GPU)")
+	fl.StringVarP(&f.output, "output", "o", "text", "output format: text or json")
+	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "label the Node through the Kubernetes API with this kubeconfig (default: the kubelet environment file's --node-labels)")
+	fl.StringVar(&f.node, "node", "", "Node name with --kubeconfig (default: this host's name, lower-cased)")
+	fl.BoolVar(&f.force, "force", false, "vfio: unbind nvidia (or vfio) even while its device nodes are held open")
+}
+
+// plan parses the flags and computes the plan.
+func (f *provisionFlags) plan(ctx context.Context) (*host.Root, *provision.Plan, error) {
+	if f.output != "text" && f.output != "json" {
+		return nil, nil, usageErr("--output %q: want text or json", f.output)
+	}
+	if f.mode == "" {
+		return nil, nil, usageErr("--mode is required: container, vm-passthrough or vm-vgpu")
+	}
+	mode, err := preflight.ParseMode(f.mode)
+	if err != nil {
+		return nil, nil, usageErr("--mode: %v", err)
+	}
+	if f.node != "" && f.kubeconfig == "" {
+		return nil, nil, usageErr("--node goes with --kubeconfig")
+	}
+	sel, err := pci.ParseSelector(f.sel)
+	if err != nil {
+		return nil, nil, usageErr("%v", err)
+	}
+	root, err := f.g.hostRoot()
+	if err != nil {
+		return nil, nil, err
+	}
+	p, err := provision.NewPlan(ctx, root, provision.Options{Mode: mode, Selector: sel, Kubeconfig: f.kubeconfig, Node: f.node, Force: f.force})
+	if err != nil {
+		return root, nil, planErr(err)
+	}
+	return root, p, nil
+}
+
+// planErr maps plan errors to exit codes: a selector that matches nothing is
+// a usage error, a refusal (a shared IOMMU group, nvidia in use) 1, a
+// configuration that cannot be read or edited safely 3.
+func planErr(err error) error {
+	var se *vfio.SelectError
+	if errors.As(err, &se) {
+		return usageErr("%v", err)
+	}
+	var pe *provision.PlanError
+	if errors.As(err, &pe) && pe.Refused {
+		return &exitError{code: exitNotReady, err: err}
+	}
+	return &exitError{code: exitUnknown, err: err}
+}
+
+func newPlanCmd(g *globals) *cobra.Command {
+	f := &provisionFlags{g: g}
+	cmd := &cobra.Command{
+		Use:   "plan --mode MODE [--select …] [-o text|json]",
+		Short: "Show, in order, what apply would change to make this node ready for a mode (changes nothing)",
+		Long: `plan shows the ordered steps that take this node to ready for a workload type,
+and changes nothing:
+
+  kernel-args  (vm-*) the IOMMU arguments in the bootloader configuration: file diffs and
+               the command that regenerates the boot menu
+  reboot       (vm-*) when the running kernel lacks them: apply stops here
+  vfio-bind    (vm-passthrough) every endpoint of the selected GPUs' IOMMU groups to VFIO,
+               persistently: sysfs writes, modprobe.d/modules-load.d files, initramfs
+  vfio-unbind  (container) selected GPUs on VFIO back to the drivers they had
+  label        nvidia.com/gpu.workload.config=MODE in the kubelet's --node-labels (or,
+               with --kubeconfig, on the Node through the API)
+
+A node already ready for the mode plans nothing.
+
+Exit codes: 0 a plan (possibly empty), 1 refused (e.g. an IOMMU group shared with
+another device), 2 usage error, 3 the host could not be read or its configuration
+cannot be edited safely.`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			_, p, err := f.plan(c.Context())
+			if err != nil {
+				return err
+			}
+			if f.output == "json" {
+				enc := json.NewEncoder(c.OutOrStdout())
+				enc.SetIndent("", "  ")
+				return enc.Encode(p)
+			}
+			printProvisionPlan(c.OutOrStdout(), p)
+			return nil
+		},
+	}
+	f.add(cmd)
+	return cmd
+}
+
+func printProvisionPlan(w io.Writer, p *provision.Plan) {
+	host := strings.TrimSpace(p.Host)
+	if host == "" {
+		host = "this node"
+	}
+	if p.Empty() {
+		fmt.Fprintf(w, "Nothing to do: %s is ready for %s as far as gpuprep sets it up.\n", host, p.Mode)
+	} else {
+		fmt.Fprintf(w, "Plan for %s on %s (nothing is changed until gpuprep apply):\n", p.Mode, host)
+	}
+	for i, s := range p.Steps {
+		fmt.Fprintf(w, "\n%d. %s: %s\n", i+1, s.ID, s.Title)
+		for _, f := range s.Files {
+			for _, l := range strings.SplitAfter(strings.TrimSuffix(f.Diff, "\n"), "\n") {
+				fmt.Fprint(w, "   "+l)
+			}
+			fmt.Fprintln(w)
+		}
+		for _, x := range s.Sysfs {
+			fmt.Fprintln(w, "   "+x)
+		}
+		for _, c := range s.Commands {
+			fmt.Fprintln(w, "   run: "+c)
+		}
+		for _, n := range s.Notes {
+			fmt.Fprintln(w, "   note: "+n)
+		}
+	}
+	for _, n := range p.Notes {
+		fmt.Fprintln(w, "note: "+n)
+	}
+}

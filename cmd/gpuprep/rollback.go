@@ -1,0 +1,105 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpuprep/gpuprep/provision"
+)
+
+func init() { register(newRollbackCmd) }
+
+type rollbackCmd struct {
+	g          *globals
+	to         string
+	force      bool
+	kubeconfig string
+	output     string
+}
+
+func newRollbackCmd(g *globals) *cobra.Command {
+	c := &rollbackCmd{g: g}
+	cmd := &cobra.Command{
+		Use:   "rollback [--to STEP]",
+		Short: "Undo what gpuprep changed on this node, newest first, from the journal",
+		Long: `rollback undoes, newest first, the changes /var/lib/gpuprep/journal.jsonl records
+(gpuprep apply's steps, and grub, vfio and label changes): each file back to its
+content before gpuprep first changed it, byte-identical from its backup (files
+gpuprep created are removed), each device back on the driver it had, each label
+set through the API back to its value (removed when it was new); then the boot
+menu and the initramfs are regenerated where their files changed. It says when
+the kernel arguments of the next boot differ from the running ones: reboot then.
+What it undid is recorded, so a second rollback changes nothing.
+
+--to STEP keeps the changes up to the last completed apply step STEP
+(kernel-args, vfio-bind, vfio-unbind, label) and undoes those after it.
+
+Exit codes: 0 done (or nothing to undo), 1 something could not be undone (the
+journal keeps it: run again), 2 usage error, 4 done and a reboot is needed.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return c.run(cmd) },
+	}
+	f := cmd.Flags()
+	f.StringVar(&c.to, "to", "", "keep the changes up to this completed step, undo those after it")
+	f.BoolVar(&c.force, "force", false, "unbind from VFIO even while /dev/vfio/<group> is held open (by a VM)")
+	f.StringVar(&c.kubeconfig, "kubeconfig", "", "kubeconfig for labels set through the API (default: the one apply used)")
+	f.StringVarP(&c.output, "output", "o", "text", "output format: text or json")
+	return cmd
+}
+
+func (c *rollbackCmd) run(cmd *cobra.Command) error {
+	if c.output != "text" && c.output != "json" {
+		return usageErr("--output %q: want text or json", c.output)
+	}
+	root, err := c.g.hostRoot()
+	if err != nil {
+		return err
+	}
+	sysfs, runner, err := provisionKernel(root)
+	if err != nil {
+		return err
+	}
+	out := cmd.OutOrStdout()
+	env := provision.Env{Root: root, Sysfs: sysfs, Runner: runner}
+	if c.output == "text" {
+		env.Out = out
+	}
+	res, rerr := provision.Rollback(cmd.Context(), env, provision.RollbackOptions{To: c.to, Force: c.force, Kubeconfig: c.kubeconfig})
+	var te *provision.ToError
+	if errors.As(rerr, &te) {
+		return usageErr("%v", rerr)
+	}
+	if res == nil {
+		return &exitError{code: exitUnknown, err: rerr}
+	}
+	if c.output == "json" {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(res); err != nil {
+			return err
+		}
+	} else {
+		for _, n := range res.Notes {
+			fmt.Fprintln(out, "note: "+n)
+		}
+		switch {
+		case rerr != nil:
+		case len(res.Undone) == 0:
+			fmt.Fprintln(out, "Nothing to roll back.")
+		case res.Reboot:
+			fmt.Fprintln(out, "Rolled back. The kernel arguments of the next boot changed: reboot the node for them to take effect.")
+		default:
+			fmt.Fprintln(out, "Rolled back.")
+		}
+	}
+	if rerr != nil {
+		return &exitError{code: exitNotReady, err: rerr}
+	}
+	if res.Reboot {
+		return &exitError{code: exitNeedReboot}
+	}
+	return nil
+}

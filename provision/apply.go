@@ -1,0 +1,405 @@
+package provision
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"path"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/gpuprep/gpuprep/internal/host"
+	"github.com/gpuprep/gpuprep/internal/journal"
+	"github.com/gpuprep/gpuprep/internal/kube"
+	"github.com/gpuprep/gpuprep/vfio"
+)
+
+// Journal entries the workflow writes (besides those grub, vfio and label
+// write themselves), all with Command "apply" or "rollback":
+//
+//	kind "step":          Before = step ID, After = "started" | "done"
+//	kind "file-intent":   Path, Backup (the backup WriteFileAtomic is about to make; "" with Before "absent" for a new file)
+//	kind "driver-intent": Device, Before = its driver before the step ("" unbound), After = the driver it goes to
+//	kind "label":         Device = Node name, Path = kubeconfig, Before = labels before ("k=v,…"), After = the keys changed ("k,…")
+//	kind "undone":        Before = the index (in journal.Read order) of an entry rollback undid
+//
+// Intent entries are written before the change they announce, so that a
+// crash between a change and its own record still leaves rollback enough.
+const (
+	KindStep         = "step"
+	KindFileIntent   = "file-intent"
+	KindDriverIntent = "driver-intent"
+	KindLabel        = "label"
+	KindUndone       = "undone"
+)
+
+// Env is what Apply and Rollback act through.
+type Env struct {
+	Root   *host.Root
+	Sysfs  vfio.Sysfs  // the host root on a live system; tests give the fixture kernel simulator
+	Runner host.Runner // commands (update-grub, modprobe, initramfs, systemctl reboot)
+	Now    func() time.Time
+	Out    io.Writer // progress, one line per action; nil: none
+}
+
+func (e Env) now() time.Time {
+	if e.Now != nil {
+		return e.Now().UTC()
+	}
+	return time.Now().UTC()
+}
+
+func (e Env) logf(format string, a ...any) {
+	if e.Out != nil {
+		fmt.Fprintf(e.Out, format+"\n", a...)
+	}
+}
+
+func (e Env) record(en journal.Entry) error {
+	if en.Time.IsZero() {
+		en.Time = e.now()
+	}
+	return journal.Append(e.Root, en)
+}
+
+// StepResult is what became of one step.
+type StepResult struct {
+	ID     string `json:"id"`
+	Status string `json:"status"` // done, failed, stopped (the reboot), rebooting
+	Error  string `json:"error,omitempty"`
+}
+
+// Outcome is what Apply did.
+type Outcome struct {
+	Steps  []StepResult `json:"steps"`
+	Reboot bool         `json:"rebootRequired"` // stopped at the reboot step
+	// Resumed names steps a previous apply started and did not finish.
+	Resumed []string `json:"resumed,omitempty"`
+}
+
+// ApplyOptions tune Apply.
+type ApplyOptions struct {
+	Reboot bool // run `systemctl reboot` at the reboot step instead of stopping
+}
+
+// Unfinished returns the steps the journal shows started and not done (a
+// crash or a kill), oldest first.
+func Unfinished(entries []journal.Entry) []string {
+	open := map[string]bool{}
+	var order []string
+	undone := undoneSet(entries)
+	for i, e := range entries {
+		if e.Kind != KindStep || undone[i] || e.Before == StepReboot {
+			continue
+		}
+		switch e.After {
+		case "started":
+			if !open[e.Before] {
+				order = append(order, e.Before)
+			}
+			open[e.Before] = true
+		case "done":
+			open[e.Before] = false
+		}
+	}
+	var out []string
+	for _, s := range order {
+		if open[s] {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// Apply runs the plan's steps in order and stops at the reboot step.
+func Apply(ctx context.Context, e Env, p *Plan, o ApplyOptions) (*Outcome, error) {
+	out := &Outcome{}
+	entries, jerr := journal.Read(e.Root)
+	if jerr != nil {
+		e.logf("note: %v", jerr)
+	}
+	out.Resumed = Unfinished(entries)
+	for _, s := range out.Resumed {
+		e.logf("resuming: step %s was started by an earlier run that did not finish", s)
+	}
+	// A kernel-args step interrupted after its file edits but before the boot
+	// menu was regenerated: the edit is now "already configured", so the
+	// plan has no step; regenerate again.
+	if contains(out.Resumed, StepKernelArgs) && p.Step(StepKernelArgs) == nil && p.boot != nil && p.boot.Regenerate != nil {
+		s := &Step{ID: StepKernelArgs, Title: "regenerate the boot menu (an earlier run was interrupted)", argv: [][]string{p.boot.Regenerate}}
+		p.Steps = append([]*Step{s}, p.Steps...)
+	}
+	for _, s := range p.Steps {
+		if err := ctx.Err(); err != nil {
+			return out, err
+		}
+		if s.Reboot {
+			if err := e.record(journal.Entry{Command: "apply", Kind: KindStep, Before: s.ID, After: "started"}); err != nil {
+				return out, err
+			}
+			if !o.Reboot {
+				e.logf("reboot required: reboot the node, then run gpuprep apply again to continue")
+				out.Steps = append(out.Steps, StepResult{ID: s.ID, Status: "stopped"})
+				out.Reboot = true
+				return out, nil
+			}
+			e.logf("run: systemctl reboot")
+			if _, err := e.Runner.Run(ctx, "systemctl", "reboot"); err != nil {
+				out.Steps = append(out.Steps, StepResult{ID: s.ID, Status: "failed", Error: err.Error()})
+				return out, fmt.Errorf("%s: systemctl reboot: %w", s.ID, err)
+			}
+			out.Steps = append(out.Steps, StepResult{ID: s.ID, Status: "rebooting"})
+			out.Reboot = true
+			return out, nil
+		}
+		if s.Deferred {
+			return out, fmt.Errorf("%s: deferred step reached without the reboot before it", s.ID)
+		}
+		e.logf("step %s: %s", s.ID, s.Title)
+		if err := e.record(journal.Entry{Command: "apply", Kind: KindStep, Before: s.ID, After: "started"}); err != nil {
+			return out, err
+		}
+		if err := p.run(ctx, e, s); err != nil {
+			out.Steps = append(out.Steps, StepResult{ID: s.ID, Status: "failed", Error: err.Error()})
+			return out, fmt.Errorf("%s: %w", s.ID, err)
+		}
+		if err := e.record(journal.Entry{Command: "apply", Kind: KindStep, Before: s.ID, After: "done"}); err != nil {
+			return out, err
+		}
+		out.Steps = append(out.Steps, StepResult{ID: s.ID, Status: "done"})
+	}
+	return out, nil
+}
+
+func contains(ss []string, s string) bool {
+	for _, x := range ss {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func (p *Plan) run(ctx context.Context, e Env, s *Step) error {
+	switch s.ID {
+	case StepKernelArgs:
+		for _, f := range s.Files {
+			if err := writeFile(e, f.Path, f.data); err != nil {
+				return err
+			}
+		}
+		for _, argv := range s.argv {
+			e.logf("run: %s", ShellQuote(argv))
+			if out, err := e.Runner.Run(ctx, argv...); err != nil {
+				return fmt.Errorf("%s: %w%s", ShellQuote(argv), err, tail(out))
+			}
+		}
+		return nil
+	case StepVFIOBind:
+		return p.bind(ctx, e)
+	case StepVFIOUnbind:
+		return p.unbind(ctx, e)
+	case StepLabel:
+		return p.label(ctx, e)
+	}
+	return fmt.Errorf("unknown step %q", s.ID)
+}
+
+func tail(out []byte) string {
+	s := strings.TrimSpace(string(out))
+	if s == "" {
+		return ""
+	}
+	if len(s) > 2000 {
+		s = "…" + s[len(s)-2000:]
+	}
+	return "\n" + s
+}
+
+// backupName is the backup WriteFileAtomic makes of p at now.
+func backupName(p string, now time.Time) string {
+	return p + ".gpuprep-" + now.UTC().Format("20060102T150405.000000000Z") + host.BackupSuffix
+}
+
+// fileIntent records that p is about to be replaced (its backup will be
+// backupName(p, now)) or created.
+func fileIntent(e Env, p string, now time.Time) error {
+	en := journal.Entry{Time: now, Command: "apply", Kind: KindFileIntent, Path: p}
+	if _, err := e.Root.Stat(p); err == nil {
+		en.Backup = backupName(p, now)
+	} else {
+		en.Before = "absent"
+	}
+	return e.record(en)
+}
+
+// writeFile replaces p with data, atomically and backed up, with an intent
+// entry before and a file entry after.
+func writeFile(e Env, p string, data []byte) error {
+	if old, err := e.Root.ReadFile(p); err == nil && string(old) == string(data) {
+		return nil
+	}
+	now := e.now()
+	if err := fileIntent(e, p, now); err != nil {
+		return err
+	}
+	if err := e.Root.MkdirAll(path.Dir(p), 0o755); err != nil {
+		return err
+	}
+	res, err := e.Root.WriteFileAtomic(p, data, 0o644, now)
+	if err != nil {
+		return fmt.Errorf("write %s: %w", p, err)
+	}
+	if !res.Changed {
+		return nil
+	}
+	e.logf("wrote %s%s", p, backupNote(res.Backup))
+	return e.record(journal.Entry{Time: now, Command: "apply", Kind: "file", Path: p, Backup: res.Backup})
+}
+
+func backupNote(b string) string {
+	if b == "" {
+		return ""
+	}
+	return " (backup " + b + ")"
+}
+
+func (p *Plan) bind(ctx context.Context, e Env) error {
+	vp := p.vfioPlan
+	if vp == nil {
+		return nil
+	}
+	now := e.now()
+	for _, t := range vp.Targets {
+		if t.Bound {
+			continue
+		}
+		if err := e.record(journal.Entry{Time: now, Command: "apply", Kind: KindDriverIntent, Device: t.Dev.Address, Before: t.Driver, After: t.VFIO}); err != nil {
+			return err
+		}
+	}
+	if vp.Persist != nil {
+		for _, f := range vp.Persist.Files {
+			if err := fileIntent(e, f.Path, now); err != nil {
+				return err
+			}
+		}
+	}
+	res, err := vfio.Bind(ctx, vfio.Env{Root: e.Root, Sysfs: e.Sysfs, Runner: e.Runner}, p.inv, vp,
+		vfio.Options{Persist: true, Force: p.opts.Force, Now: func() time.Time { return now }})
+	logVFIO(e, res)
+	return err
+}
+
+func logVFIO(e Env, r *vfio.Result) {
+	if r == nil {
+		return
+	}
+	for _, c := range r.Commands {
+		e.logf("ran: %s", ShellQuote(c))
+	}
+	for _, c := range r.Changed {
+		e.logf("%s: %s -> %s", c.Device, orNone(c.Before), orNone(c.After))
+	}
+	for _, f := range r.Files {
+		switch {
+		case f.Removed:
+			e.logf("removed %s%s", f.Path, backupNote(f.Backup))
+		default:
+			e.logf("wrote %s%s", f.Path, backupNote(f.Backup))
+		}
+	}
+	for _, n := range r.Notes {
+		e.logf("note: %s", n)
+	}
+}
+
+func (p *Plan) unbind(ctx context.Context, e Env) error {
+	now := e.now()
+	for _, t := range unbindTargets(e.Root, p.inv, p.opts.Selector) {
+		if err := e.record(journal.Entry{Time: now, Command: "apply", Kind: KindDriverIntent, Device: t.addr, Before: t.driver, After: t.restore}); err != nil {
+			return err
+		}
+	}
+	for _, f := range []string{vfio.ModprobeConf, vfio.ModulesLoad, vfio.UdevRule} {
+		if e.Root.Exists(f) {
+			if err := fileIntent(e, f, now); err != nil {
+				return err
+			}
+		}
+	}
+	res, err := vfio.Unbind(ctx, vfio.Env{Root: e.Root, Sysfs: e.Sysfs, Runner: e.Runner}, p.inv, p.opts.Selector,
+		vfio.Options{Force: p.opts.Force, Now: func() time.Time { return now }})
+	logVFIO(e, res)
+	if errors.Is(err, vfio.ErrNothing) {
+		return nil
+	}
+	return err
+}
+
+func (p *Plan) label(ctx context.Context, e Env) error {
+	l := p.labels
+	if l.file != "" {
+		old, _ := e.Root.ReadFile(l.file)
+		out, err := kube.EditKubeletEnv(l.file, old, l.set, l.remove)
+		if err != nil {
+			return err
+		}
+		return writeFile(e, l.file, out)
+	}
+	client, err := kube.NewClient(p.opts.Kubeconfig)
+	if err != nil {
+		return err
+	}
+	before, err := client.LabelNode(ctx, l.node, l.set, l.remove, true)
+	if err != nil {
+		return err
+	}
+	if !before.Changed {
+		return nil
+	}
+	var keys []string
+	for _, x := range l.set {
+		keys = append(keys, x.Key)
+	}
+	keys = append(keys, l.remove...)
+	var was []kube.Label
+	for _, k := range keys {
+		if v, ok := before.Before[k]; ok {
+			was = append(was, kube.Label{Key: k, Value: v})
+		}
+	}
+	if err := e.record(journal.Entry{Command: "apply", Kind: KindLabel, Device: l.node, Path: p.opts.Kubeconfig,
+		Before: kube.FormatLabels(was), After: strings.Join(keys, ",")}); err != nil {
+		return err
+	}
+	if _, err := client.LabelNode(ctx, l.node, l.set, l.remove, false); err != nil {
+		return err
+	}
+	e.logf("labelled Node %s: %s", l.node, kube.FormatLabels(l.set))
+	return nil
+}
+
+// removeStaleTemps removes the temporary files a killed atomic write of p
+// left beside it.
+func removeStaleTemps(root *host.Root, p string) {
+	rp, err := root.Path(path.Dir(p))
+	if err != nil {
+		return
+	}
+	stale, _ := filepath.Glob(filepath.Join(rp, "."+path.Base(p)+".gpuprep-tmp-*"))
+	for _, f := range stale {
+		_ = removeIfExists(f)
+	}
+}
+
+func removeIfExists(p string) error {
+	err := osRemove(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	return err
+}

@@ -1,0 +1,399 @@
+package provision
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gpuprep/gpuprep/grub"
+	"github.com/gpuprep/gpuprep/internal/journal"
+	"github.com/gpuprep/gpuprep/internal/kargs"
+	"github.com/gpuprep/gpuprep/internal/kube"
+	"github.com/gpuprep/gpuprep/internal/pci"
+	"github.com/gpuprep/gpuprep/vfio"
+)
+
+var osRemove = os.Remove
+
+// RollbackOptions tune Rollback.
+type RollbackOptions struct {
+	// To keeps the changes up to and including the last completed step To
+	// and undoes those after it; "" undoes everything.
+	To         string
+	Force      bool   // unbind from VFIO even while /dev/vfio/<group> is held open
+	Kubeconfig string // for labels set through the API (default: the kubeconfig apply used)
+}
+
+// Undo is one thing Rollback restored.
+type Undo struct {
+	Kind   string `json:"kind"` // file, driver, label, command
+	Target string `json:"target"`
+	Action string `json:"action"`
+}
+
+// RollbackResult is what Rollback did.
+type RollbackResult struct {
+	Undone []Undo    `json:"undone"`
+	Reboot bool      `json:"rebootRequired"` // the kernel arguments of the next boot differ from the running ones
+	Notes  []string  `json:"notes,omitempty"`
+	Failed []string  `json:"failed,omitempty"`
+	Time   time.Time `json:"-"`
+}
+
+func undoneSet(entries []journal.Entry) map[int]bool {
+	m := map[int]bool{}
+	for _, e := range entries {
+		if e.Kind == KindUndone {
+			if i, err := strconv.Atoi(e.Before); err == nil {
+				m[i] = true
+			}
+		}
+	}
+	return m
+}
+
+type resource struct {
+	kind   string // file, driver, label
+	key    string
+	oldest int // index of the oldest entry in range: what it was before gpuprep
+	newest int
+	boot   bool // a kernel-arguments file
+	vfio   bool // gpuprep's persistent VFIO configuration
+}
+
+// Rollback undoes, newest first, every change the journal records that is
+// not undone yet (or only those after step opts.To): each file back to the
+// content before gpuprep's first change in that range (byte-identical, from
+// its backup; a file gpuprep created is removed), each device back to the
+// driver it had, each label back to its value (removed when it was not
+// there), then the boot menu and initramfs regenerated. What it undid is
+// recorded ("undone" entries), so a second run is a no-op.
+func Rollback(ctx context.Context, e Env, o RollbackOptions) (*RollbackResult, error) {
+	res := &RollbackResult{}
+	entries, jerr := journal.Read(e.Root)
+	if jerr != nil {
+		res.Notes = append(res.Notes, jerr.Error())
+	}
+	undone := undoneSet(entries)
+	from := 0
+	if o.To != "" {
+		from = -1
+		for i, en := range entries {
+			if en.Kind == KindStep && en.Before == o.To && en.After == "done" && !undone[i] {
+				from = i + 1
+			}
+		}
+		if from < 0 {
+			return nil, &ToError{Step: o.To, Done: doneSteps(entries, undone)}
+		}
+	}
+	var idx []int
+	res_ := map[string]*resource{}
+	var order []*resource
+	step := ""
+	for i, en := range entries {
+		if en.Kind == KindStep {
+			if en.After == "started" {
+				step = en.Before
+			} else {
+				step = ""
+			}
+		}
+		if i < from || undone[i] || en.Kind == KindUndone {
+			continue
+		}
+		idx = append(idx, i)
+		var r *resource
+		switch en.Kind {
+		case "file", KindFileIntent:
+			if en.Path == "" {
+				continue
+			}
+			r = get(res_, &order, "file", en.Path, i)
+			r.boot = r.boot || step == StepKernelArgs || strings.HasPrefix(en.Command, "grub")
+			r.vfio = r.vfio || en.Path == vfio.ModprobeConf || en.Path == vfio.ModulesLoad || en.Path == vfio.UdevRule
+		case "driver", KindDriverIntent:
+			r = get(res_, &order, "driver", en.Device, i)
+		case KindLabel:
+			r = get(res_, &order, "label", en.Device, i)
+		default:
+			continue
+		}
+		r.newest = i
+	}
+	if len(idx) == 0 {
+		return res, nil
+	}
+	sort.SliceStable(order, func(a, b int) bool { return order[a].newest > order[b].newest })
+	bootFiles, vfioFiles := false, false
+	for _, r := range order {
+		first := entries[r.oldest]
+		var err error
+		switch r.kind {
+		case "file":
+			var changed bool
+			changed, err = restoreFile(e, first, res)
+			bootFiles = bootFiles || changed && r.boot
+			vfioFiles = vfioFiles || changed && r.vfio
+		case "driver":
+			err = restoreDriver(e, r.key, first.Before, o.Force, res)
+		case "label":
+			err = restoreLabels(ctx, first, o.Kubeconfig, res)
+		}
+		if err != nil {
+			res.Failed = append(res.Failed, err.Error())
+		}
+	}
+	if vfioFiles {
+		if c := vfio.InitramfsCommand(e.Root); c != nil {
+			e.logf("run: %s", ShellQuote(c))
+			if out, err := e.Runner.Run(ctx, c...); err != nil {
+				res.Failed = append(res.Failed, fmt.Sprintf("%s: %v%s", ShellQuote(c), err, tail(out)))
+			} else {
+				res.Undone = append(res.Undone, Undo{Kind: "command", Target: ShellQuote(c), Action: "ran"})
+			}
+		}
+	}
+	if bootFiles {
+		boot, err := grub.Detect(e.Root)
+		switch {
+		case err != nil:
+			res.Failed = append(res.Failed, "kernel arguments: "+err.Error())
+		case boot.Kind == grub.KindGRUB || boot.Kind == grub.KindGRUB2:
+			if boot.Regenerate != nil {
+				e.logf("run: %s", ShellQuote(boot.Regenerate))
+				if out, err := e.Runner.Run(ctx, boot.Regenerate...); err != nil {
+					res.Failed = append(res.Failed, fmt.Sprintf("%s: %v%s", ShellQuote(boot.Regenerate), err, tail(out)))
+				} else {
+					res.Undone = append(res.Undone, Undo{Kind: "command", Target: ShellQuote(boot.Regenerate), Action: "ran"})
+				}
+			} else {
+				res.Notes = append(res.Notes, "regenerate the boot menu yourself (no update-grub or grub-mkconfig under the root)")
+			}
+		default:
+			res.Notes = append(res.Notes, boot.Kind+": the files are restored; arguments applied by the bootloader's own tool (grubby, kernel-install, kernelstub, rpm-ostree) are not: remove them with gpuprep grub remove")
+		}
+		res.Reboot = rebootNeeded(e, boot)
+	}
+	if len(res.Failed) > 0 {
+		return res, fmt.Errorf("rollback incomplete: %s", strings.Join(res.Failed, "; "))
+	}
+	now := e.now()
+	for _, i := range idx {
+		en := entries[i]
+		if err := e.record(journal.Entry{Time: now, Command: "rollback", Kind: KindUndone, Before: strconv.Itoa(i), Path: en.Path, Device: en.Device, After: en.Kind}); err != nil {
+			return res, err
+		}
+	}
+	return res, nil
+}
+
+func get(m map[string]*resource, order *[]*resource, kind, key string, i int) *resource {
+	k := kind + "\x00" + key
+	if r, ok := m[k]; ok {
+		return r
+	}
+	r := &resource{kind: kind, key: key, oldest: i}
+	m[k] = r
+	*order = append(*order, r)
+	return r
+}
+
+// ToError is a --to naming a step that is not done in the journal.
+type ToError struct {
+	Step string
+	Done []string
+}
+
+func (e *ToError) Error() string {
+	if len(e.Done) == 0 {
+		return fmt.Sprintf("--to %s: no step is recorded done in the journal", e.Step)
+	}
+	return fmt.Sprintf("--to %s: not a step recorded done in the journal (done: %s)", e.Step, strings.Join(e.Done, ", "))
+}
+
+func doneSteps(entries []journal.Entry, undone map[int]bool) []string {
+	seen := map[string]bool{}
+	var out []string
+	for i, en := range entries {
+		if en.Kind == KindStep && en.After == "done" && !undone[i] && !seen[en.Before] {
+			seen[en.Before] = true
+			out = append(out, en.Before)
+		}
+	}
+	return out
+}
+
+// restoreFile brings a file back to what the oldest entry says it was.
+func restoreFile(e Env, first journal.Entry, res *RollbackResult) (bool, error) {
+	p := first.Path
+	defer removeStaleTemps(e.Root, p)
+	if first.Backup == "" { // the file was new
+		if !e.Root.Exists(p) {
+			return false, nil
+		}
+		if err := e.Root.RemoveFile(p); err != nil {
+			return false, fmt.Errorf("remove %s: %w", p, err)
+		}
+		e.logf("removed %s (gpuprep created it)", p)
+		res.Undone = append(res.Undone, Undo{Kind: "file", Target: p, Action: "removed (gpuprep created it)"})
+		return true, nil
+	}
+	old, err := e.Root.ReadFile(first.Backup)
+	if err != nil {
+		// the backup is written before anything else: without it the file was never changed
+		return false, nil
+	}
+	if cur, err := e.Root.ReadFile(p); err == nil && string(cur) == string(old) {
+		return false, nil
+	}
+	perm := os.FileMode(0o644)
+	if fi, err := e.Root.Stat(first.Backup); err == nil {
+		perm = fi.Mode().Perm()
+	}
+	if _, err := e.Root.WriteFileAtomic(p, old, perm, e.now()); err != nil {
+		return false, fmt.Errorf("restore %s: %w", p, err)
+	}
+	e.logf("restored %s from %s", p, first.Backup)
+	res.Undone = append(res.Undone, Undo{Kind: "file", Target: p, Action: "restored from " + first.Backup})
+	return true, nil
+}
+
+// restoreDriver puts addr back on driver want ("" unbound).
+func restoreDriver(e Env, addr, want string, force bool, res *RollbackResult) error {
+	dev := "/sys/bus/pci/devices/" + addr
+	if !e.Root.Exists(dev) {
+		return fmt.Errorf("%s: no such device", addr)
+	}
+	cur := e.Root.LinkBase(dev + "/driver")
+	ov, _ := e.Root.ReadString(dev + "/driver_override")
+	if ov == "(null)" {
+		ov = ""
+	}
+	wantOv := ""
+	if pci.DriverIsVFIO(want) {
+		wantOv = want
+	}
+	if cur == want && (ov == wantOv || want != "" && ov == "") {
+		return nil
+	}
+	w := func(p, v string) error { return writeAttr(e, p, v) }
+	if cur != "" && cur != want {
+		if pci.DriverIsVFIO(cur) && !force {
+			if g := e.Root.LinkBase(dev + "/iommu_group"); g != "" {
+				if hs := vfio.Holders(e.Root, vfio.GroupNode(g)); len(hs) > 0 {
+					var names []string
+					for _, h := range hs {
+						names = append(names, fmt.Sprintf("%s (pid %d)", h.Comm, h.PID))
+					}
+					return fmt.Errorf("%s: IOMMU group %s is in use (a VM?): /dev/vfio/%s is held open by %s; stop it or pass --force", addr, g, g, strings.Join(names, ", "))
+				}
+			}
+		}
+		if err := w(dev+"/driver/unbind", addr); err != nil {
+			return fmt.Errorf("%s: unbind from %s: %w", addr, cur, err)
+		}
+	}
+	if ov != wantOv {
+		v := wantOv
+		if v == "" {
+			v = "\n"
+		}
+		if err := w(dev+"/driver_override", v); err != nil {
+			return fmt.Errorf("%s: driver_override: %w", addr, err)
+		}
+	}
+	action := "left unbound (it had no driver)"
+	if want != "" && e.Root.LinkBase(dev+"/driver") != want {
+		if !e.Root.Exists("/sys/bus/pci/drivers/" + want) {
+			res.Notes = append(res.Notes, fmt.Sprintf("%s: its driver before gpuprep, %s, is not loaded: left unbound", addr, want))
+			action = "left unbound (" + want + " not loaded)"
+		} else {
+			if err := w("/sys/bus/pci/drivers/"+want+"/bind", addr); err != nil {
+				return fmt.Errorf("%s: bind to %s: %w", addr, want, err)
+			}
+			if d := e.Root.LinkBase(dev + "/driver"); d != want {
+				return fmt.Errorf("%s: on %q, not %s, after the bind", addr, d, want)
+			}
+			action = "back on " + want
+		}
+	} else if want != "" {
+		action = "back on " + want
+	}
+	e.logf("%s: %s -> %s", addr, orNone(cur), orNone(want))
+	res.Undone = append(res.Undone, Undo{Kind: "driver", Target: addr, Action: action})
+	return nil
+}
+
+// writeAttr is one sysfs write with a time limit (a bind can hang in a probe).
+func writeAttr(e Env, p, v string) error {
+	done := make(chan error, 1)
+	go func() { done <- e.Sysfs.WriteAttr(p, v) }()
+	t := time.NewTimer(vfio.DefaultTimeout)
+	defer t.Stop()
+	select {
+	case err := <-done:
+		return err
+	case <-t.C:
+		return fmt.Errorf("write %q to %s: no answer after %s", strings.TrimSpace(v), p, vfio.DefaultTimeout)
+	}
+}
+
+func restoreLabels(ctx context.Context, first journal.Entry, kubeconfig string, res *RollbackResult) error {
+	if kubeconfig == "" {
+		kubeconfig = first.Path
+	}
+	was, err := kube.ParseLabels(first.Before)
+	if err != nil {
+		return fmt.Errorf("label %s: journal: %w", first.Device, err)
+	}
+	had := map[string]bool{}
+	for _, l := range was {
+		had[l.Key] = true
+	}
+	var remove []string
+	for _, k := range strings.Split(first.After, ",") {
+		if k != "" && !had[k] {
+			remove = append(remove, k)
+		}
+	}
+	client, err := kube.NewClient(kubeconfig)
+	if err != nil {
+		return fmt.Errorf("label %s: %w", first.Device, err)
+	}
+	r, err := client.LabelNode(ctx, first.Device, was, remove, false)
+	if err != nil {
+		return fmt.Errorf("label %s: %w", first.Device, err)
+	}
+	if r.Changed {
+		res.Undone = append(res.Undone, Undo{Kind: "label", Target: "Node " + first.Device, Action: fmt.Sprintf("restored %s, removed %s", kube.FormatLabels(was), strings.Join(remove, ","))})
+	}
+	return nil
+}
+
+// rebootNeeded: the configured IOMMU arguments differ from the running ones.
+func rebootNeeded(e Env, boot *grub.Boot) bool {
+	if boot == nil {
+		return true
+	}
+	want, err := wanted(e.Root)
+	if err != nil {
+		return true
+	}
+	kver, _ := e.Root.ReadString("/proc/sys/kernel/osrelease")
+	conf, _, err := boot.ConfiguredArgs(strings.TrimSpace(kver))
+	if err != nil {
+		return true
+	}
+	running := runningArgs(e.Root)
+	for _, w := range want {
+		if kargs.Satisfied(conf, w) != kargs.Satisfied(running, w) {
+			return true
+		}
+	}
+	return false
+}
