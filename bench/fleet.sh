@@ -1,0 +1,246 @@
+#!/usr/bin/env bash
+# bench/fleet.sh: `gpuprep fleet check` on N loopback hosts against parallel-ssh and Ansible.
+#
+# Run from the repository root as root: bash bench/fleet.sh   (`make bench` runs it)
+#   BENCH_FLEET_N=200        hosts (one OpenSSH sshd each, on 127.77.X.Y:20022)
+#   BENCH_FLEET_PARALLEL=50  hosts at once, for every tool (gpuprep --parallel, parallel-ssh -p, ansible -f)
+#   BENCH_STRICT=1           exit 1 when a target below is missed (default: report only)
+#   BENCH_FLEET_KEEP=1       keep the work directory (outputs of every run) for a look afterwards
+#
+# In one run, on the same hosts, the same user, the same host-key verification (a known_hosts file) and the
+# same key exchange (the sshds offer only curve25519-sha256):
+#   1. gpuprep fleet check, cold: the binary is uploaded (all hosts share one home directory, as NFS homes do,
+#      so up to PARALLEL uploads of it race: each goes to a temporary name and is renamed into place)
+#   2. gpuprep fleet check, warm: the cached binary is verified (SHA-256) and run
+#   3. parallel-ssh -i 'cat /proc/cmdline'
+#   4. ansible all -m raw -a 'cat /proc/cmdline'
+# Each host's gpuprep runs `check --root FIXTURE -o json` under sudo -n, on the hgx-h200 fixture root (8 GPUs,
+# 57 PCI functions): a realistic but bounded load. Measured with GNU time: wall, client CPU (user+sys of the
+# client and the children it waited for: parallel-ssh's and Ansible's ssh processes) and peak RSS (the largest
+# single process). The sshds, sudo and the remote commands share this machine's cores with the clients.
+#
+# Targets: gpuprep (warm) no slower than parallel-ssh's cat; gpuprep peak RSS <= 64 MiB; the warm run faster
+# than the cold one. Installs openssh-server, pssh, ansible-core, sudo and time with apt-get when missing.
+# Cleans up every sshd, the bench user, its sudoers rule and all files at exit.
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+N=${BENCH_FLEET_N:-200}
+P=${BENCH_FLEET_PARALLEL:-50}
+PORT=20022
+KEX=curve25519-sha256
+TARGET_RSS_MIB=64
+TMO=600 # seconds, per measured command
+BUSER=gpuprep-bench
+
+log() { printf '\n== %s\n' "$*"; }
+die() { printf 'bench/fleet.sh: %s\n' "$*" >&2; exit 1; }
+
+[ "$(id -u)" = 0 ] || die "needs root (a bench user, sudoers rule and 200 sshd with privilege separation)"
+
+# --- tools ---------------------------------------------------------------------
+missing=()
+[ -x /usr/sbin/sshd ] || missing+=(openssh-server)
+command -v parallel-ssh >/dev/null 2>&1 || missing+=(pssh)
+command -v ansible >/dev/null 2>&1 || missing+=(ansible-core)
+command -v sudo >/dev/null 2>&1 || missing+=(sudo)
+[ -x /usr/bin/time ] || missing+=(time)
+if [ ${#missing[@]} -gt 0 ]; then
+	log "installing ${missing[*]}"
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null ||
+		{ apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null; }
+fi
+
+# --- cleanup -------------------------------------------------------------------
+TMP=$(mktemp -d /tmp/gpuprep-fleet-bench.XXXXXX)
+chmod 755 "$TMP"
+PIDS=()
+SUDOERS=/etc/sudoers.d/gpuprep-fleet-bench
+CREATED_USER=0
+cleanup() {
+	local p
+	trap '' INT TERM # finish cleaning up even when interrupted again
+	for p in "${PIDS[@]+"${PIDS[@]}"}"; do kill "$p" 2>/dev/null || true; done
+	for p in "${PIDS[@]+"${PIDS[@]}"}"; do wait "$p" 2>/dev/null || true; done
+	rm -f "$SUDOERS"
+	if [ "$CREATED_USER" = 1 ]; then userdel "$BUSER" 2>/dev/null || true; fi
+	if [ "${BENCH_FLEET_KEEP:-0}" = 1 ]; then echo "kept $TMP" >&2; else rm -rf "$TMP"; fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+addr() { echo "127.77.$(($1 / 250)).$(($1 % 250 + 1))"; }
+
+# --- build and fixture ---------------------------------------------------------
+log "building gpuprep and the hgx-h200 fixture"
+CGO_ENABLED=0 go build -trimpath -o "$TMP/gpuprep" ./cmd/gpuprep
+go run ./internal/fixture/mkroot hgx-h200 "$TMP/root" >/dev/null
+chmod -R a+rX "$TMP/root"
+BIN_SHA=$(sha256sum <"$TMP/gpuprep" | cut -d' ' -f1)
+BIN_MIB=$(awk -v b="$(stat -c %s "$TMP/gpuprep")" 'BEGIN{printf "%.1f", b/1048576}')
+
+# --- user, keys, sshds ---------------------------------------------------------
+log "starting $N sshd on 127.77.x.y:$PORT (user $BUSER, one shared home)"
+HOME_DIR=$TMP/home
+if ! id "$BUSER" >/dev/null 2>&1; then
+	useradd -M -d "$HOME_DIR" -s /bin/sh "$BUSER"
+	CREATED_USER=1
+else
+	usermod -d "$HOME_DIR" -s /bin/sh "$BUSER"
+fi
+usermod -p '*' "$BUSER" # no password, yet not locked: sshd without PAM lets keys in
+mkdir -p "$HOME_DIR" && chown "$BUSER:" "$HOME_DIR"
+echo "$BUSER ALL=(root) NOPASSWD: $HOME_DIR/.cache/gpuprep/*/gpuprep" >"$SUDOERS"
+chmod 440 "$SUDOERS"
+mkdir -p /run/sshd "$TMP/keys"
+ssh-keygen -q -t ed25519 -N '' -f "$TMP/client" -C bench
+cp "$TMP/client.pub" "$TMP/authorized_keys" && chmod 644 "$TMP/authorized_keys"
+cat >"$TMP/sshd_config" <<EOF
+AuthorizedKeysFile $TMP/authorized_keys
+PidFile none
+UsePAM no
+StrictModes no
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+PubkeyAuthentication yes
+KexAlgorithms $KEX
+HostKeyAlgorithms ssh-ed25519
+MaxStartups 1000:30:2000
+LogLevel ERROR
+PermitTTY no
+X11Forwarding no
+EOF
+: >"$TMP/known_hosts"
+: >"$TMP/hosts.txt"
+{
+	echo "apiVersion: gpuprep/v1"
+	echo "kind: Inventory"
+	echo "defaults: {user: $BUSER, port: $PORT, vars: {gpuprep_root: $TMP/root}}"
+	echo "hosts:"
+} >"$TMP/fleet.yaml"
+echo "[fleet]" >"$TMP/ansible.ini"
+for i in $(seq 0 $((N - 1))); do
+	a=$(addr "$i")
+	ssh-keygen -q -t ed25519 -N '' -f "$TMP/keys/h$i" -C "h$i"
+	echo "[$a]:$PORT $(cut -d' ' -f1,2 "$TMP/keys/h$i.pub")" >>"$TMP/known_hosts"
+	echo "$a:$PORT" >>"$TMP/hosts.txt"
+	echo "  - {name: h$i, address: $a}" >>"$TMP/fleet.yaml"
+	echo "h$i ansible_host=$a ansible_port=$PORT" >>"$TMP/ansible.ini"
+	/usr/sbin/sshd -D -e -f "$TMP/sshd_config" -o "HostKey=$TMP/keys/h$i" -o "ListenAddress=$a:$PORT" 2>>"$TMP/sshd.log" &
+	PIDS+=($!)
+done
+for i in $(seq 0 $((N - 1))); do # wait until every sshd listens (10 s at most)
+	a=$(addr "$i")
+	for _ in $(seq 1 100); do
+		(exec 3<>"/dev/tcp/$a/$PORT") 2>/dev/null && break
+		sleep 0.1
+	done
+done
+ss -ltnH "sport = :$PORT" | wc -l | { read -r n; [ "$n" -ge "$N" ] || die "only $n of $N sshd listen:$(tail -5 "$TMP/sshd.log")"; }
+
+# --- measured runs -------------------------------------------------------------
+# measure NAME CMD...: GNU time -> "$TMP/NAME.time" (wall user sys maxrss_kib), stdout/stderr -> NAME.out/.err
+measure() {
+	local name=$1
+	shift
+	sync
+	/usr/bin/time -o "$TMP/$name.time.raw" -f '%e %U %S %M' timeout "$TMO" "$@" >"$TMP/$name.out" 2>"$TMP/$name.err" || true
+	tail -1 "$TMP/$name.time.raw" >"$TMP/$name.time" # GNU time may first say "Command exited with non-zero status N"
+}
+
+GP=("$TMP/gpuprep" fleet check -i "$TMP/fleet.yaml" --known-hosts "$TMP/known_hosts" --identity "$TMP/client"
+	--ssh-config none --parallel "$P" --retries 0 -o json)
+log "1. gpuprep fleet check (cold: uploads the ${BIN_MIB} MiB binary into the shared home)"
+measure gp-cold env SSH_AUTH_SOCK= "${GP[@]}"
+log "2. gpuprep fleet check (warm: cached binary, verified)"
+measure gp-warm env SSH_AUTH_SOCK= "${GP[@]}"
+
+SSHO=(-o "KexAlgorithms=$KEX" -o "UserKnownHostsFile=$TMP/known_hosts" -o StrictHostKeyChecking=yes
+	-o IdentitiesOnly=yes -o BatchMode=yes -o ControlMaster=no)
+PSSH_O=()
+for o in "${SSHO[@]}"; do [ "$o" = -o ] || PSSH_O+=(-O "$o"); done
+log "3. parallel-ssh cat /proc/cmdline"
+measure pssh parallel-ssh -h "$TMP/hosts.txt" -l "$BUSER" -p "$P" -t 120 -x "-i $TMP/client" "${PSSH_O[@]}" -i 'cat /proc/cmdline'
+
+mkdir -p "$TMP/ansible"
+cat >"$TMP/ansible.cfg" <<EOF
+[defaults]
+inventory = $TMP/ansible.ini
+remote_user = $BUSER
+private_key_file = $TMP/client
+host_key_checking = True
+interpreter_python = /usr/bin/python3
+local_tmp = $TMP/ansible/tmp
+forks = $P
+timeout = 60
+[ssh_connection]
+ssh_args = ${SSHO[*]}
+control_path_dir = $TMP/ansible/cp
+usetty = False
+EOF
+log "4. ansible -m raw cat /proc/cmdline"
+measure ansible env ANSIBLE_CONFIG="$TMP/ansible.cfg" ANSIBLE_NOCOLOR=1 HOME="$TMP/ansible" \
+	ansible all -f "$P" -m raw -a 'cat /proc/cmdline'
+
+# --- verify --------------------------------------------------------------------
+fails=()
+ok_gp() {
+	python3 - "$TMP/$1.out" "$N" <<'PY' || return 1
+import json, sys
+r = json.load(open(sys.argv[1]))
+ev = sum(1 for h in r["hosts"] if h["status"] == "evaluated" and h.get("report"))
+print(f"  {ev} of {len(r['hosts'])} hosts evaluated; statuses {r['summary']['statuses']}")
+sys.exit(0 if ev == int(sys.argv[2]) == len(r["hosts"]) else 1)
+PY
+}
+for r in gp-cold gp-warm; do
+	echo "$r:"
+	ok_gp "$r" || fails+=("$r: not every host evaluated ($(tail -3 "$TMP/$r.err" | tr '\n' ' '))")
+done
+n=$(grep -c '\[SUCCESS\]' "$TMP/pssh.out" || true)
+echo "pssh: $n of $N hosts succeeded"
+[ "$n" = "$N" ] || fails+=("parallel-ssh: $n of $N hosts succeeded ($(grep -m3 FAILURE "$TMP/pssh.out" | tr '\n' ' '))")
+n=$(grep -c '| CHANGED | rc=0' "$TMP/ansible.out" || true)
+echo "ansible: $n of $N hosts succeeded"
+[ "$n" = "$N" ] || fails+=("ansible: $n of $N hosts succeeded ($(grep -m3 -E 'UNREACHABLE|FAILED' "$TMP/ansible.out" | tr '\n' ' ') $(tail -3 "$TMP/ansible.err" | tr '\n' ' '))")
+# The shared cache after up to $P concurrent uploads: one complete binary, no temporary file left.
+CACHE=$HOME_DIR/.cache/gpuprep/$BIN_SHA
+left=$(find "$HOME_DIR/.cache/gpuprep" -mindepth 1 | grep -v -x -e "$CACHE" -e "$CACHE/gpuprep" -e "$CACHE/stamp" || true)
+got=$(sha256sum <"$CACHE/gpuprep" 2>/dev/null | cut -d' ' -f1 || true)
+echo "shared cache: $(find "$HOME_DIR/.cache/gpuprep" -type f | wc -l) file(s) (binary + stamp), $(stat -c '%a %U' "$CACHE"), sha256 $([ "$got" = "$BIN_SHA" ] && echo ok || echo MISMATCH)"
+[ "$got" = "$BIN_SHA" ] || fails+=("the cached binary's SHA-256 is $got, want $BIN_SHA")
+[ -z "$left" ] || fails+=("left in the cache: $left")
+
+# --- report --------------------------------------------------------------------
+row() { # row LABEL NAME
+	read -r wall user sys rss <"$TMP/$2.time"
+	awk -v l="$1" -v w="$wall" -v u="$user" -v s="$sys" -v r="$rss" \
+		'BEGIN{printf "| %-44s | %7.2f | %7.2f | %8.1f |\n", l, w, u+s, r/1024}'
+}
+log "results: N=$N hosts, parallel $P, kex $KEX, $(nproc) cores ($(date +%F))"
+printf '| %-44s | %7s | %7s | %8s |\n' "client" "wall s" "CPU s" "RSS MiB"
+printf '|%s|%s|%s|%s|\n' "----------------------------------------------" "--------:" "--------:" "---------:"
+row "\`gpuprep fleet check\` (cold: upload)" gp-cold
+row "\`gpuprep fleet check\` (warm: cached)" gp-warm
+row "\`parallel-ssh -i 'cat /proc/cmdline'\`" pssh
+row "\`ansible -m raw -a 'cat /proc/cmdline'\`" ansible
+
+read -r cold_w _ _ cold_rss <"$TMP/gp-cold.time"
+read -r warm_w _ _ warm_rss <"$TMP/gp-warm.time"
+read -r pssh_w _ _ _ <"$TMP/pssh.time"
+awk -v w="$warm_w" -v p="$pssh_w" 'BEGIN{exit !(w <= p)}' || fails+=("target: gpuprep (warm, ${warm_w}s) slower than parallel-ssh's cat (${pssh_w}s)")
+for r in "$cold_rss" "$warm_rss"; do
+	[ "$r" -le $((TARGET_RSS_MIB * 1024)) ] || fails+=("target: gpuprep peak RSS $((r / 1024)) MiB > $TARGET_RSS_MIB MiB")
+done
+awk -v w="$warm_w" -v c="$cold_w" 'BEGIN{exit !(w < c)}' || fails+=("target: the warm run (${warm_w}s) is not faster than the cold one (${cold_w}s)")
+
+if [ ${#fails[@]} -gt 0 ]; then
+	log "missed"
+	printf '  %s\n' "${fails[@]}"
+	[ "${BENCH_STRICT:-0}" = 1 ] && exit 1
+else
+	log "all targets met; every host of every run succeeded; the shared cache holds one complete binary"
+fi
+exit 0
