@@ -34,9 +34,11 @@ unit:
 e2e: deps
 	$(GO) test -tags e2e -count=1 -v -timeout 25m ./e2e/
 
-## bench: Go benchmarks and whole-command timings against virt-host-validate
+## bench: Go benchmarks and whole-command timings against virt-host-validate; fleet check vs
+## parallel-ssh and ansible on 200 loopback sshd hosts (root)
 bench:
 	bash bench/bench.sh
+	bash bench/fleet.sh
 
 ## lint: gofmt, go vet (also with the e2e tag), and the committed example root is up to date
 lint:
