@@ -16,6 +16,7 @@ import (
 
 	"github.com/mattn/go-isatty"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/gpuprep/gpuprep/internal/fleet"
 	"github.com/gpuprep/gpuprep/preflight"
@@ -66,21 +67,7 @@ under sudo -n when the login user is not root. Host keys are always verified
 against known_hosts; --accept-new trusts and records hosts seen for the first time.`,
 	}
 	pf := cmd.PersistentFlags()
-	pf.StringVarP(&c.inventory, "inventory", "i", "", "inventory file: gpuprep YAML, Ansible INI or Ansible YAML (required)")
-	pf.StringVar(&c.limit, "limit", "", "host patterns (globs on name, address or group; comma-separated; !x excludes, &x also required)")
-	pf.StringArrayVar(&c.groups, "group", nil, "only hosts in this inventory group (repeatable)")
-	pf.BoolVar(&c.dryRun, "dry-run", false, "list the hosts that would be contacted, and how, without connecting")
-	pf.IntVar(&c.parallel, "parallel", 32, "hosts worked on at once")
-	pf.DurationVar(&c.timeout, "timeout", 10*time.Second, "per host: TCP connect plus SSH handshake (each jump host too)")
-	pf.DurationVar(&c.commandTimeout, "command-timeout", 5*time.Minute, "per host: upload and run, after connecting (0: none)")
-	pf.IntVar(&c.retries, "retries", 2, "extra attempts for connections that fail before SSH is up (refused, reset); never for auth, host-key or timeout failures")
-	pf.StringArrayVar(&c.identities, "identity", nil, "private key file to offer (repeatable; besides ssh-agent and IdentityFile)")
-	pf.StringVar(&c.knownHosts, "known-hosts", "", "known_hosts file (default ~/.ssh/known_hosts, plus /etc/ssh/ssh_known_hosts)")
-	pf.BoolVar(&c.acceptNew, "accept-new", false, "trust and record the key of a host not yet in known_hosts (a changed key is always refused)")
-	pf.StringVar(&c.sshConfig, "ssh-config", "", `ssh_config file (default ~/.ssh/config; "none" for none)`)
-	pf.StringVar(&c.agentBinary, "agent-binary", "", "gpuprep executable to copy to hosts (default: this one; give one for another OS/architecture)")
-	pf.BoolVar(&c.noSudo, "no-sudo", false, "run gpuprep as the login user even when it is not root (less evidence)")
-	pf.StringVar(&c.remoteRoot, "remote-root", "", "--root for gpuprep on the hosts (per host: the inventory variable gpuprep_root)")
+	c.connectionFlags(pf, true)
 	pf.StringVarP(&c.output, "output", "o", "text", "output format: text, json, junit or markdown")
 
 	check := &cobra.Command{
@@ -118,6 +105,28 @@ be reached or run, 2 usage errors.`,
 	}
 	cmd.AddCommand(check, run)
 	return cmd
+}
+
+// connectionFlags registers the inventory, selection and SSH flags (used by
+// fleet and by commands that gather reports from a fleet).
+func (c *fleetCmd) connectionFlags(pf *pflag.FlagSet, withDryRun bool) {
+	pf.StringVarP(&c.inventory, "inventory", "i", "", "inventory file: gpuprep YAML, Ansible INI or Ansible YAML (required)")
+	pf.StringVar(&c.limit, "limit", "", "host patterns (globs on name, address or group; comma-separated; !x excludes, &x also required)")
+	pf.StringArrayVar(&c.groups, "group", nil, "only hosts in this inventory group (repeatable)")
+	if withDryRun {
+		pf.BoolVar(&c.dryRun, "dry-run", false, "list the hosts that would be contacted, and how, without connecting")
+	}
+	pf.IntVar(&c.parallel, "parallel", 32, "hosts worked on at once")
+	pf.DurationVar(&c.timeout, "timeout", 10*time.Second, "per host: TCP connect plus SSH handshake (each jump host too)")
+	pf.DurationVar(&c.commandTimeout, "command-timeout", 5*time.Minute, "per host: upload and run, after connecting (0: none)")
+	pf.IntVar(&c.retries, "retries", 2, "extra attempts for connections that fail before SSH is up (refused, reset); never for auth, host-key or timeout failures")
+	pf.StringArrayVar(&c.identities, "identity", nil, "private key file to offer (repeatable; besides ssh-agent and IdentityFile)")
+	pf.StringVar(&c.knownHosts, "known-hosts", "", "known_hosts file (default ~/.ssh/known_hosts, plus /etc/ssh/ssh_known_hosts)")
+	pf.BoolVar(&c.acceptNew, "accept-new", false, "trust and record the key of a host not yet in known_hosts (a changed key is always refused)")
+	pf.StringVar(&c.sshConfig, "ssh-config", "", `ssh_config file (default ~/.ssh/config; "none" for none)`)
+	pf.StringVar(&c.agentBinary, "agent-binary", "", "gpuprep executable to copy to hosts (default: this one; give one for another OS/architecture)")
+	pf.BoolVar(&c.noSudo, "no-sudo", false, "run gpuprep as the login user even when it is not root (less evidence)")
+	pf.StringVar(&c.remoteRoot, "remote-root", "", "--root for gpuprep on the hosts (per host: the inventory variable gpuprep_root)")
 }
 
 func (c *fleetCmd) hosts() ([]*fleet.Host, error) {
@@ -164,36 +173,66 @@ func (c *fleetCmd) run(cmd *cobra.Command, command []string) error {
 	default:
 		return usageErr("--output %q: want text, json, junit or markdown", c.output)
 	}
-	if c.mode != "" {
-		if _, err := preflight.ParseMode(c.mode); err != nil {
-			return usageErr("--mode: %v", err)
-		}
+	fr, err := c.collect(cmd, command)
+	if err != nil || fr == nil {
+		return err
 	}
-	if c.parallel < 1 {
-		return usageErr("--parallel %d: want at least 1", c.parallel)
+	out := cmd.OutOrStdout()
+	switch c.output {
+	case "json":
+		err = report.FleetJSON(out, fr)
+	case "junit":
+		err = report.FleetJUnit(out, fr)
+	case "markdown":
+		err = report.FleetMarkdown(out, fr)
+	default:
+		err = report.FleetText(out, fr)
 	}
-	if c.timeout <= 0 {
-		return usageErr("--timeout %s: want a positive duration", c.timeout)
-	}
-	if c.retries < 0 {
-		return usageErr("--retries %d: want 0 or more", c.retries)
-	}
-	hosts, err := c.hosts()
 	if err != nil {
 		return err
 	}
+	if fr.Interrupted {
+		fmt.Fprintln(cmd.ErrOrStderr(), "gpuprep fleet: interrupted; the report shows the hosts that finished")
+	}
+	if command != nil {
+		return &exitError{code: runExitCode(fr)}
+	}
+	return &exitError{code: fr.ExitCode()}
+}
+
+// collect runs gpuprep (check, or command) on every selected host and
+// returns the fleet report; nil after a --dry-run listing.
+func (c *fleetCmd) collect(cmd *cobra.Command, command []string) (*report.FleetReport, error) {
+	if c.mode != "" {
+		if _, err := preflight.ParseMode(c.mode); err != nil {
+			return nil, usageErr("--mode: %v", err)
+		}
+	}
+	if c.parallel < 1 {
+		return nil, usageErr("--parallel %d: want at least 1", c.parallel)
+	}
+	if c.timeout <= 0 {
+		return nil, usageErr("--timeout %s: want a positive duration", c.timeout)
+	}
+	if c.retries < 0 {
+		return nil, usageErr("--retries %d: want 0 or more", c.retries)
+	}
+	hosts, err := c.hosts()
+	if err != nil {
+		return nil, err
+	}
 	if c.dryRun {
-		return c.printDryRun(cmd.OutOrStdout(), hosts, command)
+		return nil, c.printDryRun(cmd.OutOrStdout(), hosts, command)
 	}
 	binPath := c.agentBinary
 	if binPath == "" {
 		if binPath, err = os.Executable(); err != nil {
-			return usageErr("cannot find this gpuprep executable (%v): give --agent-binary", err)
+			return nil, usageErr("cannot find this gpuprep executable (%v): give --agent-binary", err)
 		}
 	}
 	bin, err := fleet.LoadBinary(binPath)
 	if err != nil {
-		return usageErr("--agent-binary: %v", err)
+		return nil, usageErr("--agent-binary: %v", err)
 	}
 	tr := &fleet.Transport{AcceptNew: c.acceptNew, Identities: c.identities, SSHConfig: c.sshCfg, ConnectTimeout: c.timeout}
 	if c.knownHosts != "" {
@@ -205,7 +244,7 @@ func (c *fleetCmd) run(cmd *cobra.Command, command []string) error {
 		tr.KnownHosts = append(tr.KnownHosts, "/etc/ssh/ssh_known_hosts")
 	}
 	if err := tr.Init(); err != nil {
-		return usageErr("%v", err)
+		return nil, usageErr("%v", err)
 	}
 	if ag, closer := fleet.AgentFromEnv(); ag != nil {
 		tr.Agent = ag
@@ -237,27 +276,7 @@ func (c *fleetCmd) run(cmd *cobra.Command, command []string) error {
 		fr.Hosts = append(fr.Hosts, c.fleetHost(res, command))
 	}
 	fr.Finish()
-	out := cmd.OutOrStdout()
-	switch c.output {
-	case "json":
-		err = report.FleetJSON(out, fr)
-	case "junit":
-		err = report.FleetJUnit(out, fr)
-	case "markdown":
-		err = report.FleetMarkdown(out, fr)
-	default:
-		err = report.FleetText(out, fr)
-	}
-	if err != nil {
-		return err
-	}
-	if fr.Interrupted {
-		fmt.Fprintln(cmd.ErrOrStderr(), "gpuprep fleet: interrupted; the report shows the hosts that finished")
-	}
-	if command != nil {
-		return &exitError{code: runExitCode(fr)}
-	}
-	return &exitError{code: fr.ExitCode()}
+	return fr, nil
 }
 
 // remoteArgs are the arguments of gpuprep on a host: its --root first (a

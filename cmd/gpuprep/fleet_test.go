@@ -302,3 +302,25 @@ func TestFleetInterrupt(t *testing.T) {
 	assert.Equal(t, 6, fr.Summary.Hosts)
 	assert.GreaterOrEqual(t, fr.Summary.Statuses["cancelled"], 4, "no new hosts after the interrupt: %v", st)
 }
+
+// kubevirt config -i gathers the reports over SSH, as fleet check does.
+func TestKubeVirtConfigFromAFleet(t *testing.T) {
+	r := newCLIRig(t)
+	a := r.env.Start(t, "127.0.1.21")
+	sshdtest.Trust(t, r.kh, false, a)
+	inv := writeFile(t, "fleet.yaml", fmt.Sprintf(`apiVersion: gpuprep/v1
+kind: Inventory
+defaults: {user: %s}
+hosts:
+  - {name: hgx-1, address: %s, port: %d, vars: {gpuprep_root: %s}}
+  - {name: gone, address: 127.0.1.22, port: %d}
+`, r.env.User, a.Host, a.Port, r.hgx, sshdtest.FreePort(t, "127.0.1.22")))
+	code, out, stderr := runCLI(append([]string{"kubevirt", "config", "-i", inv, "-o", "json", "--retries", "0"}, r.args()...)...)
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, out, `"pciVendorSelector": "10DE:2335"`)
+	require.Contains(t, out, `"resourceName": "nvidia.com/GH100_H200_SXM_141GB"`)
+	require.Contains(t, stderr, "gone not evaluated (unreachable)")
+	code, _, stderr = runCLI("kubevirt", "config", "-i", inv, "--from-report", inv)
+	require.Equal(t, 2, code)
+	require.Contains(t, stderr, "not both")
+}

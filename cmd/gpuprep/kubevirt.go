@@ -44,15 +44,17 @@ func emit(out, errw io.Writer, format string, v any, notes []string) error {
 	return usageErr("--output %q: want yaml or json", format)
 }
 
-func newKubeVirtCmd(_ *globals) *cobra.Command {
+func newKubeVirtCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "kubevirt", Short: "KubeVirt configuration for GPU nodes"}
 	var from []string
 	var output, kubeconfig, namespace, name string
 	var apply, dryRun bool
+	fc := &fleetCmd{g: g}
 	cfg := &cobra.Command{
-		Use:   "config --from-report FILE…",
+		Use:   "config (-i INVENTORY | --from-report FILE…)",
 		Short: "Emit the KubeVirt CR patch (permittedHostDevices, feature gates) for the GPUs in gpuprep reports",
-		Long: `config reads gpuprep JSON reports (gpuprep check -o json, or a fleet report) and emits
+		Long: `config runs gpuprep check on every host of an inventory (-i, with the fleet's SSH
+flags), or reads saved gpuprep JSON reports (gpuprep check -o json, or a fleet report), and emits
 the KubeVirt CR merge patch: spec.configuration.permittedHostDevices.pciHostDevices (one per
 GPU model: pciVendorSelector 10DE:XXXX, the resourceName NVIDIA's sandbox device plugin
 advertises, externalResourceProvider: true), mediatedDevices for mdev vGPU types, and the
@@ -66,12 +68,29 @@ KubeVirt CR already has (a plain merge patch would replace the lists), entries f
 selector are updated in place, and a second run changes nothing.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if len(from) == 0 {
-				return usageErr("--from-report: give at least one gpuprep JSON report (gpuprep check -o json > node.json)")
-			}
-			hosts, err := kube.ReadReports(from)
-			if err != nil {
-				return usageErr("%v", err)
+			var hosts []kube.Host
+			switch {
+			case fc.inventory != "" && len(from) > 0:
+				return usageErr("give -i INVENTORY or --from-report, not both")
+			case fc.inventory != "":
+				fr, err := fc.collect(cmd, nil)
+				if err != nil {
+					return err
+				}
+				for _, h := range fr.Hosts {
+					if h.Report == nil {
+						fmt.Fprintf(cmd.ErrOrStderr(), "gpuprep: note: %s not evaluated (%s): its GPUs are not in the patch\n", h.Name, h.Status)
+						continue
+					}
+					hosts = append(hosts, kube.Host{Name: h.Name, Report: h.Report})
+				}
+			case len(from) > 0:
+				var err error
+				if hosts, err = kube.ReadReports(from); err != nil {
+					return usageErr("%v", err)
+				}
+			default:
+				return usageErr("give -i INVENTORY, or --from-report with gpuprep JSON reports (gpuprep check -o json > node.json)")
 			}
 			p, notes := kube.KubeVirt(hosts)
 			if !apply {
@@ -104,6 +123,7 @@ selector are updated in place, and a second run changes nothing.`,
 		},
 	}
 	cfg.Flags().StringArrayVar(&from, "from-report", nil, "gpuprep JSON report (host or fleet); repeatable; - for stdin")
+	fc.connectionFlags(cfg.Flags(), false)
 	cfg.Flags().StringVarP(&output, "output", "o", "yaml", "output format: yaml or json")
 	cfg.Flags().BoolVar(&apply, "apply", false, "patch the KubeVirt CR through the Kubernetes API instead of printing the patch")
 	cfg.Flags().BoolVar(&dryRun, "dry-run", false, "with --apply: server-side dry run")
