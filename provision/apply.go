@@ -2,6 +2,8 @@ package provision
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -21,7 +23,8 @@ import (
 // write themselves), all with Command "apply" or "rollback":
 //
 //	kind "step":          Before = step ID, After = "started" | "done"
-//	kind "file-intent":   Path, Backup (the backup WriteFileAtomic is about to make; "" with Before "absent" for a new file)
+//	kind "file-intent":   Path, Backup (the backup WriteFileAtomic is about to make) and Before = "sha256:…" of the
+//	                      content it backs up; Backup "" and Before "absent" for a new file
 //	kind "driver-intent": Device, Before = its driver before the step ("" unbound), After = the driver it goes to
 //	kind "label":         Device = Node name, Path = kubeconfig, Before = labels before ("k=v,…"), After = the keys changed ("k,…")
 //	kind "undone":        Before = the index (in journal.Read order) of an entry rollback undid
@@ -228,12 +231,19 @@ func backupName(p string, now time.Time) string {
 // backupName(p, now)) or created.
 func fileIntent(e Env, p string, now time.Time) error {
 	en := journal.Entry{Time: now, Command: "apply", Kind: KindFileIntent, Path: p}
-	if _, err := e.Root.Stat(p); err == nil {
-		en.Backup = backupName(p, now)
+	if old, err := e.Root.ReadFile(p); err == nil {
+		// the hash tells rollback whether the backup is whole: a writer
+		// killed while writing the backup leaves it torn, and p unchanged
+		en.Backup, en.Before = backupName(p, now), hashOf(old)
 	} else {
 		en.Before = "absent"
 	}
 	return e.record(en)
+}
+
+func hashOf(b []byte) string {
+	h := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(h[:])
 }
 
 // writeFile replaces p with data, atomically and backed up, with an intent

@@ -96,6 +96,7 @@ type Plan struct {
 	grubPlan *grub.Plan
 	vfioPlan *vfio.Plan
 	labels   labelPlan
+	resumed  []string // steps an earlier apply started and did not finish
 }
 
 // Empty reports whether the plan changes nothing.
@@ -141,6 +142,8 @@ func NewPlan(ctx context.Context, root *host.Root, opts Options) (*Plan, error) 
 	if _, err := vfio.Selection(inv, opts.Selector, false); err != nil {
 		return nil, err // *vfio.SelectError: a usage error
 	}
+	entries, _ := journal.Read(root)
+	p.resumed = Unfinished(entries)
 	rebootPending := false
 	if opts.Mode == preflight.VMPassthrough || opts.Mode == preflight.VMVGPU {
 		if rebootPending, err = p.planKernelArgs(); err != nil {
@@ -279,11 +282,14 @@ func (p *Plan) planBind(rebootPending bool) error {
 			todo = append(todo, fmt.Sprintf("%s (%s → %s)", t.Dev.Address, orNone(t.Driver), t.VFIO))
 		}
 	}
-	if len(todo) == 0 {
+	resume := contains(p.resumed, StepVFIOBind)
+	if len(todo) == 0 && !resume {
 		return nil // every function already on VFIO: left alone, as vfio bind does
 	}
-	p.vfioPlan = vp
 	s := &Step{ID: StepVFIOBind, Title: "bind to VFIO, persistently: " + strings.Join(todo, ", ")}
+	if len(todo) == 0 {
+		s.Title = "make the VFIO binding persistent (an earlier apply was interrupted)"
+	}
 	for _, m := range vp.Modules {
 		s.Commands = append(s.Commands, "modprobe "+m)
 	}
@@ -306,6 +312,10 @@ func (p *Plan) planBind(rebootPending bool) error {
 		s.Notes = append(s.Notes, pp.Warnings...)
 	}
 	s.Notes = append(s.Notes, vp.Warnings...)
+	if len(todo) == 0 && len(s.Files) == 0 {
+		return nil
+	}
+	p.vfioPlan = vp
 	p.Steps = append(p.Steps, s)
 	return nil
 }

@@ -59,7 +59,8 @@ func undoneSet(entries []journal.Entry) map[int]bool {
 type resource struct {
 	kind   string // file, driver, label
 	key    string
-	oldest int // index of the oldest entry in range: what it was before gpuprep
+	all    []int // indices of its entries in range, oldest first
+	oldest int   // index of the oldest entry in range: what it was before gpuprep
 	newest int
 	boot   bool // a kernel-arguments file
 	vfio   bool // gpuprep's persistent VFIO configuration
@@ -124,6 +125,7 @@ func Rollback(ctx context.Context, e Env, o RollbackOptions) (*RollbackResult, e
 			continue
 		}
 		r.newest = i
+		r.all = append(r.all, i)
 	}
 	if len(idx) == 0 {
 		return res, nil
@@ -136,7 +138,7 @@ func Rollback(ctx context.Context, e Env, o RollbackOptions) (*RollbackResult, e
 		switch r.kind {
 		case "file":
 			var changed bool
-			changed, err = restoreFile(e, first, res)
+			changed, err = restoreFile(e, originalOf(e, entries, r.all), res)
 			bootFiles = bootFiles || changed && r.boot
 			vfioFiles = vfioFiles || changed && r.vfio
 		case "driver":
@@ -228,6 +230,30 @@ func doneSteps(entries []journal.Entry, undone map[int]bool) []string {
 	return out
 }
 
+// originalOf picks, among a file's entries oldest first, the one that holds
+// its content before gpuprep: the first that says it was new, or whose
+// backup is whole. An intent whose backup is torn or missing was
+// interrupted before the file changed, so a later entry backs up the same
+// content.
+func originalOf(e Env, entries []journal.Entry, idx []int) journal.Entry {
+	for _, i := range idx {
+		en := entries[i]
+		if en.Backup == "" {
+			return en
+		}
+		b, err := e.Root.ReadFile(en.Backup)
+		if err != nil {
+			continue
+		}
+		if en.Kind == KindFileIntent && strings.HasPrefix(en.Before, "sha256:") && hashOf(b) != en.Before {
+			continue
+		}
+		return en
+	}
+	// no whole backup: the file never changed
+	return journal.Entry{Path: entries[idx[0]].Path, Backup: "-"}
+}
+
 // restoreFile brings a file back to what the oldest entry says it was.
 func restoreFile(e Env, first journal.Entry, res *RollbackResult) (bool, error) {
 	p := first.Path
@@ -242,6 +268,9 @@ func restoreFile(e Env, first journal.Entry, res *RollbackResult) (bool, error) 
 		e.logf("removed %s (gpuprep created it)", p)
 		res.Undone = append(res.Undone, Undo{Kind: "file", Target: p, Action: "removed (gpuprep created it)"})
 		return true, nil
+	}
+	if first.Backup == "-" {
+		return false, nil
 	}
 	old, err := e.Root.ReadFile(first.Backup)
 	if err != nil {
