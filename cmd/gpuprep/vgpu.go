@@ -18,8 +18,8 @@ import (
 func init() { register(newVGPUCmd) }
 
 func newVGPUCmd(g *globals) *cobra.Command {
-	cmd := &cobra.Command{Use: "vgpu", Short: "NVIDIA vGPU: list types, create vGPUs from a vgpu-device-manager config"}
-	cmd.AddCommand(newVGPUTypesCmd(g), newVGPUApplyCmd(g, false), newVGPUApplyCmd(g, true))
+	cmd := &cobra.Command{Use: "vgpu", Short: "NVIDIA vGPU: install the vGPU manager, list types, create vGPUs from a vgpu-device-manager config"}
+	cmd.AddCommand(newVGPUInstallCmd(g), newVGPUTypesCmd(g), newVGPUApplyCmd(g, false), newVGPUApplyCmd(g, true))
 	return cmd
 }
 

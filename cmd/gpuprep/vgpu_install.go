@@ -1,0 +1,149 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpuprep/gpuprep/internal/diff"
+	"github.com/gpuprep/gpuprep/internal/host"
+	"github.com/gpuprep/gpuprep/vgpu"
+)
+
+// vgpuInstallRunner gives the runner an install runs commands through.
+// Tests replace it with a simulated host; against a root other than /
+// only --dry-run works.
+var vgpuInstallRunner = func(root *host.Root, dryRun bool) (host.Runner, error) {
+	if root.IsLive() {
+		return host.ExecRunner{}, nil
+	}
+	if dryRun {
+		return host.NoRunner{}, nil
+	}
+	return nil, usageErr("--root %s: installing changes the running system; against another root only --dry-run works", root.Dir())
+}
+
+func newVGPUInstallCmd(g *globals) *cobra.Command {
+	var opts vgpu.InstallOptions
+	var sel []string
+	var dryRun bool
+	cmd := &cobra.Command{
+		Use:   "install --driver NVIDIA-Linux-x86_64-VER-vgpu-kvm.run",
+		Short: "Install the NVIDIA vGPU manager, start its daemons, enable SR-IOV VFs (every step planned first)",
+		Long: `install verifies that --driver is the vGPU manager for KVM hosts (the
+makeself header's targetdir names a vgpu-kvm build and the archive holds
+nvidia-vgpu-mgr), checks the prerequisites (kernel headers for the running
+kernel, cc and make, DKMS, pci-pf-stub where a GPU uses SR-IOV, Secure Boot and
+module signing keys), then: blacklists nouveau, unloads conflicting modules,
+runs the installer (sh FILE --silent --dkms), loads nvidia and nvidia_vgpu_vfio
+(where the build has it), enables and starts nvidia-vgpud and nvidia-vgpu-mgr,
+enables the SR-IOV VFs of Ampere and newer GPUs (sriov-manage -e, retried,
+verified) and writes a systemd unit that enables them at every boot.
+
+Steps already in place are skipped: a re-run on an installed host does
+nothing. A failed step stops the install and says what to do.
+
+Exit codes: 0 done (or nothing to do), 1 a prerequisite is missing or a step
+failed, 2 usage error (including a --driver that is not the vGPU manager).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if opts.Driver == "" {
+				return usageErr("--driver is required: the NVIDIA-Linux-x86_64-<ver>-vgpu-kvm.run of the licensed vGPU download")
+			}
+			root, gpus, err := selectedGPUs(g, sel)
+			if err != nil {
+				return err
+			}
+			runner, err := vgpuInstallRunner(root, dryRun)
+			if err != nil {
+				return err
+			}
+			for _, d := range gpus {
+				opts.GPUs = append(opts.GPUs, vgpu.GPUInfo{Address: d.Address, DeviceID: d.DeviceID})
+			}
+			env := &vgpu.Env{Root: root, Runner: runner}
+			ctx := context.Background()
+			plan, err := vgpu.PlanInstall(ctx, env, opts)
+			if err != nil {
+				return usageErr("%v", err)
+			}
+			out, errw := cmd.OutOrStdout(), cmd.ErrOrStderr()
+			printInstallPlan(out, plan, dryRun)
+			if miss := plan.Missing(); miss != nil {
+				return &exitError{code: exitNotReady, err: miss}
+			}
+			if len(plan.Steps) == 0 {
+				fmt.Fprintf(out, "nothing to do: the vGPU manager %s is installed, loaded and running", plan.Driver.Version)
+				if len(plan.SRIOV) > 0 {
+					fmt.Fprintf(out, ", VFs enabled on %s", strings.Join(plan.SRIOV, ", "))
+				}
+				fmt.Fprintln(out)
+				return nil
+			}
+			if dryRun {
+				return nil
+			}
+			n := 0
+			err = plan.Execute(ctx, env, func(s vgpu.Step) {
+				n++
+				fmt.Fprintf(out, "done %d/%d: %s\n", n, len(plan.Steps), s.Title)
+			})
+			if err != nil {
+				return &exitError{code: exitNotReady, err: err}
+			}
+			fmt.Fprintf(errw, "gpuprep: the vGPU manager %s is installed; next: gpuprep vgpu types, then gpuprep vgpu apply -f CONFIG -c NAME\n", plan.Driver.Version)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&opts.Driver, "driver", "", "the vGPU manager: NVIDIA-Linux-x86_64-<ver>-vgpu-kvm.run (.deb/.rpm: not supported yet)")
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print the prerequisites and the plan (with file diffs), change nothing")
+	cmd.Flags().StringArrayVar(&sel, "select", nil, "GPUs whose SR-IOV VFs are enabled (PCI address, VVVV:DDDD or VVVV); default every NVIDIA GPU")
+	cmd.Flags().BoolVar(&opts.NoDKMS, "no-dkms", false, "build the modules for the running kernel only, without DKMS (a kernel update then needs a re-run)")
+	cmd.Flags().StringVar(&opts.SigningKey, "signing-key", "", "Secure Boot: private key to sign the modules with (default: DKMS's or shim-signed's MOK when present)")
+	cmd.Flags().StringVar(&opts.SigningCert, "signing-cert", "", "Secure Boot: the enrolled certificate of --signing-key")
+	return cmd
+}
+
+func printInstallPlan(w io.Writer, p *vgpu.InstallPlan, dryRun bool) {
+	d := p.Driver
+	fmt.Fprintf(w, "vGPU manager %s (%s, %s)\n", d.Version, d.TargetDir, d.Path)
+	fmt.Fprintln(w, "prerequisites:")
+	for _, q := range p.Prereqs {
+		mark := "ok  "
+		if !q.OK {
+			mark = "MISSING"
+		}
+		fmt.Fprintf(w, "  %-7s %s: %s\n", mark, q.Name, q.Detail)
+		if q.Remedy != "" {
+			fmt.Fprintf(w, "          fix: %s\n", q.Remedy)
+		}
+	}
+	for _, n := range p.Notes {
+		fmt.Fprintf(w, "note: %s\n", n)
+	}
+	if len(p.Steps) == 0 {
+		return
+	}
+	verb := "plan"
+	if dryRun {
+		verb = "plan (--dry-run: nothing is changed)"
+	}
+	fmt.Fprintf(w, "%s:\n", verb)
+	for i, s := range p.Steps {
+		fmt.Fprintf(w, "  %d. %s\n", i+1, s.Title)
+		for _, c := range s.Commands {
+			fmt.Fprintf(w, "       $ %s\n", strings.Join(c, " "))
+		}
+		if s.File != "" {
+			fmt.Fprintf(w, "       write %s\n", s.File)
+			if dryRun {
+				for _, l := range strings.Split(strings.TrimRight(diff.Unified(s.File, s.Old, s.New, s.OldExist), "\n"), "\n") {
+					fmt.Fprintf(w, "       %s\n", l)
+				}
+			}
+		}
+	}
+}

@@ -1,0 +1,81 @@
+package main
+
+import (
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/gpuprep/gpuprep/internal/host"
+	"github.com/gpuprep/gpuprep/vgpu/vgputest"
+)
+
+func TestVGPUInstall(t *testing.T) {
+	root := fixtureRoot(t, "vgpu-fresh-sriov")
+	run, err := vgputest.WriteInstaller(t.TempDir(), "550.90.05", "vgpu-kvm")
+	require.NoError(t, err)
+
+	// --dry-run against a root: the plan with the files' diffs, no commands
+	out, stderr, code := gpuprep(t, "vgpu", "install", "--root", root, "--driver", run, "--dry-run")
+	require.Equal(t, 0, code, stderr)
+	for _, want := range []string{
+		"vGPU manager 550.90.05 (NVIDIA-Linux-x86_64-550.90.05-vgpu-kvm, " + run + ")",
+		"ok      kernel headers: kernel headers for 6.8.0-45-generic in /lib/modules/6.8.0-45-generic/build",
+		"ok      pci-pf-stub: module pci-pf-stub, which sriov-manage needs to enable the VFs of 0000:41:00.0, 0000:61:00.0",
+		"note: the archive listing was not read",
+		"plan (--dry-run: nothing is changed):",
+		"  1. blacklist nouveau\n       write /etc/modprobe.d/gpuprep-blacklist-nouveau.conf\n       --- /dev/null\n",
+		"       +blacklist nouveau\n",
+		"       $ sh " + run + " --silent --dkms\n",
+		"       $ /usr/lib/nvidia/sriov-manage -e 0000:61:00.0\n",
+		"       +After=nvidia-vgpud.service nvidia-vgpu-mgr.service\n",
+	} {
+		require.Contains(t, out, want)
+	}
+	_, stderr, code = gpuprep(t, "vgpu", "install", "--root", root, "--driver", run)
+	require.Equal(t, 2, code)
+	require.Contains(t, stderr, "only --dry-run works")
+
+	// a simulated host: install, then a re-run does nothing
+	old := vgpuInstallRunner
+	t.Cleanup(func() { vgpuInstallRunner = old })
+	h, err := vgputest.New(root)
+	require.NoError(t, err)
+	vgpuInstallRunner = func(*host.Root, bool) (host.Runner, error) { return h, nil }
+	out, stderr, code = gpuprep(t, "vgpu", "install", "--root", root, "--driver", run)
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, out, "done 12/12: enable gpuprep-vgpu-sriov.service")
+	out, stderr, code = gpuprep(t, "vgpu", "install", "--root", root, "--driver", run)
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, out, "nothing to do: the vGPU manager 550.90.05 is installed, loaded and running, VFs enabled on 0000:41:00.0, 0000:61:00.0")
+	out, _, code = gpuprep(t, "vgpu", "types", "--root", root, "--select", "0000:41:00.0")
+	require.Equal(t, 0, code)
+	require.Contains(t, out, "NVIDIA L40S-24Q")
+
+	_, stderr, code = gpuprep(t, "vgpu", "install", "--root", root, "--driver", filepath.Join(t.TempDir(), "nvidia-vgpu-ubuntu-550_550.90.05_amd64.deb"))
+	require.Equal(t, 2, code)
+	require.Contains(t, stderr, "package format not supported yet")
+	_, stderr, code = gpuprep(t, "vgpu", "install", "--root", root)
+	require.Equal(t, 2, code)
+	require.Contains(t, stderr, "--driver is required")
+}
+
+func TestVGPUInstallMissingPrerequisiteExits1(t *testing.T) {
+	root := fixtureRoot(t, "vgpu-fresh-mdev")
+	run, err := vgputest.WriteInstaller(t.TempDir(), "550.90.05", "vgpu-kvm")
+	require.NoError(t, err)
+	h, err := vgputest.New(root)
+	require.NoError(t, err)
+	require.NoError(t, h.Root.RemoveFile("/usr/sbin/dkms"))
+	old := vgpuInstallRunner
+	t.Cleanup(func() { vgpuInstallRunner = old })
+	vgpuInstallRunner = func(*host.Root, bool) (host.Runner, error) { return h, nil }
+	out, stderr, code := gpuprep(t, "vgpu", "install", "--root", root, "--driver", run)
+	require.Equal(t, 1, code)
+	require.Contains(t, out, "MISSING dkms: no dkms")
+	require.Contains(t, stderr, "1 prerequisite(s) of the vGPU manager missing")
+	require.Empty(t, h.Commands())
+	_, stderr, code = gpuprep(t, "vgpu", "install", "--root", root, "--driver", run, "--no-dkms")
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, h.Commands(), "sh "+run+" --silent")
+}

@@ -1,0 +1,503 @@
+package vgpu
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/gpuprep/gpuprep/internal/host"
+	"github.com/gpuprep/gpuprep/internal/journal"
+)
+
+// Files and programs the install step owns or uses.
+const (
+	NouveauBlacklist = "/etc/modprobe.d/gpuprep-blacklist-nouveau.conf"
+	SRIOVUnit        = "/etc/systemd/system/gpuprep-vgpu-sriov.service"
+	SRIOVUnitName    = "gpuprep-vgpu-sriov.service"
+	SRIOVManage      = "/usr/lib/nvidia/sriov-manage"
+	InstallerLog     = "/var/log/nvidia-installer.log"
+)
+
+// Services are the vGPU manager's daemons, in start order. nvidia-vgpud is
+// optional: a build without its unit file skips it.
+var Services = []string{"nvidia-vgpud.service", "nvidia-vgpu-mgr.service"}
+
+// conflicting are the modules unloaded before the installer runs, users
+// first (modprobe -r fails on a module still in use by another).
+var conflicting = []string{"nvidia_vgpu_vfio", "nvidia_drm", "nvidia_modeset", "nvidia_uvm", "nvidia_peermem", "nvidia", "nouveau"}
+
+// InstallOptions are the choices of `gpuprep vgpu install`.
+type InstallOptions struct {
+	Driver      string
+	GPUs        []GPUInfo
+	NoDKMS      bool
+	SigningKey  string // module signing key pair (host paths) for Secure Boot
+	SigningCert string
+}
+
+// Env is what the install changes the host through.
+type Env struct {
+	Root   *host.Root
+	Runner host.Runner
+	Sleep  func(time.Duration) // nil: time.Sleep
+	Now    func() time.Time    // nil: time.Now
+	// SRIOVAttempts bounds sriov-manage runs per GPU (0: 6), waiting
+	// SRIOVBackoff × attempt between them (0: 5 s).
+	SRIOVAttempts int
+	SRIOVBackoff  time.Duration
+}
+
+func (e *Env) sleep(d time.Duration) {
+	if e.Sleep != nil {
+		e.Sleep(d)
+		return
+	}
+	time.Sleep(d)
+}
+
+func (e *Env) now() time.Time {
+	if e.Now != nil {
+		return e.Now()
+	}
+	return time.Now()
+}
+
+// Step is one planned change.
+type Step struct {
+	Title    string     `json:"title"`
+	Commands [][]string `json:"commands,omitempty"` // what it runs (some only where needed, see Title)
+	File     string     `json:"file,omitempty"`     // a file it writes
+	Old      []byte     `json:"-"`
+	New      []byte     `json:"-"`
+	OldExist bool       `json:"-"`
+	Remedy   string     `json:"remedy"` // what to do when it fails
+	run      func(ctx context.Context, e *Env) error
+}
+
+// InstallPlan is every step of an install, planned before anything changes.
+type InstallPlan struct {
+	Driver  *Driver
+	Prereqs []Prereq
+	SRIOV   []string // GPUs whose VFs are enabled
+	Steps   []Step
+	Notes   []string
+}
+
+// Missing returns the prerequisites that fail, as an error (nil when none).
+func (p *InstallPlan) Missing() error {
+	var miss []Prereq
+	for _, q := range p.Prereqs {
+		if !q.OK {
+			miss = append(miss, q)
+		}
+	}
+	if len(miss) == 0 {
+		return nil
+	}
+	return &PrereqError{Missing: miss}
+}
+
+// StepError is a failed step: what failed and what to do.
+type StepError struct {
+	N, Of  int
+	Title  string
+	Err    error
+	Remedy string
+}
+
+func (e *StepError) Error() string {
+	s := fmt.Sprintf("step %d/%d (%s) failed: %v", e.N, e.Of, e.Title, e.Err)
+	if e.Remedy != "" {
+		s += "\nto do: " + e.Remedy
+	}
+	if e.N > 1 {
+		s += fmt.Sprintf("\nsteps 1–%d are done and stay in place; run gpuprep vgpu install again after fixing this (done steps are skipped)", e.N-1)
+	}
+	return s
+}
+
+func (e *StepError) Unwrap() error { return e.Err }
+
+// InstalledVersion is the version of the loaded nvidia module ("" when none
+// is loaded).
+func InstalledVersion(root *host.Root) string {
+	v, _ := root.ReadString("/sys/module/nvidia/version")
+	return v
+}
+
+// unitPath returns the host path of a systemd unit file, or "".
+func unitPath(root *host.Root, unit string) string {
+	for _, d := range []string{"/etc/systemd/system", "/usr/lib/systemd/system", "/lib/systemd/system"} {
+		if root.Exists(d + "/" + unit) {
+			return d + "/" + unit
+		}
+	}
+	return ""
+}
+
+// unitState asks systemd whether unit is enabled and active. Commands that
+// cannot run (another root) answer "unknown": false, false.
+func unitState(ctx context.Context, r host.Runner, unit string) (enabled, active bool) {
+	out, err := r.Run(ctx, "systemctl", "is-enabled", unit)
+	enabled = err == nil && strings.TrimSpace(string(out)) == "enabled"
+	out, err = r.Run(ctx, "systemctl", "is-active", unit)
+	active = err == nil && strings.TrimSpace(string(out)) == "active"
+	return enabled, active
+}
+
+func nouveauBlacklisted(root *host.Root) bool {
+	for _, dir := range []string{"/etc/modprobe.d", "/run/modprobe.d", "/usr/lib/modprobe.d", "/lib/modprobe.d"} {
+		for _, n := range root.Names(dir) {
+			if !strings.HasSuffix(n, ".conf") {
+				continue
+			}
+			b, _ := root.ReadFile(dir + "/" + n)
+			for _, l := range strings.Split(string(b), "\n") {
+				if f := strings.Fields(l); len(f) == 2 && f[0] == "blacklist" && f[1] == "nouveau" {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// initramfsCommand returns the distribution's initramfs command found in the root.
+func initramfsCommand(root *host.Root) []string {
+	switch {
+	case FindProgram(root, "update-initramfs") != "":
+		return []string{"update-initramfs", "-u"}
+	case FindProgram(root, "dracut") != "":
+		return []string{"dracut", "-f"}
+	case FindProgram(root, "mkinitcpio") != "":
+		return []string{"mkinitcpio", "-P"}
+	}
+	return nil
+}
+
+// InstallerArgs are the arguments the .run is given. --silent implies
+// --ui=none --no-questions --accept-license. Unlike NVIDIA's vgpu-manager
+// container, no --no-systemd: on a host the installer's nvidia-vgpud and
+// nvidia-vgpu-mgr units are what keep the daemons running across reboots.
+// --dkms registers the modules so kernel updates rebuild them; the signing
+// options sign them for Secure Boot.
+func InstallerArgs(root *host.Root, d *Driver, opts InstallOptions) []string {
+	argv := []string{"sh", d.Path, "--silent"}
+	if !opts.NoDKMS {
+		argv = append(argv, "--dkms")
+	}
+	if on, _ := SecureBoot(root); on {
+		if key, cert := SigningKeys(root, opts); key != "" {
+			argv = append(argv, "--module-signing-secret-key="+key, "--module-signing-public-key="+cert)
+		}
+	}
+	return argv
+}
+
+// SRIOVUnitContent is the systemd unit that enables the VFs of gpus at boot,
+// after the vGPU manager's daemons. Each GPU gets sriov-manage, retried (it
+// races the driver at boot and has exited 0 on failure) until sriov_numvfs
+// equals sriov_totalvfs.
+func SRIOVUnitContent(gpus []string) []byte {
+	var b strings.Builder
+	b.WriteString(`# Written by gpuprep vgpu install: enables the SR-IOV virtual functions that
+# vGPUs are created on (VFs do not survive a reboot or a driver reload).
+[Unit]
+Description=gpuprep: enable SR-IOV VFs for NVIDIA vGPU
+After=nvidia-vgpud.service nvidia-vgpu-mgr.service
+Wants=nvidia-vgpud.service nvidia-vgpu-mgr.service
+
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+TimeoutStartSec=15min
+`)
+	for _, g := range gpus {
+		dev := "/sys/bus/pci/devices/" + g
+		fmt.Fprintf(&b, "ExecStart=/bin/sh -c 'for i in 1 2 3 4 5 6 7 8 9 10; do %s -e %s; [ \"$$(cat %s/sriov_numvfs)\" = \"$$(cat %s/sriov_totalvfs)\" ] && exit 0; sleep 6; done; echo \"%s: VFs not enabled\" >&2; exit 1'\n",
+			SRIOVManage, g, dev, dev, g)
+	}
+	b.WriteString("\n[Install]\nWantedBy=multi-user.target\n")
+	return []byte(b.String())
+}
+
+// PlanInstall verifies the driver, checks prerequisites and plans every step
+// that is not already in place. A host where everything is in place gets a
+// plan with no steps.
+func PlanInstall(ctx context.Context, e *Env, opts InstallOptions) (*InstallPlan, error) {
+	d, err := InspectDriver(ctx, opts.Driver, e.Runner)
+	if err != nil {
+		return nil, err
+	}
+	root := e.Root
+	p := &InstallPlan{Driver: d}
+	for _, g := range opts.GPUs {
+		if UsesSRIOV(root, g) {
+			p.SRIOV = append(p.SRIOV, g.Address)
+		}
+	}
+	sort.Strings(p.SRIOV)
+	if !d.Listed {
+		p.Notes = append(p.Notes, "the archive listing was not read (commands do not run against this root): the check that it holds nvidia-vgpu-mgr runs at install time")
+	}
+	if opts.SigningKey != "" || opts.SigningCert != "" {
+		if opts.SigningKey == "" || opts.SigningCert == "" {
+			return nil, errors.New("--signing-key and --signing-cert go together")
+		}
+		for _, f := range []string{opts.SigningKey, opts.SigningCert} {
+			if !root.Exists(f) {
+				return nil, fmt.Errorf("module signing file %s: not found", f)
+			}
+		}
+	}
+	p.Prereqs = CheckPrereqs(root, opts, p.SRIOV)
+	kver := KernelRelease(root)
+
+	if !nouveauBlacklisted(root) {
+		content := []byte("# Written by gpuprep vgpu install: the NVIDIA vGPU manager needs the GPUs, not nouveau.\nblacklist nouveau\noptions nouveau modeset=0\n")
+		p.Steps = append(p.Steps, Step{Title: "blacklist nouveau", File: NouveauBlacklist, New: content,
+			Remedy: "check that /etc/modprobe.d is writable",
+			run: func(_ context.Context, e *Env) error {
+				return writeFile(e, NouveauBlacklist, content)
+			}})
+		if ic := initramfsCommand(root); ic != nil {
+			p.Steps = append(p.Steps, Step{Title: "regenerate the initramfs (so nouveau stays out of early boot)", Commands: [][]string{ic},
+				Remedy: "run `" + strings.Join(ic, " ") + "` by hand and read its errors",
+				run:    runCmd(ic)})
+		} else {
+			p.Notes = append(p.Notes, "no initramfs tool (update-initramfs, dracut, mkinitcpio) found: if the initramfs loads nouveau, regenerate it by hand")
+		}
+	}
+
+	installed := InstalledVersion(root) == d.Version && root.Exists("/usr/bin/nvidia-vgpu-mgr")
+	if !installed {
+		var stop []string
+		for _, s := range Services {
+			if unitPath(root, s) != "" {
+				stop = append(stop, s)
+			}
+		}
+		if len(stop) > 0 {
+			argv := append([]string{"systemctl", "stop"}, stop...)
+			p.Steps = append(p.Steps, Step{Title: "stop the running vGPU manager daemons", Commands: [][]string{argv},
+				Remedy: "stop them by hand (" + strings.Join(argv, " ") + ") and read `journalctl -u nvidia-vgpu-mgr`",
+				run:    runCmd(argv)})
+		}
+		for _, m := range conflicting {
+			if !root.Exists("/sys/module/" + m) {
+				continue
+			}
+			argv := []string{"modprobe", "-r", m}
+			p.Steps = append(p.Steps, Step{Title: "unload " + m, Commands: [][]string{argv},
+				Remedy: "something still uses the GPU: stop VMs with vGPUs, nvidia-persistenced, DCGM, a display manager (see `lsof /dev/nvidia*`), or reboot (nouveau is blacklisted now), then run gpuprep vgpu install again",
+				run:    runCmd(argv)})
+		}
+		argv := InstallerArgs(root, d, opts)
+		p.Steps = append(p.Steps, Step{Title: "run the NVIDIA installer " + d.TargetDir, Commands: [][]string{argv},
+			Remedy: "read " + InstallerLog + " (a kernel module build error usually means headers that do not match " + kver + " or an unsupported kernel for this driver branch)",
+			run: func(ctx context.Context, e *Env) error {
+				if !d.Listed {
+					out, err := e.Runner.Run(ctx, "sh", d.Path, "--list")
+					if err != nil {
+						return fmt.Errorf("listing the archive: %w", err)
+					}
+					if !strings.Contains(string(out), "nvidia-vgpu-mgr") {
+						return fmt.Errorf("%s holds no nvidia-vgpu-mgr: not a vGPU manager build", d.Path)
+					}
+				}
+				if err := runCmd(argv)(ctx, e); err != nil {
+					return err
+				}
+				if !e.Root.Exists("/usr/bin/nvidia-vgpu-mgr") {
+					return errors.New("the installer succeeded but /usr/bin/nvidia-vgpu-mgr is not there")
+				}
+				return nil
+			}})
+	}
+
+	if !installed || !root.Exists("/sys/module/nvidia") {
+		p.Steps = append(p.Steps, Step{Title: "load nvidia", Commands: [][]string{{"modprobe", "nvidia"}},
+			Remedy: "read `dmesg | grep -i nvidia` (Secure Boot refusing an unsigned module, or nouveau still holding the GPU, are the usual causes)",
+			run: func(ctx context.Context, e *Env) error {
+				if err := runCmd([]string{"modprobe", "nvidia"})(ctx, e); err != nil {
+					return err
+				}
+				if v := InstalledVersion(e.Root); v != d.Version {
+					return fmt.Errorf("the loaded nvidia module is version %q, not %s: an old module is still loaded", v, d.Version)
+				}
+				return nil
+			}})
+	}
+	vfioLoaded := root.Exists("/sys/module/nvidia_vgpu_vfio")
+	if !installed || (!vfioLoaded && ModuleAvailable(root, kver, "nvidia_vgpu_vfio")) {
+		p.Steps = append(p.Steps, Step{Title: "load nvidia_vgpu_vfio (where this build has it: the mdev interface)", Commands: [][]string{{"modprobe", "nvidia_vgpu_vfio"}},
+			Remedy: "read `dmesg | grep -i nvidia`; the mdev interface needs kernel support for mediated devices (CONFIG_VFIO_MDEV)",
+			run: func(ctx context.Context, e *Env) error {
+				if e.Root.Exists("/sys/module/nvidia_vgpu_vfio") || !ModuleAvailable(e.Root, KernelRelease(e.Root), "nvidia_vgpu_vfio") {
+					return nil // vendor-specific VFIO builds: nvidia.ko itself is the VFIO provider
+				}
+				return runCmd([]string{"modprobe", "nvidia_vgpu_vfio"})(ctx, e)
+			}})
+	}
+
+	for _, s := range Services {
+		s := s
+		if installed {
+			if unitPath(root, s) == "" {
+				if s == "nvidia-vgpu-mgr.service" {
+					p.Notes = append(p.Notes, "nvidia-vgpu-mgr.service has no unit file: the daemon is not managed by systemd")
+				}
+				continue
+			}
+			if en, act := unitState(ctx, e.Runner, s); en && act {
+				continue
+			}
+		}
+		argv := []string{"systemctl", "enable", "--now", s}
+		p.Steps = append(p.Steps, Step{Title: "enable and start " + s, Commands: [][]string{{"systemctl", "daemon-reload"}, argv},
+			Remedy: "read `journalctl -u " + s + "` (nvidia-vgpu-mgr needs the nvidia module of the same version loaded)",
+			run: func(ctx context.Context, e *Env) error {
+				if unitPath(e.Root, s) == "" {
+					if s == "nvidia-vgpud.service" {
+						return nil // not in every build
+					}
+					return fmt.Errorf("no unit file for %s after the install", s)
+				}
+				if err := runCmd([]string{"systemctl", "daemon-reload"})(ctx, e); err != nil {
+					return err
+				}
+				return runCmd(argv)(ctx, e)
+			}})
+	}
+
+	for _, g := range p.SRIOV {
+		g := g
+		dev := "/sys/bus/pci/devices/" + g
+		if tot := readInt(root, dev+"/sriov_totalvfs"); tot > 0 && readInt(root, dev+"/sriov_numvfs") == tot {
+			continue
+		}
+		if installed && !root.Exists(SRIOVManage) {
+			return nil, fmt.Errorf("%s uses SR-IOV but %s is missing although the vGPU manager %s is installed: reinstall it", g, SRIOVManage, d.Version)
+		}
+		p.Steps = append(p.Steps, Step{Title: "enable the SR-IOV VFs of " + g, Commands: [][]string{{SRIOVManage, "-e", g}},
+			Remedy: "an NVML client (nvidia-smi, DCGM, nvidia-persistenced) may hold the GPU: stop it and run gpuprep vgpu install again; if " + g + " lost its driver, rebind it: echo " + g + " > /sys/bus/pci/drivers/nvidia/bind; see `dmesg` for pci-pf-stub errors",
+			run:    func(ctx context.Context, e *Env) error { return enableVFs(ctx, e, g) }})
+	}
+
+	if len(p.SRIOV) > 0 {
+		content := SRIOVUnitContent(p.SRIOV)
+		old, err := root.ReadFile(SRIOVUnit)
+		exists := err == nil
+		changed := !exists || string(old) != string(content)
+		if changed {
+			p.Steps = append(p.Steps, Step{Title: "make the VFs survive reboots (" + SRIOVUnitName + ")", File: SRIOVUnit, Old: old, New: content, OldExist: exists,
+				Remedy: "check that /etc/systemd/system is writable",
+				run:    func(_ context.Context, e *Env) error { return writeFile(e, SRIOVUnit, content) }})
+		}
+		if en, _ := unitState(ctx, e.Runner, SRIOVUnitName); changed || !en {
+			p.Steps = append(p.Steps, Step{Title: "enable " + SRIOVUnitName, Commands: [][]string{{"systemctl", "daemon-reload"}, {"systemctl", "enable", SRIOVUnitName}},
+				Remedy: "run `systemctl enable " + SRIOVUnitName + "` by hand and read its errors",
+				run: func(ctx context.Context, e *Env) error {
+					if err := runCmd([]string{"systemctl", "daemon-reload"})(ctx, e); err != nil {
+						return err
+					}
+					return runCmd([]string{"systemctl", "enable", SRIOVUnitName})(ctx, e)
+				}})
+		}
+	}
+	return p, nil
+}
+
+func runCmd(argv []string) func(ctx context.Context, e *Env) error {
+	return func(ctx context.Context, e *Env) error {
+		_, err := e.Runner.Run(ctx, argv...)
+		return err
+	}
+}
+
+func writeFile(e *Env, p string, content []byte) error {
+	if err := e.Root.MkdirAll(dirOf(p), 0o755); err != nil {
+		return err
+	}
+	res, err := e.Root.WriteFileAtomic(p, content, 0o644, e.now())
+	if err != nil {
+		return err
+	}
+	if res.Changed {
+		return journal.Append(e.Root, journal.Entry{Time: e.now().UTC(), Command: "vgpu install", Kind: "file", Path: p, Backup: res.Backup})
+	}
+	return nil
+}
+
+func dirOf(p string) string {
+	if i := strings.LastIndex(p, "/"); i > 0 {
+		return p[:i]
+	}
+	return "/"
+}
+
+// enableVFs runs sriov-manage -e on g until sriov_numvfs == sriov_totalvfs:
+// it retries on "Cannot obtain unbindLock" (an NVML client holds the GPU for
+// a moment) and on a run that reports success without enabling the VFs (vGPU
+// 17.2's sriov-manage exited 0 on failure).
+func enableVFs(ctx context.Context, e *Env, g string) error {
+	dev := "/sys/bus/pci/devices/" + g
+	attempts := e.SRIOVAttempts
+	if attempts <= 0 {
+		attempts = 6
+	}
+	backoff := e.SRIOVBackoff
+	if backoff <= 0 {
+		backoff = 5 * time.Second
+	}
+	var last string
+	for i := 1; i <= attempts; i++ {
+		out, err := e.Runner.Run(ctx, SRIOVManage, "-e", g)
+		tot, num := readInt(e.Root, dev+"/sriov_totalvfs"), readInt(e.Root, dev+"/sriov_numvfs")
+		if err == nil && tot > 0 && num == tot {
+			return nil
+		}
+		msg := strings.TrimSpace(string(out))
+		if err != nil {
+			msg = strings.TrimSpace(err.Error() + " " + msg)
+		}
+		if err != nil && !strings.Contains(msg, "unbindLock") {
+			return fmt.Errorf("%s -e %s: %s", SRIOVManage, g, msg)
+		}
+		if err == nil {
+			last = fmt.Sprintf("sriov-manage exited 0 but sriov_numvfs is %d of %d", num, tot)
+		} else {
+			last = msg
+		}
+		if i < attempts {
+			e.sleep(time.Duration(i) * backoff)
+		}
+	}
+	if e.Root.LinkBase(dev+"/driver") == "" {
+		last += "; " + g + " has no driver now"
+	}
+	return fmt.Errorf("VFs of %s not enabled after %d attempts: %s", g, attempts, last)
+}
+
+// Execute performs the plan's steps in order and stops at the first that
+// fails, with a StepError. done receives each step as it completes.
+func (p *InstallPlan) Execute(ctx context.Context, e *Env, done func(Step)) error {
+	if err := p.Missing(); err != nil {
+		return err
+	}
+	for i, s := range p.Steps {
+		if err := s.run(ctx, e); err != nil {
+			return &StepError{N: i + 1, Of: len(p.Steps), Title: s.Title, Err: err, Remedy: s.Remedy}
+		}
+		if len(s.Commands) > 0 {
+			_ = journal.Append(e.Root, journal.Entry{Time: e.now().UTC(), Command: "vgpu install", Kind: "step", After: s.Title})
+		}
+		if done != nil {
+			done(s)
+		}
+	}
+	return nil
+}

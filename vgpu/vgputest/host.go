@@ -1,0 +1,323 @@
+// Package vgputest plays, on a fixture root, the host that `gpuprep vgpu
+// install` changes: a synthetic NVIDIA vGPU manager .run (a real shell
+// script, run by sh) that honours --silent and --list and "installs" by
+// writing the files and modules it would into the root, and a host.Runner
+// that executes that script and simulates modprobe, systemctl and
+// sriov-manage against the root.
+package vgputest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/gpuprep/gpuprep/internal/fixture"
+	"github.com/gpuprep/gpuprep/internal/host"
+)
+
+// FailEnv, set to 1 in the installer's environment, makes it fail as a
+// kernel module build failure does.
+const FailEnv = "FAKE_NVIDIA_INSTALLER_FAIL"
+
+// RootEnv tells the synthetic installer which directory stands in for /.
+const RootEnv = "FAKE_NVIDIA_ROOT"
+
+// WriteInstaller writes a synthetic installer named
+// NVIDIA-Linux-x86_64-<version>-<flavour>.run into dir and returns its path.
+// flavour is "vgpu-kvm" for the vGPU manager ("grid" for the guest driver, ""
+// for the plain driver). Its makeself-style header carries label and
+// targetdir as NVIDIA's do.
+func WriteInstaller(dir, version, flavour string) (string, error) {
+	target := "NVIDIA-Linux-x86_64-" + version
+	if flavour != "" {
+		target += "-" + flavour
+	}
+	mgr := ""
+	if flavour == "vgpu-kvm" {
+		mgr = "./nvidia-vgpu-mgr\n./nvidia-vgpud\n./sriov-manage\n./kernel/nvidia-vgpu-vfio/nvidia-vgpu-vfio.c\n"
+	}
+	script := `#!/bin/sh
+# This script was generated using Makeself 2.1.5 (synthetic, for gpuprep tests)
+CRCsum="0000000000"
+MD5="00000000000000000000000000000000"
+TMPROOT=${TMPDIR:=/tmp}
+
+label="NVIDIA Accelerated Graphics Driver for Linux-x86_64 ` + version + `"
+script="./nvidia-installer"
+targetdir="` + target + `"
+filesizes="1234"
+keep=n
+
+R="${` + RootEnv + `:?` + RootEnv + ` not set}"
+silent=0
+for a in "$@"; do
+	case "$a" in
+	--list) printf 'Target directory: %s\n./nvidia-installer\n./kernel/nvidia.c\n%s' "$targetdir" '` + mgr + `'; exit 0 ;;
+	--silent|-s) silent=1 ;;
+	esac
+done
+echo "$0 $*" >> "$R/var/log/nvidia-installer.log"
+if [ "$silent" != 1 ]; then
+	echo "nvidia-installer: interactive mode needs a terminal; use --silent" >&2
+	exit 1
+fi
+if [ "${` + FailEnv + `:-}" = 1 ]; then
+	echo "ERROR: An error occurred while performing the step: \"Building kernel modules\". See /var/log/nvidia-installer.log for details." >&2
+	exit 1
+fi
+kver=$(cat "$R/proc/sys/kernel/osrelease")
+mods="$R/lib/modules/$kver"
+mkdir -p "$R/usr/bin" "$R/usr/lib/nvidia" "$R/lib/systemd/system" "$mods/kernel/drivers/video"
+echo "version=` + version + `" > "$mods/kernel/drivers/video/nvidia.ko"
+echo "kernel/drivers/video/nvidia.ko:" >> "$mods/modules.dep"
+echo '#!/bin/sh' > "$R/usr/bin/nvidia-smi"
+`
+	if flavour == "vgpu-kvm" {
+		script += `echo "version=` + version + `" > "$mods/kernel/drivers/video/nvidia-vgpu-vfio.ko"
+if [ "${kver%%.*}" -lt 6 ]; then echo "kernel/drivers/video/nvidia-vgpu-vfio.ko: kernel/drivers/video/nvidia.ko" >> "$mods/modules.dep"; fi
+for b in nvidia-vgpu-mgr nvidia-vgpud; do echo '#!/bin/sh' > "$R/usr/bin/$b"; printf '[Unit]\nDescription=%s\n[Service]\nExecStart=/usr/bin/%s\n[Install]\nWantedBy=multi-user.target\n' $b $b > "$R/lib/systemd/system/$b.service"; done
+echo '#!/bin/sh' > "$R/usr/lib/nvidia/sriov-manage"
+`
+	}
+	script += "exit 0\n"
+	p := filepath.Join(dir, target+".run")
+	return p, os.WriteFile(p, []byte(script), 0o644)
+}
+
+// Host is a host.Runner for a fixture root. Commands:
+//
+//   - sh FILE.run ARGS: runs the synthetic installer with RootEnv set (and
+//     InstallerEnv);
+//   - modprobe MOD: loads MOD when modules.dep lists it (nvidia's version
+//     comes from its module file); modprobe -r MOD unloads it (Busy makes it
+//     fail as "in use");
+//   - systemctl daemon-reload | enable [--now] UNIT | stop UNIT… | is-enabled
+//     UNIT | is-active UNIT: state kept under /run/fake-systemd in the root;
+//   - /usr/lib/nvidia/sriov-manage -e ADDR: creates every VF of ADDR with
+//     nvidia/creatable_vgpu_types; UnbindLock makes the next runs fail with
+//     "Cannot obtain unbindLock", ExitZeroNoVFs makes them exit 0 and do
+//     nothing (as vGPU 17.2 did);
+//   - update-initramfs, dracut, mkinitcpio: succeed.
+//
+// Anything else is an error.
+type Host struct {
+	Dir           string
+	Root          *host.Root
+	InstallerEnv  []string
+	Busy          map[string]bool // modules modprobe -r cannot unload
+	UnbindLock    int             // sriov-manage runs left that fail with unbindLock
+	ExitZeroNoVFs bool
+
+	mu    sync.Mutex
+	Calls [][]string
+}
+
+// New returns a Host for the fixture root dir.
+func New(dir string) (*Host, error) {
+	r, err := host.NewRoot(dir)
+	if err != nil {
+		return nil, err
+	}
+	return &Host{Dir: dir, Root: r, Busy: map[string]bool{}}, nil
+}
+
+// Commands returns the commands run so far, each joined with spaces,
+// leaving out systemctl's read-only queries.
+func (h *Host) Commands() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []string
+	for _, c := range h.Calls {
+		if len(c) > 1 && c[0] == "systemctl" && strings.HasPrefix(c[1], "is-") {
+			continue
+		}
+		if len(c) > 2 && c[0] == "sh" && c[2] == "--list" {
+			continue
+		}
+		out = append(out, strings.Join(c, " "))
+	}
+	return out
+}
+
+// Run implements host.Runner.
+func (h *Host) Run(ctx context.Context, argv ...string) ([]byte, error) {
+	h.mu.Lock()
+	h.Calls = append(h.Calls, append([]string(nil), argv...))
+	h.mu.Unlock()
+	if len(argv) == 0 {
+		return nil, errors.New("empty command")
+	}
+	b := fixture.New(h.Dir)
+	switch argv[0] {
+	case "sh":
+		cmd := exec.CommandContext(ctx, "sh", argv[1:]...)
+		cmd.Env = append(append(os.Environ(), RootEnv+"="+h.Dir), h.InstallerEnv...)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			return out, fmt.Errorf("sh: %w: %s", err, strings.TrimSpace(stderr.String()))
+		}
+		return out, nil
+	case "modprobe":
+		return nil, h.modprobe(b, argv[1:])
+	case "systemctl":
+		return h.systemctl(b, argv[1:])
+	case "/usr/lib/nvidia/sriov-manage":
+		return h.sriovManage(b, argv[1:])
+	case "update-initramfs", "dracut", "mkinitcpio":
+		return nil, nil
+	}
+	return nil, fmt.Errorf("%s: not simulated", argv[0])
+}
+
+func (h *Host) modprobe(b *fixture.Builder, args []string) error {
+	remove := false
+	var mod string
+	for _, a := range args {
+		switch {
+		case a == "-r":
+			remove = true
+		case !strings.HasPrefix(a, "-"):
+			mod = strings.ReplaceAll(a, "-", "_")
+		}
+	}
+	if remove {
+		if h.Busy[mod] {
+			return fmt.Errorf("modprobe: exit status 1: modprobe: FATAL: Module %s is in use.", mod)
+		}
+		return os.RemoveAll(filepath.Join(h.Dir, "sys/module", mod))
+	}
+	if h.Root.Exists("/sys/module/" + mod) {
+		return nil
+	}
+	kver, _ := h.Root.ReadString("/proc/sys/kernel/osrelease")
+	dep, _ := h.Root.ReadString("/lib/modules/" + kver + "/modules.dep")
+	for _, l := range strings.Split(dep, "\n") {
+		f, _, _ := strings.Cut(l, ":")
+		base := path.Base(f)
+		if i := strings.Index(base, ".ko"); i > 0 && strings.ReplaceAll(base[:i], "-", "_") == mod {
+			b.Module(mod, nil)
+			if c, err := h.Root.ReadString("/lib/modules/" + kver + "/" + f); err == nil && strings.HasPrefix(c, "version=") {
+				b.File("/sys/module/"+mod+"/version", strings.TrimPrefix(c, "version=")+"\n")
+			}
+			return b.Err()
+		}
+	}
+	return fmt.Errorf("modprobe: exit status 1: modprobe: FATAL: Module %s not found in directory /lib/modules/%s", mod, kver)
+}
+
+const sysd = "/run/fake-systemd"
+
+func (h *Host) systemctl(b *fixture.Builder, args []string) ([]byte, error) {
+	if len(args) == 0 {
+		return nil, errors.New("systemctl: no verb")
+	}
+	exists := func(u string) bool {
+		for _, d := range []string{"/etc/systemd/system", "/usr/lib/systemd/system", "/lib/systemd/system"} {
+			if h.Root.Exists(d + "/" + u) {
+				return true
+			}
+		}
+		return false
+	}
+	verb, units := args[0], args[1:]
+	now := false
+	if len(units) > 0 && units[0] == "--now" {
+		now, units = true, units[1:]
+	}
+	switch verb {
+	case "daemon-reload":
+		return nil, nil
+	case "is-enabled", "is-active":
+		state := map[string][2]string{"is-enabled": {"enabled", "disabled"}, "is-active": {"active", "inactive"}}[verb]
+		if h.Root.Exists(sysd + "/" + verb + "/" + units[0]) {
+			return []byte(state[0] + "\n"), nil
+		}
+		return []byte(state[1] + "\n"), fmt.Errorf("systemctl: exit status 1")
+	case "enable", "stop", "start":
+		for _, u := range units {
+			if !exists(u) {
+				if verb == "stop" {
+					return nil, fmt.Errorf("systemctl: exit status 5: Failed to stop %s: Unit %s not loaded.", u, u)
+				}
+				return nil, fmt.Errorf("systemctl: exit status 1: Failed to %s unit: Unit file %s does not exist.", verb, u)
+			}
+			switch verb {
+			case "enable":
+				b.File(sysd+"/is-enabled/"+u, "")
+				if now {
+					b.File(sysd+"/is-active/"+u, "")
+				}
+			case "start":
+				b.File(sysd+"/is-active/"+u, "")
+			case "stop":
+				b.Remove(sysd + "/is-active/" + u)
+			}
+		}
+		return nil, b.Err()
+	}
+	return nil, fmt.Errorf("systemctl %s: not simulated", verb)
+}
+
+func (h *Host) sriovManage(b *fixture.Builder, args []string) ([]byte, error) {
+	if !h.Root.Exists("/usr/lib/nvidia/sriov-manage") {
+		return nil, errors.New("/usr/lib/nvidia/sriov-manage: no such file or directory")
+	}
+	if len(args) != 2 || args[0] != "-e" {
+		return nil, fmt.Errorf("sriov-manage %v: not simulated", args)
+	}
+	addr := args[1]
+	if h.UnbindLock > 0 {
+		h.UnbindLock--
+		return []byte("Enabling VFs on " + addr + "\n"), fmt.Errorf("sriov-manage: exit status 1: Cannot obtain unbindLock for %s", addr)
+	}
+	if h.ExitZeroNoVFs {
+		return []byte("Enabling VFs on " + addr + "\n"), nil
+	}
+	if !h.Root.Exists("/sys/module/nvidia") {
+		return nil, fmt.Errorf("sriov-manage: exit status 1: %s: the nvidia driver is not loaded", addr)
+	}
+	return nil, AddVFs(b, h.Root, addr)
+}
+
+// AddVFs creates every VF of the PF addr (sriov_totalvfs of them), bound to
+// nvidia with the vendor-specific nvidia/ directory, and sets sriov_numvfs.
+func AddVFs(b *fixture.Builder, root *host.Root, addr string) error {
+	pfDir, err := root.Realpath("/sys/bus/pci/devices/" + addr)
+	if err != nil {
+		return err
+	}
+	tot, _ := root.ReadString(pfDir + "/sriov_totalvfs")
+	var n int
+	fmt.Sscan(tot, &n)
+	var dom, bus, dev, fn int
+	if _, err := fmt.Sscanf(addr, "%04x:%02x:%02x.%d", &dom, &bus, &dev, &fn); err != nil {
+		return err
+	}
+	devID, _ := root.ReadString(pfDir + "/device")
+	var id uint16
+	fmt.Sscanf(devID, "0x%x", &id)
+	parent := "parent-of-" + addr
+	b.Adopt(parent, path.Dir(pfDir)).Adopt(addr, pfDir)
+	for i := 0; i < n; i++ {
+		devfn := dev<<3 | fn + 4 + i
+		vf := fmt.Sprintf("%04x:%02x:%02x.%d", dom, bus, devfn>>3, devfn&7)
+		b.PCI(fixture.PCI{Addr: vf, Parent: parent, Vendor: 0x10de, Device: id, Class: 0x030200, Driver: "nvidia",
+			Group: 200 + bus*16 + i, PCIeType: fixture.PCIeEndpoint, PhysFn: addr,
+			Files: map[string]string{
+				"nvidia/creatable_vgpu_types": "ID    : vGPU Name\n1155  : NVIDIA L40S-24Q\n1156  : NVIDIA L40S-48Q\n",
+				"nvidia/current_vgpu_type":    "0\n",
+			}})
+		b.Link(pfDir+fmt.Sprintf("/virtfn%d", i), b.DevPath(vf))
+	}
+	b.File(pfDir+"/sriov_numvfs", fmt.Sprintf("%d\n", n))
+	return b.Err()
+}
