@@ -24,8 +24,8 @@ func checkVGPUManager(e *Env) []Finding {
 		msg += "; GPUs " + strings.Join(onVFIO, ", ") + " are on vfio-pci, which the vGPU manager cannot use"
 	}
 	return []Finding{{Status: Fail, Subject: "nvidia vGPU manager", Message: msg,
-		Fixable: true, FixCommand: "gpuprep vgpu install",
-		Remedy: "install the licensed NVIDIA vGPU manager (gpuprep vgpu install --run FILE), or let the GPU Operator deploy it (vgpuManager.enabled=true with your private image)"}}
+		Fixable: true, FixCommand: "gpuprep vgpu install --driver NVIDIA-Linux-x86_64-VER-vgpu-kvm.run",
+		Remedy: "install the licensed NVIDIA vGPU manager (gpuprep vgpu install --driver NVIDIA-Linux-x86_64-VER-vgpu-kvm.run), or let the GPU Operator deploy it (vgpuManager.enabled=true with your private image)"}}
 }
 
 func checkVGPUTypes(e *Env) []Finding {
