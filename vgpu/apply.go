@@ -4,9 +4,12 @@ import (
 	"crypto/rand"
 	"fmt"
 	"path"
+	"sort"
 	"strings"
+	"time"
 
 	"github.com/gpuprep/gpuprep/internal/host"
+	"github.com/gpuprep/gpuprep/vfio"
 )
 
 // AttrWriter writes sysfs attributes. The host root is the real one; tests
@@ -46,18 +49,62 @@ func Existing(root *host.Root, addr string) []Instance {
 		if err != nil || cur == "" || cur == "0" {
 			continue
 		}
-		out = append(out, Instance{GPU: addr, Device: vf, TypeID: cur, Type: typeName(g, cur)})
+		out = append(out, Instance{GPU: addr, Device: vf, TypeID: cur, Type: typeName(root, g, cur)})
 	}
 	return out
 }
 
-func typeName(g GPU, id string) string {
+func typeName(root *host.Root, g GPU, id string) string {
 	for _, t := range g.Types {
 		if t.ID == id {
 			return t.Name
 		}
 	}
+	if n := readTypeNames(root)[id]; n != "" {
+		return n
+	}
 	return "type " + id
+}
+
+// TypeNames is where gpuprep keeps the names of the vendor-specific type ids
+// it has written: a VF that has a type lists no creatable types any more, so
+// once every VF has one, nothing in sysfs names the ids.
+const TypeNames = "/var/lib/gpuprep/vgpu-type-names"
+
+func readTypeNames(root *host.Root) map[string]string {
+	out := map[string]string{}
+	b, _ := root.ReadFile(TypeNames)
+	for _, l := range strings.Split(string(b), "\n") {
+		if id, name, ok := strings.Cut(l, " : "); ok {
+			out[strings.TrimSpace(id)] = strings.TrimSpace(name)
+		}
+	}
+	return out
+}
+
+// rememberTypeName records id's name in TypeNames (a write failure only
+// costs names in later reports, so it is returned for the caller to note).
+func rememberTypeName(root *host.Root, id, name string) error {
+	m := readTypeNames(root)
+	if m[id] == name {
+		return nil
+	}
+	m[id] = name
+	ids := make([]string, 0, len(m))
+	for k := range m {
+		ids = append(ids, k)
+	}
+	sort.Strings(ids)
+	var b strings.Builder
+	b.WriteString("# vGPU type id : name, written by gpuprep vgpu apply (VFs with a type no longer list them)\n")
+	for _, k := range ids {
+		fmt.Fprintf(&b, "%s : %s\n", k, m[k])
+	}
+	if err := root.MkdirAll("/var/lib/gpuprep", 0o755); err != nil {
+		return err
+	}
+	_, err := root.WriteFileAtomic(TypeNames, []byte(b.String()), 0o644, time.Now())
+	return err
 }
 
 // Want is how many vGPUs of a type one GPU should have.
@@ -80,14 +127,59 @@ type Action struct {
 // Existing vGPUs that match are kept; it fails when a type is unknown to a
 // GPU or when there is not enough room, naming the GPU and type.
 type Plan struct {
+	Removals []Action // with PlanOptions.Prune: unwanted vGPUs not in use, removed first
 	Actions  []Action
 	Kept     []Instance
-	Unwanted []Instance // existing vGPUs the config does not ask for (left alone)
+	Unwanted []Instance               // existing vGPUs the config does not ask for and that stay (no --prune, or in use)
+	InUse    map[string][]vfio.Holder // Device → the processes holding an unwanted vGPU that stays
 }
 
-// MakePlan plans wants against the host.
+// PlanOptions change what a plan does.
+type PlanOptions struct {
+	// Prune removes existing vGPUs the config does not ask for, unless a
+	// process (a VM) holds them: an mdev through <uuid>/remove, a VF by
+	// writing 0 to its current_vgpu_type.
+	Prune bool
+}
+
+// MakePlan plans wants against the host, leaving unwanted vGPUs alone.
 func MakePlan(root *host.Root, wants []Want) (*Plan, error) {
-	p := &Plan{}
+	return MakePlanWith(root, wants, PlanOptions{})
+}
+
+// Holders returns the processes that hold the vGPU inst open: its VFIO group
+// (/dev/vfio/<group>) or its iommufd device node (/dev/vfio/devices/vfioN),
+// found by scanning /proc/*/fd through the root.
+func Holders(root *host.Root, inst Instance) []vfio.Holder {
+	dev := "/sys/bus/pci/devices/" + inst.Device
+	if !strings.Contains(inst.Device, ":") {
+		dev = "/sys/bus/mdev/devices/" + inst.Device
+	}
+	nodes := map[string]bool{}
+	if g := root.LinkBase(dev + "/iommu_group"); g != "" {
+		nodes["/dev/vfio/"+g] = true
+	}
+	for _, c := range root.Names(dev + "/vfio-dev") {
+		nodes["/dev/vfio/devices/"+c] = true
+	}
+	if len(nodes) == 0 {
+		return nil
+	}
+	return vfio.Holders(root, func(n string) bool { return nodes[n] })
+}
+
+func removal(e Instance) Action {
+	if strings.Contains(e.Device, ":") {
+		return Action{GPU: e.GPU, Type: e.Type, Path: "/sys/bus/pci/devices/" + e.Device + "/nvidia/current_vgpu_type", Value: "0",
+			About: "remove the " + e.Type + " of VF " + e.Device}
+	}
+	return Action{GPU: e.GPU, Type: e.Type, Path: "/sys/bus/mdev/devices/" + e.Device + "/remove", Value: "1",
+		About: "remove mdev " + e.Device + " (" + e.Type + ")"}
+}
+
+// MakePlanWith plans wants against the host.
+func MakePlanWith(root *host.Root, wants []Want, opts PlanOptions) (*Plan, error) {
+	p := &Plan{InUse: map[string][]vfio.Holder{}}
 	byGPU := map[string][]Want{}
 	var order []string
 	for _, w := range wants {
@@ -103,26 +195,9 @@ func MakePlan(root *host.Root, wants []Want) (*Plan, error) {
 		}
 		existing := Existing(root, addr)
 		used := make([]bool, len(existing))
-		freeVFs := []string{}
-		if g.Interface == "sriov" {
-			busy := map[string]bool{}
-			for _, e := range existing {
-				busy[e.Device] = true
-			}
-			for _, vf := range g.VFs {
-				if !busy[vf] {
-					freeVFs = append(freeVFs, vf)
-				}
-			}
-		}
-		for _, w := range byGPU[addr] {
-			var t *Type
-			for i := range g.Types {
-				if TypeMatches(w.Type, g.Types[i].Name) {
-					t = &g.Types[i]
-					break
-				}
-			}
+		// keep the existing vGPUs that match, up to the wanted count
+		need := make([]int, len(byGPU[addr]))
+		for j, w := range byGPU[addr] {
 			have := 0
 			for i, e := range existing {
 				if !used[i] && TypeMatches(w.Type, e.Type) && have < w.Count {
@@ -131,9 +206,48 @@ func MakePlan(root *host.Root, wants []Want) (*Plan, error) {
 					p.Kept = append(p.Kept, e)
 				}
 			}
-			need := w.Count - have
-			if need <= 0 {
+			need[j] = w.Count - have
+		}
+		// the rest is unwanted: removed with Prune unless in use
+		freed := map[string]bool{}
+		for i, e := range existing {
+			if used[i] {
 				continue
+			}
+			if !opts.Prune {
+				p.Unwanted = append(p.Unwanted, e)
+				continue
+			}
+			if hs := Holders(root, e); len(hs) > 0 {
+				p.Unwanted = append(p.Unwanted, e)
+				p.InUse[e.Device] = hs
+				continue
+			}
+			p.Removals = append(p.Removals, removal(e))
+			freed[e.Device] = true
+		}
+		var freeVFs []string
+		if g.Interface == "sriov" {
+			busy := map[string]bool{}
+			for _, e := range existing {
+				busy[e.Device] = !freed[e.Device]
+			}
+			for _, vf := range g.VFs {
+				if !busy[vf] {
+					freeVFs = append(freeVFs, vf)
+				}
+			}
+		}
+		for j, w := range byGPU[addr] {
+			if need[j] <= 0 {
+				continue
+			}
+			var t *Type
+			for i := range g.Types {
+				if TypeMatches(w.Type, g.Types[i].Name) {
+					t = &g.Types[i]
+					break
+				}
 			}
 			if t == nil {
 				var names []string
@@ -144,19 +258,20 @@ func MakePlan(root *host.Root, wants []Want) (*Plan, error) {
 			}
 			switch g.Interface {
 			case "mdev":
-				if t.Available >= 0 && t.Available < need {
-					return nil, fmt.Errorf("%s: %d more %q wanted, %d available", addr, need, t.Name, t.Available)
+				// removals change what is available: the kernel has the last word then
+				if len(freed) == 0 && t.Available >= 0 && t.Available < need[j] {
+					return nil, fmt.Errorf("%s: %d more %q wanted, %d available", addr, need[j], t.Name, t.Available)
 				}
-				for i := 0; i < need; i++ {
+				for i := 0; i < need[j]; i++ {
 					p.Actions = append(p.Actions, Action{GPU: addr, Type: t.Name,
 						Path:  "/sys/bus/pci/devices/" + addr + "/mdev_supported_types/" + t.ID + "/create",
 						Value: "<uuid>", About: "create an mdev of " + t.ID})
 				}
 			case "sriov":
-				if len(freeVFs) < need {
-					return nil, fmt.Errorf("%s: %d more %q wanted, %d free VFs", addr, need, t.Name, len(freeVFs))
+				if len(freeVFs) < need[j] {
+					return nil, fmt.Errorf("%s: %d more %q wanted, %d free VFs", addr, need[j], t.Name, len(freeVFs))
 				}
-				for i := 0; i < need; i++ {
+				for i := 0; i < need[j]; i++ {
 					vf := freeVFs[0]
 					freeVFs = freeVFs[1:]
 					p.Actions = append(p.Actions, Action{GPU: addr, Type: t.Name,
@@ -165,20 +280,21 @@ func MakePlan(root *host.Root, wants []Want) (*Plan, error) {
 				}
 			}
 		}
-		for i, e := range existing {
-			if !used[i] {
-				p.Unwanted = append(p.Unwanted, e)
-			}
-		}
 	}
 	return p, nil
 }
 
-// Apply performs the plan's writes. Before each write to current_vgpu_type
+// Apply performs the plan's writes, removals first. Before each write to current_vgpu_type
 // it re-reads the VF's creatable types, since capacity changes with every
 // vGPU created. It returns the actions done (with the UUIDs used).
 func Apply(root *host.Root, w AttrWriter, p *Plan) ([]Action, error) {
 	var done []Action
+	for _, a := range p.Removals {
+		if err := w.WriteAttr(a.Path, a.Value); err != nil {
+			return done, fmt.Errorf("%s: %s: %w", a.GPU, a.About, err)
+		}
+		done = append(done, a)
+	}
 	for _, a := range p.Actions {
 		if a.Value == "<uuid>" {
 			a.Value = newUUID()
@@ -191,6 +307,9 @@ func Apply(root *host.Root, w AttrWriter, p *Plan) ([]Action, error) {
 			}
 			if !ok {
 				return done, fmt.Errorf("%s: %s is no longer creatable on VF %s (capacity used up?)", a.GPU, a.Type, vf)
+			}
+			if err := rememberTypeName(root, a.Value, a.Type); err != nil {
+				return done, fmt.Errorf("%s: recording the name of type %s: %w", a.GPU, a.Value, err)
 			}
 		}
 		if err := w.WriteAttr(a.Path, a.Value); err != nil {

@@ -3,7 +3,9 @@ package vgpu
 import (
 	"errors"
 	"fmt"
+	"os"
 	"path"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -23,6 +25,7 @@ type sim struct {
 	b      *fixture.Builder
 	writes []string
 	failOn string
+	groups int
 }
 
 func newSim(t *testing.T, scenario string) *sim {
@@ -60,12 +63,34 @@ func (s *sim) WriteAttr(p, v string) error {
 			s.b.File(types+"/"+other+"/available_instances", fmt.Sprintf("%d\n", left))
 		}
 		s.b.Link(parent+"/"+v+"/mdev_type", parent+"/mdev_supported_types/"+path.Base(typeDir))
+		s.b.File(parent+"/"+v+"/remove", "")
+		s.groups++
+		grp := fmt.Sprintf("/sys/kernel/iommu_groups/%d", 100+s.groups)
+		s.b.Mkdir(grp + "/devices")
+		s.b.Link(parent+"/"+v+"/iommu_group", grp)
 		s.b.Link("/sys/bus/mdev/devices/"+v, parent+"/"+v)
 		return s.b.Err()
-	case strings.HasSuffix(p, "/current_vgpu_type"):
-		if v != "0" {
-			s.b.File(path.Dir(p)+"/creatable_vgpu_types", "ID    : vGPU Name\n")
+	case strings.HasSuffix(p, "/remove") && strings.HasPrefix(p, "/sys/bus/mdev/devices/"):
+		// the type's instance is free again; with none left, every type is
+		typeDir, err := s.root.Realpath(path.Dir(p) + "/mdev_type")
+		if err != nil {
+			return err
 		}
+		dev, err := s.root.Realpath(path.Dir(p))
+		if err != nil {
+			return err
+		}
+		s.b.Remove(dev).Remove(path.Dir(p))
+		avail, _ := s.root.ReadString(typeDir + "/available_instances")
+		n, _ := strconv.Atoi(avail)
+		s.b.File(typeDir+"/available_instances", fmt.Sprintf("%d\n", n+1))
+		return s.b.Err()
+	case strings.HasSuffix(p, "/current_vgpu_type"):
+		list := "ID    : vGPU Name\n1428  : NVIDIA H200X-141C\n1429  : NVIDIA H200X-70C\n1430  : NVIDIA H200X-35C\n"
+		if v != "0" {
+			list = "ID    : vGPU Name\n"
+		}
+		s.b.File(path.Dir(p)+"/creatable_vgpu_types", list)
 		return s.root.WriteAttr(p, v)
 	}
 	return fmt.Errorf("simulator: unexpected write to %s", p)
@@ -174,4 +199,75 @@ func TestTypeMatches(t *testing.T) {
 	require.True(t, TypeMatches("T4-1Q", "GRID T4-1Q"))
 	require.True(t, TypeMatches("NVIDIA A10-12Q", "NVIDIA A10-12Q"))
 	require.False(t, TypeMatches("A10-12", "NVIDIA A10-12Q"))
+}
+
+// holdOpen makes a process (pid, "qemu-kvm") hold node open, as a VM does.
+func (s *sim) holdOpen(pid int, node string) {
+	s.b.File(fmt.Sprintf("/proc/%d/comm", pid), "qemu-kvm\n")
+	s.b.Link(fmt.Sprintf("/proc/%d/fd/0", pid), "/dev/null")
+	_ = os.Symlink(node, filepath.Join(s.b.Dir, fmt.Sprintf("proc/%d/fd/7", pid)))
+}
+
+func TestPruneSRIOVKeepsVFsInUse(t *testing.T) {
+	s := newSim(t, "sriov-vgpu")
+	p, err := MakePlan(s.root, []Want{{"0000:41:00.0", "H200X-70C", 3}})
+	require.NoError(t, err)
+	_, err = Apply(s.root, s, p)
+	require.NoError(t, err)
+	// .4 is in a VM (its group /dev/vfio/42), .6 through iommufd's cdev
+	s.holdOpen(4242, "/dev/vfio/42")
+	s.b.Mkdir("/sys/bus/pci/devices/0000:41:00.6/vfio-dev/vfio3")
+	s.holdOpen(4343, "/dev/vfio/devices/vfio3")
+	require.NoError(t, s.b.Err())
+	s.writes = nil
+
+	wants := []Want{{"0000:41:00.0", "H200X-35C", 2}}
+	_, err = MakePlan(s.root, wants)
+	require.EqualError(t, err, `0000:41:00.0: 2 more "NVIDIA H200X-35C" wanted, 1 free VFs`, "without --prune nothing is freed")
+	p, err = MakePlan(s.root, []Want{{"0000:41:00.0", "H200X-35C", 1}})
+	require.NoError(t, err)
+	require.Empty(t, p.Removals)
+	require.Len(t, p.Unwanted, 3)
+
+	p, err = MakePlanWith(s.root, wants, PlanOptions{Prune: true})
+	require.NoError(t, err)
+	require.Equal(t, []Action{{GPU: "0000:41:00.0", Type: "NVIDIA H200X-70C", Path: "/sys/bus/pci/devices/0000:41:00.5/nvidia/current_vgpu_type", Value: "0",
+		About: "remove the NVIDIA H200X-70C of VF 0000:41:00.5"}}, p.Removals)
+	require.Len(t, p.Unwanted, 2)
+	require.Equal(t, "4242 (qemu-kvm: /dev/vfio/42)", p.InUse["0000:41:00.4"][0].String())
+	require.Equal(t, "4343 (qemu-kvm: /dev/vfio/devices/vfio3)", p.InUse["0000:41:00.6"][0].String())
+	_, err = Apply(s.root, s, p)
+	require.NoError(t, err)
+	require.Equal(t, []string{
+		"/sys/bus/pci/devices/0000:41:00.5/nvidia/current_vgpu_type=0",
+		"/sys/bus/pci/devices/0000:41:00.5/nvidia/current_vgpu_type=1430",
+		"/sys/bus/pci/devices/0000:41:00.7/nvidia/current_vgpu_type=1430",
+	}, s.writes, "the freed VF is reused")
+	p, err = MakePlanWith(s.root, wants, PlanOptions{Prune: true})
+	require.NoError(t, err)
+	require.Empty(t, p.Actions)
+	require.Empty(t, p.Removals, "the in-use ones stay, run after run")
+}
+
+func TestPruneMdev(t *testing.T) {
+	s := newSim(t, "mdev-vgpu")
+	p, err := MakePlan(s.root, []Want{{"0000:21:00.0", "T4-4Q", 3}})
+	require.NoError(t, err)
+	done, err := Apply(s.root, s, p)
+	require.NoError(t, err)
+	g := s.root.LinkBase("/sys/bus/mdev/devices/" + done[0].Value + "/iommu_group")
+	s.holdOpen(77, "/dev/vfio/"+g)
+	require.NoError(t, s.b.Err())
+
+	p, err = MakePlanWith(s.root, []Want{{"0000:21:00.0", "T4-4Q", 0}}, PlanOptions{Prune: true})
+	require.NoError(t, err)
+	require.Len(t, p.Removals, 2)
+	require.Contains(t, p.InUse, done[0].Value)
+	_, err = Apply(s.root, s, p)
+	require.NoError(t, err)
+	ex := Existing(s.root, "0000:21:00.0")
+	require.Len(t, ex, 1)
+	require.Equal(t, done[0].Value, ex[0].Device)
+	a, _ := s.root.ReadString("/sys/bus/pci/devices/0000:21:00.0/mdev_supported_types/nvidia-224/available_instances")
+	require.Equal(t, "3", a)
 }

@@ -1,14 +1,19 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sort"
+	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpuprep/gpuprep/internal/diff"
 	"github.com/gpuprep/gpuprep/internal/host"
 	"github.com/gpuprep/gpuprep/internal/journal"
 	"github.com/gpuprep/gpuprep/internal/pci"
@@ -16,6 +21,22 @@ import (
 )
 
 func init() { register(newVGPUCmd) }
+
+// vgpuApplyRunner runs --persist's systemctl commands; tests replace it.
+var vgpuApplyRunner = host.DefaultRunner
+
+// gpuprepBinary is the path the --persist unit runs gpuprep from: this
+// binary, with symlinks resolved.
+var gpuprepBinary = func() string {
+	p, err := os.Executable()
+	if err != nil {
+		return "/usr/local/bin/gpuprep"
+	}
+	if r, err := filepath.EvalSymlinks(p); err == nil {
+		return r
+	}
+	return p
+}
 
 func newVGPUCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "vgpu", Short: "NVIDIA vGPU: install the vGPU manager, list types, create vGPUs from a vgpu-device-manager config"}
@@ -118,7 +139,7 @@ func orDash(s string) string {
 func newVGPUApplyCmd(g *globals, assert bool) *cobra.Command {
 	var file, name string
 	var sel []string
-	var dryRun bool
+	var dryRun, prune, persist bool
 	use, short := "apply", "Create the vGPUs a vgpu-device-manager config asks for (existing matching vGPUs are kept)"
 	if assert {
 		use, short = "assert", "Exit 0 when the host has the vGPUs a config asks for, 1 when not"
@@ -166,13 +187,64 @@ func newVGPUApplyCmd(g *globals, assert bool) *cobra.Command {
 					}
 				}
 			}
-			plan, err := vgpu.MakePlan(root, wants)
+			plan, err := vgpu.MakePlanWith(root, wants, vgpu.PlanOptions{Prune: prune})
 			if err != nil {
 				return &exitError{code: exitNotReady, err: err}
 			}
 			out := cmd.OutOrStdout()
 			for _, u := range plan.Unwanted {
-				fmt.Fprintf(cmd.ErrOrStderr(), "gpuprep: note: %s: %s (%s) is not in config %q; left alone\n", u.GPU, u.Device, u.Type, name)
+				if hs := plan.InUse[u.Device]; len(hs) > 0 {
+					var who []string
+					for _, h := range hs {
+						who = append(who, h.String())
+					}
+					fmt.Fprintf(cmd.ErrOrStderr(), "gpuprep: note: %s: %s (%s) is not in config %q but in use by %s; kept\n", u.GPU, u.Device, u.Type, name, strings.Join(who, ", "))
+					continue
+				}
+				fmt.Fprintf(cmd.ErrOrStderr(), "gpuprep: note: %s: %s (%s) is not in config %q; left alone (--prune removes it)\n", u.GPU, u.Device, u.Type, name)
+			}
+			var pp *vgpu.PersistPlan
+			var runner host.Runner
+			if persist {
+				raw, err := os.ReadFile(file)
+				if err != nil {
+					return usageErr("%v", err)
+				}
+				args := []string{"-c", name}
+				for _, x := range sel {
+					args = append(args, "--select", x)
+				}
+				if prune {
+					args = append(args, "--prune")
+				}
+				runner = vgpuApplyRunner(root)
+				pp = vgpu.PlanPersist(context.Background(), root, runner, gpuprepBinary(), raw, args)
+				for _, n := range pp.Notes {
+					fmt.Fprintf(cmd.ErrOrStderr(), "gpuprep: note: %s\n", n)
+				}
+			}
+			persistDone := func() error {
+				if pp == nil {
+					return nil
+				}
+				if pp.Empty() {
+					fmt.Fprintf(out, "persisted: %s is in place and enabled\n", vgpu.ApplyUnitName)
+					return nil
+				}
+				if dryRun {
+					for _, f := range pp.Files {
+						fmt.Fprintf(out, "would write %s\n%s", f.Path, diff.Unified(f.Path, f.Old, f.New, f.Exists))
+					}
+					if pp.Enable {
+						fmt.Fprintf(out, "would run systemctl daemon-reload; systemctl enable %s\n", vgpu.ApplyUnitName)
+					}
+					return nil
+				}
+				if err := pp.Apply(context.Background(), root, runner, time.Now()); err != nil {
+					return &exitError{code: exitNotReady, err: err}
+				}
+				fmt.Fprintf(out, "persisted: %s re-applies config %q at boot\n", vgpu.ApplyUnitName, name)
+				return nil
 			}
 			if assert {
 				if len(plan.Actions) == 0 {
@@ -182,15 +254,15 @@ func newVGPUApplyCmd(g *globals, assert bool) *cobra.Command {
 				fmt.Fprintf(out, "vGPU config %q is not applied: %d vGPU(s) missing\n", name, len(plan.Actions))
 				return &exitError{code: exitNotReady}
 			}
-			if len(plan.Actions) == 0 {
+			if len(plan.Actions) == 0 && len(plan.Removals) == 0 {
 				fmt.Fprintf(out, "nothing to do: config %q is applied (%d vGPUs kept)\n", name, len(plan.Kept))
-				return nil
+				return persistDone()
 			}
 			if dryRun {
-				for _, a := range plan.Actions {
+				for _, a := range append(append([]vgpu.Action{}, plan.Removals...), plan.Actions...) {
 					fmt.Fprintf(out, "would write %s > %s  (%s)\n", a.Value, a.Path, a.About)
 				}
-				return nil
+				return persistDone()
 			}
 			done, err := vgpu.Apply(root, root, plan)
 			for _, a := range done {
@@ -203,14 +275,16 @@ func newVGPUApplyCmd(g *globals, assert bool) *cobra.Command {
 			if err != nil {
 				return &exitError{code: exitNotReady, err: err}
 			}
-			return nil
+			return persistDone()
 		},
 	}
 	cmd.Flags().StringVarP(&file, "file", "f", "", "vgpu-device-manager config file (version: v1)")
 	cmd.Flags().StringVarP(&name, "config", "c", "", "name of the config in vgpu-configs")
 	cmd.Flags().StringArrayVar(&sel, "select", nil, "GPUs the config's device indices refer to; default every NVIDIA GPU")
 	if !assert {
-		cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print the sysfs writes, change nothing")
+		cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print the sysfs writes (and --persist's file diffs), change nothing")
+		cmd.Flags().BoolVar(&prune, "prune", false, "remove vGPUs the config does not ask for, except those a process (a VM) holds open")
+		cmd.Flags().BoolVar(&persist, "persist", false, "copy the config to "+vgpu.PersistedConfig+" and enable "+vgpu.ApplyUnitName+", which re-applies it at boot (after the VFs are enabled)")
 	}
 	return cmd
 }

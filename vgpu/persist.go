@@ -1,0 +1,121 @@
+package vgpu
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/gpuprep/gpuprep/internal/host"
+	"github.com/gpuprep/gpuprep/internal/journal"
+)
+
+// What `vgpu apply --persist` writes.
+const (
+	ApplyUnit       = "/etc/systemd/system/gpuprep-vgpu-apply.service"
+	ApplyUnitName   = "gpuprep-vgpu-apply.service"
+	PersistedConfig = "/etc/gpuprep/vgpu-config.yaml"
+)
+
+// FileChange is one planned file write.
+type FileChange struct {
+	Path   string
+	Old    []byte
+	New    []byte
+	Exists bool
+}
+
+// PersistPlan makes a vGPU config re-apply at every boot.
+type PersistPlan struct {
+	Files  []FileChange // only those whose content changes
+	Enable bool         // the unit is not enabled yet (or changed)
+	Notes  []string
+}
+
+// unitQuote quotes one ExecStart argument for systemd: double quotes when it
+// holds white space or quotes, with % and $ escaped.
+func unitQuote(s string) string {
+	s = strings.ReplaceAll(s, "%", "%%")
+	s = strings.ReplaceAll(s, "$", "$$")
+	if s != "" && !strings.ContainsAny(s, " \t\"'\\;") {
+		return s
+	}
+	return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(s) + `"`
+}
+
+// ApplyUnitContent is the unit that runs `gpuprep vgpu apply` with args at
+// boot: after the VFs are enabled (gpuprep-vgpu-sriov.service) and the vGPU
+// manager's daemons are up, before the kubelet, so that the device plugin
+// finds the vGPUs.
+func ApplyUnitContent(binary string, args []string) []byte {
+	q := []string{unitQuote(binary)}
+	for _, a := range args {
+		q = append(q, unitQuote(a))
+	}
+	return []byte(`# Written by gpuprep vgpu apply --persist: vGPUs (and VF types) do not survive
+# a reboot or a driver reload; this creates them again at boot.
+[Unit]
+Description=gpuprep: create the vGPUs of ` + PersistedConfig + `
+After=` + SRIOVUnitName + ` nvidia-vgpud.service nvidia-vgpu-mgr.service
+Wants=` + SRIOVUnitName + ` nvidia-vgpu-mgr.service
+Before=kubelet.service
+
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecStart=` + strings.Join(q, " ") + `
+
+[Install]
+WantedBy=multi-user.target
+`)
+}
+
+// PlanPersist plans the config copy and the unit. args are the apply
+// arguments after the config file (e.g. -c NAME --prune).
+func PlanPersist(ctx context.Context, root *host.Root, r host.Runner, binary string, config []byte, args []string) *PersistPlan {
+	p := &PersistPlan{}
+	unit := ApplyUnitContent(binary, append([]string{"vgpu", "apply", "-f", PersistedConfig}, args...))
+	for _, f := range []FileChange{{Path: PersistedConfig, New: config}, {Path: ApplyUnit, New: unit}} {
+		old, err := root.ReadFile(f.Path)
+		f.Old, f.Exists = old, err == nil
+		if f.Exists && string(old) == string(f.New) {
+			continue
+		}
+		p.Files = append(p.Files, f)
+	}
+	en, _ := unitState(ctx, r, ApplyUnitName)
+	p.Enable = !en || len(p.Files) > 0
+	if !root.Exists(binary) {
+		p.Notes = append(p.Notes, "the unit runs "+binary+", which is not in this root: install gpuprep there (or re-run --persist from where it is installed)")
+	}
+	return p
+}
+
+// Empty reports whether everything is in place.
+func (p *PersistPlan) Empty() bool { return len(p.Files) == 0 && !p.Enable }
+
+// Apply writes the files atomically (with backups, journaled) and enables
+// the unit.
+func (p *PersistPlan) Apply(ctx context.Context, root *host.Root, r host.Runner, now time.Time) error {
+	for _, f := range p.Files {
+		if err := root.MkdirAll(dirOf(f.Path), 0o755); err != nil {
+			return err
+		}
+		res, err := root.WriteFileAtomic(f.Path, f.New, 0o644, now)
+		if err != nil {
+			return fmt.Errorf("write %s: %w", f.Path, err)
+		}
+		if err := journal.Append(root, journal.Entry{Time: now.UTC(), Command: "vgpu apply --persist", Kind: "file", Path: f.Path, Backup: res.Backup}); err != nil {
+			return err
+		}
+	}
+	if !p.Enable {
+		return nil
+	}
+	for _, argv := range [][]string{{"systemctl", "daemon-reload"}, {"systemctl", "enable", ApplyUnitName}} {
+		if _, err := r.Run(ctx, argv...); err != nil {
+			return fmt.Errorf("%s: %w (the unit file is written; enable it by hand)", strings.Join(argv, " "), err)
+		}
+	}
+	return nil
+}
