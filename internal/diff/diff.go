@@ -47,7 +47,12 @@ func Unified(name string, old, new []byte, oldExists bool) string {
 			stop = len(ops)
 		}
 		h := ops[start:stop]
+		// the hunk starts at the smallest positions in it (removals are moved
+		// before additions, so the first op need not hold them)
 		aStart, bStart, aLen, bLen := h[0].ai, h[0].bi, 0, 0
+		for _, o := range h {
+			aStart, bStart = min(aStart, o.ai), min(bStart, o.bi)
+		}
 		for _, o := range h {
 			if o.kind != '+' {
 				aLen++
@@ -130,15 +135,27 @@ func editScript(a, b []string) []op {
 			i++
 		}
 	}
-	// show removals before additions within a change, as diff -u does
-	for k := 0; k+1 < len(ops); k++ {
-		if ops[k].kind == '+' && ops[k+1].kind == '-' {
-			s := k
-			for s > 0 && ops[s-1].kind == '+' {
-				s--
-			}
-			ops[s], ops[k+1] = ops[k+1], ops[s]
+	// within each run of changes show the removals before the additions, as
+	// diff -u does, keeping each side's order
+	out := make([]op, 0, len(ops))
+	for i := 0; i < len(ops); {
+		if ops[i].kind == ' ' {
+			out = append(out, ops[i])
+			i++
+			continue
 		}
+		j := i
+		for j < len(ops) && ops[j].kind != ' ' {
+			j++
+		}
+		for _, kind := range []byte{'-', '+'} {
+			for _, o := range ops[i:j] {
+				if o.kind == kind {
+					out = append(out, o)
+				}
+			}
+		}
+		i = j
 	}
-	return ops
+	return out
 }

@@ -23,6 +23,9 @@ func TestUnifiedMatchesGNUDiff(t *testing.T) {
 		{"x\ny", "x\nz"},
 		{"a\nb\nc\nd\n", "a\nd\n"},
 		{"a\n", "a\nb\nc\n"},
+		{"a\n", "b\n"},
+		{"x\na\n", "x\nb\nc\n"},
+		{"a\nb\n", "c\n"},
 	}
 	dir := t.TempDir()
 	for i, c := range cases {

@@ -49,7 +49,19 @@ func Append(root *host.Root, e Entry) error {
 	if err != nil {
 		return fmt.Errorf("journal: %w", err)
 	}
-	if _, err := f.Write(append(line, '\n')); err != nil {
+	rec := append(line, '\n')
+	// a crash mid-append leaves a torn last line without its newline: end it
+	// first, so this entry does not merge with it
+	if st, err := f.Stat(); err == nil && st.Size() > 0 {
+		var last [1]byte
+		if r, err := os.Open(p); err == nil {
+			if _, err := r.ReadAt(last[:], st.Size()-1); err == nil && last[0] != '\n' {
+				rec = append([]byte{'\n'}, rec...)
+			}
+			r.Close()
+		}
+	}
+	if _, err := f.Write(rec); err != nil {
 		f.Close()
 		return fmt.Errorf("journal %s: %w", Path, err)
 	}

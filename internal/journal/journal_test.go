@@ -28,4 +28,9 @@ func TestAppendRead(t *testing.T) {
 	got, err = Read(root)
 	require.ErrorContains(t, err, "unreadable lines [3]")
 	require.Len(t, got, 2)
+	// the next entry starts on a line of its own
+	require.NoError(t, Append(root, e1))
+	got, err = Read(root)
+	require.ErrorContains(t, err, "unreadable lines [3]")
+	require.Equal(t, []Entry{e1, e2, e1}, got)
 }
