@@ -4,7 +4,7 @@ BIN      := bin/gpuprep
 PKGS     := ./...
 export CGO_ENABLED ?= 0
 
-.PHONY: all build run test unit fuzz e2e bench lint deps fixtures kube-apiserver clean
+.PHONY: all build run test unit fuzz crash e2e bench lint deps fixtures kube-apiserver clean
 
 all: build
 
@@ -21,6 +21,10 @@ test: deps lint kube-apiserver
 	GPUPREP_REQUIRE_KUBE=1 GPUPREP_REQUIRE_BROWSER=1 $(MAKE) unit
 	$(MAKE) fuzz
 	$(MAKE) e2e
+
+## crash: kill gpuprep apply at every file-changing syscall of each scenario (about 1 min; make unit kills at 54)
+crash:
+	GPUPREP_CRASH_ALL=1 $(GO) test -count=1 -run 'TestApplyCrash$$' ./cmd/gpuprep/
 
 ## fuzz: the GRUB editor against the bash oracle, bounded
 fuzz:
