@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"runtime/debug"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -65,6 +66,10 @@ func (c *checkCmd) run(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
+	// check only reads: a short-lived process with a small heap, so the
+	// garbage collector may wait longer, and resolved directories are cached.
+	debug.SetGCPercent(400)
+	root = root.ReadOnly()
 	env, err := preflight.NewEnv(root, host.DefaultRunner(root), sel, mode)
 	if err != nil {
 		if strings.HasPrefix(err.Error(), "--select") {

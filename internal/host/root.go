@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 )
 
 // maxLinks bounds symlink resolution, as the kernel's MAXSYMLINKS (40) does.
@@ -25,6 +26,19 @@ const maxLinks = 40
 type Root struct {
 	dir  string // absolute, cleaned; "/" for the live host
 	live bool
+	// dirs caches resolved directories for read-only use (see ReadOnly);
+	// nil when disabled.
+	mu   sync.Mutex
+	dirs map[string]string
+}
+
+// ReadOnly returns a view of the same root that remembers resolved
+// directories: a read-only command (check) resolves the same sysfs device
+// directories again and again, and a fixture root pays an lstat per path
+// component for each. Never use it for commands that change links (vfio
+// bind moves driver links), since the cache would go stale.
+func (r *Root) ReadOnly() *Root {
+	return &Root{dir: r.dir, live: r.live, dirs: map[string]string{}}
 }
 
 // NewRoot returns a Root for dir. An empty dir means "/".
@@ -87,8 +101,29 @@ func (r *Root) join(hostPath string) string {
 // Components that do not exist are kept as they are, so the caller gets the
 // ordinary "no such file" error from the operation it performs.
 func (r *Root) resolve(p string, followLast bool) (string, error) {
-	todo := strings.Split(path.Clean("/"+p), "/")[1:]
-	cur := "/"
+	clean := path.Clean("/" + p)
+	if r.dirs == nil || clean == "/" || strings.Contains(clean, "..") {
+		return r.walk("/", strings.Split(clean, "/")[1:], followLast, p)
+	}
+	dir, base := path.Split(clean)
+	r.mu.Lock()
+	rdir, ok := r.dirs[dir]
+	r.mu.Unlock()
+	if !ok {
+		var err error
+		if rdir, err = r.walk("/", strings.Split(path.Clean(dir), "/")[1:], true, p); err != nil {
+			return "", err
+		}
+		r.mu.Lock()
+		r.dirs[dir] = rdir
+		r.mu.Unlock()
+	}
+	return r.walk(rdir, []string{base}, followLast, p)
+}
+
+// walk resolves the components todo starting from cur, a host path with no
+// symlinks in it.
+func (r *Root) walk(cur string, todo []string, followLast bool, p string) (string, error) {
 	links := 0
 	for len(todo) > 0 {
 		c := todo[0]

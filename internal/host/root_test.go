@@ -28,8 +28,14 @@ func TestRootResolvesLinksInsideTheRoot(t *testing.T) {
 	require.NoError(t, os.Symlink("loop2", filepath.Join(dir, "etc/loop1")))
 	require.NoError(t, os.Symlink("loop1", filepath.Join(dir, "etc/loop2")))
 
-	r, err := NewRoot(dir)
+	plain, err := NewRoot(dir)
 	require.NoError(t, err)
+	for _, r := range []*Root{plain, plain.ReadOnly()} {
+		resolvesInside(t, r)
+	}
+}
+
+func resolvesInside(t *testing.T, r *Root) {
 	require.False(t, r.IsLive())
 	v, err := r.ReadString("/sys/bus/pci/devices/0000:01:00.0/vendor")
 	require.NoError(t, err)
