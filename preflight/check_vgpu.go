@@ -11,7 +11,16 @@ import (
 func checkVGPUManager(e *Env) []Finding {
 	m := vgpu.ReadManager(e.Root)
 	if m.Installed {
-		return []Finding{{Status: Pass, Subject: "nvidia vGPU manager", Message: "installed: " + strings.Join(m.Evidence, ", ")}}
+		msg := "installed: " + strings.Join(m.Evidence, ", ")
+		running, known := vgpu.RunningDaemons(e.Root)
+		switch {
+		case !known:
+			return []Finding{{Status: Pass, Subject: "nvidia vGPU manager", Message: msg + "; no process list under /proc to tell whether its daemons run"}}
+		case !running["nvidia-vgpu-mgr"]:
+			return []Finding{{Status: Fail, Subject: "nvidia-vgpu-mgr", Message: msg + ", but the nvidia-vgpu-mgr daemon is not running: VMs cannot start vGPUs",
+				Remedy: "systemctl enable --now nvidia-vgpu-mgr (and nvidia-vgpud where the build has it); see journalctl -u nvidia-vgpu-mgr"}}
+		}
+		return []Finding{{Status: Pass, Subject: "nvidia vGPU manager", Message: msg + "; nvidia-vgpu-mgr running"}}
 	}
 	var onVFIO []string
 	for _, g := range e.GPUs {

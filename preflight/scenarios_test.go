@@ -293,3 +293,20 @@ func TestNodeLabelMustMatchTheHostsState(t *testing.T) {
 		require.Contains(t, f[0].Message, c.want)
 	}
 }
+
+func TestVGPUManagerDaemonMustRun(t *testing.T) {
+	dir := t.TempDir()
+	b := fixture.New(dir)
+	fixture.SRIOVVGPU(b)
+	b.Remove("/proc/3120") // nvidia-vgpu-mgr stopped
+	require.NoError(t, b.Err())
+	root, _ := host.NewRoot(dir)
+	env, err := preflight.NewEnv(root, host.NoRunner{}, pci.Selector{}, "")
+	require.NoError(t, err)
+	res, err := preflight.Run(env, preflight.All(), preflight.Options{})
+	require.NoError(t, err)
+	f := find(res, want{"vgpu.manager", "nvidia-vgpu-mgr", preflight.Fail, ""})
+	require.Len(t, f, 1, "%+v", res.Findings)
+	require.Contains(t, f[0].Message, "daemon is not running")
+	require.False(t, res.Modes[preflight.VMVGPU].Ready)
+}

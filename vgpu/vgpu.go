@@ -141,3 +141,30 @@ func readInt(root *host.Root, p string) int {
 func ResourceName(typeName string) string {
 	return "nvidia.com/" + strings.Join(strings.Fields(typeName), "_")
 }
+
+// Daemons are the vGPU manager's host daemons.
+var Daemons = []string{"nvidia-vgpu-mgr", "nvidia-vgpud"}
+
+// RunningDaemons reports which of Daemons run, from /proc/PID/comm inside
+// the root. known is false when the root shows no processes at all (a
+// snapshot without /proc), so that absence is not taken for "stopped".
+func RunningDaemons(root *host.Root) (running map[string]bool, known bool) {
+	running = map[string]bool{}
+	for _, pid := range root.Names("/proc") {
+		if strings.Trim(pid, "0123456789") != "" {
+			continue
+		}
+		comm, err := root.ReadString("/proc/" + pid + "/comm")
+		if err != nil {
+			continue
+		}
+		known = true
+		for _, d := range Daemons {
+			// comm is cut to 15 characters: "nvidia-vgpu-mgr" fits exactly
+			if comm == d || len(d) > 15 && comm == d[:15] {
+				running[d] = true
+			}
+		}
+	}
+	return running, known
+}
