@@ -195,9 +195,9 @@ func (p *Plan) run(ctx context.Context, e Env, s *Step) error {
 			}
 		}
 		for _, argv := range s.argv {
-			e.logf("run: %s", ShellQuote(argv))
+			e.logf("run: %s", host.ShellQuote(argv))
 			if out, err := e.Runner.Run(ctx, argv...); err != nil {
-				return fmt.Errorf("%s: %w%s", ShellQuote(argv), err, tail(out))
+				return fmt.Errorf("%s: %w%s", host.ShellQuote(argv), err, tail(out))
 			}
 		}
 		return nil
@@ -309,7 +309,7 @@ func logVFIO(e Env, r *vfio.Result) {
 		return
 	}
 	for _, c := range r.Commands {
-		e.logf("ran: %s", ShellQuote(c))
+		e.logf("ran: %s", host.ShellQuote(c))
 	}
 	for _, c := range r.Changed {
 		e.logf("%s: %s -> %s", c.Device, orNone(c.Before), orNone(c.After))

@@ -238,7 +238,7 @@ func (p *Plan) planKernelArgs() (bool, error) {
 		}
 		for _, c := range gp.Commands {
 			s.argv = append(s.argv, c)
-			s.Commands = append(s.Commands, ShellQuote(c))
+			s.Commands = append(s.Commands, host.ShellQuote(c))
 		}
 		s.Notes = append(s.Notes, gp.Notes...)
 		p.Steps = append(p.Steps, s)
@@ -307,7 +307,7 @@ func (p *Plan) planBind(rebootPending bool) error {
 			s.Files = append(s.Files, fileDiff(f.Path, old, f.Content, rerr == nil))
 		}
 		if changed && pp.Initramfs != nil {
-			s.Commands = append(s.Commands, ShellQuote(pp.Initramfs))
+			s.Commands = append(s.Commands, host.ShellQuote(pp.Initramfs))
 		}
 		s.Notes = append(s.Notes, pp.Warnings...)
 	}
@@ -415,7 +415,7 @@ func (p *Plan) planUnbind() error {
 	if len(files) > 0 {
 		s.Notes = append(s.Notes, "gpuprep's persistent VFIO configuration drops these devices (removed or rewritten, backed up): "+strings.Join(files, ", "))
 		if c := vfio.InitramfsCommand(p.root); c != nil {
-			s.Commands = append(s.Commands, ShellQuote(c))
+			s.Commands = append(s.Commands, host.ShellQuote(c))
 		}
 	}
 	p.Steps = append(p.Steps, s)
@@ -493,18 +493,6 @@ func orNone(s string) string {
 	return s
 }
 
-// ShellQuote shows argv as a shell command line.
-func ShellQuote(argv []string) string {
-	out := make([]string, len(argv))
-	for i, a := range argv {
-		if a == "" || strings.ContainsAny(a, " \t\n\"'\\$`;&|<>()*?[]#~!{}") {
-			out[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
-		} else {
-			out[i] = a
-		}
-	}
-	return strings.Join(out, " ")
-}
 
 func sortedKeys(m map[string]bool) []string {
 	out := make([]string, 0, len(m))

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gpuprep/gpuprep/grub"
+	"github.com/gpuprep/gpuprep/internal/host"
 	"github.com/gpuprep/gpuprep/internal/journal"
 	"github.com/gpuprep/gpuprep/internal/kargs"
 	"github.com/gpuprep/gpuprep/internal/kube"
@@ -152,11 +153,11 @@ func Rollback(ctx context.Context, e Env, o RollbackOptions) (*RollbackResult, e
 	}
 	if vfioFiles {
 		if c := vfio.InitramfsCommand(e.Root); c != nil {
-			e.logf("run: %s", ShellQuote(c))
+			e.logf("run: %s", host.ShellQuote(c))
 			if out, err := e.Runner.Run(ctx, c...); err != nil {
-				res.Failed = append(res.Failed, fmt.Sprintf("%s: %v%s", ShellQuote(c), err, tail(out)))
+				res.Failed = append(res.Failed, fmt.Sprintf("%s: %v%s", host.ShellQuote(c), err, tail(out)))
 			} else {
-				res.Undone = append(res.Undone, Undo{Kind: "command", Target: ShellQuote(c), Action: "ran"})
+				res.Undone = append(res.Undone, Undo{Kind: "command", Target: host.ShellQuote(c), Action: "ran"})
 			}
 		}
 	}
@@ -167,11 +168,11 @@ func Rollback(ctx context.Context, e Env, o RollbackOptions) (*RollbackResult, e
 			res.Failed = append(res.Failed, "kernel arguments: "+err.Error())
 		case boot.Kind == grub.KindGRUB || boot.Kind == grub.KindGRUB2:
 			if boot.Regenerate != nil {
-				e.logf("run: %s", ShellQuote(boot.Regenerate))
+				e.logf("run: %s", host.ShellQuote(boot.Regenerate))
 				if out, err := e.Runner.Run(ctx, boot.Regenerate...); err != nil {
-					res.Failed = append(res.Failed, fmt.Sprintf("%s: %v%s", ShellQuote(boot.Regenerate), err, tail(out)))
+					res.Failed = append(res.Failed, fmt.Sprintf("%s: %v%s", host.ShellQuote(boot.Regenerate), err, tail(out)))
 				} else {
-					res.Undone = append(res.Undone, Undo{Kind: "command", Target: ShellQuote(boot.Regenerate), Action: "ran"})
+					res.Undone = append(res.Undone, Undo{Kind: "command", Target: host.ShellQuote(boot.Regenerate), Action: "ran"})
 				}
 			} else {
 				res.Notes = append(res.Notes, "regenerate the boot menu yourself (no update-grub or grub-mkconfig under the root)")

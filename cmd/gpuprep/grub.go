@@ -175,7 +175,7 @@ func (c *grubCmd) edit(cmd *cobra.Command, args []string, remove bool) error {
 			fmt.Fprint(out, diff.Unified(ch.Path, ch.Old, ch.New, ch.Old != nil))
 		}
 		for _, argv := range plan.Commands {
-			fmt.Fprintf(out, "would run: %s\n", shellQuote(argv))
+			fmt.Fprintf(out, "would run: %s\n", host.ShellQuote(argv))
 		}
 		for _, n := range plan.Notes {
 			fmt.Fprintf(out, "note: %s\n", n)
@@ -192,7 +192,7 @@ func (c *grubCmd) edit(cmd *cobra.Command, args []string, remove bool) error {
 		fmt.Fprintf(out, "wrote %s\n", ch.Path)
 	}
 	for _, argv := range plan.Commands {
-		fmt.Fprintf(out, "ran: %s\n", shellQuote(argv))
+		fmt.Fprintf(out, "ran: %s\n", host.ShellQuote(argv))
 	}
 	if len(plan.Removed) > 0 {
 		fmt.Fprintf(out, "removed: %s\n", strings.Join(plan.Removed, " "))
@@ -237,17 +237,6 @@ func rebootNeeded(root *host.Root, req grub.Request, plan *grub.Plan) bool {
 	return false
 }
 
-func shellQuote(argv []string) string {
-	out := make([]string, len(argv))
-	for i, a := range argv {
-		if a == "" || strings.ContainsAny(a, " \t\n\"'\\$`;&|<>()*?[]#~!{}") {
-			out[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
-		} else {
-			out[i] = a
-		}
-	}
-	return strings.Join(out, " ")
-}
 
 // argState is one wanted argument in `grub show`.
 type argState struct {

@@ -94,3 +94,17 @@ func (f *FakeRunner) Run(_ context.Context, argv ...string) ([]byte, error) {
 	}
 	return nil, nil
 }
+
+// ShellQuote shows argv as a shell command line, for people: dry runs,
+// plans and logs. (Commands themselves are never run through a shell.)
+func ShellQuote(argv []string) string {
+	out := make([]string, len(argv))
+	for i, a := range argv {
+		if a == "" || strings.ContainsAny(a, " \t\n\"'\\$`;&|<>()*?[]#~!{}") {
+			out[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		} else {
+			out[i] = a
+		}
+	}
+	return strings.Join(out, " ")
+}
