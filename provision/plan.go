@@ -493,7 +493,6 @@ func orNone(s string) string {
 	return s
 }
 
-
 func sortedKeys(m map[string]bool) []string {
 	out := make([]string, 0, len(m))
 	for k := range m {

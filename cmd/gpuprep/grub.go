@@ -237,7 +237,6 @@ func rebootNeeded(root *host.Root, req grub.Request, plan *grub.Plan) bool {
 	return false
 }
 
-
 // argState is one wanted argument in `grub show`.
 type argState struct {
 	Wanted     string `json:"wanted"`
