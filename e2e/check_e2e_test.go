@@ -16,12 +16,9 @@ package e2e
 
 import (
 	"bufio"
-	"bytes"
-	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -264,53 +261,11 @@ sh /e2e/diag.sh
 
 func bootGuest(t *testing.T, name, iommu string, kargs []string, invs []invocation) *boot {
 	t.Helper()
-	requireTestbed(t)
-	payload, err := os.MkdirTemp("", "gpuprep-e2e-payload-")
-	if err != nil {
-		t.Fatal(err)
+	names := make([]string, len(invs))
+	for i, in := range invs {
+		names[i] = in.name
 	}
-	if *keepPayloads {
-		t.Logf("payload dir %s", payload)
-	} else {
-		t.Cleanup(func() { os.RemoveAll(payload) })
-	}
-	if err := copyFile(tb.bin, filepath.Join(payload, "gpuprep"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(payload, "run"), []byte(runScript(invs)), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	logf := filepath.Join(tb.workDir, "logs", name+".log")
-	args := append([]string{"exec", payload, iommu}, kargs...)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, tb.script, args...)
-	cmd.Env = append(os.Environ(), "GPUPREP_E2E_LOG="+logf)
-	var stderr bytes.Buffer
-	cmd.Stdout = io.Discard // the serial output is in logf as well
-	cmd.Stderr = &stderr
-	t0 := time.Now()
-	err = cmd.Run()
-	b := &boot{log: logf, wall: time.Since(t0)}
-	raw, rerr := os.ReadFile(logf)
-	if rerr != nil {
-		t.Fatalf("testbed.sh %s: %v; no serial log: %v\n%s", strings.Join(args, " "), err, rerr, stderr.String())
-	}
-	b.parse(string(raw))
-	t.Logf("%s: boot+run %.1fs wall (guest: /init at %ss, done at %ss); serial log %s",
-		name, b.wall.Seconds(), b.uptime["T_INIT_START"], b.uptime["T_EXIT"], logf)
-	for _, in := range invs {
-		t.Logf("%s: gpuprep %s -> rc=%d in %ss (guest time)", name, strings.Join(in.args, " "), b.rcOf(in.name), b.secs[in.name])
-	}
-	if err != nil {
-		t.Fatalf("testbed.sh %s: %v\n%s\nserial log tail:\n%s", strings.Join(args, " "), err, stderr.String(), b.tail(60))
-	}
-	for _, in := range invs {
-		if _, ok := b.rc[in.name]; !ok {
-			t.Fatalf("%s: no result for invocation %q in the serial log\n%s", name, in.name, b.tail(60))
-		}
-	}
-	return b
+	return bootScript(t, name, iommu, kargs, runScript(invs), names)
 }
 
 func copyFile(src, dst string, mode os.FileMode) error {

@@ -67,7 +67,8 @@ func inv(name string, args ...string) string {
 	return "inv " + name + " " + strings.Join(q, " ")
 }
 
-// bootScript is bootGuest with a script of its own (vfioScript) instead of runScript's.
+// bootScript boots the guest with script as /test/run and checks that each
+// of names reported a result (bootGuest builds the script from invocations).
 func bootScript(t *testing.T, name, iommu string, kargs []string, script string, names []string) *boot {
 	t.Helper()
 	requireTestbed(t)
