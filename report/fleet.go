@@ -32,9 +32,11 @@ type FleetReport struct {
 	// Command is the gpuprep command line run on every host (fleet run).
 	Command []string `json:"command,omitempty"`
 	// Interrupted: the run was stopped (Ctrl-C) before every host finished.
-	Interrupted bool         `json:"interrupted,omitempty"`
-	Hosts       []FleetHost  `json:"hosts"`
-	Summary     FleetSummary `json:"summary"`
+	Interrupted bool `json:"interrupted,omitempty"`
+	// Rollout (fleet apply): how the hosts were rolled out and why it stopped.
+	Rollout *Rollout     `json:"rollout,omitempty"`
+	Hosts   []FleetHost  `json:"hosts"`
+	Summary FleetSummary `json:"summary"`
 }
 
 // FleetHost is one host of the fleet.
@@ -56,6 +58,48 @@ type FleetHost struct {
 	ExitCode *int            `json:"exitCode,omitempty"`
 	Output   json.RawMessage `json:"output,omitempty"`
 	Stdout   string          `json:"stdout,omitempty"`
+	Stderr   string          `json:"stderr,omitempty"`
+	// Phase (fleet apply): canary, "batch N", or skipped (never started:
+	// the rollout stopped first).
+	Phase string `json:"phase,omitempty"`
+	// Outcome (fleet apply): ready (applied and verified by check),
+	// reboot-needed, failed, rolled-back, rollback-failed, cancelled or
+	// skipped.
+	Outcome string `json:"outcome,omitempty"`
+	// Rollback is gpuprep rollback's run on a failed host
+	// (--rollback-on-failure).
+	Rollback *HostRollback `json:"rollback,omitempty"`
+}
+
+// Outcomes of a host in fleet apply.
+const (
+	OutcomeReady          = "ready"
+	OutcomeRebootNeeded   = "reboot-needed"
+	OutcomeFailed         = "failed"
+	OutcomeRolledBack     = "rolled-back"
+	OutcomeRollbackFailed = "rollback-failed"
+	OutcomeCancelled      = "cancelled"
+	OutcomeSkipped        = "skipped"
+)
+
+// Rollout describes a fleet apply: its settings, the failures counted and,
+// when it stopped early, why.
+type Rollout struct {
+	Canary            int  `json:"canary"`
+	Batch             int  `json:"batch"`
+	MaxFailures       int  `json:"maxFailures"`
+	RollbackOnFailure bool `json:"rollbackOnFailure"`
+	Failures          int  `json:"failures"`
+	// Stopped says why hosts were skipped ("" when every host was started).
+	Stopped string `json:"stopped,omitempty"`
+}
+
+// HostRollback is the result of gpuprep rollback on one host.
+type HostRollback struct {
+	Status   string          `json:"status"`
+	Error    string          `json:"error,omitempty"`
+	ExitCode *int            `json:"exitCode,omitempty"`
+	Output   json.RawMessage `json:"output,omitempty"`
 	Stderr   string          `json:"stderr,omitempty"`
 }
 
@@ -224,9 +268,14 @@ func FleetText(w io.Writer, f *FleetReport) error {
 	if len(f.Command) > 0 {
 		title = "gpuprep fleet run " + Clean(strings.Join(f.Command, " "))
 	}
+	if f.Rollout != nil {
+		title = "gpuprep fleet apply"
+	}
 	fmt.Fprintf(&b, "%s  %s\n\n", bold.Render(title), summaryLine(f))
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-	if len(f.Command) > 0 {
+	if f.Rollout != nil {
+		rolloutTable(tw, f)
+	} else if len(f.Command) > 0 {
 		fmt.Fprintln(tw, "HOST\tADDRESS\tSTATUS\tEXIT\tOUTPUT / ERROR")
 		for _, h := range f.Hosts {
 			code, detail := "-", firstLine(h.Error, 100)
@@ -257,6 +306,17 @@ func FleetText(w io.Writer, f *FleetReport) error {
 		}
 	}
 	tw.Flush()
+	if ro := f.Rollout; ro != nil {
+		rb := ""
+		if ro.RollbackOnFailure {
+			rb = ", failed hosts rolled back"
+		}
+		fmt.Fprintf(&b, "\n%s canary %d, then batches of %d; stop when more than %d host(s) failed%s: %d failed.\n", bold.Render("Rollout"),
+			ro.Canary, ro.Batch, ro.MaxFailures, rb, ro.Failures)
+		if ro.Stopped != "" {
+			fmt.Fprintf(&b, "Stopped: %s\n", Clean(ro.Stopped))
+		}
+	}
 	if len(f.Summary.Checks) > 0 {
 		fmt.Fprintf(&b, "\n%s\n", bold.Render("Across the fleet"))
 		for _, c := range f.Summary.Checks {
@@ -270,9 +330,51 @@ func FleetText(w io.Writer, f *FleetReport) error {
 	return err
 }
 
+// rolloutTable is fleet apply's host table: phase and outcome, then the
+// verdict of the check apply ended with, and what went wrong.
+func rolloutTable(tw io.Writer, f *FleetReport) {
+	fmt.Fprintln(tw, "HOST\tADDRESS\tPHASE\tOUTCOME\tSTATUS\tEXIT\tVERDICT\tBLOCKERS / ERROR")
+	for _, h := range f.Hosts {
+		code, verdict, detail := "-", "-", firstLine(h.Error, 100)
+		if h.ExitCode != nil {
+			code = fmt.Sprint(*h.ExitCode)
+		}
+		if h.Report != nil {
+			verdict = h.Verdict
+			if bl := blockers(h.Report); len(bl) > 0 && detail == "" {
+				detail = strings.Join(bl, ", ")
+			}
+		}
+		if rb := h.Rollback; rb != nil {
+			what := "rolled back"
+			if h.Outcome == OutcomeRollbackFailed {
+				what = "rollback failed: " + firstLine(rb.Error, 80)
+			}
+			if detail != "" {
+				detail += "; "
+			}
+			detail += what
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", Clean(h.Name), Clean(h.Address), Clean(h.Phase), Clean(h.Outcome),
+			h.Status, code, verdict, detail)
+	}
+}
+
 func summaryLine(f *FleetReport) string {
 	s := f.Summary
 	parts := []string{fmt.Sprintf("%d hosts", s.Hosts)}
+	if f.Rollout != nil {
+		n := map[string]int{}
+		for _, h := range f.Hosts {
+			n[h.Outcome]++
+		}
+		for _, o := range []string{OutcomeReady, OutcomeRebootNeeded, OutcomeFailed, OutcomeRolledBack, OutcomeRollbackFailed, OutcomeCancelled, OutcomeSkipped} {
+			if n[o] > 0 || o == OutcomeReady {
+				parts = append(parts, fmt.Sprintf("%d %s", n[o], o))
+			}
+		}
+		return strings.Join(parts, ", ")
+	}
 	if len(f.Command) == 0 {
 		parts = append(parts, fmt.Sprintf("%d ready", s.Ready), fmt.Sprintf("%d not ready", s.NotReady))
 		if s.Unknown > 0 {
