@@ -103,7 +103,7 @@ be reached or run, 2 usage errors.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error { return c.run(cmd, args) },
 	}
-	cmd.AddCommand(check, run)
+	cmd.AddCommand(check, run, c.applyCommand())
 	return cmd
 }
 
@@ -208,14 +208,8 @@ func (c *fleetCmd) collect(cmd *cobra.Command, command []string) (*report.FleetR
 			return nil, usageErr("--mode: %v", err)
 		}
 	}
-	if c.parallel < 1 {
-		return nil, usageErr("--parallel %d: want at least 1", c.parallel)
-	}
-	if c.timeout <= 0 {
-		return nil, usageErr("--timeout %s: want a positive duration", c.timeout)
-	}
-	if c.retries < 0 {
-		return nil, usageErr("--retries %d: want 0 or more", c.retries)
+	if err := c.checkConnectionFlags(); err != nil {
+		return nil, err
 	}
 	hosts, err := c.hosts()
 	if err != nil {
@@ -224,6 +218,71 @@ func (c *fleetCmd) collect(cmd *cobra.Command, command []string) (*report.FleetR
 	if c.dryRun {
 		return nil, c.printDryRun(cmd.OutOrStdout(), hosts, command)
 	}
+	sess, err := c.connect(cmd)
+	if err != nil {
+		return nil, err
+	}
+	defer sess.close()
+	ctx := sess.ctx
+
+	prog := newProgress(cmd.ErrOrStderr())
+	r := &fleet.Runner{
+		Transport: sess.tr, Exec: sess.exec,
+		Parallel: c.parallel, Retries: c.retries, CommandTimeout: c.commandTimeout,
+		Args: func(h *fleet.Host) ([]string, error) { return c.remoteArgs(h, command) },
+		Done: prog.done,
+	}
+	if command == nil {
+		r.Evaluated = func(h *fleet.Host, o fleet.Output) error { _, err := parseReport(o); return err }
+	}
+	results := r.Run(ctx, hosts)
+	prog.finish()
+
+	fr := &report.FleetReport{Mode: c.mode, Command: command, Interrupted: ctx.Err() != nil}
+	for _, res := range results {
+		fr.Hosts = append(fr.Hosts, c.fleetHost(res, command))
+	}
+	fr.Finish()
+	return fr, nil
+}
+
+// checkConnectionFlags validates --parallel, --timeout and --retries.
+func (c *fleetCmd) checkConnectionFlags() error {
+	if c.parallel < 1 {
+		return usageErr("--parallel %d: want at least 1", c.parallel)
+	}
+	if c.timeout <= 0 {
+		return usageErr("--timeout %s: want a positive duration", c.timeout)
+	}
+	if c.retries < 0 {
+		return usageErr("--retries %d: want 0 or more", c.retries)
+	}
+	return nil
+}
+
+// fleetSession is what runs gpuprep on hosts: the SSH transport, the
+// binary to run, and a context that Ctrl-C (or SIGTERM) cancels.
+type fleetSession struct {
+	ctx  context.Context
+	tr   *fleet.Transport
+	exec *fleet.Exec
+	done []func()
+}
+
+func (s *fleetSession) close() {
+	for i := len(s.done) - 1; i >= 0; i-- {
+		s.done[i]()
+	}
+}
+
+// connect prepares the transport and the binary from the flags.
+func (c *fleetCmd) connect(cmd *cobra.Command) (_ *fleetSession, err error) {
+	sess := &fleetSession{}
+	defer func() {
+		if err != nil {
+			sess.close()
+		}
+	}()
 	binPath := c.agentBinary
 	if binPath == "" {
 		if binPath, err = os.Executable(); err != nil {
@@ -248,7 +307,7 @@ func (c *fleetCmd) collect(cmd *cobra.Command, command []string) (*report.FleetR
 	}
 	if ag, closer := fleet.AgentFromEnv(); ag != nil {
 		tr.Agent = ag
-		defer closer.Close()
+		sess.done = append(sess.done, func() { closer.Close() })
 	}
 
 	ctx := cmd.Context()
@@ -256,27 +315,9 @@ func (c *fleetCmd) collect(cmd *cobra.Command, command []string) (*report.FleetR
 		ctx = context.Background()
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
-	defer stop()
-
-	prog := newProgress(cmd.ErrOrStderr())
-	r := &fleet.Runner{
-		Transport: tr, Exec: &fleet.Exec{Binary: bin, NoSudo: c.noSudo},
-		Parallel: c.parallel, Retries: c.retries, CommandTimeout: c.commandTimeout,
-		Args: func(h *fleet.Host) ([]string, error) { return c.remoteArgs(h, command) },
-		Done: prog.done,
-	}
-	if command == nil {
-		r.Evaluated = func(h *fleet.Host, o fleet.Output) error { _, err := parseReport(o); return err }
-	}
-	results := r.Run(ctx, hosts)
-	prog.finish()
-
-	fr := &report.FleetReport{Mode: c.mode, Command: command, Interrupted: ctx.Err() != nil}
-	for _, res := range results {
-		fr.Hosts = append(fr.Hosts, c.fleetHost(res, command))
-	}
-	fr.Finish()
-	return fr, nil
+	sess.done = append(sess.done, stop)
+	sess.ctx, sess.tr, sess.exec = ctx, tr, &fleet.Exec{Binary: bin, NoSudo: c.noSudo}
+	return sess, nil
 }
 
 // remoteArgs are the arguments of gpuprep on a host: its --root first (a

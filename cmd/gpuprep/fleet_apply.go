@@ -1,0 +1,403 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpuprep/gpuprep/internal/fleet"
+	"github.com/gpuprep/gpuprep/preflight"
+	"github.com/gpuprep/gpuprep/report"
+)
+
+// fleetApply is `gpuprep fleet apply`: gpuprep apply on canary hosts
+// first, then in batches, stopping when too many hosts fail.
+type fleetApply struct {
+	*fleetCmd
+	canary            int
+	batch             int
+	maxFailures       int
+	rollbackOnFailure bool
+	yes               bool
+}
+
+func (c *fleetCmd) applyCommand() *cobra.Command {
+	a := &fleetApply{fleetCmd: c}
+	cmd := &cobra.Command{
+		Use:   "apply -i INVENTORY --mode MODE [--canary N] [--batch K] [--max-failures F] [--rollback-on-failure] [--yes]",
+		Short: "gpuprep apply on every host: canary hosts first, then in batches; stop on failures",
+		Long: `fleet apply runs "gpuprep apply --mode MODE --yes -o json" on the selected hosts, in
+inventory order: first on --canary hosts, then in batches of --batch hosts (at most
+--parallel at once). apply ends by running gpuprep check; a host counts as done
+only when that check says it is ready.
+
+Every canary must end ready: a canary that fails, or that needs a reboot, stops the
+rollout before any other host is touched (reboot the canaries and run fleet apply
+again: apply continues where it stopped, hosts already ready are left alone). After
+the canaries, the rollout stops after a batch when more than --max-failures hosts
+have failed (failed: apply failed or the node is not ready after it, or the host
+could not be reached or run). Hosts that need a reboot are not failures: they are
+reported, the rollout goes on. Hosts never started are reported as skipped.
+
+--rollback-on-failure runs "gpuprep rollback" on each failed host on which apply
+ran (not on hosts that could not be reached): it undoes every change the host's
+journal records, newest first, as gpuprep rollback does.
+
+The report shows each host's phase (canary, batch N, skipped) and outcome (ready,
+reboot-needed, failed, rolled-back, rollback-failed, cancelled, skipped), with
+apply's output, the check report it embeds, and the rollback's output.
+--dry-run lists the phases without connecting. It asks before starting when
+standard input is a terminal; --yes skips the question, and without a terminal
+--yes is required.
+
+Exit codes: 0 every host applied and ready, 1 a host failed (or the rollout
+stopped on failures), 2 usage error, 3 interrupted, 4 no failures but a host needs
+a reboot (including canaries, which then stopped the rollout).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return a.run(cmd) },
+	}
+	f := cmd.Flags()
+	f.StringVar(&c.mode, "mode", "", "workload type to apply on every host (default: each host's inventory mode): container, vm-passthrough or vm-vgpu")
+	f.StringArrayVar(&c.sel, "select", nil, "passed to gpuprep apply on every host (per host: the inventory variable gpuprep_select, comma-separated, replaces it)")
+	f.IntVar(&a.canary, "canary", 1, "hosts applied and verified first, before any other host; every one must end ready (0: no canary)")
+	f.IntVar(&a.batch, "batch", 10, "hosts per batch after the canaries")
+	f.IntVar(&a.maxFailures, "max-failures", 0, "stop the rollout (after a batch) when more than this many hosts failed")
+	f.BoolVar(&a.rollbackOnFailure, "rollback-on-failure", false, "run gpuprep rollback on each host where apply failed")
+	f.BoolVarP(&a.yes, "yes", "y", false, "do not ask for confirmation")
+	return cmd
+}
+
+// phase is a group of hosts applied together.
+type phase struct {
+	name  string
+	hosts []*fleet.Host
+}
+
+func (a *fleetApply) phases(hosts []*fleet.Host) []phase {
+	var out []phase
+	n := min(a.canary, len(hosts))
+	if n > 0 {
+		out = append(out, phase{name: "canary", hosts: hosts[:n]})
+	}
+	for i, b := n, 1; i < len(hosts); i, b = i+a.batch, b+1 {
+		out = append(out, phase{name: fmt.Sprintf("batch %d", b), hosts: hosts[i:min(i+a.batch, len(hosts))]})
+	}
+	return out
+}
+
+func (a *fleetApply) applyArgs(h *fleet.Host) ([]string, error) {
+	args := []string{"apply", "--mode", a.hostMode(h), "--yes", "-o", "json"}
+	for _, s := range a.hostSelect(h) {
+		args = append(args, "--select", s)
+	}
+	return a.remoteArgs(h, args)
+}
+
+func (a *fleetApply) rollbackArgs(h *fleet.Host) ([]string, error) {
+	return a.remoteArgs(h, []string{"rollback", "-o", "json"})
+}
+
+func (a *fleetApply) run(cmd *cobra.Command) error {
+	switch a.output {
+	case "text", "json", "junit", "markdown":
+	default:
+		return usageErr("--output %q: want text, json, junit or markdown", a.output)
+	}
+	if a.mode != "" {
+		if _, err := preflight.ParseMode(a.mode); err != nil {
+			return usageErr("--mode: %v", err)
+		}
+	}
+	if a.canary < 0 {
+		return usageErr("--canary %d: want 0 or more", a.canary)
+	}
+	if a.batch < 1 {
+		return usageErr("--batch %d: want at least 1", a.batch)
+	}
+	if a.maxFailures < 0 {
+		return usageErr("--max-failures %d: want 0 or more", a.maxFailures)
+	}
+	if err := a.checkConnectionFlags(); err != nil {
+		return err
+	}
+	hosts, err := a.hosts()
+	if err != nil {
+		return err
+	}
+	var noMode []string
+	for _, h := range hosts {
+		m := a.hostMode(h)
+		if m == "" {
+			noMode = append(noMode, h.Name)
+		} else if _, err := preflight.ParseMode(m); err != nil {
+			return usageErr("%s: mode: %v", h.Name, err)
+		}
+	}
+	if len(noMode) > 0 {
+		return usageErr("no mode for %s: give --mode, or a mode in the inventory (mode, or the variable gpuprep_mode)", strings.Join(noMode, ", "))
+	}
+	phases := a.phases(hosts)
+	if a.dryRun {
+		return a.printPlan(cmd.OutOrStdout(), phases)
+	}
+	if !a.yes {
+		if !stdinTTY() {
+			return usageErr("fleet apply changes %d hosts: run it on a terminal to confirm, or pass --yes (--dry-run shows the phases)", len(hosts))
+		}
+		errw := cmd.ErrOrStderr()
+		if err := a.printPlan(errw, phases); err != nil {
+			return err
+		}
+		fmt.Fprint(errw, "\nApply on these hosts, in this order? [y/N] ")
+		ans, _ := bufio.NewReader(confirmInput).ReadString('\n')
+		if s := strings.ToLower(strings.TrimSpace(ans)); s != "y" && s != "yes" {
+			return &exitError{code: exitNotReady, err: errors.New("not confirmed: nothing was changed")}
+		}
+	}
+	sess, err := a.connect(cmd)
+	if err != nil {
+		return err
+	}
+	defer sess.close()
+	fr := a.rollout(cmd, sess, phases)
+
+	out := cmd.OutOrStdout()
+	switch a.output {
+	case "json":
+		err = report.FleetJSON(out, fr)
+	case "junit":
+		err = report.FleetJUnit(out, fr)
+	case "markdown":
+		err = report.FleetMarkdown(out, fr)
+	default:
+		err = report.FleetText(out, fr)
+	}
+	if err != nil {
+		return err
+	}
+	return &exitError{code: applyExitCode(fr)}
+}
+
+// rollout runs the phases in order and builds the report.
+func (a *fleetApply) rollout(cmd *cobra.Command, sess *fleetSession, phases []phase) *report.FleetReport {
+	ctx, errw := sess.ctx, cmd.ErrOrStderr()
+	ro := &report.Rollout{Canary: a.canary, Batch: a.batch, MaxFailures: a.maxFailures, RollbackOnFailure: a.rollbackOnFailure}
+	fr := &report.FleetReport{Mode: a.mode, Rollout: ro}
+	runner := func(args func(*fleet.Host) ([]string, error), done func(*fleet.Result, int, int)) *fleet.Runner {
+		return &fleet.Runner{Transport: sess.tr, Exec: sess.exec, Parallel: a.parallel, Retries: a.retries,
+			CommandTimeout: a.commandTimeout, Args: args, Done: done}
+	}
+	for pi, ph := range phases {
+		if ro.Stopped != "" || ctx.Err() != nil {
+			if ro.Stopped == "" {
+				ro.Stopped = "interrupted"
+			}
+			for _, h := range ph.hosts {
+				fr.Hosts = append(fr.Hosts, report.FleetHost{Name: h.Name, Address: h.Target(), Status: report.OutcomeSkipped,
+					Error: "not started: " + ro.Stopped, Mode: a.hostMode(h), Phase: report.OutcomeSkipped, Outcome: report.OutcomeSkipped})
+			}
+			continue
+		}
+		fmt.Fprintf(errw, "gpuprep fleet apply: %s: %d host(s)\n", ph.name, len(ph.hosts))
+		prog := newProgress(errw)
+		results := runner(a.applyArgs, prog.done).Run(ctx, ph.hosts)
+		prog.finish()
+		entries := make([]report.FleetHost, len(results))
+		var back []*fleet.Host
+		var backIdx []int
+		var failed, unverified []string
+		for i, res := range results {
+			e, started := a.applied(res)
+			e.Phase = ph.name
+			switch e.Outcome {
+			case report.OutcomeFailed:
+				failed = append(failed, e.Name)
+				if started && a.rollbackOnFailure {
+					back, backIdx = append(back, res.Host), append(backIdx, i)
+				}
+			case report.OutcomeRebootNeeded, report.OutcomeCancelled:
+				unverified = append(unverified, e.Name)
+			}
+			entries[i] = e
+		}
+		ro.Failures += len(failed)
+		if len(back) > 0 && ctx.Err() == nil {
+			fmt.Fprintf(errw, "gpuprep fleet apply: rolling back %s\n", strings.Join(back2names(back), ", "))
+			prog := newProgress(errw)
+			rb := runner(a.rollbackArgs, prog.done).Run(ctx, back)
+			prog.finish()
+			for j, res := range rb {
+				e := &entries[backIdx[j]]
+				e.Rollback = rolledBack(res)
+				e.Outcome = report.OutcomeRolledBack
+				if e.Rollback.Error != "" {
+					e.Outcome = report.OutcomeRollbackFailed
+				}
+			}
+		}
+		fr.Hosts = append(fr.Hosts, entries...)
+		last := pi == len(phases)-1
+		switch {
+		case ctx.Err() != nil:
+			ro.Stopped = "interrupted"
+		case ph.name == "canary" && len(failed) > 0:
+			ro.Stopped = fmt.Sprintf("canary %s failed: no other host was started", strings.Join(failed, ", "))
+		case ph.name == "canary" && len(unverified) > 0:
+			ro.Stopped = fmt.Sprintf("canary %s not verified ready (reboot needed): reboot it and run fleet apply again", strings.Join(unverified, ", "))
+		case ro.Failures > a.maxFailures && !last:
+			ro.Stopped = fmt.Sprintf("%d host(s) failed, more than --max-failures %d: stopped after %s", ro.Failures, a.maxFailures, ph.name)
+		}
+		if ro.Stopped != "" && !last {
+			fmt.Fprintf(errw, "gpuprep fleet apply: rollout stopped: %s\n", ro.Stopped)
+		}
+	}
+	fr.Interrupted = ctx.Err() != nil
+	if ro.Stopped == "interrupted" {
+		fmt.Fprintln(errw, "gpuprep fleet: interrupted; the report shows the hosts that finished")
+	}
+	fr.Finish()
+	return fr
+}
+
+func back2names(hosts []*fleet.Host) []string {
+	out := make([]string, len(hosts))
+	for i, h := range hosts {
+		out[i] = h.Name
+	}
+	return out
+}
+
+// applied turns a host's apply run into its report entry; started says
+// whether apply may have changed the host (so a rollback makes sense).
+func (a *fleetApply) applied(res *fleet.Result) (report.FleetHost, bool) {
+	h := report.FleetHost{Name: res.Host.Name, Address: res.Host.Target(), Status: res.Status, Error: res.Err,
+		Mode: a.hostMode(res.Host), DurationMs: res.Duration.Milliseconds()}
+	switch res.Status {
+	case fleet.StatusEvaluated:
+	case fleet.StatusCancelled:
+		h.Outcome = report.OutcomeCancelled
+		return h, false
+	case fleet.StatusTimeout, fleet.StatusError: // apply may have run
+		h.Outcome = report.OutcomeFailed
+		return h, true
+	default: // never ran: unreachable, auth, host keys
+		h.Outcome = report.OutcomeFailed
+		return h, false
+	}
+	o := res.Output
+	code := o.ExitCode
+	h.ExitCode, h.Stderr = &code, string(o.Stderr)
+	var ar applyResult
+	if json.Unmarshal(o.Stdout, &ar) != nil || ar.Kind != "ApplyResult" {
+		h.Stdout = string(o.Stdout)
+		h.Outcome = report.OutcomeFailed
+		h.Error = fmt.Sprintf("gpuprep apply exited %d without an ApplyResult: %s", code, tail(o.Stderr))
+		return h, code != exitUsage
+	}
+	h.Output = json.RawMessage(o.Stdout)
+	h.Report = ar.Report
+	switch {
+	case code == exitOK && ar.Report != nil && report.Verdict(ar.Report) == report.VerdictReady:
+		h.Outcome = report.OutcomeReady
+	case code == exitNeedReboot:
+		h.Outcome = report.OutcomeRebootNeeded
+	default:
+		h.Outcome = report.OutcomeFailed
+		switch {
+		case ar.Error != "":
+			h.Error = ar.Error
+		case ar.Report != nil:
+			h.Error = "not ready after apply: " + report.Verdict(ar.Report)
+		default:
+			h.Error = fmt.Sprintf("gpuprep apply exited %d: %s", code, tail(o.Stderr))
+		}
+	}
+	return h, true
+}
+
+func rolledBack(res *fleet.Result) *report.HostRollback {
+	rb := &report.HostRollback{Status: res.Status, Error: res.Err}
+	if res.Status != fleet.StatusEvaluated {
+		return rb
+	}
+	code := res.Output.ExitCode
+	rb.ExitCode, rb.Stderr = &code, string(res.Output.Stderr)
+	if json.Valid(res.Output.Stdout) && strings.TrimSpace(string(res.Output.Stdout)) != "" {
+		rb.Output = json.RawMessage(res.Output.Stdout)
+	}
+	if code != exitOK && code != exitNeedReboot {
+		rb.Error = fmt.Sprintf("gpuprep rollback exited %d: %s", code, tail(res.Output.Stderr))
+	}
+	return rb
+}
+
+// applyExitCode: 1 a host failed, else 3 interrupted, else 4 a host needs a
+// reboot (or a rollout stopped on one), else 0.
+func applyExitCode(f *report.FleetReport) int {
+	n := map[string]int{}
+	for _, h := range f.Hosts {
+		n[h.Outcome]++
+	}
+	switch {
+	case f.Rollout.Failures > 0:
+		return exitNotReady
+	case f.Interrupted || n[report.OutcomeCancelled] > 0:
+		return exitUnknown
+	case n[report.OutcomeRebootNeeded] > 0:
+		return exitNeedReboot
+	case n[report.OutcomeSkipped] > 0: // cannot happen without one of the above
+		return exitNotReady
+	}
+	return exitOK
+}
+
+// printPlan lists the phases and what each host would run.
+func (a *fleetApply) printPlan(w io.Writer, phases []phase) error {
+	type entry struct {
+		*fleet.Host
+		Phase  string   `json:"phase"`
+		Target string   `json:"target"`
+		Args   []string `json:"gpuprepArgs"`
+	}
+	var list []entry
+	for _, ph := range phases {
+		for _, h := range ph.hosts {
+			args, err := a.applyArgs(h)
+			if err != nil {
+				return err
+			}
+			list = append(list, entry{Host: h, Phase: ph.name, Target: h.Target(), Args: args})
+		}
+	}
+	if a.output == "json" && a.dryRun {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(map[string]any{"apiVersion": report.APIVersion, "kind": "FleetPlan", "hosts": list,
+			"rollout": report.Rollout{Canary: a.canary, Batch: a.batch, MaxFailures: a.maxFailures, RollbackOnFailure: a.rollbackOnFailure}})
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "PHASE\tHOST\tCONNECT\tGPUPREP ARGS")
+	for _, e := range list {
+		q, _ := fleet.QuoteArgs(e.Args...)
+		fmt.Fprintf(tw, "%s\t%s\t%s@%s\t%s\n", e.Phase, report.Clean(e.Name), report.Clean(e.User), report.Clean(e.Target), report.Clean(q))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	rb := ""
+	if a.rollbackOnFailure {
+		rb = "; gpuprep rollback on each host that fails"
+	}
+	fmt.Fprintf(w, "\n%d hosts in %d phase(s): every canary must end ready; then stop after a batch once more than %d host(s) failed%s.\n",
+		len(list), len(phases), a.maxFailures, rb)
+	if a.dryRun {
+		fmt.Fprintln(w, "Dry run: no host was contacted.")
+	}
+	return nil
+}

@@ -1,0 +1,239 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/gpuprep/gpuprep/internal/fleet/sshdtest"
+	"github.com/gpuprep/gpuprep/report"
+)
+
+// The fleet apply tests run against real OpenSSH servers on loopback
+// addresses of THIS machine. A real `gpuprep apply` on those hosts would
+// change this machine (bootloader, drivers, kubelet configuration), so the
+// gpuprep the hosts run (--agent-binary) is testdata/fakeagent: it behaves
+// like apply and rollback — exit codes, `-o json` ApplyResult with a real
+// check report embedded — as each simulated host's directory
+// (gpuprep_root) says, and logs its calls. SSH, upload, sudo, the canary and
+// batch logic, rollback-on-failure and the report are the real ones. The
+// real per-host apply is tested on fixture roots (apply_test.go) and on a
+// real kernel in the QEMU guest (e2e/apply_e2e_test.go).
+type applyRig struct {
+	*cliRig
+	agent string
+	ready string // a real gpuprep check -o json report: ready
+	nope  string // and one not ready
+}
+
+func newApplyRig(t *testing.T) *applyRig {
+	r := &applyRig{cliRig: newCLIRig(t)}
+	r.agent = filepath.Join(t.TempDir(), "gpuprep")
+	build := exec.Command("go", "build", "-trimpath", "-o", r.agent, "./testdata/fakeagent")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	out, err := build.CombinedOutput()
+	require.NoError(t, err, string(out))
+	code, rep, stderr := runCLI("--root", r.hgx, "check", "-o", "json", "--mode", "container")
+	require.Equal(t, 0, code, stderr)
+	r.ready = rep
+	code, rep, stderr = runCLI("--root", r.hgx, "check", "-o", "json", "--mode", "vm-passthrough")
+	require.Equal(t, exitNotReady, code, stderr)
+	r.nope = rep
+	return r
+}
+
+// host makes a simulated host's directory with its behaviour.
+func (r *applyRig) host(t *testing.T, behaviour string) string {
+	dir, err := os.MkdirTemp(r.env.Dir, "apply-")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	require.NoError(t, os.Chmod(dir, 0o777)) // written by the login user when there is no sudo
+	rep := r.ready
+	if behaviour == "not-ready" {
+		rep = r.nope
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "behaviour"), []byte(behaviour+"\n"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "report.json"), []byte(rep), 0o644))
+	return dir
+}
+
+func calls(t *testing.T, dir string) []string {
+	b, err := os.ReadFile(filepath.Join(dir, "calls.log"))
+	if os.IsNotExist(err) {
+		return nil
+	}
+	require.NoError(t, err)
+	return strings.Split(strings.TrimSpace(string(b)), "\n")
+}
+
+func (r *applyRig) args(extra ...string) []string {
+	a := r.cliRig.args(extra...)
+	a[1] = r.agent // --agent-binary
+	return a
+}
+
+type simHost struct {
+	name, behaviour, dir string
+}
+
+// inventory puts the simulated hosts on real sshd servers, one per host.
+func (r *applyRig) inventory(t *testing.T, firstIP int, hosts []*simHost) string {
+	var lines []string
+	for i, h := range hosts {
+		s := r.env.Start(t, fmt.Sprintf("127.0.1.%d", firstIP+i))
+		sshdtest.Trust(t, r.kh, false, s)
+		h.dir = r.host(t, h.behaviour)
+		lines = append(lines, fmt.Sprintf("  - {name: %s, address: %s, port: %d, vars: {gpuprep_root: %s}}", h.name, s.Host, s.Port, h.dir))
+	}
+	return writeFile(t, "fleet.yaml", fmt.Sprintf("apiVersion: gpuprep/v1\nkind: Inventory\ndefaults: {user: %s, mode: container}\nhosts:\n%s\n",
+		r.env.User, strings.Join(lines, "\n")))
+}
+
+func byName(fr report.FleetReport) map[string]report.FleetHost {
+	m := map[string]report.FleetHost{}
+	for _, h := range fr.Hosts {
+		m[h.Name] = h
+	}
+	return m
+}
+
+// The issue's test: one host made to fail — the canary — stops the rollout;
+// no other host is touched, and the failed canary is rolled back.
+func TestFleetApplyCanaryStopsRollout(t *testing.T) {
+	r := newApplyRig(t)
+	hosts := []*simHost{{name: "gpu-01", behaviour: "fail"}, {name: "gpu-02", behaviour: "ready"},
+		{name: "gpu-03", behaviour: "ready"}, {name: "gpu-04", behaviour: "ready"}}
+	inv := r.inventory(t, 40, hosts)
+	code, out, stderr := runCLI(append([]string{"fleet", "apply", "-i", inv, "--mode", "container", "--canary", "1", "--batch", "2",
+		"--max-failures", "5", "--rollback-on-failure", "--yes", "-o", "json"}, r.args()...)...)
+	var fr report.FleetReport
+	require.NoError(t, json.Unmarshal([]byte(out), &fr), out+stderr)
+	assert.Equal(t, exitNotReady, code, stderr)
+	require.Len(t, fr.Hosts, 4)
+	h := byName(fr)
+	c := h["gpu-01"]
+	assert.Equal(t, "canary", c.Phase)
+	assert.Equal(t, "rolled-back", c.Outcome)
+	assert.Equal(t, "evaluated", c.Status)
+	assert.Equal(t, 1, *c.ExitCode)
+	assert.Contains(t, c.Error, "vfio-bind: 0000:3b:00.0")
+	assert.Contains(t, string(c.Output), `"kind": "ApplyResult"`)
+	require.NotNil(t, c.Rollback)
+	assert.Equal(t, 0, *c.Rollback.ExitCode)
+	assert.Contains(t, string(c.Rollback.Output), "simulated rollback")
+	// The real SSH path ran apply, then rollback, with gpuprep's arguments.
+	assert.Equal(t, []string{"apply --mode container --yes -o json", "rollback -o json"}, calls(t, hosts[0].dir))
+	for _, sh := range hosts[1:] {
+		e := h[sh.name]
+		assert.Equal(t, "skipped", e.Phase, sh.name)
+		assert.Equal(t, "skipped", e.Outcome, sh.name)
+		assert.Contains(t, e.Error, "canary gpu-01 failed")
+		assert.Nil(t, calls(t, sh.dir), "%s was contacted although the canary failed", sh.name)
+	}
+	require.NotNil(t, fr.Rollout)
+	assert.Equal(t, 1, fr.Rollout.Failures)
+	assert.Contains(t, fr.Rollout.Stopped, "canary gpu-01 failed: no other host was started")
+	assert.Contains(t, stderr, "gpuprep fleet apply: rollout stopped: canary gpu-01 failed")
+
+	// The text report of the saved JSON shows the phases.
+	saved := writeFile(t, "fleet-apply.json", out)
+	code, text, stderr := runCLI("report", "render", saved, "-o", "text")
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, text, "gpuprep fleet apply  4 hosts, 0 ready, 1 rolled-back, 3 skipped")
+	assert.Regexp(t, `gpu-01 +\S+ +canary +rolled-back +evaluated +1 +- +vfio-bind: 0000:3b:00.0: .*; rolled back`, text)
+	assert.Regexp(t, `gpu-02 +\S+ +skipped +skipped +skipped`, text)
+	assert.Contains(t, text, "Stopped: canary gpu-01 failed")
+}
+
+// After a good canary: batches, the failure budget, reboots (not failures),
+// a not-ready host (verified by the check apply embeds), no rollback
+// without --rollback-on-failure.
+func TestFleetApplyBatchesAndMaxFailures(t *testing.T) {
+	r := newApplyRig(t)
+	hosts := []*simHost{{name: "c1", behaviour: "ready"}, {name: "a", behaviour: "ready"}, {name: "b", behaviour: "fail"},
+		{name: "c", behaviour: "reboot"}, {name: "d", behaviour: "not-ready"}, {name: "e", behaviour: "ready"}}
+	inv := r.inventory(t, 50, hosts)
+	base := append([]string{"fleet", "apply", "-i", inv, "--yes", "-o", "json"}, r.args()...)
+	code, out, stderr := runCLI(append(base, "--canary", "1", "--batch", "2", "--max-failures", "1")...)
+	assert.Equal(t, exitNotReady, code, stderr)
+	var fr report.FleetReport
+	require.NoError(t, json.Unmarshal([]byte(out), &fr), out+stderr)
+	got := map[string]string{}
+	for _, h := range fr.Hosts {
+		got[h.Name] = h.Phase + "/" + h.Outcome
+	}
+	assert.Equal(t, map[string]string{"c1": "canary/ready", "a": "batch 1/ready", "b": "batch 1/failed",
+		"c": "batch 2/reboot-needed", "d": "batch 2/failed", "e": "skipped/skipped"}, got)
+	h := byName(fr)
+	assert.Equal(t, "ready", h["a"].Verdict)
+	assert.Equal(t, "not-ready", h["d"].Verdict, "the check report apply embeds is the verification")
+	assert.Contains(t, h["d"].Error, "not ready after apply")
+	assert.Nil(t, h["b"].Rollback)
+	assert.Equal(t, []string{"apply --mode container --yes -o json"}, calls(t, hosts[2].dir), "no rollback without --rollback-on-failure")
+	assert.Nil(t, calls(t, hosts[5].dir))
+	assert.Equal(t, 2, fr.Rollout.Failures)
+	assert.Contains(t, fr.Rollout.Stopped, "2 host(s) failed, more than --max-failures 1: stopped after batch 2")
+	assert.Equal(t, 2, fr.Summary.Ready)
+	assert.Equal(t, 1, fr.Summary.NotReady)
+
+	// Every host ready: exit 0; a host that needs a reboot: exit 4.
+	code, out, stderr = runCLI(append(base, "--limit", "c1,a,e", "--batch", "1")...)
+	assert.Equal(t, 0, code, out+stderr)
+	code, _, stderr = runCLI(append(base, "--limit", "c1,c")...)
+	assert.Equal(t, exitNeedReboot, code, stderr)
+	// A canary that needs a reboot is not verified: the rollout stops (exit 4).
+	code, out, stderr = runCLI(append(base, "--limit", "c,e", "-o", "text")...)
+	assert.Equal(t, exitNeedReboot, code, stderr)
+	assert.Contains(t, out, "canary c not verified ready (reboot needed)")
+	assert.Regexp(t, `e +\S+ +skipped +skipped`, out)
+	assert.Len(t, calls(t, hosts[5].dir), 1, "e ran only in the all-ready run")
+}
+
+func TestFleetApplyUsageAndDryRun(t *testing.T) {
+	inv := writeFile(t, "fleet.yaml", `apiVersion: gpuprep/v1
+kind: Inventory
+hosts:
+  - {name: a, address: 10.0.0.1, mode: container}
+  - {name: b, address: 10.0.0.2, vars: {gpuprep_select: "1234:1111"}}
+  - {name: c, address: 10.0.0.3}
+  - {name: d, address: 10.0.0.4, vars: {gpuprep_root: /}}
+`)
+	base := []string{"fleet", "apply", "-i", inv, "--ssh-config", "none"}
+	code, _, stderr := runCLI(base...)
+	assert.Equal(t, exitUsage, code)
+	assert.Contains(t, stderr, "no mode for b, c, d: give --mode")
+	code, _, stderr = runCLI(append(base, "--mode", "vm-passthrough")...)
+	assert.Equal(t, exitUsage, code)
+	assert.Contains(t, stderr, "run it on a terminal to confirm, or pass --yes")
+	code, _, stderr = runCLI(append(base, "--mode", "container", "--batch", "0", "--yes")...)
+	assert.Equal(t, exitUsage, code)
+	assert.Contains(t, stderr, "--batch 0: want at least 1")
+
+	code, out, _ := runCLI(append(base, "--mode", "vm-passthrough", "--batch", "2", "--dry-run")...)
+	require.Equal(t, 0, code)
+	assert.Regexp(t, `canary +a +`, out)
+	assert.Regexp(t, `batch 1 +b +.*'apply' '--mode' 'vm-passthrough' '--yes' '-o' 'json' '--select' '1234:1111'`, out)
+	assert.Regexp(t, `batch 2 +d +.*'--root=/' 'apply'`, out)
+	assert.Contains(t, out, "4 hosts in 3 phase(s)")
+
+	code, out, _ = runCLI(append(base, "--mode", "container", "--canary", "0", "--batch", "3", "--dry-run", "-o", "json")...)
+	require.Equal(t, 0, code)
+	var plan struct {
+		Kind  string
+		Hosts []struct{ Name, Phase string }
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &plan), out)
+	assert.Equal(t, "FleetPlan", plan.Kind)
+	var phases []string
+	for _, h := range plan.Hosts {
+		phases = append(phases, h.Phase)
+	}
+	assert.Equal(t, []string{"batch 1", "batch 1", "batch 1", "batch 2"}, phases)
+}

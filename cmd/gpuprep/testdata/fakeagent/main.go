@@ -1,0 +1,96 @@
+// Command fakeagent stands in for gpuprep on the loopback sshd hosts of
+// the fleet apply tests (fleet_apply_test.go). The hosts of those tests are
+// sshd servers on THIS machine: a real `gpuprep apply` there would change
+// this machine's bootloader, drivers and kubelet configuration, so the
+// per-host effect is simulated here while SSH, the upload, sudo, the
+// canary/batch logic, rollback-on-failure and the report are real. The real
+// apply is tested on fixture roots (apply_test.go) and on a real kernel in
+// the QEMU guest (e2e/apply_e2e_test.go).
+//
+// It takes gpuprep's arguments: --root=DIR (the host variable
+// gpuprep_root: one directory per simulated host), then apply or rollback.
+// DIR/behaviour says what apply does: ready (exit 0 with DIR/report.json,
+// a real gpuprep check report, embedded), not-ready (exit 1 with it),
+// reboot (exit 4 at the reboot step) or fail (exit 1: a step failed).
+// Every call is appended to DIR/calls.log.
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/gpuprep/gpuprep/provision"
+)
+
+func main() {
+	args := os.Args[1:]
+	root := ""
+	if len(args) > 0 && strings.HasPrefix(args[0], "--root=") {
+		root, args = strings.TrimPrefix(args[0], "--root="), args[1:]
+	}
+	if root == "" || len(args) == 0 {
+		fmt.Fprintln(os.Stderr, "fakeagent: want --root=DIR apply|rollback …")
+		os.Exit(2)
+	}
+	logf, err := os.OpenFile(filepath.Join(root, "calls.log"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o666)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "fakeagent:", err)
+		os.Exit(3)
+	}
+	fmt.Fprintln(logf, strings.Join(args, " "))
+	logf.Close()
+	enc := json.NewEncoder(os.Stdout)
+	enc.SetIndent("", "  ")
+	switch args[0] {
+	case "rollback":
+		enc.Encode(provision.RollbackResult{Undone: []provision.Undo{}, Notes: []string{"simulated rollback"}})
+		os.Exit(0)
+	case "apply":
+	default:
+		fmt.Fprintf(os.Stderr, "fakeagent: unknown command %q\n", args[0])
+		os.Exit(2)
+	}
+	b, err := os.ReadFile(filepath.Join(root, "behaviour"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "fakeagent:", err)
+		os.Exit(3)
+	}
+	mode := ""
+	for i, a := range args {
+		if a == "--mode" && i+1 < len(args) {
+			mode = args[i+1]
+		}
+	}
+	// The fields of gpuprep apply -o json (applyResult in apply.go).
+	res := map[string]any{"apiVersion": "gpuprep/v1", "kind": "ApplyResult", "mode": mode, "plan": nil}
+	code := 0
+	switch strings.TrimSpace(string(b)) {
+	case "ready", "not-ready":
+		rep, err := os.ReadFile(filepath.Join(root, "report.json"))
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "fakeagent:", err)
+			os.Exit(3)
+		}
+		res["outcome"] = provision.Outcome{Steps: []provision.StepResult{{ID: "vfio-bind", Status: "done"}, {ID: "label", Status: "done"}}}
+		res["report"] = json.RawMessage(rep)
+		if strings.TrimSpace(string(b)) == "not-ready" {
+			code = 1
+		}
+	case "reboot":
+		res["outcome"] = provision.Outcome{Steps: []provision.StepResult{{ID: "kernel-args", Status: "done"}, {ID: "reboot", Status: "stopped"}}, Reboot: true}
+		code = 4
+	case "fail":
+		res["outcome"] = provision.Outcome{Steps: []provision.StepResult{{ID: "vfio-bind", Status: "failed", Error: "0000:3b:00.0: write /sys/bus/pci/drivers/vfio-pci/bind: no such device"}}}
+		res["error"] = "vfio-bind: 0000:3b:00.0: write /sys/bus/pci/drivers/vfio-pci/bind: no such device"
+		fmt.Fprintln(os.Stderr, "gpuprep: vfio-bind: 0000:3b:00.0: write /sys/bus/pci/drivers/vfio-pci/bind: no such device (run gpuprep apply again to retry, or gpuprep rollback to undo)")
+		code = 1
+	default:
+		fmt.Fprintf(os.Stderr, "fakeagent: behaviour %q\n", b)
+		os.Exit(3)
+	}
+	enc.Encode(res)
+	os.Exit(code)
+}
