@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -102,7 +103,7 @@ func Detect(root *host.Root) (*Boot, error) {
 			b.Kind = KindSystemdBoot
 			for _, dir := range []string{"/usr/lib/modules", "/lib/modules"} {
 				for _, k := range root.Names(dir) {
-					if root.Exists(dir+"/"+k+"/vmlinuz") && !contains(b.Kernels, k) {
+					if root.Exists(dir+"/"+k+"/vmlinuz") && !slices.Contains(b.Kernels, k) {
 						b.Kernels = append(b.Kernels, k)
 					}
 				}
@@ -135,15 +136,6 @@ func Detect(root *host.Root) (*Boot, error) {
 		b.Kind = KindGRUB
 	}
 	return b, nil
-}
-
-func contains(ss []string, s string) bool {
-	for _, x := range ss {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // Configured returns the arguments the next boot will use according to
@@ -354,7 +346,7 @@ func (b *Boot) PlanEdit(req Request, regenerate bool) (*Plan, error) {
 
 func appendNew(ss []string, add ...string) []string {
 	for _, a := range add {
-		if !contains(ss, a) {
+		if !slices.Contains(ss, a) {
 			ss = append(ss, a)
 		}
 	}

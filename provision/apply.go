@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -131,7 +132,7 @@ func Apply(ctx context.Context, e Env, p *Plan, o ApplyOptions) (*Outcome, error
 	// A kernel-args step interrupted after its file edits but before the boot
 	// menu was regenerated: the edit is now "already configured", so the
 	// plan has no step; regenerate again.
-	if contains(out.Resumed, StepKernelArgs) && p.Step(StepKernelArgs) == nil && p.boot != nil && p.boot.Regenerate != nil {
+	if slices.Contains(out.Resumed, StepKernelArgs) && p.Step(StepKernelArgs) == nil && p.boot != nil && p.boot.Regenerate != nil {
 		s := &Step{ID: StepKernelArgs, Title: "regenerate the boot menu (an earlier run was interrupted)", argv: [][]string{p.boot.Regenerate}}
 		p.Steps = append([]*Step{s}, p.Steps...)
 	}
@@ -175,15 +176,6 @@ func Apply(ctx context.Context, e Env, p *Plan, o ApplyOptions) (*Outcome, error
 		out.Steps = append(out.Steps, StepResult{ID: s.ID, Status: "done"})
 	}
 	return out, nil
-}
-
-func contains(ss []string, s string) bool {
-	for _, x := range ss {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 func (p *Plan) run(ctx context.Context, e Env, s *Step) error {

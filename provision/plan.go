@@ -17,6 +17,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -282,7 +283,7 @@ func (p *Plan) planBind(rebootPending bool) error {
 			todo = append(todo, fmt.Sprintf("%s (%s → %s)", t.Dev.Address, orNone(t.Driver), t.VFIO))
 		}
 	}
-	resume := contains(p.resumed, StepVFIOBind)
+	resume := slices.Contains(p.resumed, StepVFIOBind)
 	if len(todo) == 0 && !resume {
 		return nil // every function already on VFIO: left alone, as vfio bind does
 	}

@@ -68,7 +68,7 @@ against known_hosts; --accept-new trusts and records hosts seen for the first ti
 	}
 	pf := cmd.PersistentFlags()
 	c.connectionFlags(pf, true)
-	pf.StringVarP(&c.output, "output", "o", "text", "output format: text, json, junit or markdown")
+	pf.StringVarP(&c.output, "output", "o", "text", "output format: text, json, junit, markdown or html")
 
 	check := &cobra.Command{
 		Use:   "check",
@@ -168,26 +168,15 @@ func (c *fleetCmd) hosts() ([]*fleet.Host, error) {
 }
 
 func (c *fleetCmd) run(cmd *cobra.Command, command []string) error {
-	switch c.output {
-	case "text", "json", "junit", "markdown":
-	default:
-		return usageErr("--output %q: want text, json, junit or markdown", c.output)
+	if !validFormat(c.output) {
+		return usageErr("--output %q: want text, json, junit, markdown or html", c.output)
 	}
 	fr, err := c.collect(cmd, command)
 	if err != nil || fr == nil {
 		return err
 	}
 	out := cmd.OutOrStdout()
-	switch c.output {
-	case "json":
-		err = report.FleetJSON(out, fr)
-	case "junit":
-		err = report.FleetJUnit(out, fr)
-	case "markdown":
-		err = report.FleetMarkdown(out, fr)
-	default:
-		err = report.FleetText(out, fr)
-	}
+	err = report.Render(out, &report.Document{Fleet: fr}, c.output)
 	if err != nil {
 		return err
 	}

@@ -104,10 +104,8 @@ func (a *fleetApply) rollbackArgs(h *fleet.Host) ([]string, error) {
 }
 
 func (a *fleetApply) run(cmd *cobra.Command) error {
-	switch a.output {
-	case "text", "json", "junit", "markdown":
-	default:
-		return usageErr("--output %q: want text, json, junit or markdown", a.output)
+	if !validFormat(a.output) {
+		return usageErr("--output %q: want text, json, junit, markdown or html", a.output)
 	}
 	if a.mode != "" {
 		if _, err := preflight.ParseMode(a.mode); err != nil {
@@ -168,16 +166,7 @@ func (a *fleetApply) run(cmd *cobra.Command) error {
 	fr := a.rollout(cmd, sess, phases)
 
 	out := cmd.OutOrStdout()
-	switch a.output {
-	case "json":
-		err = report.FleetJSON(out, fr)
-	case "junit":
-		err = report.FleetJUnit(out, fr)
-	case "markdown":
-		err = report.FleetMarkdown(out, fr)
-	default:
-		err = report.FleetText(out, fr)
-	}
+	err = report.Render(out, &report.Document{Fleet: fr}, a.output)
 	if err != nil {
 		return err
 	}

@@ -44,7 +44,7 @@ func TestFleetUsage(t *testing.T) {
 	assert.Contains(t, stderr, `bad-port.yaml:7: hosts[1].port: "twenty-two" is not a TCP port`)
 	code, _, stderr = runCLI("fleet", "check", "-i", "../../internal/fleet/testdata/hosts.ini", "-o", "yaml")
 	assert.Equal(t, exitUsage, code)
-	assert.Contains(t, stderr, "want text, json, junit or markdown")
+	assert.Contains(t, stderr, "want text, json, junit, markdown or html")
 	code, _, stderr = runCLI("fleet", "check", "-i", "../../internal/fleet/testdata/hosts.ini", "--group", "nope", "--dry-run")
 	assert.Equal(t, exitUsage, code)
 	assert.Contains(t, stderr, `--group "nope"`)
