@@ -5,6 +5,7 @@ import (
 	"html/template"
 	"io"
 	"strings"
+	"sync"
 
 	"github.com/gpuprep/gpuprep/preflight"
 )
@@ -13,27 +14,32 @@ import (
 // resources): the fleet-wide view, a table of hosts, and each host's
 // findings in a collapsible section, failures open.
 func FleetHTML(w io.Writer, f *FleetReport) error {
-	return htmlTmpl.Execute(w, f)
+	return htmlTmpl().Execute(w, f)
 }
 
-var htmlTmpl = template.Must(template.New("fleet").Funcs(template.FuncMap{
-	"sentence": func(c CheckSpread) string { return c.Sentence(20) },
-	"symbol": func(s preflight.Status) string {
-		return map[preflight.Status]string{preflight.Pass: "✓", preflight.Warn: "⚠", preflight.Fail: "✗", preflight.Skip: "–", preflight.Error: "?"}[s]
-	},
-	"modes": func(ms []preflight.Mode) string {
-		s := make([]string, len(ms))
-		for i, m := range ms {
-			s[i] = string(m)
-		}
-		return strings.Join(s, ", ")
-	},
-	"hostID":       func(i int) string { return fmt.Sprintf("host-%d", i) },
-	"open":         func(h FleetHost) bool { return h.Verdict != VerdictReady },
-	"orDash":       orDash,
-	"blockers":     func(r *Report) string { return strings.Join(blockers(r), ", ") },
-	"notEvaluated": func(s FleetSummary) int { return s.Hosts - s.Ready - s.NotReady - s.Unknown },
-}).Parse(`<!DOCTYPE html>
+// htmlTmpl is parsed on first use, not at start-up: most gpuprep runs never
+// write HTML.
+var htmlTmpl = sync.OnceValue(func() *template.Template { return parseHTML() })
+
+func parseHTML() *template.Template {
+	return template.Must(template.New("fleet").Funcs(template.FuncMap{
+		"sentence": func(c CheckSpread) string { return c.Sentence(20) },
+		"symbol": func(s preflight.Status) string {
+			return map[preflight.Status]string{preflight.Pass: "✓", preflight.Warn: "⚠", preflight.Fail: "✗", preflight.Skip: "–", preflight.Error: "?"}[s]
+		},
+		"modes": func(ms []preflight.Mode) string {
+			s := make([]string, len(ms))
+			for i, m := range ms {
+				s[i] = string(m)
+			}
+			return strings.Join(s, ", ")
+		},
+		"hostID":       func(i int) string { return fmt.Sprintf("host-%d", i) },
+		"open":         func(h FleetHost) bool { return h.Verdict != VerdictReady },
+		"orDash":       orDash,
+		"blockers":     func(r *Report) string { return strings.Join(blockers(r), ", ") },
+		"notEvaluated": func(s FleetSummary) int { return s.Hosts - s.Ready - s.NotReady - s.Unknown },
+	}).Parse(`<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>gpuprep report{{if .Mode}} — {{.Mode}}{{end}}</title>
@@ -65,3 +71,4 @@ details{border:1px solid #d8dee4;border-radius:6px;margin:.6rem 0;padding:.3rem 
 </details>
 {{end}}</body></html>
 `))
+}
