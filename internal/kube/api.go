@@ -27,6 +27,9 @@ type Client struct {
 	rest   rest.Interface
 	Server string
 	User   string
+	// beforePatch, when set (tests), runs between reading the Node and
+	// patching it: where a concurrent writer would strike.
+	beforePatch func()
 }
 
 // node is the part of a Node gpuprep reads.
@@ -128,6 +131,9 @@ func (c *Client) LabelNode(ctx context.Context, name string, set []Label, remove
 		if len(patch) == 0 {
 			res.Changed = false
 			return nil
+		}
+		if c.beforePatch != nil {
+			c.beforePatch()
 		}
 		body, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": patch, "resourceVersion": n.Metadata.ResourceVersion}})
 		req := c.rest.Patch(types.MergePatchType).Resource("nodes").Name(name).Param("fieldManager", "gpuprep").Body(body)

@@ -231,6 +231,25 @@ func TestLabelNodeAgainstARealAPIServer(t *testing.T) {
 	labels, _ = s.nodeLabels(t, "gpu-1")
 	require.Equal(t, "vm-passthrough", labels[WorkloadLabel])
 
+	// a conflict: another writer changes the Node between gpuprep's read and
+	// its patch; the patch carries the old resourceVersion, is refused (409)
+	// and retried on a fresh read, and nobody's change is lost
+	calls := 0
+	admin.beforePatch = func() {
+		calls++
+		if calls == 1 {
+			s.mustDo(t, "PATCH", "/api/v1/nodes/gpu-1", "application/merge-patch+json", `{"metadata":{"labels":{"rack":"r7"}}}`)
+		}
+	}
+	res, err = admin.LabelNode(ctx, "gpu-1", []Label{{WorkloadLabel, "container"}}, nil, false)
+	require.NoError(t, err)
+	require.True(t, res.Changed)
+	require.Equal(t, 2, calls, "retried once after the conflict")
+	labels, _ = s.nodeLabels(t, "gpu-1")
+	require.Equal(t, "container", labels[WorkloadLabel])
+	require.Equal(t, "r7", labels["rack"], "the other writer's change survives")
+	admin.beforePatch = nil
+
 	// a user without patch on nodes
 	viewer, err := NewClient(s.kubeconfig(t, "viewer", s.view))
 	require.NoError(t, err)
