@@ -282,6 +282,9 @@ func (c *fleetCmd) connect(cmd *cobra.Command) (_ *fleetSession, err error) {
 	if err != nil {
 		return nil, usageErr("--agent-binary: %v", err)
 	}
+	if bin.Dynamic {
+		fmt.Fprintf(cmd.ErrOrStderr(), "gpuprep: note: %s is dynamically linked (a cgo build): hosts whose C library differs may not run it; build it with CGO_ENABLED=0 (make build)\n", binPath)
+	}
 	tr := &fleet.Transport{AcceptNew: c.acceptNew, Identities: c.identities, SSHConfig: c.sshCfg, ConnectTimeout: c.timeout}
 	if c.knownHosts != "" {
 		tr.KnownHosts = []string{c.knownHosts}

@@ -203,3 +203,14 @@ func TestSSHConfig(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, missing.Apply(&Host{Name: "x", Address: "x"}))
 }
+
+func TestLoadBinaryTellsStaticFromDynamic(t *testing.T) {
+	static, err := LoadBinary("/usr/bin/busybox") // Debian's busybox-static in deps; skip otherwise
+	if err != nil {
+		t.Skip("no /usr/bin/busybox")
+	}
+	dyn, err := LoadBinary("/bin/sh")
+	require.NoError(t, err)
+	require.True(t, dyn.Dynamic, "/bin/sh is dynamically linked")
+	require.False(t, static.Dynamic || static.Arch == "", "busybox-static is static: %+v", static)
+}

@@ -42,6 +42,9 @@ type Binary struct {
 	Path   string
 	SHA256 string // hex
 	Arch   string // uname -m of the machines it runs on: x86_64, aarch64, …
+	// Dynamic: linked against the C library (a cgo build); it may not run on
+	// hosts whose C library differs. CGO_ENABLED=0 builds are static.
+	Dynamic bool
 }
 
 // LoadBinary hashes an ELF executable and notes its architecture.
@@ -66,7 +69,13 @@ func LoadBinary(p string) (*Binary, error) {
 	if arch == "" {
 		arch = ef.Machine.String()
 	}
-	return &Binary{Path: p, SHA256: hex.EncodeToString(h.Sum(nil)), Arch: arch}, nil
+	b := &Binary{Path: p, SHA256: hex.EncodeToString(h.Sum(nil)), Arch: arch}
+	for _, prog := range ef.Progs {
+		if prog.Type == elf.PT_INTERP {
+			b.Dynamic = true // needs the host's C library (built with cgo)
+		}
+	}
+	return b, nil
 }
 
 // Exec is how a host runs gpuprep.
