@@ -284,12 +284,10 @@ func (b *Boot) PlanEdit(req Request, regenerate bool) (*Plan, error) {
 		p.Removed = appendNew(p.Removed, del...)
 		p.Added = appendNew(p.Added, add...)
 	case KindSystemdBoot:
-		f := File{kernelCmdlineFile, nil}
-		if b.KernelCmdline != nil {
-			f = *b.KernelCmdline
-		} else {
+		if b.KernelCmdline == nil {
 			return nil, fmt.Errorf("systemd-boot without %s: %w yet (create it with the running kernel's arguments first)", kernelCmdlineFile, ErrUnsupported)
 		}
+		f := *b.KernelCmdline
 		ch, added, removed, err := editPlainCmdline(f, req)
 		if err != nil {
 			return nil, err

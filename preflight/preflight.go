@@ -5,7 +5,6 @@ package preflight
 
 import (
 	"fmt"
-	"sort"
 	"strings"
 )
 
@@ -235,14 +234,4 @@ func ParseIDList(vals []string) map[string]bool {
 		}
 	}
 	return out
-}
-
-// modeList renders modes for messages.
-func modeList(ms []Mode) string {
-	s := make([]string, len(ms))
-	for i, m := range ms {
-		s[i] = string(m)
-	}
-	sort.Strings(s)
-	return strings.Join(s, ", ")
 }

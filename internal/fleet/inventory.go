@@ -193,13 +193,6 @@ func isGpuprep(m *yaml.Node) bool {
 	return false
 }
 
-type ownFields struct {
-	port, user, mode, jump, address string
-	identity                        []string
-	vars                            map[string]string
-	groups                          []string
-}
-
 func parseOwn(file string, m *yaml.Node) (*Inventory, error) {
 	inv := &Inventory{File: file, Format: "gpuprep"}
 	bad := func(n *yaml.Node, field, msg string) error {

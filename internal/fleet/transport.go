@@ -135,13 +135,6 @@ func (t *Transport) init() error {
 // a malformed file early.
 func (t *Transport) Init() error { return t.init() }
 
-func knownHostsName(t *Transport) string {
-	if len(t.KnownHosts) == 0 {
-		return "known_hosts"
-	}
-	return t.KnownHosts[0]
-}
-
 // hostKeyCallback verifies a host key. Its error, if any, is also stored in
 // *rec so the caller can classify a handshake failure exactly.
 func (t *Transport) hostKeyCallback(rec *error) ssh.HostKeyCallback {
