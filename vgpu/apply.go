@@ -296,8 +296,10 @@ func Apply(root *host.Root, w AttrWriter, p *Plan) ([]Action, error) {
 		done = append(done, a)
 	}
 	for _, a := range p.Actions {
-		if a.Value == "<uuid>" {
-			a.Value = newUUID()
+		if strings.HasSuffix(a.Path, "/create") {
+			if a.Value == "<uuid>" {
+				a.Value = newUUID() // callers that journal first give the UUID themselves (NewUUID)
+			}
 		} else {
 			vf := strings.TrimSuffix(strings.TrimPrefix(a.Path, "/sys/bus/pci/devices/"), "/nvidia/current_vgpu_type")
 			b, _ := root.ReadFile("/sys/bus/pci/devices/" + vf + "/nvidia/creatable_vgpu_types")
@@ -319,6 +321,10 @@ func Apply(root *host.Root, w AttrWriter, p *Plan) ([]Action, error) {
 	}
 	return done, nil
 }
+
+// NewUUID returns a random (version 4) UUID for a new mdev, for callers that
+// record it before Apply writes it to create.
+func NewUUID() string { return newUUID() }
 
 func newUUID() string {
 	var b [16]byte

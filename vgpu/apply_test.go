@@ -120,6 +120,30 @@ func TestApplyMdevCreatesAndIsIdempotent(t *testing.T) {
 	require.EqualError(t, err, `0000:21:00.0: 1 more "GRID T4-1Q" wanted, 0 available`)
 }
 
+func TestApplyMdevKeepsAGivenUUID(t *testing.T) {
+	s := newSim(t, "mdev-vgpu")
+	p, err := MakePlan(s.root, []Want{{"0000:21:00.0", "T4-4Q", 1}})
+	require.NoError(t, err)
+	u := NewUUID()
+	p.Actions[0].Value = u // a caller that journals the UUID before the write
+	done, err := Apply(s.root, s, p)
+	require.NoError(t, err)
+	require.Equal(t, u, done[0].Value)
+	require.Equal(t, u, Existing(s.root, "0000:21:00.0")[0].Device)
+}
+
+func TestWantsFromConfig(t *testing.T) {
+	c, err := ParseConfig("c.yaml", []byte("version: v1\nvgpu-configs:\n  x:\n    - devices: [1]\n      vgpu-devices: {\"A10-12Q\": 2, \"A10-4Q\": 1}\n"))
+	require.NoError(t, err)
+	sets, err := c.Select("x")
+	require.NoError(t, err)
+	w, err := Wants("c.yaml", "x", sets, []string{"0000:01:00.0", "0000:02:00.0"})
+	require.NoError(t, err)
+	require.Equal(t, []Want{{"0000:02:00.0", "A10-12Q", 2}, {"0000:02:00.0", "A10-4Q", 1}}, w)
+	_, err = Wants("c.yaml", "x", sets, []string{"0000:01:00.0"})
+	require.EqualError(t, err, `c.yaml: config "x" names GPU index 1; this host has 1 selected GPU(s)`)
+}
+
 func TestApplySRIOVWritesTypeIDsToFreeVFs(t *testing.T) {
 	s := newSim(t, "sriov-vgpu")
 	p, err := MakePlan(s.root, []Want{{"0000:41:00.0", "H200X-70C", 2}})

@@ -166,3 +166,33 @@ func yamlError(file string, err error) error {
 	}
 	return errors.New(strings.Join(msgs, "\n"))
 }
+
+// Wants turns the device sets of one config into what each GPU should have.
+// gpus are the selected GPUs' addresses ordered by address: the order the
+// config's device indices refer to.
+func Wants(file, name string, sets []DeviceSet, gpus []string) ([]Want, error) {
+	var wants []Want
+	for _, s := range sets {
+		targets := gpus
+		if !s.Devices.All {
+			targets = nil
+			for _, i := range s.Devices.Indices {
+				if i < 0 || i >= len(gpus) {
+					return nil, fmt.Errorf("%s: config %q names GPU index %d; this host has %d selected GPU(s)", file, name, i, len(gpus))
+				}
+				targets = append(targets, gpus[i])
+			}
+		}
+		types := make([]string, 0, len(s.VGPUDevices))
+		for t := range s.VGPUDevices {
+			types = append(types, t)
+		}
+		sort.Strings(types)
+		for _, g := range targets {
+			for _, t := range types {
+				wants = append(wants, Want{GPU: g, Type: t, Count: s.VGPUDevices[t]})
+			}
+		}
+	}
+	return wants, nil
+}
