@@ -159,7 +159,7 @@ func Apply(ctx context.Context, e Env, p *Plan, o ApplyOptions) (*Outcome, error
 			out.Reboot = true
 			return out, nil
 		}
-		if s.Deferred {
+		if s.Deferred && s.ID != StepVGPUDevices { // vgpu-devices is planned when it runs, after the install
 			return out, fmt.Errorf("%s: deferred step reached without the reboot before it", s.ID)
 		}
 		e.logf("step %s: %s", s.ID, s.Title)
@@ -197,6 +197,10 @@ func (p *Plan) run(ctx context.Context, e Env, s *Step) error {
 		return p.bind(ctx, e)
 	case StepVFIOUnbind:
 		return p.unbind(ctx, e)
+	case StepVGPUInstall:
+		return p.installVGPU(ctx, e)
+	case StepVGPUDevices:
+		return p.createVGPUs(ctx, e)
 	case StepLabel:
 		return p.label(ctx, e)
 	}

@@ -35,15 +35,17 @@ import (
 
 // Step IDs, in the order they run.
 const (
-	StepKernelArgs = "kernel-args" // bootloader configuration + its regeneration
-	StepReboot     = "reboot"      // apply stops here (exit 4) or reboots
-	StepVFIOBind   = "vfio-bind"   // vm-passthrough: vfio bind --persist
-	StepVFIOUnbind = "vfio-unbind" // container: GPUs on VFIO go back to their drivers
-	StepLabel      = "label"       // nvidia.com/gpu.workload.config
+	StepKernelArgs  = "kernel-args"  // bootloader configuration + its regeneration
+	StepReboot      = "reboot"       // apply stops here (exit 4) or reboots
+	StepVFIOBind    = "vfio-bind"    // vm-passthrough: vfio bind --persist
+	StepVFIOUnbind  = "vfio-unbind"  // container: GPUs on VFIO go back to their drivers
+	StepVGPUInstall = "vgpu-install" // vm-vgpu: vgpu install --driver, when the manager is not installed and running
+	StepVGPUDevices = "vgpu-devices" // vm-vgpu: vgpu apply -f CONFIG -c NAME --persist
+	StepLabel       = "label"        // nvidia.com/gpu.workload.config (and nvidia.com/vgpu.config)
 )
 
 // Steps lists every step ID in order.
-var Steps = []string{StepKernelArgs, StepReboot, StepVFIOBind, StepVFIOUnbind, StepLabel}
+var Steps = []string{StepKernelArgs, StepReboot, StepVFIOBind, StepVFIOUnbind, StepVGPUInstall, StepVGPUDevices, StepLabel}
 
 // Options say what to plan.
 type Options struct {
@@ -55,6 +57,20 @@ type Options struct {
 	Kubeconfig string
 	Node       string
 	Force      bool // vfio: unbind nvidia (or vfio) while held open
+
+	// vm-vgpu: the vgpu-device-manager config file and the config in it
+	// (also the nvidia.com/vgpu.config label); Driver, the vGPU manager
+	// installer, is needed only when the manager is not installed and
+	// running. Binary is the gpuprep the boot unit runs; SelectArgs are
+	// the --select arguments it is given.
+	VGPUConfigFile string
+	VGPUConfig     string
+	Driver         string
+	Binary         string
+	SelectArgs     []string
+	// Runner answers the read-only queries of planning (systemctl
+	// is-active, sh FILE --list); nil: none can be asked.
+	Runner host.Runner
 }
 
 // FileDiff is one planned file change.
@@ -97,6 +113,7 @@ type Plan struct {
 	grubPlan *grub.Plan
 	vfioPlan *vfio.Plan
 	labels   labelPlan
+	vgpu     *vgpuState
 	resumed  []string // steps an earlier apply started and did not finish
 }
 
@@ -125,6 +142,7 @@ type labelPlan struct {
 type PlanError struct {
 	Step    string
 	Refused bool
+	Usage   bool // a flag is missing or wrong (e.g. --driver when the vGPU manager is not installed)
 	Err     error
 }
 
@@ -161,7 +179,9 @@ func NewPlan(ctx context.Context, root *host.Root, opts Options) (*Plan, error) 
 			return nil, err
 		}
 	case preflight.VMVGPU:
-		p.Notes = append(p.Notes, "vm-vgpu: the vGPU manager and vGPU devices are not part of the plan yet: use gpuprep vgpu apply after this")
+		if err := p.planVGPU(ctx); err != nil {
+			return nil, err
+		}
 	}
 	if err := p.planLabel(ctx); err != nil {
 		return nil, err
@@ -423,12 +443,15 @@ func (p *Plan) planUnbind() error {
 	return nil
 }
 
-// labelsFor are the labels of mode: the workload label, and for modes other
-// than vm-vgpu a stale nvidia.com/vgpu.config removed.
-func labelsFor(mode preflight.Mode) ([]kube.Label, []string) {
+// labelsFor are the labels of mode: the workload label, and for vm-vgpu
+// its nvidia.com/vgpu.config, for other modes a stale nvidia.com/vgpu.config removed.
+func labelsFor(mode preflight.Mode, vgpuConfig string) ([]kube.Label, []string) {
 	set := []kube.Label{{Key: kube.WorkloadLabel, Value: string(mode)}}
 	if mode != preflight.VMVGPU {
 		return set, []string{kube.VGPUConfigLabel}
+	}
+	if vgpuConfig != "" {
+		set = append(set, kube.Label{Key: kube.VGPUConfigLabel, Value: vgpuConfig})
 	}
 	return set, nil
 }
@@ -443,7 +466,7 @@ func NodeName(root *host.Root) (string, error) {
 }
 
 func (p *Plan) planLabel(ctx context.Context) error {
-	set, remove := labelsFor(p.opts.Mode)
+	set, remove := labelsFor(p.opts.Mode, p.opts.VGPUConfig)
 	p.labels = labelPlan{set: set, remove: remove}
 	if p.opts.Kubeconfig == "" {
 		file := kube.KubeletEnvFile(p.root)

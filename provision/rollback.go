@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path"
 	"sort"
 	"strconv"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"github.com/gpuprep/gpuprep/internal/kube"
 	"github.com/gpuprep/gpuprep/internal/pci"
 	"github.com/gpuprep/gpuprep/vfio"
+	"github.com/gpuprep/gpuprep/vgpu"
 )
 
 var osRemove = os.Remove
@@ -25,7 +27,7 @@ type RollbackOptions struct {
 	// To keeps the changes up to and including the last completed step To
 	// and undoes those after it; "" undoes everything.
 	To         string
-	Force      bool   // unbind from VFIO even while /dev/vfio/<group> is held open
+	Force      bool   // unbind from VFIO (remove a vGPU) even while a process (a VM) holds it open
 	Kubeconfig string // for labels set through the API (default: the kubeconfig apply used)
 }
 
@@ -64,7 +66,7 @@ type resource struct {
 	oldest int   // index of the oldest entry in range: what it was before gpuprep
 	newest int
 	boot   bool // a kernel-arguments file
-	vfio   bool // gpuprep's persistent VFIO configuration
+	vfio   bool // in the initramfs: gpuprep's persistent VFIO configuration, the nouveau blacklist
 }
 
 // Rollback undoes, newest first, every change the journal records that is
@@ -94,6 +96,7 @@ func Rollback(ctx context.Context, e Env, o RollbackOptions) (*RollbackResult, e
 		}
 	}
 	var idx []int
+	manager := false // the journal in range records a vGPU manager install
 	res_ := map[string]*resource{}
 	var order []*resource
 	step := ""
@@ -108,6 +111,9 @@ func Rollback(ctx context.Context, e Env, o RollbackOptions) (*RollbackResult, e
 		if i < from || undone[i] || en.Kind == KindUndone {
 			continue
 		}
+		if en.Kind == KindStep && en.Before == StepVGPUInstall || en.Command == "vgpu install" {
+			manager = true
+		}
 		idx = append(idx, i)
 		var r *resource
 		switch en.Kind {
@@ -117,7 +123,13 @@ func Rollback(ctx context.Context, e Env, o RollbackOptions) (*RollbackResult, e
 			}
 			r = get(res_, &order, "file", en.Path, i)
 			r.boot = r.boot || step == StepKernelArgs || strings.HasPrefix(en.Command, "grub")
-			r.vfio = r.vfio || en.Path == vfio.ModprobeConf || en.Path == vfio.ModulesLoad || en.Path == vfio.UdevRule
+			r.vfio = r.vfio || en.Path == vfio.ModprobeConf || en.Path == vfio.ModulesLoad || en.Path == vfio.UdevRule || en.Path == vgpu.NouveauBlacklist
+		case KindVGPU, KindVGPUIntent:
+			t := vgpuTarget(en)
+			if t == "" {
+				continue
+			}
+			r = get(res_, &order, "vgpu", t, i)
 		case "driver", KindDriverIntent:
 			r = get(res_, &order, "driver", en.Device, i)
 		case KindLabel:
@@ -132,16 +144,31 @@ func Rollback(ctx context.Context, e Env, o RollbackOptions) (*RollbackResult, e
 		return res, nil
 	}
 	sort.SliceStable(order, func(a, b int) bool { return order[a].newest > order[b].newest })
-	bootFiles, vfioFiles := false, false
+	if manager {
+		res.Notes = append(res.Notes, "the vGPU manager stays installed: rollback restores the files gpuprep wrote and removes the vGPUs it created, but uninstalling the driver is a package operation (nvidia-installer --uninstall, or the package manager)")
+	}
+	bootFiles, vfioFiles, units := false, false, false
 	for _, r := range order {
 		first := entries[r.oldest]
 		var err error
 		switch r.kind {
 		case "file":
+			orig := originalOf(e, entries, r.all)
+			if orig.Backup == "" && isUnit(orig.Path) && e.Root.Exists(orig.Path) {
+				// a unit gpuprep created and enabled: disabled before its file goes
+				argv := []string{"systemctl", "disable", path.Base(orig.Path)}
+				e.logf("run: %s", host.ShellQuote(argv))
+				if out, err := e.Runner.Run(ctx, argv...); err != nil {
+					res.Notes = append(res.Notes, fmt.Sprintf("%s: %v%s", host.ShellQuote(argv), err, tail(out)))
+				}
+			}
 			var changed bool
-			changed, err = restoreFile(e, originalOf(e, entries, r.all), res)
+			changed, err = restoreFile(e, orig, res)
 			bootFiles = bootFiles || changed && r.boot
 			vfioFiles = vfioFiles || changed && r.vfio
+			units = units || changed && isUnit(r.key)
+		case "vgpu":
+			err = removeVGPU(e, r.key, o.Force, res)
 		case "driver":
 			err = restoreDriver(e, r.key, first.Before, o.Force, res)
 		case "label":
@@ -149,6 +176,13 @@ func Rollback(ctx context.Context, e Env, o RollbackOptions) (*RollbackResult, e
 		}
 		if err != nil {
 			res.Failed = append(res.Failed, err.Error())
+		}
+	}
+	if units {
+		argv := []string{"systemctl", "daemon-reload"}
+		e.logf("run: %s", host.ShellQuote(argv))
+		if out, err := e.Runner.Run(ctx, argv...); err != nil {
+			res.Notes = append(res.Notes, fmt.Sprintf("%s: %v%s", host.ShellQuote(argv), err, tail(out)))
 		}
 	}
 	if vfioFiles {
@@ -193,6 +227,11 @@ func Rollback(ctx context.Context, e Env, o RollbackOptions) (*RollbackResult, e
 		}
 	}
 	return res, nil
+}
+
+// isUnit reports whether p is a systemd unit file gpuprep writes.
+func isUnit(p string) bool {
+	return strings.HasPrefix(p, "/etc/systemd/system/") && strings.HasSuffix(p, ".service")
 }
 
 func get(m map[string]*resource, order *[]*resource, kind, key string, i int) *resource {

@@ -50,13 +50,14 @@ type applyCmd struct {
 func newApplyCmd(g *globals) *cobra.Command {
 	c := &applyCmd{provisionFlags: provisionFlags{g: g}}
 	cmd := &cobra.Command{
-		Use:   "apply --mode MODE [--yes] [--reboot] [--select …] [-o text|json]",
+		Use:   "apply --mode MODE [--yes] [--reboot] [--select …] [--vgpu-config-file FILE --vgpu-config NAME [--driver FILE]] [-o text|json]",
 		Short: "Make this node ready for a mode: run the plan step by step, journalled, across the reboot, then check",
 		Long: `apply runs gpuprep plan's steps in order, recording each step's start and end in
 /var/lib/gpuprep/journal.jsonl together with every change (files with their backups,
 drivers before and after, labels before), and stops at the reboot step (exit 4; with
 --reboot it runs systemctl reboot). Run it again after the boot: with the kernel
-arguments in effect and the IOMMU active it continues (bind, label). It ends by
+arguments in effect and the IOMMU active it continues (bind, or for vm-vgpu the
+vGPU manager install and the vGPUs, then label). It ends by
 running gpuprep check for the mode and shows its report (embedded with -o json).
 A node already ready is left alone. Killed at any point, a re-run (or gpuprep
 rollback) finishes the job.
@@ -90,7 +91,16 @@ type applyResult struct {
 }
 
 func (c *applyCmd) run(cmd *cobra.Command) error {
-	root, p, err := c.plan(cmd.Context())
+	// the commands apply runs also answer its plan's questions (systemctl
+	// is-active …); against another root, where they cannot run, only an
+	// empty plan goes ahead
+	var sysfs vfio.Sysfs
+	var runner host.Runner
+	kerr := error(nil)
+	if root, err := c.g.hostRoot(); err == nil {
+		sysfs, runner, kerr = provisionKernel(root)
+	}
+	root, p, err := c.plan(cmd.Context(), runner)
 	if err != nil {
 		return err
 	}
@@ -107,10 +117,9 @@ func (c *applyCmd) run(cmd *cobra.Command) error {
 			return &exitError{code: exitNotReady, err: errors.New("not confirmed: nothing was changed")}
 		}
 	}
-	sysfs, runner, err := provisionKernel(root)
-	if err != nil {
+	if kerr != nil {
 		if !p.Empty() {
-			return err
+			return kerr
 		}
 		sysfs, runner = nil, host.NoRunner{} // nothing to change: apply only checks
 	}

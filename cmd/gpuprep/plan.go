@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpuprep/gpuprep/internal/host"
+	"github.com/gpuprep/gpuprep/internal/kube"
 	"github.com/gpuprep/gpuprep/internal/pci"
 	"github.com/gpuprep/gpuprep/preflight"
 	"github.com/gpuprep/gpuprep/provision"
@@ -28,7 +29,16 @@ type provisionFlags struct {
 	kubeconfig string
 	node       string
 	force      bool
+	// vm-vgpu
+	vgpuConfigFile string
+	vgpuConfig     string
+	driver         string
 }
+
+// provisionQuery answers plan's read-only queries (systemctl is-active,
+// the installer's --list): the host's commands on /, none on another root.
+// Tests replace it.
+var provisionQuery = host.DefaultRunner
 
 func (f *provisionFlags) add(c *cobra.Command) {
 	fl := c.Flags()
@@ -38,10 +48,14 @@ func (f *provisionFlags) add(c *cobra.Command) {
 	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "label the Node through the Kubernetes API with this kubeconfig (default: the kubelet environment file's --node-labels)")
 	fl.StringVar(&f.node, "node", "", "Node name with --kubeconfig (default: this host's name, lower-cased)")
 	fl.BoolVar(&f.force, "force", false, "vfio: unbind nvidia (or vfio) even while its device nodes are held open")
+	fl.StringVar(&f.vgpuConfigFile, "vgpu-config-file", "", "vm-vgpu: vgpu-device-manager config file (version: v1), as gpuprep vgpu apply -f (required with vm-vgpu)")
+	fl.StringVar(&f.vgpuConfig, "vgpu-config", "", "vm-vgpu: the config in --vgpu-config-file to create, as gpuprep vgpu apply -c; also the nvidia.com/vgpu.config label, as gpuprep label --vgpu-config (required with vm-vgpu)")
+	fl.StringVar(&f.driver, "driver", "", "vm-vgpu: the vGPU manager NVIDIA-Linux-x86_64-<ver>-vgpu-kvm.run, as gpuprep vgpu install --driver (needed when the manager is not installed and running)")
 }
 
-// plan parses the flags and computes the plan.
-func (f *provisionFlags) plan(ctx context.Context) (*host.Root, *provision.Plan, error) {
+// plan parses the flags and computes the plan; query answers its read-only
+// questions (nil: provisionQuery).
+func (f *provisionFlags) plan(ctx context.Context, query host.Runner) (*host.Root, *provision.Plan, error) {
 	if f.output != "text" && f.output != "json" {
 		return nil, nil, usageErr("--output %q: want text or json", f.output)
 	}
@@ -55,6 +69,24 @@ func (f *provisionFlags) plan(ctx context.Context) (*host.Root, *provision.Plan,
 	if f.node != "" && f.kubeconfig == "" {
 		return nil, nil, usageErr("--node goes with --kubeconfig")
 	}
+	if mode != preflight.VMVGPU && (f.vgpuConfigFile != "" || f.vgpuConfig != "" || f.driver != "") {
+		return nil, nil, usageErr("--vgpu-config-file, --vgpu-config and --driver apply to --mode vm-vgpu only")
+	}
+	if mode == preflight.VMVGPU {
+		var miss []string
+		if f.vgpuConfigFile == "" {
+			miss = append(miss, "--vgpu-config-file FILE (the vgpu-device-manager config)")
+		}
+		if f.vgpuConfig == "" {
+			miss = append(miss, "--vgpu-config NAME (the config in it to create)")
+		}
+		if len(miss) > 0 {
+			return nil, nil, usageErr("--mode vm-vgpu needs %s", strings.Join(miss, " and "))
+		}
+		if err := kube.ValidateLabelValue(kube.VGPUConfigLabel, f.vgpuConfig); err != nil {
+			return nil, nil, usageErr("--vgpu-config: %v", err)
+		}
+	}
 	sel, err := pci.ParseSelector(f.sel)
 	if err != nil {
 		return nil, nil, usageErr("%v", err)
@@ -63,7 +95,11 @@ func (f *provisionFlags) plan(ctx context.Context) (*host.Root, *provision.Plan,
 	if err != nil {
 		return nil, nil, err
 	}
-	p, err := provision.NewPlan(ctx, root, provision.Options{Mode: mode, Selector: sel, Kubeconfig: f.kubeconfig, Node: f.node, Force: f.force})
+	if query == nil {
+		query = provisionQuery(root)
+	}
+	p, err := provision.NewPlan(ctx, root, provision.Options{Mode: mode, Selector: sel, Kubeconfig: f.kubeconfig, Node: f.node, Force: f.force,
+		VGPUConfigFile: f.vgpuConfigFile, VGPUConfig: f.vgpuConfig, Driver: f.driver, Binary: gpuprepBinary(), SelectArgs: f.sel, Runner: query})
 	if err != nil {
 		return root, nil, planErr(err)
 	}
@@ -79,6 +115,9 @@ func planErr(err error) error {
 		return usageErr("%v", err)
 	}
 	var pe *provision.PlanError
+	if errors.As(err, &pe) && pe.Usage {
+		return usageErr("%v", err)
+	}
 	if errors.As(err, &pe) && pe.Refused {
 		return &exitError{code: exitNotReady, err: err}
 	}
@@ -88,7 +127,7 @@ func planErr(err error) error {
 func newPlanCmd(g *globals) *cobra.Command {
 	f := &provisionFlags{g: g}
 	cmd := &cobra.Command{
-		Use:   "plan --mode MODE [--select …] [-o text|json]",
+		Use:   "plan --mode MODE [--select …] [--vgpu-config-file FILE --vgpu-config NAME [--driver FILE]] [-o text|json]",
 		Short: "Show, in order, what apply would change to make this node ready for a mode (changes nothing)",
 		Long: `plan shows the ordered steps that take this node to ready for a workload type,
 and changes nothing:
@@ -99,8 +138,14 @@ and changes nothing:
   vfio-bind    (vm-passthrough) every endpoint of the selected GPUs' IOMMU groups to VFIO,
                persistently: sysfs writes, modprobe.d/modules-load.d files, initramfs
   vfio-unbind  (container) selected GPUs on VFIO back to the drivers they had
-  label        nvidia.com/gpu.workload.config=MODE in the kubelet's --node-labels (or,
-               with --kubeconfig, on the Node through the API)
+  vgpu-install (vm-vgpu) the vGPU manager from --driver, as gpuprep vgpu install does;
+               no step when it is installed and running (then --driver is not needed)
+  vgpu-devices (vm-vgpu) the vGPUs of --vgpu-config NAME in --vgpu-config-file FILE, as
+               gpuprep vgpu apply -f FILE -c NAME --persist does (planned in full once
+               the manager runs)
+  label        nvidia.com/gpu.workload.config=MODE (vm-vgpu: and nvidia.com/vgpu.config=
+               NAME) in the kubelet's --node-labels (or, with --kubeconfig, on the Node
+               through the API)
 
 A node already ready for the mode plans nothing.
 
@@ -109,7 +154,7 @@ another device), 2 usage error, 3 the host could not be read or its configuratio
 cannot be edited safely.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			_, p, err := f.plan(c.Context())
+			_, p, err := f.plan(c.Context(), nil)
 			if err != nil {
 				return err
 			}

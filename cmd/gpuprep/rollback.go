@@ -26,16 +26,22 @@ func newRollbackCmd(g *globals) *cobra.Command {
 		Use:   "rollback [--to STEP]",
 		Short: "Undo what gpuprep changed on this node, newest first, from the journal",
 		Long: `rollback undoes, newest first, the changes /var/lib/gpuprep/journal.jsonl records
-(gpuprep apply's steps, and grub, vfio and label changes): each file back to its
-content before gpuprep first changed it, byte-identical from its backup (files
-gpuprep created are removed), each device back on the driver it had, each label
+(gpuprep apply's steps, and grub, vfio, vgpu and label changes): each file back to
+its content before gpuprep first changed it, byte-identical from its backup (files
+gpuprep created are removed, units it created disabled first), each vGPU gpuprep
+created removed (mdev remove, or current_vgpu_type 0; one a VM holds open only
+with --force), each device back on the driver it had, each label
 set through the API back to its value (removed when it was new); then the boot
 menu and the initramfs are regenerated where their files changed. It says when
 the kernel arguments of the next boot differ from the running ones: reboot then.
 What it undid is recorded, so a second rollback changes nothing.
 
 --to STEP keeps the changes up to the last completed apply step STEP
-(kernel-args, vfio-bind, vfio-unbind, label) and undoes those after it.
+(kernel-args, vfio-bind, vfio-unbind, vgpu-install, vgpu-devices, label) and undoes
+those after it.
+
+rollback does not uninstall the vGPU manager: that is a package operation
+(nvidia-installer --uninstall, or the package manager); it says so.
 
 Exit codes: 0 done (or nothing to undo), 1 something could not be undone (the
 journal keeps it: run again), 2 usage error, 4 done and a reboot is needed.`,
@@ -44,7 +50,7 @@ journal keeps it: run again), 2 usage error, 4 done and a reboot is needed.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&c.to, "to", "", "keep the changes up to this completed step, undo those after it")
-	f.BoolVar(&c.force, "force", false, "unbind from VFIO even while /dev/vfio/<group> is held open (by a VM)")
+	f.BoolVar(&c.force, "force", false, "unbind from VFIO, or remove a vGPU, even while a process (a VM) holds it open")
 	f.StringVar(&c.kubeconfig, "kubeconfig", "", "kubeconfig for labels set through the API (default: the one apply used)")
 	f.StringVarP(&c.output, "output", "o", "text", "output format: text or json")
 	return cmd

@@ -1,0 +1,337 @@
+package provision
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/gpuprep/gpuprep/internal/host"
+	"github.com/gpuprep/gpuprep/internal/journal"
+	"github.com/gpuprep/gpuprep/vfio"
+	"github.com/gpuprep/gpuprep/vgpu"
+)
+
+// vm-vgpu: after the kernel arguments are in effect, the vGPU manager is
+// installed (vgpu.PlanInstall / Execute, as gpuprep vgpu install does) and
+// the vGPUs of a vgpu-device-manager config are created and made to survive
+// reboots (vgpu.MakePlan / Apply / PlanPersist, as gpuprep vgpu apply
+// --persist does). Journal entries, besides those vgpu writes itself:
+//
+//	kind "vgpu-intent": Path = the sysfs attribute about to be written
+//	                    (…/create or …/nvidia/current_vgpu_type), After = the
+//	                    value (the mdev's UUID, or the type id), Device = the GPU
+//	kind "vgpu":        the same, once written
+const (
+	KindVGPU       = "vgpu"
+	KindVGPUIntent = "vgpu-intent"
+)
+
+type vgpuState struct {
+	wants   []vgpu.Want
+	raw     []byte // the config file, copied to vgpu.PersistedConfig
+	install *vgpu.InstallPlan
+	devices *vgpu.Plan
+	persist *vgpu.PersistPlan
+}
+
+func (p *Plan) runner() host.Runner {
+	if p.opts.Runner != nil {
+		return p.opts.Runner
+	}
+	return host.NoRunner{}
+}
+
+func usage(step string, err error) error { return &PlanError{Step: step, Usage: true, Err: err} }
+
+// planVGPU plans vgpu-install and vgpu-devices. While a reboot is pending or
+// the manager is not installed yet, the devices step is deferred: the types
+// a GPU offers are known only once the manager runs (and its VFs exist).
+func (p *Plan) planVGPU(ctx context.Context) error {
+	o := p.opts
+	if o.VGPUConfigFile == "" || o.VGPUConfig == "" {
+		return usage(StepVGPUDevices, fmt.Errorf("vm-vgpu needs --vgpu-config-file FILE (a vgpu-device-manager config) and --vgpu-config NAME (the config in it)"))
+	}
+	cfg, err := vgpu.LoadConfig(o.VGPUConfigFile)
+	if err != nil {
+		return usage(StepVGPUDevices, err)
+	}
+	raw, err := os.ReadFile(o.VGPUConfigFile)
+	if err != nil {
+		return usage(StepVGPUDevices, err)
+	}
+	sets, err := cfg.Select(o.VGPUConfig)
+	if err != nil {
+		return usage(StepVGPUDevices, err)
+	}
+	gpus, err := o.Selector.Select(p.inv)
+	if err != nil {
+		return usage(StepVGPUDevices, err)
+	}
+	var addrs []string
+	var infos []vgpu.GPUInfo
+	for _, d := range gpus {
+		addrs = append(addrs, d.Address)
+		infos = append(infos, vgpu.GPUInfo{Address: d.Address, DeviceID: d.DeviceID})
+	}
+	wants, err := vgpu.Wants(o.VGPUConfigFile, o.VGPUConfig, sets, addrs)
+	if err != nil {
+		return usage(StepVGPUDevices, err)
+	}
+	p.vgpu = &vgpuState{wants: wants, raw: raw}
+	installed, err := p.planInstall(ctx, infos)
+	if err != nil {
+		return err
+	}
+	if !installed || p.Step(StepReboot) != nil {
+		var ws []string
+		for _, w := range wants {
+			ws = append(ws, fmt.Sprintf("%d× %s on %s", w.Count, w.Type, w.GPU))
+		}
+		p.Steps = append(p.Steps, &Step{ID: StepVGPUDevices, Deferred: true,
+			Title: fmt.Sprintf("create the vGPUs of config %q (%s), persistently (the writes are planned once the vGPU manager runs)", o.VGPUConfig, strings.Join(ws, ", ")),
+			Notes: []string{"persistent: " + vgpu.PersistedConfig + " and " + vgpu.ApplyUnit + " (gpuprep vgpu apply at boot)"}})
+		return nil
+	}
+	return p.planDevices(ctx, p.runner())
+}
+
+// managerMissing says what keeps the vGPU manager from counting as
+// installed and running ("" each: nothing).
+func managerMissing(ctx context.Context, root *host.Root, r host.Runner, gpus []vgpu.GPUInfo) []string {
+	var miss []string
+	if !root.Exists("/sys/module/nvidia") {
+		miss = append(miss, "the nvidia module is not loaded")
+	}
+	if !root.Exists("/usr/bin/nvidia-vgpu-mgr") {
+		miss = append(miss, "no /usr/bin/nvidia-vgpu-mgr")
+	}
+	if out, err := r.Run(ctx, "systemctl", "is-active", "nvidia-vgpu-mgr.service"); err != nil || strings.TrimSpace(string(out)) != "active" {
+		miss = append(miss, "nvidia-vgpu-mgr.service is not active")
+	}
+	for _, g := range gpus {
+		dev := "/sys/bus/pci/devices/" + g.Address
+		if !vgpu.UsesSRIOV(root, g) {
+			continue
+		}
+		tot, _ := root.ReadString(dev + "/sriov_totalvfs")
+		num, _ := root.ReadString(dev + "/sriov_numvfs")
+		if tot == "" || tot == "0" || num != tot {
+			miss = append(miss, "the SR-IOV VFs of "+g.Address+" are not enabled")
+		}
+	}
+	return miss
+}
+
+// planInstall plans the vgpu-install step and reports whether the manager
+// is installed and running (no step).
+func (p *Plan) planInstall(ctx context.Context, gpus []vgpu.GPUInfo) (bool, error) {
+	r := p.runner()
+	if p.opts.Driver == "" {
+		miss := managerMissing(ctx, p.root, r, gpus)
+		if len(miss) == 0 {
+			return true, nil
+		}
+		return false, usage(StepVGPUInstall, fmt.Errorf("--driver FILE is required: the vGPU manager is not installed and running (%s); give the licensed NVIDIA-Linux-x86_64-<ver>-vgpu-kvm.run", strings.Join(miss, "; ")))
+	}
+	ip, err := vgpu.PlanInstall(ctx, &vgpu.Env{Root: p.root, Runner: r}, vgpu.InstallOptions{Driver: p.opts.Driver, GPUs: gpus})
+	if err != nil {
+		return false, usage(StepVGPUInstall, fmt.Errorf("--driver %s: %w", p.opts.Driver, err))
+	}
+	if err := ip.Missing(); err != nil {
+		return false, &PlanError{Step: StepVGPUInstall, Refused: true, Err: err}
+	}
+	if len(ip.Steps) == 0 {
+		return true, nil
+	}
+	s := &Step{ID: StepVGPUInstall, Title: fmt.Sprintf("install the vGPU manager %s (%s) as gpuprep vgpu install does", ip.Driver.Version, ip.Driver.TargetDir)}
+	for _, st := range ip.Steps {
+		if st.File != "" {
+			s.Files = append(s.Files, fileDiff(st.File, st.Old, st.New, st.OldExist))
+		}
+		for _, c := range st.Commands {
+			s.Commands = append(s.Commands, host.ShellQuote(c))
+		}
+	}
+	s.Notes = append(s.Notes, ip.Notes...)
+	s.Notes = append(s.Notes, "gpuprep rollback does not uninstall the vGPU manager (a package operation); it restores the files this step writes")
+	p.vgpu.install = ip
+	p.Steps = append(p.Steps, s)
+	return false, nil
+}
+
+// planDevices plans the vGPU writes and the persistence, or no step when
+// both are in place. r answers systemctl's queries.
+func (p *Plan) planDevices(ctx context.Context, r host.Runner) error {
+	v := p.vgpu
+	dp, err := vgpu.MakePlan(p.root, v.wants)
+	if err != nil {
+		return &PlanError{Step: StepVGPUDevices, Refused: true, Err: err}
+	}
+	pp := vgpu.PlanPersist(ctx, p.root, r, p.opts.Binary, v.raw, p.persistArgs())
+	resume := slices.Contains(p.resumed, StepVGPUDevices)
+	if len(dp.Actions) == 0 && pp.Empty() && !resume {
+		return nil
+	}
+	s := p.Step(StepVGPUDevices)
+	if s == nil {
+		s = &Step{ID: StepVGPUDevices}
+		p.Steps = append(p.Steps, s)
+	}
+	s.Deferred = false
+	s.Title = fmt.Sprintf("create %d vGPU(s) of config %q (%d kept), re-created at boot by %s", len(dp.Actions), p.opts.VGPUConfig, len(dp.Kept), vgpu.ApplyUnitName)
+	s.Sysfs, s.Files, s.Commands, s.Notes = nil, nil, nil, nil
+	for _, a := range dp.Actions {
+		s.Sysfs = append(s.Sysfs, vfio.Step{Path: a.Path, Value: a.Value}.String()+"  ("+a.About+")")
+	}
+	for _, f := range pp.Files {
+		s.Files = append(s.Files, fileDiff(f.Path, f.Old, f.New, f.Exists))
+	}
+	if pp.Enable {
+		s.Commands = append(s.Commands, "systemctl daemon-reload", "systemctl enable "+vgpu.ApplyUnitName)
+	}
+	for _, u := range dp.Unwanted {
+		s.Notes = append(s.Notes, fmt.Sprintf("%s: %s (%s) is not in config %q; left alone", u.GPU, u.Device, u.Type, p.opts.VGPUConfig))
+	}
+	s.Notes = append(s.Notes, pp.Notes...)
+	v.devices, v.persist = dp, pp
+	return nil
+}
+
+func (p *Plan) persistArgs() []string {
+	args := []string{"-c", p.opts.VGPUConfig}
+	for _, x := range p.opts.SelectArgs {
+		args = append(args, "--select", x)
+	}
+	return args
+}
+
+// installVGPU runs the install plan, with an intent entry for each file it
+// writes (vgpu.Env.Now is fixed so that its backups get the names the
+// intents announce).
+func (p *Plan) installVGPU(ctx context.Context, e Env) error {
+	ip := p.vgpu.install
+	if ip == nil {
+		return nil
+	}
+	now := e.now()
+	for _, st := range ip.Steps {
+		if st.File != "" {
+			if err := fileIntent(e, st.File, now); err != nil {
+				return err
+			}
+		}
+	}
+	env := &vgpu.Env{Root: e.Root, Runner: e.Runner, Now: func() time.Time { return now }}
+	n := 0
+	return ip.Execute(ctx, env, func(s vgpu.Step) {
+		n++
+		e.logf("done %d/%d: %s", n, len(ip.Steps), s.Title)
+	})
+}
+
+// createVGPUs creates the planned vGPUs (planning them first when the step
+// was deferred behind the install), journalling each before and after its
+// write, then persists the config.
+func (p *Plan) createVGPUs(ctx context.Context, e Env) error {
+	v := p.vgpu
+	if v.devices == nil {
+		if err := p.planDevices(ctx, e.Runner); err != nil {
+			return err
+		}
+		if v.devices == nil {
+			return nil // in place
+		}
+	}
+	dp := v.devices
+	now := e.now()
+	sriov := false
+	for i := range dp.Actions {
+		a := &dp.Actions[i]
+		if a.Value == "<uuid>" {
+			a.Value = vgpu.NewUUID()
+		}
+		sriov = sriov || !strings.HasSuffix(a.Path, "/create")
+		if err := e.record(journal.Entry{Time: now, Command: "apply", Kind: KindVGPUIntent, Path: a.Path, Device: a.GPU, After: a.Value}); err != nil {
+			return err
+		}
+	}
+	if sriov {
+		if err := fileIntent(e, vgpu.TypeNames, now); err != nil {
+			return err
+		}
+	}
+	done, err := vgpu.Apply(e.Root, e.Sysfs, dp)
+	for _, a := range done {
+		e.logf("wrote %s > %s  (%s)", a.Value, a.Path, a.About)
+		if jerr := e.record(journal.Entry{Time: now, Command: "apply", Kind: KindVGPU, Path: a.Path, Device: a.GPU, After: a.Value}); jerr != nil && err == nil {
+			err = jerr
+		}
+	}
+	if err != nil {
+		return err
+	}
+	pp := v.persist
+	if pp == nil || pp.Empty() {
+		return nil
+	}
+	for _, f := range pp.Files {
+		if err := fileIntent(e, f.Path, now); err != nil {
+			return err
+		}
+	}
+	if err := pp.Apply(ctx, e.Root, e.Runner, now); err != nil {
+		return err
+	}
+	e.logf("persisted: %s re-applies config %q at boot", vgpu.ApplyUnitName, p.opts.VGPUConfig)
+	return nil
+}
+
+// vgpuTarget is the vGPU a vgpu entry created: an mdev's UUID, or a VF's
+// address; "" for entries that removed one (vgpu apply --prune).
+func vgpuTarget(en journal.Entry) string {
+	switch {
+	case strings.HasSuffix(en.Path, "/create") && en.After != "":
+		return en.After
+	case strings.HasSuffix(en.Path, "/nvidia/current_vgpu_type") && en.After != "0" && en.After != "":
+		return strings.TrimSuffix(strings.TrimPrefix(en.Path, "/sys/bus/pci/devices/"), "/nvidia/current_vgpu_type")
+	}
+	return ""
+}
+
+// removeVGPU removes a vGPU gpuprep created, unless a process (a VM) holds
+// it and force is not set: an mdev through its remove attribute, a VF by
+// writing 0 to its current_vgpu_type.
+func removeVGPU(e Env, target string, force bool, res *RollbackResult) error {
+	vf := strings.Contains(target, ":")
+	attr, value := "/sys/bus/mdev/devices/"+target+"/remove", "1"
+	if vf {
+		attr, value = "/sys/bus/pci/devices/"+target+"/nvidia/current_vgpu_type", "0"
+		if cur, err := e.Root.ReadString(attr); err != nil || cur == "" || cur == "0" {
+			return nil
+		}
+	} else if !e.Root.Exists("/sys/bus/mdev/devices/" + target) {
+		return nil
+	}
+	if !force {
+		if hs := vgpu.Holders(e.Root, vgpu.Instance{Device: target}); len(hs) > 0 {
+			var who []string
+			for _, h := range hs {
+				who = append(who, h.String())
+			}
+			return fmt.Errorf("vGPU %s is in use by %s (a VM?): stop it or pass --force", target, strings.Join(who, ", "))
+		}
+	}
+	if err := writeAttr(e, attr, value); err != nil {
+		return fmt.Errorf("vGPU %s: %w", target, err)
+	}
+	action := "mdev removed"
+	if vf {
+		action = "VF's vGPU type cleared (current_vgpu_type 0)"
+	}
+	e.logf("removed vGPU %s", target)
+	res.Undone = append(res.Undone, Undo{Kind: "vgpu", Target: target, Action: action})
+	return nil
+}
