@@ -1,9 +1,10 @@
 // Package vgputest plays, on a fixture root, the host that `gpuprep vgpu
 // install` changes: a synthetic NVIDIA vGPU manager .run (a real shell
 // script, run by sh) that honours --silent and --list and "installs" by
-// writing the files and modules it would into the root, and a host.Runner
-// that executes that script and simulates modprobe, systemctl and
-// sriov-manage against the root.
+// writing the files and modules it would into the root, synthetic .deb (built
+// with dpkg-deb) and .rpm (a stand-in) packages of it, and a host.Runner that
+// executes that script, installs those packages and simulates modprobe,
+// systemctl and sriov-manage against the root.
 package vgputest
 
 import (
@@ -104,7 +105,12 @@ echo '#!/bin/sh' > "$R/usr/lib/nvidia/sriov-manage"
 //     nvidia/creatable_vgpu_types; UnbindLock makes the next runs fail with
 //     "Cannot obtain unbindLock", ExitZeroNoVFs makes them exit 0 and do
 //     nothing (as vGPU 17.2 did);
-//   - update-initramfs, dracut, mkinitcpio: succeed.
+//   - update-initramfs, dracut, mkinitcpio: succeed;
+//   - dpkg-deb -f|-c FILE (run for real: they only read the file), rpm -qp
+//     --qf … FILE and rpm -qlp FILE (answered from a WriteRPM file), and
+//     [env VAR=…] apt-get install -y ./FILE, dpkg -i FILE, dnf install -y
+//     FILE, rpm -Uvh [--replacepkgs] FILE: unpack the package into the root
+//     and play DKMS's module build (FailPackage makes it fail).
 //
 // Anything else is an error.
 type Host struct {
@@ -114,6 +120,7 @@ type Host struct {
 	Busy          map[string]bool // modules modprobe -r cannot unload
 	UnbindLock    int             // sriov-manage runs left that fail with unbindLock
 	ExitZeroNoVFs bool
+	FailPackage   bool // installing a package fails in DKMS's module build
 
 	mu    sync.Mutex
 	Calls [][]string
@@ -141,6 +148,9 @@ func (h *Host) Commands() []string {
 		if len(c) > 2 && c[0] == "sh" && c[2] == "--list" {
 			continue
 		}
+		if len(c) > 1 && (c[0] == "dpkg-deb" || c[0] == "rpm" && strings.HasPrefix(c[1], "-q")) {
+			continue
+		}
 		out = append(out, strings.Join(c, " "))
 	}
 	return out
@@ -155,6 +165,10 @@ func (h *Host) Run(ctx context.Context, argv ...string) ([]byte, error) {
 		return nil, errors.New("empty command")
 	}
 	b := fixture.New(h.Dir)
+	argv = stripEnv(argv)
+	if len(argv) == 0 {
+		return nil, errors.New("env: no command")
+	}
 	switch argv[0] {
 	case "sh":
 		cmd := exec.CommandContext(ctx, "sh", argv[1:]...)
@@ -174,6 +188,8 @@ func (h *Host) Run(ctx context.Context, argv ...string) ([]byte, error) {
 		return h.sriovManage(b, argv[1:])
 	case "update-initramfs", "dracut", "mkinitcpio":
 		return nil, nil
+	case "dpkg-deb", "rpm", "apt-get", "dnf", "dpkg":
+		return h.packageCommand(ctx, b, argv)
 	}
 	return nil, fmt.Errorf("%s: not simulated", argv[0])
 }

@@ -1,0 +1,260 @@
+package vgputest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/gpuprep/gpuprep/internal/fixture"
+)
+
+// RPMMarker follows the RPM lead in the files WriteRPM writes.
+const RPMMarker = "gpuprep-fake-rpm"
+
+// packageName is the name NVIDIA gives the package of a flavour ("vgpu-kvm",
+// "grid" or "" for the plain driver) on Debian/Ubuntu and on RHEL.
+func packageName(format, version, flavour string) string {
+	branch, _, _ := strings.Cut(version, ".")
+	switch {
+	case flavour == "vgpu-kvm" && format == "rpm":
+		return "NVIDIA-vGPU-rhel-9.4"
+	case flavour == "vgpu-kvm":
+		return "nvidia-vgpu-ubuntu-" + branch
+	case flavour == "grid":
+		return "nvidia-linux-grid-" + branch
+	}
+	return "nvidia-driver-" + branch
+}
+
+// PackageFiles are the files (paths without the leading /) a synthetic
+// package of flavour holds: the vGPU manager ships nvidia-vgpu-mgr,
+// nvidia-vgpud with their units and sriov-manage; the guest (GRID) driver
+// nvidia-gridd; all of them nvidia-smi and the module sources DKMS builds.
+func PackageFiles(version, flavour string) map[string]string {
+	files := map[string]string{
+		"usr/bin/nvidia-smi":                       "#!/bin/sh\n",
+		"usr/src/nvidia-" + version + "/dkms.conf": "PACKAGE_NAME=\"nvidia\"\nPACKAGE_VERSION=\"" + version + "\"\n",
+	}
+	switch flavour {
+	case "vgpu-kvm":
+		for _, b := range []string{"nvidia-vgpu-mgr", "nvidia-vgpud"} {
+			files["usr/bin/"+b] = "#!/bin/sh\n"
+			files["lib/systemd/system/"+b+".service"] = fmt.Sprintf("[Unit]\nDescription=%s\n[Service]\nExecStart=/usr/bin/%s\n[Install]\nWantedBy=multi-user.target\n", b, b)
+		}
+		files["usr/lib/nvidia/sriov-manage"] = "#!/bin/sh\n"
+	case "grid":
+		files["usr/bin/nvidia-gridd"] = "#!/bin/sh\n"
+	}
+	return files
+}
+
+// WriteDeb builds, with dpkg-deb --build, a synthetic .deb of flavour (see
+// PackageFiles) named as NVIDIA names theirs
+// (nvidia-vgpu-ubuntu-550_550.90.05_amd64.deb) in dir and returns its path.
+// It fails when dpkg-deb is not installed.
+func WriteDeb(dir, version, flavour string) (string, error) {
+	name := packageName("deb", version, flavour)
+	stage, err := os.MkdirTemp(dir, "deb-stage-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(stage)
+	files := PackageFiles(version, flavour)
+	files["DEBIAN/control"] = "Package: " + name + "\nVersion: " + version + "\nArchitecture: amd64\nMaintainer: gpuprep tests <tests@gpuprep.invalid>\nDepends: dkms\nDescription: synthetic NVIDIA package for gpuprep tests\n"
+	for p, c := range files {
+		full := filepath.Join(stage, p)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			return "", err
+		}
+		if err := os.WriteFile(full, []byte(c), 0o755); err != nil {
+			return "", err
+		}
+	}
+	if err := os.Chmod(filepath.Join(stage, "DEBIAN/control"), 0o644); err != nil {
+		return "", err
+	}
+	out := filepath.Join(dir, name+"_"+version+"_amd64.deb")
+	cmd := exec.Command("dpkg-deb", "--root-owner-group", "-Zgzip", "--build", stage, out)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("dpkg-deb --build: %w: %s", err, strings.TrimSpace(string(b)))
+	}
+	return out, nil
+}
+
+// WriteRPM writes a stand-in for an .rpm of flavour, named as NVIDIA names
+// theirs (NVIDIA-vGPU-rhel-9.4-550.90.05.x86_64.rpm), into dir. rpmbuild is
+// not needed: the file is an RPM lead followed by RPMMarker, the package's
+// "NAME VERSION ARCH" and its file list, which Host's rpm answers queries
+// from (it is not a real RPM: only Host reads it).
+func WriteRPM(dir, version, flavour string) (string, error) {
+	name := packageName("rpm", version, flavour)
+	lead := make([]byte, 96)
+	copy(lead, "\xed\xab\xee\xdb\x03\x00")
+	var b bytes.Buffer
+	b.Write(lead)
+	fmt.Fprintf(&b, "%s\n%s %s %s\n", RPMMarker, name, version, "x86_64")
+	for _, p := range sortedKeys(PackageFiles(version, flavour)) {
+		b.WriteString("/" + p + "\n")
+	}
+	out := filepath.Join(dir, name+"-"+version+".x86_64.rpm")
+	return out, os.WriteFile(out, b.Bytes(), 0o644)
+}
+
+func sortedKeys(m map[string]string) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// readRPM reads what WriteRPM wrote: "NAME VERSION ARCH" and the file list.
+func readRPM(file string) (fields string, list []string, err error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return "", nil, err
+	}
+	if len(b) < 96 || !bytes.HasPrefix(b, []byte("\xed\xab\xee\xdb")) {
+		return "", nil, fmt.Errorf("error: %s: not an rpm package", file)
+	}
+	lines := strings.Split(strings.TrimRight(string(b[96:]), "\n"), "\n")
+	if len(lines) < 2 || lines[0] != RPMMarker {
+		return "", nil, fmt.Errorf("error: %s: not a package WriteRPM wrote", file)
+	}
+	return lines[1], lines[2:], nil
+}
+
+// rpm answers `rpm -qp --qf '%{NAME} %{VERSION} %{ARCH}' FILE` and `rpm -qlp
+// FILE` from a WriteRPM file, and installs one with `rpm -Uvh`.
+func (h *Host) rpm(ctx context.Context, b *fixture.Builder, args []string) ([]byte, error) {
+	switch {
+	case len(args) == 4 && args[0] == "-qp" && args[1] == "--qf" && args[2] == "%{NAME} %{VERSION} %{ARCH}":
+		f, _, err := readRPM(args[3])
+		return []byte(f), err
+	case len(args) == 2 && args[0] == "-qlp":
+		_, l, err := readRPM(args[1])
+		return []byte(strings.Join(l, "\n") + "\n"), err
+	case len(args) >= 2 && args[0] == "-Uvh":
+		return h.installPackage(ctx, b, "rpm", args[len(args)-1])
+	}
+	return nil, fmt.Errorf("rpm %v: not simulated", args)
+}
+
+// installPackage plays apt-get, dpkg, dnf or rpm installing file into the
+// root: the package's files are unpacked (a .deb by dpkg-deb -x, a WriteRPM
+// file from its list) and DKMS's build in its post-install script is played
+// by writing the modules for the running kernel. FailPackage makes the
+// DKMS build fail as apt-get reports it.
+func (h *Host) installPackage(ctx context.Context, b *fixture.Builder, tool, file string) ([]byte, error) {
+	kver, _ := h.Root.ReadString("/proc/sys/kernel/osrelease")
+	var version string
+	var vgpuMgr bool
+	if strings.HasSuffix(file, ".rpm") {
+		f, list, err := readRPM(file)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", tool, err)
+		}
+		fields := strings.Fields(f)
+		version = fields[1]
+		files := PackageFiles(version, "")
+		for _, p := range list {
+			if strings.HasSuffix(p, "nvidia-vgpu-mgr") {
+				files = PackageFiles(version, "vgpu-kvm")
+			} else if strings.HasSuffix(p, "nvidia-gridd") {
+				files = PackageFiles(version, "grid")
+			}
+		}
+		if h.FailPackage {
+			return nil, fmt.Errorf("%s: exit status 1: Error! Bad return status for module build on kernel: %s (x86_64)\nConsult /var/lib/dkms/nvidia/%s/build/make.log for more information.\nwarning: %%post(%s) scriptlet failed, exit status 10", tool, kver, version, fields[0])
+		}
+		for p, c := range files {
+			b.File("/"+p, c)
+		}
+		vgpuMgr = files["usr/bin/nvidia-vgpu-mgr"] != ""
+	} else {
+		out, err := exec.CommandContext(ctx, "dpkg-deb", "-f", file, "Version", "Package").Output()
+		if err != nil {
+			return nil, fmt.Errorf("%s: dpkg-deb: %w", tool, err)
+		}
+		var pkg string
+		for _, l := range strings.Split(string(out), "\n") {
+			if k, v, ok := strings.Cut(l, ": "); ok && k == "Version" {
+				version = v
+			} else if ok && k == "Package" {
+				pkg = v
+			}
+		}
+		if h.FailPackage {
+			return []byte("Setting up " + pkg + " (" + version + ") ...\n"), fmt.Errorf("%s: exit status 100: Error! Bad return status for module build on kernel: %s (x86_64)\nConsult /var/lib/dkms/nvidia/%s/build/make.log for more information.\ndpkg: error processing package %s (--configure):\n installed %s package post-installation script subprocess returned error exit status 10\nE: Sub-process /usr/bin/dpkg returned an error code (1)", tool, kver, version, pkg, pkg)
+		}
+		if out, err := exec.CommandContext(ctx, "dpkg-deb", "-x", file, h.Dir).CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("%s: dpkg-deb -x: %w: %s", tool, err, out)
+		}
+		vgpuMgr = h.Root.Exists("/usr/bin/nvidia-vgpu-mgr")
+	}
+	mods := "/lib/modules/" + kver
+	dep, _ := h.Root.ReadString(mods + "/modules.dep")
+	dep += "\nupdates/dkms/nvidia.ko:\n"
+	b.File(mods+"/updates/dkms/nvidia.ko", "version="+version)
+	if vgpuMgr {
+		b.File(mods+"/updates/dkms/nvidia-vgpu-vfio.ko", "version="+version)
+		if !strings.HasPrefix(kver, "6.") {
+			dep += "updates/dkms/nvidia-vgpu-vfio.ko: updates/dkms/nvidia.ko\n"
+		}
+	}
+	b.File(mods+"/modules.dep", strings.TrimLeft(dep, "\n"))
+	return []byte("Setting up ... done\n"), b.Err()
+}
+
+// stripEnv drops a leading `env VAR=VALUE…` from argv.
+func stripEnv(argv []string) []string {
+	if len(argv) == 0 || argv[0] != "env" {
+		return argv
+	}
+	argv = argv[1:]
+	for len(argv) > 0 && strings.Contains(argv[0], "=") {
+		argv = argv[1:]
+	}
+	return argv
+}
+
+// packageCommand plays dpkg-deb's queries (run for real: they only read
+// the file), apt-get install -y FILE, dpkg -i FILE, dnf install -y FILE and
+// rpm.
+func (h *Host) packageCommand(ctx context.Context, b *fixture.Builder, argv []string) ([]byte, error) {
+	switch argv[0] {
+	case "dpkg-deb":
+		if len(argv) < 3 || (argv[1] != "-f" && argv[1] != "-c") {
+			return nil, fmt.Errorf("dpkg-deb %v: not simulated", argv[1:])
+		}
+		var stderr bytes.Buffer
+		cmd := exec.CommandContext(ctx, "dpkg-deb", argv[1:]...)
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			return out, fmt.Errorf("dpkg-deb: %w: %s", err, strings.TrimSpace(stderr.String()))
+		}
+		return out, nil
+	case "rpm":
+		return h.rpm(ctx, b, argv[1:])
+	case "apt-get", "dnf":
+		if len(argv) == 4 && argv[1] == "install" && argv[2] == "-y" {
+			if argv[0] == "apt-get" && !strings.Contains(argv[3], "/") {
+				return nil, fmt.Errorf("apt-get: exit status 100: E: Unable to locate package %s", argv[3])
+			}
+			return h.installPackage(ctx, b, argv[0], argv[3])
+		}
+	case "dpkg":
+		if len(argv) == 3 && argv[1] == "-i" {
+			return h.installPackage(ctx, b, "dpkg", argv[2])
+		}
+	}
+	return nil, errors.New(strings.Join(argv, " ") + ": not simulated")
+}
