@@ -16,17 +16,32 @@ import (
 
 // Driver is a vGPU manager package, verified by InspectDriver.
 type Driver struct {
-	Path      string
-	Version   string // 550.90.05
-	Arch      string // x86_64, aarch64
-	TargetDir string // the .run's makeself targetdir: NVIDIA-Linux-x86_64-550.90.05-vgpu-kvm
-	Label     string // the .run's makeself label
-	Listed    bool   // the archive listing was read and holds nvidia-vgpu-mgr
+	Path       string
+	Version    string // 550.90.05
+	Arch       string // x86_64, aarch64
+	TargetDir  string // the .run's makeself targetdir: NVIDIA-Linux-x86_64-550.90.05-vgpu-kvm
+	Label      string // the .run's makeself label
+	Listed     bool   // the archive listing was read and holds nvidia-vgpu-mgr
+	Format     string // FormatRun, FormatDeb or FormatRPM
+	Package    string // the .deb's or .rpm's package name: nvidia-vgpu-ubuntu-550
+	PkgVersion string // the package's own version field: 550.90.05, 1:550.90.05-1
 }
 
-// ErrUnsupportedPackage is returned for .deb and .rpm packages of the vGPU
-// manager, which gpuprep recognises but does not install yet.
-var ErrUnsupportedPackage = errors.New("package format not supported yet")
+// Driver file formats.
+const (
+	FormatRun = "run"
+	FormatDeb = "deb"
+	FormatRPM = "rpm"
+)
+
+// Name is how the driver is named in plans: the .run's targetdir or the
+// package's name and version.
+func (d *Driver) Name() string {
+	if d.Format == FormatDeb || d.Format == FormatRPM {
+		return d.Package + " " + d.PkgVersion
+	}
+	return d.TargetDir
+}
 
 var (
 	runNameRe   = regexp.MustCompile(`^NVIDIA-Linux-(x86_64|aarch64)-([0-9]+\.[0-9]+(?:\.[0-9]+)?)(-[A-Za-z0-9._-]*)?\.run$`)
@@ -50,16 +65,11 @@ const headerSize = 64 << 10
 //     without extracting or installing), which must hold nvidia-vgpu-mgr, the
 //     daemon only the KVM host build ships. It is skipped when r cannot run
 //     commands (a --dry-run against another root), which Listed reports.
+//
+// A .deb or .rpm (told by its first bytes, not its name) is verified by its
+// contents instead: see inspectPackage.
 func InspectDriver(ctx context.Context, path string, r host.Runner) (*Driver, error) {
 	base := filepath.Base(path)
-	switch {
-	case strings.HasSuffix(base, ".deb"), strings.HasSuffix(base, ".rpm"):
-		pm := "apt-get install ./" + base
-		if strings.HasSuffix(base, ".rpm") {
-			pm = "dnf install ./" + base
-		}
-		return nil, fmt.Errorf("%s: %w: gpuprep installs the vGPU manager from NVIDIA's .run file (NVIDIA-Linux-x86_64-<ver>-vgpu-kvm.run, in the same NVIDIA download); install this package with `%s`, then check with `gpuprep check --mode vm-vgpu`", path, ErrUnsupportedPackage, pm)
-	}
 	st, err := os.Stat(path)
 	if err != nil {
 		return nil, fmt.Errorf("--driver: %w", err)
@@ -78,10 +88,20 @@ func InspectDriver(ctx context.Context, path string, r host.Runner) (*Driver, er
 		return nil, fmt.Errorf("--driver: %w", err)
 	}
 	head = head[:n]
+	switch {
+	case strings.HasPrefix(string(head), debMagic):
+		return inspectPackage(ctx, path, FormatDeb, r)
+	case strings.HasPrefix(string(head), rpmMagic):
+		return inspectPackage(ctx, path, FormatRPM, r)
+	case strings.HasSuffix(base, ".deb"):
+		return nil, fmt.Errorf("%s: not a Debian package (no ar archive header)", path)
+	case strings.HasSuffix(base, ".rpm"):
+		return nil, fmt.Errorf("%s: not an RPM package (no RPM lead)", path)
+	}
 	if !strings.HasPrefix(string(head), "#!/bin/sh") {
 		return nil, fmt.Errorf("%s: not an NVIDIA .run file (no makeself shell header)", path)
 	}
-	d := &Driver{Path: path}
+	d := &Driver{Path: path, Format: FormatRun}
 	for _, m := range headerVarRe.FindAllStringSubmatch(string(head), -1) {
 		switch m[1] {
 		case "label":
@@ -124,5 +144,107 @@ func InspectDriver(ctx context.Context, path string, r host.Runner) (*Driver, er
 		return nil, fmt.Errorf("%s: the archive holds no nvidia-vgpu-mgr: not a vGPU manager build although its header says %s", path, d.TargetDir)
 	}
 	d.Listed = true
+	return d, nil
+}
+
+// The first bytes of a .deb (an ar archive) and of an .rpm (its lead).
+const (
+	debMagic = "!<arch>\n"
+	rpmMagic = "\xed\xab\xee\xdb"
+)
+
+// Files that tell the packages apart: only the vGPU manager for KVM hosts
+// ships the nvidia-vgpu-mgr daemon; the vGPU guest (GRID) driver ships
+// nvidia-gridd, the licensing daemon of guests.
+const (
+	vgpuMgrFile = "usr/bin/nvidia-vgpu-mgr"
+	griddFile   = "usr/bin/nvidia-gridd"
+)
+
+var pkgVersionRe = regexp.MustCompile(`^(?:[0-9]+:)?([0-9]+\.[0-9]+(?:\.[0-9]+)?)`)
+
+// inspectPackage verifies a .deb or .rpm by what it holds, not by its file
+// name: its fields (dpkg-deb -f / rpm -qp --qf) give the name, version and
+// architecture, and its file list (dpkg-deb -c / rpm -qlp) must hold
+// usr/bin/nvidia-vgpu-mgr. Both only read the file; r runs them on this
+// machine.
+func inspectPackage(ctx context.Context, path, format string, r host.Runner) (*Driver, error) {
+	tool := "dpkg-deb"
+	fieldsCmd := []string{"dpkg-deb", "-f", path, "Package", "Version", "Architecture"}
+	listCmd := []string{"dpkg-deb", "-c", path}
+	if format == FormatRPM {
+		tool = "rpm"
+		fieldsCmd = []string{"rpm", "-qp", "--qf", "%{NAME} %{VERSION} %{ARCH}", path}
+		listCmd = []string{"rpm", "-qlp", path}
+	}
+	query := func(argv []string) (string, error) {
+		out, err := r.Run(ctx, argv...)
+		if err != nil {
+			return "", fmt.Errorf("%s: reading the package (%s) failed: %w; reading a .%s needs %s on the machine gpuprep runs on", path, strings.Join(argv[:2], " "), err, format, tool)
+		}
+		return string(out), nil
+	}
+	out, err := query(fieldsCmd)
+	if err != nil {
+		return nil, err
+	}
+	d := &Driver{Path: path, Format: format, Listed: true}
+	var arch string
+	if format == FormatDeb {
+		for _, l := range strings.Split(out, "\n") {
+			k, v, _ := strings.Cut(l, ":")
+			switch strings.TrimSpace(k) {
+			case "Package":
+				d.Package = strings.TrimSpace(v)
+			case "Version":
+				d.PkgVersion = strings.TrimSpace(v)
+			case "Architecture":
+				arch = strings.TrimSpace(v)
+			}
+		}
+	} else {
+		// the answer is the last line: a Runner that merges stderr puts
+		// rpm's signature warnings (NOKEY) before it
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		if f := strings.Fields(lines[len(lines)-1]); len(f) == 3 {
+			d.Package, d.PkgVersion, arch = f[0], f[1], f[2]
+		}
+	}
+	if d.Package == "" || d.PkgVersion == "" || arch == "" {
+		return nil, fmt.Errorf("%s: the package has no name, version or architecture (%s answered %q)", path, strings.Join(fieldsCmd[:2], " "), strings.TrimSpace(out))
+	}
+	d.Arch = map[string]string{"amd64": "x86_64", "arm64": "aarch64"}[arch]
+	if d.Arch == "" {
+		d.Arch = arch
+	}
+	m := pkgVersionRe.FindStringSubmatch(d.PkgVersion)
+	if m == nil {
+		return nil, fmt.Errorf("%s: package %s version %q is not an NVIDIA driver version", path, d.Package, d.PkgVersion)
+	}
+	d.Version = m[1]
+	list, err := query(listCmd)
+	if err != nil {
+		return nil, err
+	}
+	has := func(f string) bool {
+		for _, l := range strings.Split(list, "\n") {
+			for _, field := range strings.Fields(l) {
+				if strings.TrimLeft(field, "./") == f {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	switch {
+	case has(vgpuMgrFile):
+	case has(griddFile):
+		return nil, fmt.Errorf("%s: this is the vGPU guest driver (package %s %s holds nvidia-gridd, no nvidia-vgpu-mgr), for inside VMs; the host needs the vGPU manager package for KVM (the vgpu-kvm .%s, or NVIDIA-Linux-%s-%s-vgpu-kvm.run) from the same NVIDIA vGPU download", path, d.Package, d.PkgVersion, format, d.Arch, d.Version)
+	default:
+		return nil, fmt.Errorf("%s: this is not the vGPU manager (package %s %s holds no /%s: a plain NVIDIA driver or another package); the host needs the vGPU manager for KVM from the licensed NVIDIA vGPU download", path, d.Package, d.PkgVersion, vgpuMgrFile)
+	}
+	if want := map[string]string{"amd64": "x86_64", "arm64": "aarch64"}[runtime.GOARCH]; want != "" && want != d.Arch {
+		return nil, fmt.Errorf("%s: built for %s, this machine is %s", path, d.Arch, want)
+	}
 	return d, nil
 }

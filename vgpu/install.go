@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"os"
 	"sort"
 	"strings"
 	"time"
@@ -42,8 +44,12 @@ type InstallOptions struct {
 type Env struct {
 	Root   *host.Root
 	Runner host.Runner
-	Sleep  func(time.Duration) // nil: time.Sleep
-	Now    func() time.Time    // nil: time.Now
+	// Query runs the read-only queries of a .deb or .rpm (dpkg-deb -f/-c,
+	// rpm -qp/-qlp) on the machine that holds the file, also for a
+	// --dry-run against another root (nil: Runner).
+	Query host.Runner
+	Sleep func(time.Duration) // nil: time.Sleep
+	Now   func() time.Time    // nil: time.Now
 	// SRIOVAttempts bounds sriov-manage runs per GPU (0: 6), waiting
 	// SRIOVBackoff × attempt between them (0: 5 s).
 	SRIOVAttempts int
@@ -56,6 +62,13 @@ func (e *Env) sleep(d time.Duration) {
 		return
 	}
 	time.Sleep(d)
+}
+
+func (e *Env) query() host.Runner {
+	if e.Query != nil {
+		return e.Query
+	}
+	return e.Runner
 }
 
 func (e *Env) now() time.Time {
@@ -228,9 +241,21 @@ TimeoutStartSec=15min
 // that is not already in place. A host where everything is in place gets a
 // plan with no steps.
 func PlanInstall(ctx context.Context, e *Env, opts InstallOptions) (*InstallPlan, error) {
-	d, err := InspectDriver(ctx, opts.Driver, e.Runner)
+	r := e.Runner
+	if isPackage(opts.Driver) {
+		r = e.query()
+	}
+	d, err := InspectDriver(ctx, opts.Driver, r)
 	if err != nil {
 		return nil, err
+	}
+	if d.Format != FormatRun {
+		switch {
+		case opts.NoDKMS:
+			return nil, fmt.Errorf("--no-dkms applies to the .run only: the .%s builds its modules with DKMS, which it depends on", d.Format)
+		case opts.SigningKey != "" || opts.SigningCert != "":
+			return nil, fmt.Errorf("--signing-key/--signing-cert apply to the .run only: DKMS signs the modules the .%s builds with its own key (mok_signing_key in /etc/dkms/framework.conf, by default /var/lib/dkms/mok.key)", d.Format)
+		}
 	}
 	root := e.Root
 	p := &InstallPlan{Driver: d}
@@ -253,7 +278,7 @@ func PlanInstall(ctx context.Context, e *Env, opts InstallOptions) (*InstallPlan
 			}
 		}
 	}
-	p.Prereqs = CheckPrereqs(root, opts, p.SRIOV)
+	p.Prereqs = CheckPrereqs(root, opts, d.Format, p.SRIOV)
 	kver := KernelRelease(root)
 
 	if !nouveauBlacklisted(root) {
@@ -295,27 +320,11 @@ func PlanInstall(ctx context.Context, e *Env, opts InstallOptions) (*InstallPlan
 				Remedy: "something still uses the GPU: stop VMs with vGPUs, nvidia-persistenced, DCGM, a display manager (see `lsof /dev/nvidia*`), or reboot (nouveau is blacklisted now), then run gpuprep vgpu install again",
 				run:    runCmd(argv)})
 		}
-		argv := InstallerArgs(root, d, opts)
-		p.Steps = append(p.Steps, Step{Title: "run the NVIDIA installer " + d.TargetDir, Commands: [][]string{argv},
-			Remedy: "read " + InstallerLog + " (a kernel module build error usually means headers that do not match " + kver + " or an unsupported kernel for this driver branch)",
-			run: func(ctx context.Context, e *Env) error {
-				if !d.Listed {
-					out, err := e.Runner.Run(ctx, "sh", d.Path, "--list")
-					if err != nil {
-						return fmt.Errorf("listing the archive: %w", err)
-					}
-					if !strings.Contains(string(out), "nvidia-vgpu-mgr") {
-						return fmt.Errorf("%s holds no nvidia-vgpu-mgr: not a vGPU manager build", d.Path)
-					}
-				}
-				if err := runCmd(argv)(ctx, e); err != nil {
-					return err
-				}
-				if !e.Root.Exists("/usr/bin/nvidia-vgpu-mgr") {
-					return errors.New("the installer succeeded but /usr/bin/nvidia-vgpu-mgr is not there")
-				}
-				return nil
-			}})
+		if d.Format != FormatRun {
+			p.Steps = append(p.Steps, packageStep(root, d, kver))
+		} else {
+			p.Steps = append(p.Steps, installerStep(root, d, opts, kver))
+		}
 	}
 
 	if !installed || !root.Exists("/sys/module/nvidia") {
@@ -500,4 +509,96 @@ func (p *InstallPlan) Execute(ctx context.Context, e *Env, done func(Step)) erro
 		}
 	}
 	return nil
+}
+
+// installerStep runs the .run installer.
+func installerStep(root *host.Root, d *Driver, opts InstallOptions, kver string) Step {
+	argv := InstallerArgs(root, d, opts)
+	return Step{Title: "run the NVIDIA installer " + d.TargetDir, Commands: [][]string{argv},
+		Remedy: "read " + InstallerLog + " (a kernel module build error usually means headers that do not match " + kver + " or an unsupported kernel for this driver branch)",
+		run: func(ctx context.Context, e *Env) error {
+			if !d.Listed {
+				out, err := e.Runner.Run(ctx, "sh", d.Path, "--list")
+				if err != nil {
+					return fmt.Errorf("listing the archive: %w", err)
+				}
+				if !strings.Contains(string(out), "nvidia-vgpu-mgr") {
+					return fmt.Errorf("%s holds no nvidia-vgpu-mgr: not a vGPU manager build", d.Path)
+				}
+			}
+			if err := runCmd(argv)(ctx, e); err != nil {
+				return err
+			}
+			if !e.Root.Exists("/usr/bin/nvidia-vgpu-mgr") {
+				return errors.New("the installer succeeded but /usr/bin/nvidia-vgpu-mgr is not there")
+			}
+			return nil
+		}}
+}
+
+// isPackage reports whether the file at path starts as a .deb or an .rpm
+// does (InspectDriver then checks its contents).
+func isPackage(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	head := make([]byte, len(debMagic))
+	n, _ := io.ReadFull(f, head)
+	return strings.HasPrefix(string(head[:n]), debMagic) || strings.HasPrefix(string(head[:n]), rpmMagic)
+}
+
+// PackageCommands are the commands that install a .deb or .rpm of the vGPU
+// manager in the root, with its dependencies (DKMS, which builds and signs
+// the modules): apt-get (dpkg -i where there is no apt-get), dnf (rpm -Uvh
+// where there is no dnf; --replacepkgs makes a half-done install's re-run
+// work). The file is given as a path (./FILE), which apt-get needs to take
+// it for a file rather than a package name.
+func PackageCommands(root *host.Root, d *Driver) [][]string {
+	file := d.Path
+	if !strings.Contains(file, "/") {
+		file = "./" + file
+	}
+	switch {
+	case d.Format == FormatDeb && FindProgram(root, "apt-get") != "":
+		return [][]string{{"env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "install", "-y", file}}
+	case d.Format == FormatDeb:
+		return [][]string{{"dpkg", "-i", file}}
+	case FindProgram(root, "dnf") != "":
+		return [][]string{{"dnf", "install", "-y", file}}
+	}
+	return [][]string{{"rpm", "-Uvh", "--replacepkgs", file}}
+}
+
+// packageStep installs a .deb or .rpm with the distribution's tool.
+func packageStep(root *host.Root, d *Driver, kver string) Step {
+	cmds := PackageCommands(root, d)
+	tool := cmds[0][0]
+	if tool == "env" {
+		tool = cmds[0][2]
+	}
+	remedy := "read " + tool + "'s output above"
+	switch tool {
+	case "apt-get", "dpkg":
+		remedy += " and /var/log/apt/term.log"
+	case "dnf":
+		remedy += " and /var/log/dnf.log"
+	}
+	remedy += "; a kernel module build error is in /var/lib/dkms/nvidia*/*/build/make.log (headers that do not match " + kver + ", or a kernel this driver branch does not support)"
+	if tool == "dpkg" || tool == "rpm" {
+		remedy += "; " + tool + " does not install dependencies: install dkms and the kernel headers first"
+	}
+	return Step{Title: "install the package " + d.Name() + " (" + tool + ")", Commands: cmds, Remedy: remedy,
+		run: func(ctx context.Context, e *Env) error {
+			for _, argv := range cmds {
+				if err := runCmd(argv)(ctx, e); err != nil {
+					return err
+				}
+			}
+			if !e.Root.Exists("/usr/bin/nvidia-vgpu-mgr") {
+				return errors.New(tool + " succeeded but /usr/bin/nvidia-vgpu-mgr is not there")
+			}
+			return nil
+		}}
 }

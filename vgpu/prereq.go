@@ -145,8 +145,11 @@ func KernelRelease(root *host.Root) string {
 }
 
 // CheckPrereqs checks what building and loading the vGPU manager's kernel
-// modules needs, in the root. sriov lists the GPUs that use SR-IOV.
-func CheckPrereqs(root *host.Root, opts InstallOptions, sriov []string) []Prereq {
+// modules needs, in the root. format is the driver's (FormatRun, FormatDeb,
+// FormatRPM): a package brings its DKMS dependency (and the compiler with
+// it) through the package manager, so for one the package tool is checked
+// instead of the compiler and DKMS. sriov lists the GPUs that use SR-IOV.
+func CheckPrereqs(root *host.Root, opts InstallOptions, format string, sriov []string) []Prereq {
 	var out []Prereq
 	kver := KernelRelease(root)
 	if kver == "" {
@@ -164,31 +167,10 @@ func CheckPrereqs(root *host.Root, opts InstallOptions, sriov []string) []Prereq
 	}
 	out = append(out, hdr)
 
-	cc := FindProgram(root, "cc", "gcc")
-	mk := FindProgram(root, "make")
-	tc := Prereq{Name: "compiler", OK: cc != "" && mk != "", Detail: "C compiler " + orNone(cc) + ", make " + orNone(mk)}
-	if !tc.OK {
-		var miss []string
-		if cc == "" {
-			miss = append(miss, "no C compiler (cc or gcc)")
-		}
-		if mk == "" {
-			miss = append(miss, "no make")
-		}
-		tc.Detail = strings.Join(miss, " and ") + " on PATH (" + strings.Join(binDirs, ":") + "): the installer builds the kernel modules"
-		tc.Remedy = pkgHint(root, "build-essential", "gcc make", "gcc make")
-	}
-	out = append(out, tc)
-
-	dkms := FindProgram(root, "dkms")
-	switch {
-	case opts.NoDKMS:
-		out = append(out, Prereq{Name: "dkms", OK: true, Detail: "--no-dkms: the modules are built for " + kver + " only; after a kernel update run gpuprep vgpu install again"})
-	case dkms != "":
-		out = append(out, Prereq{Name: "dkms", OK: true, Detail: dkms + ": the modules are registered with DKMS and rebuilt for new kernels"})
-	default:
-		out = append(out, Prereq{Name: "dkms", Detail: "no dkms: without it the next kernel update leaves the host without the vGPU manager",
-			Remedy: pkgHint(root, "dkms", "dkms (from EPEL)", "dkms") + ", or pass --no-dkms to build for this kernel only"})
+	if format == FormatDeb || format == FormatRPM {
+		out = append(out, packageTool(root, format))
+	} else {
+		out = append(out, buildTools(root, opts, kver)...)
 	}
 
 	if len(sriov) > 0 {
@@ -218,11 +200,73 @@ func CheckPrereqs(root *host.Root, opts InstallOptions, sriov []string) []Prereq
 			sb.OK = false
 			sb.Detail = "Secure Boot is on and no module signing key is configured: the kernel would refuse the unsigned nvidia modules"
 			sb.Remedy = "create a key pair and enrol it (e.g. `update-secureboot-policy --new-key` on Ubuntu, or openssl + `mokutil --import KEY.der`, then reboot to confirm), and pass --signing-key/--signing-cert; or turn Secure Boot off in the firmware"
+			if format == FormatDeb || format == FormatRPM {
+				sb.Detail = "Secure Boot is on and DKMS has no module signing key: the kernel would refuse the nvidia modules DKMS builds for the package"
+				sb.Remedy = "create DKMS's key pair (/var/lib/dkms/mok.key, mok.pub: `update-secureboot-policy --new-key` on Ubuntu, or openssl, or mok_signing_key in /etc/dkms/framework.conf) and enrol it (`mokutil --import /var/lib/dkms/mok.pub`, then reboot to confirm); or turn Secure Boot off in the firmware"
+			}
 		} else {
 			sb.Detail = "Secure Boot on: the modules are signed with " + key + " (" + cert + "), which must be enrolled (mokutil --test-key " + cert + ")"
 		}
 	}
 	out = append(out, sb)
+	return out
+}
+
+// packageTool checks that the tool that installs a .deb (dpkg, and apt-get
+// for its dependencies) or an .rpm (rpm, and dnf) is in the root.
+func packageTool(root *host.Root, format string) Prereq {
+	tool, resolver, other := "dpkg", "apt-get", "the .rpm"
+	if format == FormatRPM {
+		tool, resolver, other = "rpm", "dnf", "the .deb"
+	}
+	p := Prereq{Name: "package tool", OK: true}
+	switch {
+	case FindProgram(root, tool) == "":
+		p.OK = false
+		p.Detail = "no " + tool + ": this host does not install ." + format + " packages"
+		p.Remedy = "use the vGPU manager package for this distribution (" + other + ") or the .run from the same NVIDIA download"
+	case FindProgram(root, resolver) != "":
+		p.Detail = resolver + " installs the ." + format + " with its dependencies (DKMS builds the modules)"
+	case FindProgram(root, "dkms") != "":
+		p.Detail = "no " + resolver + ": " + tool + " installs the ." + format + " without resolving its dependencies (dkms is there)"
+	default:
+		p.OK = false
+		p.Detail = "no " + resolver + " and no dkms: " + tool + " alone does not install the ." + format + "'s dependencies"
+		p.Remedy = "install dkms and the compiler with the distribution's package manager"
+	}
+	return p
+}
+
+// buildTools checks what the .run builds its modules with: a compiler,
+// make and DKMS.
+func buildTools(root *host.Root, opts InstallOptions, kver string) []Prereq {
+	cc := FindProgram(root, "cc", "gcc")
+	mk := FindProgram(root, "make")
+	tc := Prereq{Name: "compiler", OK: cc != "" && mk != "", Detail: "C compiler " + orNone(cc) + ", make " + orNone(mk)}
+	if !tc.OK {
+		var miss []string
+		if cc == "" {
+			miss = append(miss, "no C compiler (cc or gcc)")
+		}
+		if mk == "" {
+			miss = append(miss, "no make")
+		}
+		tc.Detail = strings.Join(miss, " and ") + " on PATH (" + strings.Join(binDirs, ":") + "): the installer builds the kernel modules"
+		tc.Remedy = pkgHint(root, "build-essential", "gcc make", "gcc make")
+	}
+	out := []Prereq{tc}
+
+	dkms := FindProgram(root, "dkms")
+	switch {
+	case opts.NoDKMS:
+		out = append(out, Prereq{Name: "dkms", OK: true, Detail: "--no-dkms: the modules are built for " + kver + " only; after a kernel update run gpuprep vgpu install again"})
+	case dkms != "":
+		out = append(out, Prereq{Name: "dkms", OK: true, Detail: dkms + ": the modules are registered with DKMS and rebuilt for new kernels"})
+	default:
+		out = append(out, Prereq{Name: "dkms", Detail: "no dkms: without it the next kernel update leaves the host without the vGPU manager",
+			Remedy: pkgHint(root, "dkms", "dkms (from EPEL)", "dkms") + ", or pass --no-dkms to build for this kernel only"})
+	}
+
 	return out
 }
 

@@ -26,19 +26,29 @@ var vgpuInstallRunner = func(root *host.Root, dryRun bool) (host.Runner, error) 
 	return nil, usageErr("--root %s: installing changes the running system; against another root only --dry-run works", root.Dir())
 }
 
+// vgpuQueryRunner runs the read-only queries of a .deb or .rpm --driver
+// (dpkg-deb -f/-c, rpm -qp/-qlp) on this machine, also for a --dry-run
+// against another root. Tests replace it.
+var vgpuQueryRunner = func() host.Runner { return host.ExecRunner{} }
+
 func newVGPUInstallCmd(g *globals) *cobra.Command {
 	var opts vgpu.InstallOptions
 	var sel []string
 	var dryRun bool
 	cmd := &cobra.Command{
-		Use:   "install --driver NVIDIA-Linux-x86_64-VER-vgpu-kvm.run",
+		Use:   "install --driver NVIDIA-Linux-x86_64-VER-vgpu-kvm.run|PACKAGE.deb|PACKAGE.rpm",
 		Short: "Install the NVIDIA vGPU manager, start its daemons, enable SR-IOV VFs (every step planned first)",
-		Long: `install verifies that --driver is the vGPU manager for KVM hosts (the
-makeself header's targetdir names a vgpu-kvm build and the archive holds
-nvidia-vgpu-mgr), checks the prerequisites (kernel headers for the running
-kernel, cc and make, DKMS, pci-pf-stub where a GPU uses SR-IOV, Secure Boot and
-module signing keys), then: blacklists nouveau, unloads conflicting modules,
-runs the installer (sh FILE --silent --dkms), loads nvidia and nvidia_vgpu_vfio
+		Long: `install verifies that --driver is the vGPU manager for KVM hosts: for a
+.run, the makeself header's targetdir names a vgpu-kvm build and the archive
+holds nvidia-vgpu-mgr; for a .deb or .rpm, the package's file list (dpkg-deb -c,
+rpm -qlp, run on this machine: they only read the file) holds
+usr/bin/nvidia-vgpu-mgr, whatever the file is called. It checks the
+prerequisites (kernel headers for the running kernel, cc, make and DKMS for a
+.run, dpkg or rpm for a package, pci-pf-stub where a GPU uses SR-IOV, Secure
+Boot and module signing keys), then: blacklists nouveau, unloads conflicting
+modules, runs the installer (sh FILE --silent --dkms) or installs the package
+with its dependencies (apt-get install -y ./FILE, or dpkg -i; dnf install -y
+FILE, or rpm -Uvh), loads nvidia and nvidia_vgpu_vfio
 (where the build has it), enables and starts nvidia-vgpud and nvidia-vgpu-mgr,
 enables the SR-IOV VFs of Ampere and newer GPUs (sriov-manage -e, retried,
 verified) and writes a systemd unit that enables them at every boot.
@@ -51,7 +61,7 @@ failed, 2 usage error (including a --driver that is not the vGPU manager).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if opts.Driver == "" {
-				return usageErr("--driver is required: the NVIDIA-Linux-x86_64-<ver>-vgpu-kvm.run of the licensed vGPU download")
+				return usageErr("--driver is required: the NVIDIA-Linux-x86_64-<ver>-vgpu-kvm.run (or the vGPU manager's .deb/.rpm) of the licensed vGPU download")
 			}
 			root, gpus, err := selectedGPUs(g, sel)
 			if err != nil {
@@ -64,7 +74,7 @@ failed, 2 usage error (including a --driver that is not the vGPU manager).`,
 			for _, d := range gpus {
 				opts.GPUs = append(opts.GPUs, vgpu.GPUInfo{Address: d.Address, DeviceID: d.DeviceID})
 			}
-			env := &vgpu.Env{Root: root, Runner: runner}
+			env := &vgpu.Env{Root: root, Runner: runner, Query: vgpuQueryRunner()}
 			ctx := context.Background()
 			plan, err := vgpu.PlanInstall(ctx, env, opts)
 			if err != nil {
@@ -98,18 +108,18 @@ failed, 2 usage error (including a --driver that is not the vGPU manager).`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&opts.Driver, "driver", "", "the vGPU manager: NVIDIA-Linux-x86_64-<ver>-vgpu-kvm.run (.deb/.rpm: not supported yet)")
+	cmd.Flags().StringVar(&opts.Driver, "driver", "", "the vGPU manager: NVIDIA-Linux-x86_64-<ver>-vgpu-kvm.run, or its .deb/.rpm package")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print the prerequisites and the plan (with file diffs), change nothing")
 	cmd.Flags().StringArrayVar(&sel, "select", nil, "GPUs whose SR-IOV VFs are enabled (PCI address, VVVV:DDDD or VVVV); default every NVIDIA GPU")
-	cmd.Flags().BoolVar(&opts.NoDKMS, "no-dkms", false, "build the modules for the running kernel only, without DKMS (a kernel update then needs a re-run)")
-	cmd.Flags().StringVar(&opts.SigningKey, "signing-key", "", "Secure Boot: private key to sign the modules with (default: DKMS's or shim-signed's MOK when present)")
+	cmd.Flags().BoolVar(&opts.NoDKMS, "no-dkms", false, "build the modules for the running kernel only, without DKMS (a kernel update then needs a re-run; .run only)")
+	cmd.Flags().StringVar(&opts.SigningKey, "signing-key", "", "Secure Boot: private key to sign the modules with (default: DKMS's or shim-signed's MOK when present; .run only: DKMS signs a package's)")
 	cmd.Flags().StringVar(&opts.SigningCert, "signing-cert", "", "Secure Boot: the enrolled certificate of --signing-key")
 	return cmd
 }
 
 func printInstallPlan(w io.Writer, p *vgpu.InstallPlan, dryRun bool) {
 	d := p.Driver
-	fmt.Fprintf(w, "vGPU manager %s (%s, %s)\n", d.Version, d.TargetDir, d.Path)
+	fmt.Fprintf(w, "vGPU manager %s (%s, %s)\n", d.Version, d.Name(), d.Path)
 	fmt.Fprintln(w, "prerequisites:")
 	for _, q := range p.Prereqs {
 		mark := "ok  "

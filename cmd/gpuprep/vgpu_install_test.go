@@ -1,11 +1,14 @@
 package main
 
 import (
+	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/gpuprep/gpuprep/internal/fixture"
 	"github.com/gpuprep/gpuprep/internal/host"
 	"github.com/gpuprep/gpuprep/vgpu/vgputest"
 )
@@ -54,7 +57,7 @@ func TestVGPUInstall(t *testing.T) {
 
 	_, stderr, code = gpuprep(t, "vgpu", "install", "--root", root, "--driver", filepath.Join(t.TempDir(), "nvidia-vgpu-ubuntu-550_550.90.05_amd64.deb"))
 	require.Equal(t, 2, code)
-	require.Contains(t, stderr, "package format not supported yet")
+	require.Contains(t, stderr, "no such file or directory")
 	_, stderr, code = gpuprep(t, "vgpu", "install", "--root", root)
 	require.Equal(t, 2, code)
 	require.Contains(t, stderr, "--driver is required")
@@ -78,4 +81,54 @@ func TestVGPUInstallMissingPrerequisiteExits1(t *testing.T) {
 	_, stderr, code = gpuprep(t, "vgpu", "install", "--root", root, "--driver", run, "--no-dkms")
 	require.Equal(t, 0, code, stderr)
 	require.Contains(t, h.Commands(), "sh "+run+" --silent")
+}
+
+func TestVGPUInstallDeb(t *testing.T) {
+	if _, err := exec.LookPath("dpkg-deb"); err != nil {
+		t.Skip("dpkg-deb not installed: the test builds a real .deb with it")
+	}
+	root := fixtureRoot(t, "vgpu-fresh-sriov")
+	b := fixture.New(root).File("/usr/bin/dpkg", "#!/bin/sh\n").File("/usr/bin/apt-get", "#!/bin/sh\n")
+	require.NoError(t, b.Err())
+	dir := t.TempDir()
+	deb, err := vgputest.WriteDeb(dir, "550.90.05", "vgpu-kvm")
+	require.NoError(t, err)
+
+	// --dry-run against a root: dpkg-deb reads the package here, nothing runs there
+	out, stderr, code := gpuprep(t, "vgpu", "install", "--root", root, "--driver", deb, "--dry-run")
+	require.Equal(t, 0, code, stderr)
+	for _, want := range []string{
+		"vGPU manager 550.90.05 (nvidia-vgpu-ubuntu-550 550.90.05, " + deb + ")",
+		"ok      package tool: apt-get installs the .deb with its dependencies (DKMS builds the modules)",
+		"  4. install the package nvidia-vgpu-ubuntu-550 550.90.05 (apt-get)\n       $ env DEBIAN_FRONTEND=noninteractive apt-get install -y " + deb + "\n",
+	} {
+		require.Contains(t, out, want)
+	}
+	require.NotContains(t, out, "note: the archive listing was not read")
+
+	// a guest package is refused whatever it is called
+	grid, err := vgputest.WriteDeb(t.TempDir(), "550.90.05", "grid")
+	require.NoError(t, err)
+	fake := filepath.Join(t.TempDir(), filepath.Base(deb))
+	require.NoError(t, os.Rename(grid, fake))
+	_, stderr, code = gpuprep(t, "vgpu", "install", "--root", root, "--driver", fake, "--dry-run")
+	require.Equal(t, 2, code)
+	require.Contains(t, stderr, "this is the vGPU guest driver (package nvidia-linux-grid-550 550.90.05 holds nvidia-gridd")
+	_, stderr, code = gpuprep(t, "vgpu", "install", "--root", root, "--driver", deb, "--no-dkms", "--dry-run")
+	require.Equal(t, 2, code)
+	require.Contains(t, stderr, "--no-dkms applies to the .run only")
+
+	// a simulated host: install, then a re-run does nothing
+	old := vgpuInstallRunner
+	t.Cleanup(func() { vgpuInstallRunner = old })
+	h, err := vgputest.New(root)
+	require.NoError(t, err)
+	vgpuInstallRunner = func(*host.Root, bool) (host.Runner, error) { return h, nil }
+	out, stderr, code = gpuprep(t, "vgpu", "install", "--root", root, "--driver", deb)
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, out, "done 4/12: install the package nvidia-vgpu-ubuntu-550 550.90.05 (apt-get)")
+	require.Contains(t, out, "done 12/12: enable gpuprep-vgpu-sriov.service")
+	out, stderr, code = gpuprep(t, "vgpu", "install", "--root", root, "--driver", deb)
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, out, "nothing to do: the vGPU manager 550.90.05 is installed, loaded and running")
 }
