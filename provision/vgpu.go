@@ -136,7 +136,9 @@ func (p *Plan) planInstall(ctx context.Context, gpus []vgpu.GPUInfo) (bool, erro
 		}
 		return false, usage(StepVGPUInstall, fmt.Errorf("--driver FILE is required: the vGPU manager is not installed and running (%s); give the licensed NVIDIA-Linux-x86_64-<ver>-vgpu-kvm.run", strings.Join(miss, "; ")))
 	}
-	ip, err := vgpu.PlanInstall(ctx, &vgpu.Env{Root: p.root, Runner: r}, vgpu.InstallOptions{Driver: p.opts.Driver, GPUs: gpus})
+	// package queries only read the file, so they run on this machine even
+	// when a plan is made for another root
+	ip, err := vgpu.PlanInstall(ctx, &vgpu.Env{Root: p.root, Runner: r, Query: host.ExecRunner{}}, vgpu.InstallOptions{Driver: p.opts.Driver, GPUs: gpus})
 	if err != nil {
 		return false, usage(StepVGPUInstall, fmt.Errorf("--driver %s: %w", p.opts.Driver, err))
 	}
@@ -146,7 +148,7 @@ func (p *Plan) planInstall(ctx context.Context, gpus []vgpu.GPUInfo) (bool, erro
 	if len(ip.Steps) == 0 {
 		return true, nil
 	}
-	s := &Step{ID: StepVGPUInstall, Title: fmt.Sprintf("install the vGPU manager %s (%s) as gpuprep vgpu install does", ip.Driver.Version, ip.Driver.TargetDir)}
+	s := &Step{ID: StepVGPUInstall, Title: fmt.Sprintf("install the vGPU manager %s (%s) as gpuprep vgpu install does", ip.Driver.Version, ip.Driver.Name())}
 	for _, st := range ip.Steps {
 		if st.File != "" {
 			s.Files = append(s.Files, fileDiff(st.File, st.Old, st.New, st.OldExist))
