@@ -3,6 +3,8 @@ package grub
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"os/exec"
@@ -35,6 +37,14 @@ func bashSource(t testing.TB, files []File) (Cmdline, error) {
 		require.NoError(t, os.WriteFile(filepath.Join(dir, name), f.Data, 0o644))
 		script.WriteString(". " + name + "\n")
 	}
+	// The files may print (a bare `export` lists the environment, a
+	// background job prints later), and restricted bash allows no
+	// redirection: so wait for background jobs, then print a random marker,
+	// and read the values after its last occurrence.
+	var nonce [12]byte
+	_, _ = rand.Read(nonce[:])
+	marker := "GPUPREP-ORACLE-" + hex.EncodeToString(nonce[:]) + ":"
+	script.WriteString("wait\nprintf '%s' '" + marker + "'\n")
 	script.WriteString(`printf '%s\0%s' "$GRUB_CMDLINE_LINUX" "$GRUB_CMDLINE_LINUX_DEFAULT"` + "\n")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
@@ -51,7 +61,10 @@ func bashSource(t testing.TB, files []File) (Cmdline, error) {
 	if err != nil {
 		return Cmdline{}, fmt.Errorf("bash: %v: %s", err, stderr.String())
 	}
-	parts := strings.SplitN(string(out), "\x00", 2)
+	o := string(out)
+	i := strings.LastIndex(o, marker)
+	require.GreaterOrEqual(t, i, 0, "no marker in bash's output: %q", o)
+	parts := strings.SplitN(o[i+len(marker):], "\x00", 2)
 	require.Len(t, parts, 2)
 	return Cmdline{Linux: parts[0], Default: parts[1]}, nil
 }
