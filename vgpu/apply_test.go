@@ -295,3 +295,18 @@ func TestPruneMdev(t *testing.T) {
 	a, _ := s.root.ReadString("/sys/bus/pci/devices/0000:21:00.0/mdev_supported_types/nvidia-224/available_instances")
 	require.Equal(t, "3", a)
 }
+
+func TestParseVDMLayout(t *testing.T) {
+	c, err := LoadConfig("testdata/vdm-layout.yaml")
+	require.NoError(t, err)
+	require.Len(t, c.VGPUConfigs, 5)
+	sets, err := c.Select("split")
+	require.NoError(t, err)
+	require.Len(t, sets, 2)
+	require.Equal(t, []int{2, 3}, sets[1].Devices.Indices)
+	require.Equal(t, map[string]int{"L40S-48Q": 1}, sets[1].VGPUDevices)
+	sets, err = c.Select("A30-1-6CME")
+	require.NoError(t, err)
+	require.True(t, sets[0].Devices.All)
+	require.True(t, TypeMatches("A30-1-6CME", "NVIDIA A30-1-6CME"))
+}
