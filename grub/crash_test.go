@@ -3,18 +3,16 @@
 package grub
 
 import (
-	"bytes"
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/gpuprep/gpuprep/internal/crashtest"
 	"github.com/gpuprep/gpuprep/internal/host"
 	"github.com/gpuprep/gpuprep/internal/journal"
 )
@@ -35,13 +33,6 @@ func TestCrashHelper(t *testing.T) {
 	require.NoError(t, p.Apply(context.Background(), root, host.NoRunner{}, "grub ensure", time.Now()))
 }
 
-// Syscall numbers on amd64.
-const (
-	sysRename    = 82
-	sysRenameat  = 264
-	sysRenameat2 = 316
-)
-
 // TestCrashBeforeRename runs gpuprep's write path in a child process under
 // ptrace, stops it at its first rename(2) — after the new content was
 // written and fsynced to the temporary file, before it replaces the
@@ -54,62 +45,15 @@ func TestCrashBeforeRename(t *testing.T) {
 	target := filepath.Join(dir, "etc", "default", "grub")
 	require.NoError(t, os.WriteFile(target, src, 0o644))
 
-	runtime.LockOSThread() // every ptrace call must come from the tracing thread
-	defer runtime.UnlockOSThread()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashHelper$", "-test.count=1")
-	cmd.Env = append(os.Environ(), "GPUPREP_CRASH_ROOT="+dir)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Ptrace: true}
-	if err := cmd.Start(); err != nil {
-		t.Skipf("cannot start a traced process here: %v", err)
-	}
-	pid := cmd.Process.Pid
-	var ws syscall.WaitStatus
-	_, err = syscall.Wait4(pid, &ws, syscall.WALL, nil) // stopped at exec
-	require.NoError(t, err)
-	const opts = syscall.PTRACE_O_TRACESYSGOOD | syscall.PTRACE_O_TRACECLONE | 0x100000 /* EXITKILL */
-	if err := syscall.PtraceSetOptions(pid, opts); err != nil {
-		_ = cmd.Process.Kill()
-		t.Skipf("ptrace not permitted here: %v", err)
-	}
-	require.NoError(t, syscall.PtraceSyscall(pid, 0))
-	killed := false
-	for {
-		wpid, err := syscall.Wait4(-1, &ws, syscall.WALL, nil)
-		if err == syscall.ECHILD {
-			break
-		}
-		require.NoError(t, err)
-		if ws.Exited() || ws.Signaled() {
-			if wpid == pid {
-				break
-			}
-			continue
-		}
-		if !ws.Stopped() {
-			continue
-		}
-		sig := ws.StopSignal()
-		switch {
-		case sig == syscall.SIGTRAP|0x80: // a syscall stop
-			var regs syscall.PtraceRegs
-			require.NoError(t, syscall.PtraceGetRegs(wpid, &regs))
+	killed, out := crashtest.Run(t, "TestCrashHelper", []string{"GPUPREP_CRASH_ROOT=" + dir},
+		func(regs *syscall.PtraceRegs) bool {
 			switch regs.Orig_rax {
-			case sysRename, sysRenameat, sysRenameat2:
-				require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
-				killed = true
-				continue
+			case crashtest.SysRename, crashtest.SysRenameat, crashtest.SysRenameat2:
+				return true
 			}
-			_ = syscall.PtraceSyscall(wpid, 0)
-		case sig == syscall.SIGTRAP || sig == syscall.SIGSTOP:
-			_ = syscall.PtraceSyscall(wpid, 0) // clone events, new threads
-		default:
-			_ = syscall.PtraceSyscall(wpid, int(sig)) // deliver the signal
-		}
-	}
-	_ = cmd.Wait()
-	require.True(t, killed, "the helper never reached rename(2):\n%s", out.String())
+			return false
+		})
+	require.True(t, killed, "the helper never reached rename(2):\n%s", out)
 
 	// The original is intact; the new content sits complete in the
 	// temporary file that was about to replace it; the backup was written

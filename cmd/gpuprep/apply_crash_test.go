@@ -3,12 +3,9 @@
 package main
 
 import (
-	"bytes"
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
-	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -16,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/gpuprep/gpuprep/internal/crashtest"
 	"github.com/gpuprep/gpuprep/internal/host"
 	"github.com/gpuprep/gpuprep/internal/journal"
 )
@@ -34,91 +32,22 @@ func TestApplyCrashHelper(t *testing.T) {
 	fmt.Fprintf(os.Stderr, "helper: exit %d\n%s%s", code, out, errs)
 }
 
-// mutating reports whether the syscall in regs (at its entry) changes the
-// file system: the points where a kill can leave something half done.
-func mutating(regs *syscall.PtraceRegs) bool {
-	switch regs.Orig_rax {
-	case 1, 18, 20, // write, pwrite64, writev
-		82, 264, 316, // rename, renameat, renameat2
-		87, 263, // unlink, unlinkat
-		88, 266, // symlink, symlinkat
-		83, 258, // mkdir, mkdirat
-		74, 75, 77, // fsync, fdatasync, ftruncate
-		90, 91, 92, 93, 260, 268: // chmod, fchmod, chown, fchown, fchownat, fchmodat
-		return true
-	case 257: // openat with O_CREAT or O_TRUNC
-		return regs.Rdx&(syscall.O_CREAT|syscall.O_TRUNC) != 0
-	}
-	return false
-}
-
 // runTraced runs the helper on dir under ptrace and SIGKILLs it at the entry
 // of its killAt-th mutating syscall (0: never). It returns how many
 // mutating syscalls it saw and whether it killed the helper.
 func runTraced(t *testing.T, dir, args string, killAt int) (int, bool, string) {
 	t.Helper()
-	runtime.LockOSThread() // every ptrace call must come from the tracing thread
-	defer runtime.UnlockOSThread()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestApplyCrashHelper$", "-test.count=1")
-	cmd.Env = append(os.Environ(), "GPUPREP_APPLY_CRASH_ROOT="+dir, "GPUPREP_APPLY_CRASH_ARGS="+args)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Ptrace: true}
-	if err := cmd.Start(); err != nil {
-		t.Skipf("cannot start a traced process here: %v", err)
-	}
-	pid := cmd.Process.Pid
-	var ws syscall.WaitStatus
-	_, err := syscall.Wait4(pid, &ws, syscall.WALL, nil) // stopped at exec
-	require.NoError(t, err)
-	const opts = syscall.PTRACE_O_TRACESYSGOOD | syscall.PTRACE_O_TRACECLONE | 0x100000 /* EXITKILL */
-	if err := syscall.PtraceSetOptions(pid, opts); err != nil {
-		_ = cmd.Process.Kill()
-		t.Skipf("ptrace not permitted here: %v", err)
-	}
-	require.NoError(t, syscall.PtraceSyscall(pid, 0))
-	inSyscall := map[int]bool{}
-	n, killed := 0, false
-	for {
-		wpid, err := syscall.Wait4(-1, &ws, syscall.WALL, nil)
-		if err == syscall.ECHILD {
-			break
-		}
-		require.NoError(t, err)
-		if ws.Exited() || ws.Signaled() {
-			if wpid == pid {
-				break
+	n := 0
+	killed, out := crashtest.Run(t, "TestApplyCrashHelper",
+		[]string{"GPUPREP_APPLY_CRASH_ROOT=" + dir, "GPUPREP_APPLY_CRASH_ARGS=" + args},
+		func(regs *syscall.PtraceRegs) bool {
+			if !crashtest.Mutating(regs) {
+				return false
 			}
-			continue
-		}
-		if !ws.Stopped() || killed {
-			continue
-		}
-		sig := ws.StopSignal()
-		switch {
-		case sig == syscall.SIGTRAP|0x80: // a syscall stop: entry and exit alternate per thread
-			entry := !inSyscall[wpid]
-			inSyscall[wpid] = entry
-			if entry {
-				var regs syscall.PtraceRegs
-				if syscall.PtraceGetRegs(wpid, &regs) == nil && mutating(&regs) {
-					n++
-					if n == killAt {
-						require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
-						killed = true
-						continue
-					}
-				}
-			}
-			_ = syscall.PtraceSyscall(wpid, 0)
-		case sig == syscall.SIGTRAP || sig == syscall.SIGSTOP:
-			_ = syscall.PtraceSyscall(wpid, 0) // clone events, new threads
-		default:
-			_ = syscall.PtraceSyscall(wpid, int(sig)) // deliver the signal
-		}
-	}
-	_ = cmd.Wait()
-	return n, killed, out.String()
+			n++
+			return n == killAt
+		})
+	return n, killed, out
 }
 
 // crashScenario is one apply run that gets killed.
