@@ -74,6 +74,9 @@ func FleetJUnit(w io.Writer, f *FleetReport) error {
 		if h.Mode != "" {
 			s.Properties = append(s.Properties, junitProperty{"mode", h.Mode})
 		}
+		if h.Phase != "" {
+			s.Properties = append(s.Properties, junitProperty{"phase", h.Phase}, junitProperty{"outcome", h.Outcome})
+		}
 		class := "gpuprep." + h.Name
 		switch {
 		case h.Report != nil:

@@ -12,9 +12,21 @@ import (
 // CI job summary or a pull request comment.
 func FleetMarkdown(w io.Writer, f *FleetReport) error {
 	var b strings.Builder
+	if f.Rollout != nil {
+		ro := f.Rollout
+		fmt.Fprintf(&b, "## gpuprep fleet apply\n\nCanary %d, then batches of %d; stop when more than %d host(s) failed; %d failed", ro.Canary, ro.Batch, ro.MaxFailures, ro.Failures)
+		if ro.Stopped != "" {
+			fmt.Fprintf(&b, "; **stopped**: %s", mdText(ro.Stopped))
+		}
+		b.WriteString(".\n\n| host | phase | outcome | error |\n|---|---|---|---|\n")
+		for _, h := range f.Hosts {
+			fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", mdCell(h.Name), mdCell(h.Phase), mdCell(h.Outcome), mdCell(h.Error))
+		}
+		b.WriteString("\n")
+	}
 	if len(f.Command) > 0 {
 		fmt.Fprintf(&b, "## gpuprep fleet run `%s`\n\n", mdCode(strings.Join(f.Command, " ")))
-	} else {
+	} else if f.Rollout == nil {
 		fmt.Fprintf(&b, "## gpuprep fleet check\n\n")
 	}
 	fmt.Fprintf(&b, "**%s**", summaryLine(f))
