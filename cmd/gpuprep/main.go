@@ -5,8 +5,16 @@ package main
 
 import (
 	"os"
+
+	"github.com/gpuprep/gpuprep/internal/fleet"
 )
 
 func main() {
-	os.Exit(execute(os.Args[1:], os.Stdout, os.Stderr))
+	// A fleet client starts a cached copy of gpuprep with a stamp to verify
+	// first (see fleet.AgentArgs).
+	args, code, done := fleet.AgentArgs(os.Args[1:], os.Stderr)
+	if done {
+		os.Exit(code)
+	}
+	os.Exit(execute(args, os.Stdout, os.Stderr))
 }

@@ -198,10 +198,8 @@ func (e *Exec) Run(ctx context.Context, c *ssh.Client, h *Host, args []string) (
 		return o, err
 	}
 	if ok { // verified by its hash: stamp it, so that the next run takes the one-session path
-		if so, err := session(ctx, c, stampScript(bin, path.Join(dir, stampName)), nil); err != nil || so.ExitCode != 0 {
-			if ctx.Err() != nil {
-				return o, ctx.Err()
-			}
+		if _, err := session(ctx, c, stampCmd(bin, dir), nil); err != nil && ctx.Err() != nil {
+			return o, ctx.Err()
 		}
 	}
 	if !ok {
@@ -314,8 +312,14 @@ func (e *Exec) upload(ctx context.Context, c *ssh.Client, base, dir, bin string)
 		`cat > ` + qt,
 		`if command -v sha256sum >/dev/null 2>&1; then set -- $(sha256sum < ` + qt + `); [ "$1" = ` + Quote(e.Binary.SHA256) + ` ] || { echo "gpuprep: upload corrupted (sha256 $1)" >&2; exit 97; }; fi`,
 		`chmod 700 ` + qt,
-		`mv -f ` + qt + ` ` + qbin,
-		`{ ` + stampScript(bin, path.Join(dir, stampName)) + ` || true; }`,
+		// Put it in place with link(2), which never replaces a file: hosts
+		// sharing a home upload concurrently, and replacing a binary another
+		// host has just started under sudo makes sudo refuse it (sudo
+		// compares the inode it matched in sudoers with the one it runs).
+		// An existing file is kept when it has the right hash, else replaced.
+		`{ ln ` + qt + ` ` + qbin + ` 2>/dev/null || { command -v sha256sum >/dev/null 2>&1 && set -- $(sha256sum < ` + qbin + ` 2>/dev/null) && [ "$1" = ` + Quote(e.Binary.SHA256) + ` ]; } || mv -f ` + qt + ` ` + qbin + `; }`,
+		`rm -f ` + qt,
+		`{ ` + stampCmd(bin, dir) + ` || true; }`,
 	}, " && ")
 	o, err := session(ctx, c, script, f)
 	if err != nil {
@@ -327,34 +331,30 @@ func (e *Exec) upload(ctx context.Context, c *ssh.Client, base, dir, bin string)
 	return nil
 }
 
-// The stamp: once the cached binary's SHA-256 was verified (at upload, or
-// by hashing it on the host), its identity — size, inode, modification and
-// status-change times to the nanosecond, as stat(1) prints them — goes into
-// a file next to it. A later run whose stat matches the stamp runs the
-// binary in one session, without hashing its megabytes again: any write to
-// the file, a replacement or a chmod changes its ctime, which no user can
-// set, and then the full check runs (and re-uploads on a mismatch).
-const (
-	stampName   = "stamp"
-	stampFormat = "%s %i %.9Y %.9Z"
-	// notStamped is the one-session script's answer when it cannot run the
-	// cached binary; the full probe, hash check and upload follow.
-	notStampedRC  = 199
-	notStampedMsg = "gpuprep-fleet: no stamped cached binary"
-)
-
-// stampScript records bin's identity in stamp (through a temporary file and
-// a rename, so that concurrent runs sharing a home never read half a stamp).
-func stampScript(bin, stamp string) string {
-	tmp := Quote(stamp+".tmp.") + `"$$"` // the shell's PID: one temporary file per writer
-	return `{ umask 077 && s=$(stat -L -c ` + Quote(stampFormat) + ` ` + Quote(bin) + ` 2>/dev/null) && [ -n "$s" ] && ` +
-		`printf '%s\n' "$s" > ` + tmp + ` && mv -f ` + tmp + ` ` + Quote(stamp) + `; } || { rm -f ` + tmp + `; false; }`
+// stampCmd has the verified binary record its own identity next to it
+// (see StampFlag).
+func stampCmd(bin, dir string) string {
+	return Quote(bin) + ` ` + StampWriteFlag + ` ` + Quote(path.Join(dir, stampName))
 }
 
-// runStamped runs the cached binary in one session when its stamp matches
-// (see stampScript): no probe, no hash, no upload. ok is false when the
-// host answered that it has no such binary; the caller then takes the full
-// path. Only the cache directory (quoted) comes from the inventory.
+// runStamped runs the cached binary in one session, asking it to verify its
+// stamp first (see StampFlag): no probe, no hash, no upload. ok is false
+// when the binary did not confirm its stamp (none, a mismatch, it could not
+// be started, sudo refused); the caller then takes the full path, which
+// explains any problem. Only the cache directory (quoted) comes from the
+// inventory.
+//
+// A binary written after its stamp (newer modification time: test -nt, a
+// shell builtin) is never started; any other change to it (a write in the
+// stamp's own instant, a replacement keeping the time, a chmod) is caught
+// by the binary's own check before it does anything.
+//
+// The script forks nothing before the binary (each fork costs a host about
+// a millisecond and a half): the host's architecture comes from bash's
+// HOSTTYPE where the login shell is bash (uname -m otherwise; a binary of
+// another architecture must never be started: sudo would run it as a shell
+// script), and whether the user is root from the owner of "/" ([ -O / ]:
+// when in doubt sudo -n runs, which root may use too).
 func (e *Exec) runStamped(ctx context.Context, c *ssh.Client, h *Host, args []string) (Output, bool, error) {
 	base := `"$HOME"/.cache/gpuprep`
 	if v := h.Var("gpuprep_cache_dir"); v != "" {
@@ -367,28 +367,28 @@ func (e *Exec) runStamped(ctx context.Context, c *ssh.Client, h *Host, args []st
 	if err != nil {
 		return Output{}, false, err
 	}
+	qargs = StampFlag + ` "$d"/` + stampName + ` ` + qargs
 	run := `exec "$b" ` + qargs
 	if !e.NoSudo {
-		run = `if [ "$(id -u)" = 0 ]; then exec "$b" ` + qargs + `; else exec sudo -n -- "$b" ` + qargs + `; fi`
+		run = `if [ -O / ]; then exec "$b" ` + qargs + `; else exec sudo -n -- "$b" ` + qargs + `; fi`
 	}
+	arch := Quote(e.Binary.Arch)
 	script := strings.Join([]string{
-		`no() { echo ` + Quote(notStampedMsg) + ` >&2; exit ` + fmt.Sprint(notStampedRC) + `; }`,
+		`no() { echo ` + Quote(notStampedMsg) + ` >&2; exit ` + fmt.Sprint(NotStampedRC) + `; }`,
 		`case "$HOME" in /*) ;; *) no ;; esac`,
 		`d=` + base + `/` + e.Binary.SHA256 + `; b="$d"/gpuprep`,
-		`[ -f "$b" ] && [ -f "$d"/` + stampName + ` ] && [ ! -L "$d" ] || no`,
-		`[ "$(uname -m)" = ` + Quote(e.Binary.Arch) + ` ] || no`,
-		`s=$(stat -L -c ` + Quote(stampFormat) + ` "$b" 2>/dev/null) && [ -n "$s" ] && [ "$s" = "$(cat "$d"/` + stampName + `)" ] || no`,
+		`[ -f "$b" ] && [ -f "$d"/` + stampName + ` ] && [ ! -L "$d" ] && ! [ "$b" -nt "$d"/` + stampName + ` ] || no`,
+		`case "${HOSTTYPE-}" in ` + arch + `) ;; "") [ "$(uname -m)" = ` + arch + ` ] || no ;; *) no ;; esac`,
 		run,
 	}, "\n")
 	o, err := session(ctx, c, script, nil)
 	if err != nil {
 		return o, false, err
 	}
-	if o.ExitCode == notStampedRC && strings.TrimSpace(string(o.Stderr)) == notStampedMsg {
+	rest, ok := bytes.CutPrefix(o.Stderr, []byte(StampedMarker))
+	if !ok {
 		return o, false, nil
 	}
-	if !e.NoSudo && sudoProblem(o) != "" {
-		return o, false, nil // the full path finds and explains it
-	}
+	o.Stderr = rest
 	return o, true, nil
 }

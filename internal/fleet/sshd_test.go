@@ -4,12 +4,15 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/json"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -389,18 +392,35 @@ func TestSSHStampedCache(t *testing.T) {
 	dir := filepath.Join(r.env.Home[r.env.User], ".cache", "gpuprep", r.bin.SHA256)
 	stamp, err := os.ReadFile(filepath.Join(dir, stampName))
 	require.NoError(t, err)
-	assert.Regexp(t, `^[0-9]+ [0-9]+ [0-9.]+ [0-9.]+\n$`, string(stamp))
+	assert.Regexp(t, `^gpuprep-stamp/1 dev=`, string(stamp))
 	left, _ := filepath.Glob(filepath.Join(dir, "*.tmp*"))
 	assert.Empty(t, left)
 
+	stampInfo, err := os.Stat(filepath.Join(dir, stampName))
+	require.NoError(t, err)
 	uploads.Store(0)
 	res = run.Run(context.Background(), h)
 	require.Equal(t, StatusEvaluated, res[0].Status, res[0].Err)
 	assert.Equal(t, 0, res[0].Output.ExitCode, "%s", res[0].Output.Stderr)
 	assert.Equal(t, int32(0), uploads.Load())
+	again, err := os.Stat(filepath.Join(dir, stampName))
+	require.NoError(t, err)
+	assert.True(t, os.SameFile(stampInfo, again), "the warm run took the one-session path (the full path stamps anew)")
+
+	// A chmod changes only the binary's ctime: the shell lets it start, the
+	// binary's own check refuses the stamp, the full path finds the hash
+	// right (no upload) and stamps it again.
+	bin := filepath.Join(dir, "gpuprep")
+	require.NoError(t, os.Chmod(bin, 0o700))
+	res = run.Run(context.Background(), h)
+	require.Equal(t, StatusEvaluated, res[0].Status, res[0].Err)
+	assert.Equal(t, int32(0), uploads.Load())
+	assert.NotContains(t, string(res[0].Output.Stderr), "gpuprep-fleet:", "no marker or refusal left in the host's stderr")
+	restamp, err := os.ReadFile(filepath.Join(dir, stampName))
+	require.NoError(t, err)
+	assert.NotEqual(t, string(stamp), string(restamp))
 
 	// Same size, other bytes.
-	bin := filepath.Join(dir, "gpuprep")
 	data, err := os.ReadFile(bin)
 	require.NoError(t, err)
 	data[len(data)/2] ^= 0xff
@@ -410,4 +430,41 @@ func TestSSHStampedCache(t *testing.T) {
 	assert.Equal(t, int32(1), uploads.Load())
 	assert.Contains(t, reason, "does not match its SHA-256")
 	assert.Contains(t, string(res[0].Output.Stdout), `"kind": "ReadinessReport"`)
+}
+
+// Hosts sharing a home upload concurrently: an upload that finds an
+// identical binary already in place keeps it (same inode: a sudo that has
+// just matched it in sudoers on another host still runs it), while one that
+// finds a different file replaces it.
+func TestSSHUploadKeepsIdenticalBinary(t *testing.T) {
+	r := newRig(t)
+	s := r.env.Start(t, "127.0.0.15")
+	sshdtest.Trust(t, r.kh, false, s)
+	h := r.host("up", s, r.env.User)
+	conn, err := r.transport().Dial(context.Background(), h)
+	require.NoError(t, err)
+	defer conn.Close()
+	base := filepath.Join(r.env.Home[r.env.User], ".cache", "gpuprep")
+	dir := filepath.Join(base, r.bin.SHA256)
+	bin := filepath.Join(dir, "gpuprep")
+	e := &Exec{Binary: r.bin}
+	ino := func() uint64 {
+		fi, err := os.Stat(bin)
+		require.NoError(t, err)
+		return fi.Sys().(*syscall.Stat_t).Ino
+	}
+	require.NoError(t, e.upload(context.Background(), conn.Client, base, dir, bin))
+	first := ino()
+	require.NoError(t, e.upload(context.Background(), conn.Client, base, dir, bin))
+	assert.Equal(t, first, ino(), "an identical binary is kept")
+	require.NoError(t, os.WriteFile(bin, []byte("#!/bin/sh\nexit 0\n"), 0o700))
+	require.NoError(t, e.upload(context.Background(), conn.Client, base, dir, bin))
+	got, err := os.ReadFile(bin)
+	require.NoError(t, err)
+	assert.Equal(t, r.bin.SHA256, fmt.Sprintf("%x", sha256.Sum256(got)), "a different file is replaced")
+	left, _ := filepath.Glob(filepath.Join(dir, ".gpuprep.tmp.*"))
+	assert.Empty(t, left)
+	stamp, err := os.ReadFile(filepath.Join(dir, stampName))
+	require.NoError(t, err)
+	assert.Contains(t, string(stamp), fmt.Sprintf(" ino=%d ", ino()), "stamped by the binary in place")
 }

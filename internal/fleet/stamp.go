@@ -1,0 +1,110 @@
+package fleet
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+)
+
+// The stamp lets a warm fleet run start the cached binary in one session
+// without hashing its megabytes again. Once the cached binary's SHA-256 was
+// verified (at upload, or by hashing it on the host), the binary records its
+// own identity — device, inode, size, modification and status-change times
+// to the nanosecond, of the file the kernel is executing (/proc/self/exe) —
+// in a file next to it. The warm run starts it with StampFlag: before doing
+// anything else the binary compares its identity with the stamp and, when
+// they differ, exits with NotStampedRC so that the fleet client takes the
+// full path (hash, re-upload). Any write to the file, a replacement or a
+// chmod changes its ctime, which no user can set.
+//
+// When the stamp matches, the binary writes StampedMarker to stderr before
+// anything else: a warm run's answer without it (the binary could not be
+// started, crashed on start-up, sudo refused) sends the host through the
+// full path too, which explains what went wrong.
+const (
+	StampFlag      = "--fleet-stamp"       // gpuprep --fleet-stamp FILE SUBCOMMAND…
+	StampWriteFlag = "--fleet-stamp-write" // gpuprep --fleet-stamp-write FILE
+	StampedMarker  = "gpuprep-fleet: stamp verified\n"
+	NotStampedRC   = 199
+	notStampedMsg  = "gpuprep-fleet: no stamped cached binary"
+	stampName      = "stamp"
+	stampVersion   = "gpuprep-stamp/1"
+)
+
+// selfExe is the file the kernel runs for this process.
+var selfExe = "/proc/self/exe"
+
+// identity describes the running executable's inode.
+func identity() (string, error) {
+	fi, err := os.Stat(selfExe)
+	if err != nil {
+		return "", err
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return "", errors.New("no stat data for " + selfExe)
+	}
+	return fmt.Sprintf("%s dev=%d ino=%d size=%d mtime=%d.%09d ctime=%d.%09d\n", stampVersion,
+		st.Dev, st.Ino, st.Size, st.Mtim.Sec, st.Mtim.Nsec, st.Ctim.Sec, st.Ctim.Nsec), nil
+}
+
+// WriteStamp records the running executable's identity in file, through a
+// temporary file and a rename (hosts sharing a home never read half a stamp).
+func WriteStamp(file string) error {
+	id, err := identity()
+	if err != nil {
+		return err
+	}
+	var rnd [8]byte
+	_, _ = rand.Read(rnd[:])
+	tmp := filepath.Join(filepath.Dir(file), "."+filepath.Base(file)+".tmp."+hex.EncodeToString(rnd[:]))
+	if err := os.WriteFile(tmp, []byte(id), 0o600); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, file); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return nil
+}
+
+// checkStamp reports whether file holds the running executable's identity.
+func checkStamp(file string) bool {
+	want, err := os.ReadFile(file)
+	if err != nil {
+		return false
+	}
+	id, err := identity()
+	return err == nil && string(want) == id
+}
+
+// AgentArgs handles the stamp flags a fleet client puts before a
+// subcommand. It returns the arguments left to run, or done with the exit
+// code when the process must end here.
+func AgentArgs(args []string, stderr io.Writer) (rest []string, code int, done bool) {
+	if len(args) < 2 || !strings.HasPrefix(args[0], "--fleet-stamp") {
+		return args, 0, false
+	}
+	switch args[0] {
+	case StampWriteFlag:
+		if err := WriteStamp(args[1]); err != nil {
+			fmt.Fprintf(stderr, "gpuprep-fleet: writing the stamp: %v\n", err)
+			return nil, 1, true
+		}
+		return nil, 0, true
+	case StampFlag:
+		if !checkStamp(args[1]) {
+			fmt.Fprintln(stderr, notStampedMsg)
+			return nil, NotStampedRC, true
+		}
+		io.WriteString(stderr, StampedMarker)
+		return args[2:], 0, false
+	}
+	return args, 0, false
+}
