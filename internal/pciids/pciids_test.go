@@ -1,6 +1,7 @@
 package pciids
 
 import (
+	"bytes"
 	"strings"
 	"testing"
 
@@ -66,5 +67,43 @@ func TestResourceNameMatchesThePlugin(t *testing.T) {
 	} {
 		n := Embedded([]ID{{"10de", id}})
 		require.Equal(t, want, ResourceName(n.Devices[ID{"10de", id}], id), id)
+	}
+}
+
+// Embedded jumps to each vendor's section; it must name exactly what a scan
+// of the whole file names, for vendors anywhere in it (the first, the last
+// before the device classes, ones missing).
+func TestEmbeddedMatchesFullScan(t *testing.T) {
+	var ids []ID
+	vendor := ""
+	lines := strings.Split(string(embedded), "\n")
+	for i, l := range lines {
+		switch {
+		case strings.HasPrefix(l, "C "):
+			i = len(lines)
+		case len(l) > 6 && isHex4([]byte(l)) && l[4:6] == "  ":
+			vendor = l[:4]
+			if i%7 == 0 {
+				ids = append(ids, ID{Vendor: vendor})
+			}
+		case vendor != "" && len(l) > 6 && l[0] == '\t' && l[1] != '\t' && i%53 == 0:
+			ids = append(ids, ID{vendor, l[1:5]})
+		}
+		if i == len(lines) {
+			break
+		}
+	}
+	ids = append(ids, ID{"0001", ""}, ID{"ffff", ""}, ID{"10de", "ffff"}, ID{"abcd", "0001"}, ID{"zz", "0001"})
+	require.Greater(t, len(ids), 500)
+	want := scan(bytes.NewReader(embedded), ids)
+	got := Embedded(ids)
+	require.Equal(t, want.Vendors, got.Vendors)
+	require.Equal(t, want.Devices, got.Devices)
+	require.NotEmpty(t, got.Devices)
+}
+
+func BenchmarkEmbedded(b *testing.B) {
+	for i := 0; i < b.N; i++ {
+		Embedded([]ID{{"10de", "2335"}, {"10de", "22a3"}})
 	}
 }
