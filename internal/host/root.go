@@ -30,6 +30,7 @@ type Root struct {
 	// nil when disabled.
 	mu   sync.Mutex
 	dirs map[string]string
+	rfd  *rootFD // the root opened for openat2 (fixture roots only)
 }
 
 // ReadOnly returns a view of the same root that remembers resolved
@@ -38,7 +39,7 @@ type Root struct {
 // component for each. Never use it for commands that change links (vfio
 // bind moves driver links), since the cache would go stale.
 func (r *Root) ReadOnly() *Root {
-	return &Root{dir: r.dir, live: r.live, dirs: map[string]string{}}
+	return &Root{dir: r.dir, live: r.live, dirs: map[string]string{}, rfd: r.rfd}
 }
 
 // NewRoot returns a Root for dir. An empty dir means "/".
@@ -57,7 +58,11 @@ func NewRoot(dir string) (*Root, error) {
 	if !st.IsDir() {
 		return nil, fmt.Errorf("host root %s: not a directory", abs)
 	}
-	return &Root{dir: abs, live: abs == "/"}, nil
+	root := &Root{dir: abs, live: abs == "/"}
+	if !root.live {
+		root.rfd = &rootFD{}
+	}
+	return root, nil
 }
 
 // Dir is the directory that stands in for "/".
@@ -168,6 +173,9 @@ func (r *Root) walk(cur string, todo []string, followLast bool, p string) (strin
 
 // ReadFile reads the host file p.
 func (r *Root) ReadFile(p string) ([]byte, error) {
+	if b, ok, err := r.readFileIn(p); ok {
+		return b, err
+	}
 	rp, err := r.Path(p)
 	if err != nil {
 		return nil, err
@@ -187,6 +195,9 @@ func (r *Root) ReadString(p string) (string, error) {
 
 // Open opens the host file p for reading.
 func (r *Root) Open(p string) (*os.File, error) {
+	if f, ok, err := r.openIn("open", p, os.O_RDONLY); ok {
+		return f, err
+	}
 	rp, err := r.Path(p)
 	if err != nil {
 		return nil, err
@@ -196,6 +207,9 @@ func (r *Root) Open(p string) (*os.File, error) {
 
 // Stat follows symlinks inside the root.
 func (r *Root) Stat(p string) (fs.FileInfo, error) {
+	if fi, ok, err := r.statIn(p); ok {
+		return fi, err
+	}
 	rp, err := r.Path(p)
 	if err != nil {
 		return nil, err
@@ -251,6 +265,9 @@ func (r *Root) Realpath(p string) (string, error) {
 
 // ReadDir lists the host directory p, sorted by name.
 func (r *Root) ReadDir(p string) ([]fs.DirEntry, error) {
+	if ents, ok, err := r.readDirIn(p); ok {
+		return ents, err
+	}
 	rp, err := r.Path(p)
 	if err != nil {
 		return nil, err

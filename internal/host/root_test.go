@@ -30,8 +30,35 @@ func TestRootResolvesLinksInsideTheRoot(t *testing.T) {
 
 	plain, err := NewRoot(dir)
 	require.NoError(t, err)
-	for _, r := range []*Root{plain, plain.ReadOnly()} {
+	walk, err := NewRoot(dir)
+	require.NoError(t, err)
+	walk.rfd.off.Store(true) // as on a kernel without openat2
+	for _, r := range []*Root{plain, plain.ReadOnly(), walk, walk.ReadOnly()} {
 		resolvesInside(t, r)
+	}
+	_, ok := plain.rootFD()
+	require.True(t, ok, "this kernel has openat2: the tests above used it")
+	require.False(t, plain.rfd.off.Load())
+
+	// Both ways give the same answers, errors included, on every path.
+	paths := []string{"/", "/etc", "/etc/abs", "/etc/climb", "/etc/loop1", "/etc/missing", "/etc/real/x", "/../etc/real",
+		"/sys/bus/pci/devices", "/sys/bus/pci/devices/0000:01:00.0", "/sys/bus/pci/devices/0000:01:00.0/driver",
+		"/sys/bus/pci/devices/0000:01:00.0/driver/../../../../devices", "/sys/bus/pci/devices/0000:01:00.0/vendor/"}
+	for _, p := range paths {
+		b1, e1 := plain.ReadFile(p)
+		b2, e2 := walk.ReadFile(p)
+		require.Equal(t, string(b2), string(b1), p)
+		require.Equal(t, e2 == nil, e1 == nil, "%s: %v / %v", p, e1, e2)
+		s1, e1 := plain.Stat(p)
+		s2, e2 := walk.Stat(p)
+		require.Equal(t, e2 == nil, e1 == nil, "%s: %v / %v", p, e1, e2)
+		if e1 == nil {
+			require.Equal(t, s2.Mode(), s1.Mode(), p)
+			require.True(t, os.SameFile(s1, s2), p)
+		} else {
+			require.Equal(t, os.IsNotExist(e2), os.IsNotExist(e1), "%s: %v / %v", p, e1, e2)
+		}
+		require.Equal(t, walk.Names(p), plain.Names(p), p)
 	}
 }
 
