@@ -123,3 +123,28 @@ func (r *Root) readDirIn(p string) ([]fs.DirEntry, bool, error) {
 	slices.SortFunc(ents, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
 	return ents, true, err
 }
+
+// readlinkIn reads the symlink p: its directory is opened with openat2,
+// the link itself is not followed.
+func (r *Root) readlinkIn(p string) (string, bool, error) {
+	clean := path.Clean("/" + p)
+	if clean == "/" {
+		return "", false, nil
+	}
+	dir, base := path.Split(clean)
+	f, ok, err := r.openIn("readlink", dir, unix.O_PATH|unix.O_DIRECTORY)
+	if !ok || err != nil {
+		return "", ok, err
+	}
+	defer f.Close()
+	for n := 256; ; n *= 2 {
+		buf := make([]byte, n)
+		got, err := unix.Readlinkat(int(f.Fd()), base, buf)
+		if err != nil {
+			return "", true, &fs.PathError{Op: "readlink", Path: r.join(clean), Err: err}
+		}
+		if got < n {
+			return string(buf[:got]), true, nil
+		}
+	}
+}

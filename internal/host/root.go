@@ -234,6 +234,9 @@ func (r *Root) Exists(p string) bool {
 
 // Readlink returns the raw target of the symlink p.
 func (r *Root) Readlink(p string) (string, error) {
+	if t, ok, err := r.readlinkIn(p); ok {
+		return t, err
+	}
 	rp, err := r.lpath(p)
 	if err != nil {
 		return "", err

@@ -59,6 +59,10 @@ func TestRootResolvesLinksInsideTheRoot(t *testing.T) {
 			require.Equal(t, os.IsNotExist(e2), os.IsNotExist(e1), "%s: %v / %v", p, e1, e2)
 		}
 		require.Equal(t, walk.Names(p), plain.Names(p), p)
+		l1, e1 := plain.Readlink(p)
+		l2, e2 := walk.Readlink(p)
+		require.Equal(t, l2, l1, p)
+		require.Equal(t, e2 == nil, e1 == nil, "%s: %v / %v", p, e1, e2)
 	}
 }
 
