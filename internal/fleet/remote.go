@@ -12,6 +12,8 @@ import (
 	"io"
 	"os"
 	"path"
+	"path/filepath"
+	"slices"
 	"strings"
 
 	"golang.org/x/crypto/ssh"
@@ -85,6 +87,71 @@ type Exec struct {
 	NoSudo bool
 	// Uploaded is called when the binary was (re-)uploaded to a host.
 	Uploaded func(h *Host, reason string)
+	// Files are local files commands need on the hosts (a vGPU config, a
+	// driver installer), named in the arguments by their Ref: each is
+	// uploaded into the host's cache by its SHA-256, like the binary, and
+	// its Ref replaced with its path there.
+	Files []*File
+}
+
+// File is a local file to place on hosts (see Exec.Files).
+type File struct {
+	Path   string
+	SHA256 string // hex
+	Size   int64
+}
+
+// LoadFile hashes a local file for Exec.Files.
+func LoadFile(p string) (*File, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s: not a regular file", p)
+	}
+	h := sha256.New()
+	n, err := io.Copy(h, f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", p, err)
+	}
+	return &File{Path: p, SHA256: hex.EncodeToString(h.Sum(nil)), Size: n}, nil
+}
+
+// Ref names the file in a command's arguments, alone or after "=".
+func (f *File) Ref() string { return "@gpuprep-file:" + f.SHA256 }
+
+// remoteName is the file's name on the host: its own base name, made safe.
+func (f *File) remoteName() string {
+	b := []byte(path.Base(filepath.ToSlash(f.Path)))
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-' || c == '+') {
+			b[i] = '_'
+		}
+	}
+	if len(b) == 0 || b[0] == '.' {
+		b = append([]byte("file"), b...)
+	}
+	return string(b)
+}
+
+// filesIn returns the files whose Ref appears in args.
+func (e *Exec) filesIn(args []string) []*File {
+	var out []*File
+	for _, f := range e.Files {
+		for _, a := range args {
+			if strings.Contains(a, f.Ref()) {
+				out = append(out, f)
+				break
+			}
+		}
+	}
+	return out
 }
 
 // Output is what a remote gpuprep run returned.
@@ -166,8 +233,11 @@ func archEqual(a, b string) bool {
 // not matching its hash) and runs it with args, under sudo -n when the
 // login user is not root.
 func (e *Exec) Run(ctx context.Context, c *ssh.Client, h *Host, args []string) (Output, error) {
-	if o, ok, err := e.runStamped(ctx, c, h, args); err != nil || ok {
-		return o, err
+	files := e.filesIn(args)
+	if len(files) == 0 { // files need the probe's answers (the cache's place)
+		if o, ok, err := e.runStamped(ctx, c, h, args); err != nil || ok {
+			return o, err
+		}
 	}
 	o, err := session(ctx, c, probeScript, nil)
 	if err != nil {
@@ -193,7 +263,7 @@ func (e *Exec) Run(ctx context.Context, c *ssh.Client, h *Host, args []string) (
 	}
 	dir := path.Join(base, e.Binary.SHA256)
 	bin := path.Join(dir, "gpuprep")
-	ok, reason, err := e.cached(ctx, c, bin)
+	ok, reason, err := e.cached(ctx, c, bin, e.Binary.SHA256)
 	if err != nil {
 		return o, err
 	}
@@ -203,11 +273,28 @@ func (e *Exec) Run(ctx context.Context, c *ssh.Client, h *Host, args []string) (
 		}
 	}
 	if !ok {
-		if err := e.upload(ctx, c, base, dir, bin); err != nil {
+		if err := e.upload(ctx, c, e.Binary.Path, e.Binary.SHA256, base, dir, bin, true); err != nil {
 			return o, err
 		}
 		if e.Uploaded != nil {
 			e.Uploaded(h, reason)
+		}
+	}
+	args = slices.Clone(args)
+	for _, f := range files {
+		fdir := path.Join(base, "files", f.SHA256)
+		dst := path.Join(fdir, f.remoteName())
+		ok, _, err := e.cached(ctx, c, dst, f.SHA256)
+		if err != nil {
+			return o, fmt.Errorf("%s: %w", f.Path, err)
+		}
+		if !ok {
+			if err := e.upload(ctx, c, f.Path, f.SHA256, path.Join(base, "files"), fdir, dst, false); err != nil {
+				return o, fmt.Errorf("%s: %w", f.Path, err)
+			}
+		}
+		for i := range args {
+			args[i] = strings.ReplaceAll(args[i], f.Ref(), dst)
 		}
 	}
 	argv := append([]string{bin}, args...)
@@ -246,9 +333,9 @@ func sudoProblem(o Output) string {
 	return strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(s), "sudo:"))
 }
 
-// cached reports whether bin exists with the right hash, via sha256sum on
+// cached reports whether bin exists with the hash sha, via sha256sum on
 // the host or, without one, by reading it back.
-func (e *Exec) cached(ctx context.Context, c *ssh.Client, bin string) (bool, string, error) {
+func (e *Exec) cached(ctx context.Context, c *ssh.Client, bin, sha string) (bool, string, error) {
 	q := Quote(bin)
 	script := `if [ -f ` + q + ` ]; then if command -v sha256sum >/dev/null 2>&1; then sha256sum < ` + q + `; else echo nohash; fi; else echo missing; fi`
 	o, err := session(ctx, c, script, nil)
@@ -283,17 +370,18 @@ func (e *Exec) cached(ctx context.Context, c *ssh.Client, bin string) (bool, str
 		_ = s.Wait()
 		sum = hex.EncodeToString(h.Sum(nil))
 	}
-	if sum != e.Binary.SHA256 {
+	if sum != sha {
 		return false, "cached binary does not match its SHA-256 (" + sum + ")", nil
 	}
 	return true, "", nil
 }
 
-// upload writes the binary under a temporary name in its directory, checks
-// its hash there and renames it into place: concurrent uploads to a shared
-// home directory never expose a partial file.
-func (e *Exec) upload(ctx context.Context, c *ssh.Client, base, dir, bin string) error {
-	f, err := os.Open(e.Binary.Path)
+// upload writes the local file src (SHA-256 sha) under a temporary name in
+// dir, checks its hash there and links it into place as bin: concurrent
+// uploads to a shared home directory never expose a partial file. The
+// binary (stamp) records its identity once in place.
+func (e *Exec) upload(ctx context.Context, c *ssh.Client, src, sha, base, dir, bin string, stamp bool) error {
+	f, err := os.Open(src)
 	if err != nil {
 		return err
 	}
@@ -302,6 +390,10 @@ func (e *Exec) upload(ctx context.Context, c *ssh.Client, base, dir, bin string)
 	_, _ = rand.Read(rnd[:])
 	tmp := path.Join(dir, ".gpuprep.tmp."+hex.EncodeToString(rnd[:]))
 	qb, qd, qt, qbin := Quote(base), Quote(dir), Quote(tmp), Quote(bin)
+	mode := "600" // a file for a command to read
+	if stamp {
+		mode = "700" // the binary
+	}
 	script := strings.Join([]string{
 		`umask 077`,
 		`mkdir -p ` + qb,
@@ -310,17 +402,19 @@ func (e *Exec) upload(ctx context.Context, c *ssh.Client, base, dir, bin string)
 		`chmod 700 ` + qd,
 		`trap ` + Quote(`rm -f `+qt) + ` EXIT HUP INT TERM`,
 		`cat > ` + qt,
-		`if command -v sha256sum >/dev/null 2>&1; then set -- $(sha256sum < ` + qt + `); [ "$1" = ` + Quote(e.Binary.SHA256) + ` ] || { echo "gpuprep: upload corrupted (sha256 $1)" >&2; exit 97; }; fi`,
-		`chmod 700 ` + qt,
+		`if command -v sha256sum >/dev/null 2>&1; then set -- $(sha256sum < ` + qt + `); [ "$1" = ` + Quote(sha) + ` ] || { echo "gpuprep: upload corrupted (sha256 $1)" >&2; exit 97; }; fi`,
+		`chmod ` + mode + ` ` + qt,
 		// Put it in place with link(2), which never replaces a file: hosts
 		// sharing a home upload concurrently, and replacing a binary another
 		// host has just started under sudo makes sudo refuse it (sudo
 		// compares the inode it matched in sudoers with the one it runs).
 		// An existing file is kept when it has the right hash, else replaced.
-		`{ ln ` + qt + ` ` + qbin + ` 2>/dev/null || { command -v sha256sum >/dev/null 2>&1 && set -- $(sha256sum < ` + qbin + ` 2>/dev/null) && [ "$1" = ` + Quote(e.Binary.SHA256) + ` ]; } || mv -f ` + qt + ` ` + qbin + `; }`,
+		`{ ln ` + qt + ` ` + qbin + ` 2>/dev/null || { command -v sha256sum >/dev/null 2>&1 && set -- $(sha256sum < ` + qbin + ` 2>/dev/null) && [ "$1" = ` + Quote(sha) + ` ]; } || mv -f ` + qt + ` ` + qbin + `; }`,
 		`rm -f ` + qt,
-		`{ ` + stampCmd(bin, dir) + ` || true; }`,
 	}, " && ")
+	if stamp {
+		script += ` && { ` + stampCmd(bin, dir) + ` || true; }`
+	}
 	o, err := session(ctx, c, script, f)
 	if err != nil {
 		return fmt.Errorf("upload: %w", err)

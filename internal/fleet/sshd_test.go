@@ -453,12 +453,12 @@ func TestSSHUploadKeepsIdenticalBinary(t *testing.T) {
 		require.NoError(t, err)
 		return fi.Sys().(*syscall.Stat_t).Ino
 	}
-	require.NoError(t, e.upload(context.Background(), conn.Client, base, dir, bin))
+	require.NoError(t, e.upload(context.Background(), conn.Client, r.bin.Path, r.bin.SHA256, base, dir, bin, true))
 	first := ino()
-	require.NoError(t, e.upload(context.Background(), conn.Client, base, dir, bin))
+	require.NoError(t, e.upload(context.Background(), conn.Client, r.bin.Path, r.bin.SHA256, base, dir, bin, true))
 	assert.Equal(t, first, ino(), "an identical binary is kept")
 	require.NoError(t, os.WriteFile(bin, []byte("#!/bin/sh\nexit 0\n"), 0o700))
-	require.NoError(t, e.upload(context.Background(), conn.Client, base, dir, bin))
+	require.NoError(t, e.upload(context.Background(), conn.Client, r.bin.Path, r.bin.SHA256, base, dir, bin, true))
 	got, err := os.ReadFile(bin)
 	require.NoError(t, err)
 	assert.Equal(t, r.bin.SHA256, fmt.Sprintf("%x", sha256.Sum256(got)), "a different file is replaced")
@@ -467,4 +467,51 @@ func TestSSHUploadKeepsIdenticalBinary(t *testing.T) {
 	stamp, err := os.ReadFile(filepath.Join(dir, stampName))
 	require.NoError(t, err)
 	assert.Contains(t, string(stamp), fmt.Sprintf(" ino=%d ", ino()), "stamped by the binary in place")
+}
+
+// A file a command needs (here a saved report for `report render`) is
+// uploaded into the host's cache by its hash, named in the arguments by
+// its Ref, reused while its hash matches and replaced when it does not.
+func TestSSHFilesForCommands(t *testing.T) {
+	r := newRig(t)
+	s := r.env.Start(t, "127.0.0.16")
+	sshdtest.Trust(t, r.kh, false, s)
+	rep, err := exec.Command(r.bin.Path, "--root="+r.root, "check", "-o", "json", "--mode", "container").Output()
+	if err != nil {
+		require.IsType(t, &exec.ExitError{}, err) // not ready: exit 1, the report is on stdout
+	}
+	local := filepath.Join(t.TempDir(), "saved report.json")
+	require.NoError(t, os.WriteFile(local, rep, 0o644))
+	f, err := LoadFile(local)
+	require.NoError(t, err)
+	run := r.runner(r.transport())
+	run.Exec.Files = []*File{f}
+	run.Args = func(*Host) ([]string, error) { return []string{"report", "render", f.Ref(), "-o", "json"}, nil }
+	h := []*Host{r.host("files", s, r.env.User)}
+
+	res := run.Run(context.Background(), h)
+	require.Equal(t, StatusEvaluated, res[0].Status, res[0].Err)
+	require.Equal(t, 0, res[0].Output.ExitCode, "%s", res[0].Output.Stderr)
+	var got, want map[string]any
+	require.NoError(t, json.Unmarshal(res[0].Output.Stdout, &got))
+	require.NoError(t, json.Unmarshal(rep, &want))
+	assert.Equal(t, want, got, "the host rendered the uploaded report")
+	remote := filepath.Join(r.env.Home[r.env.User], ".cache", "gpuprep", "files", f.SHA256, "saved_report.json")
+	fi, err := os.Stat(remote)
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
+
+	res = run.Run(context.Background(), h)
+	require.Equal(t, StatusEvaluated, res[0].Status, res[0].Err)
+	again, err := os.Stat(remote)
+	require.NoError(t, err)
+	assert.True(t, os.SameFile(fi, again), "a cached file with the right hash is reused")
+
+	require.NoError(t, os.WriteFile(remote, []byte(`{"kind":"forged"}`), 0o600))
+	res = run.Run(context.Background(), h)
+	require.Equal(t, StatusEvaluated, res[0].Status, res[0].Err)
+	require.Equal(t, 0, res[0].Output.ExitCode, "%s", res[0].Output.Stderr)
+	got = nil
+	require.NoError(t, json.Unmarshal(res[0].Output.Stdout, &got))
+	assert.Equal(t, want, got, "a file whose hash changed is uploaded again")
 }
