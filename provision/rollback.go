@@ -162,11 +162,14 @@ func Rollback(ctx context.Context, e Env, o RollbackOptions) (*RollbackResult, e
 					res.Notes = append(res.Notes, fmt.Sprintf("%s: %v%s", host.ShellQuote(argv), err, tail(out)))
 				}
 			}
-			var changed bool
-			changed, err = restoreFile(e, orig, res)
-			bootFiles = bootFiles || changed && r.boot
-			vfioFiles = vfioFiles || changed && r.vfio
-			units = units || changed && isUnit(r.key)
+			_, err = restoreFile(e, orig, res)
+			// not only when restored by this run: an earlier rollback that
+			// restored the file and then failed (or was killed) may not have
+			// regenerated the boot menu or initramfs, and its reboot note
+			// was not seen
+			bootFiles = bootFiles || r.boot
+			vfioFiles = vfioFiles || r.vfio
+			units = units || isUnit(r.key)
 		case "vgpu":
 			err = removeVGPU(e, r.key, o.Force, res)
 		case "driver":
