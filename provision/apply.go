@@ -23,7 +23,9 @@ import (
 // Journal entries the workflow writes (besides those grub, vfio and label
 // write themselves), all with Command "apply" or "rollback":
 //
-//	kind "step":          Before = step ID, After = "started" | "done"
+//	kind "step":          Before = step ID, After = "started" | "done"; for the reboot step (recorded when
+//	                      apply stops there or runs systemctl reboot) Device = the boot ID of the boot that
+//	                      asked (/proc/sys/kernel/random/boot_id, "" when unreadable)
 //	kind "file-intent":   Path, Backup (the backup WriteFileAtomic is about to make) and Before = "sha256:…" of the
 //	                      content it backs up; Backup "" and Before "absent" for a new file
 //	kind "driver-intent": Device, Before = its driver before the step ("" unbound), After = the driver it goes to
@@ -126,6 +128,12 @@ func Apply(ctx context.Context, e Env, p *Plan, o ApplyOptions) (*Outcome, error
 		e.logf("note: %v", jerr)
 	}
 	out.Resumed = Unfinished(entries)
+	if p.rebootErr != nil {
+		// rebooted since the last ask and still not in effect: another
+		// reboot would only repeat it; nothing runs
+		out.Steps = append(out.Steps, StepResult{ID: StepReboot, Status: "failed", Error: p.rebootErr.Error()})
+		return out, p.rebootErr
+	}
 	for _, s := range out.Resumed {
 		e.logf("resuming: step %s was started by an earlier run that did not finish", s)
 	}
@@ -141,7 +149,8 @@ func Apply(ctx context.Context, e Env, p *Plan, o ApplyOptions) (*Outcome, error
 			return out, err
 		}
 		if s.Reboot {
-			if err := e.record(journal.Entry{Command: "apply", Kind: KindStep, Before: s.ID, After: "started"}); err != nil {
+			// the boot ID tells the next run whether the node has booted since
+			if err := e.record(journal.Entry{Command: "apply", Kind: KindStep, Before: s.ID, After: "started", Device: readBootID(e.Root)}); err != nil {
 				return out, err
 			}
 			if !o.Reboot {

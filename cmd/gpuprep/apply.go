@@ -68,7 +68,14 @@ terminal; --yes skips the question, and without a terminal --yes is required.
 Exit codes: 0 done and the node is ready, 1 not ready after the steps (see the
 report) or a step failed, 2 usage error, 3 the host could not be read or a check
 could not be evaluated, 4 a reboot is needed (stopped at the reboot step, or
-rebooting with --reboot).`,
+rebooting with --reboot).
+
+When the node has rebooted since apply asked for the reboot (its boot ID, or
+else its boot time, says so) and the running kernel still lacks the IOMMU
+arguments, apply changes nothing and exits 1 with the diagnosis: the missing
+arguments, /proc/cmdline, what the bootloader configuration has, the boot time
+against the ask, and the likely causes with how to check them. It does not ask
+for, nor with --reboot run, another reboot: fix the cause and reboot yourself.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return c.run(cmd) },
 	}
@@ -106,7 +113,8 @@ func (c *applyCmd) run(cmd *cobra.Command) error {
 	}
 	out, errw := cmd.OutOrStdout(), cmd.ErrOrStderr()
 	text := c.output == "text"
-	if !p.Empty() && !c.yes {
+	blocked := p.Blocked() // apply fails before changing anything: nothing to confirm
+	if !p.Empty() && !c.yes && blocked == nil {
 		if !stdinTTY() {
 			return usageErr("apply changes this node: run it on a terminal to confirm, or pass --yes (see gpuprep plan --mode %s for what it does)", p.Mode)
 		}
@@ -166,7 +174,11 @@ func (c *applyCmd) run(cmd *cobra.Command) error {
 			return err
 		}
 	}
-	if aerr != nil {
+	var rerr *provision.RebootError
+	switch {
+	case errors.As(aerr, &rerr):
+		return &exitError{code: code, err: aerr} // it says what to do
+	case aerr != nil:
 		return &exitError{code: code, err: fmt.Errorf("%w (run gpuprep apply again to retry, or gpuprep rollback to undo)", aerr)}
 	}
 	return &exitError{code: code}

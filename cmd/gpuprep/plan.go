@@ -134,7 +134,8 @@ and changes nothing:
 
   kernel-args  (vm-*) the IOMMU arguments in the bootloader configuration: file diffs and
                the command that regenerates the boot menu
-  reboot       (vm-*) when the running kernel lacks them: apply stops here
+  reboot       (vm-*) when the running kernel lacks them: apply stops here (or, when the
+               node has rebooted since apply asked and they are still missing, fails)
   vfio-bind    (vm-passthrough) every endpoint of the selected GPUs' IOMMU groups to VFIO,
                persistently: sysfs writes, modprobe.d/modules-load.d files, initramfs
   vfio-unbind  (container) selected GPUs on VFIO back to the drivers they had
@@ -149,9 +150,14 @@ and changes nothing:
 
 A node already ready for the mode plans nothing.
 
+When the node has rebooted since gpuprep apply asked for the reboot and the
+running kernel still lacks the IOMMU arguments, the reboot step shows why apply
+would fail there (exit 1) instead of asking for another reboot.
+
 Exit codes: 0 a plan (possibly empty), 1 refused (e.g. an IOMMU group shared with
-another device), 2 usage error, 3 the host could not be read or its configuration
-cannot be edited safely.`,
+another device, or a reboot that did not make the kernel arguments effective),
+2 usage error, 3 the host could not be read or its configuration cannot be edited
+safely.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			_, p, err := f.plan(c.Context(), nil)
@@ -161,14 +167,31 @@ cannot be edited safely.`,
 			if f.output == "json" {
 				enc := json.NewEncoder(c.OutOrStdout())
 				enc.SetIndent("", "  ")
-				return enc.Encode(p)
+				if err := enc.Encode(p); err != nil {
+					return err
+				}
+				return planBlocked(p)
 			}
 			printProvisionPlan(c.OutOrStdout(), p)
-			return nil
+			return planBlocked(p)
 		},
 	}
 	f.add(cmd)
 	return cmd
+}
+
+// planBlocked is plan's exit when apply would fail before changing anything
+// (the plan itself, with the reason, is on stdout).
+func planBlocked(p *provision.Plan) error {
+	err := p.Blocked()
+	if err == nil {
+		return nil
+	}
+	var re *provision.RebootError
+	if errors.As(err, &re) {
+		return &exitError{code: exitNotReady, err: fmt.Errorf("gpuprep apply would fail at the reboot step: %s (the plan above says why and what to check)", re.Summary)}
+	}
+	return &exitError{code: exitNotReady, err: fmt.Errorf("gpuprep apply would fail: %w", err)}
 }
 
 func printProvisionPlan(w io.Writer, p *provision.Plan) {
@@ -194,6 +217,9 @@ func printProvisionPlan(w io.Writer, p *provision.Plan) {
 		}
 		for _, c := range s.Commands {
 			fmt.Fprintln(w, "   run: "+c)
+		}
+		if s.Error != "" {
+			fmt.Fprintln(w, "   error: "+s.Error)
 		}
 		for _, n := range s.Notes {
 			fmt.Fprintln(w, "   note: "+n)
