@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -20,15 +21,13 @@ import (
 // vgpuNode plays the host of a vm-vgpu apply: the vGPU manager's installer,
 // modprobe, systemctl and sriov-manage through vgputest.Host, other commands
 // (update-grub) and sysfs writes through the fixture kernel simulator, and
-// the vendor-specific interface's current_vgpu_type: a VF given a type
-// offers no more types, one set back to 0 offers them again.
+// the vGPU attributes (current_vgpu_type, mdev create and remove) through
+// vgputest.Host.WriteAttr.
 type vgpuNode struct {
 	dir string
 	h   *vgputest.Host
 	k   *fixture.Kernel
 }
-
-const l40sTypes = "ID    : vGPU Name\n1155  : NVIDIA L40S-24Q\n1156  : NVIDIA L40S-48Q\n"
 
 func (n *vgpuNode) Run(ctx context.Context, argv ...string) ([]byte, error) {
 	if len(argv) == 3 && argv[0] == "systemctl" && argv[1] == "disable" {
@@ -68,13 +67,8 @@ func (n *vgpuNode) nvidiaProbes() error {
 }
 
 func (n *vgpuNode) WriteAttr(p, v string) error {
-	if strings.HasSuffix(p, "/nvidia/current_vgpu_type") {
-		creatable := l40sTypes
-		if v != "0" {
-			creatable = "ID    : vGPU Name\n"
-		}
-		dir := strings.TrimSuffix(p, "/current_vgpu_type")
-		return fixture.New(n.dir).File(p, v+"\n").File(dir+"/creatable_vgpu_types", creatable).Err()
+	if err := n.h.WriteAttr(p, v); !errors.Is(err, vgputest.ErrNotSimulated) {
+		return err
 	}
 	return n.k.WriteAttr(p, v)
 }

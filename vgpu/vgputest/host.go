@@ -98,7 +98,10 @@ echo '#!/bin/sh' > "$R/usr/lib/nvidia/sriov-manage"
 //     InstallerEnv);
 //   - modprobe MOD: loads MOD when modules.dep lists it (nvidia's version
 //     comes from its module file); modprobe -r MOD unloads it (Busy makes it
-//     fail as "in use");
+//     fail as "in use"); modprobe nvidia_vgpu_vfio also registers the mdev
+//     GPUs on the nvidia driver (see MdevTypes) and starts their
+//     mdevctl-defined mdevs, modprobe -r nvidia_vgpu_vfio unregisters them
+//     (refused while an mdev exists);
 //   - systemctl daemon-reload | enable [--now] UNIT | stop UNIT… | is-enabled
 //     UNIT | is-active UNIT: state kept under /run/fake-systemd in the root;
 //   - /usr/lib/nvidia/sriov-manage -e ADDR: creates every VF of ADDR with
@@ -112,7 +115,8 @@ echo '#!/bin/sh' > "$R/usr/lib/nvidia/sriov-manage"
 //     FILE, rpm -Uvh [--replacepkgs] FILE: unpack the package into the root
 //     and play DKMS's module build (FailPackage makes it fail).
 //
-// Anything else is an error.
+// Anything else is an error. WriteAttr plays the vGPU sysfs attributes
+// (current_vgpu_type, mdev create and remove).
 type Host struct {
 	Dir           string
 	Root          *host.Root
@@ -209,6 +213,11 @@ func (h *Host) modprobe(b *fixture.Builder, args []string) error {
 		if h.Busy[mod] {
 			return fmt.Errorf("modprobe: exit status 1: modprobe: FATAL: Module %s is in use.", mod)
 		}
+		if mod == "nvidia_vgpu_vfio" && h.Root.Exists("/sys/module/"+mod) {
+			if err := h.unregisterMdev(); err != nil {
+				return err
+			}
+		}
 		return os.RemoveAll(filepath.Join(h.Dir, "sys/module", mod))
 	}
 	if h.Root.Exists("/sys/module/" + mod) {
@@ -224,7 +233,10 @@ func (h *Host) modprobe(b *fixture.Builder, args []string) error {
 			if c, err := h.Root.ReadString("/lib/modules/" + kver + "/" + f); err == nil && strings.HasPrefix(c, "version=") {
 				b.File("/sys/module/"+mod+"/version", strings.TrimPrefix(c, "version=")+"\n")
 			}
-			return b.Err()
+			if err := b.Err(); err != nil || mod != "nvidia_vgpu_vfio" {
+				return err
+			}
+			return h.registerMdev()
 		}
 	}
 	return fmt.Errorf("modprobe: exit status 1: modprobe: FATAL: Module %s not found in directory /lib/modules/%s", mod, kver)
@@ -329,7 +341,7 @@ func AddVFs(b *fixture.Builder, root *host.Root, addr string) error {
 		b.PCI(fixture.PCI{Addr: vf, Parent: parent, Vendor: 0x10de, Device: id, Class: 0x030200, Driver: "nvidia",
 			Group: 200 + bus*16 + i, PCIeType: fixture.PCIeEndpoint, PhysFn: addr,
 			Files: map[string]string{
-				"nvidia/creatable_vgpu_types": "ID    : vGPU Name\n1155  : NVIDIA L40S-24Q\n1156  : NVIDIA L40S-48Q\n",
+				"nvidia/creatable_vgpu_types": L40SCreatable,
 				"nvidia/current_vgpu_type":    "0\n",
 			}})
 		b.Link(pfDir+fmt.Sprintf("/virtfn%d", i), b.DevPath(vf))
