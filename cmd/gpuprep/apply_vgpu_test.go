@@ -5,7 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"path"
 	"path/filepath"
+	"sort"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -13,6 +16,8 @@ import (
 
 	"github.com/gpuprep/gpuprep/internal/fixture"
 	"github.com/gpuprep/gpuprep/internal/host"
+	"github.com/gpuprep/gpuprep/internal/journal"
+	"github.com/gpuprep/gpuprep/provision"
 	"github.com/gpuprep/gpuprep/vfio"
 	"github.com/gpuprep/gpuprep/vgpu"
 	"github.com/gpuprep/gpuprep/vgpu/vgputest"
@@ -113,15 +118,21 @@ func vfType(t *testing.T, root, vf string) string {
 	return strings.TrimSpace(string(b))
 }
 
-func TestApplyVMVGPUFreshSRIOV(t *testing.T) {
-	root := fixtureRoot(t, "vgpu-fresh-sriov")
-	withTools(t, root)
-	// a node whose kernel runs without the IOMMU arguments yet
+// withoutIOMMUArgs makes root a node whose kernel runs without the IOMMU
+// arguments, and whose bootloader configuration lacks them too.
+func withoutIOMMUArgs(t *testing.T, root string) {
+	t.Helper()
 	for _, f := range []string{"proc/cmdline", "etc/default/grub"} {
 		b, err := os.ReadFile(filepath.Join(root, f))
 		require.NoError(t, err)
 		require.NoError(t, os.WriteFile(filepath.Join(root, f), []byte(strings.ReplaceAll(string(b), " intel_iommu=on iommu=pt", "")), 0o644))
 	}
+}
+
+func TestApplyVMVGPUFreshSRIOV(t *testing.T) {
+	root := fixtureRoot(t, "vgpu-fresh-sriov")
+	withTools(t, root)
+	withoutIOMMUArgs(t, root)
 	n := simulatedVGPUNode(t, root)
 	run, err := vgputest.WriteInstaller(t.TempDir(), "550.90.05", "vgpu-kvm")
 	require.NoError(t, err)
@@ -236,4 +247,219 @@ func TestPlanVMVGPUUsageErrors(t *testing.T) {
 		}
 	}
 	require.Equal(t, 0, journalLen(t, root))
+}
+
+// The T4 of vgpu-fresh-mdev, and an mdev that is not gpuprep's: mdevctl
+// defines it (start: auto), so mdevctl's udev rule creates it as soon as
+// the T4 becomes an mdev parent, i.e. in the middle of gpuprep's install.
+const (
+	t4          = "0000:21:00.0"
+	mdevctlUUID = "5a3e7c1d-0b4f-4e2a-9c61-3f8d2b7a9e10"
+)
+
+func withMdevctlDefinition(t *testing.T, root string) {
+	t.Helper()
+	require.NoError(t, fixture.New(root).File(vgputest.MdevctlDir+"/"+t4+"/"+mdevctlUUID, `{"mdev_type": "nvidia-224", "start": "auto", "attrs": []}`+"\n").Err())
+}
+
+func t4ConfigFile(t *testing.T) string {
+	t.Helper()
+	cfg := filepath.Join(t.TempDir(), "vgpu.yaml")
+	require.NoError(t, os.WriteFile(cfg, []byte("version: v1\nvgpu-configs:\n  t4-4q:\n    - devices: all\n      vgpu-devices:\n        \"T4-4Q\": 3\n"), 0o644))
+	return cfg
+}
+
+// mdevsOf lists the mdevs there are: UUID → "PARENT TYPE".
+func mdevsOf(t *testing.T, root string) map[string]string {
+	t.Helper()
+	r, err := host.NewRoot(root)
+	require.NoError(t, err)
+	out := map[string]string{}
+	for _, u := range r.Names("/sys/bus/mdev/devices") {
+		real, err := r.Realpath("/sys/bus/mdev/devices/" + u)
+		require.NoError(t, err)
+		out[u] = path.Base(path.Dir(real)) + " " + r.LinkBase(real+"/mdev_type")
+	}
+	return out
+}
+
+// journalVGPUs lists the vGPUs the journal records apply creating and no
+// rollback undoing: mdev UUIDs and VF addresses.
+func journalVGPUs(t *testing.T, root string) []string {
+	t.Helper()
+	r, err := host.NewRoot(root)
+	require.NoError(t, err)
+	es, err := journal.Read(r)
+	require.NoError(t, err)
+	undone := map[string]bool{}
+	for _, e := range es {
+		if e.Kind == provision.KindUndone {
+			undone[e.Before] = true
+		}
+	}
+	var out []string
+	for i, e := range es {
+		if e.Kind != provision.KindVGPU || e.Command != "apply" || undone[strconv.Itoa(i)] {
+			continue
+		}
+		if strings.HasSuffix(e.Path, "/create") {
+			out = append(out, e.After)
+		} else {
+			out = append(out, strings.TrimSuffix(strings.TrimPrefix(e.Path, "/sys/bus/pci/devices/"), "/nvidia/current_vgpu_type"))
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func countCommand(cmds [][]string, want string) int {
+	n := 0
+	for _, c := range cmds {
+		if strings.Join(c, " ") == want {
+			n++
+		}
+	}
+	return n
+}
+
+func availableInstances(t *testing.T, root, typ string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(root, "sys/bus/pci/devices", t4, "mdev_supported_types", typ, "available_instances"))
+	require.NoError(t, err)
+	return strings.TrimSpace(string(b))
+}
+
+func TestApplyVMVGPUFreshMdev(t *testing.T) {
+	root := fixtureRoot(t, "vgpu-fresh-mdev")
+	withTools(t, root)
+	withoutIOMMUArgs(t, root)
+	withMdevctlDefinition(t, root)
+	n := simulatedVGPUNode(t, root)
+	run, err := vgputest.WriteInstaller(t.TempDir(), "550.90.05", "vgpu-kvm")
+	require.NoError(t, err)
+	cfg := t4ConfigFile(t)
+	orig := tree(t, root)
+	args := []string{"--root", root, "--mode", "vm-vgpu", "--vgpu-config-file", cfg, "--vgpu-config", "t4-4q", "--driver", run}
+
+	out, errs, code := gpuprep(t, append([]string{"plan", "-o", "json"}, args...)...)
+	require.Equal(t, 0, code, errs)
+	var p planJSON
+	require.NoError(t, json.Unmarshal([]byte(out), &p))
+	require.Equal(t, []string{"kernel-args", "reboot", "vgpu-install", "vgpu-devices", "label"}, p.ids())
+	require.True(t, p.Steps[3].Deferred)
+	out, errs, code = gpuprep(t, append([]string{"plan"}, args...)...)
+	require.Equal(t, 0, code, errs)
+	require.Contains(t, out, "run: sh "+run+" --silent --dkms")
+	require.Contains(t, out, "run: modprobe nvidia_vgpu_vfio")
+	require.NotContains(t, out, "sriov-manage", "a T4 reports VFs but uses mdev")
+	require.NotContains(t, out, vgpu.SRIOVUnitName)
+	require.Contains(t, out, `create the vGPUs of config "t4-4q" (3× T4-4Q on 0000:21:00.0)`)
+	require.Contains(t, out, "nvidia.com/vgpu.config=t4-4q")
+	require.Equal(t, orig, tree(t, root), "plan changes nothing")
+	require.Equal(t, 0, journalLen(t, root))
+
+	// before the reboot: kernel arguments only
+	out, errs, code = gpuprep(t, append([]string{"apply", "--yes"}, args...)...)
+	require.Equal(t, exitNeedReboot, code, out+errs)
+	require.NoFileExists(t, filepath.Join(root, "usr/bin/nvidia-vgpu-mgr"))
+	require.NoFileExists(t, filepath.Join(root, vgpu.NouveauBlacklist))
+	require.Empty(t, mdevsOf(t, root))
+
+	simulateReboot(t, root)
+	out, errs, code = gpuprep(t, append([]string{"apply", "--yes", "-o", "json"}, args...)...)
+	var a applyJSON
+	require.NoError(t, json.Unmarshal([]byte(out), &a), out+errs)
+	require.Equal(t, []struct{ ID, Status string }{{"vgpu-install", "done"}, {"vgpu-devices", "done"}, {"label", "done"}}, a.Outcome.Steps, out+errs)
+	require.NotNil(t, a.Report, out)
+	for _, c := range []string{"vgpu.manager", "vgpu.types", "vgpu.support"} {
+		require.Equal(t, "pass", findingStatus(a, c, ""), "%s: %s", c, out)
+	}
+	require.True(t, a.Report.Ready, out)
+	require.Equal(t, 0, code, errs)
+	require.Contains(t, out, `create 2 vGPU(s) of config \"t4-4q\" (1 kept)`, "the mdevctl-defined T4-4Q counts")
+	require.Equal(t, "nvidia", driverOf(t, root, t4))
+	require.FileExists(t, filepath.Join(root, "sys/module/nvidia_vgpu_vfio/initstate"))
+
+	// three T4-4Q: mdevctl's and the two gpuprep created (and journalled)
+	ms := mdevsOf(t, root)
+	require.Len(t, ms, 3, "%v", ms)
+	for u, m := range ms {
+		require.Equal(t, t4+" nvidia-224", m, u)
+	}
+	created := journalVGPUs(t, root)
+	require.Len(t, created, 2)
+	require.NotContains(t, created, mdevctlUUID)
+	var log struct{ Log []string }
+	require.NoError(t, json.Unmarshal([]byte(out), &log))
+	for _, u := range created {
+		require.Contains(t, ms, u)
+		require.Contains(t, log.Log, "wrote "+u+" > /sys/bus/pci/devices/"+t4+"/mdev_supported_types/nvidia-224/create  (create an mdev of nvidia-224)")
+	}
+	require.Contains(t, ms, mdevctlUUID)
+	require.Equal(t, "1", availableInstances(t, root, "nvidia-224"))
+	require.Equal(t, "0", availableInstances(t, root, "nvidia-222"), "a T4 runs one type at a time")
+
+	for _, f := range []string{vgpu.NouveauBlacklist, vgpu.ApplyUnit, vgpu.PersistedConfig} {
+		require.FileExists(t, filepath.Join(root, f))
+	}
+	require.NoFileExists(t, filepath.Join(root, vgpu.SRIOVUnit), "no VFs to enable")
+	require.NoFileExists(t, filepath.Join(root, vgpu.TypeNames), "mdev types name themselves")
+	unit, err := os.ReadFile(filepath.Join(root, vgpu.ApplyUnit))
+	require.NoError(t, err)
+	require.Contains(t, string(unit), "ExecStart=/usr/local/bin/gpuprep vgpu apply -f /etc/gpuprep/vgpu-config.yaml -c t4-4q\n")
+	kubelet, err := os.ReadFile(filepath.Join(root, "etc/default/kubelet"))
+	require.NoError(t, err)
+	require.Contains(t, string(kubelet), "nvidia.com/gpu.workload.config=vm-vgpu")
+	require.Contains(t, string(kubelet), "nvidia.com/vgpu.config=t4-4q")
+	require.FileExists(t, filepath.Join(root, "run/fake-systemd/is-enabled", vgpu.ApplyUnitName))
+	for _, c := range n.h.Commands() {
+		require.NotContains(t, c, "sriov-manage")
+	}
+
+	// a re-run is a no-op, and once the manager runs --driver is not needed
+	jl, after := journalLen(t, root), tree(t, root)
+	out, errs, _ = gpuprep(t, append([]string{"apply", "--yes"}, args...)...)
+	require.Contains(t, out, "Nothing to do", errs)
+	out, errs, code = gpuprep(t, "plan", "--root", root, "--mode", "vm-vgpu", "--vgpu-config-file", cfg, "--vgpu-config", "t4-4q")
+	require.Equal(t, 0, code, errs)
+	require.Contains(t, out, "Nothing to do")
+	require.Equal(t, jl, journalLen(t, root))
+	require.Equal(t, after, tree(t, root))
+	require.Equal(t, ms, mdevsOf(t, root))
+
+	// a VM holds one of gpuprep's vGPUs: rollback leaves it and says why
+	grp, err := os.Readlink(filepath.Join(root, "sys/bus/mdev/devices", created[0], "iommu_group"))
+	require.NoError(t, err)
+	b := fixture.New(root).File("/proc/999/comm", "qemu-kvm\n").Mkdir("/proc/999/fd")
+	require.NoError(t, b.Err())
+	require.NoError(t, os.Symlink("/dev/vfio/"+path.Base(grp), filepath.Join(root, "proc/999/fd/3")))
+	out, errs, code = gpuprep(t, "rollback", "--root", root)
+	require.Equal(t, exitNotReady, code, out+errs)
+	require.Contains(t, errs, "vGPU "+created[0]+" is in use by 999 (qemu-kvm: /dev/vfio/"+path.Base(grp)+") (a VM?): stop it or pass --force")
+	require.Contains(t, mdevsOf(t, root), created[0])
+	require.NotContains(t, mdevsOf(t, root), created[1])
+
+	// the VM stops: rollback finishes; the vGPUs gpuprep created are
+	// removed, mdevctl's stays, the files are back, the manager stays
+	// (the first run restored /etc/default/grub; this one regenerates the
+	// boot menu again, as it cannot know the first got that far)
+	require.NoError(t, os.RemoveAll(filepath.Join(root, "proc/999")))
+	grubRuns := countCommand(n.k.Commands, "update-grub")
+	out, errs, code = gpuprep(t, "rollback", "--root", root)
+	require.Equal(t, exitNeedReboot, code, out+errs)
+	require.Equal(t, grubRuns+1, countCommand(n.k.Commands, "update-grub"))
+	require.Contains(t, out, "the vGPU manager stays installed")
+	require.Contains(t, out, "reboot the node")
+	require.Equal(t, map[string]string{mdevctlUUID: t4 + " nvidia-224"}, mdevsOf(t, root))
+	require.Equal(t, "3", availableInstances(t, root, "nvidia-224"))
+	require.Equal(t, under(orig, "etc/"), under(tree(t, root), "etc/"))
+	require.NoFileExists(t, filepath.Join(root, "run/fake-systemd/is-enabled", vgpu.ApplyUnitName))
+	require.FileExists(t, filepath.Join(root, "usr/bin/nvidia-vgpu-mgr"))
+	require.FileExists(t, filepath.Join(root, "sys/module/nvidia_vgpu_vfio/initstate"))
+	require.Contains(t, n.h.Commands(), "update-initramfs -u")
+	require.Empty(t, journalVGPUs(t, root))
+
+	out, errs, code = gpuprep(t, "rollback", "--root", root)
+	require.Equal(t, 0, code, errs)
+	require.Contains(t, out, "Nothing to roll back.")
 }
