@@ -14,8 +14,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gpuprep/gpuprep/grub"
 	"github.com/gpuprep/gpuprep/internal/host"
 	"github.com/gpuprep/gpuprep/internal/journal"
+	"github.com/gpuprep/gpuprep/internal/kargs"
 	"github.com/gpuprep/gpuprep/internal/kube"
 	"github.com/gpuprep/gpuprep/vfio"
 )
@@ -31,6 +33,12 @@ import (
 //	kind "driver-intent": Device, Before = its driver before the step ("" unbound), After = the driver it goes to
 //	kind "label":         Device = Node name, Path = kubeconfig, Before = labels before ("k=v,…"), After = the keys changed ("k,…")
 //	kind "undone":        Before = the index (in journal.Read order) of an entry rollback undid
+//	kind "bootargs-intent": written before each command of a bootloader whose own tool changes the kernel
+//	                      arguments: Device = the bootloader kind (grub-bls: grubby, systemd-boot: kernel-install,
+//	                      kernelstub, rpm-ostree), After = one argument the command adds that was not there, or
+//	                      Before = one it removes; Path, for the kinds whose tool changes several boot entries
+//	                      (grubby --update-kernel=ALL, rpm-ostree), the entries it leaves as they were for that
+//	                      argument, space-separated: undoing it over every entry would change those too
 //
 // Intent entries are written before the change they announce, so that a
 // crash between a change and its own record still leaves rollback enough.
@@ -40,6 +48,7 @@ const (
 	KindDriverIntent = "driver-intent"
 	KindLabel        = "label"
 	KindUndone       = "undone"
+	KindBootArgs     = "bootargs-intent"
 )
 
 // Env is what Apply and Rollback act through.
@@ -195,7 +204,20 @@ func (p *Plan) run(ctx context.Context, e Env, s *Step) error {
 				return err
 			}
 		}
+		recorded := map[string]bool{}
 		for _, argv := range s.argv {
+			// what the bootloader's own tool is about to change, so that
+			// rollback can run its inverse
+			for _, en := range p.bootArgIntents(argv) {
+				k := en.Before + "\x00" + en.After
+				if recorded[k] {
+					continue
+				}
+				recorded[k] = true
+				if err := e.record(en); err != nil {
+					return err
+				}
+			}
 			e.logf("run: %s", host.ShellQuote(argv))
 			if out, err := e.Runner.Run(ctx, argv...); err != nil {
 				return fmt.Errorf("%s: %w%s", host.ShellQuote(argv), err, tail(out))
@@ -417,4 +439,117 @@ func removeIfExists(p string) error {
 		return nil
 	}
 	return err
+}
+
+// bootArgIntents are the intent entries for one command of the kernel-args
+// step: an entry per argument that a bootloader's own tool (grubby,
+// kernel-install, kernelstub, rpm-ostree) adds or removes with it, as
+// grub.Boot.PlanEdit planned it (adding only what was not there). Commands
+// that only regenerate a boot menu from files (update-grub, grub-mkconfig)
+// have none: rollback restores the files and regenerates.
+func (p *Plan) bootArgIntents(argv []string) []journal.Entry {
+	if p.boot == nil || len(argv) == 0 {
+		return nil
+	}
+	var add, del []string
+	switch {
+	case p.boot.Kind == grub.KindBLS && argv[0] == "grubby":
+		for _, a := range argv[1:] {
+			if v, ok := strings.CutPrefix(a, "--args="); ok {
+				add = append(add, grub.Words(v)...)
+			} else if v, ok := strings.CutPrefix(a, "--remove-args="); ok {
+				del = append(del, grub.Words(v)...)
+			}
+		}
+	case p.boot.Kind == grub.KindKernelstub && argv[0] == "kernelstub":
+		for i := 1; i+1 < len(argv); i++ {
+			switch argv[i] {
+			case "--add-options", "-a":
+				add = append(add, strings.Fields(argv[i+1])...) // kernelstub splits them on blanks
+			case "--delete-options", "-d":
+				del = append(del, strings.Fields(argv[i+1])...)
+			}
+		}
+	case p.boot.Kind == grub.KindRpmOstree && argv[0] == "rpm-ostree":
+		for _, a := range argv[1:] {
+			for _, pre := range []string{"--append-if-missing=", "--append="} {
+				if v, ok := strings.CutPrefix(a, pre); ok {
+					add = append(add, v)
+				}
+			}
+			for _, pre := range []string{"--delete-if-present=", "--delete="} {
+				if v, ok := strings.CutPrefix(a, pre); ok {
+					del = append(del, v)
+				}
+			}
+		}
+	case p.boot.Kind == grub.KindSystemdBoot && argv[0] == "kernel-install" && p.grubPlan != nil:
+		// the entries are made from /etc/kernel/cmdline, edited just before
+		add, del = p.grubPlan.Added, p.grubPlan.Removed
+	default:
+		return nil
+	}
+	multi := p.boot.Kind == grub.KindBLS || p.boot.Kind == grub.KindRpmOstree
+	// the step's removals run before its additions (grubby: as an earlier
+	// command): an entry's word they remove is gone when an addition runs
+	gone := del
+	if p.grubPlan != nil {
+		gone = append(slices.Clone(p.grubPlan.Removed), del...)
+	}
+	var out []journal.Entry
+	for _, d := range del {
+		en := journal.Entry{Command: "apply", Kind: KindBootArgs, Device: p.boot.Kind, Before: d}
+		if multi {
+			en.Path = strings.Join(entriesWithout(p.boot, d), " ")
+		}
+		out = append(out, en)
+	}
+	for _, a := range add {
+		en := journal.Entry{Command: "apply", Kind: KindBootArgs, Device: p.boot.Kind, After: a}
+		if multi {
+			en.Path = strings.Join(entriesWithKey(p.boot, a, gone), " ")
+		}
+		out = append(out, en)
+	}
+	return out
+}
+
+// entryWords are the arguments on a BLS entry's options lines, as written.
+func entryWords(data []byte) []string {
+	var out []string
+	for _, l := range strings.Split(string(data), "\n") {
+		if f := strings.Fields(l); len(f) > 0 && f[0] == "options" {
+			out = append(out, grub.Words(strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(l), "options")))...)
+		}
+	}
+	return out
+}
+
+// entriesWithout are the BLS entries that do not have word d: removing it
+// leaves them as they were, and putting it back everywhere would add it.
+func entriesWithout(b *grub.Boot, d string) []string {
+	var out []string
+	for _, e := range b.Entries {
+		if !slices.Contains(entryWords(e.Data), d) {
+			out = append(out, e.Path)
+		}
+	}
+	return out
+}
+
+// entriesWithKey are the BLS entries that, once the words in del are gone,
+// still have a's key (with a's value or another): adding a keeps or
+// replaces it there, and removing a everywhere would take it from them.
+func entriesWithKey(b *grub.Boot, a string, del []string) []string {
+	key := kargs.Norm(kargs.ParseOne(a).Key)
+	var out []string
+	for _, e := range b.Entries {
+		for _, w := range entryWords(e.Data) {
+			if !slices.Contains(del, w) && kargs.Norm(kargs.ParseOne(w).Key) == key {
+				out = append(out, e.Path)
+				break
+			}
+		}
+	}
+	return out
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -74,8 +75,11 @@ type resource struct {
 // content before gpuprep's first change in that range (byte-identical, from
 // its backup; a file gpuprep created is removed), each device back to the
 // driver it had, each label back to its value (removed when it was not
-// there), then the boot menu and initramfs regenerated. What it undid is
-// recorded ("undone" entries), so a second run is a no-op.
+// there), then the boot menu and initramfs regenerated, and the kernel
+// arguments apply changed through a bootloader's own tool (grubby,
+// kernel-install, kernelstub, rpm-ostree: its bootargs-intent entries)
+// changed back through that tool. What it undid is recorded ("undone"
+// entries), so a second run is a no-op.
 func Rollback(ctx context.Context, e Env, o RollbackOptions) (*RollbackResult, error) {
 	res := &RollbackResult{}
 	entries, jerr := journal.Read(e.Root)
@@ -97,6 +101,8 @@ func Rollback(ctx context.Context, e Env, o RollbackOptions) (*RollbackResult, e
 	}
 	var idx []int
 	manager := false // the journal in range records a vGPU manager install
+	bootArgs := &bootArgsUndo{}
+	grubCmd := false // gpuprep grub ensure/remove changed files in range (its bootloader commands are not journalled)
 	res_ := map[string]*resource{}
 	var order []*resource
 	step := ""
@@ -122,6 +128,7 @@ func Rollback(ctx context.Context, e Env, o RollbackOptions) (*RollbackResult, e
 				continue
 			}
 			r = get(res_, &order, "file", en.Path, i)
+			grubCmd = grubCmd || strings.HasPrefix(en.Command, "grub ")
 			r.boot = r.boot || step == StepKernelArgs || strings.HasPrefix(en.Command, "grub")
 			r.vfio = r.vfio || en.Path == vfio.ModprobeConf || en.Path == vfio.ModulesLoad || en.Path == vfio.UdevRule || en.Path == vgpu.NouveauBlacklist
 		case KindVGPU, KindVGPUIntent:
@@ -134,6 +141,9 @@ func Rollback(ctx context.Context, e Env, o RollbackOptions) (*RollbackResult, e
 			r = get(res_, &order, "driver", en.Device, i)
 		case KindLabel:
 			r = get(res_, &order, "label", en.Device, i)
+		case KindBootArgs:
+			bootArgs.add(en)
+			continue
 		default:
 			continue
 		}
@@ -198,6 +208,8 @@ func Rollback(ctx context.Context, e Env, o RollbackOptions) (*RollbackResult, e
 			}
 		}
 	}
+	// first, so that the configuration read below is the one they leave
+	cmdReboot := bootArgs.any() && bootArgs.undo(ctx, e, res)
 	if bootFiles {
 		boot, err := grub.Detect(e.Root)
 		switch {
@@ -214,11 +226,14 @@ func Rollback(ctx context.Context, e Env, o RollbackOptions) (*RollbackResult, e
 			} else {
 				res.Notes = append(res.Notes, "regenerate the boot menu yourself (no update-grub or grub-mkconfig under the root)")
 			}
-		default:
+		case !bootArgs.has(boot.Kind):
 			res.Notes = append(res.Notes, boot.Kind+": the files are restored; arguments applied by the bootloader's own tool (grubby, kernel-install, kernelstub, rpm-ostree) are not: remove them with gpuprep grub remove")
+		case grubCmd:
+			res.Notes = append(res.Notes, boot.Kind+": the files are restored and apply's arguments removed through the bootloader's own tool; those gpuprep grub ensure/remove applied with it are not journalled and stay: remove them with gpuprep grub remove")
 		}
 		res.Reboot = rebootNeeded(e, boot)
 	}
+	res.Reboot = res.Reboot || cmdReboot
 	if len(res.Failed) > 0 {
 		return res, fmt.Errorf("rollback incomplete: %s", strings.Join(res.Failed, "; "))
 	}
@@ -468,4 +483,200 @@ func rebootNeeded(e Env, boot *grub.Boot) bool {
 		}
 	}
 	return false
+}
+
+// bootArgsUndo is what the journal's bootargs-intent entries in range say
+// apply's bootloader commands changed, per bootloader kind, in order.
+type bootArgsUndo struct {
+	kinds []string
+	by    map[string]*kindArgs
+}
+
+type kindArgs struct {
+	remove, readd []string          // undone over every entry (the tool's own way)
+	keepAdded     map[string]string // argument → entries it was already in: not removed
+	keepRemoved   map[string]string // argument → entries that never had it: not put back
+	order         []string          // kept arguments, in order
+}
+
+func (b *bootArgsUndo) add(en journal.Entry) {
+	if b.by == nil {
+		b.by = map[string]*kindArgs{}
+	}
+	k := b.by[en.Device]
+	if k == nil {
+		k = &kindArgs{keepAdded: map[string]string{}, keepRemoved: map[string]string{}}
+		b.by[en.Device] = k
+		b.kinds = append(b.kinds, en.Device)
+	}
+	switch {
+	case en.After != "" && en.Path != "":
+		if _, ok := k.keepAdded[en.After]; !ok {
+			k.order = append(k.order, "+"+en.After)
+		}
+		k.keepAdded[en.After] = en.Path
+	case en.After != "":
+		k.remove = appendNew(k.remove, en.After)
+	case en.Before != "" && en.Path != "":
+		if _, ok := k.keepRemoved[en.Before]; !ok {
+			k.order = append(k.order, "-"+en.Before)
+		}
+		k.keepRemoved[en.Before] = en.Path
+	case en.Before != "":
+		k.readd = appendNew(k.readd, en.Before)
+	}
+}
+
+func (b *bootArgsUndo) any() bool            { return len(b.kinds) > 0 }
+func (b *bootArgsUndo) has(kind string) bool { return b.by[kind] != nil }
+
+func appendNew(ss []string, add ...string) []string {
+	for _, a := range add {
+		if !slices.Contains(ss, a) {
+			ss = append(ss, a)
+		}
+	}
+	return ss
+}
+
+// undo runs, through each bootloader's own tool, the inverse of what apply's
+// commands changed: the arguments they added removed, those they removed put
+// back (in that order, as separate commands, so no tool's ordering of one
+// command's options matters). systemd-boot's entries are made from
+// /etc/kernel/cmdline, which the file rollback restored: kernel-install add
+// makes them again for every installed kernel. It reports whether the next
+// boot's arguments now differ from the running kernel's (a reboot is needed).
+func (b *bootArgsUndo) undo(ctx context.Context, e Env, res *RollbackResult) bool {
+	running := runningArgs(e.Root)
+	reboot := false
+	for _, kind := range b.kinds {
+		k := b.by[kind]
+		var cmds [][]string
+		var why []string
+		join := strings.Join
+		switch kind {
+		case grub.KindBLS:
+			if len(k.remove) > 0 {
+				cmds = append(cmds, []string{"grubby", "--update-kernel=ALL", "--remove-args=" + join(k.remove, " ")})
+				why = append(why, "removes "+join(k.remove, " ")+" (apply added them)")
+			}
+			if len(k.readd) > 0 {
+				cmds = append(cmds, []string{"grubby", "--update-kernel=ALL", "--args=" + join(k.readd, " ")})
+				why = append(why, "puts back "+join(k.readd, " ")+" (apply removed them)")
+			}
+		case grub.KindKernelstub:
+			if len(k.remove) > 0 {
+				cmds = append(cmds, []string{"kernelstub", "--delete-options", join(k.remove, " ")})
+				why = append(why, "removes "+join(k.remove, " ")+" (apply added them)")
+			}
+			if len(k.readd) > 0 {
+				cmds = append(cmds, []string{"kernelstub", "--add-options", join(k.readd, " ")})
+				why = append(why, "puts back "+join(k.readd, " ")+" (apply removed them)")
+			}
+		case grub.KindRpmOstree:
+			// -if-present / -if-missing: a second run (after a failure
+			// further on) finds them done and changes nothing
+			if len(k.remove) > 0 {
+				argv := []string{"rpm-ostree", "kargs"}
+				for _, a := range k.remove {
+					argv = append(argv, "--delete-if-present="+a)
+				}
+				cmds = append(cmds, argv)
+				why = append(why, "removes "+join(k.remove, " ")+" (apply added them)")
+			}
+			if len(k.readd) > 0 {
+				argv := []string{"rpm-ostree", "kargs"}
+				for _, d := range k.readd {
+					argv = append(argv, "--append-if-missing="+d)
+				}
+				cmds = append(cmds, argv)
+				why = append(why, "puts back "+join(k.readd, " ")+" (apply removed them)")
+			}
+		case grub.KindSystemdBoot:
+			boot, err := grub.Detect(e.Root)
+			switch {
+			case err != nil:
+				res.Failed = append(res.Failed, "systemd-boot: cannot regenerate the boot entries from the restored "+kernelCmdline+": "+err.Error())
+				continue
+			case boot.Kind != grub.KindSystemdBoot:
+				res.Failed = append(res.Failed, fmt.Sprintf("systemd-boot: apply changed the arguments through kernel-install, but this root now looks like %s: regenerate the entries from %s yourself (kernel-install add KVER /lib/modules/KVER/vmlinuz for each kernel)", boot.Kind, kernelCmdline))
+				continue
+			case len(boot.Kernels) == 0:
+				res.Notes = append(res.Notes, "systemd-boot: no kernel image under /lib/modules/*/vmlinuz: run kernel-install add for each installed kernel yourself, so that its entry takes the restored "+kernelCmdline)
+			}
+			for _, kv := range boot.Kernels {
+				// as grub.Boot.PlanEdit runs it: the entry is made again from the restored file
+				cmds = append(cmds, []string{"kernel-install", "add", kv, "/lib/modules/" + kv + "/vmlinuz"})
+				why = append(why, "makes the entry of "+kv+" again from the restored "+kernelCmdline)
+			}
+		default:
+			res.Notes = append(res.Notes, fmt.Sprintf("%s: the journal records kernel arguments changed through its own tool, which gpuprep cannot undo: check them with gpuprep grub show", kind))
+			continue
+		}
+		ok := true
+		for i, argv := range cmds {
+			e.logf("run: %s", host.ShellQuote(argv))
+			if out, err := e.Runner.Run(ctx, argv...); err != nil {
+				res.Failed = append(res.Failed, fmt.Sprintf("%s: %v%s", host.ShellQuote(argv), err, tail(out)))
+				ok = false
+				break
+			}
+			res.Undone = append(res.Undone, Undo{Kind: "command", Target: host.ShellQuote(argv), Action: "ran: " + why[i]})
+		}
+		// a reboot is needed when the next boot (as the commands, and the
+		// arguments left alone, make it) differs from the running kernel in
+		// an argument apply touched; the configuration as read now says so
+		// too, once the tool has run
+		if ok {
+			for _, a := range k.remove {
+				reboot = reboot || kargs.Satisfied(running, kargs.ParseOne(a))
+			}
+			for _, d := range k.readd {
+				reboot = reboot || !kargs.Satisfied(running, kargs.ParseOne(d))
+			}
+			if boot, err := grub.Detect(e.Root); err == nil && boot.Kind == kind {
+				reboot = reboot || rebootNeeded(e, boot)
+			}
+		}
+		for a := range k.keepAdded {
+			reboot = reboot || !kargs.Satisfied(running, kargs.ParseOne(a))
+		}
+		for d := range k.keepRemoved {
+			reboot = reboot || kargs.Satisfied(running, kargs.ParseOne(d))
+		}
+		for _, o := range k.order {
+			arg := o[1:]
+			if o[0] == '+' {
+				res.Notes = append(res.Notes, fmt.Sprintf("%s: %s not removed: %s already had %s before apply, and removing it the way apply added it (%s) would take it from there too: remove it yourself where it should not be (%s)",
+					kind, arg, k.keepAdded[arg], kargs.ParseOne(arg).Key, toolName(kind), removeHint(kind, arg)))
+			} else {
+				res.Notes = append(res.Notes, fmt.Sprintf("%s: %s not put back: %s did not have it before apply, and putting it back the way apply removed it (%s) would add it there: put it back yourself where it was (%s)",
+					kind, arg, k.keepRemoved[arg], toolName(kind), addHint(kind, arg)))
+			}
+		}
+	}
+	return reboot
+}
+
+const kernelCmdline = "/etc/kernel/cmdline"
+
+func toolName(kind string) string {
+	if kind == grub.KindRpmOstree {
+		return "rpm-ostree kargs"
+	}
+	return "grubby --update-kernel=ALL"
+}
+
+func removeHint(kind, arg string) string {
+	if kind == grub.KindRpmOstree {
+		return "rpm-ostree kargs --delete-if-present=" + arg
+	}
+	return "grubby --update-kernel=/boot/vmlinuz-VERSION --remove-args=" + host.ShellQuote([]string{arg})
+}
+
+func addHint(kind, arg string) string {
+	if kind == grub.KindRpmOstree {
+		return "rpm-ostree kargs --append-if-missing=" + arg
+	}
+	return "grubby --update-kernel=/boot/vmlinuz-VERSION --args=" + host.ShellQuote([]string{arg})
 }

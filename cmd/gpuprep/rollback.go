@@ -32,9 +32,17 @@ gpuprep created are removed, units it created disabled first), each vGPU gpuprep
 created removed (mdev remove, or current_vgpu_type 0; one a VM holds open only
 with --force), each device back on the driver it had, each label
 set through the API back to its value (removed when it was new); then the boot
-menu and the initramfs are regenerated where their files changed. It says when
-the kernel arguments of the next boot differ from the running ones: reboot then.
-What it undid is recorded, so a second rollback changes nothing.
+menu and the initramfs are regenerated where their files changed, and kernel
+arguments apply changed through the bootloader's own tool are changed back
+through it: grubby --update-kernel=ALL --remove-args=… (and --args=… for those
+it removed), kernelstub --delete-options … (--add-options …), rpm-ostree kargs
+--delete-if-present=… (--append-if-missing=…), and for systemd-boot
+kernel-install add for each kernel once /etc/kernel/cmdline is restored. An
+argument that some boot entries already had (or lacked) before apply is left as
+it is, with a note: the tool changes every entry at once. Changes made with
+gpuprep grub ensure/remove through such a tool are not undone (it says so). It
+says when the kernel arguments of the next boot differ from the running ones:
+reboot then. What it undid is recorded, so a second rollback changes nothing.
 
 --to STEP keeps the changes up to the last completed apply step STEP
 (kernel-args, vfio-bind, vfio-unbind, vgpu-install, vgpu-devices, label) and undoes
