@@ -265,7 +265,7 @@ func (p *Plan) createVGPUs(ctx context.Context, e Env) error {
 			return err
 		}
 	}
-	done, err := vgpu.Apply(e.Root, e.Sysfs, dp)
+	done, err := vgpu.ApplyAt(e.Root, e.Sysfs, dp, now)
 	for _, a := range done {
 		e.logf("wrote %s > %s  (%s)", a.Value, a.Path, a.About)
 		if jerr := e.record(journal.Entry{Time: now, Command: "apply", Kind: KindVGPU, Path: a.Path, Device: a.GPU, After: a.Value}); jerr != nil && err == nil {

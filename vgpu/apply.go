@@ -75,6 +75,9 @@ func readTypeNames(root *host.Root) map[string]string {
 	out := map[string]string{}
 	b, _ := root.ReadFile(TypeNames)
 	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(l, "#") {
+			continue // the header, which holds " : " too
+		}
 		if id, name, ok := strings.Cut(l, " : "); ok {
 			out[strings.TrimSpace(id)] = strings.TrimSpace(name)
 		}
@@ -82,14 +85,20 @@ func readTypeNames(root *host.Root) map[string]string {
 	return out
 }
 
-// rememberTypeName records id's name in TypeNames (a write failure only
-// costs names in later reports, so it is returned for the caller to note).
-func rememberTypeName(root *host.Root, id, name string) error {
+// rememberTypeNames records the names of ids (id → name) in TypeNames, in
+// one atomic write made at now, so that its backup has the name a caller
+// that journals it first announced.
+func rememberTypeNames(root *host.Root, names map[string]string, now time.Time) error {
 	m := readTypeNames(root)
-	if m[id] == name {
+	changed := false
+	for id, name := range names {
+		if m[id] != name {
+			m[id], changed = name, true
+		}
+	}
+	if !changed {
 		return nil
 	}
-	m[id] = name
 	ids := make([]string, 0, len(m))
 	for k := range m {
 		ids = append(ids, k)
@@ -103,7 +112,7 @@ func rememberTypeName(root *host.Root, id, name string) error {
 	if err := root.MkdirAll("/var/lib/gpuprep", 0o755); err != nil {
 		return err
 	}
-	_, err := root.WriteFileAtomic(TypeNames, []byte(b.String()), 0o644, time.Now())
+	_, err := root.WriteFileAtomic(TypeNames, []byte(b.String()), 0o644, now)
 	return err
 }
 
@@ -288,6 +297,22 @@ func MakePlanWith(root *host.Root, wants []Want, opts PlanOptions) (*Plan, error
 // it re-reads the VF's creatable types, since capacity changes with every
 // vGPU created. It returns the actions done (with the UUIDs used).
 func Apply(root *host.Root, w AttrWriter, p *Plan) ([]Action, error) {
+	return ApplyAt(root, w, p, time.Now())
+}
+
+// ApplyAt is Apply with the names of the vendor-specific types it writes
+// recorded in TypeNames first, in one write made at now (its backup named
+// after now).
+func ApplyAt(root *host.Root, w AttrWriter, p *Plan, now time.Time) ([]Action, error) {
+	names := map[string]string{}
+	for _, a := range p.Actions {
+		if !strings.HasSuffix(a.Path, "/create") {
+			names[a.Value] = a.Type
+		}
+	}
+	if err := rememberTypeNames(root, names, now); err != nil {
+		return nil, fmt.Errorf("recording the names of vGPU types: %w", err)
+	}
 	var done []Action
 	for _, a := range p.Removals {
 		if err := w.WriteAttr(a.Path, a.Value); err != nil {
@@ -309,9 +334,6 @@ func Apply(root *host.Root, w AttrWriter, p *Plan) ([]Action, error) {
 			}
 			if !ok {
 				return done, fmt.Errorf("%s: %s is no longer creatable on VF %s (capacity used up?)", a.GPU, a.Type, vf)
-			}
-			if err := rememberTypeName(root, a.Value, a.Type); err != nil {
-				return done, fmt.Errorf("%s: recording the name of type %s: %w", a.GPU, a.Value, err)
 			}
 		}
 		if err := w.WriteAttr(a.Path, a.Value); err != nil {

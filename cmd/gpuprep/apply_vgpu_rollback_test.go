@@ -181,3 +181,34 @@ func splitAll(cmds []string) [][]string {
 	}
 	return out
 }
+
+// TestRollbackRestoresVGPUTypeNames: the names of the vendor-specific type
+// ids gpuprep keeps (an earlier gpuprep vgpu apply wrote one) come back
+// byte-identical, also when a config of two types adds two names.
+func TestRollbackRestoresVGPUTypeNames(t *testing.T) {
+	root := fixtureRoot(t, "vgpu-fresh-sriov")
+	withTools(t, root)
+	simulatedVGPUNode(t, root)
+	run, err := vgputest.WriteInstaller(t.TempDir(), "550.90.05", "vgpu-kvm")
+	require.NoError(t, err)
+	cfg := filepath.Join(t.TempDir(), "vgpu.yaml")
+	require.NoError(t, os.WriteFile(cfg, []byte("version: v1\nvgpu-configs:\n  mixed:\n    - devices: all\n      vgpu-devices:\n        \"L40S-24Q\": 1\n        \"L40S-48Q\": 1\n"), 0o644))
+	names := filepath.Join(root, vgpu.TypeNames)
+	before := "# vGPU type id : name, written by gpuprep vgpu apply (VFs with a type no longer list them)\n1157 : NVIDIA L40S-12Q\n"
+	require.NoError(t, os.MkdirAll(filepath.Dir(names), 0o755))
+	require.NoError(t, os.WriteFile(names, []byte(before), 0o644))
+
+	out, errs, code := gpuprep(t, "apply", "--yes", "--root", root, "--mode", "vm-vgpu", "--vgpu-config-file", cfg, "--vgpu-config", "mixed", "--driver", run)
+	require.Equal(t, exitOK, code, out+errs)
+	b, err := os.ReadFile(names)
+	require.NoError(t, err)
+	require.Equal(t, before[:strings.Index(before, "1157")]+"1155 : NVIDIA L40S-24Q\n1156 : NVIDIA L40S-48Q\n1157 : NVIDIA L40S-12Q\n", string(b))
+	require.Len(t, journalVGPUs(t, root), 4)
+
+	out, errs, code = gpuprep(t, "rollback", "--root", root)
+	require.Equal(t, exitOK, code, out+errs)
+	require.Empty(t, vgpusOf(t, root))
+	b, err = os.ReadFile(names)
+	require.NoError(t, err)
+	require.Equal(t, before, string(b))
+}
