@@ -6,14 +6,17 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
 	"github.com/gpuprep/gpuprep/internal/fleet"
+	"github.com/gpuprep/gpuprep/internal/kube"
 	"github.com/gpuprep/gpuprep/preflight"
 	"github.com/gpuprep/gpuprep/report"
+	"github.com/gpuprep/gpuprep/vgpu"
 )
 
 // fleetApply is `gpuprep fleet apply`: gpuprep apply on canary hosts
@@ -25,6 +28,11 @@ type fleetApply struct {
 	maxFailures       int
 	rollbackOnFailure bool
 	yes               bool
+	// vm-vgpu: local files uploaded to the hosts that need them
+	vgpuConfigFile string
+	vgpuConfig     string
+	driver         string
+	files          map[string]*fleet.File // by local path
 }
 
 func (c *fleetCmd) applyCommand() *cobra.Command {
@@ -70,7 +78,100 @@ a reboot (including canaries, which then stopped the rollout).`,
 	f.IntVar(&a.maxFailures, "max-failures", 0, "stop the rollout (after a batch) when more than this many hosts failed")
 	f.BoolVar(&a.rollbackOnFailure, "rollback-on-failure", false, "run gpuprep rollback on each host where apply failed")
 	f.BoolVarP(&a.yes, "yes", "y", false, "do not ask for confirmation")
+	f.StringVar(&a.vgpuConfigFile, "vgpu-config-file", "", "vm-vgpu: local vgpu-device-manager config file, uploaded to each vm-vgpu host (per host: the variable gpuprep_vgpu_config_file, a path on the host, replaces it)")
+	f.StringVar(&a.vgpuConfig, "vgpu-config", "", "vm-vgpu: the config in it to create and label (per host: the variable gpuprep_vgpu_config replaces it)")
+	f.StringVar(&a.driver, "driver", "", "vm-vgpu: local vGPU manager installer (.run, .deb or .rpm), uploaded to each vm-vgpu host (per host: the variable gpuprep_driver, a path on the host, replaces it)")
 	return cmd
+}
+
+// vgpuArgs are apply's vm-vgpu arguments for h: a local file is named by
+// its fleet.File reference (uploaded, then replaced by its path on the
+// host), a host variable by its value.
+func (a *fleetApply) vgpuArgs(h *fleet.Host) []string {
+	var args []string
+	file := func(flag, local, hostVar string) {
+		switch {
+		case h.Var(hostVar) != "":
+			args = append(args, flag, h.Var(hostVar))
+		case local != "":
+			args = append(args, flag, a.files[local].Ref())
+		}
+	}
+	file("--vgpu-config-file", a.vgpuConfigFile, "gpuprep_vgpu_config_file")
+	name := a.vgpuConfig
+	if v := h.Var("gpuprep_vgpu_config"); v != "" {
+		name = v
+	}
+	if name != "" {
+		args = append(args, "--vgpu-config", name)
+	}
+	file("--driver", a.driver, "gpuprep_driver")
+	return args
+}
+
+// checkVGPU loads the local vGPU files and checks, before any host is
+// contacted, that every vm-vgpu host has a config file and a config name
+// (the config in the local file, and the label value, valid), and that no
+// vGPU flag is given without a vm-vgpu host.
+func (a *fleetApply) checkVGPU(hosts []*fleet.Host) error {
+	a.files = map[string]*fleet.File{}
+	var cfg *vgpu.Config
+	if a.vgpuConfigFile != "" {
+		c, err := vgpu.LoadConfig(a.vgpuConfigFile)
+		if err != nil {
+			return usageErr("--vgpu-config-file: %v", err)
+		}
+		cfg = c
+	}
+	for _, p := range []string{a.vgpuConfigFile, a.driver} {
+		if p == "" {
+			continue
+		}
+		f, err := fleet.LoadFile(p)
+		if err != nil {
+			return usageErr("%v", err)
+		}
+		a.files[p] = f
+	}
+	// The driver is verified where it is installed (the canary's apply
+	// refuses a wrong one before any other host is started): this machine
+	// may not be of the hosts' architecture.
+	var any bool
+	var miss []string
+	for _, h := range hosts {
+		if a.hostMode(h) != string(preflight.VMVGPU) {
+			continue
+		}
+		any = true
+		name := a.vgpuConfig
+		if v := h.Var("gpuprep_vgpu_config"); v != "" {
+			name = v
+		}
+		switch {
+		case a.vgpuConfigFile == "" && h.Var("gpuprep_vgpu_config_file") == "":
+			miss = append(miss, h.Name+": a vgpu-device-manager config (--vgpu-config-file, or the variable gpuprep_vgpu_config_file)")
+		case name == "":
+			miss = append(miss, h.Name+": the config to create (--vgpu-config, or the variable gpuprep_vgpu_config)")
+		}
+		if name == "" {
+			continue
+		}
+		if err := kube.ValidateLabelValue(kube.VGPUConfigLabel, name); err != nil {
+			return usageErr("%s: vgpu config: %v", h.Name, err)
+		}
+		if cfg != nil && h.Var("gpuprep_vgpu_config_file") == "" {
+			if _, err := cfg.Select(name); err != nil {
+				return usageErr("%s: %v", h.Name, err)
+			}
+		}
+	}
+	if len(miss) > 0 {
+		return usageErr("vm-vgpu hosts need:\n  %s", strings.Join(miss, "\n  "))
+	}
+	if !any && (a.vgpuConfigFile != "" || a.vgpuConfig != "" || a.driver != "") {
+		return usageErr("--vgpu-config-file, --vgpu-config and --driver apply to vm-vgpu hosts, and no selected host has mode vm-vgpu")
+	}
+	return nil
 }
 
 // phase is a group of hosts applied together.
@@ -95,6 +196,9 @@ func (a *fleetApply) applyArgs(h *fleet.Host) ([]string, error) {
 	args := []string{"apply", "--mode", a.hostMode(h), "--yes", "-o", "json"}
 	for _, s := range a.hostSelect(h) {
 		args = append(args, "--select", s)
+	}
+	if a.hostMode(h) == string(preflight.VMVGPU) {
+		args = append(args, a.vgpuArgs(h)...)
 	}
 	return a.remoteArgs(h, args)
 }
@@ -140,6 +244,9 @@ func (a *fleetApply) run(cmd *cobra.Command) error {
 	if len(noMode) > 0 {
 		return usageErr("no mode for %s: give --mode, or a mode in the inventory (mode, or the variable gpuprep_mode)", strings.Join(noMode, ", "))
 	}
+	if err := a.checkVGPU(hosts); err != nil {
+		return err
+	}
 	phases := a.phases(hosts)
 	if a.dryRun {
 		return a.printPlan(cmd.OutOrStdout(), phases)
@@ -163,6 +270,9 @@ func (a *fleetApply) run(cmd *cobra.Command) error {
 		return err
 	}
 	defer sess.close()
+	for _, f := range a.files {
+		sess.exec.Files = append(sess.exec.Files, f)
+	}
 	fr := a.rollout(cmd, sess, phases)
 
 	out := cmd.OutOrStdout()
@@ -346,6 +456,17 @@ func applyExitCode(f *report.FleetReport) int {
 	return exitOK
 }
 
+// showFiles names uploaded files in shown arguments: "upload:LOCAL-PATH".
+func (a *fleetApply) showFiles(args []string) []string {
+	out := slices.Clone(args)
+	for i := range out {
+		for local, f := range a.files {
+			out[i] = strings.ReplaceAll(out[i], f.Ref(), "upload:"+local)
+		}
+	}
+	return out
+}
+
 // printPlan lists the phases and what each host would run.
 func (a *fleetApply) printPlan(w io.Writer, phases []phase) error {
 	type entry struct {
@@ -361,7 +482,7 @@ func (a *fleetApply) printPlan(w io.Writer, phases []phase) error {
 			if err != nil {
 				return err
 			}
-			list = append(list, entry{Host: h, Phase: ph.name, Target: h.Target(), Args: args})
+			list = append(list, entry{Host: h, Phase: ph.name, Target: h.Target(), Args: a.showFiles(args)})
 		}
 	}
 	if a.output == "json" && a.dryRun {
@@ -373,7 +494,7 @@ func (a *fleetApply) printPlan(w io.Writer, phases []phase) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "PHASE\tHOST\tCONNECT\tGPUPREP ARGS")
 	for _, e := range list {
-		q, _ := fleet.QuoteArgs(e.Args...)
+		q, _ := fleet.QuoteArgs(a.showFiles(e.Args)...)
 		fmt.Fprintf(tw, "%s\t%s\t%s@%s\t%s\n", e.Phase, report.Clean(e.Name), report.Clean(e.User), report.Clean(e.Target), report.Clean(q))
 	}
 	if err := tw.Flush(); err != nil {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -236,4 +237,75 @@ hosts:
 		phases = append(phases, h.Phase)
 	}
 	assert.Equal(t, []string{"batch 1", "batch 1", "batch 1", "batch 2"}, phases)
+}
+
+// fleet apply --mode vm-vgpu uploads the local vGPU config and driver to
+// the vm-vgpu hosts (by hash, into the login user's cache) and passes their
+// paths there, with the config name (a host variable may replace it);
+// other hosts get none of it.
+func TestFleetApplyVGPUFiles(t *testing.T) {
+	r := newApplyRig(t)
+	cfg := writeFile(t, "vgpu.yaml", "version: v1\nvgpu-configs:\n  l40s-24q:\n    - devices: all\n      vgpu-devices:\n        \"L40S-24Q\": 2\n  l40s-48q:\n    - devices: all\n      vgpu-devices:\n        \"L40S-48Q\": 1\n")
+	drv := writeFile(t, "NVIDIA-Linux-x86_64-580.95-vgpu-kvm.run", "#!/bin/sh\n# stand-in: fleet apply does not inspect it, the host's apply does\n")
+	hosts := []*simHost{{name: "v1", behaviour: "ready"}, {name: "v2", behaviour: "ready"}, {name: "c1", behaviour: "ready"}}
+	var lines []string
+	for i, h := range hosts {
+		s := r.env.Start(t, fmt.Sprintf("127.0.1.%d", 70+i))
+		sshdtest.Trust(t, r.kh, false, s)
+		h.dir = r.host(t, h.behaviour)
+		extra := map[string]string{"v1": ", mode: vm-vgpu", "v2": ", mode: vm-vgpu", "c1": ", mode: container"}[h.name]
+		vars := ""
+		if h.name == "v2" {
+			vars = ", gpuprep_vgpu_config: l40s-48q"
+		}
+		lines = append(lines, fmt.Sprintf("  - {name: %s, address: %s, port: %d%s, vars: {gpuprep_root: %s%s}}", h.name, s.Host, s.Port, extra, h.dir, vars))
+	}
+	inv := writeFile(t, "fleet.yaml", fmt.Sprintf("apiVersion: gpuprep/v1\nkind: Inventory\ndefaults: {user: %s}\nhosts:\n%s\n", r.env.User, strings.Join(lines, "\n")))
+	base := append([]string{"fleet", "apply", "-i", inv, "--yes", "--vgpu-config-file", cfg, "--vgpu-config", "l40s-24q", "--driver", drv}, r.args()...)
+
+	// The dry run names the local files to upload.
+	code, out, stderr := runCLI(append(base, "--dry-run")...)
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, out, "'--vgpu-config-file' 'upload:"+cfg+"' '--vgpu-config' 'l40s-24q' '--driver' 'upload:"+drv+"'")
+	assert.Contains(t, out, "'--vgpu-config' 'l40s-48q'")
+
+	code, out, stderr = runCLI(append(base, "-o", "json")...)
+	require.Equal(t, 0, code, out+stderr)
+	sum := func(p string) string {
+		b, err := os.ReadFile(p)
+		require.NoError(t, err)
+		return fmt.Sprintf("%x", sha256.Sum256(b))
+	}
+	cache := filepath.Join(r.env.Home[r.env.User], ".cache", "gpuprep", "files")
+	remoteCfg := filepath.Join(cache, sum(cfg), "vgpu.yaml")
+	remoteDrv := filepath.Join(cache, sum(drv), "NVIDIA-Linux-x86_64-580.95-vgpu-kvm.run")
+	for _, h := range hosts[:2] {
+		name := map[string]string{"v1": "l40s-24q", "v2": "l40s-48q"}[h.name]
+		assert.Equal(t, []string{
+			"apply --mode vm-vgpu --yes -o json --vgpu-config-file " + remoteCfg + " --vgpu-config " + name + " --driver " + remoteDrv,
+			"file --vgpu-config-file sha256=" + sum(cfg),
+			"file --driver sha256=" + sum(drv),
+		}, calls(t, h.dir), h.name)
+	}
+	assert.Equal(t, []string{"apply --mode container --yes -o json"}, calls(t, hosts[2].dir))
+
+	// Refused before any host is contacted: a vm-vgpu host without a config
+	// name, a name the file lacks, vGPU flags without a vm-vgpu host.
+	noName := []string{"fleet", "apply", "-i", inv, "--yes", "--vgpu-config-file", cfg, "--limit", "v1"}
+	code, _, stderr = runCLI(append(noName, r.args()...)...)
+	assert.Equal(t, exitUsage, code)
+	assert.Contains(t, stderr, "v1: the config to create (--vgpu-config, or the variable gpuprep_vgpu_config)")
+	code, _, stderr = runCLI(append([]string{"fleet", "apply", "-i", inv, "--yes", "--vgpu-config-file", cfg, "--vgpu-config", "a100-4c"}, r.args()...)...)
+	assert.Equal(t, exitUsage, code)
+	assert.Contains(t, stderr, `v1: `+cfg+`: no vgpu-config "a100-4c" (have l40s-24q, l40s-48q)`)
+	code, _, stderr = runCLI(append([]string{"fleet", "apply", "-i", inv, "--yes", "--vgpu-config", "x", "--limit", "c1"}, r.args()...)...)
+	assert.Equal(t, exitUsage, code)
+	assert.Contains(t, stderr, "no selected host has mode vm-vgpu")
+	bad := writeFile(t, "bad.yaml", "version: v1\nvgpu-configs:\n  x:\n    - devices: all\n      vgpu-devics: {}\n")
+	code, _, stderr = runCLI(append([]string{"fleet", "apply", "-i", inv, "--yes", "--vgpu-config-file", bad, "--vgpu-config", "x"}, r.args()...)...)
+	assert.Equal(t, exitUsage, code)
+	assert.Contains(t, stderr, bad+":5")
+	for _, h := range hosts {
+		assert.Len(t, calls(t, h.dir), map[string]int{"v1": 3, "v2": 3, "c1": 1}[h.name], "%s contacted by a refused run", h.name)
+	}
 }

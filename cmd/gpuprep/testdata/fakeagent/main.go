@@ -12,10 +12,12 @@
 // DIR/behaviour says what apply does: ready (exit 0 with DIR/report.json,
 // a real gpuprep check report, embedded), not-ready (exit 1 with it),
 // reboot (exit 4 at the reboot step) or fail (exit 1: a step failed).
-// Every call is appended to DIR/calls.log.
+// Every call is appended to DIR/calls.log, with the SHA-256 of the files
+// given to --vgpu-config-file and --driver.
 package main
 
 import (
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -41,6 +43,18 @@ func main() {
 		os.Exit(3)
 	}
 	fmt.Fprintln(logf, strings.Join(args, " "))
+	// The files apply was given (uploaded by fleet apply): their hashes, so
+	// that a test can tell the host got the exact bytes.
+	for i, a := range args {
+		if (a == "--vgpu-config-file" || a == "--driver") && i+1 < len(args) {
+			b, err := os.ReadFile(args[i+1])
+			if err != nil {
+				fmt.Fprintf(logf, "file %s: %v\n", a, err)
+				continue
+			}
+			fmt.Fprintf(logf, "file %s sha256=%x\n", a, sha256.Sum256(b))
+		}
+	}
 	logf.Close()
 	enc := json.NewEncoder(os.Stdout)
 	enc.SetIndent("", "  ")
