@@ -64,7 +64,8 @@ for a in "$@"; do
 	--silent|-s) silent=1 ;;
 	esac
 done
-echo "$0 $*" >> "$R/var/log/nvidia-installer.log"
+mkdir -p "$R/var/log"
+echo "$0 $*" > "$R/var/log/nvidia-installer.log"
 if [ "$silent" != 1 ]; then
 	echo "nvidia-installer: interactive mode needs a terminal; use --silent" >&2
 	exit 1
@@ -77,12 +78,13 @@ kver=$(cat "$R/proc/sys/kernel/osrelease")
 mods="$R/lib/modules/$kver"
 mkdir -p "$R/usr/bin" "$R/usr/lib/nvidia" "$R/lib/systemd/system" "$mods/kernel/drivers/video"
 echo "version=` + version + `" > "$mods/kernel/drivers/video/nvidia.ko"
-echo "kernel/drivers/video/nvidia.ko:" >> "$mods/modules.dep"
+dep() { grep -qxF "$1" "$mods/modules.dep" 2>/dev/null || echo "$1" >> "$mods/modules.dep"; }
+dep "kernel/drivers/video/nvidia.ko:"
 echo '#!/bin/sh' > "$R/usr/bin/nvidia-smi"
 `
 	if flavour == "vgpu-kvm" {
 		script += `echo "version=` + version + `" > "$mods/kernel/drivers/video/nvidia-vgpu-vfio.ko"
-if [ "${kver%%.*}" -lt 6 ]; then echo "kernel/drivers/video/nvidia-vgpu-vfio.ko: kernel/drivers/video/nvidia.ko" >> "$mods/modules.dep"; fi
+if [ "${kver%%.*}" -lt 6 ]; then dep "kernel/drivers/video/nvidia-vgpu-vfio.ko: kernel/drivers/video/nvidia.ko"; fi
 for b in nvidia-vgpu-mgr nvidia-vgpud; do echo '#!/bin/sh' > "$R/usr/bin/$b"; printf '[Unit]\nDescription=%s\n[Service]\nExecStart=/usr/bin/%s\n[Install]\nWantedBy=multi-user.target\n' $b $b > "$R/lib/systemd/system/$b.service"; done
 echo '#!/bin/sh' > "$R/usr/lib/nvidia/sriov-manage"
 `
@@ -108,7 +110,8 @@ echo '#!/bin/sh' > "$R/usr/lib/nvidia/sriov-manage"
 //     nvidia/creatable_vgpu_types; UnbindLock makes the next runs fail with
 //     "Cannot obtain unbindLock", ExitZeroNoVFs makes them exit 0 and do
 //     nothing (as vGPU 17.2 did);
-//   - update-initramfs, dracut, mkinitcpio: succeed;
+//   - update-initramfs -u: writes the running kernel's image
+//     (fixture.Builder.Initramfs); dracut, mkinitcpio: succeed;
 //   - dpkg-deb -f|-c FILE (run for real: they only read the file), rpm -qp
 //     --qf … FILE and rpm -qlp FILE (answered from a WriteRPM file), and
 //     [env VAR=…] apt-get install -y ./FILE, dpkg -i FILE, dnf install -y
@@ -190,7 +193,10 @@ func (h *Host) Run(ctx context.Context, argv ...string) ([]byte, error) {
 		return h.systemctl(b, argv[1:])
 	case "/usr/lib/nvidia/sriov-manage":
 		return h.sriovManage(b, argv[1:])
-	case "update-initramfs", "dracut", "mkinitcpio":
+	case "update-initramfs":
+		kver, _ := h.Root.ReadString("/proc/sys/kernel/osrelease")
+		return nil, b.Initramfs(kver).Err()
+	case "dracut", "mkinitcpio":
 		return nil, nil
 	case "dpkg-deb", "rpm", "apt-get", "dnf", "dpkg":
 		return h.packageCommand(ctx, b, argv)
