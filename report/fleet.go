@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/gpuprep/gpuprep/preflight"
 )
@@ -69,6 +70,22 @@ type FleetHost struct {
 	// Rollback is gpuprep rollback's run on a failed host
 	// (--rollback-on-failure).
 	Rollback *HostRollback `json:"rollback,omitempty"`
+	// Reboot is the reboot fleet apply --reboot had apply run, and the wait
+	// for the host to come back and finish.
+	Reboot *HostReboot `json:"reboot,omitempty"`
+}
+
+// HostReboot is a host's reboot in fleet apply --reboot: apply ran
+// systemctl reboot at its reboot step; fleet apply then ran apply again
+// (without --reboot) until it no longer asked for the reboot.
+type HostReboot struct {
+	// Completed: the host came back and apply went on past the reboot.
+	Completed bool  `json:"completed"`
+	WaitedMs  int64 `json:"waitedMs"`
+	// Attempts counts the runs of apply while waiting (connection
+	// failures included).
+	Attempts int    `json:"attempts"`
+	Error    string `json:"error,omitempty"`
 }
 
 // Outcomes of a host in fleet apply.
@@ -89,7 +106,9 @@ type Rollout struct {
 	Batch             int  `json:"batch"`
 	MaxFailures       int  `json:"maxFailures"`
 	RollbackOnFailure bool `json:"rollbackOnFailure"`
-	Failures          int  `json:"failures"`
+	// Reboot: hosts were rebooted where apply needed it, and waited for.
+	Reboot   bool `json:"reboot,omitempty"`
+	Failures int  `json:"failures"`
 	// Stopped says why hosts were skipped ("" when every host was started).
 	Stopped string `json:"stopped,omitempty"`
 }
@@ -311,6 +330,9 @@ func FleetText(w io.Writer, f *FleetReport) error {
 		if ro.RollbackOnFailure {
 			rb = ", failed hosts rolled back"
 		}
+		if ro.Reboot {
+			rb += ", hosts rebooted where needed"
+		}
 		fmt.Fprintf(&b, "\n%s canary %d, then batches of %d; stop when more than %d host(s) failed%s: %d failed.\n", bold.Render("Rollout"),
 			ro.Canary, ro.Batch, ro.MaxFailures, rb, ro.Failures)
 		if ro.Stopped != "" {
@@ -344,6 +366,13 @@ func rolloutTable(tw io.Writer, f *FleetReport) {
 			if bl := blockers(h.Report); len(bl) > 0 && detail == "" {
 				detail = strings.Join(bl, ", ")
 			}
+		}
+		if rh := h.Reboot; rh != nil && rh.Completed { // else Error says what went wrong
+			what := fmt.Sprintf("rebooted (%s)", (time.Duration(rh.WaitedMs) * time.Millisecond).Round(time.Second))
+			if detail != "" {
+				what += "; " + detail
+			}
+			detail = what
 		}
 		if rb := h.Rollback; rb != nil {
 			what := "rolled back"

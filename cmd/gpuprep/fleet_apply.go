@@ -2,13 +2,17 @@ package main
 
 import (
 	"bufio"
+	"cmp"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"slices"
 	"strings"
+	"sync"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -33,6 +37,10 @@ type fleetApply struct {
 	vgpuConfig     string
 	driver         string
 	files          map[string]*fleet.File // by local path
+	// --reboot: apply reboots hosts at the reboot step; fleet apply waits
+	reboot        bool
+	rebootTimeout time.Duration
+	rebootPoll    time.Duration
 }
 
 func (c *fleetCmd) applyCommand() *cobra.Command {
@@ -57,6 +65,22 @@ reported, the rollout goes on. Hosts never started are reported as skipped.
 ran (not on hosts that could not be reached): it undoes every change the host's
 journal records, newest first, as gpuprep rollback does.
 
+--reboot passes --reboot to apply, so a host that needs a reboot for its kernel
+arguments reboots itself at the reboot step (systemctl reboot). fleet apply then
+waits for it: every --reboot-poll it runs apply again, without --reboot (it never
+reboots a host twice), until apply goes past the reboot — and ends with its check:
+the host is then ready or failed like any other — or until --reboot-timeout
+(failed: "not back from the reboot"). A host that rebooted without its arguments
+taking effect fails with apply's diagnosis. The canaries' reboots are waited for
+before any other host starts.
+
+--mode vm-vgpu takes --vgpu-config-file and --driver as local files: they are
+uploaded (by SHA-256, into the login user's cache, reused while unchanged) to the
+vm-vgpu hosts only, with --vgpu-config; the host variables gpuprep_vgpu_config_file
+and gpuprep_driver (paths on the host) and gpuprep_vgpu_config replace them per host.
+The config file, and the config name of each host, are checked before any host is
+contacted; the driver is verified by apply on the host (the canary first).
+
 The report shows each host's phase (canary, batch N, skipped) and outcome (ready,
 reboot-needed, failed, rolled-back, rollback-failed, cancelled, skipped), with
 apply's output, the check report it embeds, and the rollback's output.
@@ -78,6 +102,10 @@ a reboot (including canaries, which then stopped the rollout).`,
 	f.IntVar(&a.maxFailures, "max-failures", 0, "stop the rollout (after a batch) when more than this many hosts failed")
 	f.BoolVar(&a.rollbackOnFailure, "rollback-on-failure", false, "run gpuprep rollback on each host where apply failed")
 	f.BoolVarP(&a.yes, "yes", "y", false, "do not ask for confirmation")
+	f.BoolVar(&a.reboot, "reboot", false, "let apply reboot hosts at the reboot step (systemctl reboot), wait for each to come back, and run apply again to finish and verify it")
+	f.DurationVar(&a.rebootTimeout, "reboot-timeout", 20*time.Minute, "with --reboot: how long a host may take to reboot and finish")
+	f.DurationVar(&a.rebootPoll, "reboot-poll", 15*time.Second, "with --reboot: time between tries to reach a rebooting host")
+	_ = f.MarkHidden("reboot-poll")
 	f.StringVar(&a.vgpuConfigFile, "vgpu-config-file", "", "vm-vgpu: local vgpu-device-manager config file, uploaded to each vm-vgpu host (per host: the variable gpuprep_vgpu_config_file, a path on the host, replaces it)")
 	f.StringVar(&a.vgpuConfig, "vgpu-config", "", "vm-vgpu: the config in it to create and label (per host: the variable gpuprep_vgpu_config replaces it)")
 	f.StringVar(&a.driver, "driver", "", "vm-vgpu: local vGPU manager installer (.run, .deb or .rpm), uploaded to each vm-vgpu host (per host: the variable gpuprep_driver, a path on the host, replaces it)")
@@ -200,7 +228,21 @@ func (a *fleetApply) applyArgs(h *fleet.Host) ([]string, error) {
 	if a.hostMode(h) == string(preflight.VMVGPU) {
 		args = append(args, a.vgpuArgs(h)...)
 	}
+	if a.reboot {
+		args = append(args, "--reboot")
+	}
 	return a.remoteArgs(h, args)
+}
+
+// resumeArgs are apply's arguments after a reboot: the same, but never
+// --reboot (an apply that still asks for a reboot exits 4 and the wait
+// goes on; it never reboots the host again).
+func (a *fleetApply) resumeArgs(h *fleet.Host) ([]string, error) {
+	args, err := a.applyArgs(h)
+	if err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(args, func(s string) bool { return s == "--reboot" }), nil
 }
 
 func (a *fleetApply) rollbackArgs(h *fleet.Host) ([]string, error) {
@@ -224,6 +266,9 @@ func (a *fleetApply) run(cmd *cobra.Command) error {
 	}
 	if a.maxFailures < 0 {
 		return usageErr("--max-failures %d: want 0 or more", a.maxFailures)
+	}
+	if a.rebootTimeout <= 0 || a.rebootPoll <= 0 {
+		return usageErr("--reboot-timeout and --reboot-poll: want positive durations")
 	}
 	if err := a.checkConnectionFlags(); err != nil {
 		return err
@@ -286,7 +331,7 @@ func (a *fleetApply) run(cmd *cobra.Command) error {
 // rollout runs the phases in order and builds the report.
 func (a *fleetApply) rollout(cmd *cobra.Command, sess *fleetSession, phases []phase) *report.FleetReport {
 	ctx, errw := sess.ctx, cmd.ErrOrStderr()
-	ro := &report.Rollout{Canary: a.canary, Batch: a.batch, MaxFailures: a.maxFailures, RollbackOnFailure: a.rollbackOnFailure}
+	ro := &report.Rollout{Canary: a.canary, Batch: a.batch, MaxFailures: a.maxFailures, RollbackOnFailure: a.rollbackOnFailure, Reboot: a.reboot}
 	fr := &report.FleetReport{Mode: a.mode, Rollout: ro}
 	runner := func(args func(*fleet.Host) ([]string, error), done func(*fleet.Result, int, int)) *fleet.Runner {
 		return &fleet.Runner{Transport: sess.tr, Exec: sess.exec, Parallel: a.parallel, Retries: a.retries,
@@ -308,16 +353,23 @@ func (a *fleetApply) rollout(cmd *cobra.Command, sess *fleetSession, phases []ph
 		results := runner(a.applyArgs, prog.done).Run(ctx, ph.hosts)
 		prog.finish()
 		entries := make([]report.FleetHost, len(results))
+		started := make([]bool, len(results))
+		for i, res := range results {
+			entries[i], started[i] = a.applied(res)
+		}
+		if a.reboot && ctx.Err() == nil {
+			a.waitReboots(ctx, errw, sess, results, entries)
+		}
 		var back []*fleet.Host
 		var backIdx []int
 		var failed, unverified []string
 		for i, res := range results {
-			e, started := a.applied(res)
+			e := entries[i]
 			e.Phase = ph.name
 			switch e.Outcome {
 			case report.OutcomeFailed:
 				failed = append(failed, e.Name)
-				if started && a.rollbackOnFailure {
+				if started[i] && a.rollbackOnFailure {
 					back, backIdx = append(back, res.Host), append(backIdx, i)
 				}
 			case report.OutcomeRebootNeeded, report.OutcomeCancelled:
@@ -362,6 +414,104 @@ func (a *fleetApply) rollout(cmd *cobra.Command, sess *fleetSession, phases []ph
 	}
 	fr.Finish()
 	return fr
+}
+
+// waitReboots follows the hosts whose apply (run with --reboot) stopped at
+// the reboot step, or lost its connection as the host went down: it runs
+// apply again (without --reboot) every --reboot-poll until apply no longer
+// asks for the reboot — it then continues past it and ends with its check,
+// or says the reboot did not make the arguments effective — or until
+// --reboot-timeout. Hosts that cannot be reached meanwhile are rebooting.
+func (a *fleetApply) waitReboots(ctx context.Context, errw io.Writer, sess *fleetSession, results []*fleet.Result, entries []report.FleetHost) {
+	var idx []int
+	for i, e := range entries {
+		if e.Outcome == report.OutcomeRebootNeeded || e.Outcome == report.OutcomeFailed && lostConnection(results[i]) {
+			idx = append(idx, i)
+		}
+	}
+	if len(idx) == 0 {
+		return
+	}
+	names := make([]string, len(idx))
+	for j, i := range idx {
+		names[j] = results[i].Host.Name
+	}
+	fmt.Fprintf(errw, "gpuprep fleet apply: waiting for %s to reboot (at most %s)\n", strings.Join(names, ", "), a.rebootTimeout)
+	start := time.Now()
+	sem := make(chan struct{}, a.parallel)
+	var wg sync.WaitGroup
+	for _, i := range idx {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rh := &report.HostReboot{}
+			h := results[i].Host
+			r := &fleet.Runner{Transport: sess.tr, Exec: sess.exec, Parallel: 1, CommandTimeout: a.commandTimeout, Args: a.resumeArgs}
+			deadline := time.Now().Add(a.rebootTimeout)
+			last := entries[i]
+			for {
+				wait := min(a.rebootPoll, time.Until(deadline))
+				select {
+				case <-ctx.Done():
+				case <-time.After(wait):
+				}
+				if ctx.Err() != nil {
+					rh.Error = "interrupted while waiting for the reboot"
+					break
+				}
+				if time.Now().After(deadline) {
+					rh.Error = fmt.Sprintf("not back from the reboot within %s (%s)", a.rebootTimeout, cmp.Or(firstLineOf(strings.TrimSpace(last.Error)), "apply still asks for it"))
+					break
+				}
+				sem <- struct{}{}
+				res := r.Run(ctx, []*fleet.Host{h})[0]
+				<-sem
+				rh.Attempts++
+				e, _ := a.applied(res)
+				if e.Outcome == report.OutcomeRebootNeeded || e.Outcome == report.OutcomeFailed && (res.Status == fleet.StatusUnreachable || res.Status == fleet.StatusTimeout || lostConnection(res)) {
+					last = e
+					continue // not back yet
+				}
+				if e.Outcome == report.OutcomeCancelled {
+					rh.Error = "interrupted while waiting for the reboot"
+					break
+				}
+				rh.Completed = true
+				entries[i] = e
+				break
+			}
+			rh.WaitedMs = time.Since(start).Milliseconds()
+			if !rh.Completed {
+				e := entries[i]
+				e.Outcome, e.Error = report.OutcomeFailed, "reboot: "+rh.Error
+				if ctx.Err() != nil {
+					e.Outcome = report.OutcomeCancelled
+				}
+				entries[i] = e
+			}
+			entries[i].Reboot = rh
+			if rh.Completed {
+				fmt.Fprintf(errw, "gpuprep fleet: %s %s after its reboot (%s)\n", h.Name, entries[i].Outcome, time.Since(start).Round(time.Second))
+			} else {
+				fmt.Fprintf(errw, "gpuprep fleet: %s %s: %s\n", h.Name, entries[i].Outcome, entries[i].Error)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// lostConnection says whether a run ended because the connection went
+// away mid-command, as it does when the host goes down for its reboot.
+func lostConnection(res *fleet.Result) bool {
+	if res.Status != fleet.StatusError {
+		return false
+	}
+	for _, s := range []string{"EOF", "connection reset", "broken pipe", "wait: remote command exited without exit status"} {
+		if strings.Contains(res.Err, s) {
+			return true
+		}
+	}
+	return false
 }
 
 func back2names(hosts []*fleet.Host) []string {

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -308,4 +309,65 @@ func TestFleetApplyVGPUFiles(t *testing.T) {
 	for _, h := range hosts {
 		assert.Len(t, calls(t, h.dir), map[string]int{"v1": 3, "v2": 3, "c1": 1}[h.name], "%s contacted by a refused run", h.name)
 	}
+}
+
+// fleet apply --reboot: apply reboots the hosts that need it; fleet apply
+// waits for each (a cut connection included) by running apply again,
+// without --reboot, until it goes past the reboot — ready, or a reboot that
+// did not make the arguments effective — or the time is up. The canary's
+// reboot is waited for before any other host starts.
+func TestFleetApplyRebootAndWait(t *testing.T) {
+	r := newApplyRig(t)
+	hosts := []*simHost{{name: "c", behaviour: "reboot-ok"}, {name: "d", behaviour: "reboot-drop"}, {name: "s", behaviour: "reboot-stuck"},
+		{name: "n", behaviour: "reboot-not-effective"}, {name: "r", behaviour: "ready"}}
+	inv := r.inventory(t, 80, hosts)
+	start := time.Now()
+	code, out, stderr := runCLI(append([]string{"fleet", "apply", "-i", inv, "--yes", "-o", "json", "--reboot", "--reboot-timeout", "4s",
+		"--reboot-poll", "300ms", "--canary", "1", "--batch", "4", "--max-failures", "5"}, r.args()...)...)
+	assert.Equal(t, exitNotReady, code, stderr)
+	var fr report.FleetReport
+	require.NoError(t, json.Unmarshal([]byte(out), &fr), out+stderr)
+	h := byName(fr)
+	assert.True(t, fr.Rollout.Reboot)
+
+	for _, name := range []string{"c", "d"} {
+		e := h[name]
+		assert.Equal(t, "ready", e.Outcome, "%s: %s", name, e.Error)
+		require.NotNil(t, e.Reboot, name)
+		assert.True(t, e.Reboot.Completed, name)
+		assert.GreaterOrEqual(t, e.Reboot.Attempts, 1, name)
+		assert.GreaterOrEqual(t, e.Reboot.WaitedMs, int64(900), "%s: back after a second", name)
+		assert.Equal(t, "ready", e.Verdict, "%s: verified by the check apply embeds after the reboot", name)
+	}
+	assert.Equal(t, "canary", h["c"].Phase)
+	assert.Equal(t, "batch 1", h["d"].Phase)
+	assert.Equal(t, "failed", h["s"].Outcome)
+	assert.Contains(t, h["s"].Error, "reboot: not back from the reboot within 4s (apply still asks for it)")
+	assert.False(t, h["s"].Reboot.Completed)
+	assert.Equal(t, "failed", h["n"].Outcome)
+	assert.Contains(t, h["n"].Error, "still lacks intel_iommu=on iommu=pt")
+	assert.True(t, h["n"].Reboot.Completed, "the host came back; apply then failed")
+	assert.Equal(t, "ready", h["r"].Outcome)
+	assert.Nil(t, h["r"].Reboot)
+
+	// Only the first apply on a host may reboot it; the ones after wait.
+	for _, sh := range hosts[:4] {
+		c := calls(t, sh.dir)
+		require.GreaterOrEqual(t, len(c), 2, sh.name)
+		assert.Equal(t, "apply --mode container --yes -o json --reboot", c[0], sh.name)
+		for _, x := range c[1:] {
+			assert.Equal(t, "apply --mode container --yes -o json", x, sh.name)
+		}
+	}
+	assert.Equal(t, []string{"apply --mode container --yes -o json --reboot"}, calls(t, hosts[4].dir))
+	// The canary's wait ended before the batch started.
+	assert.Less(t, strings.Index(stderr, "c ready after its reboot"), strings.Index(stderr, "batch 1:"), stderr)
+	assert.Less(t, time.Since(start), 30*time.Second)
+	assert.Contains(t, stderr, "d error: wait: remote command exited without exit status", "d's connection was cut by its reboot")
+
+	saved := writeFile(t, "fleet-reboot.json", out)
+	code, text, _ := runCLI("report", "render", saved, "-o", "text")
+	require.Equal(t, 0, code)
+	assert.Regexp(t, `c +\S+ +canary +ready +evaluated +0 +ready +rebooted \(\ds\)`, text)
+	assert.Contains(t, text, "hosts rebooted where needed")
 }

@@ -22,7 +22,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"syscall"
+	"time"
 
 	"github.com/gpuprep/gpuprep/provision"
 )
@@ -72,6 +75,35 @@ func main() {
 		fmt.Fprintln(os.Stderr, "fakeagent:", err)
 		os.Exit(3)
 	}
+	reboot := slices.Contains(args, "--reboot")
+	switch behaviour := strings.TrimSpace(string(b)); behaviour {
+	case "reboot-ok", "reboot-drop", "reboot-stuck", "reboot-not-effective":
+		// A node that needs a reboot: apply --reboot "reboots" it (the
+		// node is back after a second); apply without --reboot stops at
+		// the reboot step until then, and afterwards continues: ready, or
+		// (reboot-not-effective) the diagnosis of arguments still missing.
+		// reboot-stuck never comes back; reboot-drop's connection is cut as
+		// apply reboots, as a real reboot cuts it.
+		back := filepath.Join(root, "back-at")
+		if reboot && behaviour != "reboot-stuck" {
+			if _, err := os.Stat(back); err != nil {
+				os.WriteFile(back, []byte(time.Now().Add(time.Second).Format(time.RFC3339Nano)), 0o644)
+			}
+			if behaviour == "reboot-drop" {
+				killSSHSession()
+			}
+		}
+		t, err := os.ReadFile(back)
+		at, _ := time.Parse(time.RFC3339Nano, string(t))
+		switch {
+		case err != nil || time.Now().Before(at):
+			b = []byte("reboot")
+		case behaviour == "reboot-not-effective":
+			b = []byte("not-effective")
+		default:
+			b = []byte("ready")
+		}
+	}
 	mode := ""
 	for i, a := range args {
 		if a == "--mode" && i+1 < len(args) {
@@ -94,8 +126,16 @@ func main() {
 			code = 1
 		}
 	case "reboot":
-		res["outcome"] = provision.Outcome{Steps: []provision.StepResult{{ID: "kernel-args", Status: "done"}, {ID: "reboot", Status: "stopped"}}, Reboot: true}
+		status := "stopped"
+		if reboot {
+			status = "rebooting"
+		}
+		res["outcome"] = provision.Outcome{Steps: []provision.StepResult{{ID: "kernel-args", Status: "done"}, {ID: "reboot", Status: status}}, Reboot: true}
 		code = 4
+	case "not-effective":
+		res["outcome"] = provision.Outcome{Steps: []provision.StepResult{{ID: "reboot", Status: "failed", Error: "rebooted, but the running kernel still lacks intel_iommu=on iommu=pt"}}}
+		res["error"] = "the node rebooted since apply asked for it, but the running kernel still lacks intel_iommu=on iommu=pt"
+		code = 1
 	case "fail":
 		res["outcome"] = provision.Outcome{Steps: []provision.StepResult{{ID: "vfio-bind", Status: "failed", Error: "0000:3b:00.0: write /sys/bus/pci/drivers/vfio-pci/bind: no such device"}}}
 		res["error"] = "vfio-bind: 0000:3b:00.0: write /sys/bus/pci/drivers/vfio-pci/bind: no such device"
@@ -107,4 +147,28 @@ func main() {
 	}
 	enc.Encode(res)
 	os.Exit(code)
+}
+
+// killSSHSession cuts this command's SSH connection, as a host going down
+// for a reboot does: it kills the nearest ancestor that is an sshd process.
+func killSSHSession() {
+	pid := os.Getppid()
+	for i := 0; i < 10 && pid > 1; i++ {
+		comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+		if strings.HasPrefix(string(comm), "sshd") {
+			syscall.Kill(pid, syscall.SIGKILL)
+			time.Sleep(time.Second) // cut while running, as a reboot would
+			return
+		}
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			return
+		}
+		// pid (comm) state ppid …: comm may hold spaces, so parse after ')'
+		f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+		if len(f) < 2 {
+			return
+		}
+		fmt.Sscan(f[1], &pid)
+	}
 }
