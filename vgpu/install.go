@@ -178,6 +178,23 @@ func nouveauBlacklisted(root *host.Root) bool {
 	return false
 }
 
+// initramfsOlderThanBlacklist reports whether the running kernel's
+// initramfs image (initramfs-tools' or dracut's) was made before gpuprep's
+// nouveau blacklist was written, so it may still load nouveau. Without
+// either file it says false: there is nothing to tell.
+func initramfsOlderThanBlacklist(root *host.Root, kver string) bool {
+	bl, err := root.Stat(NouveauBlacklist)
+	if err != nil {
+		return false
+	}
+	for _, img := range []string{"/boot/initrd.img-" + kver, "/boot/initramfs-" + kver + ".img"} {
+		if fi, err := root.Stat(img); err == nil {
+			return fi.ModTime().Before(bl.ModTime())
+		}
+	}
+	return false
+}
+
 // initramfsCommand returns the distribution's initramfs command found in the root.
 func initramfsCommand(root *host.Root) []string {
 	switch {
@@ -295,6 +312,13 @@ func PlanInstall(ctx context.Context, e *Env, opts InstallOptions) (*InstallPlan
 		} else {
 			p.Notes = append(p.Notes, "no initramfs tool (update-initramfs, dracut, mkinitcpio) found: if the initramfs loads nouveau, regenerate it by hand")
 		}
+	} else if ic := initramfsCommand(root); ic != nil && initramfsOlderThanBlacklist(root, kver) {
+		// an install that wrote the blacklist stopped (failed, killed)
+		// before the initramfs was regenerated: the blacklist is there,
+		// so the step above is not planned again
+		p.Steps = append(p.Steps, Step{Title: "regenerate the initramfs (it is older than " + NouveauBlacklist + ")", Commands: [][]string{ic},
+			Remedy: "run `" + strings.Join(ic, " ") + "` by hand and read its errors",
+			run:    runCmd(ic)})
 	}
 
 	installed := InstalledVersion(root) == d.Version && root.Exists("/usr/bin/nvidia-vgpu-mgr")
