@@ -369,7 +369,9 @@ func (a *fleetApply) rollout(cmd *cobra.Command, sess *fleetSession, phases []ph
 			switch e.Outcome {
 			case report.OutcomeFailed:
 				failed = append(failed, e.Name)
-				if started[i] && a.rollbackOnFailure {
+				// not a host whose reboot was never seen through: it may be
+				// booting, and its state is unknown
+				if started[i] && a.rollbackOnFailure && (e.Reboot == nil || e.Reboot.Completed) {
 					back, backIdx = append(back, res.Host), append(backIdx, i)
 				}
 			case report.OutcomeRebootNeeded, report.OutcomeCancelled:
@@ -418,14 +420,18 @@ func (a *fleetApply) rollout(cmd *cobra.Command, sess *fleetSession, phases []ph
 
 // waitReboots follows the hosts whose apply (run with --reboot) stopped at
 // the reboot step, or lost its connection as the host went down: it runs
-// apply again (without --reboot) every --reboot-poll until apply no longer
-// asks for the reboot — it then continues past it and ends with its check,
-// or says the reboot did not make the arguments effective — or until
-// --reboot-timeout. Hosts that cannot be reached meanwhile are rebooting.
+// apply again (without --reboot) every --reboot-poll until apply answers
+// past the reboot — it then ends with its check, or says the reboot did not
+// make the arguments effective — or until --reboot-timeout. Until then
+// anything short of such an answer means the host is not back yet: it
+// cannot be reached, refuses logins (pam_nologin while booting), its
+// services or home are not up, apply was killed by the shutdown, or apply
+// still asks for the reboot. Only a changed host key, and an apply that
+// outlives --command-timeout, end the wait early.
 func (a *fleetApply) waitReboots(ctx context.Context, errw io.Writer, sess *fleetSession, results []*fleet.Result, entries []report.FleetHost) {
 	var idx []int
 	for i, e := range entries {
-		if e.Outcome == report.OutcomeRebootNeeded || e.Outcome == report.OutcomeFailed && lostConnection(results[i]) {
+		if e.Outcome == report.OutcomeRebootNeeded || e.Outcome == report.OutcomeFailed && (lostConnection(results[i]) || commandTimedOut(results[i])) {
 			idx = append(idx, i)
 		}
 	}
@@ -436,68 +442,92 @@ func (a *fleetApply) waitReboots(ctx context.Context, errw io.Writer, sess *flee
 	for j, i := range idx {
 		names[j] = results[i].Host.Name
 	}
-	fmt.Fprintf(errw, "gpuprep fleet apply: waiting for %s to reboot (at most %s)\n", strings.Join(names, ", "), a.rebootTimeout)
+	var mu sync.Mutex // errw
+	say := func(format string, args ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+		fmt.Fprintf(errw, format, args...)
+	}
+	say("gpuprep fleet apply: waiting for %s to reboot (at most %s)\n", strings.Join(names, ", "), a.rebootTimeout)
 	start := time.Now()
+	deadline := start.Add(a.rebootTimeout)
 	sem := make(chan struct{}, a.parallel)
 	var wg sync.WaitGroup
 	for _, i := range idx {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			rh := &report.HostReboot{}
 			h := results[i].Host
+			rh := &report.HostReboot{}
+			entries[i].Reboot = rh
+			why := "apply still asks for the reboot"
+			if lostConnection(results[i]) || commandTimedOut(results[i]) {
+				why += "; the connection was lost before apply answered, so the reboot may never have started: run fleet apply --reboot for this host again"
+			}
 			r := &fleet.Runner{Transport: sess.tr, Exec: sess.exec, Parallel: 1, CommandTimeout: a.commandTimeout, Args: a.resumeArgs}
-			deadline := time.Now().Add(a.rebootTimeout)
-			last := entries[i]
-			for {
-				wait := min(a.rebootPoll, time.Until(deadline))
+			for rh.Error == "" && !rh.Completed {
 				select {
 				case <-ctx.Done():
-				case <-time.After(wait):
+				case <-time.After(min(a.rebootPoll, time.Until(deadline))):
 				}
-				if ctx.Err() != nil {
+				switch {
+				case ctx.Err() != nil:
 					rh.Error = "interrupted while waiting for the reboot"
-					break
+					continue
+				case !time.Now().Before(deadline):
+					rh.Error = fmt.Sprintf("not back from the reboot within %s (%s)", a.rebootTimeout, why)
+					continue
 				}
-				if time.Now().After(deadline) {
-					rh.Error = fmt.Sprintf("not back from the reboot within %s (%s)", a.rebootTimeout, cmp.Or(firstLineOf(strings.TrimSpace(last.Error)), "apply still asks for it"))
-					break
+				// one attempt, bounded by the deadline (and the command timeout)
+				actx, cancel := context.WithDeadline(ctx, deadline.Add(a.commandTimeout))
+				select {
+				case sem <- struct{}{}:
+				case <-actx.Done():
+					cancel()
+					continue
 				}
-				sem <- struct{}{}
-				res := r.Run(ctx, []*fleet.Host{h})[0]
+				res := r.Run(actx, []*fleet.Host{h})[0]
 				<-sem
+				cancel()
 				rh.Attempts++
 				e, _ := a.applied(res)
-				if e.Outcome == report.OutcomeRebootNeeded || e.Outcome == report.OutcomeFailed && (res.Status == fleet.StatusUnreachable || res.Status == fleet.StatusTimeout || lostConnection(res)) {
-					last = e
-					continue // not back yet
+				switch {
+				case ctx.Err() != nil:
+				case res.Status == fleet.StatusHostKeyChanged:
+					entries[i] = e
+					rh.Error = "the host came back with another host key: " + firstLineOf(res.Err)
+				case commandTimedOut(res):
+					entries[i] = e
+					rh.Error = "apply did not finish after the reboot: " + firstLineOf(res.Err)
+				case res.Status == fleet.StatusEvaluated && e.Output != nil && e.Outcome != report.OutcomeRebootNeeded:
+					entries[i] = e // apply answered past the reboot: ready, or failed saying why
+					rh.Completed = true
+				default: // not back yet
+					if e.Outcome != report.OutcomeRebootNeeded {
+						why = "last try: " + cmp.Or(firstLineOf(strings.TrimSpace(e.Error)), res.Status)
+					}
 				}
-				if e.Outcome == report.OutcomeCancelled {
-					rh.Error = "interrupted while waiting for the reboot"
-					break
-				}
-				rh.Completed = true
-				entries[i] = e
-				break
 			}
 			rh.WaitedMs = time.Since(start).Milliseconds()
-			if !rh.Completed {
-				e := entries[i]
-				e.Outcome, e.Error = report.OutcomeFailed, "reboot: "+rh.Error
-				if ctx.Err() != nil {
-					e.Outcome = report.OutcomeCancelled
-				}
-				entries[i] = e
-			}
 			entries[i].Reboot = rh
 			if rh.Completed {
-				fmt.Fprintf(errw, "gpuprep fleet: %s %s after its reboot (%s)\n", h.Name, entries[i].Outcome, time.Since(start).Round(time.Second))
-			} else {
-				fmt.Fprintf(errw, "gpuprep fleet: %s %s: %s\n", h.Name, entries[i].Outcome, entries[i].Error)
+				say("gpuprep fleet: %s %s after its reboot (%s)\n", h.Name, entries[i].Outcome, time.Since(start).Round(time.Second))
+				return
 			}
+			e := &entries[i]
+			e.Outcome, e.Error = report.OutcomeFailed, "reboot: "+rh.Error
+			if ctx.Err() != nil {
+				e.Outcome = report.OutcomeCancelled
+			}
+			say("gpuprep fleet: %s %s: %s\n", h.Name, e.Outcome, e.Error)
 		}()
 	}
 	wg.Wait()
+}
+
+// commandTimedOut: the host answered, but gpuprep outlived --command-timeout.
+func commandTimedOut(res *fleet.Result) bool {
+	return res.Status == fleet.StatusTimeout && strings.Contains(res.Err, "did not finish within")
 }
 
 // lostConnection says whether a run ended because the connection went

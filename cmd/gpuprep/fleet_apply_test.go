@@ -323,7 +323,7 @@ func TestFleetApplyRebootAndWait(t *testing.T) {
 	inv := r.inventory(t, 80, hosts)
 	start := time.Now()
 	code, out, stderr := runCLI(append([]string{"fleet", "apply", "-i", inv, "--yes", "-o", "json", "--reboot", "--reboot-timeout", "4s",
-		"--reboot-poll", "300ms", "--canary", "1", "--batch", "4", "--max-failures", "5"}, r.args()...)...)
+		"--reboot-poll", "300ms", "--canary", "1", "--batch", "4", "--max-failures", "5", "--rollback-on-failure"}, r.args()...)...)
 	assert.Equal(t, exitNotReady, code, stderr)
 	var fr report.FleetReport
 	require.NoError(t, json.Unmarshal([]byte(out), &fr), out+stderr)
@@ -342,15 +342,19 @@ func TestFleetApplyRebootAndWait(t *testing.T) {
 	assert.Equal(t, "canary", h["c"].Phase)
 	assert.Equal(t, "batch 1", h["d"].Phase)
 	assert.Equal(t, "failed", h["s"].Outcome)
-	assert.Contains(t, h["s"].Error, "reboot: not back from the reboot within 4s (apply still asks for it)")
+	assert.Contains(t, h["s"].Error, "reboot: not back from the reboot within 4s (apply still asks for the reboot)")
 	assert.False(t, h["s"].Reboot.Completed)
-	assert.Equal(t, "failed", h["n"].Outcome)
+	assert.Nil(t, h["s"].Rollback, "a host whose reboot was not seen through is not rolled back")
+	assert.Equal(t, "rolled-back", h["n"].Outcome, "came back and failed: rolled back")
 	assert.Contains(t, h["n"].Error, "still lacks intel_iommu=on iommu=pt")
 	assert.True(t, h["n"].Reboot.Completed, "the host came back; apply then failed")
 	assert.Equal(t, "ready", h["r"].Outcome)
 	assert.Nil(t, h["r"].Reboot)
 
 	// Only the first apply on a host may reboot it; the ones after wait.
+	nc := calls(t, hosts[3].dir)
+	assert.Equal(t, "rollback -o json", nc[len(nc)-1])
+	hosts[3].dir = writeCalls(t, nc[:len(nc)-1])
 	for _, sh := range hosts[:4] {
 		c := calls(t, sh.dir)
 		require.GreaterOrEqual(t, len(c), 2, sh.name)
@@ -370,4 +374,11 @@ func TestFleetApplyRebootAndWait(t *testing.T) {
 	require.Equal(t, 0, code)
 	assert.Regexp(t, `c +\S+ +canary +ready +evaluated +0 +ready +rebooted \(\ds\)`, text)
 	assert.Contains(t, text, "hosts rebooted where needed")
+}
+
+// writeCalls puts calls into a calls.log of a new directory (for calls).
+func writeCalls(t *testing.T, c []string) string {
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "calls.log"), []byte(strings.Join(c, "\n")+"\n"), 0o644))
+	return dir
 }

@@ -44,6 +44,7 @@ type Binary struct {
 	Path   string
 	SHA256 string // hex
 	Arch   string // uname -m of the machines it runs on: x86_64, aarch64, …
+	Size   int64
 	// Dynamic: linked against the C library (a cgo build); it may not run on
 	// hosts whose C library differs. CGO_ENABLED=0 builds are static.
 	Dynamic bool
@@ -57,7 +58,8 @@ func LoadBinary(p string) (*Binary, error) {
 	}
 	defer f.Close()
 	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
+	size, err := io.Copy(h, f)
+	if err != nil {
 		return nil, err
 	}
 	ef, err := elf.NewFile(f)
@@ -71,7 +73,7 @@ func LoadBinary(p string) (*Binary, error) {
 	if arch == "" {
 		arch = ef.Machine.String()
 	}
-	b := &Binary{Path: p, SHA256: hex.EncodeToString(h.Sum(nil)), Arch: arch}
+	b := &Binary{Path: p, SHA256: hex.EncodeToString(h.Sum(nil)), Arch: arch, Size: size}
 	for _, prog := range ef.Progs {
 		if prog.Type == elf.PT_INTERP {
 			b.Dynamic = true // needs the host's C library (built with cgo)
@@ -340,11 +342,11 @@ func (e *Exec) cached(ctx context.Context, c *ssh.Client, bin, sha string) (bool
 	script := `if [ -f ` + q + ` ]; then if command -v sha256sum >/dev/null 2>&1; then sha256sum < ` + q + `; else echo nohash; fi; else echo missing; fi`
 	o, err := session(ctx, c, script, nil)
 	if err != nil {
-		return false, "", fmt.Errorf("checking the cached binary: %w", err)
+		return false, "", fmt.Errorf("checking the cached copy: %w", err)
 	}
 	f := strings.Fields(string(o.Stdout))
 	if o.ExitCode != 0 || len(f) == 0 {
-		return false, "", fmt.Errorf("checking the cached binary: exit %d: %s", o.ExitCode, strings.TrimSpace(string(o.Stderr)))
+		return false, "", fmt.Errorf("checking the cached copy: exit %d: %s", o.ExitCode, strings.TrimSpace(string(o.Stderr)))
 	}
 	sum := f[0]
 	switch sum {
@@ -371,7 +373,7 @@ func (e *Exec) cached(ctx context.Context, c *ssh.Client, bin, sha string) (bool
 		sum = hex.EncodeToString(h.Sum(nil))
 	}
 	if sum != sha {
-		return false, "cached binary does not match its SHA-256 (" + sum + ")", nil
+		return false, "cached copy does not match its SHA-256 (" + sum + ")", nil
 	}
 	return true, "", nil
 }
@@ -386,6 +388,11 @@ func (e *Exec) upload(ctx context.Context, c *ssh.Client, src, sha, base, dir, b
 		return err
 	}
 	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	size := fi.Size()
 	var rnd [8]byte
 	_, _ = rand.Read(rnd[:])
 	tmp := path.Join(dir, ".gpuprep.tmp."+hex.EncodeToString(rnd[:]))
@@ -400,8 +407,14 @@ func (e *Exec) upload(ctx context.Context, c *ssh.Client, src, sha, base, dir, b
 		`if [ -L ` + qd + ` ] || { [ -e ` + qd + ` ] && [ ! -O ` + qd + ` ]; }; then echo "gpuprep: the cache directory is a symbolic link or belongs to another user" >&2; exit 98; fi`,
 		`mkdir -p ` + qd,
 		`chmod 700 ` + qd,
-		`trap ` + Quote(`rm -f `+qt) + ` EXIT HUP INT TERM`,
+		`trap ` + Quote(`rm -f `+qt) + ` EXIT`,
+		`trap ` + Quote(`rm -f `+qt+`; exit 1`) + ` HUP INT TERM`,
+		// temporary files of uploads killed more than a day ago
+		`{ find ` + qd + ` -maxdepth 1 -name '.gpuprep.tmp.*' -mtime +0 -exec rm -f {} + 2>/dev/null || true; }`,
 		`cat > ` + qt,
+		// the size first: without sha256sum it is the only check (a cut
+		// connection ends cat's input early, and cat exits 0)
+		`n=$(wc -c < ` + qt + `) && [ "$n" -eq ` + fmt.Sprint(size) + ` ] || { echo "gpuprep: upload incomplete ($n of ` + fmt.Sprint(size) + ` bytes)" >&2; exit 97; }`,
 		`if command -v sha256sum >/dev/null 2>&1; then set -- $(sha256sum < ` + qt + `); [ "$1" = ` + Quote(sha) + ` ] || { echo "gpuprep: upload corrupted (sha256 $1)" >&2; exit 97; }; fi`,
 		`chmod ` + mode + ` ` + qt,
 		// Put it in place with link(2), which never replaces a file: hosts
@@ -438,8 +451,10 @@ func stampCmd(bin, dir string) string {
 // explains any problem. Only the cache directory (quoted) comes from the
 // inventory.
 //
-// A binary written after its stamp (newer modification time: test -nt, a
-// shell builtin) is never started; any other change to it (a write in the
+// The cache directory, the binary and the stamp must belong to the login
+// user (test -O: a shared gpuprep_cache_dir cannot get another user's file
+// run). A binary written after its stamp (newer modification time: test
+// -nt, a shell builtin) is never started; any other change to it (a write in the
 // stamp's own instant, a replacement keeping the time, a chmod) is caught
 // by the binary's own check before it does anything.
 //
@@ -471,7 +486,7 @@ func (e *Exec) runStamped(ctx context.Context, c *ssh.Client, h *Host, args []st
 		`no() { echo ` + Quote(notStampedMsg) + ` >&2; exit ` + fmt.Sprint(NotStampedRC) + `; }`,
 		`case "$HOME" in /*) ;; *) no ;; esac`,
 		`d=` + base + `/` + e.Binary.SHA256 + `; b="$d"/gpuprep`,
-		`[ -f "$b" ] && [ -f "$d"/` + stampName + ` ] && [ ! -L "$d" ] && ! [ "$b" -nt "$d"/` + stampName + ` ] || no`,
+		`[ -f "$b" ] && [ -f "$d"/` + stampName + ` ] && [ ! -L "$d" ] && [ -O "$d" ] && [ -O "$b" ] && [ -O "$d"/` + stampName + ` ] && ! [ "$b" -nt "$d"/` + stampName + ` ] || no`,
 		`case "${HOSTTYPE-}" in ` + arch + `) ;; "") [ "$(uname -m)" = ` + arch + ` ] || no ;; *) no ;; esac`,
 		run,
 	}, "\n")
@@ -479,10 +494,13 @@ func (e *Exec) runStamped(ctx context.Context, c *ssh.Client, h *Host, args []st
 	if err != nil {
 		return o, false, err
 	}
-	rest, ok := bytes.CutPrefix(o.Stderr, []byte(StampedMarker))
-	if !ok {
+	// The binary prints the marker before it runs the subcommand; without
+	// it the subcommand did not run. Anything may come before it (a sudo
+	// warning, a shell's start-up output).
+	i := bytes.Index(o.Stderr, []byte(StampedMarker))
+	if i < 0 {
 		return o, false, nil
 	}
-	o.Stderr = rest
+	o.Stderr = append(o.Stderr[:i:i], o.Stderr[i+len(StampedMarker):]...)
 	return o, true, nil
 }

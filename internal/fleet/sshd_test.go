@@ -392,7 +392,7 @@ func TestSSHStampedCache(t *testing.T) {
 	dir := filepath.Join(r.env.Home[r.env.User], ".cache", "gpuprep", r.bin.SHA256)
 	stamp, err := os.ReadFile(filepath.Join(dir, stampName))
 	require.NoError(t, err)
-	assert.Regexp(t, `^gpuprep-stamp/1 dev=`, string(stamp))
+	assert.Regexp(t, `^gpuprep-stamp/1 ino=`, string(stamp))
 	left, _ := filepath.Glob(filepath.Join(dir, "*.tmp*"))
 	assert.Empty(t, left)
 

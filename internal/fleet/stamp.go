@@ -15,7 +15,7 @@ import (
 // The stamp lets a warm fleet run start the cached binary in one session
 // without hashing its megabytes again. Once the cached binary's SHA-256 was
 // verified (at upload, or by hashing it on the host), the binary records its
-// own identity — device, inode, size, modification and status-change times
+// own identity — inode, size, modification and status-change times
 // to the nanosecond, of the file the kernel is executing (/proc/self/exe) —
 // in a file next to it. The warm run starts it with StampFlag: before doing
 // anything else the binary compares its identity with the stamp and, when
@@ -50,8 +50,10 @@ func identity() (string, error) {
 	if !ok {
 		return "", errors.New("no stat data for " + selfExe)
 	}
-	return fmt.Sprintf("%s dev=%d ino=%d size=%d mtime=%d.%09d ctime=%d.%09d\n", stampVersion,
-		st.Dev, st.Ino, st.Size, st.Mtim.Sec, st.Mtim.Nsec, st.Ctim.Sec, st.Ctim.Nsec), nil
+	// No device number: an NFS mount's is assigned by each client, and a
+	// stamp written by one host of a shared home must hold on the others.
+	return fmt.Sprintf("%s ino=%d size=%d mtime=%d.%09d ctime=%d.%09d\n", stampVersion,
+		st.Ino, st.Size, st.Mtim.Sec, st.Mtim.Nsec, st.Ctim.Sec, st.Ctim.Nsec), nil
 }
 
 // WriteStamp records the running executable's identity in file, through a

@@ -39,7 +39,7 @@ func TestStampWriteAndCheck(t *testing.T) {
 	require.Equal(t, 0, code, errb.String())
 	data, err := os.ReadFile(stamp)
 	require.NoError(t, err)
-	assert.Regexp(t, `^gpuprep-stamp/1 dev=\d+ ino=\d+ size=6 mtime=\d+\.\d{9} ctime=\d+\.\d{9}\n$`, string(data))
+	assert.Regexp(t, `^gpuprep-stamp/1 ino=\d+ size=6 mtime=\d+\.\d{9} ctime=\d+\.\d{9}\n$`, string(data))
 	left, _ := filepath.Glob(filepath.Join(filepath.Dir(stamp), ".stamp.tmp.*"))
 	assert.Empty(t, left)
 

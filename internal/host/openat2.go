@@ -8,6 +8,7 @@ import (
 	"path"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -65,14 +66,16 @@ func (r *Root) openIn(op, p string, flags int) (f *os.File, ok bool, err error) 
 		case errors.Is(err, unix.EINTR), errors.Is(err, unix.EAGAIN) && try < 8:
 			// EAGAIN: a rename raced the resolution of ".."; try again
 			continue
-		case errors.Is(err, unix.ENOSYS), errors.Is(err, unix.EPERM), errors.Is(err, unix.E2BIG),
-			errors.Is(err, unix.EINVAL), errors.Is(err, unix.EAGAIN):
-			if !errors.Is(err, unix.EAGAIN) {
-				r.rfd.off.Store(true)
-			}
+		case errors.Is(err, unix.ENOSYS), errors.Is(err, unix.E2BIG):
+			r.rfd.off.Store(true) // no openat2 (Linux before 5.6), or not this way
 			return nil, false, nil
-		default:
+		case errors.Is(err, unix.ENOENT), errors.Is(err, unix.ENOTDIR):
 			return nil, true, &fs.PathError{Op: op, Path: r.join(clean), Err: err}
+		default:
+			// Anything else (EACCES or EPERM, from the file or a seccomp
+			// filter; EXDEV, a magic link RESOLVE_IN_ROOT will not follow;
+			// ELOOP) is left to the walk, whose answer is authoritative.
+			return nil, false, nil
 		}
 	}
 }
@@ -113,14 +116,21 @@ func (r *Root) statIn(p string) (fs.FileInfo, bool, error) {
 	return fi, true, err
 }
 
+// readDirIn lists a directory found with openat2, by the path the kernel
+// resolved it to (read back from /proc/self/fd): a DirEntry's Info, and
+// the lstat ReadDir does itself where the file system gives no types, go
+// by that path, and must not resolve the root's links on this machine.
 func (r *Root) readDirIn(p string) ([]fs.DirEntry, bool, error) {
-	f, ok, err := r.openIn("open", p, unix.O_RDONLY|unix.O_DIRECTORY)
+	f, ok, err := r.openIn("open", p, unix.O_PATH|unix.O_DIRECTORY)
 	if !ok || err != nil {
 		return nil, ok, err
 	}
-	defer f.Close()
-	ents, err := f.ReadDir(-1)
-	slices.SortFunc(ents, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
+	real, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(int(f.Fd())))
+	f.Close()
+	if err != nil || !strings.HasPrefix(real, r.dir+"/") && real != r.dir {
+		return nil, false, nil // no /proc, or moved meanwhile: the walk
+	}
+	ents, err := os.ReadDir(real)
 	return ents, true, err
 }
 
