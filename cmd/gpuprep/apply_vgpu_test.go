@@ -40,35 +40,9 @@ func (n *vgpuNode) Run(ctx context.Context, argv ...string) ([]byte, error) {
 	}
 	switch argv[0] {
 	case "sh", "modprobe", "systemctl", vgpu.SRIOVManage, "update-initramfs":
-		out, err := n.h.Run(ctx, argv...)
-		if err == nil && strings.Join(argv, " ") == "modprobe nvidia" {
-			err = n.nvidiaProbes()
-		}
-		return out, err
+		return n.h.Run(ctx, argv...)
 	}
 	return n.k.Run(ctx, argv...)
-}
-
-// nvidiaProbes binds the NVIDIA GPUs nouveau let go of to nvidia, as
-// loading the module does.
-func (n *vgpuNode) nvidiaProbes() error {
-	b := fixture.New(n.dir)
-	b.Mkdir("/sys/bus/pci/drivers/nvidia")
-	for _, a := range n.h.Root.Names("/sys/bus/pci/devices") {
-		dev := "/sys/bus/pci/devices/" + a
-		if v, _ := n.h.Root.ReadString(dev + "/vendor"); v != "0x10de" {
-			continue
-		}
-		if d := n.h.Root.LinkBase(dev + "/driver"); d != "nouveau" && d != "" {
-			continue
-		}
-		real, err := n.h.Root.Realpath(dev)
-		if err != nil {
-			return err
-		}
-		b.Remove(real+"/driver").Link(real+"/driver", "/sys/bus/pci/drivers/nvidia")
-	}
-	return b.Err()
 }
 
 func (n *vgpuNode) WriteAttr(p, v string) error {
@@ -78,13 +52,25 @@ func (n *vgpuNode) WriteAttr(p, v string) error {
 	return n.k.WriteAttr(p, v)
 }
 
+// newVGPUNode returns a simulated vm-vgpu host for the fixture root dir.
+func newVGPUNode(dir string) (*vgpuNode, error) {
+	h, err := vgputest.New(dir)
+	if err != nil {
+		return nil, err
+	}
+	k, err := fixture.NewKernel(dir)
+	if err != nil {
+		return nil, err
+	}
+	return &vgpuNode{dir: dir, h: h, k: k}, nil
+}
+
+// simulatedVGPUNode makes apply, rollback and plan act on root through a
+// vgpuNode (the same one for every command of the test).
 func simulatedVGPUNode(t *testing.T, root string) *vgpuNode {
 	t.Helper()
-	h, err := vgputest.New(root)
+	n, err := newVGPUNode(root)
 	require.NoError(t, err)
-	k, err := fixture.NewKernel(root)
-	require.NoError(t, err)
-	n := &vgpuNode{dir: root, h: h, k: k}
 	oldK, oldQ, oldB := provisionKernel, provisionQuery, gpuprepBinary
 	t.Cleanup(func() { provisionKernel, provisionQuery, gpuprepBinary = oldK, oldQ, oldB })
 	provisionKernel = func(*host.Root) (vfio.Sysfs, host.Runner, error) { return n, n, nil }

@@ -99,8 +99,9 @@ echo '#!/bin/sh' > "$R/usr/lib/nvidia/sriov-manage"
 //   - sh FILE.run ARGS: runs the synthetic installer with RootEnv set (and
 //     InstallerEnv);
 //   - modprobe MOD: loads MOD when modules.dep lists it (nvidia's version
-//     comes from its module file); modprobe -r MOD unloads it (Busy makes it
-//     fail as "in use"); modprobe nvidia_vgpu_vfio also registers the mdev
+//     comes from its module file; nvidia binds the NVIDIA GPUs no driver
+//     holds); modprobe -r MOD unbinds its devices and unloads it (Busy makes
+//     it fail as "in use"); modprobe nvidia_vgpu_vfio also registers the mdev
 //     GPUs on the nvidia driver (see MdevTypes) and starts their
 //     mdevctl-defined mdevs, modprobe -r nvidia_vgpu_vfio unregisters them
 //     (refused while an mdev exists);
@@ -219,10 +220,25 @@ func (h *Host) modprobe(b *fixture.Builder, args []string) error {
 		if h.Busy[mod] {
 			return fmt.Errorf("modprobe: exit status 1: modprobe: FATAL: Module %s is in use.", mod)
 		}
-		if mod == "nvidia_vgpu_vfio" && h.Root.Exists("/sys/module/"+mod) {
+		if !h.Root.Exists("/sys/module/" + mod) {
+			return nil
+		}
+		if mod == "nvidia_vgpu_vfio" {
 			if err := h.unregisterMdev(); err != nil {
 				return err
 			}
+		}
+		// its devices are unbound before it goes from the list
+		for _, a := range h.Root.Names("/sys/bus/pci/drivers/" + mod) {
+			if !strings.HasPrefix(a, "0000:") {
+				continue // bind, unbind, module
+			}
+			if dev, err := h.Root.Realpath("/sys/bus/pci/devices/" + a); err == nil {
+				b.Remove(dev + "/driver").Remove("/sys/bus/pci/drivers/" + mod + "/" + a)
+			}
+		}
+		if err := b.Err(); err != nil {
+			return err
 		}
 		return os.RemoveAll(filepath.Join(h.Dir, "sys/module", mod))
 	}
@@ -235,17 +251,47 @@ func (h *Host) modprobe(b *fixture.Builder, args []string) error {
 		f, _, _ := strings.Cut(l, ":")
 		base := path.Base(f)
 		if i := strings.Index(base, ".ko"); i > 0 && strings.ReplaceAll(base[:i], "-", "_") == mod {
-			b.Module(mod, nil)
+			// the module's init runs whole before it shows as loaded: a
+			// modprobe killed half-way never leaves it listed with its
+			// devices unprobed or its mdev parents unregistered
+			switch mod {
+			case "nvidia":
+				if err := h.probeNVIDIA(b); err != nil {
+					return err
+				}
+			case "nvidia_vgpu_vfio":
+				if err := h.registerMdev(); err != nil {
+					return err
+				}
+			}
 			if c, err := h.Root.ReadString("/lib/modules/" + kver + "/" + f); err == nil && strings.HasPrefix(c, "version=") {
 				b.File("/sys/module/"+mod+"/version", strings.TrimPrefix(c, "version=")+"\n")
 			}
-			if err := b.Err(); err != nil || mod != "nvidia_vgpu_vfio" {
-				return err
-			}
-			return h.registerMdev()
+			b.Module(mod, nil)
+			return b.Err()
 		}
 	}
 	return fmt.Errorf("modprobe: exit status 1: modprobe: FATAL: Module %s not found in directory /lib/modules/%s", mod, kver)
+}
+
+// probeNVIDIA binds to nvidia every NVIDIA display controller (not a VF)
+// that no driver holds, as loading the module does.
+func (h *Host) probeNVIDIA(b *fixture.Builder) error {
+	b.Mkdir("/sys/bus/pci/drivers/nvidia")
+	for _, a := range h.Root.Names("/sys/bus/pci/devices") {
+		dev := "/sys/bus/pci/devices/" + a
+		v, _ := h.Root.ReadString(dev + "/vendor")
+		c, _ := h.Root.ReadString(dev + "/class")
+		if v != "0x10de" || !strings.HasPrefix(c, "0x03") || h.Root.Exists(dev+"/physfn") || h.Root.LinkBase(dev+"/driver") != "" {
+			continue
+		}
+		real, err := h.Root.Realpath(dev)
+		if err != nil {
+			return err
+		}
+		b.Link("/sys/bus/pci/drivers/nvidia/"+a, real).Link(real+"/driver", "/sys/bus/pci/drivers/nvidia")
+	}
+	return b.Err()
 }
 
 const sysd = "/run/fake-systemd"
@@ -344,8 +390,14 @@ func AddVFs(b *fixture.Builder, root *host.Root, addr string) error {
 	for i := 0; i < n; i++ {
 		devfn := dev<<3 | fn + 4 + i
 		vf := fmt.Sprintf("%04x:%02x:%02x.%d", dom, bus, devfn>>3, devfn&7)
+		// physfn before the VF shows in /sys/bus/pci/devices, as the
+		// kernel adds a VF whole: one seen without it (the process making
+		// it killed) would pass for a GPU of its own
+		if vfDir := path.Dir(pfDir) + "/" + vf; !root.Exists(vfDir + "/physfn") {
+			b.Link(vfDir+"/physfn", pfDir)
+		}
 		b.PCI(fixture.PCI{Addr: vf, Parent: parent, Vendor: 0x10de, Device: id, Class: 0x030200, Driver: "nvidia",
-			Group: 200 + bus*16 + i, PCIeType: fixture.PCIeEndpoint, PhysFn: addr,
+			Group: 200 + bus*16 + i, PCIeType: fixture.PCIeEndpoint,
 			Files: map[string]string{
 				"nvidia/creatable_vgpu_types": L40SCreatable,
 				"nvidia/current_vgpu_type":    "0\n",

@@ -143,3 +143,30 @@ func mustRead(t *testing.T, h *vgputest.Host, p string) string {
 	require.NoError(t, err)
 	return string(b)
 }
+
+// modprobe -r unbinds the module's devices; loading nvidia binds the NVIDIA
+// GPUs no driver holds before it lists the module.
+func TestModprobeBindsAndUnbinds(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, fixture.Build("vgpu-fresh-mdev", dir))
+	require.NoError(t, fixture.New(dir).File("/lib/modules/5.15.0-91-generic/modules.dep", "kernel/drivers/video/nvidia.ko:\n").Err())
+	h, err := vgputest.New(dir)
+	require.NoError(t, err)
+	ctx := context.Background()
+	require.Equal(t, "nouveau", h.Root.LinkBase("/sys/bus/pci/devices/"+t4+"/driver"))
+	_, err = h.Run(ctx, "modprobe", "nvidia")
+	require.NoError(t, err)
+	require.Equal(t, "nouveau", h.Root.LinkBase("/sys/bus/pci/devices/"+t4+"/driver"), "nouveau still holds it")
+	_, err = h.Run(ctx, "modprobe", "-r", "nvidia")
+	require.NoError(t, err)
+
+	_, err = h.Run(ctx, "modprobe", "-r", "nouveau")
+	require.NoError(t, err)
+	require.Equal(t, "", h.Root.LinkBase("/sys/bus/pci/devices/"+t4+"/driver"))
+	require.False(t, h.Root.Exists("/sys/module/nouveau"))
+	_, err = h.Run(ctx, "modprobe", "nvidia")
+	require.NoError(t, err)
+	require.Equal(t, "nvidia", h.Root.LinkBase("/sys/bus/pci/devices/"+t4+"/driver"))
+	require.True(t, h.Root.Exists("/sys/bus/pci/drivers/nvidia/"+t4))
+	require.True(t, h.Root.Exists("/sys/module/nvidia"))
+}
