@@ -86,17 +86,6 @@ func vgpuConfigFile(t *testing.T) string {
 	return cfg
 }
 
-// under is the part of a tree below prefix.
-func under(tr map[string]string, prefix string) map[string]string {
-	out := map[string]string{}
-	for k, v := range tr {
-		if strings.HasPrefix(k, prefix) {
-			out[k] = v
-		}
-	}
-	return out
-}
-
 func vfType(t *testing.T, root, vf string) string {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(root, "sys/bus/pci/devices", vf, "nvidia/current_vgpu_type"))
@@ -191,7 +180,7 @@ func TestApplyVMVGPUFreshSRIOV(t *testing.T) {
 	for _, vf := range vfs {
 		require.Equal(t, "0", vfType(t, root, vf), vf)
 	}
-	require.Equal(t, under(orig, "etc/"), under(tree(t, root), "etc/"))
+	require.Equal(t, exceptManager(orig), exceptManager(tree(t, root)), "every file but the manager's as before, the initramfs too")
 	require.NoFileExists(t, filepath.Join(root, "run/fake-systemd/is-enabled", vgpu.ApplyUnitName))
 	require.NoFileExists(t, filepath.Join(root, "run/fake-systemd/is-enabled", vgpu.SRIOVUnitName))
 	require.FileExists(t, filepath.Join(root, "usr/bin/nvidia-vgpu-mgr"))
@@ -389,6 +378,9 @@ func TestApplyVMVGPUFreshMdev(t *testing.T) {
 		require.FileExists(t, filepath.Join(root, f))
 	}
 	require.NoFileExists(t, filepath.Join(root, vgpu.SRIOVUnit), "no VFs to enable")
+	img, err := os.ReadFile(filepath.Join(root, "boot/initrd.img-5.15.0-91-generic"))
+	require.NoError(t, err)
+	require.Contains(t, string(img), "== etc/modprobe.d/gpuprep-blacklist-nouveau.conf\n", "the initramfs keeps nouveau out")
 	require.NoFileExists(t, filepath.Join(root, vgpu.TypeNames), "mdev types name themselves")
 	unit, err := os.ReadFile(filepath.Join(root, vgpu.ApplyUnit))
 	require.NoError(t, err)
@@ -438,7 +430,7 @@ func TestApplyVMVGPUFreshMdev(t *testing.T) {
 	require.Contains(t, out, "reboot the node")
 	require.Equal(t, map[string]string{mdevctlUUID: t4 + " nvidia-224"}, mdevsOf(t, root))
 	require.Equal(t, "3", availableInstances(t, root, "nvidia-224"))
-	require.Equal(t, under(orig, "etc/"), under(tree(t, root), "etc/"))
+	require.Equal(t, exceptManager(orig), exceptManager(tree(t, root)), "every file but the manager's as before, the initramfs too")
 	require.NoFileExists(t, filepath.Join(root, "run/fake-systemd/is-enabled", vgpu.ApplyUnitName))
 	require.FileExists(t, filepath.Join(root, "usr/bin/nvidia-vgpu-mgr"))
 	require.FileExists(t, filepath.Join(root, "sys/module/nvidia_vgpu_vfio/initstate"))
