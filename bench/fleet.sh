@@ -142,11 +142,15 @@ ss -ltnH "sport = :$PORT" | wc -l | { read -r n; [ "$n" -ge "$N" ] || die "only 
 
 # --- measured runs -------------------------------------------------------------
 # measure NAME CMD...: GNU time -> "$TMP/NAME.time" (wall user sys maxrss_kib), stdout/stderr -> NAME.out/.err
+# busy: CPU seconds this machine spent so far, all processes (from /proc/stat: every state but idle and iowait)
+busy() { awk -v hz="$(getconf CLK_TCK)" '/^cpu /{print ($2+$3+$4+$7+$8+$9)/hz; exit}' /proc/stat; }
 measure() {
-	local name=$1
+	local name=$1 b0
 	shift
 	sync
+	b0=$(busy)
 	/usr/bin/time -o "$TMP/$name.time.raw" -f '%e %U %S %M' timeout "$TMO" "$@" >"$TMP/$name.out" 2>"$TMP/$name.err" || true
+	echo "$(busy) $b0" | awk '{printf "%.2f\n", $1-$2}' >"$TMP/$name.sys"
 	tail -1 "$TMP/$name.time.raw" >"$TMP/$name.time" # GNU time may first say "Command exited with non-zero status N"
 }
 
@@ -216,12 +220,13 @@ echo "shared cache: $(find "$HOME_DIR/.cache/gpuprep" -type f | wc -l) file(s) (
 # --- report --------------------------------------------------------------------
 row() { # row LABEL NAME
 	read -r wall user sys rss <"$TMP/$2.time"
-	awk -v l="$1" -v w="$wall" -v u="$user" -v s="$sys" -v r="$rss" \
-		'BEGIN{printf "| %-44s | %7.2f | %7.2f | %8.1f |\n", l, w, u+s, r/1024}'
+	awk -v l="$1" -v w="$wall" -v u="$user" -v s="$sys" -v r="$rss" -v a="$(cat "$TMP/$2.sys")" \
+		'BEGIN{printf "| %-44s | %7.2f | %7.2f | %8.2f | %8.1f |\n", l, w, u+s, a, r/1024}'
 }
 log "results: N=$N hosts, parallel $P, kex $KEX, $(nproc) cores ($(date +%F))"
-printf '| %-44s | %7s | %7s | %8s |\n' "client" "wall s" "CPU s" "RSS MiB"
-printf '|%s|%s|%s|%s|\n' "----------------------------------------------" "--------:" "--------:" "---------:"
+echo "(CPU s: the client and the processes it waited for; all CPU s: the whole machine meanwhile: client, sshds, sudo, remote commands)"
+printf '| %-44s | %7s | %7s | %8s | %8s |\n' "client" "wall s" "CPU s" "all CPU s" "RSS MiB"
+printf '|%s|%s|%s|%s|%s|\n' "----------------------------------------------" "--------:" "--------:" "---------:" "---------:"
 row "\`gpuprep fleet check\` (cold: upload)" gp-cold
 row "\`gpuprep fleet check\` (warm: cached)" gp-warm
 row "\`parallel-ssh -i 'cat /proc/cmdline'\`" pssh

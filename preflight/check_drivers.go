@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/gpuprep/gpuprep/internal/pci"
 )
@@ -36,13 +37,13 @@ func checkNouveau(e *Env) []Finding {
 	return []Finding{{Status: Pass, Subject: "/sys/module/nouveau", Message: "nouveau not loaded (" + bl + ")"}}
 }
 
-var blacklistRe = regexp.MustCompile(`(?m)^\s*blacklist\s+nouveau\s*$`)
+var blacklistRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(?m)^\s*blacklist\s+nouveau\s*$`) })
 
 func nouveauBlacklisted(e *Env) (bool, string) {
 	for _, dir := range []string{"/etc/modprobe.d", "/usr/lib/modprobe.d", "/lib/modprobe.d"} {
 		files, _ := e.Root.Glob(dir + "/*.conf")
 		for _, f := range files {
-			if b, err := e.Root.ReadFile(f); err == nil && blacklistRe.Match(b) {
+			if b, err := e.Root.ReadFile(f); err == nil && blacklistRe().Match(b) {
 				return true, f
 			}
 		}

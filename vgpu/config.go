@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 
 	"gopkg.in/yaml.v3"
 )
@@ -147,7 +148,7 @@ func TypeMatches(configName, typeName string) bool {
 	return false
 }
 
-var yamlLineRe = regexp.MustCompile(`^(?:yaml: )?line (\d+): (.*)$`)
+var yamlLineRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^(?:yaml: )?line (\d+): (.*)$`) })
 
 // yamlError rewrites yaml's "line N: msg" errors as "file:N: msg", one per line.
 func yamlError(file string, err error) error {
@@ -158,7 +159,7 @@ func yamlError(file string, err error) error {
 	}
 	for i, m := range msgs {
 		m = strings.ReplaceAll(m, " in type vgpu.DeviceSet", "")
-		if g := yamlLineRe.FindStringSubmatch(m); g != nil {
+		if g := yamlLineRe().FindStringSubmatch(m); g != nil {
 			msgs[i] = file + ":" + g[1] + ": " + g[2]
 		} else {
 			msgs[i] = file + ": " + strings.TrimPrefix(m, "yaml: ")

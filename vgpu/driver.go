@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"runtime"
 	"strings"
+	"sync"
 
 	"github.com/gpuprep/gpuprep/internal/host"
 )
@@ -44,9 +45,13 @@ func (d *Driver) Name() string {
 }
 
 var (
-	runNameRe   = regexp.MustCompile(`^NVIDIA-Linux-(x86_64|aarch64)-([0-9]+\.[0-9]+(?:\.[0-9]+)?)(-[A-Za-z0-9._-]*)?\.run$`)
-	targetDirRe = regexp.MustCompile(`^NVIDIA-Linux-(x86_64|aarch64)-([0-9]+\.[0-9]+(?:\.[0-9]+)?)(-[A-Za-z0-9._-]*)?$`)
-	headerVarRe = regexp.MustCompile(`(?m)^(label|targetdir)="([^"\n]*)"`)
+	runNameRe = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`^NVIDIA-Linux-(x86_64|aarch64)-([0-9]+\.[0-9]+(?:\.[0-9]+)?)(-[A-Za-z0-9._-]*)?\.run$`)
+	})
+	targetDirRe = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`^NVIDIA-Linux-(x86_64|aarch64)-([0-9]+\.[0-9]+(?:\.[0-9]+)?)(-[A-Za-z0-9._-]*)?$`)
+	})
+	headerVarRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(?m)^(label|targetdir)="([^"\n]*)"`) })
 )
 
 // headerSize bounds how much of a .run is read for its makeself header: the
@@ -102,7 +107,7 @@ func InspectDriver(ctx context.Context, path string, r host.Runner) (*Driver, er
 		return nil, fmt.Errorf("%s: not an NVIDIA .run file (no makeself shell header)", path)
 	}
 	d := &Driver{Path: path, Format: FormatRun}
-	for _, m := range headerVarRe.FindAllStringSubmatch(string(head), -1) {
+	for _, m := range headerVarRe().FindAllStringSubmatch(string(head), -1) {
 		switch m[1] {
 		case "label":
 			if d.Label == "" {
@@ -114,7 +119,7 @@ func InspectDriver(ctx context.Context, path string, r host.Runner) (*Driver, er
 			}
 		}
 	}
-	tm := targetDirRe.FindStringSubmatch(d.TargetDir)
+	tm := targetDirRe().FindStringSubmatch(d.TargetDir)
 	if tm == nil {
 		return nil, fmt.Errorf("%s: not an NVIDIA driver .run file (makeself targetdir %q)", path, d.TargetDir)
 	}
@@ -127,7 +132,7 @@ func InspectDriver(ctx context.Context, path string, r host.Runner) (*Driver, er
 	default:
 		return nil, fmt.Errorf("%s: this is not the vGPU manager (%s is a plain NVIDIA driver build); the host needs NVIDIA-Linux-<arch>-<ver>-vgpu-kvm.run from the licensed NVIDIA vGPU download", path, d.TargetDir)
 	}
-	if nm := runNameRe.FindStringSubmatch(base); nm != nil && (nm[1] != d.Arch || nm[2] != d.Version) {
+	if nm := runNameRe().FindStringSubmatch(base); nm != nil && (nm[1] != d.Arch || nm[2] != d.Version) {
 		return nil, fmt.Errorf("%s: file name says %s %s but the archive holds %s: renamed or damaged file", path, nm[1], nm[2], d.TargetDir)
 	}
 	if want := map[string]string{"amd64": "x86_64", "arm64": "aarch64"}[runtime.GOARCH]; want != "" && want != d.Arch {
@@ -161,7 +166,7 @@ const (
 	griddFile   = "usr/bin/nvidia-gridd"
 )
 
-var pkgVersionRe = regexp.MustCompile(`^(?:[0-9]+:)?([0-9]+\.[0-9]+(?:\.[0-9]+)?)`)
+var pkgVersionRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^(?:[0-9]+:)?([0-9]+\.[0-9]+(?:\.[0-9]+)?)`) })
 
 // inspectPackage verifies a .deb or .rpm by what it holds, not by its file
 // name: its fields (dpkg-deb -f / rpm -qp --qf) give the name, version and
@@ -217,7 +222,7 @@ func inspectPackage(ctx context.Context, path, format string, r host.Runner) (*D
 	if d.Arch == "" {
 		d.Arch = arch
 	}
-	m := pkgVersionRe.FindStringSubmatch(d.PkgVersion)
+	m := pkgVersionRe().FindStringSubmatch(d.PkgVersion)
 	if m == nil {
 		return nil, fmt.Errorf("%s: package %s version %q is not an NVIDIA driver version", path, d.Package, d.PkgVersion)
 	}

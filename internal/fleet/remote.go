@@ -459,11 +459,12 @@ func stampCmd(bin, dir string) string {
 // by the binary's own check before it does anything.
 //
 // The script forks nothing before the binary (each fork costs a host about
-// a millisecond and a half): the host's architecture comes from bash's
-// HOSTTYPE where the login shell is bash (uname -m otherwise; a binary of
-// another architecture must never be started: sudo would run it as a shell
-// script), and whether the user is root from the owner of "/" ([ -O / ]:
-// when in doubt sudo -n runs, which root may use too).
+// a millisecond and a half): the host's architecture (a binary of another
+// architecture must never be started: sudo would run it as a shell script)
+// is read from /proc/sys/kernel/arch, uname -m's answer as a file (Linux 6.1
+// and later; older kernels fork uname), and whether the user is root from
+// the owner of "/" ([ -O / ]: when in doubt sudo -n runs, which root may
+// use too).
 func (e *Exec) runStamped(ctx context.Context, c *ssh.Client, h *Host, args []string) (Output, bool, error) {
 	base := `"$HOME"/.cache/gpuprep`
 	if v := h.Var("gpuprep_cache_dir"); v != "" {
@@ -487,7 +488,8 @@ func (e *Exec) runStamped(ctx context.Context, c *ssh.Client, h *Host, args []st
 		`case "$HOME" in /*) ;; *) no ;; esac`,
 		`d=` + base + `/` + e.Binary.SHA256 + `; b="$d"/gpuprep`,
 		`[ -f "$b" ] && [ -f "$d"/` + stampName + ` ] && [ ! -L "$d" ] && [ -O "$d" ] && [ -O "$b" ] && [ -O "$d"/` + stampName + ` ] && ! [ "$b" -nt "$d"/` + stampName + ` ] || no`,
-		`case "${HOSTTYPE-}" in ` + arch + `) ;; "") [ "$(uname -m)" = ` + arch + ` ] || no ;; *) no ;; esac`,
+		`{ read -r a < /proc/sys/kernel/arch; } 2>/dev/null || a=$(uname -m)`,
+		`[ "$a" = ` + arch + ` ] || no`,
 		run,
 	}, "\n")
 	o, err := session(ctx, c, script, nil)

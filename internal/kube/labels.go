@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 )
 
 // Label keys the GPU Operator reads.
@@ -12,12 +13,12 @@ const (
 	VGPUConfigLabel = "nvidia.com/vgpu.config"
 )
 
-var labelValueRe = regexp.MustCompile(`^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$`)
+var labelValueRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$`) })
 
 // ValidateLabelValue checks a Kubernetes label value: at most 63
 // characters, alphanumerics with '-', '_' and '.' inside.
 func ValidateLabelValue(key, v string) error {
-	if len(v) > 63 || !labelValueRe.MatchString(v) {
+	if len(v) > 63 || !labelValueRe().MatchString(v) {
 		return fmt.Errorf("label %s=%q: a label value is at most 63 characters: letters, digits, '-', '_' or '.', starting and ending with a letter or digit", key, v)
 	}
 	return nil

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 )
 
 // Selector chooses which devices are treated as GPUs. The zero value selects
@@ -19,9 +20,9 @@ type term struct {
 }
 
 var (
-	fullAddrRe  = regexp.MustCompile(`^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$`)
-	shortAddrRe = regexp.MustCompile(`^[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$`)
-	idRe        = regexp.MustCompile(`^[0-9a-f]{4}(:[0-9a-f]{4})?$`)
+	fullAddrRe  = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$`) })
+	shortAddrRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$`) })
+	idRe        = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[0-9a-f]{4}(:[0-9a-f]{4})?$`) })
 )
 
 // ParseSelector parses --select values: a PCI address (0000:41:00.0 or
@@ -34,11 +35,11 @@ func ParseSelector(values []string) (Selector, error) {
 			switch {
 			case v == "":
 				continue
-			case fullAddrRe.MatchString(v):
+			case fullAddrRe().MatchString(v):
 				s.terms = append(s.terms, term{raw: v, addr: v})
-			case shortAddrRe.MatchString(v):
+			case shortAddrRe().MatchString(v):
 				s.terms = append(s.terms, term{raw: v, addr: "0000:" + v})
-			case idRe.MatchString(v):
+			case idRe().MatchString(v):
 				t := term{raw: v, vendor: v[:4]}
 				if len(v) == 9 {
 					t.device = v[5:]
