@@ -48,9 +48,19 @@ func (r *Root) rootFD() (int, bool) {
 // openIn opens the host path p inside a fixture root. ok is false when
 // openat2 cannot be used, and the caller falls back to the walk.
 func (r *Root) openIn(op, p string, flags int) (f *os.File, ok bool, err error) {
+	fd, name, ok, err := r.openFD(op, p, flags)
+	if !ok || err != nil {
+		return nil, ok, err
+	}
+	return os.NewFile(uintptr(fd), name), true, nil
+}
+
+// openFD is openIn's file descriptor, and the name (on this machine) of
+// the path asked for.
+func (r *Root) openFD(op, p string, flags int) (fd int, name string, ok bool, err error) {
 	dirfd, ok := r.rootFD()
 	if !ok {
-		return nil, false, nil
+		return -1, "", false, nil
 	}
 	clean := path.Clean("/" + p)
 	rel := strings.TrimPrefix(clean, "/")
@@ -62,20 +72,20 @@ func (r *Root) openIn(op, p string, flags int) (f *os.File, ok bool, err error) 
 		fd, err := unix.Openat2(dirfd, rel, how)
 		switch {
 		case err == nil:
-			return os.NewFile(uintptr(fd), r.join(clean)), true, nil
+			return fd, r.join(clean), true, nil
 		case errors.Is(err, unix.EINTR), errors.Is(err, unix.EAGAIN) && try < 8:
 			// EAGAIN: a rename raced the resolution of ".."; try again
 			continue
 		case errors.Is(err, unix.ENOSYS), errors.Is(err, unix.E2BIG):
 			r.rfd.off.Store(true) // no openat2 (Linux before 5.6), or not this way
-			return nil, false, nil
+			return -1, "", false, nil
 		case errors.Is(err, unix.ENOENT), errors.Is(err, unix.ENOTDIR):
-			return nil, true, &fs.PathError{Op: op, Path: r.join(clean), Err: err}
+			return -1, "", true, &fs.PathError{Op: op, Path: r.join(clean), Err: err}
 		default:
 			// Anything else (EACCES or EPERM, from the file or a seccomp
 			// filter; EXDEV, a magic link RESOLVE_IN_ROOT will not follow;
 			// ELOOP) is left to the walk, whose answer is authoritative.
-			return nil, false, nil
+			return -1, "", false, nil
 		}
 	}
 }
@@ -116,21 +126,25 @@ func (r *Root) statIn(p string) (fs.FileInfo, bool, error) {
 	return fi, true, err
 }
 
-// readDirIn lists a directory found with openat2, by the path the kernel
-// resolved it to (read back from /proc/self/fd): a DirEntry's Info, and
-// the lstat ReadDir does itself where the file system gives no types, go
-// by that path, and must not resolve the root's links on this machine.
+// readDirIn lists a directory found with openat2. The open file is named
+// by the path the kernel resolved it to (read back from /proc/self/fd): a
+// DirEntry's Info, and the lstat ReadDir does itself where the file system
+// gives no types, go by that name, and must not resolve the root's links
+// on this machine.
 func (r *Root) readDirIn(p string) ([]fs.DirEntry, bool, error) {
-	f, ok, err := r.openIn("open", p, unix.O_PATH|unix.O_DIRECTORY)
+	fd, _, ok, err := r.openFD("open", p, unix.O_RDONLY|unix.O_DIRECTORY)
 	if !ok || err != nil {
 		return nil, ok, err
 	}
-	real, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(int(f.Fd())))
-	f.Close()
+	real, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(fd))
 	if err != nil || !strings.HasPrefix(real, r.dir+"/") && real != r.dir {
+		unix.Close(fd)
 		return nil, false, nil // no /proc, or moved meanwhile: the walk
 	}
-	ents, err := os.ReadDir(real)
+	d := os.NewFile(uintptr(fd), real)
+	defer d.Close()
+	ents, err := d.ReadDir(-1)
+	slices.SortFunc(ents, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
 	return ents, true, err
 }
 

@@ -36,6 +36,21 @@ func TestRootResolvesLinksInsideTheRoot(t *testing.T) {
 	for _, r := range []*Root{plain, plain.ReadOnly(), walk, walk.ReadOnly()} {
 		resolvesInside(t, r)
 	}
+	// Entries listed through an absolute link describe the root's files,
+	// not this machine's.
+	require.NoError(t, os.Symlink("/etc", filepath.Join(dir, "etclink")))
+	ents, err := plain.ReadDir("/etclink")
+	require.NoError(t, err)
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+		if e.Name() == "real" {
+			fi, err := e.Info()
+			require.NoError(t, err)
+			require.Equal(t, int64(len("inside\n")), fi.Size())
+		}
+	}
+	require.Contains(t, names, "real")
 	_, ok := plain.rootFD()
 	require.True(t, ok, "this kernel has openat2: the tests above used it")
 	require.False(t, plain.rfd.off.Load())
