@@ -6,13 +6,14 @@
 #   BENCH_FLEET_PARALLEL=50  hosts at once, for every tool (gpuprep --parallel, parallel-ssh -p, ansible -f)
 #   BENCH_STRICT=1           exit 1 when a target below is missed (default: report only)
 #   BENCH_FLEET_KEEP=1       keep the work directory (outputs of every run) for a look afterwards
+#   BENCH_FLEET_PERF=1       also record a perf profile of a warm run's client (kept with BENCH_FLEET_KEEP=1)
 #
 # In one run, on the same hosts, the same user, the same host-key verification (a known_hosts file) and the
 # same key exchange (the sshds offer only curve25519-sha256):
 #   1. gpuprep fleet check, cold: the binary is uploaded (all hosts share one home directory, as NFS homes do,
-#      so up to PARALLEL uploads of it race: each goes to a temporary name and is renamed into place)
-#   2. gpuprep fleet check, warm: the cached binary is verified (SHA-256) and run
-#   3. parallel-ssh -i 'cat /proc/cmdline'
+#      so up to PARALLEL uploads of it race: each goes to a temporary name and is linked into place)
+#   2. gpuprep fleet check, warm: the cached binary is verified by its stamp and run   } alternating, BENCH_FLEET_ROUNDS
+#   3. parallel-ssh -i 'cat /proc/cmdline'                                              } times (3); medians reported
 #   4. ansible all -m raw -a 'cat /proc/cmdline'
 # Each host's gpuprep runs `check --root FIXTURE -o json` under sudo -n, on the hgx-h200 fixture root (8 GPUs,
 # 57 PCI functions): a realistic but bounded load. Measured with GNU time: wall, client CPU (user+sys of the
@@ -158,15 +159,30 @@ GP=("$TMP/gpuprep" fleet check -i "$TMP/fleet.yaml" --known-hosts "$TMP/known_ho
 	--ssh-config none --parallel "$P" --retries 0 -o json)
 log "1. gpuprep fleet check (cold: uploads the ${BIN_MIB} MiB binary into the shared home)"
 measure gp-cold env SSH_AUTH_SOCK= "${GP[@]}"
-log "2. gpuprep fleet check (warm: cached binary, verified)"
-measure gp-warm env SSH_AUTH_SOCK= "${GP[@]}"
-
 SSHO=(-o "KexAlgorithms=$KEX" -o "UserKnownHostsFile=$TMP/known_hosts" -o StrictHostKeyChecking=yes
 	-o IdentitiesOnly=yes -o BatchMode=yes -o ControlMaster=no)
 PSSH_O=()
 for o in "${SSHO[@]}"; do [ "$o" = -o ] || PSSH_O+=(-O "$o"); done
-log "3. parallel-ssh cat /proc/cmdline"
-measure pssh parallel-ssh -h "$TMP/hosts.txt" -l "$BUSER" -p "$P" -t 120 -x "-i $TMP/client" "${PSSH_O[@]}" -i 'cat /proc/cmdline'
+# The warm run and parallel-ssh, the pair the target compares, alternate for ROUNDS rounds (this machine's speed
+# drifts between runs seconds apart); each is reported by its median round.
+ROUNDS=${BENCH_FLEET_ROUNDS:-3}
+for r in $(seq 1 "$ROUNDS"); do
+	log "2. gpuprep fleet check (warm: cached binary, verified), round $r of $ROUNDS"
+	measure "gp-warm-$r" env SSH_AUTH_SOCK= "${GP[@]}"
+	log "3. parallel-ssh cat /proc/cmdline, round $r of $ROUNDS"
+	measure "pssh-$r" parallel-ssh -h "$TMP/hosts.txt" -l "$BUSER" -p "$P" -t 120 -x "-i $TMP/client" "${PSSH_O[@]}" -i 'cat /proc/cmdline'
+done
+median() { # median NAME: copy the median round's files (by wall time) to NAME.*; print every round's wall
+	local r best
+	best=$(for r in $(seq 1 "$ROUNDS"); do echo "$(cut -d' ' -f1 "$TMP/$1-$r.time") $r"; done | sort -n | awk -v n="$ROUNDS" 'NR==int((n+1)/2){print $2}')
+	for x in time sys out err; do cp "$TMP/$1-$best.$x" "$TMP/$1.$x"; done
+	for r in $(seq 1 "$ROUNDS"); do cut -d' ' -f1 "$TMP/$1-$r.time"; done | paste -sd' '
+}
+WARM_ROUNDS=$(median gp-warm)
+PSSH_ROUNDS=$(median pssh)
+if [ "${BENCH_FLEET_PERF:-0}" = 1 ]; then # a profile of the client's warm run, for a look afterwards (not measured)
+	perf record -F 4000 -g -o "$TMP/gp-warm.perf" -- env SSH_AUTH_SOCK= "${GP[@]}" >/dev/null 2>&1 || true
+fi
 
 mkdir -p "$TMP/ansible"
 cat >"$TMP/ansible.cfg" <<EOF
@@ -199,13 +215,15 @@ print(f"  {ev} of {len(r['hosts'])} hosts evaluated; statuses {r['summary']['sta
 sys.exit(0 if ev == int(sys.argv[2]) == len(r["hosts"]) else 1)
 PY
 }
-for r in gp-cold gp-warm; do
+for r in gp-cold $(for i in $(seq 1 "$ROUNDS"); do echo "gp-warm-$i"; done); do
 	echo "$r:"
 	ok_gp "$r" || fails+=("$r: not every host evaluated ($(tail -3 "$TMP/$r.err" | tr '\n' ' '))")
 done
-n=$(grep -c '\[SUCCESS\]' "$TMP/pssh.out" || true)
-echo "pssh: $n of $N hosts succeeded"
-[ "$n" = "$N" ] || fails+=("parallel-ssh: $n of $N hosts succeeded ($(grep -m3 FAILURE "$TMP/pssh.out" | tr '\n' ' '))")
+for i in $(seq 1 "$ROUNDS"); do
+	n=$(grep -c '\[SUCCESS\]' "$TMP/pssh-$i.out" || true)
+	echo "pssh-$i: $n of $N hosts succeeded"
+	[ "$n" = "$N" ] || fails+=("parallel-ssh round $i: $n of $N hosts succeeded ($(grep -m3 FAILURE "$TMP/pssh-$i.out" | tr '\n' ' '))")
+done
 n=$(grep -c '| CHANGED | rc=0' "$TMP/ansible.out" || true)
 echo "ansible: $n of $N hosts succeeded"
 [ "$n" = "$N" ] || fails+=("ansible: $n of $N hosts succeeded ($(grep -m3 -E 'UNREACHABLE|FAILED' "$TMP/ansible.out" | tr '\n' ' ') $(tail -3 "$TMP/ansible.err" | tr '\n' ' '))")
@@ -230,6 +248,7 @@ printf '|%s|%s|%s|%s|%s|\n' "----------------------------------------------" "--
 row "\`gpuprep fleet check\` (cold: upload)" gp-cold
 row "\`gpuprep fleet check\` (warm: cached)" gp-warm
 row "\`parallel-ssh -i 'cat /proc/cmdline'\`" pssh
+echo "(warm and parallel-ssh: the median of $ROUNDS alternating rounds; walls: gpuprep $WARM_ROUNDS, parallel-ssh $PSSH_ROUNDS)"
 row "\`ansible -m raw -a 'cat /proc/cmdline'\`" ansible
 
 read -r cold_w _ _ cold_rss <"$TMP/gp-cold.time"
