@@ -64,6 +64,24 @@ func checkVGPUTypes(e *Env) []Finding {
 				iface = fmt.Sprintf("vendor-specific VFIO, %d/%d VFs enabled (nvidia/creatable_vgpu_types)", s.NumVFs, s.TotalVFs)
 			}
 			f.Message = iface + ": " + strings.Join(names, ", ")
+		case len(vgpu.Existing(e.Root, g.Address)) > 0:
+			// Every VF holds a vGPU (a VF given a type offers no more
+			// types), or every mdev instance is taken: the GPU is set up.
+			ex := vgpu.Existing(e.Root, g.Address)
+			count := map[string]int{}
+			var order []string
+			for _, x := range ex {
+				if count[x.Type] == 0 {
+					order = append(order, x.Type)
+				}
+				count[x.Type]++
+			}
+			var have []string
+			for _, t := range order {
+				have = append(have, fmt.Sprintf("%d× %s", count[t], t))
+			}
+			f.Status = Pass
+			f.Message = fmt.Sprintf("%d vGPU(s) exist (%s); no type is free to create more", len(ex), strings.Join(have, ", "))
 		case s.TotalVFs > 0 && s.NumVFs <= 0:
 			f.Status = Fail
 			f.Message = fmt.Sprintf("SR-IOV GPU with 0 of %d VFs enabled: vGPUs are created on VFs", s.TotalVFs)
