@@ -18,15 +18,19 @@ import (
 // installed (vgpu.PlanInstall / Execute, as gpuprep vgpu install does) and
 // the vGPUs of a vgpu-device-manager config are created and made to survive
 // reboots (vgpu.MakePlan / Apply / PlanPersist, as gpuprep vgpu apply
-// --persist does). Journal entries, besides those vgpu writes itself:
+// --persist does). Journal entries, besides the files vgpu journals itself:
+// the vGPU writes as vgpu.ApplyJournalled records them (gpuprep vgpu apply
+// records them so too), an intent before each creation, an entry after:
 //
 //	kind "vgpu-intent": Path = the sysfs attribute about to be written
 //	                    (…/create or …/nvidia/current_vgpu_type), After = the
-//	                    value (the mdev's UUID, or the type id), Device = the GPU
+//	                    value (the mdev's UUID, or the type id), Device = the
+//	                    GPU, Before = a VF's current_vgpu_type before the write
+//	                    (absent in journals written before it was recorded)
 //	kind "vgpu":        the same, once written
 const (
-	KindVGPU       = "vgpu"
-	KindVGPUIntent = "vgpu-intent"
+	KindVGPU       = vgpu.KindWrite
+	KindVGPUIntent = vgpu.KindIntent
 )
 
 type vgpuState struct {
@@ -236,7 +240,7 @@ func (p *Plan) installVGPU(ctx context.Context, e Env) error {
 
 // createVGPUs creates the planned vGPUs (planning them first when the step
 // was deferred behind the install), journalling each before and after its
-// write, then persists the config.
+// write (vgpu.ApplyJournalled), then persists the config.
 func (p *Plan) createVGPUs(ctx context.Context, e Env) error {
 	v := p.vgpu
 	if v.devices == nil {
@@ -249,28 +253,17 @@ func (p *Plan) createVGPUs(ctx context.Context, e Env) error {
 	}
 	dp := v.devices
 	now := e.now()
-	sriov := false
-	for i := range dp.Actions {
-		a := &dp.Actions[i]
-		if a.Value == "<uuid>" {
-			a.Value = vgpu.NewUUID()
-		}
-		sriov = sriov || !strings.HasSuffix(a.Path, "/create")
-		if err := e.record(journal.Entry{Time: now, Command: "apply", Kind: KindVGPUIntent, Path: a.Path, Device: a.GPU, After: a.Value}); err != nil {
-			return err
+	for _, a := range dp.Actions {
+		if !strings.HasSuffix(a.Path, "/create") {
+			if err := fileIntent(e, vgpu.TypeNames, now); err != nil {
+				return err
+			}
+			break
 		}
 	}
-	if sriov {
-		if err := fileIntent(e, vgpu.TypeNames, now); err != nil {
-			return err
-		}
-	}
-	done, err := vgpu.ApplyAt(e.Root, e.Sysfs, dp, now)
+	done, err := vgpu.ApplyJournalled(e.Root, e.Sysfs, dp, now, "apply", e.record)
 	for _, a := range done {
 		e.logf("wrote %s > %s  (%s)", a.Value, a.Path, a.About)
-		if jerr := e.record(journal.Entry{Time: now, Command: "apply", Kind: KindVGPU, Path: a.Path, Device: a.GPU, After: a.Value}); jerr != nil && err == nil {
-			err = jerr
-		}
 	}
 	if err != nil {
 		return err

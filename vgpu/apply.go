@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gpuprep/gpuprep/internal/host"
+	"github.com/gpuprep/gpuprep/internal/journal"
 	"github.com/gpuprep/gpuprep/vfio"
 )
 
@@ -304,6 +305,59 @@ func Apply(root *host.Root, w AttrWriter, p *Plan) ([]Action, error) {
 // recorded in TypeNames first, in one write made at now (its backup named
 // after now).
 func ApplyAt(root *host.Root, w AttrWriter, p *Plan, now time.Time) ([]Action, error) {
+	return apply(root, w, p, now, nil)
+}
+
+// Journal entry kinds of the vGPU writes ApplyJournalled records (gpuprep
+// vgpu apply, and apply's vgpu-devices step):
+//
+//	KindIntent: before a write that creates a vGPU. Path = the attribute
+//	            (…/mdev_supported_types/TYPE/create, or a VF's
+//	            …/nvidia/current_vgpu_type), After = the value (the new
+//	            mdev's UUID, or the type id), Device = the GPU, Before = a
+//	            VF's current_vgpu_type just before the write
+//	KindWrite:  every write, once made (creations and --prune's removals)
+const (
+	KindWrite  = "vgpu"
+	KindIntent = "vgpu-intent"
+)
+
+// ApplyJournalled is ApplyAt for callers that keep a journal: each write
+// that creates a vGPU is recorded through record as a KindIntent entry just
+// before it is made — naming the new mdev's UUID (chosen here when the plan
+// says "<uuid>") with its parent and type in the path, or the VF with the
+// value it had — and every write as a KindWrite entry once made. So a
+// process killed between a write and its record still leaves an intent
+// that names the vGPU: rollback removes it when it exists and has nothing
+// to undo when it does not. Entries are stamped now, with command; a
+// record that fails stops the run before the next write.
+func ApplyJournalled(root *host.Root, w AttrWriter, p *Plan, now time.Time, command string, record func(journal.Entry) error) ([]Action, error) {
+	entry := func(kind string, a Action) journal.Entry {
+		return journal.Entry{Time: now.UTC(), Command: command, Kind: kind, Path: a.Path, Device: a.GPU, After: a.Value}
+	}
+	return apply(root, w, p, now, &journalHooks{
+		intent: func(a Action) error {
+			en := entry(KindIntent, a)
+			if !strings.HasSuffix(a.Path, "/create") {
+				cur, err := root.ReadString(a.Path)
+				if err != nil {
+					return fmt.Errorf("%s: reading %s before writing it: %w", a.GPU, a.Path, err)
+				}
+				en.Before = cur
+			}
+			return record(en)
+		},
+		done: func(a Action) error { return record(entry(KindWrite, a)) },
+	})
+}
+
+// journalHooks are told of apply's writes: intent before each creation,
+// done after every write.
+type journalHooks struct {
+	intent, done func(Action) error
+}
+
+func apply(root *host.Root, w AttrWriter, p *Plan, now time.Time, j *journalHooks) ([]Action, error) {
 	names := map[string]string{}
 	for _, a := range p.Actions {
 		if !strings.HasSuffix(a.Path, "/create") {
@@ -314,16 +368,25 @@ func ApplyAt(root *host.Root, w AttrWriter, p *Plan, now time.Time) ([]Action, e
 		return nil, fmt.Errorf("recording the names of vGPU types: %w", err)
 	}
 	var done []Action
-	for _, a := range p.Removals {
+	write := func(a Action) error {
 		if err := w.WriteAttr(a.Path, a.Value); err != nil {
-			return done, fmt.Errorf("%s: %s: %w", a.GPU, a.About, err)
+			return fmt.Errorf("%s: %s: %w", a.GPU, a.About, err)
 		}
 		done = append(done, a)
+		if j != nil {
+			return j.done(a)
+		}
+		return nil
+	}
+	for _, a := range p.Removals {
+		if err := write(a); err != nil {
+			return done, err
+		}
 	}
 	for _, a := range p.Actions {
 		if strings.HasSuffix(a.Path, "/create") {
 			if a.Value == "<uuid>" {
-				a.Value = newUUID() // callers that journal first give the UUID themselves (NewUUID)
+				a.Value = newUUID() // before its intent is recorded: the journal names it
 			}
 		} else {
 			vf := strings.TrimSuffix(strings.TrimPrefix(a.Path, "/sys/bus/pci/devices/"), "/nvidia/current_vgpu_type")
@@ -336,10 +399,14 @@ func ApplyAt(root *host.Root, w AttrWriter, p *Plan, now time.Time) ([]Action, e
 				return done, fmt.Errorf("%s: %s is no longer creatable on VF %s (capacity used up?)", a.GPU, a.Type, vf)
 			}
 		}
-		if err := w.WriteAttr(a.Path, a.Value); err != nil {
-			return done, fmt.Errorf("%s: %s: %w", a.GPU, a.About, err)
+		if j != nil {
+			if err := j.intent(a); err != nil {
+				return done, err
+			}
 		}
-		done = append(done, a)
+		if err := write(a); err != nil {
+			return done, err
+		}
 	}
 	return done, nil
 }
