@@ -25,6 +25,10 @@ func init() { register(newVGPUCmd) }
 // vgpuApplyRunner runs --persist's systemctl commands; tests replace it.
 var vgpuApplyRunner = host.DefaultRunner
 
+// vgpuSysfs is what vgpu apply writes the vGPU attributes through: the host
+// root; tests put the vGPU simulator (vgputest.Host) in front of it.
+var vgpuSysfs = func(root *host.Root) vgpu.AttrWriter { return root }
+
 // gpuprepBinary is the path the --persist unit runs gpuprep from: this
 // binary, with symlinks resolved.
 var gpuprepBinary = func() string {
@@ -264,13 +268,13 @@ func newVGPUApplyCmd(g *globals, assert bool) *cobra.Command {
 				}
 				return persistDone()
 			}
-			done, err := vgpu.Apply(root, root, plan)
+			// each creation journalled before its write too: a kill between
+			// the write and its record leaves rollback the new mdev's UUID
+			// (or the VF)
+			record := func(e journal.Entry) error { return journal.Append(root, e) }
+			done, err := vgpu.ApplyJournalled(root, vgpuSysfs(root), plan, time.Now(), "vgpu apply", record)
 			for _, a := range done {
 				fmt.Fprintf(out, "wrote %s > %s  (%s)\n", a.Value, a.Path, a.About)
-				if jerr := journal.Append(root, journal.Entry{Time: time.Now().UTC(), Command: "vgpu apply", Kind: "vgpu",
-					Path: a.Path, Device: a.GPU, After: a.Value}); jerr != nil && err == nil {
-					err = jerr
-				}
 			}
 			if err != nil {
 				return &exitError{code: exitNotReady, err: err}

@@ -4,11 +4,13 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/gpuprep/gpuprep/internal/fixture"
 	"github.com/gpuprep/gpuprep/internal/host"
+	"github.com/gpuprep/gpuprep/internal/journal"
 	"github.com/gpuprep/gpuprep/vgpu/vgputest"
 )
 
@@ -68,4 +70,64 @@ func TestVGPUApplyPruneAndPersist(t *testing.T) {
 	require.Equal(t, 0, code, stderr)
 	require.Contains(t, out, "persisted: gpuprep-vgpu-apply.service is in place and enabled")
 	require.Len(t, h.Commands(), 2)
+}
+
+// Journals written before vgpu apply recorded intents (its "vgpu" entries
+// only, after the writes; apply's intents without the VF's previous value)
+// roll back as they did: the vGPUs they name are removed, an intent whose
+// vGPU was never made is nothing to undo, and vGPUs no entry names stay.
+func TestVGPURollbackOfOlderJournals(t *testing.T) {
+	const (
+		u1, u2, u3, foreign = "11111111-1111-4111-8111-111111111111", "22222222-2222-4222-8222-222222222222",
+			"33333333-3333-4333-8333-333333333333", "44444444-4444-4444-8444-444444444444"
+		t4a, t4b = "0000:21:00.0", "0000:41:00.0"
+	)
+	create := func(gpu string) string {
+		return "/sys/bus/pci/devices/" + gpu + "/mdev_supported_types/nvidia-224/create"
+	}
+	vf := func(a string) string { return "/sys/bus/pci/devices/" + a + "/nvidia/current_vgpu_type" }
+	for _, c := range []struct {
+		fixture string
+		writes  [][2]string     // made before the rollback: attribute, value
+		entries []journal.Entry // the older journal
+		want    map[string]string
+	}{
+		{fixture: "mdev-vgpu",
+			writes: [][2]string{{create(t4a), u1}, {create(t4a), u2}, {create(t4b), foreign}},
+			entries: []journal.Entry{
+				{Command: "vgpu apply", Kind: "vgpu", Path: create(t4a), Device: t4a, After: u1},
+				{Command: "apply", Kind: "vgpu-intent", Path: create(t4a), Device: t4a, After: u2}, // killed before its "vgpu" entry
+				{Command: "apply", Kind: "vgpu-intent", Path: create(t4b), Device: t4b, After: u3}, // killed before its write
+			},
+			want: map[string]string{foreign: t4b + " nvidia-224"}},
+		{fixture: "sriov-vgpu",
+			writes: [][2]string{{vf("0000:41:00.4"), "1429"}, {vf("0000:41:00.5"), "1429"}, {vf("0000:41:00.7"), "1430"}},
+			entries: []journal.Entry{
+				{Command: "vgpu apply", Kind: "vgpu", Path: vf("0000:41:00.4"), Device: "0000:41:00.0", After: "1429"},
+				{Command: "apply", Kind: "vgpu-intent", Path: vf("0000:41:00.5"), Device: "0000:41:00.0", After: "1429"},
+				{Command: "apply", Kind: "vgpu-intent", Path: vf("0000:41:00.6"), Device: "0000:41:00.0", After: "1429"},
+			},
+			want: map[string]string{"0000:41:00.7": "1430"}},
+	} {
+		t.Run(c.fixture, func(t *testing.T) {
+			root := fixtureRoot(t, c.fixture)
+			n := simulatedVGPUNode(t, root)
+			r, err := host.NewRoot(root)
+			require.NoError(t, err)
+			for _, w := range c.writes {
+				require.NoError(t, n.WriteAttr(w[0], w[1]))
+			}
+			for _, e := range c.entries {
+				e.Time = time.Date(2025, 11, 30, 11, 15, 0, 0, time.UTC)
+				require.NoError(t, journal.Append(r, e))
+			}
+			out, errs, code := gpuprep(t, "rollback", "--root", root)
+			require.Equal(t, 0, code, out+errs)
+			require.Contains(t, out, "Rolled back.")
+			require.Equal(t, c.want, vgpusOf(t, root))
+			out, errs, code = gpuprep(t, "rollback", "--root", root)
+			require.Equal(t, 0, code, out+errs)
+			require.Contains(t, out, "Nothing to roll back.")
+		})
+	}
 }
