@@ -230,8 +230,9 @@ func rollback(e Env, w writer, done []*Target) []string {
 }
 
 // applyPersist writes (or removes) the persistent files, each backed up and
-// journalled, then regenerates the initramfs. It returns the files changed,
-// for restoreFiles on a later failure.
+// journalled, then regenerates the initramfs (also when no file changed but
+// p.Regenerate says it must). It returns the files changed, for
+// restoreFiles on a later failure.
 func applyPersist(ctx context.Context, e Env, p *Persist, command string, opts Options, res *Result) ([]FileChange, error) {
 	var changed []FileChange
 	now := opts.now()
@@ -272,10 +273,13 @@ func applyPersist(ctx context.Context, e Env, p *Persist, command string, opts O
 			return changed, err
 		}
 	}
-	if len(changed) > 0 && p.Initramfs != nil {
+	if (len(changed) > 0 || p.Regenerate != "") && p.Initramfs != nil {
 		res.Commands = append(res.Commands, p.Initramfs)
 		if out, err := e.Runner.Run(ctx, p.Initramfs...); err != nil {
 			return changed, fmt.Errorf("regenerate the initramfs: %w\n%s", err, out)
+		}
+		if len(changed) == 0 {
+			res.Notes = append(res.Notes, "regenerated the initramfs: "+p.Regenerate)
 		}
 	}
 	res.Notes = append(res.Notes, p.Warnings...)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/gpuprep/gpuprep/internal/host"
 	"github.com/gpuprep/gpuprep/internal/pci"
@@ -31,7 +32,12 @@ type Persist struct {
 	PerDevice []string          // addresses bound by the udev rule (driver_override at device add)
 	Files     []FileEdit
 	Initramfs []string // the distro's initramfs command; nil when none was found
-	Warnings  []string
+	// Regenerate says why the initramfs is regenerated even when no file
+	// changes ("" when it is not): planPersist sets it when the initramfs is
+	// older than gpuprep's files (InitramfsStale); a caller that knows more
+	// (apply, from its journal) may set it too.
+	Regenerate string
+	Warnings   []string
 }
 
 // Persisted reads the devices recorded in gpuprep's modprobe.d file.
@@ -82,6 +88,11 @@ func planPersist(root *host.Root, inv *pci.Inventory, add []*Target, remove []st
 	p.Initramfs = initramfsTool(root)
 	if p.Initramfs == nil {
 		p.Warnings = append(p.Warnings, "no initramfs tool (update-initramfs, dracut, mkinitcpio) found: the initramfs is not regenerated; if it loads the NVIDIA or nouveau driver, the GPU is taken before vfio-pci at boot")
+	} else {
+		// a bind that wrote the files and stopped (killed, or its initramfs
+		// command failed) before regenerating: the files are as wanted now,
+		// so nothing else would regenerate it
+		p.Regenerate = InitramfsStale(root)
 	}
 	if len(p.Devices) == 0 {
 		for _, f := range []string{ModprobeConf, ModulesLoad, UdevRule} {
@@ -217,3 +228,77 @@ func initramfsTool(root *host.Root) []string {
 // under root (update-initramfs -u, dracut -f or mkinitcpio -P); nil when none
 // was found. Whoever restores gpuprep's persistent files (rollback) runs it.
 func InitramfsCommand(root *host.Root) []string { return initramfsTool(root) }
+
+// initramfsImages are the initramfs images the distribution's tools make
+// under /boot: initramfs-tools' /boot/initrd.img-KVER, dracut's
+// /boot/initramfs-KVER.img (SUSE's /boot/initrd-KVER) for each kernel under
+// /lib/modules or /usr/lib/modules, and mkinitcpio's
+// /boot/initramfs-NAME.img and -fallback.img for each
+// /etc/mkinitcpio.d/NAME.preset. Only these names: an interrupted tool's
+// leftover (initrd.img-KVER.new) or a backup (.bak, .old-dkms) is not an
+// image the next boot loads.
+func initramfsImages(root *host.Root) []string {
+	var out []string
+	seen := map[string]bool{}
+	add := func(p string) {
+		if !seen[p] {
+			seen[p] = true
+			out = append(out, p)
+		}
+	}
+	for _, dir := range []string{"/lib/modules", "/usr/lib/modules"} {
+		for _, k := range root.Names(dir) {
+			add("/boot/initrd.img-" + k)
+			add("/boot/initramfs-" + k + ".img")
+			add("/boot/initrd-" + k)
+		}
+	}
+	for _, n := range root.Names("/etc/mkinitcpio.d") {
+		if name, ok := strings.CutSuffix(n, ".preset"); ok {
+			add("/boot/initramfs-" + name + ".img")
+			add("/boot/initramfs-" + name + "-fallback.img")
+		}
+	}
+	return out
+}
+
+// InitramfsStale says why the initramfs predates gpuprep's persistent VFIO
+// configuration: every initramfs image under /boot (initramfsImages) is
+// older than the newest of gpuprep's files, so none was made since they
+// were written (a bind killed, or whose initramfs command failed, in
+// between) and early boot may still hand the GPUs to nouveau or nvidia. It
+// returns "" when an image is as new as the files, and when there is
+// nothing to compare (no file of gpuprep's, no image found).
+//
+// Every image, not only the running kernel's: update-initramfs -u remakes
+// the newest kernel's, dracut -f the running kernel's, mkinitcpio -P every
+// preset's; any image made after the files carries them, and one made by
+// the command apply runs keeps a re-run from regenerating again.
+func InitramfsStale(root *host.Root) string {
+	var newest time.Time
+	file := ""
+	for _, f := range []string{ModprobeConf, ModulesLoad, UdevRule} {
+		if fi, err := root.Stat(f); err == nil && fi.ModTime().After(newest) {
+			newest, file = fi.ModTime(), f
+		}
+	}
+	if file == "" {
+		return ""
+	}
+	var older []string
+	for _, img := range initramfsImages(root) {
+		fi, err := root.Stat(img)
+		if err != nil || !fi.Mode().IsRegular() {
+			continue
+		}
+		if !fi.ModTime().Before(newest) {
+			return ""
+		}
+		older = append(older, img)
+	}
+	if len(older) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("the initramfs (%s) is older than %s: it was not regenerated after gpuprep's persistent VFIO configuration was written",
+		strings.Join(older, ", "), file)
+}
