@@ -320,6 +320,11 @@ func (p *Plan) bind(ctx context.Context, e Env) error {
 	}
 	if vp.Persist != nil {
 		for _, f := range vp.Persist.Files {
+			// only the files vfio.Bind changes: one already as wanted (a
+			// re-run that only regenerates the initramfs) is not touched
+			if old, err := e.Root.ReadFile(f.Path); f.Content == nil && err != nil || err == nil && string(old) == string(f.Content) {
+				continue
+			}
 			if err := fileIntent(e, f.Path, now); err != nil {
 				return err
 			}

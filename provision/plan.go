@@ -333,20 +333,19 @@ func (p *Plan) planBind(rebootPending bool) error {
 		}
 	}
 	resume := slices.Contains(p.resumed, StepVFIOBind)
-	if len(todo) == 0 && !resume {
+	pp := vp.Persist
+	if len(todo) == 0 && !resume && (pp == nil || pp.Regenerate == "") {
 		return nil // every function already on VFIO: left alone, as vfio bind does
 	}
 	s := &Step{ID: StepVFIOBind, Title: "bind to VFIO, persistently: " + strings.Join(todo, ", ")}
-	if len(todo) == 0 {
-		s.Title = "make the VFIO binding persistent (an earlier apply was interrupted)"
-	}
 	for _, m := range vp.Modules {
 		s.Commands = append(s.Commands, "modprobe "+m)
 	}
 	for _, st := range vp.Steps {
 		s.Sysfs = append(s.Sysfs, st.String())
 	}
-	if pp := vp.Persist; pp != nil {
+	regen := "" // why the initramfs is regenerated although no file changes
+	if pp != nil {
 		changed := false
 		for _, f := range pp.Files {
 			old, rerr := p.root.ReadFile(f.Path)
@@ -356,14 +355,37 @@ func (p *Plan) planBind(rebootPending bool) error {
 			changed = true
 			s.Files = append(s.Files, fileDiff(f.Path, old, f.Content, rerr == nil))
 		}
-		if changed && pp.Initramfs != nil {
+		if !changed && pp.Initramfs != nil {
+			// an earlier run that wrote the files and stopped before
+			// regenerating the initramfs (killed): the files are as wanted
+			// now, and only the initramfs's age (InitramfsStale, which
+			// vfio.Bind acts on too) or, where there is no image to
+			// compare, the journal tells
+			if pp.Regenerate == "" && resume {
+				pp.Regenerate = "an earlier apply was interrupted in this step (the journal shows it started and not done), after which the initramfs may not have been regenerated"
+			}
+			regen = pp.Regenerate
+		}
+		if pp.Initramfs != nil && (changed || regen != "") {
 			s.Commands = append(s.Commands, host.ShellQuote(pp.Initramfs))
+		}
+		if regen != "" {
+			s.Notes = append(s.Notes, "the initramfs is regenerated: "+regen)
 		}
 		s.Notes = append(s.Notes, pp.Warnings...)
 	}
 	s.Notes = append(s.Notes, vp.Warnings...)
-	if len(todo) == 0 && len(s.Files) == 0 {
-		return nil
+	if len(todo) == 0 {
+		switch {
+		case len(s.Files) > 0 && resume:
+			s.Title = "make the VFIO binding persistent (an earlier apply was interrupted)"
+		case len(s.Files) > 0:
+			s.Title = "make the VFIO binding persistent"
+		case regen != "":
+			s.Title = "regenerate the initramfs: gpuprep's persistent VFIO configuration may not be in it (an earlier run stopped before regenerating it)"
+		default:
+			return nil
+		}
 	}
 	p.vfioPlan = vp
 	p.Steps = append(p.Steps, s)

@@ -111,12 +111,15 @@ func journalLen(t *testing.T, dir string) int {
 type planJSON struct {
 	Steps []struct {
 		ID       string `json:"id"`
+		Title    string `json:"title"`
 		Deferred bool   `json:"deferred"`
 		Reboot   bool   `json:"reboot"`
 		Files    []struct {
 			Path string `json:"path"`
 		} `json:"files"`
-		Sysfs []string `json:"sysfs"`
+		Sysfs    []string `json:"sysfs"`
+		Commands []string `json:"commands"`
+		Notes    []string `json:"notes"`
 	} `json:"steps"`
 }
 
