@@ -28,15 +28,22 @@ import (
 // TestApplyCrashHelper is the process TestApplyCrash kills: with
 // GPUPREP_APPLY_CRASH_ROOT set it runs `gpuprep apply` (the arguments in
 // GPUPREP_APPLY_CRASH_ARGS) on that fixture root through the kernel simulator
-// (GPUPREP_APPLY_CRASH_SIM=vgpu: through a simulated vm-vgpu node).
+// (GPUPREP_APPLY_CRASH_SIM=vgpu: through a simulated vm-vgpu node;
+// initramfs: with update-initramfs remaking the image, after the marker
+// system call initramfsMarker recognises).
 func TestApplyCrashHelper(t *testing.T) {
 	dir := os.Getenv("GPUPREP_APPLY_CRASH_ROOT")
 	if dir == "" {
 		t.Skip("helper process for TestApplyCrash")
 	}
-	if os.Getenv("GPUPREP_APPLY_CRASH_SIM") == "vgpu" {
+	switch os.Getenv("GPUPREP_APPLY_CRASH_SIM") {
+	case "vgpu":
 		simulatedVGPUNode(t, dir)
-	} else {
+	case "initramfs":
+		simulatedInitramfs(t).before = func() {
+			_, _, _ = syscall.Syscall(syscall.SYS_FCHMOD, ^uintptr(0), markerMode, 0) // fd -1: EBADF, changes nothing
+		}
+	default:
 		simulatedKernel(t)
 	}
 	args := append(strings.Fields(os.Getenv("GPUPREP_APPLY_CRASH_ARGS")), "--root", dir)
@@ -50,20 +57,38 @@ func TestApplyCrashHelper(t *testing.T) {
 func runTraced(t *testing.T, dir string, sc crashScenario, killAt int) (int, bool, string) {
 	t.Helper()
 	n := 0
-	sim := ""
-	if sc.vgpu != nil {
-		sim = "vgpu"
-	}
-	killed, out := crashtest.Run(t, "TestApplyCrashHelper",
-		[]string{"GPUPREP_APPLY_CRASH_ROOT=" + dir, "GPUPREP_APPLY_CRASH_ARGS=" + sc.args, "GPUPREP_APPLY_CRASH_SIM=" + sim},
-		func(regs *syscall.PtraceRegs) bool {
-			if !crashtest.Mutating(regs) {
-				return false
-			}
-			n++
-			return n == killAt
-		})
+	killed, out := runTracedUntil(t, dir, sc, func(regs *syscall.PtraceRegs) bool {
+		if !crashtest.Mutating(regs) {
+			return false
+		}
+		n++
+		return n == killAt
+	})
 	return n, killed, out
+}
+
+// runTracedUntil runs the helper on dir under ptrace and SIGKILLs it at the
+// entry of the first syscall kill picks.
+func runTracedUntil(t *testing.T, dir string, sc crashScenario, kill func(regs *syscall.PtraceRegs) bool) (bool, string) {
+	t.Helper()
+	sim := ""
+	switch {
+	case sc.vgpu != nil:
+		sim = "vgpu"
+	case sc.initramfs:
+		sim = "initramfs"
+	}
+	return crashtest.Run(t, "TestApplyCrashHelper",
+		[]string{"GPUPREP_APPLY_CRASH_ROOT=" + dir, "GPUPREP_APPLY_CRASH_ARGS=" + sc.args, "GPUPREP_APPLY_CRASH_SIM=" + sim}, kill)
+}
+
+// markerMode is the mode of the fchmod(-1, …) the helper's update-initramfs
+// makes before it writes the image: initramfsMarker recognises it, to kill
+// the helper just there.
+const markerMode = 0o7777
+
+func initramfsMarker(regs *syscall.PtraceRegs) bool {
+	return regs.Orig_rax == syscall.SYS_FCHMOD && regs.Rdi == ^uint64(0) && regs.Rsi == markerMode
 }
 
 // crashScenario is one apply run that gets killed.
@@ -75,6 +100,11 @@ type crashScenario struct {
 	node    func(t *testing.T, dir string) // makes the fixture the node before any apply
 	setup   func(t *testing.T, dir string) // brings the root to where this apply starts
 	finish  func(t *testing.T, dir string) // a complete apply from there, after a kill
+	// initramfs: the node has the running kernel's initramfs, and
+	// update-initramfs remakes it (initramfsKernel); killAtInitramfs: also
+	// kill the apply where it runs update-initramfs, once before an apply
+	// and once before a rollback
+	initramfs, killAtInitramfs bool
 }
 
 // crashState is what a root holds: files (tree), each PCI function's
@@ -170,13 +200,16 @@ func checkJournalAfterKill(t *testing.T, dir string, before, now crashState, for
 // after the reboot, container, and vm-vgpu after the reboot on SR-IOV (two
 // L40S) and on mdev (a T4, beside an mdevctl-defined mdev). After each kill
 // every file is old or new, the journal names every change, and apply or
-// rollback (in turn) finishes the job.
+// rollback (in turn) finishes the job. On vm-passthrough the node has an
+// initramfs that update-initramfs remakes, compared with the files; after
+// the reboot apply is also killed where it runs update-initramfs (twice:
+// then applied, then rolled back).
 func TestApplyCrash(t *testing.T) {
 	if testing.Short() {
-		t.Skip("kills apply at 78 points")
+		t.Skip("kills apply at 80 points")
 	}
 	// each root through its simulator: the fixture kernel, or a vm-vgpu node
-	vgpuRoots := map[string]bool{}
+	vgpuRoots, initramfsRoots := map[string]bool{}, map[string]bool{}
 	oldK, oldQ, oldB := provisionKernel, provisionQuery, gpuprepBinary
 	t.Cleanup(func() { provisionKernel, provisionQuery, gpuprepBinary = oldK, oldQ, oldB })
 	provisionKernel = func(root *host.Root) (vfio.Sysfs, host.Runner, error) {
@@ -185,6 +218,10 @@ func TestApplyCrash(t *testing.T) {
 			return n, n, err
 		}
 		k, err := fixture.NewKernel(root.Dir())
+		if initramfsRoots[root.Dir()] {
+			r := initramfsKernel{Kernel: k}
+			return r, r, err
+		}
 		return k, k, err
 	}
 	provisionQuery = func(root *host.Root) host.Runner {
@@ -202,14 +239,18 @@ func TestApplyCrash(t *testing.T) {
 		_, errs, code := gpuprep(t, append(strings.Fields(vmArgs), "--root", dir)...)
 		require.Equal(t, want, code, errs)
 	}
+	// the initramfs the running kernel booted, made before gpuprep's files
+	image := func(t *testing.T, dir string) {
+		require.NoError(t, fixture.New(dir).Initramfs(offKernel).Touch(offImage, time.Now().Add(-time.Hour)).Err())
+	}
 	scenarios := []crashScenario{
-		{name: "before-reboot", fixture: "iommu-off-kernel", args: vmArgs,
+		{name: "before-reboot", fixture: "iommu-off-kernel", args: vmArgs, initramfs: true, node: image,
 			finish: func(t *testing.T, dir string) {
 				applyVM(t, dir, exitNeedReboot)
 				simulateReboot(t, dir)
 				applyVM(t, dir, exitOK)
 			}},
-		{name: "after-reboot", fixture: "iommu-off-kernel", args: vmArgs,
+		{name: "after-reboot", fixture: "iommu-off-kernel", args: vmArgs, initramfs: true, killAtInitramfs: true, node: image,
 			setup: func(t *testing.T, dir string) {
 				applyVM(t, dir, exitNeedReboot)
 				simulateReboot(t, dir)
@@ -265,9 +306,7 @@ func TestApplyCrash(t *testing.T) {
 	copyRoot := func(sc crashScenario, src string) string {
 		dir := t.TempDir()
 		require.NoError(t, copyTree(src, dir))
-		if sc.vgpu != nil {
-			vgpuRoots[dir] = true
-		}
+		vgpuRoots[dir], initramfsRoots[dir] = sc.vgpu != nil, sc.initramfs
 		return dir
 	}
 	for _, sc := range scenarios {
@@ -277,9 +316,7 @@ func TestApplyCrash(t *testing.T) {
 		var p prepared
 		p.start = fixtureRoot(t, sc.fixture)
 		withTools(t, p.start)
-		if sc.vgpu != nil {
-			vgpuRoots[p.start] = true
-		}
+		vgpuRoots[p.start], initramfsRoots[p.start] = sc.vgpu != nil, sc.initramfs
 		if sc.node != nil {
 			sc.node(t, p.start)
 		}
@@ -297,6 +334,11 @@ func TestApplyCrash(t *testing.T) {
 		p.done = crashSnap(t, dir)
 		if sc.vgpu != nil {
 			require.NotEmpty(t, p.done.vgpus, out)
+		}
+		if sc.initramfs {
+			// the files compared after each kill include the image: an
+			// apply that finishes the job regenerates it
+			require.Contains(t, p.done.files[strings.TrimPrefix(offImage, "/")], "== etc/modprobe.d/gpuprep-vfio.conf\n")
 		}
 		prep[sc.name] = p
 		t.Logf("%s: %d mutating syscalls", sc.name, n)
@@ -326,26 +368,14 @@ func TestApplyCrash(t *testing.T) {
 			points = append(points, point{i % len(scenarios), 1 + rng.IntN(prep[scenarios[i%len(scenarios)].name].total)})
 		}
 	}
-	kills, scKills := 0, map[string]int{}
-	for _, pt := range points {
-		sc := scenarios[pt.sc]
-		if scKills[sc.name] >= quota[sc.name] && os.Getenv("GPUPREP_CRASH_ALL") == "" {
-			continue
-		}
-		p := prep[sc.name]
+	// afterKill checks a root killed in sc's apply: every file old or new,
+	// the journal names every change; then apply (thenApply) or rollback
+	// finishes the job.
+	afterKill := func(sc crashScenario, p prepared, dir, out, msg string, thenApply bool) {
 		var foreign map[string]string
 		if sc.vgpu != nil {
 			foreign = sc.vgpu.foreign
 		}
-		dir := copyRoot(sc, p.start)
-		at := pt.at
-		_, killed, out := runTraced(t, dir, sc, at)
-		if !killed {
-			continue
-		}
-		kills++
-		scKills[sc.name]++
-		msg := fmt.Sprintf("%s killed at %d", sc.name, at)
 		// every file is old or new (a temporary file of an interrupted
 		// atomic write aside: gpuprep's, or update-initramfs's image.new)
 		now := crashSnap(t, dir)
@@ -366,13 +396,13 @@ func TestApplyCrash(t *testing.T) {
 		checkJournalAfterKill(t, dir, p.before, now, foreign, msg)
 
 		// apply or rollback afterwards finishes the job
-		if scKills[sc.name]%2 == 0 {
+		if thenApply {
 			sc.finish(t, dir)
 			got := crashSnap(t, dir)
 			require.Equal(t, p.done.files, got.files, "%s, then applied", msg)
 			require.Equal(t, p.done.drivers, got.drivers, "%s, then applied", msg)
 			require.Equal(t, vgpuSummary(p.done.vgpus, foreign), vgpuSummary(got.vgpus, foreign), "%s, then applied", msg)
-			continue
+			return
 		}
 		_, errs, code := gpuprep(t, "rollback", "--root", dir)
 		require.Contains(t, []int{exitOK, exitNeedReboot}, code, "%s: rollback: %s", msg, errs)
@@ -380,7 +410,7 @@ func TestApplyCrash(t *testing.T) {
 		if sc.vgpu == nil {
 			require.Equal(t, p.pristine.files, got.files, "%s, then rolled back", msg)
 			require.Equal(t, p.pristine.drivers, got.drivers, "%s, then rolled back", msg)
-			continue
+			return
 		}
 		// vm-vgpu: the manager stays installed (its files and drivers old
 		// or new; a GPU killed between nouveau's unloading and nvidia's
@@ -408,8 +438,43 @@ func TestApplyCrash(t *testing.T) {
 			require.Equal(t, foreign, got.vgpus, "%s, then rolled back", msg)
 		}
 	}
+	kills, scKills := 0, map[string]int{}
+	for _, pt := range points {
+		sc := scenarios[pt.sc]
+		if scKills[sc.name] >= quota[sc.name] && os.Getenv("GPUPREP_CRASH_ALL") == "" {
+			continue
+		}
+		p := prep[sc.name]
+		dir := copyRoot(sc, p.start)
+		at := pt.at
+		_, killed, out := runTraced(t, dir, sc, at)
+		if !killed {
+			continue
+		}
+		kills++
+		scKills[sc.name]++
+		afterKill(sc, p, dir, out, fmt.Sprintf("%s killed at %d", sc.name, at), scKills[sc.name]%2 == 0)
+	}
+	// killed where update-initramfs runs, after the persistent files were
+	// written: the re-run must still regenerate the initramfs (the image is
+	// among the files compared), and rollback must remake it without them
+	for _, sc := range scenarios {
+		if !sc.killAtInitramfs {
+			continue
+		}
+		p := prep[sc.name]
+		for _, thenApply := range []bool{true, false} {
+			dir := copyRoot(sc, p.start)
+			killed, out := runTracedUntil(t, dir, sc, initramfsMarker)
+			require.True(t, killed, "%s: update-initramfs never ran: %s", sc.name, out)
+			require.FileExists(t, filepath.Join(dir, vfio.ModprobeConf), out)
+			require.Equal(t, p.before.files[strings.TrimPrefix(offImage, "/")], readImage(t, dir), "%s: the image is not remade yet", sc.name)
+			afterKill(sc, p, dir, out, sc.name+" killed at update-initramfs", thenApply)
+			scKills[sc.name+" at update-initramfs"]++
+		}
+	}
 	require.GreaterOrEqual(t, kills, maxKills-4)
-	t.Logf("%d kills: %v", kills, scKills)
+	t.Logf("%d random kills: %v", kills, scKills)
 }
 
 // copyTree copies the root src into the empty directory dst: directories,
