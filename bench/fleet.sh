@@ -200,6 +200,13 @@ ssh_args = ${SSHO[*]}
 control_path_dir = $TMP/ansible/cp
 usetty = False
 EOF
+# Not targets: where a warm run's time goes. The same fleet run without sudo (the fixture is world-readable),
+# and with gpuprep doing nothing but start (--version, under sudo).
+log "5. gpuprep fleet check --no-sudo (warm; for the breakdown)"
+measure gp-nosudo env SSH_AUTH_SOCK= "${GP[@]}" --no-sudo
+log "6. gpuprep fleet run -- --version (warm; for the breakdown)"
+measure gp-version env SSH_AUTH_SOCK= "${GP[0]}" fleet run -i "$TMP/fleet.yaml" --known-hosts "$TMP/known_hosts" \
+	--identity "$TMP/client" --ssh-config none --parallel "$P" --retries 0 -o json -- --version
 log "4. ansible -m raw cat /proc/cmdline"
 measure ansible env ANSIBLE_CONFIG="$TMP/ansible.cfg" ANSIBLE_NOCOLOR=1 HOME="$TMP/ansible" \
 	ansible all -f "$P" -m raw -a 'cat /proc/cmdline'
@@ -249,6 +256,8 @@ row "\`gpuprep fleet check\` (cold: upload)" gp-cold
 row "\`gpuprep fleet check\` (warm: cached)" gp-warm
 row "\`parallel-ssh -i 'cat /proc/cmdline'\`" pssh
 echo "(warm and parallel-ssh: the median of $ROUNDS alternating rounds; walls: gpuprep $WARM_ROUNDS, parallel-ssh $PSSH_ROUNDS)"
+row "\`gpuprep fleet check --no-sudo\` (warm)" gp-nosudo
+row "\`gpuprep fleet run -- --version\` (warm, sudo)" gp-version
 row "\`ansible -m raw -a 'cat /proc/cmdline'\`" ansible
 
 read -r cold_w _ _ cold_rss <"$TMP/gp-cold.time"
