@@ -374,7 +374,7 @@ func (p *Plan) unbind(ctx context.Context, e Env) error {
 		}
 	}
 	res, err := vfio.Unbind(ctx, vfio.Env{Root: e.Root, Sysfs: e.Sysfs, Runner: e.Runner}, p.inv, p.opts.Selector,
-		vfio.Options{Force: p.opts.Force, Now: func() time.Time { return now }})
+		vfio.Options{Force: p.opts.Force, Regenerate: p.unbindRegen, Now: func() time.Time { return now }})
 	logVFIO(e, res)
 	if errors.Is(err, vfio.ErrNothing) {
 		return nil

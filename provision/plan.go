@@ -121,6 +121,9 @@ type Plan struct {
 	labels   labelPlan
 	vgpu     *vgpuState
 	resumed  []string // steps an earlier apply started and did not finish
+	// unbindRegen: why the vfio-unbind step, with no device to move,
+	// regenerates the initramfs ("": it does not)
+	unbindRegen string
 	// rebootErr: the node rebooted since apply asked for a reboot and the
 	// kernel arguments are still not in effect; apply fails with it.
 	rebootErr *RebootError
@@ -194,7 +197,7 @@ func NewPlan(ctx context.Context, root *host.Root, opts Options) (*Plan, error) 
 			return nil, err
 		}
 	case preflight.Container:
-		if err := p.planUnbind(); err != nil {
+		if err := p.planUnbind(entries); err != nil {
 			return nil, err
 		}
 	case preflight.VMVGPU:
@@ -362,16 +365,14 @@ func (p *Plan) planBind(rebootPending bool) error {
 			// vfio.Bind acts on too) or, where there is no image to
 			// compare, the journal tells
 			if pp.Regenerate == "" && resume {
-				pp.Regenerate = "an earlier apply was interrupted in this step (the journal shows it started and not done), after which the initramfs may not have been regenerated"
+				pp.Regenerate = interruptedRegen
 			}
 			regen = pp.Regenerate
 		}
-		if pp.Initramfs != nil && (changed || regen != "") {
+		if changed && pp.Initramfs != nil {
 			s.Commands = append(s.Commands, host.ShellQuote(pp.Initramfs))
 		}
-		if regen != "" {
-			s.Notes = append(s.Notes, "the initramfs is regenerated: "+regen)
-		}
+		regenerate(s, pp.Initramfs, regen)
 		s.Notes = append(s.Notes, pp.Warnings...)
 	}
 	s.Notes = append(s.Notes, vp.Warnings...)
@@ -390,6 +391,22 @@ func (p *Plan) planBind(rebootPending bool) error {
 	p.vfioPlan = vp
 	p.Steps = append(p.Steps, s)
 	return nil
+}
+
+// interruptedRegen is why a step regenerates the initramfs when only the
+// journal tells that an earlier run may have changed gpuprep's persistent
+// VFIO files and stopped before regenerating it.
+const interruptedRegen = "an earlier apply was interrupted in this step (the journal shows it started and not done), after which the initramfs may not have been regenerated"
+
+// regenerate adds to s the initramfs command cmd run although no file of
+// gpuprep's changes, and why ("": nothing is added). vfio.Bind (through
+// Persist.Regenerate) and vfio.Unbind (through Options.Regenerate) run it.
+func regenerate(s *Step, cmd []string, why string) {
+	if why == "" || cmd == nil {
+		return
+	}
+	s.Commands = append(s.Commands, host.ShellQuote(cmd))
+	s.Notes = append(s.Notes, "the initramfs is regenerated: "+why)
 }
 
 // unbindTarget is one function a container-mode unbind moves off VFIO.
@@ -450,10 +467,21 @@ func containsAddr(ds []*pci.Device, a string) bool {
 
 // planUnbind (container mode) plans moving the selected GPUs off VFIO, as
 // vfio unbind does.
-func (p *Plan) planUnbind() error {
+//
+// With no device left to move, an unbind step that the journal shows
+// started and not done, after recording that it would remove gpuprep's
+// persistent files, is planned again to regenerate the initramfs (and
+// remove what is left of the files): killed after the files went and before
+// the initramfs command, it leaves an initramfs that still binds the GPUs
+// to VFIO at early boot, and no file whose age would tell.
+func (p *Plan) planUnbind(entries []journal.Entry) error {
 	ts := unbindTargets(p.root, p.inv, p.opts.Selector)
+	regen := ""
 	if len(ts) == 0 {
-		return nil
+		if !slices.Contains(p.resumed, StepVFIOUnbind) || !persistIntents(entries, StepVFIOUnbind) {
+			return nil
+		}
+		regen = interruptedRegen
 	}
 	var names []string
 	s := &Step{ID: StepVFIOUnbind}
@@ -484,14 +512,45 @@ func (p *Plan) planUnbind() error {
 			files = append(files, f)
 		}
 	}
+	cmd := vfio.InitramfsCommand(p.root)
+	if regen != "" {
+		if cmd == nil {
+			return nil
+		}
+		s.Title = "regenerate the initramfs: it may still hold gpuprep's removed VFIO configuration (an earlier run stopped before regenerating it)"
+	}
 	if len(files) > 0 {
 		s.Notes = append(s.Notes, "gpuprep's persistent VFIO configuration drops these devices (removed or rewritten, backed up): "+strings.Join(files, ", "))
-		if c := vfio.InitramfsCommand(p.root); c != nil {
-			s.Commands = append(s.Commands, host.ShellQuote(c))
+		if cmd != nil && regen == "" {
+			s.Commands = append(s.Commands, host.ShellQuote(cmd))
 		}
 	}
+	regenerate(s, cmd, regen)
+	p.unbindRegen = regen
 	p.Steps = append(p.Steps, s)
 	return nil
+}
+
+// persistIntents says whether apply recorded, since step was last done, that
+// it was about to change one of gpuprep's persistent VFIO files in it (a
+// file intent; rollback's undone entries aside).
+func persistIntents(entries []journal.Entry, step string) bool {
+	undone := undoneSet(entries)
+	found := false
+	in := false
+	for i, e := range entries {
+		switch {
+		case undone[i]:
+		case e.Kind == KindStep && e.Before == step:
+			in = e.After == "started"
+			if !in {
+				found = false
+			}
+		case in && e.Kind == KindFileIntent && (e.Path == vfio.ModprobeConf || e.Path == vfio.ModulesLoad || e.Path == vfio.UdevRule):
+			found = true
+		}
+	}
+	return found
 }
 
 // labelsFor are the labels of mode: the workload label, and for vm-vgpu

@@ -357,7 +357,16 @@ func Unbind(ctx context.Context, e Env, inv *pci.Inventory, sel pci.Selector, op
 		}
 	}
 	if len(targets) == 0 {
-		return res, ErrNothing
+		if opts.Regenerate == "" {
+			return res, ErrNothing
+		}
+		pp, err := planPersist(e.Root, inv, nil, nil)
+		if err != nil {
+			return res, err
+		}
+		pp.Regenerate = opts.Regenerate
+		_, err = applyPersist(ctx, e, pp, "vfio unbind", opts, res)
+		return res, err
 	}
 	var refused []string
 	for _, g := range uniqGroups(targets) {

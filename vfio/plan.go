@@ -33,6 +33,11 @@ type Options struct {
 	Persist  bool          // make the binding survive reboot
 	Timeout  time.Duration // per sysfs write; 0 means DefaultTimeout
 	Now      func() time.Time
+	// Regenerate (Unbind), when no device is left to unbind: why the
+	// initramfs is regenerated all the same (a caller whose journal shows an
+	// earlier unbind removed gpuprep's files and stopped before
+	// regenerating it); what remains of the files goes too.
+	Regenerate string
 }
 
 // DefaultTimeout bounds each sysfs write: a write to bind/unbind can hang

@@ -131,13 +131,35 @@ func applyPassthrough(t *testing.T, root string) string {
 	return out
 }
 
-func planPassthrough(t *testing.T, root string) planJSON {
+func planPassthrough(t *testing.T, root string) planJSON { return planMode(t, root, "vm-passthrough") }
+
+func planMode(t *testing.T, root, mode string) planJSON {
 	t.Helper()
-	out, errs, code := gpuprep(t, "plan", "--root", root, "--mode", "vm-passthrough", "-o", "json")
+	out, errs, code := gpuprep(t, "plan", "--root", root, "--mode", mode, "-o", "json")
 	require.Equal(t, 0, code, errs)
 	var p planJSON
 	require.NoError(t, json.Unmarshal([]byte(out), &p))
 	return p
+}
+
+// resumes checks the re-run (by apply, of mode) of an apply killed in step
+// at update-initramfs: it resumes step, regenerates the initramfs once and
+// ends as an uninterrupted apply (want, the GPU on driver); run again, it
+// does nothing: no command, no journal entry, an empty plan.
+func (s *initramfsSim) resumes(t *testing.T, root, mode, step string, want map[string]string, driver string, apply func(*testing.T, string) string) {
+	t.Helper()
+	require.Contains(t, apply(t, root), "resuming: step "+step)
+	require.Equal(t, 1, s.ran("update-initramfs", "-u"), "regenerated once")
+	require.Equal(t, want, tree(t, root), "as after an uninterrupted apply")
+	require.Equal(t, driver, driverOf(t, root, offGPU))
+	require.Empty(t, unfinished(t, root))
+
+	// finished: a re-run does nothing
+	n := journalLen(t, root)
+	require.Contains(t, apply(t, root), "Nothing to do")
+	require.Empty(t, s.last.Commands)
+	require.Equal(t, n, journalLen(t, root))
+	require.Empty(t, planMode(t, root, mode).Steps)
 }
 
 func unfinished(t *testing.T, root string) []string {
@@ -200,20 +222,7 @@ func TestApplyRegeneratesInitramfsAfterKill(t *testing.T) {
 			}
 			require.Contains(t, strings.Join(s.Notes, "\n"), why)
 
-			out := applyPassthrough(t, root)
-			require.Contains(t, out, "resuming: step vfio-bind")
-			require.Equal(t, 1, sim.ran("update-initramfs", "-u"), "regenerated once")
-			require.Equal(t, want, tree(t, root), "as after an uninterrupted apply")
-			require.Equal(t, "vfio-pci", driverOf(t, root, offGPU))
-			require.Empty(t, unfinished(t, root))
-
-			// finished: a re-run does nothing
-			n := journalLen(t, root)
-			out = applyPassthrough(t, root)
-			require.Contains(t, out, "Nothing to do")
-			require.Empty(t, sim.last.Commands)
-			require.Equal(t, n, journalLen(t, root))
-			require.Empty(t, planPassthrough(t, root).Steps)
+			sim.resumes(t, root, "vm-passthrough", provision.StepVFIOBind, want, "vfio-pci", applyPassthrough)
 
 			_, errs, code := gpuprep(t, "rollback", "--root", root)
 			require.Equal(t, exitNeedReboot, code, errs)
@@ -227,7 +236,7 @@ func TestApplyRegeneratesInitramfsAfterKill(t *testing.T) {
 				delete(got, strings.TrimPrefix(offImage, "/"))
 				require.Equal(t, orig, got)
 			}
-			out, _, code = gpuprep(t, "rollback", "--root", root)
+			out, _, code := gpuprep(t, "rollback", "--root", root)
 			require.Equal(t, 0, code)
 			require.Contains(t, out, "Nothing to roll back.")
 		})
@@ -303,4 +312,61 @@ func TestApplyInitramfsFailureRetried(t *testing.T) {
 	require.Equal(t, 1, sim.ran("update-initramfs", "-u"))
 	require.Contains(t, readImage(t, root), "== etc/modprobe.d/gpuprep-vfio.conf\n")
 	require.Equal(t, "vfio-pci", driverOf(t, root, offGPU))
+}
+
+func applyContainer(t *testing.T, root string) string {
+	t.Helper()
+	out, errs, code := gpuprep(t, "apply", "--root", root, "--mode", "container", "--yes")
+	require.Equal(t, exitOK, code, out+errs)
+	require.NotContains(t, out+errs, "failed", out+errs)
+	return out
+}
+
+// apply --mode container on a node gpuprep bound to vfio-pci persistently,
+// killed in the vfio-unbind step after gpuprep's persistent files were
+// removed and before update-initramfs: nothing on disk tells (the files are
+// gone), the journal's unfinished step does. The re-run plans and runs only
+// the regeneration, once, ends where an uninterrupted apply ends, and is
+// then a no-op.
+func TestApplyContainerRegeneratesInitramfsAfterKill(t *testing.T) {
+	for _, image := range []bool{true, false} {
+		t.Run(map[bool]string{true: "image", false: "no-image"}[image], func(t *testing.T) {
+			sim := simulatedInitramfs(t)
+			bound := func() string {
+				root := passthroughNode(t, image)
+				toReboot(t, root)
+				applyPassthrough(t, root)
+				require.Equal(t, "vfio-pci", driverOf(t, root, offGPU))
+				require.Contains(t, readImage(t, root), "== etc/modprobe.d/gpuprep-vfio.conf\n")
+				return root
+			}
+
+			// what an uninterrupted apply leaves
+			ref := bound()
+			applyContainer(t, ref)
+			require.Equal(t, 1, sim.ran("update-initramfs", "-u"))
+			want := tree(t, ref)
+			require.NotContains(t, want[strings.TrimPrefix(offImage, "/")], "gpuprep-vfio.conf")
+			require.Equal(t, "nvidia", driverOf(t, ref, offGPU))
+
+			root := bound()
+			sim.killedAtInitramfs(t, "apply", "--root", root, "--mode", "container", "--yes")
+			require.NoFileExists(t, filepath.Join(root, vfio.ModprobeConf))
+			require.NoFileExists(t, filepath.Join(root, vfio.ModulesLoad))
+			require.Equal(t, "nvidia", driverOf(t, root, offGPU))
+			require.Contains(t, readImage(t, root), "== etc/modprobe.d/gpuprep-vfio.conf\n", "killed before the initramfs was made")
+			require.Equal(t, []string{provision.StepVFIOUnbind}, unfinished(t, root))
+
+			p := planMode(t, root, "container")
+			require.Equal(t, []string{"vfio-unbind", "label"}, p.ids())
+			s := p.Steps[0]
+			require.Empty(t, s.Files)
+			require.Empty(t, s.Sysfs, "the GPU is back on nvidia")
+			require.Equal(t, []string{"update-initramfs -u"}, s.Commands)
+			require.Contains(t, s.Title, "regenerate the initramfs")
+			require.Contains(t, strings.Join(s.Notes, "\n"), "the journal shows it started and not done")
+
+			sim.resumes(t, root, "container", provision.StepVFIOUnbind, want, "nvidia", applyContainer)
+		})
+	}
 }
