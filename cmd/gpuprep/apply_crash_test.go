@@ -103,8 +103,10 @@ type crashScenario struct {
 	// initramfs: the node has the running kernel's initramfs, and
 	// update-initramfs remakes it (initramfsKernel); killAtInitramfs: also
 	// kill the apply where it runs update-initramfs, once before an apply
-	// and once before a rollback
-	initramfs, killAtInitramfs bool
+	// and once before a rollback; targetedOnly: only there, no random
+	// kills; unbind: the apply takes the GPU off VFIO (the finished
+	// initramfs lacks gpuprep's files, which the kill finds removed)
+	initramfs, killAtInitramfs, targetedOnly, unbind bool
 }
 
 // crashState is what a root holds: files (tree), each PCI function's
@@ -203,7 +205,8 @@ func checkJournalAfterKill(t *testing.T, dir string, before, now crashState, for
 // rollback (in turn) finishes the job. On vm-passthrough the node has an
 // initramfs that update-initramfs remakes, compared with the files; after
 // the reboot apply is also killed where it runs update-initramfs (twice:
-// then applied, then rolled back).
+// then applied, then rolled back), and so is apply --mode container on that
+// node once vm-passthrough bound it (there only).
 func TestApplyCrash(t *testing.T) {
 	if testing.Short() {
 		t.Skip("kills apply at 80 points")
@@ -234,7 +237,11 @@ func TestApplyCrash(t *testing.T) {
 	}
 	gpuprepBinary = func() string { return "/usr/local/bin/gpuprep" }
 
-	vmArgs := "apply --mode vm-passthrough --yes"
+	vmArgs, containerArgs := "apply --mode vm-passthrough --yes", "apply --mode container --yes"
+	applyContainer := func(t *testing.T, dir string) {
+		_, errs, code := gpuprep(t, append(strings.Fields(containerArgs), "--root", dir)...)
+		require.Equal(t, exitOK, code, errs)
+	}
 	applyVM := func(t *testing.T, dir string, want int) {
 		_, errs, code := gpuprep(t, append(strings.Fields(vmArgs), "--root", dir)...)
 		require.Equal(t, want, code, errs)
@@ -256,11 +263,17 @@ func TestApplyCrash(t *testing.T) {
 				simulateReboot(t, dir)
 			},
 			finish: func(t *testing.T, dir string) { applyVM(t, dir, exitOK) }},
-		{name: "container", fixture: "vfio-bound", args: "apply --mode container --yes",
-			finish: func(t *testing.T, dir string) {
-				_, errs, code := gpuprep(t, "apply", "--mode", "container", "--yes", "--root", dir)
-				require.Equal(t, exitOK, code, errs)
-			}},
+		{name: "container", fixture: "vfio-bound", args: containerArgs, finish: applyContainer},
+		// container on the node vm-passthrough bound persistently: killed
+		// where the unbind runs update-initramfs, after the files went
+		{name: "container-unbind", fixture: "iommu-off-kernel", args: containerArgs, initramfs: true, killAtInitramfs: true,
+			targetedOnly: true, unbind: true, node: image,
+			setup: func(t *testing.T, dir string) {
+				applyVM(t, dir, exitNeedReboot)
+				simulateReboot(t, dir)
+				applyVM(t, dir, exitOK)
+			},
+			finish: applyContainer},
 	}
 	// vm-vgpu after the reboot: the manager's install, the vGPUs, the labels
 	run, err := vgputest.WriteInstaller(t.TempDir(), "550.90.05", "vgpu-kvm")
@@ -338,7 +351,13 @@ func TestApplyCrash(t *testing.T) {
 		if sc.initramfs {
 			// the files compared after each kill include the image: an
 			// apply that finishes the job regenerates it
-			require.Contains(t, p.done.files[strings.TrimPrefix(offImage, "/")], "== etc/modprobe.d/gpuprep-vfio.conf\n")
+			img := p.done.files[strings.TrimPrefix(offImage, "/")]
+			if sc.unbind {
+				require.NotContains(t, img, "gpuprep-vfio.conf")
+				require.Contains(t, p.before.files[strings.TrimPrefix(offImage, "/")], "== etc/modprobe.d/gpuprep-vfio.conf\n")
+			} else {
+				require.Contains(t, img, "== etc/modprobe.d/gpuprep-vfio.conf\n")
+			}
 		}
 		prep[sc.name] = p
 		t.Logf("%s: %d mutating syscalls", sc.name, n)
@@ -349,9 +368,13 @@ func TestApplyCrash(t *testing.T) {
 	// times as much), 78 in all
 	quota, maxKills := map[string]int{}, 0
 	for _, sc := range scenarios {
-		quota[sc.name] = 18
-		if sc.vgpu != nil {
+		switch {
+		case sc.targetedOnly:
+			continue
+		case sc.vgpu != nil:
 			quota[sc.name] = 12
+		default:
+			quota[sc.name] = 18
 		}
 		maxKills += quota[sc.name]
 	}
@@ -467,7 +490,11 @@ func TestApplyCrash(t *testing.T) {
 			dir := copyRoot(sc, p.start)
 			killed, out := runTracedUntil(t, dir, sc, initramfsMarker)
 			require.True(t, killed, "%s: update-initramfs never ran: %s", sc.name, out)
-			require.FileExists(t, filepath.Join(dir, vfio.ModprobeConf), out)
+			if sc.unbind {
+				require.NoFileExists(t, filepath.Join(dir, vfio.ModprobeConf), out)
+			} else {
+				require.FileExists(t, filepath.Join(dir, vfio.ModprobeConf), out)
+			}
 			require.Equal(t, p.before.files[strings.TrimPrefix(offImage, "/")], readImage(t, dir), "%s: the image is not remade yet", sc.name)
 			afterKill(sc, p, dir, out, sc.name+" killed at update-initramfs", thenApply)
 			scKills[sc.name+" at update-initramfs"]++
