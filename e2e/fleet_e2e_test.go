@@ -263,6 +263,67 @@ hosts:
 	if lr.Host.Kernel == gr.Host.Kernel {
 		t.Errorf("loop-hgx reports the guest's kernel %q", lr.Host.Kernel)
 	}
+
+	// fleet apply on the real kernel, over SSH, with the guest as the canary (its cached binary is
+	// stamped now: this run takes the one-session path under busybox's shell): apply binds the GPU's
+	// IOMMU group to vfio-pci persistently and labels the node; the check apply ends with verifies it.
+	before := gp.Driver
+	withKH := append(append([]string{}, common...), "--known-hosts", kh, "--limit", "qemu-intel")
+	code, out, stderr := fleetGpuprep(t, append([]string{"fleet", "apply", "--mode", "vm-passthrough", "--yes", "-o", "json"}, withKH...)...)
+	var ar struct {
+		Kind  string `json:"kind"`
+		Hosts []struct {
+			Name, Status, Error, Phase, Outcome string
+			Report                              *report `json:"report"`
+		} `json:"hosts"`
+	}
+	if err := json.Unmarshal(out, &ar); err != nil || ar.Kind != "FleetReport" || len(ar.Hosts) != 1 {
+		t.Fatalf("fleet apply: exit %d, no one-host FleetReport (%v):\n%s\n%s", code, err, out, stderr)
+	}
+	ah := ar.Hosts[0]
+	if code != 0 || ah.Phase != "canary" || ah.Outcome != "ready" || ah.Report == nil || !ah.Report.Ready {
+		t.Fatalf("fleet apply on the guest: exit %d, phase %q, outcome %q, error %q; want exit 0, a ready canary\n%s\nguest serial log tail:\n%s",
+			code, ah.Phase, ah.Outcome, ah.Error, stderr, tailLines(string(must(os.ReadFile(g.log))), 30))
+	}
+	wantFinding(t, b, ah.Report, "fleet apply qemu-intel", "vfio.binding", gp.Address, "pass")
+	if len(ah.Report.GPUs) != 1 || ah.Report.GPUs[0].Driver != "vfio-pci" {
+		t.Errorf("fleet apply: the guest's GPU after apply: %+v, want it on vfio-pci", ah.Report.GPUs)
+	}
+
+	// Rollback through fleet run puts the driver back; a fleet check shows the guest as it was.
+	code, out, stderr = fleetGpuprep(t, append(append([]string{"fleet", "run", "-o", "json"}, withKH...), "--", "rollback", "-o", "json")...)
+	if code != 0 || !strings.Contains(string(out), `"status": "evaluated"`) {
+		t.Fatalf("fleet run -- rollback: exit %d\n%s\n%s", code, out, stderr)
+	}
+	_, fr, _ = fleetCheck(t, withKH...)
+	if len(fr.Hosts) != 1 || fr.Hosts[0].Report == nil || len(fr.Hosts[0].Report.GPUs) != 1 {
+		t.Fatalf("fleet check after the rollback: %+v", fr.Hosts)
+	}
+	if got := fr.Hosts[0].Report.GPUs[0].Driver; got != before {
+		t.Errorf("after fleet apply and rollback the guest's GPU is on %q, before it was on %q", got, before)
+	}
+}
+
+// fleetGpuprep runs the static e2e build of gpuprep with args and returns its exit code, stdout
+// and stderr.
+func fleetGpuprep(t *testing.T, args ...string) (int, []byte, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, tb.bin, args...)
+	cmd.Env = append(os.Environ(), "SSH_AUTH_SOCK=", "NO_COLOR=1")
+	var out, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &stderr
+	t0 := time.Now()
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("gpuprep %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
+	}
+	t.Logf("gpuprep %s: exit %d in %.1fs\n%s", strings.Join(args, " "), code, time.Since(t0).Seconds(), stderr.String())
+	return code, out.Bytes(), stderr.String()
 }
 
 func appendFile(name, s string) error {
