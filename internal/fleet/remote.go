@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 
 	"golang.org/x/crypto/ssh"
 )
@@ -94,6 +95,37 @@ type Exec struct {
 	// uploaded into the host's cache by its SHA-256, like the binary, and
 	// its Ref replaced with its path there.
 	Files []*File
+
+	// placed remembers the files verified on each host during this run
+	// (host target + path → size): a later command on the same host (fleet
+	// apply's tries after a reboot) checks their size instead of hashing
+	// a driver installer's hundreds of megabytes again.
+	mu     sync.Mutex
+	placed map[string]int64
+}
+
+func (e *Exec) wasPlaced(h *Host, dst string) (int64, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	n, ok := e.placed[h.Target()+"\x00"+dst]
+	return n, ok
+}
+
+func (e *Exec) markPlaced(h *Host, dst string, size int64) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.placed == nil {
+		e.placed = map[string]int64{}
+	}
+	e.placed[h.Target()+"\x00"+dst] = size
+}
+
+// stillPlaced reports whether dst, verified earlier in this run, is still
+// there with its size.
+func stillPlaced(ctx context.Context, c *ssh.Client, dst string, size int64) bool {
+	q := Quote(dst)
+	o, err := session(ctx, c, `[ -f `+q+` ] && [ ! -L `+q+` ] && [ "$(wc -c < `+q+`)" -eq `+fmt.Sprint(size)+` ]`, nil)
+	return err == nil && o.ExitCode == 0
 }
 
 // File is a local file to place on hosts (see Exec.Files).
@@ -286,14 +318,17 @@ func (e *Exec) Run(ctx context.Context, c *ssh.Client, h *Host, args []string) (
 	for _, f := range files {
 		fdir := path.Join(base, "files", f.SHA256)
 		dst := path.Join(fdir, f.remoteName())
-		ok, _, err := e.cached(ctx, c, dst, f.SHA256)
-		if err != nil {
-			return o, fmt.Errorf("%s: %w", f.Path, err)
-		}
-		if !ok {
-			if err := e.upload(ctx, c, f.Path, f.SHA256, path.Join(base, "files"), fdir, dst, false); err != nil {
+		if n, ok := e.wasPlaced(h, dst); !ok || n != f.Size || !stillPlaced(ctx, c, dst, n) {
+			ok, _, err := e.cached(ctx, c, dst, f.SHA256)
+			if err != nil {
 				return o, fmt.Errorf("%s: %w", f.Path, err)
 			}
+			if !ok {
+				if err := e.upload(ctx, c, f.Path, f.SHA256, path.Join(base, "files"), fdir, dst, false); err != nil {
+					return o, fmt.Errorf("%s: %w", f.Path, err)
+				}
+			}
+			e.markPlaced(h, dst, f.Size)
 		}
 		for i := range args {
 			args[i] = strings.ReplaceAll(args[i], f.Ref(), dst)

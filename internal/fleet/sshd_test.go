@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"bytes"
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
@@ -513,5 +514,19 @@ func TestSSHFilesForCommands(t *testing.T) {
 	require.Equal(t, 0, res[0].Output.ExitCode, "%s", res[0].Output.Stderr)
 	got = nil
 	require.NoError(t, json.Unmarshal(res[0].Output.Stdout, &got))
-	assert.Equal(t, want, got, "a file whose hash changed is uploaded again")
+	assert.Equal(t, want, got, "a file whose size changed is uploaded again")
+
+	// Within a run a file verified on a host is then only checked for its
+	// size; a new run hashes it again: a same-size forgery is replaced.
+	forged := bytes.Repeat([]byte(" "), int(f.Size))
+	require.NoError(t, os.WriteFile(remote, forged, 0o600))
+	run2 := r.runner(r.transport())
+	run2.Exec.Files = []*File{f}
+	run2.Args = run.Args
+	res = run2.Run(context.Background(), h)
+	require.Equal(t, StatusEvaluated, res[0].Status, res[0].Err)
+	require.Equal(t, 0, res[0].Output.ExitCode, "%s", res[0].Output.Stderr)
+	got = nil
+	require.NoError(t, json.Unmarshal(res[0].Output.Stdout, &got))
+	assert.Equal(t, want, got, "a new run hashes the file again")
 }
