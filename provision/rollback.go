@@ -181,7 +181,13 @@ func Rollback(ctx context.Context, e Env, o RollbackOptions) (*RollbackResult, e
 			vfioFiles = vfioFiles || r.vfio
 			units = units || isUnit(r.key)
 		case "vgpu":
-			err = removeVGPU(e, r.key, o.Force, res)
+			var wrote []string // the type ids gpuprep wrote to a VF
+			for _, i := range r.all {
+				if entries[i].After != "" {
+					wrote = append(wrote, entries[i].After)
+				}
+			}
+			err = removeVGPU(e, r.key, wrote, o.Force, res)
 		case "driver":
 			err = restoreDriver(e, r.key, first.Before, o.Force, res)
 		case "label":

@@ -298,13 +298,20 @@ func vgpuTarget(en journal.Entry) string {
 
 // removeVGPU removes a vGPU gpuprep created, unless a process (a VM) holds
 // it and force is not set: an mdev through its remove attribute, a VF by
-// writing 0 to its current_vgpu_type.
-func removeVGPU(e Env, target string, force bool, res *RollbackResult) error {
+// writing 0 to its current_vgpu_type — only while the VF holds a type
+// gpuprep wrote (wrote): one given another type since (by hand, after a
+// killed run) is not gpuprep's to clear.
+func removeVGPU(e Env, target string, wrote []string, force bool, res *RollbackResult) error {
 	vf := strings.Contains(target, ":")
 	attr, value := "/sys/bus/mdev/devices/"+target+"/remove", "1"
 	if vf {
 		attr, value = "/sys/bus/pci/devices/"+target+"/nvidia/current_vgpu_type", "0"
-		if cur, err := e.Root.ReadString(attr); err != nil || cur == "" || cur == "0" {
+		cur, err := e.Root.ReadString(attr)
+		if err != nil || cur == "" || cur == "0" {
+			return nil
+		}
+		if len(wrote) > 0 && !slices.Contains(wrote, cur) {
+			res.Notes = append(res.Notes, fmt.Sprintf("VF %s holds vGPU type %s, not the type gpuprep gave it (%s): left alone", target, cur, strings.Join(wrote, ", ")))
 			return nil
 		}
 	} else if !e.Root.Exists("/sys/bus/mdev/devices/" + target) {

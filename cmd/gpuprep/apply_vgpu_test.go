@@ -173,11 +173,16 @@ func TestApplyVMVGPUFreshSRIOV(t *testing.T) {
 	require.Equal(t, jl, journalLen(t, root))
 	require.Equal(t, after, tree(t, root))
 
+	// someone gives one of gpuprep's VFs another type by hand: not gpuprep's to clear
+	require.NoError(t, os.WriteFile(filepath.Join(root, "sys/bus/pci/devices", vfs[0], "nvidia/current_vgpu_type"), []byte("1156\n"), 0o644))
+
 	// rollback: the vGPUs removed, the files back, the manager stays
 	out, errs, code = gpuprep(t, "rollback", "--root", root)
 	require.Equal(t, exitNeedReboot, code, out+errs)
 	require.Contains(t, out, "the vGPU manager stays installed")
-	for _, vf := range vfs {
+	require.Contains(t, out, "VF "+vfs[0]+" holds vGPU type 1156, not the type gpuprep gave it (1155")
+	require.Equal(t, "1156", vfType(t, root, vfs[0]))
+	for _, vf := range vfs[1:] {
 		require.Equal(t, "0", vfType(t, root, vf), vf)
 	}
 	require.Equal(t, exceptManager(orig), exceptManager(tree(t, root)), "every file but the manager's as before, the initramfs too")
