@@ -120,6 +120,9 @@ type HostRollback struct {
 	ExitCode *int            `json:"exitCode,omitempty"`
 	Output   json.RawMessage `json:"output,omitempty"`
 	Stderr   string          `json:"stderr,omitempty"`
+	// RebootRequired: the rollback is complete only after a reboot (it
+	// restored kernel arguments, or the initramfs).
+	RebootRequired bool `json:"rebootRequired,omitempty"`
 }
 
 // FleetSummary counts hosts and shows which checks fail where.
@@ -376,6 +379,9 @@ func rolloutTable(tw io.Writer, f *FleetReport) {
 		}
 		if rb := h.Rollback; rb != nil {
 			what := "rolled back"
+			if rb.RebootRequired {
+				what += " (reboot needed to complete)"
+			}
 			if h.Outcome == OutcomeRollbackFailed {
 				what = "rollback failed: " + firstLine(rb.Error, 80)
 			}

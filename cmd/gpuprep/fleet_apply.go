@@ -613,6 +613,7 @@ func rolledBack(res *fleet.Result) *report.HostRollback {
 	if code != exitOK && code != exitNeedReboot {
 		rb.Error = fmt.Sprintf("gpuprep rollback exited %d: %s", code, tail(res.Output.Stderr))
 	}
+	rb.RebootRequired = code == exitNeedReboot
 	return rb
 }
 

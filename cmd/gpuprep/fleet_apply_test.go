@@ -346,6 +346,8 @@ func TestFleetApplyRebootAndWait(t *testing.T) {
 	assert.False(t, h["s"].Reboot.Completed)
 	assert.Nil(t, h["s"].Rollback, "a host whose reboot was not seen through is not rolled back")
 	assert.Equal(t, "rolled-back", h["n"].Outcome, "came back and failed: rolled back")
+	require.NotNil(t, h["n"].Rollback)
+	assert.True(t, h["n"].Rollback.RebootRequired, "its rollback exited 4")
 	assert.Contains(t, h["n"].Error, "still lacks intel_iommu=on iommu=pt")
 	assert.True(t, h["n"].Reboot.Completed, "the host came back; apply then failed")
 	assert.Equal(t, "ready", h["r"].Outcome)
@@ -374,6 +376,7 @@ func TestFleetApplyRebootAndWait(t *testing.T) {
 	require.Equal(t, 0, code)
 	assert.Regexp(t, `c +\S+ +canary +ready +evaluated +0 +ready +rebooted \(\ds\)`, text)
 	assert.Contains(t, text, "hosts rebooted where needed")
+	assert.Regexp(t, `n +\S+ +batch 1 +rolled-back .*rolled back \(reboot needed to complete\)`, text)
 }
 
 // writeCalls puts calls into a calls.log of a new directory (for calls).
