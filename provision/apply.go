@@ -257,7 +257,12 @@ func backupName(p string, now time.Time) string {
 // fileIntent records that p is about to be replaced (its backup will be
 // backupName(p, now)) or created.
 func fileIntent(e Env, p string, now time.Time) error {
-	en := journal.Entry{Time: now, Command: "apply", Kind: KindFileIntent, Path: p}
+	return fileIntentBy(e, p, now, "apply")
+}
+
+// fileIntentBy is fileIntent for the entry of command.
+func fileIntentBy(e Env, p string, now time.Time, command string) error {
+	en := journal.Entry{Time: now, Command: command, Kind: KindFileIntent, Path: p}
 	if old, err := e.Root.ReadFile(p); err == nil {
 		// the hash tells rollback whether the backup is whole: a writer
 		// killed while writing the backup leaves it torn, and p unchanged
@@ -276,11 +281,16 @@ func hashOf(b []byte) string {
 // writeFile replaces p with data, atomically and backed up, with an intent
 // entry before and a file entry after.
 func writeFile(e Env, p string, data []byte) error {
+	return writeFileBy(e, p, data, "apply")
+}
+
+// writeFileBy is writeFile for the entries of command.
+func writeFileBy(e Env, p string, data []byte, command string) error {
 	if old, err := e.Root.ReadFile(p); err == nil && string(old) == string(data) {
 		return nil
 	}
 	now := e.now()
-	if err := fileIntent(e, p, now); err != nil {
+	if err := fileIntentBy(e, p, now, command); err != nil {
 		return err
 	}
 	if err := e.Root.MkdirAll(path.Dir(p), 0o755); err != nil {
@@ -294,7 +304,7 @@ func writeFile(e Env, p string, data []byte) error {
 		return nil
 	}
 	e.logf("wrote %s%s", p, backupNote(res.Backup))
-	return e.record(journal.Entry{Time: now, Command: "apply", Kind: "file", Path: p, Backup: res.Backup})
+	return e.record(journal.Entry{Time: now, Command: command, Kind: "file", Path: p, Backup: res.Backup})
 }
 
 func backupNote(b string) string {

@@ -252,15 +252,10 @@ func (p *Plan) createVGPUs(ctx context.Context, e Env) error {
 		}
 	}
 	dp := v.devices
-	now := e.now()
-	for _, a := range dp.Actions {
-		if !strings.HasSuffix(a.Path, "/create") {
-			if err := fileIntent(e, vgpu.TypeNames, now); err != nil {
-				return err
-			}
-			break
-		}
+	if err := writeTypeNames(e, dp, "apply"); err != nil {
+		return err
 	}
+	now := e.now()
 	done, err := vgpu.ApplyJournalled(e.Root, e.Sysfs, dp, now, "apply", e.record)
 	for _, a := range done {
 		e.logf("wrote %s > %s  (%s)", a.Value, a.Path, a.About)
@@ -282,6 +277,26 @@ func (p *Plan) createVGPUs(ctx context.Context, e Env) error {
 	}
 	e.logf("persisted: %s re-applies config %q at boot", vgpu.ApplyUnitName, p.opts.VGPUConfig)
 	return nil
+}
+
+// writeTypeNames records in vgpu.TypeNames the names of the types dp writes
+// to VFs, journalled as apply journals a file it writes (an intent, the
+// write with its backup, a file entry), by command: before
+// vgpu.ApplyJournalled, which then finds them there and writes nothing.
+func writeTypeNames(e Env, dp *vgpu.Plan, command string) error {
+	names, ok := vgpu.TypeNamesFile(e.Root, dp)
+	if !ok {
+		return nil
+	}
+	return writeFileBy(e, vgpu.TypeNames, names, command)
+}
+
+// WriteVGPUTypeNames is for gpuprep vgpu apply what apply's vgpu-devices
+// step does before its vGPU writes: vgpu.TypeNames written at now and
+// journalled with command, so that gpuprep rollback restores it
+// byte-identical (removes it when it was new) with the vGPUs.
+func WriteVGPUTypeNames(root *host.Root, dp *vgpu.Plan, now time.Time, command string) error {
+	return writeTypeNames(Env{Root: root, Now: func() time.Time { return now }}, dp, command)
 }
 
 // vgpuTarget is the vGPU a vgpu entry created: an mdev's UUID, or a VF's

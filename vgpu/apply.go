@@ -86,10 +86,18 @@ func readTypeNames(root *host.Root) map[string]string {
 	return out
 }
 
-// rememberTypeNames records the names of ids (id → name) in TypeNames, in
-// one atomic write made at now, so that its backup has the name a caller
-// that journals it first announced.
-func rememberTypeNames(root *host.Root, names map[string]string, now time.Time) error {
+// TypeNamesFile is what TypeNames holds once the names of the
+// vendor-specific types p writes to VFs are recorded in it, and whether
+// that differs from what it holds now (false: nothing to write). A caller
+// that journals the file writes it before ApplyJournalled, which then
+// finds the names there and writes nothing.
+func TypeNamesFile(root *host.Root, p *Plan) ([]byte, bool) {
+	names := map[string]string{}
+	for _, a := range p.Actions {
+		if !strings.HasSuffix(a.Path, "/create") {
+			names[a.Value] = a.Type
+		}
+	}
 	m := readTypeNames(root)
 	changed := false
 	for id, name := range names {
@@ -98,7 +106,7 @@ func rememberTypeNames(root *host.Root, names map[string]string, now time.Time) 
 		}
 	}
 	if !changed {
-		return nil
+		return nil, false
 	}
 	ids := make([]string, 0, len(m))
 	for k := range m {
@@ -110,10 +118,21 @@ func rememberTypeNames(root *host.Root, names map[string]string, now time.Time) 
 	for _, k := range ids {
 		fmt.Fprintf(&b, "%s : %s\n", k, m[k])
 	}
+	return []byte(b.String()), true
+}
+
+// rememberTypeNames records the names of the types p writes to VFs in
+// TypeNames, in one atomic write made at now, so that its backup has the
+// name a caller that journals it first announced.
+func rememberTypeNames(root *host.Root, p *Plan, now time.Time) error {
+	data, changed := TypeNamesFile(root, p)
+	if !changed {
+		return nil
+	}
 	if err := root.MkdirAll("/var/lib/gpuprep", 0o755); err != nil {
 		return err
 	}
-	_, err := root.WriteFileAtomic(TypeNames, []byte(b.String()), 0o644, now)
+	_, err := root.WriteFileAtomic(TypeNames, data, 0o644, now)
 	return err
 }
 
@@ -330,7 +349,9 @@ const (
 // process killed between a write and its record still leaves an intent
 // that names the vGPU: rollback removes it when it exists and has nothing
 // to undo when it does not. Entries are stamped now, with command; a
-// record that fails stops the run before the next write.
+// record that fails stops the run before the next write. TypeNames is not
+// journalled here: a caller writes TypeNamesFile first, as a journalled
+// file (provision.WriteVGPUTypeNames), and this finds the names there.
 func ApplyJournalled(root *host.Root, w AttrWriter, p *Plan, now time.Time, command string, record func(journal.Entry) error) ([]Action, error) {
 	entry := func(kind string, a Action) journal.Entry {
 		return journal.Entry{Time: now.UTC(), Command: command, Kind: kind, Path: a.Path, Device: a.GPU, After: a.Value}
@@ -358,13 +379,7 @@ type journalHooks struct {
 }
 
 func apply(root *host.Root, w AttrWriter, p *Plan, now time.Time, j *journalHooks) ([]Action, error) {
-	names := map[string]string{}
-	for _, a := range p.Actions {
-		if !strings.HasSuffix(a.Path, "/create") {
-			names[a.Value] = a.Type
-		}
-	}
-	if err := rememberTypeNames(root, names, now); err != nil {
+	if err := rememberTypeNames(root, p, now); err != nil {
 		return nil, fmt.Errorf("recording the names of vGPU types: %w", err)
 	}
 	var done []Action

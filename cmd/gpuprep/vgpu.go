@@ -17,6 +17,7 @@ import (
 	"github.com/gpuprep/gpuprep/internal/host"
 	"github.com/gpuprep/gpuprep/internal/journal"
 	"github.com/gpuprep/gpuprep/internal/pci"
+	"github.com/gpuprep/gpuprep/provision"
 	"github.com/gpuprep/gpuprep/vgpu"
 )
 
@@ -272,7 +273,13 @@ func newVGPUApplyCmd(g *globals, assert bool) *cobra.Command {
 			// the write and its record leaves rollback the new mdev's UUID
 			// (or the VF)
 			record := func(e journal.Entry) error { return journal.Append(root, e) }
-			done, err := vgpu.ApplyJournalled(root, vgpuSysfs(root), plan, time.Now(), "vgpu apply", record)
+			now := time.Now()
+			// the names of the VFs' types, journalled as apply journals a
+			// file, so that rollback restores it with the vGPUs
+			if err := provision.WriteVGPUTypeNames(root, plan, now, "vgpu apply"); err != nil {
+				return &exitError{code: exitNotReady, err: fmt.Errorf("recording the names of vGPU types: %w", err)}
+			}
+			done, err := vgpu.ApplyJournalled(root, vgpuSysfs(root), plan, now, "vgpu apply", record)
 			for _, a := range done {
 				fmt.Fprintf(out, "wrote %s > %s  (%s)\n", a.Value, a.Path, a.About)
 			}

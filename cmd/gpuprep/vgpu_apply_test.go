@@ -11,6 +11,7 @@ import (
 	"github.com/gpuprep/gpuprep/internal/fixture"
 	"github.com/gpuprep/gpuprep/internal/host"
 	"github.com/gpuprep/gpuprep/internal/journal"
+	"github.com/gpuprep/gpuprep/vgpu"
 	"github.com/gpuprep/gpuprep/vgpu/vgputest"
 )
 
@@ -128,6 +129,84 @@ func TestVGPURollbackOfOlderJournals(t *testing.T) {
 			out, errs, code = gpuprep(t, "rollback", "--root", root)
 			require.Equal(t, 0, code, out+errs)
 			require.Contains(t, out, "Nothing to roll back.")
+		})
+	}
+}
+
+// TestVGPUApplyRollbackRestoresTypeNames: gpuprep vgpu apply on the SR-IOV
+// interface journals the names of the VFs' types it writes as apply
+// journals a file, so that rollback, besides removing the vGPUs, brings
+// vgpu.TypeNames back: removed when the apply created it, its old content
+// byte-identical when it was there; a second rollback changes nothing.
+func TestVGPUApplyRollbackRestoresTypeNames(t *testing.T) {
+	const header = "# vGPU type id : name, written by gpuprep vgpu apply (VFs with a type no longer list them)\n"
+	for _, c := range []struct {
+		name   string
+		before string // the names file before the apply; "": none
+	}{
+		{name: "absent"},
+		{name: "existing", before: header + "1430 : NVIDIA H200X-35C\n"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			root := fixtureRoot(t, "sriov-vgpu")
+			n := simulatedVGPUNode(t, root)
+			old := vgpuSysfs
+			t.Cleanup(func() { vgpuSysfs = old })
+			vgpuSysfs = func(*host.Root) vgpu.AttrWriter { return n }
+			names := filepath.Join(root, vgpu.TypeNames)
+			if c.before != "" {
+				require.NoError(t, os.MkdirAll(filepath.Dir(names), 0o755))
+				require.NoError(t, os.WriteFile(names, []byte(c.before), 0o644))
+			}
+			cfg := filepath.Join(t.TempDir(), "vgpu.yaml")
+			require.NoError(t, os.WriteFile(cfg, []byte("version: v1\nvgpu-configs:\n  h200:\n    - devices: all\n      vgpu-devices:\n        \"H200X-70C\": 2\n"), 0o644))
+			orig, origVGPUs := tree(t, root), vgpusOf(t, root)
+			require.Empty(t, origVGPUs)
+
+			out, errs, code := gpuprep(t, "vgpu", "apply", "--root", root, "-f", cfg, "-c", "h200")
+			require.Equal(t, exitOK, code, out+errs)
+			require.Equal(t, map[string]string{"0000:41:00.4": "1429", "0000:41:00.5": "1429"}, vgpusOf(t, root))
+			b, err := os.ReadFile(names)
+			require.NoError(t, err)
+			want := header + "1429 : NVIDIA H200X-70C\n"
+			if c.before != "" {
+				want += "1430 : NVIDIA H200X-35C\n"
+			}
+			require.Equal(t, want, string(b))
+			r, err := host.NewRoot(root)
+			require.NoError(t, err)
+			entries, err := journal.Read(r)
+			require.NoError(t, err)
+			var kinds []string
+			for _, e := range entries {
+				if e.Path == vgpu.TypeNames {
+					require.Equal(t, "vgpu apply", e.Command)
+					kinds = append(kinds, e.Kind)
+				}
+			}
+			require.Equal(t, []string{"file-intent", "file"}, kinds, "the names file journalled before and after its write")
+
+			out, errs, code = gpuprep(t, "rollback", "--root", root)
+			require.Equal(t, exitOK, code, out+errs)
+			require.Contains(t, out, "Rolled back.")
+			require.Empty(t, vgpusOf(t, root))
+			require.Equal(t, orig, tree(t, root))
+			if c.before == "" {
+				require.NoFileExists(t, names)
+			} else {
+				b, err := os.ReadFile(names)
+				require.NoError(t, err)
+				require.Equal(t, c.before, string(b))
+			}
+
+			out, errs, code = gpuprep(t, "rollback", "--root", root)
+			require.Equal(t, exitOK, code, out+errs)
+			require.Contains(t, out, "Nothing to roll back.")
+			require.Equal(t, orig, tree(t, root))
+			require.Empty(t, vgpusOf(t, root))
+			if c.before == "" {
+				require.NoFileExists(t, names)
+			}
 		})
 	}
 }
