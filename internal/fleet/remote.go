@@ -97,35 +97,38 @@ type Exec struct {
 	Files []*File
 
 	// placed remembers the files verified on each host during this run
-	// (host target + path → size): a later command on the same host (fleet
-	// apply's tries after a reboot) checks their size instead of hashing
-	// a driver installer's hundreds of megabytes again.
+	// (host target + path → the file's identity there: inode, size,
+	// modification and change times): a later command on the same host
+	// (fleet apply's tries after a reboot) compares the identity instead of
+	// hashing the binary's and a driver installer's megabytes again. Any
+	// write, replacement or chmod changes the change time.
 	mu     sync.Mutex
-	placed map[string]int64
+	placed map[string]string
 }
 
-func (e *Exec) wasPlaced(h *Host, dst string) (int64, bool) {
+func (e *Exec) wasPlaced(h *Host, dst string) (string, bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	n, ok := e.placed[h.Target()+"\x00"+dst]
-	return n, ok
+	id, ok := e.placed[h.Target()+"\x00"+dst]
+	return id, ok
 }
 
-func (e *Exec) markPlaced(h *Host, dst string, size int64) {
+func (e *Exec) markPlaced(h *Host, dst, id string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.placed == nil {
-		e.placed = map[string]int64{}
+		e.placed = map[string]string{}
 	}
-	e.placed[h.Target()+"\x00"+dst] = size
+	e.placed[h.Target()+"\x00"+dst] = id
 }
 
-// stillPlaced reports whether dst, verified earlier in this run, is still
-// there with its size.
-func stillPlaced(ctx context.Context, c *ssh.Client, dst string, size int64) bool {
-	q := Quote(dst)
-	o, err := session(ctx, c, `[ -f `+q+` ] && [ ! -L `+q+` ] && [ "$(wc -c < `+q+`)" -eq `+fmt.Sprint(size)+` ]`, nil)
-	return err == nil && o.ExitCode == 0
+// identityOf returns dst's identity on the host ("" when it cannot be had).
+func identityOf(ctx context.Context, c *ssh.Client, dst string) string {
+	o, err := session(ctx, c, `stat -L -c '%i %s %Y %Z' `+Quote(dst), nil)
+	if err != nil || o.ExitCode != 0 {
+		return ""
+	}
+	return strings.TrimSpace(string(o.Stdout))
 }
 
 // File is a local file to place on hosts (see Exec.Files).
@@ -297,38 +300,19 @@ func (e *Exec) Run(ctx context.Context, c *ssh.Client, h *Host, args []string) (
 	}
 	dir := path.Join(base, e.Binary.SHA256)
 	bin := path.Join(dir, "gpuprep")
-	ok, reason, err := e.cached(ctx, c, bin, e.Binary.SHA256)
+	uploaded, reason, err := e.place(ctx, c, h, e.Binary.Path, e.Binary.SHA256, base, dir, bin, true)
 	if err != nil {
 		return o, err
 	}
-	if ok { // verified by its hash: stamp it, so that the next run takes the one-session path
-		if _, err := session(ctx, c, stampCmd(bin, dir), nil); err != nil && ctx.Err() != nil {
-			return o, ctx.Err()
-		}
-	}
-	if !ok {
-		if err := e.upload(ctx, c, e.Binary.Path, e.Binary.SHA256, base, dir, bin, true); err != nil {
-			return o, err
-		}
-		if e.Uploaded != nil {
-			e.Uploaded(h, reason)
-		}
+	if uploaded && e.Uploaded != nil {
+		e.Uploaded(h, reason)
 	}
 	args = slices.Clone(args)
 	for _, f := range files {
 		fdir := path.Join(base, "files", f.SHA256)
 		dst := path.Join(fdir, f.remoteName())
-		if n, ok := e.wasPlaced(h, dst); !ok || n != f.Size || !stillPlaced(ctx, c, dst, n) {
-			ok, _, err := e.cached(ctx, c, dst, f.SHA256)
-			if err != nil {
-				return o, fmt.Errorf("%s: %w", f.Path, err)
-			}
-			if !ok {
-				if err := e.upload(ctx, c, f.Path, f.SHA256, path.Join(base, "files"), fdir, dst, false); err != nil {
-					return o, fmt.Errorf("%s: %w", f.Path, err)
-				}
-			}
-			e.markPlaced(h, dst, f.Size)
+		if _, _, err := e.place(ctx, c, h, f.Path, f.SHA256, path.Join(base, "files"), fdir, dst, false); err != nil {
+			return o, fmt.Errorf("%s: %w", f.Path, err)
 		}
 		for i := range args {
 			args[i] = strings.ReplaceAll(args[i], f.Ref(), dst)
@@ -368,6 +352,36 @@ func sudoProblem(o Output) string {
 		}
 	}
 	return strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(s), "sudo:"))
+}
+
+// place makes sure dst on the host is the local file src (SHA-256 sha):
+// verified by its hash, else uploaded. A file (not the binary, which has
+// its stamp) verified on this host earlier in the run is only compared with
+// its identity then (see Exec.placed).
+// The binary (stamp) is stamped once verified, so that the next run takes
+// the one-session path.
+func (e *Exec) place(ctx context.Context, c *ssh.Client, h *Host, src, sha, base, dir, dst string, stamp bool) (uploaded bool, reason string, err error) {
+	if id, ok := e.wasPlaced(h, dst); !stamp && ok && id != "" && identityOf(ctx, c, dst) == id {
+		return false, "", nil
+	}
+	ok, reason, err := e.cached(ctx, c, dst, sha)
+	if err != nil {
+		return false, "", err
+	}
+	switch {
+	case ok && stamp:
+		if _, err := session(ctx, c, stampCmd(dst, dir), nil); err != nil && ctx.Err() != nil {
+			return false, "", ctx.Err()
+		}
+	case !ok:
+		if err := e.upload(ctx, c, src, sha, base, dir, dst, stamp); err != nil {
+			return false, "", err
+		}
+	}
+	if !stamp { // the binary has its stamp
+		e.markPlaced(h, dst, identityOf(ctx, c, dst))
+	}
+	return !ok, reason, nil
 }
 
 // cached reports whether bin exists with the hash sha, via sha256sum on

@@ -516,8 +516,9 @@ func TestSSHFilesForCommands(t *testing.T) {
 	require.NoError(t, json.Unmarshal(res[0].Output.Stdout, &got))
 	assert.Equal(t, want, got, "a file whose size changed is uploaded again")
 
-	// Within a run a file verified on a host is then only checked for its
-	// size; a new run hashes it again: a same-size forgery is replaced.
+	// Within a run a file verified on a host is then only compared with its
+	// identity (inode, size, times in seconds); a new run hashes it again:
+	// a same-size forgery is replaced.
 	forged := bytes.Repeat([]byte(" "), int(f.Size))
 	require.NoError(t, os.WriteFile(remote, forged, 0o600))
 	run2 := r.runner(r.transport())
