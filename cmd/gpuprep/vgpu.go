@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -169,28 +168,13 @@ func newVGPUApplyCmd(g *globals, assert bool) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var wants []vgpu.Want
-			for _, s := range sets {
-				targets := gpus
-				if !s.Devices.All {
-					targets = nil
-					for _, i := range s.Devices.Indices {
-						if i < 0 || i >= len(gpus) {
-							return usageErr("%s: config %q names GPU index %d; this host has %d selected GPU(s)", file, name, i, len(gpus))
-						}
-						targets = append(targets, gpus[i])
-					}
-				}
-				types := make([]string, 0, len(s.VGPUDevices))
-				for t := range s.VGPUDevices {
-					types = append(types, t)
-				}
-				sort.Strings(types)
-				for _, d := range targets {
-					for _, t := range types {
-						wants = append(wants, vgpu.Want{GPU: d.Address, Type: t, Count: s.VGPUDevices[t]})
-					}
-				}
+			addrs := make([]string, len(gpus))
+			for i, d := range gpus {
+				addrs[i] = d.Address
+			}
+			wants, err := vgpu.Wants(file, name, sets, addrs)
+			if err != nil {
+				return usageErr("%v", err)
 			}
 			plan, err := vgpu.MakePlanWith(root, wants, vgpu.PlanOptions{Prune: prune})
 			if err != nil {
