@@ -454,19 +454,8 @@ func (p *Plan) Apply(ctx context.Context, root *host.Root, run host.Runner, comm
 	}
 	for _, argv := range p.Commands {
 		if out, err := run.Run(ctx, argv...); err != nil {
-			return fmt.Errorf("%s: %w%s", strings.Join(argv, " "), err, outTail(out))
+			return fmt.Errorf("%s: %w%s", strings.Join(argv, " "), err, host.OutputTail(out))
 		}
 	}
 	return nil
-}
-
-func outTail(out []byte) string {
-	s := strings.TrimSpace(string(out))
-	if s == "" {
-		return ""
-	}
-	if len(s) > 2000 {
-		s = "…" + s[len(s)-2000:]
-	}
-	return "\n" + s
 }

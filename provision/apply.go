@@ -220,7 +220,7 @@ func (p *Plan) run(ctx context.Context, e Env, s *Step) error {
 			}
 			e.logf("run: %s", host.ShellQuote(argv))
 			if out, err := e.Runner.Run(ctx, argv...); err != nil {
-				return fmt.Errorf("%s: %w%s", host.ShellQuote(argv), err, tail(out))
+				return fmt.Errorf("%s: %w%s", host.ShellQuote(argv), err, host.OutputTail(out))
 			}
 		}
 		return nil
@@ -236,17 +236,6 @@ func (p *Plan) run(ctx context.Context, e Env, s *Step) error {
 		return p.label(ctx, e)
 	}
 	return fmt.Errorf("unknown step %q", s.ID)
-}
-
-func tail(out []byte) string {
-	s := strings.TrimSpace(string(out))
-	if s == "" {
-		return ""
-	}
-	if len(s) > 2000 {
-		s = "…" + s[len(s)-2000:]
-	}
-	return "\n" + s
 }
 
 // backupName is the backup WriteFileAtomic makes of p at now.

@@ -169,7 +169,7 @@ func Rollback(ctx context.Context, e Env, o RollbackOptions) (*RollbackResult, e
 				argv := []string{"systemctl", "disable", path.Base(orig.Path)}
 				e.logf("run: %s", host.ShellQuote(argv))
 				if out, err := e.Runner.Run(ctx, argv...); err != nil {
-					res.Notes = append(res.Notes, fmt.Sprintf("%s: %v%s", host.ShellQuote(argv), err, tail(out)))
+					res.Notes = append(res.Notes, fmt.Sprintf("%s: %v%s", host.ShellQuote(argv), err, host.OutputTail(out)))
 				}
 			}
 			_, err = restoreFile(e, orig, res)
@@ -201,14 +201,14 @@ func Rollback(ctx context.Context, e Env, o RollbackOptions) (*RollbackResult, e
 		argv := []string{"systemctl", "daemon-reload"}
 		e.logf("run: %s", host.ShellQuote(argv))
 		if out, err := e.Runner.Run(ctx, argv...); err != nil {
-			res.Notes = append(res.Notes, fmt.Sprintf("%s: %v%s", host.ShellQuote(argv), err, tail(out)))
+			res.Notes = append(res.Notes, fmt.Sprintf("%s: %v%s", host.ShellQuote(argv), err, host.OutputTail(out)))
 		}
 	}
 	if vfioFiles {
 		if c := vfio.InitramfsCommand(e.Root); c != nil {
 			e.logf("run: %s", host.ShellQuote(c))
 			if out, err := e.Runner.Run(ctx, c...); err != nil {
-				res.Failed = append(res.Failed, fmt.Sprintf("%s: %v%s", host.ShellQuote(c), err, tail(out)))
+				res.Failed = append(res.Failed, fmt.Sprintf("%s: %v%s", host.ShellQuote(c), err, host.OutputTail(out)))
 			} else {
 				res.Undone = append(res.Undone, Undo{Kind: "command", Target: host.ShellQuote(c), Action: "ran"})
 			}
@@ -225,7 +225,7 @@ func Rollback(ctx context.Context, e Env, o RollbackOptions) (*RollbackResult, e
 			if boot.Regenerate != nil {
 				e.logf("run: %s", host.ShellQuote(boot.Regenerate))
 				if out, err := e.Runner.Run(ctx, boot.Regenerate...); err != nil {
-					res.Failed = append(res.Failed, fmt.Sprintf("%s: %v%s", host.ShellQuote(boot.Regenerate), err, tail(out)))
+					res.Failed = append(res.Failed, fmt.Sprintf("%s: %v%s", host.ShellQuote(boot.Regenerate), err, host.OutputTail(out)))
 				} else {
 					res.Undone = append(res.Undone, Undo{Kind: "command", Target: host.ShellQuote(boot.Regenerate), Action: "ran"})
 				}
@@ -623,7 +623,7 @@ func (b *bootArgsUndo) undo(ctx context.Context, e Env, res *RollbackResult) boo
 		for i, argv := range cmds {
 			e.logf("run: %s", host.ShellQuote(argv))
 			if out, err := e.Runner.Run(ctx, argv...); err != nil {
-				res.Failed = append(res.Failed, fmt.Sprintf("%s: %v%s", host.ShellQuote(argv), err, tail(out)))
+				res.Failed = append(res.Failed, fmt.Sprintf("%s: %v%s", host.ShellQuote(argv), err, host.OutputTail(out)))
 				ok = false
 				break
 			}

@@ -108,3 +108,17 @@ func ShellQuote(argv []string) string {
 	}
 	return strings.Join(out, " ")
 }
+
+// OutputTail is the end of a failed command's output for an error message:
+// "" when it printed nothing, else a new line and at most its last 2000
+// bytes.
+func OutputTail(out []byte) string {
+	s := strings.TrimSpace(string(out))
+	if s == "" {
+		return ""
+	}
+	if len(s) > 2000 {
+		s = "…" + s[len(s)-2000:]
+	}
+	return "\n" + s
+}
