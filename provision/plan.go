@@ -627,15 +627,6 @@ func orNone(s string) string {
 	return s
 }
 
-func sortedKeys(m map[string]bool) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
-
 // The reboot apply asks for is recorded as a step entry {kind "step",
 // before "reboot", after "started"}, with the time it asked and, in Device,
 // the boot ID of the boot that asked (the kernel's random per-boot

@@ -2,6 +2,8 @@ package vfio
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -165,7 +167,7 @@ func planPersist(root *host.Root, inv *pci.Inventory, add []*Target, remove []st
 		fmt.Fprintf(&mp, " %s=%s", a, p.Devices[a])
 	}
 	mp.WriteString("\n")
-	for _, m := range sortedKeys(softdeps) {
+	for _, m := range slices.Sorted(maps.Keys(softdeps)) {
 		if m != "" && !strings.HasSuffix(strings.ReplaceAll(m, "-", "_"), "vfio_pci") {
 			fmt.Fprintf(&mp, "softdep %s pre: %s\n", m, strings.Join(pre, " "))
 		}
@@ -194,15 +196,6 @@ func planPersist(root *host.Root, inv *pci.Inventory, add []*Target, remove []st
 		p.Files = append(p.Files, FileEdit{Path: UdevRule})
 	}
 	return p, nil
-}
-
-func sortedKeys(m map[string]bool) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
 
 // initramfsTool returns the distribution's initramfs command, found in the root.

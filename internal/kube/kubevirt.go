@@ -7,8 +7,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/gpuprep/gpuprep/report"
@@ -139,10 +140,10 @@ func KubeVirt(hosts []Host) (*KubeVirtPatch, []string) {
 			}
 		}
 	}
-	for _, k := range sortedKeys(pcis) {
+	for _, k := range slices.Sorted(maps.Keys(pcis)) {
 		p.Spec.Configuration.PermittedHostDevices.PCIHostDevices = append(p.Spec.Configuration.PermittedHostDevices.PCIHostDevices, pcis[k])
 	}
-	for _, k := range sortedKeys(mdevs) {
+	for _, k := range slices.Sorted(maps.Keys(mdevs)) {
 		p.Spec.Configuration.PermittedHostDevices.MediatedDevices = append(p.Spec.Configuration.PermittedHostDevices.MediatedDevices, mdevs[k])
 	}
 	p.Spec.Configuration.DeveloperConfiguration.FeatureGates = []string{"GPU"}
@@ -151,7 +152,7 @@ func KubeVirt(hosts []Host) (*KubeVirtPatch, []string) {
 	}
 	if len(sriov) > 0 {
 		notes = append(notes, fmt.Sprintf("%d vGPU type(s) on SR-IOV GPUs (vendor-specific VFIO, vGPU 17+ on kernel 6.8+; hosts %s) are not mediated devices: NVIDIA's sandbox device plugin cannot advertise them yet, so they are left out of mediatedDevices",
-			len(sriov), strings.Join(sriov[sortedKeys(sriov)[0]], ", ")))
+			len(sriov), strings.Join(sriov[slices.Sorted(maps.Keys(sriov))[0]], ", ")))
 	}
 	if len(pcis) == 0 {
 		notes = append(notes, "no NVIDIA GPU in the reports: pciHostDevices is empty")
@@ -167,13 +168,4 @@ func appendOnce(s []string, v string) []string {
 		}
 	}
 	return append(s, v)
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }

@@ -5,10 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/gpuprep/gpuprep/internal/fixture"
@@ -99,20 +100,11 @@ func WriteRPM(dir, version, flavour string) (string, error) {
 	var b bytes.Buffer
 	b.Write(lead)
 	fmt.Fprintf(&b, "%s\n%s %s %s\n", RPMMarker, name, version, "x86_64")
-	for _, p := range sortedKeys(PackageFiles(version, flavour)) {
+	for _, p := range slices.Sorted(maps.Keys(PackageFiles(version, flavour))) {
 		b.WriteString("/" + p + "\n")
 	}
 	out := filepath.Join(dir, name+"-"+version+".x86_64.rpm")
 	return out, os.WriteFile(out, b.Bytes(), 0o644)
-}
-
-func sortedKeys(m map[string]string) []string {
-	var out []string
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
 
 // readRPM reads what WriteRPM wrote: "NAME VERSION ARCH" and the file list.
