@@ -415,54 +415,26 @@ type unbindTarget struct {
 	known                           bool
 }
 
-// unbindTargets mirrors vfio.Unbind's choice of devices: every function of
-// the selected GPUs' groups that is on (or overridden to) a VFIO driver or
-// persisted by gpuprep.
+// unbindTargets are vfio.Unbind's devices (vfio.UnbindTargets), each with
+// its drivers now and the one the journal says it had before vfio bind.
 func unbindTargets(root *host.Root, inv *pci.Inventory, sel pci.Selector) []unbindTarget {
 	selected, _ := vfio.Selection(inv, sel, false)
-	persisted := vfio.Persisted(root)
 	entries, _ := journal.Read(root)
 	var out []unbindTarget
-	seen := map[string]bool{}
-	for _, s := range selected {
-		members := inv.Group(s.IOMMUGroup)
-		if s.IOMMUGroup == "" {
-			members = []*pci.Device{s}
+	for _, d := range vfio.UnbindTargets(root, inv, selected) {
+		t := unbindTarget{addr: d.Address, driver: root.LinkBase("/sys/bus/pci/devices/" + d.Address + "/driver")}
+		t.override, _ = root.ReadString("/sys/bus/pci/devices/" + d.Address + "/driver_override")
+		if t.override == "(null)" {
+			t.override = ""
 		}
-		for _, d := range members {
-			if d.IsBridge() || seen[d.Address] {
-				continue
-			}
-			drv := root.LinkBase("/sys/bus/pci/devices/" + d.Address + "/driver")
-			ov, _ := root.ReadString("/sys/bus/pci/devices/" + d.Address + "/driver_override")
-			if ov == "(null)" {
-				ov = ""
-			}
-			if d.Slot() != s.Slot() && !containsAddr(selected, d.Address) && !pci.DriverIsVFIO(drv) {
-				continue
-			}
-			if pci.DriverIsVFIO(drv) || pci.DriverIsVFIO(ov) || persisted[d.Address] != "" {
-				seen[d.Address] = true
-				t := unbindTarget{addr: d.Address, driver: drv, override: ov}
-				for _, e := range entries {
-					if e.Kind == "driver" && e.Device == d.Address {
-						t.restore, t.known = e.Before, e.Command == "vfio bind"
-					}
-				}
-				out = append(out, t)
+		for _, e := range entries {
+			if e.Kind == "driver" && e.Device == d.Address {
+				t.restore, t.known = e.Before, e.Command == "vfio bind"
 			}
 		}
+		out = append(out, t)
 	}
 	return out
-}
-
-func containsAddr(ds []*pci.Device, a string) bool {
-	for _, d := range ds {
-		if d.Address == a {
-			return true
-		}
-	}
-	return false
 }
 
 // planUnbind (container mode) plans moving the selected GPUs off VFIO, as

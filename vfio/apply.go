@@ -323,18 +323,12 @@ func waitGroups(e Env, ts []*Target, res *Result) {
 // driver or persisted.
 var ErrNothing = errors.New("nothing to unbind")
 
-// Unbind returns every endpoint of the selected devices' groups that is on a
-// VFIO driver to the driver the journal recorded before bind (or leaves it
-// unbound, saying so), clears driver_override, and removes the devices from
-// gpuprep's persistent configuration.
-func Unbind(ctx context.Context, e Env, inv *pci.Inventory, sel pci.Selector, opts Options) (*Result, error) {
-	selected, err := Selection(inv, sel, opts.NVSwitch)
-	if err != nil {
-		return nil, err
-	}
-	res := &Result{Groups: map[string]bool{}}
-	w := writer{fs: e.Sysfs, timeout: opts.timeout()}
-	persisted := Persisted(e.Root)
+// UnbindTargets are the functions Unbind moves off VFIO: every endpoint of
+// the selected devices' groups that is on (or overridden to) a VFIO driver
+// or in gpuprep's persistent configuration — of another slot than a
+// selected device only when it is on a VFIO driver.
+func UnbindTargets(root *host.Root, inv *pci.Inventory, selected []*pci.Device) []*pci.Device {
+	persisted := Persisted(root)
 	var targets []*pci.Device
 	seen := map[string]bool{}
 	for _, s := range selected {
@@ -346,7 +340,7 @@ func Unbind(ctx context.Context, e Env, inv *pci.Inventory, sel pci.Selector, op
 			if d.IsBridge() || seen[d.Address] {
 				continue
 			}
-			drv, ov := current(e.Root, d.Address)
+			drv, ov := current(root, d.Address)
 			if d.Slot() != s.Slot() && !containsDev(selected, d) && !pci.DriverIsVFIO(drv) {
 				continue // another device of the group that gpuprep did not bind
 			}
@@ -356,6 +350,21 @@ func Unbind(ctx context.Context, e Env, inv *pci.Inventory, sel pci.Selector, op
 			}
 		}
 	}
+	return targets
+}
+
+// Unbind returns every endpoint of the selected devices' groups that is on a
+// VFIO driver to the driver the journal recorded before bind (or leaves it
+// unbound, saying so), clears driver_override, and removes the devices from
+// gpuprep's persistent configuration.
+func Unbind(ctx context.Context, e Env, inv *pci.Inventory, sel pci.Selector, opts Options) (*Result, error) {
+	selected, err := Selection(inv, sel, opts.NVSwitch)
+	if err != nil {
+		return nil, err
+	}
+	res := &Result{Groups: map[string]bool{}}
+	w := writer{fs: e.Sysfs, timeout: opts.timeout()}
+	targets := UnbindTargets(e.Root, inv, selected)
 	if len(targets) == 0 {
 		if opts.Regenerate == "" {
 			return res, ErrNothing
