@@ -139,26 +139,12 @@ func tailLines(s string, n int) string {
 // fleetCheck runs `gpuprep fleet check` (the static e2e build) and parses its JSON report.
 func fleetCheck(t *testing.T, args ...string) (int, *fleetReport, string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, tb.bin, append([]string{"fleet", "check", "-o", "json"}, args...)...)
-	cmd.Env = append(os.Environ(), "SSH_AUTH_SOCK=", "NO_COLOR=1")
-	var out, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &stderr
-	t0 := time.Now()
-	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatalf("gpuprep fleet check: %v\n%s", err, stderr.String())
-	}
-	t.Logf("gpuprep fleet check %s: exit %d in %.1fs\n%s", strings.Join(args, " "), code, time.Since(t0).Seconds(), stderr.String())
+	code, out, stderr := fleetGpuprep(t, append([]string{"fleet", "check", "-o", "json"}, args...)...)
 	var fr fleetReport
-	if err := json.Unmarshal(out.Bytes(), &fr); err != nil || fr.Kind != "FleetReport" {
-		t.Fatalf("gpuprep fleet check printed no FleetReport (%v, kind %q):\n%s\n%s", err, fr.Kind, out.String(), stderr.String())
+	if err := json.Unmarshal(out, &fr); err != nil || fr.Kind != "FleetReport" {
+		t.Fatalf("gpuprep fleet check printed no FleetReport (%v, kind %q):\n%s\n%s", err, fr.Kind, out, stderr)
 	}
-	return code, &fr, stderr.String()
+	return code, &fr, stderr
 }
 
 func TestFleetQEMUGuestAndLoopbackSSHD(t *testing.T) {
