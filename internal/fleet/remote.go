@@ -45,7 +45,6 @@ type Binary struct {
 	Path   string
 	SHA256 string // hex
 	Arch   string // uname -m of the machines it runs on: x86_64, aarch64, …
-	Size   int64
 	// Dynamic: linked against the C library (a cgo build); it may not run on
 	// hosts whose C library differs. CGO_ENABLED=0 builds are static.
 	Dynamic bool
@@ -59,8 +58,7 @@ func LoadBinary(p string) (*Binary, error) {
 	}
 	defer f.Close()
 	h := sha256.New()
-	size, err := io.Copy(h, f)
-	if err != nil {
+	if _, err := io.Copy(h, f); err != nil {
 		return nil, err
 	}
 	ef, err := elf.NewFile(f)
@@ -74,7 +72,7 @@ func LoadBinary(p string) (*Binary, error) {
 	if arch == "" {
 		arch = ef.Machine.String()
 	}
-	b := &Binary{Path: p, SHA256: hex.EncodeToString(h.Sum(nil)), Arch: arch, Size: size}
+	b := &Binary{Path: p, SHA256: hex.EncodeToString(h.Sum(nil)), Arch: arch}
 	for _, prog := range ef.Progs {
 		if prog.Type == elf.PT_INTERP {
 			b.Dynamic = true // needs the host's C library (built with cgo)
@@ -96,21 +94,21 @@ type Exec struct {
 	// its Ref replaced with its path there.
 	Files []*File
 
-	// placed remembers the files verified on each host during this run
-	// (host target + path → the file's identity there: inode, size,
-	// modification and change times): a later command on the same host
-	// (fleet apply's tries after a reboot) compares the identity instead of
-	// hashing the binary's and a driver installer's megabytes again. Any
-	// write, replacement or chmod changes the change time.
+	// placed remembers the files (not the binary: it has its stamp)
+	// verified on each host during this run (host target + path → the
+	// file's identity there: inode, size, modification and change times):
+	// a later command on the same host (fleet apply's tries after a reboot)
+	// compares the identity instead of hashing a driver installer's hundreds
+	// of megabytes again. Any write, replacement or chmod changes it.
 	mu     sync.Mutex
 	placed map[string]string
 }
 
-func (e *Exec) wasPlaced(h *Host, dst string) (string, bool) {
+// wasPlaced returns the identity recorded for dst on h ("" when none).
+func (e *Exec) wasPlaced(h *Host, dst string) string {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	id, ok := e.placed[h.Target()+"\x00"+dst]
-	return id, ok
+	return e.placed[h.Target()+"\x00"+dst]
 }
 
 func (e *Exec) markPlaced(h *Host, dst, id string) {
@@ -135,7 +133,6 @@ func identityOf(ctx context.Context, c *ssh.Client, dst string) string {
 type File struct {
 	Path   string
 	SHA256 string // hex
-	Size   int64
 }
 
 // LoadFile hashes a local file for Exec.Files.
@@ -153,11 +150,10 @@ func LoadFile(p string) (*File, error) {
 		return nil, fmt.Errorf("%s: not a regular file", p)
 	}
 	h := sha256.New()
-	n, err := io.Copy(h, f)
-	if err != nil {
+	if _, err := io.Copy(h, f); err != nil {
 		return nil, fmt.Errorf("%s: %w", p, err)
 	}
-	return &File{Path: p, SHA256: hex.EncodeToString(h.Sum(nil)), Size: n}, nil
+	return &File{Path: p, SHA256: hex.EncodeToString(h.Sum(nil))}, nil
 }
 
 // Ref names the file in a command's arguments, alone or after "=".
@@ -361,7 +357,7 @@ func sudoProblem(o Output) string {
 // The binary (stamp) is stamped once verified, so that the next run takes
 // the one-session path.
 func (e *Exec) place(ctx context.Context, c *ssh.Client, h *Host, src, sha, base, dir, dst string, stamp bool) (uploaded bool, reason string, err error) {
-	if id, ok := e.wasPlaced(h, dst); !stamp && ok && id != "" && identityOf(ctx, c, dst) == id {
+	if id := e.wasPlaced(h, dst); !stamp && id != "" && identityOf(ctx, c, dst) == id {
 		return false, "", nil
 	}
 	ok, reason, err := e.cached(ctx, c, dst, sha)

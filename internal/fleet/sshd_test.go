@@ -519,7 +519,7 @@ func TestSSHFilesForCommands(t *testing.T) {
 	// Within a run a file verified on a host is then only compared with its
 	// identity (inode, size, times in seconds); a new run hashes it again:
 	// a same-size forgery is replaced.
-	forged := bytes.Repeat([]byte(" "), int(f.Size))
+	forged := bytes.Repeat([]byte(" "), len(rep))
 	require.NoError(t, os.WriteFile(remote, forged, 0o600))
 	run2 := r.runner(r.transport())
 	run2.Exec.Files = []*File{f}
