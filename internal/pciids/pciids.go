@@ -161,13 +161,13 @@ func findDevice(sec []byte, dev string) (string, bool) {
 	for hi-lo > 4096 {
 		mid := lo + (hi-lo)/2
 		at, id := deviceLineAfter(sec[:hi], mid)
-		switch {
-		case at < 0 || id > dev:
+		if at < 0 || id > dev {
 			hi = mid
-		case id == dev:
-			return deviceName(sec[at:])
-		default:
-			lo = at
+			continue
+		}
+		lo = at // the scan below starts at the line, or before it
+		if id == dev {
+			break
 		}
 	}
 	for rest := sec[lo:]; len(rest) > 0; {
@@ -193,11 +193,6 @@ func deviceLineAfter(b []byte, i int) (int, string) {
 			return i, string(b[i+1 : i+5])
 		}
 	}
-}
-
-func deviceName(b []byte) (string, bool) {
-	line, _ := nextLine(b)
-	return strings.TrimSpace(string(line[5:])), true
 }
 
 func nextLine(b []byte) (line, rest []byte) {
