@@ -46,7 +46,7 @@ func checkVGPUTypes(e *Env) []Finding {
 	}
 	var out []Finding
 	for _, g := range e.GPUs {
-		s := vgpu.Read(e.Root, g.Address)
+		s := e.VGPU(g.Address)
 		f := Finding{Subject: g.Address}
 		switch {
 		case len(s.Types) > 0:
@@ -114,7 +114,7 @@ func kernelMajor(release string) int {
 func checkVGPUSupport(e *Env) []Finding {
 	var out []Finding
 	for _, g := range e.GPUs {
-		s := vgpu.Read(e.Root, g.Address)
+		s := e.VGPU(g.Address)
 		f := Finding{Subject: g.Address}
 		switch {
 		case s.Interface == "":

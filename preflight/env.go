@@ -2,12 +2,14 @@ package preflight
 
 import (
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/gpuprep/gpuprep/internal/host"
 	"github.com/gpuprep/gpuprep/internal/kargs"
 	"github.com/gpuprep/gpuprep/internal/pci"
 	"github.com/gpuprep/gpuprep/iommu"
+	"github.com/gpuprep/gpuprep/vgpu"
 )
 
 // CPUInfo is what /proc/cpuinfo says about the processors.
@@ -49,6 +51,25 @@ type Env struct {
 	Selector   pci.Selector
 	IOMMU      iommu.Kernel
 	Firmware   iommu.Firmware
+
+	vgpuMu sync.Mutex
+	vgpus  map[string]vgpu.GPU
+}
+
+// VGPU is vgpu.Read for the GPU at addr, read once per Env: two checks
+// and the report each want every GPU's vGPU state.
+func (e *Env) VGPU(addr string) vgpu.GPU {
+	e.vgpuMu.Lock()
+	defer e.vgpuMu.Unlock()
+	if g, ok := e.vgpus[addr]; ok {
+		return g
+	}
+	if e.vgpus == nil {
+		e.vgpus = map[string]vgpu.GPU{}
+	}
+	g := vgpu.Read(e.Root, addr)
+	e.vgpus[addr] = g
+	return g
 }
 
 // NewEnv gathers the facts of the host under root. It fails when PCI

@@ -136,7 +136,7 @@ func gpu(e *preflight.Env, d *pci.Device, sel []*pci.Device) GPU {
 	for _, m := range v.Members {
 		g.GroupDevices = append(g.GroupDevices, GroupDevice{Address: m.Dev.Address, Class: m.Dev.Class, Driver: m.Dev.Driver, Role: string(m.Role)})
 	}
-	if st := vgpu.Read(e.Root, d.Address); st.Interface != "" {
+	if st := e.VGPU(d.Address); st.Interface != "" {
 		g.VGPU = &VGPU{Interface: st.Interface, TotalVFs: max(st.TotalVFs, 0), NumVFs: max(st.NumVFs, 0), Types: []VGPUType{}}
 		for _, t := range st.Types {
 			g.VGPU.Types = append(g.VGPU.Types, VGPUType{ID: t.ID, Name: t.Name, Available: t.Available, ResourceName: vgpu.ResourceName(t.Name)})

@@ -1,18 +1,14 @@
-// Package pci discovers the PCI functions of a host (through ghw, against the
+// Package pci discovers the PCI functions of a host (from sysfs, against the
 // host root), names them from pci.ids, and chooses which are treated as GPUs.
 package pci
 
 import (
+	"errors"
 	"fmt"
-	"io"
-	"log/slog"
+	"io/fs"
 	"path"
 	"sort"
 	"strings"
-
-	"github.com/jaypipes/ghw"
-	ghwpci "github.com/jaypipes/ghw/pkg/pci"
-	"github.com/jaypipes/pcidb"
 
 	"github.com/gpuprep/gpuprep/internal/host"
 	"github.com/gpuprep/gpuprep/internal/pciids"
@@ -111,62 +107,139 @@ func (inv *Inventory) Upstream(d *Device) []*Device {
 	return out
 }
 
-var emptyDB = &pcidb.PCIDB{
-	Classes:  map[string]*pcidb.Class{},
-	Vendors:  map[string]*pcidb.Vendor{},
-	Products: map[string]*pcidb.Product{},
-}
-
 // Discover enumerates the PCI functions under the root's /sys/bus/pci/devices.
 // A host without PCI (or without sysfs) gives an empty inventory.
+//
+// Each device's directory is opened once and its identity, driver, IOMMU
+// group and physical function are read by name inside it; its parent bridge
+// is the directory above it in the path /sys/bus/pci/devices/ADDR links to.
+// ghw (the test oracle, see pci_test.go) reads the same files but resolves
+// each from the top and reads more of them: 4.5 ms against 0.6 ms for the
+// 57 functions of an HGX H200 node, most of a check's own time.
 func Discover(root *host.Root) (*Inventory, error) {
-	// ghw names devices from a database it loads whole; naming only the
-	// devices we report is much cheaper, so ghw gets an empty one.
-	info, err := ghwpci.New(ghw.WithChroot(root.Dir()), ghw.WithDisableTopology(),
-		ghw.WithPCIDB(emptyDB), ghw.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
-	if err != nil {
-		return nil, fmt.Errorf("PCI discovery under %s: %w", root.Dir(), err)
-	}
+	const devices = "/sys/bus/pci/devices"
 	inv := &Inventory{byAddr: map[string]*Device{}}
-	if len(info.Devices) == 0 && len(root.Names("/sys/bus/pci/devices")) > 0 {
-		// ghw gives up on the whole bus when one device lacks a readable modalias.
-		return nil, fmt.Errorf("PCI discovery: %s lists devices but none could be read (a device without a readable modalias?)", "/sys/bus/pci/devices")
+	bus, err := root.OpenDir(devices)
+	if errors.Is(err, fs.ErrNotExist) {
+		return inv, nil
 	}
-	for _, gd := range info.Devices {
-		d := &Device{
-			Address:    gd.Address,
-			VendorID:   gd.Vendor.ID,
-			DeviceID:   gd.Product.ID,
-			Driver:     gd.Driver,
-			IOMMUGroup: gd.IOMMUGroup,
-			Parent:     gd.ParentAddress,
+	if err != nil {
+		return nil, fmt.Errorf("PCI discovery: %w", err)
+	}
+	defer bus.Close()
+	names, err := bus.Names()
+	if err != nil {
+		return nil, fmt.Errorf("PCI discovery: %w", err)
+	}
+	for _, addr := range names {
+		if !IsAddress(addr) {
+			return nil, fmt.Errorf("PCI discovery: %s/%s: not a PCI address (domain:bus:device.function)", devices, addr)
 		}
-		if gd.Class != nil && gd.Subclass != nil && gd.ProgrammingInterface != nil {
-			d.Class = gd.Class.ID + gd.Subclass.ID + gd.ProgrammingInterface.ID
-		}
-		if len(d.Class) != 6 {
-			d.Class = classFromSysfs(root, d.Address)
-		}
-		if t, err := root.Readlink("/sys/bus/pci/devices/" + d.Address + "/physfn"); err == nil {
-			d.PhysFn = path.Base(t)
+		d, err := readDevice(root, bus, addr)
+		if err != nil {
+			return nil, fmt.Errorf("PCI discovery: %w", err)
 		}
 		inv.Devices = append(inv.Devices, d)
-		inv.byAddr[d.Address] = d
+		inv.byAddr[addr] = d
 	}
 	sort.Slice(inv.Devices, func(i, j int) bool { return inv.Devices[i].Address < inv.Devices[j].Address })
 	return inv, nil
 }
 
-func classFromSysfs(root *host.Root, addr string) string {
-	s, err := root.ReadString("/sys/bus/pci/devices/" + addr + "/class")
+func readDevice(root *host.Root, bus *host.Dir, addr string) (*Device, error) {
+	d := &Device{Address: addr}
+	if t, err := bus.Readlink(addr); err == nil {
+		if p := path.Base(path.Dir(t)); IsAddress(p) {
+			d.Parent = p
+		}
+	}
+	dir, err := root.OpenDir(bus.Path() + "/" + addr)
 	if err != nil {
-		return "000000"
+		return nil, err
 	}
-	s = strings.TrimPrefix(strings.ToLower(s), "0x")
-	if len(s) != 6 {
-		return "000000"
+	defer dir.Close()
+	if !d.identityFromModalias(dir) {
+		if err := d.identityFromAttributes(dir); err != nil {
+			return nil, err
+		}
 	}
-	return s
+	d.Driver = dir.LinkBase("driver")
+	d.IOMMUGroup = dir.LinkBase("iommu_group")
+	d.PhysFn = dir.LinkBase("physfn")
+	return d, nil
+}
+
+// identityFromModalias takes vendor, device and class from the one file
+// that holds all three: pci:v000010DEd00002335sv…sd…bc03sc02i00.
+func (d *Device) identityFromModalias(dir *host.Dir) bool {
+	m, err := dir.ReadString("modalias")
+	if err != nil {
+		return false
+	}
+	m = strings.ToLower(m)
+	vendor, rest, ok1 := cutHex(m, "pci:v", 8)
+	device, rest, ok2 := cutHex(rest, "d", 8)
+	_, rest, ok3 := cutHex(rest, "sv", 8)
+	_, rest, ok4 := cutHex(rest, "sd", 8)
+	base, rest, ok5 := cutHex(rest, "bc", 2)
+	sub, rest, ok6 := cutHex(rest, "sc", 2)
+	pi, _, ok7 := cutHex(rest, "i", 2)
+	if !(ok1 && ok2 && ok3 && ok4 && ok5 && ok6 && ok7) {
+		return false
+	}
+	d.VendorID, d.DeviceID, d.Class = vendor[4:], device[4:], base+sub+pi
+	return true
+}
+
+// identityFromAttributes reads the vendor, device and class attributes
+// (0x10de, 0x2335, 0x030200), for a device whose modalias is unreadable.
+func (d *Device) identityFromAttributes(dir *host.Dir) error {
+	for _, a := range []struct {
+		name string
+		to   *string
+		n    int
+	}{{"vendor", &d.VendorID, 4}, {"device", &d.DeviceID, 4}, {"class", &d.Class, 6}} {
+		s, err := dir.ReadString(a.name)
+		if err != nil {
+			return fmt.Errorf("%s: no readable modalias, and %w", dir.Path(), err)
+		}
+		v, _, ok := cutHex(strings.ToLower(s), "0x", a.n)
+		if !ok || len(s) != 2+a.n {
+			return fmt.Errorf("%s/%s: %q is not a PCI %s ID", dir.Path(), a.name, s, a.name)
+		}
+		*a.to = v
+	}
+	return nil
+}
+
+// cutHex cuts prefix and then n hexadecimal digits from the front of s.
+func cutHex(s, prefix string, n int) (digits, rest string, ok bool) {
+	s, ok = strings.CutPrefix(s, prefix)
+	if !ok || len(s) < n || !isHex(s[:n]) {
+		return "", "", false
+	}
+	return s[:n], s[n:], true
+}
+
+func isHex(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// IsAddress reports whether s is a full PCI address as sysfs names one:
+// domain (4 hex digits, 5 or more for a VMD domain such as 10000), bus,
+// device and function, lower case: 0000:41:00.0.
+func IsAddress(s string) bool {
+	i := strings.IndexByte(s, ':')
+	if i < 4 || i > 8 || !isHex(s[:i]) {
+		return false
+	}
+	r := s[i+1:]
+	return len(r) == 7 && r[2] == ':' && r[5] == '.' && isHex(r[:2]) && isHex(r[3:5]) && isHex(r[6:]) && r[6] <= '7'
 }
 
 // Name fills in vendor and device names of the given devices from pci.ids.

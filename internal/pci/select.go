@@ -20,13 +20,12 @@ type term struct {
 }
 
 var (
-	fullAddrRe  = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$`) })
 	shortAddrRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$`) })
 	idRe        = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[0-9a-f]{4}(:[0-9a-f]{4})?$`) })
 )
 
-// ParseSelector parses --select values: a PCI address (0000:41:00.0 or
-// 41:00.0), VVVV:DDDD, or VVVV (that vendor's display and 3D controllers).
+// ParseSelector parses --select values: a PCI address (0000:41:00.0,
+// 10000:e1:00.0 in a VMD domain, or 41:00.0 in domain 0000), VVVV:DDDD, or VVVV (that vendor's display and 3D controllers).
 func ParseSelector(values []string) (Selector, error) {
 	var s Selector
 	for _, raw := range values {
@@ -35,7 +34,7 @@ func ParseSelector(values []string) (Selector, error) {
 			switch {
 			case v == "":
 				continue
-			case fullAddrRe().MatchString(v):
+			case IsAddress(v):
 				s.terms = append(s.terms, term{raw: v, addr: v})
 			case shortAddrRe().MatchString(v):
 				s.terms = append(s.terms, term{raw: v, addr: "0000:" + v})

@@ -1,0 +1,77 @@
+package host
+
+import (
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestDirReadsEntriesByName(t *testing.T) {
+	dir := t.TempDir()
+	dev := filepath.Join(dir, "sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0")
+	require.NoError(t, os.MkdirAll(dev, 0o755))
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "sys/bus/pci/devices"), 0o755))
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "etc"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "etc/secret"), []byte("outside the device\n"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dev, "vendor"), []byte("0x10de\n"), 0o644))
+	big := strings.Repeat("0123456789abcdef", 1000) // 16000 bytes: more than one read
+	require.NoError(t, os.WriteFile(filepath.Join(dev, "big"), []byte(big+"\n"), 0o644))
+	long := "../../../../bus/pci/drivers/" + strings.Repeat("d", 300) // more than the first buffer
+	require.NoError(t, os.Symlink(long, filepath.Join(dev, "driver")))
+	require.NoError(t, os.Symlink("/etc/secret", filepath.Join(dev, "modalias")))
+	require.NoError(t, os.Symlink("../../../devices/pci0000:00/0000:00:01.0/0000:01:00.0", filepath.Join(dir, "sys/bus/pci/devices/0000:01:00.0")))
+
+	plain, err := NewRoot(dir)
+	require.NoError(t, err)
+	walk, err := NewRoot(dir)
+	require.NoError(t, err)
+	walk.rfd.off.Store(true) // as on a kernel without openat2
+	for _, r := range []*Root{plain, walk, walk.ReadOnly()} {
+		d, err := r.OpenDir("/sys/bus/pci/devices/0000:01:00.0")
+		require.NoError(t, err)
+		require.Equal(t, "/sys/bus/pci/devices/0000:01:00.0", d.Path())
+
+		s, err := d.ReadString("vendor")
+		require.NoError(t, err)
+		require.Equal(t, "0x10de", s)
+		s, err = d.ReadString("big")
+		require.NoError(t, err)
+		require.Equal(t, big, s)
+
+		target, err := d.Readlink("driver")
+		require.NoError(t, err)
+		require.Equal(t, long, target)
+		require.Equal(t, strings.Repeat("d", 300), d.LinkBase("driver"))
+		require.Equal(t, "", d.LinkBase("iommu_group"))
+
+		// an attribute that is a link is refused, never followed
+		_, err = d.ReadString("modalias")
+		require.ErrorContains(t, err, filepath.Join(dir, "sys/bus/pci/devices/0000:01:00.0/modalias"))
+		for _, bad := range []string{"", ".", "..", "../vendor", "x/y"} {
+			_, err = d.ReadString(bad)
+			require.ErrorContains(t, err, "not a single path element", "%q", bad)
+			_, err = d.Readlink(bad)
+			require.ErrorContains(t, err, "not a single path element", "%q", bad)
+		}
+		_, err = d.ReadString("missing")
+		require.ErrorContains(t, err, "no such file or directory")
+
+		// Names twice: the directory is read from its start each time
+		for i := 0; i < 2; i++ {
+			names, err := d.Names()
+			require.NoError(t, err)
+			sort.Strings(names)
+			require.Equal(t, []string{"big", "driver", "modalias", "vendor"}, names)
+		}
+		require.NoError(t, d.Close())
+
+		_, err = r.OpenDir("/sys/bus/pci/devices/0000:02:00.0")
+		require.ErrorIs(t, err, os.ErrNotExist)
+		_, err = r.OpenDir("/etc/secret")
+		require.Error(t, err, "not a directory")
+	}
+}
