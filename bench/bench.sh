@@ -43,7 +43,7 @@ fi
 
 # --- build --------------------------------------------------------------------
 log "building bin/gpuprep"
-CGO_ENABLED=0 go build -trimpath -o bin/gpuprep ./cmd/gpuprep
+CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o bin/gpuprep ./cmd/gpuprep
 
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT

@@ -6,7 +6,8 @@
 #   BENCH_FLEET_PARALLEL=50  hosts at once, for every tool (gpuprep --parallel, parallel-ssh -p, ansible -f)
 #   BENCH_STRICT=1           exit 1 when a target below is missed (default: report only)
 #   BENCH_FLEET_KEEP=1       keep the work directory (outputs of every run) for a look afterwards
-#   BENCH_FLEET_PERF=1       also record a perf profile of a warm run's client (kept with BENCH_FLEET_KEEP=1)
+#   BENCH_FLEET_PERF=1       also record a perf profile of a warm run's client (kept with BENCH_FLEET_KEEP=1), and
+#                            print the whole machine's CPU by process name during a warm and a parallel-ssh run
 #
 # In one run, on the same hosts, the same user, the same host-key verification (a known_hosts file) and the
 # same key exchange (the sshds offer only curve25519-sha256):
@@ -14,6 +15,7 @@
 #      so up to PARALLEL uploads of it race: each goes to a temporary name and is linked into place)
 #   2. gpuprep fleet check, warm: the cached binary is verified by its stamp and run   } alternating, BENCH_FLEET_ROUNDS
 #   3. parallel-ssh -i 'cat /proc/cmdline'                                              } times (3); medians reported
+#      and, not a target, parallel-ssh -i 'sudo -n cat /proc/cmdline': the privilege gpuprep runs with     }
 #   4. ansible all -m raw -a 'cat /proc/cmdline'
 # Each host's gpuprep runs `check --root FIXTURE -o json` under sudo -n, on the hgx-h200 fixture root (8 GPUs,
 # 57 PCI functions): a realistic but bounded load. Measured with GNU time: wall, client CPU (user+sys of the
@@ -76,7 +78,7 @@ addr() { echo "127.77.$(($1 / 250)).$(($1 % 250 + 1))"; }
 
 # --- build and fixture ---------------------------------------------------------
 log "building gpuprep and the hgx-h200 fixture"
-CGO_ENABLED=0 go build -trimpath -o "$TMP/gpuprep" ./cmd/gpuprep
+CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$TMP/gpuprep" ./cmd/gpuprep
 go run ./internal/fixture/mkroot hgx-h200 "$TMP/root" >/dev/null
 chmod -R a+rX "$TMP/root"
 BIN_SHA=$(sha256sum <"$TMP/gpuprep" | cut -d' ' -f1)
@@ -93,7 +95,7 @@ else
 fi
 usermod -p '*' "$BUSER" # no password, yet not locked: sshd without PAM lets keys in
 mkdir -p "$HOME_DIR" && chown "$BUSER:" "$HOME_DIR"
-echo "$BUSER ALL=(root) NOPASSWD: $HOME_DIR/.cache/gpuprep/*/gpuprep" >"$SUDOERS"
+echo "$BUSER ALL=(root) NOPASSWD: $HOME_DIR/.cache/gpuprep/*/gpuprep, $(command -v cat) /proc/cmdline" >"$SUDOERS"
 chmod 440 "$SUDOERS"
 mkdir -p /run/sshd "$TMP/keys"
 ssh-keygen -q -t ed25519 -N '' -f "$TMP/client" -C bench
@@ -171,6 +173,9 @@ for r in $(seq 1 "$ROUNDS"); do
 	measure "gp-warm-$r" env SSH_AUTH_SOCK= "${GP[@]}"
 	log "3. parallel-ssh cat /proc/cmdline, round $r of $ROUNDS"
 	measure "pssh-$r" parallel-ssh -h "$TMP/hosts.txt" -l "$BUSER" -p "$P" -t 120 -x "-i $TMP/client" "${PSSH_O[@]}" -i 'cat /proc/cmdline'
+	log "3b. parallel-ssh sudo -n cat /proc/cmdline (not a target: the privilege gpuprep runs with), round $r of $ROUNDS"
+	measure "psshsudo-$r" parallel-ssh -h "$TMP/hosts.txt" -l "$BUSER" -p "$P" -t 120 -x "-i $TMP/client" "${PSSH_O[@]}" \
+		-i "sudo -n $(command -v cat) /proc/cmdline"
 done
 median() { # median NAME: copy the median round's files (by wall time) to NAME.*; print every round's wall
 	local r best
@@ -180,9 +185,7 @@ median() { # median NAME: copy the median round's files (by wall time) to NAME.*
 }
 WARM_ROUNDS=$(median gp-warm)
 PSSH_ROUNDS=$(median pssh)
-if [ "${BENCH_FLEET_PERF:-0}" = 1 ]; then # a profile of the client's warm run, for a look afterwards (not measured)
-	perf record -F 4000 -g -o "$TMP/gp-warm.perf" -- env SSH_AUTH_SOCK= "${GP[@]}" >/dev/null 2>&1 || true
-fi
+PSSHSUDO_ROUNDS=$(median psshsudo)
 
 mkdir -p "$TMP/ansible"
 cat >"$TMP/ansible.cfg" <<EOF
@@ -210,6 +213,19 @@ measure gp-version env SSH_AUTH_SOCK= "${GP[0]}" fleet run -i "$TMP/fleet.yaml" 
 log "4. ansible -m raw cat /proc/cmdline"
 measure ansible env ANSIBLE_CONFIG="$TMP/ansible.cfg" ANSIBLE_NOCOLOR=1 HOME="$TMP/ansible" \
 	ansible all -f "$P" -m raw -a 'cat /proc/cmdline'
+if [ "${BENCH_FLEET_PERF:-0}" = 1 ]; then # not measured, and last (it slows what follows): profiles
+	# for a look afterwards, and where the CPU goes
+	perf record -F 4000 -g -o "$TMP/gp-warm.perf" -- env SSH_AUTH_SOCK= "${GP[@]}" >/dev/null 2>&1 || true
+	# the whole machine, by process name, during a warm run and a parallel-ssh run
+	perf record -a -e cpu-clock -F 1000 -o "$TMP/gp-warm-all.perf" -- env SSH_AUTH_SOCK= "${GP[@]}" >/dev/null 2>&1 || true
+	perf record -a -e cpu-clock -F 1000 -o "$TMP/pssh-all.perf" -- parallel-ssh -h "$TMP/hosts.txt" -l "$BUSER" -p "$P" \
+		-t 120 -x "-i $TMP/client" "${PSSH_O[@]}" -i 'cat /proc/cmdline' >/dev/null 2>&1 || true
+	for f in gp-warm-all pssh-all; do
+		log "CPU by process name, $f (samples at 1 kHz per core: 1 sample = 1 ms)"
+		perf report -i "$TMP/$f.perf" --sort comm --stdio -F sample,comm 2>/dev/null | grep -v '^#' | grep -v '^$' |
+			sort -rn | head -8 || true
+	done
+fi
 
 # --- verify --------------------------------------------------------------------
 fails=()
@@ -226,10 +242,12 @@ for r in gp-cold $(for i in $(seq 1 "$ROUNDS"); do echo "gp-warm-$i"; done); do
 	echo "$r:"
 	ok_gp "$r" || fails+=("$r: not every host evaluated ($(tail -3 "$TMP/$r.err" | tr '\n' ' '))")
 done
-for i in $(seq 1 "$ROUNDS"); do
-	n=$(grep -c '\[SUCCESS\]' "$TMP/pssh-$i.out" || true)
-	echo "pssh-$i: $n of $N hosts succeeded"
-	[ "$n" = "$N" ] || fails+=("parallel-ssh round $i: $n of $N hosts succeeded ($(grep -m3 FAILURE "$TMP/pssh-$i.out" | tr '\n' ' '))")
+for p in pssh psshsudo; do
+	for i in $(seq 1 "$ROUNDS"); do
+		n=$(grep -c '\[SUCCESS\]' "$TMP/$p-$i.out" || true)
+		echo "$p-$i: $n of $N hosts succeeded"
+		[ "$n" = "$N" ] || fails+=("$p round $i: $n of $N hosts succeeded ($(grep -m3 FAILURE "$TMP/$p-$i.out" | tr '\n' ' '))")
+	done
 done
 n=$(grep -c '| CHANGED | rc=0' "$TMP/ansible.out" || true)
 echo "ansible: $n of $N hosts succeeded"
@@ -255,7 +273,8 @@ printf '|%s|%s|%s|%s|%s|\n' "----------------------------------------------" "--
 row "\`gpuprep fleet check\` (cold: upload)" gp-cold
 row "\`gpuprep fleet check\` (warm: cached)" gp-warm
 row "\`parallel-ssh -i 'cat /proc/cmdline'\`" pssh
-echo "(warm and parallel-ssh: the median of $ROUNDS alternating rounds; walls: gpuprep $WARM_ROUNDS, parallel-ssh $PSSH_ROUNDS)"
+row "\`parallel-ssh -i 'sudo -n cat /proc/cmdline'\`" psshsudo
+echo "(these three: the median of $ROUNDS alternating rounds; walls: gpuprep $WARM_ROUNDS, parallel-ssh $PSSH_ROUNDS, with sudo $PSSHSUDO_ROUNDS)"
 row "\`gpuprep fleet check --no-sudo\` (warm)" gp-nosudo
 row "\`gpuprep fleet run -- --version\` (warm, sudo)" gp-version
 row "\`ansible -m raw -a 'cat /proc/cmdline'\`" ansible
