@@ -503,13 +503,7 @@ func stampCmd(bin, dir string) string {
 // stamp's own instant, a replacement keeping the time, a chmod) is caught
 // by the binary's own check before it does anything.
 //
-// The script forks nothing before the binary (each fork costs a host about
-// a millisecond and a half): the host's architecture (a binary of another
-// architecture must never be started: sudo would run it as a shell script)
-// is read from /proc/sys/kernel/arch, uname -m's answer as a file (Linux 6.1
-// and later; older kernels fork uname), and whether the user is root from
-// the owner of "/" ([ -O / ]: when in doubt sudo -n runs, which root may
-// use too).
+// The script forks nothing before the binary (see stampedScript).
 func (e *Exec) runStamped(ctx context.Context, c *ssh.Client, h *Host, args []string) (Output, bool, error) {
 	base := `"$HOME"/.cache/gpuprep`
 	if v := h.Var("gpuprep_cache_dir"); v != "" {
@@ -522,21 +516,7 @@ func (e *Exec) runStamped(ctx context.Context, c *ssh.Client, h *Host, args []st
 	if err != nil {
 		return Output{}, false, err
 	}
-	qargs = StampFlag + ` "$d"/` + stampName + ` ` + qargs
-	run := `exec "$b" ` + qargs
-	if !e.NoSudo {
-		run = `if [ -O / ]; then exec "$b" ` + qargs + `; else exec sudo -n -- "$b" ` + qargs + `; fi`
-	}
-	arch := Quote(e.Binary.Arch)
-	script := strings.Join([]string{
-		`no() { echo ` + Quote(notStampedMsg) + ` >&2; exit ` + fmt.Sprint(NotStampedRC) + `; }`,
-		`case "$HOME" in /*) ;; *) no ;; esac`,
-		`d=` + base + `/` + e.Binary.SHA256 + `; b="$d"/gpuprep`,
-		`[ -f "$b" ] && [ -f "$d"/` + stampName + ` ] && [ ! -L "$d" ] && [ -O "$d" ] && [ -O "$b" ] && [ -O "$d"/` + stampName + ` ] && ! [ "$b" -nt "$d"/` + stampName + ` ] || no`,
-		`{ read -r a < /proc/sys/kernel/arch; } 2>/dev/null || a=$(uname -m)`,
-		`[ "$a" = ` + arch + ` ] || no`,
-		run,
-	}, "\n")
+	script := stampedScript(base, e.Binary.SHA256, e.Binary.Arch, qargs, e.NoSudo)
 	o, err := session(ctx, c, script, nil)
 	if err != nil {
 		return o, false, err
@@ -550,4 +530,34 @@ func (e *Exec) runStamped(ctx context.Context, c *ssh.Client, h *Host, args []st
 	}
 	o.Stderr = append(o.Stderr[:i:i], o.Stderr[i+len(StampedMarker):]...)
 	return o, true, nil
+}
+
+// stampedScript is runStamped's shell script: base is the cache directory
+// as shell text (quoted, or "$HOME"/…), qargs the quoted arguments.
+//
+// It forks nothing before the binary (each fork costs a host about a
+// millisecond and a half): the host's architecture (a binary of another
+// architecture must never be started: sudo would run it as a shell script)
+// is read from /proc/sys/kernel/arch, uname -m's answer as a file (Linux 6.1
+// and later; older kernels fork uname), and whether the user is root from
+// the owners of "/" and of PID 1 ([ -O / ] && [ -O /proc/1 ]): a user who
+// owns both is root, or root of a container of their own. When in doubt
+// (a root whose "/" shows another owner, as in some user namespaces; a
+// /proc mounted hidepid) sudo -n runs, which root may use too; a user who
+// merely owns "/" (as in some rootless containers) goes through sudo.
+func stampedScript(base, sha, arch, qargs string, noSudo bool) string {
+	qargs = StampFlag + ` "$d"/` + stampName + ` ` + qargs
+	run := `exec "$b" ` + qargs
+	if !noSudo {
+		run = `if [ -O / ] && [ -O /proc/1 ]; then exec "$b" ` + qargs + `; else exec sudo -n -- "$b" ` + qargs + `; fi`
+	}
+	return strings.Join([]string{
+		`no() { echo ` + Quote(notStampedMsg) + ` >&2; exit ` + fmt.Sprint(NotStampedRC) + `; }`,
+		`case "$HOME" in /*) ;; *) no ;; esac`,
+		`d=` + base + `/` + sha + `; b="$d"/gpuprep`,
+		`[ -f "$b" ] && [ -f "$d"/` + stampName + ` ] && [ ! -L "$d" ] && [ -O "$d" ] && [ -O "$b" ] && [ -O "$d"/` + stampName + ` ] && ! [ "$b" -nt "$d"/` + stampName + ` ] || no`,
+		`{ read -r a < /proc/sys/kernel/arch; } 2>/dev/null || a=$(uname -m)`,
+		`[ "$a" = ` + Quote(arch) + ` ] || no`,
+		run,
+	}, "\n")
 }

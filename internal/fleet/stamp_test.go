@@ -2,8 +2,11 @@ package fleet
 
 import (
 	"bytes"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -80,4 +83,75 @@ func TestAgentArgsPassThrough(t *testing.T) {
 		assert.Equal(t, args, rest)
 	}
 	assert.Empty(t, errb.String())
+}
+
+// The warm path's script under the real /bin/sh: the binary runs directly
+// for root, through sudo -n for anyone else, and never when the cache is
+// not as the stamp left it or the architecture differs.
+func TestStampedScriptUnderSh(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root: runs the script as root and as nobody")
+	}
+	arch, err := os.ReadFile("/proc/sys/kernel/arch")
+	if err != nil {
+		t.Skip("no /proc/sys/kernel/arch (Linux before 6.1)")
+	}
+	const sha = "0123abcd"
+	setup := func(t *testing.T, uid int) (base, bin, stamp, fakes string) {
+		top := t.TempDir()
+		require.NoError(t, os.Chmod(filepath.Dir(top), 0o755)) // t.TempDir's own parent is 0700
+		require.NoError(t, os.Chmod(top, 0o755))
+		base = filepath.Join(top, "cache")
+		d := filepath.Join(base, sha)
+		require.NoError(t, os.MkdirAll(d, 0o755))
+		bin, stamp = filepath.Join(d, "gpuprep"), filepath.Join(d, stampName)
+		require.NoError(t, os.WriteFile(bin, []byte("#!/bin/sh\necho direct \"$@\"\n"), 0o755))
+		require.NoError(t, os.WriteFile(stamp, []byte("stamp\n"), 0o644))
+		old := time.Now().Add(-time.Hour)
+		require.NoError(t, os.Chtimes(bin, old, old))
+		fakes = filepath.Join(top, "bin")
+		require.NoError(t, os.MkdirAll(fakes, 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(fakes, "sudo"), []byte("#!/bin/sh\necho sudo \"$@\"\n"), 0o755))
+		for _, p := range []string{base, d, bin, stamp} {
+			require.NoError(t, os.Lchown(p, uid, uid))
+		}
+		return
+	}
+	run := func(t *testing.T, uid int, base string, fakes, arch string) (string, int) {
+		script := stampedScript(Quote(base), sha, arch, "check -o json", false)
+		argv := []string{"/bin/sh", "-c", script}
+		if uid != 0 {
+			argv = append([]string{"setpriv", "--reuid", fmt.Sprint(uid), "--regid", fmt.Sprint(uid), "--clear-groups", "--"}, argv...)
+		}
+		cmd := exec.Command(argv[0], argv[1:]...)
+		cmd.Env = []string{"HOME=/nonexistent", "PATH=" + fakes + ":/usr/bin:/bin"}
+		out, _ := cmd.CombinedOutput()
+		return strings.TrimSpace(string(out)), cmd.ProcessState.ExitCode()
+	}
+	a := strings.TrimSpace(string(arch))
+	want := StampFlag + " %s/" + sha + "/" + stampName + " check -o json"
+
+	base, _, _, fakes := setup(t, 0)
+	out, rc := run(t, 0, base, fakes, a)
+	require.Equal(t, 0, rc, out)
+	require.Equal(t, "direct "+fmt.Sprintf(want, base), out, "root runs the binary itself")
+
+	const nobody = 65534
+	base, bin, stamp, fakes := setup(t, nobody)
+	out, rc = run(t, nobody, base, fakes, a)
+	require.Equal(t, 0, rc, out)
+	require.Equal(t, "sudo -n -- "+filepath.Join(base, sha, "gpuprep")+" "+fmt.Sprintf(want, base), out, "a user goes through sudo -n")
+
+	out, rc = run(t, nobody, base, fakes, "not-"+a)
+	require.Equal(t, NotStampedRC, rc, out)
+	require.Equal(t, notStampedMsg, out, "another architecture: never started")
+
+	require.NoError(t, os.Chtimes(bin, time.Now().Add(time.Hour), time.Now().Add(time.Hour)))
+	out, rc = run(t, nobody, base, fakes, a)
+	require.Equal(t, NotStampedRC, rc, "a binary newer than its stamp is not started: %s", out)
+	require.NoError(t, os.Chtimes(bin, time.Now().Add(-time.Hour), time.Now().Add(-time.Hour)))
+
+	require.NoError(t, os.Lchown(stamp, 0, 0))
+	out, rc = run(t, nobody, base, fakes, a)
+	require.Equal(t, NotStampedRC, rc, "a stamp someone else owns: %s", out)
 }
