@@ -81,7 +81,7 @@ func Shared(t testing.TB, tag string) *Env {
 	return shared
 }
 
-// Cleanup removes the shared Env and the built gpuprep.
+// Cleanup removes the shared Env, its users and the built gpuprep.
 func Cleanup() {
 	sharedMu.Lock()
 	defer sharedMu.Unlock()
@@ -89,6 +89,13 @@ func Cleanup() {
 		os.RemoveAll(shared.Dir)
 		if shared.sudoers != "" {
 			os.Remove(shared.sudoers)
+		}
+		// the users are the tests' by their names, made or taken over by
+		// newEnv: none is left behind (a user still running a process,
+		// a session sshd has not ended yet, is left; the next run takes
+		// it over)
+		for _, u := range []string{shared.User, shared.NoSudoUser} {
+			exec.Command("userdel", u).Run()
 		}
 	}
 	if buildBin != "" {
