@@ -135,8 +135,12 @@ func Discover(root *host.Root) (*Inventory, error) {
 		if !IsAddress(addr) {
 			return nil, fmt.Errorf("PCI discovery: %s/%s: not a PCI address (domain:bus:device.function)", devices, addr)
 		}
+		beforeRead(addr)
 		d, err := readDevice(root, bus, addr)
 		if err != nil {
+			if _, lerr := bus.Readlink(addr); errors.Is(lerr, fs.ErrNotExist) {
+				continue // removed while we read it (VFs torn down, a hot unplug): not there
+			}
 			return nil, fmt.Errorf("PCI discovery: %w", err)
 		}
 		inv.Devices = append(inv.Devices, d)
@@ -145,6 +149,10 @@ func Discover(root *host.Root) (*Inventory, error) {
 	sort.Slice(inv.Devices, func(i, j int) bool { return inv.Devices[i].Address < inv.Devices[j].Address })
 	return inv, nil
 }
+
+// beforeRead runs before each device is read (tests: a device that goes
+// away between the listing and the reading).
+var beforeRead = func(addr string) {}
 
 func readDevice(root *host.Root, bus *host.Dir, addr string) (*Device, error) {
 	d := &Device{Address: addr}

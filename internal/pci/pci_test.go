@@ -152,3 +152,30 @@ func TestIsAddress(t *testing.T) {
 		require.False(t, IsAddress(s), s)
 	}
 }
+
+// A device removed between the listing and its reading (SR-IOV VFs torn
+// down, a hot unplug) is not there; the others are found.
+func TestDiscoverSkipsADeviceRemovedMeanwhile(t *testing.T) {
+	dir := t.TempDir()
+	b := fixture.New(dir)
+	fixture.HGX(b)
+	require.NoError(t, b.Err())
+	want := ours(t, dir)
+	require.Contains(t, want, "0000:13:00.0")
+	link := filepath.Join(dir, "sys/bus/pci/devices/0000:13:00.0")
+	target, err := os.Readlink(link)
+	require.NoError(t, err)
+	devDir := filepath.Join(filepath.Dir(link), target)
+
+	old := beforeRead
+	t.Cleanup(func() { beforeRead = old })
+	beforeRead = func(addr string) {
+		if addr == "0000:13:00.0" {
+			require.NoError(t, os.Remove(link))
+			require.NoError(t, os.RemoveAll(devDir))
+		}
+	}
+	got := ours(t, dir)
+	delete(want, "0000:13:00.0")
+	require.Equal(t, want, got)
+}
