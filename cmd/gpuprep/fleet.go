@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -221,15 +222,25 @@ func (c *fleetCmd) collect(cmd *cobra.Command, command []string) (*report.FleetR
 		Args: func(h *fleet.Host) ([]string, error) { return c.remoteArgs(h, command) },
 		Done: prog.done,
 	}
+	var mu sync.Mutex
+	reports := map[*fleet.Host]*report.Report{} // each host's, parsed once, as it finishes
 	if command == nil {
-		r.Evaluated = func(h *fleet.Host, o fleet.Output) error { _, err := parseReport(o); return err }
+		r.Evaluated = func(h *fleet.Host, o fleet.Output) error {
+			rep, err := parseReport(o)
+			if err == nil {
+				mu.Lock()
+				reports[h] = rep
+				mu.Unlock()
+			}
+			return err
+		}
 	}
 	results := r.Run(ctx, hosts)
 	prog.finish()
 
 	fr := &report.FleetReport{Mode: c.mode, Command: command, Interrupted: ctx.Err() != nil}
 	for _, res := range results {
-		fr.Hosts = append(fr.Hosts, c.fleetHost(res, command))
+		fr.Hosts = append(fr.Hosts, c.fleetHost(res, command, reports[res.Host]))
 	}
 	fr.Finish()
 	return fr, nil
@@ -390,7 +401,9 @@ func tail(b []byte) string {
 	return s
 }
 
-func (c *fleetCmd) fleetHost(res *fleet.Result, command []string) report.FleetHost {
+// fleetHost turns a host's result into its report entry; rep is its
+// ReadinessReport when check ran there and answered.
+func (c *fleetCmd) fleetHost(res *fleet.Result, command []string, rep *report.Report) report.FleetHost {
 	h := report.FleetHost{Name: res.Host.Name, Address: res.Host.Target(), Status: res.Status, Error: res.Err,
 		Mode: c.hostMode(res.Host), DurationMs: res.Duration.Milliseconds()}
 	if command != nil {
@@ -400,9 +413,8 @@ func (c *fleetCmd) fleetHost(res *fleet.Result, command []string) report.FleetHo
 		return h
 	}
 	if command == nil {
-		rep, err := parseReport(res.Output)
-		if err != nil { // cannot happen: Evaluated checked it
-			h.Status, h.Error = fleet.StatusError, err.Error()
+		if rep == nil { // cannot happen: Evaluated parsed it
+			h.Status, h.Error = fleet.StatusError, "gpuprep check printed no ReadinessReport"
 			return h
 		}
 		h.Report = rep
