@@ -69,7 +69,13 @@ func Read(root *host.Root, addr string) GPU {
 		g.Interface = "mdev"
 		add(t)
 	}
-	for _, l := range root.Names(dev) {
+	// virtfnN links exist for enabled VFs only: none when sriov_numvfs
+	// says 0 or the GPU has no SR-IOV (no such file). Unreadable: look.
+	var names []string
+	if g.NumVFs > 0 || g.NumVFs < 0 && root.Exists(dev+"/sriov_numvfs") {
+		names = root.Names(dev)
+	}
+	for _, l := range names {
 		if !strings.HasPrefix(l, "virtfn") {
 			continue
 		}
