@@ -281,13 +281,14 @@ func (r *Root) ReadDir(p string) ([]fs.DirEntry, error) {
 // Names lists the entry names of the host directory p, sorted; a missing
 // directory gives none.
 func (r *Root) Names(p string) []string {
-	ents, err := r.ReadDir(p)
+	d, err := r.OpenDir(p)
 	if err != nil {
 		return nil
 	}
-	out := make([]string, 0, len(ents))
-	for _, e := range ents {
-		out = append(out, e.Name())
+	defer d.Close()
+	out, err := d.Names()
+	if err != nil {
+		return nil
 	}
 	sort.Strings(out)
 	return out
