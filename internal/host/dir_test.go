@@ -25,11 +25,7 @@ func TestDirReadsEntriesByName(t *testing.T) {
 	require.NoError(t, os.Symlink("/etc/secret", filepath.Join(dev, "modalias")))
 	require.NoError(t, os.Symlink("../../../devices/pci0000:00/0000:00:01.0/0000:01:00.0", filepath.Join(dir, "sys/bus/pci/devices/0000:01:00.0")))
 
-	plain, err := NewRoot(dir)
-	require.NoError(t, err)
-	walk, err := NewRoot(dir)
-	require.NoError(t, err)
-	walk.rfd.off.Store(true) // as on a kernel without openat2
+	plain, walk := bothWays(t, dir)
 	for _, r := range []*Root{plain, walk, walk.ReadOnly()} {
 		d, err := r.OpenDir("/sys/bus/pci/devices/0000:01:00.0")
 		require.NoError(t, err)

@@ -28,11 +28,7 @@ func TestRootResolvesLinksInsideTheRoot(t *testing.T) {
 	require.NoError(t, os.Symlink("loop2", filepath.Join(dir, "etc/loop1")))
 	require.NoError(t, os.Symlink("loop1", filepath.Join(dir, "etc/loop2")))
 
-	plain, err := NewRoot(dir)
-	require.NoError(t, err)
-	walk, err := NewRoot(dir)
-	require.NoError(t, err)
-	walk.rfd.off.Store(true) // as on a kernel without openat2
+	plain, walk := bothWays(t, dir)
 	for _, r := range []*Root{plain, plain.ReadOnly(), walk, walk.ReadOnly()} {
 		resolvesInside(t, r)
 	}
@@ -114,4 +110,16 @@ func TestRunnersTakeArgvOnly(t *testing.T) {
 	r, _ := NewRoot(t.TempDir())
 	_, err = DefaultRunner(r).Run(t.Context(), "true")
 	require.ErrorIs(t, err, ErrNoCommands)
+}
+
+// bothWays returns two Roots for dir: one that resolves paths with
+// openat2, one that walks them itself, as on a kernel without openat2.
+func bothWays(t *testing.T, dir string) (plain, walk *Root) {
+	t.Helper()
+	plain, err := NewRoot(dir)
+	require.NoError(t, err)
+	walk, err = NewRoot(dir)
+	require.NoError(t, err)
+	walk.rfd.off.Store(true)
+	return plain, walk
 }

@@ -83,9 +83,7 @@ func TestDiscoverWithoutPCI(t *testing.T) {
 
 func TestDiscoverFallsBackToAttributes(t *testing.T) {
 	dir := t.TempDir()
-	b := fixture.New(dir)
-	fixture.HGX(b)
-	require.NoError(t, b.Err())
+	require.NoError(t, fixture.Build("hgx-h200", dir))
 	dev := filepath.Join(dir, "sys/bus/pci/devices/0000:13:00.0")
 	want := ours(t, dir)["0000:13:00.0"]
 	require.Equal(t, "0302", want.BaseClass())
@@ -111,9 +109,7 @@ func TestDiscoverFallsBackToAttributes(t *testing.T) {
 // cannot make discovery read a file outside the root.
 func TestDiscoverDoesNotFollowAttributeLinks(t *testing.T) {
 	dir := t.TempDir()
-	b := fixture.New(dir)
-	fixture.HGX(b)
-	require.NoError(t, b.Err())
+	require.NoError(t, fixture.Build("hgx-h200", dir))
 	outside := filepath.Join(t.TempDir(), "modalias")
 	require.NoError(t, os.WriteFile(outside, []byte("pci:v00001234d00005678sv00000000sd00000000bc03sc00i00\n"), 0o644))
 	dev := filepath.Join(dir, "sys/bus/pci/devices/0000:13:00.0")
@@ -125,9 +121,7 @@ func TestDiscoverDoesNotFollowAttributeLinks(t *testing.T) {
 
 func TestDiscoverRejectsBadEntries(t *testing.T) {
 	dir := t.TempDir()
-	b := fixture.New(dir)
-	fixture.HGX(b)
-	require.NoError(t, b.Err())
+	require.NoError(t, fixture.Build("hgx-h200", dir))
 	devs := filepath.Join(dir, "sys/bus/pci/devices")
 	root, err := host.NewRoot(dir)
 	require.NoError(t, err)
@@ -157,9 +151,7 @@ func TestIsAddress(t *testing.T) {
 // down, a hot unplug) is not there; the others are found.
 func TestDiscoverSkipsADeviceRemovedMeanwhile(t *testing.T) {
 	dir := t.TempDir()
-	b := fixture.New(dir)
-	fixture.HGX(b)
-	require.NoError(t, b.Err())
+	require.NoError(t, fixture.Build("hgx-h200", dir))
 	want := ours(t, dir)
 	require.Contains(t, want, "0000:13:00.0")
 	link := filepath.Join(dir, "sys/bus/pci/devices/0000:13:00.0")
