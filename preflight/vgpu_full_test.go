@@ -49,3 +49,25 @@ func TestVGPUTypesEveryVFTaken(t *testing.T) {
 	require.Equal(t, preflight.Fail, f.Status, f.Message)
 	require.Contains(t, f.Message, "no vGPU types offered")
 }
+
+// An Env reads each GPU's vGPU state once, for the checks and the report
+// alike; a new Env (the next check) reads it again.
+func TestEnvReadsVGPUStateOnce(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, fixture.Build("sriov-vgpu", dir))
+	root, err := host.NewRoot(dir)
+	require.NoError(t, err)
+	env, err := preflight.NewEnv(root, host.NoRunner{}, pci.Selector{}, "")
+	require.NoError(t, err)
+	first := env.VGPU("0000:41:00.0")
+	require.Equal(t, vgpu.Read(root, "0000:41:00.0"), first)
+	require.Equal(t, 4, first.NumVFs)
+
+	b := fixture.New(dir)
+	b.File("/sys/bus/pci/devices/0000:41:00.0/sriov_numvfs", "0\n")
+	require.NoError(t, b.Err())
+	require.Equal(t, first, env.VGPU("0000:41:00.0"), "the same Env: read once")
+	again, err := preflight.NewEnv(root, host.NoRunner{}, pci.Selector{}, "")
+	require.NoError(t, err)
+	require.Equal(t, 0, again.VGPU("0000:41:00.0").NumVFs, "a new Env reads the host again")
+}

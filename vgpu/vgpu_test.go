@@ -1,6 +1,7 @@
 package vgpu
 
 import (
+	"os"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -52,4 +53,24 @@ func TestReadNothing(t *testing.T) {
 func TestResourceName(t *testing.T) {
 	require.Equal(t, "nvidia.com/NVIDIA_A10-12Q", ResourceName("NVIDIA A10-12Q"))
 	require.Equal(t, "nvidia.com/GRID_T4-1Q", ResourceName("GRID T4-1Q"))
+}
+
+// VF links are looked for only where VFs can be: sriov_numvfs above 0, or
+// present but unreadable. Where it says 0, or the GPU has no SR-IOV, a
+// listing would find none on a real host; a fixture that has links anyway
+// shows that they are not read.
+func TestReadLooksForVFsOnlyWhereThereCanBeSome(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, fixture.Build("sriov-vgpu", dir))
+	root, err := host.NewRoot(dir)
+	require.NoError(t, err)
+	numvfs := dir + "/sys/bus/pci/devices/0000:41:00.0/sriov_numvfs"
+
+	require.Len(t, Read(root, "0000:41:00.0").VFs, 4, "4 enabled")
+	require.NoError(t, os.WriteFile(numvfs, []byte("0\n"), 0o644))
+	require.Empty(t, Read(root, "0000:41:00.0").VFs, "0 enabled")
+	require.NoError(t, os.WriteFile(numvfs, []byte("garbage\n"), 0o644))
+	require.Len(t, Read(root, "0000:41:00.0").VFs, 4, "unreadable: looked for")
+	require.NoError(t, os.Remove(numvfs))
+	require.Empty(t, Read(root, "0000:41:00.0").VFs, "no SR-IOV")
 }

@@ -72,21 +72,27 @@ func (d *Dir) Names() ([]string, error) {
 	return names, nil
 }
 
-// ReadString reads the entry name, a regular file (a sysfs attribute),
-// with surrounding white space removed. A symlink is refused (ELOOP).
+// maxAttr bounds what ReadString reads: a sysfs attribute is at most a
+// page; a fixture's character device must not be read forever.
+const maxAttr = 64 << 10
+
+// ReadString reads the entry name, a sysfs attribute or a regular file,
+// with surrounding white space removed. A symlink is refused (ELOOP); a
+// FIFO does not block (O_NONBLOCK); more than 64 KiB is an error.
+//
+// Not for procfs: a sysfs attribute comes whole from one read of at most a
+// page and a regular file reads short only at its end, so a short read is
+// taken as the end (no second read to see 0), which a procfs seq file
+// (short reads mid-file) would break.
 func (d *Dir) ReadString(name string) (string, error) {
 	if err := checkName(name); err != nil {
 		return "", d.pathError("open", name, err)
 	}
-	fd, err := openat(int(d.f.Fd()), name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC)
+	fd, err := openat(int(d.f.Fd()), name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC)
 	if err != nil {
 		return "", d.pathError("open", name, err)
 	}
 	defer unix.Close(fd)
-	// A sysfs attribute comes whole from one read of at most a page, and a
-	// regular file reads short only at its end, so a short read is the
-	// end: no second read to see 0. A larger file (a fixture's, never an
-	// attribute) is read on.
 	var buf [4096]byte
 	var out []byte
 	for {
@@ -100,6 +106,9 @@ func (d *Dir) ReadString(name string) (string, error) {
 		out = append(out, buf[:n]...)
 		if n < len(buf) {
 			break
+		}
+		if len(out) > maxAttr {
+			return "", d.pathError("read", name, errors.New("more than 64 KiB: not an attribute"))
 		}
 	}
 	return strings.TrimSpace(string(out)), nil

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 )
 
 func TestDirReadsEntriesByName(t *testing.T) {
@@ -24,6 +25,8 @@ func TestDirReadsEntriesByName(t *testing.T) {
 	require.NoError(t, os.Symlink(long, filepath.Join(dev, "driver")))
 	require.NoError(t, os.Symlink("/etc/secret", filepath.Join(dev, "modalias")))
 	require.NoError(t, os.Symlink("../../../devices/pci0000:00/0000:00:01.0/0000:01:00.0", filepath.Join(dir, "sys/bus/pci/devices/0000:01:00.0")))
+	require.NoError(t, unix.Mkfifo(filepath.Join(dev, "fifo"), 0o644))
+	zero := unix.Mknod(filepath.Join(dev, "zero"), unix.S_IFCHR|0o644, int(unix.Mkdev(1, 5))) == nil // /dev/zero; root only
 
 	plain, walk := bothWays(t, dir)
 	for _, r := range []*Root{plain, walk, walk.ReadOnly()} {
@@ -55,13 +58,25 @@ func TestDirReadsEntriesByName(t *testing.T) {
 		}
 		_, err = d.ReadString("missing")
 		require.ErrorContains(t, err, "no such file or directory")
+		// a FIFO does not block; a file without end is not read forever
+		s, err = d.ReadString("fifo")
+		require.NoError(t, err)
+		require.Equal(t, "", s)
+		if zero {
+			_, err = d.ReadString("zero")
+			require.ErrorContains(t, err, "more than 64 KiB: not an attribute")
+		}
 
 		// Names twice: the directory is read from its start each time
 		for i := 0; i < 2; i++ {
 			names, err := d.Names()
 			require.NoError(t, err)
 			sort.Strings(names)
-			require.Equal(t, []string{"big", "driver", "modalias", "vendor"}, names)
+			want := []string{"big", "driver", "fifo", "modalias", "vendor", "zero"}
+			if !zero {
+				want = want[:5]
+			}
+			require.Equal(t, want, names)
 		}
 		require.NoError(t, d.Close())
 

@@ -209,7 +209,7 @@ func (d *Device) identityFromAttributes(dir *host.Dir) error {
 	}{{"vendor", &d.VendorID, 4}, {"device", &d.DeviceID, 4}, {"class", &d.Class, 6}} {
 		s, err := dir.ReadString(a.name)
 		if err != nil {
-			return fmt.Errorf("%s: no readable modalias, and %w", dir.Path(), err)
+			return fmt.Errorf("%s: no usable modalias, and %w", dir.Path(), err)
 		}
 		v, _, ok := cutHex(strings.ToLower(s), "0x", a.n)
 		if !ok || len(s) != 2+a.n {
@@ -243,7 +243,7 @@ func isHex(s string) bool {
 // device and function, lower case: 0000:41:00.0.
 func IsAddress(s string) bool {
 	i := strings.IndexByte(s, ':')
-	if i < 4 || i > 8 || !isHex(s[:i]) {
+	if i < 4 || i > 8 || !isHex(s[:i]) || i > 4 && s[0] == '0' { // sysfs prints %04x
 		return false
 	}
 	r := s[i+1:]
