@@ -2,7 +2,6 @@ package host
 
 import (
 	"errors"
-	"io"
 	"io/fs"
 	"os"
 	"path"
@@ -90,27 +89,39 @@ func (r *Root) openFD(op, p string, flags int) (fd int, name string, ok bool, er
 	}
 }
 
+// maxRead bounds a read of anything but a regular file (a fixture's
+// character device would otherwise be read until memory runs out).
+const maxRead = 64 << 20
+
 func (r *Root) readFileIn(p string) ([]byte, bool, error) {
-	f, ok, err := r.openIn("open", p, unix.O_RDONLY)
+	// O_NONBLOCK: a fixture's FIFO reads as empty instead of hanging. The
+	// bare descriptor, not an os.File: nothing to register with the poller.
+	fd, name, ok, err := r.openFD("open", p, unix.O_RDONLY|unix.O_NONBLOCK)
 	if !ok || err != nil {
 		return nil, ok, err
 	}
-	defer f.Close()
+	defer unix.Close(fd)
 	size := 512
-	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() && fi.Size() > 0 && fi.Size() < 1<<30 {
-		size = int(fi.Size()) + 1 // sysfs attributes say 4096 whatever they hold
+	var st unix.Stat_t
+	if unix.Fstat(fd, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFREG && st.Size > 0 && st.Size < 1<<30 {
+		size = int(st.Size) + 1 // sysfs attributes say 4096 whatever they hold
 	}
 	data := make([]byte, 0, size)
 	for {
-		n, err := f.Read(data[len(data):cap(data)])
-		data = data[:len(data)+n]
-		if err == io.EOF {
+		n, err := unix.Read(fd, data[len(data):cap(data)])
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err != nil:
+			return nil, true, &fs.PathError{Op: "read", Path: name, Err: err}
+		case n == 0:
 			return data, true, nil
 		}
-		if err != nil {
-			return nil, true, err
-		}
+		data = data[:len(data)+n]
 		if len(data) == cap(data) {
+			if len(data) >= maxRead {
+				return nil, true, &fs.PathError{Op: "read", Path: name, Err: errors.New("more than 64 MiB")}
+			}
 			data = slices.Grow(data, len(data))
 		}
 	}
