@@ -540,16 +540,18 @@ func (e *Exec) runStamped(ctx context.Context, c *ssh.Client, h *Host, args []st
 // architecture must never be started: sudo would run it as a shell script)
 // is read from /proc/sys/kernel/arch, uname -m's answer as a file (Linux 6.1
 // and later; older kernels fork uname), and whether the user is root from
-// the owners of "/" and of PID 1 ([ -O / ] && [ -O /proc/1 ]): a user who
-// owns both is root, or root of a container of their own. When in doubt
-// (a root whose "/" shows another owner, as in some user namespaces; a
-// /proc mounted hidepid) sudo -n runs, which root may use too; a user who
-// merely owns "/" (as in some rootless containers) goes through sudo.
+// the shell's effective UID in /proc/self/status, as id -u would say (the
+// read builtin: about a hundred one-byte reads, 0.2 ms; owners of files such
+// as "/" were wrong in sandboxes and user namespaces). Without /proc, sudo
+// -n runs, which root may use too.
 func stampedScript(base, sha, arch, qargs string, noSudo bool) string {
 	qargs = StampFlag + ` "$d"/` + stampName + ` ` + qargs
 	run := `exec "$b" ` + qargs
 	if !noSudo {
-		run = `if [ -O / ] && [ -O /proc/1 ]; then exec "$b" ` + qargs + `; else exec sudo -n -- "$b" ` + qargs + `; fi`
+		run = strings.Join([]string{
+			`u=; { while read -r k _ e _; do [ "$k" = Uid: ] && { u=$e; break; }; done < /proc/self/status; } 2>/dev/null`,
+			`if [ "$u" = 0 ]; then exec "$b" ` + qargs + `; else exec sudo -n -- "$b" ` + qargs + `; fi`,
+		}, "\n")
 	}
 	return strings.Join([]string{
 		`no() { echo ` + Quote(notStampedMsg) + ` >&2; exit ` + fmt.Sprint(NotStampedRC) + `; }`,
