@@ -370,29 +370,46 @@ func rolloutTable(tw io.Writer, f *FleetReport) {
 				detail = strings.Join(bl, ", ")
 			}
 		}
-		if rh := h.Reboot; rh != nil && rh.Completed { // else Error says what went wrong
-			what := fmt.Sprintf("rebooted (%s)", (time.Duration(rh.WaitedMs) * time.Millisecond).Round(time.Second))
-			if detail != "" {
-				what += "; " + detail
-			}
-			detail = what
+		if rebooted := h.RebootNote(); rebooted != "" {
+			detail = joinNotes(rebooted, detail)
 		}
-		if rb := h.Rollback; rb != nil {
-			what := "rolled back"
-			if rb.RebootRequired {
-				what += " (reboot needed to complete)"
-			}
-			if h.Outcome == OutcomeRollbackFailed {
-				what = "rollback failed: " + firstLine(rb.Error, 80)
-			}
-			if detail != "" {
-				detail += "; "
-			}
-			detail += what
-		}
+		detail = joinNotes(detail, h.RollbackNote())
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", Clean(h.Name), Clean(h.Address), Clean(h.Phase), Clean(h.Outcome),
 			h.Status, code, verdict, detail)
 	}
+}
+
+// RebootNote says how a host's reboot in fleet apply --reboot went when it
+// completed ("rebooted (42s)"); "" otherwise (Error says what went wrong).
+func (h *FleetHost) RebootNote() string {
+	if rh := h.Reboot; rh != nil && rh.Completed {
+		return fmt.Sprintf("rebooted (%s)", (time.Duration(rh.WaitedMs) * time.Millisecond).Round(time.Second))
+	}
+	return ""
+}
+
+// RollbackNote says whether and how a host was rolled back; "" when not.
+func (h *FleetHost) RollbackNote() string {
+	rb := h.Rollback
+	switch {
+	case rb == nil:
+		return ""
+	case h.Outcome == OutcomeRollbackFailed:
+		return "rollback failed: " + firstLine(rb.Error, 80)
+	case rb.RebootRequired:
+		return "rolled back (reboot needed to complete)"
+	}
+	return "rolled back"
+}
+
+func joinNotes(a, b string) string {
+	switch {
+	case a == "":
+		return b
+	case b == "":
+		return a
+	}
+	return a + "; " + b
 }
 
 func summaryLine(f *FleetReport) string {

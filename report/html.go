@@ -56,7 +56,7 @@ details{border:1px solid #d8dee4;border-radius:6px;margin:.6rem 0;padding:.3rem 
 <h1>gpuprep readiness report</h1>
 <p class="muted">{{.Summary.Hosts}} host(s){{if .Mode}}, mode <code>{{.Mode}}</code>{{end}}: <span class="ready">{{.Summary.Ready}} ready</span>, <span class="not-ready">{{.Summary.NotReady}} not ready</span>, <span class="unknown">{{.Summary.Unknown}} unknown</span>{{with notEvaluated .Summary}}, <span class="error">{{.}} not evaluated</span>{{end}}{{if .Interrupted}} — interrupted before every host finished{{end}}</p>
 {{with .Rollout}}<h2>Rollout</h2><p>Canary {{.Canary}}, then batches of {{.Batch}}; stop when more than {{.MaxFailures}} host(s) failed{{if .RollbackOnFailure}}, rolling failed hosts back{{end}}: {{.Failures}} failed.{{if .Stopped}} <span class="fail">Stopped: {{.Stopped}}</span>{{end}}</p>
-<table><thead><tr><th>Host</th><th>Phase</th><th>Outcome</th></tr></thead><tbody>{{range $.Hosts}}<tr><td>{{.Name}}</td><td>{{.Phase}}</td><td>{{.Outcome}}</td></tr>{{end}}</tbody></table>{{end}}
+<table><thead><tr><th>Host</th><th>Phase</th><th>Outcome</th><th>Reboot / rollback</th></tr></thead><tbody>{{range $.Hosts}}<tr><td>{{.Name}}</td><td>{{.Phase}}</td><td>{{.Outcome}}</td><td>{{.RebootNote}}{{if and .RebootNote .RollbackNote}}; {{end}}{{.RollbackNote}}</td></tr>{{end}}</tbody></table>{{end}}
 {{if .Summary.Checks}}<h2>Across the fleet</h2><ul>{{range .Summary.Checks}}<li class="{{.Status}}">{{sentence .}}</li>{{end}}</ul>{{end}}
 <h2>Hosts</h2>
 <table><thead><tr><th>Host</th><th>Address</th><th>Status</th><th>Verdict</th><th>Blockers</th><th>Summary</th></tr></thead><tbody>

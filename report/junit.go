@@ -77,6 +77,12 @@ func FleetJUnit(w io.Writer, f *FleetReport) error {
 		if h.Phase != "" {
 			s.Properties = append(s.Properties, junitProperty{"phase", h.Phase}, junitProperty{"outcome", h.Outcome})
 		}
+		if n := h.RebootNote(); n != "" {
+			s.Properties = append(s.Properties, junitProperty{"reboot", n})
+		}
+		if n := h.RollbackNote(); n != "" {
+			s.Properties = append(s.Properties, junitProperty{"rollback", n})
+		}
 		class := "gpuprep." + h.Name
 		switch {
 		case h.Report != nil:

@@ -18,9 +18,10 @@ func FleetMarkdown(w io.Writer, f *FleetReport) error {
 		if ro.Stopped != "" {
 			fmt.Fprintf(&b, "; **stopped**: %s", mdText(ro.Stopped))
 		}
-		b.WriteString(".\n\n| host | phase | outcome | error |\n|---|---|---|---|\n")
+		b.WriteString(".\n\n| host | phase | outcome | reboot / rollback / error |\n|---|---|---|---|\n")
 		for _, h := range f.Hosts {
-			fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", mdCell(h.Name), mdCell(h.Phase), mdCell(h.Outcome), mdCell(h.Error))
+			detail := joinNotes(joinNotes(h.RebootNote(), h.RollbackNote()), h.Error)
+			fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", mdCell(h.Name), mdCell(h.Phase), mdCell(h.Outcome), mdCell(detail))
 		}
 		b.WriteString("\n")
 	}
