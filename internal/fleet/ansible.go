@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -73,6 +74,59 @@ func (a *aInv) addHostToGroup(g *aGroup, name string) {
 	if !contains(g.hosts, name) {
 		g.hosts = append(g.hosts, name)
 	}
+}
+
+// addHosts adds the hosts of pat (an INI host line's first field or a YAML
+// host key, at line) to g, with vars. A port in the pattern becomes the
+// ansible_port of the hosts the pattern defines first, before vars are set,
+// as in Ansible (InventoryData.add_host gives the port to a new Host only):
+// an ansible_port among the host's own variables wins over it.
+func (a *aInv) addHosts(g *aGroup, pat string, line int, field string, vars map[string]aVar) error {
+	pat, port := splitPatternPort(pat)
+	if port != "" {
+		if p, err := strconv.Atoi(port); err != nil || p <= 0 || p > 65535 {
+			return &Error{File: a.file, Line: line, Field: field, Msg: fmt.Sprintf("host %q: %q is not a TCP port", pat, port)}
+		}
+	}
+	names, err := expandRange(pat)
+	if err != nil {
+		return &Error{File: a.file, Line: line, Field: field, Msg: err.Error()}
+	}
+	for _, n := range names {
+		isNew := a.hosts[n] == nil
+		h := a.host(n, line)
+		if isNew && port != "" {
+			h.vars["ansible_port"] = aVar{val: port, line: line}
+		}
+		for k, v := range vars {
+			h.vars[k] = v
+		}
+		a.addHostToGroup(g, n)
+	}
+	return nil
+}
+
+// The two port forms of Ansible's parse_address
+// (lib/ansible/parsing/utils/addresses.py): "[host]:port", and "host:port"
+// where host holds no ':' outside [x:y] ranges, so that a bare IPv6
+// address keeps its colons.
+var (
+	bracketedHostPort = regexp.MustCompile(`^\[(.+)\]:([0-9]+)$`)
+	patternHostPort   = regexp.MustCompile(`^((?:[^:\[\]]|\[[^\]]*\])*):([0-9]+)$`)
+)
+
+// splitPatternPort splits a trailing :PORT off a host pattern before its
+// ranges are expanded, as Ansible does: web[01:02]:2222 is web01 and web02
+// on port 2222; [fe80::1]:2222 is fe80::1 on port 2222. port is "" when the
+// pattern names none. What remains is checked as an address later.
+func splitPatternPort(pat string) (host, port string) {
+	host = pat
+	for _, re := range []*regexp.Regexp{bracketedHostPort, patternHostPort} {
+		if m := re.FindStringSubmatch(host); m != nil && m[1] != "" {
+			host, port = m[1], m[2]
+		}
+	}
+	return host, port
 }
 
 // resolve turns the groups into Hosts.
@@ -218,7 +272,10 @@ func first(vars map[string]aVar, keys ...string) (aVar, string, bool) {
 }
 
 func (a *aInv) applyVars(h *Host, vars map[string]aVar) error {
-	if v, _, ok := first(vars, "ansible_host", "ansible_ssh_host"); ok {
+	if v, k, ok := first(vars, "ansible_host", "ansible_ssh_host"); ok {
+		if !validAddress(v.val) {
+			return &Error{File: a.file, Line: v.line, Field: k, Msg: fmt.Sprintf("host %q: %q is not a host name or IP address", h.Name, v.val)}
+		}
 		h.Address = v.val
 	}
 	if v, k, ok := first(vars, "ansible_port", "ansible_ssh_port"); ok {
@@ -231,8 +288,12 @@ func (a *aInv) applyVars(h *Host, vars map[string]aVar) error {
 	if v, _, ok := first(vars, "ansible_user", "ansible_ssh_user", "ansible_remote_user"); ok {
 		h.User = v.val
 	}
-	if v, _, ok := first(vars, "ansible_ssh_private_key_file", "ansible_private_key_file"); ok && v.val != "" {
-		h.IdentityFiles = []string{v.val}
+	if v, k, ok := first(vars, "ansible_ssh_private_key_file", "ansible_private_key_file"); ok && v.val != "" {
+		p, err := inventoryKeyFile(v.val)
+		if err != nil {
+			return &Error{File: a.file, Line: v.line, Field: k, Msg: fmt.Sprintf("host %q: %v", h.Name, err)}
+		}
+		h.IdentityFiles = []string{p}
 	}
 	if v, _, ok := first(vars, "gpuprep_mode"); ok {
 		h.Mode = v.val
@@ -291,7 +352,8 @@ func optProxyJump(o string) (string, bool) {
 }
 
 // splitFields splits a line into fields the way Ansible's INI parser
-// (shlex) does: whitespace separates, quotes group and are removed.
+// (shlex, POSIX mode) does: whitespace separates, quotes group and are
+// removed, a backslash outside quotes escapes any character.
 func splitFields(s string) ([]string, error) {
 	var out []string
 	var cur strings.Builder
@@ -299,18 +361,23 @@ func splitFields(s string) ([]string, error) {
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		switch {
-		case c == '\'' || c == '"':
+		case c == '\'':
+			// Single quotes take everything up to the next one literally.
 			j := strings.IndexByte(s[i+1:], c)
 			if j < 0 {
 				return nil, fmt.Errorf("unterminated %c quote", c)
 			}
-			val := s[i+1 : i+1+j]
-			if c == '"' {
-				val = strings.ReplaceAll(val, `\"`, `"`)
+			cur.WriteString(s[i+1 : i+1+j])
+			inField = true
+			i += j + 1
+		case c == '"':
+			val, n, ok := scanDoubleQuoted(s[i+1:])
+			if !ok {
+				return nil, fmt.Errorf("unterminated %c quote", c)
 			}
 			cur.WriteString(val)
 			inField = true
-			i += j + 1
+			i += n
 		case c == '\\' && i+1 < len(s):
 			cur.WriteByte(s[i+1])
 			inField = true
@@ -333,6 +400,26 @@ func splitFields(s string) ([]string, error) {
 		out = append(out, cur.String())
 	}
 	return out, nil
+}
+
+// scanDoubleQuoted reads the inside of a double-quoted string up to its
+// closing quote; n counts the bytes read, the quote included. As in shlex's
+// POSIX mode, a backslash escapes only a double quote or a backslash (so
+// "a\"b" is a"b and "a\\b" is a\b) and is kept before any other character.
+func scanDoubleQuoted(s string) (val string, n int, ok bool) {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '"':
+			return b.String(), i + 1, true
+		case c == '\\' && i+1 < len(s) && (s[i+1] == '"' || s[i+1] == '\\'):
+			b.WriteByte(s[i+1])
+			i++
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return "", 0, false
 }
 
 // expandRange expands an Ansible host range: gpu[01:10], rack[a:c]-n[1:4:2].
@@ -412,7 +499,7 @@ func parseINI(file string, data []byte) (*Inventory, error) {
 		if t == "" || t[0] == '#' || t[0] == ';' {
 			continue
 		}
-		if t[0] == '[' {
+		if t[0] == '[' && !startsBracketedHost(t) {
 			if !strings.HasSuffix(t, "]") {
 				return nil, bad("section", fmt.Sprintf("%q: want [group], [group:vars] or [group:children]", t))
 			}
@@ -460,34 +547,17 @@ func parseINI(file string, data []byte) (*Inventory, error) {
 			if len(f) == 0 {
 				continue
 			}
-			pat := f[0]
-			port := ""
-			// host:port (but not an IPv6 address)
-			if i := strings.LastIndexByte(pat, ':'); i > 0 && strings.Count(pat, ":") == 1 && !strings.Contains(pat, "[") {
-				pat, port = pat[:i], pat[i+1:]
-			}
-			names, err := expandRange(pat)
-			if err != nil {
-				return nil, bad("host", err.Error())
-			}
 			vars := map[string]aVar{}
-			if port != "" {
-				vars["ansible_port"] = aVar{val: port, line: line}
-			}
 			for _, kv := range f[1:] {
 				k, v, ok := strings.Cut(kv, "=")
 				if !ok || k == "" {
+					pat, _ := splitPatternPort(f[0])
 					return nil, bad("host", fmt.Sprintf("host %q: %q: want key=value", pat, kv))
 				}
 				vars[k] = aVar{val: v, line: line}
 			}
-			g := a.groups[section]
-			for _, n := range names {
-				h := a.host(n, line)
-				for k, v := range vars {
-					h.vars[k] = v
-				}
-				a.addHostToGroup(g, n)
+			if err := a.addHosts(a.groups[section], f[0], line, "host", vars); err != nil {
+				return nil, err
 			}
 		}
 	}
@@ -496,6 +566,14 @@ func parseINI(file string, data []byte) (*Inventory, error) {
 	}
 	finishImplicit(a)
 	return a.resolve()
+}
+
+// startsBracketedHost reports whether an INI line that starts with '[' is a
+// host line naming a bracketed address with a port ([fe80::1]:2222 …), the
+// one form in which an IPv6 address takes a port, rather than a section.
+func startsBracketedHost(t string) bool {
+	f := strings.Fields(t)
+	return len(f) > 0 && bracketedHostPort.MatchString(f[0])
 }
 
 // finishImplicit makes every top-level group a child of all and puts hosts
@@ -553,20 +631,12 @@ func (a *aInv) yamlGroup(k, v *yaml.Node) error {
 			}
 			for j := 0; j+1 < len(fv.Content); j += 2 {
 				hk, hv := fv.Content[j], fv.Content[j+1]
-				names, err := expandRange(hk.Value)
-				if err != nil {
-					return &Error{File: a.file, Line: hk.Line, Field: field, Msg: err.Error()}
-				}
 				vars, err := a.yamlVars(hv, field+"."+hk.Value)
 				if err != nil {
 					return err
 				}
-				for _, n := range names {
-					h := a.host(n, hk.Line)
-					for vk, vv := range vars {
-						h.vars[vk] = vv
-					}
-					a.addHostToGroup(g, n)
+				if err := a.addHosts(g, hk.Value, hk.Line, field, vars); err != nil {
+					return err
 				}
 			}
 		case "children":

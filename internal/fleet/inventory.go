@@ -7,8 +7,10 @@ package fleet
 import (
 	"bytes"
 	"fmt"
+	"net/netip"
 	"os"
 	"path"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -158,8 +160,11 @@ func validateHost(file string, h *Host) error {
 	if h.Name == "" {
 		return bad("name", "empty host name")
 	}
-	if strings.ContainsAny(h.Address, " \t\r\n\x00/") || strings.HasPrefix(h.Address, "-") {
+	if !validAddress(h.Address) {
 		return bad("address", fmt.Sprintf("host %q: %q is not a host name or IP address", h.Name, h.Address))
+	}
+	if err := validJump(h.Jump); err != nil {
+		return bad("jump", fmt.Sprintf("host %q: %v", h.Name, err))
 	}
 	if h.Port < 0 || h.Port > 65535 {
 		return bad("port", fmt.Sprintf("host %q: %d is not a TCP port", h.Name, h.Port))
@@ -176,6 +181,113 @@ func validateHost(file string, h *Host) error {
 		}
 	}
 	return nil
+}
+
+// validAddress reports whether a is a host name (letters, digits, '.', '-',
+// '_'; no leading '-') or an IP address (IPv6 possibly in brackets, with an
+// optional zone). Nothing else may pass: with --accept-new the address is
+// written into known_hosts, where ',' separates host patterns and '*?!' and
+// '[]' are wildcards, negation and port brackets, so an inventory address
+// like "victim.corp,x.attacker.example" would record a key that OpenSSH and
+// gpuprep then trust for victim.corp. A leading '-' would read as an option.
+func validAddress(a string) bool {
+	if validHostName(a) {
+		return true
+	}
+	if strings.HasPrefix(a, "[") && strings.HasSuffix(a, "]") {
+		ip, ok := parseIP(a[1 : len(a)-1])
+		return ok && ip.Is6()
+	}
+	_, ok := parseIP(a)
+	return ok
+}
+
+// validHostName reports whether s is made of host name characters only.
+func validHostName(s string) bool {
+	if s == "" || s[0] == '-' {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// parseIP parses an IPv4 or IPv6 address. netip accepts any bytes in an
+// IPv6 zone (fe80::1%eth0), so the zone must look like an interface name.
+func parseIP(s string) (netip.Addr, bool) {
+	ip, err := netip.ParseAddr(s)
+	if err != nil || ip.Zone() != "" && !validHostName(ip.Zone()) {
+		return netip.Addr{}, false
+	}
+	return ip, true
+}
+
+// validJump checks the hosts of a ProxyJump spec ([user@]host[:port],
+// comma-separated, ssh:// allowed) the way validAddress checks a host's
+// address: jump hosts' keys are recorded in known_hosts too.
+func validJump(spec string) error {
+	if spec == "" {
+		return nil
+	}
+	for _, part := range strings.Split(spec, ",") {
+		part = strings.TrimPrefix(strings.TrimSpace(part), "ssh://")
+		if _, rest, ok := strings.Cut(part, "@"); ok {
+			part = rest
+		}
+		host := part
+		if strings.HasPrefix(part, "[") {
+			if end := strings.IndexByte(part, ']'); end > 0 {
+				host = part[:end+1]
+			}
+		} else if i := strings.LastIndexByte(part, ':'); i >= 0 && strings.Count(part, ":") == 1 {
+			host = part[:i]
+		}
+		if !validAddress(host) {
+			return fmt.Errorf("jump %q: %q is not a host name or IP address", spec, host)
+		}
+	}
+	return nil
+}
+
+// inventoryKeyFile expands a leading ~ in a key file an inventory names and
+// checks that the file exists: the transport passes over key files it cannot
+// read, so a misspelt one would otherwise surface as an authentication
+// failure on every host (or not at all, while ssh-agent has a key that works).
+func inventoryKeyFile(p string) (string, error) {
+	p, err := expandHome(p)
+	if err != nil {
+		return "", err
+	}
+	fi, err := os.Stat(p)
+	switch {
+	case os.IsNotExist(err):
+		return "", fmt.Errorf("key file %s does not exist", p)
+	case err != nil:
+		return "", fmt.Errorf("key file: %v", err)
+	case !fi.Mode().IsRegular():
+		return "", fmt.Errorf("key file %s is not a regular file", p)
+	}
+	return p, nil
+}
+
+// expandHome expands a leading "~/" (or "~" alone) to the user's home
+// directory, as Ansible (os.path.expanduser) and ssh do for key files, and as
+// expandTokens does for ssh_config's IdentityFile. It does not expand
+// ssh_config's %-tokens: a host's user and port are not final before
+// ssh_config is applied.
+func expandHome(p string) (string, error) {
+	if p != "~" && !strings.HasPrefix(p, "~/") {
+		return p, nil
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", fmt.Errorf("%s: %v", p, err)
+	}
+	return filepath.Join(home, p[1:]), nil
 }
 
 // ---- gpuprep's own format ----
@@ -338,6 +450,9 @@ func ownHost(file string, n *yaml.Node, where string, isDefaults bool) (*Host, e
 				s, err = scalar()
 				h.IdentityFiles = []string{s}
 			}
+			if err == nil {
+				err = ownKeyFiles(file, v, where+"."+k.Value, h.IdentityFiles)
+			}
 		case "groups":
 			if v.Kind != yaml.SequenceNode {
 				return nil, bad(v, k.Value, "want a list of group names")
@@ -359,6 +474,23 @@ func ownHost(file string, n *yaml.Node, where string, isDefaults bool) (*Host, e
 		h.Name = h.Address
 	}
 	return h, nil
+}
+
+// ownKeyFiles expands and checks the key files of an identityFile field (a
+// scalar or a list, v), in place, naming the line of a missing one.
+func ownKeyFiles(file string, v *yaml.Node, field string, files []string) error {
+	for i, f := range files {
+		n := v
+		if v.Kind == yaml.SequenceNode {
+			n = v.Content[i]
+		}
+		p, err := inventoryKeyFile(f)
+		if err != nil {
+			return &Error{File: file, Line: n.Line, Field: field, Msg: err.Error()}
+		}
+		files[i] = p
+	}
+	return nil
 }
 
 func scalars(file string, v *yaml.Node, field string) ([]string, error) {

@@ -1,0 +1,224 @@
+package fleet
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// An address is written into known_hosts (--accept-new) as a host pattern
+// list: ',' '*' '?' '!' '[]' and ':' outside an IPv6 address would let an
+// inventory record a key that is then trusted for another host.
+func TestInventoryAddressIsHostNameOrIP(t *testing.T) {
+	for _, tc := range []struct{ name, data, want string }{
+		{"x.ini", "victim ansible_host=victim.corp,x.attacker.example\n",
+			`x.ini:1: ansible_host: host "victim": "victim.corp,x.attacker.example" is not a host name or IP address`},
+		{"x.ini", "[g]\nv\n[g:vars]\nansible_ssh_host=*.corp\n", `x.ini:4: ansible_ssh_host: host "v": "*.corp"`},
+		{"x.ini", "v ansible_host=victim.cor?\n", `x.ini:1: ansible_host: host "v"`},
+		{"x.ini", "v ansible_host=!victim.corp\n", `x.ini:1: ansible_host: host "v"`},
+		{"x.ini", "v ansible_host=[victim.corp]\n", `x.ini:1: ansible_host: host "v"`},
+		{"x.ini", "v ansible_host=victim.corp:22\n", `x.ini:1: ansible_host: host "v"`},
+		{"x.ini", "v ansible_host=fe80::1%eth0,x\n", `x.ini:1: ansible_host: host "v"`},
+		{"x.ini", "v ansible_host=-oProxyCommand=x\n", `x.ini:1: ansible_host: host "v"`},
+		{"x.ini", "[g]\nvictim.corp,x.attacker.example\n", `x.ini:2: address: host "victim.corp,x.attacker.example"`},
+		{"x.ini", "a:b:c\n", `x.ini:1: address: host "a:b:c"`},
+		{"x.ini", "v gpuprep_jump=j@victim.corp,x*.attacker\n", `x.ini:1: jump: host "v": jump "j@victim.corp,x*.attacker": "x*.attacker" is not a host name or IP address`},
+		{"x.yaml", "all:\n  hosts:\n    v:\n      ansible_host: 'victim.corp,x'\n", `x.yaml:4: ansible_host: host "v"`},
+		{"x.yaml", "hosts:\n  - name: a\n    address: 'victim.corp,x.attacker.example'\n", `x.yaml:2: address: host "a"`},
+		{"x.yaml", "hosts:\n  - name: a\n    address: '[10.0.0.1]'\n", `x.yaml:2: address: host "a"`},
+		{"x.yaml", "hosts:\n  - 'gpu[1]'\n", `x.yaml:2: address: host "gpu[1]"`},
+		{"x.yaml", "hosts:\n  - name: a\n    jump: 'bastion,[*]:22'\n", `x.yaml:2: jump: host "a"`},
+	} {
+		t.Run(tc.want, func(t *testing.T) {
+			_, err := Parse(tc.name, []byte(tc.data))
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.want)
+		})
+	}
+}
+
+func TestInventoryAddressForms(t *testing.T) {
+	inv, err := Parse("x.yaml", []byte(`hosts:
+  - gpu-01.example
+  - db_01
+  - {name: v4, address: 10.0.0.1}
+  - {name: v6, address: "2001:db8::1"}
+  - {name: v6b, address: "[::1]"}
+  - {name: zone, address: "fe80::1%eth0"}
+  - {name: zoneb, address: "[fe80::1%eth0]"}
+  - {name: mapped, address: "::ffff:192.0.2.1"}
+  - {name: fqdn, address: host.example., jump: "u@[::1]:2200,ssh://j@bastion-1.example:22,b"}
+`))
+	require.NoError(t, err)
+	h := byName(t, inv)
+	for name, want := range map[string]string{
+		"gpu-01.example": "gpu-01.example:22",
+		"db_01":          "db_01:22",
+		"v4":             "10.0.0.1:22",
+		"v6":             "[2001:db8::1]:22",
+		"v6b":            "[::1]:22",
+		"zone":           "[fe80::1%eth0]:22",
+		"zoneb":          "[fe80::1%eth0]:22",
+		"mapped":         "[::ffff:192.0.2.1]:22",
+		"fqdn":           "host.example.:22",
+	} {
+		assert.Equal(t, want, h[name].Target(), name)
+	}
+}
+
+// writeKey makes HOME a temporary directory holding .ssh/fleet.pem.
+func writeKey(t *testing.T) (home, key string) {
+	t.Helper()
+	home = t.TempDir()
+	t.Setenv("HOME", home)
+	key = filepath.Join(home, ".ssh", "fleet.pem")
+	require.NoError(t, os.MkdirAll(filepath.Dir(key), 0o700))
+	require.NoError(t, os.WriteFile(key, []byte("key"), 0o600))
+	return home, key
+}
+
+func TestInventoryKeyFileTilde(t *testing.T) {
+	_, key := writeKey(t)
+	for _, tc := range []struct{ file, data string }{
+		{"x.ini", "h ansible_ssh_private_key_file=~/.ssh/fleet.pem\n"},
+		{"x.ini", "[g]\nh\n[g:vars]\nansible_private_key_file=\"~/.ssh/fleet.pem\"\n"},
+		{"x.yaml", "all:\n  hosts:\n    h:\n      ansible_ssh_private_key_file: ~/.ssh/fleet.pem\n"},
+		{"x.yaml", "hosts:\n  - name: h\n    identityFile: ~/.ssh/fleet.pem\n"},
+		{"x.yaml", "hosts:\n  - name: h\n    identityFile: [~/.ssh/fleet.pem]\n"},
+		{"x.yaml", "defaults:\n  identityFile: ~/.ssh/fleet.pem\nhosts: [h]\n"},
+	} {
+		t.Run(tc.data, func(t *testing.T) {
+			inv, err := Parse(tc.file, []byte(tc.data))
+			require.NoError(t, err)
+			assert.Equal(t, []string{key}, inv.Hosts[0].IdentityFiles)
+		})
+	}
+	inv, err := Parse("x.yaml", []byte("hosts:\n  - {name: h, identityFile: "+key+"}\n"))
+	require.NoError(t, err)
+	assert.Equal(t, []string{key}, inv.Hosts[0].IdentityFiles, "an absolute path is kept")
+}
+
+// A key file an inventory names must exist: the transport passes over key
+// files it cannot read.
+func TestInventoryKeyFileMissing(t *testing.T) {
+	home, _ := writeKey(t)
+	for _, tc := range []struct{ name, data, want string }{
+		{"x.ini", "h ansible_ssh_private_key_file=~/.ssh/nope.pem\n",
+			`x.ini:1: ansible_ssh_private_key_file: host "h": key file ` + home + `/.ssh/nope.pem does not exist`},
+		{"x.ini", "[g]\nh\n\n[g:vars]\nansible_private_key_file=/nonexistent/k\n",
+			`x.ini:5: ansible_private_key_file: host "h": key file /nonexistent/k does not exist`},
+		{"x.ini", "h ansible_ssh_private_key_file=~\n", `x.ini:1: ansible_ssh_private_key_file: host "h": key file ` + home + ` is not a regular file`},
+		{"x.yaml", "all:\n  hosts:\n    h:\n      ansible_ssh_private_key_file: ~/.ssh\n",
+			`x.yaml:4: ansible_ssh_private_key_file: host "h": key file ` + home + `/.ssh is not a regular file`},
+		{"x.yaml", "hosts:\n  - name: h\n    identityFile:\n      - ~/.ssh/fleet.pem\n      - ~/.ssh/nope.pem\n",
+			`x.yaml:5: hosts[0].identityFile: key file ` + home + `/.ssh/nope.pem does not exist`},
+		{"x.yaml", "defaults:\n  identityFile: nope.pem\nhosts: [h]\n", `x.yaml:2: defaults.identityFile: key file nope.pem does not exist`},
+	} {
+		t.Run(tc.want, func(t *testing.T) {
+			_, err := Parse(tc.name, []byte(tc.data))
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.want)
+		})
+	}
+}
+
+// Ansible splits a trailing :PORT off a host pattern before expanding its
+// ranges (an IPv6 address takes one only as [addr]:port); the port is the
+// host's ansible_port, so an explicit ansible_port of the host wins.
+func TestInventoryAnsiblePatternPort(t *testing.T) {
+	inv, err := Parse("x.ini", []byte(`web[01:02]:2222
+solo:2222 ansible_port=2200
+[fe80::1]:2201 ansible_user=v6
+fe80::2
+10.0.0.9:2202
+
+[g]
+gp:2203
+again:2204
+[g:vars]
+ansible_port=2299
+[h]
+again:2205
+`))
+	require.NoError(t, err)
+	h := byName(t, inv)
+	for name, want := range map[string]string{
+		"web01":    "web01:2222",
+		"web02":    "web02:2222",
+		"solo":     "solo:2200",
+		"fe80::1":  "[fe80::1]:2201",
+		"fe80::2":  "[fe80::2]:22",
+		"10.0.0.9": "10.0.0.9:2202",
+		"gp":       "gp:2203",
+		"again":    "again:2204",
+	} {
+		require.Contains(t, h, name)
+		assert.Equal(t, want, h[name].Target(), name)
+	}
+	assert.Equal(t, "v6", h["fe80::1"].User)
+	assert.Equal(t, []string{"g", "h"}, h["again"].Groups, "a host mentioned again joins the group but keeps its first port")
+
+	inv, err = Parse("x.yaml", []byte(`all:
+  hosts:
+    solo:2222:
+    web[01:02]:2223:
+    "[::1]:2224":
+    pp:2225: {ansible_port: 2200}
+`))
+	require.NoError(t, err)
+	h = byName(t, inv)
+	for name, want := range map[string]string{
+		"solo":  "solo:2222",
+		"web01": "web01:2223",
+		"web02": "web02:2223",
+		"::1":   "[::1]:2224",
+		"pp":    "pp:2200",
+	} {
+		require.Contains(t, h, name)
+		assert.Equal(t, want, h[name].Target(), name)
+	}
+
+	for _, tc := range []struct{ name, data, want string }{
+		{"x.ini", "[g]\nh:99999\n", `x.ini:2: host: host "h": "99999" is not a TCP port`},
+		{"x.yaml", "all:\n  hosts:\n    h:0:\n", `x.yaml:3: all.hosts: host "h": "0" is not a TCP port`},
+		{"x.ini", "h:22x\n", `x.ini:1: address: host "h:22x"`},
+	} {
+		t.Run(tc.want, func(t *testing.T) {
+			_, err := Parse(tc.name, []byte(tc.data))
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.want)
+		})
+	}
+}
+
+// Inside double quotes a backslash escapes '"' and '\' (shlex, POSIX mode);
+// single quotes take everything literally.
+func TestInventoryINIQuoting(t *testing.T) {
+	for in, want := range map[string][]string{
+		`foo="a\"b"`:        {`foo=a"b`},
+		`foo="a\\b"`:        {`foo=a\b`},
+		`foo="a\\" bar`:     {`foo=a\`, `bar`},
+		`foo="a\\\"b"`:      {`foo=a\"b`},
+		`foo="a\nb"`:        {`foo=a\nb`},
+		`foo='a\"b' x`:      {`foo=a\"b`, `x`},
+		`foo='a\'`:          {`foo=a\`},
+		`foo="it's" b\ c`:   {`foo=it's`, `b c`},
+		`foo="a # b" # c d`: {`foo=a # b`},
+	} {
+		got, err := splitFields(in)
+		require.NoError(t, err, in)
+		assert.Equal(t, want, got, in)
+	}
+	for _, in := range []string{`foo="a\"`, `foo="a\\\"`, `foo='a`} {
+		_, err := splitFields(in)
+		assert.ErrorContains(t, err, "unterminated", in)
+	}
+
+	inv, err := Parse("x.ini", []byte(`h gpuprep_root="/srv/a \"b\"" gpuprep_x="c\\d"`+"\n"))
+	require.NoError(t, err)
+	assert.Equal(t, `/srv/a "b"`, inv.Hosts[0].Var("gpuprep_root"))
+	assert.Equal(t, `c\d`, inv.Hosts[0].Var("gpuprep_x"))
+}
