@@ -1,11 +1,15 @@
 package fleet
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
+	"net/netip"
 	"os"
 	"os/user"
 	"path"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -100,79 +104,657 @@ func Select(hosts []*Host, limit string, groups []string) ([]*Host, error) {
 	return out, nil
 }
 
-// SSHConfig is a parsed ssh_config file (~/.ssh/config).
+// SSHConfig is a parsed ssh_config file (~/.ssh/config) with the files it
+// includes.
+//
+// github.com/kevinburke/ssh_config reads the file's lines (keywords,
+// values, quotes, comments, line numbers), but which blocks apply to a host
+// is decided here, as ssh's first pass does (readconf.c): blocks in file
+// order, the first value of a keyword wins, IdentityFile accumulates, and
+// `Match host` sees the HostName set so far, `Match user` the user so far.
+// The library cannot be left to do it: it refuses every Match but `Match
+// host` and `Match all` ("Match Exec is not supported", `unsupported Match
+// criterion "originalhost"`), which made one such block anywhere in
+// ~/.ssh/config stop every fleet command; it matches `Match host` against
+// the alias rather than the HostName, reads `Match host a user b` as three
+// host patterns and `Match host a,b` as one, and parses Included files
+// itself with the same limits. So each Host and Match line reaches it as a
+// placeholder Host line and each Include line as a comment, and this file
+// evaluates them.
+//
+// Match criteria that gpuprep cannot evaluate (exec, which would run a
+// command; canonical and final, which need ssh's second pass; tagged,
+// localnetwork and any newer one) leave a block undecided. An undecided
+// block that only sets options gpuprep does not read, or ones already
+// decided for the host, is passed over: it cannot change how gpuprep
+// connects, and many real configs have such blocks (an IdentityAgent under
+// `Match exec`). One that would set a host's HostName, User, Port,
+// IdentityFile or ProxyJump is an error for that host, naming the file and
+// line and the way past it (setting the value in the inventory, which wins,
+// or --ssh-config none): guessing either way could dial the wrong address,
+// as the wrong user or around a bastion, and ignoring the whole file would
+// also drop the settings that are right. A warning and carrying on was not
+// chosen for that reason, and this package writes to no terminal.
 type SSHConfig struct {
-	cfg *ssh_config.Config
+	root *cfgFile // nil: no file
 }
 
-// LoadSSHConfig reads an ssh_config file; a missing file is an empty config.
+// cfgFile is one ssh_config file: its blocks in order.
+type cfgFile struct {
+	name   string
+	blocks []*cfgBlock
+}
+
+// cfgBlock is a file's implicit first block (line 0: it applies wherever
+// the file does), a Host block or a Match block, with the lines under it.
+type cfgBlock struct {
+	line     int
+	kind     string   // "", "host" or "match"
+	patterns []string // Host
+	crits    []matchCrit
+	text     string // the Host or Match line, for messages
+	items    []cfgItem
+}
+
+// matchCrit is one criterion of a Match line: [!]attr [arg].
+type matchCrit struct {
+	neg       bool
+	attr, arg string
+}
+
+// cfgItem is a keyword line, or an Include with the files it named.
+type cfgItem struct {
+	line     int
+	key      string // lower case
+	value    string
+	included []*cfgFile
+}
+
+// blockPlaceholder starts the Host line that stands in for the Host or
+// Match line on line N when the library reads a file.
+const blockPlaceholder = "gpuprep-ssh-config-block-line-"
+
+// maxIncludeDepth is OpenSSH's READCONF_MAX_DEPTH.
+const maxIncludeDepth = 16
+
+// LoadSSHConfig reads an ssh_config file and those it includes; a missing
+// file is an empty config.
 func LoadSSHConfig(file string) (*SSHConfig, error) {
-	f, err := os.Open(file)
-	if os.IsNotExist(err) {
+	data, err := os.ReadFile(file)
+	if errors.Is(err, fs.ErrNotExist) {
 		return &SSHConfig{}, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	c, err := ssh_config.Decode(f)
+	f, err := parseCfgFile(file, data, 0)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %v", file, err)
+		return nil, err
 	}
-	return &SSHConfig{cfg: c}, nil
+	return &SSHConfig{root: f}, nil
 }
 
-func (s *SSHConfig) get(alias, key string) string {
-	if s == nil || s.cfg == nil {
-		return ""
+// loadCfgFile reads an included file (depth: how many Includes deep).
+func loadCfgFile(name string, depth int) (*cfgFile, error) {
+	data, err := os.ReadFile(name)
+	if err != nil {
+		return nil, err
 	}
-	v, _ := s.cfg.Get(alias, key)
-	return v
+	return parseCfgFile(name, data, depth)
 }
 
-func (s *SSHConfig) getAll(alias, key string) []string {
-	if s == nil || s.cfg == nil {
+// parseCfgFile parses one file's data and loads the files it includes.
+func parseCfgFile(name string, data []byte, depth int) (*cfgFile, error) {
+	text, headers, includes, err := cfgPlaceholders(name, data)
+	if err != nil {
+		return nil, err
+	}
+	c, err := ssh_config.DecodeBytes(text)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v", name, err)
+	}
+	f := &cfgFile{name: name}
+	for i, lh := range c.Hosts {
+		b := &cfgBlock{}
+		if i > 0 {
+			if b = cfgHeader(lh, headers); b == nil {
+				return nil, fmt.Errorf("%s: cannot read block %d", name, i)
+			}
+		}
+		for _, n := range lh.Nodes {
+			it, ok, err := cfgNode(name, n, includes, depth)
+			if err != nil {
+				return nil, err
+			}
+			if ok {
+				b.items = append(b.items, it)
+			}
+		}
+		f.blocks = append(f.blocks, b)
+	}
+	return f, nil
+}
+
+// cfgHeader finds the Host or Match line a library block stands for.
+func cfgHeader(lh *ssh_config.Host, headers map[int]*cfgBlock) *cfgBlock {
+	if len(lh.Patterns) != 1 {
 		return nil
 	}
-	v, _ := s.cfg.GetAll(alias, key)
-	return v
+	n, err := strconv.Atoi(strings.TrimPrefix(lh.Patterns[0].String(), blockPlaceholder))
+	if err != nil {
+		return nil
+	}
+	return headers[n]
+}
+
+// cfgNode turns a library node into an item: a keyword line, or an Include
+// (whose files it loads). Comments and blank lines give no item.
+func cfgNode(file string, n ssh_config.Node, includes map[int][]string, depth int) (cfgItem, bool, error) {
+	switch n := n.(type) {
+	case *ssh_config.KV:
+		return cfgItem{line: n.Pos().Line, key: strings.ToLower(n.Key), value: n.Value}, true, nil
+	case *ssh_config.Empty:
+		args, ok := includes[n.Pos().Line]
+		if !ok {
+			return cfgItem{}, false, nil
+		}
+		files, err := loadIncludes(file, n.Pos().Line, args, depth)
+		return cfgItem{line: n.Pos().Line, key: "include", included: files}, true, err
+	}
+	return cfgItem{}, false, fmt.Errorf("%s:%d: unexpected %T", file, n.Pos().Line, n)
+}
+
+// loadIncludes loads the files an Include line names: globs, relative to
+// ~/.ssh (or /etc/ssh from a file there), as ssh does; a glob that matches
+// nothing is no error.
+func loadIncludes(file string, line int, args []string, depth int) ([]*cfgFile, error) {
+	if depth+1 > maxIncludeDepth {
+		return nil, fmt.Errorf("%s:%d: Include nested more than %d deep", file, line, maxIncludeDepth)
+	}
+	var out []*cfgFile
+	for _, a := range args {
+		names, err := filepath.Glob(includePath(file, a))
+		if err != nil {
+			return nil, fmt.Errorf("%s:%d: Include %q: %v", file, line, a, err)
+		}
+		for _, n := range names {
+			f, err := loadCfgFile(n, depth+1)
+			if err != nil {
+				return nil, fmt.Errorf("%s:%d: Include: %v", file, line, err)
+			}
+			out = append(out, f)
+		}
+	}
+	return out, nil
+}
+
+// includePath is where an Include argument points.
+func includePath(from, arg string) string {
+	home, _ := os.UserHomeDir()
+	switch {
+	case arg == "~" || strings.HasPrefix(arg, "~/"):
+		return filepath.Join(home, arg[1:])
+	case filepath.IsAbs(arg):
+		return arg
+	case strings.HasPrefix(filepath.Clean(from), "/etc/ssh/"):
+		return filepath.Join("/etc/ssh", arg)
+	}
+	return filepath.Join(home, ".ssh", arg)
+}
+
+// cfgPlaceholders rewrites data for the library, line for line: each Host
+// or Match line becomes a placeholder Host line (headers keeps what it
+// said), each Include line a comment (includes keeps its arguments). The
+// keyword is found as the library's lexer finds it.
+func cfgPlaceholders(file string, data []byte) (text []byte, headers map[int]*cfgBlock, includes map[int][]string, err error) {
+	headers, includes = map[int]*cfgBlock{}, map[int][]string{}
+	var b strings.Builder
+	for i, ln := range strings.SplitAfter(string(data), "\n") {
+		n := i + 1
+		body := strings.TrimRight(ln, "\r\n")
+		eol := ln[len(body):]
+		kw, rest := cfgKeyword(body)
+		kw = strings.ToLower(kw)
+		if kw != "host" && kw != "match" && kw != "include" {
+			b.WriteString(ln)
+			continue
+		}
+		args, err := cfgArgs(rest)
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("%s:%d: %v", file, n, err)
+		}
+		if kw == "include" {
+			includes[n] = args
+			b.WriteString("#" + eol)
+			continue
+		}
+		blk := &cfgBlock{line: n, kind: kw, text: strings.TrimSpace(body)}
+		if kw == "host" {
+			blk.patterns = args
+		} else if blk.crits, err = parseMatch(args); err != nil {
+			return nil, nil, nil, fmt.Errorf("%s:%d: %v", file, n, err)
+		}
+		headers[n] = blk
+		b.WriteString("Host " + blockPlaceholder + strconv.Itoa(n) + eol)
+	}
+	return []byte(b.String()), headers, includes, nil
+}
+
+// cfgKeyword splits a line into its keyword and what follows the keyword
+// and its separator (spaces, tabs, at most one '='); a comment or blank
+// line has no keyword.
+func cfgKeyword(line string) (kw, rest string) {
+	line = strings.TrimLeft(line, " \t")
+	if line == "" || line[0] == '#' {
+		return "", ""
+	}
+	end := strings.IndexAny(line, " \t=")
+	if end < 0 {
+		return line, ""
+	}
+	rest = strings.TrimLeft(line[end:], " \t")
+	rest = strings.TrimLeft(strings.TrimPrefix(rest, "="), " \t")
+	return line[:end], rest
+}
+
+// cfgArgs splits a line's arguments as ssh does (argv_split): at spaces
+// and tabs, with "…" and '…' quoting and backslash escapes, up to a '#'
+// that starts an argument.
+func cfgArgs(s string) ([]string, error) {
+	var args []string
+	var cur strings.Builder
+	inArg := false
+	var quote byte
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case quote != 0 && c == quote:
+			quote = 0
+		case quote == 0 && (c == ' ' || c == '\t'):
+			if inArg {
+				args, inArg = append(args, cur.String()), false
+				cur.Reset()
+			}
+		case quote == 0 && c == '#' && !inArg:
+			return args, nil
+		case quote == 0 && (c == '"' || c == '\''):
+			quote, inArg = c, true
+		case c == '\\' && i+1 < len(s) && strings.IndexByte("\\\"' \t", s[i+1]) >= 0:
+			i++
+			cur.WriteByte(s[i])
+			inArg = true
+		default:
+			cur.WriteByte(c)
+			inArg = true
+		}
+	}
+	if quote != 0 {
+		return nil, fmt.Errorf("unterminated quote")
+	}
+	if inArg {
+		args = append(args, cur.String())
+	}
+	return args, nil
+}
+
+// parseMatch parses Match criteria: all, canonical and final stand alone,
+// every other criterion takes an argument (attr=arg is read as attr arg).
+func parseMatch(args []string) ([]matchCrit, error) {
+	if len(args) == 0 {
+		return nil, fmt.Errorf("Match without criteria")
+	}
+	var crits []matchCrit
+	for i := 0; i < len(args); i++ {
+		c := matchCrit{attr: strings.ToLower(args[i])}
+		c.attr, c.neg = strings.CutPrefix(c.attr, "!")
+		if a, v, ok := strings.Cut(args[i], "="); ok {
+			c.attr, c.arg = strings.TrimPrefix(strings.ToLower(a), "!"), v
+		} else if c.attr != "all" && c.attr != "canonical" && c.attr != "final" {
+			if i+1 == len(args) {
+				return nil, fmt.Errorf("Match %s needs an argument", c.attr)
+			}
+			i++
+			c.arg = args[i]
+		}
+		crits = append(crits, c)
+	}
+	return crits, nil
+}
+
+// tri is a block's answer to whether it applies to a host.
+type tri int8
+
+const (
+	triNo tri = iota
+	triMaybe
+	triYes
+)
+
+func triOf(b bool) tri {
+	if b {
+		return triYes
+	}
+	return triNo
+}
+
+// cfgValue is a value from ssh_config and where it was set (FILE:LINE).
+type cfgValue struct {
+	val, src string
+}
+
+// hostOpts is what one pass over the config gives a host: the options
+// gpuprep reads. Values given before the pass (the inventory's, or a
+// ProxyJump's user@ and :port) stand, as ssh's command line does.
+type hostOpts struct {
+	alias                      string
+	hostName, user, port, jump cfgValue
+	identityFiles              []cfgValue
+	identityFixed              bool
+}
+
+// lookup evaluates the config for alias; preset holds the values that win
+// over the file's.
+func (s *SSHConfig) lookup(alias string, preset *Host) (*hostOpts, error) {
+	o := &hostOpts{alias: alias, identityFixed: len(preset.IdentityFiles) > 0}
+	o.user.val, o.jump.val = preset.User, preset.Jump
+	if preset.Port != 0 {
+		o.port.val = strconv.Itoa(preset.Port)
+	}
+	if s == nil || s.root == nil {
+		return o, nil
+	}
+	return o, o.walk(s.root, triYes, "")
+}
+
+// walk evaluates f's blocks, where the file applies as outer says (an
+// Include under a block applies as far as that block does); why names the
+// block that left outer undecided.
+func (o *hostOpts) walk(f *cfgFile, outer tri, why string) error {
+	for _, b := range f.blocks {
+		on, bwhy := o.applies(f, b)
+		if outer < on {
+			on, bwhy = outer, why
+		}
+		if on == triNo {
+			continue
+		}
+		for _, it := range b.items {
+			if it.key == "include" {
+				for _, inc := range it.included {
+					if err := o.walk(inc, on, bwhy); err != nil {
+						return err
+					}
+				}
+				continue
+			}
+			if it.value == "" || !o.open(it.key) {
+				continue
+			}
+			if on == triMaybe {
+				return o.undecided(bwhy, fmt.Sprintf("%s:%d", f.name, it.line), it.key)
+			}
+			o.set(it.key, cfgValue{it.value, fmt.Sprintf("%s:%d", f.name, it.line)})
+		}
+	}
+	return nil
+}
+
+// applies evaluates a block's Host or Match line for the host as the pass
+// has it so far. Undecided, it also says which line and criterion.
+func (o *hostOpts) applies(f *cfgFile, b *cfgBlock) (tri, string) {
+	switch b.kind {
+	case "host":
+		return triOf(hostPatternsMatch(o.alias, b.patterns)), ""
+	case "match":
+		r, unknown := triYes, ""
+		for _, c := range b.crits {
+			t := o.criterion(c)
+			if t == triMaybe && unknown == "" {
+				unknown = c.attr
+			}
+			if c.neg {
+				t = triYes - t
+			}
+			r = min(r, t)
+		}
+		if r != triMaybe {
+			return r, ""
+		}
+		return r, fmt.Sprintf("%s:%d: `%s` (gpuprep does not evaluate Match %s)", f.name, b.line, b.text, unknown)
+	}
+	return triYes, ""
+}
+
+// criterion evaluates one Match criterion as readconf.c's match_cfg_line;
+// those gpuprep cannot evaluate are triMaybe.
+func (o *hostOpts) criterion(c matchCrit) tri {
+	switch c.attr {
+	case "all":
+		return triYes
+	case "host":
+		h := o.alias
+		if o.hostName.val != "" {
+			h = expandTokens(o.hostName.val, o.alias, "", 0)
+		}
+		return triOf(patternListMatch(strings.ToLower(h), c.arg, true))
+	case "originalhost":
+		return triOf(patternListMatch(strings.ToLower(o.alias), c.arg, true))
+	case "user":
+		u := o.user.val
+		if u == "" {
+			u = localUser()
+		}
+		return triOf(patternListMatch(u, c.arg, false))
+	case "localuser":
+		return triOf(patternListMatch(localUser(), c.arg, false))
+	}
+	return triMaybe
+}
+
+// open reports whether key is an option gpuprep reads that the pass has
+// not yet decided.
+func (o *hostOpts) open(key string) bool {
+	switch key {
+	case "hostname":
+		return o.hostName.val == ""
+	case "user":
+		return o.user.val == ""
+	case "port":
+		return o.port.val == ""
+	case "proxyjump":
+		return o.jump.val == ""
+	case "identityfile":
+		return !o.identityFixed
+	}
+	return false
+}
+
+func (o *hostOpts) set(key string, v cfgValue) {
+	switch key {
+	case "hostname":
+		o.hostName = v
+	case "user":
+		o.user = v
+	case "port":
+		o.port = v
+	case "proxyjump":
+		o.jump = v
+	case "identityfile":
+		o.identityFiles = append(o.identityFiles, v)
+	}
+}
+
+// undecidedHints says, per option, how to get past an undecided block.
+var undecidedHints = map[string]string{
+	"hostname":     "HostName at %s: change the Match so that it cannot apply to this host",
+	"user":         "User at %s: set the user in the inventory (or user@ in a ProxyJump), which wins over ssh_config",
+	"port":         "Port at %s: set the port in the inventory (or :port in a ProxyJump), which wins over ssh_config",
+	"identityfile": "IdentityFile at %s: set the key file in the inventory, which wins over ssh_config",
+	"proxyjump":    "ProxyJump at %s: set the jump in the inventory (none for none), which wins over ssh_config",
+}
+
+// undecided is the error for an undecided block (why) that would set key
+// (at) for the host.
+func (o *hostOpts) undecided(why, at, key string) error {
+	return fmt.Errorf("ssh config %s could apply to %s and would set its "+undecidedHints[key]+", or pass --ssh-config none", why, o.alias, at)
+}
+
+// hostPatternsMatch matches a Host line's patterns as ssh does: a negated
+// pattern that matches rules the block out, else any pattern matching
+// rules it in. The alias is compared as given (Match host lowercases).
+func hostPatternsMatch(alias string, patterns []string) bool {
+	found := false
+	for _, p := range patterns {
+		neg := strings.HasPrefix(p, "!")
+		if globMatch(alias, strings.TrimPrefix(p, "!")) {
+			if neg {
+				return false
+			}
+			found = true
+		}
+	}
+	return found
+}
+
+// patternListMatch is OpenSSH's match_pattern_list: a comma-separated list
+// of patterns, negated ones ruling out.
+func patternListMatch(s, list string, lower bool) bool {
+	if lower {
+		list = strings.ToLower(list)
+	}
+	return hostPatternsMatch(s, strings.Split(list, ","))
+}
+
+// globMatch is OpenSSH's match_pattern: '*' matches any run of bytes, '?'
+// exactly one byte (the library's `?` also matches none).
+func globMatch(s, p string) bool {
+	for p != "" {
+		switch p[0] {
+		case '*':
+			p = strings.TrimLeft(p, "*")
+			if p == "" {
+				return true
+			}
+			for i := 0; i <= len(s); i++ {
+				if globMatch(s[i:], p) {
+					return true
+				}
+			}
+			return false
+		case '?':
+			if s == "" {
+				return false
+			}
+		default:
+			if s == "" || s[0] != p[0] {
+				return false
+			}
+		}
+		s, p = s[1:], p[1:]
+	}
+	return s == ""
 }
 
 // Apply fills what the inventory left open from the ssh_config entry of the
 // host's address, as ssh would when given that address: HostName, User,
 // Port, IdentityFile and ProxyJump. Values the inventory sets win, as the
-// options Ansible passes on ssh's command line do.
+// options Ansible passes on ssh's command line do; an inventory jump of
+// "none" keeps ssh_config's ProxyJump away. The HostName and the jump chain
+// (each hop resolved through the config) are checked here, so that a bad
+// value is reported with the file and line it came from before any host is
+// dialled.
 func (s *SSHConfig) Apply(h *Host) error {
 	alias := h.Address
 	if alias == "" {
 		alias = h.Name
 	}
-	if hn := s.get(alias, "HostName"); hn != "" {
-		h.Address = expandTokens(hn, alias, "", 0)
+	src := "inventory"
+	if h.Source != "" {
+		src += " " + h.Source
+	}
+	cfgSrc, err := s.fill(h, alias)
+	if err != nil || h.Jump == "" {
+		return err
+	}
+	var path []string
+	if cfgSrc != "" {
+		// The host's own ProxyJump: were a hop to lead back to it, ssh
+		// would loop.
+		src, path = "ssh config "+cfgSrc, []string{alias}
+	}
+	_, err = s.jumpChain(h.Jump, src, path)
+	return err
+}
+
+// fill does Apply's work for h, known to ssh_config as alias, without
+// following its jump hosts. It returns where the ProxyJump it set came
+// from ("" when it set none).
+func (s *SSHConfig) fill(h *Host, alias string) (string, error) {
+	o, err := s.lookup(alias, h)
+	if err != nil {
+		return "", err
+	}
+	if v := o.hostName; v.src != "" {
+		addr := expandTokens(v.val, alias, "", 0)
+		if !configAddressOK(addr) {
+			return "", fmt.Errorf("ssh config %s: HostName %q (for %s) is not a host name or IP address", v.src, addr, alias)
+		}
+		h.Address = addr
 	}
 	if h.User == "" {
-		h.User = s.get(alias, "User")
+		h.User = o.user.val
 	}
-	if h.Port == 0 {
-		if p := s.get(alias, "Port"); p != "" {
-			n, err := strconv.Atoi(p)
-			if err != nil || n <= 0 || n > 65535 {
-				return fmt.Errorf("ssh config: Host %s: Port %q is not a TCP port", alias, p)
-			}
-			h.Port = n
+	if v := o.port; h.Port == 0 && v.src != "" {
+		n, ok := sshPortNumber(v.val)
+		if !ok {
+			return "", fmt.Errorf("ssh config %s: Port %q (for %s) is not a TCP port (1-65535)", v.src, v.val, alias)
 		}
+		h.Port = n
 	}
 	if len(h.IdentityFiles) == 0 {
-		for _, f := range s.getAll(alias, "IdentityFile") {
-			h.IdentityFiles = append(h.IdentityFiles, expandTokens(f, alias, h.User, h.Port))
+		for _, f := range o.identityFiles {
+			h.IdentityFiles = append(h.IdentityFiles, expandTokens(f.val, alias, h.User, h.Port))
 		}
 	}
-	if h.Jump == "" {
-		if j := s.get(alias, "ProxyJump"); j != "" && !strings.EqualFold(j, "none") {
-			h.Jump = j
+	if strings.EqualFold(h.Jump, "none") {
+		h.Jump = ""
+		return "", nil
+	}
+	if v := o.jump; h.Jump == "" && v.src != "" && !strings.EqualFold(v.val, "none") {
+		h.Jump = v.val
+		return v.src, nil
+	}
+	return "", nil
+}
+
+// configAddressOK reports whether an address ssh_config gave (a HostName,
+// or a jump host with none) may be dialled and recorded: a host name
+// (letters, digits, '.', '-', '_', not starting with '-') or an IP
+// address. With --accept-new the address is written into known_hosts,
+// where ',' separates host patterns and '*' '?' '!' '[' ']' are wildcards,
+// negation and port brackets: a HostName "victim,attacker.example" would
+// record the attacker's key for victim too. (inventory.go checks the
+// inventory's addresses the same way.)
+func configAddressOK(a string) bool {
+	if ip, err := netip.ParseAddr(a); err == nil {
+		// netip takes any bytes as an IPv6 zone (fe80::1%eth0).
+		return ip.Zone() == "" || configNameOK(ip.Zone())
+	}
+	return configNameOK(a)
+}
+
+// configNameOK reports whether s is made of host name characters only.
+func configNameOK(s string) bool {
+	if s == "" || s[0] == '-' {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '-' || c == '_') {
+			return false
 		}
 	}
-	return nil
+	return true
 }
 
 // Defaults fills the user (the local user) and port (22) when still unset.
@@ -241,49 +823,129 @@ type JumpHop struct {
 	IdentityFiles []string
 }
 
+// maxJumpHops bounds a ProxyJump chain. OpenSSH sets no bound (each hop is
+// one more ssh process, so a loop forks until something gives); loops are
+// caught by name below, and the bound keeps any chain a config can
+// describe finite.
+const maxJumpHops = 16
+
 // ParseJump parses a ProxyJump spec ([user@]host[:port], comma-separated;
-// ssh://user@host:port also accepted), resolving each hop through cfg.
+// ssh://user@host:port also accepted), resolving each hop through cfg and
+// following the first hop's own ProxyJump as ssh does. Apply has already
+// checked each host's jump, naming where it came from (the inventory or an
+// ssh_config line); this is the resolution at dial time.
 func ParseJump(spec string, cfg *SSHConfig) ([]JumpHop, error) {
+	return cfg.jumpChain(spec, "", nil)
+}
+
+// jumpChain resolves spec, from src (for messages), into hops in dialling
+// order. Like ssh (which reaches "a,b" as `ssh -J a -W … b`), only the first
+// hop's own ProxyJump applies, and each hop's own config (HostName, User,
+// Port, IdentityFile) does; user@ and :port in spec win. path holds the
+// hosts whose own ProxyJump is being followed: meeting one again is a loop.
+func (s *SSHConfig) jumpChain(spec, src string, path []string) ([]JumpHop, error) {
+	where := ""
+	if src != "" {
+		where = src + ": "
+	}
 	var hops []JumpHop
-	for _, part := range strings.Split(spec, ",") {
-		part = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(part), "ssh://"))
-		if part == "" {
-			return nil, fmt.Errorf("jump %q: empty hop", spec)
+	for i, part := range strings.Split(spec, ",") {
+		h, err := parseJumpHop(part)
+		if err != nil && strings.Contains(spec, ",") {
+			err = fmt.Errorf("hop %q: %v", strings.TrimSpace(part), err)
 		}
-		h := &Host{}
-		if u, rest, ok := strings.Cut(part, "@"); ok {
-			h.User, part = u, rest
+		if err != nil {
+			return nil, fmt.Errorf("%sProxyJump %q: %v", where, spec, err)
 		}
-		hostPart := part
-		if strings.HasPrefix(part, "[") {
-			end := strings.IndexByte(part, ']')
-			if end < 0 {
-				return nil, fmt.Errorf("jump %q: bad address", spec)
-			}
-			hostPart = part[1:end]
-			if rest := part[end+1:]; strings.HasPrefix(rest, ":") {
-				n, err := strconv.Atoi(rest[1:])
-				if err != nil {
-					return nil, fmt.Errorf("jump %q: bad port", spec)
-				}
-				h.Port = n
-			}
-		} else if i := strings.LastIndexByte(part, ':'); i >= 0 && strings.Count(part, ":") == 1 {
-			n, err := strconv.Atoi(part[i+1:])
-			if err != nil || n <= 0 || n > 65535 {
-				return nil, fmt.Errorf("jump %q: %q is not a TCP port", spec, part[i+1:])
-			}
-			hostPart, h.Port = part[:i], n
+		alias := h.Address
+		if i > 0 {
+			h.Jump = "none" // reached through the hops before it
 		}
-		if hostPart == "" || strings.ContainsAny(hostPart, " \t\r\n/") || strings.HasPrefix(hostPart, "-") {
-			return nil, fmt.Errorf("jump %q: %q is not a host", spec, hostPart)
-		}
-		h.Address = hostPart
-		if err := cfg.Apply(h); err != nil {
+		ownSrc, err := s.fill(h, alias)
+		if err != nil {
 			return nil, err
 		}
+		if !configAddressOK(h.Address) {
+			return nil, fmt.Errorf("%sProxyJump %q: %q is not a host name or IP address", where, spec, h.Address)
+		}
 		Defaults(h)
+		if h.Jump != "" {
+			up, err := s.followJump(h.Jump, ownSrc, path, alias)
+			if err != nil {
+				return nil, err
+			}
+			hops = append(hops, up...)
+		}
 		hops = append(hops, JumpHop{User: h.User, Address: h.Address, Port: h.Port, IdentityFiles: h.IdentityFiles})
 	}
+	if len(hops) > maxJumpHops {
+		return nil, fmt.Errorf("%sProxyJump %q: more than %d jump hosts", where, spec, maxJumpHops)
+	}
 	return hops, nil
+}
+
+// followJump resolves the ProxyJump alias's own config gives it (spec,
+// set at src), unless that leads back to a host on path.
+func (s *SSHConfig) followJump(spec, src string, path []string, alias string) ([]JumpHop, error) {
+	path = append(slices.Clip(path), alias)
+	if i := slices.Index(path, alias); i < len(path)-1 {
+		return nil, fmt.Errorf("ssh config %s: ProxyJump loop: %s", src, strings.Join(path[i:], " -> "))
+	}
+	if len(path) > maxJumpHops {
+		return nil, fmt.Errorf("ssh config %s: ProxyJump %q: more than %d jump hosts", src, spec, maxJumpHops)
+	}
+	return s.jumpChain(spec, "ssh config "+src, path)
+}
+
+// parseJumpHop parses one hop: [ssh://][user@]host[:port], an IPv6
+// address in brackets when it has a port.
+func parseJumpHop(part string) (*Host, error) {
+	part = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(part), "ssh://"))
+	if part == "" {
+		return nil, fmt.Errorf("empty hop")
+	}
+	h := &Host{}
+	if i := strings.LastIndexByte(part, '@'); i >= 0 {
+		h.User, part = part[:i], part[i+1:]
+		if h.User == "" {
+			return nil, fmt.Errorf("empty user")
+		}
+	}
+	host, port, hasPort := part, "", false
+	if strings.HasPrefix(part, "[") {
+		end := strings.IndexByte(part, ']')
+		if end < 0 {
+			return nil, fmt.Errorf("no ] after [")
+		}
+		host, port = part[1:end], part[end+1:]
+		if port != "" {
+			if port, hasPort = strings.CutPrefix(port, ":"); !hasPort {
+				return nil, fmt.Errorf("want [address]:port")
+			}
+		}
+	} else if strings.Count(part, ":") == 1 {
+		host, port, hasPort = strings.Cut(part, ":")
+	}
+	if hasPort {
+		n, ok := sshPortNumber(port)
+		if !ok {
+			return nil, fmt.Errorf("port %q is not a TCP port (1-65535)", port)
+		}
+		h.Port = n
+	}
+	if host == "" {
+		return nil, fmt.Errorf("no host")
+	}
+	h.Address = host
+	return h, nil
+}
+
+// sshPortNumber parses a TCP port, 1 to 65535. Port 0 is not "the
+// default": a spec that says :0 is a mistake to report, not to mend.
+func sshPortNumber(s string) (int, bool) {
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 || n > 65535 || s[0] == '+' {
+		return 0, false
+	}
+	return n, true
 }

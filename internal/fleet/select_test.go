@@ -1,0 +1,269 @@
+package fleet
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// sshCfgApply applies cfg to a host the inventory knows as address, with
+// the inventory's user (if any), and returns it.
+func sshCfgApply(t *testing.T, cfg *SSHConfig, address, user string) (*Host, error) {
+	t.Helper()
+	h := &Host{Name: address, Address: address, User: user}
+	return h, cfg.Apply(h)
+}
+
+// sshCfgWrite writes an ssh_config file under dir and returns its path.
+func sshCfgWrite(t *testing.T, dir, name, text string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
+	require.NoError(t, os.WriteFile(p, []byte(text), 0o600))
+	return p
+}
+
+func TestSSHConfigMatchBlocksTheLibraryRejects(t *testing.T) {
+	t.Setenv("HOME", t.TempDir())
+	cfg, err := LoadSSHConfig("testdata/sshcfg-match")
+	require.NoError(t, err, "Match exec / originalhost / user must not stop every fleet command")
+
+	h, err := sshCfgApply(t, cfg, "gpu-01", "")
+	require.NoError(t, err, "a Match exec block that sets only IdentityAgent and ForwardAgent cannot change how gpuprep connects")
+	assert.Equal(t, "ops-cfg", h.User)
+	assert.Equal(t, 0, h.Port)
+
+	h, err = sshCfgApply(t, cfg, "db-1", "root")
+	require.NoError(t, err)
+	assert.Equal(t, 2200, h.Port, "Match originalhost db-* user root applies to root@db-1")
+	h, err = sshCfgApply(t, cfg, "db-1", "app")
+	require.NoError(t, err)
+	assert.Equal(t, 0, h.Port, "Match ... user root does not apply to app@db-1")
+	assert.Equal(t, "app", h.User)
+
+	h, err = sshCfgApply(t, cfg, "tenant-a", "")
+	require.NoError(t, err)
+	assert.Equal(t, "10.9.0.5", h.Address)
+	assert.Equal(t, "tenant", h.User, "Match host sees the HostName set so far, as ssh does")
+
+	_, err = sshCfgApply(t, cfg, "x.corp", "")
+	require.Error(t, err, "the block would set x.corp's ProxyJump if vpn.corp is down: guessing either way is wrong")
+	assert.ErrorContains(t, err, "testdata/sshcfg-match:20:")
+	assert.ErrorContains(t, err, "Match exec")
+	assert.ErrorContains(t, err, "x.corp")
+	assert.ErrorContains(t, err, "ProxyJump at testdata/sshcfg-match:21")
+	assert.ErrorContains(t, err, "--ssh-config none")
+
+	h = &Host{Name: "x.corp", Address: "x.corp", Jump: "none"}
+	require.NoError(t, cfg.Apply(h), "the inventory's jump wins over the undecided block")
+	assert.Equal(t, "", h.Jump, "jump none: connect directly")
+	h = &Host{Name: "x.corp", Address: "x.corp", Jump: "jump.example"}
+	require.NoError(t, cfg.Apply(h))
+	assert.Equal(t, "jump.example", h.Jump)
+
+	h, err = sshCfgApply(t, cfg, "z.corp", "")
+	require.NoError(t, err, "Match host x.corp,y.corp is a list: z.corp is not in it")
+	assert.Equal(t, "", h.Jump)
+	h, err = sshCfgApply(t, cfg, "Y.CORP", "")
+	require.ErrorContains(t, err, "Y.CORP", "Match host is case-insensitive")
+
+	_, err = sshCfgApply(t, cfg, "z.lab", "")
+	assert.ErrorContains(t, err, "Match canonical")
+	assert.ErrorContains(t, err, "User at testdata/sshcfg-match:27")
+	h, err = sshCfgApply(t, cfg, "z.lab", "ops")
+	require.NoError(t, err, "the inventory's user wins over the undecided block")
+	assert.Equal(t, 2022, h.Port)
+
+	h, err = sshCfgApply(t, cfg, "other", "")
+	require.NoError(t, err)
+	assert.Equal(t, "fallback", h.User)
+}
+
+func TestSSHConfigMatchCriteria(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("HOME", dir)
+	me := localUser()
+	file := sshCfgWrite(t, dir, "config", fmt.Sprintf(`
+Match localuser %s host !skip,*
+  Port 2001
+Match = user "svc*" originalhost tagged-*
+  IdentityFile ~/.ssh/svc
+Match all
+  User everyone
+`, me))
+	cfg, err := LoadSSHConfig(file)
+	require.NoError(t, err)
+	h, err := sshCfgApply(t, cfg, "a", "")
+	require.NoError(t, err)
+	assert.Equal(t, 2001, h.Port)
+	assert.Equal(t, "everyone", h.User)
+	assert.Empty(t, h.IdentityFiles)
+	h, err = sshCfgApply(t, cfg, "skip", "")
+	require.NoError(t, err)
+	assert.Equal(t, 0, h.Port, "!skip rules skip out")
+	h, err = sshCfgApply(t, cfg, "tagged-1", "svc-a")
+	require.NoError(t, err)
+	assert.Equal(t, []string{filepath.Join(dir, ".ssh/svc")}, h.IdentityFiles)
+
+	for _, bad := range []string{"Match\n", "Match host\n", "Match exec \"unterminated\n"} {
+		_, err := LoadSSHConfig(sshCfgWrite(t, dir, "bad", "Host x\n  User y\n"+bad))
+		assert.ErrorContains(t, err, "bad:3:", "%q is an error ssh makes too", bad)
+	}
+}
+
+func TestSSHConfigHostPatternQuestionMark(t *testing.T) {
+	dir := t.TempDir()
+	cfg, err := LoadSSHConfig(sshCfgWrite(t, dir, "config", "Host gpu-?\n  Port 2001\n"))
+	require.NoError(t, err)
+	h, err := sshCfgApply(t, cfg, "gpu-", "")
+	require.NoError(t, err)
+	assert.Equal(t, 0, h.Port, "? matches exactly one character, as in ssh")
+	h, err = sshCfgApply(t, cfg, "gpu-1", "")
+	require.NoError(t, err)
+	assert.Equal(t, 2001, h.Port)
+}
+
+func TestSSHConfigInclude(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	sshCfgWrite(t, home, ".ssh/conf.d/10-inc.conf", "Host inc-*\n  User incuser\nMatch host inc-* exec \"true\"\n  Port 2022\n")
+	sshCfgWrite(t, home, ".ssh/cond.conf", "User conduser\n")
+	file := sshCfgWrite(t, home, ".ssh/config", `Include conf.d/*.conf ~/.ssh/none-*.conf
+Match originalhost cond-* exec "vpn-up"
+  Include cond.conf
+Host *
+  User fallback
+`)
+	cfg, err := LoadSSHConfig(file)
+	require.NoError(t, err, "an included Match exec must not stop the run either")
+
+	_, err = sshCfgApply(t, cfg, "inc-1", "")
+	assert.ErrorContains(t, err, "10-inc.conf:3:")
+	assert.ErrorContains(t, err, "Port at ")
+	h := &Host{Name: "inc-1", Address: "inc-1", Port: 22}
+	require.NoError(t, cfg.Apply(h))
+	assert.Equal(t, "incuser", h.User)
+
+	_, err = sshCfgApply(t, cfg, "cond-1", "")
+	assert.ErrorContains(t, err, "config:2:", "the Match the Include sits under")
+	assert.ErrorContains(t, err, "cond.conf:1", "the line that would set User")
+	h, err = sshCfgApply(t, cfg, "plain", "")
+	require.NoError(t, err)
+	assert.Equal(t, "fallback", h.User)
+
+	loop := sshCfgWrite(t, home, ".ssh/loop.conf", "Include loop.conf\n")
+	_, err = LoadSSHConfig(loop)
+	assert.ErrorContains(t, err, "Include nested more than")
+}
+
+func TestSSHConfigHostNameIsCheckedLikeAnAddress(t *testing.T) {
+	t.Setenv("HOME", t.TempDir())
+	cfg, err := LoadSSHConfig("testdata/sshcfg-hostname")
+	require.NoError(t, err)
+	for alias, line := range map[string]int{"victim": 2, "star": 4, "dash": 6, "spaced": 8, "bracket": 10} {
+		_, err := sshCfgApply(t, cfg, alias, "")
+		assert.ErrorContains(t, err, fmt.Sprintf("testdata/sshcfg-hostname:%d: HostName", line), alias)
+		assert.ErrorContains(t, err, "is not a host name or IP address", alias)
+	}
+	for alias, want := range map[string]string{"ok-ip": "10.0.0.5", "ok-zone": "fe80::1%eth0", "ok-token": "ok-token.example.com"} {
+		h, err := sshCfgApply(t, cfg, alias, "")
+		require.NoError(t, err, alias)
+		assert.Equal(t, want, h.Address)
+	}
+
+	_, err = sshCfgApply(t, cfg, "via-victim", "")
+	assert.ErrorContains(t, err, "testdata/sshcfg-hostname:2: HostName", "a jump host's HostName too")
+	_, err = ParseJump("victim", cfg)
+	assert.ErrorContains(t, err, "testdata/sshcfg-hostname:2: HostName")
+	_, err = ParseJump("u@a*b", cfg)
+	assert.ErrorContains(t, err, `"a*b" is not a host name or IP address`)
+}
+
+func TestSSHConfigJumpPortsAreChecked(t *testing.T) {
+	t.Setenv("HOME", t.TempDir())
+	for _, spec := range []string{"[10.0.0.1]:99999", "[::1]:0", "h:0", "h:65536", "h:-1", "h:+22", "[::1]:", "[::1]x", "[::1", "h:", "@h", "u@"} {
+		_, err := ParseJump(spec, &SSHConfig{})
+		assert.Error(t, err, spec)
+	}
+	hops, err := ParseJump("h:65535,[::1],ssh://u@[fe80::1]:1", &SSHConfig{})
+	require.NoError(t, err)
+	assert.Equal(t, 65535, hops[0].Port)
+	assert.Equal(t, JumpHop{User: localUser(), Address: "::1", Port: 22}, hops[1])
+	assert.Equal(t, JumpHop{User: "u", Address: "fe80::1", Port: 1}, hops[2])
+
+	h := &Host{Name: "g", Address: "g", Jump: "[10.0.0.1]:99999", Source: "inv.yaml:7"}
+	err = (*SSHConfig)(nil).Apply(h)
+	assert.ErrorContains(t, err, "inventory inv.yaml:7: ProxyJump")
+	assert.ErrorContains(t, err, `port "99999" is not a TCP port`)
+
+	cfg, err := LoadSSHConfig("testdata/sshcfg-jump")
+	require.NoError(t, err)
+	_, err = sshCfgApply(t, cfg, "bad-port", "")
+	assert.ErrorContains(t, err, "testdata/sshcfg-jump:25: ProxyJump")
+	_, err = sshCfgApply(t, cfg, "zero-port", "")
+	assert.ErrorContains(t, err, "testdata/sshcfg-jump:27")
+}
+
+func TestSSHConfigJumpChainsFollowEachHopsConfig(t *testing.T) {
+	t.Setenv("HOME", t.TempDir())
+	cfg, err := LoadSSHConfig("testdata/sshcfg-jump")
+	require.NoError(t, err)
+	me := localUser()
+	b1 := JumpHop{User: "u1", Address: "192.0.2.1", Port: 22}
+	b2 := JumpHop{User: me, Address: "192.0.2.2", Port: 2202}
+
+	hops, err := ParseJump("b2", cfg)
+	require.NoError(t, err)
+	assert.Equal(t, []JumpHop{b1, b2}, hops, "b2's own ProxyJump b1 is dialled first")
+
+	hops, err = ParseJump("b3,b2", cfg)
+	require.NoError(t, err)
+	assert.Equal(t, []JumpHop{b1, b2, {User: me, Address: "b3", Port: 22}, b2}, hops,
+		"only the first hop's own ProxyJump applies: ssh reaches b2 with -J b3")
+
+	hops, err = ParseJump("x@b2:2300", cfg)
+	require.NoError(t, err)
+	assert.Equal(t, []JumpHop{b1, {User: "x", Address: "192.0.2.2", Port: 2300}}, hops)
+
+	h, err := sshCfgApply(t, cfg, "t", "")
+	require.NoError(t, err)
+	assert.Equal(t, "b2", h.Jump)
+
+	// The inventory's jump overrides inv-target's own ProxyJump, so reaching
+	// inv-target again through "back" uses its config: no loop.
+	h = &Host{Name: "inv-target", Address: "inv-target", Jump: "back"}
+	require.NoError(t, cfg.Apply(h))
+	hops, err = ParseJump(h.Jump, cfg)
+	require.NoError(t, err)
+	assert.Equal(t, []JumpHop{b1, {User: me, Address: "inv-target", Port: 22}, {User: me, Address: "back", Port: 22}}, hops)
+}
+
+func TestSSHConfigJumpLoopsAreErrors(t *testing.T) {
+	t.Setenv("HOME", t.TempDir())
+	cfg, err := LoadSSHConfig("testdata/sshcfg-jump")
+	require.NoError(t, err)
+
+	_, err = ParseJump("l1", cfg)
+	assert.ErrorContains(t, err, "ProxyJump loop: l1 -> l2 -> l1")
+	_, err = sshCfgApply(t, cfg, "self", "")
+	assert.ErrorContains(t, err, "testdata/sshcfg-jump:17: ProxyJump loop: self -> self")
+	_, err = sshCfgApply(t, cfg, "t2", "")
+	assert.ErrorContains(t, err, "ProxyJump loop: l1 -> l2 -> l1")
+	_, err = sshCfgApply(t, cfg, "l1", "")
+	assert.ErrorContains(t, err, "ProxyJump loop: l1 -> l2 -> l1")
+
+	dir := t.TempDir()
+	var b strings.Builder
+	for i := 0; i < 20; i++ {
+		fmt.Fprintf(&b, "Host c%d\n  ProxyJump c%d\n", i, i+1)
+	}
+	long, err := LoadSSHConfig(sshCfgWrite(t, dir, "config", b.String()))
+	require.NoError(t, err)
+	_, err = ParseJump("c0", long)
+	assert.ErrorContains(t, err, fmt.Sprintf("more than %d jump hosts", maxJumpHops))
+}
