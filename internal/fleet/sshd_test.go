@@ -5,13 +5,16 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"crypto/rsa"
 	"crypto/sha256"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -530,4 +533,237 @@ func TestSSHFilesForCommands(t *testing.T) {
 	got = nil
 	require.NoError(t, json.Unmarshal(res[0].Output.Stdout, &got))
 	assert.Equal(t, want, got, "a new run hashes the file again")
+}
+
+// serveAgent serves keyring as an ssh-agent on a unix socket, points
+// SSH_AUTH_SOCK at it and returns the client AgentFromEnv makes, as
+// `gpuprep fleet` does.
+func serveAgent(t *testing.T, keyring agent.Agent) agent.ExtendedAgent {
+	sock := filepath.Join(t.TempDir(), "agent.sock")
+	l, err := net.Listen("unix", sock)
+	require.NoError(t, err)
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				agent.ServeAgent(keyring, c)
+			}()
+		}
+	}()
+	t.Setenv("SSH_AUTH_SOCK", sock)
+	ag, closer := AgentFromEnv()
+	require.NotNil(t, ag)
+	t.Cleanup(func() { closer.Close() })
+	return ag
+}
+
+// addUnrelatedKeys adds n keys no server accepts to keyring.
+func addUnrelatedKeys(t *testing.T, keyring agent.Agent, n int) {
+	for i := 0; i < n; i++ {
+		_, priv, err := ed25519.GenerateKey(rand.Reader)
+		require.NoError(t, err)
+		require.NoError(t, keyring.Add(agent.AddedKey{PrivateKey: priv, Comment: fmt.Sprintf("unrelated %d", i)}))
+	}
+}
+
+// authorize appends pub to the test servers' authorized_keys.
+func (r *rig) authorize(t *testing.T, pub ssh.PublicKey) {
+	f, err := os.OpenFile(filepath.Join(r.env.Dir, "authorized_keys"), os.O_APPEND|os.O_WRONLY, 0)
+	require.NoError(t, err)
+	defer f.Close()
+	_, err = f.Write(ssh.MarshalAuthorizedKey(pub))
+	require.NoError(t, err)
+}
+
+// An agent holding more keys than sshd's MaxAuthTries (6) does not keep
+// the host's own key from being tried: key files go first, through the
+// agent's signer when it holds them; an agent holding only wrong keys ends
+// as auth-failed, saying what to do.
+func TestSSHAgentWithManyKeys(t *testing.T) {
+	r := newRig(t)
+	s := r.env.Start(t, "127.0.0.17")
+	sshdtest.Trust(t, r.kh, false, s)
+	ctx := context.Background()
+	h := r.host("agent", s, r.env.User)
+	keyring := agent.NewKeyring()
+	addUnrelatedKeys(t, keyring, 7)
+	ag := serveAgent(t, keyring)
+
+	tr := r.transport()
+	tr.Agent = ag
+	c, err := tr.Dial(ctx, h)
+	require.NoError(t, err, "an unencrypted --identity file")
+	c.Close()
+
+	enc := filepath.Join(t.TempDir(), "enc_ed25519")
+	r.authorize(t, sshdtest.WriteKey(t, enc, "sekrit"))
+	data, err := os.ReadFile(enc)
+	require.NoError(t, err)
+	raw, err := ssh.ParseRawPrivateKeyWithPassphrase(data, []byte("sekrit"))
+	require.NoError(t, err)
+	require.NoError(t, keyring.Add(agent.AddedKey{PrivateKey: raw})) // the agent's 8th key
+	tr = r.transport()
+	tr.Identities = []string{enc}
+	tr.Agent = ag
+	c, err = tr.Dial(ctx, h)
+	require.NoError(t, err, "an encrypted --identity file the agent holds behind 7 others")
+	c.Close()
+
+	wrong := agent.NewKeyring()
+	addUnrelatedKeys(t, wrong, 7)
+	tr = r.transport()
+	tr.Identities = nil
+	tr.Agent = serveAgent(t, wrong)
+	_, err = tr.Dial(ctx, h)
+	require.Error(t, err)
+	t.Log(err)
+	assert.Equal(t, StatusAuthFailed, StatusOf(err), err.Error())
+	assert.Contains(t, err.Error(), "too many rejected keys")
+	assert.Contains(t, err.Error(), "--identity")
+	assert.Contains(t, err.Error(), "fewer keys in ssh-agent")
+}
+
+// writeRSAHostKey writes an RSA private key (OpenSSH format) to file and
+// returns its public key.
+func writeRSAHostKey(t *testing.T, file string) ssh.PublicKey {
+	priv, err := rsa.GenerateKey(rand.Reader, 2048)
+	require.NoError(t, err)
+	blk, err := ssh.MarshalPrivateKey(priv, "")
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(file, pem.EncodeToMemory(blk), 0o600))
+	pub, err := ssh.NewPublicKey(&priv.PublicKey)
+	require.NoError(t, err)
+	return pub
+}
+
+// known_hosts holding a key of another type than the server's is a
+// changed key (not a failed negotiation), even with --accept-new; a
+// server with both types whose recorded type alone is known is fine.
+func TestSSHHostKeyOfOtherType(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	s := r.env.Start(t, "127.0.0.18") // ed25519 only
+	rsaPriv, err := rsa.GenerateKey(rand.Reader, 2048)
+	require.NoError(t, err)
+	known, err := ssh.NewPublicKey(&rsaPriv.PublicKey)
+	require.NoError(t, err)
+	line := knownhosts.Line([]string{knownhosts.Normalize(s.Addr)}, known) + "\n"
+	require.NoError(t, os.WriteFile(r.kh, []byte(line), 0o600))
+	tr := r.transport()
+	tr.AcceptNew = true
+	_, err = tr.Dial(ctx, r.host("rsa-known", s, r.env.User))
+	require.Error(t, err)
+	t.Log(err)
+	assert.Equal(t, StatusHostKeyChanged, StatusOf(err), err.Error())
+	assert.Contains(t, err.Error(), "ssh-rsa "+ssh.FingerprintSHA256(known))
+	assert.Contains(t, err.Error(), "ssh-ed25519 "+ssh.FingerprintSHA256(s.HostKey))
+	b, err := os.ReadFile(r.kh)
+	require.NoError(t, err)
+	assert.Equal(t, line, string(b), "nothing recorded")
+
+	// Both an ed25519 and an RSA key, each alone recorded (by default
+	// x/crypto prefers RSA over ed25519).
+	var rsaKey ssh.PublicKey
+	both := r.env.StartWith(t, "127.0.0.19", func(_ ssh.PublicKey, keyFile string) []string {
+		rsaKey = writeRSAHostKey(t, keyFile+"-rsa")
+		return []string{"-o", "HostKey=" + keyFile + "-rsa"}
+	})
+	for _, recorded := range []ssh.PublicKey{both.HostKey, rsaKey} {
+		kh := filepath.Join(t.TempDir(), "known_hosts")
+		require.NoError(t, os.WriteFile(kh, []byte(knownhosts.Line([]string{knownhosts.Normalize(both.Addr)}, recorded)+"\n"), 0o600))
+		tr = r.transport()
+		tr.KnownHosts = []string{kh}
+		c, err := tr.Dial(ctx, r.host("both", both, r.env.User))
+		require.NoError(t, err, recorded.Type())
+		c.Close()
+	}
+}
+
+// certServer starts an sshd whose host key has a certificate from ca.
+func certServer(t *testing.T, r *rig, ip string, ca ssh.Signer) *sshdtest.Server {
+	return r.env.StartWith(t, ip, func(hostKey ssh.PublicKey, keyFile string) []string {
+		cert := &ssh.Certificate{Key: hostKey, CertType: ssh.HostCert, KeyId: "test", ValidPrincipals: []string{ip},
+			ValidAfter: 0, ValidBefore: ssh.CertTimeInfinity}
+		require.NoError(t, cert.SignCert(rand.Reader, ca))
+		require.NoError(t, os.WriteFile(keyFile+"-cert.pub", ssh.MarshalAuthorizedKey(cert), 0o644))
+		return []string{"-o", "HostCertificate=" + keyFile + "-cert.pub"}
+	})
+}
+
+func newCA(t *testing.T) ssh.Signer {
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	require.NoError(t, err)
+	ca, err := ssh.NewSignerFromKey(priv)
+	require.NoError(t, err)
+	return ca
+}
+
+// Certificates are checked like OpenSSH does: a host an authority covers
+// but that serves a plain key is unknown (and --accept-new records it); a
+// certificate from an unknown authority is checked as its plain key; a
+// revoked key or authority is refused as changed.
+func TestSSHCertificateFallbacks(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	ca, other := newCA(t), newCA(t)
+	write := func(lines ...string) string {
+		kh := filepath.Join(t.TempDir(), "known_hosts")
+		require.NoError(t, os.WriteFile(kh, []byte(strings.Join(lines, "\n")+"\n"), 0o600))
+		return kh
+	}
+	authority := func(s *sshdtest.Server, ca ssh.Signer) string {
+		return "@cert-authority " + knownhosts.Normalize(s.Addr) + " " + strings.TrimSpace(string(ssh.MarshalAuthorizedKey(ca.PublicKey())))
+	}
+	dial := func(s *sshdtest.Server, kh string, acceptNew bool) error {
+		tr := r.transport()
+		tr.KnownHosts, tr.AcceptNew = []string{kh}, acceptNew
+		c, err := tr.Dial(ctx, r.host("cert", s, r.env.User))
+		if err == nil {
+			c.Close()
+		}
+		return err
+	}
+
+	// An authority covers the host, which serves a plain key only.
+	plain := r.env.Start(t, "127.0.0.20")
+	kh := write(authority(plain, ca))
+	err := dial(plain, kh, false)
+	require.Error(t, err)
+	assert.Equal(t, StatusHostKeyUnknown, StatusOf(err), err.Error())
+	assert.Contains(t, err.Error(), ssh.FingerprintSHA256(plain.HostKey))
+	require.NoError(t, dial(plain, kh, true), "--accept-new records it")
+	require.NoError(t, dial(plain, kh, false), "and it is known from then on")
+
+	s := certServer(t, r, "127.0.0.21", ca)
+	require.NoError(t, dial(s, write(authority(s, ca)), false), "the authority vouches for the certificate")
+
+	// An unknown authority: the certificate's key is checked as a plain key.
+	require.NoError(t, dial(s, write(authority(s, other), s.KnownHostsLine(true)), false))
+	err = dial(s, write(authority(s, other), knownhosts.Line([]string{knownhosts.Normalize(s.Addr)}, mustKey(t))), true)
+	require.Error(t, err)
+	assert.Equal(t, StatusHostKeyChanged, StatusOf(err), err.Error())
+	assert.Contains(t, err.Error(), ssh.FingerprintSHA256(s.HostKey))
+	kh = write()
+	err = dial(s, kh, false)
+	assert.Equal(t, StatusHostKeyUnknown, StatusOf(err), err)
+	require.NoError(t, dial(s, kh, true), "--accept-new records the plain key")
+	b, err := os.ReadFile(kh)
+	require.NoError(t, err)
+	assert.Contains(t, string(b), s.KnownHostsLine(false))
+	require.NoError(t, dial(s, kh, false))
+
+	// Revoked: the certificate's key, or its authority.
+	for what, revoked := range map[string]ssh.PublicKey{"host key": s.HostKey, "certificate authority": ca.PublicKey()} {
+		line := "@revoked * " + strings.TrimSpace(string(ssh.MarshalAuthorizedKey(revoked)))
+		err := dial(s, write(authority(s, ca), line), true)
+		require.Error(t, err, what)
+		assert.Equal(t, StatusHostKeyChanged, StatusOf(err), err.Error())
+		assert.Contains(t, err.Error(), what+" ssh-ed25519 "+ssh.FingerprintSHA256(revoked))
+		assert.Contains(t, err.Error(), "@revoked")
+	}
 }

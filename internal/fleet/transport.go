@@ -9,9 +9,11 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
+	"unicode"
 
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/agent"
@@ -65,7 +67,9 @@ type Transport struct {
 	// Identities are private key files tried for every host (-i), before
 	// the host's own IdentityFiles.
 	Identities []string
-	// Agent, when set, offers its keys first (from SSH_AUTH_SOCK).
+	// Agent, when set, signs with the keys it holds (from SSH_AUTH_SOCK):
+	// for a key file whose key it holds (an encrypted file needs it), and
+	// then with its other keys, after all the key files.
 	Agent agent.ExtendedAgent
 	// SSHConfig resolves jump hosts.
 	SSHConfig *SSHConfig
@@ -79,7 +83,8 @@ type Transport struct {
 	mu       sync.Mutex
 	accepted map[string]ssh.PublicKey
 	keys     map[string]keyFile
-	caLines  map[string]bool // "file:line" of @cert-authority lines
+	caLines  map[string]bool                // "file:line" of @cert-authority lines
+	revoked  map[string]knownhosts.KnownKey // @revoked keys by their blob
 }
 
 type keyFile struct {
@@ -114,13 +119,9 @@ func (t *Transport) init() error {
 			t.initErr = fmt.Errorf("known_hosts: %v", t.initErr)
 		}
 		t.caLines = map[string]bool{}
+		t.revoked = map[string]knownhosts.KnownKey{}
 		for _, f := range files {
-			data, _ := os.ReadFile(f)
-			for i, l := range strings.Split(string(data), "\n") {
-				if strings.HasPrefix(strings.TrimSpace(l), "@cert-authority") {
-					t.caLines[fmt.Sprintf("%s:%d", f, i+1)] = true
-				}
-			}
+			t.readMarkers(f)
 		}
 		t.accepted = map[string]ssh.PublicKey{}
 		t.keys = map[string]keyFile{}
@@ -129,6 +130,24 @@ func (t *Transport) init() error {
 		}
 	})
 	return t.initErr
+}
+
+// readMarkers notes the @cert-authority and @revoked lines of a
+// known_hosts file: knownhosts does not tell an authority from a host key
+// among the keys a host is known by, and checks revocation of a
+// certificate only once its authority is trusted.
+func (t *Transport) readMarkers(file string) {
+	data, _ := os.ReadFile(file)
+	for i, l := range strings.Split(string(data), "\n") {
+		marker, _, key, _, _, err := ssh.ParseKnownHosts([]byte(l))
+		switch {
+		case err != nil:
+		case marker == "cert-authority":
+			t.caLines[fmt.Sprintf("%s:%d", file, i+1)] = true
+		case marker == "revoked":
+			t.revoked[string(plainKey(key).Marshal())] = knownhosts.KnownKey{Key: key, Filename: file, Line: i + 1}
+		}
+	}
 }
 
 // Init loads the known_hosts files (Dial does it on first use); it reports
@@ -147,47 +166,110 @@ func (t *Transport) hostKeyCallback(rec *error) ssh.HostKeyCallback {
 
 func (t *Transport) verify(hostname string, remote net.Addr, key ssh.PublicKey) error {
 	norm := knownhosts.Normalize(hostname)
-	fp := ssh.FingerprintSHA256(key)
+	if err := t.checkRevoked(norm, key); err != nil {
+		return err
+	}
 	t.mu.Lock()
 	prev, ok := t.accepted[norm]
 	t.mu.Unlock()
 	if ok {
-		if bytes.Equal(prev.Marshal(), key.Marshal()) {
+		if sameKey(prev, key) {
 			return nil
 		}
-		return hostErr(StatusHostKeyChanged, "host key for %s changed: the server presents %s %s, not the key accepted earlier in this run; refusing to connect (possible man-in-the-middle)", norm, key.Type(), fp)
+		return hostErr(StatusHostKeyChanged, "host key for %s changed: the server presents %s %s, not the key accepted earlier in this run; refusing to connect (possible man-in-the-middle)", norm, key.Type(), ssh.FingerprintSHA256(key))
 	}
 	err := t.check(hostname, remote, key)
 	if err == nil {
 		return nil
 	}
+	var why string
+	if cert, ok := key.(*ssh.Certificate); ok {
+		// Like OpenSSH: a certificate no known authority vouches for (or
+		// one that fails its checks) is verified as its plain key, which
+		// known_hosts may hold or --accept-new may record.
+		why = fmt.Sprintf(" (its certificate was not accepted: %v)", strings.TrimPrefix(err.Error(), "ssh: "))
+		key = cert.Key
+		if err = t.check(hostname, remote, key); err == nil {
+			return nil
+		}
+	}
+	fp := ssh.FingerprintSHA256(key)
 	var ke *knownhosts.KeyError
 	var re *knownhosts.RevokedError
 	switch {
 	case errors.As(err, &re):
 		return hostErr(StatusHostKeyChanged, "host key %s %s for %s is marked @revoked in %s:%d; refusing to connect", key.Type(), fp, norm, re.Revoked.Filename, re.Revoked.Line)
 	case errors.As(err, &ke) && len(t.plainKeys(ke.Want)) > 0:
-		var known []string
-		for _, w := range t.plainKeys(ke.Want) {
-			known = append(known, fmt.Sprintf("%s %s (%s:%d)", w.Key.Type(), ssh.FingerprintSHA256(w.Key), w.Filename, w.Line))
-		}
-		return hostErr(StatusHostKeyChanged, "HOST KEY CHANGED for %s: the server presents %s %s but known_hosts has %s; refusing to connect (possible man-in-the-middle). If the host was reinstalled, remove the old entry (ssh-keygen -R %s) and verify the new key", norm, key.Type(), fp, strings.Join(known, ", "), norm)
+		return hostErr(StatusHostKeyChanged, "HOST KEY CHANGED for %s: the server presents %s %s%s but known_hosts has %s; refusing to connect (possible man-in-the-middle). If the host was reinstalled, remove the old entry (ssh-keygen -R %s) and verify the new key", norm, key.Type(), fp, why, describeKnown(t.plainKeys(ke.Want)), norm)
 	case errors.As(err, &ke):
 		if !t.AcceptNew {
-			return hostErr(StatusHostKeyUnknown, "host key for %s is not in known_hosts: the server presents %s %s; verify it and add it (ssh-keyscan / ssh once), or rerun with --accept-new to trust and record first contact", norm, key.Type(), fp)
+			return hostErr(StatusHostKeyUnknown, "host key for %s is not in known_hosts: the server presents %s %s%s; verify it and add it (ssh-keyscan / ssh once), or rerun with --accept-new to trust and record first contact", norm, key.Type(), fp, why)
 		}
-		return t.record(norm, key)
+		return t.record(hostname, key)
 	default:
-		// A certificate without a known authority, or similar.
-		return hostErr(StatusHostKeyUnknown, "host key for %s (%s %s) not trusted: %v", norm, key.Type(), fp, err)
+		// knownhosts could not read the address: nothing to check it by.
+		return hostErr(StatusError, "checking the host key of %q (%s %s)%s: %v", hostname, key.Type(), fp, why, err)
 	}
 }
 
-func (t *Transport) record(norm string, key ssh.PublicKey) error {
+// checkRevoked refuses a key marked @revoked, also when it is the key or
+// the authority of a certificate: knownhosts checks a certificate's
+// revocation only once its authority is trusted, and a revoked key is a
+// key that must not be trusted again, not an unknown one.
+func (t *Transport) checkRevoked(norm string, key ssh.PublicKey) error {
+	candidates := []ssh.PublicKey{plainKey(key)}
+	what := "host key"
+	if cert, ok := key.(*ssh.Certificate); ok {
+		candidates = append(candidates, cert.SignatureKey)
+	}
+	for i, k := range candidates {
+		r, ok := t.revoked[string(k.Marshal())]
+		if !ok {
+			continue
+		}
+		if i == 1 {
+			what = "certificate authority"
+		}
+		return hostErr(StatusHostKeyChanged, "%s %s %s of %s is marked @revoked in %s:%d; refusing to connect", what, k.Type(), ssh.FingerprintSHA256(k), norm, r.Filename, r.Line)
+	}
+	return nil
+}
+
+// describeKnown lists known keys with their type, fingerprint and place.
+func describeKnown(want []knownhosts.KnownKey) string {
+	var known []string
+	for _, w := range want {
+		known = append(known, fmt.Sprintf("%s %s (%s:%d)", w.Key.Type(), ssh.FingerprintSHA256(w.Key), w.Filename, w.Line))
+	}
+	return strings.Join(known, ", ")
+}
+
+// plainKey is the key a certificate certifies, or key itself.
+func plainKey(key ssh.PublicKey) ssh.PublicKey {
+	if cert, ok := key.(*ssh.Certificate); ok {
+		return cert.Key
+	}
+	return key
+}
+
+// sameKey compares the plain keys: a key recorded in this run after its
+// certificate was not accepted is the same key when the certificate is
+// presented again.
+func sameKey(a, b ssh.PublicKey) bool {
+	return bytes.Equal(plainKey(a).Marshal(), plainKey(b).Marshal())
+}
+
+// record trusts key for hostname (host:port) from now on and appends it
+// to KnownHosts[0].
+func (t *Transport) record(hostname string, key ssh.PublicKey) error {
+	norm := knownhosts.Normalize(hostname)
+	if err := recordable(hostname); err != nil {
+		return err
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if prev, ok := t.accepted[norm]; ok {
-		if bytes.Equal(prev.Marshal(), key.Marshal()) {
+		if sameKey(prev, key) {
 			return nil
 		}
 		return hostErr(StatusHostKeyChanged, "host key for %s changed during this run; refusing to connect", norm)
@@ -214,6 +296,42 @@ func (t *Transport) record(norm string, key ssh.PublicKey) error {
 	return nil
 }
 
+// knownHostsSyntax are the characters known_hosts reads as patterns
+// (*, ?, !), lists (,), the bracketed [host]:port form or field
+// separators (whitespace).
+const knownHostsSyntax = ",*?![]"
+
+// recordable refuses a host name that known_hosts would not read back as
+// that one host: a name such as "a,*" would be recorded as a pattern list
+// trusting the key for every host. The inventory rejects such addresses
+// too; the recorder must never depend on that.
+func recordable(hostname string) error {
+	host, _, err := net.SplitHostPort(hostname)
+	if err != nil {
+		return hostErr(StatusError, "refusing to record the host key of %q in known_hosts: not a host:port address (%v)", hostname, err)
+	}
+	if why := unrecordable(host); why != "" {
+		return hostErr(StatusError, "refusing to record the host key of %q in known_hosts: %s; fix the host's address in the inventory", host, why)
+	}
+	return nil
+}
+
+// unrecordable says why known_hosts would misread host, or "".
+func unrecordable(host string) string {
+	bad := func(r rune) bool {
+		return strings.ContainsRune(knownHostsSyntax, r) || unicode.IsSpace(r) || unicode.IsControl(r)
+	}
+	switch i := strings.IndexFunc(host, bad); {
+	case host == "":
+		return "the address is empty"
+	case i >= 0:
+		return fmt.Sprintf("the address contains %q, which known_hosts reads as a pattern or separator (any of %s or whitespace)", []rune(host[i:])[0], knownHostsSyntax)
+	case strings.ContainsRune("#|@", rune(host[0])):
+		return fmt.Sprintf("known_hosts reads a line starting with %q as a comment, a hashed name or a marker", host[0])
+	}
+	return ""
+}
+
 // plainKeys drops the @cert-authority keys that knownhosts lists among
 // the keys a host is known by.
 func (t *Transport) plainKeys(want []knownhosts.KnownKey) []knownhosts.KnownKey {
@@ -231,10 +349,14 @@ var certAlgos = []string{
 	ssh.CertAlgoRSASHA512v01, ssh.CertAlgoRSASHA256v01, ssh.CertAlgoRSAv01,
 }
 
-// knownKeyAlgorithms returns the host key algorithms known_hosts holds for
-// hostport, so that the server presents a key we can check (a server with
-// an ed25519 and an RSA key whose RSA key alone is recorded must not look
-// "changed"). Nil: none recorded (or only a @cert-authority): defaults.
+// knownKeyAlgorithms returns the host key algorithms to offer for
+// hostport: first those of the keys known_hosts holds for it (certificates
+// first when an authority covers it), so that the server presents a key we
+// can check (a server with an ed25519 and an RSA key whose RSA key alone
+// is recorded must not look "changed"); then all the others, so that a
+// server with none of those keys still presents one and verify tells a
+// changed key (or an unknown one, when only an authority covers the host)
+// instead of the negotiation failing. Nil: nothing recorded: defaults.
 func (t *Transport) knownKeyAlgorithms(hostport string) []string {
 	err := t.check(hostport, dummyAddr{}, probeKey{})
 	var ke *knownhosts.KeyError
@@ -253,6 +375,11 @@ func (t *Transport) knownKeyAlgorithms(hostport string) []string {
 			algos = append(algos, w.Key.Type())
 		}
 	}
+	for _, a := range ssh.SupportedAlgorithms().HostKeys {
+		if !slices.Contains(algos, a) {
+			algos = append(algos, a)
+		}
+	}
 	return algos
 }
 
@@ -268,45 +395,75 @@ func (probeKey) Type() string                            { return "gpuprep-probe
 func (probeKey) Marshal() []byte                         { return []byte("gpuprep-probe") }
 func (probeKey) Verify(_ []byte, _ *ssh.Signature) error { return errors.New("probe") }
 
-// signers returns the keys to offer for files (in order), and a note about
-// keys that could not be used (encrypted and not in the agent).
-func (t *Transport) signers(files []string) ([]ssh.Signer, string) {
-	var out []ssh.Signer
-	var agentKeys []*agent.Key
-	if t.Agent != nil {
-		if s, err := t.Agent.Signers(); err == nil {
-			out = append(out, s...)
+// offer is what a hop authenticates with.
+type offer struct {
+	signers []ssh.Signer
+	agent   int    // how many of them are the agent's other keys
+	note    string // keys that could not be used (encrypted and not in the agent)
+}
+
+// signers returns the keys to offer: the key files (in order) first, each
+// through the agent's signer when the agent holds the same key (how an
+// encrypted file is used), then the agent's other keys. sshd ends the
+// login after MaxAuthTries (6) rejected keys: offering an agent's many
+// keys first would never reach the host's own key. (OpenSSH too prefers
+// the configured keys the agent holds to its others, but tries a file the
+// agent does not hold last, where MaxAuthTries can cut it off.)
+func (t *Transport) signers(files []string) offer {
+	var o offer
+	agentSigners := t.agentSigners()
+	inAgent := map[string]ssh.Signer{}
+	for _, s := range agentSigners {
+		inAgent[string(s.PublicKey().Marshal())] = s
+	}
+	seen := map[string]bool{}
+	add := func(s ssh.Signer) bool {
+		k := string(s.PublicKey().Marshal())
+		if seen[k] {
+			return false
 		}
-		agentKeys, _ = t.Agent.List()
+		seen[k] = true
+		o.signers = append(o.signers, s)
+		return true
 	}
 	var notes []string
-	seen := map[string]bool{}
-	for _, s := range out {
-		seen[string(s.PublicKey().Marshal())] = true
-	}
 	for _, f := range files {
 		k := t.loadKey(f)
+		pub := k.pub
+		if k.signer != nil {
+			pub = k.signer.PublicKey()
+		}
 		switch {
+		case pub != nil && inAgent[string(pub.Marshal())] != nil:
+			add(inAgent[string(pub.Marshal())])
 		case k.signer != nil:
-			if !seen[string(k.signer.PublicKey().Marshal())] {
-				out = append(out, k.signer)
-				seen[string(k.signer.PublicKey().Marshal())] = true
-			}
+			add(k.signer)
 		case k.pub != nil:
-			inAgent := false
-			for _, ak := range agentKeys {
-				if bytes.Equal(ak.Marshal(), k.pub.Marshal()) {
-					inAgent = true
-				}
-			}
-			if !inAgent {
-				notes = append(notes, fmt.Sprintf("key %s is encrypted (passphrase-protected) and ssh-agent does not hold it: run ssh-add %s (gpuprep never asks for passphrases)", f, f))
-			}
+			notes = append(notes, fmt.Sprintf("key %s is encrypted (passphrase-protected) and ssh-agent does not hold it: run ssh-add %s (gpuprep never asks for passphrases)", f, f))
 		case k.err != nil && !os.IsNotExist(errors.Unwrap(k.err)):
 			notes = append(notes, k.err.Error())
 		}
 	}
-	return out, strings.Join(notes, "; ")
+	for _, s := range agentSigners {
+		if add(s) {
+			o.agent++
+		}
+	}
+	o.note = strings.Join(notes, "; ")
+	return o
+}
+
+// agentSigners are the agent's keys (none without an agent, or when it
+// does not answer).
+func (t *Transport) agentSigners() []ssh.Signer {
+	if t.Agent == nil {
+		return nil
+	}
+	s, err := t.Agent.Signers()
+	if err != nil {
+		return nil
+	}
+	return s
 }
 
 func (t *Transport) loadKey(file string) keyFile {
@@ -428,11 +585,11 @@ func (t *Transport) dialHop(ctx context.Context, via *ssh.Client, hp hop) (*ssh.
 	if len(files) == 0 && t.Agent == nil {
 		files = DefaultIdentities()
 	}
-	signers, note := t.signers(files)
-	if len(signers) == 0 {
+	keys := t.signers(files)
+	if len(keys.signers) == 0 {
 		msg := "no usable key: give one with -i/--identity, IdentityFile or ssh-agent (SSH_AUTH_SOCK)"
-		if note != "" {
-			msg = note
+		if keys.note != "" {
+			msg = keys.note
 		}
 		return nil, hostErr(StatusAuthFailed, "%s", msg)
 	}
@@ -460,7 +617,7 @@ func (t *Transport) dialHop(ctx context.Context, via *ssh.Client, hp hop) (*ssh.
 	var keyErr error
 	cfg := &ssh.ClientConfig{
 		User:              hp.user,
-		Auth:              []ssh.AuthMethod{ssh.PublicKeys(signers...)},
+		Auth:              []ssh.AuthMethod{ssh.PublicKeys(keys.signers...)},
 		HostKeyCallback:   t.hostKeyCallback(&keyErr),
 		HostKeyAlgorithms: t.knownKeyAlgorithms(hp.addr),
 		ClientVersion:     "SSH-2.0-gpuprep",
@@ -485,16 +642,28 @@ func (t *Transport) dialHop(ctx context.Context, via *ssh.Client, hp hop) (*ssh.
 			return nil, hostErr(StatusTimeout, "%s accepted the connection but gave no SSH answer within %s", hp.addr, t.ConnectTimeout)
 		case strings.Contains(err.Error(), "unable to authenticate"):
 			msg := fmt.Sprintf("%s@%s: the server accepted none of the offered keys", hp.user, hp.addr)
-			if note != "" {
-				msg += "; " + note
+			if keys.note != "" {
+				msg += "; " + keys.note
 			}
 			return nil, hostErr(StatusAuthFailed, "%s", msg)
+		case strings.Contains(err.Error(), "Too many authentication failures"):
+			return nil, tooManyKeys(hp, keys)
 		case isConnDrop(err):
 			return nil, hostErr(StatusUnreachable, "%s: connection closed during the SSH handshake: %v", hp.addr, err)
 		}
 		return nil, hostErr(StatusError, "%s: %v", hp.addr, err)
 	}
 	return ssh.NewClient(c, chans, reqs), nil
+}
+
+// tooManyKeys explains sshd ending the login after MaxAuthTries rejected
+// keys: the right key was never offered, or came too late.
+func tooManyKeys(hp hop, keys offer) *HostError {
+	msg := fmt.Sprintf("%s@%s: the server ended the login after too many rejected keys (sshd MaxAuthTries, 6 by default) before accepting one; %d keys were to be offered (%d from key files, then %d more from ssh-agent): give the host's key with --identity (or IdentityFile), which is offered first, or hold fewer keys in ssh-agent (ssh-add -D, then ssh-add the ones needed)", hp.user, hp.addr, len(keys.signers), len(keys.signers)-keys.agent, keys.agent)
+	if keys.note != "" {
+		msg += "; " + keys.note
+	}
+	return hostErr(StatusAuthFailed, "%s", msg)
 }
 
 func isTimeout(err error) bool {
