@@ -13,7 +13,7 @@ import (
 // list: ',' '*' '?' '!' '[]' and ':' outside an IPv6 address would let an
 // inventory record a key that is then trusted for another host.
 func TestInventoryAddressIsHostNameOrIP(t *testing.T) {
-	for _, tc := range []struct{ name, data, want string }{
+	parseErrors(t, []badInventory{
 		{"x.ini", "victim ansible_host=victim.corp,x.attacker.example\n",
 			`x.ini:1: ansible_host: host "victim": "victim.corp,x.attacker.example" is not a host name or IP address`},
 		{"x.ini", "[g]\nv\n[g:vars]\nansible_ssh_host=*.corp\n", `x.ini:4: ansible_ssh_host: host "v": "*.corp"`},
@@ -31,13 +31,7 @@ func TestInventoryAddressIsHostNameOrIP(t *testing.T) {
 		{"x.yaml", "hosts:\n  - name: a\n    address: '[10.0.0.1]'\n", `x.yaml:2: address: host "a"`},
 		{"x.yaml", "hosts:\n  - 'gpu[1]'\n", `x.yaml:2: address: host "gpu[1]"`},
 		{"x.yaml", "hosts:\n  - name: a\n    jump: 'bastion,[*]:22'\n", `x.yaml:2: jump: host "a"`},
-	} {
-		t.Run(tc.want, func(t *testing.T) {
-			_, err := Parse(tc.name, []byte(tc.data))
-			require.Error(t, err)
-			assert.Contains(t, err.Error(), tc.want)
-		})
-	}
+	})
 }
 
 func TestInventoryAddressForms(t *testing.T) {
@@ -105,7 +99,7 @@ func TestInventoryKeyFileTilde(t *testing.T) {
 // files it cannot read.
 func TestInventoryKeyFileMissing(t *testing.T) {
 	home, _ := writeKey(t)
-	for _, tc := range []struct{ name, data, want string }{
+	parseErrors(t, []badInventory{
 		{"x.ini", "h ansible_ssh_private_key_file=~/.ssh/nope.pem\n",
 			`x.ini:1: ansible_ssh_private_key_file: host "h": key file ` + home + `/.ssh/nope.pem does not exist`},
 		{"x.ini", "[g]\nh\n\n[g:vars]\nansible_private_key_file=/nonexistent/k\n",
@@ -116,13 +110,7 @@ func TestInventoryKeyFileMissing(t *testing.T) {
 		{"x.yaml", "hosts:\n  - name: h\n    identityFile:\n      - ~/.ssh/fleet.pem\n      - ~/.ssh/nope.pem\n",
 			`x.yaml:5: hosts[0].identityFile: key file ` + home + `/.ssh/nope.pem does not exist`},
 		{"x.yaml", "defaults:\n  identityFile: nope.pem\nhosts: [h]\n", `x.yaml:2: defaults.identityFile: key file nope.pem does not exist`},
-	} {
-		t.Run(tc.want, func(t *testing.T) {
-			_, err := Parse(tc.name, []byte(tc.data))
-			require.Error(t, err)
-			assert.Contains(t, err.Error(), tc.want)
-		})
-	}
+	})
 }
 
 // Ansible splits a trailing :PORT off a host pattern before expanding its
@@ -181,17 +169,11 @@ again:2205
 		assert.Equal(t, want, h[name].Target(), name)
 	}
 
-	for _, tc := range []struct{ name, data, want string }{
+	parseErrors(t, []badInventory{
 		{"x.ini", "[g]\nh:99999\n", `x.ini:2: host: host "h": "99999" is not a TCP port`},
 		{"x.yaml", "all:\n  hosts:\n    h:0:\n", `x.yaml:3: all.hosts: host "h": "0" is not a TCP port`},
 		{"x.ini", "h:22x\n", `x.ini:1: address: host "h:22x"`},
-	} {
-		t.Run(tc.want, func(t *testing.T) {
-			_, err := Parse(tc.name, []byte(tc.data))
-			require.Error(t, err)
-			assert.Contains(t, err.Error(), tc.want)
-		})
-	}
+	})
 }
 
 // Inside double quotes a backslash escapes '"' and '\' (shlex, POSIX mode);
@@ -221,4 +203,20 @@ func TestInventoryINIQuoting(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, `/srv/a "b"`, inv.Hosts[0].Var("gpuprep_root"))
 	assert.Equal(t, `c\d`, inv.Hosts[0].Var("gpuprep_x"))
+}
+
+// badInventory is an inventory file that must not load, and what its error
+// must say.
+type badInventory struct{ name, data, want string }
+
+// parseErrors requires each inventory to fail to load with its error.
+func parseErrors(t *testing.T, cases []badInventory) {
+	t.Helper()
+	for _, tc := range cases {
+		t.Run(tc.want, func(t *testing.T) {
+			_, err := Parse(tc.name, []byte(tc.data))
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.want)
+		})
+	}
 }

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"net/netip"
 	"os"
 	"os/user"
 	"path"
@@ -728,33 +727,13 @@ func (s *SSHConfig) fill(h *Host, alias string) (string, error) {
 }
 
 // configAddressOK reports whether an address ssh_config gave (a HostName,
-// or a jump host with none) may be dialled and recorded: a host name
-// (letters, digits, '.', '-', '_', not starting with '-') or an IP
-// address. With --accept-new the address is written into known_hosts,
-// where ',' separates host patterns and '*' '?' '!' '[' ']' are wildcards,
-// negation and port brackets: a HostName "victim,attacker.example" would
-// record the attacker's key for victim too. (inventory.go checks the
-// inventory's addresses the same way.)
+// or a jump host with none) may be dialled and recorded: what validAddress
+// allows an inventory, without the brackets an inventory may put around an
+// IPv6 address. With --accept-new the address is written into known_hosts,
+// where a HostName "victim,attacker.example" would record the attacker's
+// key for victim too.
 func configAddressOK(a string) bool {
-	if ip, err := netip.ParseAddr(a); err == nil {
-		// netip takes any bytes as an IPv6 zone (fe80::1%eth0).
-		return ip.Zone() == "" || configNameOK(ip.Zone())
-	}
-	return configNameOK(a)
-}
-
-// configNameOK reports whether s is made of host name characters only.
-func configNameOK(s string) bool {
-	if s == "" || s[0] == '-' {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '-' || c == '_') {
-			return false
-		}
-	}
-	return true
+	return !strings.HasPrefix(a, "[") && validAddress(a)
 }
 
 // Defaults fills the user (the local user) and port (22) when still unset.

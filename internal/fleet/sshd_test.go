@@ -191,13 +191,7 @@ func TestSSHCertAuthority(t *testing.T) {
 	c.Close()
 }
 
-func mustKey(t *testing.T) ssh.PublicKey {
-	pub, _, err := ed25519.GenerateKey(rand.Reader)
-	require.NoError(t, err)
-	k, err := ssh.NewPublicKey(pub)
-	require.NoError(t, err)
-	return k
-}
+func mustKey(t *testing.T) ssh.PublicKey { return newSigner(t).PublicKey() }
 
 func TestSSHAuthAndTimeouts(t *testing.T) {
 	r := newRig(t)
@@ -695,7 +689,8 @@ func certServer(t *testing.T, r *rig, ip string, ca ssh.Signer) *sshdtest.Server
 	})
 }
 
-func newCA(t *testing.T) ssh.Signer {
+// newSigner is a new ed25519 key (a certificate authority, a host key).
+func newSigner(t *testing.T) ssh.Signer {
 	_, priv, err := ed25519.GenerateKey(rand.Reader)
 	require.NoError(t, err)
 	ca, err := ssh.NewSignerFromKey(priv)
@@ -710,7 +705,7 @@ func newCA(t *testing.T) ssh.Signer {
 func TestSSHCertificateFallbacks(t *testing.T) {
 	r := newRig(t)
 	ctx := context.Background()
-	ca, other := newCA(t), newCA(t)
+	ca, other := newSigner(t), newSigner(t)
 	write := func(lines ...string) string {
 		kh := filepath.Join(t.TempDir(), "known_hosts")
 		require.NoError(t, os.WriteFile(kh, []byte(strings.Join(lines, "\n")+"\n"), 0o600))
