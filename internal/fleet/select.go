@@ -447,6 +447,7 @@ type cfgValue struct {
 type hostOpts struct {
 	alias                      string
 	hostName, user, port, jump cfgValue
+	proxyCommand               cfgValue // read only to refuse it (see fill)
 	identityFiles              []cfgValue
 	identityFixed              bool
 }
@@ -560,8 +561,8 @@ func (o *hostOpts) open(key string) bool {
 		return o.user.val == ""
 	case "port":
 		return o.port.val == ""
-	case "proxyjump":
-		return o.jump.val == ""
+	case "proxyjump", "proxycommand": // whichever comes first wins, as in ssh
+		return o.jump.val == "" && o.proxyCommand.val == ""
 	case "identityfile":
 		return !o.identityFixed
 	}
@@ -578,6 +579,8 @@ func (o *hostOpts) set(key string, v cfgValue) {
 		o.port = v
 	case "proxyjump":
 		o.jump = v
+	case "proxycommand":
+		o.proxyCommand = v
 	case "identityfile":
 		o.identityFiles = append(o.identityFiles, v)
 	}
@@ -590,6 +593,7 @@ var undecidedHints = map[string]string{
 	"port":         "Port at %s: set the port in the inventory (or :port in a ProxyJump), which wins over ssh_config",
 	"identityfile": "IdentityFile at %s: set the key file in the inventory, which wins over ssh_config",
 	"proxyjump":    "ProxyJump at %s: set the jump in the inventory (none for none), which wins over ssh_config",
+	"proxycommand": "ProxyCommand at %s: set the jump in the inventory (none for none), which wins over ssh_config",
 }
 
 // undecided is the error for an undecided block (why) that would set key
@@ -722,6 +726,12 @@ func (s *SSHConfig) fill(h *Host, alias string) (string, error) {
 	if v := o.jump; h.Jump == "" && v.src != "" && !strings.EqualFold(v.val, "none") {
 		h.Jump = v.val
 		return v.src, nil
+	}
+	// gpuprep runs no ProxyCommand (a command line from a config file);
+	// dialling the host directly instead would fail with no word why, or
+	// go around the bastion the config sends it through.
+	if v := o.proxyCommand; h.Jump == "" && v.src != "" && !strings.EqualFold(v.val, "none") {
+		return "", fmt.Errorf("ssh config %s: ProxyCommand (for %s) is not supported: use ProxyJump (ssh -W through a bastion is ProxyJump bastion), set the jump in the inventory (none to connect directly), or pass --ssh-config none", v.src, alias)
 	}
 	return "", nil
 }

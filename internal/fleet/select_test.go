@@ -267,3 +267,34 @@ func TestSSHConfigJumpLoopsAreErrors(t *testing.T) {
 	_, err = ParseJump("c0", long)
 	assert.ErrorContains(t, err, fmt.Sprintf("more than %d jump hosts", maxJumpHops))
 }
+
+// gpuprep runs no ProxyCommand: a host whose config has one is an error
+// naming the line, not dialled directly; ProxyJump and ProxyCommand compete
+// as in ssh (the first one wins); the inventory's jump wins over both.
+func TestSSHConfigProxyCommandIsRefused(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "config")
+	require.NoError(t, os.WriteFile(f, []byte(`Host pc
+  ProxyCommand ssh -W %h:%p gw
+Host jumpfirst
+  ProxyJump gw
+  ProxyCommand ssh -W %h:%p other
+Host pcnone
+  ProxyCommand none
+`), 0o600))
+	cfg, err := LoadSSHConfig(f)
+	require.NoError(t, err)
+
+	h := &Host{Name: "pc", Address: "pc"}
+	err = cfg.Apply(h)
+	require.ErrorContains(t, err, f+":2: ProxyCommand (for pc) is not supported")
+
+	h = &Host{Name: "jumpfirst", Address: "jumpfirst"}
+	require.NoError(t, cfg.Apply(h))
+	require.Equal(t, "gw", h.Jump)
+
+	require.NoError(t, cfg.Apply(&Host{Name: "pcnone", Address: "pcnone"}))
+	h = &Host{Name: "pc", Address: "pc", Jump: "bastion"}
+	require.NoError(t, cfg.Apply(h), "the inventory's jump wins")
+	require.Equal(t, "bastion", h.Jump)
+	require.NoError(t, cfg.Apply(&Host{Name: "pc", Address: "pc", Jump: "none"}))
+}
