@@ -4,11 +4,14 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
+	"net/netip"
 	"os"
 	"os/user"
 	"path"
 	"path/filepath"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -144,6 +147,27 @@ type cfgFile struct {
 	blocks []*cfgBlock
 }
 
+// wantsFinal reports whether a Match line in f or a file it includes has a
+// final criterion (negated or not, included under a block that applies or
+// not): ssh 9.2 then parses the config a second time (see lookup).
+func (f *cfgFile) wantsFinal() bool {
+	for _, b := range f.blocks {
+		for _, c := range b.crits {
+			if c.attr == "final" {
+				return true
+			}
+		}
+		for _, it := range b.items {
+			for _, inc := range it.included {
+				if inc.wantsFinal() {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
 // cfgBlock is a file's implicit first block (line 0: it applies wherever
 // the file does), a Host block or a Match block, with the lines under it.
 type cfgBlock struct {
@@ -204,7 +228,7 @@ func loadCfgFile(name string, depth int) (*cfgFile, error) {
 
 // parseCfgFile parses one file's data and loads the files it includes.
 func parseCfgFile(name string, data []byte, depth int) (*cfgFile, error) {
-	text, headers, includes, err := cfgPlaceholders(name, data)
+	text, headers, includes, raw, err := cfgPlaceholders(name, data)
 	if err != nil {
 		return nil, err
 	}
@@ -221,7 +245,7 @@ func parseCfgFile(name string, data []byte, depth int) (*cfgFile, error) {
 			}
 		}
 		for _, n := range lh.Nodes {
-			it, ok, err := cfgNode(name, n, includes, depth)
+			it, ok, err := cfgNode(name, n, includes, raw, depth)
 			if err != nil {
 				return nil, err
 			}
@@ -247,11 +271,20 @@ func cfgHeader(lh *ssh_config.Host, headers map[int]*cfgBlock) *cfgBlock {
 }
 
 // cfgNode turns a library node into an item: a keyword line, or an Include
-// (whose files it loads). Comments and blank lines give no item.
-func cfgNode(file string, n ssh_config.Node, includes map[int][]string, depth int) (cfgItem, bool, error) {
+// (whose files it loads). Comments and blank lines give no item. The value
+// is taken from the line's raw text (raw), not the library's: it ends a
+// value at any '#' and keeps quotes, where ssh ends it only at a '#' that
+// starts an argument and strips the quotes.
+func cfgNode(file string, n ssh_config.Node, includes map[int][]string, raw map[int]string, depth int) (cfgItem, bool, error) {
 	switch n := n.(type) {
 	case *ssh_config.KV:
-		return cfgItem{line: n.Pos().Line, key: strings.ToLower(n.Key), value: n.Value}, true, nil
+		line := n.Pos().Line
+		key := strings.ToLower(n.Key)
+		v, err := cfgItemValue(key, raw[line])
+		if err != nil {
+			return cfgItem{}, false, fmt.Errorf("%s:%d: %s: %v", file, line, n.Key, err)
+		}
+		return cfgItem{line: line, key: key, value: v}, true, nil
 	case *ssh_config.Empty:
 		args, ok := includes[n.Pos().Line]
 		if !ok {
@@ -261,6 +294,32 @@ func cfgNode(file string, n ssh_config.Node, includes map[int][]string, depth in
 		return cfgItem{line: n.Pos().Line, key: "include", included: files}, true, err
 	}
 	return cfgItem{}, false, fmt.Errorf("%s:%d: unexpected %T", file, n.Pos().Line, n)
+}
+
+// cfgItemValue is the value of a keyword line as ssh reads it from rest
+// (the text after the keyword): ProxyCommand takes the rest of the line,
+// ProxyJump the rest up to a '#' (parse_jump), other options their first
+// argument. The options gpuprep reads take one argument; ssh refuses a
+// line with more, so the load does too rather than guess.
+func cfgItemValue(key, rest string) (string, error) {
+	switch key {
+	case "proxycommand":
+		return strings.TrimSpace(rest), nil
+	case "proxyjump":
+		v, _, _ := strings.Cut(rest, "#")
+		return strings.TrimSpace(v), nil
+	}
+	args, err := cfgArgs(rest)
+	if err != nil || len(args) == 0 {
+		return "", err
+	}
+	switch key {
+	case "hostname", "user", "port", "identityfile", "canonicalizehostname":
+		if len(args) > 1 {
+			return "", fmt.Errorf("extra arguments at end of line")
+		}
+	}
+	return args[0], nil
 }
 
 // loadIncludes loads the files an Include line names: globs, relative to
@@ -276,7 +335,13 @@ func loadIncludes(file string, line int, args []string, depth int) ([]*cfgFile, 
 		if err != nil {
 			return nil, fmt.Errorf("%s:%d: Include %q: %v", file, line, a, err)
 		}
+		// glob(3) sorts its whole result; filepath.Glob sorts per
+		// directory only.
+		sort.Strings(names)
 		for _, n := range names {
+			if !includeReadable(n) {
+				continue
+			}
 			f, err := loadCfgFile(n, depth+1)
 			if err != nil {
 				return nil, fmt.Errorf("%s:%d: Include: %v", file, line, err)
@@ -285,6 +350,13 @@ func loadIncludes(file string, line int, args []string, depth int) ([]*cfgFile, 
 		}
 	}
 	return out, nil
+}
+
+// includeReadable reports whether an Include match is a file to read: ssh
+// passes over a directory and a dangling symlink without complaint.
+func includeReadable(name string) bool {
+	fi, err := os.Stat(name)
+	return err == nil && !fi.IsDir()
 }
 
 // includePath is where an Include argument points.
@@ -304,9 +376,10 @@ func includePath(from, arg string) string {
 // cfgPlaceholders rewrites data for the library, line for line: each Host
 // or Match line becomes a placeholder Host line (headers keeps what it
 // said), each Include line a comment (includes keeps its arguments). The
-// keyword is found as the library's lexer finds it.
-func cfgPlaceholders(file string, data []byte) (text []byte, headers map[int]*cfgBlock, includes map[int][]string, err error) {
-	headers, includes = map[int]*cfgBlock{}, map[int][]string{}
+// keyword is found as the library's lexer finds it; raw keeps, for every
+// other keyword line, the text after the keyword.
+func cfgPlaceholders(file string, data []byte) (text []byte, headers map[int]*cfgBlock, includes map[int][]string, raw map[int]string, err error) {
+	headers, includes, raw = map[int]*cfgBlock{}, map[int][]string{}, map[int]string{}
 	var b strings.Builder
 	for i, ln := range strings.SplitAfter(string(data), "\n") {
 		n := i + 1
@@ -315,12 +388,13 @@ func cfgPlaceholders(file string, data []byte) (text []byte, headers map[int]*cf
 		kw, rest := cfgKeyword(body)
 		kw = strings.ToLower(kw)
 		if kw != "host" && kw != "match" && kw != "include" {
+			raw[n] = rest
 			b.WriteString(ln)
 			continue
 		}
 		args, err := cfgArgs(rest)
 		if err != nil {
-			return nil, nil, nil, fmt.Errorf("%s:%d: %v", file, n, err)
+			return nil, nil, nil, nil, fmt.Errorf("%s:%d: %v", file, n, err)
 		}
 		if kw == "include" {
 			includes[n] = args
@@ -331,12 +405,12 @@ func cfgPlaceholders(file string, data []byte) (text []byte, headers map[int]*cf
 		if kw == "host" {
 			blk.patterns = args
 		} else if blk.crits, err = parseMatch(args); err != nil {
-			return nil, nil, nil, fmt.Errorf("%s:%d: %v", file, n, err)
+			return nil, nil, nil, nil, fmt.Errorf("%s:%d: %v", file, n, err)
 		}
 		headers[n] = blk
 		b.WriteString("Host " + blockPlaceholder + strconv.Itoa(n) + eol)
 	}
-	return []byte(b.String()), headers, includes, nil
+	return []byte(b.String()), headers, includes, raw, nil
 }
 
 // cfgKeyword splits a line into its keyword and what follows the keyword
@@ -441,21 +515,33 @@ type cfgValue struct {
 	val, src string
 }
 
-// hostOpts is what one pass over the config gives a host: the options
+// hostOpts is what the passes over the config give a host: the options
 // gpuprep reads. Values given before the pass (the inventory's, or a
 // ProxyJump's user@ and :port) stand, as ssh's command line does.
 type hostOpts struct {
-	alias                      string
+	alias string
+	// host is what Host lines match: the alias in the first pass, the
+	// lower-cased HostName in the final one.
+	host                       string
+	final                      bool // the second (final) pass
 	hostName, user, port, jump cfgValue
 	proxyCommand               cfgValue // read only to refuse it (see fill)
 	identityFiles              []cfgValue
 	identityFixed              bool
+	// Read only to decide on the final pass and refuse canonicalization.
+	canonicalize cfgValue
 }
 
 // lookup evaluates the config for alias; preset holds the values that win
 // over the file's.
+//
+// ssh parses the config a second time when a Match line anywhere has a
+// final criterion or CanonicalizeHostname is on (ssh.c): Host lines and
+// Match host then see the lower-cased HostName from the first pass, Match
+// canonical and final are true, and values the first pass set still win.
+// The first pass has canonical and final false, so both are decided.
 func (s *SSHConfig) lookup(alias string, preset *Host) (*hostOpts, error) {
-	o := &hostOpts{alias: alias, identityFixed: len(preset.IdentityFiles) > 0}
+	o := &hostOpts{alias: alias, host: alias, identityFixed: len(preset.IdentityFiles) > 0}
 	o.user.val, o.jump.val = preset.User, preset.Jump
 	if preset.Port != 0 {
 		o.port.val = strconv.Itoa(preset.Port)
@@ -463,7 +549,54 @@ func (s *SSHConfig) lookup(alias string, preset *Host) (*hostOpts, error) {
 	if s == nil || s.root == nil {
 		return o, nil
 	}
+	if err := o.walk(s.root, triYes, ""); err != nil {
+		return nil, err
+	}
+	canon, err := o.canonicalizing()
+	if err != nil || !canon && !s.root.wantsFinal() {
+		return o, err
+	}
+	o.final, o.host = true, strings.ToLower(o.resolvedHost())
 	return o, o.walk(s.root, triYes, "")
+}
+
+// resolvedHost is the host name as far as the pass has it: the HostName
+// (with %h expanded) or else the alias.
+func (o *hostOpts) resolvedHost() string {
+	if o.final {
+		return o.host
+	}
+	if o.hostName.val != "" {
+		return expandTokens(o.hostName.val, o.alias, "", 0)
+	}
+	return o.alias
+}
+
+// canonicalizing reports whether CanonicalizeHostname is on after the
+// first pass. Where ssh would canonicalize the name (always, or yes for a
+// host reached directly) it is an error: that takes DNS (CanonicalDomains,
+// CNAMEs), and the name it finds decides the Host blocks of the final pass
+// and the address dialled. An IP address is left as it is.
+func (o *hostOpts) canonicalizing() (bool, error) {
+	v := o.canonicalize
+	mode := strings.ToLower(v.val)
+	switch mode {
+	case "", "no", "false":
+		return false, nil
+	case "yes", "true", "always":
+	default:
+		return false, fmt.Errorf("ssh config %s: CanonicalizeHostname %q is not yes, no or always", v.src, v.val)
+	}
+	direct := (o.jump.val == "" || strings.EqualFold(o.jump.val, "none")) &&
+		(o.proxyCommand.val == "" || strings.EqualFold(o.proxyCommand.val, "none"))
+	if mode != "always" && !direct {
+		return true, nil
+	}
+	h := o.resolvedHost()
+	if a, err := netip.ParseAddr(h); err == nil && a.String() == h {
+		return true, nil
+	}
+	return false, fmt.Errorf("ssh config %s: CanonicalizeHostname %s (for %s) is not supported: gpuprep does not look names up in DNS; set the address in the inventory (and the user, port and jump the canonical name's blocks give), or pass --ssh-config none", v.src, v.val, o.alias)
 }
 
 // walk evaluates f's blocks, where the file applies as outer says (an
@@ -504,7 +637,7 @@ func (o *hostOpts) walk(f *cfgFile, outer tri, why string) error {
 func (o *hostOpts) applies(f *cfgFile, b *cfgBlock) (tri, string) {
 	switch b.kind {
 	case "host":
-		return triOf(hostPatternsMatch(o.alias, b.patterns)), ""
+		return triOf(hostPatternsMatch(o.host, b.patterns)), ""
 	case "match":
 		r, unknown := triYes, ""
 		for _, c := range b.crits {
@@ -531,12 +664,10 @@ func (o *hostOpts) criterion(c matchCrit) tri {
 	switch c.attr {
 	case "all":
 		return triYes
+	case "canonical", "final":
+		return triOf(o.final)
 	case "host":
-		h := o.alias
-		if o.hostName.val != "" {
-			h = expandTokens(o.hostName.val, o.alias, "", 0)
-		}
-		return triOf(patternListMatch(strings.ToLower(h), c.arg, true))
+		return triOf(patternListMatch(strings.ToLower(o.resolvedHost()), c.arg, true))
 	case "originalhost":
 		return triOf(patternListMatch(strings.ToLower(o.alias), c.arg, true))
 	case "user":
@@ -556,15 +687,22 @@ func (o *hostOpts) criterion(c matchCrit) tri {
 func (o *hostOpts) open(key string) bool {
 	switch key {
 	case "hostname":
-		return o.hostName.val == ""
+		// The final pass starts with HostName set to the first's result.
+		return o.hostName.val == "" && !o.final
 	case "user":
 		return o.user.val == ""
 	case "port":
 		return o.port.val == ""
-	case "proxyjump", "proxycommand": // whichever comes first wins, as in ssh
+	case "proxyjump": // whichever comes first wins, as in ssh
 		return o.jump.val == "" && o.proxyCommand.val == ""
+	case "proxycommand":
+		// ProxyJump none from the config leaves ProxyCommand open
+		// (readconf.c parse_jump sets proxy_command only for a real jump).
+		return o.proxyCommand.val == "" && (o.jump.val == "" || o.jump.src != "" && strings.EqualFold(o.jump.val, "none"))
 	case "identityfile":
 		return !o.identityFixed
+	case "canonicalizehostname":
+		return o.canonicalize.val == "" && !o.final
 	}
 	return false
 }
@@ -583,17 +721,20 @@ func (o *hostOpts) set(key string, v cfgValue) {
 		o.proxyCommand = v
 	case "identityfile":
 		o.identityFiles = append(o.identityFiles, v)
+	case "canonicalizehostname":
+		o.canonicalize = v
 	}
 }
 
 // undecidedHints says, per option, how to get past an undecided block.
 var undecidedHints = map[string]string{
-	"hostname":     "HostName at %s: change the Match so that it cannot apply to this host",
-	"user":         "User at %s: set the user in the inventory (or user@ in a ProxyJump), which wins over ssh_config",
-	"port":         "Port at %s: set the port in the inventory (or :port in a ProxyJump), which wins over ssh_config",
-	"identityfile": "IdentityFile at %s: set the key file in the inventory, which wins over ssh_config",
-	"proxyjump":    "ProxyJump at %s: set the jump in the inventory (none for none), which wins over ssh_config",
-	"proxycommand": "ProxyCommand at %s: set the jump in the inventory (none for none), which wins over ssh_config",
+	"hostname":             "HostName at %s: change the Match so that it cannot apply to this host",
+	"user":                 "User at %s: set the user in the inventory (or user@ in a ProxyJump), which wins over ssh_config",
+	"port":                 "Port at %s: set the port in the inventory (or :port in a ProxyJump), which wins over ssh_config",
+	"identityfile":         "IdentityFile at %s: set the key file in the inventory, which wins over ssh_config",
+	"proxyjump":            "ProxyJump at %s: set the jump in the inventory (none for none), which wins over ssh_config",
+	"proxycommand":         "ProxyCommand at %s: set the jump in the inventory (none for none), which wins over ssh_config",
+	"canonicalizehostname": "CanonicalizeHostname at %s: change the Match so that it cannot apply to this host",
 }
 
 // undecided is the error for an undecided block (why) that would set key
@@ -629,33 +770,30 @@ func patternListMatch(s, list string, lower bool) bool {
 }
 
 // globMatch is OpenSSH's match_pattern: '*' matches any run of bytes, '?'
-// exactly one byte (the library's `?` also matches none).
+// exactly one byte (the library's `?` also matches none). It backtracks
+// only to the last '*' (O(len(s)·len(p))): trying every split at every
+// '*' took seconds for a Host line of many stars against a long name.
 func globMatch(s, p string) bool {
-	for p != "" {
-		switch p[0] {
-		case '*':
-			p = strings.TrimLeft(p, "*")
-			if p == "" {
-				return true
-			}
-			for i := 0; i <= len(s); i++ {
-				if globMatch(s[i:], p) {
-					return true
-				}
-			}
-			return false
-		case '?':
-			if s == "" {
-				return false
-			}
+	si, pi := 0, 0
+	star, mark := -1, 0 // the last '*' seen, and where s stood after it
+	for si < len(s) {
+		switch {
+		case pi < len(p) && p[pi] == '*':
+			star, mark = pi, si
+			pi++
+		case pi < len(p) && (p[pi] == '?' || p[pi] == s[si]):
+			si, pi = si+1, pi+1
+		case star >= 0:
+			mark++
+			si, pi = mark, star+1
 		default:
-			if s == "" || s[0] != p[0] {
-				return false
-			}
+			return false
 		}
-		s, p = s[1:], p[1:]
 	}
-	return s == ""
+	for pi < len(p) && p[pi] == '*' {
+		pi++
+	}
+	return pi == len(p)
 }
 
 // Apply fills what the inventory left open from the ssh_config entry of the
@@ -708,16 +846,18 @@ func (s *SSHConfig) fill(h *Host, alias string) (string, error) {
 		h.User = o.user.val
 	}
 	if v := o.port; h.Port == 0 && v.src != "" {
-		n, ok := sshPortNumber(v.val)
+		n, ok := configPort(v.val)
 		if !ok {
 			return "", fmt.Errorf("ssh config %s: Port %q (for %s) is not a TCP port (1-65535)", v.src, v.val, alias)
 		}
 		h.Port = n
 	}
 	if len(h.IdentityFiles) == 0 {
-		for _, f := range o.identityFiles {
-			h.IdentityFiles = append(h.IdentityFiles, expandTokens(f.val, alias, h.User, h.Port))
+		files, err := identityFiles(o.identityFiles, h, alias)
+		if err != nil {
+			return "", err
 		}
+		h.IdentityFiles = files
 	}
 	if strings.EqualFold(h.Jump, "none") {
 		h.Jump = ""
@@ -734,6 +874,117 @@ func (s *SSHConfig) fill(h *Host, alias string) (string, error) {
 		return "", fmt.Errorf("ssh config %s: ProxyCommand (for %s) is not supported: use ProxyJump (ssh -W through a bastion is ProxyJump bastion), set the jump in the inventory (none to connect directly), or pass --ssh-config none", v.src, alias)
 	}
 	return "", nil
+}
+
+// configPort parses a Port option as ssh's a2port: a number, or a TCP
+// service name (Port ssh is 22).
+func configPort(v string) (int, bool) {
+	if n, ok := sshPortNumber(v); ok || v == "" || v[0] >= '0' && v[0] <= '9' || v[0] == '+' || v[0] == '-' {
+		return n, ok
+	}
+	n, err := net.LookupPort("tcp", v)
+	return n, err == nil && n > 0
+}
+
+// identityFiles expands the IdentityFile values for h (HostName, User and
+// Port applied; alias as the host was named) as ssh does when it loads
+// them: ~, ${VAR} and the % tokens. "none" stands for no file (it only
+// keeps ssh from its default keys). A token gpuprep does not expand, or an
+// unset variable, is an error naming the line, as it is fatal to ssh.
+func identityFiles(vals []cfgValue, h *Host, alias string) ([]string, error) {
+	var out []string
+	for _, v := range vals {
+		if strings.EqualFold(v.val, "none") {
+			continue
+		}
+		f, err := expandIdentity(v.val, h, alias)
+		if err != nil {
+			return nil, fmt.Errorf("ssh config %s: IdentityFile %q (for %s): %v; set the key file in the inventory, which wins over ssh_config, or pass --ssh-config none", v.src, v.val, alias, err)
+		}
+		out = append(out, f)
+	}
+	return out, nil
+}
+
+// expandIdentity is ssh's tilde_expand_filename and
+// default_client_percent_dollar_expand for one IdentityFile: %h is the
+// lower-cased HostName, %r the remote user (the local one when none is
+// set), %n the alias, %l and %L the local host name and its first label.
+func expandIdentity(s string, h *Host, alias string) (string, error) {
+	home, _ := os.UserHomeDir()
+	if s == "~" || strings.HasPrefix(s, "~/") {
+		s = home + s[1:]
+	} else if strings.HasPrefix(s, "~") {
+		return "", fmt.Errorf("~user is not expanded by gpuprep")
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		switch {
+		case s[i] == '$' && i+1 < len(s) && s[i+1] == '{':
+			end := strings.IndexByte(s[i:], '}')
+			if end < 0 {
+				return "", fmt.Errorf("unterminated ${")
+			}
+			name := s[i+2 : i+end]
+			val, ok := os.LookupEnv(name)
+			if !ok || name == "" {
+				return "", fmt.Errorf("environment variable ${%s} has no value", name)
+			}
+			b.WriteString(val)
+			i += end
+		case s[i] == '%':
+			if i+1 == len(s) {
+				return "", fmt.Errorf("%% at the end")
+			}
+			i++
+			t, err := identityToken(s[i], h, alias, home)
+			if err != nil {
+				return "", err
+			}
+			b.WriteString(t)
+		default:
+			b.WriteByte(s[i])
+		}
+	}
+	return b.String(), nil
+}
+
+// identityToken is the value of %c in an IdentityFile.
+func identityToken(c byte, h *Host, alias, home string) (string, error) {
+	switch c {
+	case '%':
+		return "%", nil
+	case 'h':
+		return strings.ToLower(h.Address), nil
+	case 'n':
+		return alias, nil
+	case 'r':
+		if h.User != "" {
+			return h.User, nil
+		}
+		return localUser(), nil
+	case 'u':
+		return localUser(), nil
+	case 'p':
+		if h.Port == 0 {
+			return "22", nil
+		}
+		return strconv.Itoa(h.Port), nil
+	case 'd':
+		return home, nil
+	case 'i':
+		return strconv.Itoa(os.Getuid()), nil
+	case 'l', 'L':
+		name, err := os.Hostname()
+		if err != nil {
+			return "", err
+		}
+		if c == 'L' {
+			name, _, _ = strings.Cut(name, ".")
+		}
+		return name, nil
+	}
+	return "", fmt.Errorf("token %%%c is not expanded by gpuprep", c)
 }
 
 // configAddressOK reports whether an address ssh_config gave (a HostName,
