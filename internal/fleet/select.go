@@ -888,13 +888,17 @@ func configPort(v string) (int, bool) {
 
 // identityFiles expands the IdentityFile values for h (HostName, User and
 // Port applied; alias as the host was named) as ssh does when it loads
-// them: ~, ${VAR} and the % tokens. "none" stands for no file (it only
-// keeps ssh from its default keys). A token gpuprep does not expand, or an
-// unset variable, is an error naming the line, as it is fatal to ssh.
+// them: ~, ${VAR} and the % tokens. "none" names no file; it stays in the
+// list as NoIdentityFile, which keeps ssh's default keys from being
+// offered. A token gpuprep does not expand, or an unset variable, is an
+// error naming the line, as it is fatal to ssh.
 func identityFiles(vals []cfgValue, h *Host, alias string) ([]string, error) {
 	var out []string
 	for _, v := range vals {
-		if strings.EqualFold(v.val, "none") {
+		if strings.EqualFold(v.val, NoIdentityFile) {
+			if !slices.Contains(out, NoIdentityFile) {
+				out = append(out, NoIdentityFile)
+			}
 			continue
 		}
 		f, err := expandIdentity(v.val, h, alias)

@@ -449,11 +449,25 @@ Host env
 	assert.ErrorContains(t, err, "GPUPREP_TEST_NO_SUCH_VAR")
 }
 
+// IdentityFile none names no file and keeps ssh's default keys away
+// (identityFileList reads the marker); once is enough, and files named
+// beside it are still offered.
 func TestSSHConfigIdentityFileNone(t *testing.T) {
-	cfg, _ := sshCfgLoad(t, "Host h\n  IdentityFile none\n")
+	cfg, _ := sshCfgLoad(t, "Host h\n  IdentityFile none\n  IdentityFile NONE\nHost k\n  IdentityFile none\n  IdentityFile ~/k\n")
 	h, err := sshCfgApply(t, cfg, "h", "")
 	require.NoError(t, err)
-	assert.Empty(t, h.IdentityFiles)
+	assert.Equal(t, []string{NoIdentityFile}, h.IdentityFiles)
+	files, defaults := identityFileList(h.IdentityFiles)
+	assert.Empty(t, files)
+	assert.Empty(t, defaults)
+
+	h, err = sshCfgApply(t, cfg, "k", "")
+	require.NoError(t, err)
+	files, defaults = identityFileList(h.IdentityFiles)
+	home, err := os.UserHomeDir()
+	require.NoError(t, err)
+	assert.Equal(t, []string{filepath.Join(home, "k")}, files)
+	assert.Empty(t, defaults)
 }
 
 // Include: the glob's whole result in order; directories and dangling

@@ -622,6 +622,34 @@ func TestSSHAgentWithManyKeys(t *testing.T) {
 	assert.Contains(t, err.Error(), "fewer keys in ssh-agent")
 }
 
+// With no key named anywhere, ~/.ssh/id_ed25519 logs in although an
+// agent with other keys is running (ssh offers its default files after the
+// agent's keys); IdentityFile none keeps it away.
+func TestSSHDefaultKeyBesideAgent(t *testing.T) {
+	r := newRig(t)
+	s := r.env.Start(t, "127.0.0.24")
+	sshdtest.Trust(t, r.kh, false, s)
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	require.NoError(t, os.Mkdir(filepath.Join(home, ".ssh"), 0o700))
+	r.authorize(t, sshdtest.WriteKey(t, filepath.Join(home, ".ssh", "id_ed25519"), ""))
+	keyring := agent.NewKeyring()
+	addUnrelatedKeys(t, keyring, 2)
+	h := r.host("defaults", s, r.env.User)
+
+	tr := r.transport()
+	tr.Identities = nil
+	tr.Agent = serveAgent(t, keyring)
+	c, err := tr.Dial(context.Background(), h)
+	require.NoError(t, err, "~/.ssh/id_ed25519 after the agent's two keys")
+	c.Close()
+
+	h.IdentityFiles = []string{NoIdentityFile}
+	_, err = tr.Dial(context.Background(), h)
+	require.Error(t, err, "IdentityFile none: the agent's keys only")
+	assert.Equal(t, StatusAuthFailed, StatusOf(err), err.Error())
+}
+
 // writeRSAHostKey writes an RSA private key (OpenSSH format) to file and
 // returns its public key.
 func writeRSAHostKey(t *testing.T, file string) ssh.PublicKey {

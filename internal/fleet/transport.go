@@ -398,8 +398,11 @@ func (probeKey) Verify(_ []byte, _ *ssh.Signature) error { return errors.New("pr
 // offer is what a hop authenticates with.
 type offer struct {
 	signers []ssh.Signer
-	agent   int    // how many of them are the agent's other keys
-	note    string // keys that could not be used (encrypted and not in the agent)
+	agent   int // how many of them are the agent's other keys
+	// agentFirst: the agent's keys come before the key files (ssh's
+	// default files, offered after the agent's keys).
+	agentFirst bool
+	note       string // keys that could not be used (encrypted and not in the agent)
 }
 
 // signers returns the keys to offer: the key files (in order) first, each
@@ -409,7 +412,11 @@ type offer struct {
 // keys first would never reach the host's own key. (OpenSSH too prefers
 // the configured keys the agent holds to its others, but tries a file the
 // agent does not hold last, where MaxAuthTries can cut it off.)
-func (t *Transport) signers(files []string) offer {
+//
+// defaults are ssh's default key files, used when no key file is named
+// (no --identity, IdentityFile or inventory key, and no IdentityFile
+// none): offered as ssh offers them, after the agent's keys.
+func (t *Transport) signers(files, defaults []string) offer {
 	var o offer
 	agentSigners := t.agentSigners()
 	inAgent := map[string]ssh.Signer{}
@@ -427,28 +434,33 @@ func (t *Transport) signers(files []string) offer {
 		return true
 	}
 	var notes []string
-	for _, f := range files {
-		k := t.loadKey(f)
-		pub := k.pub
-		if k.signer != nil {
-			pub = k.signer.PublicKey()
-		}
-		switch {
-		case pub != nil && inAgent[string(pub.Marshal())] != nil:
-			add(inAgent[string(pub.Marshal())])
-		case k.signer != nil:
-			add(k.signer)
-		case k.pub != nil:
-			notes = append(notes, fmt.Sprintf("key %s is encrypted (passphrase-protected) and ssh-agent does not hold it: run ssh-add %s (gpuprep never asks for passphrases)", f, f))
-		case k.err != nil && !os.IsNotExist(errors.Unwrap(k.err)):
-			notes = append(notes, k.err.Error())
+	addFiles := func(files []string) {
+		for _, f := range files {
+			k := t.loadKey(f)
+			pub := k.pub
+			if k.signer != nil {
+				pub = k.signer.PublicKey()
+			}
+			switch {
+			case pub != nil && inAgent[string(pub.Marshal())] != nil:
+				add(inAgent[string(pub.Marshal())])
+			case k.signer != nil:
+				add(k.signer)
+			case k.pub != nil:
+				notes = append(notes, fmt.Sprintf("key %s is encrypted (passphrase-protected) and ssh-agent does not hold it: run ssh-add %s (gpuprep never asks for passphrases)", f, f))
+			case k.err != nil && !os.IsNotExist(errors.Unwrap(k.err)):
+				notes = append(notes, k.err.Error())
+			}
 		}
 	}
+	addFiles(files)
 	for _, s := range agentSigners {
 		if add(s) {
 			o.agent++
 		}
 	}
+	o.agentFirst = len(files) == 0
+	addFiles(defaults)
 	o.note = strings.Join(notes, "; ")
 	return o
 }
@@ -471,6 +483,9 @@ func (t *Transport) loadKey(file string) keyFile {
 	defer t.mu.Unlock()
 	if k, ok := t.keys[file]; ok {
 		return k
+	}
+	if t.keys == nil {
+		t.keys = map[string]keyFile{}
 	}
 	var k keyFile
 	data, err := os.ReadFile(file)
@@ -501,14 +516,36 @@ func (t *Transport) loadKey(file string) keyFile {
 	return k
 }
 
-// DefaultIdentities are the key files ssh tries by default.
+// identityFileList splits the key files named for a hop into those to
+// offer before the agent's keys and ssh's default files to offer after
+// them: the defaults only when no file is named, as in ssh, where
+// IdentityFile none (or any IdentityFile, or -i) also keeps them away.
+func identityFileList(named []string) (files, defaults []string) {
+	if len(named) == 0 {
+		return nil, DefaultIdentities()
+	}
+	for _, f := range named {
+		if !strings.EqualFold(f, NoIdentityFile) {
+			files = append(files, f)
+		}
+	}
+	return files, nil
+}
+
+// NoIdentityFile in a host's key files (IdentityFile none in ssh_config)
+// names no file and keeps ssh's default key files from being offered.
+const NoIdentityFile = "none"
+
+// DefaultIdentities are the key files ssh tries by default that exist, in
+// ssh's order (OpenSSH's security-key, XMSS and DSA defaults are left out:
+// gpuprep cannot sign with them).
 func DefaultIdentities() []string {
 	home, err := os.UserHomeDir()
 	if err != nil {
 		return nil
 	}
 	var out []string
-	for _, n := range []string{"id_ed25519", "id_ecdsa", "id_rsa"} {
+	for _, n := range []string{"id_rsa", "id_ecdsa", "id_ed25519"} {
 		p := filepath.Join(home, ".ssh", n)
 		if _, err := os.Stat(p); err == nil {
 			out = append(out, p)
@@ -581,11 +618,7 @@ func (t *Transport) Dial(ctx context.Context, h *Host) (*Conn, error) {
 }
 
 func (t *Transport) dialHop(ctx context.Context, via *ssh.Client, hp hop) (*ssh.Client, error) {
-	files := append(append([]string{}, t.Identities...), hp.identities...)
-	if len(files) == 0 && t.Agent == nil {
-		files = DefaultIdentities()
-	}
-	keys := t.signers(files)
+	keys := t.signers(identityFileList(append(append([]string{}, t.Identities...), hp.identities...)))
 	if len(keys.signers) == 0 {
 		msg := "no usable key: give one with -i/--identity, IdentityFile or ssh-agent (SSH_AUTH_SOCK)"
 		if keys.note != "" {
@@ -659,7 +692,11 @@ func (t *Transport) dialHop(ctx context.Context, via *ssh.Client, hp hop) (*ssh.
 // tooManyKeys explains sshd ending the login after MaxAuthTries rejected
 // keys: the right key was never offered, or came too late.
 func tooManyKeys(hp hop, keys offer) *HostError {
-	msg := fmt.Sprintf("%s@%s: the server ended the login after too many rejected keys (sshd MaxAuthTries, 6 by default) before accepting one; %d keys were to be offered (%d from key files, then %d more from ssh-agent): give the host's key with --identity (or IdentityFile), which is offered first, or hold fewer keys in ssh-agent (ssh-add -D, then ssh-add the ones needed)", hp.user, hp.addr, len(keys.signers), len(keys.signers)-keys.agent, keys.agent)
+	order := fmt.Sprintf("%d from key files, then %d more from ssh-agent", len(keys.signers)-keys.agent, keys.agent)
+	if keys.agentFirst {
+		order = fmt.Sprintf("%d from ssh-agent, then %d from ssh's default key files", keys.agent, len(keys.signers)-keys.agent)
+	}
+	msg := fmt.Sprintf("%s@%s: the server ended the login after too many rejected keys (sshd MaxAuthTries, 6 by default) before accepting one; %d keys were to be offered (%s): give the host's key with --identity (or IdentityFile), which is offered first, or hold fewer keys in ssh-agent (ssh-add -D, then ssh-add the ones needed)", hp.user, hp.addr, len(keys.signers), order)
 	if keys.note != "" {
 		msg += "; " + keys.note
 	}

@@ -7,7 +7,10 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/crypto/ssh/agent"
 	"golang.org/x/crypto/ssh/knownhosts"
+
+	"github.com/gpuprep/gpuprep/internal/fleet/sshdtest"
 )
 
 // --accept-new never writes an address known_hosts would read as a
@@ -42,4 +45,51 @@ func TestAcceptNewRecordsOnlyPlainAddresses(t *testing.T) {
 		assert.NoError(t, fresh.verify(addr, dummyAddr{}, key), addr)
 		assert.Error(t, fresh.verify("other.example.com:22", dummyAddr{}, key), "only %s was recorded", knownhosts.Normalize(addr))
 	}
+}
+
+// With no key file named, ssh's default key files (those that exist) are
+// offered after the agent's keys, as ssh offers them; a named file, or
+// IdentityFile none, keeps them away; named files go before the agent's.
+func TestKeyOrderDefaultsAfterAgent(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	require.NoError(t, os.Mkdir(filepath.Join(home, ".ssh"), 0o700))
+	rsaPub := sshdtest.WriteKey(t, filepath.Join(home, ".ssh", "id_rsa"), "")
+	edPub := sshdtest.WriteKey(t, filepath.Join(home, ".ssh", "id_ed25519"), "")
+	sshdtest.WriteKey(t, filepath.Join(home, ".ssh", "id_ecdsa"), "sekrit") // encrypted, not in the agent
+	named := filepath.Join(t.TempDir(), "named")
+	namedPub := sshdtest.WriteKey(t, named, "")
+	keyring := agent.NewKeyring()
+	addUnrelatedKeys(t, keyring, 2)
+	agentKeys, err := keyring.List()
+	require.NoError(t, err)
+	tr := &Transport{Agent: keyring.(agent.ExtendedAgent)}
+	blobs := func(o offer) []string {
+		var out []string
+		for _, s := range o.signers {
+			out = append(out, string(s.PublicKey().Marshal()))
+		}
+		return out
+	}
+	blob := func(k interface{ Marshal() []byte }) string { return string(k.Marshal()) }
+
+	o := tr.signers(identityFileList(nil))
+	assert.Equal(t, []string{blob(agentKeys[0]), blob(agentKeys[1]), blob(rsaPub), blob(edPub)}, blobs(o),
+		"the agent's keys, then ~/.ssh/id_rsa and id_ed25519 (ssh's order)")
+	assert.Equal(t, 2, o.agent)
+	assert.True(t, o.agentFirst)
+	assert.Contains(t, o.note, "id_ecdsa is encrypted", "an unusable default key is explained when nothing works")
+	assert.NotContains(t, o.note, "id_ed25519")
+
+	o = tr.signers(identityFileList([]string{named}))
+	assert.Equal(t, []string{blob(namedPub), blob(agentKeys[0]), blob(agentKeys[1])}, blobs(o), "a named file first, no defaults")
+	assert.False(t, o.agentFirst)
+
+	o = tr.signers(identityFileList([]string{NoIdentityFile}))
+	assert.Equal(t, []string{blob(agentKeys[0]), blob(agentKeys[1])}, blobs(o), "IdentityFile none: the agent's keys only")
+
+	tr = &Transport{}
+	o = tr.signers(identityFileList(nil))
+	assert.Equal(t, []string{blob(rsaPub), blob(edPub)}, blobs(o), "no agent: the default files")
+	assert.Equal(t, 0, o.agent)
 }
