@@ -124,7 +124,7 @@ func (c *fleetCmd) connectionFlags(pf *pflag.FlagSet, withDryRun bool) {
 	pf.StringArrayVar(&c.identities, "identity", nil, "private key file to offer (repeatable; besides ssh-agent and IdentityFile)")
 	pf.StringVar(&c.knownHosts, "known-hosts", "", "known_hosts file (default ~/.ssh/known_hosts, plus /etc/ssh/ssh_known_hosts)")
 	pf.BoolVar(&c.acceptNew, "accept-new", false, "trust and record the key of a host not yet in known_hosts (a changed key is always refused)")
-	pf.StringVar(&c.sshConfig, "ssh-config", "", `ssh_config file (default ~/.ssh/config; "none" for none)`)
+	pf.StringVar(&c.sshConfig, "ssh-config", "", `ssh_config file, read alone as ssh -F reads it (default: ~/.ssh/config, then /etc/ssh/ssh_config, as ssh; "none" for none)`)
 	pf.StringVar(&c.agentBinary, "agent-binary", "", "gpuprep executable to copy to hosts (default: this one; give one for another OS/architecture)")
 	pf.BoolVar(&c.noSudo, "no-sudo", false, "run gpuprep as the login user even when it is not root (less evidence)")
 	pf.StringVar(&c.remoteRoot, "remote-root", "", "--root for gpuprep on the hosts (per host: the inventory variable gpuprep_root)")
@@ -146,15 +146,26 @@ func (c *fleetCmd) hosts() ([]*fleet.Host, error) {
 	if err != nil {
 		return nil, usageErr("%v", err)
 	}
-	cfgFile := c.sshConfig
-	if cfgFile == "" {
+	// As ssh: a named file alone (ssh -F), else ~/.ssh/config and then
+	// the system-wide file.
+	var cfgFiles []string
+	switch c.sshConfig {
+	case "none":
+	case "":
 		if home, err := os.UserHomeDir(); err == nil {
-			cfgFile = filepath.Join(home, ".ssh", "config")
+			cfgFiles = append(cfgFiles, filepath.Join(home, ".ssh", "config"))
 		}
+		cfgFiles = append(cfgFiles, fleet.SystemSSHConfig)
+	default:
+		// ssh -F with a file that is not there is an error too.
+		if _, err := os.Stat(c.sshConfig); err != nil {
+			return nil, usageErr("--ssh-config: %v", err)
+		}
+		cfgFiles = []string{c.sshConfig}
 	}
 	var sc *fleet.SSHConfig
-	if cfgFile != "none" && cfgFile != "" {
-		if sc, err = fleet.LoadSSHConfig(cfgFile); err != nil {
+	if len(cfgFiles) > 0 {
+		if sc, err = fleet.LoadSSHConfigs(cfgFiles...); err != nil {
 			return nil, usageErr("--ssh-config: %v", err)
 		}
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gpuprep/gpuprep/internal/fixture"
+	"github.com/gpuprep/gpuprep/internal/fleet"
 	"github.com/gpuprep/gpuprep/internal/fleet/sshdtest"
 	"github.com/gpuprep/gpuprep/report"
 )
@@ -48,6 +49,35 @@ func TestFleetUsage(t *testing.T) {
 	code, _, stderr = runCLI("fleet", "check", "-i", "../../internal/fleet/testdata/hosts.ini", "--group", "nope", "--dry-run")
 	assert.Equal(t, exitUsage, code)
 	assert.Contains(t, stderr, `--group "nope"`)
+}
+
+// Without --ssh-config, ~/.ssh/config and then the system-wide file apply
+// (the first value wins, as in ssh); a named file is read alone and must
+// exist.
+func TestFleetSSHConfigFiles(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	require.NoError(t, os.Mkdir(filepath.Join(home, ".ssh"), 0o700))
+	require.NoError(t, os.WriteFile(filepath.Join(home, ".ssh", "config"), []byte("Host gpu-a01\n  User from-user-config\n"), 0o600))
+	sys := writeFile(t, "ssh_config", "Host gpu-a0*\n  User from-system\n  Port 2200\n")
+	defer func(old string) { fleet.SystemSSHConfig = old }(fleet.SystemSSHConfig)
+	fleet.SystemSSHConfig = sys
+	inv := writeFile(t, "hosts.ini", "gpu-a01\ngpu-a02\n")
+
+	code, out, stderr := runCLI("fleet", "check", "-i", inv, "--dry-run")
+	require.Equal(t, 0, code, stderr)
+	assert.Regexp(t, `from-user-config@gpu-a01:2200\b`, out)
+	assert.Regexp(t, `from-system@gpu-a02:2200\b`, out)
+
+	code, out, stderr = runCLI("fleet", "check", "-i", inv, "--dry-run", "--ssh-config", filepath.Join(home, ".ssh", "config"))
+	require.Equal(t, 0, code, stderr)
+	assert.Regexp(t, `from-user-config@gpu-a01:22\b`, out, "a named file alone")
+	assert.NotContains(t, out, "from-system")
+
+	code, _, stderr = runCLI("fleet", "check", "-i", inv, "--dry-run", "--ssh-config", filepath.Join(home, "nope"))
+	assert.Equal(t, exitUsage, code)
+	assert.Contains(t, stderr, "--ssh-config: ")
+	assert.Contains(t, stderr, "nope")
 }
 
 func TestFleetDryRun(t *testing.T) {

@@ -200,21 +200,43 @@ const blockPlaceholder = "gpuprep-ssh-config-block-line-"
 // maxIncludeDepth is OpenSSH's READCONF_MAX_DEPTH.
 const maxIncludeDepth = 16
 
+// SystemSSHConfig is the system-wide ssh_config ssh reads after the
+// user's file when no file is named (ssh -F).
+var SystemSSHConfig = "/etc/ssh/ssh_config"
+
 // LoadSSHConfig reads an ssh_config file and those it includes; a missing
 // file is an empty config.
 func LoadSSHConfig(file string) (*SSHConfig, error) {
-	data, err := os.ReadFile(file)
-	if errors.Is(err, fs.ErrNotExist) {
+	return LoadSSHConfigs(file)
+}
+
+// LoadSSHConfigs reads ssh_config files that apply one after the other, as
+// ssh reads ~/.ssh/config and then /etc/ssh/ssh_config: the first value
+// found in either wins. A missing file is passed over.
+func LoadSSHConfigs(files ...string) (*SSHConfig, error) {
+	var loaded []*cfgFile
+	for _, file := range files {
+		data, err := os.ReadFile(file)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		f, err := parseCfgFile(file, data, 0)
+		if err != nil {
+			return nil, err
+		}
+		loaded = append(loaded, f)
+	}
+	switch len(loaded) {
+	case 0:
 		return &SSHConfig{}, nil
+	case 1:
+		return &SSHConfig{root: loaded[0]}, nil
 	}
-	if err != nil {
-		return nil, err
-	}
-	f, err := parseCfgFile(file, data, 0)
-	if err != nil {
-		return nil, err
-	}
-	return &SSHConfig{root: f}, nil
+	// The files in sequence, as if one included the next.
+	return &SSHConfig{root: &cfgFile{blocks: []*cfgBlock{{items: []cfgItem{{key: "include", included: loaded}}}}}}, nil
 }
 
 // loadCfgFile reads an included file (depth: how many Includes deep).
