@@ -500,10 +500,13 @@ func parseINI(file string, data []byte) (*Inventory, error) {
 			continue
 		}
 		if t[0] == '[' && !startsBracketedHost(t) {
-			if !strings.HasSuffix(t, "]") {
+			// As Ansible's section pattern: [name] or [name:type], then
+			// nothing but blanks and a # comment.
+			end := strings.IndexByte(t, ']')
+			if rest := strings.TrimSpace(t[end+1:]); end < 0 || rest != "" && rest[0] != '#' {
 				return nil, bad("section", fmt.Sprintf("%q: want [group], [group:vars] or [group:children]", t))
 			}
-			name := t[1 : len(t)-1]
+			name := t[1:end]
 			kind = "hosts"
 			if n, k, ok := strings.Cut(name, ":"); ok {
 				if k != "vars" && k != "children" {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"os/user"
 	"path"
 	"path/filepath"
 	"sort"
@@ -275,19 +276,30 @@ func inventoryKeyFile(p string) (string, error) {
 }
 
 // expandHome expands a leading "~/" (or "~" alone) to the user's home
-// directory, as Ansible (os.path.expanduser) and ssh do for key files, and as
-// expandTokens does for ssh_config's IdentityFile. It does not expand
-// ssh_config's %-tokens: a host's user and port are not final before
-// ssh_config is applied.
+// directory and "~name/" to that user's, as Ansible (os.path.expanduser)
+// and ssh do for key files, and as expandIdentity does for ssh_config's
+// IdentityFile. It does not expand ssh_config's %-tokens: a host's user
+// and port are not final before ssh_config is applied.
 func expandHome(p string) (string, error) {
-	if p != "~" && !strings.HasPrefix(p, "~/") {
+	if !strings.HasPrefix(p, "~") {
 		return p, nil
 	}
-	home, err := os.UserHomeDir()
-	if err != nil {
-		return "", fmt.Errorf("%s: %v", p, err)
+	name, rest, _ := strings.Cut(p[1:], "/")
+	var home string
+	if name == "" {
+		h, err := os.UserHomeDir()
+		if err != nil {
+			return "", fmt.Errorf("%s: %v", p, err)
+		}
+		home = h
+	} else {
+		u, err := user.Lookup(name)
+		if err != nil {
+			return "", fmt.Errorf("%s: no user %q to expand ~%s", p, name, name)
+		}
+		home = u.HomeDir
 	}
-	return filepath.Join(home, p[1:]), nil
+	return filepath.Join(home, rest), nil
 }
 
 // ---- gpuprep's own format ----

@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"os"
+	"os/user"
 	"path/filepath"
 	"testing"
 
@@ -93,6 +94,33 @@ func TestInventoryKeyFileTilde(t *testing.T) {
 	inv, err := Parse("x.yaml", []byte("hosts:\n  - {name: h, identityFile: "+key+"}\n"))
 	require.NoError(t, err)
 	assert.Equal(t, []string{key}, inv.Hosts[0].IdentityFiles, "an absolute path is kept")
+}
+
+// A section line may end in a # comment, as Ansible's pattern allows.
+func TestInventoryINISectionComment(t *testing.T) {
+	inv, err := Parse("x.ini", []byte("[gpus]   # the GPU racks\nh1\n[gpus:vars] #\nansible_user=ops\n"))
+	require.NoError(t, err)
+	require.Len(t, inv.Hosts, 1)
+	assert.Equal(t, []string{"gpus"}, inv.Hosts[0].Groups)
+	assert.Equal(t, "ops", inv.Hosts[0].User)
+}
+
+// ~name/ is that user's home, as os.path.expanduser and ssh expand it; an
+// unknown user is an error.
+func TestExpandHomeOfNamedUser(t *testing.T) {
+	u, err := user.Current()
+	require.NoError(t, err)
+	got, err := expandHome("~" + u.Username + "/.ssh/k")
+	require.NoError(t, err)
+	assert.Equal(t, filepath.Join(u.HomeDir, ".ssh/k"), got)
+	got, err = expandHome("~" + u.Username)
+	require.NoError(t, err)
+	assert.Equal(t, filepath.Clean(u.HomeDir), got)
+	_, err = expandHome("~gpuprep-no-such-user/k")
+	assert.ErrorContains(t, err, `no user "gpuprep-no-such-user"`)
+	got, err = expandHome("a/~b")
+	require.NoError(t, err)
+	assert.Equal(t, "a/~b", got)
 }
 
 // A key file an inventory names must exist: the transport passes over key

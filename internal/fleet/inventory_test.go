@@ -65,6 +65,9 @@ func TestMoreBadInventories(t *testing.T) {
 		{"x.ini", "[a:children]\nb\n[b:children]\na\n", `cycle`},
 		{"x.ini", "# nothing\n", `x.ini: no hosts`},
 		{"x.ini", "h1 ansible_host='unterminated\n", `x.ini:1: host: unterminated ' quote`},
+		{"x.ini", "[a] b\nh1\n", `x.ini:1: section: "[a] b": want [group]`},
+		{"x.ini", "[a] ; comment\nh1\n", `x.ini:1: section: "[a] ; comment"`},
+		{"x.ini", "[a\nh1\n", `x.ini:1: section: "[a": want [group]`},
 	} {
 		t.Run(tc.want, func(t *testing.T) {
 			_, err := Parse(tc.name, []byte(tc.data))

@@ -938,10 +938,13 @@ func identityFiles(vals []cfgValue, h *Host, alias string) ([]string, error) {
 // set), %n the alias, %l and %L the local host name and its first label.
 func expandIdentity(s string, h *Host, alias string) (string, error) {
 	home, _ := os.UserHomeDir()
-	if s == "~" || strings.HasPrefix(s, "~/") {
-		s = home + s[1:]
-	} else if strings.HasPrefix(s, "~") {
-		return "", fmt.Errorf("~user is not expanded by gpuprep")
+	if strings.HasPrefix(s, "~") {
+		// ssh's tilde_expand_filename: ~ and ~name, then a slash or the end.
+		e, err := expandHome(s)
+		if err != nil {
+			return "", err
+		}
+		s = e
 	}
 	var b strings.Builder
 	for i := 0; i < len(s); i++ {
