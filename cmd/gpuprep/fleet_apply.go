@@ -526,23 +526,11 @@ func (a *fleetApply) waitReboots(ctx context.Context, errw io.Writer, sess *flee
 }
 
 // commandTimedOut: the host answered, but gpuprep outlived --command-timeout.
-func commandTimedOut(res *fleet.Result) bool {
-	return res.Status == fleet.StatusTimeout && strings.Contains(res.Err, "did not finish within")
-}
+func commandTimedOut(res *fleet.Result) bool { return res.CommandTimedOut }
 
 // lostConnection says whether a run ended because the connection went
 // away mid-command, as it does when the host goes down for its reboot.
-func lostConnection(res *fleet.Result) bool {
-	if res.Status != fleet.StatusError {
-		return false
-	}
-	for _, s := range []string{"EOF", "connection reset", "broken pipe", "wait: remote command exited without exit status"} {
-		if strings.Contains(res.Err, s) {
-			return true
-		}
-	}
-	return false
-}
+func lostConnection(res *fleet.Result) bool { return res.ConnectionLost }
 
 func back2names(hosts []*fleet.Host) []string {
 	out := make([]string, len(hosts))

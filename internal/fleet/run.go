@@ -4,8 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"sync"
+	"syscall"
 	"time"
+
+	"golang.org/x/crypto/ssh"
 )
 
 // Result is what happened on one host.
@@ -16,6 +21,12 @@ type Result struct {
 	Output   Output
 	Attempts int
 	Duration time.Duration
+	// ConnectionLost: the connection ended under the running command (a
+	// reboot, sshd stopped, the network gone): no exit status came.
+	ConnectionLost bool
+	// CommandTimedOut: the host answered, but the command outlived
+	// CommandTimeout.
+	CommandTimedOut bool
 }
 
 // Runner runs gpuprep on many hosts.
@@ -146,8 +157,10 @@ func (r *Runner) one(ctx context.Context, h *Host) *Result {
 	case ctx.Err() != nil:
 		return fail(&HostError{Status: StatusCancelled, Err: errors.New("interrupted while running")})
 	case cctx.Err() != nil:
+		res.CommandTimedOut = true
 		return fail(&HostError{Status: StatusTimeout, Err: fmt.Errorf("gpuprep did not finish within %s", r.CommandTimeout)})
 	case err != nil:
+		res.ConnectionLost = connectionLost(err)
 		return fail(err)
 	}
 	if r.Evaluated != nil {
@@ -157,4 +170,13 @@ func (r *Runner) one(ctx context.Context, h *Host) *Result {
 	}
 	res.Status = StatusEvaluated
 	return res
+}
+
+// connectionLost says whether err is the SSH connection ending under a
+// session: the command's channel closed with no exit status, or the
+// connection read EOF, was reset or broke.
+func connectionLost(err error) bool {
+	var missing *ssh.ExitMissingError
+	return errors.As(err, &missing) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) || errors.Is(err, net.ErrClosed)
 }

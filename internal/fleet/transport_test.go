@@ -1,12 +1,19 @@
 package fleet
 
 import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/agent"
 	"golang.org/x/crypto/ssh/knownhosts"
 
@@ -92,4 +99,23 @@ func TestKeyOrderDefaultsAfterAgent(t *testing.T) {
 	o = tr.signers(identityFileList(nil))
 	assert.Equal(t, []string{blob(rsaPub), blob(edPub)}, blobs(o), "no agent: the default files")
 	assert.Equal(t, 0, o.agent)
+}
+
+// A connection that ends under a command is told from other failures by
+// the error's type, not its text.
+func TestConnectionLost(t *testing.T) {
+	for _, err := range []error{
+		&ssh.ExitMissingError{}, fmt.Errorf("probe: %w", io.EOF), io.ErrUnexpectedEOF,
+		&net.OpError{Op: "read", Err: os.NewSyscallError("read", syscall.ECONNRESET)},
+		fmt.Errorf("upload: %w", &net.OpError{Op: "write", Err: os.NewSyscallError("write", syscall.EPIPE)}),
+		net.ErrClosed,
+	} {
+		assert.True(t, connectionLost(err), "%v", err)
+	}
+	for _, err := range []error{
+		errors.New("EOF"), errors.New("connection reset by peer"), &ssh.ExitError{},
+		fmt.Errorf("sudo -n: a password is required"), context.DeadlineExceeded,
+	} {
+		assert.False(t, connectionLost(err), "%v", err)
+	}
 }
