@@ -137,11 +137,19 @@ func Discover(root *host.Root) (*Inventory, error) {
 		}
 		beforeRead(addr)
 		d, err := readDevice(root, bus, addr)
-		if err != nil {
+		for try := 0; err != nil; try++ {
 			if _, lerr := bus.Readlink(addr); errors.Is(lerr, fs.ErrNotExist) {
-				continue // removed while we read it (VFs torn down, a hot unplug): not there
+				break // removed while we read it (VFs torn down, a hot unplug): not there
 			}
-			return nil, fmt.Errorf("PCI discovery: %w", err)
+			if try == 1 {
+				return nil, fmt.Errorf("PCI discovery: %w", err)
+			}
+			// Still listed: removed and added again while we read it (VFs
+			// re-created at the same address). Once more, afresh.
+			d, err = readDevice(root, bus, addr)
+		}
+		if d == nil {
+			continue
 		}
 		inv.Devices = append(inv.Devices, d)
 		inv.byAddr[addr] = d
@@ -153,6 +161,10 @@ func Discover(root *host.Root) (*Inventory, error) {
 // beforeRead runs before each device is read (tests: a device that goes
 // away between the listing and the reading).
 var beforeRead = func(addr string) {}
+
+// afterOpen runs once a device's directory is open (tests: a device removed
+// and added again while it is read).
+var afterOpen = func(addr string) {}
 
 func readDevice(root *host.Root, bus *host.Dir, addr string) (*Device, error) {
 	d := &Device{Address: addr}
@@ -166,6 +178,7 @@ func readDevice(root *host.Root, bus *host.Dir, addr string) (*Device, error) {
 		return nil, err
 	}
 	defer dir.Close()
+	afterOpen(addr)
 	if !d.identityFromModalias(dir) {
 		if err := d.identityFromAttributes(dir); err != nil {
 			return nil, err

@@ -1,9 +1,11 @@
 package pci
 
 import (
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 
@@ -170,4 +172,56 @@ func TestDiscoverSkipsADeviceRemovedMeanwhile(t *testing.T) {
 	got := ours(t, dir)
 	delete(want, "0000:13:00.0")
 	require.Equal(t, want, got)
+}
+
+// A device removed and added again at its address while it is read (VFs
+// re-created) is read once more, afresh: the new device is found. One that
+// keeps failing while listed is an error naming it.
+func TestDiscoverRereadsADeviceAddedAgainMeanwhile(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, fixture.Build("hgx-h200", dir))
+	root, err := host.NewRoot(dir)
+	require.NoError(t, err)
+	const addr = "0000:13:00.0"
+	devDir, err := filepath.EvalSymlinks(filepath.Join(dir, "sys/bus/pci/devices", addr))
+	require.NoError(t, err)
+	saved := filepath.Join(t.TempDir(), "saved")
+	require.NoError(t, os.Rename(devDir, saved))
+	recreate := func(deviceID string) {
+		require.NoError(t, os.RemoveAll(devDir))
+		require.NoError(t, exec.Command("cp", "-a", saved, devDir).Run())
+		require.NoError(t, os.Remove(filepath.Join(devDir, "modalias"))) // read from the attribute files
+		require.NoError(t, os.WriteFile(filepath.Join(devDir, "device"), []byte(deviceID+"\n"), 0o644))
+	}
+	recreate("0x2335")
+
+	old := afterOpen
+	t.Cleanup(func() { afterOpen = old })
+	opens := 0
+	afterOpen = func(a string) {
+		if a == addr {
+			opens++
+			if opens == 1 { // the open directory is gone; a new device is there
+				recreate("0x2336")
+			}
+		}
+	}
+	inv, err := Discover(root)
+	require.NoError(t, err)
+	require.Equal(t, 2, opens, "read once more")
+	d := inv.Get(addr)
+	require.NotNil(t, d)
+	require.Equal(t, "2336", d.DeviceID, "the device that is there now")
+
+	opens = 0
+	afterOpen = func(a string) {
+		if a == addr {
+			opens++
+			recreate(fmt.Sprintf("0x%04x", 0x2340+opens))
+		}
+	}
+	_, err = Discover(root)
+	require.ErrorContains(t, err, "PCI discovery: ")
+	require.ErrorContains(t, err, addr)
+	require.Equal(t, 2, opens, "not read a third time")
 }
