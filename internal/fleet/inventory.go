@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/user"
 	"path"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -299,7 +298,12 @@ func expandHome(p string) (string, error) {
 		}
 		home = u.HomeDir
 	}
-	return filepath.Join(home, rest), nil
+	// Not cleaned: ~/.ssh/../k is under the target of a ~/.ssh symlink, as
+	// ssh and Python's expanduser leave it.
+	if !strings.Contains(p, "/") {
+		return home, nil
+	}
+	return strings.TrimRight(home, "/") + "/" + rest, nil
 }
 
 // ---- gpuprep's own format ----

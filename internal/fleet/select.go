@@ -137,6 +137,13 @@ func Select(hosts []*Host, limit string, groups []string) ([]*Host, error) {
 // as the wrong user or around a bastion, and ignoring the whole file would
 // also drop the settings that are right. A warning and carrying on was not
 // chosen for that reason, and this package writes to no terminal.
+//
+// ssh itself is the oracle (select_oracle_test.go runs `ssh -G` and `ssh
+// -v` on each case). Deliberate differences: a keyword gpuprep does not
+// read is passed over whether ssh knows it or not (ssh refuses an unknown
+// one, but a keyword newer than any list here must not stop a fleet run
+// where the user's ssh reads it); ~ and %d expand from $HOME, as Ansible's
+// expanduser does, where ssh takes the passwd entry's home.
 type SSHConfig struct {
 	root *cfgFile // nil: no file
 }
@@ -325,21 +332,32 @@ func cfgNode(file string, n ssh_config.Node, includes map[int][]string, raw map[
 // line with more, so the load does too rather than guess.
 func cfgItemValue(key, rest string) (string, error) {
 	switch key {
-	case "proxycommand":
-		return strings.TrimSpace(rest), nil
-	case "proxyjump":
-		v, _, _ := strings.Cut(rest, "#")
-		return strings.TrimSpace(v), nil
+	case "proxycommand", "proxyjump":
+		v := strings.TrimSpace(rest)
+		if key == "proxyjump" {
+			v, _, _ = strings.Cut(v, "#")
+			v = strings.TrimSpace(v)
+		}
+		if v == "" {
+			return "", fmt.Errorf("no value (ssh refuses the line too)")
+		}
+		return v, nil
 	}
 	args, err := cfgArgs(rest)
-	if err != nil || len(args) == 0 {
+	if err != nil {
 		return "", err
 	}
 	switch key {
 	case "hostname", "user", "port", "identityfile", "canonicalizehostname":
+		if len(args) == 0 {
+			return "", fmt.Errorf("no value (ssh refuses the line too)")
+		}
 		if len(args) > 1 {
 			return "", fmt.Errorf("extra arguments at end of line")
 		}
+	}
+	if len(args) == 0 {
+		return "", nil
 	}
 	return args[0], nil
 }
@@ -425,6 +443,9 @@ func cfgPlaceholders(file string, data []byte) (text []byte, headers map[int]*cf
 		}
 		blk := &cfgBlock{line: n, kind: kw, text: strings.TrimSpace(body)}
 		if kw == "host" {
+			if len(args) == 0 {
+				return nil, nil, nil, nil, fmt.Errorf("%s:%d: Host without patterns", file, n)
+			}
 			blk.patterns = args
 		} else if blk.crits, err = parseMatch(args); err != nil {
 			return nil, nil, nil, nil, fmt.Errorf("%s:%d: %v", file, n, err)
@@ -502,6 +523,10 @@ func parseMatch(args []string) ([]matchCrit, error) {
 	for i := 0; i < len(args); i++ {
 		c := matchCrit{attr: strings.ToLower(args[i])}
 		c.attr, c.neg = strings.CutPrefix(c.attr, "!")
+		// As readconf.c: all ends the line, after one criterion at most.
+		if c.attr == "all" && (i < len(args)-1 || len(crits) > 1) {
+			return nil, fmt.Errorf("Match: %q cannot be combined with other Match criteria", args[i])
+		}
 		if a, v, ok := strings.Cut(args[i], "="); ok {
 			c.attr, c.arg = strings.TrimPrefix(strings.ToLower(a), "!"), v
 		} else if c.attr != "all" && c.attr != "canonical" && c.attr != "final" {
@@ -589,7 +614,8 @@ func (o *hostOpts) resolvedHost() string {
 		return o.host
 	}
 	if o.hostName.val != "" {
-		return expandTokens(o.hostName.val, o.alias, "", 0)
+		h, _ := expandHostName(o.hostName.val, o.alias) // a bad token: fill says so
+		return h
 	}
 	return o.alias
 }
@@ -857,8 +883,15 @@ func (s *SSHConfig) fill(h *Host, alias string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	// ssh connects to the host name in lower case (ssh.c), and looks it
+	// up so in known_hosts.
+	h.Address = strings.ToLower(h.Address)
 	if v := o.hostName; v.src != "" {
-		addr := expandTokens(v.val, alias, "", 0)
+		addr, err := expandHostName(v.val, alias)
+		if err != nil {
+			return "", fmt.Errorf("ssh config %s: HostName %q (for %s): %v", v.src, v.val, alias, err)
+		}
+		addr = strings.ToLower(addr)
 		if !configAddressOK(addr) {
 			return "", fmt.Errorf("ssh config %s: HostName %q (for %s) is not a host name or IP address", v.src, addr, alias)
 		}
@@ -916,7 +949,13 @@ func configPort(v string) (int, bool) {
 // error naming the line, as it is fatal to ssh.
 func identityFiles(vals []cfgValue, h *Host, alias string) ([]string, error) {
 	var out []string
+	seen := map[string]bool{}
 	for _, v := range vals {
+		// A value given again is dropped, as ssh's add_identity_file does.
+		if seen[v.val] {
+			continue
+		}
+		seen[v.val] = true
 		if strings.EqualFold(v.val, NoIdentityFile) {
 			if !slices.Contains(out, NoIdentityFile) {
 				out = append(out, NoIdentityFile)
@@ -1043,44 +1082,32 @@ func localUser() string {
 	return os.Getenv("USER")
 }
 
-// expandTokens expands ~ and the ssh_config tokens %h %u %r %p %d %%.
-func expandTokens(s, hostname, remoteUser string, port int) string {
-	home, _ := os.UserHomeDir()
-	if s == "~" || strings.HasPrefix(s, "~/") {
-		s = filepath.Join(home, s[1:])
-	}
+// expandHostName expands a HostName value as ssh does: %h is the host as
+// named, %% a percent sign; any other token is an error, as it is to ssh.
+func expandHostName(s, alias string) (string, error) {
 	if !strings.Contains(s, "%") {
-		return s
+		return s, nil
 	}
 	var b strings.Builder
 	for i := 0; i < len(s); i++ {
-		if s[i] != '%' || i+1 == len(s) {
+		if s[i] != '%' {
 			b.WriteByte(s[i])
 			continue
+		}
+		if i+1 == len(s) {
+			return "", fmt.Errorf("%% at the end")
 		}
 		i++
 		switch s[i] {
 		case 'h':
-			b.WriteString(hostname)
-		case 'r':
-			b.WriteString(remoteUser)
-		case 'u':
-			b.WriteString(localUser())
-		case 'p':
-			if port == 0 {
-				port = 22
-			}
-			b.WriteString(strconv.Itoa(port))
-		case 'd':
-			b.WriteString(home)
+			b.WriteString(alias)
 		case '%':
 			b.WriteByte('%')
 		default:
-			b.WriteByte('%')
-			b.WriteByte(s[i])
+			return "", fmt.Errorf("unknown token %%%c (ssh allows %%h and %%%% in HostName)", s[i])
 		}
 	}
-	return b.String()
+	return b.String(), nil
 }
 
 // JumpHop is one hop of a ProxyJump chain.
