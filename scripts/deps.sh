@@ -4,12 +4,14 @@
 #   qemu-system-x86 busybox-static cpio xz-utils   the real-kernel e2e testbed
 #   etcd-server                 the real kube-apiserver's store (labelling tests)
 #   openssh-server sudo         real sshd hosts on loopback (fleet tests)
+#   openssh-client              ssh -G, the ssh_config oracle
+#   ansible-core                the Ansible inventory oracle (ansible-inventory --list)
 #   dropbear-bin                the QEMU guest's SSH server (fleet e2e: testbed.sh ssh)
 #   debootstrap                 a scratch Debian root with real grub-mkconfig (grub e2e)
 #   chromium                    the HTML report opened in a real headless browser
 # Needs root for apt-get; as another user it only says what is missing.
 set -euo pipefail
-pkgs=(pci.ids qemu-system-x86 busybox-static cpio xz-utils etcd-server openssh-server sudo debootstrap chromium dropbear-bin)
+pkgs=(pci.ids qemu-system-x86 busybox-static cpio xz-utils etcd-server openssh-server openssh-client sudo debootstrap chromium dropbear-bin ansible-core)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
