@@ -221,6 +221,35 @@ func (a *aInv) resolve() (*Inventory, error) {
 		}
 	}
 
+	// As Ansible's reconcile_inventory: a host in no group but all is in
+	// ungrouped; one in another group is not.
+	for _, hn := range a.order {
+		other := false
+		for g := range member[hn] {
+			other = other || g != "all" && g != "ungrouped"
+		}
+		if other {
+			delete(member[hn], "ungrouped")
+		} else {
+			member[hn]["ungrouped"] = true
+		}
+	}
+	// Group variables apply from the least specific group to the most
+	// specific: by depth, then ansible_group_priority (default 1), then
+	// name (Ansible's sort_groups); the priority is no variable itself.
+	priority := map[string]int{}
+	for _, g := range a.groups {
+		priority[g.name] = 1
+		if v, ok := g.vars["ansible_group_priority"]; ok {
+			n, err := strconv.Atoi(v.val)
+			if err != nil {
+				return nil, &Error{File: a.file, Line: v.line, Field: "ansible_group_priority", Msg: fmt.Sprintf("group %q: %q is not an integer", g.name, v.val)}
+			}
+			priority[g.name] = n
+			delete(g.vars, "ansible_group_priority")
+		}
+	}
+
 	inv := &Inventory{File: a.file, Format: a.format}
 	for _, hn := range a.order {
 		ah := a.hosts[hn]
@@ -231,6 +260,9 @@ func (a *aInv) resolve() (*Inventory, error) {
 		sort.Slice(gs, func(i, j int) bool {
 			if depth[gs[i]] != depth[gs[j]] {
 				return depth[gs[i]] < depth[gs[j]]
+			}
+			if priority[gs[i]] != priority[gs[j]] {
+				return priority[gs[i]] < priority[gs[j]]
 			}
 			return gs[i] < gs[j]
 		})
@@ -489,6 +521,11 @@ func parseINI(file string, data []byte) (*Inventory, error) {
 	a.group("all", 0)
 	a.group("ungrouped", 0)
 	section, kind := "ungrouped", "hosts"
+	// A group is defined by a [g] or [g:children] section or as a child;
+	// [g:vars] alone is an error, as in Ansible ("Section [g:vars] not
+	// valid for undefined group").
+	defined := map[string]bool{"all": true, "ungrouped": true}
+	varsOnly := map[string]int{}
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	sc.Buffer(make([]byte, 64*1024), 1024*1024)
 	line := 0
@@ -519,6 +556,11 @@ func parseINI(file string, data []byte) (*Inventory, error) {
 			}
 			section = name
 			a.group(section, line)
+			if kind != "vars" {
+				defined[name] = true
+			} else if _, ok := varsOnly[name]; !ok {
+				varsOnly[name] = line
+			}
 			continue
 		}
 		switch kind {
@@ -542,6 +584,7 @@ func parseINI(file string, data []byte) (*Inventory, error) {
 			if !contains(g.children, f[0]) {
 				g.children = append(g.children, f[0])
 			}
+			defined[f[0]] = true
 		default:
 			f, err := splitFields(t)
 			if err != nil {
@@ -567,6 +610,11 @@ func parseINI(file string, data []byte) (*Inventory, error) {
 	if err := sc.Err(); err != nil {
 		return nil, &Error{File: file, Line: line, Msg: err.Error()}
 	}
+	for name, l := range varsOnly {
+		if !defined[name] {
+			return nil, &Error{File: file, Line: l, Field: "section", Msg: fmt.Sprintf("[%s:vars]: group %q is not defined (no [%s] or [%s:children] section, and no group has it as a child)", name, name, name, name)}
+		}
+	}
 	finishImplicit(a)
 	return a.resolve()
 }
@@ -579,8 +627,8 @@ func startsBracketedHost(t string) bool {
 	return len(f) > 0 && bracketedHostPort.MatchString(f[0])
 }
 
-// finishImplicit makes every top-level group a child of all and puts hosts
-// that are in no other group into ungrouped.
+// finishImplicit makes every top-level group a child of all (resolve puts
+// hosts that are in no other group into ungrouped).
 func finishImplicit(a *aInv) {
 	all := a.groups["all"]
 	isChild := map[string]bool{}
