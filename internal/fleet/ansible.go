@@ -15,10 +15,13 @@ import (
 // Ansible inventories are read as Ansible reads them: groups with hosts,
 // children and vars; the implicit groups all and ungrouped; variables from
 // the least specific group (all) to the most specific, then host variables.
-// gpuprep reads ansible_host, ansible_port, ansible_user (and their
-// ansible_ssh_* forms), ansible_ssh_private_key_file, a ProxyJump in
-// ansible_ssh_common_args/ansible_ssh_extra_args (-J X or -o ProxyJump=X),
-// and gpuprep_* variables (gpuprep_mode, gpuprep_jump, gpuprep_root, …).
+// gpuprep reads what Ansible's ssh connection plugin reads: ansible_host,
+// ansible_port, ansible_user and ansible_private_key_file, where the
+// ansible_ssh_* form of each wins when both are set; a ProxyJump in
+// ansible_ssh_common_args, then ansible_ssh_extra_args (-J X or -o
+// ProxyJump=X; the first wins, as on ssh's command line); and gpuprep_*
+// variables (gpuprep_mode, gpuprep_jump, gpuprep_root, …).
+// ansible_oracle_test.go checks all of it against ansible-inventory.
 
 type aVar struct {
 	val  string
@@ -304,20 +307,20 @@ func first(vars map[string]aVar, keys ...string) (aVar, string, bool) {
 }
 
 func (a *aInv) applyVars(h *Host, vars map[string]aVar) error {
-	if v, k, ok := first(vars, "ansible_host", "ansible_ssh_host"); ok {
+	if v, k, ok := first(vars, "ansible_ssh_host", "ansible_host"); ok {
 		if !validAddress(v.val) {
 			return &Error{File: a.file, Line: v.line, Field: k, Msg: fmt.Sprintf("host %q: %q is not a host name or IP address", h.Name, v.val)}
 		}
 		h.Address = v.val
 	}
-	if v, k, ok := first(vars, "ansible_port", "ansible_ssh_port"); ok {
+	if v, k, ok := first(vars, "ansible_ssh_port", "ansible_port"); ok {
 		p, err := strconv.Atoi(v.val)
 		if err != nil || p <= 0 || p > 65535 {
 			return &Error{File: a.file, Line: v.line, Field: k, Msg: fmt.Sprintf("host %q: %q is not a TCP port", h.Name, v.val)}
 		}
 		h.Port = p
 	}
-	if v, _, ok := first(vars, "ansible_user", "ansible_ssh_user", "ansible_remote_user"); ok {
+	if v, _, ok := first(vars, "ansible_ssh_user", "ansible_user"); ok {
 		h.User = v.val
 	}
 	if v, k, ok := first(vars, "ansible_ssh_private_key_file", "ansible_private_key_file"); ok && v.val != "" {
@@ -337,19 +340,18 @@ func (a *aInv) applyVars(h *Host, vars map[string]aVar) error {
 		h.Jump = v.val
 	} else {
 		for _, k := range []string{"ansible_ssh_common_args", "ansible_ssh_extra_args"} {
-			if v, ok := vars[k]; ok {
-				if j := proxyJumpFromArgs(v.val); j != "" {
-					h.Jump = j
-				}
+			if v, ok := vars[k]; ok && h.Jump == "" {
+				h.Jump = proxyJumpFromArgs(v.val)
 			}
 		}
 	}
 	return nil
 }
 
-// proxyJumpFromArgs finds -J X or -o ProxyJump=X in ssh arguments.
+// proxyJumpFromArgs finds -J X or -o ProxyJump=X in ssh arguments (split
+// as the ssh plugin splits them: shlex without comments).
 func proxyJumpFromArgs(s string) string {
-	f, err := splitFields(s)
+	f, err := splitFields(s, false)
 	if err != nil {
 		return ""
 	}
@@ -385,8 +387,10 @@ func optProxyJump(o string) (string, bool) {
 
 // splitFields splits a line into fields the way Ansible's INI parser
 // (shlex, POSIX mode) does: whitespace separates, quotes group and are
-// removed, a backslash outside quotes escapes any character.
-func splitFields(s string) ([]string, error) {
+// removed, a backslash outside quotes escapes any character. With
+// comments, a # outside quotes ends the line, inside a word too (shlex's
+// commenters, as the INI parser splits host lines).
+func splitFields(s string, comments bool) ([]string, error) {
 	var out []string
 	var cur strings.Builder
 	inField := false
@@ -420,7 +424,7 @@ func splitFields(s string) ([]string, error) {
 				cur.Reset()
 				inField = false
 			}
-		case c == '#' && !inField:
+		case c == '#' && comments:
 			// a comment to the end of the line
 			i = len(s)
 		default:
@@ -569,14 +573,12 @@ func parseINI(file string, data []byte) (*Inventory, error) {
 			if !ok {
 				return nil, bad(section+":vars", fmt.Sprintf("%q: want key=value", t))
 			}
+			// The text after = as written (no comment, no splitting), as
+			// Ansible's _parse_variable_definition takes it.
 			k = strings.TrimSpace(k)
-			f, err := splitFields(strings.TrimSpace(v))
-			if err != nil {
-				return nil, bad(k, err.Error())
-			}
-			a.groups[section].vars[k] = aVar{val: strings.Join(f, " "), line: line}
+			a.groups[section].vars[k] = aVar{val: pyLiteral(strings.TrimSpace(v)), line: line}
 		case "children":
-			f, err := splitFields(t)
+			f, err := splitFields(t, true)
 			if err != nil || len(f) != 1 {
 				return nil, bad(section+":children", fmt.Sprintf("%q: want one group name per line", t))
 			}
@@ -586,7 +588,7 @@ func parseINI(file string, data []byte) (*Inventory, error) {
 			}
 			defined[f[0]] = true
 		default:
-			f, err := splitFields(t)
+			f, err := splitFields(t, true)
 			if err != nil {
 				return nil, bad("host", err.Error())
 			}
@@ -600,7 +602,7 @@ func parseINI(file string, data []byte) (*Inventory, error) {
 					pat, _ := splitPatternPort(f[0])
 					return nil, bad("host", fmt.Sprintf("host %q: %q: want key=value", pat, kv))
 				}
-				vars[k] = aVar{val: v, line: line}
+				vars[k] = aVar{val: pyLiteral(v), line: line}
 			}
 			if err := a.addHosts(a.groups[section], f[0], line, "host", vars); err != nil {
 				return nil, err

@@ -218,12 +218,12 @@ func TestInventoryINIQuoting(t *testing.T) {
 		`foo="it's" b\ c`:   {`foo=it's`, `b c`},
 		`foo="a # b" # c d`: {`foo=a # b`},
 	} {
-		got, err := splitFields(in)
+		got, err := splitFields(in, true)
 		require.NoError(t, err, in)
 		assert.Equal(t, want, got, in)
 	}
 	for _, in := range []string{`foo="a\"`, `foo="a\\\"`, `foo='a`} {
-		_, err := splitFields(in)
+		_, err := splitFields(in, true)
 		assert.ErrorContains(t, err, "unterminated", in)
 	}
 
