@@ -458,66 +458,114 @@ func scanDoubleQuoted(s string) (val string, n int, ok bool) {
 	return "", 0, false
 }
 
-// expandRange expands an Ansible host range: gpu[01:10], rack[a:c]-n[1:4:2].
+// expandRange expands Ansible host ranges as expand_hostname_range does:
+// the first [begin:end] or [begin:end:step] (an empty begin is 0; a
+// zero-padded begin pads every number to its width, and then end must be
+// as wide), numbers or letters (over a-z then A-Z), then the ranges in each
+// name made. A [ that opens no range is an error, as in Ansible; a range
+// that counts down is no host.
 func expandRange(pat string) ([]string, error) {
+	var out []string
+	err := expandRangeInto(pat, &out)
+	return out, err
+}
+
+// maxRangeHosts bounds what one host pattern expands to (Ansible sets no
+// bound; a typo such as [1:10000000] would otherwise take the memory).
+const maxRangeHosts = 100000
+
+const asciiLetters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+var pyIntText = regexp.MustCompile(`^[+-]?[0-9](?:_?[0-9])*$`)
+
+// pyInt is Python's int() of a string: blanks around, a sign, digits with
+// single underscores between them.
+func pyInt(s string) (int, bool) {
+	s = strings.TrimSpace(s)
+	if !pyIntText.MatchString(s) {
+		return 0, false
+	}
+	n, err := strconv.Atoi(strings.ReplaceAll(s, "_", ""))
+	return n, err == nil
+}
+
+func expandRangeInto(pat string, out *[]string) error {
 	i := strings.IndexByte(pat, '[')
 	if i < 0 {
-		return []string{pat}, nil
+		*out = append(*out, pat)
+		return nil
 	}
 	j := strings.IndexByte(pat[i:], ']')
 	if j < 0 {
-		return nil, fmt.Errorf("unterminated range in %q", pat)
+		return fmt.Errorf("%q: [ without ] (a host range is [begin:end] or [begin:end:step])", pat)
 	}
 	j += i
-	parts := strings.Split(pat[i+1:j], ":")
-	if len(parts) < 2 || len(parts) > 3 {
-		// Not a range: an IPv6 address or similar.
-		return []string{pat}, nil
+	head, nrange, tail := pat[:i], pat[i+1:j], pat[j+1:]
+	bounds := strings.Split(nrange, ":")
+	if len(bounds) != 2 && len(bounds) != 3 {
+		return fmt.Errorf("%q: a host range is [begin:end] or [begin:end:step]", pat)
 	}
-	step := 1
-	if len(parts) == 3 {
-		s, err := strconv.Atoi(parts[2])
-		if err != nil || s <= 0 {
-			return nil, fmt.Errorf("bad range step in %q", pat)
+	beg, end, stepText := bounds[0], bounds[1], "1"
+	if len(bounds) == 3 {
+		stepText = bounds[2]
+	}
+	if beg == "" {
+		beg = "0"
+	}
+	if end == "" {
+		return fmt.Errorf("%q: the host range has no end", pat)
+	}
+	width := 0
+	if beg[0] == '0' && len(beg) > 1 {
+		if len(beg) != len(end) {
+			return fmt.Errorf("%q: a zero-padded host range needs begin and end of one width", pat)
 		}
-		step = s
+		width = len(beg)
 	}
-	rest, err := expandRange(pat[j+1:])
-	if err != nil {
-		return nil, err
-	}
+	step, stepOK := pyInt(stepText)
 	var items []string
-	lo, errLo := strconv.Atoi(parts[0])
-	hi, errHi := strconv.Atoi(parts[1])
-	switch {
-	case errLo == nil && errHi == nil:
-		if hi < lo || hi-lo > 100000 {
-			return nil, fmt.Errorf("bad range in %q", pat)
+	ib, ie := strings.Index(asciiLetters, beg), strings.Index(asciiLetters, end)
+	if ib >= 0 && ie >= 0 && stepOK && step != 0 {
+		if ib > ie {
+			return fmt.Errorf("%q: the host range's begin comes after its end", pat)
 		}
-		width := 0
-		if strings.HasPrefix(parts[0], "0") {
-			width = len(parts[0])
+		for k := ib; k <= ie && step > 0; k += step {
+			items = append(items, asciiLetters[k:k+1])
 		}
-		for n := lo; n <= hi; n += step {
-			items = append(items, fmt.Sprintf("%0*d", width, n))
+	} else {
+		lo, ok1 := pyInt(beg)
+		hi, ok2 := pyInt(end)
+		if !ok1 || !ok2 || !stepOK || step == 0 {
+			return fmt.Errorf("%q: bad host range (begin, end and step must be numbers, or begin and end letters)", pat)
 		}
-	case len(parts[0]) == 1 && len(parts[1]) == 1 && parts[0] <= parts[1]:
-		for c := parts[0][0]; c <= parts[1][0]; c += byte(step) {
-			items = append(items, string(c))
-			if int(c)+step > 255 {
-				break
-			}
+		if n := (hi + 1 - lo) / step; n > maxRangeHosts {
+			return fmt.Errorf("%q: the host range makes more than %d hosts", pat, maxRangeHosts)
 		}
-	default:
-		return nil, fmt.Errorf("bad range in %q", pat)
+		for k := lo; step > 0 && k <= hi || step < 0 && k > hi+1; k += step {
+			items = append(items, zfill(strconv.Itoa(k), width))
+		}
 	}
-	var out []string
 	for _, it := range items {
-		for _, r := range rest {
-			out = append(out, pat[:i]+it+r)
+		if len(*out) > maxRangeHosts {
+			return fmt.Errorf("%q: the host range makes more than %d hosts", pat, maxRangeHosts)
+		}
+		if err := expandRangeInto(head+it+tail, out); err != nil {
+			return err
 		}
 	}
-	return out, nil
+	return nil
+}
+
+// zfill is Python's str.zfill: pads with zeros after any sign.
+func zfill(s string, width int) string {
+	if len(s) >= width {
+		return s
+	}
+	sign := ""
+	if s[0] == '-' || s[0] == '+' {
+		sign, s = s[:1], s[1:]
+	}
+	return sign + strings.Repeat("0", width-len(s)-len(sign)) + s
 }
 
 func parseINI(file string, data []byte) (*Inventory, error) {

@@ -128,8 +128,19 @@ func TestExpandRange(t *testing.T) {
 	got, err = expandRange("n[1:5:2]")
 	require.NoError(t, err)
 	assert.Equal(t, []string{"n1", "n3", "n5"}, got)
-	_, err = expandRange("n[5:1]")
-	assert.Error(t, err)
+	got, err = expandRange("n[5:1]")
+	require.NoError(t, err)
+	assert.Empty(t, got, "a range counting down is no host, as in Ansible")
+	got, err = expandRange("n[:2]")
+	require.NoError(t, err)
+	assert.Equal(t, []string{"n0", "n1", "n2"}, got)
+	got, err = expandRange("n[y:B]")
+	require.NoError(t, err)
+	assert.Equal(t, []string{"ny", "nz", "nA", "nB"}, got)
+	for _, bad := range []string{"n[01:100]", "n[1]", "n[1:2", "n[a:5]", "n[1:5:0]", "n[1:]", "n[1:1000000]"} {
+		_, err = expandRange(bad)
+		assert.Error(t, err, bad)
+	}
 }
 
 func TestSelect(t *testing.T) {
