@@ -22,6 +22,11 @@ import (
 // ProxyJump=X; the first wins, as on ssh's command line); and gpuprep_*
 // variables (gpuprep_mode, gpuprep_jump, gpuprep_root, …).
 // ansible_oracle_test.go checks all of it against ansible-inventory.
+// Deliberate differences: where Ansible warns and passes over part of an
+// inventory (a group that is not a mapping, a misspelt group field), gpuprep
+// stops with the file and line, since a fleet run must not leave hosts out
+// silently; an address must be a host name or IP (validAddress); YAML
+// variables keep their text as written (see yaml11Int).
 
 type aVar struct {
 	val  string
@@ -711,6 +716,7 @@ func parseAnsibleYAML(file string, m *yaml.Node) (*Inventory, error) {
 }
 
 func (a *aInv) yamlGroup(k, v *yaml.Node) error {
+	v = yamlDeref(v)
 	g := a.group(k.Value, k.Line)
 	if v.Kind == yaml.ScalarNode && (v.Tag == "!!null" || v.Value == "") {
 		return nil
@@ -719,8 +725,13 @@ func (a *aInv) yamlGroup(k, v *yaml.Node) error {
 		return &Error{File: a.file, Line: v.Line, Field: k.Value, Msg: "want a group: a mapping with hosts, children, vars"}
 	}
 	for i := 0; i+1 < len(v.Content); i += 2 {
-		fk, fv := v.Content[i], v.Content[i+1]
+		fk, fv := v.Content[i], yamlDeref(v.Content[i+1])
 		field := k.Value + "." + fk.Value
+		if fv.Kind == yaml.ScalarNode && fv.Tag != "!!null" && fv.Value != "" && (fk.Value == "hosts" || fk.Value == "children") {
+			// hosts: h1 is {h1: null}, as Ansible reads it.
+			fv = &yaml.Node{Kind: yaml.MappingNode, Line: fv.Line, Column: fv.Column,
+				Content: []*yaml.Node{fv, {Kind: yaml.ScalarNode, Tag: "!!null", Line: fv.Line}}}
+		}
 		empty := fv.Kind == yaml.ScalarNode && (fv.Tag == "!!null" || fv.Value == "")
 		switch fk.Value {
 		case "hosts":
@@ -732,6 +743,9 @@ func (a *aInv) yamlGroup(k, v *yaml.Node) error {
 			}
 			for j := 0; j+1 < len(fv.Content); j += 2 {
 				hk, hv := fv.Content[j], fv.Content[j+1]
+				if t := yamlHostKeyType(hk); t != "" {
+					return &Error{File: a.file, Line: hk.Line, Field: field, Msg: fmt.Sprintf("host %q reads as %s in YAML, as Ansible reads it (Host pattern must be a string): quote it", hk.Value, t)}
+				}
 				vars, err := a.yamlVars(hv, field+"."+hk.Value)
 				if err != nil {
 					return err
@@ -773,19 +787,157 @@ func (a *aInv) yamlGroup(k, v *yaml.Node) error {
 
 func (a *aInv) yamlVars(n *yaml.Node, field string) (map[string]aVar, error) {
 	out := map[string]aVar{}
+	n = yamlDeref(n)
 	if n.Kind == yaml.ScalarNode && (n.Tag == "!!null" || n.Value == "") {
 		return out, nil
 	}
 	if n.Kind != yaml.MappingNode {
 		return nil, &Error{File: a.file, Line: n.Line, Field: field, Msg: "want a mapping of variables"}
 	}
+	n, err := yamlMerged(a.file, n, field)
+	if err != nil {
+		return nil, err
+	}
 	m, err := varsMap(a.file, n, field)
 	if err != nil {
 		return nil, err
 	}
 	for i := 0; i+1 < len(n.Content); i += 2 {
-		k := n.Content[i].Value
-		out[k] = aVar{val: m[k], line: n.Content[i+1].Line}
+		k, v := n.Content[i].Value, yamlDeref(n.Content[i+1])
+		val := m[k]
+		// The port Ansible connects to is the number PyYAML (YAML 1.1)
+		// reads: ansible_port: 010 is port 8. Other variables keep their
+		// text (see yaml11Int).
+		if (k == "ansible_port" || k == "ansible_ssh_port") && v.Kind == yaml.ScalarNode && v.Style == 0 {
+			if p, ok := yaml11Int(v.Value); ok {
+				val = p
+			}
+		}
+		out[k] = aVar{val: val, line: n.Content[i+1].Line}
 	}
 	return out, nil
+}
+
+// yamlDeref follows an alias (*name) to the node it names.
+func yamlDeref(n *yaml.Node) *yaml.Node {
+	for n != nil && n.Kind == yaml.AliasNode && n.Alias != nil {
+		n = n.Alias
+	}
+	return n
+}
+
+// yamlMerged applies YAML merge keys (<<: *base, or a list of them) to a
+// mapping, as PyYAML does: the mapping's own keys win, then the merged
+// mappings in order.
+func yamlMerged(file string, n *yaml.Node, field string) (*yaml.Node, error) {
+	var own, merged []*yaml.Node
+	has := map[string]bool{}
+	var sources []*yaml.Node
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		if k.Kind == yaml.ScalarNode && k.Value == "<<" && k.Style == 0 {
+			v = yamlDeref(v)
+			switch v.Kind {
+			case yaml.MappingNode:
+				sources = append(sources, v)
+			case yaml.SequenceNode:
+				for _, e := range v.Content {
+					sources = append(sources, yamlDeref(e))
+				}
+			default:
+				return nil, &Error{File: file, Line: k.Line, Field: field, Msg: "<< (merge key): want a mapping or a list of mappings"}
+			}
+			continue
+		}
+		own = append(own, k, v)
+		has[k.Value] = true
+	}
+	if sources == nil {
+		return n, nil
+	}
+	for _, src := range sources {
+		if src.Kind != yaml.MappingNode {
+			return nil, &Error{File: file, Line: src.Line, Field: field, Msg: "<< (merge key): want a mapping or a list of mappings"}
+		}
+		src, err := yamlMerged(file, src, field)
+		if err != nil {
+			return nil, err
+		}
+		for i := 0; i+1 < len(src.Content); i += 2 {
+			if k := src.Content[i]; !has[k.Value] {
+				has[k.Value] = true
+				merged = append(merged, k, src.Content[i+1])
+			}
+		}
+	}
+	c := *n
+	c.Content = append(own, merged...)
+	return &c, nil
+}
+
+var (
+	yaml11IntRe = regexp.MustCompile(`^[-+]?(?:0b[01_]+|0x[0-9a-fA-F_]+|0[0-7_]+|0|[1-9][0-9_]*|[1-9][0-9_]*(?::[0-5]?[0-9])+)$`)
+	yaml11Bool  = map[string]bool{"yes": true, "Yes": true, "YES": true, "no": true, "No": true, "NO": true, "true": true, "True": true, "TRUE": true,
+		"false": true, "False": true, "FALSE": true, "on": true, "On": true, "ON": true, "off": true, "Off": true, "OFF": true}
+)
+
+// yaml11Int is the integer PyYAML (YAML 1.1, as Ansible loads YAML) reads
+// in a plain scalar, in decimal: 010 is 8, 0x1F 31, 1_000 1000, 1:20 80.
+// gpuprep reads only the connection port so; its own variables keep their
+// text (YAML 1.1 would make the PCI address 0000:41:00.0 the float 2460.0).
+func yaml11Int(s string) (string, bool) {
+	if !yaml11IntRe.MatchString(s) {
+		return "", false
+	}
+	t := strings.ReplaceAll(s, "_", "")
+	neg := strings.HasPrefix(t, "-")
+	t = strings.TrimLeft(t, "+-")
+	var n int64
+	var err error
+	switch {
+	case strings.Contains(t, ":"):
+		for _, part := range strings.Split(t, ":") {
+			d, e := strconv.ParseInt(part, 10, 64)
+			if e != nil {
+				return "", false
+			}
+			n = n*60 + d
+		}
+	case strings.HasPrefix(t, "0b"):
+		n, err = strconv.ParseInt(t[2:], 2, 64)
+	case strings.HasPrefix(t, "0x"):
+		n, err = strconv.ParseInt(t[2:], 16, 64)
+	case len(t) > 1 && t[0] == '0':
+		n, err = strconv.ParseInt(t[1:], 8, 64)
+	default:
+		n, err = strconv.ParseInt(t, 10, 64)
+	}
+	if err != nil {
+		return "", false
+	}
+	if neg {
+		n = -n
+	}
+	return strconv.FormatInt(n, 10), true
+}
+
+// yamlHostKeyType names what PyYAML reads a plain host key as when it is
+// no string ("" when it is one): Ansible refuses such a host ("Host
+// pattern must be a string").
+func yamlHostKeyType(k *yaml.Node) string {
+	if k.Kind != yaml.ScalarNode || k.Style != 0 {
+		return ""
+	}
+	switch {
+	case k.Tag == "!!int" || k.Tag == "!!float":
+		return "a number"
+	case k.Tag == "!!bool" || yaml11Bool[k.Value]:
+		return "a boolean"
+	case k.Tag == "!!null":
+		return "null"
+	}
+	if _, ok := yaml11Int(k.Value); ok {
+		return "a number"
+	}
+	return ""
 }

@@ -248,3 +248,18 @@ func parseErrors(t *testing.T, cases []badInventory) {
 		})
 	}
 }
+
+// The ports Ansible dials are YAML 1.1 integers (PyYAML); other text is
+// not an integer there and keeps its text.
+func TestYAML11Int(t *testing.T) {
+	for in, want := range map[string]string{"010": "8", "0x1F": "31", "0b101": "5", "1_000": "1000", "1:20": "80",
+		"-010": "-8", "+22": "22", "0": "0", "2222": "2222", "190:20:30": "685230"} {
+		got, ok := yaml11Int(in)
+		assert.True(t, ok, in)
+		assert.Equal(t, want, got, in)
+	}
+	for _, in := range []string{"08", "0000:41:00.0", "1:60", "0x", "1e3", "22.0", "", "ssh", "0:20"} {
+		_, ok := yaml11Int(in)
+		assert.False(t, ok, in)
+	}
+}
