@@ -184,6 +184,54 @@ hosts:
 	assert.Contains(t, stderr, "gpuprep fleet: [2/2]", "one progress line per host when stderr is not a terminal")
 }
 
+// ~/.ssh/config alone says how to reach a host (HostName, Port, User,
+// IdentityFile, and ProxyJump through a bastion also named there): a real
+// fleet run against real sshds, with no address, key or jump in the
+// Ansible inventory or on the command line, and a mixed-case alias.
+func TestFleetCheckThroughSSHConfig(t *testing.T) {
+	r := newCLIRig(t)
+	bastion := r.env.Start(t, "127.0.1.30")
+	target := r.env.Start(t, "127.0.1.31")
+	sshdtest.Trust(t, r.kh, false, bastion, target)
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	t.Setenv("SSH_AUTH_SOCK", "")
+	defer func(old string) { fleet.SystemSSHConfig = old }(fleet.SystemSSHConfig)
+	fleet.SystemSSHConfig = filepath.Join(home, "no-system-config")
+	require.NoError(t, os.Mkdir(filepath.Join(home, ".ssh"), 0o700))
+	require.NoError(t, os.WriteFile(filepath.Join(home, ".ssh", "config"), []byte(fmt.Sprintf(`Host bastion
+  HostName %s
+  Port %d
+Host GPU-*
+  HostName %s
+  Port %d
+  ProxyJump bastion
+Host *
+  User %s
+  IdentityFile %s
+`, bastion.Host, bastion.Port, target.Host, target.Port, r.env.User, r.env.ClientKey)), 0o600))
+	inv := writeFile(t, "hosts.ini", "[gpus]\nGPU-Node1 gpuprep_mode=container gpuprep_root="+r.hgx+"\n")
+
+	code, out, stderr := runCLI("fleet", "check", "-i", inv, "-o", "json", "--agent-binary", r.bin, "--known-hosts", r.kh,
+		"--timeout", "5s", "--retries", "0")
+	var fr report.FleetReport
+	require.NoError(t, json.Unmarshal([]byte(out), &fr), out+stderr)
+	require.Len(t, fr.Hosts, 1)
+	h := fr.Hosts[0]
+	assert.Equal(t, "GPU-Node1", h.Name)
+	assert.Equal(t, target.Addr, h.Address, "HostName and Port from ~/.ssh/config")
+	assert.Equal(t, "evaluated", h.Status, h.Error)
+	assert.Equal(t, 0, code, stderr)
+
+	// Without the config the same inventory reaches nothing: the config
+	// was what connected it.
+	code, out, _ = runCLI("fleet", "check", "-i", inv, "-o", "json", "--agent-binary", r.bin, "--known-hosts", r.kh,
+		"--timeout", "2s", "--retries", "0", "--ssh-config", "none")
+	require.NoError(t, json.Unmarshal([]byte(out), &fr), out)
+	assert.NotEqual(t, "evaluated", fr.Hosts[0].Status)
+	assert.Equal(t, exitUnknown, code)
+}
+
 func TestFleetCheckMixedFleetAndFormats(t *testing.T) {
 	r := newCLIRig(t)
 	a := r.env.Start(t, "127.0.1.3")
