@@ -33,12 +33,12 @@ import (
 //     (Ansible's templating finalizes None to ''). A list or mapping is
 //     compared as data: gpuprep's text (YAML, or the INI value) read as
 //     YAML must be the same data.
-//   - Address, Port, User, IdentityFiles: the first variable gpuprep
-//     documents for each (ansible_host/ansible_ssh_host,
-//     ansible_port/ansible_ssh_port, ansible_user/ansible_ssh_user/
-//     ansible_remote_user, ansible_ssh_private_key_file/
-//     ansible_private_key_file), from Ansible's merged variables; Address
-//     defaults to the name.
+//   - Address, Port, User, IdentityFiles: as Ansible's ssh connection
+//     plugin chooses among Ansible's merged variables (ansible_ssh_host
+//     over ansible_host, ansible_ssh_port over ansible_port,
+//     ansible_ssh_user over ansible_user, ansible_ssh_private_key_file
+//     over ansible_private_key_file; ansible_remote_user is not read), as
+//     `ansible -vvv` shows; Address defaults to the name.
 //   - Mode: gpuprep_mode. Jump: gpuprep_jump, else the first ProxyJump
 //     (-J X, -o ProxyJump=X) in ansible_ssh_common_args then
 //     ansible_ssh_extra_args, in the order Ansible's ssh plugin passes
