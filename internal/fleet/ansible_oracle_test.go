@@ -278,24 +278,9 @@ func TestAnsibleOracle(t *testing.T) {
 			c := c
 			t.Run(c.name, func(t *testing.T) {
 				t.Parallel()
-				if c.bug != "" && !runBugs {
-					t.Skipf("gpuprep differs from Ansible (GPUPREP_ORACLE_BUGS=1 runs it): %s", c.bug)
-				}
+				oracleSkipBug(t, "Ansible", c.bug, runBugs)
 				text, diffs := ansOracleCompare(t, c)
-				switch {
-				case c.knownDiff != "" && len(diffs) == 0:
-					t.Errorf("marked knownDiff (%s) but gpuprep now agrees with Ansible: remove the mark", c.knownDiff)
-				case c.knownDiff != "":
-					for _, d := range diffs {
-						t.Logf("known difference (%s): %s", c.knownDiff, d)
-					}
-				case c.bug != "" && len(diffs) == 0:
-					t.Errorf("marked bug (%s) but gpuprep now agrees with Ansible: remove the mark", c.bug)
-				default:
-					for _, d := range diffs {
-						t.Errorf("gpuprep differs from Ansible: %s\ninventory:\n%s", d, text)
-					}
-				}
+				oracleJudge(t, "Ansible", c.knownDiff, c.bug, diffs, "inventory:\n"+text)
 			})
 		}
 	})

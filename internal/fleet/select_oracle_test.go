@@ -299,24 +299,9 @@ func TestSSHConfigOracle(t *testing.T) {
 		}
 		seen[c.name] = true
 		t.Run(c.name, func(t *testing.T) {
-			if c.bug != "" && !runBugs {
-				t.Skipf("gpuprep differs from ssh (GPUPREP_ORACLE_BUGS=1 runs it): %s", c.bug)
-			}
+			oracleSkipBug(t, "ssh", c.bug, runBugs)
 			diffs := oracleCompare(t, env, c)
-			switch {
-			case c.knownDiff != "" && len(diffs) == 0:
-				t.Errorf("marked knownDiff (%s) but gpuprep now agrees with ssh: remove the mark", c.knownDiff)
-			case c.knownDiff != "":
-				for _, d := range diffs {
-					t.Logf("known difference (%s): %s", c.knownDiff, d)
-				}
-			case c.bug != "" && len(diffs) == 0:
-				t.Errorf("marked bug (%s) but gpuprep now agrees with ssh: remove the mark", c.bug)
-			default:
-				for _, d := range diffs {
-					t.Errorf("gpuprep differs from ssh: %s\nconfig:\n%s", d, oracleSubst(c.config, env.me, ""))
-				}
-			}
+			oracleJudge(t, "ssh", c.knownDiff, c.bug, diffs, "config:\n"+oracleSubst(c.config, env.me, ""))
 		})
 	}
 	t.Logf("%d cases in %v", len(oracleCases), time.Since(start).Round(time.Millisecond))
@@ -598,4 +583,33 @@ func oracleWrite(t *testing.T, home, name, text string) string {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// oracleSkipBug skips a case marked bug (a difference from the oracle not
+// accepted, not fixed yet) unless runBugs.
+func oracleSkipBug(t *testing.T, oracle, bug string, runBugs bool) {
+	if bug != "" && !runBugs {
+		t.Skipf("gpuprep differs from %s (GPUPREP_ORACLE_BUGS=1 runs it): %s", oracle, bug)
+	}
+}
+
+// oracleJudge judges a case's differences from the oracle by its marks: a
+// knownDiff case must differ, a case marked bug that agrees must lose its
+// mark, any other difference fails, showing input.
+func oracleJudge(t *testing.T, oracle, knownDiff, bug string, diffs []string, input string) {
+	t.Helper()
+	switch {
+	case knownDiff != "" && len(diffs) == 0:
+		t.Errorf("marked knownDiff (%s) but gpuprep now agrees with %s: remove the mark", knownDiff, oracle)
+	case knownDiff != "":
+		for _, d := range diffs {
+			t.Logf("known difference (%s): %s", knownDiff, d)
+		}
+	case bug != "" && len(diffs) == 0:
+		t.Errorf("marked bug (%s) but gpuprep now agrees with %s: remove the mark", bug, oracle)
+	default:
+		for _, d := range diffs {
+			t.Errorf("gpuprep differs from %s: %s\n%s", oracle, d, input)
+		}
+	}
 }
