@@ -22,7 +22,7 @@ run: build
 ## test: every test — lint, unit (fixtures, real sshd, real kube-apiserver), the real-kernel e2e under QEMU;
 ## installs what they need
 test: deps lint kube-apiserver
-	GPUPREP_REQUIRE_KUBE=1 GPUPREP_REQUIRE_BROWSER=1 $(MAKE) unit
+	GPUPREP_REQUIRE_KUBE=1 GPUPREP_REQUIRE_BROWSER=1 GPUPREP_REQUIRE_ORACLES=1 $(MAKE) unit
 	$(MAKE) fuzz
 	$(MAKE) e2e
 

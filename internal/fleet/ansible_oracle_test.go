@@ -262,7 +262,7 @@ var ansOracleCases = []ansOracleCase{
 
 func TestAnsibleOracle(t *testing.T) {
 	if _, err := os.Stat(ansibleInventoryBin); err != nil {
-		t.Skipf("no ansible-inventory at %s (ansible-core): %v", ansibleInventoryBin, err)
+		oracleMissing(t, "no ansible-inventory at %s (ansible-core): %v", ansibleInventoryBin, err)
 	}
 	runBugs := os.Getenv("GPUPREP_ORACLE_BUGS") == "1"
 	seen := map[string]bool{}

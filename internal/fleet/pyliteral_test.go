@@ -35,7 +35,7 @@ print(json.dumps([render(v) for v in json.load(sys.stdin)]))
 func TestPyLiteralAgreesWithPython(t *testing.T) {
 	py, err := exec.LookPath("python3")
 	if err != nil {
-		t.Skip("no python3 (make test installs ansible-core, which brings it)")
+		oracleMissing(t, "no python3 (make test installs ansible-core, which brings it)")
 	}
 	in := []string{
 		"", "a", "a b  c", "a # c", `"a\tb"`, `'a\tb'`, `r'a\tb'`, `R"a\"b"`, `b'x\x41'`, `u'\u00e9t\u00E9'`, `'\U0001F600'`,

@@ -258,7 +258,7 @@ type sshAnswer struct {
 
 func TestSSHConfigOracle(t *testing.T) {
 	if _, err := os.Stat(oracleSSH); err != nil {
-		t.Skipf("no OpenSSH client at %s: %v", oracleSSH, err)
+		oracleMissing(t, "no OpenSSH client at %s: %v", oracleSSH, err)
 	}
 	start := time.Now()
 	empty := t.TempDir()
@@ -612,4 +612,15 @@ func oracleJudge(t *testing.T, oracle, knownDiff, bug string, diffs []string, in
 			t.Errorf("gpuprep differs from %s: %s\n%s", oracle, d, input)
 		}
 	}
+}
+
+// oracleMissing skips a test whose oracle program is not installed, or
+// fails it under GPUPREP_REQUIRE_ORACLES=1 (set by make test, which
+// installs them), so that CI never passes an oracle test it did not run.
+func oracleMissing(t *testing.T, format string, args ...any) {
+	t.Helper()
+	if os.Getenv("GPUPREP_REQUIRE_ORACLES") == "1" {
+		t.Fatalf(format+" (GPUPREP_REQUIRE_ORACLES=1)", args...)
+	}
+	t.Skipf(format, args...)
 }
