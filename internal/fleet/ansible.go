@@ -119,8 +119,8 @@ func (a *aInv) addHosts(g *aGroup, pat string, line int, field string, vars map[
 // where host holds no ':' outside [x:y] ranges, so that a bare IPv6
 // address keeps its colons.
 var (
-	bracketedHostPort = regexp.MustCompile(`^\[(.+)\]:([0-9]+)$`)
-	patternHostPort   = regexp.MustCompile(`^((?:[^:\[\]]|\[[^\]]*\])*):([0-9]+)$`)
+	bracketedHostPort = lazyRegexp(`^\[(.+)\]:([0-9]+)$`)
+	patternHostPort   = lazyRegexp(`^((?:[^:\[\]]|\[[^\]]*\])*):([0-9]+)$`)
 )
 
 // splitPatternPort splits a trailing :PORT off a host pattern before its
@@ -129,7 +129,7 @@ var (
 // pattern names none. What remains is checked as an address later.
 func splitPatternPort(pat string) (host, port string) {
 	host = pat
-	for _, re := range []*regexp.Regexp{bracketedHostPort, patternHostPort} {
+	for _, re := range []*regexp.Regexp{bracketedHostPort(), patternHostPort()} {
 		if m := re.FindStringSubmatch(host); m != nil && m[1] != "" {
 			host, port = m[1], m[2]
 		}
@@ -481,13 +481,13 @@ const maxRangeHosts = 100000
 
 const asciiLetters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
-var pyIntText = regexp.MustCompile(`^[+-]?[0-9](?:_?[0-9])*$`)
+var pyIntText = lazyRegexp(`^[+-]?[0-9](?:_?[0-9])*$`)
 
 // pyInt is Python's int() of a string: blanks around, a sign, digits with
 // single underscores between them.
 func pyInt(s string) (int, bool) {
 	s = strings.TrimSpace(s)
-	if !pyIntText.MatchString(s) {
+	if !pyIntText().MatchString(s) {
 		return 0, false
 	}
 	n, err := strconv.Atoi(strings.ReplaceAll(s, "_", ""))
@@ -679,7 +679,7 @@ func parseINI(file string, data []byte) (*Inventory, error) {
 // one form in which an IPv6 address takes a port, rather than a section.
 func startsBracketedHost(t string) bool {
 	f := strings.Fields(t)
-	return len(f) > 0 && bracketedHostPort.MatchString(f[0])
+	return len(f) > 0 && bracketedHostPort().MatchString(f[0])
 }
 
 // finishImplicit makes every top-level group a child of all (resolve puts
@@ -876,7 +876,7 @@ func yamlMerged(file string, n *yaml.Node, field string) (*yaml.Node, error) {
 }
 
 var (
-	yaml11IntRe = regexp.MustCompile(`^[-+]?(?:0b[01_]+|0x[0-9a-fA-F_]+|0[0-7_]+|0|[1-9][0-9_]*|[1-9][0-9_]*(?::[0-5]?[0-9])+)$`)
+	yaml11IntRe = lazyRegexp(`^[-+]?(?:0b[01_]+|0x[0-9a-fA-F_]+|0[0-7_]+|0|[1-9][0-9_]*|[1-9][0-9_]*(?::[0-5]?[0-9])+)$`)
 	yaml11Bool  = map[string]bool{"yes": true, "Yes": true, "YES": true, "no": true, "No": true, "NO": true, "true": true, "True": true, "TRUE": true,
 		"false": true, "False": true, "FALSE": true, "on": true, "On": true, "ON": true, "off": true, "Off": true, "OFF": true}
 )
@@ -886,7 +886,7 @@ var (
 // gpuprep reads only the connection port so; its own variables keep their
 // text (YAML 1.1 would make the PCI address 0000:41:00.0 the float 2460.0).
 func yaml11Int(s string) (string, bool) {
-	if !yaml11IntRe.MatchString(s) {
+	if !yaml11IntRe().MatchString(s) {
 		return "", false
 	}
 	t := strings.ReplaceAll(s, "_", "")

@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -46,9 +47,9 @@ func pyLiteral(v string) string {
 
 var (
 	pyDigits   = `[0-9](?:_?[0-9])*`
-	pyIntRe    = regexp.MustCompile(`^(?:0(?:_?0)*|[1-9](?:_?[0-9])*|0[xX](?:_?[0-9a-fA-F])+|0[oO](?:_?[0-7])+|0[bB](?:_?[01])+)$`)
-	pyFloatRe  = regexp.MustCompile(`^(?:(?:(?:` + pyDigits + `)?\.` + pyDigits + `|` + pyDigits + `\.)(?:[eE][+-]?` + pyDigits + `)?|` + pyDigits + `[eE][+-]?` + pyDigits + `)$`)
-	pyPrefixRe = regexp.MustCompile(`^(?i:rb|br|r|u|b)?['"]`)
+	pyIntRe    = lazyRegexp(`^(?:0(?:_?0)*|[1-9](?:_?[0-9])*|0[xX](?:_?[0-9a-fA-F])+|0[oO](?:_?[0-7])+|0[bB](?:_?[01])+)$`)
+	pyFloatRe  = lazyRegexp(`^(?:(?:(?:` + pyDigits + `)?\.` + pyDigits + `|` + pyDigits + `\.)(?:[eE][+-]?` + pyDigits + `)?|` + pyDigits + `[eE][+-]?` + pyDigits + `)$`)
+	pyPrefixRe = lazyRegexp(`^(?i:rb|br|r|u|b)?['"]`)
 )
 
 // pyNumber evaluates a Python int or float literal with at most one sign.
@@ -59,7 +60,7 @@ func pyNumber(s string) (string, bool) {
 		s = strings.TrimLeft(s[1:], " \t")
 	}
 	switch {
-	case pyIntRe.MatchString(s):
+	case pyIntRe().MatchString(s):
 		t := strings.ReplaceAll(s, "_", "")
 		base := 10
 		if len(t) > 1 && t[0] == '0' {
@@ -83,7 +84,7 @@ func pyNumber(s string) (string, bool) {
 			n.Neg(n)
 		}
 		return n.String(), true
-	case pyFloatRe.MatchString(s):
+	case pyFloatRe().MatchString(s):
 		f, err := strconv.ParseFloat(strings.ReplaceAll(s, "_", ""), 64)
 		if err != nil && !math.IsInf(f, 0) {
 			return "", false
@@ -148,7 +149,7 @@ func pyStrings(s string) (string, bool) {
 	var out strings.Builder
 	kind := "" // "str" or "bytes" once a literal is read
 	for s != "" {
-		m := pyPrefixRe.FindString(s)
+		m := pyPrefixRe().FindString(s)
 		if m == "" {
 			return "", false
 		}
@@ -262,4 +263,12 @@ func pyStringBody(s string, raw, bytes bool) (val, rest string, ok bool) {
 		}
 	}
 	return "", "", false
+}
+
+// lazyRegexp compiles expr on first use: package-level regexps are
+// compiled when any gpuprep command starts, and the fleet's inventory
+// parsers are not on the path of the check a fleet run starts on every
+// host.
+func lazyRegexp(expr string) func() *regexp.Regexp {
+	return sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(expr) })
 }
