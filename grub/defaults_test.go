@@ -1,6 +1,9 @@
 package grub
 
 import (
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/gpuprep/gpuprep/internal/fixture"
@@ -36,14 +39,14 @@ export GRUB_TIMEOUT=5
 	src, err := Configured(r, "6.8.0")
 	require.NoError(t, err)
 	require.Equal(t, "grub", src.Kind)
-	require.Equal(t, "console=ttyS0\n  intel_iommu=on quiet iommu=pt", src.Cmdline)
+	require.Equal(t, "console=ttyS0 intel_iommu=on quiet iommu=pt", src.Cmdline)
 	require.Contains(t, src.File, "50-cloudimg.cfg")
 }
 
 func TestConfiguredRefusesCommandOutput(t *testing.T) {
 	r := rootWith(t, map[string]string{"/etc/default/grub": "X=1\nGRUB_CMDLINE_LINUX=\"$(cat /etc/args)\"\n"})
 	_, err := Configured(r, "")
-	require.EqualError(t, err, "/etc/default/grub:2: GRUB_CMDLINE_LINUX is built from a command's output; gpuprep will not guess its value")
+	require.EqualError(t, err, "/etc/default/grub:2: GRUB_CMDLINE_LINUX: built from a command's output ($(...)); gpuprep will not guess its value")
 }
 
 func TestConfiguredUnterminatedQuote(t *testing.T) {
@@ -63,4 +66,40 @@ func TestConfiguredBLS(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "bls", src.Kind)
 	require.Equal(t, "root=/dev/sda1 ro intel_iommu=on", src.Cmdline)
+}
+
+// What check reports configured in /etc/default/grub (+ grub.d) is what
+// bash makes of the files, on every fixture the editor is tested on: one
+// reading of the files for check and grub (before, check had a lenient
+// reader of its own).
+func TestConfiguredAgreesWithBash(t *testing.T) {
+	needBash(t)
+	ents, err := os.ReadDir("testdata")
+	require.NoError(t, err)
+	n := 0
+	for _, e := range ents {
+		name := e.Name()
+		if name == "fuzz" {
+			continue
+		}
+		t.Run(name, func(t *testing.T) {
+			r, err := host.NewRoot(filepath.Join("testdata", name))
+			require.NoError(t, err)
+			src, err := Configured(r, "")
+			if strings.HasPrefix(name, "refused-") {
+				var pe *ParseError
+				require.ErrorAs(t, err, &pe)
+				return
+			}
+			require.NoError(t, err)
+			if src.Kind != "grub" {
+				return
+			}
+			want, err := bashSource(t, fixtureFiles(t, name))
+			require.NoError(t, err)
+			require.Equal(t, want.String(), src.Cmdline)
+			n++
+		})
+	}
+	require.Greater(t, n, 10, "fixtures compared with bash")
 }
