@@ -883,15 +883,13 @@ func (s *SSHConfig) fill(h *Host, alias string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	// ssh connects to the host name in lower case (ssh.c), and looks it
-	// up so in known_hosts.
-	h.Address = strings.ToLower(h.Address)
+	h.Address = sshHostCase(h.Address)
 	if v := o.hostName; v.src != "" {
 		addr, err := expandHostName(v.val, alias)
 		if err != nil {
 			return "", fmt.Errorf("ssh config %s: HostName %q (for %s): %v", v.src, v.val, alias, err)
 		}
-		addr = strings.ToLower(addr)
+		addr = sshHostCase(addr)
 		if !configAddressOK(addr) {
 			return "", fmt.Errorf("ssh config %s: HostName %q (for %s) is not a host name or IP address", v.src, addr, alias)
 		}
@@ -1244,4 +1242,14 @@ func sshPortNumber(s string) (int, bool) {
 		return 0, false
 	}
 	return n, true
+}
+
+// sshHostCase is the host name ssh connects to and looks up in known_hosts:
+// a name in lower case, an IP address as written (an IPv6 zone names a
+// network interface, and interface names have case).
+func sshHostCase(a string) string {
+	if _, err := netip.ParseAddr(a); err == nil {
+		return a
+	}
+	return strings.ToLower(a)
 }

@@ -114,7 +114,7 @@ func (t *Transport) init() error {
 				files = append(files, f)
 			}
 		}
-		t.check, t.initErr = knownhosts.New(files...)
+		t.check, t.initErr = newCaselessKnownHosts(files)
 		if t.initErr != nil {
 			t.initErr = fmt.Errorf("known_hosts: %v", t.initErr)
 		}
@@ -719,4 +719,100 @@ func trimNetErr(err error) string {
 		return oe.Err.Error()
 	}
 	return err.Error()
+}
+
+// newCaselessKnownHosts is knownhosts.New matching host names without
+// regard to case, as OpenSSH does (gpuprep looks names up in lower case,
+// as ssh does; knownhosts compares patterns as written). A file whose
+// plain host patterns have upper-case letters is read from a copy with
+// them lower-cased (hashed entries are hashes of lower-case names already);
+// the errors name the file itself.
+func newCaselessKnownHosts(files []string) (ssh.HostKeyCallback, error) {
+	load := make([]string, 0, len(files))
+	orig := map[string]string{}
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		lowered, changed := lowerKnownHostPatterns(data)
+		if err != nil || !changed {
+			load = append(load, f)
+			continue
+		}
+		tmp, err := os.CreateTemp("", "gpuprep-known_hosts-")
+		if err != nil {
+			return nil, err
+		}
+		defer os.Remove(tmp.Name())
+		_, werr := tmp.Write(lowered)
+		if cerr := tmp.Close(); werr == nil {
+			werr = cerr
+		}
+		if werr != nil {
+			return nil, werr
+		}
+		load = append(load, tmp.Name())
+		orig[tmp.Name()] = f
+	}
+	check, err := knownhosts.New(load...)
+	if err != nil {
+		for tmp, f := range orig {
+			err = errors.New(strings.ReplaceAll(err.Error(), tmp, f))
+		}
+		return nil, err
+	}
+	if len(orig) == 0 {
+		return check, nil
+	}
+	return func(hostname string, remote net.Addr, key ssh.PublicKey) error {
+		err := check(hostname, remote, key)
+		var ke *knownhosts.KeyError
+		var re *knownhosts.RevokedError
+		switch {
+		case errors.As(err, &ke):
+			for i, w := range ke.Want {
+				if f, ok := orig[w.Filename]; ok {
+					ke.Want[i].Filename = f
+				}
+			}
+		case errors.As(err, &re):
+			if f, ok := orig[re.Revoked.Filename]; ok {
+				re.Revoked.Filename = f
+			}
+		}
+		return err
+	}, nil
+}
+
+// lowerKnownHostPatterns lower-cases the plain (not hashed) host patterns
+// of known_hosts lines, keeping everything else, lines included, as it is.
+func lowerKnownHostPatterns(data []byte) ([]byte, bool) {
+	lines := strings.SplitAfter(string(data), "\n")
+	changed := false
+	for i, l := range lines {
+		rest := strings.TrimLeft(l, " \t")
+		start := len(l) - len(rest)
+		if rest == "" || rest[0] == '#' {
+			continue
+		}
+		if rest[0] == '@' { // a marker, then the hosts
+			end := strings.IndexAny(rest, " \t")
+			if end < 0 {
+				continue
+			}
+			skip := len(rest[end:]) - len(strings.TrimLeft(rest[end:], " \t"))
+			start += end + skip
+			rest = l[start:]
+		}
+		if strings.HasPrefix(rest, "|") {
+			continue // hashed
+		}
+		end := strings.IndexAny(rest, " \t")
+		if end < 0 {
+			continue
+		}
+		if low := strings.ToLower(rest[:end]); low != rest[:end] {
+			lines[i] = l[:start] + low + rest[end:]
+			changed = true
+		}
+	}
+	return []byte(strings.Join(lines, "")), changed
 }

@@ -119,3 +119,42 @@ func TestConnectionLost(t *testing.T) {
 		assert.False(t, connectionLost(err), "%v", err)
 	}
 }
+
+// known_hosts entries match host names without regard to case, as in
+// OpenSSH: a plain entry written in capitals matches the lower-case name
+// gpuprep (like ssh) looks up, and a changed key is reported against the
+// file itself, not the lower-cased copy it was read from.
+func TestKnownHostsMatchWithoutCase(t *testing.T) {
+	dir := t.TempDir()
+	kh := filepath.Join(dir, "known_hosts")
+	key, other := mustKey(t), mustKey(t)
+	require.NoError(t, os.WriteFile(kh, []byte("# fleet\n"+
+		knownhosts.Line([]string{"GPU1.Example.COM"}, key)+"\n"+
+		"@cert-authority *.Rack.Example "+string(ssh.MarshalAuthorizedKey(other))+
+		knownhosts.Line([]string{knownhosts.HashHostname("gpu2.example.com")}, key)+"\n"), 0o600))
+	before, err := os.ReadFile(kh)
+	require.NoError(t, err)
+	tr := &Transport{KnownHosts: []string{kh}}
+	require.NoError(t, tr.Init())
+	assert.NoError(t, tr.verify("gpu1.example.com:22", dummyAddr{}, key))
+	assert.NoError(t, tr.verify("gpu2.example.com:22", dummyAddr{}, key), "a hashed entry")
+	err = tr.verify("gpu1.example.com:22", dummyAddr{}, other)
+	require.Error(t, err)
+	assert.Equal(t, StatusHostKeyChanged, StatusOf(err), err.Error())
+	assert.Contains(t, err.Error(), kh+":2", "the file and line of the entry")
+	after, err := os.ReadFile(kh)
+	require.NoError(t, err)
+	assert.Equal(t, string(before), string(after), "the file itself is not changed")
+
+	low, changed := lowerKnownHostPatterns([]byte("A,B ssh-ed25519 AAAA C\n|1|x= ssh-rsa K\n  @revoked GPU ssh-ed25519 Q\n#X Y\n"))
+	assert.True(t, changed)
+	assert.Equal(t, "a,b ssh-ed25519 AAAA C\n|1|x= ssh-rsa K\n  @revoked gpu ssh-ed25519 Q\n#X Y\n", string(low))
+}
+
+// ssh dials names in lower case and IP addresses as written (an IPv6
+// zone is an interface name, which has case).
+func TestSSHHostCase(t *testing.T) {
+	for in, want := range map[string]string{"GPU-1.Example": "gpu-1.example", "fe80::1%Eth0": "fe80::1%Eth0", "FE80::AB": "FE80::AB", "10.0.0.1": "10.0.0.1"} {
+		assert.Equal(t, want, sshHostCase(in), in)
+	}
+}
