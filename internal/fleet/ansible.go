@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"math/big"
 	"regexp"
 	"sort"
 	"strconv"
@@ -50,6 +51,7 @@ type aHost struct {
 type aInv struct {
 	file   string
 	format string
+	yamlOn map[*yaml.Node]bool // YAML groups being read (alias loops)
 	groups map[string]*aGroup
 	hosts  map[string]*aHost
 	order  []string // hosts in first-seen order
@@ -494,6 +496,15 @@ func pyInt(s string) (int, bool) {
 	return n, err == nil
 }
 
+// pyBigInt is pyInt without a size limit.
+func pyBigInt(s string) (*big.Int, bool) {
+	s = strings.TrimSpace(s)
+	if !pyIntText().MatchString(s) {
+		return nil, false
+	}
+	return new(big.Int).SetString(strings.ReplaceAll(s, "_", ""), 10)
+}
+
 func expandRangeInto(pat string, out *[]string) error {
 	i := strings.IndexByte(pat, '[')
 	if i < 0 {
@@ -538,16 +549,31 @@ func expandRangeInto(pat string, out *[]string) error {
 			items = append(items, asciiLetters[k:k+1])
 		}
 	} else {
-		lo, ok1 := pyInt(beg)
-		hi, ok2 := pyInt(end)
+		lo, ok1 := pyBigInt(beg)
+		hi, ok2 := pyBigInt(end)
 		if !ok1 || !ok2 || !stepOK || step == 0 {
 			return fmt.Errorf("%q: bad host range (begin, end and step must be numbers, or begin and end letters)", pat)
 		}
-		if n := (hi + 1 - lo) / step; n > maxRangeHosts {
+		// Python's range(lo, hi+1, step), counted before it is made (in
+		// big integers: no bound overflows).
+		st := big.NewInt(int64(step))
+		span := new(big.Int).Sub(new(big.Int).Add(hi, big.NewInt(1)), lo) // stop - start
+		if step < 0 {
+			span.Neg(span)
+			st.Neg(st)
+		}
+		n := new(big.Int)
+		if span.Sign() > 0 {
+			n.Add(span, new(big.Int).Sub(st, big.NewInt(1)))
+			n.Quo(n, st) // ceil(span / |step|)
+		}
+		if n.Cmp(big.NewInt(maxRangeHosts)) > 0 {
 			return fmt.Errorf("%q: the host range makes more than %d hosts", pat, maxRangeHosts)
 		}
-		for k := lo; step > 0 && k <= hi || step < 0 && k > hi+1; k += step {
-			items = append(items, zfill(strconv.Itoa(k), width))
+		k := new(big.Int).Set(lo)
+		for i := int64(0); i < n.Int64(); i++ {
+			items = append(items, zfill(k.String(), width))
+			k.Add(k, big.NewInt(int64(step)))
 		}
 	}
 	for _, it := range items {
@@ -717,6 +743,17 @@ func parseAnsibleYAML(file string, m *yaml.Node) (*Inventory, error) {
 
 func (a *aInv) yamlGroup(k, v *yaml.Node) error {
 	v = yamlDeref(v)
+	// A group that holds itself through an alias (g: &g {children: {g:
+	// *g}}) is refused, as Ansible does (it recurses until Python stops
+	// it); gpuprep would recurse until Go's stack ran out.
+	if a.yamlOn[v] {
+		return &Error{File: a.file, Line: k.Line, Field: k.Value, Msg: "the group contains itself through a YAML alias"}
+	}
+	if a.yamlOn == nil {
+		a.yamlOn = map[*yaml.Node]bool{}
+	}
+	a.yamlOn[v] = true
+	defer delete(a.yamlOn, v)
 	g := a.group(k.Value, k.Line)
 	if v.Kind == yaml.ScalarNode && (v.Tag == "!!null" || v.Value == "") {
 		return nil
@@ -794,7 +831,7 @@ func (a *aInv) yamlVars(n *yaml.Node, field string) (map[string]aVar, error) {
 	if n.Kind != yaml.MappingNode {
 		return nil, &Error{File: a.file, Line: n.Line, Field: field, Msg: "want a mapping of variables"}
 	}
-	n, err := yamlMerged(a.file, n, field)
+	n, err := yamlMerged(a.file, n, field, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -827,46 +864,60 @@ func yamlDeref(n *yaml.Node) *yaml.Node {
 }
 
 // yamlMerged applies YAML merge keys (<<: *base, or a list of them) to a
-// mapping, as PyYAML does: the mapping's own keys win, then the merged
-// mappings in order.
-func yamlMerged(file string, n *yaml.Node, field string) (*yaml.Node, error) {
-	var own, merged []*yaml.Node
+// mapping, as PyYAML does: the mapping's own keys win; of several << keys
+// the later wins, of a list of mappings the earlier. A mapping merged into
+// itself through an alias (on is the merge path) adds nothing more.
+func yamlMerged(file string, n *yaml.Node, field string, on map[*yaml.Node]bool) (*yaml.Node, error) {
+	var own []*yaml.Node
 	has := map[string]bool{}
-	var sources []*yaml.Node
+	var groups [][]*yaml.Node // the mappings of each << key
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
-		if k.Kind == yaml.ScalarNode && k.Value == "<<" && k.Style == 0 {
+		if k.Kind == yaml.ScalarNode && k.Value == "<<" && (k.Style == 0 || k.Tag == "!!merge") {
 			v = yamlDeref(v)
+			var g []*yaml.Node
 			switch v.Kind {
 			case yaml.MappingNode:
-				sources = append(sources, v)
+				g = append(g, v)
 			case yaml.SequenceNode:
 				for _, e := range v.Content {
-					sources = append(sources, yamlDeref(e))
+					g = append(g, yamlDeref(e))
 				}
 			default:
 				return nil, &Error{File: file, Line: k.Line, Field: field, Msg: "<< (merge key): want a mapping or a list of mappings"}
 			}
+			groups = append(groups, g)
 			continue
 		}
 		own = append(own, k, v)
 		has[k.Value] = true
 	}
-	if sources == nil {
+	if groups == nil {
 		return n, nil
 	}
-	for _, src := range sources {
-		if src.Kind != yaml.MappingNode {
-			return nil, &Error{File: file, Line: src.Line, Field: field, Msg: "<< (merge key): want a mapping or a list of mappings"}
-		}
-		src, err := yamlMerged(file, src, field)
-		if err != nil {
-			return nil, err
-		}
-		for i := 0; i+1 < len(src.Content); i += 2 {
-			if k := src.Content[i]; !has[k.Value] {
-				has[k.Value] = true
-				merged = append(merged, k, src.Content[i+1])
+	if on == nil {
+		on = map[*yaml.Node]bool{}
+	}
+	on[n] = true
+	defer delete(on, n)
+	merged := []*yaml.Node{}
+	for gi := len(groups) - 1; gi >= 0; gi-- {
+		for _, src := range groups[gi] {
+			if src.Kind != yaml.MappingNode {
+				return nil, &Error{File: file, Line: src.Line, Field: field, Msg: "<< (merge key): want a mapping or a list of mappings"}
+			}
+			if on[src] {
+				continue
+			}
+			src, err := yamlMerged(file, src, field, on)
+			if err != nil {
+				return nil, err
+			}
+			for i := 0; i+1 < len(src.Content); i += 2 {
+				if k := src.Content[i]; !has[k.Value] {
+					has[k.Value] = true
+					merged = append(merged, k, src.Content[i+1])
+				}
 			}
 		}
 	}

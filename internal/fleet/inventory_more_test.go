@@ -263,3 +263,25 @@ func TestYAML11Int(t *testing.T) {
 		assert.False(t, ok, in)
 	}
 }
+
+// YAML alias loops end in an error or, for a merge of a mapping into
+// itself, in the mapping (as PyYAML reads it), never in a crash; of two <<
+// keys the later wins, of a list the earlier.
+func TestAnsibleYAMLAliasLoopsAndMergeOrder(t *testing.T) {
+	for _, in := range []string{
+		"g: &g\n  children:\n    g: *g\n",
+		"g: &g\n  hosts: {h1: }\n  children:\n    k: *g\n",
+	} {
+		_, err := Parse("x.yaml", []byte(in))
+		assert.ErrorContains(t, err, "contains itself", in)
+	}
+	inv, err := Parse("x.yaml", []byte("g:\n  hosts:\n    h1: &a\n      x: 1\n      <<: *a\n"))
+	require.NoError(t, err)
+	assert.Equal(t, "1", inv.Hosts[0].Var("x"))
+
+	inv, err = Parse("x.yaml", []byte("g:\n  vars:\n    a: &a {x: a, ansible_user: ua}\n    b: &b {x: b, ansible_user: ub}\n  hosts:\n"+
+		"    h1:\n      <<: *a\n      <<: *b\n    h2:\n      <<: [*a, *b]\n"))
+	require.NoError(t, err)
+	assert.Equal(t, "ub", inv.Hosts[0].User, "two << keys: the later wins")
+	assert.Equal(t, "ua", inv.Hosts[1].User, "a list: the earlier wins")
+}

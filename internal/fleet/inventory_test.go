@@ -137,7 +137,13 @@ func TestExpandRange(t *testing.T) {
 	got, err = expandRange("n[y:B]")
 	require.NoError(t, err)
 	assert.Equal(t, []string{"ny", "nz", "nA", "nB"}, got)
-	for _, bad := range []string{"n[01:100]", "n[1]", "n[1:2", "n[a:5]", "n[1:5:0]", "n[1:]", "n[1:1000000]"} {
+	got, err = expandRange("n[9223372036854775800:9223372036854775807:4]")
+	require.NoError(t, err)
+	assert.Equal(t, []string{"n9223372036854775800", "n9223372036854775804"}, got, "no overflow at the int64 edge")
+	got, err = expandRange("n[5:1:-2]")
+	require.NoError(t, err)
+	assert.Equal(t, []string{"n5", "n3"}, got, "Python's range(5, 2, -2)")
+	for _, bad := range []string{"n[0:9223372036854775807:4611686018427387904]0[0:99999999]", "n[01:100]", "n[1]", "n[1:2", "n[a:5]", "n[1:5:0]", "n[1:]", "n[1:1000000]"} {
 		_, err = expandRange(bad)
 		assert.Error(t, err, bad)
 	}
