@@ -19,8 +19,9 @@ import (
 // gpuprep reads what Ansible's ssh connection plugin reads: ansible_host,
 // ansible_port, ansible_user and ansible_private_key_file, where the
 // ansible_ssh_* form of each wins when both are set; a ProxyJump in
-// ansible_ssh_common_args, then ansible_ssh_extra_args (-J X or -o
-// ProxyJump=X; the first wins, as on ssh's command line); and gpuprep_*
+// ansible_ssh_args, ansible_ssh_common_args, then ansible_ssh_extra_args
+// (-J X or -o ProxyJump=X; the first wins, as on ssh's command line; a
+// ProxyCommand there is an error); and gpuprep_*
 // variables (gpuprep_mode, gpuprep_jump, gpuprep_root, …).
 // ansible_oracle_test.go checks all of it against ansible-inventory.
 // Deliberate differences: where Ansible warns and passes over part of an
@@ -345,51 +346,74 @@ func (a *aInv) applyVars(h *Host, vars map[string]aVar) error {
 	}
 	if v, _, ok := first(vars, "gpuprep_jump"); ok {
 		h.Jump = v.val
-	} else {
-		for _, k := range []string{"ansible_ssh_common_args", "ansible_ssh_extra_args"} {
-			if v, ok := vars[k]; ok && h.Jump == "" {
-				h.Jump = proxyJumpFromArgs(v.val)
-			}
+		return nil
+	}
+	// As the ssh plugin passes them to ssh, where the first ProxyJump or
+	// ProxyCommand wins. A ProxyCommand (the usual Ansible bastion: -o
+	// ProxyCommand="ssh -W %h:%p bastion") is an error: gpuprep runs no
+	// command from an inventory, and dialling the host directly would go
+	// around the bastion.
+	for _, k := range []string{"ansible_ssh_args", "ansible_ssh_common_args", "ansible_ssh_extra_args"} {
+		v, ok := vars[k]
+		if !ok {
+			continue
 		}
+		jump, command, found := proxyFromArgs(v.val)
+		if !found {
+			continue
+		}
+		if command != "" {
+			return &Error{File: a.file, Line: v.line, Field: k, Msg: fmt.Sprintf("host %q: ProxyCommand %q is not supported (gpuprep runs no command from an inventory): use -o ProxyJump=BASTION or -J BASTION (ssh -W through a bastion is ProxyJump), or set gpuprep_jump", h.Name, command)}
+		}
+		h.Jump = jump
+		break
 	}
 	return nil
 }
 
-// proxyJumpFromArgs finds -J X or -o ProxyJump=X in ssh arguments (split
-// as the ssh plugin splits them: shlex without comments).
-func proxyJumpFromArgs(s string) string {
+// proxyFromArgs finds the first -J X, -o ProxyJump=X or -o ProxyCommand=C
+// in ssh arguments (split as the ssh plugin splits them: shlex without
+// comments). ProxyCommand none is a direct connection ("", "", true).
+func proxyFromArgs(s string) (jump, command string, found bool) {
 	f, err := splitFields(s, false)
 	if err != nil {
-		return ""
+		return "", "", false
+	}
+	opt := func(o string) (string, string, bool) {
+		k, v, ok := strings.Cut(o, "=")
+		if !ok {
+			k, v, ok = strings.Cut(o, " ")
+		}
+		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
+		switch {
+		case !ok:
+		case strings.EqualFold(k, "ProxyJump"):
+			return v, "", true
+		case strings.EqualFold(k, "ProxyCommand") && strings.EqualFold(v, "none"):
+			return "", "", true
+		case strings.EqualFold(k, "ProxyCommand"):
+			return "", v, true
+		}
+		return "", "", false
 	}
 	for i := 0; i < len(f); i++ {
 		switch {
 		case f[i] == "-J" && i+1 < len(f):
-			return f[i+1]
+			return f[i+1], "", true
 		case strings.HasPrefix(f[i], "-J") && len(f[i]) > 2:
-			return f[i][2:]
+			return f[i][2:], "", true
 		case f[i] == "-o" && i+1 < len(f):
-			if j, ok := optProxyJump(f[i+1]); ok {
-				return j
+			if j, c, ok := opt(f[i+1]); ok {
+				return j, c, true
 			}
+			i++
 		case strings.HasPrefix(f[i], "-o"):
-			if j, ok := optProxyJump(f[i][2:]); ok {
-				return j
+			if j, c, ok := opt(f[i][2:]); ok {
+				return j, c, true
 			}
 		}
 	}
-	return ""
-}
-
-func optProxyJump(o string) (string, bool) {
-	k, v, ok := strings.Cut(o, "=")
-	if !ok {
-		k, v, ok = strings.Cut(o, " ")
-	}
-	if ok && strings.EqualFold(strings.TrimSpace(k), "ProxyJump") {
-		return strings.TrimSpace(v), true
-	}
-	return "", false
+	return "", "", false
 }
 
 // splitFields splits a line into fields the way Ansible's INI parser

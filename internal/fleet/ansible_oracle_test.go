@@ -40,8 +40,9 @@ import (
 //     over ansible_private_key_file; ansible_remote_user is not read), as
 //     `ansible -vvv` shows; Address defaults to the name.
 //   - Mode: gpuprep_mode. Jump: gpuprep_jump, else the first ProxyJump
-//     (-J X, -o ProxyJump=X) in ansible_ssh_common_args then
-//     ansible_ssh_extra_args, in the order Ansible's ssh plugin passes
+//     (-J X, -o ProxyJump=X) in ansible_ssh_args, ansible_ssh_common_args
+//     then ansible_ssh_extra_args (a ProxyCommand first: gpuprep refuses
+//     the host), in the order Ansible's ssh plugin passes
 //     them to ssh (where ssh's first value wins).
 //
 // Where Ansible refuses the inventory (ansible-inventory fails, or says
@@ -165,6 +166,9 @@ var ansOracleCases = []ansOracleCase{
 	{name: "ini-proxyjump-o-space", ini: "h1 ansible_ssh_common_args=\"-o 'ProxyJump j.example'\"\n"},
 	{name: "ini-proxyjump-group", ini: "[g]\nh1\n[g:vars]\nansible_ssh_common_args=-o ProxyJump=jump@bastion.example\n"},
 	{name: "ini-proxyjump-common-and-extra", ini: "h1 ansible_ssh_common_args='-o ProxyJump=common.example' ansible_ssh_extra_args='-o ProxyJump=extra.example'\n"},
+	{name: "ini-proxyjump-ssh-args-first", ini: "h1 ansible_host=127.0.0.9 ansible_ssh_args=\"-o ProxyJump=argsjump.example\" ansible_ssh_common_args=\"-o ProxyJump=common.example\"\n"},
+	{name: "ini-proxycommand-bastion", ini: "h1 ansible_host=127.0.0.9 ansible_ssh_common_args=\"-o ProxyCommand=\\\"ssh -W %h:%p bastion.example\\\"\"\n"},
+	{name: "ini-proxyjump-before-proxycommand", ini: "h1 ansible_ssh_common_args='-J j.example -o ProxyCommand=\"nc %h %p\"'\n"},
 	{name: "ini-gpuprep-jump-wins", ini: "h1 gpuprep_jump=j.example ansible_ssh_common_args='-J other.example'\n"},
 	{name: "ini-key-file", ini: "[g]\nh1\n[g:vars]\nansible_ssh_private_key_file={{DIR}}/key.pem\n"},
 	{name: "ini-key-file-missing", ini: "h1 ansible_ssh_private_key_file={{DIR}}/nope.pem\n"},
@@ -501,9 +505,18 @@ func ansExpectHost(n string, groups []string, vars map[string]any) (*Host, strin
 	if s, _, ok := str("gpuprep_jump"); ok {
 		h.Jump = s
 	} else {
-		for _, k := range []string{"ansible_ssh_common_args", "ansible_ssh_extra_args"} {
-			if s, _, ok := str(k); ok && h.Jump == "" {
-				h.Jump = ansProxyJump(s)
+		// The ssh plugin's order; ssh takes the first ProxyJump or
+		// ProxyCommand, and gpuprep refuses a ProxyCommand.
+		for _, k := range []string{"ansible_ssh_args", "ansible_ssh_common_args", "ansible_ssh_extra_args"} {
+			if s, _, ok := str(k); ok {
+				j, isCmd := ansProxyJump(s)
+				if isCmd {
+					return h, fmt.Sprintf("%s has a ProxyCommand", k)
+				}
+				if j != "" {
+					h.Jump = j
+					break
+				}
 			}
 		}
 	}
@@ -512,8 +525,8 @@ func ansExpectHost(n string, groups []string, vars map[string]any) (*Host, strin
 
 // ansProxyJump finds the first -J X, -JX, -o ProxyJump=X, -oProxyJump=X or
 // -o 'ProxyJump X' in ssh arguments (quotes as the shell takes them, no
-// backslashes: the cases use none).
-func ansProxyJump(s string) string {
+// backslashes: the cases use none), or says a ProxyCommand comes first.
+func ansProxyJump(s string) (string, bool) {
 	var f []string
 	var cur strings.Builder
 	in, quote := false, byte(0)
@@ -545,26 +558,28 @@ func ansProxyJump(s string) string {
 		if !ok {
 			k, v, ok = strings.Cut(o, " ")
 		}
-		return strings.TrimSpace(v), ok && strings.EqualFold(strings.TrimSpace(k), "proxyjump")
+		k = strings.TrimSpace(k)
+		return strings.TrimSpace(v), ok && (strings.EqualFold(k, "proxyjump") || strings.EqualFold(k, "proxycommand"))
 	}
+	isCmd := func(o string) bool { return strings.HasPrefix(strings.ToLower(strings.TrimSpace(o)), "proxycommand") }
 	for i := 0; i < len(f); i++ {
 		switch {
 		case f[i] == "-J" && i+1 < len(f):
-			return f[i+1]
+			return f[i+1], false
 		case strings.HasPrefix(f[i], "-J") && len(f[i]) > 2:
-			return f[i][2:]
+			return f[i][2:], false
 		case f[i] == "-o" && i+1 < len(f):
 			if v, ok := opt(f[i+1]); ok {
-				return v
+				return v, isCmd(f[i+1])
 			}
 			i++
 		case strings.HasPrefix(f[i], "-o") && len(f[i]) > 2:
 			if v, ok := opt(f[i][2:]); ok {
-				return v
+				return v, isCmd(f[i][2:])
 			}
 		}
 	}
-	return ""
+	return "", false
 }
 
 // ansScalar renders a scalar of Ansible's JSON as "{{ var }}" would; ok is
