@@ -1,14 +1,14 @@
 package fleet
 
 import (
-	"bufio"
-	"bytes"
 	"fmt"
 	"math/big"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
 )
@@ -198,29 +198,19 @@ func (a *aInv) resolve() (*Inventory, error) {
 	depth["all"] = 0
 
 	// Membership: a host is in a group if listed in it or in a descendant.
-	member := map[string]map[string]bool{} // host -> groups
-	var mark func(g string, h string, seen map[string]bool)
-	mark = func(g, h string, seen map[string]bool) {
-		if seen[g] {
-			return
-		}
-		seen[g] = true
-		member[h][g] = true
-	}
 	parents := map[string][]string{}
 	for _, g := range a.groups {
 		for _, c := range g.children {
 			parents[c] = append(parents[c], g.name)
 		}
 	}
-	for _, hn := range a.order {
-		member[hn] = map[string]bool{"all": true}
-		seen := map[string]bool{}
+	memberOf := func(hn string) map[string]bool {
+		m := map[string]bool{"all": true}
 		var up func(g string)
 		up = func(g string) {
-			mark(g, hn, seen)
+			m[g] = true
 			for _, p := range parents[g] {
-				if !seen[p] {
+				if !m[p] {
 					up(p)
 				}
 			}
@@ -230,20 +220,28 @@ func (a *aInv) resolve() (*Inventory, error) {
 				up(g.name)
 			}
 		}
+		return m
 	}
-
-	// As Ansible's reconcile_inventory: a host in no group but all is in
-	// ungrouped; one in another group is not.
+	// As Ansible's reconcile_inventory: a host in no group but all is
+	// listed in ungrouped; one also in another group is no longer listed
+	// there (it stays in ungrouped through a child of ungrouped, if any).
+	member := map[string]map[string]bool{} // host -> groups
+	ungrouped := a.groups["ungrouped"]
 	for _, hn := range a.order {
+		m := memberOf(hn)
 		other := false
-		for g := range member[hn] {
+		for g := range m {
 			other = other || g != "all" && g != "ungrouped"
 		}
-		if other {
-			delete(member[hn], "ungrouped")
-		} else {
-			member[hn]["ungrouped"] = true
+		switch {
+		case other && contains(ungrouped.hosts, hn):
+			ungrouped.hosts = slices.DeleteFunc(ungrouped.hosts, func(h string) bool { return h == hn })
+			m = memberOf(hn)
+		case !other && !m["ungrouped"]:
+			ungrouped.hosts = append(ungrouped.hosts, hn)
+			m["ungrouped"] = true
 		}
+		member[hn] = m
 	}
 	// Group variables apply from the least specific group to the most
 	// specific: by depth, then ansible_group_priority (default 1), then
@@ -623,6 +621,29 @@ func zfill(s string, width int) string {
 	return sign + strings.Repeat("0", width-len(s)-len(sign)) + s
 }
 
+// pySplitLines splits text into lines as Python's str.splitlines, which
+// Ansible's INI parser uses: at \n, \r\n, \r, \v, \f, \x1c-\x1e, U+0085,
+// U+2028 and U+2029.
+func pySplitLines(s string) []string {
+	var out []string
+	start := 0
+	for i, r := range s {
+		switch r {
+		case '\n', '\r', '\v', '\f', '\x1c', '\x1d', '\x1e', '\u0085', '\u2028', '\u2029':
+			if r == '\n' && i > 0 && s[i-1] == '\r' && start == i {
+				start = i + 1 // the \n of \r\n
+				continue
+			}
+			out = append(out, s[start:i])
+			start = i + utf8.RuneLen(r)
+		}
+	}
+	if start < len(s) {
+		out = append(out, s[start:])
+	}
+	return out
+}
+
 func parseINI(file string, data []byte) (*Inventory, error) {
 	a := newAInv(file, "ansible-ini")
 	a.group("all", 0)
@@ -633,13 +654,11 @@ func parseINI(file string, data []byte) (*Inventory, error) {
 	// valid for undefined group").
 	defined := map[string]bool{"all": true, "ungrouped": true}
 	varsOnly := map[string]int{}
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(make([]byte, 64*1024), 1024*1024)
 	line := 0
 	bad := func(field, msg string) error { return &Error{File: file, Line: line, Field: field, Msg: msg} }
-	for sc.Scan() {
+	for _, text := range pySplitLines(string(data)) {
 		line++
-		t := strings.TrimSpace(sc.Text())
+		t := strings.TrimSpace(text)
 		if t == "" || t[0] == '#' || t[0] == ';' {
 			continue
 		}
@@ -681,15 +700,24 @@ func parseINI(file string, data []byte) (*Inventory, error) {
 			k = strings.TrimSpace(k)
 			a.groups[section].vars[k] = aVar{val: pyLiteral(strings.TrimSpace(v)), line: line}
 		case "children":
-			f, err := splitFields(t, true)
-			if err != nil || len(f) != 1 {
-				return nil, bad(section+":children", fmt.Sprintf("%q: want one group name per line", t))
+			// As Ansible's groupname pattern: the name as written (no
+			// quotes or escapes), then blanks and a # comment at most.
+			name := t
+			if i := strings.IndexAny(t, " \t"); i >= 0 {
+				rest := strings.TrimLeft(t[i:], " \t")
+				name = t[:i]
+				if rest != "" && rest[0] != '#' {
+					return nil, bad(section+":children", fmt.Sprintf("%q: want one group name per line", t))
+				}
+			}
+			if strings.ContainsAny(name, ":]") {
+				return nil, bad(section+":children", fmt.Sprintf("%q is not a group name", name))
 			}
 			g := a.groups[section]
-			if !contains(g.children, f[0]) {
-				g.children = append(g.children, f[0])
+			if !contains(g.children, name) {
+				g.children = append(g.children, name)
 			}
-			defined[f[0]] = true
+			defined[name] = true
 		default:
 			f, err := splitFields(t, true)
 			if err != nil {
@@ -711,9 +739,6 @@ func parseINI(file string, data []byte) (*Inventory, error) {
 				return nil, err
 			}
 		}
-	}
-	if err := sc.Err(); err != nil {
-		return nil, &Error{File: file, Line: line, Msg: err.Error()}
 	}
 	for name, l := range varsOnly {
 		if !defined[name] {

@@ -62,3 +62,28 @@ func TestPyLiteralAgreesWithPython(t *testing.T) {
 	// here) leaves the text as written.
 	assert.Equal(t, `'\N{BULLET}'`, pyLiteral(`'\N{BULLET}'`))
 }
+
+// Python's str.splitlines is the oracle for pySplitLines.
+func TestPySplitLinesAgreesWithPython(t *testing.T) {
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		oracleMissing(t, "no python3")
+	}
+	in := []string{"", "a", "a\n", "a\nb", "a\r\nb\r\n", "a\rb\r", "\r\n\r\n", "\n\r", "a\r\r\nb", "a\vb\fc\x1cd\x1de\x1ef",
+		"a\u0085b\u2028c\u2029d", "é\nü", "a\n\n", "\r", "\n", "x\r\n"}
+	data, _ := json.Marshal(in)
+	cmd := exec.Command(py, "-c", "import json,sys; print(json.dumps([s.splitlines() for s in json.load(sys.stdin)]))")
+	cmd.Stdin = strings.NewReader(string(data))
+	out, err := cmd.Output()
+	require.NoError(t, err)
+	var want [][]string
+	require.NoError(t, json.Unmarshal(out, &want))
+	for i, s := range in {
+		got := pySplitLines(s)
+		if len(want[i]) == 0 {
+			assert.Empty(t, got, "%q", s)
+			continue
+		}
+		assert.Equal(t, want[i], got, "%q", s)
+	}
+}
