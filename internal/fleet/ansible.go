@@ -2,7 +2,9 @@ package fleet
 
 import (
 	"fmt"
+	"maps"
 	"math/big"
+	"net/netip"
 	"regexp"
 	"slices"
 	"sort"
@@ -137,7 +139,30 @@ func splitPatternPort(pat string) (host, port string) {
 			host, port = m[1], m[2]
 		}
 	}
+	// Ansible keeps the pattern whole when what is left is no IP address
+	// or host name (parse_address fails): h-:2222 is a host named so.
+	if port != "" && !ansibleAddress(host) {
+		return pat, ""
+	}
 	return host, port
+}
+
+var (
+	ansibleRange = lazyRegexp(`\[[^\]]*\]`)
+	// A label as Ansible's: a word character first, word characters and
+	// dashes, no dash or underscore last.
+	ansibleHostname = lazyRegexp(`^(?:[\p{L}\p{N}]|[\p{L}\p{N}_][\p{L}\p{N}_-]*[\p{L}\p{N}])(?:\.(?:[\p{L}\p{N}]|[\p{L}\p{N}_][\p{L}\p{N}_-]*[\p{L}\p{N}]))*$`)
+)
+
+// ansibleAddress reports whether s (ranges in it standing for one value)
+// is an IPv4 or IPv6 address or a host name as Ansible's parse_address
+// reads them.
+func ansibleAddress(s string) bool {
+	s = ansibleRange().ReplaceAllString(s, "0")
+	if _, err := netip.ParseAddr(s); err == nil {
+		return true
+	}
+	return ansibleHostname().MatchString(s)
 }
 
 // resolve turns the groups into Hosts.
@@ -649,11 +674,16 @@ func parseINI(file string, data []byte) (*Inventory, error) {
 	a.group("all", 0)
 	a.group("ungrouped", 0)
 	section, kind := "ungrouped", "hosts"
-	// A group is defined by a [g] or [g:children] section or as a child;
-	// [g:vars] alone is an error, as in Ansible ("Section [g:vars] not
-	// valid for undefined group").
+	// A group is defined by a [g] or [g:children] section; [g:vars] or a
+	// child entry without one is an error, as in Ansible ("Section [g:vars]
+	// not valid for undefined group", "includes undefined group").
 	defined := map[string]bool{"all": true, "ungrouped": true}
 	varsOnly := map[string]int{}
+	type childRef struct {
+		line   int
+		parent string
+	}
+	childAt := map[string]childRef{} // where a group is first named as a child
 	line := 0
 	bad := func(field, msg string) error { return &Error{File: file, Line: line, Field: field, Msg: msg} }
 	for _, text := range pySplitLines(string(data)) {
@@ -717,7 +747,9 @@ func parseINI(file string, data []byte) (*Inventory, error) {
 			if !contains(g.children, name) {
 				g.children = append(g.children, name)
 			}
-			defined[name] = true
+			if _, ok := childAt[name]; !ok {
+				childAt[name] = childRef{line, section}
+			}
 		default:
 			f, err := splitFields(t, true)
 			if err != nil {
@@ -740,9 +772,16 @@ func parseINI(file string, data []byte) (*Inventory, error) {
 			}
 		}
 	}
-	for name, l := range varsOnly {
+	// A child and a [g:vars] need a [g] or [g:children] section somewhere
+	// in the file, as in Ansible (being a child does not define a group).
+	for _, name := range slices.Sorted(maps.Keys(childAt)) {
+		if c := childAt[name]; !defined[name] {
+			return nil, &Error{File: file, Line: c.line, Field: c.parent + ".children", Msg: fmt.Sprintf("group %q is not defined (no [%s] or [%s:children] section)", name, name, name)}
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(varsOnly)) {
 		if !defined[name] {
-			return nil, &Error{File: file, Line: l, Field: "section", Msg: fmt.Sprintf("[%s:vars]: group %q is not defined (no [%s] or [%s:children] section, and no group has it as a child)", name, name, name, name)}
+			return nil, &Error{File: file, Line: varsOnly[name], Field: "section", Msg: fmt.Sprintf("[%s:vars]: group %q is not defined (no [%s] or [%s:children] section)", name, name, name, name)}
 		}
 	}
 	finishImplicit(a)

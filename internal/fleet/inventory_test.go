@@ -61,7 +61,7 @@ func TestMoreBadInventories(t *testing.T) {
 		{"x.yaml", "apiVersion: gpuprep/v2\nhosts: []\n", `x.yaml:1: apiVersion: "gpuprep/v2": want gpuprep/v1`},
 		{"x.yaml", "hosts: [\n", `x.yaml: invalid YAML inventory`},
 		{"x.ini", "[a]\nh1 ansible_host\n", `x.ini:2: host: host "h1": "ansible_host": want key=value`},
-		{"x.ini", "[a:children]\nnope\n", `x.ini:1: a.children: group "nope" is not defined`},
+		{"x.ini", "[a:children]\nnope\n", `x.ini:2: a.children: group "nope" is not defined`},
 		{"x.ini", "[a:children]\nb\n[b:children]\na\n", `cycle`},
 		{"x.ini", "# nothing\n", `x.ini: no hosts`},
 		{"x.ini", "h1 ansible_host='unterminated\n", `x.ini:1: host: unterminated ' quote`},

@@ -349,7 +349,7 @@ func cfgItemValue(key, rest string) (string, error) {
 	}
 	switch key {
 	case "hostname", "user", "port", "identityfile", "canonicalizehostname":
-		if len(args) == 0 {
+		if len(args) == 0 || args[0] == "" {
 			return "", fmt.Errorf("no value (ssh refuses the line too)")
 		}
 		if len(args) > 1 {

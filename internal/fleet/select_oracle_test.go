@@ -112,6 +112,8 @@ var oracleCases = []oracleCase{
 	{name: "hostname-percent-h", config: "Host h\n  HostName %h.example.com\n", alias: "h"},
 	{name: "hostname-percent-h-upper-alias", config: "Host *\n  HostName %h.example.com\n", alias: "Web"},
 	{name: "hostname-mixed-case", config: "Host h\n  HostName MiXeD.Example\n", alias: "h"},
+	{name: "user-empty-quoted", config: "Host h\n  User \"\"\nHost *\n  User later\n", alias: "h"},
+	{name: "hostname-empty-quoted", config: "Host h\n  HostName \"\"\n", alias: "h"},
 	{name: "hostname-ipv6-zone-case", config: "Host v6\n  HostName FE80::1%%Eth0\n", alias: "v6"},
 	{name: "alias-ipv6-upper", config: "Host *\n  User u\n", alias: "FE80::CD"},
 	{name: "alias-ipv4", config: "Host 10.0.0.*\n  Port 2200\n", alias: "10.0.0.7"},
