@@ -185,7 +185,8 @@ hosts:
 }
 
 // ~/.ssh/config alone says how to reach a host (HostName, Port, User,
-// IdentityFile, and ProxyJump through a bastion also named there): a real
+// IdentityFile, and ProxyJump through a bastion also named there, or the
+// older ProxyCommand ssh -W %h:%p bastion, read as that ProxyJump): a real
 // fleet run against real sshds, with no address, key or jump in the
 // Ansible inventory or on the command line, and a mixed-case alias.
 func TestFleetCheckThroughSSHConfig(t *testing.T) {
@@ -206,21 +207,28 @@ Host GPU-*
   HostName %s
   Port %d
   ProxyJump bastion
+Host OLD-*
+  HostName %s
+  Port %d
+  ProxyCommand ssh -q -W %%h:%%p bastion
 Host *
   User %s
   IdentityFile %s
-`, bastion.Host, bastion.Port, target.Host, target.Port, r.env.User, r.env.ClientKey)), 0o600))
-	inv := writeFile(t, "hosts.ini", "[gpus]\nGPU-Node1 gpuprep_mode=container gpuprep_root="+r.hgx+"\n")
+`, bastion.Host, bastion.Port, target.Host, target.Port, target.Host, target.Port, r.env.User, r.env.ClientKey)), 0o600))
+	inv := writeFile(t, "hosts.ini", "[gpus]\nGPU-Node1 gpuprep_mode=container gpuprep_root="+r.hgx+
+		"\nOLD-Node2 gpuprep_mode=container gpuprep_root="+r.hgx+"\n")
 
 	code, out, stderr := runCLI("fleet", "check", "-i", inv, "-o", "json", "--agent-binary", r.bin, "--known-hosts", r.kh,
 		"--timeout", "5s", "--retries", "0")
 	var fr report.FleetReport
 	require.NoError(t, json.Unmarshal([]byte(out), &fr), out+stderr)
-	require.Len(t, fr.Hosts, 1)
-	h := fr.Hosts[0]
-	assert.Equal(t, "GPU-Node1", h.Name)
-	assert.Equal(t, target.Addr, h.Address, "HostName and Port from ~/.ssh/config")
-	assert.Equal(t, "evaluated", h.Status, h.Error)
+	require.Len(t, fr.Hosts, 2)
+	for i, name := range []string{"GPU-Node1", "OLD-Node2"} { // ProxyJump; the ProxyCommand ssh -W idiom
+		h := fr.Hosts[i]
+		assert.Equal(t, name, h.Name)
+		assert.Equal(t, target.Addr, h.Address, "HostName and Port from ~/.ssh/config")
+		assert.Equal(t, "evaluated", h.Status, h.Error)
+	}
 	assert.Equal(t, 0, code, stderr)
 
 	// Without the config the same inventory reaches nothing: the config
@@ -228,7 +236,9 @@ Host *
 	code, out, _ = runCLI("fleet", "check", "-i", inv, "-o", "json", "--agent-binary", r.bin, "--known-hosts", r.kh,
 		"--timeout", "2s", "--retries", "0", "--ssh-config", "none")
 	require.NoError(t, json.Unmarshal([]byte(out), &fr), out)
-	assert.NotEqual(t, "evaluated", fr.Hosts[0].Status)
+	for _, h := range fr.Hosts {
+		assert.NotEqual(t, "evaluated", h.Status)
+	}
 	assert.Equal(t, exitUnknown, code)
 }
 

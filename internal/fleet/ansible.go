@@ -372,10 +372,11 @@ func (a *aInv) applyVars(h *Host, vars map[string]aVar) error {
 		return nil
 	}
 	// As the ssh plugin passes them to ssh, where the first ProxyJump or
-	// ProxyCommand wins. A ProxyCommand (the usual Ansible bastion: -o
-	// ProxyCommand="ssh -W %h:%p bastion") is an error: gpuprep runs no
-	// command from an inventory, and dialling the host directly would go
-	// around the bastion.
+	// ProxyCommand wins. The usual Ansible bastion, -o ProxyCommand="ssh
+	// -W %h:%p bastion", is read as the ProxyJump it is (ProxyCommandJump);
+	// any other ProxyCommand is an error: gpuprep runs no command from an
+	// inventory, and dialling the host directly would go around the
+	// bastion.
 	for _, k := range []string{"ansible_ssh_args", "ansible_ssh_common_args", "ansible_ssh_extra_args"} {
 		v, ok := vars[k]
 		if !ok {
@@ -386,7 +387,11 @@ func (a *aInv) applyVars(h *Host, vars map[string]aVar) error {
 			continue
 		}
 		if command != "" {
-			return &Error{File: a.file, Line: v.line, Field: k, Msg: fmt.Sprintf("host %q: ProxyCommand %q is not supported (gpuprep runs no command from an inventory): use -o ProxyJump=BASTION or -J BASTION (ssh -W through a bastion is ProxyJump), or set gpuprep_jump", h.Name, command)}
+			if j, ok := ProxyCommandJump(command); ok {
+				h.Jump = j
+				break
+			}
+			return &Error{File: a.file, Line: v.line, Field: k, Msg: fmt.Sprintf("host %q: ProxyCommand %q is not supported (gpuprep runs no command from an inventory; only a bastion's ssh -W %%h:%%p [-p PORT] [-l USER] [USER@]HOST is read, as ProxyJump HOST): use -o ProxyJump=BASTION or -J BASTION, or set gpuprep_jump", h.Name, command)}
 		}
 		h.Jump = jump
 		break

@@ -922,11 +922,86 @@ func (s *SSHConfig) fill(h *Host, alias string) (string, error) {
 	}
 	// gpuprep runs no ProxyCommand (a command line from a config file);
 	// dialling the host directly instead would fail with no word why, or
-	// go around the bastion the config sends it through.
+	// go around the bastion the config sends it through. The bastion idiom
+	// of configs older than ProxyJump, ssh -W %h:%p bastion, is read as
+	// the ProxyJump it is.
 	if v := o.proxyCommand; h.Jump == "" && v.src != "" && !strings.EqualFold(v.val, "none") {
-		return "", fmt.Errorf("ssh config %s: ProxyCommand (for %s) is not supported: use ProxyJump (ssh -W through a bastion is ProxyJump bastion), set the jump in the inventory (none to connect directly), or pass --ssh-config none", v.src, alias)
+		if jump, ok := ProxyCommandJump(v.val); ok {
+			h.Jump = jump
+			return v.src, nil
+		}
+		return "", fmt.Errorf("ssh config %s: ProxyCommand (for %s) is not supported: gpuprep runs no command; only a bastion's ssh -W %%h:%%p [-p PORT] [-l USER] [USER@]HOST (or HOST nc %%h %%p) is read, as ProxyJump HOST. Use ProxyJump, set the jump in the inventory (none to connect directly), or pass --ssh-config none", v.src, alias)
 	}
 	return "", nil
+}
+
+// ProxyCommandJump reads the bastion idiom that ProxyJump replaced, ssh
+// -W %h:%p [-p PORT] [-l USER] [USER@]HOST or ssh [USER@]HOST nc %h %p
+// (optionally after exec, with -q, -T, -x or -a), as the ProxyJump spec
+// it is equivalent to. Anything else (other options, shell syntax, quotes,
+// another command) is not read: ok is false, and gpuprep runs nothing.
+func ProxyCommandJump(cmd string) (jump string, ok bool) {
+	if strings.ContainsAny(cmd, "\"'\\;&|<>`$(){}*?!#\n") {
+		return "", false
+	}
+	f := strings.Fields(cmd)
+	if len(f) > 0 && f[0] == "exec" {
+		f = f[1:]
+	}
+	if len(f) == 0 || f[0] != "ssh" && f[0] != "/usr/bin/ssh" && f[0] != "/bin/ssh" {
+		return "", false
+	}
+	var user, port, dest string
+	forward := false
+	for i := 1; i < len(f); i++ {
+		a := f[i]
+		switch {
+		case a == "-q" || a == "-T" || a == "-x" || a == "-a":
+		case a == "-W" && i+1 < len(f) && (f[i+1] == "%h:%p" || f[i+1] == "[%h]:%p") && !forward:
+			forward = true
+			i++
+		case a == "-p" && i+1 < len(f) && port == "":
+			if _, ok := sshPortNumber(f[i+1]); !ok {
+				return "", false
+			}
+			port = f[i+1]
+			i++
+		case a == "-l" && i+1 < len(f) && user == "":
+			user = f[i+1]
+			i++
+		case strings.HasPrefix(a, "-") || dest != "":
+			if dest != "" && !forward && len(f)-i == 3 && f[i] == "nc" && f[i+1] == "%h" && f[i+2] == "%p" {
+				forward = true
+				i = len(f)
+				continue
+			}
+			return "", false
+		default:
+			dest = a
+		}
+	}
+	if !forward || dest == "" || strings.Contains(dest, "%") {
+		return "", false
+	}
+	if u, h, found := strings.Cut(dest, "@"); found {
+		if user != "" || u == "" {
+			return "", false
+		}
+		user, dest = u, h
+	}
+	if strings.Contains(dest, ":") {
+		if port == "" {
+			return "", false // an IPv6 bastion without -p: say it as ProxyJump
+		}
+		dest = "[" + dest + "]"
+	}
+	if user != "" {
+		dest = user + "@" + dest
+	}
+	if port != "" {
+		dest += ":" + port
+	}
+	return dest, true
 }
 
 // configPort parses a Port option as ssh's a2port: a number, or a TCP

@@ -218,7 +218,8 @@ var oracleCases = []oracleCase{
 	{name: "proxyjump-self-loop", config: "Host *\n  ProxyJump j2\n", alias: "j2", sshFatal: "jumphost loop via j2", gpuprepErr: "ProxyJump loop: j2 -> j2"},
 	{name: "proxyjump-trailing-comment", config: "Host h\n  ProxyJump j1,j2 # c\n", alias: "h"},
 	{name: "proxyjump-before-proxycommand", config: "Host h\n  ProxyJump gw\n  ProxyCommand ssh -W %h:%p other\n", alias: "h"},
-	{name: "proxycommand", config: "Host h\n  ProxyCommand ssh -W %h:%p gw\n", alias: "h", gpuprepErr: "ProxyCommand (for h) is not supported"},
+	{name: "proxycommand", config: "Host h\n  ProxyCommand ssh -W %h:%p gw\n", alias: "h", knownDiff: "gpuprep reads the bastion idiom ProxyCommand ssh -W %h:%p gw as ProxyJump gw (ssh runs it as a command, through the same host); TestFleetCheckThroughSSHConfig takes that route to a real sshd"},
+	{name: "proxycommand-other", config: "Host h\n  ProxyCommand nc -X connect -x proxy.example:3128 %h %p\n", alias: "h", gpuprepErr: "ProxyCommand (for h) is not supported"},
 	{name: "proxycommand-none", config: "Host h\n  ProxyCommand none\n", alias: "h"},
 
 	// IdentityFile.

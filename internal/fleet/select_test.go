@@ -273,7 +273,7 @@ func TestSSHConfigJumpLoopsAreErrors(t *testing.T) {
 func TestSSHConfigProxyCommandIsRefused(t *testing.T) {
 	f := filepath.Join(t.TempDir(), "config")
 	require.NoError(t, os.WriteFile(f, []byte(`Host pc
-  ProxyCommand ssh -W %h:%p gw
+  ProxyCommand nc -X connect -x proxy.example:3128 %h %p
 Host jumpfirst
   ProxyJump gw
   ProxyCommand ssh -W %h:%p other
@@ -286,6 +286,7 @@ Host pcnone
 	h := &Host{Name: "pc", Address: "pc"}
 	err = cfg.Apply(h)
 	require.ErrorContains(t, err, f+":2: ProxyCommand (for pc) is not supported")
+	require.ErrorContains(t, err, "only a bastion's ssh -W %h:%p")
 
 	h = &Host{Name: "jumpfirst", Address: "jumpfirst"}
 	require.NoError(t, cfg.Apply(h))
@@ -505,4 +506,33 @@ func TestSSHConfigPortServiceName(t *testing.T) {
 	assert.Equal(t, 22, h.Port)
 	_, err = sshCfgApply(t, cfg, "bad", "")
 	assert.ErrorContains(t, err, "config:4: Port")
+}
+
+// The bastion idiom older than ProxyJump is read as the ProxyJump it is;
+// anything else is not read (gpuprep runs no command).
+func TestProxyCommandJump(t *testing.T) {
+	for cmd, want := range map[string]string{
+		"ssh -W %h:%p bastion":                     "bastion",
+		"exec ssh -q -W %h:%p ops@bastion.example": "ops@bastion.example",
+		"ssh -W [%h]:%p -p 2222 -l ops 10.0.0.1":   "ops@10.0.0.1:2222",
+		"/usr/bin/ssh -T -x -a -W %h:%p gw":        "gw",
+		"ssh gw nc %h %p":                          "gw",
+		"ssh -q -p 22 gw nc %h %p":                 "gw:22",
+		"ssh -W %h:%p -p 2200 fe80::1":             "[fe80::1]:2200",
+		"ssh  -W  %h:%p   gw  ":                    "gw",
+	} {
+		got, ok := ProxyCommandJump(cmd)
+		assert.True(t, ok, cmd)
+		assert.Equal(t, want, got, cmd)
+	}
+	for _, cmd := range []string{
+		"", "ssh", "ssh gw", "ssh -W %h:%p", "ssh -W %h:%p gw; rm -rf /", "ssh -W %h:%p $(id)", "ssh -W %h:%p gw other",
+		"ssh -i key -W %h:%p gw", "ssh -o ProxyJump=x -W %h:%p gw", "ssh -W %h:%p -W %h:%p gw", "ssh -W %h:22 gw",
+		"ssh -W %h:%p %h", "nc %h %p", "ssh gw nc -q0 %h %p", "ssh -W %h:%p -l a b@gw", "ssh -W %h:%p @gw",
+		"ssh -W %h:%p 'gw'", "ssh -W %h:%p -p x gw", "ssh -W %h:%p fe80::1", "connect-proxy -S socks:1080 %h %p",
+		"ssh -qW %h:%p gw", "ssh -W %h:%p gw\nrm x",
+	} {
+		_, ok := ProxyCommandJump(cmd)
+		assert.False(t, ok, "%q", cmd)
+	}
 }
