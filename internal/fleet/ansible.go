@@ -477,6 +477,8 @@ func splitFields(s string, comments bool) ([]string, error) {
 			cur.WriteByte(s[i+1])
 			inField = true
 			i++
+		case c == '\\':
+			return nil, fmt.Errorf("a backslash at the end escapes nothing")
 		case c == ' ' || c == '\t':
 			if inField {
 				out = append(out, cur.String())

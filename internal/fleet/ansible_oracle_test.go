@@ -97,6 +97,7 @@ var ansOracleCases = []ansOracleCase{
 	{name: "ini-port-after-ranges", ini: "web[01:02]:2222\n10.0.0.[1:2]:2200\n[fe80::[a:b]]:2201\n"},
 	{name: "ini-vars-of-child-only", ini: "[g:vars]\na=1\n[p:children]\ng\n[p]\nh1\n"},
 	{name: "ini-child-only-then-vars", ini: "[p:children]\ng\n[p]\nh1\n[g:vars]\na=1\n"},
+	{name: "ini-trailing-backslash", ini: "h1 x=a\\\n"},
 	{name: "ini-explicit-ungrouped", ini: "[ungrouped]\nh1\n[g]\nh2\n[ungrouped:vars]\nx=u\n"},
 	{name: "ini-all-vars", ini: "h1\n[g]\nh2\n[all:vars]\nansible_user=ops\ngpuprep_root=/srv\n"},
 	{name: "ini-all-children", ini: "[all:children]\ng\n[g]\nh1\n"},

@@ -31,18 +31,34 @@ func pyLiteral(v string) string {
 	if i := strings.IndexByte(s, '#'); i >= 0 {
 		s = strings.TrimRight(s[:i], " \t")
 	}
-	switch s {
-	case "":
-		return v
-	case "None":
-		return ""
-	case "True", "False":
-		return s
-	}
-	if n, ok := pyNumber(s); ok {
-		return n
+	if r, ok := pyScalar(s); ok {
+		return r
 	}
 	return v
+}
+
+// pyScalar evaluates None, True, False, a number or a string literal, in
+// any number of parentheses ((5) is 5; (5,) is a tuple, not read here).
+func pyScalar(s string) (string, bool) {
+	switch s {
+	case "":
+		return "", false
+	case "None":
+		return "", true
+	case "True", "False":
+		return s, true
+	}
+	if n, ok := pyNumber(s); ok {
+		return n, true
+	}
+	if len(s) >= 2 && s[0] == '(' && s[len(s)-1] == ')' {
+		inner := strings.Trim(s[1:len(s)-1], " \t")
+		if str, ok := pyStrings(inner); ok {
+			return str, true
+		}
+		return pyScalar(inner)
+	}
+	return "", false
 }
 
 var (
@@ -172,7 +188,7 @@ func pyStrings(s string) (string, bool) {
 			break
 		}
 	}
-	if kind == "bytes" && !utf8.ValidString(out.String()) {
+	if kind == "" || kind == "bytes" && !utf8.ValidString(out.String()) {
 		return "", false
 	}
 	return out.String(), true
