@@ -856,6 +856,12 @@ func (a *aInv) yamlGroup(k, v *yaml.Node) error {
 	if v.Kind != yaml.MappingNode {
 		return &Error{File: a.file, Line: v.Line, Field: k.Value, Msg: "want a group: a mapping with hosts, children, vars"}
 	}
+	// A group may take its fields from an anchor (<<: *base), as PyYAML
+	// reads it.
+	v, err := yamlMerged(a.file, v, k.Value, nil)
+	if err != nil {
+		return err
+	}
 	for i := 0; i+1 < len(v.Content); i += 2 {
 		fk, fv := v.Content[i], yamlDeref(v.Content[i+1])
 		field := k.Value + "." + fk.Value

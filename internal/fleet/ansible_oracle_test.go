@@ -267,6 +267,7 @@ var ansOracleCases = []ansOracleCase{
 	{name: "yaml-host-vars-scalar", yaml: "g:\n  hosts:\n    h1: 5\n"},
 	{name: "yaml-empty", yaml: "# nothing\n"},
 	{name: "yaml-alias-host-vars", yaml: "g:\n  hosts:\n    h1: &v {ansible_user: ops, gpuprep_mode: container}\n    h2: *v\n"},
+	{name: "yaml-group-merge-key", yaml: "base: &base\n  vars: {ansible_user: ops, gpuprep_mode: container}\n  hosts: {h0: }\ng:\n  <<: *base\n  hosts:\n    h1:\n"},
 	{name: "yaml-merge-key", yaml: "g:\n  hosts:\n    h1: &v {ansible_user: ops, gpuprep_mode: container}\n    h2:\n      <<: *v\n      ansible_user: other\n"},
 	{name: "yaml-explicit-ungrouped", yaml: "all:\n  children:\n    ungrouped:\n      hosts: {h1: , h2: }\n    g:\n      hosts: {h1: }\n"},
 	{name: "yaml-ipv6", yaml: "g:\n  hosts:\n    2001:db8::1:\n    \"[fe80::2]:2222\":\n"},
