@@ -49,15 +49,8 @@ func Configured(root *host.Root, kver string) (*Source, error) {
 		return nil, err
 	}
 	if files != nil {
-		st, err := sourceFiles(files)
+		c, st, err := evaluate(files)
 		if err != nil {
-			return nil, err
-		}
-		var c Cmdline
-		if c.Linux, _, err = st.value(cmdlineVars[0]); err != nil {
-			return nil, err
-		}
-		if c.Default, _, err = st.value(cmdlineVars[1]); err != nil {
 			return nil, err
 		}
 		file := DefaultsFile

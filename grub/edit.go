@@ -86,18 +86,25 @@ func ReadFiles(root *host.Root) ([]File, error) {
 // Evaluate sources files and returns both GRUB_CMDLINE variables, or a
 // ParseError naming the file and line gpuprep will not guess about.
 func Evaluate(files []File) (Cmdline, error) {
+	c, _, err := evaluate(files)
+	return c, err
+}
+
+// evaluate is Evaluate, also returning the sourced state (where each
+// variable was set).
+func evaluate(files []File) (Cmdline, *shellState, error) {
 	st, err := sourceFiles(files)
 	if err != nil {
-		return Cmdline{}, err
+		return Cmdline{}, nil, err
 	}
 	var c Cmdline
 	if c.Linux, _, err = st.value(cmdlineVars[0]); err != nil {
-		return c, err
+		return c, nil, err
 	}
 	if c.Default, _, err = st.value(cmdlineVars[1]); err != nil {
-		return c, err
+		return c, nil, err
 	}
-	return c, nil
+	return c, st, nil
 }
 
 // TargetVar is the variable gpuprep appends arguments to:

@@ -542,12 +542,11 @@ var pyIntText = lazyRegexp(`^[+-]?[0-9](?:_?[0-9])*$`)
 // pyInt is Python's int() of a string: blanks around, a sign, digits with
 // single underscores between them.
 func pyInt(s string) (int, bool) {
-	s = strings.TrimSpace(s)
-	if !pyIntText().MatchString(s) {
+	n, ok := pyBigInt(s)
+	if !ok || !n.IsInt64() {
 		return 0, false
 	}
-	n, err := strconv.Atoi(strings.ReplaceAll(s, "_", ""))
-	return n, err == nil
+	return int(n.Int64()), true
 }
 
 // pyBigInt is pyInt without a size limit.

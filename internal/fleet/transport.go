@@ -109,19 +109,21 @@ func AgentFromEnv() (agent.ExtendedAgent, io.Closer) {
 func (t *Transport) init() error {
 	t.once.Do(func() {
 		var files []string
+		data := map[string][]byte{}
 		for _, f := range t.KnownHosts {
 			if _, err := os.Stat(f); err == nil {
 				files = append(files, f)
+				data[f], _ = os.ReadFile(f)
 			}
 		}
-		t.check, t.initErr = newCaselessKnownHosts(files)
+		t.check, t.initErr = newCaselessKnownHosts(files, data)
 		if t.initErr != nil {
 			t.initErr = fmt.Errorf("known_hosts: %v", t.initErr)
 		}
 		t.caLines = map[string]bool{}
 		t.revoked = map[string]knownhosts.KnownKey{}
 		for _, f := range files {
-			t.readMarkers(f)
+			t.readMarkers(f, data[f])
 		}
 		t.accepted = map[string]ssh.PublicKey{}
 		t.keys = map[string]keyFile{}
@@ -136,8 +138,7 @@ func (t *Transport) init() error {
 // known_hosts file: knownhosts does not tell an authority from a host key
 // among the keys a host is known by, and checks revocation of a
 // certificate only once its authority is trusted.
-func (t *Transport) readMarkers(file string) {
-	data, _ := os.ReadFile(file)
+func (t *Transport) readMarkers(file string, data []byte) {
 	for i, l := range strings.Split(string(data), "\n") {
 		marker, _, key, _, _, err := ssh.ParseKnownHosts([]byte(l))
 		switch {
@@ -726,14 +727,13 @@ func trimNetErr(err error) string {
 // as ssh does; knownhosts compares patterns as written). A file whose
 // plain host patterns have upper-case letters is read from a copy with
 // them lower-cased (hashed entries are hashes of lower-case names already);
-// the errors name the file itself.
-func newCaselessKnownHosts(files []string) (ssh.HostKeyCallback, error) {
+// the errors name the file itself. data holds each file's content.
+func newCaselessKnownHosts(files []string, data map[string][]byte) (ssh.HostKeyCallback, error) {
 	load := make([]string, 0, len(files))
 	orig := map[string]string{}
 	for _, f := range files {
-		data, err := os.ReadFile(f)
-		lowered, changed := lowerKnownHostPatterns(data)
-		if err != nil || !changed {
+		lowered, changed := lowerKnownHostPatterns(data[f])
+		if !changed {
 			load = append(load, f)
 			continue
 		}
