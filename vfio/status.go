@@ -39,6 +39,7 @@ type GPUStatus struct {
 	Name       string          `json:"name"`
 	IOMMUGroup string          `json:"iommuGroup"`
 	Viable     bool            `json:"passthroughViable"`
+	WhyNot     string          `json:"notViable,omitempty"` // why not, when passthroughViable is false
 	OnVFIO     bool            `json:"onVFIO"` // every endpoint of the group on a VFIO driver
 	Members    []DeviceStatus  `json:"groupDevices"`
 	Node       GroupNodeStatus `json:"groupNode"`
@@ -77,8 +78,16 @@ func GetStatus(root *host.Root, inv *pci.Inventory, sel pci.Selector, nvswitch b
 		v := iommu.Viability(inv, s, selected)
 		g := GPUStatus{Address: s.Address, Name: strings.TrimSpace(s.VendorName + " " + s.Name), IOMMUGroup: s.IOMMUGroup, Viable: v.Viable, OnVFIO: true}
 		members := v.Members
-		if s.IOMMUGroup == "" {
+		switch {
+		case s.IOMMUGroup == "":
 			members = []iommu.Member{{Dev: s, Role: iommu.RoleGPU}}
+			g.WhyNot = "no IOMMU group: the IOMMU is not active in the kernel (see gpuprep check --mode vm-passthrough)"
+		case !v.Viable:
+			var foreign []string
+			for _, f := range v.Foreign {
+				foreign = append(foreign, f.Address)
+			}
+			g.WhyNot = "the group holds endpoints that are not this GPU's: " + strings.Join(foreign, ", ")
 		}
 		for _, m := range members {
 			ds := DeviceStatus{Address: m.Dev.Address, VendorID: m.Dev.VendorID, DeviceID: m.Dev.DeviceID, Class: m.Dev.Class,

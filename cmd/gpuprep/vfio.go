@@ -161,15 +161,14 @@ func printStatus(w io.Writer, st *vfio.Status) {
 		if name != "" {
 			name = " " + name
 		}
-		group := "no IOMMU group"
-		if g.IOMMUGroup != "" {
-			group = "IOMMU group " + g.IOMMUGroup
-		}
-		viable := "viable for passthrough"
+		where := "IOMMU group " + g.IOMMUGroup + ", viable for passthrough"
 		if !g.Viable {
-			viable = "NOT viable (a foreign endpoint shares the group)"
+			where = "NOT viable: " + g.WhyNot
+			if g.IOMMUGroup != "" {
+				where = "IOMMU group " + g.IOMMUGroup + ", " + where
+			}
 		}
-		fmt.Fprintf(w, "%s%s: %s, %s, %s\n", g.Address, name, group, viable, state)
+		fmt.Fprintf(w, "%s%s: %s; %s\n", g.Address, name, where, state)
 		for _, m := range g.Members {
 			line := fmt.Sprintf("  %-12s %s:%s %s %-8s driver %s", m.Address, m.VendorID, m.DeviceID, m.Class, m.Role, orNone(m.Driver))
 			if m.Override != "" {

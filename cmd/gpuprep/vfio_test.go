@@ -64,8 +64,37 @@ func TestVFIOBindStatusUnbind(t *testing.T) {
 
 	out, _, code = gpuprep(t, "vfio", "status", "--root", root)
 	require.Equal(t, 0, code)
-	require.Contains(t, out, "0000:01:00.0 NVIDIA Corporation TU104 [GeForce RTX 2080 Rev. A]: IOMMU group 2, viable for passthrough, not on VFIO")
+	require.Contains(t, out, "0000:01:00.0 NVIDIA Corporation TU104 [GeForce RTX 2080 Rev. A]: IOMMU group 2, viable for passthrough; not on VFIO")
 	require.Contains(t, out, "0000:01:00.0 10de:1e87 030000 gpu      driver nvidia, bind would use vfio-pci")
+}
+
+// vfio status says why a GPU is not viable, and only the reason that holds: a GPU with no group (IOMMU off) was
+// once reported as sharing its group with a foreign endpoint (seen on a real H200 in a VM).
+func TestVFIOStatusSaysWhyNotViable(t *testing.T) {
+	simulated(t)
+	for _, tc := range []struct{ scenario, text, why string }{
+		{"consumer-shared-group", "IOMMU group 5, NOT viable: the group holds endpoints that are not this GPU's: 0000:00:14.0, ",
+			"the group holds endpoints that are not this GPU's: 0000:00:14.0, "},
+		{"iommu-off-kernel", "NOT viable: no IOMMU group: the IOMMU is not active in the kernel", "no IOMMU group: the IOMMU is not active in the kernel"},
+	} {
+		root := fixtureRoot(t, tc.scenario)
+		out, errs, code := gpuprep(t, "vfio", "status", "--root", root)
+		require.Equal(t, 0, code, errs)
+		require.Contains(t, out, tc.text, tc.scenario)
+		require.NotContains(t, out, "sharing", tc.scenario)
+		out, errs, code = gpuprep(t, "vfio", "status", "--root", root, "-o", "json")
+		require.Equal(t, 0, code, errs)
+		var st vfio.Status
+		require.NoError(t, json.Unmarshal([]byte(out), &st))
+		require.NotEmpty(t, st.GPUs, tc.scenario)
+		for _, g := range st.GPUs {
+			require.False(t, g.Viable, tc.scenario)
+			require.Contains(t, g.WhyNot, tc.why, tc.scenario)
+		}
+	}
+	out, errs, code := gpuprep(t, "vfio", "status", "--root", fixtureRoot(t, "hgx-h200"), "-o", "json")
+	require.Equal(t, 0, code, errs)
+	require.NotContains(t, out, "notViable", "a viable GPU carries no reason")
 }
 
 func TestVFIOBindRefusals(t *testing.T) {
