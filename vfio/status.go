@@ -40,7 +40,7 @@ type GPUStatus struct {
 	IOMMUGroup string          `json:"iommuGroup"`
 	Viable     bool            `json:"passthroughViable"`
 	WhyNot     string          `json:"notViable,omitempty"` // why not, when passthroughViable is false
-	OnVFIO     bool            `json:"onVFIO"` // every endpoint of the group on a VFIO driver
+	OnVFIO     bool            `json:"onVFIO"`              // every endpoint of the group on a VFIO driver
 	Members    []DeviceStatus  `json:"groupDevices"`
 	Node       GroupNodeStatus `json:"groupNode"`
 }
