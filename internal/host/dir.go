@@ -37,7 +37,7 @@ func (r *Root) OpenDir(p string) (*Dir, error) {
 		}
 	}
 	if err != nil {
-		return nil, err
+		return nil, r.hostErr(err)
 	}
 	return &Dir{f: f, path: clean, root: r}, nil
 }
@@ -49,7 +49,7 @@ func (d *Dir) Path() string { return d.path }
 func (d *Dir) Close() error { return d.f.Close() }
 
 func (d *Dir) pathError(op, name string, err error) error {
-	return &fs.PathError{Op: op, Path: d.root.join(path.Join(d.path, name)), Err: err}
+	return &fs.PathError{Op: op, Path: path.Join(d.path, name), Err: err}
 }
 
 func checkName(name string) error {

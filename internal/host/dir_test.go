@@ -49,7 +49,8 @@ func TestDirReadsEntriesByName(t *testing.T) {
 
 		// an attribute that is a link is refused, never followed
 		_, err = d.ReadString("modalias")
-		require.ErrorContains(t, err, filepath.Join(dir, "sys/bus/pci/devices/0000:01:00.0/modalias"))
+		require.EqualError(t, err, "open /sys/bus/pci/devices/0000:01:00.0/modalias: too many levels of symbolic links",
+			"the error names the host path, not the file standing in for it")
 		for _, bad := range []string{"", ".", "..", "../vendor", "x/y"} {
 			_, err = d.ReadString(bad)
 			require.ErrorContains(t, err, "not a single path element", "%q", bad)

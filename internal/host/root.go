@@ -97,6 +97,22 @@ func (r *Root) lpath(p string) (string, error) {
 	return r.join(resolved), nil
 }
 
+// hostErr names the host path in a read's error, not the file on this
+// machine that stands in for it, so that a report made from a snapshot of a
+// node reads as the one made on the node (the report names host paths
+// everywhere else too).
+func (r *Root) hostErr(err error) error {
+	pe, ok := err.(*fs.PathError)
+	if !ok || r.live {
+		return err
+	}
+	rel, ok := strings.CutPrefix(pe.Path, r.dir)
+	if !ok || (rel != "" && rel[0] != filepath.Separator) {
+		return err
+	}
+	return &fs.PathError{Op: pe.Op, Path: path.Clean("/" + filepath.ToSlash(rel)), Err: pe.Err}
+}
+
 func (r *Root) join(hostPath string) string {
 	return filepath.Join(r.dir, filepath.FromSlash(hostPath))
 }
@@ -174,13 +190,14 @@ func (r *Root) walk(cur string, todo []string, followLast bool, p string) (strin
 // ReadFile reads the host file p.
 func (r *Root) ReadFile(p string) ([]byte, error) {
 	if b, ok, err := r.readFileIn(p); ok {
-		return b, err
+		return b, r.hostErr(err)
 	}
 	rp, err := r.Path(p)
 	if err != nil {
 		return nil, err
 	}
-	return os.ReadFile(rp)
+	b, err := os.ReadFile(rp)
+	return b, r.hostErr(err)
 }
 
 // ReadString reads the host file p with surrounding white space removed, as
@@ -196,25 +213,27 @@ func (r *Root) ReadString(p string) (string, error) {
 // Open opens the host file p for reading.
 func (r *Root) Open(p string) (*os.File, error) {
 	if f, ok, err := r.openIn("open", p, os.O_RDONLY); ok {
-		return f, err
+		return f, r.hostErr(err)
 	}
 	rp, err := r.Path(p)
 	if err != nil {
 		return nil, err
 	}
-	return os.Open(rp)
+	f, err := os.Open(rp)
+	return f, r.hostErr(err)
 }
 
 // Stat follows symlinks inside the root.
 func (r *Root) Stat(p string) (fs.FileInfo, error) {
 	if fi, ok, err := r.statIn(p); ok {
-		return fi, err
+		return fi, r.hostErr(err)
 	}
 	rp, err := r.Path(p)
 	if err != nil {
 		return nil, err
 	}
-	return os.Stat(rp)
+	fi, err := os.Stat(rp)
+	return fi, r.hostErr(err)
 }
 
 // Lstat does not follow a final symlink.
@@ -223,7 +242,8 @@ func (r *Root) Lstat(p string) (fs.FileInfo, error) {
 	if err != nil {
 		return nil, err
 	}
-	return os.Lstat(rp)
+	fi, err := os.Lstat(rp)
+	return fi, r.hostErr(err)
 }
 
 // Exists reports whether p exists (after resolving symlinks).
@@ -235,13 +255,14 @@ func (r *Root) Exists(p string) bool {
 // Readlink returns the raw target of the symlink p.
 func (r *Root) Readlink(p string) (string, error) {
 	if t, ok, err := r.readlinkIn(p); ok {
-		return t, err
+		return t, r.hostErr(err)
 	}
 	rp, err := r.lpath(p)
 	if err != nil {
 		return "", err
 	}
-	return os.Readlink(rp)
+	t, err := os.Readlink(rp)
+	return t, r.hostErr(err)
 }
 
 // LinkBase returns the last element of the symlink p's target: the driver
@@ -269,13 +290,14 @@ func (r *Root) Realpath(p string) (string, error) {
 // ReadDir lists the host directory p, sorted by name.
 func (r *Root) ReadDir(p string) ([]fs.DirEntry, error) {
 	if ents, ok, err := r.readDirIn(p); ok {
-		return ents, err
+		return ents, r.hostErr(err)
 	}
 	rp, err := r.Path(p)
 	if err != nil {
 		return nil, err
 	}
-	return os.ReadDir(rp)
+	ents, err := os.ReadDir(rp)
+	return ents, r.hostErr(err)
 }
 
 // Names lists the entry names of the host directory p, sorted; a missing

@@ -1,6 +1,7 @@
 package host
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -99,6 +100,33 @@ func resolvesInside(t *testing.T, r *Root) {
 	require.NoError(t, err)
 	require.Equal(t, []string{"/sys/bus/pci/devices/0000:01:00.0/vendor"}, m)
 	require.Equal(t, []string{"0000:01:00.0"}, r.Names("/sys/bus/pci/devices"))
+}
+
+// Errors from a fixture root name host paths, as on the live host: a report made from a node's snapshot reads as
+// the one made on the node (a real H200's MSR message differed only in naming the snapshot's directory).
+func TestRootErrorsNameHostPaths(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "dev/cpu/0"), 0o755))
+	require.NoError(t, os.Symlink("../../dev/cpu/9", filepath.Join(dir, "dev/cpu/link")))
+	r, err := NewRoot(dir)
+	require.NoError(t, err)
+	for _, root := range []*Root{r, r.ReadOnly()} {
+		_, err = root.Open("/dev/cpu/0/msr")
+		require.EqualError(t, err, "open /dev/cpu/0/msr: no such file or directory")
+		_, err = root.ReadFile("dev/cpu/0/msr")
+		require.EqualError(t, err, "open /dev/cpu/0/msr: no such file or directory")
+		_, err = root.Stat("/dev/cpu/link")
+		require.EqualError(t, err, "stat /dev/cpu/link: no such file or directory")
+		_, err = root.Lstat("/dev/cpu/1")
+		require.EqualError(t, err, "lstat /dev/cpu/1: no such file or directory")
+		_, err = root.Readlink("/dev/cpu/0")
+		require.EqualError(t, err, "readlink /dev/cpu/0: invalid argument")
+		_, err = root.ReadDir("/dev/vfio")
+		require.ErrorContains(t, err, " /dev/vfio: no such file or directory")
+		_, err = root.OpenDir("/dev/vfio")
+		require.EqualError(t, err, "open /dev/vfio: no such file or directory")
+		require.NotContains(t, fmt.Sprint(err), dir)
+	}
 }
 
 func TestRunnersTakeArgvOnly(t *testing.T) {
