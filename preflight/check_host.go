@@ -113,6 +113,8 @@ func checkCPUVirt(e *Env) []Finding {
 			}
 		}
 		switch {
+		case c.Flags["hypervisor"] && !c.Flags["vmx"]:
+			out = append(out, noNestedVirt("vmx", "VT-x", msrErr))
 		case len(disabled) > 0:
 			v := vals[disabled[0]]
 			out = append(out, Finding{Status: Fail, Subject: "MSR 0x3A (IA32_FEATURE_CONTROL)",
@@ -145,6 +147,8 @@ func checkCPUVirt(e *Env) []Finding {
 		}
 		kvmAMD := e.Root.Exists("/sys/module/kvm_amd")
 		switch {
+		case c.Flags["hypervisor"] && !c.Flags["svm"]:
+			out = append(out, noNestedVirt("svm", "AMD-V", msrErr))
 		case len(disabled) > 0:
 			v := vals[disabled[0]]
 			lock := ""
@@ -180,6 +184,20 @@ func checkCPUVirt(e *Env) []Finding {
 	return out
 }
 
+// noNestedVirt is the verdict for a virtual machine whose CPU has no vmx or
+// svm flag: its hypervisor does not pass hardware virtualization through
+// (nested virtualization is off). Its BIOS has nothing to do with it, and
+// the MSRs it shows are the hypervisor's; a /dev/kvm there (a paravirtual
+// KVM such as PVM) runs no VT-x/AMD-V guest.
+func noNestedVirt(flag, tech string, msrErr error) Finding {
+	msg := "no " + flag + " flag in /proc/cpuinfo, and this node is a virtual machine: its hypervisor does not expose " + tech + " (nested virtualization is off)"
+	if msrErr != nil {
+		msg += "; MSR not readable (" + msrErr.Error() + ")"
+	}
+	return Finding{Status: Fail, Subject: "cpu flag " + flag, Message: msg,
+		Remedy: "prepare the bare-metal host instead, or enable nested virtualization for this VM on its hypervisor (a CPU model that passes " + flag + " through)"}
+}
+
 func vmxFlagNote(c CPUInfo) string {
 	if c.Flags["vmx"] {
 		return "; the vmx flag is still set (kernel older than 5.6?)"
@@ -198,11 +216,19 @@ func firstKey(m map[string]uint64) string {
 }
 
 func checkKVM(e *Env) []Finding {
-	mods := []string{}
-	for _, m := range []string{"kvm_intel", "kvm_amd", "kvm"} {
-		if e.Root.Exists("/sys/module/" + m) {
+	var mods []string // kvm's backends (kvm_intel, kvm_amd, or another: kvm_pvm), then kvm
+	hw, kvm := false, false
+	for _, m := range e.Root.Names("/sys/module") {
+		switch {
+		case m == "kvm":
+			kvm = true
+		case strings.HasPrefix(m, "kvm_"):
 			mods = append(mods, m)
+			hw = hw || m == "kvm_intel" || m == "kvm_amd"
 		}
+	}
+	if kvm {
+		mods = append(mods, "kvm")
 	}
 	modMsg := "no kvm module loaded"
 	if len(mods) > 0 {
@@ -210,6 +236,13 @@ func checkKVM(e *Env) []Finding {
 	}
 	fi, err := e.Root.Stat("/dev/kvm")
 	switch {
+	case err == nil && (fi.Mode()&fs.ModeCharDevice != 0 || !e.Root.IsLive()) && !hw && len(mods) > 0:
+		// Seen on a cloud VM: /dev/kvm from kvm_pvm (a paravirtual KVM that
+		// needs no VT-x) with no vmx flag. KubeVirt's guests need kvm_intel
+		// or kvm_amd on hardware virtualization.
+		return []Finding{{Status: Warn, Subject: "/dev/kvm",
+			Message: "/dev/kvm present, but from neither kvm_intel nor kvm_amd (" + modMsg + "): not hardware virtualization, which KubeVirt's VMs need",
+			Remedy:  "enable VT-x/AMD-V (see cpu.virtualization) so that kvm_intel or kvm_amd loads"}}
 	case err == nil && (fi.Mode()&fs.ModeCharDevice != 0 || !e.Root.IsLive()):
 		return []Finding{{Status: Pass, Subject: "/dev/kvm", Message: "/dev/kvm present; " + modMsg}}
 	case err == nil:

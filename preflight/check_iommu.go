@@ -64,6 +64,11 @@ func checkIOMMUFirmware(e *Env) []Finding {
 			Message: "no DMAR or IVRS table, yet the kernel has an active IOMMU (" + strings.Join(e.IOMMU.Units, ", ") + "); tables may be hidden from this user",
 			Remedy:  "run as root to read /sys/firmware/acpi/tables"}}
 	}
+	if e.CPU.Flags["hypervisor"] {
+		return []Finding{{Status: Fail, Subject: "/sys/firmware/acpi/tables",
+			Message: "no DMAR (Intel VT-d) or IVRS (AMD-Vi) ACPI table, and this node is a virtual machine: its hypervisor gives it no virtual IOMMU",
+			Remedy:  "prepare the bare-metal host instead, or give this VM a virtual IOMMU on its hypervisor (QEMU: -machine q35 -device intel-iommu,intremap=on) and power it off and on"}}
+	}
 	return []Finding{{Status: Fail, Subject: "/sys/firmware/acpi/tables",
 		Message: "no DMAR (Intel VT-d) or IVRS (AMD-Vi) ACPI table: the IOMMU is disabled in firmware",
 		Remedy:  "enable " + biosIOMMU(e) + " in the BIOS/UEFI setup (often under Chipset or North Bridge) and power-cycle the node"}}
@@ -87,6 +92,9 @@ func checkIOMMUKernel(e *Env) []Finding {
 	}
 	if len(e.Firmware.Tables) == 0 && e.Firmware.ACPI {
 		f.Remedy = "enable " + biosIOMMU(e) + " in the BIOS/UEFI setup first (see iommu.firmware), then set the kernel arguments and reboot"
+		if e.CPU.Flags["hypervisor"] {
+			f.Remedy = "give this VM a virtual IOMMU on its hypervisor first (see iommu.firmware), then set the kernel arguments and reboot"
+		}
 		return []Finding{f}
 	}
 	if src, err := grub.Configured(e.Root, e.Host.Kernel); err == nil && src != nil && allSatisfied(kargs.Parse(src.Cmdline), WantedArgs(e.IOMMUVendor())) {

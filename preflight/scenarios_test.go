@@ -1,6 +1,7 @@
 package preflight_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -309,4 +310,72 @@ func TestVGPUManagerDaemonMustRun(t *testing.T) {
 	require.Len(t, f, 1, "%+v", res.Findings)
 	require.Contains(t, f[0].Message, "daemon is not running")
 	require.False(t, res.Modes[preflight.VMVGPU].Ready)
+}
+
+// A node that is itself a VM, without nested virtualization: the missing vmx/svm flag is the hypervisor's doing,
+// not the BIOS's, and a /dev/kvm from a paravirtual backend (kvm_pvm, as on a real H200 cloud VM) is no
+// hardware virtualization. With nested virtualization exposed, the flag passes again.
+func TestGuestWithoutNestedVirtualization(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		build  func(*fixture.Builder)
+		cpu    fixture.CPU
+		flag   string
+		kvmMod string
+		status map[string]preflight.Status // check + " " + subject → status
+		text   map[string]string           // check → text its finding must hold
+	}{
+		{"intel guest, kvm_pvm", fixture.IOMMUOffKernel,
+			fixture.CPU{Vendor: "GenuineIntel", Count: 2, Flags: []string{"fpu", "hypervisor"}}, "vmx", "kvm_pvm",
+			map[string]preflight.Status{"cpu.virtualization cpu flag vmx": preflight.Fail, "kvm.device /dev/kvm": preflight.Warn},
+			map[string]string{"cpu.virtualization": "its hypervisor does not expose VT-x (nested virtualization is off)", "kvm.device": "from neither kvm_intel nor kvm_amd (modules kvm_pvm, kvm)"}},
+		{"amd guest", fixture.AMDReady,
+			fixture.CPU{Vendor: "AuthenticAMD", Count: 2, Flags: []string{"fpu", "hypervisor"}}, "svm", "kvm_amd",
+			map[string]preflight.Status{"cpu.virtualization cpu flag svm": preflight.Fail, "kvm.device /dev/kvm": preflight.Pass},
+			map[string]string{"cpu.virtualization": "its hypervisor does not expose AMD-V (nested virtualization is off)"}},
+		{"intel guest with nested virtualization", fixture.IOMMUOffKernel,
+			fixture.CPU{Vendor: "GenuineIntel", Count: 2, Flags: []string{"vmx", "hypervisor"}}, "vmx", "kvm_intel",
+			map[string]preflight.Status{"cpu.virtualization cpu flag vmx": preflight.Pass, "kvm.device /dev/kvm": preflight.Pass}, nil},
+	} {
+		dir := t.TempDir()
+		b := fixture.New(dir)
+		c.build(b)
+		b.CPUs(c.cpu).Remove("/sys/module/kvm_intel").Remove("/sys/module/kvm_amd").Module(c.kvmMod, nil).Module("kvm", nil)
+		b.File("/dev/kvm", "")
+		require.NoError(t, b.Err())
+		root, _ := host.NewRoot(dir)
+		env, err := preflight.NewEnv(root, host.NoRunner{}, pci.Selector{}, "")
+		require.NoError(t, err)
+		res, err := preflight.Run(env, preflight.All(), preflight.Options{})
+		require.NoError(t, err)
+		for k, st := range c.status {
+			check, subject, _ := strings.Cut(k, " ")
+			f := find(res, want{check, subject, "", ""})
+			require.Len(t, f, 1, "%s: %s", c.name, k)
+			require.Equal(t, st, f[0].Status, "%s: %s: %s", c.name, k, f[0].Message)
+			if s := c.text[check]; s != "" {
+				require.Contains(t, f[0].Message, s, c.name)
+				require.NotContains(t, f[0].Message, "BIOS", c.name)
+			}
+		}
+		require.NotEmpty(t, find(res, want{"cpu.virtualization", "cpu flag hypervisor", preflight.Warn, ""}), c.name)
+	}
+	// The firmware has no IOMMU table in a VM without a vIOMMU: the fix is on the hypervisor, not in a BIOS.
+	dir := t.TempDir()
+	b := fixture.New(dir)
+	fixture.IOMMUOffKernel(b)
+	b.CPUs(fixture.CPU{Vendor: "GenuineIntel", Count: 2, Flags: []string{"vmx", "hypervisor"}}).Remove("/sys/firmware/acpi/tables/DMAR")
+	require.NoError(t, b.Err())
+	root, _ := host.NewRoot(dir)
+	env, err := preflight.NewEnv(root, host.NoRunner{}, pci.Selector{}, "")
+	require.NoError(t, err)
+	res, err := preflight.Run(env, preflight.All(), preflight.Options{})
+	require.NoError(t, err)
+	f := find(res, want{"iommu.firmware", "/sys/firmware/acpi/tables", preflight.Fail, ""})
+	require.Len(t, f, 1)
+	require.Contains(t, f[0].Message, "its hypervisor gives it no virtual IOMMU")
+	require.Contains(t, f[0].Remedy, "virtual IOMMU on its hypervisor")
+	f = find(res, want{"iommu.kernel", "/sys/class/iommu", preflight.Fail, ""})
+	require.Len(t, f, 1)
+	require.Contains(t, f[0].Remedy, "give this VM a virtual IOMMU")
 }
