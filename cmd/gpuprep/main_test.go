@@ -53,6 +53,13 @@ func TestGoldenReports(t *testing.T) {
 			golden(t, sc+".json", out)
 		})
 	}
+	t.Run("real-h200-vm", func(t *testing.T) {
+		root := realRoot(t, realH200Root)
+		out, _, _ := gpuprep(t, "check", "--root", root)
+		golden(t, "real-h200-vm.txt", out)
+		out, _, _ = gpuprep(t, "check", "--root", root, "-o", "json")
+		golden(t, "real-h200-vm.json", out)
+	})
 }
 
 func TestJSONSchema(t *testing.T) {

@@ -1,0 +1,93 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/gpuprep/gpuprep/internal/fixture"
+)
+
+// The real node: an NVIDIA H200 (10de:2335, driver 580.159.04) in a Firecracker microVM (kernel
+// 6.18.44-fc-v973-gpu, Ubuntu 24.04), the lent device machine of 2026-11-30. scripts/device-capture.sh ran there:
+// gpuprep's read-only commands on the live node (their output is in testdata/device/h200-vm-2026-11-30) and a
+// snapshot of what gpuprep reads (testdata/roots/real/h200-vm.tar.gz; the virtio devices' children and the GPU's
+// serial number left out). There, `gpuprep check --root SNAPSHOT` printed what the live run printed, but for the
+// root's path in one error message (since fixed: TestRootErrorsNameHostPaths).
+const (
+	realH200Root = "../../testdata/roots/real/h200-vm.tar.gz"
+	realH200Live = "../../testdata/device/h200-vm-2026-11-30"
+)
+
+func realRoot(t *testing.T, tarball string) string {
+	t.Helper()
+	dir := t.TempDir()
+	require.NoError(t, fixture.Unpack(tarball, dir))
+	return dir
+}
+
+type verdict struct {
+	Check, Status, Subject string
+	Modes                  []string
+}
+
+func verdicts(t *testing.T, report []byte) (map[string]any, []verdict) {
+	t.Helper()
+	var r struct {
+		Modes map[string]any `json:"modes"`
+		GPUs  []struct {
+			Address, DeviceID, Driver, IOMMUGroup, Name string
+		} `json:"gpus"`
+		Findings []verdict `json:"findings"`
+	}
+	require.NoError(t, json.Unmarshal(report, &r))
+	return map[string]any{"modes": r.Modes, "gpus": r.GPUs}, r.Findings
+}
+
+// gpuprep check against the snapshot of the real node gives the verdicts the live run gave there, check by check
+// and subject by subject, but for the changes made since from what that run showed, each named here.
+func TestRealH200SnapshotGivesTheLiveVerdicts(t *testing.T) {
+	root := realRoot(t, realH200Root)
+	changed := map[string]string{
+		// /dev/kvm there came from kvm_pvm (a paravirtual KVM) with no vmx flag: not the hardware virtualization
+		// KubeVirt's guests need. The live run passed it.
+		"kvm.device /dev/kvm": "warn",
+	}
+	for _, tc := range []struct{ file, mode string }{
+		{"check.json", ""}, {"check-container.json", "container"}, {"check-vm-passthrough.json", "vm-passthrough"}, {"check-vm-vgpu.json", "vm-vgpu"},
+	} {
+		live, err := os.ReadFile(filepath.Join(realH200Live, tc.file))
+		require.NoError(t, err)
+		args := []string{"check", "--root", root, "-o", "json"}
+		if tc.mode != "" {
+			args = append(args, "--mode", tc.mode)
+		}
+		out, errs, _ := gpuprep(t, args...)
+		require.Empty(t, errs)
+		liveTop, want := verdicts(t, live)
+		gotTop, got := verdicts(t, []byte(out))
+		require.Equal(t, liveTop, gotTop, tc.file)
+		for i := range want {
+			if s, ok := changed[want[i].Check+" "+want[i].Subject]; ok {
+				want[i].Status = s
+			}
+		}
+		require.Equal(t, want, got, tc.file)
+	}
+
+	// vfio status: the same, and now says why the GPU is not viable (it once blamed a foreign endpoint).
+	live, err := os.ReadFile(filepath.Join(realH200Live, "vfio-status.json"))
+	require.NoError(t, err)
+	out, errs, code := gpuprep(t, "vfio", "status", "--root", root, "-o", "json")
+	require.Equal(t, 0, code, errs)
+	var want, got map[string]any
+	require.NoError(t, json.Unmarshal(live, &want))
+	require.NoError(t, json.Unmarshal([]byte(out), &got))
+	g := got["gpus"].([]any)[0].(map[string]any)
+	require.Equal(t, "no IOMMU group: the IOMMU is not active in the kernel (see gpuprep check --mode vm-passthrough)", g["notViable"])
+	delete(g, "notViable")
+	require.Equal(t, want, got)
+}
