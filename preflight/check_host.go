@@ -68,23 +68,14 @@ func readMSR(e *Env, msr int64) (map[string]uint64, error) {
 		if strings.Trim(c, "0123456789") != "" {
 			continue // /dev/cpu/microcode
 		}
-		f, err := e.Root.Open("/dev/cpu/" + c + "/msr")
+		b, err := e.Root.ReadAt("/dev/cpu/"+c+"/msr", msr, 8)
 		if err != nil {
 			if firstErr == nil {
 				firstErr = err
 			}
 			continue
 		}
-		var b [8]byte
-		_, err = f.ReadAt(b[:], msr)
-		f.Close()
-		if err != nil {
-			if firstErr == nil {
-				firstErr = err
-			}
-			continue
-		}
-		vals[c] = binary.LittleEndian.Uint64(b[:])
+		vals[c] = binary.LittleEndian.Uint64(b)
 	}
 	if len(vals) == 0 && firstErr == nil {
 		firstErr = fmt.Errorf("/dev/cpu/*/msr: not present (load the msr module)")

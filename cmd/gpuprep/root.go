@@ -40,6 +40,7 @@ func usageErr(format string, a ...any) error {
 // globals are the flags every command shares.
 type globals struct {
 	root string
+	rec  *host.Recorder // gpuprep snapshot: notes what the command reads
 }
 
 func (g *globals) hostRoot() (*host.Root, error) {
@@ -47,13 +48,15 @@ func (g *globals) hostRoot() (*host.Root, error) {
 	if err != nil {
 		return nil, usageErr("--root: %v", err)
 	}
+	if g.rec != nil {
+		r = r.Recording(g.rec)
+	}
 	return r, nil
 }
 
 var version = "dev"
 
-func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
-	g := &globals{root: os.Getenv("GPUPREP_ROOT")}
+func newRootCmdWith(stdout, stderr io.Writer, g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "gpuprep",
 		Short: "Prepare bare-metal GPU nodes for containers and VMs on Kubernetes",
@@ -86,7 +89,11 @@ func register(c func(*globals) *cobra.Command) { subcommands = append(subcommand
 
 // execute runs gpuprep with args and returns the process exit code.
 func execute(args []string, stdout, stderr io.Writer) int {
-	cmd := newRootCmd(stdout, stderr)
+	return executeWith(args, stdout, stderr, &globals{root: os.Getenv("GPUPREP_ROOT")})
+}
+
+func executeWith(args []string, stdout, stderr io.Writer, g *globals) int {
+	cmd := newRootCmdWith(stdout, stderr, g)
 	cmd.SetArgs(args)
 	err := cmd.Execute()
 	if err == nil {

@@ -29,6 +29,7 @@ type Dir struct {
 // OpenDir opens the host directory p (symlinks resolved inside the root).
 func (r *Root) OpenDir(p string) (*Dir, error) {
 	clean := path.Clean("/" + p)
+	r.note(clean, AccessList)
 	f, ok, err := r.openIn("open", clean, unix.O_RDONLY|unix.O_DIRECTORY)
 	if !ok {
 		var rp string
@@ -85,6 +86,7 @@ const maxAttr = 64 << 10
 // taken as the end (no second read to see 0), which a procfs seq file
 // (short reads mid-file) would break.
 func (d *Dir) ReadString(name string) (string, error) {
+	d.root.note(path.Join(d.path, name), AccessFile)
 	if err := checkName(name); err != nil {
 		return "", d.pathError("open", name, err)
 	}
@@ -116,6 +118,7 @@ func (d *Dir) ReadString(name string) (string, error) {
 
 // Readlink returns the raw target of the symlink name.
 func (d *Dir) Readlink(name string) (string, error) {
+	d.root.note(path.Join(d.path, name), AccessLink)
 	if err := checkName(name); err != nil {
 		return "", d.pathError("readlink", name, err)
 	}

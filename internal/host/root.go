@@ -30,7 +30,8 @@ type Root struct {
 	// nil when disabled.
 	mu   sync.Mutex
 	dirs map[string]string
-	rfd  *rootFD // the root opened for openat2 (fixture roots only)
+	rfd  *rootFD   // the root opened for openat2 (fixture roots only)
+	rec  *Recorder // notes what is read (gpuprep snapshot); nil: nothing noted
 }
 
 // ReadOnly returns a view of the same root that remembers resolved
@@ -39,7 +40,7 @@ type Root struct {
 // component for each. Never use it for commands that change links (vfio
 // bind moves driver links), since the cache would go stale.
 func (r *Root) ReadOnly() *Root {
-	return &Root{dir: r.dir, live: r.live, dirs: map[string]string{}, rfd: r.rfd}
+	return &Root{dir: r.dir, live: r.live, dirs: map[string]string{}, rfd: r.rfd, rec: r.rec}
 }
 
 // NewRoot returns a Root for dir. An empty dir means "/".
@@ -189,6 +190,7 @@ func (r *Root) walk(cur string, todo []string, followLast bool, p string) (strin
 
 // ReadFile reads the host file p.
 func (r *Root) ReadFile(p string) ([]byte, error) {
+	r.note(p, AccessFile)
 	if b, ok, err := r.readFileIn(p); ok {
 		return b, r.hostErr(err)
 	}
@@ -212,6 +214,11 @@ func (r *Root) ReadString(p string) (string, error) {
 
 // Open opens the host file p for reading.
 func (r *Root) Open(p string) (*os.File, error) {
+	r.note(p, AccessFile)
+	return r.open(p)
+}
+
+func (r *Root) open(p string) (*os.File, error) {
 	if f, ok, err := r.openIn("open", p, os.O_RDONLY); ok {
 		return f, r.hostErr(err)
 	}
@@ -225,6 +232,7 @@ func (r *Root) Open(p string) (*os.File, error) {
 
 // Stat follows symlinks inside the root.
 func (r *Root) Stat(p string) (fs.FileInfo, error) {
+	r.note(p, AccessStat)
 	if fi, ok, err := r.statIn(p); ok {
 		return fi, r.hostErr(err)
 	}
@@ -238,12 +246,31 @@ func (r *Root) Stat(p string) (fs.FileInfo, error) {
 
 // Lstat does not follow a final symlink.
 func (r *Root) Lstat(p string) (fs.FileInfo, error) {
+	r.note(p, AccessLink)
 	rp, err := r.lpath(p)
 	if err != nil {
 		return nil, err
 	}
 	fi, err := os.Lstat(rp)
 	return fi, r.hostErr(err)
+}
+
+// ReadAt reads n bytes of the host file p at offset off (an MSR from
+// /dev/cpu/N/msr).
+func (r *Root) ReadAt(p string, off int64, n int) ([]byte, error) {
+	if r.rec != nil {
+		r.rec.noteSpan(p, Span{Off: off, N: n})
+	}
+	f, err := r.open(p)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b := make([]byte, n)
+	if _, err := f.ReadAt(b, off); err != nil {
+		return nil, r.hostErr(err)
+	}
+	return b, nil
 }
 
 // Exists reports whether p exists (after resolving symlinks).
@@ -254,6 +281,7 @@ func (r *Root) Exists(p string) bool {
 
 // Readlink returns the raw target of the symlink p.
 func (r *Root) Readlink(p string) (string, error) {
+	r.note(p, AccessLink)
 	if t, ok, err := r.readlinkIn(p); ok {
 		return t, r.hostErr(err)
 	}
@@ -281,6 +309,7 @@ func (r *Root) LinkBase(p string) string {
 
 // Realpath returns p with every symlink resolved, as a host path.
 func (r *Root) Realpath(p string) (string, error) {
+	r.note(p, AccessStat)
 	if r.live {
 		return filepath.EvalSymlinks(p)
 	}
@@ -289,6 +318,7 @@ func (r *Root) Realpath(p string) (string, error) {
 
 // ReadDir lists the host directory p, sorted by name.
 func (r *Root) ReadDir(p string) ([]fs.DirEntry, error) {
+	r.note(p, AccessList)
 	if ents, ok, err := r.readDirIn(p); ok {
 		return ents, r.hostErr(err)
 	}

@@ -1,0 +1,131 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpuprep/gpuprep/internal/host"
+	"github.com/gpuprep/gpuprep/internal/snapshot"
+)
+
+func init() { register(newSnapshotCmd) }
+
+// snapshotRuns are the read-only commands whose reads a snapshot holds, and
+// which it must reproduce.
+var snapshotRuns = [][]string{
+	{"check", "-o", "json"},
+	{"vfio", "status", "-o", "json"},
+	{"vgpu", "types", "-o", "json"},
+	{"grub", "show", "-o", "json"},
+	{"grub", "show", "--mode", "vm-vgpu", "-o", "json"},
+	{"plan", "--mode", "container", "-o", "json"},
+	{"plan", "--mode", "vm-passthrough", "-o", "json"},
+}
+
+func newSnapshotCmd(g *globals) *cobra.Command {
+	var sel []string
+	cmd := &cobra.Command{
+		Use:   "snapshot DIR",
+		Short: "Copy what gpuprep reads on this node into DIR, laid out as a root: gpuprep check --root DIR then gives this node's verdicts anywhere",
+		Long: `snapshot runs gpuprep's read-only commands (check, vfio status, vgpu types,
+grub show, plan for container and vm-passthrough) on this node, notes every
+file, directory and symlink they read, and copies exactly those into DIR (new
+or empty), laid out like the node's root: sysfs attributes and links, /proc
+files, the bootloader and kubelet configuration files gpuprep reads, MSR
+values. Nothing else is read, and nothing on the node is changed.
+
+Then it runs the same commands against DIR and compares: a snapshot that does
+not reproduce the node's output is reported (exit 1). Attach DIR (tar czf) to
+a bug report, keep it as a fixture, or compare a node before and after a change:
+gpuprep check --root DIR.
+
+Run it as root, as check: without root some files (MSRs, ACPI tables) cannot
+be read and are copied as what gpuprep saw. The configuration files copied are
+listed; read them before you share a snapshot.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runSnapshot(cmd, g, args[0], sel)
+		},
+	}
+	cmd.Flags().StringArrayVar(&sel, "select", nil, "devices treated as GPUs, as check --select (default: every NVIDIA GPU)")
+	return cmd
+}
+
+func runSnapshot(cmd *cobra.Command, g *globals, dir string, sel []string) error {
+	src, err := g.hostRoot()
+	if err != nil {
+		return err
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return usageErr("%v", err)
+	}
+	if src.IsLive() && (abs == "/" || strings.HasPrefix(abs+"/", "/sys/") || strings.HasPrefix(abs+"/", "/proc/") || strings.HasPrefix(abs+"/", "/dev/")) {
+		return usageErr("snapshot directory %s: not under /, /sys, /proc or /dev", abs)
+	}
+	var selArgs []string
+	for _, s := range sel {
+		selArgs = append(selArgs, "--select", s)
+	}
+	runs := make([][]string, len(snapshotRuns))
+	for i, r := range snapshotRuns {
+		runs[i] = append(append([]string(nil), r...), selArgs...)
+		if r[0] == "grub" {
+			runs[i] = r // grub show takes no --select
+		}
+	}
+
+	rec := host.NewRecorder()
+	live := make([]string, len(runs))
+	for i, args := range runs {
+		live[i] = runOnce(args, &globals{root: g.root, rec: rec})
+	}
+	st, err := snapshot.Take(src, rec, abs)
+	if err != nil {
+		return &exitError{code: exitUnknown, err: fmt.Errorf("snapshot into %s: %w", abs, err)}
+	}
+
+	out := cmd.OutOrStdout()
+	fmt.Fprintf(out, "Snapshot in %s: %d files (%s), %d symlinks, %d directories, %d stand-ins for entries gpuprep listed but did not read.\n",
+		abs, st.Files, size(st.Bytes), st.Links, st.Dirs, st.Stubs)
+	if len(st.Other) > 0 {
+		fmt.Fprintf(out, "Configuration files copied (read them before you share the snapshot): %s\n", strings.Join(st.Other, ", "))
+	}
+	if len(st.Unreadable) > 0 {
+		fmt.Fprintf(out, "Read by gpuprep but not readable now (copied empty): %s\n", strings.Join(st.Unreadable, ", "))
+	}
+	var differ []string
+	for i, args := range runs {
+		if got := runOnce(args, &globals{root: abs}); got != live[i] {
+			differ = append(differ, strings.Join(args, " "))
+		}
+	}
+	if len(differ) > 0 {
+		fmt.Fprintf(out, "NOT reproduced from the snapshot (its output differs from this node's): %s\n", strings.Join(differ, "; "))
+		return &exitError{code: exitNotReady}
+	}
+	fmt.Fprintf(out, "Reproduced: gpuprep --root %s gives this node's output for check, vfio status, vgpu types, grub show and plan.\n", abs)
+	return nil
+}
+
+// runOnce runs one gpuprep command in this process and returns what it
+// printed and its exit code, as one string to compare.
+func runOnce(args []string, g *globals) string {
+	var o, e bytes.Buffer
+	code := executeWith(args, &o, &e, g)
+	return fmt.Sprintf("exit %d\n%s\n--- stderr\n%s", code, o.String(), e.String())
+}
+
+func size(n int64) string {
+	switch {
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d bytes", n)
+}

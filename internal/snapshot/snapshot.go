@@ -1,0 +1,353 @@
+// Package snapshot copies what gpuprep read from a host into a directory
+// laid out like that host's root, so that `gpuprep check --root DIR` on
+// another machine gives the verdicts the host gave: a bug report, a fixture
+// from a real node, a record of a node's state before a change.
+//
+// Only the paths a host.Recorder noted are copied, each as it was read:
+// a file's content (regular files only: sysfs attributes are; a device
+// file or a FIFO becomes an empty file, as in gpuprep's fixtures), a
+// directory's entries (as empty stand-ins, unless read too), a symlink's
+// target as written, and the bytes read at offsets (MSRs) into a sparse
+// file. Every symlink on the way to a path is copied as a symlink, so the
+// tree resolves as the host does (/sys/bus/pci/devices/ADDR →
+// ../../../devices/…). Nothing else of the host is read.
+package snapshot
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"strings"
+
+	"github.com/gpuprep/gpuprep/internal/host"
+)
+
+// maxFile bounds a copied file: gpuprep reads nothing larger on purpose.
+const maxFile = 16 << 20
+
+// maxLinks bounds the symlinks followed for one path, as the kernel does.
+const maxLinks = 40
+
+// Stats counts what a snapshot holds.
+type Stats struct {
+	Files, Dirs, Links, Stubs int
+	Bytes                     int64
+	Unreadable                []string // read by gpuprep but not readable now (copied empty)
+	Other                     []string // copied files outside /sys, /proc and /dev: what a reader of the snapshot sees of the host's configuration
+}
+
+type copier struct {
+	src   *host.Root
+	dst   *os.Root // every write goes through it: nothing lands outside the snapshot, whatever links it holds
+	st    Stats
+	done  map[string]bool // host paths created in dst
+	files map[string]bool // host paths whose content was copied
+}
+
+// Take copies into dst (a directory that must not exist, or be empty) every
+// path rec noted while gpuprep read src.
+func Take(src *host.Root, rec *host.Recorder, dst string) (Stats, error) {
+	if err := emptyDir(dst); err != nil {
+		return Stats{}, err
+	}
+	out, err := os.OpenRoot(dst)
+	if err != nil {
+		return Stats{}, err
+	}
+	defer out.Close()
+	c := &copier{src: src, dst: out, done: map[string]bool{}, files: map[string]bool{}}
+	paths, acc := rec.Paths()
+	// Structure first (links, directories and their entries), then content,
+	// which replaces the stand-ins.
+	for _, p := range paths {
+		a := acc[p]
+		if a&host.AccessLink != 0 { // the path itself: a symlink, or what is there
+			final, fi, err := c.walkTo(p, false)
+			if err != nil {
+				return c.st, err
+			}
+			if fi != nil && fi.Mode()&fs.ModeSymlink == 0 {
+				if err := c.stub(final, fi); err != nil {
+					return c.st, err
+				}
+			}
+		}
+		if a&(host.AccessStat|host.AccessList|host.AccessFile) != 0 {
+			final, fi, err := c.resolve(p)
+			if err != nil {
+				return c.st, err
+			}
+			if fi == nil {
+				continue // absent on the host: absent in the snapshot
+			}
+			if a&host.AccessList != 0 && fi.IsDir() {
+				if err := c.entries(final); err != nil {
+					return c.st, err
+				}
+			}
+			if err := c.stub(final, fi); err != nil {
+				return c.st, err
+			}
+		}
+	}
+	for _, p := range paths {
+		if acc[p]&host.AccessFile == 0 {
+			continue
+		}
+		final, fi, err := c.resolve(p)
+		if err != nil {
+			return c.st, err
+		}
+		if fi != nil && fi.Mode().IsRegular() {
+			if err := c.content(final, fi); err != nil {
+				return c.st, err
+			}
+		}
+	}
+	for p, spans := range rec.Spans() {
+		final, fi, err := c.resolve(p)
+		if err != nil {
+			return c.st, err
+		}
+		if fi == nil {
+			continue
+		}
+		if err := c.spans(final, fi, spans); err != nil {
+			return c.st, err
+		}
+	}
+	return c.st, nil
+}
+
+func emptyDir(dst string) error {
+	ents, err := os.ReadDir(dst)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return os.MkdirAll(dst, 0o755)
+	case err != nil:
+		return err
+	case len(ents) > 0:
+		return fmt.Errorf("%s: not empty (a snapshot goes into a new or empty directory)", dst)
+	}
+	return nil
+}
+
+// rel is the host path p inside the snapshot.
+func rel(p string) string {
+	if r := strings.TrimPrefix(path.Clean("/"+p), "/"); r != "" {
+		return r
+	}
+	return "."
+}
+
+// resolve walks p on the host, copying every directory and symlink on the
+// way, and returns the host path it ends at and what is there (nil when
+// nothing is).
+func (c *copier) resolve(p string) (string, fs.FileInfo, error) {
+	return c.walkTo(p, true)
+}
+
+func (c *copier) walkTo(p string, followLast bool) (string, fs.FileInfo, error) {
+	todo := strings.Split(strings.TrimPrefix(path.Clean("/"+p), "/"), "/")
+	cur := "/"
+	links := 0
+	for len(todo) > 0 {
+		name := todo[0]
+		todo = todo[1:]
+		if name == "" || name == "." {
+			continue
+		}
+		if name == ".." {
+			cur = path.Dir(cur)
+			continue
+		}
+		next := path.Join(cur, name)
+		fi, err := c.src.Lstat(next)
+		if err != nil {
+			return next, nil, nil
+		}
+		if fi.Mode()&fs.ModeSymlink != 0 {
+			target, err := c.src.Readlink(next)
+			if err != nil {
+				return next, nil, nil
+			}
+			if err := c.link(next, target); err != nil {
+				return "", nil, err
+			}
+			if len(todo) == 0 && !followLast {
+				return next, fi, nil
+			}
+			if links++; links > maxLinks {
+				return next, nil, nil
+			}
+			base := cur
+			if path.IsAbs(target) {
+				base = "/"
+			}
+			rest := strings.Split(strings.TrimPrefix(path.Join(base, target), "/"), "/")
+			todo = append(rest, todo...)
+			cur = "/"
+			continue
+		}
+		if len(todo) == 0 {
+			return next, fi, nil
+		}
+		if !fi.IsDir() {
+			return next, nil, nil
+		}
+		if err := c.mkdir(next); err != nil {
+			return "", nil, err
+		}
+		cur = next
+	}
+	fi, err := c.src.Lstat(cur)
+	if err != nil {
+		return cur, nil, nil
+	}
+	return cur, fi, c.mkdir(cur)
+}
+
+func (c *copier) mkdir(p string) error {
+	if c.done[p] {
+		return nil
+	}
+	c.done[p] = true
+	if p == "/" {
+		return nil
+	}
+	c.st.Dirs++
+	return c.dst.MkdirAll(rel(p), 0o755)
+}
+
+func (c *copier) link(p, target string) error {
+	if c.done[p] {
+		return nil
+	}
+	if err := c.mkdir(path.Dir(p)); err != nil {
+		return err
+	}
+	c.done[p] = true
+	c.st.Links++
+	return c.dst.Symlink(target, rel(p))
+}
+
+// stub puts p in place as what it is: a directory, or an empty file with
+// p's permission bits (a device file or a FIFO too, as fixtures have them).
+func (c *copier) stub(p string, fi fs.FileInfo) error {
+	if fi.IsDir() {
+		return c.mkdir(p)
+	}
+	if c.done[p] {
+		return nil
+	}
+	if err := c.mkdir(path.Dir(p)); err != nil {
+		return err
+	}
+	c.done[p] = true
+	c.st.Stubs++
+	if err := c.dst.WriteFile(rel(p), nil, fi.Mode().Perm()|0o200); err != nil {
+		return err
+	}
+	return c.dst.Chtimes(rel(p), fi.ModTime(), fi.ModTime())
+}
+
+// entries puts every entry of the host directory p in place: symlinks as
+// they are, the rest as stand-ins.
+func (c *copier) entries(p string) error {
+	if err := c.mkdir(p); err != nil {
+		return err
+	}
+	ents, err := c.src.ReadDir(p)
+	if err != nil {
+		return nil // listed by gpuprep, unlistable now: an empty directory
+	}
+	for _, e := range ents {
+		q := path.Join(p, e.Name())
+		if c.done[q] {
+			continue
+		}
+		fi, err := c.src.Lstat(q)
+		if err != nil {
+			continue // gone since it was listed
+		}
+		switch {
+		case fi.Mode()&fs.ModeSymlink != 0:
+			t, err := c.src.Readlink(q)
+			if err != nil {
+				continue
+			}
+			if err := c.link(q, t); err != nil {
+				return err
+			}
+		default:
+			if err := c.stub(q, fi); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// content copies the regular file p.
+func (c *copier) content(p string, fi fs.FileInfo) error {
+	if c.files[p] {
+		return nil
+	}
+	c.files[p] = true
+	if err := c.mkdir(path.Dir(p)); err != nil {
+		return err
+	}
+	var b []byte
+	var err error
+	if fi.Size() <= maxFile {
+		b, err = c.src.ReadFile(p)
+	} else {
+		err = fmt.Errorf("larger than %d MiB", maxFile>>20)
+	}
+	if err != nil || len(b) > maxFile {
+		c.st.Unreadable = append(c.st.Unreadable, p)
+		b = nil
+	}
+	c.st.Files++
+	c.st.Bytes += int64(len(b))
+	top := strings.SplitN(strings.TrimPrefix(p, "/"), "/", 2)[0]
+	if top != "sys" && top != "proc" && top != "dev" {
+		c.st.Other = append(c.st.Other, p)
+	}
+	mode := fi.Mode().Perm() | 0o200
+	if err := c.dst.WriteFile(rel(p), b, mode); err != nil {
+		return err
+	}
+	if err := c.dst.Chmod(rel(p), mode); err != nil { // WriteFile keeps a stand-in's mode
+		return err
+	}
+	// gpuprep compares times (a GRUB file changed after the last boot).
+	return c.dst.Chtimes(rel(p), fi.ModTime(), fi.ModTime())
+}
+
+// spans writes the bytes read at offsets into a sparse file.
+func (c *copier) spans(p string, fi fs.FileInfo, spans []host.Span) error {
+	if err := c.stub(p, fi); err != nil {
+		return err
+	}
+	f, err := c.dst.OpenFile(rel(p), os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	for _, s := range spans {
+		b, err := c.src.ReadAt(p, s.Off, s.N)
+		if err != nil {
+			continue // not readable now: left out, so it reads as short
+		}
+		if _, err := f.WriteAt(b, s.Off); err != nil {
+			f.Close()
+			return err
+		}
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return c.dst.Chtimes(rel(p), fi.ModTime(), fi.ModTime())
+}
