@@ -91,3 +91,15 @@ func TestRealH200SnapshotGivesTheLiveVerdicts(t *testing.T) {
 	delete(g, "notViable")
 	require.Equal(t, want, got)
 }
+
+// The same kind of node snapshotted by `gpuprep snapshot` itself (commit 22a6f54, on the lent machine: "Reproduced",
+// 26 ms, 8.6 KB packed): check against it prints what check printed live there, byte for byte.
+func TestRealH200GpuprepSnapshotGivesTheLiveReport(t *testing.T) {
+	t.Setenv("NO_COLOR", "1")
+	root := realRoot(t, "../../testdata/roots/real/h200-vm-gpuprep-snapshot.tar.gz")
+	live, err := os.ReadFile(filepath.Join(realH200Live, "check-live-at-gpuprep-snapshot.txt"))
+	require.NoError(t, err)
+	out, errs, _ := gpuprep(t, "check", "--root", root)
+	require.Empty(t, errs)
+	require.Equal(t, string(live), out)
+}
