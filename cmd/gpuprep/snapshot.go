@@ -95,6 +95,9 @@ func runSnapshot(cmd *cobra.Command, g *globals, dir string, sel []string) error
 	if len(st.Other) > 0 {
 		fmt.Fprintf(out, "Configuration files copied (read them before you share the snapshot): %s\n", strings.Join(st.Other, ", "))
 	}
+	if st.Private > 0 {
+		fmt.Fprintf(out, "%d open files of processes other than device nodes left out (/proc/PID/fd).\n", st.Private)
+	}
 	if len(st.Unreadable) > 0 {
 		fmt.Fprintf(out, "Read by gpuprep but not readable now (copied empty): %s\n", strings.Join(st.Unreadable, ", "))
 	}

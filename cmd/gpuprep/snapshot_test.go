@@ -130,3 +130,37 @@ func TestSnapshotOfThisHost(t *testing.T) {
 	require.Equal(t, 0, code, out+errs)
 	require.Contains(t, out, "Reproduced:")
 }
+
+// Of the processes' open files, only device nodes go into a snapshot: gpuprep looks for holders of /dev/nvidia*
+// (vfio bind refuses while one is open), and the rest (sockets, a user's files) is none of a snapshot's business.
+func TestSnapshotKeepsOnlyDeviceNodesOfProcesses(t *testing.T) {
+	t.Setenv("NO_COLOR", "1")
+	src := fixtureRoot(t, "hgx-h200")
+	for p, target := range map[string]string{
+		"proc/4242/fd/3": "/dev/nvidia0", "proc/4242/fd/4": "/home/alice/secret-plans.txt",
+		"proc/77/fd/0": "/dev/null", "proc/77/fd/1": "socket:[12345]",
+	} {
+		require.NoError(t, os.MkdirAll(filepath.Join(src, filepath.Dir(p)), 0o755))
+		require.NoError(t, os.Symlink(target, filepath.Join(src, p)))
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(src, "proc/4242/comm"), []byte("python3\n"), 0o444))
+	require.NoError(t, os.WriteFile(filepath.Join(src, "proc/77/comm"), []byte("sshd\n"), 0o444))
+	_, errs, _ := gpuprep(t, "--root", src, "plan", "--mode", "vm-passthrough")
+	require.Contains(t, errs, "held open by 4242 (python3: /dev/nvidia0)", "the plan names the holder")
+
+	dst := filepath.Join(t.TempDir(), "snap")
+	out, errs, code := gpuprep(t, "--root", src, "snapshot", dst)
+	require.Equal(t, 0, code, out+errs)
+	require.Contains(t, out, "Reproduced:")
+	require.Contains(t, out, "2 open files of processes other than device nodes left out")
+	for p, want := range map[string]string{"proc/4242/fd/3": "/dev/nvidia0", "proc/77/fd/0": "/dev/null"} {
+		got, err := os.Readlink(filepath.Join(dst, p))
+		require.NoError(t, err)
+		require.Equal(t, want, got)
+	}
+	for _, p := range []string{"proc/4242/fd/4", "proc/77/fd/1"} {
+		_, err := os.Lstat(filepath.Join(dst, p))
+		require.ErrorIs(t, err, os.ErrNotExist, p)
+	}
+	sameOutputs(t, "holders", src, dst)
+}

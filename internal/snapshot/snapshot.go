@@ -10,7 +10,8 @@
 // target as written, and the bytes read at offsets (MSRs) into a sparse
 // file. Every symlink on the way to a path is copied as a symlink, so the
 // tree resolves as the host does (/sys/bus/pci/devices/ADDR →
-// ../../../devices/…). Nothing else of the host is read.
+// ../../../devices/…). Nothing else of the host is read, and of the
+// processes' open files only device nodes are kept.
 package snapshot
 
 import (
@@ -36,14 +37,16 @@ type Stats struct {
 	Bytes                     int64
 	Unreadable                []string // read by gpuprep but not readable now (copied empty)
 	Other                     []string // copied files outside /sys, /proc and /dev: what a reader of the snapshot sees of the host's configuration
+	Private                   int      // processes' open files other than device nodes, left out (see isPrivate)
 }
 
 type copier struct {
-	src   *host.Root
-	dst   *os.Root // every write goes through it: nothing lands outside the snapshot, whatever links it holds
-	st    Stats
-	done  map[string]bool // host paths created in dst
-	files map[string]bool // host paths whose content was copied
+	src     *host.Root
+	dst     *os.Root // every write goes through it: nothing lands outside the snapshot, whatever links it holds
+	st      Stats
+	done    map[string]bool // host paths created in dst
+	files   map[string]bool // host paths whose content was copied
+	private map[string]bool // links left out (see isPrivate)
 }
 
 // Take copies into dst (a directory that must not exist, or be empty) every
@@ -57,7 +60,13 @@ func Take(src *host.Root, rec *host.Recorder, dst string) (Stats, error) {
 		return Stats{}, err
 	}
 	defer out.Close()
-	c := &copier{src: src, dst: out, done: map[string]bool{}, files: map[string]bool{}}
+	c := &copier{src: src, dst: out, done: map[string]bool{}, files: map[string]bool{}, private: map[string]bool{}}
+	err = c.take(rec)
+	c.st.Private = len(c.private)
+	return c.st, err
+}
+
+func (c *copier) take(rec *host.Recorder) error {
 	paths, acc := rec.Paths()
 	// Structure first (links, directories and their entries), then content,
 	// which replaces the stand-ins.
@@ -66,29 +75,29 @@ func Take(src *host.Root, rec *host.Recorder, dst string) (Stats, error) {
 		if a&host.AccessLink != 0 { // the path itself: a symlink, or what is there
 			final, fi, err := c.walkTo(p, false)
 			if err != nil {
-				return c.st, err
+				return err
 			}
 			if fi != nil && fi.Mode()&fs.ModeSymlink == 0 {
 				if err := c.stub(final, fi); err != nil {
-					return c.st, err
+					return err
 				}
 			}
 		}
 		if a&(host.AccessStat|host.AccessList|host.AccessFile) != 0 {
 			final, fi, err := c.resolve(p)
 			if err != nil {
-				return c.st, err
+				return err
 			}
 			if fi == nil {
 				continue // absent on the host: absent in the snapshot
 			}
 			if a&host.AccessList != 0 && fi.IsDir() {
 				if err := c.entries(final); err != nil {
-					return c.st, err
+					return err
 				}
 			}
 			if err := c.stub(final, fi); err != nil {
-				return c.st, err
+				return err
 			}
 		}
 	}
@@ -98,27 +107,27 @@ func Take(src *host.Root, rec *host.Recorder, dst string) (Stats, error) {
 		}
 		final, fi, err := c.resolve(p)
 		if err != nil {
-			return c.st, err
+			return err
 		}
 		if fi != nil && fi.Mode().IsRegular() {
 			if err := c.content(final, fi); err != nil {
-				return c.st, err
+				return err
 			}
 		}
 	}
 	for p, spans := range rec.Spans() {
 		final, fi, err := c.resolve(p)
 		if err != nil {
-			return c.st, err
+			return err
 		}
 		if fi == nil {
 			continue
 		}
 		if err := c.spans(final, fi, spans); err != nil {
-			return c.st, err
+			return err
 		}
 	}
-	return c.st, nil
+	return nil
 }
 
 func emptyDir(dst string) error {
@@ -132,6 +141,24 @@ func emptyDir(dst string) error {
 		return fmt.Errorf("%s: not empty (a snapshot goes into a new or empty directory)", dst)
 	}
 	return nil
+}
+
+// isPrivate reports whether the symlink p → target is a process's open file
+// other than a device node (/proc/PID/fd/N → a socket, a pipe, a user's
+// file): gpuprep looks there only for holders of /dev/nvidia* and
+// /dev/vfio/*, and the rest says what every process on the node has open.
+// Such links are left out.
+func (c *copier) isPrivate(p, target string) bool {
+	parts := strings.Split(strings.TrimPrefix(p, "/"), "/")
+	if len(parts) != 4 || parts[0] != "proc" || parts[2] != "fd" || !digits(parts[1]) || strings.HasPrefix(target, "/dev/") {
+		return false
+	}
+	c.private[p] = true
+	return true
+}
+
+func digits(s string) bool {
+	return s != "" && strings.Trim(s, "0123456789") == ""
 }
 
 // rel is the host path p inside the snapshot.
@@ -170,7 +197,7 @@ func (c *copier) walkTo(p string, followLast bool) (string, fs.FileInfo, error) 
 		}
 		if fi.Mode()&fs.ModeSymlink != 0 {
 			target, err := c.src.Readlink(next)
-			if err != nil {
+			if err != nil || c.isPrivate(next, target) {
 				return next, nil, nil
 			}
 			if err := c.link(next, target); err != nil {
@@ -275,7 +302,7 @@ func (c *copier) entries(p string) error {
 		switch {
 		case fi.Mode()&fs.ModeSymlink != 0:
 			t, err := c.src.Readlink(q)
-			if err != nil {
+			if err != nil || c.isPrivate(q, t) {
 				continue
 			}
 			if err := c.link(q, t); err != nil {
