@@ -544,7 +544,10 @@ func TestCheckIntelIOMMU(t *testing.T) {
 		{"bridge", []string{"check", "-o", "json", "--select", "1234:11e8"}},
 		{"text", []string{"check", "--select", "1234:1111"}},
 		{"vmpt", []string{"check", "-o", "json", "--mode", "vm-passthrough", "--select", "1234:1111"}},
+		{"snapshot", []string{"snapshot", "--select", "1234:1111", "/tmp/snap"}},
+		{"snapcheck", []string{"--root", "/tmp/snap", "check", "-o", "json", "--select", "1234:1111"}},
 	})
+	t.Run("snapshot", func(t *testing.T) { assertSnapshot(t, b, "snapshot", "snapcheck", "gpu") })
 	t.Run("gpu-pair", func(t *testing.T) { assertGPUPair(t, b, "gpu") })
 	t.Run("bridge-group", func(t *testing.T) { assertBridge(t, b, "bridge") })
 	t.Run("text", func(t *testing.T) {
@@ -568,9 +571,24 @@ func TestCheckAMDIOMMU(t *testing.T) {
 	b := bootGuest(t, "amd", "amd", []string{"iommu=pt"}, []invocation{
 		{"gpu", []string{"check", "-o", "json", "--select", "1234:1111"}},
 		{"bridge", []string{"check", "-o", "json", "--select", "1234:11e8"}},
+		{"snapshot", []string{"snapshot", "--select", "1234:1111", "/tmp/snap"}},
+		{"snapcheck", []string{"--root", "/tmp/snap", "check", "-o", "json", "--select", "1234:1111"}},
 	})
+	t.Run("snapshot", func(t *testing.T) { assertSnapshot(t, b, "snapshot", "snapcheck", "gpu") })
 	t.Run("gpu-pair", func(t *testing.T) { assertGPUPair(t, b, "gpu") })
 	t.Run("bridge-group", func(t *testing.T) { assertBridge(t, b, "bridge") })
+}
+
+// assertSnapshot: gpuprep snapshot inside the guest (a real kernel's sysfs, IOMMU groups, ACPI tables) says it
+// reproduced the read-only commands, and check against the snapshot prints what check printed on the guest.
+func assertSnapshot(t *testing.T, b *boot, snap, snapcheck, live string) {
+	if rc := b.rcOf(snap); rc != 0 || !strings.Contains(b.out[snap], "Reproduced:") {
+		t.Fatalf("gpuprep snapshot: rc=%d\n%s%s", rc, b.out[snap], b.stderr[snap])
+	}
+	t.Logf("snapshot: %s", b.out[snap])
+	if b.out[snapcheck] != b.out[live] || b.rcOf(snapcheck) != b.rcOf(live) {
+		t.Errorf("check --root SNAPSHOT (rc %d) differs from check on the guest (rc %d):\n%s\n---\n%s", b.rcOf(snapcheck), b.rcOf(live), b.out[snapcheck], b.out[live])
+	}
 }
 
 func TestCheckIntelIOMMUOff(t *testing.T) {
