@@ -208,17 +208,20 @@ func firstKey(m map[string]uint64) string {
 
 func checkKVM(e *Env) []Finding {
 	var mods []string // kvm's backends (kvm_intel, kvm_amd, or another: kvm_pvm), then kvm
-	hw, kvm := false, false
-	for _, m := range e.Root.Names("/sys/module") {
-		switch {
-		case m == "kvm":
-			kvm = true
-		case strings.HasPrefix(m, "kvm_"):
+	for _, m := range []string{"kvm_intel", "kvm_amd"} {
+		if e.Root.Exists("/sys/module/" + m) {
 			mods = append(mods, m)
-			hw = hw || m == "kvm_intel" || m == "kvm_amd"
 		}
 	}
-	if kvm {
+	hw := len(mods) > 0
+	if !hw { // another backend? (listing /sys/module costs; only here)
+		for _, m := range e.Root.Names("/sys/module") {
+			if strings.HasPrefix(m, "kvm_") {
+				mods = append(mods, m)
+			}
+		}
+	}
+	if e.Root.Exists("/sys/module/kvm") {
 		mods = append(mods, "kvm")
 	}
 	modMsg := "no kvm module loaded"

@@ -82,6 +82,9 @@ func GetStatus(root *host.Root, inv *pci.Inventory, sel pci.Selector, nvswitch b
 		case s.IOMMUGroup == "":
 			members = []iommu.Member{{Dev: s, Role: iommu.RoleGPU}}
 			g.WhyNot = "no IOMMU group: the IOMMU is not active in the kernel (see gpuprep check --mode vm-passthrough)"
+			if iommu.ReadKernel(root).Active() {
+				g.WhyNot = "no IOMMU group: the active IOMMU does not translate for this device (see gpuprep check --mode vm-passthrough)"
+			}
 		case !v.Viable:
 			var foreign []string
 			for _, f := range v.Foreign {
@@ -104,7 +107,9 @@ func GetStatus(root *host.Root, inv *pci.Inventory, sel pci.Selector, nvswitch b
 			n := &g.Node
 			n.Path = "/dev/vfio/" + s.IOMMUGroup
 			n.Present = root.Exists(n.Path)
-			if n.Present && root.IsLive() {
+			// The kernel's own answer (an ioctl): not while a snapshot
+			// records, which could not hold it.
+			if n.Present && root.IsLive() && !root.IsRecording() {
 				ok, err := GroupViable(s.IOMMUGroup)
 				if err != nil {
 					n.Error = err.Error()

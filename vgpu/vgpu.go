@@ -165,12 +165,20 @@ func RunningDaemons(root *host.Root) (running map[string]bool, known bool) {
 			continue
 		}
 		known = true
-		for _, d := range Daemons {
-			// comm is cut to 15 characters: "nvidia-vgpu-mgr" fits exactly
-			if comm == d || len(d) > 15 && comm == d[:15] {
-				running[d] = true
-			}
+		if d := DaemonOf(comm); d != "" {
+			running[d] = true
 		}
 	}
 	return running, known
+}
+
+// DaemonOf returns the vGPU daemon (of Daemons) a process name is, or "".
+func DaemonOf(comm string) string {
+	for _, d := range Daemons {
+		// comm is cut to 15 characters: "nvidia-vgpu-mgr" fits exactly
+		if comm == d || len(d) > 15 && comm == d[:15] {
+			return d
+		}
+	}
+	return ""
 }

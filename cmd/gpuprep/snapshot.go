@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 
@@ -10,6 +11,7 @@ import (
 
 	"github.com/gpuprep/gpuprep/internal/host"
 	"github.com/gpuprep/gpuprep/internal/snapshot"
+	"github.com/gpuprep/gpuprep/vgpu"
 )
 
 func init() { register(newSnapshotCmd) }
@@ -44,8 +46,10 @@ a bug report, keep it as a fixture, or compare a node before and after a change:
 gpuprep check --root DIR.
 
 Run it as root, as check: without root some files (MSRs, ACPI tables) cannot
-be read and are copied as what gpuprep saw. The configuration files copied are
-listed; read them before you share a snapshot.`,
+be read, and the snapshot holds what this user saw. The configuration files
+copied are listed; read them before you share a snapshot. Of the processes,
+only those holding NVIDIA or VFIO devices and the vGPU daemons keep their
+names and open device files.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runSnapshot(cmd, g, args[0], sel)
@@ -84,7 +88,13 @@ func runSnapshot(cmd *cobra.Command, g *globals, dir string, sel []string) error
 	for i, args := range runs {
 		live[i] = runOnce(args, &globals{root: g.root, rec: rec})
 	}
-	st, err := snapshot.Take(src, rec, abs)
+	for i, args := range runs {
+		if strings.HasPrefix(live[i], fmt.Sprintf("exit %d\n", exitUsage)) {
+			_, stderr, _ := strings.Cut(live[i], "--- stderr\n")
+			return usageErr("gpuprep %s: %s", strings.Join(args, " "), strings.TrimSpace(strings.TrimPrefix(stderr, "gpuprep: ")))
+		}
+	}
+	st, err := snapshot.Take(src, rec, abs, snapshot.Options{KeepComm: func(c string) bool { return vgpu.DaemonOf(c) != "" }})
 	if err != nil {
 		return &exitError{code: exitUnknown, err: fmt.Errorf("snapshot into %s: %w", abs, err)}
 	}
@@ -96,7 +106,10 @@ func runSnapshot(cmd *cobra.Command, g *globals, dir string, sel []string) error
 		fmt.Fprintf(out, "Configuration files copied (read them before you share the snapshot): %s\n", strings.Join(st.Other, ", "))
 	}
 	if st.Private > 0 {
-		fmt.Fprintf(out, "%d open files of processes other than device nodes left out (/proc/PID/fd).\n", st.Private)
+		fmt.Fprintf(out, "Left out: %d of the processes' open files and names (/proc/PID/fd, /proc/PID/comm) other than NVIDIA and VFIO devices and the vGPU daemons.\n", st.Private)
+	}
+	if src.IsLive() && os.Geteuid() != 0 {
+		fmt.Fprintln(out, "Not run as root: files only root may read (MSRs, ACPI tables, PCI configuration space past 64 bytes) are in the snapshot as this user saw them.")
 	}
 	if len(st.Unreadable) > 0 {
 		fmt.Fprintf(out, "Read by gpuprep but not readable now (copied empty): %s\n", strings.Join(st.Unreadable, ", "))
@@ -116,8 +129,9 @@ func runSnapshot(cmd *cobra.Command, g *globals, dir string, sel []string) error
 }
 
 // runOnce runs one gpuprep command in this process and returns what it
-// printed and its exit code, as one string to compare.
-func runOnce(args []string, g *globals) string {
+// printed and its exit code, as one string to compare. (A variable: a test
+// makes a replay differ.)
+var runOnce = func(args []string, g *globals) string {
 	var o, e bytes.Buffer
 	code := executeWith(args, &o, &e, g)
 	return fmt.Sprintf("exit %d\n%s\n--- stderr\n%s", code, o.String(), e.String())

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gpuprep/gpuprep/internal/fixture"
+	"github.com/gpuprep/gpuprep/internal/host"
 )
 
 // sameOutputs runs gpuprep's read-only commands against both roots and requires the same output.
@@ -40,7 +41,46 @@ func TestSnapshotReproducesEveryRoot(t *testing.T) {
 		require.Equal(t, 0, code, "%s: %s%s", name, out, errs)
 		require.Contains(t, out, "Reproduced: gpuprep --root "+dst, name)
 		sameOutputs(t, name, src, dst)
+		switch name {
+		case "amd-ready":
+			// VM_CR (0xC0010114) as bytes at its offset would make a 3 GiB sparse file per CPU: text instead.
+			b, err := os.ReadFile(filepath.Join(dst, "dev/cpu/0/msr"))
+			require.NoError(t, err)
+			require.Less(t, len(b), 200)
+			require.Equal(t, host.SparseMagic+"0xc0010114 0800000000000000\n", string(b))
+		case "sriov-vgpu":
+			b, err := os.ReadFile(filepath.Join(dst, "proc/3120/comm"))
+			require.NoError(t, err)
+			require.Equal(t, "nvidia-vgpu-mgr\n", string(b), "the vGPU daemon keeps its name")
+			b, err = os.ReadFile(filepath.Join(dst, "proc/1/comm"))
+			require.NoError(t, err)
+			require.Empty(t, b, "other processes' names are left out")
+		}
 	}
+}
+
+// A snapshot that does not give the node's output says so and fails; a --select that selects nothing is a usage
+// error, not an empty snapshot that "reproduces" an error.
+func TestSnapshotSaysWhatItDoesNotReproduce(t *testing.T) {
+	src := fixtureRoot(t, "hgx-h200")
+	orig := runOnce
+	t.Cleanup(func() { runOnce = orig })
+	runOnce = func(args []string, g *globals) string {
+		out := orig(args, g)
+		if g.rec == nil && args[0] == "vfio" { // the replay against the snapshot
+			out += "a difference"
+		}
+		return out
+	}
+	out, errs, code := gpuprep(t, "--root", src, "snapshot", filepath.Join(t.TempDir(), "s"))
+	require.Equal(t, 1, code, errs)
+	require.Contains(t, out, "NOT reproduced from the snapshot (its output differs from this node's): vfio status -o json\n")
+	require.NotContains(t, out, "Reproduced:")
+	runOnce = orig
+
+	_, errs, code = gpuprep(t, "--root", src, "snapshot", "--select", "0000:99:00.0", filepath.Join(t.TempDir(), "s"))
+	require.Equal(t, 2, code)
+	require.Contains(t, errs, "gpuprep check -o json --select 0000:99:00.0: ")
 }
 
 // The snapshot holds what gpuprep read and nothing else: an attribute it never reads is an empty stand-in, a file
@@ -58,6 +98,13 @@ func TestSnapshotCopiesOnlyWhatWasRead(t *testing.T) {
 	require.NoError(t, os.Remove(grub))
 	require.NoError(t, os.Symlink("/etc/grub-real", grub)) // absolute: resolves inside the root
 	require.NoError(t, os.Chtimes(filepath.Join(src, "etc/grub-real"), fi.ModTime(), fi.ModTime()))
+	// A link whose target goes through another link and then "..": taken as the kernel takes it
+	// (/etc/default/x → /boot/deep/dir, .. → /boot/deep), not as the text of the path would suggest.
+	require.NoError(t, os.MkdirAll(filepath.Join(src, "boot/deep/dir"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(src, "boot/deep/kubelet"), []byte("KUBELET_EXTRA_ARGS=--node-labels=nvidia.com/gpu.workload.config=vm-passthrough\n"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(src, "etc/default/kubelet-decoy"), []byte("KUBELET_EXTRA_ARGS=\n"), 0o644))
+	require.NoError(t, os.Symlink("/boot/deep/dir", filepath.Join(src, "etc/default/x")))
+	require.NoError(t, os.Symlink("x/../kubelet", filepath.Join(src, "etc/default/kubelet")))
 	gpu := ""
 	for _, d := range mustGlob(t, filepath.Join(src, "sys/bus/pci/devices/*")) {
 		if v, _ := os.ReadFile(filepath.Join(d, "vendor")); strings.TrimSpace(string(v)) == "0x10de" {
@@ -87,12 +134,15 @@ func TestSnapshotCopiesOnlyWhatWasRead(t *testing.T) {
 
 	rel, err := filepath.Rel(src, gpu)
 	require.NoError(t, err)
-	never, err := os.ReadFile(filepath.Join(dst, rel, "never_read"))
-	require.NoError(t, err, "listed entries are there")
-	require.Empty(t, never, "as empty stand-ins")
+	require.NoFileExists(t, filepath.Join(dst, rel, "never_read"), "a device directory is opened, not listed: an attribute never read is not there")
 	devLink, err := os.Readlink(filepath.Join(dst, rel))
 	require.NoError(t, err, "/sys/bus/pci/devices/ADDR is a symlink in the snapshot as on the host")
 	require.Contains(t, devLink, "devices/pci")
+	kubelet, err := os.ReadFile(filepath.Join(dst, "boot/deep/kubelet"))
+	require.NoError(t, err, "the file the kernel would reach through x/../kubelet")
+	require.Contains(t, string(kubelet), "vm-passthrough")
+	out, _, _ = gpuprep(t, "check", "--root", src, "--mode", "vm-passthrough")
+	require.Contains(t, out, "nvidia.com/gpu.workload.config=vm-passthrough", "the fixture's label is read through the links")
 	sameOutputs(t, "reboot-pending+links", src, dst)
 	out, _, _ = gpuprep(t, "check", "--root", dst)
 	require.Contains(t, out, "reboot", "the reboot-pending verdict comes through the kept times")
@@ -152,13 +202,14 @@ func TestSnapshotKeepsOnlyDeviceNodesOfProcesses(t *testing.T) {
 	out, errs, code := gpuprep(t, "--root", src, "snapshot", dst)
 	require.Equal(t, 0, code, out+errs)
 	require.Contains(t, out, "Reproduced:")
-	require.Contains(t, out, "2 open files of processes other than device nodes left out")
-	for p, want := range map[string]string{"proc/4242/fd/3": "/dev/nvidia0", "proc/77/fd/0": "/dev/null"} {
-		got, err := os.Readlink(filepath.Join(dst, p))
-		require.NoError(t, err)
-		require.Equal(t, want, got)
-	}
-	for _, p := range []string{"proc/4242/fd/4", "proc/77/fd/1"} {
+	require.Contains(t, out, "Left out: 3 of the processes' open files and names")
+	got, err := os.Readlink(filepath.Join(dst, "proc/4242/fd/3"))
+	require.NoError(t, err)
+	require.Equal(t, "/dev/nvidia0", got)
+	comm, err := os.ReadFile(filepath.Join(dst, "proc/4242/comm"))
+	require.NoError(t, err)
+	require.Equal(t, "python3\n", string(comm), "a holder keeps its name")
+	for _, p := range []string{"proc/4242/fd/4", "proc/77/fd/1", "proc/77/fd/0", "proc/77/comm"} {
 		_, err := os.Lstat(filepath.Join(dst, p))
 		require.ErrorIs(t, err, os.ErrNotExist, p)
 	}

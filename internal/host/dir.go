@@ -29,7 +29,7 @@ type Dir struct {
 // OpenDir opens the host directory p (symlinks resolved inside the root).
 func (r *Root) OpenDir(p string) (*Dir, error) {
 	clean := path.Clean("/" + p)
-	r.note(clean, AccessList)
+	r.note(clean, AccessStat) // Names notes the listing
 	f, ok, err := r.openIn("open", clean, unix.O_RDONLY|unix.O_DIRECTORY)
 	if !ok {
 		var rp string
@@ -38,7 +38,7 @@ func (r *Root) OpenDir(p string) (*Dir, error) {
 		}
 	}
 	if err != nil {
-		return nil, r.hostErr(err)
+		return nil, r.hostErr(err, clean)
 	}
 	return &Dir{f: f, path: clean, root: r}, nil
 }
@@ -63,6 +63,7 @@ func checkName(name string) error {
 // Names lists the directory's entry names, in the order the file system
 // gives them.
 func (d *Dir) Names() ([]string, error) {
+	d.root.note(d.path, AccessList)
 	if _, err := d.f.Seek(0, io.SeekStart); err != nil {
 		return nil, d.pathError("readdir", "", err)
 	}
@@ -86,13 +87,22 @@ const maxAttr = 64 << 10
 // taken as the end (no second read to see 0), which a procfs seq file
 // (short reads mid-file) would break.
 func (d *Dir) ReadString(name string) (string, error) {
-	d.root.note(path.Join(d.path, name), AccessFile)
+	b, err := d.readString(name)
+	if d.root.rec != nil {
+		p := path.Join(d.path, name)
+		d.root.rec.note(p, AccessFile)
+		d.root.rec.noteSeen(p, b, err)
+	}
+	return strings.TrimSpace(string(b)), err
+}
+
+func (d *Dir) readString(name string) ([]byte, error) {
 	if err := checkName(name); err != nil {
-		return "", d.pathError("open", name, err)
+		return nil, d.pathError("open", name, err)
 	}
 	fd, err := openat(int(d.f.Fd()), name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC)
 	if err != nil {
-		return "", d.pathError("open", name, err)
+		return nil, d.pathError("open", name, err)
 	}
 	defer unix.Close(fd)
 	var buf [4096]byte
@@ -103,22 +113,24 @@ func (d *Dir) ReadString(name string) (string, error) {
 			continue
 		}
 		if err != nil {
-			return "", d.pathError("read", name, err)
+			return nil, d.pathError("read", name, err)
 		}
 		out = append(out, buf[:n]...)
 		if n < len(buf) {
 			break
 		}
 		if len(out) > maxAttr {
-			return "", d.pathError("read", name, errors.New("more than 64 KiB: not an attribute"))
+			return nil, d.pathError("read", name, errors.New("more than 64 KiB: not an attribute"))
 		}
 	}
-	return strings.TrimSpace(string(out)), nil
+	return out, nil
 }
 
 // Readlink returns the raw target of the symlink name.
 func (d *Dir) Readlink(name string) (string, error) {
-	d.root.note(path.Join(d.path, name), AccessLink)
+	if d.root.rec != nil {
+		d.root.rec.note(path.Join(d.path, name), AccessLink)
+	}
 	if err := checkName(name); err != nil {
 		return "", d.pathError("readlink", name, err)
 	}

@@ -10,6 +10,7 @@ package host
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path"
@@ -98,11 +99,12 @@ func (r *Root) lpath(p string) (string, error) {
 	return r.join(resolved), nil
 }
 
-// hostErr names the host path in a read's error, not the file on this
-// machine that stands in for it, so that a report made from a snapshot of a
-// node reads as the one made on the node (the report names host paths
-// everywhere else too).
-func (r *Root) hostErr(err error) error {
+// hostErr names the host path p, as asked for, in a read's error instead of
+// the file on this machine that stands in for it (or, where the resolution
+// took the slow path, the file a symlink led to), so that a report made from
+// a snapshot of a node reads as the one made on the node: the live kernel
+// names the path asked for.
+func (r *Root) hostErr(err error, p string) error {
 	pe, ok := err.(*fs.PathError)
 	if !ok || r.live {
 		return err
@@ -111,7 +113,7 @@ func (r *Root) hostErr(err error) error {
 	if !ok || (rel != "" && rel[0] != filepath.Separator) {
 		return err
 	}
-	return &fs.PathError{Op: pe.Op, Path: path.Clean("/" + filepath.ToSlash(rel)), Err: pe.Err}
+	return &fs.PathError{Op: pe.Op, Path: path.Clean("/" + p), Err: pe.Err}
 }
 
 func (r *Root) join(hostPath string) string {
@@ -190,16 +192,24 @@ func (r *Root) walk(cur string, todo []string, followLast bool, p string) (strin
 
 // ReadFile reads the host file p.
 func (r *Root) ReadFile(p string) ([]byte, error) {
-	r.note(p, AccessFile)
+	b, err := r.readFile(p)
+	if r.rec != nil {
+		r.rec.note(p, AccessFile)
+		r.rec.noteSeen(p, b, err)
+	}
+	return b, err
+}
+
+func (r *Root) readFile(p string) ([]byte, error) {
 	if b, ok, err := r.readFileIn(p); ok {
-		return b, r.hostErr(err)
+		return b, r.hostErr(err, p)
 	}
 	rp, err := r.Path(p)
 	if err != nil {
 		return nil, err
 	}
 	b, err := os.ReadFile(rp)
-	return b, r.hostErr(err)
+	return b, r.hostErr(err, p)
 }
 
 // ReadString reads the host file p with surrounding white space removed, as
@@ -220,28 +230,32 @@ func (r *Root) Open(p string) (*os.File, error) {
 
 func (r *Root) open(p string) (*os.File, error) {
 	if f, ok, err := r.openIn("open", p, os.O_RDONLY); ok {
-		return f, r.hostErr(err)
+		return f, r.hostErr(err, p)
 	}
 	rp, err := r.Path(p)
 	if err != nil {
 		return nil, err
 	}
 	f, err := os.Open(rp)
-	return f, r.hostErr(err)
+	return f, r.hostErr(err, p)
 }
 
 // Stat follows symlinks inside the root.
 func (r *Root) Stat(p string) (fs.FileInfo, error) {
+	fi, err := r.stat(p)
+	return fi, r.hostErr(err, p)
+}
+
+func (r *Root) stat(p string) (fs.FileInfo, error) {
 	r.note(p, AccessStat)
 	if fi, ok, err := r.statIn(p); ok {
-		return fi, r.hostErr(err)
+		return fi, err
 	}
 	rp, err := r.Path(p)
 	if err != nil {
 		return nil, err
 	}
-	fi, err := os.Stat(rp)
-	return fi, r.hostErr(err)
+	return os.Stat(rp)
 }
 
 // Lstat does not follow a final symlink.
@@ -252,30 +266,46 @@ func (r *Root) Lstat(p string) (fs.FileInfo, error) {
 		return nil, err
 	}
 	fi, err := os.Lstat(rp)
-	return fi, r.hostErr(err)
+	return fi, r.hostErr(err, p)
 }
 
 // ReadAt reads n bytes of the host file p at offset off (an MSR from
-// /dev/cpu/N/msr).
+// /dev/cpu/N/msr). In a root that is not the live one, a file that starts
+// with SparseMagic answers from its text (see SparseMagic).
 func (r *Root) ReadAt(p string, off int64, n int) ([]byte, error) {
+	b, err := r.readAt(p, off, n)
 	if r.rec != nil {
-		r.rec.noteSpan(p, Span{Off: off, N: n})
+		r.rec.noteSpan(p, Span{Off: off, N: n, Seen: Seen{Data: b, Err: err}})
 	}
+	return b, err
+}
+
+func (r *Root) readAt(p string, off int64, n int) ([]byte, error) {
 	f, err := r.open(p)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
+	if !r.live {
+		head := make([]byte, len(SparseMagic))
+		if k, _ := f.ReadAt(head, 0); k == len(head) && string(head) == SparseMagic {
+			text, err := io.ReadAll(io.LimitReader(f, 1<<20))
+			if err != nil {
+				return nil, r.hostErr(err, p)
+			}
+			return sparseAt(text, path.Clean("/"+p), off, n)
+		}
+	}
 	b := make([]byte, n)
 	if _, err := f.ReadAt(b, off); err != nil {
-		return nil, r.hostErr(err)
+		return nil, r.hostErr(err, p)
 	}
 	return b, nil
 }
 
 // Exists reports whether p exists (after resolving symlinks).
 func (r *Root) Exists(p string) bool {
-	_, err := r.Stat(p)
+	_, err := r.stat(p) // no message wanted: no host path to put in it
 	return err == nil
 }
 
@@ -283,14 +313,14 @@ func (r *Root) Exists(p string) bool {
 func (r *Root) Readlink(p string) (string, error) {
 	r.note(p, AccessLink)
 	if t, ok, err := r.readlinkIn(p); ok {
-		return t, r.hostErr(err)
+		return t, r.hostErr(err, p)
 	}
 	rp, err := r.lpath(p)
 	if err != nil {
 		return "", err
 	}
 	t, err := os.Readlink(rp)
-	return t, r.hostErr(err)
+	return t, r.hostErr(err, p)
 }
 
 // LinkBase returns the last element of the symlink p's target: the driver
@@ -320,14 +350,14 @@ func (r *Root) Realpath(p string) (string, error) {
 func (r *Root) ReadDir(p string) ([]fs.DirEntry, error) {
 	r.note(p, AccessList)
 	if ents, ok, err := r.readDirIn(p); ok {
-		return ents, r.hostErr(err)
+		return ents, r.hostErr(err, p)
 	}
 	rp, err := r.Path(p)
 	if err != nil {
 		return nil, err
 	}
 	ents, err := os.ReadDir(rp)
-	return ents, r.hostErr(err)
+	return ents, r.hostErr(err, p)
 }
 
 // Names lists the entry names of the host directory p, sorted; a missing

@@ -2,8 +2,11 @@ package host
 
 import (
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -111,22 +114,119 @@ func TestRootErrorsNameHostPaths(t *testing.T) {
 	r, err := NewRoot(dir)
 	require.NoError(t, err)
 	for _, root := range []*Root{r, r.ReadOnly()} {
+		var errs []error
 		_, err = root.Open("/dev/cpu/0/msr")
+		errs = append(errs, err)
 		require.EqualError(t, err, "open /dev/cpu/0/msr: no such file or directory")
 		_, err = root.ReadFile("dev/cpu/0/msr")
+		errs = append(errs, err)
 		require.EqualError(t, err, "open /dev/cpu/0/msr: no such file or directory")
 		_, err = root.Stat("/dev/cpu/link")
+		errs = append(errs, err)
 		require.EqualError(t, err, "stat /dev/cpu/link: no such file or directory")
 		_, err = root.Lstat("/dev/cpu/1")
+		errs = append(errs, err)
 		require.EqualError(t, err, "lstat /dev/cpu/1: no such file or directory")
 		_, err = root.Readlink("/dev/cpu/0")
+		errs = append(errs, err)
 		require.EqualError(t, err, "readlink /dev/cpu/0: invalid argument")
 		_, err = root.ReadDir("/dev/vfio")
+		errs = append(errs, err)
 		require.ErrorContains(t, err, " /dev/vfio: no such file or directory")
 		_, err = root.OpenDir("/dev/vfio")
+		errs = append(errs, err)
 		require.EqualError(t, err, "open /dev/vfio: no such file or directory")
-		require.NotContains(t, fmt.Sprint(err), dir)
+		_, err = root.ReadAt("/dev/cpu/link", 0x3a, 8)
+		errs = append(errs, err)
+		require.EqualError(t, err, "open /dev/cpu/link: no such file or directory")
+		for _, e := range errs {
+			require.NotContains(t, fmt.Sprint(e), dir)
+		}
 	}
+}
+
+// A file read only at offsets is kept in a snapshot as text (SparseMagic), and ReadAt answers from it as the host
+// answered: the bytes, or the same error (a non-root user's open, an MSR the CPU refuses).
+func TestSparseTextAnswersAsTheHostDid(t *testing.T) {
+	dir := t.TempDir()
+	spans := []Span{
+		{Off: 0x3a, N: 8, Seen: Seen{Data: []byte{5, 0, 0, 0, 0, 0, 0, 0}}},
+		{Off: 0xc0010114, N: 8, Seen: Seen{Err: &fs.PathError{Op: "read", Path: "/dev/cpu/0/msr", Err: syscall.EIO}}},
+		{Off: 0x10, N: 8, Seen: Seen{Err: &fs.PathError{Op: "open", Path: "/dev/cpu/0/msr", Err: syscall.EACCES}}},
+		{Off: 0x20, N: 8, Seen: Seen{Err: io.EOF}},
+	}
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "dev/cpu/0"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "dev/cpu/0/msr"), SparseText(spans), 0o644))
+	r, err := NewRoot(dir)
+	require.NoError(t, err)
+	b, err := r.ReadAt("/dev/cpu/0/msr", 0x3a, 8)
+	require.NoError(t, err)
+	require.Equal(t, []byte{5, 0, 0, 0, 0, 0, 0, 0}, b)
+	_, err = r.ReadAt("/dev/cpu/0/msr", 0xc0010114, 8)
+	require.EqualError(t, err, "read /dev/cpu/0/msr: input/output error")
+	_, err = r.ReadAt("/dev/cpu/0/msr", 0x10, 8)
+	require.EqualError(t, err, "open /dev/cpu/0/msr: permission denied")
+	require.ErrorIs(t, err, fs.ErrPermission)
+	_, err = r.ReadAt("/dev/cpu/0/msr", 0x20, 8)
+	require.ErrorIs(t, err, io.EOF)
+	_, err = r.ReadAt("/dev/cpu/0/msr", 0x99, 8)
+	require.ErrorIs(t, err, io.EOF, "an offset never read reads as the end of the file")
+
+	// A binary sparse file (as the fixtures write MSRs) still reads as bytes at offsets.
+	bin := make([]byte, 0x3a+8)
+	bin[0x3a] = 7
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "dev/cpu/0/msr"), bin, 0o644))
+	b, err = r.ReadAt("/dev/cpu/0/msr", 0x3a, 8)
+	require.NoError(t, err)
+	require.Equal(t, byte(7), b[0])
+}
+
+// A recording root notes how each path was read and what whole-file reads returned; a directory only opened
+// (attributes read by name) is not noted as listed.
+func TestRecorderNotesWhatWasRead(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "sys/dev"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "sys/dev/vendor"), []byte("0x10de\n"), 0o444))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "sys/dev/unread"), []byte("x\n"), 0o644))
+	plain, err := NewRoot(dir)
+	require.NoError(t, err)
+	rec := NewRecorder()
+	r := plain.Recording(rec).ReadOnly()
+	require.True(t, r.IsRecording())
+	require.False(t, plain.IsRecording())
+	d, err := r.OpenDir("/sys/dev")
+	require.NoError(t, err)
+	v, err := d.ReadString("vendor")
+	require.NoError(t, err)
+	require.Equal(t, "0x10de", v)
+	_, err = d.ReadString("missing")
+	require.Error(t, err)
+	d.Close()
+	require.False(t, r.Exists("/sys/nothing"))
+	_, err = r.ReadFile("/sys/dev/unread")
+	require.NoError(t, err)
+	require.Equal(t, []string{"unread", "vendor"}, r.Names("/sys/dev"))
+
+	paths, acc := rec.Paths()
+	require.Equal(t, []string{"/sys/dev", "/sys/dev/missing", "/sys/dev/unread", "/sys/dev/vendor", "/sys/nothing"}, paths)
+	require.Equal(t, AccessStat|AccessList, acc["/sys/dev"], "opened, then listed by Names")
+	require.Equal(t, AccessFile, acc["/sys/dev/vendor"])
+	require.Equal(t, AccessStat, acc["/sys/nothing"])
+	seen, ok := rec.Seen("/sys/dev/vendor")
+	require.True(t, ok)
+	require.Equal(t, "0x10de\n", string(seen.Data), "as read, before trimming")
+	seen, ok = rec.Seen("/sys/dev/missing")
+	require.True(t, ok)
+	require.ErrorIs(t, seen.Err, fs.ErrNotExist)
+	_, ok = rec.Seen("/sys/dev")
+	require.False(t, ok)
+
+	// Only the first read of a file is kept: what gpuprep's verdict came from.
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "sys/dev/unread"), []byte("changed\n"), 0o644))
+	_, err = r.ReadFile("/sys/dev/unread")
+	require.NoError(t, err)
+	seen, _ = rec.Seen("/sys/dev/unread")
+	require.Equal(t, "x\n", string(seen.Data))
 }
 
 func TestRunnersTakeArgvOnly(t *testing.T) {

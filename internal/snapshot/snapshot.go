@@ -4,14 +4,16 @@
 // from a real node, a record of a node's state before a change.
 //
 // Only the paths a host.Recorder noted are copied, each as it was read:
-// a file's content (regular files only: sysfs attributes are; a device
-// file or a FIFO becomes an empty file, as in gpuprep's fixtures), a
-// directory's entries (as empty stand-ins, unless read too), a symlink's
-// target as written, and the bytes read at offsets (MSRs) into a sparse
-// file. Every symlink on the way to a path is copied as a symlink, so the
-// tree resolves as the host does (/sys/bus/pci/devices/ADDR →
-// ../../../devices/…). Nothing else of the host is read, and of the
-// processes' open files only device nodes are kept.
+// a file's content as the read returned it (regular files only: sysfs
+// attributes are; a device file or a FIFO becomes an empty file, as in
+// gpuprep's fixtures), a directory's entries (as empty stand-ins, unless read
+// too), a symlink's target as written, and the parts of files read at
+// offsets (MSRs) in host.SparseMagic's text. Every symlink on the way to a
+// path is copied as a symlink, so the tree resolves as the host does
+// (/sys/bus/pci/devices/ADDR → ../../../devices/…). Nothing else of the host
+// is read. Of the processes' open files only those gpuprep looks for (NVIDIA
+// and VFIO device nodes) are kept, and of their names only those it looks for
+// (Options.KeepComm) or of processes holding such a device.
 package snapshot
 
 import (
@@ -31,27 +33,38 @@ const maxFile = 16 << 20
 // maxLinks bounds the symlinks followed for one path, as the kernel does.
 const maxLinks = 40
 
+// Options tune what is kept.
+type Options struct {
+	// KeepComm reports whether a process name (/proc/PID/comm) is one
+	// gpuprep looks for; other processes' names are copied empty, unless
+	// the process holds a device node that is kept.
+	KeepComm func(comm string) bool
+}
+
 // Stats counts what a snapshot holds.
 type Stats struct {
 	Files, Dirs, Links, Stubs int
 	Bytes                     int64
-	Unreadable                []string // read by gpuprep but not readable now (copied empty)
+	Unreadable                []string // read by gpuprep but the read failed (copied empty)
 	Other                     []string // copied files outside /sys, /proc and /dev: what a reader of the snapshot sees of the host's configuration
-	Private                   int      // processes' open files other than device nodes, left out (see isPrivate)
+	Private                   int      // processes' open files and names left out (see isPrivate)
 }
 
 type copier struct {
 	src     *host.Root
+	rec     *host.Recorder
+	opts    Options
 	dst     *os.Root // every write goes through it: nothing lands outside the snapshot, whatever links it holds
 	st      Stats
 	done    map[string]bool // host paths created in dst
 	files   map[string]bool // host paths whose content was copied
-	private map[string]bool // links left out (see isPrivate)
+	private map[string]bool // left out (see isPrivate)
+	holders map[string]bool // PIDs whose device links were kept
 }
 
 // Take copies into dst (a directory that must not exist, or be empty) every
 // path rec noted while gpuprep read src.
-func Take(src *host.Root, rec *host.Recorder, dst string) (Stats, error) {
+func Take(src *host.Root, rec *host.Recorder, dst string, opts Options) (Stats, error) {
 	if err := emptyDir(dst); err != nil {
 		return Stats{}, err
 	}
@@ -60,14 +73,15 @@ func Take(src *host.Root, rec *host.Recorder, dst string) (Stats, error) {
 		return Stats{}, err
 	}
 	defer out.Close()
-	c := &copier{src: src, dst: out, done: map[string]bool{}, files: map[string]bool{}, private: map[string]bool{}}
-	err = c.take(rec)
+	c := &copier{src: src, rec: rec, opts: opts, dst: out, done: map[string]bool{}, files: map[string]bool{},
+		private: map[string]bool{}, holders: map[string]bool{}}
+	err = c.take()
 	c.st.Private = len(c.private)
 	return c.st, err
 }
 
-func (c *copier) take(rec *host.Recorder) error {
-	paths, acc := rec.Paths()
+func (c *copier) take() error {
+	paths, acc := c.rec.Paths()
 	// Structure first (links, directories and their entries), then content,
 	// which replaces the stand-ins.
 	for _, p := range paths {
@@ -84,7 +98,7 @@ func (c *copier) take(rec *host.Recorder) error {
 			}
 		}
 		if a&(host.AccessStat|host.AccessList|host.AccessFile) != 0 {
-			final, fi, err := c.resolve(p)
+			final, fi, err := c.walkTo(p, true)
 			if err != nil {
 				return err
 			}
@@ -105,25 +119,25 @@ func (c *copier) take(rec *host.Recorder) error {
 		if acc[p]&host.AccessFile == 0 {
 			continue
 		}
-		final, fi, err := c.resolve(p)
+		final, fi, err := c.walkTo(p, true)
 		if err != nil {
 			return err
 		}
 		if fi != nil && fi.Mode().IsRegular() {
-			if err := c.content(final, fi); err != nil {
+			if err := c.content(p, final, fi); err != nil {
 				return err
 			}
 		}
 	}
-	for p, spans := range rec.Spans() {
-		final, fi, err := c.resolve(p)
+	for p, spans := range c.rec.Spans() {
+		final, fi, err := c.walkTo(p, true)
 		if err != nil {
 			return err
 		}
-		if fi == nil {
+		if fi == nil || fi.IsDir() {
 			continue
 		}
-		if err := c.spans(final, fi, spans); err != nil {
+		if err := c.write(final, host.SparseText(spans), fi); err != nil {
 			return err
 		}
 	}
@@ -143,50 +157,22 @@ func emptyDir(dst string) error {
 	return nil
 }
 
-// isPrivate reports whether the symlink p → target is a process's open file
-// other than a device node (/proc/PID/fd/N → a socket, a pipe, a user's
-// file): gpuprep looks there only for holders of /dev/nvidia* and
-// /dev/vfio/*, and the rest says what every process on the node has open.
-// Such links are left out.
-func (c *copier) isPrivate(p, target string) bool {
-	parts := strings.Split(strings.TrimPrefix(p, "/"), "/")
-	if len(parts) != 4 || parts[0] != "proc" || parts[2] != "fd" || !digits(parts[1]) || strings.HasPrefix(target, "/dev/") {
-		return false
-	}
-	c.private[p] = true
-	return true
-}
-
-func digits(s string) bool {
-	return s != "" && strings.Trim(s, "0123456789") == ""
-}
-
-// rel is the host path p inside the snapshot.
-func rel(p string) string {
-	if r := strings.TrimPrefix(path.Clean("/"+p), "/"); r != "" {
-		return r
-	}
-	return "."
-}
-
-// resolve walks p on the host, copying every directory and symlink on the
-// way, and returns the host path it ends at and what is there (nil when
-// nothing is).
-func (c *copier) resolve(p string) (string, fs.FileInfo, error) {
-	return c.walkTo(p, true)
-}
-
+// walkTo walks the host path p as the kernel does (a symlink's target is
+// taken from the directory holding the link, and ".." after it from where
+// the link led), copying every directory and symlink on the way. It returns
+// the host path it ends at and what is there (nil when nothing is); with
+// followLast false a final symlink is copied, not followed.
 func (c *copier) walkTo(p string, followLast bool) (string, fs.FileInfo, error) {
-	todo := strings.Split(strings.TrimPrefix(path.Clean("/"+p), "/"), "/")
+	todo := strings.Split(path.Clean("/"+p), "/")
 	cur := "/"
 	links := 0
 	for len(todo) > 0 {
 		name := todo[0]
 		todo = todo[1:]
-		if name == "" || name == "." {
+		switch name {
+		case "", ".":
 			continue
-		}
-		if name == ".." {
+		case "..":
 			cur = path.Dir(cur)
 			continue
 		}
@@ -209,13 +195,10 @@ func (c *copier) walkTo(p string, followLast bool) (string, fs.FileInfo, error) 
 			if links++; links > maxLinks {
 				return next, nil, nil
 			}
-			base := cur
 			if path.IsAbs(target) {
-				base = "/"
+				cur = "/"
 			}
-			rest := strings.Split(strings.TrimPrefix(path.Join(base, target), "/"), "/")
-			todo = append(rest, todo...)
-			cur = "/"
+			todo = append(strings.Split(target, "/"), todo...)
 			continue
 		}
 		if len(todo) == 0 {
@@ -234,6 +217,41 @@ func (c *copier) walkTo(p string, followLast bool) (string, fs.FileInfo, error) 
 		return cur, nil, nil
 	}
 	return cur, fi, c.mkdir(cur)
+}
+
+// procPath splits /proc/PID/REST.
+func procPath(p string) (pid, rest string, ok bool) {
+	parts := strings.SplitN(strings.TrimPrefix(p, "/"), "/", 3)
+	if len(parts) != 3 || parts[0] != "proc" || parts[1] == "" || strings.Trim(parts[1], "0123456789") != "" {
+		return "", "", false
+	}
+	return parts[1], parts[2], true
+}
+
+// isPrivate reports whether the symlink p → target is a process's open file
+// other than an NVIDIA or VFIO device node (a socket, a pipe, a user's
+// file): gpuprep looks there only for holders of /dev/nvidia* and
+// /dev/vfio/*, and the rest says what every process on the node has open.
+// Such links are left out.
+func (c *copier) isPrivate(p, target string) bool {
+	pid, rest, ok := procPath(p)
+	if !ok || !strings.HasPrefix(rest, "fd/") || strings.Contains(rest[3:], "/") {
+		return false
+	}
+	if strings.HasPrefix(target, "/dev/nvidia") || strings.HasPrefix(target, "/dev/vfio/") {
+		c.holders[pid] = true
+		return false
+	}
+	c.private[p] = true
+	return true
+}
+
+// rel is the host path p inside the snapshot.
+func rel(p string) string {
+	if r := strings.TrimPrefix(path.Clean("/"+p), "/"); r != "" {
+		return r
+	}
+	return "."
 }
 
 func (c *copier) mkdir(p string) error {
@@ -261,7 +279,8 @@ func (c *copier) link(p, target string) error {
 }
 
 // stub puts p in place as what it is: a directory, or an empty file with
-// p's permission bits (a device file or a FIFO too, as fixtures have them).
+// p's permission bits and time (a device file or a FIFO too, as fixtures
+// have them).
 func (c *copier) stub(p string, fi fs.FileInfo) error {
 	if fi.IsDir() {
 		return c.mkdir(p)
@@ -269,15 +288,9 @@ func (c *copier) stub(p string, fi fs.FileInfo) error {
 	if c.done[p] {
 		return nil
 	}
-	if err := c.mkdir(path.Dir(p)); err != nil {
-		return err
-	}
 	c.done[p] = true
 	c.st.Stubs++
-	if err := c.dst.WriteFile(rel(p), nil, fi.Mode().Perm()|0o200); err != nil {
-		return err
-	}
-	return c.dst.Chtimes(rel(p), fi.ModTime(), fi.ModTime())
+	return c.write(p, nil, fi)
 }
 
 // entries puts every entry of the host directory p in place: symlinks as
@@ -317,24 +330,29 @@ func (c *copier) entries(p string) error {
 	return nil
 }
 
-// content copies the regular file p.
-func (c *copier) content(p string, fi fs.FileInfo) error {
+// content copies the regular file p (asked for as asked) with what
+// gpuprep's read returned, or, for a file only opened (pci.ids), as it is
+// now.
+func (c *copier) content(asked, p string, fi fs.FileInfo) error {
 	if c.files[p] {
 		return nil
 	}
 	c.files[p] = true
-	if err := c.mkdir(path.Dir(p)); err != nil {
-		return err
+	seen, ok := c.rec.Seen(asked)
+	switch {
+	case ok:
+	case fi.Size() > maxFile:
+		seen.Err = fmt.Errorf("larger than %d MiB", maxFile>>20)
+	default:
+		seen.Data, seen.Err = c.src.ReadFile(p)
 	}
-	var b []byte
-	var err error
-	if fi.Size() <= maxFile {
-		b, err = c.src.ReadFile(p)
-	} else {
-		err = fmt.Errorf("larger than %d MiB", maxFile>>20)
-	}
-	if err != nil || len(b) > maxFile {
+	b := seen.Data
+	if seen.Err != nil || len(b) > maxFile {
 		c.st.Unreadable = append(c.st.Unreadable, p)
+		b = nil
+	}
+	if pid, rest, ok := procPath(p); ok && rest == "comm" && !c.holders[pid] && c.opts.KeepComm != nil && !c.opts.KeepComm(strings.TrimSpace(string(b))) {
+		c.private[p] = true
 		b = nil
 	}
 	c.st.Files++
@@ -343,37 +361,21 @@ func (c *copier) content(p string, fi fs.FileInfo) error {
 	if top != "sys" && top != "proc" && top != "dev" {
 		c.st.Other = append(c.st.Other, p)
 	}
+	return c.write(p, b, fi)
+}
+
+// write writes the file p with b, p's permission bits (and the owner's
+// write) and its time: gpuprep compares times (a GRUB file changed after
+// the last boot).
+func (c *copier) write(p string, b []byte, fi fs.FileInfo) error {
+	if err := c.mkdir(path.Dir(p)); err != nil {
+		return err
+	}
 	mode := fi.Mode().Perm() | 0o200
 	if err := c.dst.WriteFile(rel(p), b, mode); err != nil {
 		return err
 	}
-	if err := c.dst.Chmod(rel(p), mode); err != nil { // WriteFile keeps a stand-in's mode
-		return err
-	}
-	// gpuprep compares times (a GRUB file changed after the last boot).
-	return c.dst.Chtimes(rel(p), fi.ModTime(), fi.ModTime())
-}
-
-// spans writes the bytes read at offsets into a sparse file.
-func (c *copier) spans(p string, fi fs.FileInfo, spans []host.Span) error {
-	if err := c.stub(p, fi); err != nil {
-		return err
-	}
-	f, err := c.dst.OpenFile(rel(p), os.O_WRONLY, 0)
-	if err != nil {
-		return err
-	}
-	for _, s := range spans {
-		b, err := c.src.ReadAt(p, s.Off, s.N)
-		if err != nil {
-			continue // not readable now: left out, so it reads as short
-		}
-		if _, err := f.WriteAt(b, s.Off); err != nil {
-			f.Close()
-			return err
-		}
-	}
-	if err := f.Close(); err != nil {
+	if err := c.dst.Chmod(rel(p), mode); err != nil { // WriteFile keeps an existing file's mode
 		return err
 	}
 	return c.dst.Chtimes(rel(p), fi.ModTime(), fi.ModTime())
