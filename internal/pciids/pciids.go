@@ -73,7 +73,7 @@ func scan(r io.Reader, ids []ID) Names {
 	}
 	left := len(wantV) + len(wantD)
 	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64*1024), 1024*1024)
+	sc.Buffer(make([]byte, 4096), 1024*1024) // lines are short: a page, grown if ever needed
 	vendor := ""
 	for sc.Scan() && left > 0 {
 		line := sc.Bytes() // not copied: only matches become strings
