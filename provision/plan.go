@@ -263,6 +263,11 @@ func (p *Plan) planKernelArgs() (bool, error) {
 			p.Notes = append(p.Notes, fmt.Sprintf("no bootloader configuration found, but the running kernel already has %s: nothing to configure; make sure whatever builds this node's kernel command line keeps them", argList(want)))
 			return false, nil
 		}
+		if errors.Is(err, grub.ErrUnsupported) {
+			// A node booted over the network or straight by a hypervisor:
+			// its command line is made elsewhere, where gpuprep cannot edit it.
+			err = fmt.Errorf("%w; the running kernel lacks %s: add them where this node's kernel command line is made (the PXE/iPXE boot configuration, the hypervisor's definition of this VM, a unified kernel image), reboot, and run gpuprep again", err, argList(want))
+		}
 		return false, &PlanError{Step: StepKernelArgs, Err: err}
 	}
 	p.boot = boot
