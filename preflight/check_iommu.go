@@ -223,11 +223,19 @@ func checkIOMMUCmdline(e *Env) []Finding {
 		default:
 			f.Status = bad
 			f.Message = "missing from /proc/cmdline"
-			if src != nil {
+			switch {
+			case src != nil:
 				f.Message += " and from " + src.File
+				f.Fixable, f.FixCommand = true, fix
+				f.Remedy = fix + ", then reboot"
+			case srcErr == nil:
+				// No bootloader configuration: booted over the network or
+				// straight by a hypervisor; grub ensure has nothing to edit.
+				f.Message += "; no bootloader configuration on this node"
+				f.Remedy = "add " + want.String() + " where this node's kernel command line is made (the PXE/iPXE boot configuration, the hypervisor's definition of this VM, a unified kernel image), then reboot"
+			default:
+				f.Remedy = fix + ", then reboot"
 			}
-			f.Fixable, f.FixCommand = true, fix
-			f.Remedy = fix + ", then reboot"
 		}
 		f.Message += " — " + why
 		if !running && !conf && !required && kargs.Norm(want.Key) == "intel_iommu" {
