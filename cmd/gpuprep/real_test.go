@@ -8,7 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/gpuprep/gpuprep/internal/fixture"
+	"github.com/gpuprep/gpuprep/internal/snapshot"
 )
 
 // The real node: an NVIDIA H200 (10de:2335, driver 580.159.04) in a Firecracker microVM (kernel
@@ -25,7 +25,7 @@ const (
 func realRoot(t *testing.T, tarball string) string {
 	t.Helper()
 	dir := t.TempDir()
-	require.NoError(t, fixture.Unpack(tarball, dir))
+	require.NoError(t, snapshot.Unpack(tarball, dir))
 	return dir
 }
 

@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/gpuprep/gpuprep/internal/host"
+	"github.com/gpuprep/gpuprep/internal/snapshot"
 )
 
 // Exit codes (documented in the README).
@@ -39,12 +41,56 @@ func usageErr(format string, a ...any) error {
 
 // globals are the flags every command shares.
 type globals struct {
-	root string
-	rec  *host.Recorder // gpuprep snapshot: notes what the command reads
+	root     string
+	rec      *host.Recorder // gpuprep snapshot: notes what the command reads
+	unpacked string         // --root FILE.tar.gz: where it was unpacked, removed when the command ends
+}
+
+// isTarball reports whether p names a packed snapshot (gpuprep snapshot FILE.tar.gz).
+func isTarball(p string) bool { return strings.HasSuffix(p, ".tar.gz") || strings.HasSuffix(p, ".tgz") }
+
+// rootDir is --root's directory; a packed snapshot is unpacked once, into a
+// temporary directory that goes when the command ends (a command that
+// changes files changes only that copy).
+func (g *globals) rootDir() (string, error) {
+	if !isTarball(g.root) {
+		return g.root, nil
+	}
+	if g.unpacked != "" {
+		return g.unpacked, nil
+	}
+	fi, err := os.Stat(g.root)
+	if err != nil {
+		return "", usageErr("--root: %v", err)
+	}
+	if !fi.Mode().IsRegular() {
+		return "", usageErr("--root %s: not a file", g.root)
+	}
+	dir, err := os.MkdirTemp("", "gpuprep-root-")
+	if err != nil {
+		return "", err
+	}
+	if err := snapshot.Unpack(g.root, dir); err != nil {
+		os.RemoveAll(dir)
+		return "", usageErr("--root: %v", err)
+	}
+	g.unpacked = dir
+	return dir, nil
+}
+
+func (g *globals) cleanup() {
+	if g.unpacked != "" {
+		os.RemoveAll(g.unpacked)
+		g.unpacked = ""
+	}
 }
 
 func (g *globals) hostRoot() (*host.Root, error) {
-	r, err := host.NewRoot(g.root)
+	dir, err := g.rootDir()
+	if err != nil {
+		return nil, err
+	}
+	r, err := host.NewRoot(dir)
 	if err != nil {
 		return nil, usageErr("--root: %v", err)
 	}
@@ -70,7 +116,7 @@ drivers, VFIO and vGPU.`,
 	}
 	cmd.SetOut(stdout)
 	cmd.SetErr(stderr)
-	cmd.PersistentFlags().StringVar(&g.root, "root", g.root, "directory that stands in for / (a host snapshot or fixture); env GPUPREP_ROOT")
+	cmd.PersistentFlags().StringVar(&g.root, "root", g.root, "directory that stands in for / (a host snapshot or fixture), or a snapshot packed by gpuprep snapshot FILE.tar.gz; env GPUPREP_ROOT")
 	cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return &exitError{code: exitUsage, err: fmt.Errorf("%w\nRun '%s --help' for usage.", err, c.CommandPath())}
 	})
@@ -93,6 +139,7 @@ func execute(args []string, stdout, stderr io.Writer) int {
 }
 
 func executeWith(args []string, stdout, stderr io.Writer, g *globals) int {
+	defer g.cleanup()
 	cmd := newRootCmdWith(stdout, stderr, g)
 	cmd.SetArgs(args)
 	err := cmd.Execute()

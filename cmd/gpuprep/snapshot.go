@@ -31,19 +31,21 @@ var snapshotRuns = [][]string{
 func newSnapshotCmd(g *globals) *cobra.Command {
 	var sel []string
 	cmd := &cobra.Command{
-		Use:   "snapshot DIR",
+		Use:   "snapshot DIR|FILE.tar.gz",
 		Short: "Copy what gpuprep reads on this node into DIR, laid out as a root: gpuprep check --root DIR then gives this node's verdicts anywhere",
 		Long: `snapshot runs gpuprep's read-only commands (check, vfio status, vgpu types,
 grub show, plan for container and vm-passthrough) on this node, notes every
-file, directory and symlink they read, and copies exactly those into DIR (new
-or empty), laid out like the node's root: sysfs attributes and links, /proc
-files, the bootloader and kubelet configuration files gpuprep reads, MSR
-values. Nothing else is read, and nothing on the node is changed.
+file, directory and symlink they read, and copies exactly those, as each read
+returned them, into DIR (new or empty) laid out like the node's root: sysfs
+attributes and links, /proc files, the bootloader and kubelet configuration
+files gpuprep reads, MSR values. Given FILE.tar.gz (which must not exist) it
+writes that packed instead, whole or not at all. Nothing else is read, and
+nothing on the node is changed.
 
-Then it runs the same commands against DIR and compares: a snapshot that does
-not reproduce the node's output is reported (exit 1). Attach DIR (tar czf) to
-a bug report, keep it as a fixture, or compare a node before and after a change:
-gpuprep check --root DIR.
+Then it runs the same commands against the snapshot and compares: one that
+does not reproduce the node's output is reported (exit 1). Attach it to a bug
+report, keep it as a fixture, or compare a node before and after a change:
+gpuprep check --root DIR, or --root FILE.tar.gz.
 
 Run it as root, as check: without root some files (MSRs, ACPI tables) cannot
 be read, and the snapshot holds what this user saw. The configuration files
@@ -71,6 +73,21 @@ func runSnapshot(cmd *cobra.Command, g *globals, dir string, sel []string) error
 	if src.IsLive() && (abs == "/" || strings.HasPrefix(abs+"/", "/sys/") || strings.HasPrefix(abs+"/", "/proc/") || strings.HasPrefix(abs+"/", "/dev/")) {
 		return usageErr("snapshot directory %s: not under /, /sys, /proc or /dev", abs)
 	}
+	packed := isTarball(abs)
+	tree := abs
+	if packed {
+		// Taken into a temporary tree, packed next to FILE, checked from
+		// the packed file, then renamed into place: FILE is whole or absent.
+		if _, err := os.Lstat(abs); err == nil {
+			return usageErr("%s exists: a snapshot does not overwrite a file", abs)
+		}
+		tmp, err := os.MkdirTemp("", "gpuprep-snapshot-")
+		if err != nil {
+			return &exitError{code: exitUnknown, err: err}
+		}
+		defer os.RemoveAll(tmp)
+		tree = filepath.Join(tmp, "root")
+	}
 	var selArgs []string
 	for _, s := range sel {
 		selArgs = append(selArgs, "--select", s)
@@ -86,7 +103,7 @@ func runSnapshot(cmd *cobra.Command, g *globals, dir string, sel []string) error
 	rec := host.NewRecorder()
 	live := make([]string, len(runs))
 	for i, args := range runs {
-		live[i] = runOnce(args, &globals{root: g.root, rec: rec})
+		live[i] = runOnce(args, &globals{root: src.Dir(), rec: rec})
 	}
 	for i, args := range runs {
 		if strings.HasPrefix(live[i], fmt.Sprintf("exit %d\n", exitUsage)) {
@@ -94,14 +111,23 @@ func runSnapshot(cmd *cobra.Command, g *globals, dir string, sel []string) error
 			return usageErr("gpuprep %s: %s", strings.Join(args, " "), strings.TrimSpace(strings.TrimPrefix(stderr, "gpuprep: ")))
 		}
 	}
-	st, err := snapshot.Take(src, rec, abs, snapshot.Options{KeepComm: func(c string) bool { return vgpu.DaemonOf(c) != "" }})
+	st, err := snapshot.Take(src, rec, tree, snapshot.Options{KeepComm: func(c string) bool { return vgpu.DaemonOf(c) != "" }})
 	if err != nil {
 		return &exitError{code: exitUnknown, err: fmt.Errorf("snapshot into %s: %w", abs, err)}
+	}
+	replay, where := tree, abs
+	if packed {
+		tmpFile, n, err := pack(tree, abs)
+		if err != nil {
+			return &exitError{code: exitUnknown, err: fmt.Errorf("snapshot into %s: %w", abs, err)}
+		}
+		defer os.Remove(tmpFile) // gone once renamed
+		replay, where = tmpFile, fmt.Sprintf("%s (%s packed)", abs, size(n))
 	}
 
 	out := cmd.OutOrStdout()
 	fmt.Fprintf(out, "Snapshot in %s: %d files (%s), %d symlinks, %d directories, %d stand-ins for entries gpuprep listed but did not read.\n",
-		abs, st.Files, size(st.Bytes), st.Links, st.Dirs, st.Stubs)
+		where, st.Files, size(st.Bytes), st.Links, st.Dirs, st.Stubs)
 	if len(st.Other) > 0 {
 		fmt.Fprintf(out, "Configuration files copied (read them before you share the snapshot): %s\n", strings.Join(st.Other, ", "))
 	}
@@ -116,8 +142,13 @@ func runSnapshot(cmd *cobra.Command, g *globals, dir string, sel []string) error
 	}
 	var differ []string
 	for i, args := range runs {
-		if got := runOnce(args, &globals{root: abs}); got != live[i] {
+		if got := runOnce(args, &globals{root: replay}); got != live[i] {
 			differ = append(differ, strings.Join(args, " "))
+		}
+	}
+	if packed {
+		if err := os.Rename(replay, abs); err != nil {
+			return &exitError{code: exitUnknown, err: err}
 		}
 	}
 	if len(differ) > 0 {
@@ -126,6 +157,31 @@ func runSnapshot(cmd *cobra.Command, g *globals, dir string, sel []string) error
 	}
 	fmt.Fprintf(out, "Reproduced: gpuprep --root %s gives this node's output for check, vfio status, vgpu types, grub show and plan.\n", abs)
 	return nil
+}
+
+// pack packs tree into a new temporary file next to target (so that a
+// rename puts it in place), synced; it returns the file and its size.
+func pack(tree, target string) (string, int64, error) {
+	f, err := os.CreateTemp(filepath.Dir(target), ".gpuprep-snapshot-*.tar.gz")
+	if err != nil {
+		return "", 0, err
+	}
+	err = snapshot.Pack(tree, f)
+	if err == nil {
+		err = f.Sync()
+	}
+	fi, serr := f.Stat()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = serr
+	}
+	if err != nil {
+		os.Remove(f.Name())
+		return "", 0, err
+	}
+	return f.Name(), fi.Size(), nil
 }
 
 // runOnce runs one gpuprep command in this process and returns what it

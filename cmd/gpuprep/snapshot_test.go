@@ -215,3 +215,33 @@ func TestSnapshotKeepsOnlyDeviceNodesOfProcesses(t *testing.T) {
 	}
 	sameOutputs(t, "holders", src, dst)
 }
+
+// snapshot FILE.tar.gz writes the snapshot packed, whole or not at all, and --root takes the file as it is: times
+// (reboot pending), MSRs and a real node's capture come through.
+func TestSnapshotPacked(t *testing.T) {
+	t.Setenv("NO_COLOR", "1")
+	for name, src := range map[string]string{
+		"reboot-pending": fixtureRoot(t, "reboot-pending"), "amd-ready": fixtureRoot(t, "amd-ready"),
+		"real-h200-vm": realRoot(t, realH200Root),
+	} {
+		dir := t.TempDir()
+		file := filepath.Join(dir, "node.tar.gz")
+		out, errs, code := gpuprep(t, "--root", src, "snapshot", file)
+		require.Equal(t, 0, code, "%s: %s%s", name, out, errs)
+		require.Contains(t, out, "Snapshot in "+file+" (", name)
+		require.Contains(t, out, "Reproduced: gpuprep --root "+file, name)
+		ents, err := os.ReadDir(dir)
+		require.NoError(t, err)
+		require.Len(t, ents, 1, "%s: no temporary file left beside it", name)
+		sameOutputs(t, name, src, file)
+
+		_, errs, code = gpuprep(t, "--root", src, "snapshot", file)
+		require.Equal(t, 2, code, name)
+		require.Contains(t, errs, "exists: a snapshot does not overwrite a file")
+	}
+	out, _, _ := gpuprep(t, "--root", filepath.Join(t.TempDir(), "missing.tar.gz"), "check")
+	require.Empty(t, out)
+	_, errs, code := gpuprep(t, "--root", filepath.Join(t.TempDir(), "missing.tar.gz"), "check")
+	require.Equal(t, 2, code)
+	require.Contains(t, errs, "--root: ")
+}

@@ -1,0 +1,146 @@
+package snapshot
+
+import (
+	"archive/tar"
+	"compress/gzip"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// Unpack extracts a snapshot packed by Pack (or a root captured otherwise: directories, regular files and symlinks
+// as sysfs has them; testdata/roots/real/*.tar.gz) into dir, keeping modes and modification times. A tarball, not
+// a tree, travels whole: git and many copies keep no empty directories, and an empty /sys/class/iommu says
+// something a missing one does not. Every write goes through an os.Root, so no entry, and no symlink an earlier
+// entry made, can put a file outside dir; links are written as they are (a host.Root resolves them inside the
+// root). Device files, FIFOs and hard links are refused.
+func Unpack(tarball, dir string) error {
+	f, err := os.Open(tarball)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		return fmt.Errorf("%s: %w", tarball, err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	out, err := os.OpenRoot(dir)
+	if err != nil {
+		return err
+	}
+	defer out.Close()
+	tr := tar.NewReader(zr)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", tarball, err)
+		}
+		if slices.Contains(strings.Split(h.Name, "/"), "..") {
+			return fmt.Errorf("%s: entry %q leaves the root", tarball, h.Name)
+		}
+		name := strings.TrimPrefix(path.Clean("/"+h.Name), "/")
+		if name == "" {
+			continue
+		}
+		if d := path.Dir(name); d != "." {
+			if err := out.MkdirAll(d, 0o755); err != nil {
+				return fmt.Errorf("%s: entry %q: %w", tarball, h.Name, err)
+			}
+		}
+		switch h.Typeflag {
+		case tar.TypeDir:
+			err = out.MkdirAll(name, 0o755)
+		case tar.TypeSymlink:
+			err = out.Symlink(h.Linkname, name)
+		case tar.TypeReg:
+			err = writeEntry(out, name, os.FileMode(h.Mode).Perm()|0o200, tr)
+			if err == nil && !h.ModTime.IsZero() {
+				err = out.Chtimes(name, h.ModTime, h.ModTime)
+			}
+		default:
+			err = fmt.Errorf("type %q not supported", h.Typeflag)
+		}
+		if err != nil {
+			return fmt.Errorf("%s: entry %q: %w", tarball, h.Name, err)
+		}
+	}
+}
+
+func writeEntry(out *os.Root, name string, mode os.FileMode, r io.Reader) error {
+	w, err := out.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(w, r); err != nil {
+		w.Close()
+		return err
+	}
+	return w.Close()
+}
+
+// Pack writes the tree dir as a gzip-compressed tarball to w: every directory (empty ones too), regular file and
+// symlink, in name order, with its mode and modification time (gpuprep compares file times), owned by 0:0, so
+// that the same tree packs to the same bytes.
+func Pack(dir string, w io.Writer) error {
+	zw := gzip.NewWriter(w)
+	tw := tar.NewWriter(zw)
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil || rel == "." {
+			return err
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		h := &tar.Header{Name: filepath.ToSlash(rel), Mode: int64(fi.Mode().Perm()), ModTime: fi.ModTime(), Format: tar.FormatPAX}
+		switch {
+		case d.IsDir():
+			h.Typeflag, h.Name = tar.TypeDir, h.Name+"/"
+		case fi.Mode()&fs.ModeSymlink != 0:
+			h.Typeflag = tar.TypeSymlink
+			if h.Linkname, err = os.Readlink(p); err != nil {
+				return err
+			}
+		case fi.Mode().IsRegular():
+			h.Typeflag, h.Size = tar.TypeReg, fi.Size()
+		default:
+			return fmt.Errorf("%s: not a directory, regular file or symlink", p)
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			return err
+		}
+		if h.Typeflag != tar.TypeReg {
+			return nil
+		}
+		f, err := os.Open(p)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		_, err = io.CopyN(tw, f, h.Size)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if err := tw.Close(); err != nil {
+		return err
+	}
+	return zw.Close()
+}
