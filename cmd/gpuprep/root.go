@@ -50,8 +50,8 @@ type globals struct {
 func isTarball(p string) bool { return strings.HasSuffix(p, ".tar.gz") || strings.HasSuffix(p, ".tgz") }
 
 // rootDir is --root's directory; a packed snapshot is unpacked once, into a
-// temporary directory that goes when the command ends (a command that
-// changes files changes only that copy).
+// temporary directory that goes when the command ends (hostRoot freezes it:
+// a command that would change files there fails instead).
 func (g *globals) rootDir() (string, error) {
 	if !isTarball(g.root) {
 		return g.root, nil
@@ -93,6 +93,9 @@ func (g *globals) hostRoot() (*host.Root, error) {
 	r, err := host.NewRoot(dir)
 	if err != nil {
 		return nil, usageErr("--root: %v", err)
+	}
+	if g.unpacked != "" {
+		r = r.Frozen("--root " + g.root + " is a packed snapshot, unpacked for this command only: a change would be lost (unpack it with tar xzf and give --root the directory)")
 	}
 	if g.rec != nil {
 		r = r.Recording(g.rec)

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -244,4 +245,30 @@ func TestSnapshotPacked(t *testing.T) {
 	_, errs, code := gpuprep(t, "--root", filepath.Join(t.TempDir(), "missing.tar.gz"), "check")
 	require.Equal(t, 2, code)
 	require.Contains(t, errs, "--root: ")
+}
+
+// A packed snapshot given to --root is unpacked for one command: a command that would change files fails, naming
+// why, instead of changing a copy that is then thrown away.
+func TestPackedRootIsReadOnly(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "node.tar.gz")
+	_, errs, code := gpuprep(t, "--root", fixtureRoot(t, "consumer-shared-group"), "snapshot", file)
+	require.Equal(t, 0, code, errs)
+	before, err := os.ReadFile(file)
+	require.NoError(t, err)
+	_, errs, code = gpuprep(t, "--root", file, "label", "--mode", "container", "--before-join")
+	require.NotEqual(t, 0, code)
+	require.Contains(t, errs, "is a packed snapshot, unpacked for this command only: a change would be lost")
+	out, errs, code := gpuprep(t, "--root", file, "label", "--mode", "container", "--before-join", "--dry-run")
+	require.Equal(t, 0, code, errs)
+	require.Contains(t, out, "KUBELET_EXTRA_ARGS", "a dry run still shows the change")
+	after, err := os.ReadFile(file)
+	require.NoError(t, err)
+	require.Equal(t, before, after)
+	matches, err := filepath.Glob(filepath.Join(os.TempDir(), "gpuprep-root-*"))
+	require.NoError(t, err)
+	for _, m := range matches {
+		fi, err := os.Stat(m)
+		require.NoError(t, err)
+		require.False(t, fi.ModTime().After(time.Now().Add(-time.Minute)), "left behind: %s", m)
+	}
 }

@@ -121,11 +121,7 @@ func (rec *Recorder) Spans() map[string][]Span {
 
 // Recording returns a view of r that notes every path it reads in rec.
 func (r *Root) Recording(rec *Recorder) *Root {
-	v := &Root{dir: r.dir, live: r.live, rfd: r.rfd, rec: rec}
-	if r.dirs != nil {
-		v.dirs = map[string]string{}
-	}
-	return v
+	return &Root{dir: r.dir, live: r.live, dirs: r.freshDirs(), rfd: r.rfd, rec: rec, frozen: r.frozen}
 }
 
 // IsRecording reports whether r notes what it reads (gpuprep snapshot).

@@ -33,6 +33,9 @@ type Root struct {
 	dirs map[string]string
 	rfd  *rootFD   // the root opened for openat2 (fixture roots only)
 	rec  *Recorder // notes what is read (gpuprep snapshot); nil: nothing noted
+	// frozen, when set, is why nothing may be written through this root (a
+	// packed snapshot unpacked for one command: a change would be lost).
+	frozen string
 }
 
 // ReadOnly returns a view of the same root that remembers resolved
@@ -41,7 +44,7 @@ type Root struct {
 // component for each. Never use it for commands that change links (vfio
 // bind moves driver links), since the cache would go stale.
 func (r *Root) ReadOnly() *Root {
-	return &Root{dir: r.dir, live: r.live, dirs: map[string]string{}, rfd: r.rfd, rec: r.rec}
+	return &Root{dir: r.dir, live: r.live, dirs: map[string]string{}, rfd: r.rfd, rec: r.rec, frozen: r.frozen}
 }
 
 // NewRoot returns a Root for dir. An empty dir means "/".
@@ -65,6 +68,28 @@ func NewRoot(dir string) (*Root, error) {
 		root.rfd = &rootFD{}
 	}
 	return root, nil
+}
+
+// Frozen returns a view of r through which every write fails with reason.
+func (r *Root) Frozen(reason string) *Root {
+	return &Root{dir: r.dir, live: r.live, dirs: r.freshDirs(), rfd: r.rfd, rec: r.rec, frozen: reason}
+}
+
+// freshDirs is an empty directory cache when r caches (see ReadOnly).
+func (r *Root) freshDirs() map[string]string {
+	if r.dirs == nil {
+		return nil
+	}
+	return map[string]string{}
+}
+
+// Writable says whether the host path p may be written through r: nil, or
+// the error every write through a frozen root gets.
+func (r *Root) Writable(p string) error {
+	if r.frozen == "" {
+		return nil
+	}
+	return &fs.PathError{Op: "write", Path: path.Clean("/" + p), Err: errors.New(r.frozen)}
 }
 
 // Dir is the directory that stands in for "/".

@@ -14,6 +14,9 @@ import (
 // kernel wants (a second write, e.g. a lone newline, would reset
 // driver_override). It does not create the file.
 func (r *Root) WriteAttr(p, value string) error {
+	if err := r.Writable(p); err != nil {
+		return err
+	}
 	rp, err := r.Path(p)
 	if err != nil {
 		return err
@@ -48,6 +51,9 @@ type WriteResult struct {
 // the content p already has changes nothing.
 func (r *Root) WriteFileAtomic(p string, data []byte, perm fs.FileMode, now time.Time) (WriteResult, error) {
 	var res WriteResult
+	if err := r.Writable(p); err != nil {
+		return res, err
+	}
 	rp, err := r.Path(p)
 	if err != nil {
 		return res, err
@@ -171,6 +177,9 @@ func syncDir(dir string) error {
 
 // RemoveFile removes the host file p (a missing file is not an error).
 func (r *Root) RemoveFile(p string) error {
+	if err := r.Writable(p); err != nil {
+		return err
+	}
 	rp, err := r.lpath(p)
 	if err != nil {
 		return err
@@ -183,6 +192,9 @@ func (r *Root) RemoveFile(p string) error {
 
 // MkdirAll creates the host directory p and its parents.
 func (r *Root) MkdirAll(p string, perm fs.FileMode) error {
+	if err := r.Writable(p); err != nil {
+		return err
+	}
 	rp, err := r.Path(p)
 	if err != nil {
 		return err
