@@ -1,6 +1,7 @@
 package preflight
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
@@ -105,6 +106,14 @@ func checkIOMMUKernel(e *Env) []Finding {
 	f.FixCommand = "gpuprep grub ensure --mode " + string(e.vmMode())
 	f.Remedy = "set the IOMMU kernel arguments (" + f.FixCommand + ") and reboot"
 	return []Finding{f}
+}
+
+// noBootloader reports whether the node has no bootloader configuration
+// gpuprep knows at all (grub.Configured also finds nothing for kernelstub,
+// which only its own tool edits).
+func noBootloader(e *Env) bool {
+	_, err := grub.Detect(e.Root)
+	return errors.Is(err, grub.ErrUnsupported)
 }
 
 func allSatisfied(ps, want []kargs.Param) bool {
@@ -228,12 +237,13 @@ func checkIOMMUCmdline(e *Env) []Finding {
 				f.Message += " and from " + src.File
 				f.Fixable, f.FixCommand = true, fix
 				f.Remedy = fix + ", then reboot"
-			case srcErr == nil:
+			case srcErr == nil && noBootloader(e):
 				// No bootloader configuration: booted over the network or
 				// straight by a hypervisor; grub ensure has nothing to edit.
 				f.Message += "; no bootloader configuration on this node"
 				f.Remedy = "add " + want.String() + " where this node's kernel command line is made (the PXE/iPXE boot configuration, the hypervisor's definition of this VM, a unified kernel image), then reboot"
 			default:
+				f.Fixable, f.FixCommand = srcErr == nil, fix // kernelstub and the like: grub ensure edits them
 				f.Remedy = fix + ", then reboot"
 			}
 		}

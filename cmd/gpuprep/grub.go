@@ -27,10 +27,20 @@ func init() { register(newGrubCmd) }
 // grubRunner runs the regeneration commands: on this machine for /, inside
 // the root (chroot) otherwise. Tests replace it with a FakeRunner.
 var grubRunner = func(root *host.Root) host.Runner {
+	if err := root.Writable("/"); err != nil {
+		return refusingRunner{err} // a packed snapshot: run nothing from it
+	}
 	if root.IsLive() {
 		return host.ExecRunner{}
 	}
 	return host.ChrootRunner{Dir: root.Dir()}
+}
+
+// refusingRunner runs nothing and answers every command with err.
+type refusingRunner struct{ err error }
+
+func (r refusingRunner) Run(_ context.Context, argv ...string) ([]byte, error) {
+	return nil, fmt.Errorf("%s: %w", host.ShellQuote(argv), r.err)
 }
 
 // grubNow is the time backups and journal entries are stamped with.

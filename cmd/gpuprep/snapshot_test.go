@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -271,4 +272,12 @@ func TestPackedRootIsReadOnly(t *testing.T) {
 		require.NoError(t, err)
 		require.False(t, fi.ModTime().After(time.Now().Add(-time.Minute)), "left behind: %s", m)
 	}
+}
+
+// Nothing runs from a packed snapshot: its programs (a kernelstub in it, say) would run as root on a copy.
+func TestPackedRootRunsNothing(t *testing.T) {
+	r, err := host.NewRoot(t.TempDir())
+	require.NoError(t, err)
+	_, err = grubRunner(r.Frozen("packed")).Run(context.Background(), "kernelstub", "--add-options", "iommu=pt")
+	require.ErrorContains(t, err, "kernelstub --add-options iommu=pt: write /: packed")
 }
