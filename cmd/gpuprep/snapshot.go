@@ -94,9 +94,9 @@ func runSnapshot(cmd *cobra.Command, g *globals, dir string, sel []string) error
 	}
 	runs := make([][]string, len(snapshotRuns))
 	for i, r := range snapshotRuns {
-		runs[i] = append(append([]string(nil), r...), selArgs...)
-		if r[0] == "grub" {
-			runs[i] = r // grub show takes no --select
+		runs[i] = r
+		if r[0] != "grub" { // grub show takes no --select
+			runs[i] = append(append([]string(nil), r...), selArgs...)
 		}
 	}
 
