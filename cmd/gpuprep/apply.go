@@ -29,7 +29,7 @@ func init() { register(newApplyCmd) }
 // kernel does and records commands.
 var provisionKernel = func(root *host.Root) (vfio.Sysfs, host.Runner, error) {
 	if !root.IsLive() {
-		return nil, nil, usageErr("--root %s: apply and rollback change the running kernel; against another root only gpuprep plan works", root.Dir())
+		return nil, nil, usageErr("--root %s: apply and rollback change the running kernel; against another root only gpuprep plan works", root.Name())
 	}
 	return root, host.ExecRunner{}, nil
 }

@@ -44,6 +44,7 @@ type globals struct {
 	root     string
 	rec      *host.Recorder // gpuprep snapshot: notes what the command reads
 	unpacked string         // --root FILE.tar.gz: where it was unpacked, removed when the command ends
+	release  func()         // ends unpacked's removal on an interrupt
 }
 
 // isTarball reports whether p names a packed snapshot (gpuprep snapshot FILE.tar.gz).
@@ -70,18 +71,19 @@ func (g *globals) rootDir() (string, error) {
 	if err != nil {
 		return "", err
 	}
+	g.unpacked, g.release = dir, removeOnSignal(dir)
 	if err := snapshot.Unpack(g.root, dir); err != nil {
-		os.RemoveAll(dir)
+		g.cleanup()
 		return "", usageErr("--root: %v", err)
 	}
-	g.unpacked = dir
 	return dir, nil
 }
 
 func (g *globals) cleanup() {
 	if g.unpacked != "" {
 		os.RemoveAll(g.unpacked)
-		g.unpacked = ""
+		g.release()
+		g.unpacked, g.release = "", nil
 	}
 }
 
@@ -95,7 +97,7 @@ func (g *globals) hostRoot() (*host.Root, error) {
 		return nil, usageErr("--root: %v", err)
 	}
 	if g.unpacked != "" {
-		r = r.Frozen("--root " + g.root + " is a packed snapshot, unpacked for this command only: a change would be lost (unpack it with tar xzf and give --root the directory)")
+		r = r.Frozen("--root " + g.root + " is a packed snapshot, unpacked for this command only: a change would be lost (unpack it with tar xzf and give --root the directory)").Named(g.root)
 	}
 	if g.rec != nil {
 		r = r.Recording(g.rec)

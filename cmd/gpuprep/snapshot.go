@@ -2,12 +2,15 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 
 	"github.com/gpuprep/gpuprep/internal/host"
 	"github.com/gpuprep/gpuprep/internal/snapshot"
@@ -73,21 +76,15 @@ func runSnapshot(cmd *cobra.Command, g *globals, dir string, sel []string) error
 	if src.IsLive() && (abs == "/" || strings.HasPrefix(abs+"/", "/sys/") || strings.HasPrefix(abs+"/", "/proc/") || strings.HasPrefix(abs+"/", "/dev/")) {
 		return usageErr("snapshot directory %s: not under /, /sys, /proc or /dev", abs)
 	}
-	packed := isTarball(abs)
-	tree := abs
-	if packed {
-		// Taken into a temporary tree, packed next to FILE, checked from
-		// the packed file, then renamed into place: FILE is whole or absent.
-		if _, err := os.Lstat(abs); err == nil {
-			return usageErr("%s exists: a snapshot does not overwrite a file", abs)
-		}
-		tmp, err := os.MkdirTemp("", "gpuprep-snapshot-")
-		if err != nil {
-			return &exitError{code: exitUnknown, err: err}
-		}
-		defer os.RemoveAll(tmp)
-		tree = filepath.Join(tmp, "root")
+	// Everything is made under temporary names beside the target (checked
+	// here, before any command runs) and put in place at the end: the
+	// target is whole or absent, also after an interrupt or a failure.
+	t, err := newSnapshotTarget(abs)
+	if err != nil {
+		return err
 	}
+	defer t.discard()
+	packed, tree := t.packed, t.tree
 	var selArgs []string
 	for _, s := range sel {
 		selArgs = append(selArgs, "--select", s)
@@ -117,12 +114,11 @@ func runSnapshot(cmd *cobra.Command, g *globals, dir string, sel []string) error
 	}
 	replay, where := tree, abs
 	if packed {
-		tmpFile, n, err := pack(tree, abs)
+		n, err := t.pack()
 		if err != nil {
 			return &exitError{code: exitUnknown, err: fmt.Errorf("snapshot into %s: %w", abs, err)}
 		}
-		defer os.Remove(tmpFile) // gone once renamed
-		replay, where = tmpFile, fmt.Sprintf("%s (%s packed)", abs, size(n))
+		replay, where = t.file.Name(), fmt.Sprintf("%s (%s packed)", abs, size(n))
 	}
 
 	out := cmd.OutOrStdout()
@@ -146,10 +142,11 @@ func runSnapshot(cmd *cobra.Command, g *globals, dir string, sel []string) error
 			differ = append(differ, strings.Join(args, " "))
 		}
 	}
+	if err := t.commit(); err != nil {
+		return &exitError{code: exitUnknown, err: fmt.Errorf("snapshot into %s: %w", abs, err)}
+	}
 	if packed {
-		if err := os.Rename(replay, abs); err != nil {
-			return &exitError{code: exitUnknown, err: err}
-		}
+		fmt.Fprintf(out, "%s is readable by its owner only: it holds this node's configuration files (chmod or chown it to share it).\n", abs)
 	}
 	if len(differ) > 0 {
 		fmt.Fprintf(out, "NOT reproduced from the snapshot (its output differs from this node's): %s\n", strings.Join(differ, "; "))
@@ -159,29 +156,150 @@ func runSnapshot(cmd *cobra.Command, g *globals, dir string, sel []string) error
 	return nil
 }
 
-// pack packs tree into a new temporary file next to target (so that a
-// rename puts it in place), synced; it returns the file and its size.
-func pack(tree, target string) (string, int64, error) {
-	f, err := os.CreateTemp(filepath.Dir(target), ".gpuprep-snapshot-*.tar.gz")
+// snapshotTarget is where a snapshot is made: a temporary directory beside
+// DIR renamed to it at the end, or for FILE.tar.gz a tree in a temporary
+// directory packed into a temporary file beside FILE, linked to it at the
+// end. Each is removed when the command ends or is interrupted.
+type snapshotTarget struct {
+	abs     string
+	packed  bool
+	tree    string   // where the snapshot is taken
+	tmpDir  string   // the temporary directory holding tree (packed) or tree itself
+	file    *os.File // packed: the temporary file beside abs
+	release []func()
+}
+
+func newSnapshotTarget(abs string) (*snapshotTarget, error) {
+	t := &snapshotTarget{abs: abs, packed: isTarball(abs)}
+	fi, err := os.Lstat(abs)
+	switch {
+	case err == nil && t.packed:
+		return nil, usageErr("%s exists: a snapshot does not overwrite a file", abs)
+	case err == nil && !fi.IsDir():
+		return nil, usageErr("%s exists and is not a directory: a snapshot goes into a new or empty directory", abs)
+	case err == nil:
+		ents, err := os.ReadDir(abs)
+		if err != nil {
+			return nil, usageErr("%v", err)
+		}
+		if len(ents) > 0 {
+			return nil, usageErr("%s: not empty (a snapshot goes into a new or empty directory)", abs)
+		}
+	case !errors.Is(err, fs.ErrNotExist):
+		return nil, usageErr("%v", err)
+	}
+	parent := filepath.Dir(abs)
+	if t.packed {
+		t.file, err = os.CreateTemp(parent, ".gpuprep-snapshot-*.tar.gz")
+		if err != nil {
+			return nil, usageErr("cannot write %s: %v", abs, unwrapPath(err))
+		}
+		t.release = append(t.release, removeOnSignal(t.file.Name()))
+		if t.tmpDir, err = os.MkdirTemp("", "gpuprep-snapshot-"); err != nil {
+			t.discard()
+			return nil, &exitError{code: exitUnknown, err: err}
+		}
+		t.tree = filepath.Join(t.tmpDir, "root")
+	} else {
+		if err := os.MkdirAll(parent, 0o755); err != nil {
+			return nil, usageErr("cannot write %s: %v", abs, err)
+		}
+		if t.tmpDir, err = os.MkdirTemp(parent, "."+filepath.Base(abs)+".gpuprep-*"); err != nil {
+			return nil, usageErr("cannot write %s: %v", abs, unwrapPath(err))
+		}
+		t.tree = t.tmpDir
+	}
+	t.release = append(t.release, removeOnSignal(t.tmpDir))
+	return t, nil
+}
+
+// unwrapPath drops a PathError's operation and temporary name.
+func unwrapPath(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+// pack packs the tree into the temporary file, synced, and returns its size.
+func (t *snapshotTarget) pack() (int64, error) {
+	if err := snapshot.Pack(t.tree, t.file); err != nil {
+		return 0, err
+	}
+	if err := t.file.Sync(); err != nil {
+		return 0, err
+	}
+	fi, err := t.file.Stat()
 	if err != nil {
-		return "", 0, err
+		return 0, err
 	}
-	err = snapshot.Pack(tree, f)
-	if err == nil {
-		err = f.Sync()
+	return fi.Size(), t.file.Close()
+}
+
+// commit puts the snapshot in place without replacing anything that
+// appeared at the target meanwhile (a directory only where it is still
+// empty), and syncs the directory holding it.
+func (t *snapshotTarget) commit() error {
+	appeared := func(err error) error {
+		if errors.Is(err, fs.ErrExist) || errors.Is(err, unix.ENOTEMPTY) {
+			return fmt.Errorf("%s appeared while the snapshot was taken, and is left as it is", t.abs)
+		}
+		return err
 	}
-	fi, serr := f.Stat()
-	if cerr := f.Close(); err == nil {
-		err = cerr
+	if t.packed {
+		if err := renameNoReplace(t.file.Name(), t.abs); err != nil {
+			return appeared(err)
+		}
+	} else {
+		if err := os.Chmod(t.tree, 0o755); err != nil { // MkdirTemp made it 0700
+			return err
+		}
+		// rename(2) replaces only an empty directory (os.Rename none)
+		if err := unix.Rename(t.tree, t.abs); err != nil {
+			return appeared(&os.LinkError{Op: "rename", Old: t.tree, New: t.abs, Err: err})
+		}
 	}
-	if err == nil {
-		err = serr
+	return syncDir(filepath.Dir(t.abs))
+}
+
+// discard removes what is left of the temporary files and directories.
+func (t *snapshotTarget) discard() {
+	if t.file != nil {
+		t.file.Close()
+		os.Remove(t.file.Name()) // gone once committed
+	}
+	if t.tmpDir != "" {
+		os.RemoveAll(t.tmpDir)
+	}
+	for _, r := range t.release {
+		r()
+	}
+}
+
+// renameNoReplace renames from to to, failing if to exists; where the file
+// system cannot rename so, it links and removes instead.
+func renameNoReplace(from, to string) error {
+	err := unix.Renameat2(unix.AT_FDCWD, from, unix.AT_FDCWD, to, unix.RENAME_NOREPLACE)
+	if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.ENOTSUP) {
+		if err = os.Link(from, to); err == nil {
+			return os.Remove(from)
+		}
+		return err
 	}
 	if err != nil {
-		os.Remove(f.Name())
-		return "", 0, err
+		return &os.LinkError{Op: "rename", Old: from, New: to, Err: err}
 	}
-	return f.Name(), fi.Size(), nil
+	return nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
 }
 
 // runOnce runs one gpuprep command in this process and returns what it

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -162,8 +163,22 @@ func TestSnapshotRefusals(t *testing.T) {
 	full := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(full, "x"), nil, 0o644))
 	_, errs, code := gpuprep(t, "--root", src, "snapshot", full)
-	require.Equal(t, 3, code)
+	require.Equal(t, 2, code)
 	require.Contains(t, errs, full+": not empty")
+	// Found before any command runs, with nothing made: a target that cannot be written.
+	file := filepath.Join(full, "x")
+	for _, target := range []string{filepath.Join(file, "node.tar.gz"), filepath.Join(file, "snap"), file} {
+		out, errs, code := gpuprep(t, "--root", src, "snapshot", target)
+		require.Equal(t, 2, code, target)
+		require.Empty(t, out, target)
+		require.Contains(t, errs, target, target)
+		if target == file {
+			require.Contains(t, errs, "exists and is not a directory")
+		}
+	}
+	ents, err := os.ReadDir(full)
+	require.NoError(t, err)
+	require.Len(t, ents, 1)
 	_, errs, code = gpuprep(t, "snapshot", "/sys/snap")
 	require.Equal(t, 2, code)
 	require.Contains(t, errs, "not under /, /sys, /proc or /dev")
@@ -251,8 +266,10 @@ func TestSnapshotPacked(t *testing.T) {
 // A packed snapshot given to --root is unpacked for one command: a command that would change files fails, naming
 // why, instead of changing a copy that is then thrown away.
 func TestPackedRootIsReadOnly(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp) // where --root unpacks
 	file := filepath.Join(t.TempDir(), "node.tar.gz")
-	_, errs, code := gpuprep(t, "--root", fixtureRoot(t, "consumer-shared-group"), "snapshot", file)
+	_, errs, code := gpuprep(t, "--root", fixtureRoot(t, "hgx-h200"), "snapshot", file)
 	require.Equal(t, 0, code, errs)
 	before, err := os.ReadFile(file)
 	require.NoError(t, err)
@@ -262,16 +279,19 @@ func TestPackedRootIsReadOnly(t *testing.T) {
 	out, errs, code := gpuprep(t, "--root", file, "label", "--mode", "container", "--before-join", "--dry-run")
 	require.Equal(t, 0, code, errs)
 	require.Contains(t, out, "KUBELET_EXTRA_ARGS", "a dry run still shows the change")
+	// Commands that would change the running kernel name the file given, not where it was unpacked.
+	for _, args := range [][]string{{"vfio", "bind"}, {"rollback"}, {"apply", "--mode", "container", "--yes"}} {
+		_, errs, code = gpuprep(t, append([]string{"--root", file}, args...)...)
+		require.Equal(t, exitUsage, code, "%v: %s", args, errs)
+		require.Contains(t, errs, "--root "+file+": ", args)
+		require.NotContains(t, errs, tmp, args)
+	}
 	after, err := os.ReadFile(file)
 	require.NoError(t, err)
 	require.Equal(t, before, after)
-	matches, err := filepath.Glob(filepath.Join(os.TempDir(), "gpuprep-root-*"))
+	ents, err := os.ReadDir(tmp)
 	require.NoError(t, err)
-	for _, m := range matches {
-		fi, err := os.Stat(m)
-		require.NoError(t, err)
-		require.False(t, fi.ModTime().After(time.Now().Add(-time.Minute)), "left behind: %s", m)
-	}
+	require.Empty(t, ents, "every unpacked copy is removed")
 }
 
 // Nothing runs from a packed snapshot: its programs (a kernelstub in it, say) would run as root on a copy.
@@ -280,4 +300,87 @@ func TestPackedRootRunsNothing(t *testing.T) {
 	require.NoError(t, err)
 	_, err = grubRunner(r.Frozen("packed")).Run(context.Background(), "kernelstub", "--add-options", "iommu=pt")
 	require.ErrorContains(t, err, "kernelstub --add-options iommu=pt: write /: packed")
+}
+
+// What appears at the target while a snapshot is taken is never replaced: the snapshot fails (exit 3), the
+// newcomer stays as it is, and no temporary file or directory is left beside it.
+func TestSnapshotNeverReplacesWhatAppeared(t *testing.T) {
+	src := fixtureRoot(t, "amd-ready")
+	orig := runOnce
+	t.Cleanup(func() { runOnce = orig })
+	for _, name := range []string{"node.tar.gz", "snap"} {
+		dir := t.TempDir()
+		target := filepath.Join(dir, name)
+		runOnce = func(args []string, g *globals) string {
+			if g.rec == nil && args[0] == "check" { // the first replay
+				if name == "snap" {
+					require.NoError(t, os.MkdirAll(filepath.Join(target, "mine"), 0o755))
+				} else {
+					require.NoError(t, os.WriteFile(target, []byte("mine"), 0o644))
+				}
+			}
+			return orig(args, g)
+		}
+		out, errs, code := gpuprep(t, "--root", src, "snapshot", target)
+		require.Equal(t, exitUnknown, code, out+errs)
+		require.Contains(t, errs, "snapshot into "+target+": "+target+" appeared while the snapshot was taken, and is left as it is")
+		ents, err := os.ReadDir(dir)
+		require.NoError(t, err)
+		require.Len(t, ents, 1, "%s: %v", name, ents)
+		if name == "snap" {
+			ents, err := os.ReadDir(target)
+			require.NoError(t, err)
+			require.Len(t, ents, 1)
+			require.Equal(t, "mine", ents[0].Name())
+		} else {
+			b, err := os.ReadFile(target)
+			require.NoError(t, err)
+			require.Equal(t, "mine", string(b))
+		}
+	}
+	// An empty directory that was there is filled, keeping no temporary name.
+	runOnce = orig
+	dir := t.TempDir()
+	target := filepath.Join(dir, "snap")
+	require.NoError(t, os.Mkdir(target, 0o700))
+	_, errs, code := gpuprep(t, "--root", src, "snapshot", target)
+	require.Equal(t, 0, code, errs)
+	ents, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	require.Len(t, ents, 1)
+	fi, err := os.Stat(filepath.Join(target, "sys"))
+	require.NoError(t, err)
+	require.True(t, fi.IsDir())
+}
+
+// An interrupt (a real SIGINT to this process) while a snapshot's temporary files exist removes them and ends
+// the process with 130, as a shell reports a process SIGINT ended.
+func TestInterruptRemovesTemporaryFiles(t *testing.T) {
+	codes := make(chan int, 1)
+	exitOnSignal = func(code int) { codes <- code }
+	t.Cleanup(func() { exitOnSignal = os.Exit })
+	dir := filepath.Join(t.TempDir(), "gpuprep-root-x")
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "sys", "bus"), 0o755))
+	kept := filepath.Join(t.TempDir(), "kept")
+	require.NoError(t, os.Mkdir(kept, 0o755))
+	release := removeOnSignal(dir)
+	removeOnSignal(kept)() // released: an interrupt leaves it
+	defer release()
+	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGINT))
+	select {
+	case code := <-codes:
+		require.Equal(t, 130, code)
+	case <-time.After(10 * time.Second):
+		t.Fatal("no exit after SIGINT")
+	}
+	_, err := os.Stat(dir)
+	require.ErrorIs(t, err, os.ErrNotExist)
+	_, err = os.Stat(kept)
+	require.NoError(t, err)
+	// After the last release, SIGINT is no longer taken: a later registration takes it again.
+	release2 := removeOnSignal(dir)
+	release2()
+	temps.Lock()
+	require.Nil(t, temps.sig)
+	temps.Unlock()
 }

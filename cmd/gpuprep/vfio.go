@@ -23,7 +23,7 @@ func init() { register(newVFIOCmd) }
 // status are possible.
 var vfioKernel = func(root *host.Root) (vfio.Sysfs, host.Runner, error) {
 	if !root.IsLive() {
-		return nil, nil, usageErr("--root %s: binding changes the running kernel; against another root only `vfio status` and `vfio bind --dry-run` work", root.Dir())
+		return nil, nil, usageErr("--root %s: binding changes the running kernel; against another root only `vfio status` and `vfio bind --dry-run` work", root.Name())
 	}
 	return root, host.DefaultRunner(root), nil
 }

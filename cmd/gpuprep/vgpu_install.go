@@ -23,7 +23,7 @@ var vgpuInstallRunner = func(root *host.Root, dryRun bool) (host.Runner, error) 
 	if dryRun {
 		return host.NoRunner{}, nil
 	}
-	return nil, usageErr("--root %s: installing changes the running system; against another root only --dry-run works", root.Dir())
+	return nil, usageErr("--root %s: installing changes the running system; against another root only --dry-run works", root.Name())
 }
 
 // vgpuQueryRunner runs the read-only queries of a .deb or .rpm --driver

@@ -121,7 +121,9 @@ func (rec *Recorder) Spans() map[string][]Span {
 
 // Recording returns a view of r that notes every path it reads in rec.
 func (r *Root) Recording(rec *Recorder) *Root {
-	return &Root{dir: r.dir, live: r.live, dirs: r.freshDirs(), rfd: r.rfd, rec: rec, frozen: r.frozen}
+	v := r.view()
+	v.rec = rec
+	return v
 }
 
 // IsRecording reports whether r notes what it reads (gpuprep snapshot).

@@ -36,6 +36,13 @@ type Root struct {
 	// frozen, when set, is why nothing may be written through this root (a
 	// packed snapshot unpacked for one command: a change would be lost).
 	frozen string
+	name   string // how the user named the root, when not dir (see Named)
+}
+
+// view is a copy of r: the same directory, descriptors, recorder and
+// freezing, and a fresh directory cache when r caches (see ReadOnly).
+func (r *Root) view() *Root {
+	return &Root{dir: r.dir, live: r.live, dirs: r.freshDirs(), rfd: r.rfd, rec: r.rec, frozen: r.frozen, name: r.name}
 }
 
 // ReadOnly returns a view of the same root that remembers resolved
@@ -44,7 +51,9 @@ type Root struct {
 // component for each. Never use it for commands that change links (vfio
 // bind moves driver links), since the cache would go stale.
 func (r *Root) ReadOnly() *Root {
-	return &Root{dir: r.dir, live: r.live, dirs: map[string]string{}, rfd: r.rfd, rec: r.rec, frozen: r.frozen}
+	v := r.view()
+	v.dirs = map[string]string{}
+	return v
 }
 
 // NewRoot returns a Root for dir. An empty dir means "/".
@@ -72,7 +81,25 @@ func NewRoot(dir string) (*Root, error) {
 
 // Frozen returns a view of r through which every write fails with reason.
 func (r *Root) Frozen(reason string) *Root {
-	return &Root{dir: r.dir, live: r.live, dirs: r.freshDirs(), rfd: r.rfd, rec: r.rec, frozen: reason}
+	v := r.view()
+	v.frozen = reason
+	return v
+}
+
+// Named returns a view of r that messages call name: a packed snapshot
+// unpacked into a temporary directory is named by its file.
+func (r *Root) Named(name string) *Root {
+	v := r.view()
+	v.name = name
+	return v
+}
+
+// Name is the root as the user named it (see Named), else its directory.
+func (r *Root) Name() string {
+	if r.name != "" {
+		return r.name
+	}
+	return r.dir
 }
 
 // freshDirs is an empty directory cache when r caches (see ReadOnly).

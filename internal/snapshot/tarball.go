@@ -19,7 +19,9 @@ import (
 // a tree, travels whole: git and many copies keep no empty directories, and an empty /sys/class/iommu says
 // something a missing one does not. Every write goes through an os.Root, so no entry, and no symlink an earlier
 // entry made, can put a file outside dir; links are written as they are (a host.Root resolves them inside the
-// root). Device files, FIFOs and hard links are refused.
+// root). Device files, FIFOs and hard links are refused, and so is a tarball that would unpack to more than
+// MaxUnpackBytes or MaxUnpackEntries (a snapshot from elsewhere may be a decompression bomb): gpuprep's own are
+// thousands of entries and a few MiB.
 func Unpack(tarball, dir string) error {
 	f, err := os.Open(tarball)
 	if err != nil {
@@ -39,6 +41,7 @@ func Unpack(tarball, dir string) error {
 	}
 	defer out.Close()
 	tr := tar.NewReader(zr)
+	var entries, bytes int64
 	for {
 		h, err := tr.Next()
 		if errors.Is(err, io.EOF) {
@@ -46,6 +49,13 @@ func Unpack(tarball, dir string) error {
 		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", tarball, err)
+		}
+		entries++
+		if h.Typeflag == tar.TypeReg {
+			bytes += h.Size
+		}
+		if entries > MaxUnpackEntries || bytes > MaxUnpackBytes {
+			return fmt.Errorf("%s: more than %d entries or %d MiB unpacked at entry %q: not a gpuprep snapshot, or not one to unpack here", tarball, MaxUnpackEntries, MaxUnpackBytes>>20, h.Name)
 		}
 		if slices.Contains(strings.Split(h.Name, "/"), "..") {
 			return fmt.Errorf("%s: entry %q leaves the root", tarball, h.Name)
@@ -77,6 +87,12 @@ func Unpack(tarball, dir string) error {
 		}
 	}
 }
+
+// Unpack's limits (variables: tests lower them).
+var (
+	MaxUnpackBytes   int64 = 1 << 30
+	MaxUnpackEntries int64 = 1 << 20
+)
 
 func writeEntry(out *os.Root, name string, mode os.FileMode, r io.Reader) error {
 	w, err := out.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
