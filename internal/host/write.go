@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"syscall"
 	"time"
@@ -58,6 +59,11 @@ func (r *Root) WriteFileAtomic(p string, data []byte, perm fs.FileMode, now time
 	if err != nil {
 		return res, err
 	}
+	if r.live { // a fixture root's Path resolves links already
+		if rp, err = followLinks(rp); err != nil {
+			return res, err
+		}
+	}
 	old, err := os.ReadFile(rp)
 	exists := err == nil
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -65,6 +71,13 @@ func (r *Root) WriteFileAtomic(p string, data []byte, perm fs.FileMode, now time
 	}
 	if exists && string(old) == string(data) {
 		return res, nil
+	}
+	if !exists { // a link that leads nowhere: the file it names is not gpuprep's to create
+		if lp, err := r.lpath(p); err == nil {
+			if fi, err := os.Lstat(lp); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+				return res, fmt.Errorf("%s is a symbolic link to no file: gpuprep neither replaces it nor creates what it names", path.Clean("/"+p))
+			}
+		}
 	}
 	mode, uid, gid := perm, -1, -1
 	if exists {
@@ -84,10 +97,13 @@ func (r *Root) WriteFileAtomic(p string, data []byte, perm fs.FileMode, now time
 	}
 	dir := filepath.Dir(rp)
 	// A crash between write and rename leaves a temporary file; the original
-	// is intact, and the leftover goes now.
+	// is intact, and the leftover goes now, once old enough not to be another
+	// process's write in progress.
 	if stale, _ := filepath.Glob(filepath.Join(dir, "."+filepath.Base(rp)+".gpuprep-tmp-*")); len(stale) > 0 {
 		for _, f := range stale {
-			_ = os.Remove(f)
+			if fi, err := os.Lstat(f); err == nil && time.Since(fi.ModTime()) > staleTemp {
+				_ = os.Remove(f)
+			}
 		}
 	}
 	tmp, err := os.CreateTemp(dir, "."+filepath.Base(rp)+".gpuprep-tmp-*")
@@ -128,6 +144,25 @@ func (r *Root) WriteFileAtomic(p string, data []byte, perm fs.FileMode, now time
 	ok = true
 	res.Changed = true
 	return res, syncDir(dir)
+}
+
+// staleTemp is the age after which a temporary file of WriteFileAtomic's is
+// a crash's leftover.
+const staleTemp = 10 * time.Minute
+
+// followLinks gives the file a symlink at p leads to, so that the file is
+// written and the link stays (as an editor writing through it does; renaming
+// onto p would replace the link with a file). A link that leads nowhere is an
+// error: the file it names is not gpuprep's to create.
+func followLinks(p string) (string, error) {
+	fi, err := os.Lstat(p)
+	if err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+		return p, nil
+	}
+	if t, err := filepath.EvalSymlinks(p); err == nil {
+		return t, nil
+	}
+	return p, nil // WriteFileAtomic refuses a link that leads nowhere
 }
 
 func mustResolve(r *Root, p string) string {

@@ -33,11 +33,19 @@ func TestWriteFileAtomicBacksUpAndKeepsMode(t *testing.T) {
 	ents, _ := os.ReadDir(filepath.Join(dir, "etc/default"))
 	require.Len(t, ents, 2, "no temporary files left behind")
 	// a temporary file left by a crash is cleaned up by the next write
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "etc/default/.grub.gpuprep-tmp-123"), []byte("half"), 0o600))
+	// (one younger than staleTemp may be another process's write in progress, and stays)
+	crashed, inFlight := filepath.Join(dir, "etc/default/.grub.gpuprep-tmp-123"), filepath.Join(dir, "etc/default/.grub.gpuprep-tmp-456")
+	require.NoError(t, os.WriteFile(crashed, []byte("half"), 0o600))
+	require.NoError(t, os.WriteFile(inFlight, []byte("half"), 0o600))
+	old := time.Now().Add(-staleTemp - time.Minute)
+	require.NoError(t, os.Chtimes(crashed, old, old))
 	_, err = r.WriteFileAtomic("/etc/default/grub", []byte("newer\n"), 0o644, now.Add(2*time.Second))
 	require.NoError(t, err)
-	_, err = os.Stat(filepath.Join(dir, "etc/default/.grub.gpuprep-tmp-123"))
+	_, err = os.Stat(crashed)
 	require.True(t, os.IsNotExist(err))
+	_, err = os.Stat(inFlight)
+	require.NoError(t, err)
+	require.NoError(t, os.Remove(inFlight))
 	// A new file gets perm and no backup.
 	res, err = r.WriteFileAtomic("/etc/default/new", []byte("x"), 0o640, now)
 	require.NoError(t, err)
@@ -65,4 +73,52 @@ func TestFakeRunner(t *testing.T) {
 	_, err = f.Run(t.Context(), "reboot")
 	require.Error(t, err)
 	require.Equal(t, [][]string{{"update-grub"}, {"reboot"}}, f.Calls)
+}
+
+// A file reached through a symlink is written where the link leads and the link stays, on the live root as on a
+// fixture root; a link that leads nowhere is refused, not replaced.
+func TestWriteFileAtomicWritesThroughSymlinks(t *testing.T) {
+	now := time.Date(2026, 12, 1, 3, 0, 0, 0, time.UTC)
+	fixtureDir := t.TempDir()
+	fixtureRoot, err := NewRoot(fixtureDir)
+	require.NoError(t, err)
+	live, err := NewRoot("/")
+	require.NoError(t, err)
+	for name, tc := range map[string]struct {
+		r    *Root
+		base string // the host path of the directory the test works in
+		dir  string // where that is on this machine
+	}{
+		"live":    {live, t.TempDir(), ""},
+		"fixture": {fixtureRoot, "/etc/default", filepath.Join(fixtureDir, "etc/default")},
+	} {
+		if tc.dir == "" {
+			tc.dir = tc.base
+		}
+		require.NoError(t, os.MkdirAll(filepath.Join(tc.dir, "managed"), 0o755))
+		target := filepath.Join(tc.dir, "managed", "grub")
+		require.NoError(t, os.WriteFile(target, []byte("old\n"), 0o640))
+		require.NoError(t, os.Symlink("managed/grub", filepath.Join(tc.dir, "grub")))
+		res, err := tc.r.WriteFileAtomic(tc.base+"/grub", []byte("new\n"), 0o644, now)
+		require.NoError(t, err, name)
+		require.True(t, res.Changed, name)
+		fi, err := os.Lstat(filepath.Join(tc.dir, "grub"))
+		require.NoError(t, err)
+		require.Equal(t, os.ModeSymlink, fi.Mode()&os.ModeSymlink, "%s: the link stays", name)
+		b, err := os.ReadFile(target)
+		require.NoError(t, err)
+		require.Equal(t, "new\n", string(b), name)
+		st, err := os.Stat(target)
+		require.NoError(t, err)
+		require.Equal(t, os.FileMode(0o640), st.Mode().Perm(), name)
+
+		require.NoError(t, os.Symlink("managed/nowhere", filepath.Join(tc.dir, "dangling")))
+		_, err = tc.r.WriteFileAtomic(tc.base+"/dangling", []byte("x"), 0o644, now)
+		require.ErrorContains(t, err, "dangling is a symbolic link to no file", name)
+		_, err = os.Stat(filepath.Join(tc.dir, "managed/nowhere"))
+		require.ErrorIs(t, err, os.ErrNotExist, name)
+		fi, err = os.Lstat(filepath.Join(tc.dir, "dangling"))
+		require.NoError(t, err)
+		require.Equal(t, os.ModeSymlink, fi.Mode()&os.ModeSymlink, "%s: a dangling link is left alone", name)
+	}
 }
