@@ -45,6 +45,7 @@ type globals struct {
 	rec      *host.Recorder // gpuprep snapshot: notes what the command reads
 	unpacked string         // --root FILE.tar.gz: where it was unpacked, removed when the command ends
 	release  func()         // ends unpacked's removal on an interrupt
+	lock     *os.File       // the host's gpuprep lock, held by a command that changes the host
 }
 
 // isTarball reports whether p names a packed snapshot (gpuprep snapshot FILE.tar.gz).
@@ -80,6 +81,7 @@ func (g *globals) rootDir() (string, error) {
 }
 
 func (g *globals) cleanup() {
+	g.unlock()
 	if g.unpacked != "" {
 		os.RemoveAll(g.unpacked)
 		g.release()
@@ -121,6 +123,7 @@ drivers, VFIO and vGPU.`,
 	}
 	cmd.SetOut(stdout)
 	cmd.SetErr(stderr)
+	cmd.PersistentPreRunE = func(c *cobra.Command, _ []string) error { return hostLock(c, g) }
 	cmd.PersistentFlags().StringVar(&g.root, "root", g.root, "directory that stands in for / (a host snapshot or fixture), or a snapshot packed by gpuprep snapshot FILE.tar.gz; env GPUPREP_ROOT")
 	cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return &exitError{code: exitUsage, err: fmt.Errorf("%w\nRun '%s --help' for usage.", err, c.CommandPath())}

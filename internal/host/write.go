@@ -97,13 +97,11 @@ func (r *Root) WriteFileAtomic(p string, data []byte, perm fs.FileMode, now time
 	}
 	dir := filepath.Dir(rp)
 	// A crash between write and rename leaves a temporary file; the original
-	// is intact, and the leftover goes now, once old enough not to be another
-	// process's write in progress.
+	// is intact, and the leftover goes now. (Not another run's write in
+	// progress: commands that write hold the host's gpuprep lock.)
 	if stale, _ := filepath.Glob(filepath.Join(dir, "."+filepath.Base(rp)+".gpuprep-tmp-*")); len(stale) > 0 {
 		for _, f := range stale {
-			if fi, err := os.Lstat(f); err == nil && time.Since(fi.ModTime()) > staleTemp {
-				_ = os.Remove(f)
-			}
+			_ = os.Remove(f)
 		}
 	}
 	tmp, err := os.CreateTemp(dir, "."+filepath.Base(rp)+".gpuprep-tmp-*")
@@ -145,10 +143,6 @@ func (r *Root) WriteFileAtomic(p string, data []byte, perm fs.FileMode, now time
 	res.Changed = true
 	return res, syncDir(dir)
 }
-
-// staleTemp is the age after which a temporary file of WriteFileAtomic's is
-// a crash's leftover.
-const staleTemp = 10 * time.Minute
 
 // followLinks gives the file a symlink at p leads to, so that the file is
 // written and the link stays (as an editor writing through it does; renaming

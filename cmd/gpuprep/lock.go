@@ -1,0 +1,91 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
+)
+
+// changesHost are the commands that change the host they run on (files,
+// sysfs, installed software), by path below gpuprep. One runs at a time on a
+// host: two at once would each read a file, change it and write it back, and
+// one change would be lost (see hostLock).
+var changesHost = map[string]bool{
+	"apply": true, "rollback": true,
+	"grub ensure": true, "grub remove": true,
+	"vfio bind": true, "vfio unbind": true,
+	"vgpu install": true, "vgpu apply": true,
+	"label": true,
+}
+
+// lockFile is where the lock is held, in the host root: /run/lock is the
+// place for lock files (it is emptied at boot, and the lock goes with the
+// process that holds it anyway).
+const lockFile = "/run/lock/gpuprep.lock"
+
+// hostLock takes the host's gpuprep lock for cmd when cmd changes the host
+// (not for a --dry-run, nor for a packed --root, which refuses every write).
+// A lock another gpuprep holds is an error naming that process: waiting could
+// mean acting on what it has just changed. The lock is an flock(2) on the
+// file, released when the command ends or the process dies; the file holds
+// the holder's process ID and command for the message.
+func hostLock(cmd *cobra.Command, g *globals) error {
+	name := strings.TrimPrefix(cmd.CommandPath(), "gpuprep ")
+	if !changesHost[name] {
+		return nil
+	}
+	if f := cmd.Flags().Lookup("dry-run"); f != nil && f.Value.String() == "true" {
+		return nil
+	}
+	root, err := g.hostRoot()
+	if err != nil {
+		return err
+	}
+	if root.Writable(lockFile) != nil {
+		return nil
+	}
+	p, err := root.Path(lockFile)
+	if err != nil {
+		return &exitError{code: exitUnknown, err: fmt.Errorf("lock %s: %w", lockFile, err)}
+	}
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return &exitError{code: exitUnknown, err: fmt.Errorf("lock %s: %w", lockFile, err)}
+	}
+	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return &exitError{code: exitUnknown, err: fmt.Errorf("lock %s: %w", lockFile, err)}
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		holder, _ := os.ReadFile(p)
+		f.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			h := strings.TrimSpace(string(holder))
+			if h == "" {
+				h = "another process"
+			}
+			return &exitError{code: exitUnknown, err: fmt.Errorf("another gpuprep is changing this host (%s, holding %s): nothing was done; run this again when it has finished", h, lockFile)}
+		}
+		return &exitError{code: exitUnknown, err: fmt.Errorf("lock %s: %w", lockFile, err)}
+	}
+	// Who holds it, for the message above (written after taking the lock:
+	// the file is only ever written by its holder).
+	_ = f.Truncate(0)
+	_, _ = f.WriteAt([]byte(fmt.Sprintf("pid %d: %s, since %s\n", os.Getpid(), cmd.CommandPath(), time.Now().Format(time.TimeOnly))), 0)
+	g.lock = f
+	return nil
+}
+
+// unlock releases the lock hostLock took, if any.
+func (g *globals) unlock() {
+	if g.lock != nil {
+		_ = g.lock.Truncate(0)
+		g.lock.Close()
+		g.lock = nil
+	}
+}
