@@ -47,6 +47,12 @@ type Boot struct {
 	Kernels []string
 	// KernelstubOptions are kernelstub's user kernel_options.
 	KernelstubOptions []string
+	// StaleMenu (GRUB kinds), when the generated boot menu is older than a
+	// defaults file it is made from (its regeneration failed, was cut short
+	// or never ran), says so: "/boot/grub/grub.cfg is older than
+	// /etc/default/grub"; Menu is then that menu.
+	StaleMenu string
+	Menu      *File
 }
 
 const kernelCmdlineFile = "/etc/kernel/cmdline"
@@ -135,7 +141,45 @@ func Detect(root *host.Root) (*Boot, error) {
 	default:
 		b.Kind = KindGRUB
 	}
+	if b.Kind != KindBLS {
+		b.staleMenu(root)
+	}
 	return b, nil
+}
+
+// staleMenu notes a generated GRUB menu older than a defaults file.
+func (b *Boot) staleMenu(root *host.Root) {
+	for _, cfg := range []string{"/boot/grub/grub.cfg", "/boot/grub2/grub.cfg"} {
+		mfi, err := root.Stat(cfg)
+		if err != nil {
+			continue
+		}
+		for _, f := range b.Files {
+			if fi, err := root.Stat(f.Path); err == nil && fi.ModTime().After(mfi.ModTime()) {
+				if data, err := root.ReadFile(cfg); err == nil {
+					b.StaleMenu, b.Menu = cfg+" is older than "+f.Path, &File{cfg, data}
+				}
+				return
+			}
+		}
+		return
+	}
+}
+
+// menuLacks reports whether the first kernel line of a generated GRUB menu
+// (the default entry's, as a rule) lacks what req asks for: an argument to
+// ensure, or still has one to remove. A menu without kernel lines tells
+// nothing, and lacks nothing.
+func menuLacks(menu []byte, req Request) bool {
+	for _, line := range strings.Split(string(menu), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 || f[0] != "linux" && f[0] != "linuxefi" && f[0] != "linux16" {
+			continue
+		}
+		add, del := needs(wordsArgs(strings.Join(f[2:], " ")), f[2:], req)
+		return len(add) > 0 || len(del) > 0
+	}
+	return false
 }
 
 // Configured returns the arguments the next boot will use according to
@@ -252,6 +296,15 @@ func (b *Boot) PlanEdit(req Request, regenerate bool) (*Plan, error) {
 		}
 		p.Changes, p.Satisfied, p.Added, p.Removed, p.Var = ed.Changes, ed.Satisfied, ed.Added, ed.Removed, ed.Var
 		if b.Kind != KindBLS {
+			if len(p.Changes) == 0 && b.StaleMenu != "" && menuLacks(b.Menu.Data, req) {
+				// The files are right but the menu is not: its
+				// regeneration failed or was cut short.
+				p.Notes = append(p.Notes, b.StaleMenu+" and its first entry lacks the change: the boot menu is regenerated")
+				if b.Regenerate != nil && regenerate {
+					p.Commands = append(p.Commands, b.Regenerate)
+				}
+				break
+			}
 			if len(p.Changes) > 0 {
 				if b.Regenerate == nil && !regenerate {
 					p.Notes = append(p.Notes, "--no-regenerate: regenerate the boot menu yourself (no update-grub, grub-mkconfig or grub2-mkconfig found under the root)")
@@ -454,7 +507,15 @@ func (p *Plan) Apply(ctx context.Context, root *host.Root, run host.Runner, comm
 	}
 	for _, argv := range p.Commands {
 		if out, err := run.Run(ctx, argv...); err != nil {
-			return fmt.Errorf("%s: %w%s", strings.Join(argv, " "), err, host.OutputTail(out))
+			err = fmt.Errorf("%s: %w%s", strings.Join(argv, " "), err, host.OutputTail(out))
+			if len(p.Changes) > 0 {
+				var files []string
+				for _, c := range p.Changes {
+					files = append(files, c.Path)
+				}
+				err = fmt.Errorf("%w\n%s changed (backed up, in the journal) but the boot menu was not regenerated: fix the cause and run the same command again (it regenerates a menu older than its files), or undo with gpuprep rollback", err, strings.Join(files, ", "))
+			}
+			return err
 		}
 	}
 	return nil
