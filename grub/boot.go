@@ -520,3 +520,38 @@ func (p *Plan) Apply(ctx context.Context, root *host.Root, run host.Runner, comm
 	}
 	return nil
 }
+
+// StaleMenu reports a generated GRUB menu (/boot/grub/grub.cfg, else
+// /boot/grub2/grub.cfg) older than a defaults file it is made from
+// (/etc/default/grub or a grub.d/*.cfg): the next boot would not get the
+// change until the menu is regenerated. ok is false when there is no menu or
+// every defaults file is older than it.
+func StaleMenu(root *host.Root) (menu, newer string, ok bool) {
+	for _, cfg := range []string{"/boot/grub/grub.cfg", "/boot/grub2/grub.cfg"} {
+		fi, err := root.Stat(cfg)
+		if err != nil {
+			continue
+		}
+		files, _ := root.Glob("/etc/default/grub.d/*.cfg")
+		sort.Strings(files)
+		for _, f := range append([]string{DefaultsFile}, files...) {
+			if dfi, err := root.Stat(f); err == nil && dfi.ModTime().After(fi.ModTime()) {
+				return cfg, f, true
+			}
+		}
+		return cfg, "", false
+	}
+	return "", "", false
+}
+
+// RegenerateCommand is the command that rewrites menu (a GRUB menu path):
+// the detected one, else the usual tool for that path.
+func RegenerateCommand(root *host.Root, menu string) string {
+	if b, err := Detect(root); err == nil && b.Regenerate != nil {
+		return host.ShellQuote(b.Regenerate)
+	}
+	if strings.HasPrefix(menu, "/boot/grub2/") {
+		return "grub2-mkconfig -o " + menu
+	}
+	return "update-grub or grub-mkconfig -o " + menu
+}

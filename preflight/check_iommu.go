@@ -88,8 +88,10 @@ func checkIOMMUKernel(e *Env) []Finding {
 		msg = fmt.Sprintf("%d IOMMU groups but /sys/class/iommu is empty", k.Groups)
 	}
 	f := Finding{Status: Fail, Subject: "/sys/class/iommu", Message: msg}
-	if off := disablingArgs(e.Cmdline); len(off) > 0 {
-		f.Message += "; the running kernel was booted with " + strings.Join(off, " ")
+	vendor := e.IOMMUVendor()
+	off := offArgs(e.Cmdline, vendor)
+	if len(off) > 0 {
+		f.Message += "; the running kernel was booted with " + argList(off)
 	}
 	if len(e.Firmware.Tables) == 0 && e.Firmware.ACPI {
 		f.Remedy = "enable " + biosIOMMU(e) + " in the BIOS/UEFI setup first (see iommu.firmware), then set the kernel arguments and reboot"
@@ -98,14 +100,73 @@ func checkIOMMUKernel(e *Env) []Finding {
 		}
 		return []Finding{f}
 	}
-	if src, err := grub.Configured(e.Root, e.Host.Kernel); err == nil && src != nil && allSatisfied(kargs.Parse(src.Cmdline), WantedArgs(e.IOMMUVendor())) {
-		f.Remedy = "the IOMMU arguments are configured in " + src.File + " (see iommu.cmdline): reboot the node"
-		return []Finding{f}
+	want := WantedArgs(vendor)
+	src, srcErr := grub.Configured(e.Root, e.Host.Kernel)
+	var configured []kargs.Param
+	if src != nil {
+		configured = kargs.Parse(src.Cmdline)
 	}
-	f.Fixable = true
-	f.FixCommand = "gpuprep grub ensure --mode " + string(e.vmMode())
-	f.Remedy = "set the IOMMU kernel arguments (" + f.FixCommand + ") and reboot"
+	switch {
+	case allSatisfied(e.Cmdline, want) && len(off) == 0:
+		// The kernel got the arguments and still has no IOMMU: another
+		// reboot changes nothing.
+		f.Message += "; the running kernel already has " + argList(want)
+		f.Remedy = kernelWithoutIOMMU(e, vendor)
+	case srcErr != nil:
+		f.Remedy = "fix " + parseErrAt(srcErr) + " first (see iommu.cmdline), then set the IOMMU kernel arguments and reboot"
+	case src != nil && allSatisfied(configured, want) && len(offArgs(configured, vendor)) == 0:
+		if pending, _, regen := rebootPending(e, src); !pending {
+			f.Remedy = "the IOMMU arguments are configured in " + src.File + " but the last boot did not use them (see iommu.cmdline for why): another reboot alone will not help"
+		} else if regen != "" {
+			f.Remedy = "the IOMMU arguments are configured in " + src.File + " (see iommu.cmdline) but the boot menu is older: regenerate it (" + regen + "), then reboot the node"
+		} else {
+			f.Remedy = "the IOMMU arguments are configured in " + src.File + " (see iommu.cmdline): reboot the node"
+		}
+	default:
+		f.Fixable = true
+		f.FixCommand = "gpuprep grub ensure --mode " + string(e.vmMode())
+		f.Remedy = "set the IOMMU kernel arguments (" + f.FixCommand + ") and reboot"
+		if rm := offRemovals(configured, vendor); rm != "" {
+			// the removal first: grub ensure leaves iommu=off iommu=pt alone
+			f.FixCommand = rm
+			f.Remedy = rm + " (see iommu.cmdline), then set the IOMMU kernel arguments (gpuprep grub ensure --mode " + string(e.vmMode()) + ") and reboot"
+		}
+	}
 	return []Finding{f}
+}
+
+// kernelWithoutIOMMU says why a kernel booted with the IOMMU arguments, on
+// firmware that describes an IOMMU, has none: a kernel built without the
+// driver, else what only its log tells.
+func kernelWithoutIOMMU(e *Env, vendor string) string {
+	opt := "CONFIG_INTEL_IOMMU"
+	if vendor == "amd" {
+		opt = "CONFIG_AMD_IOMMU"
+	}
+	cfg := "/boot/config-" + e.Host.Kernel
+	if b, err := e.Root.ReadFile(cfg); err == nil && !strings.Contains("\n"+string(b)+"\n", "\n"+opt+"=y\n") {
+		return "the running kernel is built without " + opt + " (" + cfg + "): boot a kernel built with it; rebooting this one will not help"
+	}
+	return "rebooting will not help: the kernel log says why it did not start the IOMMU (journalctl -k -b | grep -i -e DMAR -e IOMMU -e AMD-Vi): " +
+		biosIOMMU(e) + " disabled or broken in the firmware (check the BIOS/UEFI setting; update the firmware), or a kernel built without " + opt
+}
+
+// parseErrAt names the file and line of a configuration gpuprep cannot
+// parse ("/etc/default/grub:3"), else the error.
+func parseErrAt(err error) string {
+	var pe *grub.ParseError
+	if errors.As(err, &pe) {
+		return fmt.Sprintf("%s:%d (%s)", pe.File, pe.Line, pe.Msg)
+	}
+	return err.Error()
+}
+
+func argList(ps []kargs.Param) string {
+	var s []string
+	for _, p := range ps {
+		s = append(s, p.String())
+	}
+	return strings.Join(s, " ")
 }
 
 // noBootloader reports whether the node has no bootloader configuration
@@ -125,15 +186,66 @@ func allSatisfied(ps, want []kargs.Param) bool {
 	return true
 }
 
-// disablingArgs lists arguments in ps that turn the IOMMU off.
-func disablingArgs(ps []kargs.Param) []string {
-	var out []string
+// disablingArgs lists the arguments in ps that leave an IOMMU off
+// (kargs.Disabling), one per key, whichever IOMMU they act on.
+func disablingArgs(ps []kargs.Param) []kargs.Param {
+	var out []kargs.Param
 	for _, k := range []string{"intel_iommu", "amd_iommu", "iommu"} {
-		if p, ok := kargs.Last(ps, k); ok && kargs.HasOption(p.Value, "off") {
-			out = append(out, p.String())
+		if p, ok := kargs.Disabling(ps, k); ok {
+			out = append(out, p)
 		}
 	}
 	return out
+}
+
+// disablerApplies: intel_iommu= acts on an Intel IOMMU only (dmar_disabled),
+// amd_iommu= on an AMD one only; iommu=off (no_iommu) on both.
+func disablerApplies(key, vendor string) bool {
+	switch kargs.Norm(key) {
+	case "intel_iommu":
+		return vendor != "amd"
+	case "amd_iommu":
+		return vendor != "intel"
+	}
+	return true
+}
+
+// offArgs are the disabling arguments in ps that act on this node's IOMMU.
+func offArgs(ps []kargs.Param, vendor string) []kargs.Param {
+	var out []kargs.Param
+	for _, p := range disablingArgs(ps) {
+		if disablerApplies(p.Key, vendor) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// offFix is the command that takes the disabling argument p out of the
+// configuration. grub edits by key: ensure intel_iommu=on replaces every
+// intel_iommu= with it; amd_iommu= has no "on" and iommu=off is not undone by
+// a later iommu=pt, so those keys go (with every option they hold).
+func offFix(p kargs.Param) string {
+	if kargs.Norm(p.Key) == "intel_iommu" {
+		return "gpuprep grub ensure intel_iommu=on"
+	}
+	return "gpuprep grub remove " + kargs.Norm(p.Key)
+}
+
+// offRemovals is what must go from the configuration, beyond what
+// grub ensure --mode replaces (intel_iommu=off), before the IOMMU can come
+// on.
+func offRemovals(configured []kargs.Param, vendor string) string {
+	var keys []string
+	for _, p := range offArgs(configured, vendor) {
+		if kargs.Norm(p.Key) != "intel_iommu" {
+			keys = append(keys, kargs.Norm(p.Key))
+		}
+	}
+	if len(keys) == 0 {
+		return ""
+	}
+	return "gpuprep grub remove " + strings.Join(keys, " ")
 }
 
 // WantedArgs are the kernel arguments gpuprep sets for VM modes: with an
@@ -169,7 +281,9 @@ func checkIOMMUCmdline(e *Env) []Finding {
 	}
 	src, srcErr := grub.Configured(e.Root, e.Host.Kernel)
 	var out []Finding
+	unparsed := "" // the file:line that could not be parsed
 	if srcErr != nil {
+		unparsed = parseErrAt(srcErr)
 		out = append(out, Finding{Status: Error, Subject: firstWord(srcErr.Error()),
 			Message: "cannot evaluate the configured kernel arguments: " + srcErr.Error(),
 			Remedy:  "simplify that line to a plain quoted assignment"})
@@ -180,14 +294,17 @@ func checkIOMMUCmdline(e *Env) []Finding {
 	}
 	fix := "gpuprep grub ensure --mode " + string(e.vmMode())
 	active := e.IOMMU.Active()
-	for _, want := range WantedArgs(e.IOMMUVendor()) {
+	vendor := e.IOMMUVendor()
+	for _, want := range WantedArgs(vendor) {
 		f := Finding{Subject: want.String()}
 		running := kargs.Satisfied(e.Cmdline, want)
 		conf := src != nil && kargs.Satisfied(configured, want)
 		required := false
 		why := "recommended: host devices get identity mappings (faster DMA); devices given to VMs are still translated"
-		if kargs.Norm(want.Key) == "intel_iommu" {
-			on, cfg := intelDefaultOn(e)
+		intel := kargs.Norm(want.Key) == "intel_iommu"
+		on, cfg := false, ""
+		if intel {
+			on, cfg = intelDefaultOn(e)
 			switch {
 			case active:
 				why = "the IOMMU is already active"
@@ -210,9 +327,12 @@ func checkIOMMUCmdline(e *Env) []Finding {
 		case running && (conf || src == nil):
 			f.Status = Pass
 			f.Message = "in effect (/proc/cmdline)"
-			if src != nil {
+			switch {
+			case src != nil:
 				f.Message += " and configured in " + src.File
-			} else {
+			case srcErr != nil:
+				f.Message += "; whether it persists is unknown: " + unparsed + " cannot be parsed"
+			default:
 				f.Message += "; no bootloader configuration found to confirm it persists"
 			}
 		case running:
@@ -222,43 +342,71 @@ func checkIOMMUCmdline(e *Env) []Finding {
 			f.Remedy = "persist it: " + fix
 		case conf:
 			f.Status = bad
-			if pending, detail := rebootPending(e, src); pending {
-				f.Message = "configured in " + src.File + ", reboot pending: not yet in /proc/cmdline" + detail
+			notYet := "not yet in /proc/cmdline"
+			if _, ok := kargs.Last(e.Cmdline, want.Key); ok {
+				notYet = notInEffect(e.Cmdline, want, "/proc/cmdline")
+			}
+			if pending, detail, regen := rebootPending(e, src); pending {
+				f.Message = "configured in " + src.File + ", reboot pending: " + notYet + detail
 				f.Remedy = "reboot the node"
+				if regen != "" {
+					f.Remedy = "regenerate the boot menu (" + regen + "), then reboot the node"
+				}
 			} else {
 				f.Message = "configured in " + src.File + " but not effective after the last boot" + detail
+				if notYet != "not yet in /proc/cmdline" {
+					f.Message += " (" + notYet + ")"
+				}
 				f.Remedy = "check that no later /etc/default/grub.d file or BLS entry overrides it, that the bootloader config was regenerated (update-grub / grub2-mkconfig), and that this kernel knows the argument"
 			}
 		default:
 			f.Status = bad
-			f.Message = "missing from /proc/cmdline"
+			f.Message = notInEffect(e.Cmdline, want, "/proc/cmdline")
 			switch {
 			case src != nil:
-				f.Message += " and from " + src.File
+				f.Message += "; " + notInEffect(configured, want, src.File)
 				f.Fixable, f.FixCommand = true, fix
 				f.Remedy = fix + ", then reboot"
-			case srcErr == nil && noBootloader(e):
+			case srcErr != nil:
+				// grub ensure would refuse the same line.
+				f.Message += "; " + unparsed + " cannot be parsed"
+				f.Remedy = "fix " + unparsed + " first, then run gpuprep check again"
+			case noBootloader(e):
 				// No bootloader configuration: booted over the network or
 				// straight by a hypervisor; grub ensure has nothing to edit.
 				f.Message += "; no bootloader configuration on this node"
 				f.Remedy = "add " + want.String() + " where this node's kernel command line is made (the PXE/iPXE boot configuration, the hypervisor's definition of this VM, a unified kernel image), then reboot"
 			default:
-				f.Fixable, f.FixCommand = srcErr == nil, fix // kernelstub and the like: grub ensure edits them
+				f.Fixable, f.FixCommand = true, fix // kernelstub and the like: grub ensure edits them
 				f.Remedy = fix + ", then reboot"
 			}
 		}
 		f.Message += " — " + why
-		if !running && !conf && !required && kargs.Norm(want.Key) == "intel_iommu" {
+		if !running && !conf && !required && intel {
 			// Not set anywhere, and not needed: the IOMMU is active without it.
 			f.Status = Pass
+			f.Message = "not needed: the IOMMU is active without it"
+			if on {
+				f.Message += " (the kernel's default: " + cfg + ")"
+			}
+			var bare []string
+			for _, w := range []struct {
+				ps    []kargs.Param
+				where string
+			}{{e.Cmdline, "/proc/cmdline"}, {configured, fileOf(src)}} {
+				if p, ok := kargs.Last(w.ps, want.Key); ok && !p.HasValue {
+					bare = append(bare, w.where)
+				}
+			}
+			if len(bare) > 0 {
+				f.Message += "; the bare " + want.Key + " (no value) in " + strings.Join(bare, " and ") + " does nothing"
+			}
 			f.Remedy, f.Fixable, f.FixCommand = "", false, ""
 		}
 		out = append(out, f)
 	}
 	for _, p := range disablingArgs(e.Cmdline) {
-		key := kargs.ParseOne(p).Key
-		out = append(out, Finding{Status: Fail, Subject: p, Message: p + " in /proc/cmdline turns the IOMMU off",
-			Fixable: true, FixCommand: "gpuprep grub remove " + key, Remedy: "gpuprep grub remove " + key + ", then reboot"})
+		out = append(out, offFinding(e, p, src, configured, unparsed, vendor))
 	}
 	if p, ok := kargs.Last(append(append([]kargs.Param{}, e.Cmdline...), configured...), "amd_iommu"); ok && kargs.HasOption(p.Value, "on") {
 		out = append(out, Finding{Status: Warn, Subject: "amd_iommu=on",
@@ -266,6 +414,94 @@ func checkIOMMUCmdline(e *Env) []Finding {
 			Remedy:  "gpuprep grub remove amd_iommu", Fixable: true, FixCommand: "gpuprep grub remove amd_iommu"})
 	}
 	return out
+}
+
+func fileOf(src *grub.Source) string {
+	if src == nil {
+		return ""
+	}
+	return src.File
+}
+
+// notInEffect says that want is not in effect in ps (read from where):
+// missing, or which occurrence of its key stands instead.
+func notInEffect(ps []kargs.Param, want kargs.Param, where string) string {
+	if kargs.Norm(want.Key) == "intel_iommu" {
+		if state, by := kargs.IntelIOMMU(ps); state == "off" {
+			return where + " has " + by.String() + ", which leaves the Intel IOMMU off"
+		}
+	}
+	p, ok := kargs.Last(ps, want.Key)
+	switch {
+	case !ok:
+		return "missing from " + where
+	case !p.HasValue:
+		return where + " has a bare " + p.Key + ", which does nothing"
+	}
+	return "not in " + where + " (it has " + p.String() + ")"
+}
+
+// offFinding judges p, an argument in /proc/cmdline that leaves an IOMMU
+// off; its remedy depends on what the configuration for the next boot has.
+func offFinding(e *Env, p kargs.Param, src *grub.Source, configured []kargs.Param, unparsed, vendor string) Finding {
+	f := Finding{Subject: p.String()}
+	key := kargs.Norm(p.Key)
+	_, confOff := kargs.Disabling(configured, key)
+	if !disablerApplies(key, vendor) {
+		// intel_iommu= on an AMD IOMMU, amd_iommu= on an Intel one.
+		name := map[string]string{"intel": "an Intel (VT-d)", "amd": "an AMD (AMD-Vi)"}
+		other := map[string]string{"intel_iommu": "intel", "amd_iommu": "amd"}[key]
+		f.Status = Warn
+		f.Message = p.String() + " in /proc/cmdline does nothing here: " + key + "= acts on " + name[other] + " IOMMU only, and this node's is " + name[vendor]
+		switch {
+		case unparsed != "":
+			f.Remedy = "to tidy up (optional): fix " + unparsed + " first, then remove " + key + "="
+		case src != nil && !confOff:
+			f.Message += "; " + src.File + " does not have it: the next boot drops it"
+		case src != nil || !noBootloader(e):
+			f.Fixable, f.FixCommand = true, "gpuprep grub remove "+key
+			f.Remedy = "to tidy up (optional): gpuprep grub remove " + key
+		}
+		return f
+	}
+	f.Status = Fail
+	f.Message = p.String() + " in /proc/cmdline turns the IOMMU off"
+	switch {
+	case unparsed != "":
+		f.Message += "; " + unparsed + " cannot be parsed"
+		f.Remedy = "fix " + unparsed + " first, then run gpuprep check again"
+	case src == nil && noBootloader(e):
+		f.Remedy = "remove " + p.String() + " where this node's kernel command line is made (the PXE/iPXE boot configuration, the hypervisor's definition of this VM, a unified kernel image), then reboot"
+	case src != nil && !confOff:
+		// The next boot's configuration no longer has it.
+		f.Message += "; " + src.File + " does not have it"
+		if pending, detail, regen := rebootPending(e, src); !pending {
+			f.Message += ", yet the last boot got it" + detail
+			f.Remedy = "find what gave the last boot " + p.String() + " (the boot menu not regenerated, another menu entry such as a custom or recovery one, a saved default entry, a command line edited at the console), then reboot into the default entry"
+		} else if regen != "" {
+			f.Message += detail
+			f.Remedy = "regenerate the boot menu (" + regen + "), then reboot the node"
+		} else {
+			f.Message += ": the next boot drops it (reboot pending)"
+			f.Remedy = "reboot the node"
+		}
+	default:
+		// Configured too (or in a configuration only grub edits).
+		if src != nil {
+			f.Message += "; " + src.File + " has it too"
+		}
+		cmd := offFix(p)
+		f.Fixable, f.FixCommand = true, cmd
+		switch key {
+		case "intel_iommu":
+			f.Remedy = cmd + " (it replaces every intel_iommu= with intel_iommu=on), then reboot"
+		case "iommu":
+			f.Remedy = cmd + " (it removes every iommu= argument, iommu=pt too: put that back with gpuprep grub ensure --mode " + string(e.vmMode()) + "), then reboot"
+		default:
+			f.Remedy = cmd + " (amd_iommu= has no \"on\": the AMD IOMMU is on whenever firmware enables it), then reboot"
+		}
+	}
+	return f
 }
 
 func firstWord(s string) string {
@@ -277,24 +513,21 @@ func firstWord(s string) string {
 
 // rebootPending tells "configured, reboot pending" (the configuration changed
 // after this boot) from "configured but not effective" (a boot already used
-// it). It also notices a generated grub.cfg that lacks the change.
-func rebootPending(e *Env, src *grub.Source) (bool, string) {
+// it). It also notices a generated GRUB menu that lacks the change: then
+// regen is the command that regenerates it (to run before the reboot).
+func rebootPending(e *Env, src *grub.Source) (pending bool, detail, regen string) {
 	file := strings.Fields(src.File)[0]
 	if src.Kind == "grub" {
-		for _, cfg := range []string{"/boot/grub/grub.cfg", "/boot/grub2/grub.cfg"} {
-			if fi, err := e.Root.Stat(cfg); err == nil {
-				if dfi, err := e.Root.Stat(file); err == nil && dfi.ModTime().After(fi.ModTime()) {
-					return true, fmt.Sprintf("; %s is older than %s: regenerate it (update-grub) before rebooting", cfg, file)
-				}
-				break
-			}
+		if menu, newer, ok := grub.StaleMenu(e.Root); ok {
+			regen = grub.RegenerateCommand(e.Root, menu)
+			return true, fmt.Sprintf("; %s is older than %s: regenerate it (%s) before rebooting", menu, newer, regen), regen
 		}
 	}
 	fi, err := e.Root.Stat(file)
 	if err != nil || e.BootTime.IsZero() {
-		return true, ""
+		return true, "", ""
 	}
-	return fi.ModTime().After(e.BootTime), ""
+	return fi.ModTime().After(e.BootTime), "", ""
 }
 
 func checkInterruptRemapping(e *Env) []Finding {

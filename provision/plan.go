@@ -304,6 +304,19 @@ func (p *Plan) planKernelArgs() (bool, error) {
 	if running {
 		return false, nil
 	}
+	if !gp.Changed() && (boot.Kind == grub.KindGRUB || boot.Kind == grub.KindGRUB2) {
+		// Configured already, but the boot menu was not regenerated since:
+		// the reboot alone would not bring the arguments.
+		if menu, newer, stale := grub.StaleMenu(p.root); stale {
+			title := fmt.Sprintf("regenerate the boot menu: %s is older than %s, so the next boot would lack %s", menu, newer, argList(want))
+			if boot.Regenerate == nil {
+				p.Notes = append(p.Notes, title+"; no update-grub, grub-mkconfig or grub2-mkconfig found under the root: regenerate it yourself before the reboot")
+			} else {
+				p.Steps = append(p.Steps, &Step{ID: StepKernelArgs, Title: title,
+					argv: [][]string{boot.Regenerate}, Commands: []string{host.ShellQuote(boot.Regenerate)}})
+			}
+		}
+	}
 	p.Steps = append(p.Steps, &Step{ID: StepReboot, Reboot: true,
 		Title: fmt.Sprintf("REBOOT REQUIRED HERE: the running kernel lacks %s; gpuprep apply stops here (exit 4, or reboots with --reboot) and continues when run again after the boot", argList(want))})
 	return true, nil

@@ -265,3 +265,26 @@ func TestApplyRebootConfigurationRewritten(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, orig, string(got))
 }
+
+// The arguments are configured but the boot menu is older than
+// /etc/default/grub: plan regenerates it before the reboot, and apply runs
+// that, else the reboot would boot without them.
+func TestPlanRegeneratesAStaleBootMenuBeforeTheReboot(t *testing.T) {
+	sim := simulatedKernel(t)
+	root := fixtureRoot(t, "reboot-pending")
+	withTools(t, root)
+	require.NoError(t, fixture.New(root).Touch("/boot/grub/grub.cfg", fixture.BootTime.Add(-time.Hour)).Err())
+
+	out, errs, code := gpuprep(t, "plan", "--root", root, "--mode", "vm-passthrough", "-o", "json")
+	require.Equal(t, 0, code, errs)
+	var p planJSON
+	require.NoError(t, json.Unmarshal([]byte(out), &p))
+	require.Equal(t, []string{"kernel-args", "reboot", "vfio-bind", "label"}, p.ids())
+	require.Equal(t, "regenerate the boot menu: /boot/grub/grub.cfg is older than /etc/default/grub, so the next boot would lack intel_iommu=on iommu=pt", p.Steps[0].Title)
+	require.Equal(t, []string{"update-grub"}, p.Steps[0].Commands)
+	require.Empty(t, p.Steps[0].Files)
+
+	out, errs, code = gpuprep(t, "apply", "--root", root, "--mode", "vm-passthrough", "--yes")
+	require.Equal(t, exitNeedReboot, code, out+errs)
+	require.True(t, hasCommand((*sim).Commands, "update-grub"), "%v", (*sim).Commands)
+}

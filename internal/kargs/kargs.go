@@ -109,6 +109,10 @@ func Satisfied(ps []Param, want Param) bool {
 	if Norm(want.Key) == "iommu" && want.Value == "pt" {
 		return passthrough(ps)
 	}
+	if Norm(want.Key) == "intel_iommu" && (want.Value == "on" || want.Value == "off") {
+		state, _ := IntelIOMMU(ps)
+		return state == want.Value
+	}
 	got, ok := Last(ps, want.Key)
 	if !ok {
 		return false
@@ -141,4 +145,47 @@ func passthrough(ps []Param) bool {
 		}
 	}
 	return on
+}
+
+// IntelIOMMU follows the kernel's intel_iommu= handler (intel_iommu_setup):
+// it runs for every occurrence, in order, and within one its comma options
+// in order; "on" and "off" each set the state, so the last of them wins
+// (intel_iommu=on,off is off; intel_iommu=on intel_iommu=sm_on stays on).
+// It returns "on", "off" or "" (neither given) and the occurrence that set
+// the state. A bare intel_iommu (no "=") matches no handler and does nothing.
+func IntelIOMMU(ps []Param) (string, Param) {
+	state, by := "", Param{}
+	for _, p := range ps {
+		if Norm(p.Key) != "intel_iommu" || !p.HasValue {
+			continue
+		}
+		for _, o := range strings.Split(p.Value, ",") {
+			if o = strings.TrimSpace(o); o == "on" || o == "off" {
+				state, by = o, p
+			}
+		}
+	}
+	return state, by
+}
+
+// Disabling returns the occurrence of key ("intel_iommu", "amd_iommu" or
+// "iommu") that leaves the IOMMU off, following the kernel: intel_iommu=
+// is off when its last on/off option is off (IntelIOMMU); amd_iommu=off
+// (amd_iommu_disabled) and iommu=off (x86 iommu_setup sets no_iommu) are
+// never undone by a later occurrence (iommu=off iommu=pt is still off), so
+// the last occurrence holding "off" is returned.
+func Disabling(ps []Param, key string) (Param, bool) {
+	k := Norm(key)
+	if k == "intel_iommu" {
+		state, by := IntelIOMMU(ps)
+		return by, state == "off"
+	}
+	var by Param
+	found := false
+	for _, p := range ps {
+		if Norm(p.Key) == k && p.HasValue && HasOption(p.Value, "off") {
+			by, found = p, true
+		}
+	}
+	return by, found
 }

@@ -25,6 +25,10 @@ func TestSatisfied(t *testing.T) {
 		{"intel_iommu=on intel_iommu=off", "intel_iommu=on", false},
 		{"intel_iommu", "intel_iommu=on", false},
 		{"intel_iommu=sm_on", "intel_iommu=on", false},
+		{"intel_iommu=on,off", "intel_iommu=on", false}, // the kernel applies the options in order
+		{"intel_iommu=off,on", "intel_iommu=on", true},
+		{"intel_iommu=on intel_iommu=sm_on", "intel_iommu=on", true}, // sm_on does not undo on
+		{"intel_iommu=off intel_iommu=on", "intel_iommu=on", true},
 		{"", "intel_iommu=on", false},
 		{"iommu=1 iommu=pt", "iommu=pt", true},
 		{"iommu=pt iommu=1", "iommu=pt", true}, // iommu=1 does not undo passthrough
@@ -35,6 +39,31 @@ func TestSatisfied(t *testing.T) {
 	}
 	for _, c := range cases {
 		require.Equal(t, c.ok, Satisfied(Parse(c.cmdline), ParseOne(c.want)), "%q wants %q", c.cmdline, c.want)
+	}
+}
+
+func TestDisabling(t *testing.T) {
+	cases := []struct {
+		cmdline, key, by string // by: the occurrence named, "" = not disabled
+	}{
+		{"intel_iommu=off", "intel_iommu", "intel_iommu=off"},
+		{"intel_iommu=on,off", "intel_iommu", "intel_iommu=on,off"},
+		{"intel_iommu=off intel_iommu=on", "intel_iommu", ""},
+		{"intel_iommu=off,on", "intel_iommu", ""},
+		{"intel_iommu=off intel_iommu=sm_on", "intel_iommu", "intel_iommu=off"},
+		{"intel_iommu", "intel_iommu", ""},
+		{"iommu=off iommu=pt", "iommu", "iommu=off"}, // pt does not clear no_iommu
+		{"iommu=pt,off", "iommu", "iommu=pt,off"},
+		{"iommu=pt", "iommu", ""},
+		{"amd_iommu=off amd_iommu=force_isolation", "amd_iommu", "amd_iommu=off"},
+		{"amd-iommu=off", "amd_iommu", "amd-iommu=off"},
+	}
+	for _, c := range cases {
+		p, ok := Disabling(Parse(c.cmdline), c.key)
+		require.Equal(t, c.by != "", ok, "%q %s", c.cmdline, c.key)
+		if ok {
+			require.Equal(t, c.by, p.String(), "%q %s", c.cmdline, c.key)
+		}
 	}
 }
 
