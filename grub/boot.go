@@ -147,22 +147,13 @@ func Detect(root *host.Root) (*Boot, error) {
 	return b, nil
 }
 
-// staleMenu notes a generated GRUB menu older than a defaults file.
+// staleMenu notes a generated GRUB menu older than a defaults file (see
+// StaleMenu).
 func (b *Boot) staleMenu(root *host.Root) {
-	for _, cfg := range []string{"/boot/grub/grub.cfg", "/boot/grub2/grub.cfg"} {
-		mfi, err := root.Stat(cfg)
-		if err != nil {
-			continue
+	if menu, newer, stale := StaleMenu(root); stale {
+		if data, err := root.ReadFile(menu); err == nil {
+			b.StaleMenu, b.Menu = menu+" is older than "+newer, &File{menu, data}
 		}
-		for _, f := range b.Files {
-			if fi, err := root.Stat(f.Path); err == nil && fi.ModTime().After(mfi.ModTime()) {
-				if data, err := root.ReadFile(cfg); err == nil {
-					b.StaleMenu, b.Menu = cfg+" is older than "+f.Path, &File{cfg, data}
-				}
-				return
-			}
-		}
-		return
 	}
 }
 

@@ -288,7 +288,10 @@ func (p *Plan) planKernelArgs() (bool, error) {
 	}
 	if gp.Changed() {
 		s := &Step{ID: StepKernelArgs, Title: fmt.Sprintf("add %s to the next boot's kernel command line (%s)", strings.Join(gp.Added, " "), boot.Kind)}
-		if len(gp.Added) == 0 {
+		switch {
+		case len(gp.Changes) == 0 && boot.StaleMenu != "":
+			s.Title = fmt.Sprintf("regenerate the boot menu: %s, so the next boot would lack %s", boot.StaleMenu, argList(want))
+		case len(gp.Added) == 0:
 			s.Title = fmt.Sprintf("configure %s for the next boot (%s)", argList(want), boot.Kind)
 		}
 		for _, c := range gp.Changes {
@@ -304,18 +307,12 @@ func (p *Plan) planKernelArgs() (bool, error) {
 	if running {
 		return false, nil
 	}
-	if !gp.Changed() && (boot.Kind == grub.KindGRUB || boot.Kind == grub.KindGRUB2) {
-		// Configured already, but the boot menu was not regenerated since:
-		// the reboot alone would not bring the arguments.
-		if menu, newer, stale := grub.StaleMenu(p.root); stale {
-			title := fmt.Sprintf("regenerate the boot menu: %s is older than %s, so the next boot would lack %s", menu, newer, argList(want))
-			if boot.Regenerate == nil {
-				p.Notes = append(p.Notes, title+"; no update-grub, grub-mkconfig or grub2-mkconfig found under the root: regenerate it yourself before the reboot")
-			} else {
-				p.Steps = append(p.Steps, &Step{ID: StepKernelArgs, Title: title,
-					argv: [][]string{boot.Regenerate}, Commands: []string{host.ShellQuote(boot.Regenerate)}})
-			}
-		}
+	if !gp.Changed() && boot.StaleMenu != "" {
+		// Configured already, but the boot menu was not regenerated since,
+		// and no tool to regenerate it was found (boot.PlanEdit runs it
+		// where there is one): the reboot alone would not bring the
+		// arguments.
+		p.Notes = append(p.Notes, gp.Notes...)
 	}
 	p.Steps = append(p.Steps, &Step{ID: StepReboot, Reboot: true,
 		Title: fmt.Sprintf("REBOOT REQUIRED HERE: the running kernel lacks %s; gpuprep apply stops here (exit 4, or reboots with --reboot) and continues when run again after the boot", argList(want))})

@@ -267,15 +267,24 @@ func TestApplyRebootConfigurationRewritten(t *testing.T) {
 }
 
 // The arguments are configured but the boot menu is older than
-// /etc/default/grub: plan regenerates it before the reboot, and apply runs
-// that, else the reboot would boot without them.
+// /etc/default/grub and lacks them (its regeneration failed): plan
+// regenerates it before the reboot, and apply runs that, else the reboot
+// would boot without them. A menu that has them, however old, is left alone.
 func TestPlanRegeneratesAStaleBootMenuBeforeTheReboot(t *testing.T) {
 	sim := simulatedKernel(t)
 	root := fixtureRoot(t, "reboot-pending")
 	withTools(t, root)
 	require.NoError(t, fixture.New(root).Touch("/boot/grub/grub.cfg", fixture.BootTime.Add(-time.Hour)).Err())
-
 	out, errs, code := gpuprep(t, "plan", "--root", root, "--mode", "vm-passthrough", "-o", "json")
+	require.Equal(t, 0, code, errs)
+	var has planJSON
+	require.NoError(t, json.Unmarshal([]byte(out), &has))
+	require.Equal(t, []string{"reboot", "vfio-bind", "label"}, has.ids(), "the old menu has the arguments")
+
+	b := fixture.New(root).File("/boot/grub/grub.cfg", "menuentry 'Ubuntu' {\n\tlinux /boot/vmlinuz-5.15.0-91-generic root=UUID=2f1c ro quiet splash\n}\n")
+	require.NoError(t, b.Touch("/boot/grub/grub.cfg", fixture.BootTime.Add(-time.Hour)).Err())
+
+	out, errs, code = gpuprep(t, "plan", "--root", root, "--mode", "vm-passthrough", "-o", "json")
 	require.Equal(t, 0, code, errs)
 	var p planJSON
 	require.NoError(t, json.Unmarshal([]byte(out), &p))

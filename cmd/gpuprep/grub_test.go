@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -264,4 +265,41 @@ func TestGrubRegenerateCommandPerDistribution(t *testing.T) {
 		require.Contains(t, out, " iommu=pt\"\n", tc.fixture)
 		require.NotContains(t, out, "intel_iommu", tc.fixture)
 	}
+}
+
+// update-grub fails after /etc/default/grub was written: the error says the file changed and how to finish or undo;
+// the same command run again regenerates the menu (older than the file, and lacking the change) instead of saying
+// there is nothing to do; once the menu is regenerated, a run changes nothing.
+func TestGrubEnsureFinishesAFailedRegeneration(t *testing.T) {
+	run := fakeGrubRunner(t)
+	run.Responses = map[string]host.FakeResponse{"update-grub": {Out: []byte("/usr/sbin/grub-probe: error: failed to get canonical path of `overlay'.\n"), Err: errors.New("exit status 1")}}
+	root := grubRoot(t, "debian", intelNode)
+	menu := "menuentry 'Debian' {\n\tlinux /boot/vmlinuz-6.1.0 root=/dev/sda1 ro quiet\n}\n"
+	b := fixture.New(root).File("/boot/grub/grub.cfg", menu)
+	require.NoError(t, b.Touch("/boot/grub/grub.cfg", time.Now().Add(-time.Hour)).Err())
+
+	out, errs, code := gpuprep(t, "grub", "ensure", "--mode", "vm-passthrough", "--root", root)
+	require.Equal(t, exitUnknown, code, out+errs)
+	require.Contains(t, errs, "update-grub: exit status 1")
+	require.Contains(t, errs, "failed to get canonical path")
+	require.Contains(t, errs, "/etc/default/grub changed (backed up, in the journal) but the boot menu was not regenerated: fix the cause and run the same command again")
+	require.Contains(t, read(t, root, "/etc/default/grub"), "intel_iommu=on iommu=pt")
+
+	run.Responses, run.Calls = nil, nil
+	out, errs, code = gpuprep(t, "grub", "ensure", "--mode", "vm-passthrough", "--root", root, "--dry-run")
+	require.Equal(t, 0, code, errs)
+	require.Contains(t, out, "would run: update-grub\n")
+	require.Contains(t, out, "note: /boot/grub/grub.cfg is older than /etc/default/grub and its first entry lacks the change: the boot menu is regenerated\n")
+	out, errs, code = gpuprep(t, "grub", "ensure", "--mode", "vm-passthrough", "--root", root)
+	require.Equal(t, exitNeedReboot, code, errs)
+	require.Contains(t, out, "ran: update-grub\n")
+	require.Equal(t, [][]string{{"update-grub"}}, run.Calls)
+
+	// regenerated (by hand, say): the menu has the arguments, whatever its time
+	require.NoError(t, fixture.New(root).File("/boot/grub/grub.cfg", strings.Replace(menu, "ro quiet", "ro quiet intel_iommu=on iommu=pt", 1)).Touch("/boot/grub/grub.cfg", time.Now().Add(-time.Hour)).Err())
+	run.Calls = nil
+	out, _, code = gpuprep(t, "grub", "ensure", "--mode", "vm-passthrough", "--root", root)
+	require.Equal(t, exitNeedReboot, code)
+	require.Contains(t, out, "nothing to change\n")
+	require.Empty(t, run.Calls)
 }
