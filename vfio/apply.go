@@ -252,7 +252,7 @@ func applyPersist(ctx context.Context, e Env, p *Persist, command string, opts O
 			fc := FileChange{Path: f.Path, Backup: bak, Removed: true}
 			changed = append(changed, fc)
 			res.Files = append(res.Files, fc)
-			_ = journal.Append(e.Root, journal.Entry{Time: now, Command: command, Kind: "file", Path: f.Path, Backup: bak, After: "removed"})
+			_ = journal.Append(e.Root, journal.Entry{Time: now, Command: command, Kind: "file", Path: f.Path, Backup: bak, After: "removed", Wrote: journal.Absent})
 			continue
 		}
 		dir := f.Path[:strings.LastIndexByte(f.Path, '/')]
@@ -269,7 +269,7 @@ func applyPersist(ctx context.Context, e Env, p *Persist, command string, opts O
 		fc := FileChange{Path: f.Path, Backup: wr.Backup}
 		changed = append(changed, fc)
 		res.Files = append(res.Files, fc)
-		if err := journal.Append(e.Root, journal.Entry{Time: now, Command: command, Kind: "file", Path: f.Path, Backup: wr.Backup}); err != nil {
+		if err := journal.Append(e.Root, journal.Entry{Time: now, Command: command, Kind: "file", Path: f.Path, Backup: wr.Backup, Wrote: journal.Hash(f.Content)}); err != nil {
 			return changed, err
 		}
 	}
