@@ -33,7 +33,8 @@ import (
 //	                      of the content written, or "absent" for a file removed (none in older journals)
 //	kind "driver-intent": Device, Before = its driver before the step ("" unbound), After = the driver it goes to
 //	kind "label":         Device = Node name, Path = kubeconfig, Before = labels before ("k=v,…"), After = the keys changed ("k,…")
-//	kind "undone":        Before = the index (in journal.Read order) of an entry rollback undid
+//	kind "undone":        Before = the index (in journal.Read order) of an entry rollback undid; Backup, for
+//	                      a file rollback overwrote or removed, where it saved the content it found there
 //	kind "bootargs-intent": written before each command of a bootloader whose own tool changes the kernel
 //	                      arguments: Device = the bootloader kind (grub-bls: grubby, systemd-boot: kernel-install,
 //	                      kernelstub, rpm-ostree), After = one argument the command adds that was not there, or
