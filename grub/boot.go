@@ -491,7 +491,7 @@ func (p *Plan) Apply(ctx context.Context, root *host.Root, run host.Runner, comm
 			return fmt.Errorf("write %s: %w", c.Path, err)
 		}
 		if res.Changed {
-			if err := journal.Append(root, journal.Entry{Time: now.UTC(), Command: command, Kind: "file", Path: c.Path, Backup: res.Backup}); err != nil {
+			if err := journal.Append(root, journal.Entry{Time: now.UTC(), Command: command, Kind: "file", Path: c.Path, Backup: res.Backup, Wrote: journal.Hash(c.New)}); err != nil {
 				return err
 			}
 		}

@@ -2,8 +2,6 @@ package provision
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -29,10 +27,14 @@ import (
 //	                      apply stops there or runs systemctl reboot) Device = the boot ID of the boot that
 //	                      asked (/proc/sys/kernel/random/boot_id, "" when unreadable)
 //	kind "file-intent":   Path, Backup (the backup WriteFileAtomic is about to make) and Before = "sha256:…" of the
-//	                      content it backs up; Backup "" and Before "absent" for a new file
+//	                      content it backs up; Backup "" and Before "absent" for a new file; Wrote, where the
+//	                      writer knows it beforehand, what the change is to leave there (as a "file" entry's)
+//	kind "file":          (every writer's, after the change) Path, Backup ("" for a new file), Wrote = "sha256:…"
+//	                      of the content written, or "absent" for a file removed (none in older journals)
 //	kind "driver-intent": Device, Before = its driver before the step ("" unbound), After = the driver it goes to
 //	kind "label":         Device = Node name, Path = kubeconfig, Before = labels before ("k=v,…"), After = the keys changed ("k,…")
-//	kind "undone":        Before = the index (in journal.Read order) of an entry rollback undid
+//	kind "undone":        Before = the index (in journal.Read order) of an entry rollback undid; Backup, for
+//	                      a file rollback overwrote or removed, where it saved the content it found there
 //	kind "bootargs-intent": written before each command of a bootloader whose own tool changes the kernel
 //	                      arguments: Device = the bootloader kind (grub-bls: grubby, systemd-boot: kernel-install,
 //	                      kernelstub, rpm-ostree), After = one argument the command adds that was not there, or
@@ -246,26 +248,24 @@ func backupName(p string, now time.Time) string {
 // fileIntent records that p is about to be replaced (its backup will be
 // backupName(p, now)) or created.
 func fileIntent(e Env, p string, now time.Time) error {
-	return fileIntentBy(e, p, now, "apply")
+	return fileIntentBy(e, p, now, "apply", "")
 }
 
-// fileIntentBy is fileIntent for the entry of command.
-func fileIntentBy(e Env, p string, now time.Time, command string) error {
-	en := journal.Entry{Time: now, Command: command, Kind: KindFileIntent, Path: p}
+// fileIntentBy is fileIntent for the entry of command; wrote, when known,
+// is what the change is to leave there (journal.Entry.Wrote).
+func fileIntentBy(e Env, p string, now time.Time, command, wrote string) error {
+	en := journal.Entry{Time: now, Command: command, Kind: KindFileIntent, Path: p, Wrote: wrote}
 	if old, err := e.Root.ReadFile(p); err == nil {
 		// the hash tells rollback whether the backup is whole: a writer
 		// killed while writing the backup leaves it torn, and p unchanged
 		en.Backup, en.Before = backupName(p, now), hashOf(old)
 	} else {
-		en.Before = "absent"
+		en.Before = journal.Absent
 	}
 	return e.record(en)
 }
 
-func hashOf(b []byte) string {
-	h := sha256.Sum256(b)
-	return "sha256:" + hex.EncodeToString(h[:])
-}
+func hashOf(b []byte) string { return journal.Hash(b) }
 
 // writeFile replaces p with data, atomically and backed up, with an intent
 // entry before and a file entry after.
@@ -279,7 +279,7 @@ func writeFileBy(e Env, p string, data []byte, command string) error {
 		return nil
 	}
 	now := e.now()
-	if err := fileIntentBy(e, p, now, command); err != nil {
+	if err := fileIntentBy(e, p, now, command, journal.Hash(data)); err != nil {
 		return err
 	}
 	if err := e.Root.MkdirAll(path.Dir(p), 0o755); err != nil {
@@ -293,7 +293,7 @@ func writeFileBy(e Env, p string, data []byte, command string) error {
 		return nil
 	}
 	e.logf("wrote %s%s", p, backupNote(res.Backup))
-	return e.record(journal.Entry{Time: now, Command: command, Kind: "file", Path: p, Backup: res.Backup})
+	return e.record(journal.Entry{Time: now, Command: command, Kind: "file", Path: p, Backup: res.Backup, Wrote: journal.Hash(data)})
 }
 
 func backupNote(b string) string {
@@ -324,7 +324,11 @@ func (p *Plan) bind(ctx context.Context, e Env) error {
 			if old, err := e.Root.ReadFile(f.Path); f.Content == nil && err != nil || err == nil && string(old) == string(f.Content) {
 				continue
 			}
-			if err := fileIntent(e, f.Path, now); err != nil {
+			wrote := journal.Absent
+			if f.Content != nil {
+				wrote = journal.Hash(f.Content)
+			}
+			if err := fileIntentBy(e, f.Path, now, "apply", wrote); err != nil {
 				return err
 			}
 		}

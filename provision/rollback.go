@@ -2,7 +2,9 @@ package provision
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path"
 	"slices"
@@ -30,6 +32,7 @@ type RollbackOptions struct {
 	To         string
 	Force      bool   // unbind from VFIO (remove a vGPU) even while a process (a VM) holds it open
 	Kubeconfig string // for labels set through the API (default: the kubeconfig apply used)
+	ForceFiles bool   // restore (remove) a file even when it no longer holds what gpuprep wrote, saving its content first
 }
 
 // Undo is one thing Rollback restored.
@@ -37,6 +40,9 @@ type Undo struct {
 	Kind   string `json:"kind"` // file, driver, label, command
 	Target string `json:"target"`
 	Action string `json:"action"`
+	// Backup is where rollback saved the content it found in a file it
+	// overwrote or removed.
+	Backup string `json:"backup,omitempty"`
 }
 
 // RollbackResult is what Rollback did.
@@ -158,21 +164,22 @@ func Rollback(ctx context.Context, e Env, o RollbackOptions) (*RollbackResult, e
 		res.Notes = append(res.Notes, "the vGPU manager stays installed: rollback restores the files gpuprep wrote and removes the vGPUs it created, but uninstalling the driver is a package operation (nvidia-installer --uninstall, or the package manager)")
 	}
 	bootFiles, vfioFiles, units := false, false, false
+	saved := map[string]string{} // file → where rollback saved what it held
 	for _, r := range order {
 		first := entries[r.oldest]
 		var err error
 		switch r.kind {
 		case "file":
-			orig := originalOf(e, entries, r.all)
-			if orig.Backup == "" && isUnit(orig.Path) && e.Root.Exists(orig.Path) {
+			u := planFileUndo(e, entries, r.all, o.ForceFiles)
+			if u.action == "remove" && isUnit(u.path) {
 				// a unit gpuprep created and enabled: disabled before its file goes
-				argv := []string{"systemctl", "disable", path.Base(orig.Path)}
+				argv := []string{"systemctl", "disable", path.Base(u.path)}
 				e.logf("run: %s", host.ShellQuote(argv))
 				if out, err := e.Runner.Run(ctx, argv...); err != nil {
 					res.Notes = append(res.Notes, fmt.Sprintf("%s: %v%s", host.ShellQuote(argv), err, host.OutputTail(out)))
 				}
 			}
-			_, err = restoreFile(e, orig, res)
+			err = u.do(e, res, saved)
 			// not only when restored by this run: an earlier rollback that
 			// restored the file and then failed (or was killed) may not have
 			// regenerated the boot menu or initramfs, and its reboot note
@@ -246,7 +253,11 @@ func Rollback(ctx context.Context, e Env, o RollbackOptions) (*RollbackResult, e
 	now := e.now()
 	for _, i := range idx {
 		en := entries[i]
-		if err := e.record(journal.Entry{Time: now, Command: "rollback", Kind: KindUndone, Before: strconv.Itoa(i), Path: en.Path, Device: en.Device, After: en.Kind}); err != nil {
+		un := journal.Entry{Time: now, Command: "rollback", Kind: KindUndone, Before: strconv.Itoa(i), Path: en.Path, Device: en.Device, After: en.Kind}
+		if en.Kind == "file" || en.Kind == KindFileIntent {
+			un.Backup = saved[en.Path]
+		}
+		if err := e.record(un); err != nil {
 			return res, err
 		}
 	}
@@ -294,66 +305,187 @@ func doneSteps(entries []journal.Entry, undone map[int]bool) []string {
 	return out
 }
 
-// originalOf picks, among a file's entries oldest first, the one that holds
-// its content before gpuprep: the first that says it was new, or whose
-// backup is whole. An intent whose backup is torn or missing was
+// fileUndo is what rollback does with one file gpuprep changed.
+type fileUndo struct {
+	path    string
+	action  string // "" nothing to do, "remove" (gpuprep created it), "restore"
+	from    string // restore: the backup with the content before gpuprep
+	data    []byte // its content
+	save    bool   // remove: save the content found there first
+	note    string // said when done
+	problem string // why it is not undone (nor recorded undone)
+}
+
+// planFileUndo decides, from a file's entries in range (oldest first), what
+// rollback does with it. The content before gpuprep is that of the first
+// entry that says the file was new or whose backup is whole; an intent
+// whose backup is torn or missing, and whose change did not happen, was
 // interrupted before the file changed, so a later entry backs up the same
-// content.
-func originalOf(e Env, entries []journal.Entry, idx []int) journal.Entry {
+// content. A change that happened and whose backup is gone (or no longer
+// holds what it backed up) cannot be undone: the file is left as it is. A
+// file already as it was before gpuprep is left alone (an earlier rollback
+// that failed further on restored it). Otherwise the file must still hold
+// what gpuprep last wrote there (journal.Entry.Wrote): an edit made since
+// is not undone unless force, and then saved first. Entries from before
+// gpuprep recorded what it wrote cannot tell: the file is restored as
+// before, its content saved, with a note.
+func planFileUndo(e Env, entries []journal.Entry, idx []int, force bool) fileUndo {
+	p := entries[idx[0]].Path
+	u := fileUndo{path: p}
+	cur, err := e.Root.ReadFile(p)
+	curHash := journal.Absent
+	switch {
+	case err == nil:
+		curHash = journal.Hash(cur)
+	case !errors.Is(err, fs.ErrNotExist):
+		u.problem = fmt.Sprintf("%s: %v", p, err)
+		return u
+	}
+	done := map[string]bool{} // backups of changes that happened ("file" entries)
+	backedUp := map[string]string{}
+	for _, i := range idx {
+		en := entries[i]
+		if en.Kind == "file" && en.Backup != "" {
+			done[en.Backup] = true
+		}
+		if en.Kind == KindFileIntent && en.Backup != "" && strings.HasPrefix(en.Before, "sha256:") {
+			backedUp[en.Backup] = en.Before
+		}
+	}
+	found, created := false, false
+	origHash, missing, from := "", "", ""
+	var orig []byte
 	for _, i := range idx {
 		en := entries[i]
 		if en.Backup == "" {
-			return en
+			found, created, origHash = true, true, journal.Absent
+			break
 		}
+		happened := done[en.Backup] || en.Kind == KindFileIntent && en.Wrote != "" && en.Wrote != en.Before && curHash == en.Wrote
+		want := backedUp[en.Backup]
 		b, err := e.Root.ReadFile(en.Backup)
-		if err != nil {
+		switch {
+		case err == nil && (want == "" || journal.Hash(b) == want):
+			orig, from, origHash = b, en.Backup, journal.Hash(b)
+		case !happened:
 			continue
+		case err != nil:
+			missing, origHash = fmt.Sprintf("its backup %s is missing", en.Backup), want
+			if !errors.Is(err, fs.ErrNotExist) {
+				missing = fmt.Sprintf("its backup %s cannot be read (%v)", en.Backup, err)
+			}
+		default:
+			missing, origHash = fmt.Sprintf("its backup %s no longer holds the content it backed up (%s)", en.Backup, want), want
 		}
-		if en.Kind == KindFileIntent && strings.HasPrefix(en.Before, "sha256:") && hashOf(b) != en.Before {
-			continue
-		}
-		return en
+		found = true
+		break
 	}
-	// no whole backup: the file never changed
-	return journal.Entry{Path: entries[idx[0]].Path, Backup: "-"}
+	if !found {
+		return u // no change of it happened
+	}
+	if origHash != "" && curHash == origHash {
+		return u // as it was before gpuprep
+	}
+	last := entries[idx[len(idx)-1]]
+	known := last.Wrote != ""
+	asLeft := curHash == last.Wrote || last.Kind == KindFileIntent && curHash == last.Before
+	if missing != "" {
+		state := "changed since gpuprep wrote it"
+		switch {
+		case asLeft:
+			state = "as gpuprep left it"
+		case !known:
+			state = "the journal does not record what gpuprep wrote"
+		}
+		u.problem = fmt.Sprintf("%s: cannot restore it: %s; the file is left as it is (%s): put the backup back and run rollback again", p, missing, state)
+		if origHash != "" {
+			u.problem += fmt.Sprintf(", or restore the file's content from before gpuprep (%s) by hand", origHash)
+		}
+		return u
+	}
+	changed := known && !asLeft
+	if changed && !force {
+		if created {
+			u.problem = fmt.Sprintf("%s: changed since gpuprep created it: not removed; remove it by hand, or pass --force-files (its content is saved first)", p)
+		} else {
+			u.problem = fmt.Sprintf("%s: changed since gpuprep wrote it: not restored; restore it by hand from %s, or pass --force-files (its content is saved first)", p, from)
+		}
+		return u
+	}
+	switch {
+	case changed:
+		u.note = "changed since gpuprep wrote it: undone anyway (--force-files)"
+	case !known && !asLeft:
+		u.note = "the journal does not record what gpuprep wrote there (an older gpuprep, or an interrupted change): undone without checking for edits made since"
+	}
+	if created {
+		u.action, u.save = "remove", u.note != ""
+	} else {
+		u.action, u.from, u.data = "restore", from, orig
+	}
+	return u
 }
 
-// restoreFile brings a file back to what the oldest entry says it was.
-func restoreFile(e Env, first journal.Entry, res *RollbackResult) (bool, error) {
-	p := first.Path
+// do carries u out. It records in saved where it saved what a file held.
+func (u fileUndo) do(e Env, res *RollbackResult, saved map[string]string) error {
+	p := u.path
 	defer removeStaleTemps(e.Root, p)
-	if first.Backup == "" { // the file was new
-		if !e.Root.Exists(p) {
-			return false, nil
+	if u.problem != "" {
+		return errors.New(u.problem)
+	}
+	now := e.now()
+	switch u.action {
+	case "remove":
+		cur, err := e.Root.ReadFile(p)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", p, err)
+		}
+		how, bak := "removed (gpuprep created it)", ""
+		if u.save {
+			perm := os.FileMode(0o600)
+			if fi, err := e.Root.Stat(p); err == nil {
+				perm = fi.Mode().Perm()
+			}
+			bak = backupName(p, now)
+			if _, err := e.Root.WriteFileAtomic(bak, cur, perm, now); err != nil {
+				return fmt.Errorf("%s: save its content before removing it: %w", p, err)
+			}
+			how += "; what it held is saved in " + bak
 		}
 		if err := e.Root.RemoveFile(p); err != nil {
-			return false, fmt.Errorf("remove %s: %w", p, err)
+			return fmt.Errorf("remove %s: %w", p, err)
 		}
-		e.logf("removed %s (gpuprep created it)", p)
-		res.Undone = append(res.Undone, Undo{Kind: "file", Target: p, Action: "removed (gpuprep created it)"})
-		return true, nil
+		u.report(e, res, saved, how, bak)
+	case "restore":
+		perm := os.FileMode(0o644)
+		if fi, err := e.Root.Stat(u.from); err == nil {
+			perm = fi.Mode().Perm()
+		}
+		wr, err := e.Root.WriteFileAtomic(p, u.data, perm, now)
+		if err != nil {
+			return fmt.Errorf("restore %s: %w", p, err)
+		}
+		how := "restored from " + u.from
+		if wr.Backup != "" {
+			how += "; what it held is saved in " + wr.Backup
+		}
+		u.report(e, res, saved, how, wr.Backup)
 	}
-	if first.Backup == "-" {
-		return false, nil
+	return nil
+}
+
+func (u fileUndo) report(e Env, res *RollbackResult, saved map[string]string, how, bak string) {
+	if u.note != "" {
+		res.Notes = append(res.Notes, u.path+": "+u.note+" ("+how+")")
 	}
-	old, err := e.Root.ReadFile(first.Backup)
-	if err != nil {
-		// the backup is written before anything else: without it the file was never changed
-		return false, nil
+	if bak != "" {
+		saved[u.path] = bak
 	}
-	if cur, err := e.Root.ReadFile(p); err == nil && string(cur) == string(old) {
-		return false, nil
-	}
-	perm := os.FileMode(0o644)
-	if fi, err := e.Root.Stat(first.Backup); err == nil {
-		perm = fi.Mode().Perm()
-	}
-	if _, err := e.Root.WriteFileAtomic(p, old, perm, e.now()); err != nil {
-		return false, fmt.Errorf("restore %s: %w", p, err)
-	}
-	e.logf("restored %s from %s", p, first.Backup)
-	res.Undone = append(res.Undone, Undo{Kind: "file", Target: p, Action: "restored from " + first.Backup})
-	return true, nil
+	e.logf("%s: %s", u.path, how)
+	res.Undone = append(res.Undone, Undo{Kind: "file", Target: u.path, Action: how, Backup: bak})
 }
 
 // restoreDriver puts addr back on driver want ("" unbound).

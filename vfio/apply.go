@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os/exec"
 	"strings"
 	"time"
@@ -156,7 +157,9 @@ func Bind(ctx context.Context, e Env, inv *pci.Inventory, p *Plan, opts Options)
 	if p.Persist != nil {
 		files, err := applyPersist(ctx, e, p.Persist, "vfio bind", opts, res)
 		if err != nil {
-			restoreFiles(e, files, opts)
+			if rf := restoreFiles(e, files); len(rf) > 0 {
+				err = fmt.Errorf("%w; files not restored: %s", err, strings.Join(rf, "; "))
+			}
 			return fail(err)
 		}
 	}
@@ -243,7 +246,11 @@ func applyPersist(ctx context.Context, e Env, p *Persist, command string, opts O
 				continue
 			}
 			bak := f.Path + ".gpuprep-" + now.UTC().Format("20060102T150405.000000000Z") + host.BackupSuffix
-			if _, err := e.Root.WriteFileAtomic(bak, old, 0o644, now); err != nil {
+			mode := fs.FileMode(0o644)
+			if fi, err := e.Root.Stat(f.Path); err == nil {
+				mode = fi.Mode().Perm() // the backup keeps it, for whoever restores the file
+			}
+			if _, err := e.Root.WriteFileAtomic(bak, old, mode, now); err != nil {
 				return changed, fmt.Errorf("back up %s: %w", f.Path, err)
 			}
 			if err := e.Root.RemoveFile(f.Path); err != nil {
@@ -252,7 +259,7 @@ func applyPersist(ctx context.Context, e Env, p *Persist, command string, opts O
 			fc := FileChange{Path: f.Path, Backup: bak, Removed: true}
 			changed = append(changed, fc)
 			res.Files = append(res.Files, fc)
-			_ = journal.Append(e.Root, journal.Entry{Time: now, Command: command, Kind: "file", Path: f.Path, Backup: bak, After: "removed"})
+			_ = journal.Append(e.Root, journal.Entry{Time: now, Command: command, Kind: "file", Path: f.Path, Backup: bak, After: "removed", Wrote: journal.Absent})
 			continue
 		}
 		dir := f.Path[:strings.LastIndexByte(f.Path, '/')]
@@ -269,7 +276,7 @@ func applyPersist(ctx context.Context, e Env, p *Persist, command string, opts O
 		fc := FileChange{Path: f.Path, Backup: wr.Backup}
 		changed = append(changed, fc)
 		res.Files = append(res.Files, fc)
-		if err := journal.Append(e.Root, journal.Entry{Time: now, Command: command, Kind: "file", Path: f.Path, Backup: wr.Backup}); err != nil {
+		if err := journal.Append(e.Root, journal.Entry{Time: now, Command: command, Kind: "file", Path: f.Path, Backup: wr.Backup, Wrote: journal.Hash(f.Content)}); err != nil {
 			return changed, err
 		}
 	}
@@ -286,21 +293,36 @@ func applyPersist(ctx context.Context, e Env, p *Persist, command string, opts O
 	return changed, nil
 }
 
-// restoreFiles undoes applyPersist: backups go back, new files go away.
-func restoreFiles(e Env, files []FileChange, opts Options) {
+// restoreFiles undoes applyPersist: files it created go away, the others
+// get their backup's content back, each atomically (WriteFileAtomic: what
+// gpuprep had written there is backed up in turn) with the mode the file had
+// (a removed file: its backup's). It returns what it could not restore.
+func restoreFiles(e Env, files []FileChange) []string {
+	var failed []string
 	for i := len(files) - 1; i >= 0; i-- {
 		f := files[i]
 		if f.Backup == "" {
-			_ = e.Root.RemoveFile(f.Path)
+			if err := e.Root.RemoveFile(f.Path); err != nil {
+				failed = append(failed, fmt.Sprintf("remove %s: %v", f.Path, err))
+			}
 			continue
 		}
-		if old, err := e.Root.ReadFile(f.Backup); err == nil {
-			// the backup stays; removing first keeps WriteFileAtomic from
-			// backing up what is being undone
-			_ = e.Root.RemoveFile(f.Path)
-			_, _ = e.Root.WriteFileAtomic(f.Path, old, 0o644, opts.now())
+		old, err := e.Root.ReadFile(f.Backup)
+		if err != nil {
+			failed = append(failed, fmt.Sprintf("%s: read its backup: %v (restore it from %s by hand)", f.Path, err, f.Backup))
+			continue
+		}
+		mode := fs.FileMode(0o644)
+		if fi, err := e.Root.Stat(f.Backup); err == nil {
+			mode = fi.Mode().Perm()
+		}
+		// now, not opts' time: the backup of what is undone must not take
+		// the name of the backup being restored
+		if _, err := e.Root.WriteFileAtomic(f.Path, old, mode, time.Now()); err != nil {
+			failed = append(failed, fmt.Sprintf("restore %s from %s: %v", f.Path, f.Backup, err))
 		}
 	}
+	return failed
 }
 
 // waitGroups waits (briefly: devtmpfs creates the node asynchronously) for

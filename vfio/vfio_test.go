@@ -342,7 +342,8 @@ func TestPersistPerAddressWhenNotEveryDeviceOfTheIDIsSelected(t *testing.T) {
 	require.Equal(t, []string{"update-initramfs", "-u"}, k.Commands[len(k.Commands)-1])
 	require.Len(t, res.Files, 3)
 
-	// unbind removes the files (backed up) and regenerates the initramfs again
+	// unbind removes the files (backed up, with their mode) and regenerates the initramfs again
+	require.NoError(t, os.Chmod(filepath.Join(k.Root.Dir(), ModprobeConf), 0o600))
 	res, err = Unbind(context.Background(), env(k), inventory(t, k), selector(t, "0000:13:00.0"), o)
 	require.NoError(t, err)
 	require.Equal(t, "nvidia", k.Driver("0000:13:00.0"))
@@ -353,6 +354,11 @@ func TestPersistPerAddressWhenNotEveryDeviceOfTheIDIsSelected(t *testing.T) {
 	for _, f := range res.Files {
 		require.True(t, f.Removed)
 		require.True(t, k.Root.Exists(f.Backup), f.Backup)
+		if f.Path == ModprobeConf {
+			fi, err := k.Root.Stat(f.Backup)
+			require.NoError(t, err)
+			require.Equal(t, os.FileMode(0o600), fi.Mode().Perm(), "the backup keeps the mode")
+		}
 	}
 	require.Equal(t, []string{"update-initramfs", "-u"}, k.Commands[len(k.Commands)-1])
 }
@@ -377,17 +383,60 @@ func TestPersistFailureRollsBackFilesAndBinding(t *testing.T) {
 		b.File("/usr/sbin/update-initramfs", "")
 		b.File(ModprobeConf, "# an older file\n")
 	})
+	conf := filepath.Join(k.Root.Dir(), ModprobeConf)
+	require.NoError(t, os.Chmod(conf, 0o600))
 	k.Fail["update-initramfs -u"] = syscall.EIO
 	o := opts()
 	o.Persist = true
 	inv, p := plan(t, k, o)
 	_, err := Bind(context.Background(), env(k), inv, p, o)
 	require.ErrorContains(t, err, "regenerate the initramfs")
+	require.NotContains(t, err.Error(), "not restored")
 	require.Equal(t, turingNative, drivers(k, turing))
 	require.Equal(t, "# an older file\n", read(t, k, ModprobeConf), "restored from its backup")
+	fi, err := os.Stat(conf)
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o600), fi.Mode().Perm(), "with its mode")
 	require.False(t, k.Root.Exists(ModulesLoad))
-	m, _ := filepath.Glob(filepath.Join(k.Root.Dir(), "etc/modprobe.d/gpuprep-vfio.conf.gpuprep-*.bak"))
-	require.Len(t, m, 1)
+	// the apply's backup, and the one the restore made of what it undid
+	bak := ModprobeConf + ".gpuprep-" + t0.UTC().Format("20060102T150405.000000000Z") + ".bak"
+	require.Equal(t, "# an older file\n", read(t, k, bak))
+	m, _ := filepath.Glob(conf + ".gpuprep-*.bak")
+	require.Len(t, m, 2)
+}
+
+// a runner whose update-initramfs removes a backup first: the restore after
+// its failure cannot read it
+type loseBackup struct {
+	*fixture.Kernel
+	bak string
+}
+
+func (l loseBackup) Run(ctx context.Context, argv ...string) ([]byte, error) {
+	if argv[0] == "update-initramfs" {
+		_ = l.Root.RemoveFile(l.bak)
+	}
+	return l.Kernel.Run(ctx, argv...)
+}
+
+func TestPersistFailureReportsFilesNotRestored(t *testing.T) {
+	t.Parallel()
+	k := sim(t, "turing-multifunction", func(b *fixture.Builder) {
+		b.File("/usr/sbin/update-initramfs", "")
+		b.File(ModprobeConf, "# an older file\n")
+	})
+	k.Fail["update-initramfs -u"] = syscall.EIO
+	o := opts()
+	o.Persist = true
+	inv, p := plan(t, k, o)
+	bak := ModprobeConf + ".gpuprep-" + t0.UTC().Format("20060102T150405.000000000Z") + ".bak"
+	e := env(k)
+	e.Runner = loseBackup{k, bak}
+	_, err := Bind(context.Background(), e, inv, p, o)
+	require.ErrorContains(t, err, "regenerate the initramfs")
+	require.ErrorContains(t, err, "files not restored: "+ModprobeConf+": read its backup: ")
+	require.ErrorContains(t, err, "(restore it from "+bak+" by hand)")
+	require.Equal(t, turingNative, drivers(k, turing))
 }
 
 func TestStatus(t *testing.T) {

@@ -460,7 +460,7 @@ func writeFile(e *Env, p string, content []byte) error {
 		return err
 	}
 	if res.Changed {
-		return journal.Append(e.Root, journal.Entry{Time: e.now().UTC(), Command: "vgpu install", Kind: "file", Path: p, Backup: res.Backup})
+		return journal.Append(e.Root, journal.Entry{Time: e.now().UTC(), Command: "vgpu install", Kind: "file", Path: p, Backup: res.Backup, Wrote: journal.Hash(content)})
 	}
 	return nil
 }

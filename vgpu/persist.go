@@ -105,7 +105,7 @@ func (p *PersistPlan) Apply(ctx context.Context, root *host.Root, r host.Runner,
 		if err != nil {
 			return fmt.Errorf("write %s: %w", f.Path, err)
 		}
-		if err := journal.Append(root, journal.Entry{Time: now.UTC(), Command: "vgpu apply --persist", Kind: "file", Path: f.Path, Backup: res.Backup}); err != nil {
+		if err := journal.Append(root, journal.Entry{Time: now.UTC(), Command: "vgpu apply --persist", Kind: "file", Path: f.Path, Backup: res.Backup, Wrote: journal.Hash(f.New)}); err != nil {
 			return err
 		}
 	}

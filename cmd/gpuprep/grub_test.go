@@ -92,7 +92,8 @@ func TestGrubEnsureDebian(t *testing.T) {
 	ents, err := journal.Read(r)
 	require.NoError(t, err)
 	require.Len(t, ents, 1)
-	require.Equal(t, journal.Entry{Time: ents[0].Time, Command: "grub ensure", Kind: "file", Path: "/etc/default/grub", Backup: bak}, ents[0])
+	require.Equal(t, journal.Entry{Time: ents[0].Time, Command: "grub ensure", Kind: "file", Path: "/etc/default/grub", Backup: bak,
+		Wrote: journal.Hash([]byte(read(t, root, "/etc/default/grub")))}, ents[0])
 
 	// second run: nothing to change, still a reboot pending
 	run.Calls = nil

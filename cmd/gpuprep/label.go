@@ -146,7 +146,7 @@ func (c *labelCmd) write(cmd *cobra.Command, root *host.Root, path, shown string
 	if err != nil {
 		return &exitError{code: exitNotReady, err: fmt.Errorf("write %s: %w", shown, err)}
 	}
-	if err := journal.Append(root, journal.Entry{Time: time.Now().UTC(), Command: "label --before-join", Kind: "file", Path: path, Backup: res.Backup}); err != nil {
+	if err := journal.Append(root, journal.Entry{Time: time.Now().UTC(), Command: "label --before-join", Kind: "file", Path: path, Backup: res.Backup, Wrote: journal.Hash(out)}); err != nil {
 		return &exitError{code: exitNotReady, err: err}
 	}
 	fmt.Fprint(w, diff.Unified(shown, old, out, existed))

@@ -16,6 +16,7 @@ type rollbackCmd struct {
 	g          *globals
 	to         string
 	force      bool
+	forceFiles bool
 	kubeconfig string
 	output     string
 }
@@ -23,7 +24,7 @@ type rollbackCmd struct {
 func newRollbackCmd(g *globals) *cobra.Command {
 	c := &rollbackCmd{g: g}
 	cmd := &cobra.Command{
-		Use:   "rollback [--to STEP]",
+		Use:   "rollback [--to STEP] [--force-files]",
 		Short: "Undo what gpuprep changed on this node, newest first, from the journal",
 		Long: `rollback undoes, newest first, the changes /var/lib/gpuprep/journal.jsonl records
 (gpuprep apply's steps, and grub, vfio, vgpu and label changes): each file back to
@@ -44,6 +45,16 @@ gpuprep grub ensure/remove through such a tool are not undone (it says so). It
 says when the kernel arguments of the next boot differ from the running ones:
 reboot then. What it undid is recorded, so a second rollback changes nothing.
 
+A file is undone only while it holds what gpuprep last wrote there (the journal
+records its SHA-256): one edited since is left as it is, named with the backup to
+restore it from by hand, unless --force-files, which undoes it anyway. Whenever
+rollback overwrites or removes a file that way it first saves what the file held
+beside it (FILE.gpuprep-TIMESTAMP.bak) and names that backup. A file whose backup
+is missing (or no longer holds what it backed up) cannot be restored: it is left
+as it is and named; put the backup back and run rollback again. Files recorded by
+a gpuprep older than these checks are restored as before, with a note, their
+content saved first.
+
 --to STEP keeps the changes up to the last completed apply step STEP
 (kernel-args, vfio-bind, vfio-unbind, vgpu-install, vgpu-devices, label) and undoes
 those after it.
@@ -51,14 +62,16 @@ those after it.
 rollback does not uninstall the vGPU manager: that is a package operation
 (nvidia-installer --uninstall, or the package manager); it says so.
 
-Exit codes: 0 done (or nothing to undo), 1 something could not be undone (the
-journal keeps it: run again), 2 usage error, 4 done and a reboot is needed.`,
+Exit codes: 0 done (or nothing to undo), 1 something could not be undone (a file
+edited since or without its backup, a device or command that failed: the journal
+keeps it all, run again), 2 usage error, 4 done and a reboot is needed.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return c.run(cmd) },
 	}
 	f := cmd.Flags()
 	f.StringVar(&c.to, "to", "", "keep the changes up to this completed step, undo those after it")
 	f.BoolVar(&c.force, "force", false, "unbind from VFIO, or remove a vGPU, even while a process (a VM) holds it open")
+	f.BoolVar(&c.forceFiles, "force-files", false, "restore (or remove) files even when edited since gpuprep wrote them, saving their content first")
 	f.StringVar(&c.kubeconfig, "kubeconfig", "", "kubeconfig for labels set through the API (default: the one apply used)")
 	f.StringVarP(&c.output, "output", "o", "text", "output format: text or json")
 	return cmd
@@ -81,7 +94,7 @@ func (c *rollbackCmd) run(cmd *cobra.Command) error {
 	if c.output == "text" {
 		env.Out = out
 	}
-	res, rerr := provision.Rollback(cmd.Context(), env, provision.RollbackOptions{To: c.to, Force: c.force, Kubeconfig: c.kubeconfig})
+	res, rerr := provision.Rollback(cmd.Context(), env, provision.RollbackOptions{To: c.to, Force: c.force, ForceFiles: c.forceFiles, Kubeconfig: c.kubeconfig})
 	var te *provision.ToError
 	if errors.As(rerr, &te) {
 		return usageErr("%v", rerr)

@@ -2,6 +2,9 @@ package main
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -133,4 +136,31 @@ func TestVFIOBindFailureExitsOne(t *testing.T) {
 	_, errs, code := gpuprep(t, "vfio", "bind", "--root", root)
 	require.Equal(t, 1, code)
 	require.Contains(t, errs, "0000:01:00.1: the bind to vfio-pci reported success but the device has no driver; rolled back: 2 device(s) restored")
+}
+
+// A vfio bind --persist whose initramfs regeneration fails puts the files
+// back: a file it replaced keeps its mode (it came back 0644), atomically.
+func TestVFIOBindPersistFailureRestoresFiles(t *testing.T) {
+	old := vfioKernel
+	t.Cleanup(func() { vfioKernel = old })
+	vfioKernel = func(root *host.Root) (vfio.Sysfs, host.Runner, error) {
+		k, err := fixture.NewKernel(root.Dir())
+		k.Fail["update-initramfs -u"] = syscall.EIO
+		return k, k, err
+	}
+	root := fixtureRoot(t, "turing-multifunction")
+	conf := filepath.Join(root, vfio.ModprobeConf)
+	require.NoError(t, fixture.New(root).File("/usr/sbin/update-initramfs", "").File(vfio.ModprobeConf, "# the admin's\n").Err())
+	require.NoError(t, os.Chmod(conf, 0o600))
+	_, errs, code := gpuprep(t, "vfio", "bind", "--root", root, "--persist")
+	require.Equal(t, 1, code, errs)
+	require.Contains(t, errs, "regenerate the initramfs")
+	require.NotContains(t, errs, "not restored")
+	b, err := os.ReadFile(conf)
+	require.NoError(t, err)
+	require.Equal(t, "# the admin's\n", string(b))
+	fi, err := os.Stat(conf)
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
+	require.NoFileExists(t, filepath.Join(root, vfio.ModulesLoad))
 }

@@ -7,6 +7,8 @@ package journal
 
 import (
 	"bufio"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -30,6 +32,20 @@ type Entry struct {
 	Device  string    `json:"device,omitempty"` // PCI address
 	Before  string    `json:"before,omitempty"` // e.g. previous driver
 	After   string    `json:"after,omitempty"`
+	// Wrote is what a file change left at Path: Hash of the content gpuprep
+	// wrote, or Absent when it removed the file. Rollback compares it with
+	// the file's content then, so that it does not undo edits made since.
+	// Entries written before gpuprep recorded it have none.
+	Wrote string `json:"wrote,omitempty"`
+}
+
+// Absent is Entry.Wrote (and a file intent's Before) for a file that is not there.
+const Absent = "absent"
+
+// Hash is the "sha256:HEX" of b that Entry.Wrote and a file intent's Before hold.
+func Hash(b []byte) string {
+	h := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(h[:])
 }
 
 // Append adds e to the journal.

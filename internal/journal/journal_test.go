@@ -34,3 +34,13 @@ func TestAppendRead(t *testing.T) {
 	require.ErrorContains(t, err, "unreadable lines [3]")
 	require.Equal(t, []Entry{e1, e2, e1}, got)
 }
+
+func TestWroteRoundTrips(t *testing.T) {
+	root, _ := host.NewRoot(t.TempDir())
+	e := Entry{Time: time.Unix(1, 0).UTC(), Command: "apply", Kind: "file", Path: "/etc/default/grub", Wrote: Hash([]byte("x\n"))}
+	require.Equal(t, "sha256:"+"73cb3858a687a8494ca3323053016282f3dad39d42cf62ca4e79dda2aac7d9ac", e.Wrote)
+	require.NoError(t, Append(root, e))
+	got, err := Read(root)
+	require.NoError(t, err)
+	require.Equal(t, []Entry{e}, got)
+}

@@ -1,0 +1,221 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/gpuprep/gpuprep/internal/host"
+	"github.com/gpuprep/gpuprep/internal/journal"
+	"github.com/gpuprep/gpuprep/provision"
+	"github.com/gpuprep/gpuprep/vfio"
+)
+
+// undoneEntries is the journal's "undone" entries.
+func undoneEntries(t *testing.T, dir string) []journal.Entry {
+	t.Helper()
+	r, err := host.NewRoot(dir)
+	require.NoError(t, err)
+	es, err := journal.Read(r)
+	require.NoError(t, err)
+	var out []journal.Entry
+	for _, e := range es {
+		if e.Kind == provision.KindUndone {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func grubBackup(t *testing.T, root string) string {
+	t.Helper()
+	m, err := filepath.Glob(filepath.Join(root, "etc/default/grub.gpuprep-*.bak"))
+	require.NoError(t, err)
+	require.Len(t, m, 1)
+	return m[0]
+}
+
+// A file whose backup is gone cannot be restored: rollback says so, naming
+// the file and the backup, exits 1, leaves the file and records nothing
+// undone, so that once the backup is back a rollback restores it.
+func TestRollbackMissingBackup(t *testing.T) {
+	simulatedKernel(t)
+	root := fixtureRoot(t, "iommu-off-kernel")
+	withTools(t, root)
+	orig := tree(t, root)
+	out, errs, code := gpuprep(t, "apply", "--root", root, "--mode", "vm-passthrough", "--yes")
+	require.Equal(t, exitNeedReboot, code, out+errs)
+	bak := grubBackup(t, root)
+	saved, err := os.ReadFile(bak)
+	require.NoError(t, err)
+	require.NoError(t, os.Remove(bak))
+	applied := tree(t, root)
+
+	for range 2 {
+		out, errs, code = gpuprep(t, "rollback", "--root", root)
+		require.Equal(t, exitNotReady, code, out+errs)
+		require.NotContains(t, out, "Rolled back")
+		require.NotContains(t, out, "Nothing to roll back")
+		require.Contains(t, errs, "/etc/default/grub: cannot restore it: its backup /"+strings.TrimPrefix(bak, root+"/")+" is missing")
+		require.Contains(t, errs, "as gpuprep left it")
+		require.Equal(t, applied, tree(t, root), "the file is left as it is")
+		require.Contains(t, applied["etc/default/grub"], "intel_iommu=on iommu=pt")
+		require.Empty(t, undoneEntries(t, root))
+	}
+
+	// the backup back: rollback restores the file, saving what it held
+	require.NoError(t, os.WriteFile(bak, saved, 0o644))
+	out, errs, code = gpuprep(t, "rollback", "--root", root)
+	require.Contains(t, []int{exitOK, exitNeedReboot}, code, out+errs)
+	require.Contains(t, out, "/etc/default/grub: restored from /"+strings.TrimPrefix(bak, root+"/")+"; what it held is saved in /etc/default/grub.gpuprep-")
+	require.Equal(t, orig, tree(t, root))
+	out, _, code = gpuprep(t, "rollback", "--root", root)
+	require.Equal(t, exitOK, code)
+	require.Contains(t, out, "Nothing to roll back.")
+}
+
+// A file edited since gpuprep wrote it is not restored: rollback names it
+// and its backup, exits 1 and records nothing undone; --force-files
+// restores it, saving the edited content first, and says where.
+func TestRollbackKeepsLaterEdit(t *testing.T) {
+	simulatedKernel(t)
+	root := fixtureRoot(t, "iommu-off-kernel")
+	withTools(t, root)
+	orig := tree(t, root)
+	_, errs, code := gpuprep(t, "apply", "--root", root, "--mode", "vm-passthrough", "--yes")
+	require.Equal(t, exitNeedReboot, code, errs)
+	bak := "/" + strings.TrimPrefix(grubBackup(t, root), root+"/")
+	p := filepath.Join(root, "etc/default/grub")
+	g, err := os.ReadFile(p)
+	require.NoError(t, err)
+	edited := string(g) + "GRUB_TIMEOUT=30 # admin edit\n"
+	require.NoError(t, os.WriteFile(p, []byte(edited), 0o644))
+
+	out, errs, code := gpuprep(t, "rollback", "--root", root)
+	require.Equal(t, exitNotReady, code, out+errs)
+	require.Contains(t, errs, "/etc/default/grub: changed since gpuprep wrote it: not restored; restore it by hand from "+bak+", or pass --force-files")
+	g, err = os.ReadFile(p)
+	require.NoError(t, err)
+	require.Equal(t, edited, string(g))
+	require.Empty(t, undoneEntries(t, root))
+
+	out, errs, code = gpuprep(t, "rollback", "--root", root, "--force-files", "-o", "json")
+	require.Contains(t, []int{exitOK, exitNeedReboot}, code, out+errs)
+	var res provision.RollbackResult
+	require.NoError(t, json.Unmarshal([]byte(out), &res), out)
+	var u provision.Undo
+	for _, x := range res.Undone {
+		if x.Target == "/etc/default/grub" {
+			u = x
+		}
+	}
+	require.NotEmpty(t, u.Backup, out)
+	require.Contains(t, u.Action, "restored from "+bak+"; what it held is saved in "+u.Backup)
+	require.Contains(t, strings.Join(res.Notes, "\n"), "/etc/default/grub: changed since gpuprep wrote it: undone anyway (--force-files)")
+	kept, err := os.ReadFile(filepath.Join(root, u.Backup))
+	require.NoError(t, err)
+	require.Equal(t, edited, string(kept), "the edit is saved")
+	require.Equal(t, orig, tree(t, root))
+	// the journal says where the edited content went
+	var saved []string
+	for _, e := range undoneEntries(t, root) {
+		if e.Path == "/etc/default/grub" {
+			saved = append(saved, e.Backup)
+		}
+	}
+	require.NotEmpty(t, saved)
+	require.Equal(t, u.Backup, saved[0])
+
+	out, _, code = gpuprep(t, "rollback", "--root", root)
+	require.Equal(t, exitOK, code)
+	require.Contains(t, out, "Nothing to roll back.")
+}
+
+// A file gpuprep created and someone edited since is not removed (nor is
+// anything recorded undone); what else rollback restored it leaves
+// restored, and a rollback --force-files then removes the file, saving it.
+func TestRollbackKeepsEditedCreatedFile(t *testing.T) {
+	simulatedKernel(t)
+	root := fixtureRoot(t, "iommu-off-kernel")
+	withTools(t, root)
+	orig := tree(t, root)
+	_, errs, code := gpuprep(t, "apply", "--root", root, "--mode", "vm-passthrough", "--yes")
+	require.Equal(t, exitNeedReboot, code, errs)
+	simulateReboot(t, root)
+	_, errs, code = gpuprep(t, "apply", "--root", root, "--mode", "vm-passthrough", "--yes")
+	require.Contains(t, []int{exitOK, exitNotReady}, code, errs)
+	conf := filepath.Join(root, vfio.ModprobeConf)
+	c, err := os.ReadFile(conf)
+	require.NoError(t, err)
+	edited := string(c) + "options vfio-pci disable_vga=1 # admin\n"
+	require.NoError(t, os.WriteFile(conf, []byte(edited), 0o600))
+	require.NoError(t, os.Chmod(conf, 0o600))
+
+	out, errs, code := gpuprep(t, "rollback", "--root", root)
+	require.Equal(t, exitNotReady, code, out+errs)
+	require.Contains(t, errs, vfio.ModprobeConf+": changed since gpuprep created it: not removed; remove it by hand, or pass --force-files")
+	c, err = os.ReadFile(conf)
+	require.NoError(t, err)
+	require.Equal(t, edited, string(c))
+	require.Empty(t, undoneEntries(t, root))
+	require.NotContains(t, tree(t, root)["etc/default/grub"], "intel_iommu", "the other files are restored")
+
+	out, errs, code = gpuprep(t, "rollback", "--root", root, "--force-files")
+	require.Contains(t, []int{exitOK, exitNeedReboot}, code, out+errs)
+	require.NoFileExists(t, conf)
+	m, err := filepath.Glob(conf + ".gpuprep-*.bak")
+	require.NoError(t, err)
+	require.Len(t, m, 1)
+	require.Contains(t, out, vfio.ModprobeConf+": removed (gpuprep created it); what it held is saved in "+vfio.ModprobeConf+".gpuprep-")
+	kept, err := os.ReadFile(m[0])
+	require.NoError(t, err)
+	require.Equal(t, edited, string(kept))
+	fi, err := os.Stat(m[0])
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o600), fi.Mode().Perm(), "the saved copy keeps the file's mode")
+	require.NotContains(t, out, "/etc/default/grub:", "already restored: not touched again")
+	require.Equal(t, orig, tree(t, root))
+}
+
+// Entries from a gpuprep that did not record what it wrote: rollback
+// restores as it did (an edit made since included), says it could not
+// check, and saves what the file held.
+func TestRollbackOlderJournalWithoutHashes(t *testing.T) {
+	simulatedKernel(t)
+	root := fixtureRoot(t, "iommu-off-kernel")
+	withTools(t, root)
+	orig := tree(t, root)
+	_, errs, code := gpuprep(t, "apply", "--root", root, "--mode", "vm-passthrough", "--yes")
+	require.Equal(t, exitNeedReboot, code, errs)
+	// the journal as an older gpuprep wrote it: no "wrote"
+	jp := filepath.Join(root, journal.Path)
+	f, err := os.Open(jp)
+	require.NoError(t, err)
+	var old []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var m map[string]any
+		require.NoError(t, json.Unmarshal(sc.Bytes(), &m))
+		delete(m, "wrote")
+		b, err := json.Marshal(m)
+		require.NoError(t, err)
+		old = append(old, string(b))
+	}
+	f.Close()
+	require.NoError(t, os.WriteFile(jp, []byte(strings.Join(old, "\n")+"\n"), 0o600))
+	p := filepath.Join(root, "etc/default/grub")
+	g, err := os.ReadFile(p)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(p, append(g, "# admin edit\n"...), 0o644))
+
+	out, errs, code := gpuprep(t, "rollback", "--root", root)
+	require.Contains(t, []int{exitOK, exitNeedReboot}, code, out+errs)
+	require.Contains(t, out, "note: /etc/default/grub: the journal does not record what gpuprep wrote there")
+	require.Contains(t, out, "what it held is saved in /etc/default/grub.gpuprep-")
+	require.Equal(t, orig, tree(t, root))
+}
