@@ -7,8 +7,11 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // WriteAttr writes value to a sysfs attribute in a single write(2), as the
@@ -129,6 +132,12 @@ func (r *Root) WriteFileAtomic(p string, data []byte, perm fs.FileMode, now time
 			return res, err
 		}
 	}
+	if exists {
+		if err := copyXattrs(rp, tmp); err != nil {
+			tmp.Close()
+			return res, fmt.Errorf("%s: keeping its extended attributes: %w", path.Clean("/"+p), err)
+		}
+	}
 	if err := tmp.Sync(); err != nil {
 		tmp.Close()
 		return res, err
@@ -168,6 +177,40 @@ func mustResolve(r *Root, p string) string {
 		return p
 	}
 	return rp
+}
+
+// copyXattrs gives to the extended attributes of the file from: its SELinux
+// label (security.selinux: /etc/default/grub is bootloader_etc_t on Red Hat
+// systems, which a new file there would not be), POSIX ACLs and the rest, as
+// an editor keeps them. Attributes the file system does not support, or
+// that this process may not set, are left out.
+func copyXattrs(from string, to *os.File) error {
+	size, err := unix.Listxattr(from, nil)
+	if err != nil || size == 0 {
+		return nil // no extended attributes here, or none supported
+	}
+	buf := make([]byte, size)
+	if size, err = unix.Listxattr(from, buf); err != nil {
+		return nil
+	}
+	for _, name := range strings.Split(strings.TrimRight(string(buf[:size]), "\x00"), "\x00") {
+		if name == "" {
+			continue
+		}
+		n, err := unix.Getxattr(from, name, nil)
+		if err != nil {
+			continue
+		}
+		val := make([]byte, n)
+		if n, err = unix.Getxattr(from, name, val); err != nil {
+			continue
+		}
+		err = unix.Fsetxattr(int(to.Fd()), name, val[:n], 0)
+		if err != nil && !errors.Is(err, unix.EPERM) && !errors.Is(err, unix.ENOTSUP) && !errors.Is(err, unix.EACCES) {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+	}
+	return nil
 }
 
 func writeSynced(path string, data []byte, mode fs.FileMode, uid, gid int) error {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 )
 
 func TestWriteFileAtomicBacksUpAndKeepsMode(t *testing.T) {
@@ -113,4 +114,25 @@ func TestWriteFileAtomicWritesThroughSymlinks(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, os.ModeSymlink, fi.Mode()&os.ModeSymlink, "%s: a dangling link is left alone", name)
 	}
+}
+
+// A rewritten file keeps its extended attributes (an SELinux label, ACLs, user attributes), as an editor keeps them:
+// the new content goes in a new inode, which would otherwise have none.
+func TestWriteFileAtomicKeepsExtendedAttributes(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "etc/default"), 0o755))
+	p := filepath.Join(dir, "etc/default/grub")
+	require.NoError(t, os.WriteFile(p, []byte("old\n"), 0o644))
+	if err := unix.Setxattr(p, "user.gpuprep-test", []byte("bootloader_etc_t"), 0); err != nil {
+		t.Skipf("no user extended attributes on %s: %v", dir, err)
+	}
+	r, err := NewRoot(dir)
+	require.NoError(t, err)
+	res, err := r.WriteFileAtomic("/etc/default/grub", []byte("new\n"), 0o644, time.Now())
+	require.NoError(t, err)
+	require.True(t, res.Changed)
+	buf := make([]byte, 64)
+	n, err := unix.Getxattr(p, "user.gpuprep-test", buf)
+	require.NoError(t, err, "the attribute went with the old inode")
+	require.Equal(t, "bootloader_etc_t", string(buf[:n]))
 }
