@@ -3,7 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
+	"path"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -89,25 +90,32 @@ func (c *labelCmd) run(cmd *cobra.Command) error {
 	if c.node != "" || c.kubeconfig != "" {
 		return usageErr("--node and --kubeconfig are for labelling through the API; --before-join edits this host's kubelet configuration")
 	}
-	if c.kubeadmConfig != "" {
-		b, err := os.ReadFile(c.kubeadmConfig)
-		if err != nil {
-			return usageErr("--kubeadm-config: %v", err)
-		}
-		out, err := kube.EditKubeadmConfig(c.kubeadmConfig, b, set, remove)
-		if err != nil {
-			return usageErr("%v", err)
-		}
-		dir, name := splitDir(c.kubeadmConfig)
-		r, err := host.NewRoot(dir)
-		if err != nil {
-			return usageErr("--kubeadm-config: %v", err)
-		}
-		return c.write(cmd, r, "/"+name, c.kubeadmConfig, b, out, true)
-	}
 	root, err := c.g.hostRoot()
 	if err != nil {
 		return err
+	}
+	if c.kubeadmConfig != "" {
+		// A file of this host, written through the host root like every
+		// other (journalled there, so that rollback undoes it): on this
+		// machine's own root any path; with --root, its path inside it.
+		file := c.kubeadmConfig
+		switch {
+		case root.IsLive():
+			if file, err = filepath.Abs(file); err != nil {
+				return usageErr("--kubeadm-config: %v", err)
+			}
+		case !path.IsAbs(file):
+			return usageErr("--kubeadm-config %s: with --root, give the file's absolute path inside the root", file)
+		}
+		b, err := root.ReadFile(file)
+		if err != nil {
+			return usageErr("--kubeadm-config: %v", err)
+		}
+		out, err := kube.EditKubeadmConfig(file, b, set, remove)
+		if err != nil {
+			return usageErr("%v", err)
+		}
+		return c.write(cmd, root, file, file, b, out, true)
 	}
 	file := kube.KubeletEnvFile(root)
 	old, rerr := root.ReadFile(file)

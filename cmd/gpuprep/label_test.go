@@ -7,6 +7,9 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/gpuprep/gpuprep/internal/host"
+	"github.com/gpuprep/gpuprep/internal/journal"
 )
 
 func TestLabelBeforeJoinKubeletEnv(t *testing.T) {
@@ -60,14 +63,35 @@ func TestLabelNewEnvFileAndErrors(t *testing.T) {
 }
 
 func TestLabelKubeadmConfig(t *testing.T) {
-	f := filepath.Join(t.TempDir(), "join.yaml")
+	root := fixtureRoot(t, "hgx-h200")
+	f := filepath.Join(root, "etc/kubeadm/join.yaml")
+	require.NoError(t, os.MkdirAll(filepath.Dir(f), 0o755))
 	in := "apiVersion: kubeadm.k8s.io/v1beta4\nkind: JoinConfiguration\nnodeRegistration:\n  kubeletExtraArgs:\n  - name: max-pods\n    value: \"250\"\n"
 	require.NoError(t, os.WriteFile(f, []byte(in), 0o600))
-	out, stderr, code := gpuprep(t, "label", "--before-join", "--kubeadm-config", f, "--mode", "vm-passthrough")
+	_, stderr, code := gpuprep(t, "label", "--root", root, "--before-join", "--kubeadm-config", "etc/kubeadm/join.yaml", "--mode", "vm-passthrough")
+	require.Equal(t, exitUsage, code)
+	require.Contains(t, stderr, "with --root, give the file's absolute path inside the root")
+	out, stderr, code := gpuprep(t, "label", "--root", root, "--before-join", "--kubeadm-config", "/etc/kubeadm/join.yaml", "--mode", "vm-passthrough")
 	require.Equal(t, 0, code, stderr)
 	require.Contains(t, out, "+  - name: node-labels\n+    value: \"nvidia.com/gpu.workload.config=vm-passthrough\"\n")
+	require.Contains(t, out, "wrote /etc/kubeadm/join.yaml (backup /etc/kubeadm/join.yaml.gpuprep-")
 	b, _ := os.ReadFile(f)
 	require.True(t, strings.HasSuffix(string(b), "  - name: max-pods\n    value: \"250\"\n"))
 	st, _ := os.Stat(f)
 	require.Equal(t, os.FileMode(0o600), st.Mode().Perm(), "mode kept")
+	// journalled in the root, so that rollback undoes it; nothing written beside the file but its backup
+	r, err := host.NewRoot(root)
+	require.NoError(t, err)
+	ents, err := journal.Read(r)
+	require.NoError(t, err)
+	require.Len(t, ents, 1)
+	require.Equal(t, "/etc/kubeadm/join.yaml", ents[0].Path)
+	_, err = os.Stat(filepath.Join(root, "etc/kubeadm/var"))
+	require.ErrorIs(t, err, os.ErrNotExist)
+	simulatedKernel(t)
+	out, stderr, code = gpuprep(t, "rollback", "--root", root)
+	require.Equal(t, 0, code, out+stderr)
+	require.Contains(t, out, "/etc/kubeadm/join.yaml")
+	b, _ = os.ReadFile(f)
+	require.Equal(t, in, string(b))
 }
