@@ -389,6 +389,12 @@ func Unbind(ctx context.Context, e Env, inv *pci.Inventory, sel pci.Selector, op
 	targets := UnbindTargets(e.Root, inv, selected)
 	if len(targets) == 0 {
 		if opts.Regenerate == "" {
+			// An earlier unbind that removed the files and then failed
+			// to regenerate the initramfs left one that still binds the
+			// GPUs to VFIO at boot.
+			opts.Regenerate = InitramfsStale(e.Root)
+		}
+		if opts.Regenerate == "" {
 			return res, ErrNothing
 		}
 		pp, err := planPersist(e.Root, inv, nil, nil)
@@ -465,8 +471,12 @@ func Unbind(ctx context.Context, e Env, inv *pci.Inventory, sel pci.Selector, op
 		if err != nil {
 			return res, err
 		}
-		if _, err := applyPersist(ctx, e, pp, "vfio unbind", opts, res); err != nil {
-			failed = append(failed, err.Error())
+		if changed, err := applyPersist(ctx, e, pp, "vfio unbind", opts, res); err != nil {
+			msg := err.Error()
+			if len(changed) > 0 {
+				msg += "\ngpuprep's persistent VFIO files changed (backed up, in the journal) but the initramfs still holds the old ones, which early boot applies: fix the cause and run vfio unbind again (it regenerates an initramfs older than the change)"
+			}
+			failed = append(failed, msg)
 		}
 	}
 	if len(failed) > 0 {

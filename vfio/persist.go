@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gpuprep/gpuprep/internal/host"
+	"github.com/gpuprep/gpuprep/internal/journal"
 	"github.com/gpuprep/gpuprep/internal/pci"
 )
 
@@ -267,12 +268,24 @@ func initramfsImages(root *host.Root) []string {
 // the newest kernel's, dracut -f the running kernel's, mkinitcpio -P every
 // preset's; any image made after the files carries them, and one made by
 // the command apply runs keeps a re-run from regenerating again.
+//
+// A file gpuprep removed (vfio unbind) counts from its removal, which the
+// journal records: an initramfs made before it may still bind the GPUs to
+// VFIO at early boot (an unbind whose initramfs command failed).
 func InitramfsStale(root *host.Root) string {
 	var newest time.Time
 	file := ""
 	for _, f := range []string{ModprobeConf, ModulesLoad, UdevRule} {
 		if fi, err := root.Stat(f); err == nil && fi.ModTime().After(newest) {
 			newest, file = fi.ModTime(), f
+		}
+	}
+	if entries, err := journal.Read(root); err == nil {
+		for _, en := range entries {
+			gone := en.Kind == "file" && (en.Wrote == journal.Absent || en.After == "removed") && !root.Exists(en.Path)
+			if gone && slices.Contains([]string{ModprobeConf, ModulesLoad, UdevRule}, en.Path) && en.Time.After(newest) {
+				newest, file = en.Time, "the removal of "+en.Path+" (journal)"
+			}
 		}
 	}
 	if file == "" {
@@ -292,6 +305,6 @@ func InitramfsStale(root *host.Root) string {
 	if len(older) == 0 {
 		return ""
 	}
-	return fmt.Sprintf("the initramfs (%s) is older than %s: it was not regenerated after gpuprep's persistent VFIO configuration was written",
+	return fmt.Sprintf("the initramfs (%s) is older than %s: it was not regenerated after gpuprep's persistent VFIO configuration changed",
 		strings.Join(older, ", "), file)
 }

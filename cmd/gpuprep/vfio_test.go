@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -163,4 +164,50 @@ func TestVFIOBindPersistFailureRestoresFiles(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
 	require.NoFileExists(t, filepath.Join(root, vfio.ModulesLoad))
+}
+
+// vfio unbind removes the persistent files and then fails to regenerate the initramfs: the error says the files
+// changed and the initramfs did not; run again (no device left on VFIO, no file left), it regenerates the initramfs
+// instead of saying there is nothing to do; once regenerated, there is.
+func TestVFIOUnbindFinishesAFailedInitramfs(t *testing.T) {
+	fail := true
+	var last *fixture.Kernel
+	old := vfioKernel
+	t.Cleanup(func() { vfioKernel = old })
+	vfioKernel = func(root *host.Root) (vfio.Sysfs, host.Runner, error) {
+		k, err := fixture.NewKernel(root.Dir())
+		if fail {
+			k.Fail["update-initramfs -u"] = syscall.EIO
+		}
+		last = k
+		return k, k, err
+	}
+	root := fixtureRoot(t, "turing-multifunction")
+	require.NoError(t, fixture.New(root).File("/usr/sbin/update-initramfs", "").File("/boot/initrd.img-6.1.0-18-amd64", "old image\n").Err())
+	fail = false
+	_, errs, code := gpuprep(t, "vfio", "bind", "--root", root, "--persist")
+	require.Equal(t, 0, code, errs)
+	require.FileExists(t, filepath.Join(root, vfio.ModprobeConf))
+	// the image made by that bind's update-initramfs (the simulator records it, and does not write one)
+	require.NoError(t, fixture.New(root).Touch("/boot/initrd.img-6.1.0-18-amd64", fixture.BootTime.Add(24*time.Hour*365*2)).Err())
+
+	fail = true
+	_, errs, code = gpuprep(t, "vfio", "unbind", "--root", root)
+	require.Equal(t, 1, code, errs)
+	require.Contains(t, errs, "regenerate the initramfs")
+	require.Contains(t, errs, "persistent VFIO files changed (backed up, in the journal) but the initramfs still holds the old ones")
+	require.NoFileExists(t, filepath.Join(root, vfio.ModprobeConf))
+	// the image predates the removal (the simulator's clock is real; the removal was just now)
+	require.NoError(t, fixture.New(root).Touch("/boot/initrd.img-6.1.0-18-amd64", time.Now().Add(-time.Minute)).Err())
+
+	fail = false
+	out, errs, code := gpuprep(t, "vfio", "unbind", "--root", root)
+	require.Equal(t, 0, code, out+errs)
+	require.NotContains(t, out, "Nothing to unbind")
+	require.Contains(t, last.Commands, []string{"update-initramfs", "-u"})
+
+	require.NoError(t, fixture.New(root).Touch("/boot/initrd.img-6.1.0-18-amd64", time.Now().Add(time.Minute)).Err())
+	out, _, code = gpuprep(t, "vfio", "unbind", "--root", root)
+	require.Equal(t, 0, code, out)
+	require.Contains(t, out, "Nothing to unbind")
 }
