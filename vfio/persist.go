@@ -43,6 +43,23 @@ type Persist struct {
 	Warnings   []string
 }
 
+// Pending is what applying p would change under root, as applyPersist does
+// it: the files whose content differs (or, to remove, that exist), and
+// whether the initramfs command runs (a file changes, or Regenerate says
+// why it must).
+func (p *Persist) Pending(root *host.Root) (files []FileEdit, initramfs bool) {
+	for _, f := range p.Files {
+		old, err := root.ReadFile(f.Path)
+		switch {
+		case f.Content == nil && err != nil: // nothing to remove
+		case f.Content != nil && err == nil && string(old) == string(f.Content): // as it should be
+		default:
+			files = append(files, f)
+		}
+	}
+	return files, p.Initramfs != nil && (len(files) > 0 || p.Regenerate != "")
+}
+
 // Persisted reads the devices recorded in gpuprep's modprobe.d file.
 func Persisted(root *host.Root) map[string]string {
 	out := map[string]string{}

@@ -240,7 +240,7 @@ func (c *vfioCmd) bind(cmd *cobra.Command) error {
 		fmt.Fprintf(errw, "gpuprep: warning: --force: unbinding nvidia while /dev/nvidia* is open by %d process(es)\n", len(plan.Holders))
 	}
 	if c.dryRun {
-		printPlan(out, plan)
+		printPlan(out, root, plan)
 		return nil
 	}
 	fs, runner, err := vfioKernel(root)
@@ -255,7 +255,7 @@ func (c *vfioCmd) bind(cmd *cobra.Command) error {
 	return nil
 }
 
-func printPlan(w io.Writer, p *vfio.Plan) {
+func printPlan(w io.Writer, root *host.Root, p *vfio.Plan) {
 	fmt.Fprintln(w, "Dry run: nothing is changed.")
 	for _, t := range p.Targets {
 		if t.Bound {
@@ -274,8 +274,14 @@ func printPlan(w io.Writer, p *vfio.Plan) {
 	for _, s := range p.Steps {
 		fmt.Fprintln(w, s.String())
 	}
+	pending := 0
 	if pp := p.Persist; pp != nil {
-		for _, f := range pp.Files {
+		files, initramfs := pp.Pending(root)
+		pending = len(files)
+		if initramfs {
+			pending++
+		}
+		for _, f := range files {
 			if f.Content == nil {
 				fmt.Fprintf(w, "remove (backed up): %s\n", f.Path)
 				continue
@@ -285,14 +291,19 @@ func printPlan(w io.Writer, p *vfio.Plan) {
 				fmt.Fprintln(w, "    "+l)
 			}
 		}
-		if pp.Initramfs != nil {
+		switch {
+		case initramfs && len(files) == 0:
+			fmt.Fprintf(w, "run: %s (%s)\n", strings.Join(pp.Initramfs, " "), pp.Regenerate)
+		case initramfs:
 			fmt.Fprintf(w, "run: %s\n", strings.Join(pp.Initramfs, " "))
+		case len(pp.Files) > 0:
+			fmt.Fprintln(w, "persistent configuration: already as it should be")
 		}
 		for _, n := range pp.Warnings {
 			fmt.Fprintln(w, "note: "+n)
 		}
 	}
-	if len(p.Steps) == 0 && (p.Persist == nil || len(p.Persist.Files) == 0) {
+	if len(p.Steps) == 0 && pending == 0 {
 		fmt.Fprintln(w, "Nothing to do.")
 	}
 }

@@ -211,3 +211,37 @@ func TestVFIOUnbindFinishesAFailedInitramfs(t *testing.T) {
 	require.Equal(t, 0, code, out)
 	require.Contains(t, out, "Nothing to unbind")
 }
+
+// vfio bind --persist --dry-run on a node already bound and persisted shows what the real run does: nothing.
+func TestVFIOBindPersistDryRunMatchesTheRun(t *testing.T) {
+	var last *fixture.Kernel
+	old := vfioKernel
+	t.Cleanup(func() { vfioKernel = old })
+	vfioKernel = func(root *host.Root) (vfio.Sysfs, host.Runner, error) {
+		k, err := fixture.NewKernel(root.Dir())
+		last = k
+		return k, k, err
+	}
+	root := fixtureRoot(t, "turing-multifunction")
+	require.NoError(t, fixture.New(root).File("/usr/sbin/update-initramfs", "").Err())
+	out, errs, code := gpuprep(t, "vfio", "bind", "--root", root, "--persist", "--dry-run")
+	require.Equal(t, 0, code, errs)
+	require.Contains(t, out, "write (atomic, backed up): "+vfio.ModprobeConf)
+	require.Contains(t, out, "run: update-initramfs -u\n")
+	_, errs, code = gpuprep(t, "vfio", "bind", "--root", root, "--persist")
+	require.Equal(t, 0, code, errs)
+	// the image the bind's update-initramfs made (the simulator does not write one)
+	require.NoError(t, fixture.New(root).File("/boot/initrd.img-6.1.0-18-amd64", "image\n").Touch("/boot/initrd.img-6.1.0-18-amd64", time.Now().Add(time.Minute)).Err())
+
+	out, errs, code = gpuprep(t, "vfio", "bind", "--root", root, "--persist", "--dry-run")
+	require.Equal(t, 0, code, errs)
+	require.NotContains(t, out, "write (atomic")
+	require.NotContains(t, out, "run: update-initramfs")
+	require.Contains(t, out, "persistent configuration: already as it should be\n")
+	require.Contains(t, out, "Nothing to do.\n")
+	last = nil
+	out, errs, code = gpuprep(t, "vfio", "bind", "--root", root, "--persist")
+	require.Equal(t, 0, code, errs)
+	require.NotContains(t, out, "update-initramfs", "the real run does nothing either")
+	require.Empty(t, last.Commands)
+}
