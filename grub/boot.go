@@ -270,6 +270,9 @@ type Plan struct {
 	Removed   []string
 	Var       string   // GRUB variable appended to
 	Notes     []string // what the plan does not do, and why
+	// Intents, when set, gives the journal entries Apply records before it
+	// runs a command (what a bootloader's own tool changes, for rollback).
+	Intents func(argv []string) []journal.Entry
 }
 
 // Changed reports whether the plan changes anything.
@@ -497,6 +500,14 @@ func (p *Plan) Apply(ctx context.Context, root *host.Root, run host.Runner, comm
 		}
 	}
 	for _, argv := range p.Commands {
+		if p.Intents != nil {
+			for _, en := range p.Intents(argv) {
+				en.Time = now.UTC()
+				if err := journal.Append(root, en); err != nil {
+					return err
+				}
+			}
+		}
 		if out, err := run.Run(ctx, argv...); err != nil {
 			err = fmt.Errorf("%s: %w%s", strings.Join(argv, " "), err, host.OutputTail(out))
 			if len(p.Changes) > 0 {

@@ -456,12 +456,20 @@ func removeIfExists(p string) error {
 // that only regenerate a boot menu from files (update-grub, grub-mkconfig)
 // have none: rollback restores the files and regenerates.
 func (p *Plan) bootArgIntents(argv []string) []journal.Entry {
-	if p.boot == nil || len(argv) == 0 {
+	return BootArgIntents(p.boot, p.grubPlan, argv, "apply")
+}
+
+// BootArgIntents are the bootargs-intent entries (see the journal kinds
+// above) of one command of gp, a plan of boot (nil: none), for the journal
+// under command: what rollback needs to undo the arguments that command
+// changes through a bootloader's own tool.
+func BootArgIntents(boot *grub.Boot, gp *grub.Plan, argv []string, command string) []journal.Entry {
+	if boot == nil || len(argv) == 0 {
 		return nil
 	}
 	var add, del []string
 	switch {
-	case p.boot.Kind == grub.KindBLS && argv[0] == "grubby":
+	case boot.Kind == grub.KindBLS && argv[0] == "grubby":
 		for _, a := range argv[1:] {
 			if v, ok := strings.CutPrefix(a, "--args="); ok {
 				add = append(add, grub.Words(v)...)
@@ -469,7 +477,7 @@ func (p *Plan) bootArgIntents(argv []string) []journal.Entry {
 				del = append(del, grub.Words(v)...)
 			}
 		}
-	case p.boot.Kind == grub.KindKernelstub && argv[0] == "kernelstub":
+	case boot.Kind == grub.KindKernelstub && argv[0] == "kernelstub":
 		for i := 1; i+1 < len(argv); i++ {
 			switch argv[i] {
 			case "--add-options", "-a":
@@ -478,7 +486,7 @@ func (p *Plan) bootArgIntents(argv []string) []journal.Entry {
 				del = append(del, strings.Fields(argv[i+1])...)
 			}
 		}
-	case p.boot.Kind == grub.KindRpmOstree && argv[0] == "rpm-ostree":
+	case boot.Kind == grub.KindRpmOstree && argv[0] == "rpm-ostree":
 		for _, a := range argv[1:] {
 			for _, pre := range []string{"--append-if-missing=", "--append="} {
 				if v, ok := strings.CutPrefix(a, pre); ok {
@@ -491,31 +499,31 @@ func (p *Plan) bootArgIntents(argv []string) []journal.Entry {
 				}
 			}
 		}
-	case p.boot.Kind == grub.KindSystemdBoot && argv[0] == "kernel-install" && p.grubPlan != nil:
+	case boot.Kind == grub.KindSystemdBoot && argv[0] == "kernel-install" && gp != nil:
 		// the entries are made from /etc/kernel/cmdline, edited just before
-		add, del = p.grubPlan.Added, p.grubPlan.Removed
+		add, del = gp.Added, gp.Removed
 	default:
 		return nil
 	}
-	multi := p.boot.Kind == grub.KindBLS || p.boot.Kind == grub.KindRpmOstree
+	multi := boot.Kind == grub.KindBLS || boot.Kind == grub.KindRpmOstree
 	// the step's removals run before its additions (grubby: as an earlier
 	// command): an entry's word they remove is gone when an addition runs
 	gone := del
-	if p.grubPlan != nil {
-		gone = append(slices.Clone(p.grubPlan.Removed), del...)
+	if gp != nil {
+		gone = append(slices.Clone(gp.Removed), del...)
 	}
 	var out []journal.Entry
 	for _, d := range del {
-		en := journal.Entry{Command: "apply", Kind: KindBootArgs, Device: p.boot.Kind, Before: d}
+		en := journal.Entry{Command: command, Kind: KindBootArgs, Device: boot.Kind, Before: d}
 		if multi {
-			en.Path = strings.Join(entriesWithout(p.boot, d), " ")
+			en.Path = strings.Join(entriesWithout(boot, d), " ")
 		}
 		out = append(out, en)
 	}
 	for _, a := range add {
-		en := journal.Entry{Command: "apply", Kind: KindBootArgs, Device: p.boot.Kind, After: a}
+		en := journal.Entry{Command: command, Kind: KindBootArgs, Device: boot.Kind, After: a}
 		if multi {
-			en.Path = strings.Join(entriesWithKey(p.boot, a, gone), " ")
+			en.Path = strings.Join(entriesWithKey(boot, a, gone), " ")
 		}
 		out = append(out, en)
 	}

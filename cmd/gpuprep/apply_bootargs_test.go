@@ -463,3 +463,48 @@ func TestRollbackBootloaderCommandsPartial(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, string(entry), "options root=UUID=2f1c ro quiet splash iommu=pt\n")
 }
+
+// grub ensure on a bootloader whose own tool holds the arguments (kernelstub, rpm-ostree) journals what the tool
+// changes, as apply does, and gpuprep rollback changes it back through the tool (it said "Nothing to roll back").
+func TestRollbackUndoesGrubEnsureThroughTheBootloaderTool(t *testing.T) {
+	for name, tc := range map[string]struct {
+		files    map[string]string
+		ensure   [][]string
+		rollback [][]string
+	}{
+		"kernelstub": {
+			files:    map[string]string{"/etc/default/grub": removeFile, "/etc/kernelstub/configuration": `{"default":{"kernel_options":["quiet","splash"]},"user":{"kernel_options":["quiet","splash"]}}`},
+			ensure:   [][]string{{"kernelstub", "--add-options", "intel_iommu=on iommu=pt"}},
+			rollback: [][]string{{"kernelstub", "--delete-options", "intel_iommu=on iommu=pt"}},
+		},
+		"rpm-ostree": {
+			files: map[string]string{"/etc/default/grub": removeFile, "/run/ostree-booted": "\n",
+				"/boot/loader/entries/ostree-1-fedora-coreos.conf": "title Fedora CoreOS\nversion 1\nlinux /ostree/fedora-coreos-abc/vmlinuz-" + kver + "\noptions root=UUID=2f1c rw ostree=/ostree/boot.1/fedora-coreos/abc/0\n"},
+			ensure:   [][]string{{"rpm-ostree", "kargs", "--append-if-missing=intel_iommu=on", "--append-if-missing=iommu=pt"}},
+			rollback: [][]string{{"rpm-ostree", "kargs", "--delete-if-present=intel_iommu=on", "--delete-if-present=iommu=pt"}},
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			tools := withBootTools(t)
+			old := grubRunner
+			t.Cleanup(func() { grubRunner = old })
+			grubRunner = func(root *host.Root) host.Runner {
+				k, err := fixture.NewKernel(root.Dir())
+				require.NoError(t, err)
+				tools.kernel = k
+				return tools
+			}
+			root := bootRoot(t, tc.files)
+			out, errs, code := gpuprep(t, "grub", "ensure", "--mode", "vm-passthrough", "--root", root)
+			require.Equal(t, exitNeedReboot, code, out+errs)
+			require.Equal(t, tc.ensure, tools.calls())
+			require.NotEmpty(t, tools.intents[0], "the tool ran with its change journalled")
+
+			out, errs, code = gpuprep(t, "rollback", "--root", root)
+			require.Equal(t, exitOK, code, out+errs) // before the reboot: the running kernel never had them
+			require.Contains(t, out, "Rolled back.")
+			require.Equal(t, tc.rollback, tools.calls()[len(tc.ensure):])
+			journalAllUndone(t, root)
+		})
+	}
+}

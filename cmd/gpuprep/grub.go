@@ -16,10 +16,12 @@ import (
 	"github.com/gpuprep/gpuprep/grub"
 	"github.com/gpuprep/gpuprep/internal/diff"
 	"github.com/gpuprep/gpuprep/internal/host"
+	"github.com/gpuprep/gpuprep/internal/journal"
 	"github.com/gpuprep/gpuprep/internal/kargs"
 	"github.com/gpuprep/gpuprep/internal/pci"
 	"github.com/gpuprep/gpuprep/iommu"
 	"github.com/gpuprep/gpuprep/preflight"
+	"github.com/gpuprep/gpuprep/provision"
 )
 
 func init() { register(newGrubCmd) }
@@ -195,6 +197,9 @@ func (c *grubCmd) edit(cmd *cobra.Command, args []string, remove bool) error {
 		}
 		return nil
 	}
+	// what a bootloader's own tool changes goes in the journal too, so
+	// that gpuprep rollback undoes it as it undoes apply's
+	plan.Intents = func(argv []string) []journal.Entry { return provision.BootArgIntents(boot, plan, argv, command) }
 	if err := plan.Apply(context.Background(), root, grubRunner(root), command, grubNow()); err != nil {
 		return &exitError{code: exitUnknown, err: err}
 	}
