@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/gpuprep/gpuprep/internal/pci"
+	"github.com/gpuprep/gpuprep/vgpu"
 )
 
 func checkNouveau(e *Env) []Finding {
@@ -22,19 +23,53 @@ func checkNouveau(e *Env) []Finding {
 	if blacklisted {
 		bl = "blacklisted in " + where
 	}
-	fix := "gpuprep vfio bind --persist"
 	switch {
 	case len(bound) > 0:
-		return []Finding{{Status: Fail, Subject: strings.Join(bound, ","),
-			Message: fmt.Sprintf("nouveau drives %d selected GPU(s) (%s): neither the NVIDIA driver nor vfio-pci can take them", len(bound), bl),
-			Remedy:  "blacklist nouveau (`blacklist nouveau` and `options nouveau modeset=0` in /etc/modprobe.d), regenerate the initramfs and reboot; for vm-passthrough: " + fix,
-			Fixable: true, FixCommand: fix}}
+		return nouveauBoundFindings(e, bound, bl)
 	case loaded:
 		return []Finding{{Status: Warn, Subject: "/sys/module/nouveau",
 			Message: "nouveau is loaded (" + bl + "), though no selected GPU uses it: it may grab a GPU that another driver releases",
 			Remedy:  "blacklist nouveau and regenerate the initramfs"}}
 	}
 	return []Finding{{Status: Pass, Subject: "/sys/module/nouveau", Message: "nouveau not loaded (" + bl + ")"}}
+}
+
+// blacklistRemedy is how to keep nouveau off the GPUs by hand.
+const blacklistRemedy = "blacklist nouveau (`blacklist nouveau` and `options nouveau modeset=0` in a file under /etc/modprobe.d), regenerate the initramfs (update-initramfs -u, dracut -f or mkinitcpio -P) and reboot"
+
+// nouveauBoundFindings says, per mode, what takes the GPUs from nouveau:
+// vfio-pci for vm-passthrough (gpuprep vfio bind --persist also blacklists
+// nouveau), the vGPU manager for vm-vgpu (gpuprep vgpu install blacklists
+// nouveau), the GPU Operator's driver container for containers, once
+// nouveau is blacklisted. Binding to vfio-pci would serve neither of the
+// last two.
+func nouveauBoundFindings(e *Env, bound []string, bl string) []Finding {
+	subject := strings.Join(bound, ",")
+	msg := fmt.Sprintf("nouveau drives %d selected GPU(s) (%s)", len(bound), bl)
+	manual := blacklistRemedy
+	if bl != "not blacklisted" {
+		manual = "regenerate the initramfs (update-initramfs -u, dracut -f or mkinitcpio -P) so that it holds the blacklist, and reboot"
+	}
+	pt := "gpuprep vfio bind --persist"
+	out := []Finding{
+		{Status: Fail, Subject: subject, Modes: []Mode{Container},
+			Message: msg + ": the GPU Operator's driver container cannot load the NVIDIA driver while nouveau holds them",
+			Remedy:  manual + "; the GPU Operator's driver container then takes the GPUs (gpuprep has no command for this)"},
+		{Status: Fail, Subject: subject, Modes: []Mode{VMPassthrough},
+			Message: msg + ": vfio-pci cannot take them while it does",
+			Remedy:  pt + " (binds them to vfio-pci persistently and blacklists nouveau; regenerates the initramfs)",
+			Fixable: true, FixCommand: pt},
+	}
+	vg := Finding{Status: Fail, Subject: subject, Modes: []Mode{VMVGPU},
+		Message: msg + ": the vGPU manager's nvidia driver cannot take them"}
+	if vgpu.ReadManager(e.Root).Installed {
+		vg.Remedy = manual + "; the vGPU manager's nvidia driver then takes the GPUs"
+	} else {
+		fix := "gpuprep vgpu install --driver NVIDIA-Linux-x86_64-VER-vgpu-kvm.run"
+		vg.Remedy = fix + " (blacklists nouveau, then installs the vGPU manager; reboot if nouveau stays loaded)"
+		vg.Fixable, vg.FixCommand = true, fix
+	}
+	return append(out, vg)
 }
 
 var blacklistRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(?m)^\s*blacklist\s+nouveau\s*$`) })
