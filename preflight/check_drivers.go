@@ -158,6 +158,7 @@ func checkVFIOModules(e *Env) []Finding {
 func checkVFIOBinding(e *Env) []Finding {
 	var out []Finding
 	for _, g := range e.GPUs {
+		out = append(out, vgpuBinding(e, g))
 		pass := []Mode{VMPassthrough}
 		cont := []Mode{Container}
 		if pci.DriverIsVFIO(g.Driver) {
@@ -197,4 +198,22 @@ func checkVFIOBinding(e *Env) []Finding {
 		out = append(out, Finding{Status: Skip, Subject: "/sys/bus/pci/drivers", Message: "no GPU selected"})
 	}
 	return out
+}
+
+// vgpuBinding: vGPUs live on the vGPU manager's nvidia driver (on the PF
+// for mdev; the PF and its VFs for SR-IOV): a GPU on vfio-pci, nouveau,
+// another driver or none hosts none.
+func vgpuBinding(e *Env, g *pci.Device) Finding {
+	f := Finding{Subject: g.Address, Modes: []Mode{VMVGPU}}
+	if g.Driver == "nvidia" {
+		f.Status, f.Message = Pass, "on driver nvidia, which hosts vGPUs once the vGPU manager is installed (see vgpu.manager)"
+		return f
+	}
+	f.Status = Fail
+	f.Message = "on " + driverOr(g.Driver) + ": vGPUs need the GPU on the vGPU manager's nvidia driver"
+	f.Remedy = vgpuDriverRemedy(e, g.Address, g.Driver)
+	if pci.DriverIsVFIO(g.Driver) {
+		f.Fixable, f.FixCommand = true, "gpuprep vfio unbind --select "+g.Address
+	}
+	return f
 }

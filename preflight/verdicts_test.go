@@ -5,6 +5,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/gpuprep/gpuprep/internal/fixture"
 	"github.com/gpuprep/gpuprep/preflight"
 )
 
@@ -42,4 +43,77 @@ func TestNouveauRemedyFollowsTheMode(t *testing.T) {
 	for _, m := range preflight.Modes {
 		require.Contains(t, res.Modes[m].Blockers, "driver.nouveau", m)
 	}
+}
+
+// T4s (sriov_totalvfs 16, mdev-based vGPU) moved to vfio-pci on a host with
+// the vGPU manager: the cause is the binding, not SR-IOV VFs left disabled.
+func TestVGPUNeedsTheGPUsOnNvidia(t *testing.T) {
+	dir := t.TempDir()
+	b := fixture.New(dir)
+	fixture.MdevVGPU(b)
+	for _, a := range []string{"0000:21:00.0", "0000:41:00.0"} {
+		b.Remove("/sys/bus/pci/drivers/nvidia/" + a).Remove(b.DevPath(a) + "/driver").Remove(b.DevPath(a) + "/mdev_supported_types")
+		b.Link(b.DevPath(a)+"/driver", "/sys/bus/pci/drivers/vfio-pci").Remove("/sys/class/mdev_bus/" + a)
+	}
+	b.Mkdir("/sys/bus/pci/drivers/vfio-pci")
+	require.NoError(t, b.Err())
+	_, res := runRoot(t, dir)
+	for _, a := range []string{"0000:21:00.0", "0000:41:00.0"} {
+		f := one(t, res, "vfio.binding", a, preflight.VMVGPU)
+		require.Equal(t, preflight.Fail, f.Status, f.Message)
+		require.Equal(t, []preflight.Mode{preflight.VMVGPU}, f.Modes)
+		require.Equal(t, "on driver vfio-pci: vGPUs need the GPU on the vGPU manager's nvidia driver", f.Message)
+		require.Equal(t, "gpuprep vfio unbind --select "+a, f.FixCommand)
+		require.Contains(t, f.Remedy, "removes gpuprep's persistent VFIO binding")
+
+		ty := one(t, res, "vgpu.types", a, preflight.VMVGPU)
+		require.Equal(t, preflight.Fail, ty.Status)
+		require.Contains(t, ty.Message, "on driver vfio-pci")
+		require.NotContains(t, ty.Message, "VFs")
+		require.NotContains(t, ty.Remedy, "sriov-manage")
+	}
+	require.ElementsMatch(t, []string{"vfio.binding", "vgpu.types"}, res.Modes[preflight.VMVGPU].Blockers)
+}
+
+// An SR-IOV PF left without a driver, and the healthy cases.
+func TestVGPUBindingPerDriver(t *testing.T) {
+	dir := t.TempDir()
+	b := fixture.New(dir)
+	fixture.SRIOVVGPU(b)
+	b.Remove("/sys/bus/pci/drivers/nvidia/0000:41:00.0").Remove(b.DevPath("0000:41:00.0") + "/driver")
+	require.NoError(t, b.Err())
+	_, res := runRoot(t, dir)
+	f := one(t, res, "vfio.binding", "0000:41:00.0", preflight.VMVGPU)
+	require.Equal(t, preflight.Fail, f.Status)
+	require.Equal(t, "on no driver (unbound): vGPUs need the GPU on the vGPU manager's nvidia driver", f.Message)
+	require.Contains(t, f.Remedy, "/sys/bus/pci/drivers/nvidia/bind")
+	require.False(t, f.Fixable)
+
+	for _, sc := range []string{"mdev-vgpu", "sriov-vgpu"} {
+		_, res := run(t, sc)
+		var n int
+		for _, f := range res.Findings {
+			if f.Check == "vfio.binding" && f.AppliesTo(preflight.VMVGPU) {
+				n++
+				require.Equal(t, preflight.Pass, f.Status, "%s: %s", sc, f.Message)
+			}
+		}
+		require.NotZero(t, n, sc)
+	}
+}
+
+// A T4 on nvidia offering no mdev types: sriov_totalvfs 16 does not make it
+// an SR-IOV GPU, so the verdict is not "0 of 16 VFs enabled".
+func TestT4IsNotAnSRIOVGPU(t *testing.T) {
+	dir := t.TempDir()
+	b := fixture.New(dir)
+	fixture.MdevVGPU(b)
+	b.Remove(b.DevPath("0000:21:00.0") + "/mdev_supported_types").Remove("/sys/class/mdev_bus/0000:21:00.0")
+	require.NoError(t, b.Err())
+	_, res := runRoot(t, dir)
+	f := one(t, res, "vgpu.types", "0000:21:00.0", preflight.VMVGPU)
+	require.Equal(t, preflight.Fail, f.Status)
+	require.Contains(t, f.Message, "no vGPU types offered: no mdev_supported_types")
+	require.NotContains(t, f.Remedy, "sriov-manage")
+	require.False(t, f.Fixable)
 }
