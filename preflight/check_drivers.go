@@ -158,7 +158,19 @@ func checkVFIOModules(e *Env) []Finding {
 func checkVFIOBinding(e *Env) []Finding {
 	var out []Finding
 	for _, g := range e.GPUs {
-		out = append(out, vgpuBinding(e, g))
+		if g.VendorID != pci.VendorNVIDIA {
+			// Selected by the user: passthrough can take any device, but
+			// neither the GPU Operator's driver nor NVIDIA vGPU can.
+			what := fmt.Sprintf("not an NVIDIA device (vendor %s, %s)", g.VendorID, driverOr(g.Driver))
+			remedy := "select NVIDIA GPUs only (--select; by default every NVIDIA GPU is selected)"
+			out = append(out,
+				Finding{Status: Fail, Subject: g.Address, Modes: []Mode{Container}, Remedy: remedy,
+					Message: what + ": the GPU Operator's NVIDIA driver cannot drive it for containers"},
+				Finding{Status: Fail, Subject: g.Address, Modes: []Mode{VMVGPU}, Remedy: remedy,
+					Message: what + ": the NVIDIA vGPU manager cannot host vGPUs on it"})
+		} else {
+			out = append(out, vgpuBinding(e, g))
+		}
 		pass := []Mode{VMPassthrough}
 		cont := []Mode{Container}
 		if pci.DriverIsVFIO(g.Driver) {
@@ -184,7 +196,7 @@ func checkVFIOBinding(e *Env) []Finding {
 		out = append(out, Finding{Status: Fail, Subject: g.Address, Modes: pass,
 			Message: "on " + driverOr(g.Driver) + ": vm-passthrough needs every function of the GPU on vfio-pci (or its VFIO variant driver)",
 			Fixable: true, FixCommand: fix, Remedy: fix})
-		if g.Driver != "nouveau" {
+		if g.Driver != "nouveau" && g.VendorID == pci.VendorNVIDIA {
 			msg := "on driver nvidia"
 			if g.Driver == "" {
 				msg = "no driver bound: the GPU Operator's driver will take it"

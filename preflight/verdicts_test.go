@@ -117,3 +117,25 @@ func TestT4IsNotAnSRIOVGPU(t *testing.T) {
 	require.NotContains(t, f.Remedy, "sriov-manage")
 	require.False(t, f.Fixable)
 }
+
+// A selected non-NVIDIA GPU is no container (or vGPU) GPU, whatever its
+// driver; passthrough can still take it.
+func TestNonNVIDIADeviceIsNotContainerReady(t *testing.T) {
+	dir := t.TempDir()
+	b := fixture.New(dir)
+	fixture.HGX(b)
+	b.PCI(fixture.PCI{Addr: "0000:a1:00.0", Vendor: 0x1002, Device: 0x74a1, Class: 0x038000, Driver: "amdgpu", Group: 90, PCIeType: fixture.PCIeEndpoint})
+	require.NoError(t, b.Err())
+	_, res := runRoot(t, dir, "0000:a1:00.0")
+	c := one(t, res, "vfio.binding", "0000:a1:00.0", preflight.Container)
+	require.Equal(t, preflight.Fail, c.Status)
+	require.Equal(t, "not an NVIDIA device (vendor 1002, driver amdgpu): the GPU Operator's NVIDIA driver cannot drive it for containers", c.Message)
+	require.Contains(t, c.Remedy, "select NVIDIA GPUs only")
+	require.False(t, res.Modes[preflight.Container].Ready)
+	require.Equal(t, []string{"vfio.binding"}, res.Modes[preflight.Container].Blockers)
+	v := one(t, res, "vfio.binding", "0000:a1:00.0", preflight.VMVGPU)
+	require.Equal(t, preflight.Fail, v.Status)
+	require.Contains(t, v.Message, "the NVIDIA vGPU manager cannot host vGPUs on it")
+	p := one(t, res, "vfio.binding", "0000:a1:00.0", preflight.VMPassthrough)
+	require.Equal(t, "gpuprep vfio bind --select 0000:a1:00.0", p.FixCommand)
+}
