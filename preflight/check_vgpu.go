@@ -71,6 +71,13 @@ func checkVGPUTypes(e *Env) []Finding {
 				iface = fmt.Sprintf("vendor-specific VFIO, %d/%d VFs enabled (nvidia/creatable_vgpu_types)", s.NumVFs, s.TotalVFs)
 			}
 			f.Message = iface + ": " + strings.Join(names, ", ")
+			if sriov && s.NumVFs > 0 && s.NumVFs < s.TotalVFs {
+				// sriov-manage -e enables every VF, and has exited 0
+				// on failure: verify sriov_numvfs == sriov_totalvfs.
+				f.Status = Warn
+				f.Message += fmt.Sprintf("; only %d of %d SR-IOV VFs are enabled: sriov-manage -e enables every VF, so it likely failed part way (it has exited 0 on failure), and vGPUs can be created on the enabled VFs only", s.NumVFs, s.TotalVFs)
+				f.Remedy = "/usr/lib/nvidia/sriov-manage -e " + g.Address + ", then check that sriov_numvfs equals sriov_totalvfs (gpuprep vgpu install --driver FILE --select " + g.Address + " does both, retrying)"
+			}
 		case len(vgpu.Existing(e.Root, g.Address)) > 0:
 			// Every VF holds a vGPU (a VF given a type offers no more
 			// types), or every mdev instance is taken: the GPU is set up.

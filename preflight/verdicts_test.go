@@ -139,3 +139,23 @@ func TestNonNVIDIADeviceIsNotContainerReady(t *testing.T) {
 	p := one(t, res, "vfio.binding", "0000:a1:00.0", preflight.VMPassthrough)
 	require.Equal(t, "gpuprep vfio bind --select 0000:a1:00.0", p.FixCommand)
 }
+
+// sriov-manage -e enables every VF and has exited 0 on failure: fewer VFs
+// than sriov_totalvfs is worth a warning (facts: verify numvfs == totalvfs).
+func TestPartlyEnabledVFsWarn(t *testing.T) {
+	_, res := run(t, "sriov-vgpu")
+	f := one(t, res, "vgpu.types", "0000:41:00.0", preflight.VMVGPU)
+	require.Equal(t, preflight.Warn, f.Status)
+	require.Contains(t, f.Message, "vendor-specific VFIO, 4/16 VFs enabled (nvidia/creatable_vgpu_types): NVIDIA H200X-141C")
+	require.Contains(t, f.Message, "only 4 of 16 SR-IOV VFs are enabled")
+	require.Contains(t, f.Remedy, "/usr/lib/nvidia/sriov-manage -e 0000:41:00.0")
+	require.True(t, res.Modes[preflight.VMVGPU].Ready)
+
+	dir := t.TempDir()
+	require.NoError(t, fixture.Build("sriov-vgpu", dir))
+	require.NoError(t, fixture.New(dir).File("/sys/bus/pci/devices/0000:41:00.0/sriov_numvfs", "16\n").Err())
+	_, res = runRoot(t, dir)
+	f = one(t, res, "vgpu.types", "0000:41:00.0", preflight.VMVGPU)
+	require.Equal(t, preflight.Pass, f.Status, f.Message)
+	require.Contains(t, f.Message, "16/16 VFs enabled")
+}
