@@ -174,13 +174,23 @@ func checkVFIOBinding(e *Env) []Finding {
 		pass := []Mode{VMPassthrough}
 		cont := []Mode{Container}
 		if pci.DriverIsVFIO(g.Driver) {
-			var behind []string
+			var behind, stub []string
 			for _, d := range e.Inv.Devices {
-				if d != g && d.Slot() == g.Slot() && !d.IsBridge() && !pci.DriverIsVFIO(d.Driver) && d.Driver != "" {
-					behind = append(behind, d.Address+" ("+classLabel(d.Class)+", driver "+d.Driver+")")
+				if d == g || d.Slot() != g.Slot() || d.IsBridge() || pci.DriverIsVFIO(d.Driver) || d.Driver == "" {
+					continue
 				}
+				if d.Driver == "pci-stub" {
+					// pci-stub sets driver_managed_dma (before 5.19 VFIO
+					// allowed it by name): the group stays viable.
+					stub = append(stub, d.Address+" ("+classLabel(d.Class)+")")
+					continue
+				}
+				behind = append(behind, d.Address+" ("+classLabel(d.Class)+", driver "+d.Driver+")")
 			}
 			f := Finding{Status: Pass, Subject: g.Address, Modes: pass, Message: "bound to " + g.Driver}
+			if len(stub) > 0 {
+				f.Message += "; " + strings.Join(stub, ", ") + " on pci-stub, which keeps the IOMMU group viable (that function is not given to the VM)"
+			}
 			if len(behind) > 0 {
 				f.Status = Fail
 				f.Message += ", but other functions of the card are not on a VFIO driver: " + strings.Join(behind, ", ")

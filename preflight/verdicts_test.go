@@ -159,3 +159,24 @@ func TestPartlyEnabledVFsWarn(t *testing.T) {
 	require.Equal(t, preflight.Pass, f.Status, f.Message)
 	require.Contains(t, f.Message, "16/16 VFs enabled")
 }
+
+// pci-stub sets driver_managed_dma (and VFIO allowed it by name before
+// 5.19): a sibling function on it keeps the group viable, unlike one on a
+// host driver (TestMultifunctionSiblingOnHostDriverFailsBinding).
+func TestSiblingOnPCIStubPassesBinding(t *testing.T) {
+	dir := t.TempDir()
+	b := fixture.New(dir)
+	fixture.TuringMultifunction(b)
+	for _, a := range []string{"0000:01:00.0", "0000:01:00.2", "0000:01:00.3"} {
+		b.Remove(b.DevPath(a)+"/driver").Link(b.DevPath(a)+"/driver", "/sys/bus/pci/drivers/vfio-pci")
+	}
+	b.Remove(b.DevPath("0000:01:00.1")+"/driver").Link(b.DevPath("0000:01:00.1")+"/driver", "/sys/bus/pci/drivers/pci-stub")
+	b.Mkdir("/sys/bus/pci/drivers/vfio-pci").Mkdir("/sys/bus/pci/drivers/pci-stub")
+	require.NoError(t, b.Err())
+	_, res := runRoot(t, dir)
+	f := one(t, res, "vfio.binding", "0000:01:00.0", preflight.VMPassthrough)
+	require.Equal(t, preflight.Pass, f.Status, f.Message)
+	require.Equal(t, "bound to vfio-pci; 0000:01:00.1 (audio) on pci-stub, which keeps the IOMMU group viable (that function is not given to the VM)", f.Message)
+	require.False(t, f.Fixable)
+	require.NotContains(t, res.Modes[preflight.VMPassthrough].Blockers, "vfio.binding")
+}
