@@ -180,3 +180,49 @@ func TestSiblingOnPCIStubPassesBinding(t *testing.T) {
 	require.False(t, f.Fixable)
 	require.NotContains(t, res.Modes[preflight.VMPassthrough].Blockers, "vfio.binding")
 }
+
+// The kubeadm drop-in runs kubelet ... $KUBELET_KUBEADM_ARGS
+// $KUBELET_EXTRA_ARGS, and repeated --node-labels merge with a later value
+// of a key winning: /etc/default/kubelet overrides kubeadm-flags.env. The
+// flag's value may also be the next word.
+func TestKubeletLabelAsTheKubeletReadsIt(t *testing.T) {
+	for _, c := range []struct {
+		name        string
+		files       map[string]string
+		value, file string
+	}{
+		{"extra args win over kubeadm args", map[string]string{
+			"/etc/default/kubelet":               "KUBELET_EXTRA_ARGS=\"--node-labels=nvidia.com/gpu.workload.config=vm-passthrough\"\n",
+			"/var/lib/kubelet/kubeadm-flags.env": "KUBELET_KUBEADM_ARGS=\"--node-labels=nvidia.com/gpu.workload.config=container\"\n",
+		}, "vm-passthrough", "/etc/default/kubelet"},
+		{"space-separated value", map[string]string{
+			"/var/lib/kubelet/kubeadm-flags.env": "KUBELET_KUBEADM_ARGS=\"--container-runtime-endpoint=unix:///run/containerd/containerd.sock --node-labels nvidia.com/gpu.workload.config=vm-passthrough\"\n",
+		}, "vm-passthrough", "/var/lib/kubelet/kubeadm-flags.env"},
+		{"repeated flag in one variable, last wins", map[string]string{
+			"/etc/default/kubelet": "KUBELET_EXTRA_ARGS=\"--node-labels=nvidia.com/gpu.workload.config=container,a=b --node-labels a=c,nvidia.com/gpu.workload.config=vm-vgpu\"\n",
+		}, "vm-vgpu", "/etc/default/kubelet"},
+		{"variable set twice: the last assignment counts", map[string]string{
+			"/etc/default/kubelet": "KUBELET_EXTRA_ARGS=--node-labels=nvidia.com/gpu.workload.config=vm-vgpu\nKUBELET_EXTRA_ARGS=--node-labels=nvidia.com/gpu.workload.config=vm-passthrough\n",
+		}, "vm-passthrough", "/etc/default/kubelet"},
+	} {
+		dir := t.TempDir()
+		b := fixture.New(dir)
+		fixture.HGX(b)
+		for f, content := range c.files {
+			b.File(f, content)
+		}
+		require.NoError(t, b.Err())
+		_, res := runRoot(t, dir)
+		mode := preflight.Mode(c.value)
+		f := find(res, want{"node.label", "nvidia.com/gpu.workload.config=" + c.value, "", mode})
+		require.Len(t, f, 1, "%s: %+v", c.name, res.Findings)
+		require.Contains(t, f[0].Message, "set in "+c.file, c.name)
+		other := preflight.Container
+		if mode == preflight.Container {
+			other = preflight.VMPassthrough
+		}
+		o := one(t, res, "node.label", "nvidia.com/gpu.workload.config="+c.value, other)
+		require.Equal(t, preflight.Fail, o.Status, c.name)
+		require.Contains(t, o.Message, "labels this node for "+c.value, c.name)
+	}
+}
