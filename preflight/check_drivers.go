@@ -218,8 +218,39 @@ func checkVFIOBinding(e *Env) []Finding {
 	}
 	if len(e.GPUs) == 0 {
 		out = append(out, Finding{Status: Skip, Subject: "/sys/bus/pci/drivers", Message: "no GPU selected"})
+	} else if f, ok := nvswitchBinding(e); ok {
+		out = append(out, f)
 	}
 	return out
+}
+
+// nvswitchBinding says, for vm-passthrough, whether the NVSwitches go to
+// VMs with the GPUs. A VM given every GPU of an HGX board gets the NVLink
+// fabric only with the NVSwitches (its own Fabric Manager configures them);
+// left on the host, GPUs pass through without that fabric unless the host's
+// Fabric Manager serves them. gpuprep cannot tell which is meant: a warn.
+func nvswitchBinding(e *Env) (Finding, bool) {
+	if len(e.NVSwitches) == 0 {
+		return Finding{}, false
+	}
+	var addrs, off []string
+	for _, s := range e.NVSwitches {
+		addrs = append(addrs, s.Address)
+		if !pci.DriverIsVFIO(s.Driver) {
+			off = append(off, s.Address+" ("+driverOr(s.Driver)+")")
+		}
+	}
+	f := Finding{Subject: strings.Join(addrs, ","), Modes: []Mode{VMPassthrough}}
+	if len(off) == 0 {
+		f.Status, f.Message = Pass, fmt.Sprintf("%d NVSwitch(es) on a VFIO driver: they can go to a VM with the GPUs", len(addrs))
+		return f, true
+	}
+	fix := "gpuprep vfio bind --nvswitch --persist"
+	f.Status = Warn
+	f.Message = fmt.Sprintf("%d of %d NVSwitch(es) not on a VFIO driver: %s; a VM given the GPUs gets no NVLink fabric from them unless Fabric Manager on this host serves it", len(off), len(addrs), strings.Join(off, ", "))
+	f.Remedy = "to pass the whole board to one VM, bind the NVSwitches too: " + fix + " (then the guest runs Fabric Manager); otherwise keep Fabric Manager running on this host"
+	f.Fixable, f.FixCommand = true, fix
+	return f, true
 }
 
 // vgpuBinding: vGPUs live on the vGPU manager's nvidia driver (on the PF

@@ -1,6 +1,7 @@
 package preflight_test
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -225,4 +226,55 @@ func TestKubeletLabelAsTheKubeletReadsIt(t *testing.T) {
 		require.Equal(t, preflight.Fail, o.Status, c.name)
 		require.Contains(t, o.Message, "labels this node for "+c.value, c.name)
 	}
+}
+
+// GPUs on vfio-pci with the NVSwitches left on nvidia: gpu.present no longer
+// claims the NVSwitches go with the GPUs, and vfio.binding warns, naming
+// them; with the NVSwitches on vfio-pci too it passes.
+func TestNVSwitchesLeftOnTheHost(t *testing.T) {
+	build := func(switchesToo bool) *preflight.Result {
+		dir := t.TempDir()
+		b := fixture.New(dir)
+		fixture.HGX(b)
+		var addrs []string
+		for i := 0; i < 8; i++ {
+			addrs = append(addrs, fmt.Sprintf("0000:%02x:00.0", 0x13+i*0x10))
+		}
+		if switchesToo {
+			for i := 0; i < 4; i++ {
+				addrs = append(addrs, fmt.Sprintf("0000:%02x:00.0", 0x91+i*2))
+			}
+		}
+		for _, a := range addrs {
+			b.Remove("/sys/bus/pci/drivers/nvidia/" + a).Remove(b.DevPath(a) + "/driver")
+			b.Link(b.DevPath(a)+"/driver", "/sys/bus/pci/drivers/vfio-pci")
+		}
+		b.Mkdir("/sys/bus/pci/drivers/vfio-pci")
+		if !switchesToo {
+			for i := 0; i < 4; i++ {
+				a := fmt.Sprintf("0000:%02x:00.0", 0x91+i*2)
+				b.Remove(b.DevPath(a)+"/driver").Link(b.DevPath(a)+"/driver", "/sys/bus/pci/drivers/nvidia")
+			}
+		}
+		b.Module("vfio_pci", nil).Module("vfio", nil).Module("vfio_iommu_type1", nil)
+		require.NoError(t, b.Err())
+		_, res := runRoot(t, dir)
+		return res
+	}
+	const sw = "0000:91:00.0,0000:93:00.0,0000:95:00.0,0000:97:00.0"
+	res := build(false)
+	g := one(t, res, "gpu.present", sw, preflight.VMPassthrough)
+	require.NotContains(t, g.Message, "passed through with the GPUs")
+	require.Contains(t, g.Message, "(4 on nvidia)")
+	f := one(t, res, "vfio.binding", sw, preflight.VMPassthrough)
+	require.Equal(t, preflight.Warn, f.Status)
+	require.Equal(t, []preflight.Mode{preflight.VMPassthrough}, f.Modes)
+	require.Contains(t, f.Message, "4 of 4 NVSwitch(es) not on a VFIO driver: 0000:91:00.0 (driver nvidia)")
+	require.Equal(t, "gpuprep vfio bind --nvswitch --persist", f.FixCommand)
+	require.Empty(t, find(res, want{"vfio.binding", sw, "", preflight.Container}))
+
+	res = build(true)
+	f = one(t, res, "vfio.binding", sw, preflight.VMPassthrough)
+	require.Equal(t, preflight.Pass, f.Status, f.Message)
+	require.Contains(t, one(t, res, "gpu.present", sw, preflight.VMPassthrough).Message, "(4 on vfio-pci)")
 }
