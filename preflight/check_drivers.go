@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/gpuprep/gpuprep/internal/pci"
+	"github.com/gpuprep/gpuprep/vgpu"
 )
 
 func checkNouveau(e *Env) []Finding {
@@ -22,19 +23,53 @@ func checkNouveau(e *Env) []Finding {
 	if blacklisted {
 		bl = "blacklisted in " + where
 	}
-	fix := "gpuprep vfio bind --persist"
 	switch {
 	case len(bound) > 0:
-		return []Finding{{Status: Fail, Subject: strings.Join(bound, ","),
-			Message: fmt.Sprintf("nouveau drives %d selected GPU(s) (%s): neither the NVIDIA driver nor vfio-pci can take them", len(bound), bl),
-			Remedy:  "blacklist nouveau (`blacklist nouveau` and `options nouveau modeset=0` in /etc/modprobe.d), regenerate the initramfs and reboot; for vm-passthrough: " + fix,
-			Fixable: true, FixCommand: fix}}
+		return nouveauBoundFindings(e, bound, bl)
 	case loaded:
 		return []Finding{{Status: Warn, Subject: "/sys/module/nouveau",
 			Message: "nouveau is loaded (" + bl + "), though no selected GPU uses it: it may grab a GPU that another driver releases",
 			Remedy:  "blacklist nouveau and regenerate the initramfs"}}
 	}
 	return []Finding{{Status: Pass, Subject: "/sys/module/nouveau", Message: "nouveau not loaded (" + bl + ")"}}
+}
+
+// blacklistRemedy is how to keep nouveau off the GPUs by hand.
+const blacklistRemedy = "blacklist nouveau (`blacklist nouveau` and `options nouveau modeset=0` in a file under /etc/modprobe.d), regenerate the initramfs (update-initramfs -u, dracut -f or mkinitcpio -P) and reboot"
+
+// nouveauBoundFindings says, per mode, what takes the GPUs from nouveau:
+// vfio-pci for vm-passthrough (gpuprep vfio bind --persist also blacklists
+// nouveau), the vGPU manager for vm-vgpu (gpuprep vgpu install blacklists
+// nouveau), the GPU Operator's driver container for containers, once
+// nouveau is blacklisted. Binding to vfio-pci would serve neither of the
+// last two.
+func nouveauBoundFindings(e *Env, bound []string, bl string) []Finding {
+	subject := strings.Join(bound, ",")
+	msg := fmt.Sprintf("nouveau drives %d selected GPU(s) (%s)", len(bound), bl)
+	manual := blacklistRemedy
+	if bl != "not blacklisted" {
+		manual = "regenerate the initramfs (update-initramfs -u, dracut -f or mkinitcpio -P) so that it holds the blacklist, and reboot"
+	}
+	pt := "gpuprep vfio bind --persist"
+	out := []Finding{
+		{Status: Fail, Subject: subject, Modes: []Mode{Container},
+			Message: msg + ": the GPU Operator's driver container cannot load the NVIDIA driver while nouveau holds them",
+			Remedy:  manual + "; the GPU Operator's driver container then takes the GPUs (gpuprep has no command for this)"},
+		{Status: Fail, Subject: subject, Modes: []Mode{VMPassthrough},
+			Message: msg + ": vfio-pci cannot take them while it does",
+			Remedy:  pt + " (binds them to vfio-pci persistently and blacklists nouveau; regenerates the initramfs)",
+			Fixable: true, FixCommand: pt},
+	}
+	vg := Finding{Status: Fail, Subject: subject, Modes: []Mode{VMVGPU},
+		Message: msg + ": the vGPU manager's nvidia driver cannot take them"}
+	if vgpu.ReadManager(e.Root).Installed {
+		vg.Remedy = manual + "; the vGPU manager's nvidia driver then takes the GPUs"
+	} else {
+		fix := "gpuprep vgpu install --driver NVIDIA-Linux-x86_64-VER-vgpu-kvm.run"
+		vg.Remedy = fix + " (blacklists nouveau, then installs the vGPU manager; reboot if nouveau stays loaded)"
+		vg.Fixable, vg.FixCommand = true, fix
+	}
+	return append(out, vg)
 }
 
 var blacklistRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(?m)^\s*blacklist\s+nouveau\s*$`) })
@@ -123,16 +158,39 @@ func checkVFIOModules(e *Env) []Finding {
 func checkVFIOBinding(e *Env) []Finding {
 	var out []Finding
 	for _, g := range e.GPUs {
+		if g.VendorID != pci.VendorNVIDIA {
+			// Selected by the user: passthrough can take any device, but
+			// neither the GPU Operator's driver nor NVIDIA vGPU can.
+			what := fmt.Sprintf("not an NVIDIA device (vendor %s, %s)", g.VendorID, driverOr(g.Driver))
+			remedy := "select NVIDIA GPUs only (--select; by default every NVIDIA GPU is selected)"
+			out = append(out,
+				Finding{Status: Fail, Subject: g.Address, Modes: []Mode{Container}, Remedy: remedy,
+					Message: what + ": the GPU Operator's NVIDIA driver cannot drive it for containers"},
+				Finding{Status: Fail, Subject: g.Address, Modes: []Mode{VMVGPU}, Remedy: remedy,
+					Message: what + ": the NVIDIA vGPU manager cannot host vGPUs on it"})
+		} else {
+			out = append(out, vgpuBinding(e, g))
+		}
 		pass := []Mode{VMPassthrough}
 		cont := []Mode{Container}
 		if pci.DriverIsVFIO(g.Driver) {
-			var behind []string
+			var behind, stub []string
 			for _, d := range e.Inv.Devices {
-				if d != g && d.Slot() == g.Slot() && !d.IsBridge() && !pci.DriverIsVFIO(d.Driver) && d.Driver != "" {
-					behind = append(behind, d.Address+" ("+classLabel(d.Class)+", driver "+d.Driver+")")
+				if d == g || d.Slot() != g.Slot() || d.IsBridge() || pci.DriverIsVFIO(d.Driver) || d.Driver == "" {
+					continue
 				}
+				if d.Driver == "pci-stub" {
+					// pci-stub sets driver_managed_dma (before 5.19 VFIO
+					// allowed it by name): the group stays viable.
+					stub = append(stub, d.Address+" ("+classLabel(d.Class)+")")
+					continue
+				}
+				behind = append(behind, d.Address+" ("+classLabel(d.Class)+", driver "+d.Driver+")")
 			}
 			f := Finding{Status: Pass, Subject: g.Address, Modes: pass, Message: "bound to " + g.Driver}
+			if len(stub) > 0 {
+				f.Message += "; " + strings.Join(stub, ", ") + " on pci-stub, which keeps the IOMMU group viable (that function is not given to the VM)"
+			}
 			if len(behind) > 0 {
 				f.Status = Fail
 				f.Message += ", but other functions of the card are not on a VFIO driver: " + strings.Join(behind, ", ")
@@ -148,7 +206,7 @@ func checkVFIOBinding(e *Env) []Finding {
 		out = append(out, Finding{Status: Fail, Subject: g.Address, Modes: pass,
 			Message: "on " + driverOr(g.Driver) + ": vm-passthrough needs every function of the GPU on vfio-pci (or its VFIO variant driver)",
 			Fixable: true, FixCommand: fix, Remedy: fix})
-		if g.Driver != "nouveau" {
+		if g.Driver != "nouveau" && g.VendorID == pci.VendorNVIDIA {
 			msg := "on driver nvidia"
 			if g.Driver == "" {
 				msg = "no driver bound: the GPU Operator's driver will take it"
@@ -160,6 +218,55 @@ func checkVFIOBinding(e *Env) []Finding {
 	}
 	if len(e.GPUs) == 0 {
 		out = append(out, Finding{Status: Skip, Subject: "/sys/bus/pci/drivers", Message: "no GPU selected"})
+	} else if f, ok := nvswitchBinding(e); ok {
+		out = append(out, f)
 	}
 	return out
+}
+
+// nvswitchBinding says, for vm-passthrough, whether the NVSwitches go to
+// VMs with the GPUs. A VM given every GPU of an HGX board gets the NVLink
+// fabric only with the NVSwitches (its own Fabric Manager configures them);
+// left on the host, GPUs pass through without that fabric unless the host's
+// Fabric Manager serves them. gpuprep cannot tell which is meant: a warn.
+func nvswitchBinding(e *Env) (Finding, bool) {
+	if len(e.NVSwitches) == 0 {
+		return Finding{}, false
+	}
+	var addrs, off []string
+	for _, s := range e.NVSwitches {
+		addrs = append(addrs, s.Address)
+		if !pci.DriverIsVFIO(s.Driver) {
+			off = append(off, s.Address+" ("+driverOr(s.Driver)+")")
+		}
+	}
+	f := Finding{Subject: strings.Join(addrs, ","), Modes: []Mode{VMPassthrough}}
+	if len(off) == 0 {
+		f.Status, f.Message = Pass, fmt.Sprintf("%d NVSwitch(es) on a VFIO driver: they can go to a VM with the GPUs", len(addrs))
+		return f, true
+	}
+	fix := "gpuprep vfio bind --nvswitch --persist"
+	f.Status = Warn
+	f.Message = fmt.Sprintf("%d of %d NVSwitch(es) not on a VFIO driver: %s; a VM given the GPUs gets no NVLink fabric from them unless Fabric Manager on this host serves it", len(off), len(addrs), strings.Join(off, ", "))
+	f.Remedy = "to pass the whole board to one VM, bind the NVSwitches too: " + fix + " (then the guest runs Fabric Manager); otherwise keep Fabric Manager running on this host"
+	f.Fixable, f.FixCommand = true, fix
+	return f, true
+}
+
+// vgpuBinding: vGPUs live on the vGPU manager's nvidia driver (on the PF
+// for mdev; the PF and its VFs for SR-IOV): a GPU on vfio-pci, nouveau,
+// another driver or none hosts none.
+func vgpuBinding(e *Env, g *pci.Device) Finding {
+	f := Finding{Subject: g.Address, Modes: []Mode{VMVGPU}}
+	if g.Driver == "nvidia" {
+		f.Status, f.Message = Pass, "on driver nvidia, which hosts vGPUs once the vGPU manager is installed (see vgpu.manager)"
+		return f
+	}
+	f.Status = Fail
+	f.Message = "on " + driverOr(g.Driver) + ": vGPUs need the GPU on the vGPU manager's nvidia driver"
+	f.Remedy = vgpuDriverRemedy(e, g.Address, g.Driver)
+	if pci.DriverIsVFIO(g.Driver) {
+		f.Fixable, f.FixCommand = true, "gpuprep vfio unbind --select "+g.Address
+	}
+	return f
 }

@@ -22,11 +22,25 @@ func checkGPUPresent(e *Env) []Finding {
 	}
 	if len(e.NVSwitches) > 0 {
 		addrs := make([]string, len(e.NVSwitches))
+		drivers := map[string]int{}
+		var order []string
 		for i, s := range e.NVSwitches {
 			addrs[i] = s.Address
+			d := "on " + s.Driver
+			if s.Driver == "" {
+				d = "unbound"
+			}
+			if drivers[d] == 0 {
+				order = append(order, d)
+			}
+			drivers[d]++
+		}
+		var on []string
+		for _, d := range order {
+			on = append(on, fmt.Sprintf("%d %s", drivers[d], d))
 		}
 		out = append(out, Finding{Status: Pass, Subject: strings.Join(addrs, ","),
-			Message: fmt.Sprintf("%d NVSwitch(es): %s; reported separately, passed through with the GPUs", len(e.NVSwitches), name(e.NVSwitches[0]))})
+			Message: fmt.Sprintf("%d NVSwitch(es): %s (%s); reported separately (vfio.binding says whether they go to VMs with the GPUs)", len(e.NVSwitches), name(e.NVSwitches[0]), strings.Join(on, ", "))})
 	}
 	if len(e.GPUs) == 0 {
 		out = append(out, Finding{Status: Fail, Subject: "/sys/bus/pci/devices",

@@ -1,6 +1,7 @@
 package preflight
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/gpuprep/gpuprep/internal/pci"
@@ -13,31 +14,75 @@ import (
 // sandboxWorkloads.enabled=true) to choose what a node is for.
 const WorkloadLabel = "nvidia.com/gpu.workload.config"
 
-// kubeletEnvFiles hold the kubelet's extra flags on common distributions.
-var kubeletEnvFiles = []string{"/etc/default/kubelet", "/etc/sysconfig/kubelet", "/var/lib/kubelet/kubeadm-flags.env"}
+// kubeletEnvFiles hold the kubelet's flags, in the order kubeadm's systemd
+// drop-in (10-kubeadm.conf) reads them as EnvironmentFiles: kubeadm-flags.env
+// sets KUBELET_KUBEADM_ARGS, /etc/default/kubelet (deb) or
+// /etc/sysconfig/kubelet (rpm) KUBELET_EXTRA_ARGS.
+var kubeletEnvFiles = []string{"/var/lib/kubelet/kubeadm-flags.env", "/etc/sysconfig/kubelet", "/etc/default/kubelet"}
+
+// kubeletArgVars are the variables on the drop-in's command line, in order:
+// ExecStart=/usr/bin/kubelet $KUBELET_KUBECONFIG_ARGS $KUBELET_CONFIG_ARGS
+// $KUBELET_KUBEADM_ARGS $KUBELET_EXTRA_ARGS.
+var kubeletArgVars = []string{"KUBELET_KUBECONFIG_ARGS", "KUBELET_CONFIG_ARGS", "KUBELET_KUBEADM_ARGS", "KUBELET_EXTRA_ARGS"}
 
 // configuredLabel finds nvidia.com/gpu.workload.config in the kubelet's
-// --node-labels, returning its value and the file that sets it.
+// --node-labels, returning its value and the file that sets it. Like the
+// kubelet: a variable set twice keeps its last value, the flags follow the
+// drop-in's command line, and repeated --node-labels (=V or a separate V)
+// merge, a later value of a key overriding an earlier one.
 func configuredLabel(e *Env) (value, file string, found bool) {
+	type assign struct{ value, file string }
+	vars := map[string]assign{}
+	var order []string
 	for _, f := range kubeletEnvFiles {
 		b, err := e.Root.ReadFile(f)
 		if err != nil {
 			continue
 		}
 		for _, line := range strings.Split(string(b), "\n") {
-			_, v, ok := strings.Cut(line, "=")
-			if !ok || strings.HasPrefix(strings.TrimSpace(line), "#") {
+			t := strings.TrimPrefix(strings.TrimSpace(line), "export ")
+			k, v, ok := strings.Cut(t, "=")
+			if !ok || strings.HasPrefix(t, "#") {
 				continue
 			}
-			v = strings.Trim(strings.TrimSpace(v), `"'`)
-			for _, p := range kargs.Parse(v) {
-				if strings.TrimLeft(p.Key, "-") != "node-labels" {
+			k = strings.TrimSpace(k)
+			if _, seen := vars[k]; !seen {
+				order = append(order, k)
+			}
+			vars[k] = assign{strings.Trim(strings.TrimSpace(v), `"'`), f}
+		}
+	}
+	// Variables off the drop-in's command line first (other units may put
+	// them there), then the drop-in's in its order.
+	var cmdline []string
+	for _, k := range order {
+		if !slices.Contains(kubeletArgVars, k) {
+			cmdline = append(cmdline, k)
+		}
+	}
+	cmdline = append(cmdline, kubeletArgVars...)
+	for _, k := range cmdline {
+		a, ok := vars[k]
+		if !ok {
+			continue
+		}
+		ps := kargs.Parse(a.value)
+		for i := 0; i < len(ps); i++ {
+			p := ps[i]
+			if !strings.HasPrefix(p.Key, "-") || strings.TrimLeft(p.Key, "-") != "node-labels" {
+				continue
+			}
+			labels := p.Value
+			if !p.HasValue {
+				if i+1 >= len(ps) {
 					continue
 				}
-				for _, l := range strings.Split(p.Value, ",") {
-					if k, val, ok := strings.Cut(l, "="); ok && k == WorkloadLabel {
-						value, file, found = val, f, true
-					}
+				i++
+				labels = ps[i].String()
+			}
+			for _, l := range strings.Split(labels, ",") {
+				if k, val, ok := strings.Cut(strings.TrimSpace(l), "="); ok && k == WorkloadLabel {
+					value, file, found = strings.TrimSpace(val), a.file, true
 				}
 			}
 		}

@@ -48,7 +48,14 @@ func checkVGPUTypes(e *Env) []Finding {
 	for _, g := range e.GPUs {
 		s := e.VGPU(g.Address)
 		f := Finding{Subject: g.Address}
+		sriov := vgpu.UsesSRIOV(e.Root, vgpu.GPUInfo{Address: g.Address, DeviceID: g.DeviceID})
 		switch {
+		case len(s.Types) == 0 && g.Driver != "nvidia":
+			// Only the vGPU manager's nvidia driver offers types (on the
+			// PF for mdev, on the VFs it enables for SR-IOV).
+			f.Status = Fail
+			f.Message = "no vGPU types offered: the GPU is on " + driverOr(g.Driver) + ", not on the vGPU manager's nvidia driver (see vfio.binding)"
+			f.Remedy = vgpuDriverRemedy(e, g.Address, g.Driver)
 		case len(s.Types) > 0:
 			f.Status = Pass
 			names := make([]string, 0, 4)
@@ -64,6 +71,13 @@ func checkVGPUTypes(e *Env) []Finding {
 				iface = fmt.Sprintf("vendor-specific VFIO, %d/%d VFs enabled (nvidia/creatable_vgpu_types)", s.NumVFs, s.TotalVFs)
 			}
 			f.Message = iface + ": " + strings.Join(names, ", ")
+			if sriov && s.NumVFs > 0 && s.NumVFs < s.TotalVFs {
+				// sriov-manage -e enables every VF, and has exited 0
+				// on failure: verify sriov_numvfs == sriov_totalvfs.
+				f.Status = Warn
+				f.Message += fmt.Sprintf("; only %d of %d SR-IOV VFs are enabled: sriov-manage -e enables every VF, so it likely failed part way (it has exited 0 on failure), and vGPUs can be created on the enabled VFs only", s.NumVFs, s.TotalVFs)
+				f.Remedy = "/usr/lib/nvidia/sriov-manage -e " + g.Address + ", then check that sriov_numvfs equals sriov_totalvfs (gpuprep vgpu install --driver FILE --select " + g.Address + " does both, retrying)"
+			}
 		case len(vgpu.Existing(e.Root, g.Address)) > 0:
 			// Every VF holds a vGPU (a VF given a type offers no more
 			// types), or every mdev instance is taken: the GPU is set up.
@@ -82,11 +96,14 @@ func checkVGPUTypes(e *Env) []Finding {
 			}
 			f.Status = Pass
 			f.Message = fmt.Sprintf("%d vGPU(s) exist (%s); no type is free to create more", len(ex), strings.Join(have, ", "))
-		case s.TotalVFs > 0 && s.NumVFs <= 0:
+		case sriov && s.NumVFs <= 0:
+			// sriov_totalvfs > 0 alone is no proof: a T4 reports 16 and
+			// uses mdev on the PF. UsesSRIOV also weighs the device ID.
+			fix := "gpuprep vgpu install --driver NVIDIA-Linux-x86_64-VER-vgpu-kvm.run --select " + g.Address
 			f.Status = Fail
 			f.Message = fmt.Sprintf("SR-IOV GPU with 0 of %d VFs enabled: vGPUs are created on VFs", s.TotalVFs)
-			f.Remedy = "/usr/lib/nvidia/sriov-manage -e " + g.Address
-			f.Fixable, f.FixCommand = true, "gpuprep vgpu enable --select "+g.Address
+			f.Remedy = "/usr/lib/nvidia/sriov-manage -e " + g.Address + " (or " + fix + ", which enables and verifies the VFs)"
+			f.Fixable, f.FixCommand = true, fix
 		default:
 			f.Status = Fail
 			f.Message = "no vGPU types offered: no mdev_supported_types and no VF with nvidia/creatable_vgpu_types"
@@ -137,4 +154,20 @@ func checkVGPUSupport(e *Env) []Finding {
 		out = append(out, Finding{Status: Skip, Subject: "/sys/class/mdev_bus", Message: "no GPU with a vGPU interface set up (see vgpu.types)"})
 	}
 	return out
+}
+
+// vgpuDriverRemedy says how a GPU that is not on the nvidia driver gets to
+// the vGPU manager's nvidia driver.
+func vgpuDriverRemedy(e *Env, addr, driver string) string {
+	switch {
+	case pci.DriverIsVFIO(driver):
+		return "gpuprep vfio unbind --select " + addr + " (returns it to the driver it had and removes gpuprep's persistent VFIO binding; remove any other vfio-pci ids= or driver_override configuration for it by hand); if it is left unbound, bind it to nvidia (echo " + addr + " > /sys/bus/pci/drivers/nvidia/bind)"
+	case driver == "nouveau":
+		return "see driver.nouveau: blacklist nouveau so that the vGPU manager's nvidia driver takes it"
+	case !vgpu.ReadManager(e.Root).Installed:
+		return "install the vGPU manager (gpuprep vgpu install --driver NVIDIA-Linux-x86_64-VER-vgpu-kvm.run); its nvidia driver takes the GPU"
+	case driver == "":
+		return "bind it to the vGPU manager's driver: modprobe nvidia; echo " + addr + " > /sys/bus/pci/drivers/nvidia/bind"
+	}
+	return "unbind it from " + driver + " (echo " + addr + " > /sys/bus/pci/devices/" + addr + "/driver/unbind) and bind it to nvidia (echo " + addr + " > /sys/bus/pci/drivers/nvidia/bind)"
 }

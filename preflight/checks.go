@@ -14,7 +14,7 @@ func All() []Check {
 		{ID: "iommu.groups", Title: "Each GPU's IOMMU group can be passed through whole", Modes: []Mode{VMPassthrough}, Run: checkIOMMUGroups},
 		{ID: "driver.nouveau", Title: "nouveau does not hold the GPUs", Modes: Modes, Run: checkNouveau},
 		{ID: "vfio.modules", Title: "VFIO modules present for the running kernel", Modes: []Mode{VMPassthrough}, Run: checkVFIOModules},
-		{ID: "vfio.binding", Title: "GPU driver binding fits the mode", Modes: []Mode{Container, VMPassthrough}, Run: checkVFIOBinding},
+		{ID: "vfio.binding", Title: "GPU driver binding fits the mode", Modes: Modes, Run: checkVFIOBinding},
 		{ID: "vgpu.manager", Title: "NVIDIA vGPU manager installed", Modes: []Mode{VMVGPU}, Run: checkVGPUManager},
 		{ID: "vgpu.types", Title: "vGPU types offered by each GPU", Modes: []Mode{VMVGPU}, Run: checkVGPUTypes},
 		{ID: "vgpu.support", Title: "GPU, kernel and vGPU interface are a supported combination", Modes: []Mode{VMVGPU}, Run: checkVGPUSupport},

@@ -111,6 +111,9 @@ type Plan struct {
 	Mode       string   `json:"mode"`
 	Steps      []*Step  `json:"steps"`
 	Notes      []string `json:"notes,omitempty"`
+	// Unaddressed is what keeps the node from being ready for Mode that
+	// no step of the plan changes (e.g. GPUs on nouveau for containers).
+	Unaddressed []string `json:"unaddressed,omitempty"`
 
 	opts     Options
 	root     *host.Root
@@ -180,7 +183,8 @@ func NewPlan(ctx context.Context, root *host.Root, opts Options) (*Plan, error) 
 		return nil, &PlanError{Step: "discover", Err: err}
 	}
 	p.inv = inv
-	if _, err := vfio.Selection(inv, opts.Selector, false); err != nil {
+	selected, err := vfio.Selection(inv, opts.Selector, false)
+	if err != nil {
 		return nil, err // *vfio.SelectError: a usage error
 	}
 	entries, _ := journal.Read(root)
@@ -200,6 +204,7 @@ func NewPlan(ctx context.Context, root *host.Root, opts Options) (*Plan, error) 
 		if err := p.planUnbind(entries); err != nil {
 			return nil, err
 		}
+		p.noteNouveau(selected)
 	case preflight.VMVGPU:
 		if err := p.planVGPU(ctx); err != nil {
 			return nil, err
@@ -209,6 +214,22 @@ func NewPlan(ctx context.Context, root *host.Root, opts Options) (*Plan, error) 
 		return nil, err
 	}
 	return p, nil
+}
+
+// noteNouveau says that apply leaves GPUs on nouveau where they are: for
+// containers nouveau must be blacklisted (and the node rebooted) before the
+// GPU Operator's driver container can take them, and no step here does it.
+func (p *Plan) noteNouveau(selected []*pci.Device) {
+	var on []string
+	for _, d := range selected {
+		if d.Driver == "nouveau" {
+			on = append(on, d.Address)
+		}
+	}
+	if len(on) > 0 {
+		p.Unaddressed = append(p.Unaddressed, "nouveau drives "+strings.Join(on, ", ")+
+			" and no step here removes it: blacklist nouveau (`blacklist nouveau` and `options nouveau modeset=0` in /etc/modprobe.d), regenerate the initramfs and reboot, so that the GPU Operator's driver container can take them (see gpuprep check, driver.nouveau)")
+	}
 }
 
 // wanted is the IOMMU arguments for this node's IOMMU vendor.

@@ -369,3 +369,19 @@ func TestApplyRefusesOtherRoots(t *testing.T) {
 	require.Equal(t, exitNotReady, code)
 	require.Contains(t, errs, "IOMMU group 5 also holds")
 }
+
+// A GPU on nouveau keeps a node from container-ready, and no plan step
+// removes nouveau: plan says so, labelled or not, instead of claiming ready.
+func TestPlanContainerSaysNouveauIsUnaddressed(t *testing.T) {
+	root := fixtureRoot(t, "vgpu-fresh-mdev")
+	out, errs, code := gpuprep(t, "plan", "--root", root, "--mode", "container")
+	require.Equal(t, 0, code, errs)
+	require.Contains(t, out, "not ready after apply: nouveau drives 0000:21:00.0")
+	require.Contains(t, out, "`blacklist nouveau` and `options nouveau modeset=0`")
+	require.NoError(t, fixture.New(root).File("/etc/default/kubelet", "KUBELET_EXTRA_ARGS=--node-labels=nvidia.com/gpu.workload.config=container\n").Err())
+	out, errs, code = gpuprep(t, "plan", "--root", root, "--mode", "container")
+	require.Equal(t, 0, code, errs)
+	require.NotContains(t, out, "is ready for")
+	require.Contains(t, out, "Nothing gpuprep can do on")
+	require.Contains(t, out, "not ready after apply: nouveau drives 0000:21:00.0")
+}

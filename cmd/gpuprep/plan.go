@@ -199,9 +199,12 @@ func printProvisionPlan(w io.Writer, p *provision.Plan) {
 	if host == "" {
 		host = "this node"
 	}
-	if p.Empty() {
+	switch {
+	case p.Empty() && len(p.Unaddressed) > 0:
+		fmt.Fprintf(w, "Nothing gpuprep can do on %s for %s, but it is not ready (see below).\n", host, p.Mode)
+	case p.Empty():
 		fmt.Fprintf(w, "Nothing to do: %s is ready for %s as far as gpuprep sets it up.\n", host, p.Mode)
-	} else {
+	default:
 		fmt.Fprintf(w, "Plan for %s on %s (nothing is changed until gpuprep apply):\n", p.Mode, host)
 	}
 	for i, s := range p.Steps {
@@ -227,5 +230,8 @@ func printProvisionPlan(w io.Writer, p *provision.Plan) {
 	}
 	for _, n := range p.Notes {
 		fmt.Fprintln(w, "note: "+n)
+	}
+	for _, u := range p.Unaddressed {
+		fmt.Fprintln(w, "not ready after apply: "+u)
 	}
 }

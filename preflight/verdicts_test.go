@@ -1,0 +1,280 @@
+package preflight_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/gpuprep/gpuprep/internal/fixture"
+	"github.com/gpuprep/gpuprep/preflight"
+)
+
+// one returns the single finding of check on subject that counts for mode.
+func one(t *testing.T, res *preflight.Result, check, subject string, mode preflight.Mode) preflight.Finding {
+	t.Helper()
+	f := find(res, want{check, subject, "", mode})
+	require.Len(t, f, 1, "%s %s (%s): %+v", check, subject, mode, res.Findings)
+	return f[0]
+}
+
+// A GPU on nouveau: only vm-passthrough is fixed by binding it to vfio-pci;
+// containers need nouveau blacklisted (the operator's driver container then
+// takes the GPU), vm-vgpu the vGPU manager (whose install blacklists it).
+func TestNouveauRemedyFollowsTheMode(t *testing.T) {
+	_, res := run(t, "vgpu-fresh-mdev")
+	c := one(t, res, "driver.nouveau", "0000:21:00.0", preflight.Container)
+	require.Equal(t, preflight.Fail, c.Status)
+	require.Equal(t, []preflight.Mode{preflight.Container}, c.Modes)
+	require.False(t, c.Fixable)
+	require.Empty(t, c.FixCommand)
+	require.Contains(t, c.Remedy, "`blacklist nouveau` and `options nouveau modeset=0`")
+	require.Contains(t, c.Remedy, "regenerate the initramfs")
+	require.NotContains(t, c.Remedy, "vfio")
+
+	p := one(t, res, "driver.nouveau", "0000:21:00.0", preflight.VMPassthrough)
+	require.Equal(t, preflight.Fail, p.Status)
+	require.True(t, p.Fixable)
+	require.Equal(t, "gpuprep vfio bind --persist", p.FixCommand)
+
+	v := one(t, res, "driver.nouveau", "0000:21:00.0", preflight.VMVGPU)
+	require.Equal(t, preflight.Fail, v.Status)
+	require.Equal(t, "gpuprep vgpu install --driver NVIDIA-Linux-x86_64-VER-vgpu-kvm.run", v.FixCommand)
+	require.NotContains(t, v.Remedy, "vfio")
+	for _, m := range preflight.Modes {
+		require.Contains(t, res.Modes[m].Blockers, "driver.nouveau", m)
+	}
+}
+
+// T4s (sriov_totalvfs 16, mdev-based vGPU) moved to vfio-pci on a host with
+// the vGPU manager: the cause is the binding, not SR-IOV VFs left disabled.
+func TestVGPUNeedsTheGPUsOnNvidia(t *testing.T) {
+	dir := t.TempDir()
+	b := fixture.New(dir)
+	fixture.MdevVGPU(b)
+	for _, a := range []string{"0000:21:00.0", "0000:41:00.0"} {
+		b.Remove("/sys/bus/pci/drivers/nvidia/" + a).Remove(b.DevPath(a) + "/driver").Remove(b.DevPath(a) + "/mdev_supported_types")
+		b.Link(b.DevPath(a)+"/driver", "/sys/bus/pci/drivers/vfio-pci").Remove("/sys/class/mdev_bus/" + a)
+	}
+	b.Mkdir("/sys/bus/pci/drivers/vfio-pci")
+	require.NoError(t, b.Err())
+	_, res := runRoot(t, dir)
+	for _, a := range []string{"0000:21:00.0", "0000:41:00.0"} {
+		f := one(t, res, "vfio.binding", a, preflight.VMVGPU)
+		require.Equal(t, preflight.Fail, f.Status, f.Message)
+		require.Equal(t, []preflight.Mode{preflight.VMVGPU}, f.Modes)
+		require.Equal(t, "on driver vfio-pci: vGPUs need the GPU on the vGPU manager's nvidia driver", f.Message)
+		require.Equal(t, "gpuprep vfio unbind --select "+a, f.FixCommand)
+		require.Contains(t, f.Remedy, "removes gpuprep's persistent VFIO binding")
+
+		ty := one(t, res, "vgpu.types", a, preflight.VMVGPU)
+		require.Equal(t, preflight.Fail, ty.Status)
+		require.Contains(t, ty.Message, "on driver vfio-pci")
+		require.NotContains(t, ty.Message, "VFs")
+		require.NotContains(t, ty.Remedy, "sriov-manage")
+	}
+	require.ElementsMatch(t, []string{"vfio.binding", "vgpu.types"}, res.Modes[preflight.VMVGPU].Blockers)
+}
+
+// An SR-IOV PF left without a driver, and the healthy cases.
+func TestVGPUBindingPerDriver(t *testing.T) {
+	dir := t.TempDir()
+	b := fixture.New(dir)
+	fixture.SRIOVVGPU(b)
+	b.Remove("/sys/bus/pci/drivers/nvidia/0000:41:00.0").Remove(b.DevPath("0000:41:00.0") + "/driver")
+	require.NoError(t, b.Err())
+	_, res := runRoot(t, dir)
+	f := one(t, res, "vfio.binding", "0000:41:00.0", preflight.VMVGPU)
+	require.Equal(t, preflight.Fail, f.Status)
+	require.Equal(t, "on no driver (unbound): vGPUs need the GPU on the vGPU manager's nvidia driver", f.Message)
+	require.Contains(t, f.Remedy, "/sys/bus/pci/drivers/nvidia/bind")
+	require.False(t, f.Fixable)
+
+	for _, sc := range []string{"mdev-vgpu", "sriov-vgpu"} {
+		_, res := run(t, sc)
+		var n int
+		for _, f := range res.Findings {
+			if f.Check == "vfio.binding" && f.AppliesTo(preflight.VMVGPU) {
+				n++
+				require.Equal(t, preflight.Pass, f.Status, "%s: %s", sc, f.Message)
+			}
+		}
+		require.NotZero(t, n, sc)
+	}
+}
+
+// A T4 on nvidia offering no mdev types: sriov_totalvfs 16 does not make it
+// an SR-IOV GPU, so the verdict is not "0 of 16 VFs enabled".
+func TestT4IsNotAnSRIOVGPU(t *testing.T) {
+	dir := t.TempDir()
+	b := fixture.New(dir)
+	fixture.MdevVGPU(b)
+	b.Remove(b.DevPath("0000:21:00.0") + "/mdev_supported_types").Remove("/sys/class/mdev_bus/0000:21:00.0")
+	require.NoError(t, b.Err())
+	_, res := runRoot(t, dir)
+	f := one(t, res, "vgpu.types", "0000:21:00.0", preflight.VMVGPU)
+	require.Equal(t, preflight.Fail, f.Status)
+	require.Contains(t, f.Message, "no vGPU types offered: no mdev_supported_types")
+	require.NotContains(t, f.Remedy, "sriov-manage")
+	require.False(t, f.Fixable)
+}
+
+// A selected non-NVIDIA GPU is no container (or vGPU) GPU, whatever its
+// driver; passthrough can still take it.
+func TestNonNVIDIADeviceIsNotContainerReady(t *testing.T) {
+	dir := t.TempDir()
+	b := fixture.New(dir)
+	fixture.HGX(b)
+	b.PCI(fixture.PCI{Addr: "0000:a1:00.0", Vendor: 0x1002, Device: 0x74a1, Class: 0x038000, Driver: "amdgpu", Group: 90, PCIeType: fixture.PCIeEndpoint})
+	require.NoError(t, b.Err())
+	_, res := runRoot(t, dir, "0000:a1:00.0")
+	c := one(t, res, "vfio.binding", "0000:a1:00.0", preflight.Container)
+	require.Equal(t, preflight.Fail, c.Status)
+	require.Equal(t, "not an NVIDIA device (vendor 1002, driver amdgpu): the GPU Operator's NVIDIA driver cannot drive it for containers", c.Message)
+	require.Contains(t, c.Remedy, "select NVIDIA GPUs only")
+	require.False(t, res.Modes[preflight.Container].Ready)
+	require.Equal(t, []string{"vfio.binding"}, res.Modes[preflight.Container].Blockers)
+	v := one(t, res, "vfio.binding", "0000:a1:00.0", preflight.VMVGPU)
+	require.Equal(t, preflight.Fail, v.Status)
+	require.Contains(t, v.Message, "the NVIDIA vGPU manager cannot host vGPUs on it")
+	p := one(t, res, "vfio.binding", "0000:a1:00.0", preflight.VMPassthrough)
+	require.Equal(t, "gpuprep vfio bind --select 0000:a1:00.0", p.FixCommand)
+}
+
+// sriov-manage -e enables every VF and has exited 0 on failure: fewer VFs
+// than sriov_totalvfs is worth a warning (facts: verify numvfs == totalvfs).
+func TestPartlyEnabledVFsWarn(t *testing.T) {
+	_, res := run(t, "sriov-vgpu")
+	f := one(t, res, "vgpu.types", "0000:41:00.0", preflight.VMVGPU)
+	require.Equal(t, preflight.Warn, f.Status)
+	require.Contains(t, f.Message, "vendor-specific VFIO, 4/16 VFs enabled (nvidia/creatable_vgpu_types): NVIDIA H200X-141C")
+	require.Contains(t, f.Message, "only 4 of 16 SR-IOV VFs are enabled")
+	require.Contains(t, f.Remedy, "/usr/lib/nvidia/sriov-manage -e 0000:41:00.0")
+	require.True(t, res.Modes[preflight.VMVGPU].Ready)
+
+	dir := t.TempDir()
+	require.NoError(t, fixture.Build("sriov-vgpu", dir))
+	require.NoError(t, fixture.New(dir).File("/sys/bus/pci/devices/0000:41:00.0/sriov_numvfs", "16\n").Err())
+	_, res = runRoot(t, dir)
+	f = one(t, res, "vgpu.types", "0000:41:00.0", preflight.VMVGPU)
+	require.Equal(t, preflight.Pass, f.Status, f.Message)
+	require.Contains(t, f.Message, "16/16 VFs enabled")
+}
+
+// pci-stub sets driver_managed_dma (and VFIO allowed it by name before
+// 5.19): a sibling function on it keeps the group viable, unlike one on a
+// host driver (TestMultifunctionSiblingOnHostDriverFailsBinding).
+func TestSiblingOnPCIStubPassesBinding(t *testing.T) {
+	dir := t.TempDir()
+	b := fixture.New(dir)
+	fixture.TuringMultifunction(b)
+	for _, a := range []string{"0000:01:00.0", "0000:01:00.2", "0000:01:00.3"} {
+		b.Remove(b.DevPath(a)+"/driver").Link(b.DevPath(a)+"/driver", "/sys/bus/pci/drivers/vfio-pci")
+	}
+	b.Remove(b.DevPath("0000:01:00.1")+"/driver").Link(b.DevPath("0000:01:00.1")+"/driver", "/sys/bus/pci/drivers/pci-stub")
+	b.Mkdir("/sys/bus/pci/drivers/vfio-pci").Mkdir("/sys/bus/pci/drivers/pci-stub")
+	require.NoError(t, b.Err())
+	_, res := runRoot(t, dir)
+	f := one(t, res, "vfio.binding", "0000:01:00.0", preflight.VMPassthrough)
+	require.Equal(t, preflight.Pass, f.Status, f.Message)
+	require.Equal(t, "bound to vfio-pci; 0000:01:00.1 (audio) on pci-stub, which keeps the IOMMU group viable (that function is not given to the VM)", f.Message)
+	require.False(t, f.Fixable)
+	require.NotContains(t, res.Modes[preflight.VMPassthrough].Blockers, "vfio.binding")
+}
+
+// The kubeadm drop-in runs kubelet ... $KUBELET_KUBEADM_ARGS
+// $KUBELET_EXTRA_ARGS, and repeated --node-labels merge with a later value
+// of a key winning: /etc/default/kubelet overrides kubeadm-flags.env. The
+// flag's value may also be the next word.
+func TestKubeletLabelAsTheKubeletReadsIt(t *testing.T) {
+	for _, c := range []struct {
+		name        string
+		files       map[string]string
+		value, file string
+	}{
+		{"extra args win over kubeadm args", map[string]string{
+			"/etc/default/kubelet":               "KUBELET_EXTRA_ARGS=\"--node-labels=nvidia.com/gpu.workload.config=vm-passthrough\"\n",
+			"/var/lib/kubelet/kubeadm-flags.env": "KUBELET_KUBEADM_ARGS=\"--node-labels=nvidia.com/gpu.workload.config=container\"\n",
+		}, "vm-passthrough", "/etc/default/kubelet"},
+		{"space-separated value", map[string]string{
+			"/var/lib/kubelet/kubeadm-flags.env": "KUBELET_KUBEADM_ARGS=\"--container-runtime-endpoint=unix:///run/containerd/containerd.sock --node-labels nvidia.com/gpu.workload.config=vm-passthrough\"\n",
+		}, "vm-passthrough", "/var/lib/kubelet/kubeadm-flags.env"},
+		{"repeated flag in one variable, last wins", map[string]string{
+			"/etc/default/kubelet": "KUBELET_EXTRA_ARGS=\"--node-labels=nvidia.com/gpu.workload.config=container,a=b --node-labels a=c,nvidia.com/gpu.workload.config=vm-vgpu\"\n",
+		}, "vm-vgpu", "/etc/default/kubelet"},
+		{"variable set twice: the last assignment counts", map[string]string{
+			"/etc/default/kubelet": "KUBELET_EXTRA_ARGS=--node-labels=nvidia.com/gpu.workload.config=vm-vgpu\nKUBELET_EXTRA_ARGS=--node-labels=nvidia.com/gpu.workload.config=vm-passthrough\n",
+		}, "vm-passthrough", "/etc/default/kubelet"},
+	} {
+		dir := t.TempDir()
+		b := fixture.New(dir)
+		fixture.HGX(b)
+		for f, content := range c.files {
+			b.File(f, content)
+		}
+		require.NoError(t, b.Err())
+		_, res := runRoot(t, dir)
+		mode := preflight.Mode(c.value)
+		f := find(res, want{"node.label", "nvidia.com/gpu.workload.config=" + c.value, "", mode})
+		require.Len(t, f, 1, "%s: %+v", c.name, res.Findings)
+		require.Contains(t, f[0].Message, "set in "+c.file, c.name)
+		other := preflight.Container
+		if mode == preflight.Container {
+			other = preflight.VMPassthrough
+		}
+		o := one(t, res, "node.label", "nvidia.com/gpu.workload.config="+c.value, other)
+		require.Equal(t, preflight.Fail, o.Status, c.name)
+		require.Contains(t, o.Message, "labels this node for "+c.value, c.name)
+	}
+}
+
+// GPUs on vfio-pci with the NVSwitches left on nvidia: gpu.present no longer
+// claims the NVSwitches go with the GPUs, and vfio.binding warns, naming
+// them; with the NVSwitches on vfio-pci too it passes.
+func TestNVSwitchesLeftOnTheHost(t *testing.T) {
+	build := func(switchesToo bool) *preflight.Result {
+		dir := t.TempDir()
+		b := fixture.New(dir)
+		fixture.HGX(b)
+		var addrs []string
+		for i := 0; i < 8; i++ {
+			addrs = append(addrs, fmt.Sprintf("0000:%02x:00.0", 0x13+i*0x10))
+		}
+		if switchesToo {
+			for i := 0; i < 4; i++ {
+				addrs = append(addrs, fmt.Sprintf("0000:%02x:00.0", 0x91+i*2))
+			}
+		}
+		for _, a := range addrs {
+			b.Remove("/sys/bus/pci/drivers/nvidia/" + a).Remove(b.DevPath(a) + "/driver")
+			b.Link(b.DevPath(a)+"/driver", "/sys/bus/pci/drivers/vfio-pci")
+		}
+		b.Mkdir("/sys/bus/pci/drivers/vfio-pci")
+		if !switchesToo {
+			for i := 0; i < 4; i++ {
+				a := fmt.Sprintf("0000:%02x:00.0", 0x91+i*2)
+				b.Remove(b.DevPath(a)+"/driver").Link(b.DevPath(a)+"/driver", "/sys/bus/pci/drivers/nvidia")
+			}
+		}
+		b.Module("vfio_pci", nil).Module("vfio", nil).Module("vfio_iommu_type1", nil)
+		require.NoError(t, b.Err())
+		_, res := runRoot(t, dir)
+		return res
+	}
+	const sw = "0000:91:00.0,0000:93:00.0,0000:95:00.0,0000:97:00.0"
+	res := build(false)
+	g := one(t, res, "gpu.present", sw, preflight.VMPassthrough)
+	require.NotContains(t, g.Message, "passed through with the GPUs")
+	require.Contains(t, g.Message, "(4 on nvidia)")
+	f := one(t, res, "vfio.binding", sw, preflight.VMPassthrough)
+	require.Equal(t, preflight.Warn, f.Status)
+	require.Equal(t, []preflight.Mode{preflight.VMPassthrough}, f.Modes)
+	require.Contains(t, f.Message, "4 of 4 NVSwitch(es) not on a VFIO driver: 0000:91:00.0 (driver nvidia)")
+	require.Equal(t, "gpuprep vfio bind --nvswitch --persist", f.FixCommand)
+	require.Empty(t, find(res, want{"vfio.binding", sw, "", preflight.Container}))
+
+	res = build(true)
+	f = one(t, res, "vfio.binding", sw, preflight.VMPassthrough)
+	require.Equal(t, preflight.Pass, f.Status, f.Message)
+	require.Contains(t, one(t, res, "gpu.present", sw, preflight.VMPassthrough).Message, "(4 on vfio-pci)")
+}
