@@ -23,11 +23,16 @@ func build(t *testing.T, base func(*fixture.Builder), edit func(*fixture.Builder
 	return dir
 }
 
-// one returns the single finding of check for subject.
-func one(t *testing.T, res *preflight.Result, check, subject string) preflight.Finding {
+// one returns the single finding of check for subject (that counts for
+// mode, when given).
+func one(t *testing.T, res *preflight.Result, check, subject string, mode ...preflight.Mode) preflight.Finding {
 	t.Helper()
-	f := find(res, want{check, subject, "", ""})
-	require.Len(t, f, 1, "%s %s in %+v", check, subject, res.Findings)
+	w := want{check: check, subject: subject}
+	if len(mode) > 0 {
+		w.mode = mode[0]
+	}
+	f := find(res, w)
+	require.Len(t, f, 1, "%s %s %v in %+v", check, subject, mode, res.Findings)
 	return f[0]
 }
 

@@ -10,14 +10,6 @@ import (
 	"github.com/gpuprep/gpuprep/preflight"
 )
 
-// one returns the single finding of check on subject that counts for mode.
-func one(t *testing.T, res *preflight.Result, check, subject string, mode preflight.Mode) preflight.Finding {
-	t.Helper()
-	f := find(res, want{check, subject, "", mode})
-	require.Len(t, f, 1, "%s %s (%s): %+v", check, subject, mode, res.Findings)
-	return f[0]
-}
-
 // A GPU on nouveau: only vm-passthrough is fixed by binding it to vfio-pci;
 // containers need nouveau blacklisted (the operator's driver container then
 // takes the GPU), vm-vgpu the vGPU manager (whose install blacklists it).
