@@ -256,10 +256,13 @@ func (r *Root) RemoveFile(p string) error {
 	if err != nil {
 		return err
 	}
-	if err := os.Remove(rp); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := os.Remove(rp); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
 		return err
 	}
-	return nil
+	return syncDir(filepath.Dir(rp)) // the removal survives a crash
 }
 
 // MkdirAll creates the host directory p and its parents.
@@ -271,5 +274,32 @@ func (r *Root) MkdirAll(p string, perm fs.FileMode) error {
 	if err != nil {
 		return err
 	}
-	return os.MkdirAll(rp, perm)
+	// the directories made, outermost first, so that each is synced in
+	// its parent once made (a crash keeps them, and what goes in them)
+	var made []string
+	for d := rp; ; d = filepath.Dir(d) {
+		if _, err := os.Lstat(d); err == nil || d == filepath.Dir(d) {
+			break
+		}
+		made = append(made, d)
+	}
+	if err := os.MkdirAll(rp, perm); err != nil {
+		return err
+	}
+	for i := len(made) - 1; i >= 0; i-- {
+		if err := syncDir(filepath.Dir(made[i])); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// SyncDir flushes the directory p to disk: a file made or removed in it
+// survives a crash.
+func (r *Root) SyncDir(p string) error {
+	rp, err := r.Path(p)
+	if err != nil {
+		return err
+	}
+	return syncDir(rp)
 }

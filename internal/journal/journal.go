@@ -61,9 +61,16 @@ func Append(root *host.Root, e Entry) error {
 	if err != nil {
 		return err
 	}
+	_, statErr := os.Lstat(p)
 	f, err := os.OpenFile(p, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil {
 		return fmt.Errorf("journal: %w", err)
+	}
+	if errors.Is(statErr, fs.ErrNotExist) { // made now: its directory entry too must reach the disk
+		if err := root.SyncDir("/var/lib/gpuprep"); err != nil {
+			f.Close()
+			return fmt.Errorf("journal: %w", err)
+		}
 	}
 	rec := append(line, '\n')
 	// a crash mid-append leaves a torn last line without its newline: end it
