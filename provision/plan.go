@@ -206,6 +206,11 @@ func NewPlan(ctx context.Context, root *host.Root, opts Options) (*Plan, error) 
 		}
 		p.noteNouveau(selected)
 	case preflight.VMVGPU:
+		// GPUs on VFIO first go back to their drivers, as for containers:
+		// the vGPU manager's nvidia driver must take them
+		if err := p.planUnbind(entries); err != nil {
+			return nil, err
+		}
 		if err := p.planVGPU(ctx); err != nil {
 			return nil, err
 		}
@@ -473,8 +478,8 @@ func unbindTargets(root *host.Root, inv *pci.Inventory, sel pci.Selector) []unbi
 	return out
 }
 
-// planUnbind (container mode) plans moving the selected GPUs off VFIO, as
-// vfio unbind does.
+// planUnbind (container and vm-vgpu modes) plans moving the selected GPUs
+// off VFIO, as vfio unbind does.
 //
 // With no device left to move, an unbind step that the journal shows
 // started and not done, after recording that it would remove gpuprep's

@@ -446,3 +446,39 @@ func TestApplyVMVGPUFreshMdev(t *testing.T) {
 	require.Equal(t, 0, code, errs)
 	require.Contains(t, out, "Nothing to roll back.")
 }
+
+// A node whose GPUs were bound to vfio-pci (for passthrough) and that is now planned for vGPUs: the GPUs go back to
+// their drivers first (a vfio-unbind step before the install, as check's vfio.binding asks in vm-vgpu mode), and
+// apply leaves them on the vGPU manager's nvidia with the vGPUs made.
+func TestApplyVMVGPUAfterPassthrough(t *testing.T) {
+	root := fixtureRoot(t, "vgpu-fresh-sriov")
+	withTools(t, root)
+	// bound to vfio-pci and persisted, as vfio bind --persist leaves it (journal: nouveau before)
+	simulated(t)
+	_, errs, code := gpuprep(t, "vfio", "bind", "--root", root, "--persist")
+	require.Equal(t, 0, code, errs)
+	require.Equal(t, "vfio-pci", driverOf(t, root, "0000:41:00.0"))
+	out, _, code := gpuprep(t, "check", "--root", root, "--mode", "vm-vgpu")
+	require.Equal(t, exitNotReady, code)
+	require.Contains(t, out, "vfio.binding")
+
+	simulatedVGPUNode(t, root)
+	run, err := vgputest.WriteInstaller(t.TempDir(), "550.90.05", "vgpu-kvm")
+	require.NoError(t, err)
+	args := []string{"--root", root, "--mode", "vm-vgpu", "--vgpu-config-file", vgpuConfigFile(t), "--vgpu-config", "l40s-24q", "--driver", run}
+	out, errs, code = gpuprep(t, append([]string{"plan", "-o", "json"}, args...)...)
+	require.Equal(t, 0, code, errs)
+	var p planJSON
+	require.NoError(t, json.Unmarshal([]byte(out), &p))
+	require.Equal(t, []string{"vfio-unbind", "vgpu-install", "vgpu-devices", "label"}, p.ids())
+
+	out, errs, code = gpuprep(t, append([]string{"apply", "--yes", "-o", "json"}, args...)...)
+	var a applyJSON
+	require.NoError(t, json.Unmarshal([]byte(out), &a), out+errs)
+	require.Equal(t, []struct{ ID, Status string }{{"vfio-unbind", "done"}, {"vgpu-install", "done"}, {"vgpu-devices", "done"}, {"label", "done"}}, a.Outcome.Steps, out+errs)
+	require.Equal(t, 0, code, out+errs)
+	require.True(t, a.Report.Ready, out)
+	require.Equal(t, "nvidia", driverOf(t, root, "0000:41:00.0"))
+	require.Equal(t, "nvidia", driverOf(t, root, "0000:61:00.0"))
+	require.NoFileExists(t, filepath.Join(root, vfio.ModprobeConf), "gpuprep's persistent VFIO binding is gone")
+}
