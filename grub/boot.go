@@ -489,14 +489,8 @@ func (p *Plan) Apply(ctx context.Context, root *host.Root, run host.Runner, comm
 		if err := root.MkdirAll(path.Dir(c.Path), 0o755); err != nil {
 			return err
 		}
-		res, err := root.WriteFileAtomic(c.Path, c.New, perm, now)
-		if err != nil {
+		if _, err := journal.WriteFile(root, c.Path, c.New, perm, command, now); err != nil {
 			return fmt.Errorf("write %s: %w", c.Path, err)
-		}
-		if res.Changed {
-			if err := journal.Append(root, journal.Entry{Time: now.UTC(), Command: command, Kind: "file", Path: c.Path, Backup: res.Backup, Wrote: journal.Hash(c.New)}); err != nil {
-				return err
-			}
 		}
 	}
 	for _, argv := range p.Commands {

@@ -57,7 +57,9 @@ func TestCrashBeforeRename(t *testing.T) {
 
 	// The original is intact; the new content sits complete in the
 	// temporary file that was about to replace it; the backup was written
-	// first; the journal has no entry for a change that did not happen.
+	// first; the journal has the intent only (its Before is the original's
+	// hash, so rollback sees the file untouched), no change that did not
+	// happen.
 	got, err := os.ReadFile(target)
 	require.NoError(t, err)
 	require.Equal(t, string(src), string(got))
@@ -72,7 +74,10 @@ func TestCrashBeforeRename(t *testing.T) {
 	require.NoError(t, err)
 	ents, err := journal.Read(root)
 	require.NoError(t, err)
-	require.Empty(t, ents)
+	require.Len(t, ents, 1)
+	require.Equal(t, journal.KindFileIntent, ents[0].Kind)
+	require.Equal(t, journal.Hash(src), ents[0].Before)
+	require.Equal(t, "/etc/default/grub", ents[0].Path)
 
 	// and a rerun completes the change
 	b, err := Detect(root)

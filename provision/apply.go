@@ -46,7 +46,7 @@ import (
 // crash between a change and its own record still leaves rollback enough.
 const (
 	KindStep         = "step"
-	KindFileIntent   = "file-intent"
+	KindFileIntent   = journal.KindFileIntent
 	KindDriverIntent = "driver-intent"
 	KindLabel        = "label"
 	KindUndone       = "undone"
@@ -240,13 +240,8 @@ func (p *Plan) run(ctx context.Context, e Env, s *Step) error {
 	return fmt.Errorf("unknown step %q", s.ID)
 }
 
-// backupName is the backup WriteFileAtomic makes of p at now.
-func backupName(p string, now time.Time) string {
-	return p + ".gpuprep-" + now.UTC().Format("20060102T150405.000000000Z") + host.BackupSuffix
-}
-
 // fileIntent records that p is about to be replaced (its backup will be
-// backupName(p, now)) or created.
+// host.BackupName(p, now)) or created.
 func fileIntent(e Env, p string, now time.Time) error {
 	return fileIntentBy(e, p, now, "apply", "")
 }
@@ -258,7 +253,7 @@ func fileIntentBy(e Env, p string, now time.Time, command, wrote string) error {
 	if old, err := e.Root.ReadFile(p); err == nil {
 		// the hash tells rollback whether the backup is whole: a writer
 		// killed while writing the backup leaves it torn, and p unchanged
-		en.Backup, en.Before = backupName(p, now), hashOf(old)
+		en.Backup, en.Before = host.BackupName(p, now), hashOf(old)
 	} else {
 		en.Before = journal.Absent
 	}
@@ -275,25 +270,17 @@ func writeFile(e Env, p string, data []byte) error {
 
 // writeFileBy is writeFile for the entries of command.
 func writeFileBy(e Env, p string, data []byte, command string) error {
-	if old, err := e.Root.ReadFile(p); err == nil && string(old) == string(data) {
-		return nil
-	}
-	now := e.now()
-	if err := fileIntentBy(e, p, now, command, journal.Hash(data)); err != nil {
-		return err
-	}
 	if err := e.Root.MkdirAll(path.Dir(p), 0o755); err != nil {
 		return err
 	}
-	res, err := e.Root.WriteFileAtomic(p, data, 0o644, now)
+	res, err := journal.WriteFile(e.Root, p, data, 0o644, command, e.now())
 	if err != nil {
 		return fmt.Errorf("write %s: %w", p, err)
 	}
-	if !res.Changed {
-		return nil
+	if res.Changed {
+		e.logf("wrote %s%s", p, backupNote(res.Backup))
 	}
-	e.logf("wrote %s%s", p, backupNote(res.Backup))
-	return e.record(journal.Entry{Time: now, Command: command, Kind: "file", Path: p, Backup: res.Backup, Wrote: journal.Hash(data)})
+	return nil
 }
 
 func backupNote(b string) string {

@@ -266,18 +266,14 @@ func applyPersist(ctx context.Context, e Env, p *Persist, command string, opts O
 		if err := e.Root.MkdirAll(dir, 0o755); err != nil {
 			return changed, err
 		}
-		wr, err := e.Root.WriteFileAtomic(f.Path, f.Content, 0o644, now)
+		wr, err := journal.WriteFile(e.Root, f.Path, f.Content, 0o644, command, now)
+		if wr.Changed {
+			fc := FileChange{Path: f.Path, Backup: wr.Backup}
+			changed = append(changed, fc)
+			res.Files = append(res.Files, fc)
+		}
 		if err != nil {
 			return changed, fmt.Errorf("write %s: %w", f.Path, err)
-		}
-		if !wr.Changed {
-			continue
-		}
-		fc := FileChange{Path: f.Path, Backup: wr.Backup}
-		changed = append(changed, fc)
-		res.Files = append(res.Files, fc)
-		if err := journal.Append(e.Root, journal.Entry{Time: now, Command: command, Kind: "file", Path: f.Path, Backup: wr.Backup, Wrote: journal.Hash(f.Content)}); err != nil {
-			return changed, err
 		}
 	}
 	if (len(changed) > 0 || p.Regenerate != "") && p.Initramfs != nil {

@@ -455,14 +455,8 @@ func writeFile(e *Env, p string, content []byte) error {
 	if err := e.Root.MkdirAll(dirOf(p), 0o755); err != nil {
 		return err
 	}
-	res, err := e.Root.WriteFileAtomic(p, content, 0o644, e.now())
-	if err != nil {
-		return err
-	}
-	if res.Changed {
-		return journal.Append(e.Root, journal.Entry{Time: e.now().UTC(), Command: "vgpu install", Kind: "file", Path: p, Backup: res.Backup, Wrote: journal.Hash(content)})
-	}
-	return nil
+	_, err := journal.WriteFile(e.Root, p, content, 0o644, "vgpu install", e.now())
+	return err
 }
 
 func dirOf(p string) string {

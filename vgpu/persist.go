@@ -101,12 +101,8 @@ func (p *PersistPlan) Apply(ctx context.Context, root *host.Root, r host.Runner,
 		if err := root.MkdirAll(dirOf(f.Path), 0o755); err != nil {
 			return err
 		}
-		res, err := root.WriteFileAtomic(f.Path, f.New, 0o644, now)
-		if err != nil {
+		if _, err := journal.WriteFile(root, f.Path, f.New, 0o644, "vgpu apply --persist", now); err != nil {
 			return fmt.Errorf("write %s: %w", f.Path, err)
-		}
-		if err := journal.Append(root, journal.Entry{Time: now.UTC(), Command: "vgpu apply --persist", Kind: "file", Path: f.Path, Backup: res.Backup, Wrote: journal.Hash(f.New)}); err != nil {
-			return err
 		}
 	}
 	if !p.Enable {

@@ -91,9 +91,12 @@ func TestGrubEnsureDebian(t *testing.T) {
 	require.NoError(t, err)
 	ents, err := journal.Read(r)
 	require.NoError(t, err)
-	require.Len(t, ents, 1)
-	require.Equal(t, journal.Entry{Time: ents[0].Time, Command: "grub ensure", Kind: "file", Path: "/etc/default/grub", Backup: bak,
-		Wrote: journal.Hash([]byte(read(t, root, "/etc/default/grub")))}, ents[0])
+	require.Len(t, ents, 2) // the intent, before the write; the change, after it
+	wrote := journal.Hash([]byte(read(t, root, "/etc/default/grub")))
+	require.Equal(t, journal.Entry{Time: ents[0].Time, Command: "grub ensure", Kind: journal.KindFileIntent, Path: "/etc/default/grub", Backup: bak,
+		Before: journal.Hash([]byte(before)), Wrote: wrote}, ents[0])
+	require.Equal(t, journal.Entry{Time: ents[1].Time, Command: "grub ensure", Kind: "file", Path: "/etc/default/grub", Backup: bak,
+		Wrote: wrote}, ents[1])
 
 	// second run: nothing to change, still a reboot pending
 	run.Calls = nil
@@ -303,4 +306,27 @@ func TestGrubEnsureFinishesAFailedRegeneration(t *testing.T) {
 	require.Equal(t, exitNeedReboot, code)
 	require.Contains(t, out, "nothing to change\n")
 	require.Empty(t, run.Calls)
+}
+
+// grub ensure killed after it replaced /etc/default/grub and before it recorded the change (simulated: the
+// journal's last line, the change's entry, cut off) leaves its intent, and rollback undoes the change from it.
+func TestRollbackUndoesAGrubEnsureKilledBeforeItsRecord(t *testing.T) {
+	fakeGrubRunner(t)
+	simulatedKernel(t)
+	root := grubRoot(t, "debian", intelNode)
+	before := read(t, root, "/etc/default/grub")
+	_, errs, code := gpuprep(t, "grub", "ensure", "--mode", "vm-passthrough", "--root", root, "--no-regenerate")
+	require.Equal(t, exitNeedReboot, code, errs)
+	jp := filepath.Join(root, journal.Path)
+	b, err := os.ReadFile(jp)
+	require.NoError(t, err)
+	lines := strings.SplitAfter(strings.TrimSuffix(string(b), "\n"), "\n")
+	require.Len(t, lines, 2)
+	require.Contains(t, lines[0], `"kind":"file-intent"`)
+	require.NoError(t, os.WriteFile(jp, []byte(lines[0]), 0o600))
+
+	out, errs, code := gpuprep(t, "rollback", "--root", root)
+	require.Contains(t, []int{exitOK, exitNeedReboot}, code, out+errs)
+	require.Contains(t, out, "/etc/default/grub")
+	require.Equal(t, before, read(t, root, "/etc/default/grub"))
 }

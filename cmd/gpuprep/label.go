@@ -150,12 +150,9 @@ func (c *labelCmd) write(cmd *cobra.Command, root *host.Root, path, shown string
 	if err := root.MkdirAll(dirOf(path), 0o755); err != nil {
 		return &exitError{code: exitNotReady, err: err}
 	}
-	res, err := root.WriteFileAtomic(path, out, 0o644, time.Now())
+	res, err := journal.WriteFile(root, path, out, 0o644, "label --before-join", time.Now())
 	if err != nil {
 		return &exitError{code: exitNotReady, err: fmt.Errorf("write %s: %w", shown, err)}
-	}
-	if err := journal.Append(root, journal.Entry{Time: time.Now().UTC(), Command: "label --before-join", Kind: "file", Path: path, Backup: res.Backup, Wrote: journal.Hash(out)}); err != nil {
-		return &exitError{code: exitNotReady, err: err}
 	}
 	fmt.Fprint(w, diff.Unified(shown, old, out, existed))
 	if res.Backup != "" {

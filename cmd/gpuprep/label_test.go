@@ -84,8 +84,9 @@ func TestLabelKubeadmConfig(t *testing.T) {
 	require.NoError(t, err)
 	ents, err := journal.Read(r)
 	require.NoError(t, err)
-	require.Len(t, ents, 1)
+	require.Len(t, ents, 2) // intent, change
 	require.Equal(t, "/etc/kubeadm/join.yaml", ents[0].Path)
+	require.Equal(t, "/etc/kubeadm/join.yaml", ents[1].Path)
 	_, err = os.Stat(filepath.Join(root, "etc/kubeadm/var"))
 	require.ErrorIs(t, err, os.ErrNotExist)
 	simulatedKernel(t)

@@ -92,7 +92,7 @@ func (r *Root) WriteFileAtomic(p string, data []byte, perm fs.FileMode, now time
 		if sys, ok := st.Sys().(*syscall.Stat_t); ok {
 			uid, gid = int(sys.Uid), int(sys.Gid)
 		}
-		bak := p + ".gpuprep-" + now.UTC().Format("20060102T150405.000000000Z") + BackupSuffix
+		bak := BackupName(p, now)
 		if err := writeSynced(r.join(mustResolve(r, bak)), old, mode, uid, gid); err != nil {
 			return res, fmt.Errorf("back up %s: %w", p, err)
 		}
@@ -151,6 +151,11 @@ func (r *Root) WriteFileAtomic(p string, data []byte, perm fs.FileMode, now time
 	ok = true
 	res.Changed = true
 	return res, syncDir(dir)
+}
+
+// BackupName is the backup WriteFileAtomic makes of p at now.
+func BackupName(p string, now time.Time) string {
+	return p + ".gpuprep-" + now.UTC().Format("20060102T150405.000000000Z") + BackupSuffix
 }
 
 // followLinks gives the file a symlink at p leads to, so that the file is

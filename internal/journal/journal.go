@@ -39,6 +39,39 @@ type Entry struct {
 	Wrote string `json:"wrote,omitempty"`
 }
 
+// The kinds of file entries: an intent before a file is written (Path;
+// Backup, the backup about to be made, and Before, the hash of the content
+// it saves, or Before Absent for a new file; Wrote, what the write is to
+// leave), and the change after it (Path, Backup, Wrote).
+const (
+	KindFile       = "file"
+	KindFileIntent = "file-intent"
+)
+
+// WriteFile writes data to p through root atomically and backed up
+// (host.Root.WriteFileAtomic, perm for a new file) under command, with an
+// intent entry before and a file entry after: a process killed in between
+// leaves rollback what it needs. Content p already has writes nothing.
+func WriteFile(root *host.Root, p string, data []byte, perm fs.FileMode, command string, now time.Time) (host.WriteResult, error) {
+	if old, err := root.ReadFile(p); err == nil && string(old) == string(data) {
+		return host.WriteResult{}, nil
+	}
+	in := Entry{Time: now.UTC(), Command: command, Kind: KindFileIntent, Path: p, Wrote: Hash(data), Before: Absent}
+	if old, err := root.ReadFile(p); err == nil {
+		// the hash tells rollback whether the backup is whole: a writer
+		// killed while writing the backup leaves it torn, and p unchanged
+		in.Backup, in.Before = host.BackupName(p, now), Hash(old)
+	}
+	if err := Append(root, in); err != nil {
+		return host.WriteResult{}, err
+	}
+	res, err := root.WriteFileAtomic(p, data, perm, now)
+	if err != nil || !res.Changed {
+		return res, err
+	}
+	return res, Append(root, Entry{Time: now.UTC(), Command: command, Kind: KindFile, Path: p, Backup: res.Backup, Wrote: Hash(data)})
+}
+
 // Absent is Entry.Wrote (and a file intent's Before) for a file that is not there.
 const Absent = "absent"
 
