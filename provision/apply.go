@@ -100,7 +100,15 @@ type Outcome struct {
 // ApplyOptions tune Apply.
 type ApplyOptions struct {
 	Reboot bool // run `systemctl reboot` at the reboot step instead of stopping
+	// Interrupted, when set, is asked before each step: true (the user
+	// interrupted) stops there, the step before it finished, with
+	// ErrInterrupted.
+	Interrupted func() bool
 }
+
+// ErrInterrupted is Apply's error when it stopped between steps because the
+// user interrupted it.
+var ErrInterrupted = errors.New("interrupted: stopped between steps, every change so far complete")
 
 // Unfinished returns the steps the journal shows started and not done (a
 // crash or a kill), oldest first.
@@ -158,6 +166,10 @@ func Apply(ctx context.Context, e Env, p *Plan, o ApplyOptions) (*Outcome, error
 	for _, s := range p.Steps {
 		if err := ctx.Err(); err != nil {
 			return out, err
+		}
+		if o.Interrupted != nil && o.Interrupted() {
+			out.Steps = append(out.Steps, StepResult{ID: s.ID, Status: "interrupted"})
+			return out, fmt.Errorf("before step %s: %w", s.ID, ErrInterrupted)
 		}
 		if s.Reboot {
 			// the boot ID tells the next run whether the node has booted since

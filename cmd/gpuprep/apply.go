@@ -142,7 +142,7 @@ func (c *applyCmd) run(cmd *cobra.Command) error {
 		env.Out = &log
 	}
 	res := applyResult{APIVersion: "gpuprep/v1", Kind: "ApplyResult", Mode: p.Mode, Plan: p}
-	oc, aerr := provision.Apply(cmd.Context(), env, p, provision.ApplyOptions{Reboot: c.reboot})
+	oc, aerr := provision.Apply(cmd.Context(), env, p, provision.ApplyOptions{Reboot: c.reboot, Interrupted: c.g.interrupted.Load})
 	res.Outcome = oc
 	if s := strings.TrimSpace(log.String()); s != "" {
 		res.Log = strings.Split(s, "\n")
@@ -176,6 +176,8 @@ func (c *applyCmd) run(cmd *cobra.Command) error {
 	}
 	var rerr *provision.RebootError
 	switch {
+	case errors.Is(aerr, provision.ErrInterrupted):
+		return &exitError{code: 130, err: fmt.Errorf("%w (run gpuprep apply again to continue, or gpuprep rollback to undo)", aerr)}
 	case errors.As(aerr, &rerr):
 		return &exitError{code: code, err: aerr} // it says what to do
 	case aerr != nil:

@@ -3,9 +3,12 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -78,11 +81,54 @@ func hostLock(cmd *cobra.Command, g *globals) error {
 	_ = f.Truncate(0)
 	_, _ = f.WriteAt([]byte(fmt.Sprintf("pid %d: %s, since %s\n", os.Getpid(), cmd.CommandPath(), time.Now().Format(time.TimeOnly))), 0)
 	g.lock = f
+	g.deferInterrupts(cmd.ErrOrStderr())
 	return nil
+}
+
+// deferInterrupts keeps an interrupt (SIGINT, SIGTERM, SIGHUP) from ending
+// a command that changes the host in the middle of a change: the first one
+// is noted (g.interrupted) and said; the command finishes the change in
+// progress (apply stops before its next step) and ends; a second one ends
+// the process at once. Commands run by gpuprep are in process groups of
+// their own (host.ExecRunner), so a Ctrl-C on the terminal does not cut
+// them short either.
+func (g *globals) deferInterrupts(stderr io.Writer) {
+	sig := make(chan os.Signal, 2)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	done := make(chan struct{})
+	go func() {
+		for n := 0; ; n++ {
+			select {
+			case <-done:
+				return
+			case s := <-sig:
+				if n == 0 {
+					g.interrupted.Store(true)
+					fmt.Fprintf(stderr, "gpuprep: %v: finishing the change in progress, then stopping (once more to stop at once, which may leave a change half done)\n", s)
+					continue
+				}
+				fmt.Fprintf(stderr, "gpuprep: %v again: stopping at once; commands gpuprep started go on; run the same command again, or gpuprep rollback\n", s)
+				code := 128
+				if n, ok := s.(syscall.Signal); ok {
+					code += int(n)
+				}
+				exitOnSignal(code)
+				return
+			}
+		}
+	}()
+	g.stopInterrupts = func() {
+		signal.Stop(sig)
+		close(done)
+	}
 }
 
 // unlock releases the lock hostLock took, if any.
 func (g *globals) unlock() {
+	if g.stopInterrupts != nil {
+		g.stopInterrupts()
+		g.stopInterrupts = nil
+	}
 	if g.lock != nil {
 		_ = g.lock.Truncate(0)
 		g.lock.Close()

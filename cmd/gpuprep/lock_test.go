@@ -7,13 +7,18 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
+	"github.com/gpuprep/gpuprep/internal/fixture"
 	"github.com/gpuprep/gpuprep/internal/fleet/sshdtest"
+	"github.com/gpuprep/gpuprep/internal/host"
+	"github.com/gpuprep/gpuprep/vfio"
 )
 
 // While another process holds the host's gpuprep lock, a command that would change the host changes nothing and
@@ -132,4 +137,64 @@ func TestConcurrentRunsLoseNoChange(t *testing.T) {
 			require.NotContains(t, e.Name(), ".gpuprep-tmp-", "round %d", round)
 		}
 	}
+}
+
+// interruptingSysfs sends this process a real SIGHUP when a sysfs write to path is made (the kernel simulator
+// makes it, and the rest of the step goes on), as a Ctrl-C in the middle of a step would.
+type interruptingSysfs struct {
+	*fixture.Kernel
+	at   string
+	sent int
+}
+
+func (s *interruptingSysfs) WriteAttr(p, v string) error {
+	if p == s.at && s.sent == 0 {
+		s.sent++
+		if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
+			return err
+		}
+		time.Sleep(50 * time.Millisecond) // delivered before the step goes on
+	}
+	return s.Kernel.WriteAttr(p, v)
+}
+
+// An interrupt in the middle of apply's first step: the step finishes (every GPU leaves VFIO, none is left half
+// moved), the next step does not start, and apply ends with 130 saying how to go on; running it again finishes.
+func TestApplyFinishesTheStepItWasInterruptedIn(t *testing.T) {
+	exits := make(chan int, 1)
+	exitOnSignal = func(code int) { exits <- code }
+	t.Cleanup(func() { exitOnSignal = os.Exit })
+	var sysfs *interruptingSysfs
+	old := provisionKernel
+	t.Cleanup(func() { provisionKernel = old })
+	provisionKernel = func(root *host.Root) (vfio.Sysfs, host.Runner, error) {
+		k, err := fixture.NewKernel(root.Dir())
+		sysfs = &interruptingSysfs{Kernel: k, at: "/sys/bus/pci/devices/0000:21:00.0/driver/unbind"}
+		return sysfs, k, err
+	}
+	root := fixtureRoot(t, "vfio-bound")
+	gpus := []string{"0000:11:00.0", "0000:21:00.0", "0000:31:00.0", "0000:41:00.0"}
+
+	out, errs, code := gpuprep(t, "apply", "--root", root, "--mode", "container", "--yes")
+	require.Equal(t, 1, sysfs.sent)
+	require.Equal(t, 130, code, out+errs)
+	require.Contains(t, errs, "gpuprep: hangup: finishing the change in progress, then stopping")
+	require.Contains(t, errs, "before step label: interrupted: stopped between steps, every change so far complete (run gpuprep apply again to continue")
+	for _, g := range gpus {
+		require.Equal(t, "", driverOf(t, root, g), "%s: the step finished", g)
+	}
+	kubelet, err := os.ReadFile(filepath.Join(root, "etc/default/kubelet"))
+	require.NoError(t, err)
+	require.NotContains(t, string(kubelet), "workload.config=container", "the label step did not start")
+	select {
+	case c := <-exits:
+		t.Fatalf("one interrupt ended the process (%d)", c)
+	default:
+	}
+
+	out, errs, code = gpuprep(t, "apply", "--root", root, "--mode", "container", "--yes")
+	require.Equal(t, 0, code, out+errs)
+	kubelet, err = os.ReadFile(filepath.Join(root, "etc/default/kubelet"))
+	require.NoError(t, err)
+	require.Contains(t, string(kubelet), "workload.config=container")
 }

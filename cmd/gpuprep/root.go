@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"sync/atomic"
 
 	"github.com/spf13/cobra"
 
@@ -46,6 +47,10 @@ type globals struct {
 	unpacked string         // --root FILE.tar.gz: where it was unpacked, removed when the command ends
 	release  func()         // ends unpacked's removal on an interrupt
 	lock     *os.File       // the host's gpuprep lock, held by a command that changes the host
+	// interrupted: an interrupt arrived while a command changed the host
+	// (see deferInterrupts); stopInterrupts ends that handling
+	interrupted    atomic.Bool
+	stopInterrupts func()
 }
 
 // isTarball reports whether p names a packed snapshot (gpuprep snapshot FILE.tar.gz).

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os/exec"
 	"strings"
+	"syscall"
 )
 
 // Runner runs a command given as argv. No implementation passes anything
@@ -30,6 +31,10 @@ func (ExecRunner) Run(ctx context.Context, argv ...string) ([]byte, error) {
 		return nil, errors.New("run: empty command")
 	}
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	// In a process group of its own: a Ctrl-C on the terminal reaches
+	// gpuprep, which finishes the change in progress (an initramfs being
+	// written, an installer), and not the command in the middle of it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
