@@ -64,8 +64,8 @@ func simulateReboot(t *testing.T, dir string) {
 }
 
 // tree is every regular file and symlink of a root outside the kernel's
-// virtual file systems, /run (gpuprep's lock file) and gpuprep's journal,
-// backups excluded.
+// virtual file systems and gpuprep's state (journal, lock), backups
+// excluded.
 func tree(t *testing.T, dir string) map[string]string {
 	t.Helper()
 	out := map[string]string{}
@@ -75,7 +75,7 @@ func tree(t *testing.T, dir string) map[string]string {
 		}
 		rel, _ := filepath.Rel(dir, p)
 		switch {
-		case rel == "sys" || rel == "proc" || rel == "dev" || rel == "run" || rel == "var/lib/gpuprep":
+		case rel == "sys" || rel == "proc" || rel == "dev" || rel == "var/lib/gpuprep":
 			return filepath.SkipDir
 		case d.IsDir():
 			return nil

@@ -6,7 +6,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"path/filepath"
+	"path"
 	"strings"
 	"syscall"
 	"time"
@@ -27,10 +27,11 @@ var changesHost = map[string]bool{
 	"label": true,
 }
 
-// lockFile is where the lock is held, in the host root: /run/lock is the
-// place for lock files (it is emptied at boot, and the lock goes with the
-// process that holds it anyway).
-const lockFile = "/run/lock/gpuprep.lock"
+// lockFile is where the lock is held, in the host root: in gpuprep's own
+// state directory beside the journal (root's, mode 0700), where no other
+// user can make the file, hold it, or put a symlink in its place (as in the
+// world-writable /run/lock).
+const lockFile = "/var/lib/gpuprep/lock"
 
 // hostLock takes the host's gpuprep lock for cmd when cmd changes the host
 // (not for a --dry-run, nor for a packed --root, which refuses every write).
@@ -53,16 +54,21 @@ func hostLock(cmd *cobra.Command, g *globals) error {
 	if root.Writable(lockFile) != nil {
 		return nil
 	}
+	if err := root.MkdirAll(path.Dir(lockFile), 0o700); err != nil {
+		return &exitError{code: exitUnknown, err: fmt.Errorf("lock %s: %w", lockFile, err)}
+	}
 	p, err := root.Path(lockFile)
 	if err != nil {
 		return &exitError{code: exitUnknown, err: fmt.Errorf("lock %s: %w", lockFile, err)}
 	}
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		return &exitError{code: exitUnknown, err: fmt.Errorf("lock %s: %w", lockFile, err)}
-	}
-	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE, 0o644)
+	// never through a symlink, and only a plain file: it is truncated
+	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return &exitError{code: exitUnknown, err: fmt.Errorf("lock %s: %w", lockFile, err)}
+	}
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		f.Close()
+		return &exitError{code: exitUnknown, err: fmt.Errorf("lock %s: not a regular file", lockFile)}
 	}
 	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		holder, _ := os.ReadFile(p)

@@ -29,7 +29,7 @@ func TestHostChangingCommandsWaitForNoOne(t *testing.T) {
 	before, err := os.ReadFile(grub)
 	require.NoError(t, err)
 	lock := filepath.Join(root, lockFile)
-	require.NoError(t, os.MkdirAll(filepath.Dir(lock), 0o755))
+	require.NoError(t, os.MkdirAll(filepath.Dir(lock), 0o700))
 	f, err := os.OpenFile(lock, os.O_RDWR|os.O_CREATE, 0o644)
 	require.NoError(t, err)
 	defer f.Close()
@@ -46,7 +46,7 @@ func TestHostChangingCommandsWaitForNoOne(t *testing.T) {
 	} {
 		out, errs, code := gpuprep(t, append([]string{"--root", root}, args...)...)
 		require.Equal(t, exitUnknown, code, "%v: %s%s", args, out, errs)
-		require.Contains(t, errs, "another gpuprep is changing this host (pid 4242: gpuprep apply, since 03:04:05, holding /run/lock/gpuprep.lock): nothing was done", args)
+		require.Contains(t, errs, "another gpuprep is changing this host (pid 4242: gpuprep apply, since 03:04:05, holding /var/lib/gpuprep/lock): nothing was done", args)
 	}
 	after, err := os.ReadFile(grub)
 	require.NoError(t, err)
@@ -197,4 +197,21 @@ func TestApplyFinishesTheStepItWasInterruptedIn(t *testing.T) {
 	kubelet, err = os.ReadFile(filepath.Join(root, "etc/default/kubelet"))
 	require.NoError(t, err)
 	require.Contains(t, string(kubelet), "workload.config=container")
+}
+
+// The lock file is never followed through a symlink (it is truncated): one put in its place is refused, and what
+// it points at is left as it was.
+func TestHostLockRefusesASymlink(t *testing.T) {
+	root := fixtureRoot(t, "reboot-pending")
+	victim := filepath.Join(t.TempDir(), "shadow")
+	require.NoError(t, os.WriteFile(victim, []byte("root:x:0\n"), 0o600))
+	require.NoError(t, os.MkdirAll(filepath.Join(root, "var/lib/gpuprep"), 0o700))
+	require.NoError(t, os.Symlink(victim, filepath.Join(root, lockFile)))
+	_, errs, code := gpuprep(t, "--root", root, "grub", "ensure", "pci=realloc", "--no-regenerate")
+	require.Equal(t, exitUnknown, code, errs)
+	require.Contains(t, errs, "lock /var/lib/gpuprep/lock: ")
+	b, err := os.ReadFile(victim)
+	require.NoError(t, err)
+	require.Equal(t, "root:x:0\n", string(b))
+	require.NotContains(t, read(t, root, "/etc/default/grub"), "pci=realloc")
 }
