@@ -10,21 +10,29 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/gpuprep/gpuprep/internal/host"
 	"github.com/gpuprep/gpuprep/internal/journal"
 	"github.com/gpuprep/gpuprep/provision"
 	"github.com/gpuprep/gpuprep/vfio"
 )
 
+// appliedUntilReboot is an iommu-off-kernel node (simulated) that apply
+// --mode vm-passthrough took up to its reboot, and the node's files before.
+func appliedUntilReboot(t *testing.T) (string, map[string]string) {
+	t.Helper()
+	simulatedKernel(t)
+	root := fixtureRoot(t, "iommu-off-kernel")
+	withTools(t, root)
+	orig := tree(t, root)
+	out, errs, code := gpuprep(t, "apply", "--root", root, "--mode", "vm-passthrough", "--yes")
+	require.Equal(t, exitNeedReboot, code, out+errs)
+	return root, orig
+}
+
 // undoneEntries is the journal's "undone" entries.
 func undoneEntries(t *testing.T, dir string) []journal.Entry {
 	t.Helper()
-	r, err := host.NewRoot(dir)
-	require.NoError(t, err)
-	es, err := journal.Read(r)
-	require.NoError(t, err)
 	var out []journal.Entry
-	for _, e := range es {
+	for _, e := range journalEntries(t, dir) {
 		if e.Kind == provision.KindUndone {
 			out = append(out, e)
 		}
@@ -44,12 +52,9 @@ func grubBackup(t *testing.T, root string) string {
 // the file and the backup, exits 1, leaves the file and records nothing
 // undone, so that once the backup is back a rollback restores it.
 func TestRollbackMissingBackup(t *testing.T) {
-	simulatedKernel(t)
-	root := fixtureRoot(t, "iommu-off-kernel")
-	withTools(t, root)
-	orig := tree(t, root)
-	out, errs, code := gpuprep(t, "apply", "--root", root, "--mode", "vm-passthrough", "--yes")
-	require.Equal(t, exitNeedReboot, code, out+errs)
+	root, orig := appliedUntilReboot(t)
+	var out, errs string
+	var code int
 	bak := grubBackup(t, root)
 	saved, err := os.ReadFile(bak)
 	require.NoError(t, err)
@@ -83,12 +88,9 @@ func TestRollbackMissingBackup(t *testing.T) {
 // and its backup, exits 1 and records nothing undone; --force-files
 // restores it, saving the edited content first, and says where.
 func TestRollbackKeepsLaterEdit(t *testing.T) {
-	simulatedKernel(t)
-	root := fixtureRoot(t, "iommu-off-kernel")
-	withTools(t, root)
-	orig := tree(t, root)
-	_, errs, code := gpuprep(t, "apply", "--root", root, "--mode", "vm-passthrough", "--yes")
-	require.Equal(t, exitNeedReboot, code, errs)
+	root, orig := appliedUntilReboot(t)
+	var errs string
+	var code int
 	bak := "/" + strings.TrimPrefix(grubBackup(t, root), root+"/")
 	p := filepath.Join(root, "etc/default/grub")
 	g, err := os.ReadFile(p)
@@ -140,12 +142,9 @@ func TestRollbackKeepsLaterEdit(t *testing.T) {
 // anything recorded undone); what else rollback restored it leaves
 // restored, and a rollback --force-files then removes the file, saving it.
 func TestRollbackKeepsEditedCreatedFile(t *testing.T) {
-	simulatedKernel(t)
-	root := fixtureRoot(t, "iommu-off-kernel")
-	withTools(t, root)
-	orig := tree(t, root)
-	_, errs, code := gpuprep(t, "apply", "--root", root, "--mode", "vm-passthrough", "--yes")
-	require.Equal(t, exitNeedReboot, code, errs)
+	root, orig := appliedUntilReboot(t)
+	var errs string
+	var code int
 	simulateReboot(t, root)
 	_, errs, code = gpuprep(t, "apply", "--root", root, "--mode", "vm-passthrough", "--yes")
 	require.Contains(t, []int{exitOK, exitNotReady}, code, errs)
@@ -186,12 +185,9 @@ func TestRollbackKeepsEditedCreatedFile(t *testing.T) {
 // restores as it did (an edit made since included), says it could not
 // check, and saves what the file held.
 func TestRollbackOlderJournalWithoutHashes(t *testing.T) {
-	simulatedKernel(t)
-	root := fixtureRoot(t, "iommu-off-kernel")
-	withTools(t, root)
-	orig := tree(t, root)
-	_, errs, code := gpuprep(t, "apply", "--root", root, "--mode", "vm-passthrough", "--yes")
-	require.Equal(t, exitNeedReboot, code, errs)
+	root, orig := appliedUntilReboot(t)
+	var errs string
+	var code int
 	// the journal as an older gpuprep wrote it: no "wrote"
 	jp := filepath.Join(root, journal.Path)
 	f, err := os.Open(jp)

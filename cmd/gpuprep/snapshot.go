@@ -260,7 +260,7 @@ func (t *snapshotTarget) commit() error {
 			return appeared(&os.LinkError{Op: "rename", Old: t.tree, New: t.abs, Err: err})
 		}
 	}
-	return syncDir(filepath.Dir(t.abs))
+	return host.FsyncDir(filepath.Dir(t.abs))
 }
 
 // discard removes what is left of the temporary files and directories.
@@ -291,15 +291,6 @@ func renameNoReplace(from, to string) error {
 		return &os.LinkError{Op: "rename", Old: from, New: to, Err: err}
 	}
 	return nil
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
 
 // runOnce runs one gpuprep command in this process and returns what it

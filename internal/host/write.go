@@ -299,6 +299,10 @@ func (r *Root) MkdirAll(p string, perm fs.FileMode) error {
 	return nil
 }
 
+// FsyncDir flushes the directory dir of this machine (not a host path) to
+// disk: a file made, renamed or removed in it survives a crash.
+func FsyncDir(dir string) error { return syncDir(dir) }
+
 // SyncDir flushes the directory p to disk: a file made or removed in it
 // survives a crash.
 func (r *Root) SyncDir(p string) error {
