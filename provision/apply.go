@@ -405,19 +405,7 @@ func (p *Plan) label(ctx context.Context, e Env) error {
 	if !before.Changed {
 		return nil
 	}
-	var keys []string
-	for _, x := range l.set {
-		keys = append(keys, x.Key)
-	}
-	keys = append(keys, l.remove...)
-	var was []kube.Label
-	for _, k := range keys {
-		if v, ok := before.Before[k]; ok {
-			was = append(was, kube.Label{Key: k, Value: v})
-		}
-	}
-	if err := e.record(journal.Entry{Command: "apply", Kind: KindLabel, Device: l.node, Path: p.opts.Kubeconfig,
-		Before: kube.FormatLabels(was), After: strings.Join(keys, ",")}); err != nil {
+	if err := e.record(LabelIntent("apply", l.node, p.opts.Kubeconfig, l.set, l.remove, before.Before)); err != nil {
 		return err
 	}
 	if _, err := client.LabelNode(ctx, l.node, l.set, l.remove, false); err != nil {
@@ -425,6 +413,28 @@ func (p *Plan) label(ctx context.Context, e Env) error {
 	}
 	e.logf("labelled Node %s: %s", l.node, kube.FormatLabels(l.set))
 	return nil
+}
+
+// LabelIntent is the journal entry (kind "label") that command writes before
+// it sets set and removes remove on Node node through the API with
+// kubeconfig: before is the labels the node has (LabelNode's Before, from a
+// server-side dry run). Rollback puts back the keys it lists that the node had
+// and removes those it did not. Path is the kubeconfig file, absolute
+// (kube.KubeconfigPath).
+func LabelIntent(command, node, kubeconfig string, set []kube.Label, remove []string, before map[string]string) journal.Entry {
+	var keys []string
+	for _, x := range set {
+		keys = append(keys, x.Key)
+	}
+	keys = append(keys, remove...)
+	var was []kube.Label
+	for _, k := range keys {
+		if v, ok := before[k]; ok {
+			was = append(was, kube.Label{Key: k, Value: v})
+		}
+	}
+	return journal.Entry{Command: command, Kind: KindLabel, Device: node, Path: kube.KubeconfigPath(kubeconfig),
+		Before: kube.FormatLabels(was), After: strings.Join(keys, ",")}
 }
 
 // removeStaleTemps removes the temporary files a killed atomic write of p

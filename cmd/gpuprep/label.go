@@ -15,6 +15,7 @@ import (
 	"github.com/gpuprep/gpuprep/internal/journal"
 	"github.com/gpuprep/gpuprep/internal/kube"
 	"github.com/gpuprep/gpuprep/preflight"
+	"github.com/gpuprep/gpuprep/provision"
 )
 
 func init() { register(newLabelCmd) }
@@ -43,7 +44,10 @@ By default it patches the Node through the Kubernetes API (kubeconfig from --kub
 $KUBECONFIG or ~/.kube/config; the node name defaults to what the kubelet registers: the
 host name, lower-cased). Nothing changes when the labels are already right; a conflict is
 retried; --dry-run asks the API server to validate without persisting. Needs RBAC verbs
-get and patch on nodes.
+get and patch on nodes. The change is journalled first (/var/lib/gpuprep/journal.jsonl
+in the host root: the labels the node had, and the kubeconfig file used), so gpuprep
+rollback puts the labels back; where the journal cannot be written (it needs root on
+this machine's own root), nothing is labelled.
 
 With --before-join the labels go into the kubelet's --node-labels, so the node registers
 with them (kubelets may set nvidia.com/* labels under NodeRestriction): in the kubelet
@@ -172,12 +176,12 @@ func (c *labelCmd) viaAPI(cmd *cobra.Command, set []kube.Label, remove []string)
 	if c.kubeadmConfig != "" {
 		return usageErr("--kubeadm-config goes with --before-join")
 	}
+	root, err := c.g.hostRoot()
+	if err != nil {
+		return err
+	}
 	name := c.node
 	if name == "" {
-		root, err := c.g.hostRoot()
-		if err != nil {
-			return err
-		}
 		h, err := root.ReadString("/proc/sys/kernel/hostname")
 		if err != nil || h == "" {
 			return usageErr("cannot tell this host's name (%v): give --node", err)
@@ -190,9 +194,22 @@ func (c *labelCmd) viaAPI(cmd *cobra.Command, set []kube.Label, remove []string)
 	}
 	ctx, cancel := context.WithTimeout(cmd.Context(), c.timeout)
 	defer cancel()
-	res, err := client.LabelNode(ctx, name, set, remove, c.dryRun)
+	// what the node has: a server-side dry run, which is also all --dry-run does
+	res, err := client.LabelNode(ctx, name, set, remove, true)
 	if err != nil {
 		return &exitError{code: exitNotReady, err: err}
+	}
+	if res.Changed && !c.dryRun {
+		// the intent first, as apply does: a crash between the patch and a
+		// record after it would leave a change rollback does not know of
+		en := provision.LabelIntent("label", name, c.kubeconfig, set, remove, res.Before)
+		en.Time = time.Now().UTC()
+		if err := journal.Append(root, en); err != nil {
+			return &exitError{code: exitNotReady, err: fmt.Errorf("%w: node %s not labelled", err, name)}
+		}
+		if res, err = client.LabelNode(ctx, name, set, remove, false); err != nil {
+			return &exitError{code: exitNotReady, err: err}
+		}
 	}
 	w := cmd.OutOrStdout()
 	verb := "labelled"

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -66,6 +68,37 @@ func NewClient(path string) (*Client, error) {
 		return nil, fmt.Errorf("kubeconfig: %w", err)
 	}
 	return newClient(cfg, cc)
+}
+
+// KubeconfigPath is the file NewClient(path) loads its kubeconfig from,
+// absolute: what the journal records, so that rollback (run from another
+// directory, or under sudo with another $KUBECONFIG and home) finds the same
+// one. "" when no single file says it: $KUBECONFIG lists several (client-go
+// merges them) or none exists (client-go's in-cluster configuration); rollback
+// then loads the default again.
+func KubeconfigPath(path string) string {
+	if path != "" {
+		if abs, err := filepath.Abs(path); err == nil {
+			return abs
+		}
+		return path
+	}
+	var found []string
+	for _, p := range clientcmd.NewDefaultClientConfigLoadingRules().GetLoadingPrecedence() {
+		if p == "" {
+			continue
+		}
+		if _, err := os.Stat(p); err == nil {
+			found = append(found, p)
+		}
+	}
+	if len(found) != 1 {
+		return ""
+	}
+	if abs, err := filepath.Abs(found[0]); err == nil {
+		return abs
+	}
+	return found[0]
 }
 
 func newClient(cfg *rest.Config, cc clientcmd.ClientConfig) (*Client, error) {

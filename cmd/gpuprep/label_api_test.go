@@ -1,0 +1,152 @@
+package main
+
+// gpuprep label and apply's label step against a real kube-apiserver
+// (internal/kube/kubetest: skipped without one, unless GPUPREP_REQUIRE_KUBE=1),
+// and gpuprep rollback putting the labels back.
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/gpuprep/gpuprep/internal/host"
+	"github.com/gpuprep/gpuprep/internal/journal"
+	"github.com/gpuprep/gpuprep/internal/kube"
+	"github.com/gpuprep/gpuprep/internal/kube/kubetest"
+	"github.com/gpuprep/gpuprep/provision"
+)
+
+func labelEntries(t *testing.T, root string) []journal.Entry {
+	t.Helper()
+	r, err := host.NewRoot(root)
+	require.NoError(t, err)
+	es, err := journal.Read(r)
+	require.NoError(t, err)
+	var out []journal.Entry
+	for _, e := range es {
+		if e.Kind == provision.KindLabel {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func TestLabelThroughAPIJournalsAndRollsBack(t *testing.T) {
+	s := kubetest.Start(t)
+	simulatedKernel(t) // rollback acts on the fixture root
+	root := fixtureRoot(t, "hgx-h200")
+	kc := s.AdminKubeconfig(t)
+	// n1: the workload label with another value, a stale vGPU config; n2: neither
+	n1 := map[string]string{"zone": "r1", kube.WorkloadLabel: "container", kube.VGPUConfigLabel: "A10-12Q"}
+	n2 := map[string]string{"zone": "r2"}
+	s.CreateNode(t, "n1", n1)
+	s.CreateNode(t, "n2", n2)
+
+	// --dry-run changes and journals nothing
+	out, errs, code := gpuprep(t, "label", "--root", root, "--kubeconfig", kc, "--node", "n1", "--mode", "vm-passthrough", "--dry-run")
+	require.Equal(t, 0, code, out+errs)
+	require.Contains(t, out, "would label (server-side dry run) node n1")
+	got, _ := s.NodeLabels(t, "n1")
+	require.Equal(t, n1, got)
+	require.Equal(t, 0, journalLen(t, root))
+
+	// a journal that cannot be written: nothing labelled
+	bad := fixtureRoot(t, "hgx-h200")
+	require.NoError(t, os.MkdirAll(filepath.Join(bad, "var/lib"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(bad, "var/lib/gpuprep"), nil, 0o644))
+	out, errs, code = gpuprep(t, "label", "--root", bad, "--kubeconfig", kc, "--node", "n1", "--mode", "vm-passthrough")
+	require.NotEqual(t, 0, code, out+errs)
+	require.Contains(t, errs, "journal: ")
+	require.Contains(t, errs, "node n1 not labelled")
+	got, _ = s.NodeLabels(t, "n1")
+	require.Equal(t, n1, got)
+
+	out, errs, code = gpuprep(t, "label", "--root", root, "--kubeconfig", kc, "--node", "n1", "--mode", "vm-passthrough")
+	require.Equal(t, 0, code, out+errs)
+	require.Equal(t, "labelled node n1: nvidia.com/gpu.workload.config=vm-passthrough, removed nvidia.com/vgpu.config\n", out)
+	got, _ = s.NodeLabels(t, "n1")
+	require.Equal(t, map[string]string{"zone": "r1", kube.WorkloadLabel: "vm-passthrough"}, got)
+
+	// the default kubeconfig ($KUBECONFIG) is journalled as the file it is
+	t.Setenv("KUBECONFIG", kc)
+	out, errs, code = gpuprep(t, "label", "--root", root, "--node", "n2", "--mode", "vm-passthrough")
+	require.Equal(t, 0, code, out+errs)
+	got, _ = s.NodeLabels(t, "n2")
+	require.Equal(t, map[string]string{"zone": "r2", kube.WorkloadLabel: "vm-passthrough"}, got)
+
+	es := labelEntries(t, root)
+	require.Len(t, es, 2)
+	require.Equal(t, journal.Entry{Time: es[0].Time, Command: "label", Kind: "label", Device: "n1", Path: kc,
+		Before: "nvidia.com/gpu.workload.config=container,nvidia.com/vgpu.config=A10-12Q",
+		After:  "nvidia.com/gpu.workload.config,nvidia.com/vgpu.config"}, es[0])
+	require.False(t, es[0].Time.IsZero())
+	require.Equal(t, "n2", es[1].Device)
+	require.Equal(t, kc, es[1].Path)
+	require.Equal(t, "", es[1].Before)
+
+	// nothing to change: nothing journalled
+	out, errs, code = gpuprep(t, "label", "--root", root, "--node", "n2", "--mode", "vm-passthrough")
+	require.Equal(t, 0, code, out+errs)
+	require.Contains(t, out, "nothing to do")
+	require.Equal(t, 2, journalLen(t, root))
+	t.Setenv("KUBECONFIG", filepath.Join(t.TempDir(), "none")) // rollback gets it from --kubeconfig
+
+	out, errs, code = gpuprep(t, "rollback", "--root", root, "--kubeconfig", kc)
+	require.Equal(t, 0, code, out+errs)
+	require.Contains(t, out, "Rolled back.")
+	got, rv1 := s.NodeLabels(t, "n1")
+	require.Equal(t, n1, got, "the workload label's old value and the vGPU config are back")
+	got, rv2 := s.NodeLabels(t, "n2")
+	require.Equal(t, n2, got, "the label it added is gone")
+
+	out, errs, code = gpuprep(t, "rollback", "--root", root, "--kubeconfig", kc)
+	require.Equal(t, 0, code, out+errs)
+	require.Contains(t, out, "Nothing to roll back.")
+	_, rv := s.NodeLabels(t, "n1")
+	require.Equal(t, rv1, rv, "n1 not written again")
+	_, rv = s.NodeLabels(t, "n2")
+	require.Equal(t, rv2, rv, "n2 not written again")
+}
+
+func TestApplyLabelThroughAPIRollsBack(t *testing.T) {
+	s := kubetest.Start(t)
+	simulatedKernel(t)
+	root := fixtureRoot(t, "hgx-h200")
+	orig := tree(t, root)
+	kc := s.AdminKubeconfig(t)
+	before := map[string]string{"zone": "r1", kube.WorkloadLabel: "vm-vgpu", kube.VGPUConfigLabel: "H200-35C"}
+	s.CreateNode(t, "gpu-7", before)
+
+	out, errs, code := gpuprep(t, "plan", "--root", root, "--mode", "container", "--kubeconfig", kc, "--node", "gpu-7", "-o", "json")
+	require.Equal(t, 0, code, errs)
+	var p planJSON
+	require.NoError(t, json.Unmarshal([]byte(out), &p))
+	require.Equal(t, []string{"label"}, p.ids(), out)
+
+	out, errs, code = gpuprep(t, "apply", "--root", root, "--mode", "container", "--kubeconfig", kc, "--node", "gpu-7", "--yes")
+	require.Equal(t, 0, code, out+errs)
+	got, _ := s.NodeLabels(t, "gpu-7")
+	require.Equal(t, map[string]string{"zone": "r1", kube.WorkloadLabel: "container"}, got)
+	require.Equal(t, orig, tree(t, root), "through the API: no file of the node changed")
+	es := labelEntries(t, root)
+	require.Len(t, es, 1)
+	require.Equal(t, "apply", es[0].Command)
+	require.Equal(t, kc, es[0].Path)
+
+	// without --kubeconfig: the one apply journalled
+	out, errs, code = gpuprep(t, "rollback", "--root", root)
+	require.Equal(t, 0, code, out+errs)
+	require.Contains(t, out, "Rolled back.")
+	got, rv := s.NodeLabels(t, "gpu-7")
+	require.Equal(t, before, got)
+	require.Equal(t, orig, tree(t, root))
+
+	out, errs, code = gpuprep(t, "rollback", "--root", root)
+	require.Equal(t, 0, code, out+errs)
+	require.Contains(t, out, "Nothing to roll back.")
+	_, rv2 := s.NodeLabels(t, "gpu-7")
+	require.Equal(t, rv, rv2)
+}
