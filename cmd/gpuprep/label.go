@@ -47,7 +47,8 @@ retried; --dry-run asks the API server to validate without persisting. Needs RBA
 get and patch on nodes. The change is journalled first (/var/lib/gpuprep/journal.jsonl
 in the host root: the labels the node had, and the kubeconfig file used), so gpuprep
 rollback puts the labels back; where the journal cannot be written (it needs root on
-this machine's own root), nothing is labelled.
+this machine's own root: an admin's workstation, say), the node is labelled all the same
+and a warning names the labels it had, for undoing by hand.
 
 With --before-join the labels go into the kubelet's --node-labels, so the node registers
 with them (kubelets may set nvidia.com/* labels under NodeRestriction): in the kubelet
@@ -205,7 +206,10 @@ func (c *labelCmd) viaAPI(cmd *cobra.Command, set []kube.Label, remove []string)
 		en := provision.LabelIntent("label", name, c.kubeconfig, set, remove, res.Before)
 		en.Time = time.Now().UTC()
 		if err := journal.Append(root, en); err != nil {
-			return &exitError{code: exitNotReady, err: fmt.Errorf("%w: node %s not labelled", err, name)}
+			// not root on an admin's workstation, typically: labelling
+			// through the API needs no host, and the cluster is changed
+			// all the same, only not recorded for rollback here
+			fmt.Fprintf(cmd.ErrOrStderr(), "gpuprep: warning: the change is not recorded for gpuprep rollback (%v); the labels before it: %s\n", err, orNoLabels(kube.FormatLabels(labelsBefore(res.Before, set, remove))))
 		}
 		if res, err = client.LabelNode(ctx, name, set, remove, false); err != nil {
 			return &exitError{code: exitNotReady, err: err}
@@ -228,4 +232,28 @@ func (c *labelCmd) viaAPI(cmd *cobra.Command, set []kube.Label, remove []string)
 	}
 	fmt.Fprintln(w)
 	return nil
+}
+
+// labelsBefore are the values the keys set or removed had before (as
+// LabelNode's Before gives them).
+func labelsBefore(before map[string]string, set []kube.Label, remove []string) []kube.Label {
+	var out []kube.Label
+	for _, l := range set {
+		if v, ok := before[l.Key]; ok {
+			out = append(out, kube.Label{Key: l.Key, Value: v})
+		}
+	}
+	for _, k := range remove {
+		if v, ok := before[k]; ok {
+			out = append(out, kube.Label{Key: k, Value: v})
+		}
+	}
+	return out
+}
+
+func orNoLabels(s string) string {
+	if s == "" {
+		return "none of them"
+	}
+	return s
 }

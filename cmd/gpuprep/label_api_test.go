@@ -53,16 +53,18 @@ func TestLabelThroughAPIJournalsAndRollsBack(t *testing.T) {
 	require.Equal(t, n1, got)
 	require.Equal(t, 0, journalLen(t, root))
 
-	// a journal that cannot be written: nothing labelled
+	// a journal that cannot be written (not root on a workstation): labelled all the same, with a warning that
+	// names what the labels were
+	s.CreateNode(t, "n3", map[string]string{"zone": "r3", kube.WorkloadLabel: "container"})
 	bad := fixtureRoot(t, "hgx-h200")
 	require.NoError(t, os.MkdirAll(filepath.Join(bad, "var/lib"), 0o755))
 	require.NoError(t, os.WriteFile(filepath.Join(bad, "var/lib/gpuprep"), nil, 0o644))
-	out, errs, code = gpuprep(t, "label", "--root", bad, "--kubeconfig", kc, "--node", "n1", "--mode", "vm-passthrough")
-	require.NotEqual(t, 0, code, out+errs)
-	require.Contains(t, errs, "journal: ")
-	require.Contains(t, errs, "node n1 not labelled")
-	got, _ = s.NodeLabels(t, "n1")
-	require.Equal(t, n1, got)
+	out, errs, code = gpuprep(t, "label", "--root", bad, "--kubeconfig", kc, "--node", "n3", "--mode", "vm-passthrough")
+	require.Equal(t, 0, code, out+errs)
+	require.Contains(t, errs, "gpuprep: warning: the change is not recorded for gpuprep rollback (journal: ")
+	require.Contains(t, errs, "the labels before it: "+kube.WorkloadLabel+"=container\n")
+	got, _ = s.NodeLabels(t, "n3")
+	require.Equal(t, map[string]string{"zone": "r3", kube.WorkloadLabel: "vm-passthrough"}, got)
 
 	out, errs, code = gpuprep(t, "label", "--root", root, "--kubeconfig", kc, "--node", "n1", "--mode", "vm-passthrough")
 	require.Equal(t, 0, code, out+errs)

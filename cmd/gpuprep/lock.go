@@ -47,6 +47,9 @@ func hostLock(cmd *cobra.Command, g *globals) error {
 	if f := cmd.Flags().Lookup("dry-run"); f != nil && f.Value.String() == "true" {
 		return nil
 	}
+	if f := cmd.Flags().Lookup("before-join"); name == "label" && f != nil && f.Value.String() != "true" {
+		return nil // through the API: the cluster changes, not this host (often an admin's workstation)
+	}
 	root, err := g.hostRoot()
 	if err != nil {
 		return err
