@@ -449,8 +449,7 @@ func (u fileUndo) do(e Env, res *RollbackResult, saved map[string]string) error 
 			if fi, err := e.Root.Stat(p); err == nil {
 				perm = fi.Mode().Perm()
 			}
-			bak = host.BackupName(p, now)
-			if _, err := e.Root.WriteFileAtomic(bak, cur, perm, now); err != nil {
+			if bak, err = e.Root.WriteBackup(p, cur, perm, now); err != nil {
 				return fmt.Errorf("%s: save its content before removing it: %w", p, err)
 			}
 			how += "; what it held is saved in " + bak

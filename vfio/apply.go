@@ -241,25 +241,15 @@ func applyPersist(ctx context.Context, e Env, p *Persist, command string, opts O
 	now := opts.now()
 	for _, f := range p.Files {
 		if f.Content == nil {
-			old, err := e.Root.ReadFile(f.Path)
+			bak, err := journal.RemoveFile(e.Root, f.Path, command, now)
+			if bak != "" && (err == nil || !e.Root.Exists(f.Path)) {
+				fc := FileChange{Path: f.Path, Backup: bak, Removed: true}
+				changed = append(changed, fc)
+				res.Files = append(res.Files, fc)
+			}
 			if err != nil {
-				continue
+				return changed, err
 			}
-			bak := f.Path + ".gpuprep-" + now.UTC().Format("20060102T150405.000000000Z") + host.BackupSuffix
-			mode := fs.FileMode(0o644)
-			if fi, err := e.Root.Stat(f.Path); err == nil {
-				mode = fi.Mode().Perm() // the backup keeps it, for whoever restores the file
-			}
-			if _, err := e.Root.WriteFileAtomic(bak, old, mode, now); err != nil {
-				return changed, fmt.Errorf("back up %s: %w", f.Path, err)
-			}
-			if err := e.Root.RemoveFile(f.Path); err != nil {
-				return changed, fmt.Errorf("remove %s: %w", f.Path, err)
-			}
-			fc := FileChange{Path: f.Path, Backup: bak, Removed: true}
-			changed = append(changed, fc)
-			res.Files = append(res.Files, fc)
-			_ = journal.Append(e.Root, journal.Entry{Time: now, Command: command, Kind: "file", Path: f.Path, Backup: bak, After: "removed", Wrote: journal.Absent})
 			continue
 		}
 		dir := f.Path[:strings.LastIndexByte(f.Path, '/')]

@@ -299,6 +299,22 @@ func (r *Root) MkdirAll(p string, perm fs.FileMode) error {
 	return nil
 }
 
+// WriteBackup saves data as the backup of p at now (BackupName), with mode:
+// a new file written whole and synced, never through a temporary file (a
+// process killed while writing it leaves a torn backup, which a journal
+// intent's hash tells, not a stray temporary file). It returns the backup's
+// host path.
+func (r *Root) WriteBackup(p string, data []byte, mode fs.FileMode, now time.Time) (string, error) {
+	bak := BackupName(p, now)
+	if err := r.Writable(bak); err != nil {
+		return "", err
+	}
+	if err := writeSynced(r.join(mustResolve(r, bak)), data, mode, -1, -1); err != nil {
+		return "", fmt.Errorf("back up %s: %w", path.Clean("/"+p), err)
+	}
+	return bak, nil
+}
+
 // FsyncDir flushes the directory dir of this machine (not a host path) to
 // disk: a file made, renamed or removed in it survives a crash.
 func FsyncDir(dir string) error { return syncDir(dir) }

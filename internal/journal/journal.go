@@ -72,6 +72,34 @@ func WriteFile(root *host.Root, p string, data []byte, perm fs.FileMode, command
 	return res, Append(root, Entry{Time: now.UTC(), Command: command, Kind: KindFile, Path: p, Backup: res.Backup, Wrote: Hash(data)})
 }
 
+// RemoveFile removes p through root under command, backed up (its content
+// saved beside it, mode kept), with an intent entry before and a file entry
+// (Wrote Absent) after. It returns the backup, "" when p was not there.
+func RemoveFile(root *host.Root, p, command string, now time.Time) (string, error) {
+	old, err := root.ReadFile(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	mode := fs.FileMode(0o644)
+	if fi, err := root.Stat(p); err == nil {
+		mode = fi.Mode().Perm() // the backup keeps it, for whoever restores the file
+	}
+	bak := host.BackupName(p, now)
+	if err := Append(root, Entry{Time: now.UTC(), Command: command, Kind: KindFileIntent, Path: p, Backup: bak, Before: Hash(old), Wrote: Absent}); err != nil {
+		return "", err
+	}
+	if _, err := root.WriteBackup(p, old, mode, now); err != nil {
+		return "", err
+	}
+	if err := root.RemoveFile(p); err != nil {
+		return "", fmt.Errorf("remove %s: %w", p, err)
+	}
+	return bak, Append(root, Entry{Time: now.UTC(), Command: command, Kind: KindFile, Path: p, Backup: bak, After: "removed", Wrote: Absent})
+}
+
 // Absent is Entry.Wrote (and a file intent's Before) for a file that is not there.
 const Absent = "absent"
 
