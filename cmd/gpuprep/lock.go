@@ -60,7 +60,7 @@ func hostLock(cmd *cobra.Command, g *globals) error {
 	if err := root.MkdirAll(path.Dir(lockFile), 0o700); err != nil {
 		return &exitError{code: exitUnknown, err: fmt.Errorf("lock %s: %w", lockFile, err)}
 	}
-	p, err := root.Path(lockFile)
+	p, err := root.PathNoFollow(lockFile)
 	if err != nil {
 		return &exitError{code: exitUnknown, err: fmt.Errorf("lock %s: %w", lockFile, err)}
 	}

@@ -203,10 +203,11 @@ func TestApplyFinishesTheStepItWasInterruptedIn(t *testing.T) {
 // it points at is left as it was.
 func TestHostLockRefusesASymlink(t *testing.T) {
 	root := fixtureRoot(t, "reboot-pending")
-	victim := filepath.Join(t.TempDir(), "shadow")
+	// a link that resolves to a file that exists, inside the root (as a fixture root resolves links) and outside
+	victim := filepath.Join(root, "etc/shadow")
 	require.NoError(t, os.WriteFile(victim, []byte("root:x:0\n"), 0o600))
 	require.NoError(t, os.MkdirAll(filepath.Join(root, "var/lib/gpuprep"), 0o700))
-	require.NoError(t, os.Symlink(victim, filepath.Join(root, lockFile)))
+	require.NoError(t, os.Symlink("../../../etc/shadow", filepath.Join(root, lockFile)))
 	_, errs, code := gpuprep(t, "--root", root, "grub", "ensure", "pci=realloc", "--no-regenerate")
 	require.Equal(t, exitUnknown, code, errs)
 	require.Contains(t, errs, "lock /var/lib/gpuprep/lock: ")

@@ -138,6 +138,10 @@ func (r *Root) Path(p string) (string, error) {
 	return r.join(resolved), nil
 }
 
+// PathNoFollow maps p like Path but leaves a final symlink unresolved: for
+// opening with O_NOFOLLOW a file that must not be reached through a link.
+func (r *Root) PathNoFollow(p string) (string, error) { return r.lpath(p) }
+
 // lpath maps p like Path but leaves a final symlink unresolved (for Lstat and
 // Readlink).
 func (r *Root) lpath(p string) (string, error) {
