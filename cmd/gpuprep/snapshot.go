@@ -121,6 +121,16 @@ func runSnapshot(cmd *cobra.Command, g *globals, dir string, sel []string) error
 		replay, where = t.file.Name(), fmt.Sprintf("%s (%s packed)", abs, size(n))
 	}
 
+	var differ []string
+	for i, args := range runs {
+		if got := runOnce(args, &globals{root: replay}); got != live[i] {
+			differ = append(differ, strings.Join(args, " "))
+		}
+	}
+	if err := t.commit(); err != nil {
+		return &exitError{code: exitUnknown, err: fmt.Errorf("snapshot into %s: %w", abs, err)}
+	}
+
 	out := cmd.OutOrStdout()
 	fmt.Fprintf(out, "Snapshot in %s: %d files (%s), %d symlinks, %d directories, %d stand-ins for entries gpuprep listed but did not read.\n",
 		where, st.Files, size(st.Bytes), st.Links, st.Dirs, st.Stubs)
@@ -136,15 +146,6 @@ func runSnapshot(cmd *cobra.Command, g *globals, dir string, sel []string) error
 	if len(st.Unreadable) > 0 {
 		fmt.Fprintf(out, "Read by gpuprep but not readable now (copied empty): %s\n", strings.Join(st.Unreadable, ", "))
 	}
-	var differ []string
-	for i, args := range runs {
-		if got := runOnce(args, &globals{root: replay}); got != live[i] {
-			differ = append(differ, strings.Join(args, " "))
-		}
-	}
-	if err := t.commit(); err != nil {
-		return &exitError{code: exitUnknown, err: fmt.Errorf("snapshot into %s: %w", abs, err)}
-	}
 	if packed {
 		fmt.Fprintf(out, "%s is readable by its owner only: it holds this node's configuration files (chmod or chown it to share it).\n", abs)
 	}
@@ -157,12 +158,15 @@ func runSnapshot(cmd *cobra.Command, g *globals, dir string, sel []string) error
 }
 
 // snapshotTarget is where a snapshot is made: a temporary directory beside
-// DIR renamed to it at the end, or for FILE.tar.gz a tree in a temporary
-// directory packed into a temporary file beside FILE, linked to it at the
-// end. Each is removed when the command ends or is interrupted.
+// DIR renamed to it at the end (inside DIR, its entries moved up, when DIR
+// is there already, empty: a mount point, say, which no rename replaces),
+// or for FILE.tar.gz a tree in a temporary directory packed into a
+// temporary file beside FILE, linked to it at the end. Each is removed when
+// the command ends or is interrupted.
 type snapshotTarget struct {
 	abs     string
 	packed  bool
+	inside  bool // tree is a temporary directory inside the existing, empty abs
 	tree    string   // where the snapshot is taken
 	tmpDir  string   // the temporary directory holding tree (packed) or tree itself
 	file    *os.File // packed: the temporary file beside abs
@@ -204,7 +208,11 @@ func newSnapshotTarget(abs string) (*snapshotTarget, error) {
 		if err := os.MkdirAll(parent, 0o755); err != nil {
 			return nil, usageErr("cannot write %s: %v", abs, err)
 		}
-		if t.tmpDir, err = os.MkdirTemp(parent, "."+filepath.Base(abs)+".gpuprep-*"); err != nil {
+		in := parent
+		if t.inside = fi != nil; t.inside {
+			in = abs
+		}
+		if t.tmpDir, err = os.MkdirTemp(in, "."+filepath.Base(abs)+".gpuprep-*"); err != nil {
 			return nil, usageErr("cannot write %s: %v", abs, unwrapPath(err))
 		}
 		t.tree = t.tmpDir
@@ -250,6 +258,29 @@ func (t *snapshotTarget) commit() error {
 	if t.packed {
 		if err := renameNoReplace(t.file.Name(), t.abs); err != nil {
 			return appeared(err)
+		}
+	} else if t.inside {
+		ents, err := os.ReadDir(t.abs)
+		if err != nil {
+			return err
+		}
+		if len(ents) != 1 {
+			return appeared(fs.ErrExist)
+		}
+		moved, err := os.ReadDir(t.tree)
+		if err != nil {
+			return err
+		}
+		for i, e := range moved {
+			if err := renameNoReplace(filepath.Join(t.tree, e.Name()), filepath.Join(t.abs, e.Name())); err != nil {
+				for _, m := range moved[:i] { // ours: the directory goes back to empty
+					os.RemoveAll(filepath.Join(t.abs, m.Name()))
+				}
+				return appeared(err)
+			}
+		}
+		if err := os.Remove(t.tree); err != nil {
+			return err
 		}
 	} else {
 		if err := os.Chmod(t.tree, 0o755); err != nil { // MkdirTemp made it 0700

@@ -338,16 +338,28 @@ func TestSnapshotNeverReplacesWhatAppeared(t *testing.T) {
 			require.Equal(t, "mine", string(b))
 		}
 	}
-	// An empty directory that was there is filled, keeping no temporary name.
+	// An empty directory that was there is filled in place (the same directory, its mode kept: a mount point,
+	// which no rename may replace, works), keeping no temporary name.
 	runOnce = orig
 	dir := t.TempDir()
 	target := filepath.Join(dir, "snap")
 	require.NoError(t, os.Mkdir(target, 0o700))
+	before, err := os.Stat(target)
+	require.NoError(t, err)
 	_, errs, code := gpuprep(t, "--root", src, "snapshot", target)
 	require.Equal(t, 0, code, errs)
 	ents, err := os.ReadDir(dir)
 	require.NoError(t, err)
 	require.Len(t, ents, 1)
+	after, err := os.Stat(target)
+	require.NoError(t, err)
+	require.True(t, os.SameFile(before, after), "the directory itself was replaced")
+	require.Equal(t, os.FileMode(0o700), after.Mode().Perm())
+	inside, err := os.ReadDir(target)
+	require.NoError(t, err)
+	for _, e := range inside {
+		require.NotContains(t, e.Name(), ".gpuprep-")
+	}
 	fi, err := os.Stat(filepath.Join(target, "sys"))
 	require.NoError(t, err)
 	require.True(t, fi.IsDir())
