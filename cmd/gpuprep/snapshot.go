@@ -166,7 +166,7 @@ func runSnapshot(cmd *cobra.Command, g *globals, dir string, sel []string) error
 type snapshotTarget struct {
 	abs     string
 	packed  bool
-	inside  bool // tree is a temporary directory inside the existing, empty abs
+	inside  bool     // tree is a temporary directory inside the existing, empty abs
 	tree    string   // where the snapshot is taken
 	tmpDir  string   // the temporary directory holding tree (packed) or tree itself
 	file    *os.File // packed: the temporary file beside abs
