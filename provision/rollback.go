@@ -108,7 +108,9 @@ func Rollback(ctx context.Context, e Env, o RollbackOptions) (*RollbackResult, e
 	var idx []int
 	manager := false // the journal in range records a vGPU manager install
 	bootArgs := &bootArgsUndo{}
-	grubCmd := false // gpuprep grub ensure/remove changed files in range (its bootloader commands are not journalled)
+	// gpuprep grub ensure/remove changed files in range, and journalled no
+	// bootloader command (a gpuprep from before they were: those stay)
+	grubFiles, grubIntents := false, false
 	res_ := map[string]*resource{}
 	var order []*resource
 	step := ""
@@ -134,7 +136,7 @@ func Rollback(ctx context.Context, e Env, o RollbackOptions) (*RollbackResult, e
 				continue
 			}
 			r = get(res_, &order, "file", en.Path, i)
-			grubCmd = grubCmd || strings.HasPrefix(en.Command, "grub ")
+			grubFiles = grubFiles || strings.HasPrefix(en.Command, "grub ")
 			r.boot = r.boot || step == StepKernelArgs || strings.HasPrefix(en.Command, "grub")
 			r.vfio = r.vfio || en.Path == vfio.ModprobeConf || en.Path == vfio.ModulesLoad || en.Path == vfio.UdevRule || en.Path == vgpu.NouveauBlacklist
 		case KindVGPU, KindVGPUIntent:
@@ -149,6 +151,7 @@ func Rollback(ctx context.Context, e Env, o RollbackOptions) (*RollbackResult, e
 			r = get(res_, &order, "label", en.Device, i)
 		case KindBootArgs:
 			bootArgs.add(en)
+			grubIntents = grubIntents || strings.HasPrefix(en.Command, "grub ")
 			continue
 		default:
 			continue
@@ -241,8 +244,8 @@ func Rollback(ctx context.Context, e Env, o RollbackOptions) (*RollbackResult, e
 			}
 		case !bootArgs.has(boot.Kind):
 			res.Notes = append(res.Notes, boot.Kind+": the files are restored; arguments applied by the bootloader's own tool (grubby, kernel-install, kernelstub, rpm-ostree) are not: remove them with gpuprep grub remove")
-		case grubCmd:
-			res.Notes = append(res.Notes, boot.Kind+": the files are restored and apply's arguments removed through the bootloader's own tool; those gpuprep grub ensure/remove applied with it are not journalled and stay: remove them with gpuprep grub remove")
+		case grubFiles && !grubIntents:
+			res.Notes = append(res.Notes, boot.Kind+": the files are restored and apply's arguments removed through the bootloader's own tool; those an older gpuprep grub ensure/remove applied with it were not journalled and stay: remove them with gpuprep grub remove")
 		}
 		res.Reboot = rebootNeeded(e, boot)
 	}

@@ -472,6 +472,15 @@ func TestRollbackUndoesGrubEnsureThroughTheBootloaderTool(t *testing.T) {
 		ensure   [][]string
 		rollback [][]string
 	}{
+		"grub-bls (grubby)": {
+			files: map[string]string{
+				"/etc/default/grub":                          "GRUB_TIMEOUT=5\nGRUB_CMDLINE_LINUX=\"root=UUID=2f1c ro quiet splash\"\nGRUB_ENABLE_BLSCFG=true\n",
+				"/etc/kernel/cmdline":                        "root=UUID=2f1c ro quiet splash\n",
+				"/boot/loader/entries/abc-" + kver + ".conf": "title Ubuntu (" + kver + ")\nversion " + kver + "\nlinux /vmlinuz-" + kver + "\noptions root=UUID=2f1c ro quiet splash\n",
+			},
+			ensure:   [][]string{{"grubby", "--update-kernel=ALL", "--args=intel_iommu=on iommu=pt"}},
+			rollback: [][]string{{"grubby", "--update-kernel=ALL", "--remove-args=intel_iommu=on iommu=pt"}},
+		},
 		"kernelstub": {
 			files:    map[string]string{"/etc/default/grub": removeFile, "/etc/kernelstub/configuration": `{"default":{"kernel_options":["quiet","splash"]},"user":{"kernel_options":["quiet","splash"]}}`},
 			ensure:   [][]string{{"kernelstub", "--add-options", "intel_iommu=on iommu=pt"}},
@@ -503,6 +512,7 @@ func TestRollbackUndoesGrubEnsureThroughTheBootloaderTool(t *testing.T) {
 			out, errs, code = gpuprep(t, "rollback", "--root", root)
 			require.Equal(t, exitOK, code, out+errs) // before the reboot: the running kernel never had them
 			require.Contains(t, out, "Rolled back.")
+			require.NotContains(t, out+errs, "not journalled", "they were")
 			require.Equal(t, tc.rollback, tools.calls()[len(tc.ensure):])
 			journalAllUndone(t, root)
 		})

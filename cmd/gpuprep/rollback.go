@@ -40,8 +40,9 @@ it removed), kernelstub --delete-options … (--add-options …), rpm-ostree kar
 --delete-if-present=… (--append-if-missing=…), and for systemd-boot
 kernel-install add for each kernel once /etc/kernel/cmdline is restored. An
 argument that some boot entries already had (or lacked) before apply is left as
-it is, with a note: the tool changes every entry at once. Changes made with
-gpuprep grub ensure/remove through such a tool are not undone (it says so). It
+it is, with a note: the tool changes every entry at once. Changes gpuprep grub
+ensure/remove made through such a tool are undone the same way (those an older
+gpuprep made, which it did not journal, are not: it says so). It
 says when the kernel arguments of the next boot differ from the running ones:
 reboot then. What it undid is recorded, so a second rollback changes nothing.
 
