@@ -125,6 +125,7 @@ func (c *applyCmd) run(cmd *cobra.Command) error {
 			return &exitError{code: exitNotReady, err: errors.New("not confirmed: nothing was changed")}
 		}
 	}
+	c.g.changing.Store(true) // from here an interrupt finishes the step in progress
 	if kerr != nil {
 		if !p.Empty() {
 			return kerr

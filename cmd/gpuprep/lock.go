@@ -91,6 +91,8 @@ func hostLock(cmd *cobra.Command, g *globals) error {
 	_, _ = f.WriteAt([]byte(fmt.Sprintf("pid %d: %s, since %s\n", os.Getpid(), cmd.CommandPath(), time.Now().Format(time.TimeOnly))), 0)
 	g.lock = f
 	g.deferInterrupts(cmd.ErrOrStderr())
+	// apply first asks; until it is answered an interrupt ends it at once
+	g.changing.Store(name != "apply")
 	return nil
 }
 
@@ -111,17 +113,18 @@ func (g *globals) deferInterrupts(stderr io.Writer) {
 			case <-done:
 				return
 			case s := <-sig:
+				if n == 0 && !g.changing.Load() {
+					fmt.Fprintf(stderr, "\ngpuprep: %v: nothing was changed\n", s)
+					exitOnSignal(128 + signalNumber(s))
+					return
+				}
 				if n == 0 {
 					g.interrupted.Store(true)
 					fmt.Fprintf(stderr, "gpuprep: %v: finishing the change in progress, then stopping (once more to stop at once, which may leave a change half done)\n", s)
 					continue
 				}
 				fmt.Fprintf(stderr, "gpuprep: %v again: stopping at once; commands gpuprep started go on; run the same command again, or gpuprep rollback\n", s)
-				code := 128
-				if n, ok := s.(syscall.Signal); ok {
-					code += int(n)
-				}
-				exitOnSignal(code)
+				exitOnSignal(128 + signalNumber(s))
 				return
 			}
 		}
@@ -143,4 +146,11 @@ func (g *globals) unlock() {
 		g.lock.Close()
 		g.lock = nil
 	}
+}
+
+func signalNumber(s os.Signal) int {
+	if n, ok := s.(syscall.Signal); ok {
+		return int(n)
+	}
+	return 0
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -215,4 +216,56 @@ func TestHostLockRefusesASymlink(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "root:x:0\n", string(b))
 	require.NotContains(t, read(t, root, "/etc/default/grub"), "pci=realloc")
+}
+
+// An interrupt while apply waits for its confirmation ends it at once (nothing was changed), as before apply
+// deferred interrupts; deferring starts once the steps do.
+func TestApplyInterruptedAtItsQuestion(t *testing.T) {
+	exits := make(chan int, 1)
+	exitOnSignal = func(code int) { exits <- code }
+	t.Cleanup(func() { exitOnSignal = os.Exit })
+	simulatedKernel(t)
+	oldIn, oldTTY := confirmInput, stdinTTY
+	t.Cleanup(func() { confirmInput, stdinTTY = oldIn, oldTTY })
+	r, w := io.Pipe()
+	asked := make(chan struct{})
+	confirmInput, stdinTTY = &firstRead{r: r, at: asked}, func() bool { return true }
+	root := fixtureRoot(t, "vfio-bound")
+	type result struct {
+		errs string
+		code int
+	}
+	done := make(chan result, 1)
+	go func() {
+		_, errs, code := gpuprep(t, "apply", "--root", root, "--mode", "container")
+		done <- result{errs, code}
+	}()
+	select {
+	case <-asked: // apply reads the answer: it is at the question, its lock and interrupt handling in place
+	case <-time.After(30 * time.Second):
+		t.Fatal("apply never asked")
+	}
+	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGHUP))
+	select {
+	case code := <-exits:
+		require.Equal(t, 129, code)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the interrupt at the question did not end apply")
+	}
+	w.Close() // the stand-in for the process's end: the question gets no answer
+	res := <-done
+	require.Contains(t, res.errs, "gpuprep: hangup: nothing was changed")
+	require.Equal(t, "vfio-pci", driverOf(t, root, "0000:11:00.0"))
+}
+
+// firstRead closes at when it is first read.
+type firstRead struct {
+	r    io.Reader
+	at   chan struct{}
+	once sync.Once
+}
+
+func (f *firstRead) Read(p []byte) (int, error) {
+	f.once.Do(func() { close(f.at) })
+	return f.r.Read(p)
 }

@@ -50,6 +50,7 @@ type globals struct {
 	// interrupted: an interrupt arrived while a command changed the host
 	// (see deferInterrupts); stopInterrupts ends that handling
 	interrupted    atomic.Bool
+	changing       atomic.Bool // the command has begun to change the host (apply: once confirmed)
 	stopInterrupts func()
 }
 

@@ -67,11 +67,7 @@ func removeTemps(sig chan os.Signal) {
 	for p := range temps.paths {
 		os.RemoveAll(p)
 	}
-	code := 128
-	if n, ok := s.(syscall.Signal); ok {
-		code += int(n)
-	}
-	exitOnSignal(code)
+	exitOnSignal(128 + signalNumber(s))
 	// Only a test's exitOnSignal returns.
 	signal.Stop(sig)
 	temps.paths, temps.sig = nil, nil
