@@ -293,9 +293,14 @@ func (b *Boot) PlanEdit(req Request, regenerate bool) (*Plan, error) {
 			if len(p.Changes) == 0 && b.StaleMenu != "" && menuLacks(b.Menu.Data, req) {
 				// The files are right but the menu is not: its
 				// regeneration failed or was cut short.
-				p.Notes = append(p.Notes, b.StaleMenu+" and its first entry lacks the change: the boot menu is regenerated")
-				if b.Regenerate != nil && regenerate {
+				switch {
+				case b.Regenerate != nil && regenerate:
+					p.Notes = append(p.Notes, b.StaleMenu+" and its first entry lacks the change: the boot menu is regenerated")
 					p.Commands = append(p.Commands, b.Regenerate)
+				case b.Regenerate != nil:
+					p.Notes = append(p.Notes, b.StaleMenu+" and its first entry lacks the change: regenerate the boot menu ("+host.ShellQuote(b.Regenerate)+") before rebooting, or the next boot goes without it")
+				default:
+					p.Notes = append(p.Notes, b.StaleMenu+" and its first entry lacks the change: regenerate the boot menu yourself (no update-grub, grub-mkconfig or grub2-mkconfig under the root) before rebooting, or the next boot goes without it")
 				}
 				break
 			}

@@ -330,3 +330,18 @@ func TestRollbackUndoesAGrubEnsureKilledBeforeItsRecord(t *testing.T) {
 	require.Contains(t, out, "/etc/default/grub")
 	require.Equal(t, before, read(t, root, "/etc/default/grub"))
 }
+
+// With --no-regenerate, a menu older than the file and lacking the change is not regenerated, and the note says so
+// (it said "is regenerated").
+func TestGrubEnsureNoRegenerateSaysTheMenuIsStale(t *testing.T) {
+	run := fakeGrubRunner(t)
+	root := grubRoot(t, "debian", intelNode)
+	_, errs, code := gpuprep(t, "grub", "ensure", "--mode", "vm-passthrough", "--root", root, "--no-regenerate")
+	require.Equal(t, exitNeedReboot, code, errs)
+	require.NoError(t, fixture.New(root).File("/boot/grub/grub.cfg", "menuentry 'Debian' {\n\tlinux /boot/vmlinuz-6.1.0 root=/dev/sda1 ro quiet\n}\n").Touch("/boot/grub/grub.cfg", time.Now().Add(-time.Hour)).Err())
+	out, errs, code := gpuprep(t, "grub", "ensure", "--mode", "vm-passthrough", "--root", root, "--no-regenerate")
+	require.Equal(t, exitNeedReboot, code, errs)
+	require.Contains(t, out, "note: /boot/grub/grub.cfg is older than /etc/default/grub and its first entry lacks the change: regenerate the boot menu (update-grub) before rebooting, or the next boot goes without it\n")
+	require.NotContains(t, out, "is regenerated")
+	require.Empty(t, run.Calls)
+}

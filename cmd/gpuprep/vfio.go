@@ -296,7 +296,7 @@ func printPlan(w io.Writer, root *host.Root, p *vfio.Plan) {
 			fmt.Fprintf(w, "run: %s (%s)\n", strings.Join(pp.Initramfs, " "), pp.Regenerate)
 		case initramfs:
 			fmt.Fprintf(w, "run: %s\n", strings.Join(pp.Initramfs, " "))
-		case len(pp.Files) > 0:
+		case len(files) == 0 && len(pp.Files) > 0:
 			fmt.Fprintln(w, "persistent configuration: already as it should be")
 		}
 		for _, n := range pp.Warnings {

@@ -245,3 +245,12 @@ func TestVFIOBindPersistDryRunMatchesTheRun(t *testing.T) {
 	require.NotContains(t, out, "update-initramfs", "the real run does nothing either")
 	require.Empty(t, last.Commands)
 }
+
+// Without an initramfs tool, a --persist dry run that writes files does not also say they are as they should be.
+func TestVFIOBindPersistDryRunWithoutInitramfsTool(t *testing.T) {
+	root := fixtureRoot(t, "turing-multifunction")
+	out, errs, code := gpuprep(t, "vfio", "bind", "--root", root, "--persist", "--dry-run")
+	require.Equal(t, 0, code, errs)
+	require.Contains(t, out, "write (atomic, backed up): "+vfio.ModprobeConf)
+	require.NotContains(t, out, "already as it should be")
+}
