@@ -110,6 +110,32 @@ func checkVGPUTypes(e *Env) []Finding {
 			f.Remedy = "check that this GPU supports vGPU and that the vGPU manager version supports this GPU and kernel"
 		}
 		out = append(out, f)
+		if sriov {
+			out = append(out, vfsOffNvidia(e, g.Address)...)
+		}
+	}
+	return out
+}
+
+// vfsOffNvidia fails each SR-IOV VF of the GPU at pf that a VFIO driver
+// holds: the VFs stay on nvidia, their VFIO provider (a vGPU's VF is handed
+// to the VM through nvidia's own VFIO device), and vfio-pci cannot drive
+// them (its probe of such a VF fails, or it took the VF before nvidia).
+func vfsOffNvidia(e *Env, pf string) []Finding {
+	dev := "/sys/bus/pci/devices/" + pf
+	var out []Finding
+	for _, n := range e.Root.Names(dev) {
+		if !strings.HasPrefix(n, "virtfn") {
+			continue
+		}
+		vf := e.Root.LinkBase(dev + "/" + n)
+		drv := e.Root.LinkBase("/sys/bus/pci/devices/" + vf + "/driver")
+		if vf == "" || !pci.DriverIsVFIO(drv) {
+			continue
+		}
+		out = append(out, Finding{Status: Fail, Subject: vf,
+			Message: fmt.Sprintf("SR-IOV VF of %s on %s: the VFs stay on nvidia, which is their VFIO provider for vGPUs; a VF on %s hosts no vGPU", pf, drv, drv),
+			Remedy: fmt.Sprintf("remove what binds it to %s (a driver_override, vfio-pci ids= in /etc/modprobe.d), then /usr/lib/nvidia/sriov-manage -d %s and -e %s: the VFs made anew bind to nvidia", drv, pf, pf)})
 	}
 	return out
 }

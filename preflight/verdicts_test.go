@@ -270,3 +270,23 @@ func TestNVSwitchesLeftOnTheHost(t *testing.T) {
 	require.Equal(t, preflight.Pass, f.Status, f.Message)
 	require.Contains(t, one(t, res, "gpu.present", sw, preflight.VMPassthrough).Message, "(4 on vfio-pci)")
 }
+
+// An SR-IOV VF on vfio-pci hosts no vGPU (the VFs stay on nvidia, their VFIO provider): vm-vgpu fails on it, naming
+// the VF; the VFs left on nvidia are fine.
+func TestSRIOVVFOnVFIOFails(t *testing.T) {
+	dir := build(t, fixture.SRIOVVGPU, func(b *fixture.Builder) {
+		a := "0000:41:00.5"
+		b.Remove("/sys/bus/pci/drivers/nvidia/" + a)
+		b.Remove(b.DevPath(a) + "/driver")
+		b.Mkdir("/sys/bus/pci/drivers/vfio-pci")
+		b.Link(b.DevPath(a)+"/driver", "/sys/bus/pci/drivers/vfio-pci")
+	})
+	_, res := runRoot(t, dir)
+	f := one(t, res, "vgpu.types", "0000:41:00.5")
+	require.Equal(t, preflight.Fail, f.Status)
+	require.Contains(t, f.Message, "SR-IOV VF of 0000:41:00.0 on vfio-pci")
+	require.Contains(t, f.Remedy, "sriov-manage -d 0000:41:00.0")
+	require.Empty(t, find(res, want{check: "vgpu.types", subject: "0000:41:00.4"}), "a VF on nvidia is not a finding of its own")
+	require.False(t, res.Modes[preflight.VMVGPU].Ready)
+	require.Contains(t, res.Modes[preflight.VMVGPU].Blockers, "vgpu.types")
+}
