@@ -135,7 +135,7 @@ func vfsOffNvidia(e *Env, pf string) []Finding {
 		}
 		out = append(out, Finding{Status: Fail, Subject: vf,
 			Message: fmt.Sprintf("SR-IOV VF of %s on %s: the VFs stay on nvidia, which is their VFIO provider for vGPUs; a VF on %s hosts no vGPU", pf, drv, drv),
-			Remedy: fmt.Sprintf("remove what binds it to %s (a driver_override, vfio-pci ids= in /etc/modprobe.d), then /usr/lib/nvidia/sriov-manage -d %s and -e %s: the VFs made anew bind to nvidia", drv, pf, pf)})
+			Remedy:  fmt.Sprintf("remove what binds it to %s (a driver_override, vfio-pci ids= in /etc/modprobe.d), then /usr/lib/nvidia/sriov-manage -d %s and -e %s: the VFs made anew bind to nvidia", drv, pf, pf)})
 	}
 	return out
 }
