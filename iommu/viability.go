@@ -92,6 +92,11 @@ func Isolation(root *host.Root, inv *pci.Inventory, d *pci.Device) []string {
 			out = append(out, fmt.Sprintf("cannot read the config space of %s (%d bytes)", p.Address, len(cfg)))
 		case !isPCIe && len(cfg) >= 0x100 || isPCIe && typ == 0x7:
 			out = append(out, fmt.Sprintf("%s is a PCIe-to-PCI bridge: devices behind it share its requester ID and cannot be isolated from each other", p.Address))
+		case isPCIe && typ == 0x5 && !multifunction(cfg, inv, p):
+			// The kernel asks ACS of a switch's upstream port only when it
+			// is part of a multi-function device (pci_acs_enabled, after
+			// PCIe 6.12.1.2): a single-function one isolates nothing and
+			// splits nothing.
 		case len(cfg) <= 0x100:
 			out = append(out, fmt.Sprintf("cannot read the extended config space of %s (only %d bytes readable: run as root to read ACS)", p.Address, len(cfg)))
 		default:
@@ -178,4 +183,19 @@ func acs(cfg []byte) (ctrl, capab uint16, ok bool) {
 		off = int(h>>20) &^ 3
 	}
 	return 0, 0, false
+}
+
+// multifunction reports whether the PCI function p is part of a
+// multi-function device: its header type says so (bit 7 of 0x0E), or
+// another function of its slot is there.
+func multifunction(cfg []byte, inv *pci.Inventory, p *pci.Device) bool {
+	if len(cfg) > 0x0e && cfg[0x0e]&0x80 != 0 {
+		return true
+	}
+	for _, d := range inv.Devices {
+		if d.Address != p.Address && d.Slot() == p.Slot() {
+			return true
+		}
+	}
+	return false
 }

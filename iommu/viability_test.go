@@ -64,6 +64,16 @@ func TestViabilityRoles(t *testing.T) {
 
 func TestIsolationNamesThePortWithoutACS(t *testing.T) {
 	root, inv := setup(t, topo(u16(fixture.ACSIsolated), nil, 0))
+	// The switch's upstream port has no ACS either, and is not named: the kernel asks ACS of an upstream port
+	// only in a multi-function device.
+	require.Equal(t, []string{
+		"0000:02:00.0 (switch downstream port) has no ACS capability",
+	}, Isolation(root, inv, inv.Get("0000:03:00.0")))
+	// A multi-function upstream port (another function in its slot) is named.
+	root, inv = setup(t, func(b *fixture.Builder) {
+		topo(u16(fixture.ACSIsolated), nil, 0)(b)
+		b.PCI(fixture.PCI{Addr: "0000:01:00.1", Parent: "0000:00:01.0", Vendor: 0x10b5, Device: 3, Class: 0x088000, Group: 1, PCIeType: fixture.PCIeEndpoint})
+	})
 	require.Equal(t, []string{
 		"0000:02:00.0 (switch downstream port) has no ACS capability",
 		"0000:01:00.0 (switch upstream port) has no ACS capability",
