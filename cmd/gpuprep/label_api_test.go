@@ -12,7 +12,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/gpuprep/gpuprep/internal/host"
 	"github.com/gpuprep/gpuprep/internal/journal"
 	"github.com/gpuprep/gpuprep/internal/kube"
 	"github.com/gpuprep/gpuprep/internal/kube/kubetest"
@@ -21,17 +20,7 @@ import (
 
 func labelEntries(t *testing.T, root string) []journal.Entry {
 	t.Helper()
-	r, err := host.NewRoot(root)
-	require.NoError(t, err)
-	es, err := journal.Read(r)
-	require.NoError(t, err)
-	var out []journal.Entry
-	for _, e := range es {
-		if e.Kind == provision.KindLabel {
-			out = append(out, e)
-		}
-	}
-	return out
+	return entriesOfKind(t, root, provision.KindLabel)
 }
 
 func TestLabelThroughAPIJournalsAndRollsBack(t *testing.T) {

@@ -245,13 +245,7 @@ func TestApplyInterruptedAtItsQuestion(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("apply never asked")
 	}
-	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGHUP))
-	select {
-	case code := <-exits:
-		require.Equal(t, 129, code)
-	case <-time.After(10 * time.Second):
-		t.Fatal("the interrupt at the question did not end apply")
-	}
+	require.Equal(t, 129, hangUp(t, exits), "the interrupt at the question ends apply")
 	w.Close() // the stand-in for the process's end: the question gets no answer
 	res := <-done
 	require.Contains(t, res.errs, "gpuprep: hangup: nothing was changed")

@@ -31,9 +31,15 @@ func appliedUntilReboot(t *testing.T) (string, map[string]string) {
 // undoneEntries is the journal's "undone" entries.
 func undoneEntries(t *testing.T, dir string) []journal.Entry {
 	t.Helper()
+	return entriesOfKind(t, dir, provision.KindUndone)
+}
+
+// entriesOfKind is the journal's entries of kind.
+func entriesOfKind(t *testing.T, dir, kind string) []journal.Entry {
+	t.Helper()
 	var out []journal.Entry
 	for _, e := range journalEntries(t, dir) {
-		if e.Kind == provision.KindUndone {
+		if e.Kind == kind {
 			out = append(out, e)
 		}
 	}

@@ -379,13 +379,7 @@ func TestInterruptRemovesTemporaryFiles(t *testing.T) {
 	release := removeOnSignal(dir)
 	removeOnSignal(kept)() // released: an interrupt leaves it
 	defer release()
-	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGHUP))
-	select {
-	case code := <-codes:
-		require.Equal(t, 129, code)
-	case <-time.After(10 * time.Second):
-		t.Fatal("no exit after SIGHUP")
-	}
+	require.Equal(t, 129, hangUp(t, codes))
 	_, err := os.Stat(dir)
 	require.ErrorIs(t, err, os.ErrNotExist)
 	_, err = os.Stat(kept)
@@ -396,4 +390,17 @@ func TestInterruptRemovesTemporaryFiles(t *testing.T) {
 	temps.Lock()
 	require.Nil(t, temps.sig)
 	temps.Unlock()
+}
+
+// hangUp sends this process a real SIGHUP and returns the code a stubbed exitOnSignal got (on exits).
+func hangUp(t *testing.T, exits <-chan int) int {
+	t.Helper()
+	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGHUP))
+	select {
+	case code := <-exits:
+		return code
+	case <-time.After(10 * time.Second):
+		t.Fatal("no exit after SIGHUP")
+		return 0
+	}
 }
