@@ -93,6 +93,7 @@ func hostLock(cmd *cobra.Command, g *globals) error {
 	g.deferInterrupts(cmd.ErrOrStderr())
 	// apply first asks; until it is answered an interrupt ends it at once
 	g.changing.Store(name != "apply")
+	g.stopsBetweenSteps = name == "apply"
 	return nil
 }
 
@@ -106,6 +107,10 @@ func hostLock(cmd *cobra.Command, g *globals) error {
 func (g *globals) deferInterrupts(stderr io.Writer) {
 	sig := make(chan os.Signal, 2)
 	signal.Notify(sig, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	// A Ctrl-C also ends what gpuprep's output is piped to (| tee log):
+	// the next write would then kill it with SIGPIPE in the middle of the
+	// change. Ignored, such a write fails (EPIPE) and the change goes on.
+	signal.Ignore(syscall.SIGPIPE)
 	done := make(chan struct{})
 	go func() {
 		for n := 0; ; n++ {
@@ -120,7 +125,11 @@ func (g *globals) deferInterrupts(stderr io.Writer) {
 				}
 				if n == 0 {
 					g.interrupted.Store(true)
-					fmt.Fprintf(stderr, "gpuprep: %v: finishing the change in progress, then stopping (once more to stop at once, which may leave a change half done)\n", s)
+					what := "finishing this command's changes, then stopping"
+					if g.stopsBetweenSteps {
+						what = "finishing the step in progress, then stopping"
+					}
+					fmt.Fprintf(stderr, "gpuprep: %v: %s (once more to stop at once, which may leave a change half done)\n", s, what)
 					continue
 				}
 				fmt.Fprintf(stderr, "gpuprep: %v again: stopping at once; commands gpuprep started go on; run the same command again, or gpuprep rollback\n", s)

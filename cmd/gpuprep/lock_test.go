@@ -179,7 +179,7 @@ func TestApplyFinishesTheStepItWasInterruptedIn(t *testing.T) {
 	out, errs, code := gpuprep(t, "apply", "--root", root, "--mode", "container", "--yes")
 	require.Equal(t, 1, sysfs.sent)
 	require.Equal(t, 130, code, out+errs)
-	require.Contains(t, errs, "gpuprep: hangup: finishing the change in progress, then stopping")
+	require.Contains(t, errs, "gpuprep: hangup: finishing the step in progress, then stopping")
 	require.Contains(t, errs, "before step label: interrupted: stopped between steps, every change so far complete (run gpuprep apply again to continue")
 	for _, g := range gpus {
 		require.Equal(t, "", driverOf(t, root, g), "%s: the step finished", g)

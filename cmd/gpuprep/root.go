@@ -49,9 +49,12 @@ type globals struct {
 	lock     *os.File       // the host's gpuprep lock, held by a command that changes the host
 	// interrupted: an interrupt arrived while a command changed the host
 	// (see deferInterrupts); stopInterrupts ends that handling
-	interrupted    atomic.Bool
-	changing       atomic.Bool // the command has begun to change the host (apply: once confirmed)
-	stopInterrupts func()
+	interrupted atomic.Bool
+	changing    atomic.Bool // the command has begun to change the host (apply: once confirmed)
+	// stopsBetweenSteps: an interrupt stops the command before its next
+	// step (apply), not at its end
+	stopsBetweenSteps bool
+	stopInterrupts    func()
 }
 
 // isTarball reports whether p names a packed snapshot (gpuprep snapshot FILE.tar.gz).

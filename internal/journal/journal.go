@@ -95,7 +95,7 @@ func RemoveFile(root *host.Root, p, command string, now time.Time) (string, erro
 		return "", err
 	}
 	if err := root.RemoveFile(p); err != nil {
-		return "", fmt.Errorf("remove %s: %w", p, err)
+		return bak, fmt.Errorf("remove %s: %w", p, err) // it may be gone all the same (a sync failed)
 	}
 	return bak, Append(root, Entry{Time: now.UTC(), Command: command, Kind: KindFile, Path: p, Backup: bak, After: "removed", Wrote: Absent})
 }
