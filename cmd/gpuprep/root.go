@@ -82,8 +82,14 @@ func (g *globals) rootDir() (string, error) {
 		return "", err
 	}
 	g.unpacked, g.release = dir, removeOnSignal(dir)
-	if err := snapshot.Unpack(g.root, dir); err != nil {
+	done := tempsBusy()
+	err = snapshot.UnpackUntil(g.root, dir, tempsStopped)
+	done()
+	if err != nil {
 		g.cleanup()
+		if errors.Is(err, snapshot.ErrStopped) {
+			return "", interrupted()
+		}
 		return "", usageErr("--root: %v", err)
 	}
 	return dir, nil

@@ -108,7 +108,12 @@ func runSnapshot(cmd *cobra.Command, g *globals, dir string, sel []string) error
 			return usageErr("gpuprep %s: %s", strings.Join(args, " "), strings.TrimSpace(strings.TrimPrefix(stderr, "gpuprep: ")))
 		}
 	}
-	st, err := snapshot.Take(src, rec, tree, snapshot.Options{KeepComm: func(c string) bool { return vgpu.DaemonOf(c) != "" }})
+	done := tempsBusy()
+	defer done()
+	st, err := snapshot.Take(src, rec, tree, snapshot.Options{KeepComm: func(c string) bool { return vgpu.DaemonOf(c) != "" }, Stop: tempsStopped})
+	if errors.Is(err, snapshot.ErrStopped) {
+		return interrupted()
+	}
 	if err != nil {
 		return &exitError{code: exitUnknown, err: fmt.Errorf("snapshot into %s: %w", abs, err)}
 	}
@@ -123,13 +128,20 @@ func runSnapshot(cmd *cobra.Command, g *globals, dir string, sel []string) error
 
 	var differ []string
 	for i, args := range runs {
+		if tempsStopped() {
+			return interrupted()
+		}
 		if got := runOnce(args, &globals{root: replay}); got != live[i] {
 			differ = append(differ, strings.Join(args, " "))
 		}
 	}
 	if err := t.commit(); err != nil {
+		if err == errInterrupted {
+			return interrupted()
+		}
 		return &exitError{code: exitUnknown, err: fmt.Errorf("snapshot into %s: %w", abs, err)}
 	}
+	done()
 
 	out := cmd.OutOrStdout()
 	fmt.Fprintf(out, "Snapshot in %s: %d files (%s), %d symlinks, %d directories, %d stand-ins for entries gpuprep listed but did not read.\n",
@@ -249,6 +261,13 @@ func (t *snapshotTarget) pack() (int64, error) {
 // appeared at the target meanwhile (a directory only where it is still
 // empty), and syncs the directory holding it.
 func (t *snapshotTarget) commit() error {
+	// an interrupt's removal of the temporary files waits for this, and
+	// after one nothing is put in place
+	temps.Lock()
+	defer temps.Unlock()
+	if tempsStopped() {
+		return errInterrupted
+	}
 	appeared := func(err error) error {
 		if errors.Is(err, fs.ErrExist) || errors.Is(err, unix.ENOTEMPTY) {
 			return fmt.Errorf("%s appeared while the snapshot was taken, and is left as it is", t.abs)

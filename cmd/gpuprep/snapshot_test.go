@@ -404,3 +404,44 @@ func hangUp(t *testing.T, exits <-chan int) int {
 		return 0
 	}
 }
+
+// An interrupt while a snapshot is being made (here: during its replay, the tree written) stops it at a safe point:
+// nothing is put in place, a directory that was there stays empty, and no temporary file or directory is left.
+func TestSnapshotInterruptedLeavesNothing(t *testing.T) {
+	exits := make(chan int, 1)
+	exitOnSignal = func(code int) { exits <- code }
+	t.Cleanup(func() { exitOnSignal = os.Exit })
+	src := fixtureRoot(t, "amd-ready")
+	orig := runOnce
+	t.Cleanup(func() { runOnce = orig })
+	for _, existing := range []bool{false, true} {
+		dir := t.TempDir()
+		target := filepath.Join(dir, "snap")
+		if existing {
+			require.NoError(t, os.Mkdir(target, 0o755))
+		}
+		sent := false
+		runOnce = func(args []string, g *globals) string {
+			if g.rec == nil && !sent { // the first replay: the tree is written
+				sent = true
+				require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGHUP))
+				time.Sleep(50 * time.Millisecond) // the handler has it
+			}
+			return orig(args, g)
+		}
+		out, errs, code := gpuprep(t, "--root", src, "snapshot", target)
+		require.Equal(t, 129, code, out+errs)
+		require.Contains(t, errs, "interrupted: nothing was written")
+		require.Equal(t, 129, <-exits)
+		ents, err := os.ReadDir(dir)
+		require.NoError(t, err)
+		if existing {
+			require.Len(t, ents, 1)
+			inside, err := os.ReadDir(target)
+			require.NoError(t, err)
+			require.Empty(t, inside, "the directory that was there is empty again")
+		} else {
+			require.Empty(t, ents, "nothing beside it, and no snapshot")
+		}
+	}
+}

@@ -39,6 +39,9 @@ type Options struct {
 	// gpuprep looks for; other processes' names are copied empty, unless
 	// the process holds a device node that is kept.
 	KeepComm func(comm string) bool
+	// Stop, when set, is asked before each path: true ends Take with
+	// ErrStopped (an interrupt).
+	Stop func() bool
 }
 
 // Stats counts what a snapshot holds.
@@ -85,6 +88,9 @@ func (c *copier) take() error {
 	// Structure first (links, directories and their entries), then content,
 	// which replaces the stand-ins.
 	for _, p := range paths {
+		if c.opts.Stop != nil && c.opts.Stop() {
+			return ErrStopped
+		}
 		a := acc[p]
 		if a&host.AccessLink != 0 { // the path itself: a symlink, or what is there
 			final, fi, err := c.walkTo(p, false)
@@ -116,6 +122,9 @@ func (c *copier) take() error {
 		}
 	}
 	for _, p := range paths {
+		if c.opts.Stop != nil && c.opts.Stop() {
+			return ErrStopped
+		}
 		if acc[p]&host.AccessFile == 0 {
 			continue
 		}

@@ -22,7 +22,15 @@ import (
 // root). Device files, FIFOs and hard links are refused, and so is a tarball that would unpack to more than
 // MaxUnpackBytes or MaxUnpackEntries (a snapshot from elsewhere may be a decompression bomb): gpuprep's own are
 // thousands of entries and a few MiB.
-func Unpack(tarball, dir string) error {
+func Unpack(tarball, dir string) error { return UnpackUntil(tarball, dir, nil) }
+
+// ErrStopped is what Unpack and Take return when their stop function asked
+// them to stop (an interrupt): what they wrote is left for the caller to
+// remove.
+var ErrStopped = errors.New("stopped")
+
+// UnpackUntil is Unpack, asking stop (when not nil) before each entry.
+func UnpackUntil(tarball, dir string, stop func() bool) error {
 	f, err := os.Open(tarball)
 	if err != nil {
 		return err
@@ -43,6 +51,9 @@ func Unpack(tarball, dir string) error {
 	tr := tar.NewReader(zr)
 	var entries, bytes int64
 	for {
+		if stop != nil && stop() {
+			return ErrStopped
+		}
 		h, err := tr.Next()
 		if errors.Is(err, io.EOF) {
 			return nil
