@@ -22,7 +22,7 @@ import (
 // host make no such files; their own writes are atomic (a temporary file
 // renamed into place) and are not cut short by this.
 var temps struct {
-	sync.Mutex // held while a snapshot is put in place, and by the removal
+	sync.Mutex                // held while a snapshot is put in place, and by the removal
 	paths      map[string]int // path → registrations
 	sig        chan os.Signal
 	stopped    atomic.Bool
