@@ -54,7 +54,7 @@ func nouveauBoundFindings(e *Env, bound []string, bl string) []Finding {
 	out := []Finding{
 		{Status: Fail, Subject: subject, Modes: []Mode{Container},
 			Message: msg + ": the GPU Operator's driver container cannot load the NVIDIA driver while nouveau holds them",
-			Remedy:  manual + "; the GPU Operator's driver container then takes the GPUs (gpuprep has no command for this)"},
+			Remedy:  manual + "; the GPU Operator's driver container then takes the GPUs (gpuprep apply --mode container writes the blacklist and regenerates the initramfs; the reboot is yours)"},
 		{Status: Fail, Subject: subject, Modes: []Mode{VMPassthrough},
 			Message: msg + ": vfio-pci cannot take them while it does",
 			Remedy:  pt + " (binds them to vfio-pci persistently and blacklists nouveau; regenerates the initramfs)",

@@ -242,6 +242,19 @@ func (p *Plan) run(ctx context.Context, e Env, s *Step) error {
 		return p.bind(ctx, e)
 	case StepVFIOUnbind:
 		return p.unbind(ctx, e)
+	case StepNouveau:
+		for _, f := range s.Files {
+			if err := writeFile(e, f.Path, f.data); err != nil {
+				return err
+			}
+		}
+		for _, argv := range s.argv {
+			e.logf("run: %s", host.ShellQuote(argv))
+			if out, err := e.Runner.Run(ctx, argv...); err != nil {
+				return fmt.Errorf("%s: %w%s", host.ShellQuote(argv), err, host.OutputTail(out))
+			}
+		}
+		return nil
 	case StepVGPUInstall:
 		return p.installVGPU(ctx, e)
 	case StepVGPUDevices:

@@ -33,6 +33,7 @@ import (
 	"github.com/gpuprep/gpuprep/iommu"
 	"github.com/gpuprep/gpuprep/preflight"
 	"github.com/gpuprep/gpuprep/vfio"
+	"github.com/gpuprep/gpuprep/vgpu"
 )
 
 // Step IDs, in the order they run.
@@ -41,13 +42,14 @@ const (
 	StepReboot      = "reboot"       // apply stops here (exit 4) or reboots
 	StepVFIOBind    = "vfio-bind"    // vm-passthrough: vfio bind --persist
 	StepVFIOUnbind  = "vfio-unbind"  // container: GPUs on VFIO go back to their drivers
+	StepNouveau     = "nouveau"      // container: nouveau blacklisted, the initramfs regenerated (it goes at the next boot)
 	StepVGPUInstall = "vgpu-install" // vm-vgpu: vgpu install --driver, when the manager is not installed and running
 	StepVGPUDevices = "vgpu-devices" // vm-vgpu: vgpu apply -f CONFIG -c NAME --persist
 	StepLabel       = "label"        // nvidia.com/gpu.workload.config (and nvidia.com/vgpu.config)
 )
 
 // Steps lists every step ID in order.
-var Steps = []string{StepKernelArgs, StepReboot, StepVFIOBind, StepVFIOUnbind, StepVGPUInstall, StepVGPUDevices, StepLabel}
+var Steps = []string{StepKernelArgs, StepReboot, StepVFIOBind, StepVFIOUnbind, StepNouveau, StepVGPUInstall, StepVGPUDevices, StepLabel}
 
 // Options say what to plan.
 type Options struct {
@@ -221,9 +223,12 @@ func NewPlan(ctx context.Context, root *host.Root, opts Options) (*Plan, error) 
 	return p, nil
 }
 
-// noteNouveau says that apply leaves GPUs on nouveau where they are: for
-// containers nouveau must be blacklisted (and the node rebooted) before the
-// GPU Operator's driver container can take them, and no step here does it.
+// noteNouveau plans, for containers, keeping nouveau off the GPUs it
+// drives: the blacklist (vgpu.NouveauBlacklist, as vgpu install writes it)
+// and the initramfs regenerated, so that the next boot leaves them to the
+// GPU Operator's driver container. nouveau goes only with that reboot,
+// which apply does not ask for here (no boot setting of gpuprep's to
+// check after it): until then the node is not ready, and the plan says so.
 func (p *Plan) noteNouveau(selected []*pci.Device) {
 	var on []string
 	for _, d := range selected {
@@ -231,10 +236,26 @@ func (p *Plan) noteNouveau(selected []*pci.Device) {
 			on = append(on, d.Address)
 		}
 	}
-	if len(on) > 0 {
-		p.Unaddressed = append(p.Unaddressed, "nouveau drives "+strings.Join(on, ", ")+
-			" and no step here removes it: blacklist nouveau (`blacklist nouveau` and `options nouveau modeset=0` in /etc/modprobe.d), regenerate the initramfs and reboot, so that the GPU Operator's driver container can take them (see gpuprep check, driver.nouveau)")
+	if len(on) == 0 {
+		return
 	}
+	w := vgpu.PlanNouveauBlacklist(p.root)
+	if w.Write || w.Regenerate && w.Initramfs != nil {
+		s := &Step{ID: StepNouveau, Title: "blacklist nouveau and regenerate the initramfs, so that the next boot leaves the GPUs to the GPU Operator's driver container"}
+		if w.Write {
+			old, err := p.root.ReadFile(vgpu.NouveauBlacklist)
+			s.Files = append(s.Files, fileDiff(vgpu.NouveauBlacklist, old, vgpu.NouveauBlacklistContent, err == nil))
+		}
+		if w.Initramfs != nil {
+			s.argv = append(s.argv, w.Initramfs)
+			s.Commands = append(s.Commands, host.ShellQuote(w.Initramfs))
+		} else {
+			s.Notes = append(s.Notes, "no initramfs tool (update-initramfs, dracut, mkinitcpio) found: if the initramfs loads nouveau, regenerate it by hand")
+		}
+		p.Steps = append(p.Steps, s)
+	}
+	p.Unaddressed = append(p.Unaddressed, "nouveau drives "+strings.Join(on, ", ")+
+		" until the node reboots with it blacklisted (the step above, or already): reboot it after apply, then the GPU Operator's driver container can take them (see gpuprep check, driver.nouveau)")
 }
 
 // wanted is the IOMMU arguments for this node's IOMMU vendor.

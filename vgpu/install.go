@@ -161,6 +161,26 @@ func unitState(ctx context.Context, r host.Runner, unit string) (enabled, active
 	return enabled, active
 }
 
+// NouveauBlacklistContent is what gpuprep writes to NouveauBlacklist.
+var NouveauBlacklistContent = []byte("# Written by gpuprep: the GPUs go to NVIDIA's driver (the vGPU manager's, or the GPU Operator's driver\n# container), not nouveau.\nblacklist nouveau\noptions nouveau modeset=0\n")
+
+// NouveauWork is what keeps nouveau off the GPUs at the next boot: the
+// blacklist to write (Write: none in modprobe.d yet), and whether the
+// initramfs must be regenerated (Regenerate: after the write, or because
+// it predates gpuprep's blacklist: a run that stopped in between), by
+// Initramfs (nil: no tool found).
+type NouveauWork struct {
+	Write, Regenerate bool
+	Initramfs         []string
+}
+
+// PlanNouveauBlacklist says what NouveauWork is left on root.
+func PlanNouveauBlacklist(root *host.Root) NouveauWork {
+	w := NouveauWork{Write: !nouveauBlacklisted(root), Initramfs: initramfsCommand(root)}
+	w.Regenerate = w.Write || initramfsOlderThanBlacklist(root, KernelRelease(root))
+	return w
+}
+
 func nouveauBlacklisted(root *host.Root) bool {
 	for _, dir := range []string{"/etc/modprobe.d", "/run/modprobe.d", "/usr/lib/modprobe.d", "/lib/modprobe.d"} {
 		for _, n := range root.Names(dir) {
@@ -299,7 +319,7 @@ func PlanInstall(ctx context.Context, e *Env, opts InstallOptions) (*InstallPlan
 	kver := KernelRelease(root)
 
 	if !nouveauBlacklisted(root) {
-		content := []byte("# Written by gpuprep vgpu install: the NVIDIA vGPU manager needs the GPUs, not nouveau.\nblacklist nouveau\noptions nouveau modeset=0\n")
+		content := NouveauBlacklistContent
 		p.Steps = append(p.Steps, Step{Title: "blacklist nouveau", File: NouveauBlacklist, New: content,
 			Remedy: "check that /etc/modprobe.d is writable",
 			run: func(_ context.Context, e *Env) error {

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/gpuprep/gpuprep/internal/host"
 	"github.com/gpuprep/gpuprep/internal/journal"
 	"github.com/gpuprep/gpuprep/vfio"
+	"github.com/gpuprep/gpuprep/vgpu"
 )
 
 // simulatedKernel makes apply and rollback act on fixture roots through the
@@ -370,18 +372,52 @@ func TestApplyRefusesOtherRoots(t *testing.T) {
 	require.Contains(t, errs, "IOMMU group 5 also holds")
 }
 
-// A GPU on nouveau keeps a node from container-ready, and no plan step
-// removes nouveau: plan says so, labelled or not, instead of claiming ready.
-func TestPlanContainerSaysNouveauIsUnaddressed(t *testing.T) {
+// A GPU on nouveau, container mode: apply blacklists nouveau (the file vgpu install writes) and regenerates the
+// initramfs; the plan and apply's report say the node is not ready until the reboot that unloads nouveau; after it,
+// apply finds it ready; rollback removes the blacklist and regenerates the initramfs again.
+func TestApplyContainerBlacklistsNouveau(t *testing.T) {
+	sim := simulatedKernel(t)
 	root := fixtureRoot(t, "vgpu-fresh-mdev")
-	out, errs, code := gpuprep(t, "plan", "--root", root, "--mode", "container")
+	withTools(t, root)
+	orig := tree(t, root)
+	out, errs, code := gpuprep(t, "plan", "--root", root, "--mode", "container", "-o", "json")
 	require.Equal(t, 0, code, errs)
-	require.Contains(t, out, "not ready after apply: nouveau drives 0000:21:00.0")
-	require.Contains(t, out, "`blacklist nouveau` and `options nouveau modeset=0`")
-	require.NoError(t, fixture.New(root).File("/etc/default/kubelet", "KUBELET_EXTRA_ARGS=--node-labels=nvidia.com/gpu.workload.config=container\n").Err())
-	out, errs, code = gpuprep(t, "plan", "--root", root, "--mode", "container")
-	require.Equal(t, 0, code, errs)
+	var p planJSON
+	require.NoError(t, json.Unmarshal([]byte(out), &p))
+	require.Equal(t, []string{"nouveau", "label"}, p.ids())
+	out, _, _ = gpuprep(t, "plan", "--root", root, "--mode", "container")
+	require.Contains(t, out, "not ready after apply: nouveau drives 0000:21:00.0 until the node reboots with it blacklisted")
 	require.NotContains(t, out, "is ready for")
-	require.Contains(t, out, "Nothing gpuprep can do on")
-	require.Contains(t, out, "not ready after apply: nouveau drives 0000:21:00.0")
+
+	out, errs, code = gpuprep(t, "apply", "--root", root, "--mode", "container", "--yes")
+	require.Equal(t, exitNotReady, code, out+errs)
+	b, err := os.ReadFile(filepath.Join(root, vgpu.NouveauBlacklist))
+	require.NoError(t, err)
+	require.Equal(t, string(vgpu.NouveauBlacklistContent), string(b))
+	require.True(t, hasCommand((*sim).Commands, "update-initramfs", "-u"), "%v", (*sim).Commands)
+	require.Contains(t, out, "driver.nouveau")
+
+	// a re-run before the reboot writes and regenerates nothing more
+	require.NoError(t, fixture.New(root).Touch("/boot/initrd.img-5.15.0-91-generic", time.Now().Add(time.Minute)).Err())
+	out, errs, code = gpuprep(t, "plan", "--root", root, "--mode", "container", "-o", "json")
+	require.Equal(t, 0, code, errs)
+	p = planJSON{}
+	require.NoError(t, json.Unmarshal([]byte(out), &p))
+	require.Empty(t, p.ids())
+
+	// the reboot: nouveau not loaded, the GPU unbound, waiting for the GPU Operator's driver container
+	gpu := "0000:21:00.0"
+	dev, err := filepath.EvalSymlinks(filepath.Join(root, "sys/bus/pci/devices", gpu))
+	require.NoError(t, err)
+	for _, p := range []string{filepath.Join(root, "sys/module/nouveau"), filepath.Join(root, "sys/bus/pci/drivers/nouveau", gpu), filepath.Join(dev, "driver")} {
+		require.NoError(t, os.RemoveAll(p))
+	}
+	out, errs, code = gpuprep(t, "apply", "--root", root, "--mode", "container", "--yes")
+	require.Equal(t, exitOK, code, out+errs)
+
+	out, errs, code = gpuprep(t, "rollback", "--root", root)
+	require.Contains(t, []int{exitOK, exitNeedReboot}, code, out+errs)
+	require.NoFileExists(t, filepath.Join(root, vgpu.NouveauBlacklist))
+	require.True(t, hasCommand((*sim).Commands, "update-initramfs", "-u"), "rollback regenerates it without the blacklist: %v", (*sim).Commands)
+	require.Equal(t, orig, tree(t, root), "every file as before (the blacklist and the kubelet label gone)")
 }
