@@ -274,18 +274,11 @@ func fileIntent(e Env, p string, now time.Time) error {
 // fileIntentBy is fileIntent for the entry of command; wrote, when known,
 // is what the change is to leave there (journal.Entry.Wrote).
 func fileIntentBy(e Env, p string, now time.Time, command, wrote string) error {
-	en := journal.Entry{Time: now, Command: command, Kind: KindFileIntent, Path: p, Wrote: wrote}
-	if old, err := e.Root.ReadFile(p); err == nil {
-		// the hash tells rollback whether the backup is whole: a writer
-		// killed while writing the backup leaves it torn, and p unchanged
-		en.Backup, en.Before = host.BackupName(p, now), hashOf(old)
-	} else {
-		en.Before = journal.Absent
-	}
+	old, err := e.Root.ReadFile(p)
+	en := journal.FileIntent(p, old, err == nil, command, wrote, now)
+	en.Time = now
 	return e.record(en)
 }
-
-func hashOf(b []byte) string { return journal.Hash(b) }
 
 // writeFile replaces p with data, atomically and backed up, with an intent
 // entry before and a file entry after.

@@ -209,7 +209,7 @@ func (c *labelCmd) viaAPI(cmd *cobra.Command, set []kube.Label, remove []string)
 			// not root on an admin's workstation, typically: labelling
 			// through the API needs no host, and the cluster is changed
 			// all the same, only not recorded for rollback here
-			fmt.Fprintf(cmd.ErrOrStderr(), "gpuprep: warning: the change is not recorded for gpuprep rollback (%v); the labels before it: %s\n", err, orNoLabels(kube.FormatLabels(labelsBefore(res.Before, set, remove))))
+			fmt.Fprintf(cmd.ErrOrStderr(), "gpuprep: warning: the change is not recorded for gpuprep rollback (%v); the labels before it: %s\n", err, orNoLabels(en.Before))
 		}
 		if res, err = client.LabelNode(ctx, name, set, remove, false); err != nil {
 			return &exitError{code: exitNotReady, err: err}
@@ -232,23 +232,6 @@ func (c *labelCmd) viaAPI(cmd *cobra.Command, set []kube.Label, remove []string)
 	}
 	fmt.Fprintln(w)
 	return nil
-}
-
-// labelsBefore are the values the keys set or removed had before (as
-// LabelNode's Before gives them).
-func labelsBefore(before map[string]string, set []kube.Label, remove []string) []kube.Label {
-	var out []kube.Label
-	for _, l := range set {
-		if v, ok := before[l.Key]; ok {
-			out = append(out, kube.Label{Key: l.Key, Value: v})
-		}
-	}
-	for _, k := range remove {
-		if v, ok := before[k]; ok {
-			out = append(out, kube.Label{Key: k, Value: v})
-		}
-	}
-	return out
 }
 
 func orNoLabels(s string) string {

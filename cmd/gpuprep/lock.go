@@ -106,7 +106,7 @@ func hostLock(cmd *cobra.Command, g *globals) error {
 // them short either.
 func (g *globals) deferInterrupts(stderr io.Writer) {
 	sig := make(chan os.Signal, 2)
-	signal.Notify(sig, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	signal.Notify(sig, interruptSignals...)
 	// A Ctrl-C also ends what gpuprep's output is piped to (| tee log):
 	// the next write would then kill it with SIGPIPE in the middle of the
 	// change. Ignored, such a write fails (EPIPE) and the change goes on.

@@ -53,6 +53,9 @@ func interrupted() error {
 	return &exitError{code: 128 + int(temps.signo.Load()), err: errInterrupted}
 }
 
+// interruptSignals are the signals gpuprep treats as an interrupt.
+var interruptSignals = []os.Signal{os.Interrupt, syscall.SIGTERM, syscall.SIGHUP}
+
 // exitOnSignal ends the process after an interrupt (a variable: tests
 // deliver a real signal and keep the test process).
 var exitOnSignal = os.Exit
@@ -68,7 +71,7 @@ func removeOnSignal(p string) (release func()) {
 	temps.paths[p]++
 	if temps.sig == nil {
 		temps.sig = make(chan os.Signal, 1)
-		signal.Notify(temps.sig, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+		signal.Notify(temps.sig, interruptSignals...)
 		go removeTemps(temps.sig)
 	}
 	sig := temps.sig

@@ -160,8 +160,8 @@ func BackupName(p string, now time.Time) string {
 
 // followLinks gives the file a symlink at p leads to, so that the file is
 // written and the link stays (as an editor writing through it does; renaming
-// onto p would replace the link with a file). A link that leads nowhere is an
-// error: the file it names is not gpuprep's to create.
+// onto p would replace the link with a file). A link that leads nowhere is
+// returned as it is: WriteFileAtomic refuses it.
 func followLinks(p string) (string, error) {
 	fi, err := os.Lstat(p)
 	if err != nil || fi.Mode()&fs.ModeSymlink == 0 {
@@ -170,7 +170,7 @@ func followLinks(p string) (string, error) {
 	if t, err := filepath.EvalSymlinks(p); err == nil {
 		return t, nil
 	}
-	return p, nil // WriteFileAtomic refuses a link that leads nowhere
+	return p, nil
 }
 
 func mustResolve(r *Root, p string) string {

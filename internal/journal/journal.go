@@ -53,15 +53,12 @@ const (
 // intent entry before and a file entry after: a process killed in between
 // leaves rollback what it needs. Content p already has writes nothing.
 func WriteFile(root *host.Root, p string, data []byte, perm fs.FileMode, command string, now time.Time) (host.WriteResult, error) {
-	if old, err := root.ReadFile(p); err == nil && string(old) == string(data) {
+	old, err := root.ReadFile(p)
+	if err == nil && string(old) == string(data) {
 		return host.WriteResult{}, nil
 	}
-	in := Entry{Time: now.UTC(), Command: command, Kind: KindFileIntent, Path: p, Wrote: Hash(data), Before: Absent}
-	if old, err := root.ReadFile(p); err == nil {
-		// the hash tells rollback whether the backup is whole: a writer
-		// killed while writing the backup leaves it torn, and p unchanged
-		in.Backup, in.Before = host.BackupName(p, now), Hash(old)
-	}
+	in := FileIntent(p, old, err == nil, command, Hash(data), now)
+	in.Time = now.UTC()
 	if err := Append(root, in); err != nil {
 		return host.WriteResult{}, err
 	}
@@ -70,6 +67,19 @@ func WriteFile(root *host.Root, p string, data []byte, perm fs.FileMode, command
 		return res, err
 	}
 	return res, Append(root, Entry{Time: now.UTC(), Command: command, Kind: KindFile, Path: p, Backup: res.Backup, Wrote: Hash(data)})
+}
+
+// FileIntent is the intent entry (no Time) for replacing p under command at
+// now: old is its content when existed (Backup, the backup about to be
+// made; Before, the hash of what it saves: a writer killed while writing
+// the backup leaves it torn, and the hash tells), else Before is Absent;
+// wrote, when known, is what the change is to leave there.
+func FileIntent(p string, old []byte, existed bool, command, wrote string, now time.Time) Entry {
+	en := Entry{Command: command, Kind: KindFileIntent, Path: p, Wrote: wrote, Before: Absent}
+	if existed {
+		en.Backup, en.Before = host.BackupName(p, now), Hash(old)
+	}
+	return en
 }
 
 // RemoveFile removes p through root under command, backed up (its content
