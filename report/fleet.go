@@ -1,6 +1,8 @@
 package report
 
 import (
+	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -249,11 +251,44 @@ func (f *FleetReport) ExitCode() int {
 	return 0
 }
 
-// FleetJSON writes the fleet report as indented JSON.
+// FleetJSON writes the fleet report as indented JSON, byte for byte what
+// json.Encoder with SetIndent("", "  ") writes, one host at a time: a fleet
+// of 200 HGX hosts is 5 MB of JSON, which the encoder would build and then
+// indent whole in memory.
 func FleetJSON(w io.Writer, f *FleetReport) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(f)
+	head := *f
+	head.Hosts = []FleetHost{}
+	b, err := json.MarshalIndent(&head, "", "  ")
+	if err != nil {
+		return err
+	}
+	// The hosts' place: a key at the top level is the only one indented by
+	// two spaces right after a newline (inside strings newlines are escaped).
+	const empty = "\n  \"hosts\": []"
+	i := bytes.Index(b, []byte(empty))
+	if i < 0 {
+		return fmt.Errorf("fleet JSON: no hosts field in %.80q", b)
+	}
+	i += len(empty) - 1 // at the "]"
+	bw := bufio.NewWriterSize(w, 64<<10)
+	bw.Write(b[:i])
+	for k := range f.Hosts {
+		hb, err := json.MarshalIndent(&f.Hosts[k], "    ", "  ")
+		if err != nil {
+			return err
+		}
+		if k > 0 {
+			bw.WriteByte(',')
+		}
+		bw.WriteString("\n    ")
+		bw.Write(hb)
+	}
+	if len(f.Hosts) > 0 {
+		bw.WriteString("\n  ")
+	}
+	bw.Write(b[i:])
+	bw.WriteByte('\n')
+	return bw.Flush()
 }
 
 // Clean makes an inventory or remote value safe to print on a terminal:

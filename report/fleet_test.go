@@ -2,6 +2,7 @@ package report
 
 import (
 	"bytes"
+	"encoding/json"
 	"encoding/xml"
 	"testing"
 
@@ -92,4 +93,42 @@ func TestFleetFormats(t *testing.T) {
 	assert.Contains(t, md, "- iommu.kernel fails on 2 of 3 hosts: a, d")
 	assert.Contains(t, md, `| c\\x1b\[31m\|evil | 10.0.0.3:22 | unreachable |`)
 	assert.Contains(t, md, "`iommu.kernel` &lt;x\\|y&gt;: no IOMMU \\*groups\\* — fix: gpuprep grub ensure")
+}
+
+// FleetJSON writes host by host what json.Encoder with SetIndent("", "  ")
+// writes for the whole report, byte for byte: no hosts, one, many, a
+// command, a rollout, and strings that look like the hosts field.
+func TestFleetJSONIsTheEncoders(t *testing.T) {
+	trap := "\n  \"hosts\": []\n  ],"
+	one := 0
+	cases := map[string]*FleetReport{
+		"sample": sample(),
+		"empty":  {Mode: "container"},
+		"none":   {Hosts: []FleetHost{}},
+		"one":    {Hosts: []FleetHost{{Name: trap, Status: "error", Error: trap}}},
+		"run": {Command: []string{"grub", "show", trap}, Interrupted: true, Rollout: &Rollout{},
+			Hosts: []FleetHost{{Name: "a", ExitCode: &one, Output: []byte(`{"a": [1, {}], "<b>": "c"}`)}, {Name: "b", Stdout: trap, Stderr: "\x00<&>"}}},
+	}
+	for name, f := range cases {
+		f.Finish()
+		var want, got bytes.Buffer
+		enc := json.NewEncoder(&want)
+		enc.SetIndent("", "  ")
+		require.NoError(t, enc.Encode(f), name)
+		require.NoError(t, FleetJSON(&got, f), name)
+		require.Equal(t, want.String(), got.String(), name)
+	}
+}
+
+// CompactJSON is JSON's document on one line.
+func TestCompactJSON(t *testing.T) {
+	r := hostReport("vm-passthrough", preflight.Finding{Check: "iommu.kernel", Status: preflight.Fail, Subject: "<x>", Message: "a\nb"})
+	var ind, com bytes.Buffer
+	require.NoError(t, JSON(&ind, r))
+	require.NoError(t, CompactJSON(&com, r))
+	require.Equal(t, 1, bytes.Count(com.Bytes(), []byte("\n")), "one line")
+	var want bytes.Buffer
+	require.NoError(t, json.Compact(&want, ind.Bytes()))
+	require.Equal(t, want.String()+"\n", com.String())
+	require.Less(t, com.Len(), ind.Len())
 }

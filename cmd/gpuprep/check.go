@@ -20,6 +20,8 @@ type checkCmd struct {
 	output string
 	ignore []string
 	skip   []string
+	// compact: -o json on one line (what fleet check asks its hosts for).
+	compact bool
 }
 
 func newCheckCmd(g *globals) *cobra.Command {
@@ -43,6 +45,7 @@ Usage errors exit 2.`,
 	f.StringVarP(&c.output, "output", "o", "text", "output format: text, json, junit, markdown or html")
 	f.StringSliceVar(&c.ignore, "ignore", nil, "check IDs whose failures become warnings (comma-separated, or all)")
 	f.StringSliceVar(&c.skip, "skip", nil, "check IDs not to run (comma-separated)")
+	f.BoolVar(&c.compact, "compact", false, "with -o json, the report on one line (for machines and log shippers)")
 	return cmd
 }
 
@@ -57,6 +60,9 @@ func (c *checkCmd) run(cmd *cobra.Command) error {
 	}
 	if !validFormat(c.output) {
 		return usageErr("--output %q: want text, json, junit, markdown or html", c.output)
+	}
+	if c.compact && c.output != "json" {
+		return usageErr("--compact is for -o json, not -o %s", c.output)
 	}
 	sel, err := pci.ParseSelector(c.sel)
 	if err != nil {
@@ -84,9 +90,12 @@ func (c *checkCmd) run(cmd *cobra.Command) error {
 	}
 	rep := report.Build(env, res, mode)
 	out := cmd.OutOrStdout()
-	if c.output != "text" {
+	switch {
+	case c.compact:
+		err = report.CompactJSON(out, rep)
+	case c.output != "text":
 		err = report.Render(out, &report.Document{Host: rep}, c.output)
-	} else {
+	default:
 		err = report.Text(out, rep)
 		if err == nil && len(rep.GPUs) == 0 && sel.Default() && root.IsLive() {
 			fmt.Fprintln(out, "\nThis host has no NVIDIA GPU. To see the report of a GPU node, run gpuprep against a snapshot or fixture root, e.g. `make run` shows the bundled example node (testdata/roots/hgx-h200).")

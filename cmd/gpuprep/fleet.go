@@ -348,7 +348,7 @@ func (c *fleetCmd) remoteArgs(h *fleet.Host, command []string) ([]string, error)
 	if command != nil {
 		return append(args, command...), nil
 	}
-	args = append(args, "check", "-o", "json")
+	args = append(args, "check", "-o", "json", "--compact")
 	if m := c.hostMode(h); m != "" {
 		args = append(args, "--mode", m)
 	}

@@ -85,7 +85,7 @@ func TestFleetDryRun(t *testing.T) {
 		"--dry-run", "--limit", "rack_b,gpu-a10", "--mode", "vm-vgpu")
 	require.Equal(t, 0, code)
 	assert.Regexp(t, `fleet@10.0.2.1:2222 +jump@bastion.example`, out)
-	assert.Contains(t, out, "'--root=/srv/roots/a b' 'check' '-o' 'json' '--mode' 'vm-vgpu'")
+	assert.Contains(t, out, "'--root=/srv/roots/a b' 'check' '-o' 'json' '--compact' '--mode' 'vm-vgpu'")
 	assert.Contains(t, out, "2 hosts would be contacted")
 	code, out, _ = runCLI("fleet", "run", "-i", "../../internal/fleet/testdata/gpuprep.yaml", "--ssh-config", "none",
 		"--dry-run", "-o", "json", "--", "grub", "show")
@@ -116,8 +116,8 @@ hosts:
 	}
 	require.NoError(t, json.Unmarshal([]byte(out), &plan), out)
 	require.Len(t, plan.Hosts, 2)
-	assert.Equal(t, []string{"check", "-o", "json", "--select", "10de"}, plan.Hosts[0].Args)
-	assert.Equal(t, []string{"check", "-o", "json", "--select", "1234:1111", "--select", "0000:04:00.0"}, plan.Hosts[1].Args)
+	assert.Equal(t, []string{"check", "-o", "json", "--compact", "--select", "10de"}, plan.Hosts[0].Args)
+	assert.Equal(t, []string{"check", "-o", "json", "--compact", "--select", "1234:1111", "--select", "0000:04:00.0"}, plan.Hosts[1].Args)
 }
 
 // cliRig: real sshd hosts for the CLI.

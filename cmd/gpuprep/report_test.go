@@ -94,3 +94,21 @@ func TestHTMLReportInHeadlessChromium(t *testing.T) {
 		_ = os.WriteFile(keep, b, 0o644)
 	}
 }
+
+// check --compact prints the -o json report on one line (what fleet check
+// asks its hosts for), the same document; with another format it is a
+// usage error.
+func TestCheckCompactJSON(t *testing.T) {
+	root := fixtureRoot(t, "hgx-h200")
+	ind, _, code := gpuprep(t, "check", "--root", root, "-o", "json")
+	require.Equal(t, 0, code)
+	com, _, code := gpuprep(t, "check", "--root", root, "-o", "json", "--compact")
+	require.Equal(t, 0, code)
+	require.Equal(t, 1, strings.Count(com, "\n"))
+	var want bytes.Buffer
+	require.NoError(t, json.Compact(&want, []byte(ind)))
+	require.Equal(t, want.String()+"\n", com)
+	_, stderr, code := gpuprep(t, "check", "--root", root, "--compact")
+	require.Equal(t, 2, code)
+	require.Contains(t, stderr, "--compact is for -o json")
+}
