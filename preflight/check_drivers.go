@@ -220,8 +220,33 @@ func checkVFIOBinding(e *Env) []Finding {
 		out = append(out, Finding{Status: Skip, Subject: "/sys/bus/pci/drivers", Message: "no GPU selected"})
 	} else if f, ok := nvswitchBinding(e); ok {
 		out = append(out, f)
+		out = append(out, nvswitchOnHost(e)...)
 	}
 	return out
+}
+
+// nvswitchOnHost: for containers and vGPUs, the NVSwitches stay with the
+// host's nvidia driver, where Fabric Manager (the driver container's, or the
+// host's service) trains the NVLink fabric. On an NVSwitch system CUDA does
+// not start on the GPUs until it has (error 802, "system not yet
+// initialized"), and Fabric Manager cannot reach switches on a VFIO driver.
+func nvswitchOnHost(e *Env) []Finding {
+	var addrs, on []string
+	for _, s := range e.NVSwitches {
+		addrs = append(addrs, s.Address)
+		if pci.DriverIsVFIO(s.Driver) {
+			on = append(on, s.Address+" ("+s.Driver+")")
+		}
+	}
+	f := Finding{Subject: strings.Join(addrs, ","), Modes: []Mode{Container, VMVGPU}}
+	if len(on) == 0 {
+		return nil // on nvidia, or unbound until the driver container's nvidia takes them
+	}
+	fix := "gpuprep vfio unbind --nvswitch"
+	f.Status = Fail
+	f.Message = fmt.Sprintf("%d of %d NVSwitch(es) on a VFIO driver: %s; Fabric Manager on this host cannot train the NVLink fabric without them, and until it has, CUDA on the GPUs fails (error 802, system not yet initialized)", len(on), len(addrs), strings.Join(on, ", "))
+	f.Fixable, f.FixCommand, f.Remedy = true, fix, fix+" (back to the driver gpuprep's journal recorded, else unbound until the NVIDIA driver or a reboot takes them; gpuprep apply --mode container or vm-vgpu does it too)"
+	return []Finding{f}
 }
 
 // nvswitchBinding says, for vm-passthrough, whether the NVSwitches go to

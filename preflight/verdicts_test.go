@@ -269,6 +269,15 @@ func TestNVSwitchesLeftOnTheHost(t *testing.T) {
 	f = one(t, res, "vfio.binding", sw, preflight.VMPassthrough)
 	require.Equal(t, preflight.Pass, f.Status, f.Message)
 	require.Contains(t, one(t, res, "gpu.present", sw, preflight.VMPassthrough).Message, "(4 on vfio-pci)")
+	// on VFIO they are lost to the host's Fabric Manager: containers and
+	// vGPUs fail (CUDA does not start on an NVSwitch system without it)
+	for _, m := range []preflight.Mode{preflight.Container, preflight.VMVGPU} {
+		f = one(t, res, "vfio.binding", sw, m)
+		require.Equal(t, preflight.Fail, f.Status, m)
+		require.Contains(t, f.Message, "4 of 4 NVSwitch(es) on a VFIO driver: 0000:91:00.0 (vfio-pci)", m)
+		require.Contains(t, f.Message, "Fabric Manager", m)
+		require.Equal(t, "gpuprep vfio unbind --nvswitch", f.FixCommand, m)
+	}
 }
 
 // An SR-IOV VF on vfio-pci hosts no vGPU (the VFs stay on nvidia, their VFIO provider): vm-vgpu fails on it, naming

@@ -339,7 +339,7 @@ func (p *Plan) bind(ctx context.Context, e Env) error {
 		}
 	}
 	res, err := vfio.Bind(ctx, vfio.Env{Root: e.Root, Sysfs: e.Sysfs, Runner: e.Runner}, p.inv, vp,
-		vfio.Options{Persist: true, Force: p.opts.Force, Now: func() time.Time { return now }})
+		vfio.Options{Persist: true, Force: p.opts.Force, NVSwitch: p.opts.NVSwitch, Now: func() time.Time { return now }})
 	logVFIO(e, res)
 	return err
 }
@@ -382,7 +382,7 @@ func (p *Plan) unbind(ctx context.Context, e Env) error {
 		}
 	}
 	res, err := vfio.Unbind(ctx, vfio.Env{Root: e.Root, Sysfs: e.Sysfs, Runner: e.Runner}, p.inv, p.opts.Selector,
-		vfio.Options{Force: p.opts.Force, Regenerate: p.unbindRegen, Now: func() time.Time { return now }})
+		vfio.Options{Force: p.opts.Force, NVSwitch: true, Regenerate: p.unbindRegen, Now: func() time.Time { return now }})
 	logVFIO(e, res)
 	if errors.Is(err, vfio.ErrNothing) {
 		return nil

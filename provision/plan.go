@@ -61,6 +61,11 @@ type Options struct {
 	Kubeconfig string
 	Node       string
 	Force      bool // vfio: unbind nvidia (or vfio) while held open
+	// NVSwitch (vm-passthrough): bind the NVSwitches with the GPUs, so
+	// that a VM given the whole board gets its NVLink fabric (the guest
+	// runs Fabric Manager). Container and vm-vgpu always return
+	// NVSwitches on VFIO to the host, whose Fabric Manager needs them.
+	NVSwitch bool
 
 	// vm-vgpu: the vgpu-device-manager config file and the config in it
 	// (also the nvidia.com/vgpu.config label); Driver, the vGPU manager
@@ -375,7 +380,8 @@ func fileDiff(path string, old, data []byte, existed bool) FileDiff {
 // planBind plans vfio bind --persist of the selected GPUs' groups; while a
 // reboot is pending (no IOMMU groups yet) it is a deferred step.
 func (p *Plan) planBind(rebootPending bool) error {
-	sel, _ := vfio.Selection(p.inv, p.opts.Selector, false)
+	sel, _ := vfio.Selection(p.inv, p.opts.Selector, p.opts.NVSwitch)
+	p.noteNVSwitches()
 	if rebootPending {
 		var addrs []string
 		for _, d := range sel {
@@ -386,7 +392,7 @@ func (p *Plan) planBind(rebootPending bool) error {
 			Notes: []string{"persistent: /etc/modprobe.d/gpuprep-vfio.conf, /etc/modules-load.d/gpuprep-vfio.conf (and a udev rule where needed), initramfs regenerated"}})
 		return nil
 	}
-	vp, err := vfio.NewPlan(p.root, p.inv, p.opts.Selector, vfio.Options{Persist: true, Force: p.opts.Force})
+	vp, err := vfio.NewPlan(p.root, p.inv, p.opts.Selector, vfio.Options{Persist: true, Force: p.opts.Force, NVSwitch: p.opts.NVSwitch})
 	if err != nil {
 		var r *vfio.Refused
 		return &PlanError{Step: StepVFIOBind, Refused: errors.As(err, &r), Err: err}
@@ -455,6 +461,24 @@ func (p *Plan) planBind(rebootPending bool) error {
 	return nil
 }
 
+// noteNVSwitches says, for vm-passthrough without Options.NVSwitch, that
+// NVSwitches not on VFIO stay with the host (see check vfio.binding).
+func (p *Plan) noteNVSwitches() {
+	if p.opts.NVSwitch {
+		return
+	}
+	var off []string
+	for _, s := range pci.NVSwitches(p.inv) {
+		if !pci.DriverIsVFIO(s.Driver) {
+			off = append(off, s.Address)
+		}
+	}
+	if len(off) > 0 {
+		p.Notes = append(p.Notes, "the NVSwitches "+strings.Join(off, ", ")+
+			" stay with this host, whose Fabric Manager serves the NVLink fabric; --nvswitch binds them to VFIO with the GPUs, for a VM given the whole board with its fabric (Fabric Manager then runs in the guest)")
+	}
+}
+
 // interruptedRegen is why a step regenerates the initramfs when only the
 // journal tells that an earlier run may have changed gpuprep's persistent
 // VFIO files and stopped before regenerating it.
@@ -480,7 +504,7 @@ type unbindTarget struct {
 // unbindTargets are vfio.Unbind's devices (vfio.UnbindTargets), each with
 // its drivers now and the one the journal says it had before vfio bind.
 func unbindTargets(root *host.Root, inv *pci.Inventory, sel pci.Selector) []unbindTarget {
-	selected, _ := vfio.Selection(inv, sel, false)
+	selected, _ := vfio.Selection(inv, sel, true) // NVSwitches on VFIO too
 	entries, _ := journal.Read(root)
 	var out []unbindTarget
 	for _, d := range vfio.UnbindTargets(root, inv, selected) {

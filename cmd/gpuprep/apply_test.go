@@ -421,3 +421,65 @@ func TestApplyContainerBlacklistsNouveau(t *testing.T) {
 	require.True(t, hasCommand((*sim).Commands, "update-initramfs", "-u"), "rollback regenerates it without the blacklist: %v", (*sim).Commands)
 	require.Equal(t, orig, tree(t, root), "every file as before (the blacklist and the kubelet label gone)")
 }
+
+// On an HGX board, apply --mode vm-passthrough --nvswitch binds the
+// NVSwitches to VFIO with the GPUs (check then passes them for a VM given the
+// whole board); a later apply --mode container returns them to the host,
+// whose Fabric Manager needs them, with the GPUs. Without --nvswitch the
+// plan leaves them and says so; rollback undoes both applies.
+func TestApplyNVSwitchesWithTheBoard(t *testing.T) {
+	simulatedKernel(t)
+	root := fixtureRoot(t, "hgx-h200")
+	orig := tree(t, root)
+	const sw = "0000:91:00.0,0000:93:00.0,0000:95:00.0,0000:97:00.0"
+	switches := strings.Split(sw, ",")
+
+	out, errs, code := gpuprep(t, "plan", "--root", root, "--mode", "vm-passthrough")
+	require.Equal(t, 0, code, errs)
+	require.Contains(t, out, "note: the NVSwitches 0000:91:00.0, 0000:93:00.0, 0000:95:00.0, 0000:97:00.0 stay with this host")
+	require.NotContains(t, out, "0000:91:00.0 (none → vfio-pci)")
+	_, errs, code = gpuprep(t, "plan", "--root", root, "--mode", "container", "--nvswitch")
+	require.Equal(t, 2, code)
+	require.Contains(t, errs, "--nvswitch applies to --mode vm-passthrough only")
+
+	out, errs, code = gpuprep(t, "apply", "--root", root, "--mode", "vm-passthrough", "--nvswitch", "--yes", "-o", "json")
+	var a applyJSON
+	require.NoError(t, json.Unmarshal([]byte(out), &a), out+errs)
+	require.NotNil(t, a.Report, out+errs)
+	for _, s := range switches {
+		require.Equal(t, "vfio-pci", driverOf(t, root, s))
+	}
+	require.Equal(t, "vfio-pci", driverOf(t, root, "0000:13:00.0"))
+	require.Equal(t, "pass", findingStatus(a, "vfio.binding", sw), out)
+	require.True(t, a.Report.Ready, out)
+	require.Equal(t, 0, code, errs)
+	conf, err := os.ReadFile(filepath.Join(root, vfio.ModprobeConf))
+	require.NoError(t, err)
+	require.Contains(t, string(conf), "0000:97:00.0=vfio-pci")
+
+	// container: the check fails NVSwitches on VFIO, and apply returns them
+	out, _, _ = gpuprep(t, "check", "--root", root, "--mode", "container", "-o", "json")
+	require.Contains(t, out, "4 of 4 NVSwitch(es) on a VFIO driver")
+	out, errs, code = gpuprep(t, "apply", "--root", root, "--mode", "container", "--yes", "-o", "json")
+	a = applyJSON{}
+	require.NoError(t, json.Unmarshal([]byte(out), &a), out+errs)
+	require.NotNil(t, a.Report, out+errs)
+	for _, s := range switches {
+		require.Equal(t, "", driverOf(t, root, s), "unbound, as before gpuprep bound it")
+	}
+	require.Equal(t, "nvidia", driverOf(t, root, "0000:13:00.0"))
+	require.Equal(t, "", findingStatus(a, "vfio.binding", sw), out)
+	require.True(t, a.Report.Ready, out)
+	require.Equal(t, 0, code, errs)
+	require.NoFileExists(t, filepath.Join(root, vfio.ModprobeConf))
+
+	for i := 0; i < 2; i++ {
+		out, errs, code = gpuprep(t, "rollback", "--root", root)
+		require.Equal(t, 0, code, out+errs)
+	}
+	require.Equal(t, orig, tree(t, root))
+	for _, s := range switches {
+		require.Equal(t, "", driverOf(t, root, s))
+	}
+	require.Equal(t, "nvidia", driverOf(t, root, "0000:13:00.0"))
+}

@@ -37,6 +37,8 @@ type fleetApply struct {
 	vgpuConfig     string
 	driver         string
 	files          map[string]*fleet.File // by local path
+	// --nvswitch: apply --nvswitch on vm-passthrough hosts
+	nvswitch bool
 	// --reboot: apply reboots hosts at the reboot step; fleet apply waits
 	reboot        bool
 	rebootTimeout time.Duration
@@ -102,6 +104,7 @@ a reboot (including canaries, which then stopped the rollout).`,
 	f.IntVar(&a.maxFailures, "max-failures", 0, "stop the rollout (after a batch) when more than this many hosts failed")
 	f.BoolVar(&a.rollbackOnFailure, "rollback-on-failure", false, "run gpuprep rollback on each host where apply failed")
 	f.BoolVarP(&a.yes, "yes", "y", false, "do not ask for confirmation")
+	f.BoolVar(&a.nvswitch, "nvswitch", false, "vm-passthrough hosts: bind the NVSwitches to VFIO with the GPUs (apply --nvswitch), for VMs given whole boards with their NVLink fabric")
 	f.BoolVar(&a.reboot, "reboot", false, "let apply reboot hosts at the reboot step (systemctl reboot), wait for each to come back, and run apply again to finish and verify it")
 	f.DurationVar(&a.rebootTimeout, "reboot-timeout", 20*time.Minute, "with --reboot: how long a host may take to reboot and finish")
 	f.DurationVar(&a.rebootPoll, "reboot-poll", 15*time.Second, "with --reboot: time between tries to reach a rebooting host")
@@ -199,6 +202,9 @@ func (a *fleetApply) checkVGPU(hosts []*fleet.Host) error {
 	if !any && (a.vgpuConfigFile != "" || a.vgpuConfig != "" || a.driver != "") {
 		return usageErr("--vgpu-config-file, --vgpu-config and --driver apply to vm-vgpu hosts, and no selected host has mode vm-vgpu")
 	}
+	if a.nvswitch && !slices.ContainsFunc(hosts, func(h *fleet.Host) bool { return a.hostMode(h) == string(preflight.VMPassthrough) }) {
+		return usageErr("--nvswitch applies to vm-passthrough hosts, and no selected host has mode vm-passthrough")
+	}
 	return nil
 }
 
@@ -227,6 +233,9 @@ func (a *fleetApply) applyArgs(h *fleet.Host) ([]string, error) {
 	}
 	if a.hostMode(h) == string(preflight.VMVGPU) {
 		args = append(args, a.vgpuArgs(h)...)
+	}
+	if a.nvswitch && a.hostMode(h) == string(preflight.VMPassthrough) {
+		args = append(args, "--nvswitch")
 	}
 	if a.reboot {
 		args = append(args, "--reboot")

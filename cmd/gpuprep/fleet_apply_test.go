@@ -238,6 +238,21 @@ hosts:
 		phases = append(phases, h.Phase)
 	}
 	assert.Equal(t, []string{"batch 1", "batch 1", "batch 1", "batch 2"}, phases)
+
+	// --nvswitch goes to the vm-passthrough hosts' apply only
+	code, _, stderr = runCLI(append(base, "--mode", "container", "--nvswitch", "--yes")...)
+	assert.Equal(t, exitUsage, code)
+	assert.Contains(t, stderr, "--nvswitch applies to vm-passthrough hosts")
+	mixed := writeFile(t, "mixed.yaml", `apiVersion: gpuprep/v1
+kind: Inventory
+hosts:
+  - {name: p, address: 10.0.0.1, mode: vm-passthrough}
+  - {name: q, address: 10.0.0.2, mode: container}
+`)
+	code, out, _ = runCLI("fleet", "apply", "-i", mixed, "--ssh-config", "none", "--nvswitch", "--canary", "0", "--dry-run")
+	require.Equal(t, 0, code)
+	assert.Regexp(t, `p +.*'apply' '--mode' 'vm-passthrough' '--yes' '-o' 'json' '--nvswitch'`, out)
+	assert.Regexp(t, `q +.*'apply' '--mode' 'container' '--yes' '-o' 'json'\n`, out)
 }
 
 // fleet apply --mode vm-vgpu uploads the local vGPU config and driver to

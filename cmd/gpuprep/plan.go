@@ -29,6 +29,7 @@ type provisionFlags struct {
 	kubeconfig string
 	node       string
 	force      bool
+	nvswitch   bool // vm-passthrough
 	// vm-vgpu
 	vgpuConfigFile string
 	vgpuConfig     string
@@ -48,6 +49,7 @@ func (f *provisionFlags) add(c *cobra.Command) {
 	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "label the Node through the Kubernetes API with this kubeconfig (default: the kubelet environment file's --node-labels)")
 	fl.StringVar(&f.node, "node", "", "Node name with --kubeconfig (default: this host's name, lower-cased)")
 	fl.BoolVar(&f.force, "force", false, "vfio: unbind nvidia (or vfio) even while its device nodes are held open")
+	fl.BoolVar(&f.nvswitch, "nvswitch", false, "vm-passthrough: bind the NVSwitches to VFIO with the GPUs, for a VM given the whole board with its NVLink fabric (Fabric Manager then runs in the guest)")
 	fl.StringVar(&f.vgpuConfigFile, "vgpu-config-file", "", "vm-vgpu: vgpu-device-manager config file (version: v1), as gpuprep vgpu apply -f (required with vm-vgpu)")
 	fl.StringVar(&f.vgpuConfig, "vgpu-config", "", "vm-vgpu: the config in --vgpu-config-file to create, as gpuprep vgpu apply -c; also the nvidia.com/vgpu.config label, as gpuprep label --vgpu-config (required with vm-vgpu)")
 	fl.StringVar(&f.driver, "driver", "", "vm-vgpu: the vGPU manager NVIDIA-Linux-x86_64-<ver>-vgpu-kvm.run, as gpuprep vgpu install --driver (needed when the manager is not installed and running)")
@@ -68,6 +70,9 @@ func (f *provisionFlags) plan(ctx context.Context, query host.Runner) (*host.Roo
 	}
 	if f.node != "" && f.kubeconfig == "" {
 		return nil, nil, usageErr("--node goes with --kubeconfig")
+	}
+	if f.nvswitch && mode != preflight.VMPassthrough {
+		return nil, nil, usageErr("--nvswitch applies to --mode vm-passthrough only (container and vm-vgpu return NVSwitches on VFIO to the host)")
 	}
 	if mode != preflight.VMVGPU && (f.vgpuConfigFile != "" || f.vgpuConfig != "" || f.driver != "") {
 		return nil, nil, usageErr("--vgpu-config-file, --vgpu-config and --driver apply to --mode vm-vgpu only")
@@ -98,7 +103,7 @@ func (f *provisionFlags) plan(ctx context.Context, query host.Runner) (*host.Roo
 	if query == nil {
 		query = provisionQuery(root)
 	}
-	p, err := provision.NewPlan(ctx, root, provision.Options{Mode: mode, Selector: sel, Kubeconfig: f.kubeconfig, Node: f.node, Force: f.force,
+	p, err := provision.NewPlan(ctx, root, provision.Options{Mode: mode, Selector: sel, Kubeconfig: f.kubeconfig, Node: f.node, Force: f.force, NVSwitch: f.nvswitch,
 		VGPUConfigFile: f.vgpuConfigFile, VGPUConfig: f.vgpuConfig, Driver: f.driver, Binary: gpuprepBinary(), SelectArgs: f.sel, Runner: query})
 	if err != nil {
 		return root, nil, planErr(err)
