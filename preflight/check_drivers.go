@@ -54,7 +54,7 @@ func nouveauBoundFindings(e *Env, bound []string, bl string) []Finding {
 	out := []Finding{
 		{Status: Fail, Subject: subject, Modes: []Mode{Container},
 			Message: msg + ": the GPU Operator's driver container cannot load the NVIDIA driver while nouveau holds them",
-			Remedy:  manual + "; the GPU Operator's driver container then takes the GPUs (gpuprep apply --mode container writes the blacklist and regenerates the initramfs; the reboot is yours)"},
+			Remedy:  manual + "; the GPU Operator's driver container then takes the GPUs (gpuprep apply --mode container does it: it writes the blacklist, regenerates the initramfs and unloads nouveau, and stops for the reboot only when nouveau is in use)"},
 		{Status: Fail, Subject: subject, Modes: []Mode{VMPassthrough},
 			Message: msg + ": vfio-pci cannot take them while it does",
 			Remedy:  pt + " (binds them to vfio-pci persistently and blacklists nouveau; regenerates the initramfs)",

@@ -85,7 +85,7 @@ func (e Env) record(en journal.Entry) error {
 // StepResult is what became of one step.
 type StepResult struct {
 	ID     string `json:"id"`
-	Status string `json:"status"` // done, failed, stopped (the reboot), rebooting
+	Status string `json:"status"` // done, failed, stopped (the reboot), rebooting, skipped (a reboot no longer needed), interrupted
 	Error  string `json:"error,omitempty"`
 }
 
@@ -171,6 +171,11 @@ func Apply(ctx context.Context, e Env, p *Plan, o ApplyOptions) (*Outcome, error
 			out.Steps = append(out.Steps, StepResult{ID: s.ID, Status: "interrupted"})
 			return out, fmt.Errorf("before step %s: %w", s.ID, ErrInterrupted)
 		}
+		if s.Reboot && len(s.offNouveau) > 0 && len(onNouveau(e.Root, s.offNouveau)) == 0 {
+			// nouveau was unloaded: nothing left for a reboot to do
+			out.Steps = append(out.Steps, StepResult{ID: s.ID, Status: "skipped"})
+			continue
+		}
 		if s.Reboot {
 			// the boot ID tells the next run whether the node has booted since
 			if err := e.record(journal.Entry{Command: "apply", Kind: KindStep, Before: s.ID, After: "started", Device: readBootID(e.Root)}); err != nil {
@@ -253,6 +258,15 @@ func (p *Plan) run(ctx context.Context, e Env, s *Step) error {
 			if out, err := e.Runner.Run(ctx, argv...); err != nil {
 				return fmt.Errorf("%s: %w%s", host.ShellQuote(argv), err, host.OutputTail(out))
 			}
+		}
+		if !e.Root.Exists("/sys/module/nouveau") {
+			return nil
+		}
+		// in use (a console, a display server): not a failure, the reboot
+		// step after this one takes it away
+		e.logf("run: %s", host.ShellQuote(unloadNouveau))
+		if out, err := e.Runner.Run(ctx, unloadNouveau...); err != nil {
+			e.logf("note: nouveau could not be unloaded (%v%s): it goes with the reboot", err, host.OutputTail(out))
 		}
 		return nil
 	case StepVGPUInstall:

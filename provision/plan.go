@@ -108,6 +108,9 @@ type Step struct {
 	Notes []string `json:"notes,omitempty"`
 
 	argv [][]string
+	// offNouveau (the reboot step after the nouveau step): the GPUs whose
+	// leaving nouveau makes the reboot unnecessary
+	offNouveau []string
 }
 
 // Plan is the ordered steps that take the node to ready for Mode.
@@ -135,7 +138,8 @@ type Plan struct {
 	// regenerates the initramfs ("": it does not)
 	unbindRegen string
 	// rebootErr: the node rebooted since apply asked for a reboot and the
-	// kernel arguments are still not in effect; apply fails with it.
+	// kernel arguments are still not in effect, or nouveau still drives a
+	// GPU (container); apply fails with it.
 	rebootErr *RebootError
 }
 
@@ -211,7 +215,7 @@ func NewPlan(ctx context.Context, root *host.Root, opts Options) (*Plan, error) 
 		if err := p.planUnbind(entries); err != nil {
 			return nil, err
 		}
-		p.noteNouveau(selected)
+		p.planNouveau(selected, entries)
 	case preflight.VMVGPU:
 		// GPUs on VFIO first go back to their drivers, as for containers:
 		// the vGPU manager's nvidia driver must take them
@@ -228,13 +232,16 @@ func NewPlan(ctx context.Context, root *host.Root, opts Options) (*Plan, error) 
 	return p, nil
 }
 
-// noteNouveau plans, for containers, keeping nouveau off the GPUs it
-// drives: the blacklist (vgpu.NouveauBlacklist, as vgpu install writes it)
-// and the initramfs regenerated, so that the next boot leaves them to the
-// GPU Operator's driver container. nouveau goes only with that reboot,
-// which apply does not ask for here (no boot setting of gpuprep's to
-// check after it): until then the node is not ready, and the plan says so.
-func (p *Plan) noteNouveau(selected []*pci.Device) {
+// planNouveau plans, for containers, taking nouveau off the GPUs it drives,
+// so that the GPU Operator's driver container can take them: the blacklist
+// (vgpu.NouveauBlacklist, as vgpu install writes it) and the initramfs
+// regenerated, so that no later boot loads it, then nouveau unloaded
+// (modprobe -r, as vgpu install does). Where it cannot be unloaded (a
+// console or display server uses it) apply stops at the reboot step after
+// it; once unloaded the reboot step is skipped. After a reboot apply asked
+// for, nouveau still on a GPU is diagnosed (diagnoseNouveau) instead of
+// asking for another reboot.
+func (p *Plan) planNouveau(selected []*pci.Device, entries []journal.Entry) {
 	var on []string
 	for _, d := range selected {
 		if d.Driver == "nouveau" {
@@ -244,23 +251,92 @@ func (p *Plan) noteNouveau(selected []*pci.Device) {
 	if len(on) == 0 {
 		return
 	}
-	w := vgpu.PlanNouveauBlacklist(p.root)
-	if w.Write || w.Regenerate && w.Initramfs != nil {
-		s := &Step{ID: StepNouveau, Title: "blacklist nouveau and regenerate the initramfs, so that the next boot leaves the GPUs to the GPU Operator's driver container"}
-		if w.Write {
-			old, err := p.root.ReadFile(vgpu.NouveauBlacklist)
-			s.Files = append(s.Files, fileDiff(vgpu.NouveauBlacklist, old, vgpu.NouveauBlacklistContent, err == nil))
-		}
-		if w.Initramfs != nil {
-			s.argv = append(s.argv, w.Initramfs)
-			s.Commands = append(s.Commands, host.ShellQuote(w.Initramfs))
-		} else {
-			s.Notes = append(s.Notes, "no initramfs tool (update-initramfs, dracut, mkinitcpio) found: if the initramfs loads nouveau, regenerate it by hand")
-		}
-		p.Steps = append(p.Steps, s)
+	if d := p.diagnoseNouveau(on, entries); d != nil {
+		p.rebootErr = d
+		p.Steps = append(p.Steps, &Step{ID: StepReboot, Error: d.Summary, Notes: d.Details,
+			Title: "NOT EFFECTIVE AFTER THE REBOOT: the node rebooted since gpuprep apply asked for it and nouveau still drives " + strings.Join(on, ", ") + "; apply fails here (exit 1) and neither asks for nor runs another reboot"})
+		return
 	}
-	p.Unaddressed = append(p.Unaddressed, "nouveau drives "+strings.Join(on, ", ")+
-		" until the node reboots with it blacklisted (the step above, or already): reboot it after apply, then the GPU Operator's driver container can take them (see gpuprep check, driver.nouveau)")
+	w := vgpu.PlanNouveauBlacklist(p.root)
+	s := &Step{ID: StepNouveau, Title: "take nouveau off " + strings.Join(on, ", ") + " for the GPU Operator's driver container: blacklist it, regenerate the initramfs, unload it"}
+	if w.Write {
+		old, err := p.root.ReadFile(vgpu.NouveauBlacklist)
+		s.Files = append(s.Files, fileDiff(vgpu.NouveauBlacklist, old, vgpu.NouveauBlacklistContent, err == nil))
+	}
+	switch {
+	case w.Regenerate && w.Initramfs != nil:
+		s.argv = append(s.argv, w.Initramfs)
+		s.Commands = append(s.Commands, host.ShellQuote(w.Initramfs))
+	case w.Initramfs == nil:
+		s.Notes = append(s.Notes, "no initramfs tool (update-initramfs, dracut, mkinitcpio) found: if the initramfs loads nouveau, regenerate it by hand")
+	}
+	s.Commands = append(s.Commands, host.ShellQuote(unloadNouveau))
+	s.Notes = append(s.Notes, "where nouveau cannot be unloaded (a console or a display server uses it), apply stops at the reboot step below; rollback removes the blacklist (nouveau loads again at the next boot) and does not load it now")
+	p.Steps = append(p.Steps, s)
+	p.Steps = append(p.Steps, &Step{ID: StepReboot, Reboot: true, offNouveau: on,
+		Title: "REBOOT REQUIRED HERE unless nouveau could be unloaded: nouveau drives " + strings.Join(on, ", ") + " until it is gone; gpuprep apply stops here (exit 4, or reboots with --reboot) and continues when run again after the boot"})
+}
+
+// unloadNouveau is how the nouveau step unloads it.
+var unloadNouveau = []string{"modprobe", "-r", "nouveau"}
+
+// onNouveau lists the devices of addrs that nouveau drives now.
+func onNouveau(root *host.Root, addrs []string) []string {
+	var out []string
+	for _, a := range addrs {
+		if root.LinkBase("/sys/bus/pci/devices/"+a+"/driver") == "nouveau" {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// diagnoseNouveau returns, when apply asked for a reboot after its nouveau
+// step, the node has booted since, and nouveau still drives the GPUs on,
+// why apply cannot go on: the evidence and the likely causes with how to
+// check each. It returns nil otherwise.
+func (p *Plan) diagnoseNouveau(on []string, entries []journal.Entry) *RebootError {
+	ask, ok := lastRebootAsk(entries)
+	if !ok {
+		return nil
+	}
+	undone := undoneSet(entries)
+	stepDone := false
+	for i, e := range entries {
+		if e.Time.After(ask.Time) {
+			break
+		}
+		if e.Kind == KindStep && e.Command == "apply" && e.Before == StepNouveau && e.After == "done" && !undone[i] {
+			stepDone = true
+		}
+	}
+	if !stepDone {
+		return nil // that reboot was not asked for nouveau
+	}
+	root := p.root
+	rebooted, evidence := rebootedSince(root, ask)
+	if !rebooted {
+		return nil
+	}
+	kver, _ := root.ReadString("/proc/sys/kernel/osrelease")
+	kver = strings.TrimSpace(kver)
+	raw, _ := root.ReadString("/proc/cmdline")
+	d := &RebootError{Summary: "the node has rebooted since gpuprep apply asked for a reboot, and nouveau still drives " + strings.Join(on, ", ")}
+	d.Details = append(d.Details, evidence, fmt.Sprintf("running kernel %s, /proc/cmdline: %s", orNone(kver), strings.TrimSpace(raw)))
+	w := vgpu.PlanNouveauBlacklist(root)
+	switch {
+	case w.Write:
+		d.Details = append(d.Details, "no file in /etc/modprobe.d, /run/modprobe.d or /usr/lib/modprobe.d blacklists nouveau now, although apply wrote "+vgpu.NouveauBlacklist+": something removed it since (configuration management, a package's scripts, a hand edit); find what, then rollback and apply again")
+	case w.Regenerate:
+		d.Details = append(d.Details, "the initramfs of kernel "+orNone(kver)+" is older than the nouveau blacklist, so early boot loads nouveau from it: regenerate it (update-initramfs -u -k "+kver+", or dracut -f) and check that the boot used it")
+	default:
+		d.Details = append(d.Details, "nouveau is blacklisted and the initramfs is newer than the blacklist, yet it was loaded: something loads it by name, which a blacklist does not stop — look for nouveau in /etc/modules, /etc/modules-load.d/*.conf and /usr/lib/modules-load.d/*.conf, a rd.driver.pre= or modules-load= kernel argument, or a display setup (a desktop's Xorg/Wayland loads it); `modprobe.blacklist=nouveau` on the kernel command line (gpuprep grub ensure --add modprobe.blacklist=nouveau) keeps it out of every stage")
+	}
+	if others := otherKernels(root, kver); len(others) > 0 {
+		d.Details = append(d.Details, fmt.Sprintf("other kernels are installed (%s): the initramfs regenerated may be another kernel's than the one that booted (update-initramfs -u -k all regenerates every one)", strings.Join(others, ", ")))
+	}
+	d.Details = append(d.Details, "apply does not ask for another reboot for this, nor run one with --reboot: fix the cause, reboot the node yourself and run gpuprep apply again; or run gpuprep rollback to undo what apply changed and start over")
+	return d
 }
 
 // wanted is the IOMMU arguments for this node's IOMMU vendor.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -372,54 +373,156 @@ func TestApplyRefusesOtherRoots(t *testing.T) {
 	require.Contains(t, errs, "IOMMU group 5 also holds")
 }
 
-// A GPU on nouveau, container mode: apply blacklists nouveau (the file vgpu install writes) and regenerates the
-// initramfs; the plan and apply's report say the node is not ready until the reboot that unloads nouveau; after it,
-// apply finds it ready; rollback removes the blacklist and regenerates the initramfs again.
-func TestApplyContainerBlacklistsNouveau(t *testing.T) {
+// apply --mode container on a GPU that nouveau drives: the nouveau step
+// blacklists it, regenerates the initramfs and unloads it; once unloaded,
+// the reboot step after it is skipped and the node is ready. rollback
+// removes the blacklist (regenerating the initramfs) and leaves nouveau
+// unloaded.
+func TestApplyContainerUnloadsNouveau(t *testing.T) {
 	sim := simulatedKernel(t)
 	root := fixtureRoot(t, "vgpu-fresh-mdev")
 	withTools(t, root)
 	orig := tree(t, root)
+	const gpu = "0000:21:00.0"
 	out, errs, code := gpuprep(t, "plan", "--root", root, "--mode", "container", "-o", "json")
 	require.Equal(t, 0, code, errs)
 	var p planJSON
 	require.NoError(t, json.Unmarshal([]byte(out), &p))
-	require.Equal(t, []string{"nouveau", "label"}, p.ids())
+	require.Equal(t, []string{"nouveau", "reboot", "label"}, p.ids())
+	require.Equal(t, []string{"update-initramfs -u", "modprobe -r nouveau"}, p.Steps[0].Commands)
+	require.True(t, p.Steps[1].Reboot)
 	out, _, _ = gpuprep(t, "plan", "--root", root, "--mode", "container")
-	require.Contains(t, out, "not ready after apply: nouveau drives 0000:21:00.0 until the node reboots with it blacklisted")
-	require.NotContains(t, out, "is ready for")
+	require.Contains(t, out, "REBOOT REQUIRED HERE unless nouveau could be unloaded: nouveau drives "+gpu)
+	require.NotContains(t, out, "not ready after apply")
 
-	out, errs, code = gpuprep(t, "apply", "--root", root, "--mode", "container", "--yes")
-	require.Equal(t, exitNotReady, code, out+errs)
+	out, errs, code = gpuprep(t, "apply", "--root", root, "--mode", "container", "--yes", "-o", "json")
+	var a applyJSON
+	require.NoError(t, json.Unmarshal([]byte(out), &a), out+errs)
+	require.Equal(t, exitOK, code, out+errs)
+	require.Equal(t, "skipped", a.Outcome.Steps[1].Status)
+	require.False(t, a.Outcome.Reboot)
+	require.True(t, a.Report.Ready, out)
+	require.Equal(t, "", driverOf(t, root, gpu))
+	require.NoDirExists(t, filepath.Join(root, "sys/module/nouveau"))
 	b, err := os.ReadFile(filepath.Join(root, vgpu.NouveauBlacklist))
 	require.NoError(t, err)
 	require.Equal(t, string(vgpu.NouveauBlacklistContent), string(b))
 	require.True(t, hasCommand((*sim).Commands, "update-initramfs", "-u"), "%v", (*sim).Commands)
-	require.Contains(t, out, "driver.nouveau")
-
-	// a re-run before the reboot writes and regenerates nothing more
-	require.NoError(t, fixture.New(root).Touch("/boot/initrd.img-5.15.0-91-generic", time.Now().Add(time.Minute)).Err())
-	out, errs, code = gpuprep(t, "plan", "--root", root, "--mode", "container", "-o", "json")
-	require.Equal(t, 0, code, errs)
-	p = planJSON{}
-	require.NoError(t, json.Unmarshal([]byte(out), &p))
-	require.Empty(t, p.ids())
-
-	// the reboot: nouveau not loaded, the GPU unbound, waiting for the GPU Operator's driver container
-	gpu := "0000:21:00.0"
-	dev, err := filepath.EvalSymlinks(filepath.Join(root, "sys/bus/pci/devices", gpu))
-	require.NoError(t, err)
-	for _, p := range []string{filepath.Join(root, "sys/module/nouveau"), filepath.Join(root, "sys/bus/pci/drivers/nouveau", gpu), filepath.Join(dev, "driver")} {
-		require.NoError(t, os.RemoveAll(p))
-	}
-	out, errs, code = gpuprep(t, "apply", "--root", root, "--mode", "container", "--yes")
-	require.Equal(t, exitOK, code, out+errs)
 
 	out, errs, code = gpuprep(t, "rollback", "--root", root)
 	require.Contains(t, []int{exitOK, exitNeedReboot}, code, out+errs)
 	require.NoFileExists(t, filepath.Join(root, vgpu.NouveauBlacklist))
 	require.True(t, hasCommand((*sim).Commands, "update-initramfs", "-u"), "rollback regenerates it without the blacklist: %v", (*sim).Commands)
 	require.Equal(t, orig, tree(t, root), "every file as before (the blacklist and the kubelet label gone)")
+	require.Equal(t, "", driverOf(t, root, gpu), "nouveau is not loaded again by rollback")
+}
+
+// nouveauInUse makes every simulated kernel of the test fail modprobe -r
+// nouveau, as a console or display server using it does.
+func nouveauInUse(t *testing.T) {
+	t.Helper()
+	old := provisionKernel
+	t.Cleanup(func() { provisionKernel = old })
+	provisionKernel = func(root *host.Root) (vfio.Sysfs, host.Runner, error) {
+		k, err := fixture.NewKernel(root.Dir())
+		if err == nil {
+			k.Fail["modprobe -r nouveau"] = errors.New("modprobe: FATAL: Module nouveau is in use.")
+		}
+		return k, k, err
+	}
+}
+
+// rebootWithoutNouveau makes the fixture look like the node after a reboot
+// that left nouveau out: a new boot ID, the module gone, the GPU unbound.
+func rebootWithoutNouveau(t *testing.T, root, gpu string) {
+	t.Helper()
+	setBootID(t, root, "22222222-2222-2222-2222-222222222222")
+	dev, err := filepath.EvalSymlinks(filepath.Join(root, "sys/bus/pci/devices", gpu))
+	require.NoError(t, err)
+	for _, p := range []string{filepath.Join(root, "sys/module/nouveau"), filepath.Join(root, "sys/bus/pci/drivers/nouveau"), filepath.Join(dev, "driver")} {
+		require.NoError(t, os.RemoveAll(p))
+	}
+}
+
+// nouveau in use: apply stops at the reboot step (exit 4; a re-run before
+// the reboot tries the unload again and stops again) and, after a reboot
+// that left nouveau out, finishes ready.
+func TestApplyContainerNouveauInUseReboots(t *testing.T) {
+	nouveauInUse(t)
+	root := fixtureRoot(t, "vgpu-fresh-mdev")
+	withTools(t, root)
+	setBootID(t, root, "11111111-1111-1111-1111-111111111111")
+	const gpu = "0000:21:00.0"
+	out, errs, code := gpuprep(t, "apply", "--root", root, "--mode", "container", "--yes")
+	require.Equal(t, exitNeedReboot, code, out+errs)
+	require.Contains(t, out, "nouveau could not be unloaded")
+	require.Equal(t, "nouveau", driverOf(t, root, gpu))
+	require.Equal(t, "11111111-1111-1111-1111-111111111111", rebootAsk(t, root).Device)
+
+	// not rebooted yet: the blacklist and initramfs stand, the unload is tried again
+	require.NoError(t, fixture.New(root).Touch("/boot/initrd.img-5.15.0-91-generic", time.Now().Add(time.Minute)).Err())
+	out, errs, code = gpuprep(t, "plan", "--root", root, "--mode", "container", "-o", "json")
+	require.Equal(t, 0, code, errs)
+	var p planJSON
+	require.NoError(t, json.Unmarshal([]byte(out), &p))
+	require.Equal(t, []string{"nouveau", "reboot", "label"}, p.ids())
+	require.Empty(t, p.Steps[0].Files)
+	require.Equal(t, []string{"modprobe -r nouveau"}, p.Steps[0].Commands)
+	out, errs, code = gpuprep(t, "apply", "--root", root, "--mode", "container", "--yes")
+	require.Equal(t, exitNeedReboot, code, out+errs)
+
+	rebootWithoutNouveau(t, root, gpu)
+	out, errs, code = gpuprep(t, "apply", "--root", root, "--mode", "container", "--yes", "-o", "json")
+	var a applyJSON
+	require.NoError(t, json.Unmarshal([]byte(out), &a), out+errs)
+	require.Equal(t, exitOK, code, out+errs)
+	require.Equal(t, []string{"label"}, func() (ids []string) {
+		for _, s := range a.Outcome.Steps {
+			ids = append(ids, s.ID)
+		}
+		return
+	}())
+	require.True(t, a.Report.Ready, out)
+}
+
+// A reboot apply asked for that left nouveau on the GPU: no further reboot
+// (not even with --reboot), exit 1 with the diagnosis, from plan too.
+func TestApplyContainerNouveauStillLoadedAfterReboot(t *testing.T) {
+	nouveauInUse(t)
+	root := fixtureRoot(t, "vgpu-fresh-mdev")
+	withTools(t, root)
+	setBootID(t, root, "11111111-1111-1111-1111-111111111111")
+	out, errs, code := gpuprep(t, "apply", "--root", root, "--mode", "container", "--yes")
+	require.Equal(t, exitNeedReboot, code, out+errs)
+	setBootID(t, root, "22222222-2222-2222-2222-222222222222")
+
+	out, errs, code = gpuprep(t, "plan", "--root", root, "--mode", "container")
+	require.Equal(t, exitNotReady, code, out+errs)
+	require.Contains(t, out, "NOT EFFECTIVE AFTER THE REBOOT")
+	require.Contains(t, out, "the boot ID changed from 11111111-1111-1111-1111-111111111111 to 22222222-2222-2222-2222-222222222222")
+	require.Contains(t, errs, "nouveau still drives 0000:21:00.0")
+
+	sim := simulatedKernel(t)
+	out, errs, code = gpuprep(t, "apply", "--root", root, "--mode", "container", "--yes", "--reboot")
+	require.Equal(t, exitNotReady, code, out+errs)
+	require.Contains(t, errs, "nouveau still drives 0000:21:00.0")
+	require.Contains(t, errs, "the initramfs of kernel 5.15.0-91-generic is older than the nouveau blacklist")
+	require.Contains(t, errs, "apply does not ask for another reboot")
+	if *sim != nil {
+		require.False(t, hasCommand((*sim).Commands, "systemctl", "reboot"), "%v", (*sim).Commands)
+		require.Empty(t, (*sim).Writes)
+	}
+
+	// the cause fixed (the initramfs regenerated after the blacklist): the
+	// diagnosis names the next suspects
+	require.NoError(t, fixture.New(root).Touch("/boot/initrd.img-5.15.0-91-generic", time.Now().Add(time.Minute)).Err())
+	_, errs, code = gpuprep(t, "apply", "--root", root, "--mode", "container", "--yes")
+	require.Equal(t, exitNotReady, code)
+	require.Contains(t, errs, "something loads it by name")
+	// and rollback starts over
+	out, errs, code = gpuprep(t, "rollback", "--root", root)
+	require.Contains(t, []int{exitOK, exitNeedReboot}, code, out+errs)
+	require.NoFileExists(t, filepath.Join(root, vgpu.NouveauBlacklist))
 }
 
 // On an HGX board, apply --mode vm-passthrough --nvswitch binds the
