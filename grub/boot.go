@@ -57,13 +57,12 @@ type Boot struct {
 
 const kernelCmdlineFile = "/etc/kernel/cmdline"
 
+// findTool returns name when the root has that program, else "".
 func findTool(root *host.Root, name string) string {
-	for _, d := range []string{"/usr/sbin", "/sbin", "/usr/bin", "/bin"} {
-		if fi, err := root.Stat(d + "/" + name); err == nil && !fi.IsDir() {
-			return name
-		}
+	if root.FindProgram(name) == "" {
+		return ""
 	}
-	return ""
+	return name
 }
 
 // Detect finds the boot setup under root.

@@ -26,6 +26,7 @@ import (
 	"github.com/gpuprep/gpuprep/grub"
 	"github.com/gpuprep/gpuprep/internal/diff"
 	"github.com/gpuprep/gpuprep/internal/host"
+	"github.com/gpuprep/gpuprep/internal/initramfs"
 	"github.com/gpuprep/gpuprep/internal/journal"
 	"github.com/gpuprep/gpuprep/internal/kargs"
 	"github.com/gpuprep/gpuprep/internal/kube"
@@ -277,6 +278,14 @@ func (p *Plan) planNouveau(selected []*pci.Device, entries []journal.Entry) {
 		Title: "REBOOT REQUIRED HERE unless nouveau could be unloaded: nouveau drives " + strings.Join(on, ", ") + " until it is gone; gpuprep apply stops here (exit 4, or reboots with --reboot) and continues when run again after the boot"})
 }
 
+// initramfsHow is how to regenerate the initramfs on root, as a shell shows it.
+func initramfsHow(root *host.Root) string {
+	if cmd := initramfs.Command(root); cmd != nil {
+		return host.ShellQuote(cmd)
+	}
+	return "update-initramfs -u, dracut -f or mkinitcpio -P"
+}
+
 // unloadNouveau is how the nouveau step unloads it.
 var unloadNouveau = []string{"modprobe", "-r", "nouveau"}
 
@@ -328,7 +337,7 @@ func (p *Plan) diagnoseNouveau(on []string, entries []journal.Entry) *RebootErro
 	case w.Write:
 		d.Details = append(d.Details, "no file in /etc/modprobe.d, /run/modprobe.d or /usr/lib/modprobe.d blacklists nouveau now, although apply wrote "+vgpu.NouveauBlacklist+": something removed it since (configuration management, a package's scripts, a hand edit); find what, then rollback and apply again")
 	case w.Regenerate:
-		d.Details = append(d.Details, "the initramfs of kernel "+orNone(kver)+" is older than the nouveau blacklist, so early boot loads nouveau from it: regenerate it (update-initramfs -u -k "+kver+", or dracut -f) and check that the boot used it")
+		d.Details = append(d.Details, "the initramfs ("+strings.Join(vgpu.InitramfsOlderThanBlacklist(root), ", ")+") is older than "+vgpu.NouveauBlacklist+", so early boot loads nouveau from it: regenerate it ("+initramfsHow(root)+") and check that the boot used it")
 	default:
 		d.Details = append(d.Details, "nouveau is blacklisted and the initramfs is newer than the blacklist, yet it was loaded: something loads it by name, which a blacklist does not stop — look for nouveau in /etc/modules, /etc/modules-load.d/*.conf and /usr/lib/modules-load.d/*.conf, a rd.driver.pre= or modules-load= kernel argument, or a display setup (a desktop's Xorg/Wayland loads it); `modprobe.blacklist=nouveau` on the kernel command line (gpuprep grub ensure --add modprobe.blacklist=nouveau) keeps it out of every stage")
 	}
@@ -646,7 +655,7 @@ func (p *Plan) planUnbind(entries []journal.Entry) error {
 			files = append(files, f)
 		}
 	}
-	cmd := vfio.InitramfsCommand(p.root)
+	cmd := initramfs.Command(p.root)
 	if regen != "" {
 		if cmd == nil {
 			return nil

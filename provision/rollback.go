@@ -15,6 +15,7 @@ import (
 
 	"github.com/gpuprep/gpuprep/grub"
 	"github.com/gpuprep/gpuprep/internal/host"
+	"github.com/gpuprep/gpuprep/internal/initramfs"
 	"github.com/gpuprep/gpuprep/internal/journal"
 	"github.com/gpuprep/gpuprep/internal/kargs"
 	"github.com/gpuprep/gpuprep/internal/kube"
@@ -215,7 +216,7 @@ func Rollback(ctx context.Context, e Env, o RollbackOptions) (*RollbackResult, e
 		}
 	}
 	if vfioFiles {
-		if c := vfio.InitramfsCommand(e.Root); c != nil {
+		if c := initramfs.Command(e.Root); c != nil {
 			e.logf("run: %s", host.ShellQuote(c))
 			if out, err := e.Runner.Run(ctx, c...); err != nil {
 				res.Failed = append(res.Failed, fmt.Sprintf("%s: %v%s", host.ShellQuote(c), err, host.OutputTail(out)))

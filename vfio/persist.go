@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gpuprep/gpuprep/internal/host"
+	"github.com/gpuprep/gpuprep/internal/initramfs"
 	"github.com/gpuprep/gpuprep/internal/journal"
 	"github.com/gpuprep/gpuprep/internal/pci"
 )
@@ -105,7 +106,7 @@ func planPersist(root *host.Root, inv *pci.Inventory, add []*Target, remove []st
 	for _, a := range remove {
 		delete(p.Devices, a)
 	}
-	p.Initramfs = initramfsTool(root)
+	p.Initramfs = initramfs.Command(root)
 	if p.Initramfs == nil {
 		p.Warnings = append(p.Warnings, "no initramfs tool (update-initramfs, dracut, mkinitcpio) found: the initramfs is not regenerated; if it loads the NVIDIA or nouveau driver, the GPU is taken before vfio-pci at boot")
 	} else {
@@ -216,75 +217,14 @@ func planPersist(root *host.Root, inv *pci.Inventory, add []*Target, remove []st
 	return p, nil
 }
 
-// initramfsTool returns the distribution's initramfs command, found in the root.
-func initramfsTool(root *host.Root) []string {
-	for _, c := range []struct {
-		paths []string
-		argv  []string
-	}{
-		{[]string{"/usr/sbin/update-initramfs", "/sbin/update-initramfs"}, []string{"update-initramfs", "-u"}},
-		{[]string{"/usr/bin/dracut", "/usr/sbin/dracut", "/sbin/dracut"}, []string{"dracut", "-f"}},
-		{[]string{"/usr/bin/mkinitcpio", "/usr/sbin/mkinitcpio"}, []string{"mkinitcpio", "-P"}},
-	} {
-		for _, p := range c.paths {
-			if root.Exists(p) {
-				return c.argv
-			}
-		}
-	}
-	return nil
-}
-
-// InitramfsCommand is the command that regenerates the initramfs on the host
-// under root (update-initramfs -u, dracut -f or mkinitcpio -P); nil when none
-// was found. Whoever restores gpuprep's persistent files (rollback) runs it.
-func InitramfsCommand(root *host.Root) []string { return initramfsTool(root) }
-
-// initramfsImages are the initramfs images the distribution's tools make
-// under /boot: initramfs-tools' /boot/initrd.img-KVER, dracut's
-// /boot/initramfs-KVER.img (SUSE's /boot/initrd-KVER) for each kernel under
-// /lib/modules or /usr/lib/modules, and mkinitcpio's
-// /boot/initramfs-NAME.img and -fallback.img for each
-// /etc/mkinitcpio.d/NAME.preset. Only these names: an interrupted tool's
-// leftover (initrd.img-KVER.new) or a backup (.bak, .old-dkms) is not an
-// image the next boot loads.
-func initramfsImages(root *host.Root) []string {
-	var out []string
-	seen := map[string]bool{}
-	add := func(p string) {
-		if !seen[p] {
-			seen[p] = true
-			out = append(out, p)
-		}
-	}
-	for _, dir := range []string{"/lib/modules", "/usr/lib/modules"} {
-		for _, k := range root.Names(dir) {
-			add("/boot/initrd.img-" + k)
-			add("/boot/initramfs-" + k + ".img")
-			add("/boot/initrd-" + k)
-		}
-	}
-	for _, n := range root.Names("/etc/mkinitcpio.d") {
-		if name, ok := strings.CutSuffix(n, ".preset"); ok {
-			add("/boot/initramfs-" + name + ".img")
-			add("/boot/initramfs-" + name + "-fallback.img")
-		}
-	}
-	return out
-}
-
 // InitramfsStale says why the initramfs predates gpuprep's persistent VFIO
-// configuration: every initramfs image under /boot (initramfsImages) is
+// configuration: every initramfs image under /boot (initramfs.Images) is
 // older than the newest of gpuprep's files, so none was made since they
 // were written (a bind killed, or whose initramfs command failed, in
 // between) and early boot may still hand the GPUs to nouveau or nvidia. It
 // returns "" when an image is as new as the files, and when there is
-// nothing to compare (no file of gpuprep's, no image found).
-//
-// Every image, not only the running kernel's: update-initramfs -u remakes
-// the newest kernel's, dracut -f the running kernel's, mkinitcpio -P every
-// preset's; any image made after the files carries them, and one made by
-// the command apply runs keeps a re-run from regenerating again.
+// nothing to compare (no file of gpuprep's, no image found). Every image
+// counts, not only the running kernel's (see initramfs.OlderThan).
 //
 // A file gpuprep removed (vfio unbind) counts from its removal, which the
 // journal records: an initramfs made before it may still bind the GPUs to
@@ -308,17 +248,7 @@ func InitramfsStale(root *host.Root) string {
 	if file == "" {
 		return ""
 	}
-	var older []string
-	for _, img := range initramfsImages(root) {
-		fi, err := root.Stat(img)
-		if err != nil || !fi.Mode().IsRegular() {
-			continue
-		}
-		if !fi.ModTime().Before(newest) {
-			return ""
-		}
-		older = append(older, img)
-	}
+	older := initramfs.OlderThan(root, newest)
 	if len(older) == 0 {
 		return ""
 	}

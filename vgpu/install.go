@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gpuprep/gpuprep/internal/host"
+	"github.com/gpuprep/gpuprep/internal/initramfs"
 	"github.com/gpuprep/gpuprep/internal/journal"
 )
 
@@ -176,8 +177,8 @@ type NouveauWork struct {
 
 // PlanNouveauBlacklist says what NouveauWork is left on root.
 func PlanNouveauBlacklist(root *host.Root) NouveauWork {
-	w := NouveauWork{Write: !nouveauBlacklisted(root), Initramfs: initramfsCommand(root)}
-	w.Regenerate = w.Write || initramfsOlderThanBlacklist(root, KernelRelease(root))
+	w := NouveauWork{Write: !nouveauBlacklisted(root), Initramfs: initramfs.Command(root)}
+	w.Regenerate = w.Write || len(InitramfsOlderThanBlacklist(root)) > 0
 	return w
 }
 
@@ -198,34 +199,16 @@ func nouveauBlacklisted(root *host.Root) bool {
 	return false
 }
 
-// initramfsOlderThanBlacklist reports whether the running kernel's
-// initramfs image (initramfs-tools' or dracut's) was made before gpuprep's
-// nouveau blacklist was written, so it may still load nouveau. Without
-// either file it says false: there is nothing to tell.
-func initramfsOlderThanBlacklist(root *host.Root, kver string) bool {
+// InitramfsOlderThanBlacklist returns the initramfs images when every one
+// was made before gpuprep's nouveau blacklist was written, so that early
+// boot may still load nouveau (see initramfs.OlderThan); nil without the
+// blacklist, or when an image is as new as it.
+func InitramfsOlderThanBlacklist(root *host.Root) []string {
 	bl, err := root.Stat(NouveauBlacklist)
 	if err != nil {
-		return false
+		return nil
 	}
-	for _, img := range []string{"/boot/initrd.img-" + kver, "/boot/initramfs-" + kver + ".img"} {
-		if fi, err := root.Stat(img); err == nil {
-			return fi.ModTime().Before(bl.ModTime())
-		}
-	}
-	return false
-}
-
-// initramfsCommand returns the distribution's initramfs command found in the root.
-func initramfsCommand(root *host.Root) []string {
-	switch {
-	case FindProgram(root, "update-initramfs") != "":
-		return []string{"update-initramfs", "-u"}
-	case FindProgram(root, "dracut") != "":
-		return []string{"dracut", "-f"}
-	case FindProgram(root, "mkinitcpio") != "":
-		return []string{"mkinitcpio", "-P"}
-	}
-	return nil
+	return initramfs.OlderThan(root, bl.ModTime())
 }
 
 // InstallerArgs are the arguments the .run is given. --silent implies
@@ -325,14 +308,14 @@ func PlanInstall(ctx context.Context, e *Env, opts InstallOptions) (*InstallPlan
 			run: func(_ context.Context, e *Env) error {
 				return writeFile(e, NouveauBlacklist, content)
 			}})
-		if ic := initramfsCommand(root); ic != nil {
+		if ic := initramfs.Command(root); ic != nil {
 			p.Steps = append(p.Steps, Step{Title: "regenerate the initramfs (so nouveau stays out of early boot)", Commands: [][]string{ic},
 				Remedy: "run `" + strings.Join(ic, " ") + "` by hand and read its errors",
 				run:    runCmd(ic)})
 		} else {
 			p.Notes = append(p.Notes, "no initramfs tool (update-initramfs, dracut, mkinitcpio) found: if the initramfs loads nouveau, regenerate it by hand")
 		}
-	} else if ic := initramfsCommand(root); ic != nil && initramfsOlderThanBlacklist(root, kver) {
+	} else if ic := initramfs.Command(root); ic != nil && len(InitramfsOlderThanBlacklist(root)) > 0 {
 		// an install that wrote the blacklist stopped (failed, killed)
 		// before the initramfs was regenerated: the blacklist is there,
 		// so the step above is not planned again
@@ -599,11 +582,11 @@ func PackageCommands(root *host.Root, d *Driver) [][]string {
 		file = "./" + file
 	}
 	switch {
-	case d.Format == FormatDeb && FindProgram(root, "apt-get") != "":
+	case d.Format == FormatDeb && root.FindProgram("apt-get") != "":
 		return [][]string{{"env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "install", "-y", file}}
 	case d.Format == FormatDeb:
 		return [][]string{{"dpkg", "-i", file}}
-	case FindProgram(root, "dnf") != "":
+	case root.FindProgram("dnf") != "":
 		return [][]string{{"dnf", "install", "-y", file}}
 	}
 	return [][]string{{"rpm", "-Uvh", "--replacepkgs", file}}

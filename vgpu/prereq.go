@@ -61,23 +61,6 @@ var signingKeyPairs = [][2]string{
 	{"/var/lib/shim-signed/mok/MOK.priv", "/var/lib/shim-signed/mok/MOK.der"},
 }
 
-// binDirs are searched for programs, as a root shell's PATH would.
-var binDirs = []string{"/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"}
-
-// FindProgram returns the host path of the first of names found in the
-// root's usual PATH directories, or "".
-func FindProgram(root *host.Root, names ...string) string {
-	for _, n := range names {
-		for _, d := range binDirs {
-			p := d + "/" + n
-			if st, err := root.Stat(p); err == nil && !st.IsDir() {
-				return p
-			}
-		}
-	}
-	return ""
-}
-
 // ModuleAvailable reports whether the kernel module name (dashes and
 // underscores alike) is built in to kernel kver or listed in its modules.dep.
 func ModuleAvailable(root *host.Root, kver, name string) bool {
@@ -221,13 +204,13 @@ func packageTool(root *host.Root, format string) Prereq {
 	}
 	p := Prereq{Name: "package tool", OK: true}
 	switch {
-	case FindProgram(root, tool) == "":
+	case root.FindProgram(tool) == "":
 		p.OK = false
 		p.Detail = "no " + tool + ": this host does not install ." + format + " packages"
 		p.Remedy = "use the vGPU manager package for this distribution (" + other + ") or the .run from the same NVIDIA download"
-	case FindProgram(root, resolver) != "":
+	case root.FindProgram(resolver) != "":
 		p.Detail = resolver + " installs the ." + format + " with its dependencies (DKMS builds the modules)"
-	case FindProgram(root, "dkms") != "":
+	case root.FindProgram("dkms") != "":
 		p.Detail = "no " + resolver + ": " + tool + " installs the ." + format + " without resolving its dependencies (dkms is there)"
 	default:
 		p.OK = false
@@ -240,8 +223,8 @@ func packageTool(root *host.Root, format string) Prereq {
 // buildTools checks what the .run builds its modules with: a compiler,
 // make and DKMS.
 func buildTools(root *host.Root, opts InstallOptions, kver string) []Prereq {
-	cc := FindProgram(root, "cc", "gcc")
-	mk := FindProgram(root, "make")
+	cc := root.FindProgram("cc", "gcc")
+	mk := root.FindProgram("make")
 	tc := Prereq{Name: "compiler", OK: cc != "" && mk != "", Detail: "C compiler " + orNone(cc) + ", make " + orNone(mk)}
 	if !tc.OK {
 		var miss []string
@@ -251,12 +234,12 @@ func buildTools(root *host.Root, opts InstallOptions, kver string) []Prereq {
 		if mk == "" {
 			miss = append(miss, "no make")
 		}
-		tc.Detail = strings.Join(miss, " and ") + " on PATH (" + strings.Join(binDirs, ":") + "): the installer builds the kernel modules"
+		tc.Detail = strings.Join(miss, " and ") + " on PATH (" + host.ProgramPath() + "): the installer builds the kernel modules"
 		tc.Remedy = pkgHint(root, "build-essential", "gcc make", "gcc make")
 	}
 	out := []Prereq{tc}
 
-	dkms := FindProgram(root, "dkms")
+	dkms := root.FindProgram("dkms")
 	switch {
 	case opts.NoDKMS:
 		out = append(out, Prereq{Name: "dkms", OK: true, Detail: "--no-dkms: the modules are built for " + kver + " only; after a kernel update run gpuprep vgpu install again"})

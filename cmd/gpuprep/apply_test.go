@@ -506,7 +506,7 @@ func TestApplyContainerNouveauStillLoadedAfterReboot(t *testing.T) {
 	out, errs, code = gpuprep(t, "apply", "--root", root, "--mode", "container", "--yes", "--reboot")
 	require.Equal(t, exitNotReady, code, out+errs)
 	require.Contains(t, errs, "nouveau still drives 0000:21:00.0")
-	require.Contains(t, errs, "the initramfs of kernel 5.15.0-91-generic is older than the nouveau blacklist")
+	require.Contains(t, errs, "the initramfs (/boot/initrd.img-5.15.0-91-generic) is older than /etc/modprobe.d/gpuprep-blacklist-nouveau.conf, so early boot loads nouveau from it: regenerate it (update-initramfs -u)")
 	require.Contains(t, errs, "apply does not ask for another reboot")
 	if *sim != nil {
 		require.False(t, hasCommand((*sim).Commands, "systemctl", "reboot"), "%v", (*sim).Commands)
