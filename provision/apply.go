@@ -25,7 +25,8 @@ import (
 //
 //	kind "step":          Before = step ID, After = "started" | "done"; for the reboot step (recorded when
 //	                      apply stops there or runs systemctl reboot) Device = the boot ID of the boot that
-//	                      asked (/proc/sys/kernel/random/boot_id, "" when unreadable)
+//	                      asked (/proc/sys/kernel/random/boot_id, "" when unreadable) and Path = why
+//	                      (RebootForKernelArgs, RebootForNouveau; "" in older journals: kernel arguments)
 //	kind "file-intent":   Path, Backup (the backup WriteFileAtomic is about to make) and Before = "sha256:…" of the
 //	                      content it backs up; Backup "" and Before "absent" for a new file; Wrote, where the
 //	                      writer knows it beforehand, what the change is to leave there (as a "file" entry's)
@@ -171,14 +172,18 @@ func Apply(ctx context.Context, e Env, p *Plan, o ApplyOptions) (*Outcome, error
 			out.Steps = append(out.Steps, StepResult{ID: s.ID, Status: "interrupted"})
 			return out, fmt.Errorf("before step %s: %w", s.ID, ErrInterrupted)
 		}
-		if s.Reboot && len(s.offNouveau) > 0 && len(onNouveau(e.Root, s.offNouveau)) == 0 {
-			// nouveau was unloaded: nothing left for a reboot to do
+		if s.Reboot && len(s.offNouveau) > 0 && len(onNouveau(e.Root, s.offNouveau)) == 0 && !askedThisBoot(e.Root, entries, s.rebootFor) {
+			// nouveau was unloaded: nothing left for a reboot to do. Not
+			// once apply asked for the reboot in this boot: the unload may
+			// succeed only because the node is going down (fleet apply
+			// --reboot runs apply again until it is back), and what apply
+			// would then check is a node about to reboot.
 			out.Steps = append(out.Steps, StepResult{ID: s.ID, Status: "skipped"})
 			continue
 		}
 		if s.Reboot {
 			// the boot ID tells the next run whether the node has booted since
-			if err := e.record(journal.Entry{Command: "apply", Kind: KindStep, Before: s.ID, After: "started", Device: readBootID(e.Root)}); err != nil {
+			if err := e.record(journal.Entry{Command: "apply", Kind: KindStep, Before: s.ID, After: "started", Device: readBootID(e.Root), Path: s.rebootFor}); err != nil {
 				return out, err
 			}
 			if !o.Reboot {
@@ -213,6 +218,17 @@ func Apply(ctx context.Context, e Env, p *Plan, o ApplyOptions) (*Outcome, error
 		out.Steps = append(out.Steps, StepResult{ID: s.ID, Status: "done"})
 	}
 	return out, nil
+}
+
+// askedThisBoot tells whether apply asked for a reboot for reason during
+// the boot the node runs now.
+func askedThisBoot(root *host.Root, entries []journal.Entry, reason string) bool {
+	ask, ok := lastRebootAsk(entries, reason)
+	if !ok {
+		return false
+	}
+	rebooted, _ := rebootedSince(root, ask)
+	return !rebooted
 }
 
 func (p *Plan) run(ctx context.Context, e Env, s *Step) error {

@@ -109,6 +109,9 @@ type Step struct {
 	Notes []string `json:"notes,omitempty"`
 
 	argv [][]string
+	// rebootFor (the reboot step): why, RebootForKernelArgs or
+	// RebootForNouveau, recorded with the ask
+	rebootFor string
 	// offNouveau (the reboot step after the nouveau step): the GPUs whose
 	// leaving nouveau makes the reboot unnecessary
 	offNouveau []string
@@ -274,7 +277,7 @@ func (p *Plan) planNouveau(selected []*pci.Device, entries []journal.Entry) {
 	s.Commands = append(s.Commands, host.ShellQuote(unloadNouveau))
 	s.Notes = append(s.Notes, "where nouveau cannot be unloaded (a console or a display server uses it), apply stops at the reboot step below; rollback removes the blacklist (nouveau loads again at the next boot) and does not load it now")
 	p.Steps = append(p.Steps, s)
-	p.Steps = append(p.Steps, &Step{ID: StepReboot, Reboot: true, offNouveau: on,
+	p.Steps = append(p.Steps, &Step{ID: StepReboot, Reboot: true, rebootFor: RebootForNouveau, offNouveau: on,
 		Title: "REBOOT REQUIRED HERE unless nouveau could be unloaded: nouveau drives " + strings.Join(on, ", ") + " until it is gone; gpuprep apply stops here (exit 4, or reboots with --reboot) and continues when run again after the boot"})
 }
 
@@ -305,7 +308,7 @@ func onNouveau(root *host.Root, addrs []string) []string {
 // why apply cannot go on: the evidence and the likely causes with how to
 // check each. It returns nil otherwise.
 func (p *Plan) diagnoseNouveau(on []string, entries []journal.Entry) *RebootError {
-	ask, ok := lastRebootAsk(entries)
+	ask, ok := lastRebootAsk(entries, RebootForNouveau)
 	if !ok {
 		return nil
 	}
@@ -451,7 +454,7 @@ func (p *Plan) planKernelArgs() (bool, error) {
 		// arguments.
 		p.Notes = append(p.Notes, gp.Notes...)
 	}
-	p.Steps = append(p.Steps, &Step{ID: StepReboot, Reboot: true,
+	p.Steps = append(p.Steps, &Step{ID: StepReboot, Reboot: true, rebootFor: RebootForKernelArgs,
 		Title: fmt.Sprintf("REBOOT REQUIRED HERE: the running kernel lacks %s; gpuprep apply stops here (exit 4, or reboots with --reboot) and continues when run again after the boot", argList(want))})
 	return true, nil
 }
@@ -795,13 +798,25 @@ func (e *RebootError) Error() string {
 	return e.Summary + ":\n  - " + strings.Join(e.Details, "\n  - ")
 }
 
-// lastRebootAsk is the newest reboot apply asked for that rollback has not undone.
-func lastRebootAsk(entries []journal.Entry) (journal.Entry, bool) {
+// Why apply asks for a reboot (the reboot step's journal entry's Path).
+const (
+	RebootForKernelArgs = "kernel-args" // the IOMMU arguments on the running kernel
+	RebootForNouveau    = "nouveau"     // nouveau off the GPUs (container)
+)
+
+// lastRebootAsk is the newest reboot apply asked for, for reason, that
+// rollback has not undone. Journals written before the reason was recorded
+// asked only for kernel arguments.
+func lastRebootAsk(entries []journal.Entry, reason string) (journal.Entry, bool) {
 	undone := undoneSet(entries)
 	var last journal.Entry
 	found := false
 	for i, e := range entries {
-		if e.Kind == KindStep && e.Command == "apply" && e.Before == StepReboot && e.After == "started" && !undone[i] {
+		why := e.Path
+		if why == "" {
+			why = RebootForKernelArgs
+		}
+		if e.Kind == KindStep && e.Command == "apply" && e.Before == StepReboot && e.After == "started" && why == reason && !undone[i] {
 			last, found = e, true
 		}
 	}
@@ -883,7 +898,7 @@ func rebootedSince(root *host.Root, ask journal.Entry) (bool, string) {
 func (p *Plan) diagnoseReboot(boot *grub.Boot, gp *grub.Plan, want []kargs.Param) *RebootError {
 	root := p.root
 	entries, _ := journal.Read(root)
-	ask, ok := lastRebootAsk(entries)
+	ask, ok := lastRebootAsk(entries, RebootForKernelArgs)
 	if !ok {
 		return nil
 	}

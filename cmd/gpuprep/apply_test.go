@@ -586,3 +586,41 @@ func TestApplyNVSwitchesWithTheBoard(t *testing.T) {
 	}
 	require.Equal(t, "nvidia", driverOf(t, root, "0000:13:00.0"))
 }
+
+// The reboot asked for nouveau is not one asked for kernel arguments: after
+// it, a vm-passthrough plan still plans the kernel arguments and their
+// reboot (no "not effective" diagnosis); and within the boot that asked, a
+// nouveau that has become unloadable does not skip the reboot (a node
+// going down frees it: fleet apply --reboot runs apply until it is back).
+func TestNouveauRebootIsNotKernelArgsReboot(t *testing.T) {
+	nouveauInUse(t)
+	root := fixtureRoot(t, "vgpu-fresh-mdev")
+	withTools(t, root)
+	setBootID(t, root, "11111111-1111-1111-1111-111111111111")
+	const gpu = "0000:21:00.0"
+	out, errs, code := gpuprep(t, "apply", "--root", root, "--mode", "container", "--yes")
+	require.Equal(t, exitNeedReboot, code, out+errs)
+	require.Equal(t, "nouveau", rebootAsk(t, root).Path)
+
+	simulatedKernel(t) // the unload works now, in the same boot
+	out, errs, code = gpuprep(t, "apply", "--root", root, "--mode", "container", "--yes", "-o", "json")
+	require.Equal(t, exitNeedReboot, code, out+errs)
+	var a applyJSON
+	require.NoError(t, json.Unmarshal([]byte(out), &a), out+errs)
+	require.True(t, a.Outcome.Reboot)
+	require.Equal(t, "", driverOf(t, root, gpu), "unloaded")
+
+	rebootWithoutNouveau(t, root, gpu)
+	out, errs, code = gpuprep(t, "apply", "--root", root, "--mode", "container", "--yes")
+	require.Equal(t, exitOK, code, out+errs)
+
+	// no IOMMU arguments running or configured
+	require.NoError(t, fixture.New(root).File("/proc/cmdline", "BOOT_IMAGE=/vmlinuz-5.15.0-91-generic root=/dev/sda1 ro\n").
+		File("/etc/default/grub", "GRUB_CMDLINE_LINUX_DEFAULT=\"quiet\"\nGRUB_CMDLINE_LINUX=\"\"\n").Err())
+	out, errs, code = gpuprep(t, "plan", "--root", root, "--mode", "vm-passthrough", "-o", "json")
+	require.Equal(t, 0, code, out+errs)
+	require.NotContains(t, out, "NOT EFFECTIVE")
+	var p planJSON
+	require.NoError(t, json.Unmarshal([]byte(out), &p))
+	require.Equal(t, []string{"kernel-args", "reboot", "vfio-bind"}, p.ids()[:3], out)
+}
