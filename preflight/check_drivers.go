@@ -207,13 +207,11 @@ func checkVFIOBinding(e *Env) []Finding {
 			Message: "on " + driverOr(g.Driver) + ": vm-passthrough needs every function of the GPU on vfio-pci (or its VFIO variant driver)",
 			Fixable: true, FixCommand: fix, Remedy: fix})
 		if g.Driver != "nouveau" && g.VendorID == pci.VendorNVIDIA {
-			msg := "on driver nvidia"
+			f := Finding{Status: Pass, Subject: g.Address, Modes: cont, Message: "on driver " + g.Driver}
 			if g.Driver == "" {
-				msg = "no driver bound: the GPU Operator's driver will take it"
-			} else if g.Driver != "nvidia" {
-				msg = "on driver " + g.Driver
+				f = unboundOnHost(e, g.Address, "nvidia", cont)
 			}
-			out = append(out, Finding{Status: Pass, Subject: g.Address, Modes: cont, Message: msg})
+			out = append(out, f)
 		}
 	}
 	if len(e.GPUs) == 0 {
@@ -225,6 +223,38 @@ func checkVFIOBinding(e *Env) []Finding {
 	return out
 }
 
+// unboundOnHost judges, for modes that need the device on the host's
+// NVIDIA driver (drv: nvidia for a GPU, nvidia-nvswitch for an NVSwitch), a
+// device with no driver. Unbound is fine while that driver is not loaded:
+// the GPU Operator's driver container loads it, and it takes every device it
+// matches. Not when driver_override names another driver (only that one may
+// bind it; "none", none), nor when the driver is loaded already: a loaded
+// driver does not take a device unbound after it registered (facts §1:
+// drivers_probe, a bind, or reloading the driver does).
+func unboundOnHost(e *Env, addr, drv string, modes []Mode) Finding {
+	f := Finding{Status: Pass, Subject: addr, Modes: modes, Message: "no driver bound: the GPU Operator's driver container takes it when it loads the NVIDIA driver"}
+	ov, _ := e.Root.ReadString("/sys/bus/pci/devices/" + addr + "/driver_override")
+	if ov = strings.TrimSpace(ov); ov == "(null)" {
+		ov = ""
+	}
+	switch {
+	case ov != "" && ov != drv:
+		f.Status = Fail
+		f.Message = fmt.Sprintf("no driver bound, and driver_override is %q: only that driver may bind it (\"none\": no driver), so %s cannot take it", ov, drv)
+		if pci.DriverIsVFIO(ov) {
+			f.Fixable, f.FixCommand = true, "gpuprep vfio unbind --select "+addr
+			f.Remedy = f.FixCommand + " (clears the override and gpuprep's persistent VFIO configuration for it)"
+		} else {
+			f.Remedy = fmt.Sprintf("clear it (echo > /sys/bus/pci/devices/%s/driver_override), then echo %s > /sys/bus/pci/drivers_probe", addr, addr)
+		}
+	case e.Root.Exists("/sys/bus/pci/drivers/" + drv):
+		f.Status = Fail
+		f.Message = fmt.Sprintf("no driver bound while %s is loaded: a loaded driver does not take a device that was unbound after it registered", drv)
+		f.Remedy = fmt.Sprintf("echo %s > /sys/bus/pci/drivers_probe (the kernel binds it to %s), or reload the NVIDIA driver (the GPU Operator's driver container does when it starts)", addr, drv)
+	}
+	return f
+}
+
 // nvswitchOnHost: for containers and vGPUs, the NVSwitches stay with the
 // host's nvidia driver, where Fabric Manager (the driver container's, or the
 // host's service) trains the NVLink fabric. On an NVSwitch system CUDA does
@@ -232,22 +262,34 @@ func checkVFIOBinding(e *Env) []Finding {
 // initialized"), and Fabric Manager cannot reach switches on a VFIO driver.
 func nvswitchOnHost(e *Env) []Finding {
 	var addrs, on []string
+	var out []Finding
+	modes := []Mode{Container, VMVGPU}
 	for _, s := range e.NVSwitches {
 		addrs = append(addrs, s.Address)
-		if pci.DriverIsVFIO(s.Driver) {
+		switch {
+		case pci.DriverIsVFIO(s.Driver):
 			on = append(on, s.Address+" ("+s.Driver+")")
+		case s.Driver == "":
+			if f := unboundOnHost(e, s.Address, nvswitchDriver, modes); f.Status != Pass {
+				f.Message += "; Fabric Manager reaches NVSwitches only through it, and until it has trained the NVLink fabric CUDA on the GPUs fails (error 802)"
+				out = append(out, f)
+			}
 		}
 	}
-	f := Finding{Subject: strings.Join(addrs, ","), Modes: []Mode{Container, VMVGPU}}
+	f := Finding{Subject: strings.Join(addrs, ","), Modes: modes}
 	if len(on) == 0 {
-		return nil // on nvidia, or unbound until the driver container's nvidia takes them
+		return out // on nvidia-nvswitch, or unbound until the driver container's NVIDIA driver takes them
 	}
 	fix := "gpuprep vfio unbind --nvswitch"
 	f.Status = Fail
 	f.Message = fmt.Sprintf("%d of %d NVSwitch(es) on a VFIO driver: %s; Fabric Manager on this host cannot train the NVLink fabric without them, and until it has, CUDA on the GPUs fails (error 802, system not yet initialized)", len(on), len(addrs), strings.Join(on, ", "))
 	f.Fixable, f.FixCommand, f.Remedy = true, fix, fix+" (back to the driver gpuprep's journal recorded, else unbound until the NVIDIA driver or a reboot takes them; gpuprep apply --mode container or vm-vgpu does it too)"
-	return []Finding{f}
+	return append(out, f)
 }
+
+// nvswitchDriver is the PCI driver NVIDIA's kernel module registers for
+// NVSwitches (lspci: "Kernel driver in use: nvidia-nvswitch").
+const nvswitchDriver = "nvidia-nvswitch"
 
 // nvswitchBinding says, for vm-passthrough, whether the NVSwitches go to
 // VMs with the GPUs. A VM given every GPU of an HGX board gets the NVLink

@@ -280,6 +280,58 @@ func TestNVSwitchesLeftOnTheHost(t *testing.T) {
 	}
 }
 
+// A GPU or NVSwitch with no driver is fine for containers only while the
+// NVIDIA driver is not loaded (its driver container loads it and it takes
+// them): once loaded it does not take a device unbound later, and a
+// driver_override naming another driver keeps it off for good.
+func TestUnboundDevicesWhileNVIDIALoaded(t *testing.T) {
+	const gpu, other, sw = "0000:13:00.0", "0000:23:00.0", "0000:91:00.0"
+	const sws = "0000:91:00.0,0000:93:00.0,0000:95:00.0,0000:97:00.0"
+	unbind := func(b *fixture.Builder, a, drv string) {
+		b.Remove("/sys/bus/pci/drivers/" + drv + "/" + a).Remove(b.DevPath(a) + "/driver")
+	}
+	dir := build(t, fixture.HGX, func(b *fixture.Builder) {
+		unbind(b, gpu, "nvidia")
+		unbind(b, other, "nvidia")
+		b.File(b.DevPath(other)+"/driver_override", "vfio-pci\n")
+		unbind(b, sw, "nvidia-nvswitch")
+	})
+	_, res := runRoot(t, dir)
+	f := one(t, res, "vfio.binding", gpu, preflight.Container)
+	require.Equal(t, preflight.Fail, f.Status, f.Message)
+	require.Contains(t, f.Message, "no driver bound while nvidia is loaded")
+	require.Contains(t, f.Remedy, "echo 0000:13:00.0 > /sys/bus/pci/drivers_probe")
+	f = one(t, res, "vfio.binding", other, preflight.Container)
+	require.Equal(t, preflight.Fail, f.Status, f.Message)
+	require.Contains(t, f.Message, `driver_override is "vfio-pci"`)
+	require.Equal(t, "gpuprep vfio unbind --select 0000:23:00.0", f.FixCommand)
+	for _, m := range []preflight.Mode{preflight.Container, preflight.VMVGPU} {
+		f = one(t, res, "vfio.binding", sw, m)
+		require.Equal(t, preflight.Fail, f.Status, f.Message)
+		require.Contains(t, f.Message, "no driver bound while nvidia-nvswitch is loaded")
+		require.Contains(t, f.Message, "Fabric Manager")
+	}
+	require.Empty(t, find(res, want{"vfio.binding", sws, "", preflight.Container}), "the others are on nvidia-nvswitch")
+
+	// before the NVIDIA driver is loaded, unbound is what a fresh node looks like
+	dir = build(t, fixture.HGX, func(b *fixture.Builder) {
+		for _, d := range []string{"nvidia", "nvidia-nvswitch"} {
+			b.Remove("/sys/bus/pci/drivers/" + d)
+		}
+		b.Remove("/sys/module/nvidia")
+		for i := 0; i < 8; i++ {
+			b.Remove(b.DevPath(fmt.Sprintf("0000:%02x:00.0", 0x13+i*0x10)) + "/driver")
+		}
+		for i := 0; i < 4; i++ {
+			b.Remove(b.DevPath(fmt.Sprintf("0000:%02x:00.0", 0x91+i*2)) + "/driver")
+		}
+	})
+	_, res = runRoot(t, dir)
+	f = one(t, res, "vfio.binding", gpu, preflight.Container)
+	require.Equal(t, preflight.Pass, f.Status, f.Message)
+	require.Empty(t, find(res, want{"vfio.binding", sw, "", preflight.Container}))
+}
+
 // An SR-IOV VF on vfio-pci hosts no vGPU (the VFs stay on nvidia, their VFIO provider): vm-vgpu fails on it, naming
 // the VF; the VFs left on nvidia are fine.
 func TestSRIOVVFOnVFIOFails(t *testing.T) {

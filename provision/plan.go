@@ -646,7 +646,7 @@ func (p *Plan) planUnbind(entries []journal.Entry) error {
 		}
 		switch {
 		case !t.known:
-			s.Notes = append(s.Notes, t.addr+": the journal has no record of its driver before VFIO: left unbound (the NVIDIA driver or a reboot picks it up)")
+			s.Notes = append(s.Notes, t.addr+": the journal has no record of its driver before VFIO: left unbound (a driver loaded later takes it, as the GPU Operator's driver container does; one loaded already does not: echo "+t.addr+" > /sys/bus/pci/drivers_probe)")
 		case t.restore != "":
 			s.Sysfs = append(s.Sysfs, vfio.Step{Path: "/sys/bus/pci/drivers/" + t.restore + "/bind", Value: t.addr}.String())
 		}

@@ -540,7 +540,7 @@ func TestApplyNVSwitchesWithTheBoard(t *testing.T) {
 	out, errs, code := gpuprep(t, "plan", "--root", root, "--mode", "vm-passthrough")
 	require.Equal(t, 0, code, errs)
 	require.Contains(t, out, "note: the NVSwitches 0000:91:00.0, 0000:93:00.0, 0000:95:00.0, 0000:97:00.0 stay with this host")
-	require.NotContains(t, out, "0000:91:00.0 (none → vfio-pci)")
+	require.NotContains(t, out, "0000:91:00.0 (nvidia-nvswitch → vfio-pci)")
 	_, errs, code = gpuprep(t, "plan", "--root", root, "--mode", "container", "--nvswitch")
 	require.Equal(t, 2, code)
 	require.Contains(t, errs, "--nvswitch applies to --mode vm-passthrough only")
@@ -568,7 +568,7 @@ func TestApplyNVSwitchesWithTheBoard(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(out), &a), out+errs)
 	require.NotNil(t, a.Report, out+errs)
 	for _, s := range switches {
-		require.Equal(t, "", driverOf(t, root, s), "unbound, as before gpuprep bound it")
+		require.Equal(t, "nvidia-nvswitch", driverOf(t, root, s), "back on the driver it had before gpuprep bound it")
 	}
 	require.Equal(t, "nvidia", driverOf(t, root, "0000:13:00.0"))
 	require.Equal(t, "", findingStatus(a, "vfio.binding", sw), out)
@@ -582,7 +582,7 @@ func TestApplyNVSwitchesWithTheBoard(t *testing.T) {
 	}
 	require.Equal(t, orig, tree(t, root))
 	for _, s := range switches {
-		require.Equal(t, "", driverOf(t, root, s))
+		require.Equal(t, "nvidia-nvswitch", driverOf(t, root, s))
 	}
 	require.Equal(t, "nvidia", driverOf(t, root, "0000:13:00.0"))
 }
