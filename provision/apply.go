@@ -278,6 +278,17 @@ func (p *Plan) run(ctx context.Context, e Env, s *Step) error {
 		if !e.Root.Exists("/sys/module/nouveau") {
 			return nil
 		}
+		// every device nouveau drives loses it (selected or not): recorded
+		// first, so that rollback knows (it never loads nouveau again, nor
+		// takes a device from a driver that took it since)
+		now := e.now()
+		for _, a := range e.Root.Names("/sys/bus/pci/devices") {
+			if e.Root.LinkBase("/sys/bus/pci/devices/"+a+"/driver") == "nouveau" {
+				if err := e.record(journal.Entry{Time: now, Command: "apply", Kind: KindDriverIntent, Device: a, Before: "nouveau", After: ""}); err != nil {
+					return err
+				}
+			}
+		}
 		// in use (a console, a display server): not a failure, the reboot
 		// step after this one takes it away
 		e.logf("run: %s", host.ShellQuote(unloadNouveau))

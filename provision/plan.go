@@ -252,8 +252,23 @@ func (p *Plan) planNouveau(selected []*pci.Device, entries []journal.Entry) {
 			on = append(on, d.Address)
 		}
 	}
+	// GPUs the vfio-unbind step before this one returns to nouveau (their
+	// driver before vfio bind)
+	for _, t := range unbindTargets(p.root, p.inv, p.opts.Selector) {
+		if t.known && t.restore == "nouveau" && !slices.Contains(on, t.addr) {
+			on = append(on, t.addr)
+		}
+	}
 	if len(on) == 0 {
 		return
+	}
+	// unloading nouveau takes it off every device it drives, selected or
+	// not (as the blacklist does at the next boot)
+	var others []string
+	for _, d := range p.inv.Devices {
+		if d.Driver == "nouveau" && !slices.Contains(on, d.Address) {
+			others = append(others, d.Address)
+		}
 	}
 	if d := p.diagnoseNouveau(on, entries); d != nil {
 		p.rebootErr = d
@@ -263,6 +278,9 @@ func (p *Plan) planNouveau(selected []*pci.Device, entries []journal.Entry) {
 	}
 	w := vgpu.PlanNouveauBlacklist(p.root)
 	s := &Step{ID: StepNouveau, Title: "take nouveau off " + strings.Join(on, ", ") + " for the GPU Operator's driver container: blacklist it, regenerate the initramfs, unload it"}
+	if len(others) > 0 {
+		s.Title += " (which takes it off " + strings.Join(others, ", ") + " too, not selected: nouveau goes from every device, now and at the next boot)"
+	}
 	if w.Write {
 		old, err := p.root.ReadFile(vgpu.NouveauBlacklist)
 		s.Files = append(s.Files, fileDiff(vgpu.NouveauBlacklist, old, vgpu.NouveauBlacklistContent, err == nil))
@@ -275,7 +293,7 @@ func (p *Plan) planNouveau(selected []*pci.Device, entries []journal.Entry) {
 		s.Notes = append(s.Notes, "no initramfs tool (update-initramfs, dracut, mkinitcpio) found: if the initramfs loads nouveau, regenerate it by hand")
 	}
 	s.Commands = append(s.Commands, host.ShellQuote(unloadNouveau))
-	s.Notes = append(s.Notes, "where nouveau cannot be unloaded (a console or a display server uses it), apply stops at the reboot step below; rollback removes the blacklist (nouveau loads again at the next boot) and does not load it now")
+	s.Notes = append(s.Notes, "where nouveau cannot be unloaded (a console or a display server uses it), apply stops at the reboot step below; rollback removes the blacklist (nouveau loads again at the next boot), and does not load it now nor take a GPU from a driver that took it since")
 	p.Steps = append(p.Steps, s)
 	p.Steps = append(p.Steps, &Step{ID: StepReboot, Reboot: true, rebootFor: RebootForNouveau, offNouveau: on,
 		Title: "REBOOT REQUIRED HERE unless nouveau could be unloaded: nouveau drives " + strings.Join(on, ", ") + " until it is gone; gpuprep apply stops here (exit 4, or reboots with --reboot) and continues when run again after the boot"})

@@ -200,7 +200,7 @@ func Rollback(ctx context.Context, e Env, o RollbackOptions) (*RollbackResult, e
 			}
 			err = removeVGPU(e, r.key, wrote, o.Force, res)
 		case "driver":
-			err = restoreDriver(e, r.key, first.Before, o.Force, res)
+			err = restoreDriver(e, r.key, first.Before, entries[r.newest].After, o.Force, res)
 		case "label":
 			err = restoreLabels(ctx, first, o.Kubeconfig, res)
 		}
@@ -491,13 +491,21 @@ func (u fileUndo) report(e Env, res *RollbackResult, saved map[string]string, ho
 	res.Undone = append(res.Undone, Undo{Kind: "file", Target: u.path, Action: how, Backup: bak})
 }
 
-// restoreDriver puts addr back on driver want ("" unbound).
-func restoreDriver(e Env, addr, want string, force bool, res *RollbackResult) error {
+// restoreDriver puts addr back on driver want ("" unbound). left is the
+// driver gpuprep last moved it to: a device on neither (nor unbound, which
+// every move passes through) was moved by something else since (the GPU
+// Operator's driver container binding a GPU gpuprep left unbound), and is
+// left where it is unless force.
+func restoreDriver(e Env, addr, want, left string, force bool, res *RollbackResult) error {
 	dev := "/sys/bus/pci/devices/" + addr
 	if !e.Root.Exists(dev) {
 		return fmt.Errorf("%s: no such device", addr)
 	}
 	cur := e.Root.LinkBase(dev + "/driver")
+	if cur != "" && cur != want && cur != left && !force {
+		res.Notes = append(res.Notes, fmt.Sprintf("%s: on %s now, not %s as gpuprep left it: something moved it since; left on %s (--force puts it back on %s)", addr, cur, orNone(left), cur, orNone(want)))
+		return nil
+	}
 	ov, _ := e.Root.ReadString(dev + "/driver_override")
 	if ov == "(null)" {
 		ov = ""

@@ -624,3 +624,69 @@ func TestNouveauRebootIsNotKernelArgsReboot(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(out), &p))
 	require.Equal(t, []string{"kernel-args", "reboot", "vfio-bind"}, p.ids()[:3], out)
 }
+
+// Unloading nouveau takes it off every device it drives: the plan names the
+// GPUs not selected too, and the journal records each, so that rollback
+// knows; rollback never takes a GPU from a driver that took it since (the
+// GPU Operator's driver container binding it to nvidia) without --force.
+func TestNouveauUnloadNamesEveryDeviceAndRollbackLeavesNewDrivers(t *testing.T) {
+	simulatedKernel(t)
+	root := fixtureRoot(t, "vgpu-fresh-sriov")
+	withTools(t, root)
+	const sel, other = "0000:41:00.0", "0000:61:00.0"
+	out, errs, code := gpuprep(t, "plan", "--root", root, "--mode", "container", "--select", sel)
+	require.Equal(t, 0, code, out+errs)
+	require.Contains(t, out, "take nouveau off "+sel+" for the GPU Operator's driver container: blacklist it, regenerate the initramfs, unload it (which takes it off "+other+" too, not selected")
+	out, errs, code = gpuprep(t, "apply", "--root", root, "--mode", "container", "--select", sel, "--yes")
+	require.Equal(t, exitOK, code, out+errs)
+	require.Equal(t, "", driverOf(t, root, other))
+	r, err := host.NewRoot(root)
+	require.NoError(t, err)
+	es, err := journal.Read(r)
+	require.NoError(t, err)
+	var intents []string
+	for _, e := range es {
+		if e.Kind == "driver-intent" && e.Before == "nouveau" {
+			intents = append(intents, e.Device)
+		}
+	}
+	require.Equal(t, []string{sel, other}, intents)
+
+	// the driver container takes the selected GPU; rollback leaves it there
+	dev, err := filepath.EvalSymlinks(filepath.Join(root, "sys/bus/pci/devices", sel))
+	require.NoError(t, err)
+	require.NoError(t, os.MkdirAll(filepath.Join(root, "sys/bus/pci/drivers/nvidia"), 0o755))
+	rel, err := filepath.Rel(dev, filepath.Join(root, "sys/bus/pci/drivers/nvidia"))
+	require.NoError(t, err)
+	require.NoError(t, os.Symlink(rel, filepath.Join(dev, "driver")))
+	require.Equal(t, "nvidia", driverOf(t, root, sel))
+	out, errs, code = gpuprep(t, "rollback", "--root", root)
+	require.Contains(t, []int{exitOK, exitNeedReboot}, code, out+errs)
+	require.Equal(t, "nvidia", driverOf(t, root, sel))
+	require.Contains(t, out+errs, sel+": on nvidia now, not none as gpuprep left it: something moved it since; left on nvidia")
+	require.Equal(t, "", driverOf(t, root, other), "nouveau is not loaded again")
+	require.NoFileExists(t, filepath.Join(root, vgpu.NouveauBlacklist))
+}
+
+// vm-passthrough took the GPUs from nouveau; container mode's vfio-unbind
+// returns them to it, and the nouveau step after it, planned for that,
+// takes it off again: one apply leaves the node ready.
+func TestApplyContainerAfterPassthroughFromNouveau(t *testing.T) {
+	simulatedKernel(t)
+	root := fixtureRoot(t, "vgpu-fresh-sriov")
+	withTools(t, root)
+	out, errs, code := gpuprep(t, "apply", "--root", root, "--mode", "vm-passthrough", "--yes")
+	require.Equal(t, exitOK, code, out+errs)
+	require.Equal(t, "vfio-pci", driverOf(t, root, "0000:41:00.0"))
+
+	out, errs, code = gpuprep(t, "plan", "--root", root, "--mode", "container", "-o", "json")
+	require.Equal(t, 0, code, out+errs)
+	var p planJSON
+	require.NoError(t, json.Unmarshal([]byte(out), &p))
+	require.Equal(t, []string{"vfio-unbind", "nouveau", "reboot", "label"}, p.ids(), out)
+	out, errs, code = gpuprep(t, "apply", "--root", root, "--mode", "container", "--yes")
+	require.Equal(t, exitOK, code, out+errs)
+	for _, g := range []string{"0000:41:00.0", "0000:61:00.0"} {
+		require.Equal(t, "", driverOf(t, root, g))
+	}
+}

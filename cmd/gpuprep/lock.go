@@ -8,6 +8,7 @@ import (
 	"os/signal"
 	"path"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -97,6 +98,10 @@ func hostLock(cmd *cobra.Command, g *globals) error {
 	return nil
 }
 
+// interruptNoted, when set, is called once an interrupt is noted (tests
+// wait for it).
+var interruptNoted atomic.Pointer[func()]
+
 // deferInterrupts keeps an interrupt (SIGINT, SIGTERM, SIGHUP) from ending
 // a command that changes the host in the middle of a change: the first one
 // is noted (g.interrupted) and said; the command finishes the change in
@@ -130,6 +135,9 @@ func (g *globals) deferInterrupts(stderr io.Writer) {
 						what = "finishing the step in progress, then stopping"
 					}
 					fmt.Fprintf(stderr, "gpuprep: %v: %s (once more to stop at once, which may leave a change half done)\n", s, what)
+					if f := interruptNoted.Load(); f != nil {
+						(*f)()
+					}
 					continue
 				}
 				fmt.Fprintf(stderr, "gpuprep: %v again: stopping at once; commands gpuprep started go on; run the same command again, or gpuprep rollback\n", s)

@@ -151,10 +151,17 @@ type interruptingSysfs struct {
 func (s *interruptingSysfs) WriteAttr(p, v string) error {
 	if p == s.at && s.sent == 0 {
 		s.sent++
+		noted := make(chan struct{})
+		f := func() { close(noted) }
+		interruptNoted.Store(&f)
+		defer interruptNoted.Store(nil)
 		if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
 			return err
 		}
-		time.Sleep(50 * time.Millisecond) // delivered before the step goes on
+		select { // noted before the step goes on (no fixed sleep: a loaded machine may take longer)
+		case <-noted:
+		case <-time.After(10 * time.Second):
+		}
 	}
 	return s.Kernel.WriteAttr(p, v)
 }

@@ -71,7 +71,7 @@ keeps it all, run again), 2 usage error, 4 done and a reboot is needed.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&c.to, "to", "", "keep the changes up to this completed step, undo those after it")
-	f.BoolVar(&c.force, "force", false, "unbind from VFIO, or remove a vGPU, even while a process (a VM) holds it open")
+	f.BoolVar(&c.force, "force", false, "unbind from VFIO, or remove a vGPU, even while a process (a VM) holds it open; move back a device something else moved since gpuprep did")
 	f.BoolVar(&c.forceFiles, "force-files", false, "restore (or remove) files even when edited since gpuprep wrote them, saving their content first")
 	f.StringVar(&c.kubeconfig, "kubeconfig", "", "kubeconfig for labels set through the API (default: the one apply or label used)")
 	f.StringVarP(&c.output, "output", "o", "text", "output format: text or json")

@@ -425,7 +425,10 @@ func TestSnapshotInterruptedLeavesNothing(t *testing.T) {
 			if g.rec == nil && !sent { // the first replay: the tree is written
 				sent = true
 				require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGHUP))
-				time.Sleep(50 * time.Millisecond) // the handler has it
+				// until the handler has it (no fixed sleep: a loaded machine may take longer)
+				for deadline := time.Now().Add(10 * time.Second); !tempsStopped() && time.Now().Before(deadline); {
+					time.Sleep(time.Millisecond)
+				}
 			}
 			return orig(args, g)
 		}
