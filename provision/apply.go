@@ -105,6 +105,9 @@ type ApplyOptions struct {
 	// interrupted) stops there, the step before it finished, with
 	// ErrInterrupted.
 	Interrupted func() bool
+	// Again is the command line that continues after the reboot (the same
+	// flags), as a shell shows it; "" says "gpuprep apply".
+	Again string
 }
 
 // ErrInterrupted is Apply's error when it stopped between steps because the
@@ -187,7 +190,11 @@ func Apply(ctx context.Context, e Env, p *Plan, o ApplyOptions) (*Outcome, error
 				return out, err
 			}
 			if !o.Reboot {
-				e.logf("reboot required: reboot the node, then run gpuprep apply again to continue")
+				again := o.Again
+				if again == "" {
+					again = "gpuprep apply"
+				}
+				e.logf("reboot required: reboot the node, then run %s again to continue", again)
 				out.Steps = append(out.Steps, StepResult{ID: s.ID, Status: "stopped"})
 				out.Reboot = true
 				return out, nil

@@ -570,12 +570,26 @@ func (p *Plan) planBind(rebootPending bool) error {
 // noteNVSwitches says, for vm-passthrough without Options.NVSwitch, that
 // NVSwitches not on VFIO stay with the host (see check vfio.binding).
 func (p *Plan) noteNVSwitches() {
+	selected, _ := vfio.Selection(p.inv, p.opts.Selector, p.opts.NVSwitch)
+	switches := pci.NVSwitches(p.inv)
 	if p.opts.NVSwitch {
+		// the fabric goes with the switches: GPUs left on the host lose it
+		var left []string
+		every, _ := pci.Selector{}.Select(p.inv) // every NVIDIA GPU
+		for _, g := range every {
+			if !slices.Contains(selected, g) {
+				left = append(left, g.Address)
+			}
+		}
+		if len(left) > 0 && len(switches) > 0 {
+			p.Notes = append(p.Notes, "--nvswitch gives every NVSwitch to VFIO, but "+strings.Join(left, ", ")+
+				" stay on the host: they lose the NVLink fabric (the host's Fabric Manager has no switch left); select every GPU of the board, or leave the switches on the host")
+		}
 		return
 	}
 	var off []string
-	for _, s := range pci.NVSwitches(p.inv) {
-		if !pci.DriverIsVFIO(s.Driver) {
+	for _, s := range switches {
+		if !pci.DriverIsVFIO(s.Driver) && !slices.Contains(selected, s) {
 			off = append(off, s.Address)
 		}
 	}

@@ -252,15 +252,27 @@ func (f *FleetReport) ExitCode() int {
 }
 
 // FleetJSON writes the fleet report as indented JSON, byte for byte what
-// json.Encoder with SetIndent("", "  ") writes, one host at a time: a fleet
-// of 200 HGX hosts is 5 MB of JSON, which the encoder would build and then
-// indent whole in memory.
+// json.Encoder with SetIndent("", "  ") writes, host by host: a fleet of 200
+// HGX hosts is 5 MB of JSON, which the encoder would build and then indent
+// whole in one growing buffer.
 func FleetJSON(w io.Writer, f *FleetReport) error {
+	if f.Hosts == nil { // "hosts": null, which the splice below does not make
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(f)
+	}
 	head := *f
 	head.Hosts = []FleetHost{}
 	b, err := json.MarshalIndent(&head, "", "  ")
 	if err != nil {
 		return err
+	}
+	// every host first: on an error nothing is written, as with the encoder
+	hosts := make([][]byte, len(f.Hosts))
+	for k := range f.Hosts {
+		if hosts[k], err = json.MarshalIndent(&f.Hosts[k], "    ", "  "); err != nil {
+			return err
+		}
 	}
 	// The hosts' place: a key at the top level is the only one indented by
 	// two spaces right after a newline (inside strings newlines are escaped).
@@ -272,11 +284,7 @@ func FleetJSON(w io.Writer, f *FleetReport) error {
 	i += len(empty) - 1 // at the "]"
 	bw := bufio.NewWriterSize(w, 64<<10)
 	bw.Write(b[:i])
-	for k := range f.Hosts {
-		hb, err := json.MarshalIndent(&f.Hosts[k], "    ", "  ")
-		if err != nil {
-			return err
-		}
+	for k, hb := range hosts {
 		if k > 0 {
 			bw.WriteByte(',')
 		}

@@ -109,8 +109,13 @@ func TestFleetJSONIsTheEncoders(t *testing.T) {
 		"run": {Command: []string{"grub", "show", trap}, Interrupted: true, Rollout: &Rollout{},
 			Hosts: []FleetHost{{Name: "a", ExitCode: &one, Output: []byte(`{"a": [1, {}], "<b>": "c"}`)}, {Name: "b", Stdout: trap, Stderr: "\x00<&>"}}},
 	}
+	var noHosts FleetReport // Hosts nil, not finished: "hosts": null
+	require.Nil(t, noHosts.Hosts)
+	cases["nil"] = &noHosts
 	for name, f := range cases {
-		f.Finish()
+		if name != "nil" {
+			f.Finish()
+		}
 		var want, got bytes.Buffer
 		enc := json.NewEncoder(&want)
 		enc.SetIndent("", "  ")

@@ -11,6 +11,7 @@ import (
 
 	"github.com/mattn/go-isatty"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/gpuprep/gpuprep/internal/host"
 	"github.com/gpuprep/gpuprep/internal/pci"
@@ -143,7 +144,7 @@ func (c *applyCmd) run(cmd *cobra.Command) error {
 		env.Out = &log
 	}
 	res := applyResult{APIVersion: "gpuprep/v1", Kind: "ApplyResult", Mode: p.Mode, Plan: p}
-	oc, aerr := provision.Apply(cmd.Context(), env, p, provision.ApplyOptions{Reboot: c.reboot, Interrupted: c.g.interrupted.Load})
+	oc, aerr := provision.Apply(cmd.Context(), env, p, provision.ApplyOptions{Reboot: c.reboot, Interrupted: c.g.interrupted.Load, Again: againCommand(cmd)})
 	res.Outcome = oc
 	if s := strings.TrimSpace(log.String()); s != "" {
 		res.Log = strings.Split(s, "\n")
@@ -200,4 +201,27 @@ func (c *applyCmd) check(root *host.Root) (*report.Report, error) {
 		return nil, &exitError{code: exitUnknown, err: err}
 	}
 	return report.Build(env, res, mode), nil
+}
+
+// againCommand is this apply's command line, its flags as given (--reboot
+// left out: it is not needed to go on), for "run it again" messages.
+func againCommand(cmd *cobra.Command) string {
+	argv := []string{"gpuprep", "apply"}
+	cmd.Flags().Visit(func(f *pflag.Flag) {
+		if f.Name == "reboot" {
+			return
+		}
+		if sv, ok := f.Value.(pflag.SliceValue); ok {
+			for _, v := range sv.GetSlice() {
+				argv = append(argv, "--"+f.Name+"="+v)
+			}
+			return
+		}
+		if f.Value.Type() == "bool" {
+			argv = append(argv, "--"+f.Name)
+			return
+		}
+		argv = append(argv, "--"+f.Name+"="+f.Value.String())
+	})
+	return host.ShellQuote(argv)
 }

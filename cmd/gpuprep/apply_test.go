@@ -453,9 +453,10 @@ func TestApplyContainerNouveauInUseReboots(t *testing.T) {
 	withTools(t, root)
 	setBootID(t, root, "11111111-1111-1111-1111-111111111111")
 	const gpu = "0000:21:00.0"
-	out, errs, code := gpuprep(t, "apply", "--root", root, "--mode", "container", "--yes")
+	out, errs, code := gpuprep(t, "apply", "--root", root, "--mode", "container", "--select", "10de", "--yes", "--reboot=false")
 	require.Equal(t, exitNeedReboot, code, out+errs)
 	require.Contains(t, out, "nouveau could not be unloaded")
+	require.Contains(t, out, "reboot required: reboot the node, then run gpuprep apply --mode=container --root="+root+" --select=10de --yes again to continue", "the same flags, --reboot left out")
 	require.Equal(t, "nouveau", driverOf(t, root, gpu))
 	require.Equal(t, "11111111-1111-1111-1111-111111111111", rebootAsk(t, root).Device)
 
@@ -508,7 +509,7 @@ func TestApplyContainerNouveauStillLoadedAfterReboot(t *testing.T) {
 	require.Contains(t, errs, "nouveau still drives 0000:21:00.0")
 	require.Contains(t, errs, "the initramfs (/boot/initrd.img-5.15.0-91-generic) is older than /etc/modprobe.d/gpuprep-blacklist-nouveau.conf, so early boot loads nouveau from it: regenerate it (update-initramfs -u)")
 	require.Contains(t, errs, "apply does not ask for another reboot")
-	if *sim != nil {
+	if *sim != nil { // nil: apply never reached the host (blocked before it), so nothing ran
 		require.False(t, hasCommand((*sim).Commands, "systemctl", "reboot"), "%v", (*sim).Commands)
 		require.Empty(t, (*sim).Writes)
 	}
@@ -544,6 +545,13 @@ func TestApplyNVSwitchesWithTheBoard(t *testing.T) {
 	_, errs, code = gpuprep(t, "plan", "--root", root, "--mode", "container", "--nvswitch")
 	require.Equal(t, 2, code)
 	require.Contains(t, errs, "--nvswitch applies to --mode vm-passthrough only")
+	// a switch selected by address goes with the GPUs: the note leaves it out
+	out, _, _ = gpuprep(t, "plan", "--root", root, "--mode", "vm-passthrough", "--select", "0000:13:00.0,0000:91:00.0")
+	require.Contains(t, out, "note: the NVSwitches 0000:93:00.0, 0000:95:00.0, 0000:97:00.0 stay with this host")
+	// every switch to VFIO with only some GPUs: the others lose the fabric
+	out, _, _ = gpuprep(t, "plan", "--root", root, "--mode", "vm-passthrough", "--select", "0000:13:00.0", "--nvswitch")
+	require.Contains(t, out, "note: --nvswitch gives every NVSwitch to VFIO, but 0000:23:00.0, ")
+	require.Contains(t, out, "0000:83:00.0 stay on the host: they lose the NVLink fabric")
 
 	out, errs, code = gpuprep(t, "apply", "--root", root, "--mode", "vm-passthrough", "--nvswitch", "--yes", "-o", "json")
 	var a applyJSON
