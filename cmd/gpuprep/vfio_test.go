@@ -294,4 +294,8 @@ func TestVFIOHostDevicesRefused(t *testing.T) {
 	require.Contains(t, out, "options vfio-pci ids=10de:22ba,10de:2684,8086:15f3,8086:7ae0,8086:7ae2")
 	require.Equal(t, orig, tree(t, root))
 
+	// and check no longer suggests selecting them
+	out, errs, _ = gpuprep(t, "check", "--root", root, "--mode", "vm-passthrough")
+	require.Contains(t, out, "move the GPU to a slot with its own IOMMU group", errs)
+	require.NotContains(t, out, "--select the other devices")
 }
