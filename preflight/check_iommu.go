@@ -7,7 +7,9 @@ import (
 
 	"github.com/gpuprep/gpuprep/grub"
 	"github.com/gpuprep/gpuprep/internal/kargs"
+	"github.com/gpuprep/gpuprep/internal/pci"
 	"github.com/gpuprep/gpuprep/iommu"
+	"github.com/gpuprep/gpuprep/vfio"
 )
 
 // IOMMUVendor says whose IOMMU the node has: "intel" (VT-d: ACPI DMAR or
@@ -590,7 +592,7 @@ func checkIOMMUGroups(e *Env) []Finding {
 			}
 			f.Message = fmt.Sprintf("IOMMU group %s also holds %s: passing the GPU through would take them too; why: %s",
 				v.Group, strings.Join(fs, ", "), strings.Join(iommu.Isolation(e.Root, e.Inv, g), "; "))
-			f.Remedy = "move the GPU to a slot on a CPU root port with ACS, enable ACS (or \"PCIe ACS\" / \"ACS enable\") in the BIOS, or --select the other devices too so they go to the same VM; the pcie_acs_override kernel patch trades away isolation"
+			f.Remedy = groupRemedy(e, g, v)
 		case len(v.Shared) > 0:
 			f.Status = Warn
 			var sh []string
@@ -598,6 +600,9 @@ func checkIOMMUGroups(e *Env) []Finding {
 				sh = append(sh, d.Address)
 			}
 			f.Message = fmt.Sprintf("IOMMU group %s is shared with selected device(s) %s: they must be assigned to the same VM", v.Group, strings.Join(sh, ", "))
+			if host := hostDevices(e, append([]*pci.Device{g}, v.Shared...)); len(host) > 0 {
+				f.Remedy = "do not select " + strings.Join(host, ", ") + ": gpuprep vfio bind refuses them, as gpuprep does not give storage, network, USB or other host controllers to VMs; to pass the GPU through, move it to a slot with its own IOMMU group (a CPU root port with ACS) or enable ACS in the BIOS"
+			}
 		default:
 			f.Status = Pass
 			f.Message = fmt.Sprintf("IOMMU group %s: %s", v.Group, members(v))
@@ -606,6 +611,39 @@ func checkIOMMUGroups(e *Env) []Finding {
 	}
 	if len(e.GPUs) == 0 {
 		out = append(out, Finding{Status: Skip, Subject: "/sys/kernel/iommu_groups", Message: "no GPU selected"})
+	}
+	return out
+}
+
+// groupRemedy is what makes a GPU's group passable: its other endpoints go
+// to the same VM only when they may (another GPU, a multimedia function);
+// the host's storage, network, USB and other controllers stay with it (vfio
+// bind refuses them), so the GPU must get a group of its own.
+func groupRemedy(e *Env, g *pci.Device, v iommu.Verdict) string {
+	const acs = "move the GPU to a slot with its own IOMMU group (a CPU root port with ACS) or enable ACS (\"PCIe ACS\" / \"ACS enable\") in the BIOS"
+	const patch = "; the pcie_acs_override kernel patch trades away isolation"
+	const never = "gpuprep does not give storage, network, USB or other host controllers to VMs"
+	if host := hostDevices(e, []*pci.Device{g}); len(host) > 0 {
+		return "do not select " + host[0] + ": gpuprep vfio bind refuses it, as " + never
+	}
+	if host := hostDevices(e, v.Foreign); len(host) > 0 {
+		return acs + "; the other devices must stay with the host, as " + never + ": " + strings.Join(host, ", ") + patch
+	}
+	sel := "--select " + g.Address
+	for _, d := range v.Foreign {
+		sel += " --select " + d.Address
+	}
+	return "select the other devices too so that they go to the same VM (" + sel + "), or " + acs + patch
+}
+
+// hostDevices names the devices of ds that gpuprep vfio bind refuses to
+// give to a VM (vfio.HostDevice).
+func hostDevices(e *Env, ds []*pci.Device) []string {
+	var out []string
+	for _, d := range ds {
+		if u, ok := vfio.HostDevice(e.Inv, d); ok {
+			out = append(out, d.Address+" ("+u.Kind+", "+driverOr(d.Driver)+"; "+u.Why+")")
+		}
 	}
 	return out
 }

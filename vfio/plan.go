@@ -38,6 +38,11 @@ type Options struct {
 	// earlier unbind removed gpuprep's files and stopped before
 	// regenerating it); what remains of the files goes too.
 	Regenerate string
+	// AllowHostDevices lets host devices (HostDevice: storage, network,
+	// USB and other controllers that are not functions of a GPU card) go to
+	// VFIO when selected or in a selected device's group; without it they
+	// are refused.
+	AllowHostDevices bool
 }
 
 // DefaultTimeout bounds each sysfs write: a write to bind/unbind can hang
@@ -98,7 +103,8 @@ type Plan struct {
 }
 
 // Refused is a plan that must not be applied: a group with a foreign
-// endpoint, a device without an IOMMU group, nvidia held open.
+// endpoint, a host device (HostDevice) without AllowHostDevices, a device
+// without an IOMMU group, nvidia held open.
 type Refused struct{ Reasons []string }
 
 func (r *Refused) Error() string {
@@ -139,7 +145,9 @@ func containsDev(ds []*pci.Device, d *pci.Device) bool {
 // NewPlan computes, per selected device, every endpoint function of its
 // IOMMU group and the VFIO driver for each, and the sysfs writes that bind
 // them. A group that holds an endpoint that is neither a function of the
-// selected device nor selected itself is refused, naming that endpoint.
+// selected device nor selected itself is refused, naming that endpoint; so
+// is, without Options.AllowHostDevices, every host device (HostDevice) the
+// plan would bind, selected or brought in by a group.
 func NewPlan(root *host.Root, inv *pci.Inventory, sel pci.Selector, opts Options) (*Plan, error) {
 	selected, err := Selection(inv, sel, opts.NVSwitch)
 	if err != nil {
@@ -161,15 +169,23 @@ func NewPlan(root *host.Root, inv *pci.Inventory, sel pci.Selector, opts Options
 			continue
 		}
 		v := iommu.Viability(inv, s, selected)
-		var names []string
+		var names, hostDevs []string
 		for _, f := range v.Foreign {
 			if !covered(selected, f) {
 				names = append(names, describe(f))
+				if u, ok := HostDevice(inv, f); ok {
+					hostDevs = append(hostDevs, fmt.Sprintf("%s (%s) %s", f.Address, u.Kind, u.Why))
+				}
 			}
 		}
 		if len(names) > 0 {
-			refused = append(refused, fmt.Sprintf("%s: IOMMU group %s also holds %s, which would have to leave the host with it (select it too, or move the card to a slot with its own group)",
-				s.Address, v.Group, strings.Join(names, ", ")))
+			hint := "select it too, or move the card to a slot with its own group"
+			if len(hostDevs) > 0 && !opts.AllowHostDevices {
+				hint = "move the card to a slot with its own IOMMU group: a CPU root port with ACS, or ACS enabled in the BIOS; " +
+					strings.Join(hostDevs, ", ") + ", and gpuprep does not give storage, network, USB or other host controllers to VMs"
+			}
+			refused = append(refused, fmt.Sprintf("%s: IOMMU group %s also holds %s, which would have to leave the host with it (%s)",
+				s.Address, v.Group, strings.Join(names, ", "), hint))
 			continue
 		}
 		for _, m := range v.Members {
@@ -177,6 +193,19 @@ func NewPlan(root *host.Root, inv *pci.Inventory, sel pci.Selector, opts Options
 				continue
 			}
 			seen[m.Dev.Address] = true
+			if m.Dev.IsBridge() {
+				// selected itself: vfio-pci takes no bridge
+				refused = append(refused, fmt.Sprintf("%s is a PCI bridge (class %s, %s): vfio-pci does not take bridges; select the devices behind it", m.Dev.Address, m.Dev.Class, driverLabel(m.Dev.Driver)))
+				continue
+			}
+			if u, ok := HostDevice(inv, m.Dev); ok {
+				if !opts.AllowHostDevices {
+					refused = append(refused, hostDeviceReason(m.Dev, u, containsDev(selected, m.Dev), s.Address))
+					continue
+				}
+				p.Warnings = append(p.Warnings, fmt.Sprintf("--allow-host-devices: %s (%s, %s) goes to VFIO: the host loses it (it %s)",
+					m.Dev.Address, u.Kind, driverLabel(m.Dev.Driver), u.Why))
+			}
 			t := &Target{Dev: m.Dev, Role: m.Role, For: s.Address}
 			t.Driver, t.Override = current(root, m.Dev.Address)
 			t.Module, t.Alias = chooseModule(aliases, modalias(root, m.Dev.Address))

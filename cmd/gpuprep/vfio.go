@@ -36,6 +36,8 @@ type vfioCmd struct {
 	dryRun   bool
 	force    bool
 	nvswitch bool
+	// bind: host devices (storage, network, USB… controllers) may go to VFIO
+	allowHost bool
 }
 
 func newVFIOCmd(g *globals) *cobra.Command {
@@ -46,8 +48,10 @@ func newVFIOCmd(g *globals) *cobra.Command {
 group, to its VFIO driver (vfio-pci, or the variant driver modules.alias names,
 e.g. nvgrace_gpu_vfio_pci), verifies the binding, and rolls everything back when
 a step fails. A group that holds a device that is neither a function of a
-selected GPU nor selected itself is refused. Devices already on a VFIO driver
-are left alone, so a re-run never disturbs a running VM.
+selected GPU nor selected itself is refused, and so is every storage, network,
+USB or other host controller that is not a function of a GPU card, selected or
+in a selected GPU's group, unless bind --allow-host-devices. Devices already on
+a VFIO driver are left alone, so a re-run never disturbs a running VM.
 
 Exit codes: 0 done (or nothing to do), 1 refused or failed (changes rolled
 back), 2 usage error, 3 the host could not be read.`,
@@ -82,6 +86,7 @@ back), 2 usage error, 3 the host could not be read.`,
 	bind.Flags().BoolVar(&bd.persist, "persist", false, "make the binding survive reboot (modprobe.d, modules-load.d, udev rule where needed, initramfs)")
 	bind.Flags().BoolVar(&bd.dryRun, "dry-run", false, "print the sysfs writes, commands and files, change nothing")
 	bind.Flags().BoolVar(&bd.force, "force", false, "unbind nvidia even while /dev/nvidia* is held open")
+	bind.Flags().BoolVar(&bd.allowHost, "allow-host-devices", false, "let storage, network, USB and other host controllers that are selected or in a selected GPU's IOMMU group go to VFIO (refused without it: the host loses them)")
 
 	ub := &vfioCmd{g: g}
 	unbind := &cobra.Command{
@@ -123,7 +128,7 @@ func vfioErr(err error) error {
 }
 
 func (c *vfioCmd) opts() vfio.Options {
-	return vfio.Options{NVSwitch: c.nvswitch, Force: c.force, Persist: c.persist}
+	return vfio.Options{NVSwitch: c.nvswitch, Force: c.force, Persist: c.persist, AllowHostDevices: c.allowHost}
 }
 
 func (c *vfioCmd) status(cmd *cobra.Command) error {

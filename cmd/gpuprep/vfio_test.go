@@ -254,3 +254,48 @@ func TestVFIOBindPersistDryRunWithoutInitramfsTool(t *testing.T) {
 	require.Contains(t, out, "write (atomic, backed up): "+vfio.ModprobeConf)
 	require.NotContains(t, out, "already as it should be")
 }
+
+// consumer-shared-group: check's remedy once said to --select the USB, SATA
+// and NIC that share the RTX 4090's group; plan then exited 0 and persisted
+// ahci, igc and xhci_hcd to vfio-pci (options vfio-pci ids=…), which at the
+// next boot takes the root disk, the network and the keyboard from the host.
+// plan, apply and vfio bind refuse it, naming each device, its class and
+// driver; only vfio bind --allow-host-devices lets them go.
+func TestVFIOHostDevicesRefused(t *testing.T) {
+	simulatedKernel(t)
+	root := fixtureRoot(t, "consumer-shared-group")
+	orig := tree(t, root)
+	sel := []string{"--select", "0000:02:00.0", "--select", "0000:00:14.0", "--select", "0000:00:17.0", "--select", "0000:03:00.0"}
+	wants := []string{
+		"0000:00:14.0 (USB controller 8086:7ae0, driver xhci_hcd) is selected but drives host USB ports",
+		"0000:00:17.0 (SATA controller 8086:7ae2, driver ahci) is selected but holds host storage",
+		"0000:03:00.0 (Ethernet controller 8086:15f3, driver igc) is selected but carries host network traffic",
+		"gpuprep does not give storage, network, USB or other host controllers to VMs",
+	}
+	for _, args := range [][]string{
+		{"plan", "--mode", "vm-passthrough"},
+		{"apply", "--mode", "vm-passthrough", "--yes"},
+		{"vfio", "bind", "--dry-run", "--persist"},
+	} {
+		out, errs, code := gpuprep(t, append(append(args, "--root", root), sel...)...)
+		require.Equal(t, exitNotReady, code, "%v: %s%s", args, out, errs)
+		for _, w := range wants {
+			require.Contains(t, errs, w, args)
+		}
+		require.NotContains(t, out, "options vfio-pci", args)
+		require.Equal(t, orig, tree(t, root), args)
+	}
+	_, errs, code := gpuprep(t, "apply", "--root", root, "--mode", "vm-passthrough", "--yes", "--allow-host-devices")
+	require.Equal(t, exitUsage, code, "plan and apply have no override: %s", errs)
+
+	out, errs, code := gpuprep(t, append([]string{"vfio", "bind", "--root", root, "--dry-run", "--persist", "--allow-host-devices"}, sel...)...)
+	require.Equal(t, 0, code, errs)
+	require.Contains(t, errs, "gpuprep: warning: --allow-host-devices: 0000:00:17.0 (SATA controller, driver ahci) goes to VFIO: the host loses it")
+	require.Contains(t, out, "options vfio-pci ids=10de:22ba,10de:2684,8086:15f3,8086:7ae0,8086:7ae2")
+	require.Equal(t, orig, tree(t, root))
+
+	// and check no longer suggests selecting them
+	out, errs, _ = gpuprep(t, "check", "--root", root, "--mode", "vm-passthrough")
+	require.Contains(t, out, "move the GPU to a slot with its own IOMMU group", errs)
+	require.NotContains(t, out, "--select the other devices")
+}

@@ -1,0 +1,135 @@
+package vfio
+
+import (
+	"fmt"
+
+	"github.com/gpuprep/gpuprep/internal/pci"
+)
+
+// HostUse says what a device that must stay with the host is, and why.
+type HostUse struct {
+	Kind string // "SATA controller", "Ethernet controller", "USB controller", …
+	Why  string // "holds host storage", …
+}
+
+// HostDevice reports whether d is a host device that gpuprep does not give
+// to a VM: anything but a GPU or other display controller (class 03), a
+// multimedia function (04), a processing accelerator (12) or an NVSwitch,
+// unless d is a function of such a card (same slot and vendor: a Turing
+// card's USB xHCI and UCSI functions). Storage, network, USB and other bus
+// controllers, bridges, ISA/LPC bridges, system peripherals and input
+// controllers are host devices: bound to VFIO (and, persisted, at every
+// boot) they take the root disk, the management network or the console from
+// the host. A chipset's functions that share a slot with an integrated GPU
+// of another vendor (an AMD APU's USB controllers, vendor 1022, beside its
+// GPU, vendor 1002) stay host devices.
+func HostDevice(inv *pci.Inventory, d *pci.Device) (HostUse, bool) {
+	if cardClass(d) {
+		return HostUse{}, false
+	}
+	if inv != nil {
+		for _, c := range inv.Devices {
+			if c != d && c.Slot() == d.Slot() && c.VendorID == d.VendorID && cardClass(c) {
+				return HostUse{}, false
+			}
+		}
+	}
+	return hostUse(d), true
+}
+
+// cardClass: the devices gpuprep passes through by themselves.
+func cardClass(d *pci.Device) bool {
+	if len(d.Class) < 4 {
+		return false
+	}
+	switch d.Class[:2] {
+	case "03", "04", "12":
+		return true
+	}
+	return d.IsNVSwitch()
+}
+
+func hostUse(d *pci.Device) HostUse {
+	c := d.Class
+	if len(c) < 4 {
+		return HostUse{"device of unknown class", "is not a GPU, accelerator or multimedia device"}
+	}
+	storage, network := "holds host storage", "carries host network traffic"
+	switch c[:2] {
+	case "01":
+		kind := map[string]string{"00": "SCSI controller", "01": "IDE controller", "04": "RAID controller", "05": "ATA controller",
+			"06": "SATA controller", "07": "SAS controller", "08": "NVMe controller"}[c[2:4]]
+		if kind == "" {
+			kind = "mass storage controller"
+		}
+		return HostUse{kind, storage}
+	case "02":
+		switch c[2:4] {
+		case "00":
+			return HostUse{"Ethernet controller", network}
+		case "07":
+			return HostUse{"InfiniBand controller", network}
+		}
+		return HostUse{"network controller", network}
+	case "0d":
+		return HostUse{"wireless controller", network}
+	case "0c":
+		switch c[2:4] {
+		case "03":
+			return HostUse{"USB controller", "drives host USB ports: keyboard, console, virtual media"}
+		case "04":
+			return HostUse{"Fibre Channel controller", storage}
+		case "06":
+			return HostUse{"InfiniBand controller", network}
+		case "05":
+			return HostUse{"SMBus controller", "serves host sensors and memory"}
+		case "07":
+			return HostUse{"IPMI interface", "connects the host to its BMC"}
+		}
+		return HostUse{"serial bus controller", "drives a host bus"}
+	case "06":
+		switch c[2:4] {
+		case "01":
+			return HostUse{"ISA/LPC bridge", "connects host firmware devices (TPM, Super I/O)"}
+		case "00":
+			return HostUse{"host bridge", "connects the host's CPU to its PCI devices"}
+		case "04", "09":
+			return HostUse{"PCI bridge", "connects the devices behind it to the host"}
+		}
+		return HostUse{"bridge", "connects host devices"}
+	case "05":
+		return HostUse{"memory controller", "serves host memory"}
+	case "08":
+		if c[2:4] == "06" {
+			return HostUse{"IOMMU", "isolates host devices"}
+		}
+		return HostUse{"system peripheral", "is a platform device of the host"}
+	case "09":
+		return HostUse{"input device controller", "serves host keyboard and mouse"}
+	}
+	return HostUse{"class " + c[:4] + " device", "is not a GPU, accelerator or multimedia device"}
+}
+
+// hostDeviceReason is the refusal for host device d brought into a plan:
+// selected itself, or brought in by the IOMMU group of the selected device
+// forAddr (or as a function of the same device).
+func hostDeviceReason(d *pci.Device, u HostUse, selected bool, forAddr string) string {
+	var how, fix string
+	switch {
+	case selected:
+		how, fix = "is selected but", "do not select it"
+	case pci.Slot(forAddr) == d.Slot():
+		how, fix = "is a function of the same device as "+forAddr+" and", forAddr+" cannot be passed through without it"
+	default:
+		how, fix = "is in the IOMMU group of "+forAddr+" and", "move "+forAddr+" to a slot with its own IOMMU group (a CPU root port with ACS, or ACS enabled in the BIOS)"
+	}
+	return fmt.Sprintf("%s (%s %s:%s, %s) %s %s; gpuprep does not give storage, network, USB or other host controllers to VMs: %s (pass --allow-host-devices to gpuprep vfio bind only if the VM is meant to have it)",
+		d.Address, u.Kind, d.VendorID, d.DeviceID, driverLabel(d.Driver), how, u.Why, fix)
+}
+
+func driverLabel(drv string) string {
+	if drv == "" {
+		return "no driver"
+	}
+	return "driver " + drv
+}
