@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/gpuprep/gpuprep/internal/pci"
+	"github.com/gpuprep/gpuprep/iommu"
 	"github.com/gpuprep/gpuprep/vgpu"
 )
 
@@ -202,10 +203,7 @@ func checkVFIOBinding(e *Env) []Finding {
 				Fixable: true, FixCommand: "gpuprep vfio unbind --select " + g.Address, Remedy: "gpuprep vfio unbind --select " + g.Address})
 			continue
 		}
-		fix := "gpuprep vfio bind --select " + g.Address
-		out = append(out, Finding{Status: Fail, Subject: g.Address, Modes: pass,
-			Message: "on " + driverOr(g.Driver) + ": vm-passthrough needs every function of the GPU on vfio-pci (or its VFIO variant driver)",
-			Fixable: true, FixCommand: fix, Remedy: fix})
+		out = append(out, bindFinding(e, g, pass))
 		if g.Driver != "nouveau" && g.VendorID == pci.VendorNVIDIA {
 			f := Finding{Status: Pass, Subject: g.Address, Modes: cont, Message: "on driver " + g.Driver}
 			if g.Driver == "" {
@@ -221,6 +219,31 @@ func checkVFIOBinding(e *Env) []Finding {
 		out = append(out, nvswitchOnHost(e)...)
 	}
 	return out
+}
+
+// bindFinding is vm-passthrough's fail for a GPU not on a VFIO driver. Its
+// fix, vfio bind --persist (as plan does: the binding outlives a reboot), is
+// offered only where vfio bind would take it: the GPU has an IOMMU group,
+// and every other member of it may go too (iommu.groups says why not).
+func bindFinding(e *Env, g *pci.Device, modes []Mode) Finding {
+	f := Finding{Status: Fail, Subject: g.Address, Modes: modes,
+		Message: "on " + driverOr(g.Driver) + ": vm-passthrough needs every function of the GPU on vfio-pci (or its VFIO variant driver)"}
+	v := iommu.Viability(e.Inv, g, e.Selected())
+	switch {
+	case v.Group == "":
+		f.Remedy = "enable the IOMMU first (see iommu.kernel): without IOMMU groups vfio-pci cannot take it"
+		return f
+	case !v.Viable:
+		f.Remedy = "its IOMMU group holds devices that cannot go with it (see iommu.groups): vfio bind refuses it until the GPU has a group it can take whole"
+		return f
+	}
+	sel := " --select " + g.Address
+	for _, d := range v.Shared { // other selected GPUs of the group go with it
+		sel += " --select " + d.Address
+	}
+	f.Fixable, f.FixCommand = true, "gpuprep vfio bind"+sel+" --persist"
+	f.Remedy = f.FixCommand + " (or gpuprep apply --mode vm-passthrough, which also does the rest)"
+	return f
 }
 
 // unboundOnHost judges, for modes that need the device on the host's

@@ -130,7 +130,7 @@ func TestNonNVIDIADeviceIsNotContainerReady(t *testing.T) {
 	require.Equal(t, preflight.Fail, v.Status)
 	require.Contains(t, v.Message, "the NVIDIA vGPU manager cannot host vGPUs on it")
 	p := one(t, res, "vfio.binding", "0000:a1:00.0", preflight.VMPassthrough)
-	require.Equal(t, "gpuprep vfio bind --select 0000:a1:00.0", p.FixCommand)
+	require.Equal(t, "gpuprep vfio bind --select 0000:a1:00.0 --persist", p.FixCommand)
 }
 
 // sriov-manage -e enables every VF and has exited 0 on failure: fewer VFs
@@ -350,4 +350,27 @@ func TestSRIOVVFOnVFIOFails(t *testing.T) {
 	require.Empty(t, find(res, want{check: "vgpu.types", subject: "0000:41:00.4"}), "a VF on nvidia is not a finding of its own")
 	require.False(t, res.Modes[preflight.VMVGPU].Ready)
 	require.Contains(t, res.Modes[preflight.VMVGPU].Blockers, "vgpu.types")
+}
+
+// vm-passthrough's vfio.binding fix is offered only where vfio bind takes
+// it: not without IOMMU groups, not for a group holding host devices; for
+// two GPUs sharing a group it selects both.
+func TestBindFixOnlyWhereVFIOBindTakesIt(t *testing.T) {
+	for _, c := range []struct {
+		scenario, gpu, fix, remedy string
+	}{
+		{"iommu-off-kernel", "0000:17:00.0", "", "enable the IOMMU first"},
+		{"consumer-shared-group", "0000:02:00.0", "", "see iommu.groups"},
+		{"two-gpus-one-group", "0000:03:00.0", "gpuprep vfio bind --select 0000:03:00.0 --select 0000:04:00.0 --persist", ""},
+		{"hgx-h200", "0000:13:00.0", "gpuprep vfio bind --select 0000:13:00.0 --persist", ""},
+	} {
+		dir := t.TempDir()
+		require.NoError(t, fixture.Build(c.scenario, dir))
+		_, res := runRoot(t, dir)
+		f := one(t, res, "vfio.binding", c.gpu, preflight.VMPassthrough)
+		require.Equal(t, preflight.Fail, f.Status, c.scenario)
+		require.Equal(t, c.fix != "", f.Fixable, c.scenario)
+		require.Equal(t, c.fix, f.FixCommand, c.scenario)
+		require.Contains(t, f.Remedy, c.remedy, c.scenario)
+	}
 }

@@ -489,6 +489,10 @@ func (p *Plan) planBind(rebootPending bool) error {
 	sel, _ := vfio.Selection(p.inv, p.opts.Selector, p.opts.NVSwitch)
 	p.noteNVSwitches()
 	if rebootPending {
+		// refused now, not after the reboot (vfio.NewPlan refuses them too)
+		if rs := vfio.SelectedHostDevices(p.inv, sel); len(rs) > 0 {
+			return &PlanError{Step: StepVFIOBind, Refused: true, Err: &vfio.Refused{Reasons: rs}}
+		}
 		var addrs []string
 		for _, d := range sel {
 			addrs = append(addrs, d.Address)

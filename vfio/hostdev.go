@@ -110,6 +110,19 @@ func hostUse(d *pci.Device) HostUse {
 	return HostUse{"class " + c[:4] + " device", "is not a GPU, accelerator or multimedia device"}
 }
 
+// SelectedHostDevices returns the refusals for the host devices among the
+// selected ones (as NewPlan would say them), before any IOMMU group exists
+// to bring in more: what a plan deferred until after a reboot can tell now.
+func SelectedHostDevices(inv *pci.Inventory, selected []*pci.Device) []string {
+	var out []string
+	for _, d := range selected {
+		if u, host := HostDevice(inv, d); host {
+			out = append(out, hostDeviceReason(d, u, true, d.Address))
+		}
+	}
+	return out
+}
+
 // hostDeviceReason is the refusal for host device d brought into a plan:
 // selected itself, or brought in by the IOMMU group of the selected device
 // forAddr (or as a function of the same device).

@@ -698,3 +698,17 @@ func TestApplyContainerAfterPassthroughFromNouveau(t *testing.T) {
 		require.Equal(t, "", driverOf(t, root, g))
 	}
 }
+
+// A host device selected on a node whose IOMMU needs a reboot first is
+// refused by plan now, not after the reboot (the vfio-bind step is planned
+// in full only then).
+func TestPlanRefusesHostDevicesBeforeTheReboot(t *testing.T) {
+	root := fixtureRoot(t, "iommu-off-kernel")
+	withTools(t, root)
+	require.NoError(t, fixture.New(root).PCI(fixture.PCI{Addr: "0000:00:17.0", Vendor: 0x8086, Device: 0x7ae2, Class: 0x010601, Driver: "ahci", Group: -1}).Err())
+	out, errs, code := gpuprep(t, "plan", "--root", root, "--mode", "vm-passthrough", "--select", offGPU, "--select", "0000:00:17.0")
+	require.Equal(t, exitNotReady, code, out+errs)
+	require.Contains(t, errs, "0000:00:17.0 (SATA controller 8086:7ae2, driver ahci) is selected but holds host storage")
+	out, errs, code = gpuprep(t, "plan", "--root", root, "--mode", "vm-passthrough", "--select", offGPU)
+	require.Equal(t, 0, code, out+errs)
+}
