@@ -233,7 +233,49 @@ func NewPlan(ctx context.Context, root *host.Root, opts Options) (*Plan, error) 
 	if err := p.planLabel(ctx); err != nil {
 		return nil, err
 	}
+	p.noteBlockers(rebootPending)
 	return p, nil
+}
+
+// beyondPlan are the checks that no step of a plan changes (the hardware,
+// the firmware, the kernel's build): a fail of one keeps the node from
+// being ready for the mode whatever apply does. The IOMMU ones count only
+// when no reboot is pending: the kernel arguments it brings change them.
+var beyondPlan = map[string]bool{"gpu.present": true, "cpu.virtualization": true, "kvm.device": true,
+	"iommu.firmware": true, "vfio.modules": true, "vgpu.support": true}
+var beyondPlanIOMMU = map[string]bool{"iommu.groups": true, "iommu.interrupt-remapping": true, "iommu.kernel": true}
+
+// noteBlockers adds to Unaddressed what check fails for the mode that no
+// step of the plan changes, with check's own message and remedy: a plan
+// (and apply) for a node whose firmware disables VT-x, or without a GPU,
+// says it will not be ready.
+func (p *Plan) noteBlockers(rebootPending bool) {
+	runner := p.opts.Runner
+	if runner == nil {
+		runner = host.NoRunner{}
+	}
+	env, err := preflight.NewEnv(p.root, runner, p.opts.Selector, p.opts.Mode)
+	if err != nil {
+		return
+	}
+	res, err := preflight.Run(env, preflight.All(), preflight.Options{Mode: p.opts.Mode})
+	if err != nil || res.Modes[p.opts.Mode] == nil {
+		return
+	}
+	blocks := map[string]bool{}
+	for _, id := range res.Modes[p.opts.Mode].Blockers {
+		blocks[id] = beyondPlan[id] || !rebootPending && beyondPlanIOMMU[id]
+	}
+	for _, f := range res.Findings {
+		if f.Status != preflight.Fail || !blocks[f.Check] || len(f.Modes) > 0 && !slices.Contains(f.Modes, p.opts.Mode) {
+			continue
+		}
+		u := f.Check + " " + f.Subject + ": " + f.Message
+		if f.Remedy != "" {
+			u += " (" + f.Remedy + ")"
+		}
+		p.Unaddressed = append(p.Unaddressed, u)
+	}
 }
 
 // planNouveau plans, for containers, taking nouveau off the GPUs it drives,

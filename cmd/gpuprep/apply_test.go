@@ -712,3 +712,28 @@ func TestPlanRefusesHostDevicesBeforeTheReboot(t *testing.T) {
 	out, errs, code = gpuprep(t, "plan", "--root", root, "--mode", "vm-passthrough", "--select", offGPU)
 	require.Equal(t, 0, code, out+errs)
 }
+
+// What no step of a plan changes (firmware, hardware) and keeps the node
+// from being ready is listed as such, with check's message: VT-x off in the
+// BIOS, no GPU. A node with no such blocker lists none.
+func TestPlanNamesBlockersItCannotFix(t *testing.T) {
+	for _, c := range []struct{ scenario, mode, want string }{
+		{"vtx-disabled", "vm-passthrough", "cpu.virtualization MSR 0x3A (IA32_FEATURE_CONTROL): VT-x disabled by BIOS"},
+		{"no-gpu", "container", "gpu.present /sys/bus/pci/devices: no NVIDIA GPU"},
+		{"hgx-h200", "vm-passthrough", ""},
+		{"iommu-off-kernel", "vm-passthrough", ""}, // the IOMMU comes with the planned reboot
+	} {
+		root := fixtureRoot(t, c.scenario)
+		withTools(t, root)
+		out, errs, code := gpuprep(t, "plan", "--root", root, "--mode", c.mode, "-o", "json")
+		require.Equal(t, 0, code, out+errs)
+		var p struct{ Unaddressed []string }
+		require.NoError(t, json.Unmarshal([]byte(out), &p))
+		if c.want == "" {
+			require.Empty(t, p.Unaddressed, c.scenario)
+			continue
+		}
+		require.NotEmpty(t, p.Unaddressed, c.scenario)
+		require.Contains(t, p.Unaddressed[0], c.want, c.scenario)
+	}
+}
