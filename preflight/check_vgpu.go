@@ -71,12 +71,35 @@ func checkVGPUTypes(e *Env) []Finding {
 				iface = fmt.Sprintf("vendor-specific VFIO, %d/%d VFs enabled (nvidia/creatable_vgpu_types)", s.NumVFs, s.TotalVFs)
 			}
 			f.Message = iface + ": " + strings.Join(names, ", ")
-			if sriov && s.NumVFs > 0 && s.NumVFs < s.TotalVFs {
+			partial := sriov && s.NumVFs > 0 && s.NumVFs < s.TotalVFs
+			if partial {
 				// sriov-manage -e enables every VF, and has exited 0
 				// on failure: verify sriov_numvfs == sriov_totalvfs.
 				f.Status = Warn
 				f.Message += fmt.Sprintf("; only %d of %d SR-IOV VFs are enabled: sriov-manage -e enables every VF, so it likely failed part way (it has exited 0 on failure), and vGPUs can be created on the enabled VFs only", s.NumVFs, s.TotalVFs)
 				f.Remedy = "/usr/lib/nvidia/sriov-manage -e " + g.Address + ", then check that sriov_numvfs equals sriov_totalvfs (gpuprep vgpu install --driver FILE --select " + g.Address + " does both, retrying)"
+			}
+			switch n := len(vgpu.Existing(e.Root, g.Address)); {
+			case n > 0:
+				f.Message += fmt.Sprintf("; %d vGPU(s) exist", n)
+			case s.Interface == "sriov":
+				// Nothing in NVIDIA's stack writes current_vgpu_type:
+				// the GPU Operator's vgpu-device-manager creates mdevs
+				// only. With no vGPU on any VF, KubeVirt has nothing
+				// to allocate, and nothing will create one.
+				f.Status = Fail
+				f.Message += "; no vGPU exists (every VF's nvidia/current_vgpu_type is 0): on the vendor-specific VFIO interface nothing in NVIDIA's stack creates vGPUs (the GPU Operator's vgpu-device-manager creates mdevs only), so KubeVirt has none to allocate"
+				fix := "gpuprep vgpu apply -f vgpu-config.yaml -c NAME --persist"
+				f.Fixable, f.FixCommand = true, fix
+				remedy := "create them: " + fix + " (writes a type id to free VFs' current_vgpu_type, and again at boot: VFs and their vGPUs do not survive a reboot), or gpuprep apply --mode vm-vgpu --vgpu-config-file vgpu-config.yaml --vgpu-config NAME"
+				if partial {
+					remedy = "enable every VF first (/usr/lib/nvidia/sriov-manage -e " + g.Address + ", until sriov_numvfs equals sriov_totalvfs), then " + remedy
+				}
+				f.Remedy = remedy
+			default:
+				// mdev: the GPU Operator's vgpu-device-manager creates
+				// the mdevs of the node's nvidia.com/vgpu.config.
+				f.Message += "; no mdev exists yet: the GPU Operator's vgpu-device-manager creates them from the node's nvidia.com/vgpu.config label (or gpuprep vgpu apply)"
 			}
 		case len(vgpu.Existing(e.Root, g.Address)) > 0:
 			// Every VF holds a vGPU (a VF given a type offers no more

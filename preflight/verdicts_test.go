@@ -136,21 +136,53 @@ func TestNonNVIDIADeviceIsNotContainerReady(t *testing.T) {
 // sriov-manage -e enables every VF and has exited 0 on failure: fewer VFs
 // than sriov_totalvfs is worth a warning (facts: verify numvfs == totalvfs).
 func TestPartlyEnabledVFsWarn(t *testing.T) {
-	_, res := run(t, "sriov-vgpu")
+	// one VF holds a vGPU (an H200X-141C): otherwise the GPU fails
+	// (TestSRIOVWithoutVGPUsFails)
+	withVGPU := func(b *fixture.Builder) {
+		vf := b.DevPath("0000:41:00.4")
+		b.File(vf+"/nvidia/current_vgpu_type", "1428\n").File(vf+"/nvidia/creatable_vgpu_types", "ID    : vGPU Name\n")
+	}
+	dir := build(t, fixture.SRIOVVGPU, withVGPU)
+	_, res := runRoot(t, dir)
 	f := one(t, res, "vgpu.types", "0000:41:00.0", preflight.VMVGPU)
 	require.Equal(t, preflight.Warn, f.Status)
 	require.Contains(t, f.Message, "vendor-specific VFIO, 4/16 VFs enabled (nvidia/creatable_vgpu_types): NVIDIA H200X-141C")
 	require.Contains(t, f.Message, "only 4 of 16 SR-IOV VFs are enabled")
+	require.Contains(t, f.Message, "; 1 vGPU(s) exist")
 	require.Contains(t, f.Remedy, "/usr/lib/nvidia/sriov-manage -e 0000:41:00.0")
 	require.True(t, res.Modes[preflight.VMVGPU].Ready)
 
-	dir := t.TempDir()
-	require.NoError(t, fixture.Build("sriov-vgpu", dir))
-	require.NoError(t, fixture.New(dir).File("/sys/bus/pci/devices/0000:41:00.0/sriov_numvfs", "16\n").Err())
+	dir = build(t, fixture.SRIOVVGPU, func(b *fixture.Builder) {
+		withVGPU(b)
+		b.File("/sys/bus/pci/devices/0000:41:00.0/sriov_numvfs", "16\n")
+	})
 	_, res = runRoot(t, dir)
 	f = one(t, res, "vgpu.types", "0000:41:00.0", preflight.VMVGPU)
 	require.Equal(t, preflight.Pass, f.Status, f.Message)
 	require.Contains(t, f.Message, "16/16 VFs enabled")
+}
+
+// On the vendor-specific VFIO interface nothing in NVIDIA's stack creates
+// vGPUs (vgpu-device-manager writes mdevs only): VFs that offer types but
+// hold none leave KubeVirt nothing to allocate, and nothing will. On the
+// mdev interface the GPU Operator's vgpu-device-manager creates them from
+// the nvidia.com/vgpu.config label: no mdev yet is no blocker.
+func TestSRIOVWithoutVGPUsFails(t *testing.T) {
+	_, res := run(t, "sriov-vgpu")
+	f := one(t, res, "vgpu.types", "0000:41:00.0", preflight.VMVGPU)
+	require.Equal(t, preflight.Fail, f.Status, f.Message)
+	require.Contains(t, f.Message, "no vGPU exists (every VF's nvidia/current_vgpu_type is 0)")
+	require.Contains(t, f.Message, "nothing in NVIDIA's stack creates vGPUs")
+	require.Equal(t, "gpuprep vgpu apply -f vgpu-config.yaml -c NAME --persist", f.FixCommand)
+	require.Contains(t, f.Remedy, "enable every VF first (/usr/lib/nvidia/sriov-manage -e 0000:41:00.0")
+	require.False(t, res.Modes[preflight.VMVGPU].Ready)
+	require.Contains(t, res.Modes[preflight.VMVGPU].Blockers, "vgpu.types")
+
+	_, res = run(t, "mdev-vgpu")
+	f = one(t, res, "vgpu.types", "0000:21:00.0", preflight.VMVGPU)
+	require.Equal(t, preflight.Pass, f.Status, f.Message)
+	require.Contains(t, f.Message, "no mdev exists yet: the GPU Operator's vgpu-device-manager creates them from the node's nvidia.com/vgpu.config label")
+	require.True(t, res.Modes[preflight.VMVGPU].Ready)
 }
 
 // pci-stub sets driver_managed_dma (and VFIO allowed it by name before
