@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/gpuprep/gpuprep/internal/pci"
+	"github.com/gpuprep/gpuprep/internal/pciids"
 	"github.com/gpuprep/gpuprep/vgpu"
 )
 
@@ -22,15 +23,31 @@ func checkVGPUManager(e *Env) []Finding {
 		}
 		return []Finding{{Status: Pass, Subject: "nvidia vGPU manager", Message: msg + "; nvidia-vgpu-mgr running"}}
 	}
-	var onVFIO []string
+	var onVFIO, consumer []string
+	nvidia := 0
 	for _, g := range e.GPUs {
 		if pci.DriverIsVFIO(g.Driver) {
 			onVFIO = append(onVFIO, g.Address)
+		}
+		if g.VendorID == pci.VendorNVIDIA {
+			nvidia++
+			if board, ok := consumerBoard(g); ok {
+				consumer = append(consumer, g.Address+" ("+board+")")
+			}
 		}
 	}
 	msg := "no NVIDIA vGPU manager: module nvidia_vgpu_vfio not loaded, no nvidia-vgpu-mgr, /sys/class/mdev_bus empty"
 	if len(onVFIO) > 0 {
 		msg += "; GPUs " + strings.Join(onVFIO, ", ") + " are on vfio-pci, which the vGPU manager cannot use"
+	}
+	if len(consumer) > 0 {
+		msg += "; " + strings.Join(consumer, ", ") + ": consumer GeForce/TITAN board(s), which NVIDIA vGPU does not support (see vgpu.support)"
+	}
+	if len(consumer) > 0 && len(consumer) == nvidia {
+		// The licensed vGPU manager would not help: no remedy sends
+		// the user to buy one for a board it does not run on.
+		return []Finding{{Status: Fail, Subject: "nvidia vGPU manager", Message: msg,
+			Remedy: "none on these GPUs: NVIDIA vGPU runs on data-center and RTX professional boards only; give each GPU to one VM whole instead (gpuprep check --mode vm-passthrough), or use a GPU NVIDIA vGPU supports"}}
 	}
 	return []Finding{{Status: Fail, Subject: "nvidia vGPU manager", Message: msg,
 		Fixable: true, FixCommand: "gpuprep vgpu install --driver NVIDIA-Linux-x86_64-VER-vgpu-kvm.run",
@@ -180,6 +197,12 @@ func kernelMajor(release string) int {
 func checkVGPUSupport(e *Env) []Finding {
 	var out []Finding
 	for _, g := range e.GPUs {
+		if board, ok := consumerBoard(g); ok {
+			out = append(out, Finding{Status: Fail, Subject: g.Address,
+				Message: fmt.Sprintf("%s (%s:%s) is a consumer GeForce/TITAN board: NVIDIA vGPU does not support it, whatever the driver or license", board, g.VendorID, g.DeviceID),
+				Remedy:  "use a GPU that NVIDIA vGPU supports (data-center and RTX professional boards), or give this one to a VM whole (gpuprep check --mode vm-passthrough)"})
+			continue
+		}
 		s := e.VGPU(g.Address)
 		f := Finding{Subject: g.Address}
 		switch {
@@ -203,6 +226,21 @@ func checkVGPUSupport(e *Env) []Finding {
 		out = append(out, Finding{Status: Skip, Subject: "/sys/class/mdev_bus", Message: "no GPU with a vGPU interface set up (see vgpu.types)"})
 	}
 	return out
+}
+
+// consumerBoard reports whether the NVIDIA GPU g is a consumer GeForce or
+// TITAN board (vgpu.ConsumerBoard), named from pci.ids: the host's, else
+// the embedded copy when the host's does not know the device.
+func consumerBoard(g *pci.Device) (string, bool) {
+	if g.VendorID != pci.VendorNVIDIA {
+		return "", false
+	}
+	name := g.Name
+	if name == "" {
+		id := pciids.ID{Vendor: g.VendorID, Device: g.DeviceID}
+		name = pciids.Embedded([]pciids.ID{id}).Devices[id]
+	}
+	return vgpu.ConsumerBoard(name)
 }
 
 // vgpuDriverRemedy says how a GPU that is not on the nvidia driver gets to

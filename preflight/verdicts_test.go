@@ -331,3 +331,27 @@ func TestSRIOVVFOnVFIOFails(t *testing.T) {
 	require.False(t, res.Modes[preflight.VMVGPU].Ready)
 	require.Contains(t, res.Modes[preflight.VMVGPU].Blockers, "vgpu.types")
 }
+
+// GeForce boards cannot host NVIDIA vGPU: vm-vgpu on an RTX 4090 fails in
+// vgpu.support, and vgpu.manager does not send the user to buy the licensed
+// vGPU manager for it.
+func TestGeForceCannotHostVGPU(t *testing.T) {
+	_, res := run(t, "consumer-shared-group")
+	f := one(t, res, "vgpu.support", "0000:02:00.0", preflight.VMVGPU)
+	require.Equal(t, preflight.Fail, f.Status, f.Message)
+	require.Equal(t, "GeForce RTX 4090 (10de:2684) is a consumer GeForce/TITAN board: NVIDIA vGPU does not support it, whatever the driver or license", f.Message)
+	require.Contains(t, f.Remedy, "--mode vm-passthrough")
+	m := one(t, res, "vgpu.manager", "nvidia vGPU manager", preflight.VMVGPU)
+	require.Equal(t, preflight.Fail, m.Status)
+	require.Contains(t, m.Message, "0000:02:00.0 (GeForce RTX 4090): consumer GeForce/TITAN board(s), which NVIDIA vGPU does not support")
+	require.NotContains(t, m.Remedy, "licensed")
+	require.NotContains(t, m.Remedy, "vgpu install")
+	require.False(t, m.Fixable)
+	require.Contains(t, res.Modes[preflight.VMVGPU].Blockers, "vgpu.support")
+
+	// a data-center board is not one
+	_, res = run(t, "vgpu-fresh-sriov")
+	m = one(t, res, "vgpu.manager", "nvidia vGPU manager", preflight.VMVGPU)
+	require.Contains(t, m.Remedy, "install the licensed NVIDIA vGPU manager")
+	require.NotContains(t, m.Message, "GeForce")
+}
