@@ -2,6 +2,7 @@ package preflight
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/gpuprep/gpuprep/internal/pci"
@@ -36,7 +37,7 @@ func checkVGPUManager(e *Env) []Finding {
 			}
 		}
 	}
-	msg := "no NVIDIA vGPU manager: module nvidia_vgpu_vfio not loaded, no nvidia-vgpu-mgr, /sys/class/mdev_bus empty"
+	msg := "no NVIDIA vGPU manager: " + noManagerEvidence(e)
 	if len(onVFIO) > 0 {
 		msg += "; GPUs " + strings.Join(onVFIO, ", ") + " are on vfio-pci, which the vGPU manager cannot use"
 	}
@@ -54,12 +55,78 @@ func checkVGPUManager(e *Env) []Finding {
 		Remedy: "install the licensed NVIDIA vGPU manager (gpuprep vgpu install --driver NVIDIA-Linux-x86_64-VER-vgpu-kvm.run), or let the GPU Operator deploy it (vgpuManager.enabled=true with your private image)"}}
 }
 
+// vendorVFIO reports whether the GPU g hosts vGPUs through the
+// vendor-specific VFIO framework (SR-IOV VFs with nvidia/creatable_vgpu_types)
+// rather than mdev: what its sysfs shows once the manager has set it up,
+// else what applies to it — vGPU 17+ on kernel ≥ 6.8 uses that framework on
+// GPUs whose vGPUs are SR-IOV VFs (vgpu.UsesSRIOV: not a T4, which reports
+// VFs but uses mdev).
+func vendorVFIO(e *Env, g *pci.Device) bool {
+	if s := e.VGPU(g.Address); s.Interface != "" {
+		return s.Interface == "sriov"
+	}
+	return kernelAtLeast(e.Host.Kernel, 6, 8) && vgpu.UsesSRIOV(e.Root, vgpu.GPUInfo{Address: g.Address, DeviceID: g.DeviceID})
+}
+
+// vgpuInterfaces says which vGPU interfaces apply to the selected GPUs.
+func vgpuInterfaces(e *Env) (mdev, vendor bool) {
+	for _, g := range e.GPUs {
+		if g.VendorID != pci.VendorNVIDIA {
+			continue
+		}
+		if vendorVFIO(e, g) {
+			vendor = true
+		} else {
+			mdev = true
+		}
+	}
+	return mdev, vendor || !mdev && kernelAtLeast(e.Host.Kernel, 6, 8)
+}
+
+// Where each interface shows its vGPU types: subjects of host-wide findings.
+const (
+	mdevSubject   = "/sys/class/mdev_bus"
+	vendorSubject = "/sys/bus/pci/devices/*/nvidia/creatable_vgpu_types"
+)
+
+// vgpuSubject is the place that shows the selected GPUs' vGPU types.
+func vgpuSubject(e *Env) string {
+	if mdev, vendor := vgpuInterfaces(e); vendor && !mdev {
+		return vendorSubject
+	}
+	return mdevSubject
+}
+
+// noManagerEvidence says what shows there is no vGPU manager, for the
+// interface that applies: mdev (its module and bus), or the vendor-specific
+// VFIO framework of kernel ≥ 6.8 (nvidia.ko is the VFIO provider there: no
+// nvidia_vgpu_vfio, no mdev bus; sriov-manage and the VFs' nvidia/ dirs).
+func noManagerEvidence(e *Env) string {
+	mdev, vendor := vgpuInterfaces(e)
+	var parts []string
+	if mdev || !vendor {
+		parts = append(parts, "module nvidia_vgpu_vfio not loaded")
+	}
+	parts = append(parts, "no nvidia-vgpu-mgr")
+	if vendor {
+		parts = append(parts, "no "+vgpu.SRIOVManage)
+	}
+	if mdev || !vendor {
+		parts = append(parts, mdevSubject+" empty")
+	}
+	msg := strings.Join(parts, ", ")
+	if vendor {
+		msg += fmt.Sprintf(" (on kernel %s the vGPU manager, vGPU 17+, serves SR-IOV GPUs through the vendor-specific VFIO framework: VFs with nvidia/creatable_vgpu_types, not mdev)", e.Host.Kernel)
+	}
+	return msg
+}
+
 func checkVGPUTypes(e *Env) []Finding {
 	if len(e.GPUs) == 0 {
-		return []Finding{{Status: Skip, Subject: "/sys/class/mdev_bus", Message: "no GPU selected"}}
+		return []Finding{{Status: Skip, Subject: vgpuSubject(e), Message: "no GPU selected"}}
 	}
 	if !vgpu.ReadManager(e.Root).Installed {
-		return []Finding{{Status: Skip, Subject: "/sys/class/mdev_bus", Message: "no vGPU manager (see vgpu.manager): no types to list"}}
+		return []Finding{{Status: Skip, Subject: vgpuSubject(e), Message: "no vGPU manager (see vgpu.manager): no types to list"}}
 	}
 	var out []Finding
 	for _, g := range e.GPUs {
@@ -192,6 +259,28 @@ func kernelMajor(release string) int {
 	return n
 }
 
+// kernelAtLeast reports whether a kernel release ("6.8.0-45-generic") is
+// major.minor or later; false when it cannot be read.
+func kernelAtLeast(release string, major, minor int) bool {
+	maj, rest, ok := strings.Cut(release, ".")
+	if !ok {
+		return false
+	}
+	var min string
+	for _, c := range rest {
+		if c < '0' || c > '9' {
+			break
+		}
+		min += string(c)
+	}
+	a, err1 := strconv.Atoi(maj)
+	b, err2 := strconv.Atoi(min)
+	if err1 != nil || err2 != nil {
+		return false
+	}
+	return a > major || a == major && b >= minor
+}
+
 // checkVGPUSupport says whether the GPU, kernel and vGPU interface together
 // are a combination the KubeVirt tooling supports.
 func checkVGPUSupport(e *Env) []Finding {
@@ -223,7 +312,7 @@ func checkVGPUSupport(e *Env) []Finding {
 		out = append(out, f)
 	}
 	if len(out) == 0 {
-		out = append(out, Finding{Status: Skip, Subject: "/sys/class/mdev_bus", Message: "no GPU with a vGPU interface set up (see vgpu.types)"})
+		out = append(out, Finding{Status: Skip, Subject: vgpuSubject(e), Message: "no GPU with a vGPU interface set up (see vgpu.types)"})
 	}
 	return out
 }

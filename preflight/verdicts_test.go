@@ -355,3 +355,28 @@ func TestGeForceCannotHostVGPU(t *testing.T) {
 	require.Contains(t, m.Remedy, "install the licensed NVIDIA vGPU manager")
 	require.NotContains(t, m.Message, "GeForce")
 }
+
+// On kernel ≥ 6.8 the vGPU manager serves SR-IOV GPUs through the
+// vendor-specific VFIO framework (no nvidia_vgpu_vfio, no mdev bus): the
+// evidence and subjects name that interface, not mdev; a kernel 5.15 host
+// with a T4 keeps the mdev ones.
+func TestNoManagerEvidenceNamesTheInterface(t *testing.T) {
+	_, res := run(t, "vgpu-fresh-sriov")
+	m := one(t, res, "vgpu.manager", "nvidia vGPU manager", preflight.VMVGPU)
+	require.Equal(t, preflight.Fail, m.Status)
+	require.Equal(t, "no NVIDIA vGPU manager: no nvidia-vgpu-mgr, no /usr/lib/nvidia/sriov-manage (on kernel 6.8.0-45-generic the vGPU manager, vGPU 17+, serves SR-IOV GPUs through the vendor-specific VFIO framework: VFs with nvidia/creatable_vgpu_types, not mdev)", m.Message)
+	for _, c := range []string{"vgpu.types", "vgpu.support"} {
+		f := one(t, res, c, "/sys/bus/pci/devices/*/nvidia/creatable_vgpu_types", preflight.VMVGPU)
+		require.Equal(t, preflight.Skip, f.Status)
+	}
+	for _, f := range res.Findings {
+		if f.AppliesTo(preflight.VMVGPU) {
+			require.NotContains(t, f.Subject+f.Message, "mdev_bus", f.Check)
+		}
+	}
+
+	_, res = run(t, "vgpu-fresh-mdev")
+	m = one(t, res, "vgpu.manager", "nvidia vGPU manager", preflight.VMVGPU)
+	require.Equal(t, "no NVIDIA vGPU manager: module nvidia_vgpu_vfio not loaded, no nvidia-vgpu-mgr, /sys/class/mdev_bus empty", m.Message)
+	one(t, res, "vgpu.types", "/sys/class/mdev_bus", preflight.VMVGPU)
+}
