@@ -85,6 +85,12 @@ func (p *Plan) planVGPU(ctx context.Context) error {
 	if err != nil {
 		return usage(StepVGPUDevices, err)
 	}
+	// Before the manager runs no GPU lists its types: judge the config's
+	// types by the boards' names (what a GPU offers, once it does, wins).
+	offered := func(gpu string) []vgpu.Type { return vgpu.Read(p.root, gpu).Types }
+	if err := vgpu.WantsFitBoards(o.VGPUConfigFile, o.VGPUConfig, wants, vgpu.BoardNames(p.root, infos), offered); err != nil {
+		return usage(StepVGPUDevices, err)
+	}
 	p.vgpu = &vgpuState{wants: wants, raw: raw}
 	installed, err := p.planInstall(ctx, infos)
 	if err != nil {

@@ -81,3 +81,20 @@ func TestApplyVMVGPUEnablesVFsWithoutDriver(t *testing.T) {
 	require.FileExists(t, filepath.Join(root, "etc/systemd/system/gpuprep-vgpu-sriov.service"))
 	require.Contains(t, out, "vm-vgpu         READY")
 }
+
+// A config whose types cannot be the GPUs' is refused by name before the
+// vGPU manager runs (no GPU lists types then): H200X types on the H100
+// PCIe of vfio-bound; once a GPU lists its types, they decide (sriov-vgpu's
+// H200 offers no H100-80C).
+func TestPlanVMVGPURefusesTypesOfAnotherBoard(t *testing.T) {
+	cfg := h200ConfigFile(t)
+	_, errs, code := gpuprep(t, "plan", "--root", fixtureRoot(t, "vfio-bound"), "--mode", "vm-vgpu", "--vgpu-config-file", cfg, "--vgpu-config", "h200-141c")
+	require.Equal(t, exitUsage, code, errs)
+	require.Contains(t, errs, cfg+`: config "h200-141c" asks for vGPU types these GPUs cannot have: "H200X-141C" on H100 PCIe 0000:11:00.0, 0000:21:00.0, 0000:31:00.0, 0000:41:00.0`)
+
+	root := fixtureRoot(t, "sriov-vgpu")
+	require.NoError(t, fixture.New(root).Mkdir("/sys/module/pci_pf_stub").Err())
+	_, errs, code = gpuprep(t, "plan", "--root", root, "--mode", "vm-vgpu", "--vgpu-config-file", cfg, "--vgpu-config", "h100-80c")
+	require.Equal(t, exitUsage, code, errs)
+	require.Contains(t, errs, `config "h100-80c" asks for vGPU types these GPUs cannot have: "H100-80C" on H200 SXM 141GB 0000:41:00.0`)
+}
