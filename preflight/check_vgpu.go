@@ -317,6 +317,18 @@ func checkVGPUSupport(e *Env) []Finding {
 	return out
 }
 
+// vgpuOnNvidia is vfio.binding's message for a GPU on nvidia in vm-vgpu:
+// what nvidia does for its vGPUs, given the manager and the board.
+func vgpuOnNvidia(e *Env, g *pci.Device) string {
+	if _, ok := consumerBoard(g); ok {
+		return "on driver nvidia (a GeForce/TITAN board hosts no vGPU: see vgpu.support)"
+	}
+	if vgpu.ReadManager(e.Root).Installed {
+		return "on driver nvidia, where the installed vGPU manager hosts vGPUs (see vgpu.types)"
+	}
+	return "on driver nvidia, which hosts vGPUs once the vGPU manager is installed (see vgpu.manager)"
+}
+
 // consumerBoard reports whether the NVIDIA GPU g is a consumer GeForce or
 // TITAN board (vgpu.ConsumerBoard), named from pci.ids: the host's, else
 // the embedded copy when the host's does not know the device.

@@ -380,3 +380,20 @@ func TestNoManagerEvidenceNamesTheInterface(t *testing.T) {
 	require.Equal(t, "no NVIDIA vGPU manager: module nvidia_vgpu_vfio not loaded, no nvidia-vgpu-mgr, /sys/class/mdev_bus empty", m.Message)
 	one(t, res, "vgpu.types", "/sys/class/mdev_bus", preflight.VMVGPU)
 }
+
+// vfio.binding's vm-vgpu pass on nvidia says what holds: "once the vGPU
+// manager is installed" only where it is not, nothing about vGPUs on a
+// GeForce board.
+func TestVGPUBindingMessageFollowsTheManager(t *testing.T) {
+	for sc, want := range map[string]string{
+		"sriov-vgpu":            "on driver nvidia, where the installed vGPU manager hosts vGPUs (see vgpu.types)",
+		"mdev-vgpu":             "on driver nvidia, where the installed vGPU manager hosts vGPUs (see vgpu.types)",
+		"hgx-h200":              "on driver nvidia, which hosts vGPUs once the vGPU manager is installed (see vgpu.manager)",
+		"consumer-shared-group": "on driver nvidia (a GeForce/TITAN board hosts no vGPU: see vgpu.support)",
+	} {
+		env, res := run(t, sc)
+		f := one(t, res, "vfio.binding", env.GPUs[0].Address, preflight.VMVGPU)
+		require.Equal(t, preflight.Pass, f.Status, sc)
+		require.Equal(t, want, f.Message, sc)
+	}
+}
