@@ -349,7 +349,7 @@ func nvswitchBinding(e *Env) (Finding, bool) {
 func vgpuBinding(e *Env, g *pci.Device) Finding {
 	f := Finding{Subject: g.Address, Modes: []Mode{VMVGPU}}
 	if g.Driver == "nvidia" {
-		f.Status, f.Message = Pass, "on driver nvidia, which hosts vGPUs once the vGPU manager is installed (see vgpu.manager)"
+		f.Status, f.Message = Pass, vgpuOnNvidia(e, g)
 		return f
 	}
 	f.Status = Fail

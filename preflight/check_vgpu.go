@@ -2,9 +2,11 @@ package preflight
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/gpuprep/gpuprep/internal/pci"
+	"github.com/gpuprep/gpuprep/internal/pciids"
 	"github.com/gpuprep/gpuprep/vgpu"
 )
 
@@ -22,27 +24,109 @@ func checkVGPUManager(e *Env) []Finding {
 		}
 		return []Finding{{Status: Pass, Subject: "nvidia vGPU manager", Message: msg + "; nvidia-vgpu-mgr running"}}
 	}
-	var onVFIO []string
+	var onVFIO, consumer []string
+	nvidia := 0
 	for _, g := range e.GPUs {
 		if pci.DriverIsVFIO(g.Driver) {
 			onVFIO = append(onVFIO, g.Address)
 		}
+		if g.VendorID == pci.VendorNVIDIA {
+			nvidia++
+			if board, ok := consumerBoard(g); ok {
+				consumer = append(consumer, g.Address+" ("+board+")")
+			}
+		}
 	}
-	msg := "no NVIDIA vGPU manager: module nvidia_vgpu_vfio not loaded, no nvidia-vgpu-mgr, /sys/class/mdev_bus empty"
+	msg := "no NVIDIA vGPU manager: " + noManagerEvidence(e)
 	if len(onVFIO) > 0 {
 		msg += "; GPUs " + strings.Join(onVFIO, ", ") + " are on vfio-pci, which the vGPU manager cannot use"
+	}
+	if len(consumer) > 0 {
+		msg += "; " + strings.Join(consumer, ", ") + ": consumer GeForce/TITAN board(s), which NVIDIA vGPU does not support (see vgpu.support)"
+	}
+	if len(consumer) > 0 && len(consumer) == nvidia {
+		// The licensed vGPU manager would not help: no remedy sends
+		// the user to buy one for a board it does not run on.
+		return []Finding{{Status: Fail, Subject: "nvidia vGPU manager", Message: msg,
+			Remedy: "none on these GPUs: NVIDIA vGPU runs on data-center and RTX professional boards only; give each GPU to one VM whole instead (gpuprep check --mode vm-passthrough), or use a GPU NVIDIA vGPU supports"}}
 	}
 	return []Finding{{Status: Fail, Subject: "nvidia vGPU manager", Message: msg,
 		Fixable: true, FixCommand: "gpuprep vgpu install --driver NVIDIA-Linux-x86_64-VER-vgpu-kvm.run",
 		Remedy: "install the licensed NVIDIA vGPU manager (gpuprep vgpu install --driver NVIDIA-Linux-x86_64-VER-vgpu-kvm.run), or let the GPU Operator deploy it (vgpuManager.enabled=true with your private image)"}}
 }
 
+// vendorVFIO reports whether the GPU g hosts vGPUs through the
+// vendor-specific VFIO framework (SR-IOV VFs with nvidia/creatable_vgpu_types)
+// rather than mdev: what its sysfs shows once the manager has set it up,
+// else what applies to it — vGPU 17+ on kernel ≥ 6.8 uses that framework on
+// GPUs whose vGPUs are SR-IOV VFs (vgpu.UsesSRIOV: not a T4, which reports
+// VFs but uses mdev).
+func vendorVFIO(e *Env, g *pci.Device) bool {
+	if s := e.VGPU(g.Address); s.Interface != "" {
+		return s.Interface == "sriov"
+	}
+	return kernelAtLeast(e.Host.Kernel, 6, 8) && vgpu.UsesSRIOV(e.Root, vgpu.GPUInfo{Address: g.Address, DeviceID: g.DeviceID})
+}
+
+// vgpuInterfaces says which vGPU interfaces apply to the selected GPUs.
+func vgpuInterfaces(e *Env) (mdev, vendor bool) {
+	for _, g := range e.GPUs {
+		if g.VendorID != pci.VendorNVIDIA {
+			continue
+		}
+		if vendorVFIO(e, g) {
+			vendor = true
+		} else {
+			mdev = true
+		}
+	}
+	return mdev, vendor || !mdev && kernelAtLeast(e.Host.Kernel, 6, 8)
+}
+
+// Where each interface shows its vGPU types: subjects of host-wide findings.
+const (
+	mdevSubject   = "/sys/class/mdev_bus"
+	vendorSubject = "/sys/bus/pci/devices/*/nvidia/creatable_vgpu_types"
+)
+
+// vgpuSubject is the place that shows the selected GPUs' vGPU types.
+func vgpuSubject(e *Env) string {
+	if mdev, vendor := vgpuInterfaces(e); vendor && !mdev {
+		return vendorSubject
+	}
+	return mdevSubject
+}
+
+// noManagerEvidence says what shows there is no vGPU manager, for the
+// interface that applies: mdev (its module and bus), or the vendor-specific
+// VFIO framework of kernel ≥ 6.8 (nvidia.ko is the VFIO provider there: no
+// nvidia_vgpu_vfio, no mdev bus; sriov-manage and the VFs' nvidia/ dirs).
+func noManagerEvidence(e *Env) string {
+	mdev, vendor := vgpuInterfaces(e)
+	var parts []string
+	if mdev || !vendor {
+		parts = append(parts, "module nvidia_vgpu_vfio not loaded")
+	}
+	parts = append(parts, "no nvidia-vgpu-mgr")
+	if vendor {
+		parts = append(parts, "no "+vgpu.SRIOVManage)
+	}
+	if mdev || !vendor {
+		parts = append(parts, mdevSubject+" empty")
+	}
+	msg := strings.Join(parts, ", ")
+	if vendor {
+		msg += fmt.Sprintf(" (on kernel %s the vGPU manager, vGPU 17+, serves SR-IOV GPUs through the vendor-specific VFIO framework: VFs with nvidia/creatable_vgpu_types, not mdev)", e.Host.Kernel)
+	}
+	return msg
+}
+
 func checkVGPUTypes(e *Env) []Finding {
 	if len(e.GPUs) == 0 {
-		return []Finding{{Status: Skip, Subject: "/sys/class/mdev_bus", Message: "no GPU selected"}}
+		return []Finding{{Status: Skip, Subject: vgpuSubject(e), Message: "no GPU selected"}}
 	}
 	if !vgpu.ReadManager(e.Root).Installed {
-		return []Finding{{Status: Skip, Subject: "/sys/class/mdev_bus", Message: "no vGPU manager (see vgpu.manager): no types to list"}}
+		return []Finding{{Status: Skip, Subject: vgpuSubject(e), Message: "no vGPU manager (see vgpu.manager): no types to list"}}
 	}
 	var out []Finding
 	for _, g := range e.GPUs {
@@ -71,12 +155,35 @@ func checkVGPUTypes(e *Env) []Finding {
 				iface = fmt.Sprintf("vendor-specific VFIO, %d/%d VFs enabled (nvidia/creatable_vgpu_types)", s.NumVFs, s.TotalVFs)
 			}
 			f.Message = iface + ": " + strings.Join(names, ", ")
-			if sriov && s.NumVFs > 0 && s.NumVFs < s.TotalVFs {
+			partial := sriov && s.NumVFs > 0 && s.NumVFs < s.TotalVFs
+			if partial {
 				// sriov-manage -e enables every VF, and has exited 0
 				// on failure: verify sriov_numvfs == sriov_totalvfs.
 				f.Status = Warn
 				f.Message += fmt.Sprintf("; only %d of %d SR-IOV VFs are enabled: sriov-manage -e enables every VF, so it likely failed part way (it has exited 0 on failure), and vGPUs can be created on the enabled VFs only", s.NumVFs, s.TotalVFs)
 				f.Remedy = "/usr/lib/nvidia/sriov-manage -e " + g.Address + ", then check that sriov_numvfs equals sriov_totalvfs (gpuprep vgpu install --driver FILE --select " + g.Address + " does both, retrying)"
+			}
+			switch n := len(vgpu.Existing(e.Root, g.Address)); {
+			case n > 0:
+				f.Message += fmt.Sprintf("; %d vGPU(s) exist", n)
+			case s.Interface == "sriov":
+				// Nothing in NVIDIA's stack writes current_vgpu_type:
+				// the GPU Operator's vgpu-device-manager creates mdevs
+				// only. With no vGPU on any VF, KubeVirt has nothing
+				// to allocate, and nothing will create one.
+				f.Status = Fail
+				f.Message += "; no vGPU exists (every VF's nvidia/current_vgpu_type is 0): on the vendor-specific VFIO interface nothing in NVIDIA's stack creates vGPUs (the GPU Operator's vgpu-device-manager creates mdevs only), so KubeVirt has none to allocate"
+				fix := "gpuprep vgpu apply -f vgpu-config.yaml -c NAME --persist"
+				f.Fixable, f.FixCommand = true, fix
+				remedy := "create them: " + fix + " (writes a type id to free VFs' current_vgpu_type, and again at boot: VFs and their vGPUs do not survive a reboot), or gpuprep apply --mode vm-vgpu --vgpu-config-file vgpu-config.yaml --vgpu-config NAME"
+				if partial {
+					remedy = "enable every VF first (/usr/lib/nvidia/sriov-manage -e " + g.Address + ", until sriov_numvfs equals sriov_totalvfs), then " + remedy
+				}
+				f.Remedy = remedy
+			default:
+				// mdev: the GPU Operator's vgpu-device-manager creates
+				// the mdevs of the node's nvidia.com/vgpu.config.
+				f.Message += "; no mdev exists yet: the GPU Operator's vgpu-device-manager creates them from the node's nvidia.com/vgpu.config label (or gpuprep vgpu apply)"
 			}
 		case len(vgpu.Existing(e.Root, g.Address)) > 0:
 			// Every VF holds a vGPU (a VF given a type offers no more
@@ -152,11 +259,39 @@ func kernelMajor(release string) int {
 	return n
 }
 
+// kernelAtLeast reports whether a kernel release ("6.8.0-45-generic") is
+// major.minor or later; false when it cannot be read.
+func kernelAtLeast(release string, major, minor int) bool {
+	maj, rest, ok := strings.Cut(release, ".")
+	if !ok {
+		return false
+	}
+	var min string
+	for _, c := range rest {
+		if c < '0' || c > '9' {
+			break
+		}
+		min += string(c)
+	}
+	a, err1 := strconv.Atoi(maj)
+	b, err2 := strconv.Atoi(min)
+	if err1 != nil || err2 != nil {
+		return false
+	}
+	return a > major || a == major && b >= minor
+}
+
 // checkVGPUSupport says whether the GPU, kernel and vGPU interface together
 // are a combination the KubeVirt tooling supports.
 func checkVGPUSupport(e *Env) []Finding {
 	var out []Finding
 	for _, g := range e.GPUs {
+		if board, ok := consumerBoard(g); ok {
+			out = append(out, Finding{Status: Fail, Subject: g.Address,
+				Message: fmt.Sprintf("%s (%s:%s) is a consumer GeForce/TITAN board: NVIDIA vGPU does not support it, whatever the driver or license", board, g.VendorID, g.DeviceID),
+				Remedy:  "use a GPU that NVIDIA vGPU supports (data-center and RTX professional boards), or give this one to a VM whole (gpuprep check --mode vm-passthrough)"})
+			continue
+		}
 		s := e.VGPU(g.Address)
 		f := Finding{Subject: g.Address}
 		switch {
@@ -177,9 +312,36 @@ func checkVGPUSupport(e *Env) []Finding {
 		out = append(out, f)
 	}
 	if len(out) == 0 {
-		out = append(out, Finding{Status: Skip, Subject: "/sys/class/mdev_bus", Message: "no GPU with a vGPU interface set up (see vgpu.types)"})
+		out = append(out, Finding{Status: Skip, Subject: vgpuSubject(e), Message: "no GPU with a vGPU interface set up (see vgpu.types)"})
 	}
 	return out
+}
+
+// vgpuOnNvidia is vfio.binding's message for a GPU on nvidia in vm-vgpu:
+// what nvidia does for its vGPUs, given the manager and the board.
+func vgpuOnNvidia(e *Env, g *pci.Device) string {
+	if _, ok := consumerBoard(g); ok {
+		return "on driver nvidia (a GeForce/TITAN board hosts no vGPU: see vgpu.support)"
+	}
+	if vgpu.ReadManager(e.Root).Installed {
+		return "on driver nvidia, where the installed vGPU manager hosts vGPUs (see vgpu.types)"
+	}
+	return "on driver nvidia, which hosts vGPUs once the vGPU manager is installed (see vgpu.manager)"
+}
+
+// consumerBoard reports whether the NVIDIA GPU g is a consumer GeForce or
+// TITAN board (vgpu.ConsumerBoard), named from pci.ids: the host's, else
+// the embedded copy when the host's does not know the device.
+func consumerBoard(g *pci.Device) (string, bool) {
+	if g.VendorID != pci.VendorNVIDIA {
+		return "", false
+	}
+	name := g.Name
+	if name == "" {
+		id := pciids.ID{Vendor: g.VendorID, Device: g.DeviceID}
+		name = pciids.Embedded([]pciids.ID{id}).Devices[id]
+	}
+	return vgpu.ConsumerBoard(name)
 }
 
 // vgpuDriverRemedy says how a GPU that is not on the nvidia driver gets to

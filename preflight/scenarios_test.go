@@ -140,9 +140,12 @@ func TestScenarios(t *testing.T) {
 				{"vgpu.support", "0000:21:00.0", preflight.Pass, ""}},
 		},
 		{
+			// no VF holds a vGPU, and nothing but gpuprep creates one
+			// on the vendor-specific VFIO interface
 			scenario: "sriov-vgpu",
-			ready:    map[preflight.Mode]bool{VG: true},
-			findings: []want{{"vgpu.types", "0000:41:00.0", preflight.Warn, ""}, {"vgpu.support", "0000:41:00.0", preflight.Warn, ""}},
+			ready:    map[preflight.Mode]bool{VG: false},
+			blockers: map[preflight.Mode][]string{VG: {"vgpu.types"}},
+			findings: []want{{"vgpu.types", "0000:41:00.0", preflight.Fail, ""}, {"vgpu.support", "0000:41:00.0", preflight.Warn, ""}},
 		},
 		{
 			scenario: "amd-svm-disabled",

@@ -136,21 +136,53 @@ func TestNonNVIDIADeviceIsNotContainerReady(t *testing.T) {
 // sriov-manage -e enables every VF and has exited 0 on failure: fewer VFs
 // than sriov_totalvfs is worth a warning (facts: verify numvfs == totalvfs).
 func TestPartlyEnabledVFsWarn(t *testing.T) {
-	_, res := run(t, "sriov-vgpu")
+	// one VF holds a vGPU (an H200X-141C): otherwise the GPU fails
+	// (TestSRIOVWithoutVGPUsFails)
+	withVGPU := func(b *fixture.Builder) {
+		vf := b.DevPath("0000:41:00.4")
+		b.File(vf+"/nvidia/current_vgpu_type", "1428\n").File(vf+"/nvidia/creatable_vgpu_types", "ID    : vGPU Name\n")
+	}
+	dir := build(t, fixture.SRIOVVGPU, withVGPU)
+	_, res := runRoot(t, dir)
 	f := one(t, res, "vgpu.types", "0000:41:00.0", preflight.VMVGPU)
 	require.Equal(t, preflight.Warn, f.Status)
 	require.Contains(t, f.Message, "vendor-specific VFIO, 4/16 VFs enabled (nvidia/creatable_vgpu_types): NVIDIA H200X-141C")
 	require.Contains(t, f.Message, "only 4 of 16 SR-IOV VFs are enabled")
+	require.Contains(t, f.Message, "; 1 vGPU(s) exist")
 	require.Contains(t, f.Remedy, "/usr/lib/nvidia/sriov-manage -e 0000:41:00.0")
 	require.True(t, res.Modes[preflight.VMVGPU].Ready)
 
-	dir := t.TempDir()
-	require.NoError(t, fixture.Build("sriov-vgpu", dir))
-	require.NoError(t, fixture.New(dir).File("/sys/bus/pci/devices/0000:41:00.0/sriov_numvfs", "16\n").Err())
+	dir = build(t, fixture.SRIOVVGPU, func(b *fixture.Builder) {
+		withVGPU(b)
+		b.File("/sys/bus/pci/devices/0000:41:00.0/sriov_numvfs", "16\n")
+	})
 	_, res = runRoot(t, dir)
 	f = one(t, res, "vgpu.types", "0000:41:00.0", preflight.VMVGPU)
 	require.Equal(t, preflight.Pass, f.Status, f.Message)
 	require.Contains(t, f.Message, "16/16 VFs enabled")
+}
+
+// On the vendor-specific VFIO interface nothing in NVIDIA's stack creates
+// vGPUs (vgpu-device-manager writes mdevs only): VFs that offer types but
+// hold none leave KubeVirt nothing to allocate, and nothing will. On the
+// mdev interface the GPU Operator's vgpu-device-manager creates them from
+// the nvidia.com/vgpu.config label: no mdev yet is no blocker.
+func TestSRIOVWithoutVGPUsFails(t *testing.T) {
+	_, res := run(t, "sriov-vgpu")
+	f := one(t, res, "vgpu.types", "0000:41:00.0", preflight.VMVGPU)
+	require.Equal(t, preflight.Fail, f.Status, f.Message)
+	require.Contains(t, f.Message, "no vGPU exists (every VF's nvidia/current_vgpu_type is 0)")
+	require.Contains(t, f.Message, "nothing in NVIDIA's stack creates vGPUs")
+	require.Equal(t, "gpuprep vgpu apply -f vgpu-config.yaml -c NAME --persist", f.FixCommand)
+	require.Contains(t, f.Remedy, "enable every VF first (/usr/lib/nvidia/sriov-manage -e 0000:41:00.0")
+	require.False(t, res.Modes[preflight.VMVGPU].Ready)
+	require.Contains(t, res.Modes[preflight.VMVGPU].Blockers, "vgpu.types")
+
+	_, res = run(t, "mdev-vgpu")
+	f = one(t, res, "vgpu.types", "0000:21:00.0", preflight.VMVGPU)
+	require.Equal(t, preflight.Pass, f.Status, f.Message)
+	require.Contains(t, f.Message, "no mdev exists yet: the GPU Operator's vgpu-device-manager creates them from the node's nvidia.com/vgpu.config label")
+	require.True(t, res.Modes[preflight.VMVGPU].Ready)
 }
 
 // pci-stub sets driver_managed_dma (and VFIO allowed it by name before
@@ -372,5 +404,71 @@ func TestBindFixOnlyWhereVFIOBindTakesIt(t *testing.T) {
 		require.Equal(t, c.fix != "", f.Fixable, c.scenario)
 		require.Equal(t, c.fix, f.FixCommand, c.scenario)
 		require.Contains(t, f.Remedy, c.remedy, c.scenario)
+	}
+}
+
+// GeForce boards cannot host NVIDIA vGPU: vm-vgpu on an RTX 4090 fails in
+// vgpu.support, and vgpu.manager does not send the user to buy the licensed
+// vGPU manager for it.
+func TestGeForceCannotHostVGPU(t *testing.T) {
+	_, res := run(t, "consumer-shared-group")
+	f := one(t, res, "vgpu.support", "0000:02:00.0", preflight.VMVGPU)
+	require.Equal(t, preflight.Fail, f.Status, f.Message)
+	require.Equal(t, "GeForce RTX 4090 (10de:2684) is a consumer GeForce/TITAN board: NVIDIA vGPU does not support it, whatever the driver or license", f.Message)
+	require.Contains(t, f.Remedy, "--mode vm-passthrough")
+	m := one(t, res, "vgpu.manager", "nvidia vGPU manager", preflight.VMVGPU)
+	require.Equal(t, preflight.Fail, m.Status)
+	require.Contains(t, m.Message, "0000:02:00.0 (GeForce RTX 4090): consumer GeForce/TITAN board(s), which NVIDIA vGPU does not support")
+	require.NotContains(t, m.Remedy, "licensed")
+	require.NotContains(t, m.Remedy, "vgpu install")
+	require.False(t, m.Fixable)
+	require.Contains(t, res.Modes[preflight.VMVGPU].Blockers, "vgpu.support")
+
+	// a data-center board is not one
+	_, res = run(t, "vgpu-fresh-sriov")
+	m = one(t, res, "vgpu.manager", "nvidia vGPU manager", preflight.VMVGPU)
+	require.Contains(t, m.Remedy, "install the licensed NVIDIA vGPU manager")
+	require.NotContains(t, m.Message, "GeForce")
+}
+
+// On kernel ≥ 6.8 the vGPU manager serves SR-IOV GPUs through the
+// vendor-specific VFIO framework (no nvidia_vgpu_vfio, no mdev bus): the
+// evidence and subjects name that interface, not mdev; a kernel 5.15 host
+// with a T4 keeps the mdev ones.
+func TestNoManagerEvidenceNamesTheInterface(t *testing.T) {
+	_, res := run(t, "vgpu-fresh-sriov")
+	m := one(t, res, "vgpu.manager", "nvidia vGPU manager", preflight.VMVGPU)
+	require.Equal(t, preflight.Fail, m.Status)
+	require.Equal(t, "no NVIDIA vGPU manager: no nvidia-vgpu-mgr, no /usr/lib/nvidia/sriov-manage (on kernel 6.8.0-45-generic the vGPU manager, vGPU 17+, serves SR-IOV GPUs through the vendor-specific VFIO framework: VFs with nvidia/creatable_vgpu_types, not mdev)", m.Message)
+	for _, c := range []string{"vgpu.types", "vgpu.support"} {
+		f := one(t, res, c, "/sys/bus/pci/devices/*/nvidia/creatable_vgpu_types", preflight.VMVGPU)
+		require.Equal(t, preflight.Skip, f.Status)
+	}
+	for _, f := range res.Findings {
+		if f.AppliesTo(preflight.VMVGPU) {
+			require.NotContains(t, f.Subject+f.Message, "mdev_bus", f.Check)
+		}
+	}
+
+	_, res = run(t, "vgpu-fresh-mdev")
+	m = one(t, res, "vgpu.manager", "nvidia vGPU manager", preflight.VMVGPU)
+	require.Equal(t, "no NVIDIA vGPU manager: module nvidia_vgpu_vfio not loaded, no nvidia-vgpu-mgr, /sys/class/mdev_bus empty", m.Message)
+	one(t, res, "vgpu.types", "/sys/class/mdev_bus", preflight.VMVGPU)
+}
+
+// vfio.binding's vm-vgpu pass on nvidia says what holds: "once the vGPU
+// manager is installed" only where it is not, nothing about vGPUs on a
+// GeForce board.
+func TestVGPUBindingMessageFollowsTheManager(t *testing.T) {
+	for sc, want := range map[string]string{
+		"sriov-vgpu":            "on driver nvidia, where the installed vGPU manager hosts vGPUs (see vgpu.types)",
+		"mdev-vgpu":             "on driver nvidia, where the installed vGPU manager hosts vGPUs (see vgpu.types)",
+		"hgx-h200":              "on driver nvidia, which hosts vGPUs once the vGPU manager is installed (see vgpu.manager)",
+		"consumer-shared-group": "on driver nvidia (a GeForce/TITAN board hosts no vGPU: see vgpu.support)",
+	} {
+		env, res := run(t, sc)
+		f := one(t, res, "vfio.binding", env.GPUs[0].Address, preflight.VMVGPU)
+		require.Equal(t, preflight.Pass, f.Status, sc)
+		require.Equal(t, want, f.Message, sc)
 	}
 }

@@ -2,6 +2,7 @@ package provision
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -84,6 +85,12 @@ func (p *Plan) planVGPU(ctx context.Context) error {
 	if err != nil {
 		return usage(StepVGPUDevices, err)
 	}
+	// Before the manager runs no GPU lists its types: judge the config's
+	// types by the boards' names (what a GPU offers, once it does, wins).
+	offered := func(gpu string) []vgpu.Type { return vgpu.Read(p.root, gpu).Types }
+	if err := vgpu.WantsFitBoards(o.VGPUConfigFile, o.VGPUConfig, wants, vgpu.BoardNames(p.root, infos), offered); err != nil {
+		return usage(StepVGPUDevices, err)
+	}
 	p.vgpu = &vgpuState{wants: wants, raw: raw}
 	installed, err := p.planInstall(ctx, infos)
 	if err != nil {
@@ -94,26 +101,53 @@ func (p *Plan) planVGPU(ctx context.Context) error {
 		for _, w := range wants {
 			ws = append(ws, fmt.Sprintf("%d× %s on %s", w.Count, w.Type, w.GPU))
 		}
+		when := "once the vGPU manager runs"
+		if ip := p.vgpu.install; ip != nil && ip.Driver == nil {
+			when = "once the VFs are enabled" // vgpu.PlanEnableVFs: the manager runs
+		}
 		p.Steps = append(p.Steps, &Step{ID: StepVGPUDevices, Deferred: true,
-			Title: fmt.Sprintf("create the vGPUs of config %q (%s), persistently (the writes are planned once the vGPU manager runs)", o.VGPUConfig, strings.Join(ws, ", ")),
+			Title: fmt.Sprintf("create the vGPUs of config %q (%s), persistently (the writes are planned %s)", o.VGPUConfig, strings.Join(ws, ", "), when),
 			Notes: []string{"persistent: " + vgpu.PersistedConfig + " and " + vgpu.ApplyUnit + " (gpuprep vgpu apply at boot)"}})
 		return nil
 	}
 	return p.planDevices(ctx, p.runner())
 }
 
-// managerMissing says what keeps the vGPU manager from counting as
-// installed and running ("" each: nothing).
-func managerMissing(ctx context.Context, root *host.Root, r host.Runner, gpus []vgpu.GPUInfo) []string {
-	var miss []string
+// managerState is what plan knows of the vGPU manager: what keeps it from
+// counting as installed and running (missing), the SR-IOV GPUs whose VFs
+// are not all enabled (vfs: sriov-manage -e, not a reinstall, fixes that),
+// and a note when whether its daemon runs cannot be told.
+type managerState struct {
+	missing []string
+	vfs     []string
+	note    string
+}
+
+// readManager judges the vGPU manager by the evidence gpuprep check uses
+// (vgpu.manager): the nvidia-vgpu-mgr process in the root's /proc, else
+// systemd's answer where commands run (the live host). On a root that
+// shows neither (a snapshot without /proc), whether the daemon runs is
+// unknown and not held against it, as check does.
+func readManager(ctx context.Context, root *host.Root, r host.Runner, gpus []vgpu.GPUInfo) managerState {
+	var m managerState
 	if !root.Exists("/sys/module/nvidia") {
-		miss = append(miss, "the nvidia module is not loaded")
+		m.missing = append(m.missing, "the nvidia module is not loaded")
 	}
 	if !root.Exists("/usr/bin/nvidia-vgpu-mgr") {
-		miss = append(miss, "no /usr/bin/nvidia-vgpu-mgr")
+		m.missing = append(m.missing, "no /usr/bin/nvidia-vgpu-mgr")
 	}
-	if out, err := r.Run(ctx, "systemctl", "is-active", "nvidia-vgpu-mgr.service"); err != nil || strings.TrimSpace(string(out)) != "active" {
-		miss = append(miss, "nvidia-vgpu-mgr.service is not active")
+	running, known := vgpu.RunningDaemons(root)
+	if !running["nvidia-vgpu-mgr"] {
+		out, err := r.Run(ctx, "systemctl", "is-active", "nvidia-vgpu-mgr.service")
+		switch {
+		case err == nil && strings.TrimSpace(string(out)) == "active":
+		case errors.Is(err, host.ErrNoCommands) && !known:
+			m.note = "whether nvidia-vgpu-mgr runs is not known: the root has no process list under /proc and systemctl does not run against it"
+		case known:
+			m.missing = append(m.missing, "the nvidia-vgpu-mgr daemon is not running (no such process under /proc)")
+		default:
+			m.missing = append(m.missing, "nvidia-vgpu-mgr.service is not active")
+		}
 	}
 	for _, g := range gpus {
 		dev := "/sys/bus/pci/devices/" + g.Address
@@ -123,22 +157,46 @@ func managerMissing(ctx context.Context, root *host.Root, r host.Runner, gpus []
 		tot, _ := root.ReadString(dev + "/sriov_totalvfs")
 		num, _ := root.ReadString(dev + "/sriov_numvfs")
 		if tot == "" || tot == "0" || num != tot {
-			miss = append(miss, "the SR-IOV VFs of "+g.Address+" are not enabled")
+			if num == "" {
+				num = "?"
+			}
+			m.vfs = append(m.vfs, fmt.Sprintf("%s (%s of %s VFs enabled)", g.Address, num, tot))
 		}
 	}
-	return miss
+	return m
 }
 
 // planInstall plans the vgpu-install step and reports whether the manager
-// is installed and running (no step).
+// is installed and running with every VF enabled (no step). Without
+// --driver, a manager that is installed and running but has VFs to enable
+// gets the step that enables them (vgpu.PlanEnableVFs), not a reinstall.
 func (p *Plan) planInstall(ctx context.Context, gpus []vgpu.GPUInfo) (bool, error) {
 	r := p.runner()
 	if p.opts.Driver == "" {
-		miss := managerMissing(ctx, p.root, r, gpus)
-		if len(miss) == 0 {
+		m := readManager(ctx, p.root, r, gpus)
+		if m.note != "" {
+			p.Notes = append(p.Notes, m.note)
+		}
+		if len(m.missing) > 0 {
+			miss := m.missing
+			if len(m.vfs) > 0 {
+				miss = append(miss, "VFs not all enabled: "+strings.Join(m.vfs, ", "))
+			}
+			return false, usage(StepVGPUInstall, fmt.Errorf("--driver FILE is required: the vGPU manager is not installed and running (%s); give the licensed NVIDIA-Linux-x86_64-<ver>-vgpu-kvm.run", strings.Join(miss, "; ")))
+		}
+		if len(m.vfs) == 0 {
 			return true, nil
 		}
-		return false, usage(StepVGPUInstall, fmt.Errorf("--driver FILE is required: the vGPU manager is not installed and running (%s); give the licensed NVIDIA-Linux-x86_64-<ver>-vgpu-kvm.run", strings.Join(miss, "; ")))
+		ip, err := vgpu.PlanEnableVFs(ctx, &vgpu.Env{Root: p.root, Runner: r}, gpus)
+		if err != nil {
+			return false, &PlanError{Step: StepVGPUInstall, Refused: true, Err: err}
+		}
+		if err := ip.Missing(); err != nil {
+			return false, &PlanError{Step: StepVGPUInstall, Refused: true, Err: err}
+		}
+		s := &Step{ID: StepVGPUInstall, Title: "enable the SR-IOV VFs of " + strings.Join(m.vfs, ", ") + ", as gpuprep vgpu install does: the vGPU manager is installed and running"}
+		p.addInstallSteps(s, ip)
+		return false, nil
 	}
 	// package queries only read the file, so they run on this machine even
 	// when a plan is made for another root
@@ -153,6 +211,13 @@ func (p *Plan) planInstall(ctx context.Context, gpus []vgpu.GPUInfo) (bool, erro
 		return true, nil
 	}
 	s := &Step{ID: StepVGPUInstall, Title: fmt.Sprintf("install the vGPU manager %s (%s) as gpuprep vgpu install does", ip.Driver.Version, ip.Driver.Name())}
+	p.addInstallSteps(s, ip)
+	s.Notes = append(s.Notes, "gpuprep rollback does not uninstall the vGPU manager (a package operation); it restores the files this step writes")
+	return false, nil
+}
+
+// addInstallSteps makes s the vgpu-install step that runs ip.
+func (p *Plan) addInstallSteps(s *Step, ip *vgpu.InstallPlan) {
 	for _, st := range ip.Steps {
 		if st.File != "" {
 			s.Files = append(s.Files, fileDiff(st.File, st.Old, st.New, st.OldExist))
@@ -162,10 +227,8 @@ func (p *Plan) planInstall(ctx context.Context, gpus []vgpu.GPUInfo) (bool, erro
 		}
 	}
 	s.Notes = append(s.Notes, ip.Notes...)
-	s.Notes = append(s.Notes, "gpuprep rollback does not uninstall the vGPU manager (a package operation); it restores the files this step writes")
 	p.vgpu.install = ip
 	p.Steps = append(p.Steps, s)
-	return false, nil
 }
 
 // planDevices plans the vGPU writes and the persistence, or no step when

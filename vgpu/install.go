@@ -409,14 +409,29 @@ func PlanInstall(ctx context.Context, e *Env, opts InstallOptions) (*InstallPlan
 			}})
 	}
 
+	if err := planSRIOV(ctx, e, p, installed, d.Version); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// planSRIOV plans what makes the VFs of p.SRIOV's GPUs enabled, now and at
+// every boot: sriov-manage -e where sriov_numvfs is short of
+// sriov_totalvfs, and SRIOVUnit enabled. installed says the vGPU manager
+// (of version) is installed already, so its sriov-manage must be there.
+func planSRIOV(ctx context.Context, e *Env, p *InstallPlan, installed bool, version string) error {
 	for _, g := range p.SRIOV {
 		g := g
 		dev := "/sys/bus/pci/devices/" + g
-		if tot := readInt(root, dev+"/sriov_totalvfs"); tot > 0 && readInt(root, dev+"/sriov_numvfs") == tot {
+		if tot := readInt(e.Root, dev+"/sriov_totalvfs"); tot > 0 && readInt(e.Root, dev+"/sriov_numvfs") == tot {
 			continue
 		}
-		if installed && !root.Exists(SRIOVManage) {
-			return nil, fmt.Errorf("%s uses SR-IOV but %s is missing although the vGPU manager %s is installed: reinstall it", g, SRIOVManage, d.Version)
+		if installed && !e.Root.Exists(SRIOVManage) {
+			mgr := "the vGPU manager"
+			if version != "" {
+				mgr += " " + version
+			}
+			return fmt.Errorf("%s uses SR-IOV but %s is missing although %s is installed: reinstall it", g, SRIOVManage, mgr)
 		}
 		p.Steps = append(p.Steps, Step{Title: "enable the SR-IOV VFs of " + g, Commands: [][]string{{SRIOVManage, "-e", g}},
 			Remedy: "an NVML client (nvidia-smi, DCGM, nvidia-persistenced) may hold the GPU: stop it and run gpuprep vgpu install again; if " + g + " lost its driver, rebind it: echo " + g + " > /sys/bus/pci/drivers/nvidia/bind; see `dmesg` for pci-pf-stub errors",
@@ -425,7 +440,7 @@ func PlanInstall(ctx context.Context, e *Env, opts InstallOptions) (*InstallPlan
 
 	if len(p.SRIOV) > 0 {
 		content := SRIOVUnitContent(p.SRIOV)
-		old, err := root.ReadFile(SRIOVUnit)
+		old, err := e.Root.ReadFile(SRIOVUnit)
 		exists := err == nil
 		changed := !exists || string(old) != string(content)
 		if changed {
@@ -442,6 +457,32 @@ func PlanInstall(ctx context.Context, e *Env, opts InstallOptions) (*InstallPlan
 					}
 					return runCmd([]string{"systemctl", "enable", SRIOVUnitName})(ctx, e)
 				}})
+		}
+	}
+	return nil
+}
+
+// PlanEnableVFs plans, for a host whose vGPU manager is installed and
+// running, what gpuprep vgpu install would still do: enable the SR-IOV VFs
+// of the GPUs that use them (sriov-manage -e, verified and retried) and
+// keep them enabled across reboots (SRIOVUnit). Its prerequisite is
+// pci-pf-stub, which sriov-manage needs. A host with every VF enabled and
+// the unit in place gets a plan with no steps.
+func PlanEnableVFs(ctx context.Context, e *Env, gpus []GPUInfo) (*InstallPlan, error) {
+	p := &InstallPlan{}
+	for _, g := range gpus {
+		if UsesSRIOV(e.Root, g) {
+			p.SRIOV = append(p.SRIOV, g.Address)
+		}
+	}
+	sort.Strings(p.SRIOV)
+	if err := planSRIOV(ctx, e, p, true, InstalledVersion(e.Root)); err != nil {
+		return nil, err
+	}
+	for _, s := range p.Steps {
+		if len(s.Commands) > 0 && s.Commands[0][0] == SRIOVManage {
+			p.Prereqs = []Prereq{pfStubPrereq(e.Root, KernelRelease(e.Root), p.SRIOV)}
+			break
 		}
 	}
 	return p, nil

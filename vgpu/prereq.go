@@ -127,6 +127,22 @@ func KernelRelease(root *host.Root) string {
 	return s
 }
 
+// pfStubPrereq is the pci-pf-stub module, which sriov-manage needs to
+// enable the VFs of the sriov GPUs: loaded, or there for kernel kver.
+func pfStubPrereq(root *host.Root, kver string, sriov []string) Prereq {
+	p := Prereq{Name: "pci-pf-stub", OK: root.Exists("/sys/module/pci_pf_stub") || ModuleAvailable(root, kver, "pci-pf-stub"),
+		Detail: "module pci-pf-stub, which sriov-manage needs to enable the VFs of " + strings.Join(sriov, ", ")}
+	if !p.OK {
+		p.Detail = "no module pci-pf-stub for " + kver + ": sriov-manage needs it to enable the VFs of " + strings.Join(sriov, ", ")
+		if isUbuntu(root) {
+			p.Remedy = "apt-get install linux-modules-extra-" + kver
+		} else {
+			p.Remedy = "install the kernel's extra modules package that has pci-pf-stub.ko (CONFIG_PCI_PF_STUB)"
+		}
+	}
+	return p
+}
+
 // CheckPrereqs checks what building and loading the vGPU manager's kernel
 // modules needs, in the root. format is the driver's (FormatRun, FormatDeb,
 // FormatRPM): a package brings its DKMS dependency (and the compiler with
@@ -157,17 +173,7 @@ func CheckPrereqs(root *host.Root, opts InstallOptions, format string, sriov []s
 	}
 
 	if len(sriov) > 0 {
-		p := Prereq{Name: "pci-pf-stub", OK: ModuleAvailable(root, kver, "pci-pf-stub"),
-			Detail: "module pci-pf-stub, which sriov-manage needs to enable the VFs of " + strings.Join(sriov, ", ")}
-		if !p.OK {
-			p.Detail = "no module pci-pf-stub for " + kver + ": sriov-manage needs it to enable the VFs of " + strings.Join(sriov, ", ")
-			if isUbuntu(root) {
-				p.Remedy = "apt-get install linux-modules-extra-" + kver
-			} else {
-				p.Remedy = "install the kernel's extra modules package that has pci-pf-stub.ko (CONFIG_PCI_PF_STUB)"
-			}
-		}
-		out = append(out, p)
+		out = append(out, pfStubPrereq(root, kver, sriov))
 	}
 
 	sb := Prereq{Name: "secure boot", OK: true}

@@ -211,7 +211,7 @@ func TestPlanVMVGPUUsageErrors(t *testing.T) {
 		{[]string{"--mode", "vm-vgpu", "--vgpu-config", "l40s-24q"}, "--mode vm-vgpu needs --vgpu-config-file FILE"},
 		{[]string{"--mode", "container", "--driver", plain}, "apply to --mode vm-vgpu only"},
 		{[]string{"--mode", "vm-vgpu", "--vgpu-config-file", cfg, "--vgpu-config", "l40s-24q"},
-			"--driver FILE is required: the vGPU manager is not installed and running (the nvidia module is not loaded; no /usr/bin/nvidia-vgpu-mgr; nvidia-vgpu-mgr.service is not active; the SR-IOV VFs of 0000:41:00.0 are not enabled"},
+			"--driver FILE is required: the vGPU manager is not installed and running (the nvidia module is not loaded; no /usr/bin/nvidia-vgpu-mgr; nvidia-vgpu-mgr.service is not active; VFs not all enabled: 0000:41:00.0 (0 of 16 VFs enabled), 0000:61:00.0 (0 of 16 VFs enabled)"},
 		{[]string{"--mode", "vm-vgpu", "--vgpu-config-file", cfg, "--vgpu-config", "nope"}, `no vgpu-config "nope" (have l40s-24q)`},
 		{[]string{"--mode", "vm-vgpu", "--vgpu-config-file", cfg, "--vgpu-config", "bad value!"}, "--vgpu-config:"},
 		{[]string{"--mode", "vm-vgpu", "--vgpu-config-file", cfg, "--vgpu-config", "l40s-24q", "--driver", plain}, "--driver " + plain},

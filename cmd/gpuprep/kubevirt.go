@@ -48,7 +48,7 @@ func newKubeVirtCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "kubevirt", Short: "KubeVirt configuration for GPU nodes"}
 	var from []string
 	var output, kubeconfig, namespace, name string
-	var apply, dryRun bool
+	var apply, dryRun, nvswitch bool
 	fc := &fleetCmd{g: g}
 	cfg := &cobra.Command{
 		Use:   "config (-i INVENTORY | --from-report FILE…)",
@@ -58,8 +58,12 @@ flags), or reads saved gpuprep JSON reports (gpuprep check -o json, or a fleet r
 the KubeVirt CR merge patch: spec.configuration.permittedHostDevices.pciHostDevices (one per
 GPU model: pciVendorSelector 10DE:XXXX, the resourceName NVIDIA's sandbox device plugin
 advertises, externalResourceProvider: true), mediatedDevices for mdev vGPU types, and the
-feature gates (GPU, and DisableMDEVConfiguration for vGPU). Entries are merged and
-de-duplicated across nodes. Apply it with:
+feature gates (GPU, and DisableMDEVConfiguration for vGPU). Only what can be allocated in the
+mode a report was made for (check --mode; without one, a GPU set up for vGPU counts as vm-vgpu,
+others as vm-passthrough) is permitted: a vm-vgpu node's GPUs are not passed whole (its vGPU
+types are), a container node contributes nothing, and NVSwitches only with --nvswitch or when
+already on VFIO (gpuprep otherwise leaves them with the host's Fabric Manager). Entries are
+merged and de-duplicated across nodes. Apply it with:
 
   kubectl patch kubevirt kubevirt -n kubevirt --type merge --patch-file PATCH.yaml
 
@@ -92,7 +96,7 @@ selector are updated in place, and a second run changes nothing.`,
 			default:
 				return usageErr("give -i INVENTORY, or --from-report with gpuprep JSON reports (gpuprep check -o json > node.json)")
 			}
-			p, notes := kube.KubeVirt(hosts)
+			p, notes := kube.KubeVirt(hosts, kube.KubeVirtOptions{NVSwitch: nvswitch})
 			if !apply {
 				return emit(cmd.OutOrStdout(), cmd.ErrOrStderr(), output, p, notes)
 			}
@@ -125,6 +129,7 @@ selector are updated in place, and a second run changes nothing.`,
 	cfg.Flags().StringArrayVar(&from, "from-report", nil, "gpuprep JSON report (host or fleet); repeatable; - for stdin")
 	fc.connectionFlags(cfg.Flags(), false)
 	cfg.Flags().StringVarP(&output, "output", "o", "yaml", "output format: yaml or json")
+	cfg.Flags().BoolVar(&nvswitch, "nvswitch", false, "permit the NVSwitches of passthrough hosts too, for VMs given whole boards with their NVLink fabric (as plan/apply --nvswitch); without it only NVSwitches already on VFIO are")
 	cfg.Flags().BoolVar(&apply, "apply", false, "patch the KubeVirt CR through the Kubernetes API instead of printing the patch")
 	cfg.Flags().BoolVar(&dryRun, "dry-run", false, "with --apply: server-side dry run")
 	cfg.Flags().StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)")

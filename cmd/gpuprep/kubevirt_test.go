@@ -45,3 +45,22 @@ func TestOperatorValuesFromReports(t *testing.T) {
 	require.Equal(t, 2, code)
 	require.Contains(t, stderr, "have no mode")
 }
+
+// The PF of an SR-IOV vGPU GPU is never passable, and NVSwitches go to VMs
+// only with --nvswitch (as plan/apply --nvswitch).
+func TestKubeVirtConfigPermitsWhatTheModeAllocates(t *testing.T) {
+	out, stderr, code := gpuprep(t, "kubevirt", "config", "--from-report", reportFile(t, "sriov-vgpu"))
+	require.Equal(t, 0, code, stderr)
+	require.NotContains(t, out, "10DE:2335")
+	require.NotContains(t, out, "pciVendorSelector")
+	require.Contains(t, out, "are left out of pciHostDevices: a vm-vgpu node's GPUs are not passed to VMs whole")
+
+	hgx := reportFile(t, "hgx-h200", "--mode", "vm-passthrough")
+	out, stderr, code = gpuprep(t, "kubevirt", "config", "--from-report", hgx)
+	require.Equal(t, 0, code, stderr)
+	require.NotContains(t, out, "10DE:22A3")
+	require.Contains(t, out, "10DE:2335")
+	out, stderr, code = gpuprep(t, "kubevirt", "config", "--nvswitch", "--from-report", hgx)
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, out, "pciVendorSelector: 10DE:22A3")
+}

@@ -77,12 +77,19 @@ func (rec *Recorder) noteSeen(p string, data []byte, err error) {
 	rec.mu.Unlock()
 }
 
+// noteSpan keeps the first read of each part of p (several commands replayed
+// in one snapshot read the same MSR).
 func (rec *Recorder) noteSpan(p string, s Span) {
 	p = path.Clean("/" + p)
 	s.Data = bytes.Clone(s.Data)
 	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	for _, o := range rec.spans[p] {
+		if o.Off == s.Off && o.N == s.N {
+			return
+		}
+	}
 	rec.spans[p] = append(rec.spans[p], s)
-	rec.mu.Unlock()
 }
 
 // Paths returns the recorded host paths, sorted, with how each was read.

@@ -251,3 +251,24 @@ func bothWays(t *testing.T, dir string) (plain, walk *Root) {
 	walk.rfd.off.Store(true)
 	return plain, walk
 }
+
+// A part of a file read twice (two commands replayed in one snapshot read
+// the same MSR) is recorded once.
+func TestRecorderKeepsEachSpanOnce(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "dev/cpu/0"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "dev/cpu/0/msr"), []byte("0123456789abcdef"), 0o600))
+	r, err := NewRoot(dir)
+	require.NoError(t, err)
+	rec := NewRecorder()
+	rr := r.Recording(rec)
+	for i := 0; i < 2; i++ {
+		_, err := rr.ReadAt("/dev/cpu/0/msr", 8, 8)
+		require.NoError(t, err)
+	}
+	_, err = rr.ReadAt("/dev/cpu/0/msr", 0, 8)
+	require.NoError(t, err)
+	spans := rec.Spans()["/dev/cpu/0/msr"]
+	require.Len(t, spans, 2)
+	require.Equal(t, []byte("89abcdef"), spans[0].Data)
+}

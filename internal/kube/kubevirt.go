@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/gpuprep/gpuprep/internal/pci"
 	"github.com/gpuprep/gpuprep/report"
 )
 
@@ -109,35 +110,75 @@ func ReadReports(files []string) ([]Host, error) {
 	return out, nil
 }
 
-// KubeVirt builds the KubeVirt CR patch for the GPUs of hosts: one
-// pciHostDevices entry per NVIDIA GPU (and NVSwitch) model, with the resource
-// name NVIDIA's sandbox device plugin advertises; one mediatedDevices entry
-// per mdev vGPU type; feature gate GPU, and DisableMDEVConfiguration when
-// vGPU types are listed (the GPU Operator, not KubeVirt, creates the mdevs).
-// Notes tell what could not be expressed.
-func KubeVirt(hosts []Host) (*KubeVirtPatch, []string) {
+// KubeVirtOptions change what KubeVirt permits.
+type KubeVirtOptions struct {
+	// NVSwitch permits the NVSwitches of passthrough hosts, as gpuprep
+	// plan/apply --nvswitch gives them to VMs with the GPUs. Without it,
+	// only NVSwitches already on a VFIO driver are permitted: gpuprep
+	// otherwise leaves them with the host's Fabric Manager.
+	NVSwitch bool
+}
+
+// KubeVirt builds the KubeVirt CR patch for the GPUs of hosts, permitting
+// only what can be allocated in the mode each report was made for (--mode;
+// a report without one is judged per GPU: a GPU set up for vGPU counts as
+// vm-vgpu, any other as vm-passthrough): for vm-passthrough, one
+// pciHostDevices entry per NVIDIA GPU model, with the resource name NVIDIA's
+// sandbox device plugin advertises, and per NVSwitch model where NVSwitches
+// go to VMs (o.NVSwitch, or already on a VFIO driver); for vm-vgpu, one
+// mediatedDevices entry per mdev vGPU type and no entry for the GPU itself (a
+// vGPU node's GPUs are not passed whole; on the vendor-specific VFIO
+// framework the PF never is); nothing for container. Feature gate GPU, and
+// DisableMDEVConfiguration when vGPU types are listed (the GPU Operator, not
+// KubeVirt, creates the mdevs). Notes tell what was left out and why.
+func KubeVirt(hosts []Host, o KubeVirtOptions) (*KubeVirtPatch, []string) {
 	p := &KubeVirtPatch{}
 	var notes []string
 	pcis := map[string]PCIHostDevice{}
 	mdevs := map[string]MediatedDevice{}
 	sriov := map[string][]string{}
+	var containerHosts, vgpuPFHosts, noTypesHosts, switchHosts []string
 	for _, h := range hosts {
-		for _, g := range append(append([]report.GPU{}, h.Report.GPUs...), h.Report.NVSwitches...) {
+		mode := h.Report.Mode
+		if mode == "container" {
+			containerHosts = appendOnce(containerHosts, h.Name)
+			continue
+		}
+		for _, g := range h.Report.GPUs {
 			if g.VendorID != "10de" || g.ResourceName == "" {
+				continue
+			}
+			if mode == "vm-vgpu" || mode == "" && g.VGPU != nil {
+				vgpuPFHosts = appendOnce(vgpuPFHosts, h.Name)
+				if g.VGPU == nil {
+					noTypesHosts = appendOnce(noTypesHosts, h.Name)
+					continue
+				}
+				for _, t := range g.VGPU.Types {
+					if g.VGPU.Interface == "mdev" {
+						mdevs[t.Name] = MediatedDevice{MdevNameSelector: t.Name, ResourceName: t.ResourceName, ExternalResourceProvider: true}
+					} else {
+						sriov[t.Name] = appendOnce(sriov[t.Name], h.Name)
+					}
+				}
 				continue
 			}
 			sel := strings.ToUpper(g.VendorID + ":" + g.DeviceID)
 			pcis[sel] = PCIHostDevice{PCIVendorSelector: sel, ResourceName: g.ResourceName, ExternalResourceProvider: true}
-			if g.VGPU == nil {
+		}
+		if mode == "vm-vgpu" {
+			continue // NVSwitches stay with the host's Fabric Manager
+		}
+		for _, s := range h.Report.NVSwitches {
+			if s.VendorID != "10de" || s.ResourceName == "" {
 				continue
 			}
-			for _, t := range g.VGPU.Types {
-				if g.VGPU.Interface == "mdev" {
-					mdevs[t.Name] = MediatedDevice{MdevNameSelector: t.Name, ResourceName: t.ResourceName, ExternalResourceProvider: true}
-				} else {
-					sriov[t.Name] = appendOnce(sriov[t.Name], h.Name)
-				}
+			if !o.NVSwitch && !pci.DriverIsVFIO(s.Driver) {
+				switchHosts = appendOnce(switchHosts, h.Name)
+				continue
 			}
+			sel := strings.ToUpper(s.VendorID + ":" + s.DeviceID)
+			pcis[sel] = PCIHostDevice{PCIVendorSelector: sel, ResourceName: s.ResourceName, ExternalResourceProvider: true}
 		}
 	}
 	for _, k := range slices.Sorted(maps.Keys(pcis)) {
@@ -154,8 +195,20 @@ func KubeVirt(hosts []Host) (*KubeVirtPatch, []string) {
 		notes = append(notes, fmt.Sprintf("%d vGPU type(s) on SR-IOV GPUs (vendor-specific VFIO, vGPU 17+ on kernel 6.8+; hosts %s) are not mediated devices: NVIDIA's sandbox device plugin cannot advertise them yet, so they are left out of mediatedDevices",
 			len(sriov), strings.Join(sriov[slices.Sorted(maps.Keys(sriov))[0]], ", ")))
 	}
-	if len(pcis) == 0 {
-		notes = append(notes, "no NVIDIA GPU in the reports: pciHostDevices is empty")
+	if len(vgpuPFHosts) > 0 {
+		notes = append(notes, "the GPUs of vGPU hosts ("+strings.Join(vgpuPFHosts, ", ")+") are left out of pciHostDevices: a vm-vgpu node's GPUs are not passed to VMs whole (the PF of an SR-IOV vGPU GPU never is)")
+	}
+	if len(noTypesHosts) > 0 {
+		notes = append(notes, "hosts "+strings.Join(noTypesHosts, ", ")+" (vm-vgpu) show no vGPU types yet (no vGPU manager set up): run kubevirt config again with reports made once it is")
+	}
+	if len(switchHosts) > 0 {
+		notes = append(notes, "the NVSwitches of hosts "+strings.Join(switchHosts, ", ")+" are left out of pciHostDevices: they stay with the host's Fabric Manager, as gpuprep plan/apply leaves them without --nvswitch (give --nvswitch when VMs get whole boards with their NVLink fabric)")
+	}
+	if len(containerHosts) > 0 {
+		notes = append(notes, "hosts "+strings.Join(containerHosts, ", ")+": reports made for --mode container, whose GPUs go to no VM: left out")
+	}
+	if len(pcis) == 0 && len(mdevs) == 0 {
+		notes = append(notes, "no NVIDIA GPU for VMs in the reports: permittedHostDevices is empty")
 	}
 	notes = append(notes, "a merge patch replaces lists whole: the featureGates and permittedHostDevices lists in this patch replace those in the KubeVirt CR: add the feature gates and devices you already use before applying")
 	return p, notes

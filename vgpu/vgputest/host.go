@@ -368,8 +368,21 @@ func (h *Host) sriovManage(b *fixture.Builder, args []string) ([]byte, error) {
 	return nil, AddVFs(b, h.Root, addr)
 }
 
+// offersTypes reports whether a creatable_vgpu_types text lists a type (a
+// line "<id> : <name>"), not just its header.
+func offersTypes(creatable string) bool {
+	for _, l := range strings.Split(creatable, "\n") {
+		id, _, ok := strings.Cut(l, ":")
+		if id = strings.TrimSpace(id); ok && id != "" && strings.Trim(id, "0123456789") == "" {
+			return true
+		}
+	}
+	return false
+}
+
 // AddVFs creates every VF of the PF addr (sriov_totalvfs of them), bound to
-// nvidia with the vendor-specific nvidia/ directory, and sets sriov_numvfs.
+// nvidia with the vendor-specific nvidia/ directory offering the types its
+// enabled VFs offer (an L40S's when none is), and sets sriov_numvfs.
 func AddVFs(b *fixture.Builder, root *host.Root, addr string) error {
 	pfDir, err := root.Realpath("/sys/bus/pci/devices/" + addr)
 	if err != nil {
@@ -385,6 +398,14 @@ func AddVFs(b *fixture.Builder, root *host.Root, addr string) error {
 	devID, _ := root.ReadString(pfDir + "/device")
 	var id uint16
 	fmt.Sscanf(devID, "0x%x", &id)
+	// the types are the GPU's: those its enabled VFs offer, else an L40S's
+	creatable := L40SCreatable
+	for _, l := range root.Names(pfDir) {
+		if c, _ := root.ReadFile(pfDir + "/" + l + "/nvidia/creatable_vgpu_types"); strings.HasPrefix(l, "virtfn") && offersTypes(string(c)) {
+			creatable = string(c)
+			break
+		}
+	}
 	parent := "parent-of-" + addr
 	b.Adopt(parent, path.Dir(pfDir)).Adopt(addr, pfDir)
 	for i := 0; i < n; i++ {
@@ -399,7 +420,7 @@ func AddVFs(b *fixture.Builder, root *host.Root, addr string) error {
 		b.PCI(fixture.PCI{Addr: vf, Parent: parent, Vendor: 0x10de, Device: id, Class: 0x030200, Driver: "nvidia",
 			Group: 200 + bus*16 + i, PCIeType: fixture.PCIeEndpoint,
 			Files: map[string]string{
-				"nvidia/creatable_vgpu_types": L40SCreatable,
+				"nvidia/creatable_vgpu_types": creatable,
 				"nvidia/current_vgpu_type":    "0\n",
 			}})
 		b.Link(pfDir+fmt.Sprintf("/virtfn%d", i), b.DevPath(vf))
