@@ -17,6 +17,7 @@ import (
 	"github.com/gpuprep/gpuprep/internal/journal"
 	"github.com/gpuprep/gpuprep/internal/kargs"
 	"github.com/gpuprep/gpuprep/internal/kube"
+	"github.com/gpuprep/gpuprep/internal/pci"
 	"github.com/gpuprep/gpuprep/vfio"
 )
 
@@ -175,7 +176,8 @@ func Apply(ctx context.Context, e Env, p *Plan, o ApplyOptions) (*Outcome, error
 			out.Steps = append(out.Steps, StepResult{ID: s.ID, Status: "interrupted"})
 			return out, fmt.Errorf("before step %s: %w", s.ID, ErrInterrupted)
 		}
-		if s.Reboot && len(s.offNouveau) > 0 && len(onNouveau(e.Root, s.offNouveau)) == 0 && !askedThisBoot(e.Root, entries, s.rebootFor) {
+		if s.Reboot && (len(s.offNouveau) > 0 && len(onNouveau(e.Root, s.offNouveau)) == 0 || len(s.offVFIO) > 0 && len(onVFIO(e.Root, s.offVFIO)) == 0) &&
+			!askedThisBoot(e.Root, entries, s.rebootFor) {
 			// nouveau was unloaded: nothing left for a reboot to do. Not
 			// once apply asked for the reboot in this boot: the unload may
 			// succeed only because the node is going down (fleet apply
@@ -415,8 +417,33 @@ func logVFIO(e Env, r *vfio.Result) {
 	}
 }
 
+// onVFIO lists the devices of addrs on a VFIO driver now.
+func onVFIO(root *host.Root, addrs []string) []string {
+	var out []string
+	for _, a := range addrs {
+		if pci.DriverIsVFIO(root.LinkBase("/sys/bus/pci/devices/" + a + "/driver")) {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
 func (p *Plan) unbind(ctx context.Context, e Env) error {
 	now := e.now()
+	if p.unbindAtBoot != nil {
+		// nothing moves now: the files go, the reboot step does the rest
+		for _, f := range []string{vfio.ModprobeConf, vfio.ModulesLoad, vfio.UdevRule} {
+			if e.Root.Exists(f) {
+				if err := fileIntent(e, f, now); err != nil {
+					return err
+				}
+			}
+		}
+		res, err := vfio.Unpersist(ctx, vfio.Env{Root: e.Root, Sysfs: e.Sysfs, Runner: e.Runner}, p.inv, p.unbindAtBoot,
+			vfio.Options{Now: func() time.Time { return now }})
+		logVFIO(e, res)
+		return err
+	}
 	for _, t := range unbindTargets(e.Root, p.inv, p.opts.Selector) {
 		if err := e.record(journal.Entry{Time: now, Command: "apply", Kind: KindDriverIntent, Device: t.addr, Before: t.driver, After: t.restore}); err != nil {
 			return err

@@ -113,8 +113,9 @@ type Step struct {
 	// RebootForNouveau, recorded with the ask
 	rebootFor string
 	// offNouveau (the reboot step after the nouveau step): the GPUs whose
-	// leaving nouveau makes the reboot unnecessary
-	offNouveau []string
+	// leaving nouveau makes the reboot unnecessary; offVFIO, the same for
+	// the devices planUnbindAtBoot leaves on VFIO
+	offNouveau, offVFIO []string
 }
 
 // Plan is the ordered steps that take the node to ready for Mode.
@@ -138,6 +139,9 @@ type Plan struct {
 	labels   labelPlan
 	vgpu     *vgpuState
 	resumed  []string // steps an earlier apply started and did not finish
+	// unbindAtBoot: the devices the vfio-unbind step takes off VFIO at the
+	// next boot, not now (a board with NVSwitches: planUnbindAtBoot)
+	unbindAtBoot []string
 	// unbindRegen: why the vfio-unbind step, with no device to move,
 	// regenerates the initramfs ("": it does not)
 	unbindRegen string
@@ -295,9 +299,9 @@ func (p *Plan) planNouveau(selected []*pci.Device, entries []journal.Entry) {
 		}
 	}
 	// GPUs the vfio-unbind step before this one returns to nouveau (their
-	// driver before vfio bind)
+	// driver before vfio bind); not when it leaves them for the reboot
 	for _, t := range unbindTargets(p.root, p.inv, p.opts.Selector) {
-		if t.known && t.restore == "nouveau" && !slices.Contains(on, t.addr) {
+		if p.unbindAtBoot == nil && t.known && t.restore == "nouveau" && !slices.Contains(on, t.addr) {
 			on = append(on, t.addr)
 		}
 	}
@@ -661,6 +665,88 @@ func regenerate(s *Step, cmd []string, why string) {
 	s.Notes = append(s.Notes, "the initramfs is regenerated: "+why)
 }
 
+// planUnbindAtBoot plans planUnbind's step for a board with NVSwitches:
+// gpuprep's persistent VFIO configuration drops the devices and the
+// initramfs is regenerated, nothing is rebound now, and a reboot step
+// follows (skipped once none is on VFIO). After a reboot apply asked for
+// that left devices on VFIO, it diagnoses instead (diagnoseVFIOReboot).
+func (p *Plan) planUnbindAtBoot(ts []unbindTarget, onVFIO []string, entries []journal.Entry) error {
+	if d := p.diagnoseVFIOReboot(onVFIO, entries); d != nil {
+		p.rebootErr = d
+		p.Steps = append(p.Steps, &Step{ID: StepReboot, Error: d.Summary, Notes: d.Details,
+			Title: "NOT EFFECTIVE AFTER THE REBOOT: the node rebooted since gpuprep apply asked for it and " + strings.Join(onVFIO, ", ") + " are still on VFIO; apply fails here (exit 1) and neither asks for nor runs another reboot"})
+		return nil
+	}
+	var names, addrs []string
+	for _, t := range ts {
+		addrs = append(addrs, t.addr)
+		names = append(names, fmt.Sprintf("%s (%s)", t.addr, orNone(t.driver)))
+	}
+	s := &Step{ID: StepVFIOUnbind, Title: "return to their drivers from VFIO at the next boot: " + strings.Join(names, ", ") +
+		" (not now: on a board with NVSwitches, moving a GPU from vfio-pci to nvidia while the system runs starts NVLink training that can hang and leave it to no driver)"}
+	var files []string
+	for _, f := range []string{vfio.ModprobeConf, vfio.ModulesLoad, vfio.UdevRule} {
+		if p.root.Exists(f) {
+			files = append(files, f)
+		}
+	}
+	if len(files) > 0 {
+		s.Notes = append(s.Notes, "gpuprep's persistent VFIO configuration drops these devices (removed or rewritten, backed up): "+strings.Join(files, ", "))
+		if cmd := initramfs.Command(p.root); cmd != nil {
+			s.Commands = append(s.Commands, host.ShellQuote(cmd))
+		}
+	}
+	p.unbindAtBoot = addrs
+	p.Steps = append(p.Steps, s)
+	p.Steps = append(p.Steps, &Step{ID: StepReboot, Reboot: true, rebootFor: RebootForVFIO, offVFIO: onVFIO,
+		Title: "REBOOT REQUIRED HERE: " + strings.Join(onVFIO, ", ") + " leave vfio-pci at the next boot; gpuprep apply stops here (exit 4, or reboots with --reboot) and continues when run again after the boot"})
+	return nil
+}
+
+// diagnoseVFIOReboot returns, when apply asked for a reboot to take devices
+// off VFIO, the node has booted since, and onVFIO are still on it, why:
+// what else binds them at boot. nil otherwise.
+func (p *Plan) diagnoseVFIOReboot(onVFIO []string, entries []journal.Entry) *RebootError {
+	ask, ok := lastRebootAsk(entries, RebootForVFIO)
+	if !ok {
+		return nil
+	}
+	root := p.root
+	rebooted, evidence := rebootedSince(root, ask)
+	if !rebooted {
+		return nil
+	}
+	raw, _ := root.ReadString("/proc/cmdline")
+	d := &RebootError{Summary: "the node has rebooted since gpuprep apply asked for a reboot, and " + strings.Join(onVFIO, ", ") + " are still on VFIO"}
+	d.Details = append(d.Details, evidence, "/proc/cmdline: "+strings.TrimSpace(raw))
+	var binders []string
+	for _, a := range kargs.Parse(raw) {
+		if k := strings.ReplaceAll(a.Key, "_", "-"); k == "vfio-pci.ids" {
+			binders = append(binders, "the kernel command line has "+a.String()+" (vfio-pci takes every device with those IDs at boot)")
+		}
+	}
+	for _, dir := range []string{"/etc/modprobe.d", "/run/modprobe.d", "/usr/lib/modprobe.d", "/lib/modprobe.d"} {
+		for _, n := range root.Names(dir) {
+			b, err := root.ReadFile(dir + "/" + n)
+			if err == nil && strings.Contains(strings.ReplaceAll(string(b), "_", "-"), "vfio-pci ids=") {
+				binders = append(binders, dir+"/"+n+" has options vfio-pci ids=")
+			}
+		}
+	}
+	if root.Exists("/etc/driverctl.d") && len(root.Names("/etc/driverctl.d")) > 0 {
+		binders = append(binders, "driverctl overrides in /etc/driverctl.d")
+	}
+	if why := vfio.InitramfsStale(root); why != "" {
+		binders = append(binders, why)
+	}
+	if len(binders) == 0 {
+		binders = append(binders, "nothing gpuprep can see: look for a udev rule or a boot script that writes driver_override (grep -r vfio /etc/udev/rules.d /etc/systemd/system), and check that the boot used the regenerated initramfs")
+	}
+	d.Details = append(d.Details, "what may bind them to vfio-pci at boot: "+strings.Join(binders, "; "))
+	d.Details = append(d.Details, "apply does not ask for another reboot for this, nor run one with --reboot: fix the cause, reboot the node yourself and run gpuprep apply again; or run gpuprep rollback to undo what apply changed and start over")
+	return d
+}
+
 // unbindTarget is one function a container-mode unbind moves off VFIO.
 type unbindTarget struct {
 	addr, driver, override, restore string
@@ -706,6 +792,20 @@ func (p *Plan) planUnbind(entries []journal.Entry) error {
 			return nil
 		}
 		regen = interruptedRegen
+	}
+	// On a board with NVSwitches no device leaves vfio-pci while the system
+	// runs: rebinding an SXM GPU to nvidia live starts NVLink training that
+	// can hang for long and leave it to no driver (facts §1). gpuprep's
+	// persistent configuration drops them now; the reboot gives each its
+	// own driver.
+	var onVFIO []string
+	for _, t := range ts {
+		if pci.DriverIsVFIO(t.driver) {
+			onVFIO = append(onVFIO, t.addr)
+		}
+	}
+	if len(onVFIO) > 0 && len(pci.NVSwitches(p.inv)) > 0 {
+		return p.planUnbindAtBoot(ts, onVFIO, entries)
 	}
 	var names []string
 	s := &Step{ID: StepVFIOUnbind}
@@ -880,6 +980,7 @@ func (e *RebootError) Error() string {
 const (
 	RebootForKernelArgs = "kernel-args" // the IOMMU arguments on the running kernel
 	RebootForNouveau    = "nouveau"     // nouveau off the GPUs (container)
+	RebootForVFIO       = "vfio-unbind" // devices off VFIO on a board with NVSwitches
 )
 
 // lastRebootAsk is the newest reboot apply asked for, for reason, that

@@ -471,6 +471,23 @@ func Unbind(ctx context.Context, e Env, inv *pci.Inventory, sel pci.Selector, op
 	return res, nil
 }
 
+// Unpersist removes addrs from gpuprep's persistent VFIO configuration and
+// regenerates the initramfs, leaving every live binding as it is: the next
+// boot gives the devices to their own drivers. It is how devices leave VFIO
+// on a board with NVSwitches, where rebinding a GPU from vfio-pci to nvidia
+// while the system runs starts NVLink training that can hang for long and
+// leave the GPU to no driver (facts §1).
+func Unpersist(ctx context.Context, e Env, inv *pci.Inventory, addrs []string, opts Options) (*Result, error) {
+	res := &Result{Groups: map[string]bool{}}
+	pp, err := planPersist(e.Root, inv, nil, addrs)
+	if err != nil {
+		return res, err
+	}
+	pp.Regenerate = opts.Regenerate
+	_, err = applyPersist(ctx, e, pp, "vfio unbind", opts, res)
+	return res, err
+}
+
 // driverBefore returns the driver the journal recorded for addr before its
 // last bind; known is false when the last record is not a bind.
 func driverBefore(entries []journal.Entry, addr string) (before string, known bool) {

@@ -568,21 +568,39 @@ func TestApplyNVSwitchesWithTheBoard(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, string(conf), "0000:97:00.0=vfio-pci")
 
-	// container: the check fails NVSwitches on VFIO, and apply returns them
+	// container: the check fails NVSwitches on VFIO; on this board apply
+	// does not rebind anything live (NVLink training can hang an SXM GPU
+	// moved from vfio-pci to nvidia while the system runs): gpuprep's
+	// persistent configuration goes and the reboot returns them
 	out, _, _ = gpuprep(t, "check", "--root", root, "--mode", "container", "-o", "json")
 	require.Contains(t, out, "4 of 4 NVSwitch(es) on a VFIO driver")
+	setBootID(t, root, "11111111-1111-1111-1111-111111111111")
+	out, errs, code = gpuprep(t, "apply", "--root", root, "--mode", "container", "--yes", "-o", "json")
+	require.Equal(t, exitNeedReboot, code, out+errs)
+	require.Contains(t, out, "not now: on a board with NVSwitches")
+	for _, d := range append([]string{"0000:13:00.0"}, switches...) {
+		require.Equal(t, "vfio-pci", driverOf(t, root, d), "nothing rebound live")
+	}
+	require.NoFileExists(t, filepath.Join(root, vfio.ModprobeConf))
+	require.Equal(t, "vfio-unbind", rebootAsk(t, root).Path)
+	// the same boot: it stops at the reboot again, and changes nothing
+	out, errs, code = gpuprep(t, "apply", "--root", root, "--mode", "container", "--yes")
+	require.Equal(t, exitNeedReboot, code, out+errs)
+
+	// the boot: every device on its own driver
+	setBootID(t, root, "22222222-2222-2222-2222-222222222222")
+	for d, drv := range map[string]string{"0000:13:00.0": "nvidia", "0000:23:00.0": "nvidia", "0000:33:00.0": "nvidia", "0000:43:00.0": "nvidia",
+		"0000:53:00.0": "nvidia", "0000:63:00.0": "nvidia", "0000:73:00.0": "nvidia", "0000:83:00.0": "nvidia",
+		"0000:91:00.0": "nvidia-nvswitch", "0000:93:00.0": "nvidia-nvswitch", "0000:95:00.0": "nvidia-nvswitch", "0000:97:00.0": "nvidia-nvswitch"} {
+		rebind(t, root, d, drv)
+	}
 	out, errs, code = gpuprep(t, "apply", "--root", root, "--mode", "container", "--yes", "-o", "json")
 	a = applyJSON{}
 	require.NoError(t, json.Unmarshal([]byte(out), &a), out+errs)
 	require.NotNil(t, a.Report, out+errs)
-	for _, s := range switches {
-		require.Equal(t, "nvidia-nvswitch", driverOf(t, root, s), "back on the driver it had before gpuprep bound it")
-	}
-	require.Equal(t, "nvidia", driverOf(t, root, "0000:13:00.0"))
 	require.Equal(t, "", findingStatus(a, "vfio.binding", sw), out)
 	require.True(t, a.Report.Ready, out)
 	require.Equal(t, 0, code, errs)
-	require.NoFileExists(t, filepath.Join(root, vfio.ModprobeConf))
 
 	for i := 0; i < 2; i++ {
 		out, errs, code = gpuprep(t, "rollback", "--root", root)
@@ -736,4 +754,53 @@ func TestPlanNamesBlockersItCannotFix(t *testing.T) {
 		require.NotEmpty(t, p.Unaddressed, c.scenario)
 		require.Contains(t, p.Unaddressed[0], c.want, c.scenario)
 	}
+}
+
+// rebind makes the fixture's device addr bound to drv ("" unbound), as a
+// boot leaves it.
+func rebind(t *testing.T, root, addr, drv string) {
+	t.Helper()
+	dev, err := filepath.EvalSymlinks(filepath.Join(root, "sys/bus/pci/devices", addr))
+	require.NoError(t, err)
+	require.NoError(t, os.RemoveAll(filepath.Join(dev, "driver")))
+	for _, d := range []string{"vfio-pci", "nvidia", "nvidia-nvswitch", "nouveau"} {
+		require.NoError(t, os.RemoveAll(filepath.Join(root, "sys/bus/pci/drivers", d, addr)))
+	}
+	if drv == "" {
+		return
+	}
+	dir := filepath.Join(root, "sys/bus/pci/drivers", drv)
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	rel, err := filepath.Rel(dev, dir)
+	require.NoError(t, err)
+	require.NoError(t, os.Symlink(rel, filepath.Join(dev, "driver")))
+	rel, err = filepath.Rel(dir, dev)
+	require.NoError(t, err)
+	require.NoError(t, os.Symlink(rel, filepath.Join(dir, addr)))
+	require.Equal(t, drv, driverOf(t, root, addr))
+}
+
+// After the reboot apply asked for to take devices off VFIO on an NVSwitch
+// board, devices still on vfio-pci are diagnosed (what binds them at boot:
+// here vfio-pci.ids on the kernel command line), not rebooted again.
+func TestApplyUnbindAtBootStillOnVFIO(t *testing.T) {
+	simulatedKernel(t)
+	root := fixtureRoot(t, "hgx-h200")
+	withTools(t, root)
+	out, errs, code := gpuprep(t, "apply", "--root", root, "--mode", "vm-passthrough", "--yes")
+	require.Equal(t, exitOK, code, out+errs)
+	setBootID(t, root, "11111111-1111-1111-1111-111111111111")
+	out, errs, code = gpuprep(t, "apply", "--root", root, "--mode", "container", "--yes")
+	require.Equal(t, exitNeedReboot, code, out+errs)
+
+	setBootID(t, root, "22222222-2222-2222-2222-222222222222")
+	raw, err := os.ReadFile(filepath.Join(root, "proc/cmdline"))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(root, "proc/cmdline"), []byte(strings.TrimSpace(string(raw))+" vfio-pci.ids=10de:2335\n"), 0o644))
+	out, errs, code = gpuprep(t, "apply", "--root", root, "--mode", "container", "--yes", "--reboot")
+	require.Equal(t, exitNotReady, code, out+errs)
+	require.Contains(t, errs, "are still on VFIO")
+	require.Contains(t, errs, "the kernel command line has vfio-pci.ids=10de:2335")
+	require.Contains(t, errs, "apply does not ask for another reboot")
+	require.Equal(t, "vfio-pci", driverOf(t, root, "0000:13:00.0"))
 }
