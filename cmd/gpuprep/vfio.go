@@ -38,6 +38,9 @@ type vfioCmd struct {
 	nvswitch bool
 	// bind: host devices (storage, network, USB… controllers) may go to VFIO
 	allowHost bool
+	// unbind on a board with NVSwitches: only the persistent configuration
+	// now (atBoot), or the live rebind all the same (live)
+	atBoot, live bool
 }
 
 func newVFIOCmd(g *globals) *cobra.Command {
@@ -97,6 +100,8 @@ back), 2 usage error, 3 the host could not be read.`,
 	}
 	selFlag(ub, unbind.Flags())
 	unbind.Flags().BoolVar(&ub.force, "force", false, "unbind even while /dev/vfio/<group> is held open (by a VM)")
+	unbind.Flags().BoolVar(&ub.atBoot, "at-boot", false, "leave the devices on VFIO now and drop them from gpuprep's persistent configuration: the next boot returns them (what a board with NVSwitches needs)")
+	unbind.Flags().BoolVar(&ub.live, "live", false, "on a board with NVSwitches, rebind the GPUs to their drivers now all the same (NVLink training can hang them)")
 
 	cmd.AddCommand(status, bind, unbind)
 	return cmd
@@ -362,7 +367,40 @@ func (c *vfioCmd) unbind(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
-	res, err := vfio.Unbind(context.Background(), vfio.Env{Root: root, Sysfs: fs, Runner: runner}, inv, sel, c.opts())
+	if c.atBoot && c.live {
+		return usageErr("--at-boot and --live exclude each other")
+	}
+	selected, err := vfio.Selection(inv, sel, c.nvswitch)
+	if err != nil {
+		return vfioErr(err)
+	}
+	var addrs, live []string
+	for _, d := range vfio.UnbindTargets(root, inv, selected) {
+		addrs = append(addrs, d.Address)
+		if pci.DriverIsVFIO(d.Driver) {
+			live = append(live, d.Address)
+		}
+	}
+	env := vfio.Env{Root: root, Sysfs: fs, Runner: runner}
+	if c.atBoot {
+		if len(addrs) == 0 {
+			fmt.Fprintln(cmd.OutOrStdout(), "Nothing to unbind: no selected device is on a VFIO driver or persisted.")
+			return nil
+		}
+		res, err := vfio.Unpersist(context.Background(), env, inv, addrs, c.opts())
+		printResult(cmd.OutOrStdout(), res)
+		if err != nil {
+			return vfioErr(err)
+		}
+		if len(live) > 0 {
+			fmt.Fprintf(cmd.OutOrStdout(), "%s stay on VFIO until the next boot, which gives each its own driver: reboot the node\n", strings.Join(live, ", "))
+		}
+		return nil
+	}
+	if len(live) > 0 && len(pci.NVSwitches(inv)) > 0 && !c.live {
+		return &exitError{code: exitNotReady, err: fmt.Errorf("refused: %s are on VFIO on a board with NVSwitches, where moving a GPU from vfio-pci to nvidia while the system runs starts NVLink training that can hang and leave it to no driver: run gpuprep vfio unbind --at-boot and reboot (or gpuprep apply --mode container, which does that), or pass --live to rebind now all the same", strings.Join(live, ", "))}
+	}
+	res, err := vfio.Unbind(context.Background(), env, inv, sel, c.opts())
 	if errors.Is(err, vfio.ErrNothing) {
 		fmt.Fprintln(cmd.OutOrStdout(), "Nothing to unbind: no selected device is on a VFIO driver or persisted.")
 		return nil

@@ -299,3 +299,31 @@ func TestVFIOHostDevicesRefused(t *testing.T) {
 	require.Contains(t, out, "move the GPU to a slot with its own IOMMU group", errs)
 	require.NotContains(t, out, "--select the other devices")
 }
+
+// vfio unbind on a board with NVSwitches does not rebind GPUs from vfio-pci
+// to nvidia while the system runs unless --live: --at-boot drops them from
+// gpuprep's persistent configuration and leaves them on VFIO until the boot.
+func TestVFIOUnbindOnNVSwitchBoard(t *testing.T) {
+	simulated(t)
+	root := fixtureRoot(t, "hgx-h200")
+	withTools(t, root)
+	out, errs, code := gpuprep(t, "vfio", "bind", "--root", root, "--persist", "--select", "0000:13:00.0")
+	require.Equal(t, 0, code, out+errs)
+	require.Equal(t, "vfio-pci", driverOf(t, root, "0000:13:00.0"))
+
+	out, errs, code = gpuprep(t, "vfio", "unbind", "--root", root)
+	require.Equal(t, exitNotReady, code, out+errs)
+	require.Contains(t, errs, "refused: 0000:13:00.0 are on VFIO on a board with NVSwitches")
+	require.Equal(t, "vfio-pci", driverOf(t, root, "0000:13:00.0"))
+	require.FileExists(t, filepath.Join(root, vfio.ModprobeConf))
+
+	out, errs, code = gpuprep(t, "vfio", "unbind", "--root", root, "--at-boot")
+	require.Equal(t, 0, code, out+errs)
+	require.Contains(t, out, "0000:13:00.0 stay on VFIO until the next boot")
+	require.Equal(t, "vfio-pci", driverOf(t, root, "0000:13:00.0"))
+	require.NoFileExists(t, filepath.Join(root, vfio.ModprobeConf))
+
+	out, errs, code = gpuprep(t, "vfio", "unbind", "--root", root, "--live")
+	require.Equal(t, 0, code, out+errs)
+	require.Equal(t, "nvidia", driverOf(t, root, "0000:13:00.0"))
+}
