@@ -121,7 +121,14 @@ func Run(e *Env, checks []Check, o Options) (*Result, error) {
 		res.Modes[m] = &ModeResult{Ready: true, Blockers: []string{}}
 	}
 	for _, c := range checks {
-		if o.Skip[c.ID] || (o.Mode != "" && !hasMode(c.Modes, o.Mode)) {
+		if o.Mode != "" && !hasMode(c.Modes, o.Mode) {
+			continue
+		}
+		if o.Skip[c.ID] {
+			// said, so that a reader of the report (or of its JSON) sees
+			// that it was not judged: never a silent pass
+			res.Findings = append(res.Findings, Finding{Check: c.ID, Status: Skip, Subject: "--skip " + c.ID,
+				Message: "not run (--skip): this verdict leaves it out", Modes: c.Modes})
 			continue
 		}
 		res.Ran = append(res.Ran, c.ID)

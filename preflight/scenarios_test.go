@@ -222,7 +222,7 @@ func TestMultifunctionSiblingOnHostDriverFailsBinding(t *testing.T) {
 	require.Contains(t, f[0].Message, "0000:01:00.1 (audio, driver snd_hda_intel)")
 }
 
-func TestIgnoreDemotesAndSkipOmits(t *testing.T) {
+func TestIgnoreDemotesAndSkipSays(t *testing.T) {
 	dir := t.TempDir()
 	require.NoError(t, fixture.Build("iommu-off-kernel", dir))
 	root, _ := host.NewRoot(dir)
@@ -231,15 +231,23 @@ func TestIgnoreDemotesAndSkipOmits(t *testing.T) {
 	res, err := preflight.Run(env, preflight.All(), preflight.Options{Mode: preflight.VMPassthrough,
 		Ignore: map[string]bool{"iommu.kernel": true}, Skip: map[string]bool{"iommu.groups": true}})
 	require.NoError(t, err)
+	skipped := 0
 	for _, f := range res.Findings {
-		require.NotEqual(t, "iommu.groups", f.Check)
+		if f.Check == "iommu.groups" {
+			// not run, and said: one skip finding, never a verdict
+			require.Equal(t, preflight.Skip, f.Status)
+			require.Equal(t, "--skip iommu.groups", f.Subject)
+			skipped++
+		}
 		if f.Check == "iommu.kernel" {
 			require.Equal(t, preflight.Warn, f.Status)
 			require.True(t, f.Ignored)
 		}
 		require.True(t, f.AppliesTo(preflight.VMPassthrough), "%s leaked into the run for one mode", f.Check)
 	}
+	require.Equal(t, 1, skipped)
 	require.NotContains(t, res.Modes[preflight.VMPassthrough].Blockers, "iommu.kernel")
+	require.NotContains(t, res.Modes[preflight.VMPassthrough].Blockers, "iommu.groups")
 	_, err = preflight.Run(env, preflight.All(), preflight.Options{Skip: map[string]bool{"iommu.nope": true}})
 	require.ErrorContains(t, err, "--skip iommu.nope: no such check")
 }
