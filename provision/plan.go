@@ -98,6 +98,7 @@ type Step struct {
 	ID       string     `json:"id"`
 	Title    string     `json:"title"`
 	Files    []FileDiff `json:"files,omitempty"`
+	Prepare  []string   `json:"prepare,omitempty"`  // commands run before the sysfs writes (modprobe), as a shell would show them
 	Sysfs    []string   `json:"sysfs,omitempty"`    // writes, in order: `write "VALUE" > PATH`
 	Commands []string   `json:"commands,omitempty"` // as a shell would show them
 	Reboot   bool       `json:"reboot,omitempty"`   // a reboot is required here
@@ -566,7 +567,7 @@ func (p *Plan) planBind(rebootPending bool) error {
 	}
 	s := &Step{ID: StepVFIOBind, Title: "bind to VFIO, persistently: " + strings.Join(todo, ", ")}
 	for _, m := range vp.Modules {
-		s.Commands = append(s.Commands, "modprobe "+m)
+		s.Prepare = append(s.Prepare, "modprobe "+m)
 	}
 	for _, st := range vp.Steps {
 		s.Sysfs = append(s.Sysfs, st.String())

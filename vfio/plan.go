@@ -84,11 +84,7 @@ type Step struct {
 }
 
 func (s Step) String() string {
-	v := s.Value
-	if v == "\n" {
-		v = `\n`
-	}
-	return fmt.Sprintf("write %q > %s", v, s.Path)
+	return fmt.Sprintf("write %q > %s", s.Value, s.Path) // a newline shows as "\n", as echo > PATH writes it
 }
 
 // Plan is what bind will do.

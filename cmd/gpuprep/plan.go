@@ -214,14 +214,18 @@ func printProvisionPlan(w io.Writer, p *provision.Plan) {
 	}
 	for i, s := range p.Steps {
 		fmt.Fprintf(w, "\n%d. %s: %s\n", i+1, s.ID, s.Title)
+		// in the order apply does them
+		for _, c := range s.Prepare {
+			fmt.Fprintln(w, "   run: "+c)
+		}
+		for _, x := range s.Sysfs {
+			fmt.Fprintln(w, "   "+x)
+		}
 		for _, f := range s.Files {
 			for _, l := range strings.SplitAfter(strings.TrimSuffix(f.Diff, "\n"), "\n") {
 				fmt.Fprint(w, "   "+l)
 			}
 			fmt.Fprintln(w)
-		}
-		for _, x := range s.Sysfs {
-			fmt.Fprintln(w, "   "+x)
 		}
 		for _, c := range s.Commands {
 			fmt.Fprintln(w, "   run: "+c)
