@@ -40,6 +40,22 @@ type FleetReport struct {
 	Rollout *Rollout     `json:"rollout,omitempty"`
 	Hosts   []FleetHost  `json:"hosts"`
 	Summary FleetSummary `json:"summary"`
+	// single: one host's check report rendered in a fleet format (AsFleet):
+	// titled as gpuprep check, with the host's per-mode readiness
+	single bool
+}
+
+// title names what made the report.
+func (f *FleetReport) title() string {
+	switch {
+	case f.Rollout != nil:
+		return "gpuprep fleet apply"
+	case len(f.Command) > 0:
+		return "gpuprep fleet run " + Clean(strings.Join(f.Command, " "))
+	case f.single && len(f.Hosts) == 1:
+		return "gpuprep check " + Clean(f.Hosts[0].Name)
+	}
+	return "gpuprep fleet check"
 }
 
 // FleetHost is one host of the fleet.
@@ -329,14 +345,7 @@ func FleetText(w io.Writer, f *FleetReport) error {
 	bold := re.NewStyle().Bold(true)
 	faint := re.NewStyle().Faint(true)
 	var b strings.Builder
-	title := "gpuprep fleet check"
-	if len(f.Command) > 0 {
-		title = "gpuprep fleet run " + Clean(strings.Join(f.Command, " "))
-	}
-	if f.Rollout != nil {
-		title = "gpuprep fleet apply"
-	}
-	fmt.Fprintf(&b, "%s  %s\n\n", bold.Render(title), summaryLine(f))
+	fmt.Fprintf(&b, "%s  %s\n\n", bold.Render(f.title()), summaryLine(f))
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 	if f.Rollout != nil {
 		rolloutTable(tw, f)
@@ -456,6 +465,25 @@ func joinNotes(a, b string) string {
 }
 
 func summaryLine(f *FleetReport) string {
+	if f.single && f.Mode == "" && len(f.Hosts) == 1 && f.Hosts[0].Report != nil {
+		// one host judged for every mode: each mode's readiness, as check's
+		// own report says it (its "ready" is for every mode at once)
+		r := f.Hosts[0].Report
+		var parts []string
+		for _, m := range preflight.Modes {
+			mr := r.Modes[m]
+			switch {
+			case mr == nil:
+			case mr.Ready:
+				parts = append(parts, string(m)+" ready")
+			case len(mr.Blockers) > 0:
+				parts = append(parts, string(m)+" not ready ("+strings.Join(mr.Blockers, ", ")+")")
+			default:
+				parts = append(parts, string(m)+" unknown ("+strings.Join(mr.Unknown, ", ")+")")
+			}
+		}
+		return strings.Join(parts, "; ")
+	}
 	s := f.Summary
 	parts := []string{fmt.Sprintf("%d hosts", s.Hosts)}
 	if f.Rollout != nil {

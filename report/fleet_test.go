@@ -137,3 +137,26 @@ func TestCompactJSON(t *testing.T) {
 	require.Equal(t, want.String()+"\n", com.String())
 	require.Less(t, com.Len(), ind.Len())
 }
+
+// One host's check report in a fleet format is titled as gpuprep check,
+// and without a mode says each mode's readiness (check's own "ready" is for
+// every mode at once); a fleet keeps its title and counts.
+func TestSingleHostFormats(t *testing.T) {
+	r := hostReport("", preflight.Finding{Check: "vfio.binding", Status: preflight.Fail, Subject: "0000:13:00.0", Modes: []preflight.Mode{preflight.VMPassthrough}})
+	r.Host.Name = "gpu-7"
+	r.Modes = map[preflight.Mode]*preflight.ModeResult{
+		preflight.Container:     {Ready: true, Blockers: []string{}},
+		preflight.VMPassthrough: {Ready: false, Blockers: []string{"vfio.binding"}},
+	}
+	var md, ju, tx bytes.Buffer
+	require.NoError(t, Render(&md, &Document{Host: r}, "markdown"))
+	require.Contains(t, md.String(), "## gpuprep check gpu-7\n\n**container ready; vm-passthrough not ready (vfio.binding)**")
+	require.NoError(t, Render(&ju, &Document{Host: r}, "junit"))
+	require.Contains(t, ju.String(), `<testsuites name="gpuprep check gpu-7"`)
+	require.NoError(t, FleetText(&tx, AsFleet(r)))
+	require.Contains(t, tx.String(), "gpuprep check gpu-7  container ready; vm-passthrough not ready (vfio.binding)")
+
+	md.Reset()
+	require.NoError(t, FleetMarkdown(&md, sample()))
+	require.Contains(t, md.String(), "## gpuprep fleet check\n\n**4 hosts")
+}

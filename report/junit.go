@@ -60,11 +60,7 @@ type junitProblem struct {
 
 // FleetJUnit writes the fleet report as JUnit XML.
 func FleetJUnit(w io.Writer, f *FleetReport) error {
-	name := "gpuprep fleet check"
-	if len(f.Command) > 0 {
-		name = "gpuprep fleet run " + strings.Join(f.Command, " ")
-	}
-	root := junitSuites{Name: name}
+	root := junitSuites{Name: f.title()}
 	for _, h := range f.Hosts {
 		s := junitSuite{Name: h.Name, Hostname: h.Address, Time: seconds(h.DurationMs),
 			Properties: []junitProperty{{"status", h.Status}}}

@@ -25,10 +25,11 @@ func FleetMarkdown(w io.Writer, f *FleetReport) error {
 		}
 		b.WriteString("\n")
 	}
-	if len(f.Command) > 0 {
+	switch {
+	case len(f.Command) > 0:
 		fmt.Fprintf(&b, "## gpuprep fleet run `%s`\n\n", mdCode(strings.Join(f.Command, " ")))
-	} else if f.Rollout == nil {
-		fmt.Fprintf(&b, "## gpuprep fleet check\n\n")
+	case f.Rollout == nil:
+		fmt.Fprintf(&b, "## %s\n\n", mdText(f.title()))
 	}
 	fmt.Fprintf(&b, "**%s**", summaryLine(f))
 	if f.Mode != "" {

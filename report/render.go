@@ -49,7 +49,7 @@ func Parse(name string, b []byte) (*Document, error) {
 // AsFleet presents a host report as a fleet of one, so the fleet formats
 // (JUnit, Markdown, HTML) serve single hosts too.
 func AsFleet(r *Report) *FleetReport {
-	f := &FleetReport{Mode: r.Mode, Hosts: []FleetHost{{Name: r.Host.Name, Status: "evaluated", Mode: r.Mode, Report: r}}}
+	f := &FleetReport{Mode: r.Mode, Hosts: []FleetHost{{Name: r.Host.Name, Status: "evaluated", Mode: r.Mode, Report: r}}, single: true}
 	f.Finish()
 	return f
 }
