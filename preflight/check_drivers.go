@@ -338,7 +338,7 @@ func nvswitchBinding(e *Env) (Finding, bool) {
 	fix := "gpuprep vfio bind --nvswitch --persist"
 	f.Status = Warn
 	f.Message = fmt.Sprintf("%d of %d NVSwitch(es) not on a VFIO driver: %s; a VM given the GPUs gets no NVLink fabric from them unless Fabric Manager on this host serves it", len(off), len(addrs), strings.Join(off, ", "))
-	f.Remedy = "to pass the whole board to one VM, bind the NVSwitches too: " + fix + " (then the guest runs Fabric Manager); otherwise keep Fabric Manager running on this host"
+	f.Remedy = "to pass the whole board to one VM, bind the NVSwitches too: " + fix + " (then the guest runs Fabric Manager); left on the host, they give VMs NVLink only through Fabric Manager's shared NVSwitch mode on this host (FABRIC_MODE=1), which gpuprep does not set up"
 	f.Fixable, f.FixCommand = true, fix
 	return f, true
 }

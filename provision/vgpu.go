@@ -130,7 +130,7 @@ type managerState struct {
 // unknown and not held against it, as check does.
 func readManager(ctx context.Context, root *host.Root, r host.Runner, gpus []vgpu.GPUInfo) managerState {
 	var m managerState
-	if !root.Exists("/sys/module/nvidia") {
+	if !root.Exists("/sys/module/nvidia") && !root.Exists("/sys/bus/pci/drivers/nvidia") {
 		m.missing = append(m.missing, "the nvidia module is not loaded")
 	}
 	if !root.Exists("/usr/bin/nvidia-vgpu-mgr") {

@@ -239,7 +239,7 @@ func NewPlan(root *host.Root, inv *pci.Inventory, sel pci.Selector, opts Options
 	}
 	if len(p.Holders) > 0 && !opts.Force {
 		return nil, &Refused{Reasons: []string{"the NVIDIA driver is in use: /dev/nvidia* is held open by " + holderList(p.Holders) +
-			"; stop them (nvidia-persistenced, nv-fabricmanager, dcgm, GPU containers) or pass --force"}}
+			"; stop them (nvidia-persistenced, nv-fabricmanager, dcgm, GPU containers; systemctl disable --now for the services, or they start again at boot) or pass --force (unbinds under them: what holds the GPU may fail)"}}
 	}
 	if opts.Persist {
 		p.Persist, err = planPersist(root, inv, p.Targets, nil)
