@@ -6,7 +6,9 @@ import (
 	"strings"
 
 	"github.com/gpuprep/gpuprep/grub"
+	"github.com/gpuprep/gpuprep/internal/host"
 	"github.com/gpuprep/gpuprep/internal/kargs"
+	"github.com/gpuprep/gpuprep/internal/pci"
 	"github.com/gpuprep/gpuprep/iommu"
 )
 
@@ -259,6 +261,72 @@ func WantedArgs(iommuVendor string) []kargs.Param {
 	return []kargs.Param{{Key: "intel_iommu", Value: "on", HasValue: true}, pt}
 }
 
+// KernelArgs is the kernel arguments gpuprep sets for the VM modes on one
+// node, judged as iommu.cmdline judges them, so that check, grub show, grub
+// ensure --mode and plan agree on what a node needs.
+type KernelArgs struct {
+	Vendor string        // the node's IOMMU: "intel", "amd" or "" (unknown)
+	Wanted []kargs.Param // WantedArgs(Vendor)
+	Needed []kargs.Param // the wanted arguments this node needs
+	// NotNeeded says, for each wanted argument left out of Needed (by its
+	// String()), why: intel_iommu=on where the IOMMU is active without it.
+	NotNeeded map[string]string
+}
+
+// KernelArgs is what the VM modes want on the kernel command line of this
+// node, and which of it the node needs.
+func (e *Env) KernelArgs() KernelArgs {
+	k := KernelArgs{Vendor: e.IOMMUVendor(), NotNeeded: map[string]string{}}
+	k.Wanted = WantedArgs(k.Vendor)
+	for _, w := range k.Wanted {
+		if why := e.notNeeded(w); why != "" {
+			k.NotNeeded[w.String()] = why
+			continue
+		}
+		k.Needed = append(k.Needed, w)
+	}
+	return k
+}
+
+// notNeeded says why want is not needed on this node ("" when it is).
+// intel_iommu=on does one thing, turn the Intel IOMMU on: where the IOMMU is
+// active and the running kernel was booted without it (a kernel built with
+// CONFIG_INTEL_IOMMU_DEFAULT_ON, as Ubuntu's and Proxmox's from 6.8), it is
+// not needed, and no reboot is for it.
+func (e *Env) notNeeded(want kargs.Param) string {
+	if kargs.Norm(want.Key) != "intel_iommu" || !e.IOMMU.Active() || kargs.Satisfied(e.Cmdline, want) {
+		return ""
+	}
+	why := "the IOMMU is active without it"
+	if on, cfg := intelDefaultOn(e); on {
+		why += " (the kernel's default: " + cfg + ")"
+	}
+	return why
+}
+
+// ErrUnknownIOMMU: neither firmware, kernel nor CPU tells whose IOMMU the
+// node has, so which arguments it wants is unknown.
+var ErrUnknownIOMMU = errors.New("cannot tell whether this node has an Intel or an AMD IOMMU (no ACPI DMAR/IVRS table, IOMMU unit or known CPU vendor)")
+
+// NodeKernelArgs is KernelArgs for the node under root, for the commands
+// that edit the kernel command line (grub, plan): from the whole Env where
+// it can be read, else from the IOMMU evidence and /proc/cmdline alone.
+func NodeKernelArgs(root *host.Root) (KernelArgs, error) {
+	sel, _ := pci.ParseSelector(nil)
+	e, err := NewEnv(root, host.NoRunner{}, sel, VMPassthrough)
+	if err != nil {
+		e = &Env{Root: root, Firmware: iommu.ReadFirmware(root), IOMMU: iommu.ReadKernel(root)}
+		e.Host.Kernel, _ = root.ReadString("/proc/sys/kernel/osrelease")
+		e.CmdlineRaw, e.CmdlineErr = root.ReadString("/proc/cmdline")
+		e.Cmdline = kargs.Parse(e.CmdlineRaw)
+	}
+	k := e.KernelArgs()
+	if k.Vendor == "" {
+		return k, ErrUnknownIOMMU
+	}
+	return k, nil
+}
+
 // intelDefaultOn reports whether the running kernel turns the Intel IOMMU on
 // without intel_iommu=on (CONFIG_INTEL_IOMMU_DEFAULT_ON, or Debian's
 // ..._DEFAULT_ON_INTGPU_OFF).
@@ -382,12 +450,14 @@ func checkIOMMUCmdline(e *Env) []Finding {
 			}
 		}
 		f.Message += " — " + why
-		if !running && !conf && !required && intel {
-			// Not set anywhere, and not needed: the IOMMU is active without it.
+		if nn := e.notNeeded(want); nn != "" {
+			// Not running, and not needed: the IOMMU is active without it
+			// (plan and grub ensure --mode leave it out, and no reboot is
+			// for it). Configured, the next boot gets it and nothing changes.
 			f.Status = Pass
-			f.Message = "not needed: the IOMMU is active without it"
-			if on {
-				f.Message += " (the kernel's default: " + cfg + ")"
+			f.Message = "not needed: " + nn
+			if conf {
+				f.Message += "; " + src.File + " has it for the next boot, where it changes nothing"
 			}
 			var bare []string
 			for _, w := range []struct {

@@ -31,7 +31,6 @@ import (
 	"github.com/gpuprep/gpuprep/internal/kargs"
 	"github.com/gpuprep/gpuprep/internal/kube"
 	"github.com/gpuprep/gpuprep/internal/pci"
-	"github.com/gpuprep/gpuprep/iommu"
 	"github.com/gpuprep/gpuprep/preflight"
 	"github.com/gpuprep/gpuprep/vfio"
 	"github.com/gpuprep/gpuprep/vgpu"
@@ -353,18 +352,11 @@ func (p *Plan) diagnoseNouveau(on []string, entries []journal.Entry) *RebootErro
 
 // wanted is the IOMMU arguments for this node's IOMMU vendor.
 func wanted(root *host.Root) ([]kargs.Param, error) {
-	sel, _ := pci.ParseSelector(nil)
-	vendor := ""
-	if env, err := preflight.NewEnv(root, host.NoRunner{}, sel, preflight.VMPassthrough); err == nil {
-		vendor = env.IOMMUVendor()
-	} else {
-		env := &preflight.Env{Root: root, Firmware: iommu.ReadFirmware(root), IOMMU: iommu.ReadKernel(root)}
-		vendor = env.IOMMUVendor()
+	k, err := preflight.NodeKernelArgs(root)
+	if err != nil {
+		return nil, err
 	}
-	if vendor == "" {
-		return nil, errors.New("cannot tell whether this node has an Intel or an AMD IOMMU (no ACPI DMAR/IVRS table, IOMMU unit or known CPU vendor)")
-	}
-	return preflight.WantedArgs(vendor), nil
+	return k.Wanted, nil
 }
 
 func runningArgs(root *host.Root) []kargs.Param {
@@ -392,11 +384,20 @@ func argList(ps []kargs.Param) string {
 // planKernelArgs plans the bootloader edit and, when the running kernel
 // lacks the arguments, the reboot. It reports whether a reboot is pending.
 func (p *Plan) planKernelArgs() (bool, error) {
-	want, err := wanted(p.root)
+	// what check calls needed: intel_iommu=on is not where the IOMMU is
+	// active without it, and neither an edit nor a reboot is for it
+	k, err := preflight.NodeKernelArgs(p.root)
 	if err != nil {
 		return false, &PlanError{Step: StepKernelArgs, Err: err}
 	}
-	running := argsSatisfied(runningArgs(p.root), want)
+	want := k.Needed
+	for _, w := range k.Wanted {
+		if why, ok := k.NotNeeded[w.String()]; ok {
+			p.Notes = append(p.Notes, fmt.Sprintf("%s is not needed: %s", w, why))
+		}
+	}
+	runningPs := runningArgs(p.root)
+	running := argsSatisfied(runningPs, want)
 	boot, err := grub.Detect(p.root)
 	if err != nil {
 		if errors.Is(err, grub.ErrUnsupported) && running {
@@ -454,8 +455,14 @@ func (p *Plan) planKernelArgs() (bool, error) {
 		// arguments.
 		p.Notes = append(p.Notes, gp.Notes...)
 	}
+	var lacks []kargs.Param // what the reboot is for
+	for _, w := range want {
+		if !kargs.Satisfied(runningPs, w) {
+			lacks = append(lacks, w)
+		}
+	}
 	p.Steps = append(p.Steps, &Step{ID: StepReboot, Reboot: true, rebootFor: RebootForKernelArgs,
-		Title: fmt.Sprintf("REBOOT REQUIRED HERE: the running kernel lacks %s; gpuprep apply stops here (exit 4, or reboots with --reboot) and continues when run again after the boot", argList(want))})
+		Title: fmt.Sprintf("REBOOT REQUIRED HERE: the running kernel lacks %s; gpuprep apply stops here (exit 4, or reboots with --reboot) and continues when run again after the boot", argList(lacks))})
 	return true, nil
 }
 

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -18,8 +17,6 @@ import (
 	"github.com/gpuprep/gpuprep/internal/host"
 	"github.com/gpuprep/gpuprep/internal/journal"
 	"github.com/gpuprep/gpuprep/internal/kargs"
-	"github.com/gpuprep/gpuprep/internal/pci"
-	"github.com/gpuprep/gpuprep/iommu"
 	"github.com/gpuprep/gpuprep/preflight"
 	"github.com/gpuprep/gpuprep/provision"
 )
@@ -112,31 +109,26 @@ take effect.`,
 	return cmd
 }
 
-// wanted returns the IOMMU arguments for mode on the node under root.
-func wanted(root *host.Root, mode string) ([]kargs.Param, string, error) {
+// wanted returns the IOMMU arguments for mode on the node under root, and
+// which of them it needs (preflight.KernelArgs: as check judges them).
+func wanted(root *host.Root, mode string) (preflight.KernelArgs, error) {
 	m, err := preflight.ParseMode(mode)
 	if err != nil {
-		return nil, "", usageErr("--mode: %v", err)
+		return preflight.KernelArgs{}, usageErr("--mode: %v", err)
 	}
 	if m == preflight.Container {
-		return nil, "", usageErr("--mode container: containers need no IOMMU kernel arguments (use gpuprep grub remove to drop some)")
+		return preflight.KernelArgs{}, usageErr("--mode container: containers need no IOMMU kernel arguments (use gpuprep grub remove to drop some)")
 	}
-	vendor := ""
-	sel, _ := pci.ParseSelector(nil)
-	if env, err := preflight.NewEnv(root, host.NoRunner{}, sel, m); err == nil {
-		vendor = env.IOMMUVendor()
-	} else {
-		env := &preflight.Env{Root: root, Firmware: iommu.ReadFirmware(root), IOMMU: iommu.ReadKernel(root)}
-		vendor = env.IOMMUVendor()
+	k, err := preflight.NodeKernelArgs(root)
+	if err != nil {
+		return k, &exitError{code: exitUnknown, err: fmt.Errorf("%w: name the arguments instead, e.g. gpuprep grub ensure intel_iommu=on iommu=pt", err)}
 	}
-	if vendor == "" {
-		return nil, "", &exitError{code: exitUnknown, err: errors.New("cannot tell whether this node has an Intel or an AMD IOMMU (no ACPI DMAR/IVRS table, IOMMU unit or known CPU vendor): name the arguments instead, e.g. gpuprep grub ensure intel_iommu=on iommu=pt")}
-	}
-	return preflight.WantedArgs(vendor), vendor, nil
+	return k, nil
 }
 
 func (c *grubCmd) edit(cmd *cobra.Command, args []string, remove bool) error {
 	var req grub.Request
+	var notNeeded []string // --mode: wanted arguments this node does not need
 	root, err := c.g.hostRoot()
 	if err != nil {
 		return err
@@ -154,11 +146,16 @@ func (c *grubCmd) edit(cmd *cobra.Command, args []string, remove bool) error {
 	case c.mode != "" && len(args) > 0:
 		return usageErr("give either arguments or --mode, not both")
 	case c.mode != "":
-		w, _, err := wanted(root, c.mode)
+		k, err := wanted(root, c.mode)
 		if err != nil {
 			return err
 		}
-		req.Ensure = w
+		req.Ensure = k.Needed
+		for _, w := range k.Wanted {
+			if why, ok := k.NotNeeded[w.String()]; ok {
+				notNeeded = append(notNeeded, w.String()+": not needed, "+why)
+			}
+		}
 	case len(args) == 0:
 		return usageErr("ensure needs arguments (e.g. iommu=pt) or --mode vm-passthrough|vm-vgpu")
 	default:
@@ -181,6 +178,9 @@ func (c *grubCmd) edit(cmd *cobra.Command, args []string, remove bool) error {
 	fmt.Fprintf(out, "bootloader: %s\n", boot.Kind)
 	for _, s := range plan.Satisfied {
 		fmt.Fprintf(out, "already configured: %s\n", s)
+	}
+	for _, s := range notNeeded {
+		fmt.Fprintf(out, "left out: %s\n", s)
 	}
 	if c.dryRun {
 		for _, ch := range plan.Changes {
@@ -257,7 +257,7 @@ type argState struct {
 	Wanted     string `json:"wanted"`
 	Configured string `json:"configured"` // the occurrence that counts, "" when absent
 	Running    string `json:"running"`
-	State      string `json:"state"` // ok, missing, configured-reboot-pending, configured-but-not-effective, running-not-configured
+	State      string `json:"state"` // ok, missing, configured-reboot-pending, configured-but-not-effective, running-not-configured, not-needed
 	Reason     string `json:"reason,omitempty"`
 }
 
@@ -280,7 +280,7 @@ func (c *grubCmd) show(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
-	want, _, err := wanted(root, c.mode)
+	k, err := wanted(root, c.mode)
 	if err != nil {
 		return err
 	}
@@ -302,7 +302,7 @@ func (c *grubCmd) show(cmd *cobra.Command) error {
 	}
 	rep.Configured = strings.Join(cw, " ")
 	srcNewer, srcNote := configNewerThanBoot(root, boot, src)
-	for _, w := range want {
+	for _, w := range k.Wanted {
 		a := argState{Wanted: w.String()}
 		if p, ok := kargs.Last(conf, w.Key); ok {
 			a.Configured = p.String()
@@ -311,7 +311,10 @@ func (c *grubCmd) show(cmd *cobra.Command) error {
 			a.Running = p.String()
 		}
 		isConf, isRun := kargs.Satisfied(conf, w), rerr == nil && kargs.Satisfied(running, w)
+		why, notNeeded := k.NotNeeded[w.String()]
 		switch {
+		case notNeeded:
+			a.State, a.Reason = "not-needed", why+": no edit and no reboot is for it"
 		case isConf && isRun:
 			a.State = "ok"
 		case isConf && srcNewer:

@@ -1,0 +1,72 @@
+package main
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/gpuprep/gpuprep/internal/fixture"
+)
+
+// defaultOnNode is hgx-h200 on a kernel built with
+// CONFIG_INTEL_IOMMU_DEFAULT_ON=y, booted with iommu=pt alone (configured
+// so too): the IOMMU is active without intel_iommu=on.
+func defaultOnNode(t *testing.T) string {
+	t.Helper()
+	root := fixtureRoot(t, "hgx-h200")
+	withTools(t, root)
+	require.NoError(t, fixture.New(root).
+		File("/boot/config-6.8.0-45-generic", "CONFIG_INTEL_IOMMU=y\nCONFIG_INTEL_IOMMU_DEFAULT_ON=y\n").
+		File("/proc/cmdline", "BOOT_IMAGE=/boot/vmlinuz-6.8.0-45-generic root=UUID=2f1c ro quiet splash iommu=pt\n").
+		File("/etc/default/grub", "GRUB_DEFAULT=0\nGRUB_CMDLINE_LINUX_DEFAULT=\"quiet splash iommu=pt\"\nGRUB_CMDLINE_LINUX=\"\"\n").
+		File("/boot/grub/grub.cfg", "menuentry 'Ubuntu' {\n\tlinux /boot/vmlinuz-6.8.0-45-generic root=UUID=2f1c ro quiet splash iommu=pt\n}\n").
+		Touch("/etc/default/grub", fixture.BootTime.Add(-48*time.Hour)).
+		Touch("/boot/grub/grub.cfg", fixture.BootTime.Add(-47*time.Hour)).Err())
+	return root
+}
+
+// What check calls not needed (intel_iommu=on, the IOMMU active without it)
+// gets no kernel-args step, no reboot and no grub edit; the VFIO writes are
+// planned now (the IOMMU groups exist).
+func TestPlanLeavesOutWhatCheckCallsNotNeeded(t *testing.T) {
+	root := defaultOnNode(t)
+	out, _, _ := gpuprep(t, "check", "--root", root, "--mode", "vm-passthrough")
+	require.Contains(t, out, "intel_iommu=on: not needed: the IOMMU is active without it (the kernel's default: CONFIG_INTEL_IOMMU_DEFAULT_ON=y)")
+
+	out, errs, code := gpuprep(t, "plan", "--root", root, "--mode", "vm-passthrough", "-o", "json")
+	require.Equal(t, 0, code, errs)
+	var p planJSON
+	require.NoError(t, json.Unmarshal([]byte(out), &p))
+	require.Equal(t, []string{"vfio-bind", "label"}, p.ids(), out)
+	require.False(t, p.Steps[0].Deferred, "the IOMMU groups exist: the writes are planned now")
+	require.NotEmpty(t, p.Steps[0].Sysfs)
+	require.Contains(t, out, "intel_iommu=on is not needed: the IOMMU is active without it")
+
+	out, errs, code = gpuprep(t, "grub", "show", "--root", root, "-o", "json")
+	require.Equal(t, 0, code, errs)
+	var show showReport
+	require.NoError(t, json.Unmarshal([]byte(out), &show))
+	require.Equal(t, "not-needed", show.Args[0].State, out)
+	require.Equal(t, "ok", show.Args[1].State, out)
+
+	run := fakeGrubRunner(t)
+	out, errs, code = gpuprep(t, "grub", "ensure", "--root", root, "--mode", "vm-passthrough")
+	require.Equal(t, 0, code, errs)
+	require.Contains(t, out, "nothing to change")
+	require.Empty(t, run.Calls)
+}
+
+// The reboot step names what the running kernel lacks, not what it has.
+func TestPlanRebootTitleNamesOnlyWhatTheKernelLacks(t *testing.T) {
+	root := fixtureRoot(t, "iommu-off-kernel")
+	withTools(t, root)
+	require.NoError(t, fixture.New(root).File("/proc/cmdline", "BOOT_IMAGE=/boot/vmlinuz-5.15.0-91-generic root=UUID=2f1c ro quiet splash iommu=pt\n").Err())
+	out, errs, code := gpuprep(t, "plan", "--root", root, "--mode", "vm-passthrough", "-o", "json")
+	require.Equal(t, 0, code, errs)
+	var p planJSON
+	require.NoError(t, json.Unmarshal([]byte(out), &p))
+	require.Equal(t, []string{"kernel-args", "reboot", "vfio-bind", "label"}, p.ids(), out)
+	require.Contains(t, p.Steps[1].Title, "the running kernel lacks intel_iommu=on;")
+}
