@@ -55,7 +55,9 @@ type Boot struct {
 	Menu      *File
 }
 
-const kernelCmdlineFile = "/etc/kernel/cmdline"
+// KernelCmdlineFile is where kernel-install takes the arguments of kernels
+// installed later from (systemd-boot; BLS on RHEL and Fedora).
+const KernelCmdlineFile = "/etc/kernel/cmdline"
 
 // findTool returns name when the root has that program, else "".
 func findTool(root *host.Root, name string) string {
@@ -68,8 +70,8 @@ func findTool(root *host.Root, name string) string {
 // Detect finds the boot setup under root.
 func Detect(root *host.Root) (*Boot, error) {
 	b := &Boot{}
-	if data, err := root.ReadFile(kernelCmdlineFile); err == nil {
-		b.KernelCmdline = &File{kernelCmdlineFile, data}
+	if data, err := root.ReadFile(KernelCmdlineFile); err == nil {
+		b.KernelCmdline = &File{KernelCmdlineFile, data}
 	}
 	entries, _ := root.Glob("/boot/loader/entries/*.conf")
 	sort.Strings(entries)
@@ -200,9 +202,9 @@ func (b *Boot) configuredSources() ([]string, [][]kargs.Param, error) {
 		return names, out, nil
 	case KindSystemdBoot:
 		if b.KernelCmdline == nil {
-			return []string{kernelCmdlineFile}, [][]kargs.Param{nil}, nil
+			return []string{KernelCmdlineFile}, [][]kargs.Param{nil}, nil
 		}
-		return []string{kernelCmdlineFile}, [][]kargs.Param{wordsArgs(string(b.KernelCmdline.Data))}, nil
+		return []string{KernelCmdlineFile}, [][]kargs.Param{wordsArgs(string(b.KernelCmdline.Data))}, nil
 	case KindKernelstub:
 		return []string{"/etc/kernelstub/configuration"}, [][]kargs.Param{wordsArgs(strings.Join(b.KernelstubOptions, " "))}, nil
 	}
@@ -336,7 +338,7 @@ func (b *Boot) PlanEdit(req Request, regenerate bool) (*Plan, error) {
 		p.Added = appendNew(p.Added, add...)
 	case KindSystemdBoot:
 		if b.KernelCmdline == nil {
-			return nil, fmt.Errorf("systemd-boot without %s: %w yet (create it with the running kernel's arguments first)", kernelCmdlineFile, ErrUnsupported)
+			return nil, fmt.Errorf("systemd-boot without %s: %w yet (create it with the running kernel's arguments first)", KernelCmdlineFile, ErrUnsupported)
 		}
 		f := *b.KernelCmdline
 		ch, added, removed, err := editPlainCmdline(f, req)

@@ -403,6 +403,13 @@ func checkIOMMUCmdline(e *Env) []Finding {
 			default:
 				f.Message += "; no bootloader configuration found to confirm it persists"
 			}
+			if src != nil && src.Kind == "bls" && laterLacks(e, want) {
+				// the boot entries have it; the kernels installed later will not
+				f.Status = Warn
+				f.Message += "; " + grub.KernelCmdlineFile + ", which kernels installed later take their arguments from, lacks it"
+				f.Fixable, f.FixCommand = true, fix
+				f.Remedy = "keep it for kernels installed later: " + fix + " (no reboot)"
+			}
 		case running:
 			f.Status = Warn
 			f.Message = "in effect now but not configured in " + src.File + ": the next boot loses it"
@@ -484,6 +491,13 @@ func checkIOMMUCmdline(e *Env) []Finding {
 			Remedy:  "gpuprep grub remove amd_iommu", Fixable: true, FixCommand: "gpuprep grub remove amd_iommu"})
 	}
 	return out
+}
+
+// laterLacks reports whether /etc/kernel/cmdline, where a BLS node has one
+// (kernel-install gives kernels installed later its arguments), lacks want.
+func laterLacks(e *Env, want kargs.Param) bool {
+	b, err := e.Root.ReadString(grub.KernelCmdlineFile)
+	return err == nil && !kargs.Satisfied(kargs.Parse(b), want)
 }
 
 func fileOf(src *grub.Source) string {

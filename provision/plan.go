@@ -427,9 +427,15 @@ func (p *Plan) planKernelArgs() (bool, error) {
 			return true, nil
 		}
 	}
+	later := "" // BLS: the entries have the arguments; what the step keeps for later
+	if boot.Kind == grub.KindBLS && len(gp.Commands) == 0 && gp.Changed() {
+		later = p.blsLater(boot, gp, want)
+	}
 	if gp.Changed() {
 		s := &Step{ID: StepKernelArgs, Title: fmt.Sprintf("add %s to the next boot's kernel command line (%s)", strings.Join(gp.Added, " "), boot.Kind)}
 		switch {
+		case later != "":
+			s.Title = later
 		case len(gp.Changes) == 0 && boot.StaleMenu != "":
 			s.Title = fmt.Sprintf("regenerate the boot menu: %s, so the next boot would lack %s", boot.StaleMenu, argList(want))
 		case len(gp.Added) == 0:
@@ -464,6 +470,38 @@ func (p *Plan) planKernelArgs() (bool, error) {
 	p.Steps = append(p.Steps, &Step{ID: StepReboot, Reboot: true, rebootFor: RebootForKernelArgs,
 		Title: fmt.Sprintf("REBOOT REQUIRED HERE: the running kernel lacks %s; gpuprep apply stops here (exit 4, or reboots with --reboot) and continues when run again after the boot", argList(lacks))})
 	return true, nil
+}
+
+// blsLater judges a BLS edit that runs no grubby: every installed kernel's
+// boot entry has the arguments already, so the next boot has them and the
+// edit is only of the files kept for later. /etc/kernel/cmdline is what
+// kernels installed later get their arguments from: a step keeps them there
+// (its title, returned, says so). /etc/default/grub is read by no boot unless
+// the entries are regenerated from it (grub2-mkconfig --update-bls-cmdline):
+// a node ready for the mode gets no step for it (a ready node plans
+// nothing), only a note with the command that adds them there; gp is emptied
+// and "" returned.
+func (p *Plan) blsLater(boot *grub.Boot, gp *grub.Plan, want []kargs.Param) string {
+	defaults := map[string]bool{}
+	for _, f := range boot.Files {
+		defaults[f.Path] = true
+	}
+	var kept, lacking []string
+	for _, c := range gp.Changes {
+		if defaults[c.Path] {
+			lacking = append(lacking, c.Path)
+		} else {
+			kept = append(kept, c.Path)
+		}
+	}
+	if len(kept) > 0 {
+		return fmt.Sprintf("keep %s for kernels installed later: add it to %s (%s; every installed kernel's boot entry has it already, so no reboot is for it)",
+			strings.Join(gp.Added, " "), strings.Join(append(kept, lacking...), " and "), boot.Kind)
+	}
+	p.Notes = append(p.Notes, fmt.Sprintf("every boot entry has %s, so nothing is planned for the next boot; %s lacks %s, which only boot entries regenerated from it (grub2-mkconfig --update-bls-cmdline) would miss: gpuprep grub ensure --mode %s adds it there (no reboot)",
+		argList(want), strings.Join(lacking, " and "), strings.Join(gp.Added, " "), p.opts.Mode))
+	*gp = grub.Plan{Kind: gp.Kind, Satisfied: gp.Satisfied}
+	return ""
 }
 
 func fileDiff(path string, old, data []byte, existed bool) FileDiff {

@@ -70,3 +70,31 @@ func TestPlanRebootTitleNamesOnlyWhatTheKernelLacks(t *testing.T) {
 	require.Equal(t, []string{"kernel-args", "reboot", "vfio-bind", "label"}, p.ids(), out)
 	require.Contains(t, p.Steps[1].Title, "the running kernel lacks intel_iommu=on;")
 }
+
+// A BLS node whose boot entries have the arguments is ready: the plan has
+// nothing for the next boot (a ready node plans nothing), and says that
+// /etc/default/grub lacks them. An /etc/kernel/cmdline lacking them (kernels
+// installed later) gets a step that says so, and no reboot.
+func TestPlanBLSReadyNodePlansNothingForTheNextBoot(t *testing.T) {
+	root := fixtureRoot(t, "amd-ready")
+	require.NoError(t, fixture.New(root).File("/etc/sysconfig/kubelet", "KUBELET_EXTRA_ARGS=--node-labels=nvidia.com/gpu.workload.config=vm-passthrough\n").Err())
+	out, errs, code := gpuprep(t, "check", "--root", root, "--mode", "vm-passthrough")
+	require.Equal(t, 0, code, out+errs)
+	out, errs, code = gpuprep(t, "plan", "--root", root, "--mode", "vm-passthrough", "-o", "json")
+	require.Equal(t, 0, code, errs)
+	var p planJSON
+	require.NoError(t, json.Unmarshal([]byte(out), &p))
+	require.Empty(t, p.Steps, out)
+	require.Contains(t, out, "every boot entry has iommu=pt, so nothing is planned for the next boot; /etc/default/grub lacks iommu=pt")
+
+	require.NoError(t, fixture.New(root).File("/etc/kernel/cmdline", "root=/dev/mapper/rl-root ro crashkernel=1G-4G:192M rhgb quiet\n").Err())
+	out, _, _ = gpuprep(t, "check", "--root", root, "--mode", "vm-passthrough")
+	require.Contains(t, out, "/etc/kernel/cmdline, which kernels installed later take their arguments from, lacks it")
+	out, errs, code = gpuprep(t, "plan", "--root", root, "--mode", "vm-passthrough", "-o", "json")
+	require.Equal(t, 0, code, errs)
+	p = planJSON{}
+	require.NoError(t, json.Unmarshal([]byte(out), &p))
+	require.Equal(t, []string{"kernel-args"}, p.ids(), out)
+	require.Equal(t, "keep iommu=pt for kernels installed later: add it to /etc/kernel/cmdline and /etc/default/grub (grub-bls; every installed kernel's boot entry has it already, so no reboot is for it)", p.Steps[0].Title)
+	require.Empty(t, p.Steps[0].Commands)
+}
