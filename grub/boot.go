@@ -319,12 +319,13 @@ func (b *Boot) PlanEdit(req Request, regenerate bool) (*Plan, error) {
 		// BLS: the defaults file is for kernels installed later (with
 		// /etc/kernel/cmdline); grubby updates the installed ones.
 		if b.KernelCmdline != nil {
-			ch, _, _, err := editPlainCmdline(*b.KernelCmdline, req)
+			ch, added, removed, err := editPlainCmdline(*b.KernelCmdline, req)
 			if err != nil {
 				return nil, err
 			}
 			if ch != nil {
 				p.Changes = append(p.Changes, *ch)
+				p.Added, p.Removed = appendNew(p.Added, added...), appendNew(p.Removed, removed...)
 			}
 		}
 		add, del := b.entriesNeed(req)

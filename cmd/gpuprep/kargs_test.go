@@ -97,4 +97,13 @@ func TestPlanBLSReadyNodePlansNothingForTheNextBoot(t *testing.T) {
 	require.Equal(t, []string{"kernel-args"}, p.ids(), out)
 	require.Equal(t, "keep iommu=pt for kernels installed later: add it to /etc/kernel/cmdline and /etc/default/grub (grub-bls; every installed kernel's boot entry has it already, so no reboot is for it)", p.Steps[0].Title)
 	require.Empty(t, p.Steps[0].Commands)
+
+	// /etc/default/grub has it already: the step keeps it in /etc/kernel/cmdline alone
+	require.NoError(t, fixture.New(root).File("/etc/default/grub", "GRUB_TIMEOUT=5\nGRUB_CMDLINE_LINUX=\"crashkernel=1G-4G:192M rhgb quiet iommu=pt\"\nGRUB_ENABLE_BLSCFG=true\n").Err())
+	out, errs, code = gpuprep(t, "plan", "--root", root, "--mode", "vm-passthrough", "-o", "json")
+	require.Equal(t, 0, code, errs)
+	p = planJSON{}
+	require.NoError(t, json.Unmarshal([]byte(out), &p))
+	require.Equal(t, []string{"kernel-args"}, p.ids(), out)
+	require.Equal(t, "keep iommu=pt for kernels installed later: add it to /etc/kernel/cmdline (grub-bls; every installed kernel's boot entry has it already, so no reboot is for it)", p.Steps[0].Title)
 }
