@@ -269,8 +269,12 @@ type Plan struct {
 	Satisfied []kargs.Param // ensured arguments already configured everywhere
 	Added     []string
 	Removed   []string
-	Var       string   // GRUB variable appended to
-	Notes     []string // what the plan does not do, and why
+	Var       string // GRUB variable appended to
+	// EntriesAdded and EntriesRemoved (BLS): what grubby adds to and
+	// removes from the boot entries, the next boot's command line (Added
+	// and Removed also hold the files' edits).
+	EntriesAdded, EntriesRemoved []string
+	Notes                        []string // what the plan does not do, and why
 	// Intents, when set, gives the journal entries Apply records before it
 	// runs a command (what a bootloader's own tool changes, for rollback).
 	Intents func(argv []string) []journal.Entry
@@ -337,6 +341,7 @@ func (b *Boot) PlanEdit(req Request, regenerate bool) (*Plan, error) {
 		}
 		p.Removed = appendNew(p.Removed, del...)
 		p.Added = appendNew(p.Added, add...)
+		p.EntriesAdded, p.EntriesRemoved = add, del
 	case KindSystemdBoot:
 		if b.KernelCmdline == nil {
 			return nil, fmt.Errorf("systemd-boot without %s: %w yet (create it with the running kernel's arguments first)", KernelCmdlineFile, ErrUnsupported)
@@ -409,8 +414,10 @@ func appendNew(ss []string, add ...string) []string {
 // argument list to satisfy req, with Edit's rules.
 func needs(args []kargs.Param, words []string, req Request) (add, del []string) {
 	drop := map[string]bool{}
+	gone := req.removed(args)
+	left := kept(args, gone)
 	for _, w := range req.Ensure {
-		if kargs.Satisfied(args, w) {
+		if kargs.Satisfied(left, w) {
 			continue
 		}
 		drop[kargs.Norm(w.Key)] = true
@@ -419,11 +426,8 @@ func needs(args []kargs.Param, words []string, req Request) (add, del []string) 
 		}
 		add = append(add, w.String())
 	}
-	for _, k := range req.Remove {
-		drop[kargs.Norm(k)] = true
-	}
 	for i, a := range args {
-		if drop[kargs.Norm(a.Key)] && i < len(words) {
+		if (gone[i] || drop[kargs.Norm(a.Key)]) && i < len(words) {
 			del = appendNew(del, unquoteWord(words[i]))
 		}
 	}

@@ -271,6 +271,18 @@ type KernelArgs struct {
 	// NotNeeded says, for each wanted argument left out of Needed (by its
 	// String()), why: intel_iommu=on where the IOMMU is active without it.
 	NotNeeded map[string]string
+	// NotOff is what the VM modes need not switched off by the kernel
+	// command line (grub.Request.NotOff): this node's IOMMU (intel_iommu=
+	// on an Intel one, amd_iommu= on an AMD one, iommu= on both) and
+	// interrupt remapping (intremap=, nointremap).
+	NotOff []string
+}
+
+// Request is the edit that gives the next boot what the node needs: the
+// needed arguments in, the arguments that turn the IOMMU or interrupt
+// remapping off out.
+func (k KernelArgs) Request() grub.Request {
+	return grub.Request{Ensure: k.Needed, NotOff: k.NotOff}
 }
 
 // KernelArgs is what the VM modes want on the kernel command line of this
@@ -278,6 +290,12 @@ type KernelArgs struct {
 func (e *Env) KernelArgs() KernelArgs {
 	k := KernelArgs{Vendor: e.IOMMUVendor(), NotNeeded: map[string]string{}}
 	k.Wanted = WantedArgs(k.Vendor)
+	for _, key := range []string{"intel_iommu", "amd_iommu", "iommu"} {
+		if disablerApplies(key, k.Vendor) {
+			k.NotOff = append(k.NotOff, key)
+		}
+	}
+	k.NotOff = append(k.NotOff, "intremap")
 	for _, w := range k.Wanted {
 		if why := e.notNeeded(w); why != "" {
 			k.NotNeeded[w.String()] = why
@@ -485,6 +503,11 @@ func checkIOMMUCmdline(e *Env) []Finding {
 	for _, p := range disablingArgs(e.Cmdline) {
 		out = append(out, offFinding(e, p, src, configured, unparsed, vendor))
 	}
+	for _, p := range offArgs(configured, vendor) {
+		if _, now := kargs.Disabling(e.Cmdline, p.Key); !now {
+			out = append(out, nextBootOff(src, p, "turns the IOMMU off", fix))
+		}
+	}
 	if p, ok := kargs.Last(append(append([]kargs.Param{}, e.Cmdline...), configured...), "amd_iommu"); ok && kargs.HasOption(p.Value, "on") {
 		out = append(out, Finding{Status: Warn, Subject: "amd_iommu=on",
 			Message: "amd_iommu=on is not a valid value (the kernel logs \"AMD-Vi: Unknown option - 'on'\"); the AMD IOMMU is on whenever firmware enables it",
@@ -498,6 +521,17 @@ func checkIOMMUCmdline(e *Env) []Finding {
 func laterLacks(e *Env, want kargs.Param) bool {
 	b, err := e.Root.ReadString(grub.KernelCmdlineFile)
 	return err == nil && !kargs.Satisfied(kargs.Parse(b), want)
+}
+
+// nextBootOff is the warning about p, an argument the configuration for the
+// next boot has and the running kernel does not, that turns off what the VM
+// modes need (what: "turns the IOMMU off"): the node works now, and the next
+// boot breaks it. grub ensure --mode (fix) takes it out, and only it.
+func nextBootOff(src *grub.Source, p kargs.Param, what, fix string) Finding {
+	return Finding{Status: Warn, Subject: p.String(),
+		Message: fmt.Sprintf("%s in %s %s at the next boot: the running kernel was booted without it, so this node works now, and a reboot breaks it", p, src.Locate(p), what),
+		Remedy:  "take it out before the node reboots: " + fix + " (it removes only the arguments that turn the IOMMU or interrupt remapping off; no reboot is needed for that)",
+		Fixable: true, FixCommand: fix}
 }
 
 func fileOf(src *grub.Source) string {
@@ -628,7 +662,7 @@ func checkInterruptRemapping(e *Env) []Finding {
 		if r.Unsafe {
 			out = append(out, unsafeInterrupts(false))
 		}
-		return out
+		return append(out, intremapNextBoot(e)...)
 	}
 	msg := "no remapped IRQ chips (IR-…) in /proc/interrupts: interrupt remapping is off, and VFIO refuses to attach devices (\"No interrupt remapping support\")"
 	if len(r.Incapable) > 0 {
@@ -640,10 +674,27 @@ func checkInterruptRemapping(e *Env) []Finding {
 		}
 	}
 	if r.Unsafe {
-		return []Finding{unsafeInterrupts(true)}
+		return append([]Finding{unsafeInterrupts(true)}, intremapNextBoot(e)...)
 	}
-	return []Finding{{Status: Fail, Subject: "/proc/interrupts", Message: msg,
-		Remedy: "enable interrupt remapping in the BIOS (VT-d / x2APIC or IOMMU settings) and remove intremap=off / nointremap; vfio_iommu_type1.allow_unsafe_interrupts=1 is an unsafe last resort"}}
+	return append([]Finding{{Status: Fail, Subject: "/proc/interrupts", Message: msg,
+		Remedy: "enable interrupt remapping in the BIOS (VT-d / x2APIC or IOMMU settings) and remove intremap=off / nointremap; vfio_iommu_type1.allow_unsafe_interrupts=1 is an unsafe last resort"}}, intremapNextBoot(e)...)
+}
+
+// intremapNextBoot warns about an intremap=off or nointremap the
+// configuration for the next boot has and the running kernel does not.
+func intremapNextBoot(e *Env) []Finding {
+	if _, now := kargs.IntRemapOff(e.Cmdline); now {
+		return nil // the running kernel has it: the finding above says so
+	}
+	src, err := grub.Configured(e.Root, e.Host.Kernel)
+	if err != nil || src == nil {
+		return nil // iommu.cmdline names what cannot be read
+	}
+	p, off := kargs.IntRemapOff(kargs.Parse(src.Cmdline))
+	if !off {
+		return nil
+	}
+	return []Finding{nextBootOff(src, p, "turns interrupt remapping off (VFIO then refuses to attach devices)", "gpuprep grub ensure --mode "+string(e.vmMode()))}
 }
 
 func unsafeInterrupts(needed bool) Finding {

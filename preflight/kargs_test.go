@@ -27,3 +27,41 @@ func TestIntelIOMMUOnConfiguredButNotNeededAsksNoReboot(t *testing.T) {
 	require.Equal(t, "iommu=pt", k.Needed[0].String())
 	require.Contains(t, k.NotNeeded, "intel_iommu=on")
 }
+
+// Arguments the next boot's configuration has and the running kernel does
+// not, that turn the IOMMU or interrupt remapping off: a warn naming the file
+// and line (the node works now; the next boot breaks it), fixed by grub
+// ensure --mode. One that a later argument undoes is not named.
+func TestNextBootArgumentsThatTurnItOffAreNamed(t *testing.T) {
+	const kernel = "5.14.0-427.13.1.el9_4.x86_64"
+	dir := build(t, fixture.AMDReady, func(b *fixture.Builder) {
+		b.File("/boot/loader/entries/abc-"+kernel+".conf", "title Rocky Linux ("+kernel+")\nversion "+kernel+"\nlinux /vmlinuz-"+kernel+"\noptions root=/dev/mapper/rl-root ro iommu=pt amd_iommu=off\n")
+	})
+	_, res := runRoot(t, dir)
+	f := one(t, res, "iommu.cmdline", "amd_iommu=off")
+	require.Equal(t, preflight.Warn, f.Status)
+	require.Equal(t, "amd_iommu=off in /boot/loader/entries/abc-"+kernel+".conf:4 turns the IOMMU off at the next boot: the running kernel was booted without it, so this node works now, and a reboot breaks it", f.Message)
+	require.Equal(t, "gpuprep grub ensure --mode vm-passthrough", f.FixCommand)
+	require.True(t, res.Modes[preflight.VMPassthrough].Ready)
+
+	for _, c := range []struct{ args, check, subject, what string }{
+		{"intel_iommu=on iommu=pt iommu=off", "iommu.cmdline", "iommu=off", "turns the IOMMU off"},
+		{"intel_iommu=on iommu=pt intremap=off", "iommu.interrupt-remapping", "intremap=off", "turns interrupt remapping off (VFIO then refuses to attach devices)"},
+		{"intel_iommu=on iommu=pt nointremap", "iommu.interrupt-remapping", "nointremap", "turns interrupt remapping off (VFIO then refuses to attach devices)"},
+	} {
+		dir := build(t, fixture.HGX, func(b *fixture.Builder) { grubDefaults(b, c.args, false) })
+		_, res := runRoot(t, dir)
+		f := one(t, res, c.check, c.subject)
+		require.Equal(t, preflight.Warn, f.Status, c.args)
+		require.Equal(t, c.subject+" in /etc/default/grub:2 "+c.what+" at the next boot: the running kernel was booted without it, so this node works now, and a reboot breaks it", f.Message)
+		require.Equal(t, "gpuprep grub ensure --mode vm-passthrough", f.FixCommand)
+	}
+
+	dir = build(t, fixture.HGX, func(b *fixture.Builder) { grubDefaults(b, "intel_iommu=on iommu=pt nointremap intremap=on", false) })
+	_, res = runRoot(t, dir)
+	for _, f := range res.Findings {
+		if f.Check == "iommu.cmdline" || f.Check == "iommu.interrupt-remapping" {
+			require.Equal(t, preflight.Pass, f.Status, "%+v", f)
+		}
+	}
+}

@@ -150,7 +150,7 @@ func (c *grubCmd) edit(cmd *cobra.Command, args []string, remove bool) error {
 		if err != nil {
 			return err
 		}
-		req.Ensure = k.Needed
+		req = k.Request()
 		for _, w := range k.Wanted {
 			if why, ok := k.NotNeeded[w.String()]; ok {
 				notNeeded = append(notNeeded, w.String()+": not needed, "+why)
@@ -249,6 +249,11 @@ func rebootNeeded(root *host.Root, req grub.Request, plan *grub.Plan) bool {
 			return true
 		}
 	}
+	for _, k := range req.NotOff {
+		if len(kargs.OffIndexes(running, k)) > 0 {
+			return true
+		}
+	}
 	return false
 }
 
@@ -261,6 +266,16 @@ type argState struct {
 	Reason     string `json:"reason,omitempty"`
 }
 
+// offState is, in `grub show`, an argument that turns off what the mode
+// needs (the IOMMU, interrupt remapping), configured or running.
+type offState struct {
+	Arg        string `json:"arg"`
+	Configured string `json:"configured"` // where the next boot's configuration has it ("file:line"), "" when it does not
+	Running    string `json:"running"`    // the running kernel's occurrence, "" when it has none
+	State      string `json:"state"`      // next-boot-breaks (configured, not running), in-effect (running and configured), reboot-drops (running, not configured)
+	Reason     string `json:"reason,omitempty"`
+}
+
 type showReport struct {
 	APIVersion string     `json:"apiVersion"`
 	Kind       string     `json:"kind"`
@@ -270,6 +285,7 @@ type showReport struct {
 	Running    string     `json:"running"`
 	Mode       string     `json:"mode"`
 	Args       []argState `json:"args"`
+	Off        []offState `json:"off,omitempty"`
 }
 
 func (c *grubCmd) show(cmd *cobra.Command) error {
@@ -329,6 +345,7 @@ func (c *grubCmd) show(cmd *cobra.Command) error {
 		}
 		rep.Args = append(rep.Args, a)
 	}
+	rep.Off = offStates(root, k, c.mode, conf, running, rerr == nil)
 	out := cmd.OutOrStdout()
 	if c.output == "json" {
 		enc := json.NewEncoder(out)
@@ -359,7 +376,69 @@ func showText(out io.Writer, rep showReport) error {
 			fmt.Fprintf(out, "%s: %s\n", a.Wanted, a.Reason)
 		}
 	}
+	if len(rep.Off) == 0 {
+		return nil
+	}
+	fmt.Fprintln(out)
+	tw = tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TURNS OFF\tCONFIGURED\tRUNNING\tSTATE")
+	for _, o := range rep.Off {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", o.Arg, dash(o.Configured), dash(o.Running), o.State)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, o := range rep.Off {
+		fmt.Fprintf(out, "%s: %s\n", o.Arg, o.Reason)
+	}
 	return nil
+}
+
+// offStates are the arguments, configured for the next boot or running,
+// that turn off what the mode needs (k.NotOff), one per switch.
+func offStates(root *host.Root, k preflight.KernelArgs, mode string, conf, running []kargs.Param, runKnown bool) []offState {
+	kver, _ := root.ReadString("/proc/sys/kernel/osrelease")
+	src, _ := grub.Configured(root, strings.TrimSpace(kver))
+	fix := "gpuprep grub ensure --mode " + mode + " removes it"
+	var out []offState
+	for _, key := range k.NotOff {
+		ci, ri := kargs.OffIndexes(conf, key), kargs.OffIndexes(running, key)
+		if !runKnown {
+			ri = nil
+		}
+		if len(ci) == 0 && len(ri) == 0 {
+			continue
+		}
+		var o offState
+		switch {
+		case len(ci) > 0:
+			p := conf[ci[len(ci)-1]]
+			o.Arg = p.String()
+			o.Configured = "configured"
+			if src != nil {
+				o.Configured = src.Locate(p)
+			}
+		default:
+			o.Arg = running[ri[len(ri)-1]].String()
+		}
+		if len(ri) > 0 {
+			o.Running = running[ri[len(ri)-1]].String()
+		}
+		what := "the IOMMU"
+		if key == "intremap" {
+			what = "interrupt remapping"
+		}
+		switch {
+		case len(ci) > 0 && len(ri) == 0:
+			o.State, o.Reason = "next-boot-breaks", "the next boot turns "+what+" off; the running kernel does not have it: "+fix+" before the node reboots"
+		case len(ci) > 0:
+			o.State, o.Reason = "in-effect", what+" is off now and stays off at the next boot: "+fix+", then reboot"
+		default:
+			o.State, o.Reason = "reboot-drops", what+" is off now; the configuration no longer has it: a reboot drops it"
+		}
+		out = append(out, o)
+	}
+	return out
 }
 
 // configNewerThanBoot reports whether the configuration changed after the

@@ -107,3 +107,53 @@ func TestPlanBLSReadyNodePlansNothingForTheNextBoot(t *testing.T) {
 	require.Equal(t, []string{"kernel-args"}, p.ids(), out)
 	require.Equal(t, "keep iommu=pt for kernels installed later: add it to /etc/kernel/cmdline (grub-bls; every installed kernel's boot entry has it already, so no reboot is for it)", p.Steps[0].Title)
 }
+
+// Arguments configured for the next boot that turn the IOMMU or interrupt
+// remapping off: grub show names them with their file and line, grub ensure
+// --mode and plan's kernel-args step take them out (and only them), with no
+// reboot while the running kernel does not have them, and a reboot titled
+// for them when it does.
+func TestGrubAndPlanTakeOutWhatTurnsItOff(t *testing.T) {
+	root := fixtureRoot(t, "hgx-h200")
+	withTools(t, root)
+	const grubDefaults = "GRUB_DEFAULT=0\nGRUB_CMDLINE_LINUX_DEFAULT=\"quiet splash intel_iommu=on iommu=pt iommu=off intremap=off\"\nGRUB_CMDLINE_LINUX=\"\"\n"
+	require.NoError(t, fixture.New(root).File("/etc/default/grub", grubDefaults).Err())
+
+	out, errs, code := gpuprep(t, "grub", "show", "--root", root, "-o", "json")
+	require.Equal(t, 0, code, errs)
+	var show showReport
+	require.NoError(t, json.Unmarshal([]byte(out), &show))
+	require.Equal(t, []offState{
+		{Arg: "iommu=off", Configured: "/etc/default/grub:2", State: "next-boot-breaks", Reason: "the next boot turns the IOMMU off; the running kernel does not have it: gpuprep grub ensure --mode vm-passthrough removes it before the node reboots"},
+		{Arg: "intremap=off", Configured: "/etc/default/grub:2", State: "next-boot-breaks", Reason: "the next boot turns interrupt remapping off; the running kernel does not have it: gpuprep grub ensure --mode vm-passthrough removes it before the node reboots"},
+	}, show.Off, out)
+
+	out, errs, code = gpuprep(t, "plan", "--root", root, "--mode", "vm-passthrough", "-o", "json")
+	require.Equal(t, 0, code, errs)
+	var p planJSON
+	require.NoError(t, json.Unmarshal([]byte(out), &p))
+	require.Equal(t, []string{"kernel-args", "vfio-bind", "label"}, p.ids(), out)
+	require.Equal(t, "remove iommu=off intremap=off from the next boot's kernel command line (grub)", p.Steps[0].Title)
+	require.Equal(t, []string{"update-grub"}, p.Steps[0].Commands)
+
+	run := fakeGrubRunner(t)
+	out, errs, code = gpuprep(t, "grub", "ensure", "--root", root, "--mode", "vm-passthrough", "--dry-run")
+	require.Equal(t, 0, code, errs)
+	require.Contains(t, out, "-GRUB_CMDLINE_LINUX_DEFAULT=\"quiet splash intel_iommu=on iommu=pt iommu=off intremap=off\"\n+GRUB_CMDLINE_LINUX_DEFAULT=\"quiet splash intel_iommu=on iommu=pt\"\n")
+	out, errs, code = gpuprep(t, "grub", "ensure", "--root", root, "--mode", "vm-passthrough")
+	require.Equal(t, 0, code, out+errs) // the running kernel does not have them: no reboot
+	require.Contains(t, out, "removed: iommu=off intremap=off\n")
+	require.Equal(t, [][]string{{"update-grub"}}, run.Calls)
+	require.Equal(t, "GRUB_DEFAULT=0\nGRUB_CMDLINE_LINUX_DEFAULT=\"quiet splash intel_iommu=on iommu=pt\"\nGRUB_CMDLINE_LINUX=\"\"\n", read(t, root, "/etc/default/grub"))
+	require.Equal(t, 2, journalLen(t, root), "journalled: the intent, then the file with its backup")
+
+	// running with iommu=off (the configuration still has it): the reboot is for it
+	require.NoError(t, fixture.New(root).File("/etc/default/grub", grubDefaults).
+		File("/proc/cmdline", "BOOT_IMAGE=/boot/vmlinuz-6.8.0-45-generic root=UUID=2f1c ro quiet splash intel_iommu=on iommu=pt iommu=off\n").Err())
+	out, errs, code = gpuprep(t, "plan", "--root", root, "--mode", "vm-passthrough", "-o", "json")
+	require.Equal(t, 0, code, errs)
+	p = planJSON{}
+	require.NoError(t, json.Unmarshal([]byte(out), &p))
+	require.Equal(t, []string{"kernel-args", "reboot", "vfio-bind", "label"}, p.ids(), out)
+	require.Contains(t, p.Steps[1].Title, "REBOOT REQUIRED HERE: the running kernel runs with iommu=off, which turns the IOMMU off;")
+}
