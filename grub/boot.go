@@ -47,12 +47,17 @@ type Boot struct {
 	Kernels []string
 	// KernelstubOptions are kernelstub's user kernel_options.
 	KernelstubOptions []string
-	// StaleMenu (GRUB kinds), when the generated boot menu is older than a
-	// defaults file it is made from (its regeneration failed, was cut short
-	// or never ran), says so: "/boot/grub/grub.cfg is older than
-	// /etc/default/grub"; Menu is then that menu.
+	// Menu (GRUB kinds) is the generated boot menu, nil when there is
+	// none. Its content, not its age, says whether it has a change
+	// (MenuLacks): a menu can be older than the defaults files and right
+	// (a file touched), or newer and wrong (regenerated from other files,
+	// or the files' times kept).
+	Menu *File
+	// StaleMenu, when Menu is older than a defaults file it is made from,
+	// says so ("/boot/grub/grub.cfg is older than /etc/default/grub"): the
+	// likely reason it lacks a change (its regeneration failed, was cut
+	// short or never ran).
 	StaleMenu string
-	Menu      *File
 }
 
 // KernelCmdlineFile is where kernel-install takes the arguments of kernels
@@ -148,14 +153,47 @@ func Detect(root *host.Root) (*Boot, error) {
 	return b, nil
 }
 
-// staleMenu notes a generated GRUB menu older than a defaults file (see
-// StaleMenu).
+// staleMenu reads the generated GRUB menu, and notes one older than a
+// defaults file (see Menu and StaleMenu).
 func (b *Boot) staleMenu(root *host.Root) {
-	if menu, newer, stale := StaleMenu(root); stale {
-		if data, err := root.ReadFile(menu); err == nil {
-			b.StaleMenu, b.Menu = menu+" is older than "+newer, &File{menu, data}
+	menu, newer, stale := StaleMenu(root)
+	if menu == "" {
+		return
+	}
+	if data, err := root.ReadFile(menu); err == nil {
+		b.Menu = &File{menu, data}
+		if stale {
+			b.StaleMenu = menu + " is older than " + newer
 		}
 	}
+}
+
+// menuSays describes the boot menu's state for a note: "M is older than F
+// and its first entry lacks the change", or "M's first entry lacks the
+// change".
+func (b *Boot) menuSays() string {
+	if b.StaleMenu != "" {
+		return b.StaleMenu + " and its first entry lacks the change"
+	}
+	return b.Menu.Path + "'s first entry lacks the change"
+}
+
+// MenuLacks reports whether the generated GRUB menu under root
+// (/boot/grub/grub.cfg, else /boot/grub2/grub.cfg) would not give the next
+// boot what req asks for: its first kernel line (the default entry's, as a
+// rule) lacks an argument to ensure, or still has one to remove. menu is
+// its path ("" when there is none). A menu without kernel lines (a BLS
+// setup's) tells nothing, and lacks nothing.
+func MenuLacks(root *host.Root, req Request) (menu string, lacks bool) {
+	menu, _, _ = StaleMenu(root)
+	if menu == "" {
+		return "", false
+	}
+	data, err := root.ReadFile(menu)
+	if err != nil {
+		return menu, false
+	}
+	return menu, menuLacks(data, req)
 }
 
 // menuLacks reports whether the first kernel line of a generated GRUB menu
@@ -274,7 +312,10 @@ type Plan struct {
 	// removes from the boot entries, the next boot's command line (Added
 	// and Removed also hold the files' edits).
 	EntriesAdded, EntriesRemoved []string
-	Notes                        []string // what the plan does not do, and why
+	// MenuStale (GRUB kinds): the files are right and the generated boot
+	// menu is not, and why (Boot.menuSays); the plan regenerates it.
+	MenuStale string
+	Notes     []string // what the plan does not do, and why
 	// Intents, when set, gives the journal entries Apply records before it
 	// runs a command (what a bootloader's own tool changes, for rollback).
 	Intents func(argv []string) []journal.Entry
@@ -295,17 +336,18 @@ func (b *Boot) PlanEdit(req Request, regenerate bool) (*Plan, error) {
 		}
 		p.Changes, p.Satisfied, p.Added, p.Removed, p.Var = ed.Changes, ed.Satisfied, ed.Added, ed.Removed, ed.Var
 		if b.Kind != KindBLS {
-			if len(p.Changes) == 0 && b.StaleMenu != "" && menuLacks(b.Menu.Data, req) {
+			if len(p.Changes) == 0 && b.Menu != nil && menuLacks(b.Menu.Data, req) {
 				// The files are right but the menu is not: its
-				// regeneration failed or was cut short.
+				// regeneration failed, was cut short or never ran.
+				p.MenuStale = b.menuSays()
 				switch {
 				case b.Regenerate != nil && regenerate:
-					p.Notes = append(p.Notes, b.StaleMenu+" and its first entry lacks the change: the boot menu is regenerated")
+					p.Notes = append(p.Notes, p.MenuStale+": the boot menu is regenerated")
 					p.Commands = append(p.Commands, b.Regenerate)
 				case b.Regenerate != nil:
-					p.Notes = append(p.Notes, b.StaleMenu+" and its first entry lacks the change: regenerate the boot menu ("+host.ShellQuote(b.Regenerate)+") before rebooting, or the next boot goes without it")
+					p.Notes = append(p.Notes, p.MenuStale+": regenerate the boot menu ("+host.ShellQuote(b.Regenerate)+") before rebooting, or the next boot goes without it")
 				default:
-					p.Notes = append(p.Notes, b.StaleMenu+" and its first entry lacks the change: regenerate the boot menu yourself (no update-grub, grub-mkconfig or grub2-mkconfig under the root) before rebooting, or the next boot goes without it")
+					p.Notes = append(p.Notes, p.MenuStale+": regenerate the boot menu yourself (no update-grub, grub-mkconfig or grub2-mkconfig under the root) before rebooting, or the next boot goes without it")
 				}
 				break
 			}

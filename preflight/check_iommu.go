@@ -117,10 +117,10 @@ func checkIOMMUKernel(e *Env) []Finding {
 	case srcErr != nil:
 		f.Remedy = "fix " + parseErrAt(srcErr) + " first (see iommu.cmdline), then set the IOMMU kernel arguments and reboot"
 	case src != nil && allSatisfied(configured, want) && len(offArgs(configured, vendor)) == 0:
-		if pending, _, regen := rebootPending(e, src); !pending {
+		if pending, _, regen := rebootPending(e, src, grub.Request{Ensure: want}); !pending {
 			f.Remedy = "the IOMMU arguments are configured in " + src.File + " but the last boot did not use them (see iommu.cmdline for why): another reboot alone will not help"
 		} else if regen != "" {
-			f.Remedy = "the IOMMU arguments are configured in " + src.File + " (see iommu.cmdline) but the boot menu is older: regenerate it (" + regen + "), then reboot the node"
+			f.Remedy = "the IOMMU arguments are configured in " + src.File + " (see iommu.cmdline) but the boot menu does not have them yet: regenerate it (" + regen + "), then reboot the node"
 		} else {
 			f.Remedy = "the IOMMU arguments are configured in " + src.File + " (see iommu.cmdline): reboot the node"
 		}
@@ -439,7 +439,7 @@ func checkIOMMUCmdline(e *Env) []Finding {
 			if _, ok := kargs.Last(e.Cmdline, want.Key); ok {
 				notYet = notInEffect(e.Cmdline, want, "/proc/cmdline")
 			}
-			if pending, detail, regen := rebootPending(e, src); pending {
+			if pending, detail, regen := rebootPending(e, src, grub.Request{Ensure: []kargs.Param{want}}); pending {
 				f.Message = "configured in " + src.File + ", reboot pending: " + notYet + detail
 				f.Remedy = "reboot the node"
 				if regen != "" {
@@ -593,7 +593,7 @@ func offFinding(e *Env, p kargs.Param, src *grub.Source, configured []kargs.Para
 	case src != nil && !confOff:
 		// The next boot's configuration no longer has it.
 		f.Message += "; " + src.File + " does not have it"
-		if pending, detail, regen := rebootPending(e, src); !pending {
+		if pending, detail, regen := rebootPending(e, src, grub.Request{NotOff: []string{key}}); !pending {
 			f.Message += ", yet the last boot got it" + detail
 			f.Remedy = "find what gave the last boot " + p.String() + " (the boot menu not regenerated, another menu entry such as a custom or recovery one, a saved default entry, a command line edited at the console), then reboot into the default entry"
 		} else if regen != "" {
@@ -631,14 +631,21 @@ func firstWord(s string) string {
 
 // rebootPending tells "configured, reboot pending" (the configuration changed
 // after this boot) from "configured but not effective" (a boot already used
-// it). It also notices a generated GRUB menu that lacks the change: then
-// regen is the command that regenerates it (to run before the reboot).
-func rebootPending(e *Env, src *grub.Source) (pending bool, detail, regen string) {
+// it). Where GRUB boots from a generated menu, the menu's content decides
+// first (not its age: an older menu can have the change, a newer one lack
+// it): when its first entry does not give what req asks for, the reboot
+// alone would not bring it, and regen is the command that regenerates the
+// menu (to run before the reboot).
+func rebootPending(e *Env, src *grub.Source, req grub.Request) (pending bool, detail, regen string) {
 	file := strings.Fields(src.File)[0]
 	if src.Kind == "grub" {
-		if menu, newer, ok := grub.StaleMenu(e.Root); ok {
+		if menu, lacks := grub.MenuLacks(e.Root, req); lacks {
 			regen = grub.RegenerateCommand(e.Root, menu)
-			return true, fmt.Sprintf("; %s is older than %s: regenerate it (%s) before rebooting", menu, newer, regen), regen
+			detail = fmt.Sprintf("; the boot menu %s does not have the change yet (its first entry)", menu)
+			if m, newer, stale := grub.StaleMenu(e.Root); stale && m == menu {
+				detail += fmt.Sprintf(", and is older than %s", newer)
+			}
+			return true, detail + fmt.Sprintf(": regenerate it (%s) before rebooting", regen), regen
 		}
 	}
 	fi, err := e.Root.Stat(file)

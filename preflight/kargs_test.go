@@ -2,6 +2,7 @@ package preflight_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -64,4 +65,31 @@ func TestNextBootArgumentsThatTurnItOffAreNamed(t *testing.T) {
 			require.Equal(t, preflight.Pass, f.Status, "%+v", f)
 		}
 	}
+}
+
+// Whether the boot menu has the change is read from it, not from its age:
+// older than /etc/default/grub but with the arguments, a reboot is all it
+// takes; newer but without them, the reboot would not bring them (and a
+// reboot loop follows): regenerate first.
+func TestBootMenuJudgedByContentNotAge(t *testing.T) {
+	dir := build(t, fixture.RebootPending, func(b *fixture.Builder) {
+		b.File("/usr/sbin/update-grub", "#!/bin/sh\n")
+		b.Touch("/boot/grub/grub.cfg", fixture.BootTime.Add(30*time.Minute)) // older than /etc/default/grub, has them
+	})
+	_, res := runRoot(t, dir)
+	f := one(t, res, "iommu.cmdline", "intel_iommu=on")
+	require.Equal(t, "configured in /etc/default/grub, reboot pending: not yet in /proc/cmdline — needed to turn the Intel IOMMU on", f.Message)
+	require.Equal(t, "reboot the node", f.Remedy)
+	require.Equal(t, "the IOMMU arguments are configured in /etc/default/grub (see iommu.cmdline): reboot the node", one(t, res, "iommu.kernel", "/sys/class/iommu").Remedy)
+
+	dir = build(t, fixture.RebootPending, func(b *fixture.Builder) {
+		b.File("/usr/sbin/update-grub", "#!/bin/sh\n")
+		b.File("/boot/grub/grub.cfg", "menuentry 'Ubuntu' {\n\tlinux /boot/vmlinuz-5.15.0-91-generic root=UUID=2f1c ro quiet splash\n}\n").
+			Touch("/boot/grub/grub.cfg", fixture.BootTime.Add(2*time.Hour)) // newer, lacks them
+	})
+	_, res = runRoot(t, dir)
+	f = one(t, res, "iommu.cmdline", "intel_iommu=on")
+	require.Equal(t, "configured in /etc/default/grub, reboot pending: not yet in /proc/cmdline; the boot menu /boot/grub/grub.cfg does not have the change yet (its first entry): regenerate it (update-grub) before rebooting — needed to turn the Intel IOMMU on", f.Message)
+	require.Equal(t, "regenerate the boot menu (update-grub), then reboot the node", f.Remedy)
+	require.Equal(t, "the IOMMU arguments are configured in /etc/default/grub (see iommu.cmdline) but the boot menu does not have them yet: regenerate it (update-grub), then reboot the node", one(t, res, "iommu.kernel", "/sys/class/iommu").Remedy)
 }

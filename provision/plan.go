@@ -453,8 +453,8 @@ func (p *Plan) planKernelArgs() (bool, error) {
 				s.Title += "; " + strings.Join(files, " and ") + " edited to match, for entries made later"
 			}
 			s.Title += ")"
-		case len(gp.Changes) == 0 && boot.StaleMenu != "":
-			s.Title = fmt.Sprintf("regenerate the boot menu: %s, so the next boot would lack %s", boot.StaleMenu, argList(want))
+		case len(gp.Changes) == 0 && gp.MenuStale != "":
+			s.Title = fmt.Sprintf("regenerate the boot menu: %s, so the next boot would not get it", gp.MenuStale)
 		case len(gp.Added) == 0 && len(gp.Removed) == 0:
 			s.Title = fmt.Sprintf("configure %s for the next boot (%s)", argList(want), boot.Kind)
 		}
@@ -471,7 +471,7 @@ func (p *Plan) planKernelArgs() (bool, error) {
 	if running {
 		return false, nil
 	}
-	if !gp.Changed() && boot.StaleMenu != "" {
+	if !gp.Changed() && gp.MenuStale != "" {
 		// Configured already, but the boot menu was not regenerated since,
 		// and no tool to regenerate it was found (boot.PlanEdit runs it
 		// where there is one): the reboot alone would not bring the

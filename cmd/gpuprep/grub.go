@@ -262,7 +262,7 @@ type argState struct {
 	Wanted     string `json:"wanted"`
 	Configured string `json:"configured"` // the occurrence that counts, "" when absent
 	Running    string `json:"running"`
-	State      string `json:"state"` // ok, missing, configured-reboot-pending, configured-but-not-effective, running-not-configured, not-needed
+	State      string `json:"state"` // ok, missing, configured-reboot-pending, configured-not-in-boot-menu, configured-but-not-effective, running-not-configured, not-needed
 	Reason     string `json:"reason,omitempty"`
 }
 
@@ -272,7 +272,7 @@ type offState struct {
 	Arg        string `json:"arg"`
 	Configured string `json:"configured"` // where the next boot's configuration has it ("file:line"), "" when it does not
 	Running    string `json:"running"`    // the running kernel's occurrence, "" when it has none
-	State      string `json:"state"`      // next-boot-breaks (configured, not running), in-effect (running and configured), reboot-drops (running, not configured)
+	State      string `json:"state"`      // next-boot-breaks (configured, not running), in-effect (running and configured), reboot-drops (running, not configured), in-boot-menu (running, not configured, but still in the generated GRUB menu)
 	Reason     string `json:"reason,omitempty"`
 }
 
@@ -317,7 +317,7 @@ func (c *grubCmd) show(cmd *cobra.Command) error {
 		cw = append(cw, p.String())
 	}
 	rep.Configured = strings.Join(cw, " ")
-	srcNewer, srcNote := configNewerThanBoot(root, boot, src)
+	srcNewer := configNewerThanBoot(root, boot, src)
 	for _, w := range k.Wanted {
 		a := argState{Wanted: w.String()}
 		if p, ok := kargs.Last(conf, w.Key); ok {
@@ -328,16 +328,23 @@ func (c *grubCmd) show(cmd *cobra.Command) error {
 		}
 		isConf, isRun := kargs.Satisfied(conf, w), rerr == nil && kargs.Satisfied(running, w)
 		why, notNeeded := k.NotNeeded[w.String()]
+		menu, menuLacks := "", false // GRUB: the generated menu's content decides, not its age
+		if isConf && (boot.Kind == grub.KindGRUB || boot.Kind == grub.KindGRUB2) {
+			menu, menuLacks = grub.MenuLacks(root, grub.Request{Ensure: []kargs.Param{w}})
+		}
 		switch {
 		case notNeeded:
 			a.State, a.Reason = "not-needed", why+": no edit and no reboot is for it"
+		case menuLacks:
+			a.State = "configured-not-in-boot-menu"
+			a.Reason = "configured, but the boot menu " + menu + " does not have it (its first entry): the next boot goes without it until it is regenerated (" + grub.RegenerateCommand(root, menu) + "; gpuprep grub ensure runs it)"
 		case isConf && isRun:
 			a.State = "ok"
 		case isConf && srcNewer:
-			a.State, a.Reason = "configured-reboot-pending", "changed after the last boot"+srcNote
+			a.State, a.Reason = "configured-reboot-pending", "changed after the last boot"
 		case isConf:
 			a.State = "configured-but-not-effective"
-			a.Reason = "configured before the last boot but not in /proc/cmdline: overridden (a later grub.d file, a BLS entry), the boot menu not regenerated, or unknown to this kernel" + srcNote
+			a.Reason = "configured before the last boot but not in /proc/cmdline: overridden (a later grub.d file, a BLS entry), another boot entry or menu booted, or unknown to this kernel"
 		case isRun:
 			a.State, a.Reason = "running-not-configured", "in /proc/cmdline but not configured: the next boot loses it"
 		default:
@@ -435,6 +442,10 @@ func offStates(root *host.Root, k preflight.KernelArgs, mode string, conf, runni
 			o.State, o.Reason = "in-effect", what+" is off now and stays off at the next boot: "+fix+", then reboot"
 		default:
 			o.State, o.Reason = "reboot-drops", what+" is off now; the configuration no longer has it: a reboot drops it"
+			if menu, lacks := grub.MenuLacks(root, grub.Request{NotOff: []string{key}}); lacks && src != nil && src.Kind == "grub" {
+				o.State = "in-boot-menu"
+				o.Reason = what + " is off now; the configuration no longer has it, but the boot menu " + menu + " still does (its first entry): regenerate it (" + grub.RegenerateCommand(root, menu) + ") before rebooting, or the next boot keeps it"
+			}
 		}
 		out = append(out, o)
 	}
@@ -442,9 +453,9 @@ func offStates(root *host.Root, k preflight.KernelArgs, mode string, conf, runni
 }
 
 // configNewerThanBoot reports whether the configuration changed after the
-// last boot (so a reboot is pending), and notices a stale grub.cfg.
-func configNewerThanBoot(root *host.Root, boot *grub.Boot, src string) (bool, string) {
-	note := ""
+// last boot (so a reboot is pending). Whether the generated boot menu has the
+// change is judged by its content (grub.MenuLacks), not by its age.
+func configNewerThanBoot(root *host.Root, boot *grub.Boot, src string) bool {
 	var newest time.Time
 	files := []string{src}
 	for _, f := range boot.Files {
@@ -455,21 +466,11 @@ func configNewerThanBoot(root *host.Root, boot *grub.Boot, src string) (bool, st
 			newest = fi.ModTime()
 		}
 	}
-	if boot.Kind == grub.KindGRUB || boot.Kind == grub.KindGRUB2 {
-		for _, cfg := range []string{"/boot/grub/grub.cfg", "/boot/grub2/grub.cfg"} {
-			if fi, err := root.Stat(cfg); err == nil {
-				if newest.After(fi.ModTime()) {
-					note = "; " + cfg + " is older than the defaults files: regenerate it (gpuprep grub ensure runs update-grub/grub-mkconfig)"
-				}
-				break
-			}
-		}
-	}
 	bt := bootTime(root)
 	if bt.IsZero() {
-		return true, note
+		return true
 	}
-	return newest.After(bt), note
+	return newest.After(bt)
 }
 
 func bootTime(root *host.Root) time.Time {

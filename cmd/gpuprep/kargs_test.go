@@ -157,3 +157,39 @@ func TestGrubAndPlanTakeOutWhatTurnsItOff(t *testing.T) {
 	require.Equal(t, []string{"kernel-args", "reboot", "vfio-bind", "label"}, p.ids(), out)
 	require.Contains(t, p.Steps[1].Title, "REBOOT REQUIRED HERE: the running kernel runs with iommu=off, which turns the IOMMU off;")
 }
+
+// grub show and plan read the boot menu's content, not its age: a menu newer
+// than /etc/default/grub that lacks the arguments is regenerated before the
+// reboot (which alone would not bring them); an older one that has them is
+// only waiting for the reboot.
+func TestGrubShowAndPlanJudgeTheBootMenuByContent(t *testing.T) {
+	root := fixtureRoot(t, "reboot-pending")
+	withTools(t, root)
+	require.NoError(t, fixture.New(root).
+		File("/boot/grub/grub.cfg", "menuentry 'Ubuntu' {\n\tlinux /boot/vmlinuz-5.15.0-91-generic root=UUID=2f1c ro quiet splash\n}\n").
+		Touch("/boot/grub/grub.cfg", fixture.BootTime.Add(2*time.Hour)).Err())
+	out, errs, code := gpuprep(t, "grub", "show", "--root", root, "-o", "json")
+	require.Equal(t, 0, code, errs)
+	var show showReport
+	require.NoError(t, json.Unmarshal([]byte(out), &show))
+	require.Equal(t, "configured-not-in-boot-menu", show.Args[0].State, out)
+	require.Equal(t, "configured, but the boot menu /boot/grub/grub.cfg does not have it (its first entry): the next boot goes without it until it is regenerated (update-grub; gpuprep grub ensure runs it)", show.Args[0].Reason)
+
+	out, errs, code = gpuprep(t, "plan", "--root", root, "--mode", "vm-passthrough", "-o", "json")
+	require.Equal(t, 0, code, errs)
+	var p planJSON
+	require.NoError(t, json.Unmarshal([]byte(out), &p))
+	require.Equal(t, []string{"kernel-args", "reboot", "vfio-bind", "label"}, p.ids(), out)
+	require.Equal(t, []string{"update-grub"}, p.Steps[0].Commands)
+	require.Equal(t, "regenerate the boot menu: /boot/grub/grub.cfg's first entry lacks the change, so the next boot would not get it", p.Steps[0].Title)
+
+	// older than /etc/default/grub, with the arguments: the reboot is pending
+	require.NoError(t, fixture.New(root).
+		File("/boot/grub/grub.cfg", "menuentry 'Ubuntu' {\n\tlinux /boot/vmlinuz-5.15.0-91-generic root=UUID=2f1c ro quiet splash intel_iommu=on iommu=pt\n}\n").
+		Touch("/boot/grub/grub.cfg", fixture.BootTime.Add(30*time.Minute)).Err())
+	out, errs, code = gpuprep(t, "grub", "show", "--root", root, "-o", "json")
+	require.Equal(t, 0, code, errs)
+	show = showReport{}
+	require.NoError(t, json.Unmarshal([]byte(out), &show))
+	require.Equal(t, argState{Wanted: "intel_iommu=on", Configured: "intel_iommu=on", State: "configured-reboot-pending", Reason: "changed after the last boot"}, show.Args[0])
+}
