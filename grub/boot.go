@@ -30,6 +30,11 @@ const (
 // ErrUnsupported is returned (wrapped) for a boot setup gpuprep cannot edit.
 var ErrUnsupported = errors.New("not supported")
 
+// ErrNoRegenerate is returned (wrapped) by PlanEdit when a GRUB menu must be
+// regenerated and the root has no tool to do it; what to do instead depends
+// on the command (grub ensure has --no-regenerate).
+var ErrNoRegenerate = fmt.Errorf("no update-grub, grub-mkconfig or grub2-mkconfig under the root to regenerate the boot menu: %w", ErrUnsupported)
+
 // Boot is the boot setup detected under a root.
 type Boot struct {
 	Kind string
@@ -355,7 +360,7 @@ func (b *Boot) PlanEdit(req Request, regenerate bool) (*Plan, error) {
 				if b.Regenerate == nil && !regenerate {
 					p.Notes = append(p.Notes, "--no-regenerate: regenerate the boot menu yourself (no update-grub, grub-mkconfig or grub2-mkconfig found under the root)")
 				} else if b.Regenerate == nil {
-					return nil, fmt.Errorf("no update-grub, grub-mkconfig or grub2-mkconfig under the root to regenerate the boot menu: %w (use --no-regenerate and regenerate it yourself)", ErrUnsupported)
+					return nil, ErrNoRegenerate
 				} else {
 					p.Commands = append(p.Commands, b.Regenerate)
 				}
@@ -591,6 +596,35 @@ func StaleMenu(root *host.Root) (menu, newer string, ok bool) {
 		return cfg, "", false
 	}
 	return "", "", false
+}
+
+// UsualRegenerate is the command that regenerates the GRUB menu on the node
+// whose root this is, for a root without the tool (a snapshot, a fixture):
+// grub2-mkconfig where the menu is /boot/grub2/grub.cfg (openSUSE, the RHEL
+// family), update-grub on Debian and its derivatives (Ubuntu, Proxmox),
+// else grub-mkconfig (Arch and others).
+func UsualRegenerate(root *host.Root) []string {
+	menu, _, _ := StaleMenu(root)
+	if strings.HasPrefix(menu, "/boot/grub2/") || menu == "" && root.Exists("/boot/grub2") {
+		return []string{"grub2-mkconfig", "-o", "/boot/grub2/grub.cfg"}
+	}
+	if root.Exists("/etc/debian_version") {
+		return []string{"update-grub"}
+	}
+	if b, err := root.ReadString("/etc/os-release"); err == nil {
+		for _, l := range strings.Split(b, "\n") {
+			k, v, _ := strings.Cut(l, "=")
+			if k != "ID" && k != "ID_LIKE" {
+				continue
+			}
+			for _, id := range strings.Fields(strings.Trim(v, `"'`)) {
+				if id == "debian" || id == "ubuntu" {
+					return []string{"update-grub"}
+				}
+			}
+		}
+	}
+	return []string{"grub-mkconfig", "-o", "/boot/grub/grub.cfg"}
 }
 
 // RegenerateCommand is the command that rewrites menu (a GRUB menu path):

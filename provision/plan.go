@@ -417,9 +417,21 @@ func (p *Plan) planKernelArgs() (bool, error) {
 		return false, &PlanError{Step: StepKernelArgs, Err: err}
 	}
 	p.boot = boot
+	usual := false // the boot-menu command is the node's usual one, not found under the root
+	if boot.Regenerate == nil && (boot.Kind == grub.KindGRUB || boot.Kind == grub.KindGRUB2) && !p.root.IsLive() {
+		// a snapshot, a fixture, a mounted disk without the tool: plan what
+		// the node itself would run (apply runs only on the node)
+		boot.Regenerate, usual = grub.UsualRegenerate(p.root), true
+	}
 	gp, err := boot.PlanEdit(k.Request(), true)
+	if errors.Is(err, grub.ErrNoRegenerate) {
+		err = fmt.Errorf("%w: this node has none, so gpuprep cannot make the change take effect; install its GRUB tools (the package with update-grub or grub-mkconfig), or make the change with gpuprep grub ensure --mode %s --no-regenerate, regenerate the boot menu yourself, and run gpuprep apply again", err, p.opts.Mode)
+	}
 	if err != nil {
 		return false, &PlanError{Step: StepKernelArgs, Err: err}
+	}
+	if usual && len(gp.Commands) > 0 {
+		gp.Notes = append(gp.Notes, fmt.Sprintf("no boot-menu tool under this root (a snapshot or a copy of the node): %s is what this node's distribution regenerates its boot menu with; gpuprep apply, which runs on the node itself, runs the tool it finds there", host.ShellQuote(boot.Regenerate)))
 	}
 	p.grubPlan = gp
 	if !running {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -171,6 +172,9 @@ func (c *grubCmd) edit(cmd *cobra.Command, args []string, remove bool) error {
 		return &exitError{code: exitUnknown, err: err}
 	}
 	plan, err := boot.PlanEdit(req, !c.noRegenerate)
+	if errors.Is(err, grub.ErrNoRegenerate) {
+		err = fmt.Errorf("%w (use --no-regenerate and regenerate it yourself)", err)
+	}
 	if err != nil {
 		return &exitError{code: exitUnknown, err: err}
 	}

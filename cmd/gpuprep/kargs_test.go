@@ -193,3 +193,31 @@ func TestGrubShowAndPlanJudgeTheBootMenuByContent(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(out), &show))
 	require.Equal(t, argState{Wanted: "intel_iommu=on", Configured: "intel_iommu=on", State: "configured-reboot-pending", Reason: "changed after the last boot"}, show.Args[0])
 }
+
+// Planned against a root without update-grub (a fixture, a snapshot), the
+// kernel-args step shows the command the node's distribution regenerates its
+// boot menu with, and says so; grub ensure, which has --no-regenerate, still
+// refuses and points to it.
+func TestPlanOnARootWithoutTheBootMenuTool(t *testing.T) {
+	root := fixtureRoot(t, "iommu-off-kernel") // Ubuntu, no update-grub
+	out, errs, code := gpuprep(t, "plan", "--root", root, "--mode", "vm-passthrough", "-o", "json")
+	require.Equal(t, 0, code, errs)
+	var p planJSON
+	require.NoError(t, json.Unmarshal([]byte(out), &p))
+	require.Equal(t, []string{"kernel-args", "reboot", "vfio-bind", "label"}, p.ids(), out)
+	require.Equal(t, []string{"update-grub"}, p.Steps[0].Commands)
+	require.Contains(t, p.Steps[0].Notes, "no boot-menu tool under this root (a snapshot or a copy of the node): update-grub is what this node's distribution regenerates its boot menu with; gpuprep apply, which runs on the node itself, runs the tool it finds there")
+
+	// a grub2 layout (openSUSE): grub2-mkconfig
+	require.NoError(t, fixture.New(root).File("/boot/grub2/grub.cfg", "menuentry 'x' {\n\tlinux /boot/vmlinuz root=/dev/sda1\n}\n").
+		File("/etc/os-release", "NAME=\"openSUSE Leap\"\nID=\"opensuse-leap\"\nID_LIKE=\"suse opensuse\"\n").Err())
+	out, errs, code = gpuprep(t, "plan", "--root", root, "--mode", "vm-passthrough", "-o", "json")
+	require.Equal(t, 0, code, errs)
+	p = planJSON{}
+	require.NoError(t, json.Unmarshal([]byte(out), &p))
+	require.Equal(t, []string{"grub2-mkconfig -o /boot/grub2/grub.cfg"}, p.Steps[0].Commands)
+
+	_, errs, code = gpuprep(t, "grub", "ensure", "--root", root, "--mode", "vm-passthrough")
+	require.Equal(t, exitUnknown, code)
+	require.Contains(t, errs, "(use --no-regenerate and regenerate it yourself)")
+}
