@@ -30,6 +30,11 @@ const (
 // ErrUnsupported is returned (wrapped) for a boot setup gpuprep cannot edit.
 var ErrUnsupported = errors.New("not supported")
 
+// ErrNoRegenerate is returned (wrapped) by PlanEdit when a GRUB menu must be
+// regenerated and the root has no tool to do it; what to do instead depends
+// on the command (grub ensure has --no-regenerate).
+var ErrNoRegenerate = fmt.Errorf("no update-grub, grub-mkconfig or grub2-mkconfig under the root to regenerate the boot menu: %w", ErrUnsupported)
+
 // Boot is the boot setup detected under a root.
 type Boot struct {
 	Kind string
@@ -47,15 +52,22 @@ type Boot struct {
 	Kernels []string
 	// KernelstubOptions are kernelstub's user kernel_options.
 	KernelstubOptions []string
-	// StaleMenu (GRUB kinds), when the generated boot menu is older than a
-	// defaults file it is made from (its regeneration failed, was cut short
-	// or never ran), says so: "/boot/grub/grub.cfg is older than
-	// /etc/default/grub"; Menu is then that menu.
+	// Menu (GRUB kinds) is the generated boot menu, nil when there is
+	// none. Its content, not its age, says whether it has a change
+	// (MenuLacks): a menu can be older than the defaults files and right
+	// (a file touched), or newer and wrong (regenerated from other files,
+	// or the files' times kept).
+	Menu *File
+	// StaleMenu, when Menu is older than a defaults file it is made from,
+	// says so ("/boot/grub/grub.cfg is older than /etc/default/grub"): the
+	// likely reason it lacks a change (its regeneration failed, was cut
+	// short or never ran).
 	StaleMenu string
-	Menu      *File
 }
 
-const kernelCmdlineFile = "/etc/kernel/cmdline"
+// KernelCmdlineFile is where kernel-install takes the arguments of kernels
+// installed later from (systemd-boot; BLS on RHEL and Fedora).
+const KernelCmdlineFile = "/etc/kernel/cmdline"
 
 // findTool returns name when the root has that program, else "".
 func findTool(root *host.Root, name string) string {
@@ -68,8 +80,8 @@ func findTool(root *host.Root, name string) string {
 // Detect finds the boot setup under root.
 func Detect(root *host.Root) (*Boot, error) {
 	b := &Boot{}
-	if data, err := root.ReadFile(kernelCmdlineFile); err == nil {
-		b.KernelCmdline = &File{kernelCmdlineFile, data}
+	if data, err := root.ReadFile(KernelCmdlineFile); err == nil {
+		b.KernelCmdline = &File{KernelCmdlineFile, data}
 	}
 	entries, _ := root.Glob("/boot/loader/entries/*.conf")
 	sort.Strings(entries)
@@ -146,14 +158,47 @@ func Detect(root *host.Root) (*Boot, error) {
 	return b, nil
 }
 
-// staleMenu notes a generated GRUB menu older than a defaults file (see
-// StaleMenu).
+// staleMenu reads the generated GRUB menu, and notes one older than a
+// defaults file (see Menu and StaleMenu).
 func (b *Boot) staleMenu(root *host.Root) {
-	if menu, newer, stale := StaleMenu(root); stale {
-		if data, err := root.ReadFile(menu); err == nil {
-			b.StaleMenu, b.Menu = menu+" is older than "+newer, &File{menu, data}
+	menu, newer, stale := StaleMenu(root)
+	if menu == "" {
+		return
+	}
+	if data, err := root.ReadFile(menu); err == nil {
+		b.Menu = &File{menu, data}
+		if stale {
+			b.StaleMenu = menu + " is older than " + newer
 		}
 	}
+}
+
+// menuSays describes the boot menu's state for a note: "M is older than F
+// and its first entry lacks the change", or "M's first entry lacks the
+// change".
+func (b *Boot) menuSays() string {
+	if b.StaleMenu != "" {
+		return b.StaleMenu + " and its first entry lacks the change"
+	}
+	return b.Menu.Path + "'s first entry lacks the change"
+}
+
+// MenuLacks reports whether the generated GRUB menu under root
+// (/boot/grub/grub.cfg, else /boot/grub2/grub.cfg) would not give the next
+// boot what req asks for: its first kernel line (the default entry's, as a
+// rule) lacks an argument to ensure, or still has one to remove. menu is
+// its path ("" when there is none). A menu without kernel lines (a BLS
+// setup's) tells nothing, and lacks nothing.
+func MenuLacks(root *host.Root, req Request) (menu string, lacks bool) {
+	menu, _, _ = StaleMenu(root)
+	if menu == "" {
+		return "", false
+	}
+	data, err := root.ReadFile(menu)
+	if err != nil {
+		return menu, false
+	}
+	return menu, menuLacks(data, req)
 }
 
 // menuLacks reports whether the first kernel line of a generated GRUB menu
@@ -200,9 +245,9 @@ func (b *Boot) configuredSources() ([]string, [][]kargs.Param, error) {
 		return names, out, nil
 	case KindSystemdBoot:
 		if b.KernelCmdline == nil {
-			return []string{kernelCmdlineFile}, [][]kargs.Param{nil}, nil
+			return []string{KernelCmdlineFile}, [][]kargs.Param{nil}, nil
 		}
-		return []string{kernelCmdlineFile}, [][]kargs.Param{wordsArgs(string(b.KernelCmdline.Data))}, nil
+		return []string{KernelCmdlineFile}, [][]kargs.Param{wordsArgs(string(b.KernelCmdline.Data))}, nil
 	case KindKernelstub:
 		return []string{"/etc/kernelstub/configuration"}, [][]kargs.Param{wordsArgs(strings.Join(b.KernelstubOptions, " "))}, nil
 	}
@@ -267,7 +312,14 @@ type Plan struct {
 	Satisfied []kargs.Param // ensured arguments already configured everywhere
 	Added     []string
 	Removed   []string
-	Var       string   // GRUB variable appended to
+	Var       string // GRUB variable appended to
+	// EntriesAdded and EntriesRemoved (BLS): what grubby adds to and
+	// removes from the boot entries, the next boot's command line (Added
+	// and Removed also hold the files' edits).
+	EntriesAdded, EntriesRemoved []string
+	// MenuStale (GRUB kinds): the files are right and the generated boot
+	// menu is not, and why (Boot.menuSays); the plan regenerates it.
+	MenuStale string
 	Notes     []string // what the plan does not do, and why
 	// Intents, when set, gives the journal entries Apply records before it
 	// runs a command (what a bootloader's own tool changes, for rollback).
@@ -289,17 +341,18 @@ func (b *Boot) PlanEdit(req Request, regenerate bool) (*Plan, error) {
 		}
 		p.Changes, p.Satisfied, p.Added, p.Removed, p.Var = ed.Changes, ed.Satisfied, ed.Added, ed.Removed, ed.Var
 		if b.Kind != KindBLS {
-			if len(p.Changes) == 0 && b.StaleMenu != "" && menuLacks(b.Menu.Data, req) {
+			if len(p.Changes) == 0 && b.Menu != nil && menuLacks(b.Menu.Data, req) {
 				// The files are right but the menu is not: its
-				// regeneration failed or was cut short.
+				// regeneration failed, was cut short or never ran.
+				p.MenuStale = b.menuSays()
 				switch {
 				case b.Regenerate != nil && regenerate:
-					p.Notes = append(p.Notes, b.StaleMenu+" and its first entry lacks the change: the boot menu is regenerated")
+					p.Notes = append(p.Notes, p.MenuStale+": the boot menu is regenerated")
 					p.Commands = append(p.Commands, b.Regenerate)
 				case b.Regenerate != nil:
-					p.Notes = append(p.Notes, b.StaleMenu+" and its first entry lacks the change: regenerate the boot menu ("+host.ShellQuote(b.Regenerate)+") before rebooting, or the next boot goes without it")
+					p.Notes = append(p.Notes, p.MenuStale+": regenerate the boot menu ("+host.ShellQuote(b.Regenerate)+") before rebooting, or the next boot goes without it")
 				default:
-					p.Notes = append(p.Notes, b.StaleMenu+" and its first entry lacks the change: regenerate the boot menu yourself (no update-grub, grub-mkconfig or grub2-mkconfig under the root) before rebooting, or the next boot goes without it")
+					p.Notes = append(p.Notes, p.MenuStale+": regenerate the boot menu yourself (no update-grub, grub-mkconfig or grub2-mkconfig under the root) before rebooting, or the next boot goes without it")
 				}
 				break
 			}
@@ -307,7 +360,7 @@ func (b *Boot) PlanEdit(req Request, regenerate bool) (*Plan, error) {
 				if b.Regenerate == nil && !regenerate {
 					p.Notes = append(p.Notes, "--no-regenerate: regenerate the boot menu yourself (no update-grub, grub-mkconfig or grub2-mkconfig found under the root)")
 				} else if b.Regenerate == nil {
-					return nil, fmt.Errorf("no update-grub, grub-mkconfig or grub2-mkconfig under the root to regenerate the boot menu: %w (use --no-regenerate and regenerate it yourself)", ErrUnsupported)
+					return nil, ErrNoRegenerate
 				} else {
 					p.Commands = append(p.Commands, b.Regenerate)
 				}
@@ -317,12 +370,13 @@ func (b *Boot) PlanEdit(req Request, regenerate bool) (*Plan, error) {
 		// BLS: the defaults file is for kernels installed later (with
 		// /etc/kernel/cmdline); grubby updates the installed ones.
 		if b.KernelCmdline != nil {
-			ch, _, _, err := editPlainCmdline(*b.KernelCmdline, req)
+			ch, added, removed, err := editPlainCmdline(*b.KernelCmdline, req)
 			if err != nil {
 				return nil, err
 			}
 			if ch != nil {
 				p.Changes = append(p.Changes, *ch)
+				p.Added, p.Removed = appendNew(p.Added, added...), appendNew(p.Removed, removed...)
 			}
 		}
 		add, del := b.entriesNeed(req)
@@ -334,9 +388,10 @@ func (b *Boot) PlanEdit(req Request, regenerate bool) (*Plan, error) {
 		}
 		p.Removed = appendNew(p.Removed, del...)
 		p.Added = appendNew(p.Added, add...)
+		p.EntriesAdded, p.EntriesRemoved = add, del
 	case KindSystemdBoot:
 		if b.KernelCmdline == nil {
-			return nil, fmt.Errorf("systemd-boot without %s: %w yet (create it with the running kernel's arguments first)", kernelCmdlineFile, ErrUnsupported)
+			return nil, fmt.Errorf("systemd-boot without %s: %w yet (create it with the running kernel's arguments first)", KernelCmdlineFile, ErrUnsupported)
 		}
 		f := *b.KernelCmdline
 		ch, added, removed, err := editPlainCmdline(f, req)
@@ -406,8 +461,10 @@ func appendNew(ss []string, add ...string) []string {
 // argument list to satisfy req, with Edit's rules.
 func needs(args []kargs.Param, words []string, req Request) (add, del []string) {
 	drop := map[string]bool{}
+	gone := req.removed(args)
+	left := kept(args, gone)
 	for _, w := range req.Ensure {
-		if kargs.Satisfied(args, w) {
+		if kargs.Satisfied(left, w) {
 			continue
 		}
 		drop[kargs.Norm(w.Key)] = true
@@ -416,11 +473,8 @@ func needs(args []kargs.Param, words []string, req Request) (add, del []string) 
 		}
 		add = append(add, w.String())
 	}
-	for _, k := range req.Remove {
-		drop[kargs.Norm(k)] = true
-	}
 	for i, a := range args {
-		if drop[kargs.Norm(a.Key)] && i < len(words) {
+		if (gone[i] || drop[kargs.Norm(a.Key)]) && i < len(words) {
 			del = appendNew(del, unquoteWord(words[i]))
 		}
 	}
@@ -542,6 +596,35 @@ func StaleMenu(root *host.Root) (menu, newer string, ok bool) {
 		return cfg, "", false
 	}
 	return "", "", false
+}
+
+// UsualRegenerate is the command that regenerates the GRUB menu on the node
+// whose root this is, for a root without the tool (a snapshot, a fixture):
+// grub2-mkconfig where the menu is /boot/grub2/grub.cfg (openSUSE, the RHEL
+// family), update-grub on Debian and its derivatives (Ubuntu, Proxmox),
+// else grub-mkconfig (Arch and others).
+func UsualRegenerate(root *host.Root) []string {
+	menu, _, _ := StaleMenu(root)
+	if strings.HasPrefix(menu, "/boot/grub2/") || menu == "" && root.Exists("/boot/grub2") {
+		return []string{"grub2-mkconfig", "-o", "/boot/grub2/grub.cfg"}
+	}
+	if root.Exists("/etc/debian_version") {
+		return []string{"update-grub"}
+	}
+	if b, err := root.ReadString("/etc/os-release"); err == nil {
+		for _, l := range strings.Split(b, "\n") {
+			k, v, _ := strings.Cut(l, "=")
+			if k != "ID" && k != "ID_LIKE" {
+				continue
+			}
+			for _, id := range strings.Fields(strings.Trim(v, `"'`)) {
+				if id == "debian" || id == "ubuntu" {
+					return []string{"update-grub"}
+				}
+			}
+		}
+	}
+	return []string{"grub-mkconfig", "-o", "/boot/grub/grub.cfg"}
 }
 
 // RegenerateCommand is the command that rewrites menu (a GRUB menu path):

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/gpuprep/gpuprep/internal/host"
+	"github.com/gpuprep/gpuprep/internal/kargs"
 )
 
 // ParseError names the file and line of text gpuprep will not guess about.
@@ -32,6 +33,43 @@ type Source struct {
 	Kind    string // "grub", "bls", "kernel-cmdline"
 	File    string
 	Cmdline string
+	// args are the arguments as the editor sees them, and at where each
+	// is written ("file:line"; "" when unknown), for Locate.
+	args []kargs.Param
+	at   []string
+}
+
+// Locate returns where the last argument of the configuration equal to p
+// (the same key, "-" and "_" alike, and value) is written, as "file:line";
+// the configuration's file when it cannot tell.
+func (s *Source) Locate(p kargs.Param) string {
+	for i := len(s.args) - 1; i >= 0; i-- {
+		a := s.args[i]
+		if kargs.Norm(a.Key) == kargs.Norm(p.Key) && a.Value == p.Value && a.HasValue == p.HasValue && s.at[i] != "" {
+			return s.at[i]
+		}
+	}
+	return strings.Fields(s.File)[0]
+}
+
+// lineAt is the 1-based line of offset off in data.
+func lineAt(data []byte, off int) int {
+	if off > len(data) {
+		off = len(data)
+	}
+	return 1 + strings.Count(string(data[:off]), "\n")
+}
+
+// plainLocated reads the arguments of text (a BLS options line's value, or
+// /etc/kernel/cmdline) starting at line, with where each is written.
+func plainLocated(file, text string, line int) ([]kargs.Param, []string) {
+	var args []kargs.Param
+	var at []string
+	for _, w := range splitWords(text) {
+		args = append(args, kargs.ParseOne(unquoteWord(text[w[0]:w[1]])))
+		at = append(at, fmt.Sprintf("%s:%d", file, line+strings.Count(text[:w[0]], "\n")))
+	}
+	return args, at
 }
 
 // Configured returns the kernel command line the bootloader will use on the
@@ -60,10 +98,26 @@ func Configured(root *host.Root, kver string) (*Source, error) {
 				break
 			}
 		}
-		return &Source{Kind: "grub", File: file, Cmdline: c.String()}, nil
+		src := &Source{Kind: "grub", File: file, Cmdline: c.String()}
+		for _, n := range cmdlineVars {
+			v := st.vars[n]
+			if v == nil {
+				continue
+			}
+			val := chrString(v.val)
+			for _, w := range splitWords(val) {
+				src.args = append(src.args, kargs.ParseOne(unquoteWord(val[w[0]:w[1]])))
+				ch := v.val[w[0]]
+				sg := st.segs[ch.seg]
+				src.at = append(src.at, fmt.Sprintf("%s:%d", files[sg.file].Path, lineAt(files[sg.file].Data, ch.s)))
+			}
+		}
+		return src, nil
 	}
-	if b, err := root.ReadString("/etc/kernel/cmdline"); err == nil {
-		return &Source{Kind: "kernel-cmdline", File: "/etc/kernel/cmdline", Cmdline: b}, nil
+	if b, err := root.ReadString(KernelCmdlineFile); err == nil {
+		src := &Source{Kind: "kernel-cmdline", File: KernelCmdlineFile, Cmdline: b}
+		src.args, src.at = plainLocated(KernelCmdlineFile, b, 1)
+		return src, nil
 	}
 	return nil, nil
 }
@@ -77,7 +131,8 @@ func blsEntry(root *host.Root, kver string) (*Source, error) {
 			continue
 		}
 		var linux, options string
-		for _, l := range strings.Split(string(b), "\n") {
+		optLine := 0
+		for i, l := range strings.Split(string(b), "\n") {
 			f := strings.Fields(l)
 			if len(f) < 2 {
 				continue
@@ -87,6 +142,7 @@ func blsEntry(root *host.Root, kver string) (*Source, error) {
 				linux = f[1]
 			case "options":
 				options = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(l), "options"))
+				optLine = i + 1
 			}
 		}
 		if kver != "" && path.Base(linux) != "vmlinuz-"+kver {
@@ -102,7 +158,9 @@ func blsEntry(root *host.Root, kver string) (*Source, error) {
 			}
 			options = strings.ReplaceAll(options, "$kernelopts", ko)
 		}
-		return &Source{Kind: "bls", File: e, Cmdline: options}, nil
+		src := &Source{Kind: "bls", File: e, Cmdline: options}
+		src.args, src.at = plainLocated(e, options, optLine)
+		return src, nil
 	}
 	return nil, nil
 }

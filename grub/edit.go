@@ -19,6 +19,43 @@ type Request struct {
 	Ensure []kargs.Param
 	// Remove: every occurrence of these keys ("-" and "_" alike) goes.
 	Remove []string
+	// NotOff: what these keys switch ("intel_iommu", "amd_iommu", "iommu",
+	// "intremap") must not be left off: where an argument list leaves it off
+	// (kargs.OffIndexes), the occurrences that turn it off go (iommu=off
+	// goes, iommu=pt stays; nointremap and intremap=off go).
+	//
+	// Removals (Remove and NotOff) come first: Ensure is judged on what is
+	// left (iommu=pt,off goes whole, and iommu=pt is then appended).
+	NotOff []string
+}
+
+// removed reports, for each argument of args, whether req removes it.
+func (req Request) removed(args []kargs.Param) []bool {
+	out := make([]bool, len(args))
+	keys := map[string]bool{}
+	for _, k := range req.Remove {
+		keys[kargs.Norm(k)] = true
+	}
+	for i, a := range args {
+		out[i] = keys[kargs.Norm(a.Key)]
+	}
+	for _, k := range req.NotOff {
+		for _, i := range kargs.OffIndexes(args, k) {
+			out[i] = true
+		}
+	}
+	return out
+}
+
+// kept is args without what gone marks.
+func kept(args []kargs.Param, gone []bool) []kargs.Param {
+	var out []kargs.Param
+	for i, a := range args {
+		if !gone[i] {
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 // Edit is the outcome of an edit of the defaults files.
@@ -183,12 +220,14 @@ func EditFiles(files []File, req Request) (*Edit, error) {
 	}
 	ed := &Edit{Before: before, After: before}
 	args := before.Args()
+	gone := req.removed(args) // per argument, in the order of the words below
+	left := kept(args, gone)
 
 	// What goes and what comes.
 	drop := map[string]bool{} // normalized keys
 	var add []string
 	for _, want := range req.Ensure {
-		if kargs.Satisfied(args, want) {
+		if kargs.Satisfied(left, want) {
 			ed.Satisfied = append(ed.Satisfied, want)
 			continue
 		}
@@ -197,9 +236,6 @@ func EditFiles(files []File, req Request) (*Edit, error) {
 			drop["iommu.passthrough"] = true
 		}
 		add = append(add, want.String())
-	}
-	for _, k := range req.Remove {
-		drop[kargs.Norm(k)] = true
 	}
 	target := TargetVar(files)
 
@@ -210,6 +246,7 @@ func EditFiles(files []File, req Request) (*Edit, error) {
 	}
 	var edits []span
 	expected := map[string][]string{}
+	idx := 0 // the word's position in args
 	for _, n := range cmdlineVars {
 		v := vals[n]
 		var val []chr
@@ -219,7 +256,9 @@ func EditFiles(files []File, req Request) (*Edit, error) {
 		s := chrString(val)
 		for _, w := range splitWords(s) {
 			word := s[w[0]:w[1]]
-			if !drop[kargs.Norm(kargs.ParseOne(unquoteWord(word)).Key)] {
+			g := idx < len(gone) && gone[idx]
+			idx++
+			if !g && !drop[kargs.Norm(kargs.ParseOne(unquoteWord(word)).Key)] {
 				expected[n] = append(expected[n], word)
 				continue
 			}

@@ -41,6 +41,8 @@ var requests = map[string]Request{
 	"remove-iommu": {Remove: []string{"iommu", "intel-iommu", "amd_iommu"}},
 	"remove-quiet": {Remove: []string{"quiet", "splash", "acpi_osi"}},
 	"mixed":        {Ensure: params("vfio-pci.ids=10de:2335", "nouveau.modeset=0"), Remove: []string{"splash"}},
+	"intel-notoff": {Ensure: intelMode.Ensure, NotOff: []string{"intel_iommu", "iommu", "intremap"}},
+	"amd-notoff":   {Ensure: amdMode.Ensure, NotOff: []string{"amd_iommu", "iommu", "intremap"}},
 }
 
 // TestEditFixturesOracle runs every request on every fixture and checks the

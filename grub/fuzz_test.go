@@ -14,6 +14,7 @@ var fuzzRequests = []Request{
 	{Remove: []string{"iommu", "intel_iommu"}},
 	{Ensure: params("quiet"), Remove: []string{"splash"}},
 	{Ensure: params("a=b", "iommu.passthrough=1")},
+	{Ensure: params("intel_iommu=on", "iommu=pt"), NotOff: []string{"intel_iommu", "iommu", "intremap"}},
 }
 
 // FuzzEnsure edits fuzzed defaults files and checks every accepted edit with

@@ -95,18 +95,35 @@ func checkEdit(t testing.TB, files []File, req Request, ed *Edit) {
 		drop[kargs.Norm(k)] = true
 	}
 	oldArgs := before.Args()
+	// NotOff: the occurrences that leave a switch off go first, and
+	// Ensure is judged on what is left
+	gone := make([]bool, len(oldArgs))
+	for _, k := range req.NotOff {
+		for _, i := range kargs.OffIndexes(oldArgs, k) {
+			gone[i] = true
+		}
+	}
+	var left []kargs.Param
+	for i, a := range oldArgs {
+		if !gone[i] && !drop[kargs.Norm(a.Key)] {
+			left = append(left, a)
+		}
+	}
 	for _, w := range req.Ensure {
-		if !kargs.Satisfied(oldArgs, w) {
+		if !kargs.Satisfied(left, w) {
 			drop[kargs.Norm(w.Key)] = true
 			if kargs.Norm(w.Key) == "iommu" && w.Value == "pt" {
 				drop["iommu.passthrough"] = true
 			}
 		}
 	}
+	idx := 0 // position in oldArgs: GRUB_CMDLINE_LINUX's words, then GRUB_CMDLINE_LINUX_DEFAULT's
 	filter := func(s string) []string {
 		var out []string
 		for _, w := range Words(s) {
-			if !drop[kargs.Norm(kargs.ParseOne(unquoteWord(w)).Key)] {
+			g := gone[idx]
+			idx++
+			if !g && !drop[kargs.Norm(kargs.ParseOne(unquoteWord(w)).Key)] {
 				out = append(out, w)
 			}
 		}
@@ -126,7 +143,7 @@ func checkEdit(t testing.TB, files []File, req Request, ed *Edit) {
 	newArgs := after.Args()
 	for _, w := range req.Ensure {
 		require.True(t, kargs.Satisfied(newArgs, w), "%s not in effect after the edit: %s", w, after)
-		if !kargs.Satisfied(oldArgs, w) {
+		if !kargs.Satisfied(left, w) {
 			n := 0
 			for _, p := range newArgs {
 				if kargs.Norm(p.Key) == kargs.Norm(w.Key) {
@@ -139,6 +156,9 @@ func checkEdit(t testing.TB, files []File, req Request, ed *Edit) {
 	for _, k := range req.Remove {
 		_, ok := kargs.Last(newArgs, k)
 		require.False(t, ok, "%s still there: %s", k, after)
+	}
+	for _, k := range req.NotOff {
+		require.Empty(t, kargs.OffIndexes(newArgs, k), "%s still left off: %s", k, after)
 	}
 
 	// every line outside the GRUB_CMDLINE assignments is byte-identical

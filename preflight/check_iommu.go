@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/gpuprep/gpuprep/grub"
+	"github.com/gpuprep/gpuprep/internal/host"
 	"github.com/gpuprep/gpuprep/internal/kargs"
 	"github.com/gpuprep/gpuprep/internal/pci"
 	"github.com/gpuprep/gpuprep/iommu"
@@ -117,10 +118,10 @@ func checkIOMMUKernel(e *Env) []Finding {
 	case srcErr != nil:
 		f.Remedy = "fix " + parseErrAt(srcErr) + " first (see iommu.cmdline), then set the IOMMU kernel arguments and reboot"
 	case src != nil && allSatisfied(configured, want) && len(offArgs(configured, vendor)) == 0:
-		if pending, _, regen := rebootPending(e, src); !pending {
+		if pending, _, regen := rebootPending(e, src, grub.Request{Ensure: want}); !pending {
 			f.Remedy = "the IOMMU arguments are configured in " + src.File + " but the last boot did not use them (see iommu.cmdline for why): another reboot alone will not help"
 		} else if regen != "" {
-			f.Remedy = "the IOMMU arguments are configured in " + src.File + " (see iommu.cmdline) but the boot menu is older: regenerate it (" + regen + "), then reboot the node"
+			f.Remedy = "the IOMMU arguments are configured in " + src.File + " (see iommu.cmdline) but the boot menu does not have them yet: regenerate it (" + regen + "), then reboot the node"
 		} else {
 			f.Remedy = "the IOMMU arguments are configured in " + src.File + " (see iommu.cmdline): reboot the node"
 		}
@@ -261,6 +262,90 @@ func WantedArgs(iommuVendor string) []kargs.Param {
 	return []kargs.Param{{Key: "intel_iommu", Value: "on", HasValue: true}, pt}
 }
 
+// KernelArgs is the kernel arguments gpuprep sets for the VM modes on one
+// node, judged as iommu.cmdline judges them, so that check, grub show, grub
+// ensure --mode and plan agree on what a node needs.
+type KernelArgs struct {
+	Vendor string        // the node's IOMMU: "intel", "amd" or "" (unknown)
+	Wanted []kargs.Param // WantedArgs(Vendor)
+	Needed []kargs.Param // the wanted arguments this node needs
+	// NotNeeded says, for each wanted argument left out of Needed (by its
+	// String()), why: intel_iommu=on where the IOMMU is active without it.
+	NotNeeded map[string]string
+	// NotOff is what the VM modes need not switched off by the kernel
+	// command line (grub.Request.NotOff): this node's IOMMU (intel_iommu=
+	// on an Intel one, amd_iommu= on an AMD one, iommu= on both) and
+	// interrupt remapping (intremap=, nointremap).
+	NotOff []string
+}
+
+// Request is the edit that gives the next boot what the node needs: the
+// needed arguments in, the arguments that turn the IOMMU or interrupt
+// remapping off out.
+func (k KernelArgs) Request() grub.Request {
+	return grub.Request{Ensure: k.Needed, NotOff: k.NotOff}
+}
+
+// KernelArgs is what the VM modes want on the kernel command line of this
+// node, and which of it the node needs.
+func (e *Env) KernelArgs() KernelArgs {
+	k := KernelArgs{Vendor: e.IOMMUVendor(), NotNeeded: map[string]string{}}
+	k.Wanted = WantedArgs(k.Vendor)
+	for _, key := range []string{"intel_iommu", "amd_iommu", "iommu"} {
+		if disablerApplies(key, k.Vendor) {
+			k.NotOff = append(k.NotOff, key)
+		}
+	}
+	k.NotOff = append(k.NotOff, "intremap")
+	for _, w := range k.Wanted {
+		if why := e.notNeeded(w); why != "" {
+			k.NotNeeded[w.String()] = why
+			continue
+		}
+		k.Needed = append(k.Needed, w)
+	}
+	return k
+}
+
+// notNeeded says why want is not needed on this node ("" when it is).
+// intel_iommu=on does one thing, turn the Intel IOMMU on: where the IOMMU is
+// active and the running kernel was booted without it (a kernel built with
+// CONFIG_INTEL_IOMMU_DEFAULT_ON, as Ubuntu's and Proxmox's from 6.8), it is
+// not needed, and no reboot is for it.
+func (e *Env) notNeeded(want kargs.Param) string {
+	if kargs.Norm(want.Key) != "intel_iommu" || !e.IOMMU.Active() || kargs.Satisfied(e.Cmdline, want) {
+		return ""
+	}
+	why := "the IOMMU is active without it"
+	if on, cfg := intelDefaultOn(e); on {
+		why += " (the kernel's default: " + cfg + ")"
+	}
+	return why
+}
+
+// ErrUnknownIOMMU: neither firmware, kernel nor CPU tells whose IOMMU the
+// node has, so which arguments it wants is unknown.
+var ErrUnknownIOMMU = errors.New("cannot tell whether this node has an Intel or an AMD IOMMU (no ACPI DMAR/IVRS table, IOMMU unit or known CPU vendor)")
+
+// NodeKernelArgs is KernelArgs for the node under root, for the commands
+// that edit the kernel command line (grub, plan): from the whole Env where
+// it can be read, else from the IOMMU evidence and /proc/cmdline alone.
+func NodeKernelArgs(root *host.Root) (KernelArgs, error) {
+	sel, _ := pci.ParseSelector(nil)
+	e, err := NewEnv(root, host.NoRunner{}, sel, VMPassthrough)
+	if err != nil {
+		e = &Env{Root: root, Firmware: iommu.ReadFirmware(root), IOMMU: iommu.ReadKernel(root)}
+		e.Host.Kernel, _ = root.ReadString("/proc/sys/kernel/osrelease")
+		e.CmdlineRaw, e.CmdlineErr = root.ReadString("/proc/cmdline")
+		e.Cmdline = kargs.Parse(e.CmdlineRaw)
+	}
+	k := e.KernelArgs()
+	if k.Vendor == "" {
+		return k, ErrUnknownIOMMU
+	}
+	return k, nil
+}
+
 // intelDefaultOn reports whether the running kernel turns the Intel IOMMU on
 // without intel_iommu=on (CONFIG_INTEL_IOMMU_DEFAULT_ON, or Debian's
 // ..._DEFAULT_ON_INTGPU_OFF).
@@ -337,6 +422,13 @@ func checkIOMMUCmdline(e *Env) []Finding {
 			default:
 				f.Message += "; no bootloader configuration found to confirm it persists"
 			}
+			if src != nil && src.Kind == "bls" && laterLacks(e, want) {
+				// the boot entries have it; the kernels installed later will not
+				f.Status = Warn
+				f.Message += "; " + grub.KernelCmdlineFile + ", which kernels installed later take their arguments from, lacks it"
+				f.Fixable, f.FixCommand = true, fix
+				f.Remedy = "keep it for kernels installed later: " + fix + " (no reboot)"
+			}
 		case running:
 			f.Status = Warn
 			f.Message = "in effect now but not configured in " + src.File + ": the next boot loses it"
@@ -348,7 +440,7 @@ func checkIOMMUCmdline(e *Env) []Finding {
 			if _, ok := kargs.Last(e.Cmdline, want.Key); ok {
 				notYet = notInEffect(e.Cmdline, want, "/proc/cmdline")
 			}
-			if pending, detail, regen := rebootPending(e, src); pending {
+			if pending, detail, regen := rebootPending(e, src, grub.Request{Ensure: []kargs.Param{want}}); pending {
 				f.Message = "configured in " + src.File + ", reboot pending: " + notYet + detail
 				f.Remedy = "reboot the node"
 				if regen != "" {
@@ -384,12 +476,14 @@ func checkIOMMUCmdline(e *Env) []Finding {
 			}
 		}
 		f.Message += " — " + why
-		if !running && !conf && !required && intel {
-			// Not set anywhere, and not needed: the IOMMU is active without it.
+		if nn := e.notNeeded(want); nn != "" {
+			// Not running, and not needed: the IOMMU is active without it
+			// (plan and grub ensure --mode leave it out, and no reboot is
+			// for it). Configured, the next boot gets it and nothing changes.
 			f.Status = Pass
-			f.Message = "not needed: the IOMMU is active without it"
-			if on {
-				f.Message += " (the kernel's default: " + cfg + ")"
+			f.Message = "not needed: " + nn
+			if conf {
+				f.Message += "; " + src.File + " has it for the next boot, where it changes nothing"
 			}
 			var bare []string
 			for _, w := range []struct {
@@ -410,12 +504,35 @@ func checkIOMMUCmdline(e *Env) []Finding {
 	for _, p := range disablingArgs(e.Cmdline) {
 		out = append(out, offFinding(e, p, src, configured, unparsed, vendor))
 	}
+	for _, p := range offArgs(configured, vendor) {
+		if _, now := kargs.Disabling(e.Cmdline, p.Key); !now {
+			out = append(out, nextBootOff(src, p, "turns the IOMMU off", fix))
+		}
+	}
 	if p, ok := kargs.Last(append(append([]kargs.Param{}, e.Cmdline...), configured...), "amd_iommu"); ok && kargs.HasOption(p.Value, "on") {
 		out = append(out, Finding{Status: Warn, Subject: "amd_iommu=on",
 			Message: "amd_iommu=on is not a valid value (the kernel logs \"AMD-Vi: Unknown option - 'on'\"); the AMD IOMMU is on whenever firmware enables it",
 			Remedy:  "gpuprep grub remove amd_iommu", Fixable: true, FixCommand: "gpuprep grub remove amd_iommu"})
 	}
 	return out
+}
+
+// laterLacks reports whether /etc/kernel/cmdline, where a BLS node has one
+// (kernel-install gives kernels installed later its arguments), lacks want.
+func laterLacks(e *Env, want kargs.Param) bool {
+	b, err := e.Root.ReadString(grub.KernelCmdlineFile)
+	return err == nil && !kargs.Satisfied(kargs.Parse(b), want)
+}
+
+// nextBootOff is the warning about p, an argument the configuration for the
+// next boot has and the running kernel does not, that turns off what the VM
+// modes need (what: "turns the IOMMU off"): the node works now, and the next
+// boot breaks it. grub ensure --mode (fix) takes it out, and only it.
+func nextBootOff(src *grub.Source, p kargs.Param, what, fix string) Finding {
+	return Finding{Status: Warn, Subject: p.String(),
+		Message: fmt.Sprintf("%s in %s %s at the next boot: the running kernel was booted without it, so this node works now, and a reboot breaks it", p, src.Locate(p), what),
+		Remedy:  "take it out before the node reboots: " + fix + " (it removes only the arguments that turn the IOMMU or interrupt remapping off; no reboot is needed for that)",
+		Fixable: true, FixCommand: fix}
 }
 
 func fileOf(src *grub.Source) string {
@@ -477,7 +594,7 @@ func offFinding(e *Env, p kargs.Param, src *grub.Source, configured []kargs.Para
 	case src != nil && !confOff:
 		// The next boot's configuration no longer has it.
 		f.Message += "; " + src.File + " does not have it"
-		if pending, detail, regen := rebootPending(e, src); !pending {
+		if pending, detail, regen := rebootPending(e, src, grub.Request{NotOff: []string{key}}); !pending {
 			f.Message += ", yet the last boot got it" + detail
 			f.Remedy = "find what gave the last boot " + p.String() + " (the boot menu not regenerated, another menu entry such as a custom or recovery one, a saved default entry, a command line edited at the console), then reboot into the default entry"
 		} else if regen != "" {
@@ -515,14 +632,21 @@ func firstWord(s string) string {
 
 // rebootPending tells "configured, reboot pending" (the configuration changed
 // after this boot) from "configured but not effective" (a boot already used
-// it). It also notices a generated GRUB menu that lacks the change: then
-// regen is the command that regenerates it (to run before the reboot).
-func rebootPending(e *Env, src *grub.Source) (pending bool, detail, regen string) {
+// it). Where GRUB boots from a generated menu, the menu's content decides
+// first (not its age: an older menu can have the change, a newer one lack
+// it): when its first entry does not give what req asks for, the reboot
+// alone would not bring it, and regen is the command that regenerates the
+// menu (to run before the reboot).
+func rebootPending(e *Env, src *grub.Source, req grub.Request) (pending bool, detail, regen string) {
 	file := strings.Fields(src.File)[0]
 	if src.Kind == "grub" {
-		if menu, newer, ok := grub.StaleMenu(e.Root); ok {
+		if menu, lacks := grub.MenuLacks(e.Root, req); lacks {
 			regen = grub.RegenerateCommand(e.Root, menu)
-			return true, fmt.Sprintf("; %s is older than %s: regenerate it (%s) before rebooting", menu, newer, regen), regen
+			detail = fmt.Sprintf("; the boot menu %s does not have the change yet (its first entry)", menu)
+			if m, newer, stale := grub.StaleMenu(e.Root); stale && m == menu {
+				detail += fmt.Sprintf(", and is older than %s", newer)
+			}
+			return true, detail + fmt.Sprintf(": regenerate it (%s) before rebooting", regen), regen
 		}
 	}
 	fi, err := e.Root.Stat(file)
@@ -546,7 +670,7 @@ func checkInterruptRemapping(e *Env) []Finding {
 		if r.Unsafe {
 			out = append(out, unsafeInterrupts(false))
 		}
-		return out
+		return append(out, intremapNextBoot(e)...)
 	}
 	msg := "no remapped IRQ chips (IR-…) in /proc/interrupts: interrupt remapping is off, and VFIO refuses to attach devices (\"No interrupt remapping support\")"
 	if len(r.Incapable) > 0 {
@@ -558,10 +682,27 @@ func checkInterruptRemapping(e *Env) []Finding {
 		}
 	}
 	if r.Unsafe {
-		return []Finding{unsafeInterrupts(true)}
+		return append([]Finding{unsafeInterrupts(true)}, intremapNextBoot(e)...)
 	}
-	return []Finding{{Status: Fail, Subject: "/proc/interrupts", Message: msg,
-		Remedy: "enable interrupt remapping in the BIOS (VT-d / x2APIC or IOMMU settings) and remove intremap=off / nointremap; vfio_iommu_type1.allow_unsafe_interrupts=1 is an unsafe last resort"}}
+	return append([]Finding{{Status: Fail, Subject: "/proc/interrupts", Message: msg,
+		Remedy: "enable interrupt remapping in the BIOS (VT-d / x2APIC or IOMMU settings) and remove intremap=off / nointremap; vfio_iommu_type1.allow_unsafe_interrupts=1 is an unsafe last resort"}}, intremapNextBoot(e)...)
+}
+
+// intremapNextBoot warns about an intremap=off or nointremap the
+// configuration for the next boot has and the running kernel does not.
+func intremapNextBoot(e *Env) []Finding {
+	if _, now := kargs.IntRemapOff(e.Cmdline); now {
+		return nil // the running kernel has it: the finding above says so
+	}
+	src, err := grub.Configured(e.Root, e.Host.Kernel)
+	if err != nil || src == nil {
+		return nil // iommu.cmdline names what cannot be read
+	}
+	p, off := kargs.IntRemapOff(kargs.Parse(src.Cmdline))
+	if !off {
+		return nil
+	}
+	return []Finding{nextBootOff(src, p, "turns interrupt remapping off (VFIO then refuses to attach devices)", "gpuprep grub ensure --mode "+string(e.vmMode()))}
 }
 
 func unsafeInterrupts(needed bool) Finding {

@@ -166,25 +166,26 @@ func TestIOMMUKernelRemedyFollowsWhatTheKernelRuns(t *testing.T) {
 	require.Equal(t, "the IOMMU arguments are configured in /etc/default/grub (see iommu.cmdline): reboot the node", f.Remedy)
 }
 
-// A boot menu older than /etc/default/grub must be regenerated before the
-// reboot, and the fix says so.
+// A boot menu older than /etc/default/grub and lacking the change must be
+// regenerated before the reboot, and the fix says so.
 func TestStaleBootMenuIsRegeneratedBeforeTheReboot(t *testing.T) {
+	const lacking = "menuentry 'Ubuntu' {\n\tlinux /boot/vmlinuz-5.15.0-91-generic root=UUID=2f1c ro quiet splash\n}\n"
 	dir := build(t, fixture.RebootPending, func(b *fixture.Builder) {
-		b.Touch("/boot/grub/grub.cfg", fixture.BootTime.Add(-time.Hour))
+		b.File("/boot/grub/grub.cfg", lacking).Touch("/boot/grub/grub.cfg", fixture.BootTime.Add(-time.Hour))
 		b.File("/usr/sbin/update-grub", "#!/bin/sh\n")
 	})
 	_, res := runRoot(t, dir)
 	f := one(t, res, "iommu.cmdline", "intel_iommu=on")
 	require.Equal(t, preflight.Fail, f.Status)
-	require.Equal(t, "configured in /etc/default/grub, reboot pending: not yet in /proc/cmdline; /boot/grub/grub.cfg is older than /etc/default/grub: regenerate it (update-grub) before rebooting — needed to turn the Intel IOMMU on", f.Message)
+	require.Equal(t, "configured in /etc/default/grub, reboot pending: not yet in /proc/cmdline; the boot menu /boot/grub/grub.cfg does not have the change yet (its first entry), and is older than /etc/default/grub: regenerate it (update-grub) before rebooting — needed to turn the Intel IOMMU on", f.Message)
 	require.Equal(t, "regenerate the boot menu (update-grub), then reboot the node", f.Remedy)
 	require.False(t, f.Fixable)
 	f = one(t, res, "iommu.kernel", "/sys/class/iommu")
-	require.Equal(t, "the IOMMU arguments are configured in /etc/default/grub (see iommu.cmdline) but the boot menu is older: regenerate it (update-grub), then reboot the node", f.Remedy)
+	require.Equal(t, "the IOMMU arguments are configured in /etc/default/grub (see iommu.cmdline) but the boot menu does not have them yet: regenerate it (update-grub), then reboot the node", f.Remedy)
 
 	// openSUSE layout without a known tool: the command for that menu.
 	dir = build(t, fixture.RebootPending, func(b *fixture.Builder) {
-		b.Remove("/boot/grub").File("/boot/grub2/grub.cfg", "x\n").Touch("/boot/grub2/grub.cfg", fixture.BootTime.Add(-time.Hour))
+		b.Remove("/boot/grub").File("/boot/grub2/grub.cfg", lacking).Touch("/boot/grub2/grub.cfg", fixture.BootTime.Add(-time.Hour))
 	})
 	_, res = runRoot(t, dir)
 	f = one(t, res, "iommu.cmdline", "intel_iommu=on")

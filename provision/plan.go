@@ -31,7 +31,6 @@ import (
 	"github.com/gpuprep/gpuprep/internal/kargs"
 	"github.com/gpuprep/gpuprep/internal/kube"
 	"github.com/gpuprep/gpuprep/internal/pci"
-	"github.com/gpuprep/gpuprep/iommu"
 	"github.com/gpuprep/gpuprep/preflight"
 	"github.com/gpuprep/gpuprep/vfio"
 	"github.com/gpuprep/gpuprep/vgpu"
@@ -418,18 +417,11 @@ func (p *Plan) diagnoseNouveau(on []string, entries []journal.Entry) *RebootErro
 
 // wanted is the IOMMU arguments for this node's IOMMU vendor.
 func wanted(root *host.Root) ([]kargs.Param, error) {
-	sel, _ := pci.ParseSelector(nil)
-	vendor := ""
-	if env, err := preflight.NewEnv(root, host.NoRunner{}, sel, preflight.VMPassthrough); err == nil {
-		vendor = env.IOMMUVendor()
-	} else {
-		env := &preflight.Env{Root: root, Firmware: iommu.ReadFirmware(root), IOMMU: iommu.ReadKernel(root)}
-		vendor = env.IOMMUVendor()
+	k, err := preflight.NodeKernelArgs(root)
+	if err != nil {
+		return nil, err
 	}
-	if vendor == "" {
-		return nil, errors.New("cannot tell whether this node has an Intel or an AMD IOMMU (no ACPI DMAR/IVRS table, IOMMU unit or known CPU vendor)")
-	}
-	return preflight.WantedArgs(vendor), nil
+	return k.Wanted, nil
 }
 
 func runningArgs(root *host.Root) []kargs.Param {
@@ -457,11 +449,21 @@ func argList(ps []kargs.Param) string {
 // planKernelArgs plans the bootloader edit and, when the running kernel
 // lacks the arguments, the reboot. It reports whether a reboot is pending.
 func (p *Plan) planKernelArgs() (bool, error) {
-	want, err := wanted(p.root)
+	// what check calls needed: intel_iommu=on is not where the IOMMU is
+	// active without it, and neither an edit nor a reboot is for it
+	k, err := preflight.NodeKernelArgs(p.root)
 	if err != nil {
 		return false, &PlanError{Step: StepKernelArgs, Err: err}
 	}
-	running := argsSatisfied(runningArgs(p.root), want)
+	want := k.Needed
+	for _, w := range k.Wanted {
+		if why, ok := k.NotNeeded[w.String()]; ok {
+			p.Notes = append(p.Notes, fmt.Sprintf("%s is not needed: %s", w, why))
+		}
+	}
+	runningPs := runningArgs(p.root)
+	lacks, runOff := kernelLacks(runningPs, want, k.NotOff)
+	running := len(lacks) == 0 && len(runOff) == 0 // the running kernel is as the mode needs
 	boot, err := grub.Detect(p.root)
 	if err != nil {
 		if errors.Is(err, grub.ErrUnsupported) && running {
@@ -471,32 +473,66 @@ func (p *Plan) planKernelArgs() (bool, error) {
 		if errors.Is(err, grub.ErrUnsupported) {
 			// A node booted over the network or straight by a hypervisor:
 			// its command line is made elsewhere, where gpuprep cannot edit it.
-			err = fmt.Errorf("%w; the running kernel lacks %s: add them where this node's kernel command line is made (the PXE/iPXE boot configuration, the hypervisor's definition of this VM, a unified kernel image), reboot, and run gpuprep again", err, argList(want))
+			fix := "add them"
+			if len(runOff) > 0 {
+				fix = "fix that"
+			}
+			err = fmt.Errorf("%w; the running kernel %s: %s where this node's kernel command line is made (the PXE/iPXE boot configuration, the hypervisor's definition of this VM, a unified kernel image), reboot, and run gpuprep again", err, kernelWrong(lacks, runOff), fix)
 		}
 		return false, &PlanError{Step: StepKernelArgs, Err: err}
 	}
 	p.boot = boot
-	gp, err := boot.PlanEdit(grub.Request{Ensure: want}, true)
+	usual := false // the boot-menu command is the node's usual one, not found under the root
+	if boot.Regenerate == nil && (boot.Kind == grub.KindGRUB || boot.Kind == grub.KindGRUB2) && !p.root.IsLive() {
+		// a snapshot, a fixture, a mounted disk without the tool: plan what
+		// the node itself would run (apply runs only on the node)
+		boot.Regenerate, usual = grub.UsualRegenerate(p.root), true
+	}
+	gp, err := boot.PlanEdit(k.Request(), true)
+	if errors.Is(err, grub.ErrNoRegenerate) {
+		err = fmt.Errorf("%w: this node has none, so gpuprep cannot make the change take effect; install its GRUB tools (the package with update-grub or grub-mkconfig), or make the change with gpuprep grub ensure --mode %s --no-regenerate, regenerate the boot menu yourself, and run gpuprep apply again", err, p.opts.Mode)
+	}
 	if err != nil {
 		return false, &PlanError{Step: StepKernelArgs, Err: err}
 	}
+	if usual && len(gp.Commands) > 0 {
+		gp.Notes = append(gp.Notes, fmt.Sprintf("no boot-menu tool under this root (a snapshot or a copy of the node): %s is what this node's distribution regenerates its boot menu with; gpuprep apply, which runs on the node itself, runs the tool it finds there", host.ShellQuote(boot.Regenerate)))
+	}
 	p.grubPlan = gp
 	if !running {
-		if d := p.diagnoseReboot(boot, gp, want); d != nil {
+		if d := p.diagnoseReboot(boot, gp, want, k.NotOff); d != nil {
 			// rebooted since apply asked, and still not in effect: no other
 			// reboot (nor the kernel-args step) until that is explained
 			p.rebootErr = d
 			p.Steps = append(p.Steps, &Step{ID: StepReboot, Error: d.Summary, Notes: d.Details,
-				Title: fmt.Sprintf("NOT EFFECTIVE AFTER THE REBOOT: the node rebooted since gpuprep apply asked for it and still runs without %s; apply fails here (exit 1) and neither asks for nor runs another reboot", argList(d.Missing))})
+				Title: fmt.Sprintf("NOT EFFECTIVE AFTER THE REBOOT: the node rebooted since gpuprep apply asked for it and the running kernel still %s; apply fails here (exit 1) and neither asks for nor runs another reboot", kernelWrong(d.Missing, d.Off))})
 			return true, nil
 		}
 	}
+	later := "" // BLS: the entries have the arguments; what the step keeps for later
+	if boot.Kind == grub.KindBLS && len(gp.Commands) == 0 && gp.Changed() {
+		later = p.blsLater(boot, gp, want)
+	}
 	if gp.Changed() {
-		s := &Step{ID: StepKernelArgs, Title: fmt.Sprintf("add %s to the next boot's kernel command line (%s)", strings.Join(gp.Added, " "), boot.Kind)}
+		s := &Step{ID: StepKernelArgs, Title: fmt.Sprintf("%s the next boot's kernel command line (%s)", editDesc(gp, " to", " from"), boot.Kind)}
 		switch {
-		case len(gp.Changes) == 0 && boot.StaleMenu != "":
-			s.Title = fmt.Sprintf("regenerate the boot menu: %s, so the next boot would lack %s", boot.StaleMenu, argList(want))
-		case len(gp.Added) == 0:
+		case later != "":
+			s.Title = later
+		case boot.Kind == grub.KindBLS && len(gp.EntriesAdded)+len(gp.EntriesRemoved) > 0:
+			// the next boot's arguments are the entries'; the files are
+			// kept in step for entries made later
+			s.Title = fmt.Sprintf("%s the next boot's kernel command line (%s: grubby edits every boot entry", editDesc(&grub.Plan{Added: gp.EntriesAdded, Removed: gp.EntriesRemoved}, " to", " from"), boot.Kind)
+			var files []string
+			for _, c := range gp.Changes {
+				files = append(files, c.Path)
+			}
+			if len(files) > 0 {
+				s.Title += "; " + strings.Join(files, " and ") + " edited to match, for entries made later"
+			}
+			s.Title += ")"
+		case len(gp.Changes) == 0 && gp.MenuStale != "":
+			s.Title = fmt.Sprintf("regenerate the boot menu: %s, so the next boot would not get it", gp.MenuStale)
+		case len(gp.Added) == 0 && len(gp.Removed) == 0:
 			s.Title = fmt.Sprintf("configure %s for the next boot (%s)", argList(want), boot.Kind)
 		}
 		for _, c := range gp.Changes {
@@ -512,7 +548,7 @@ func (p *Plan) planKernelArgs() (bool, error) {
 	if running {
 		return false, nil
 	}
-	if !gp.Changed() && boot.StaleMenu != "" {
+	if !gp.Changed() && gp.MenuStale != "" {
 		// Configured already, but the boot menu was not regenerated since,
 		// and no tool to regenerate it was found (boot.PlanEdit runs it
 		// where there is one): the reboot alone would not bring the
@@ -520,8 +556,106 @@ func (p *Plan) planKernelArgs() (bool, error) {
 		p.Notes = append(p.Notes, gp.Notes...)
 	}
 	p.Steps = append(p.Steps, &Step{ID: StepReboot, Reboot: true, rebootFor: RebootForKernelArgs,
-		Title: fmt.Sprintf("REBOOT REQUIRED HERE: the running kernel lacks %s; gpuprep apply stops here (exit 4, or reboots with --reboot) and continues when run again after the boot", argList(want))})
+		Title: fmt.Sprintf("REBOOT REQUIRED HERE: the running kernel %s; gpuprep apply stops here (exit 4, or reboots with --reboot) and continues when run again after the boot", kernelWrong(lacks, runOff))})
 	return true, nil
+}
+
+// kernelLacks is what a reboot is for: the arguments of want that running
+// lacks, and the arguments in running that turn off what notOff switches
+// (the last one per switch).
+func kernelLacks(running, want []kargs.Param, notOff []string) (lacks, off []kargs.Param) {
+	for _, w := range want {
+		if !kargs.Satisfied(running, w) {
+			lacks = append(lacks, w)
+		}
+	}
+	for _, key := range notOff {
+		if i := kargs.OffIndexes(running, key); len(i) > 0 {
+			off = append(off, running[i[len(i)-1]])
+		}
+	}
+	return lacks, off
+}
+
+// kernelWrong says what is wrong with the running kernel's command line:
+// "lacks A", "runs with B, which turns the IOMMU off", "runs with C, which
+// turns interrupt remapping off", joined with "and".
+func kernelWrong(lacks, off []kargs.Param) string {
+	var s []string
+	if len(lacks) > 0 {
+		s = append(s, "lacks "+argList(lacks))
+	}
+	var iommuOff, irOff []kargs.Param
+	for _, o := range off {
+		if k := kargs.Norm(o.Key); k == "intremap" || k == "nointremap" {
+			irOff = append(irOff, o)
+		} else {
+			iommuOff = append(iommuOff, o)
+		}
+	}
+	if len(iommuOff) > 0 {
+		s = append(s, "runs with "+argList(iommuOff)+", which turns the IOMMU off")
+	}
+	if len(irOff) > 0 {
+		s = append(s, "runs with "+argList(irOff)+", which turns interrupt remapping off")
+	}
+	return strings.Join(s, " and ")
+}
+
+// editDesc says what gp does to the arguments: "add A<to>", "remove
+// R<from>", or "add A<to> and remove R<from>".
+func editDesc(gp *grub.Plan, to, from string) string {
+	var s []string
+	if len(gp.Added) > 0 {
+		s = append(s, "add "+strings.Join(gp.Added, " ")+to)
+	}
+	if len(gp.Removed) > 0 {
+		s = append(s, "remove "+strings.Join(gp.Removed, " ")+from)
+	}
+	return strings.Join(s, " and ")
+}
+
+// blsLater judges a BLS edit that runs no grubby: every installed kernel's
+// boot entry has the arguments already, so the next boot has them and the
+// edit is only of the files kept for later. /etc/kernel/cmdline is what
+// kernels installed later get their arguments from: a step keeps them there
+// (its title, returned, says so). /etc/default/grub is read by no boot unless
+// the entries are regenerated from it (grub2-mkconfig --update-bls-cmdline):
+// a node ready for the mode gets no step for it (a ready node plans
+// nothing), only a note with the command that adds them there; gp is emptied
+// and "" returned.
+func (p *Plan) blsLater(boot *grub.Boot, gp *grub.Plan, want []kargs.Param) string {
+	defaults := map[string]bool{}
+	for _, f := range boot.Files {
+		defaults[f.Path] = true
+	}
+	var kept, lacking []string
+	for _, c := range gp.Changes {
+		if defaults[c.Path] {
+			lacking = append(lacking, c.Path)
+		} else {
+			kept = append(kept, c.Path)
+		}
+	}
+	if len(kept) > 0 && len(gp.Removed) == 0 {
+		return fmt.Sprintf("keep %s for kernels installed later: add it to %s (%s; every installed kernel's boot entry has it already, so no reboot is for it)",
+			strings.Join(gp.Added, " "), strings.Join(append(kept, lacking...), " and "), boot.Kind)
+	}
+	if len(kept) > 0 {
+		return fmt.Sprintf("keep the boot entries' arguments for kernels installed later: %s in %s (%s; every installed kernel's boot entry is right already, so no reboot is for it)",
+			editDesc(gp, "", ""), strings.Join(append(kept, lacking...), " and "), boot.Kind)
+	}
+	var differs []string
+	if len(gp.Added) > 0 {
+		differs = append(differs, "lacks "+strings.Join(gp.Added, " "))
+	}
+	if len(gp.Removed) > 0 {
+		differs = append(differs, "has "+strings.Join(gp.Removed, " "))
+	}
+	p.Notes = append(p.Notes, fmt.Sprintf("every boot entry has %s, so nothing is planned for the next boot; %s %s, which only boot entries regenerated from it (grub2-mkconfig --update-bls-cmdline) would get: gpuprep grub ensure --mode %s edits it (no reboot)",
+		argList(want), strings.Join(lacking, " and "), strings.Join(differs, " and "), p.opts.Mode))
+	*gp = grub.Plan{Kind: gp.Kind, Satisfied: gp.Satisfied}
+	return ""
 }
 
 func fileDiff(path string, old, data []byte, existed bool) FileDiff {
@@ -966,6 +1100,7 @@ const (
 // asking again would only repeat itself (and with --reboot, loop).
 type RebootError struct {
 	Missing []kargs.Param
+	Off     []kargs.Param // arguments still running that turn the IOMMU or interrupt remapping off
 	Summary string
 	// Details: the evidence (boot time against the ask, /proc/cmdline, the
 	// bootloader configuration), the likely causes with how to check each,
@@ -1075,7 +1210,7 @@ func rebootedSince(root *host.Root, ask journal.Entry) (bool, string) {
 // want, why apply cannot go on: the evidence, what the bootloader
 // configuration holds and the likely causes with how to check them. It
 // returns nil otherwise (no reboot asked, none done yet: reboot pending).
-func (p *Plan) diagnoseReboot(boot *grub.Boot, gp *grub.Plan, want []kargs.Param) *RebootError {
+func (p *Plan) diagnoseReboot(boot *grub.Boot, gp *grub.Plan, want []kargs.Param, notOff []string) *RebootError {
 	root := p.root
 	entries, _ := journal.Read(root)
 	ask, ok := lastRebootAsk(entries, RebootForKernelArgs)
@@ -1087,20 +1222,15 @@ func (p *Plan) diagnoseReboot(boot *grub.Boot, gp *grub.Plan, want []kargs.Param
 		return nil
 	}
 	running := runningArgs(root)
-	var missing []kargs.Param
-	for _, w := range want {
-		if !kargs.Satisfied(running, w) {
-			missing = append(missing, w)
-		}
-	}
-	if len(missing) == 0 {
+	missing, off := kernelLacks(running, want, notOff)
+	if len(missing) == 0 && len(off) == 0 {
 		return nil
 	}
 	raw, _ := root.ReadString("/proc/cmdline")
 	kver, _ := root.ReadString("/proc/sys/kernel/osrelease")
 	kver = strings.TrimSpace(kver)
-	d := &RebootError{Missing: missing,
-		Summary: fmt.Sprintf("the node has rebooted since gpuprep apply asked for a reboot, and the running kernel still lacks %s", argList(missing))}
+	d := &RebootError{Missing: missing, Off: off,
+		Summary: fmt.Sprintf("the node has rebooted since gpuprep apply asked for a reboot, and the running kernel still %s", kernelWrong(missing, off))}
 	d.Details = append(d.Details, evidence, fmt.Sprintf("running kernel %s, /proc/cmdline: %s", orNone(kver), strings.TrimSpace(raw)))
 
 	conf, src, cerr := boot.ConfiguredArgs(kver)
@@ -1115,14 +1245,42 @@ func (p *Plan) diagnoseReboot(boot *grub.Boot, gp *grub.Plan, want []kargs.Param
 		}
 		lacks = append(lacks, s)
 	}
+	var still []string // what turns the IOMMU or remapping off and the configuration still has
+	for _, o := range off {
+		k := kargs.Norm(o.Key)
+		if k == "nointremap" {
+			k = "intremap"
+		}
+		if len(kargs.OffIndexes(conf, k)) > 0 {
+			still = append(still, o.String())
+		}
+	}
 	switch {
 	case cerr != nil:
 		d.Details = append(d.Details, fmt.Sprintf("bootloader %s: cannot read what it configures for the next boot: %v", boot.Kind, cerr))
-	case len(lacks) == 0:
-		d.Details = append(d.Details, fmt.Sprintf("bootloader %s: %s has %s for the next boot, so the configuration is right and the boot did not use it", boot.Kind, src, argList(missing)))
-		d.Details = append(d.Details, rebootCauses(root, boot, missing, kver, src)...)
+	case len(lacks) == 0 && len(still) == 0:
+		right := []string{}
+		if len(missing) > 0 {
+			right = append(right, "has "+argList(missing))
+		}
+		if len(off) > 0 {
+			right = append(right, "does not have "+argList(off))
+		}
+		d.Details = append(d.Details, fmt.Sprintf("bootloader %s: %s %s for the next boot, so the configuration is right and the boot did not use it", boot.Kind, src, strings.Join(right, " and ")))
+		if len(missing) > 0 {
+			d.Details = append(d.Details, rebootCauses(root, boot, missing, kver, src)...)
+		} else {
+			d.Details = append(d.Details, offCauses(root, boot, off)...)
+		}
 	default:
-		line := fmt.Sprintf("bootloader %s: %s lacks %s now", boot.Kind, src, strings.Join(lacks, ", "))
+		var wrong []string
+		if len(lacks) > 0 {
+			wrong = append(wrong, "lacks "+strings.Join(lacks, ", "))
+		}
+		if len(still) > 0 {
+			wrong = append(wrong, "still has "+strings.Join(still, ", "))
+		}
+		line := fmt.Sprintf("bootloader %s: %s %s now", boot.Kind, src, strings.Join(wrong, " and "))
 		if at, ok := kernelArgsDone(entries, ask); ok {
 			line += fmt.Sprintf("; gpuprep apply's kernel-args step configured them at %s, so something rewrote the configuration since (configuration management, a package's scripts, cloud-init, a hand edit): find what, then gpuprep grub ensure --mode %s puts them back", stamp(at), p.opts.Mode)
 		} else {
@@ -1183,6 +1341,30 @@ func otherKernels(root *host.Root, kver string) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// offCauses are the likely reasons a boot still got arguments that turn
+// the IOMMU or interrupt remapping off (off) although the configuration no
+// longer has them.
+func offCauses(root *host.Root, boot *grub.Boot, off []kargs.Param) []string {
+	args := argList(off)
+	if boot.Kind == grub.KindGRUB || boot.Kind == grub.KindGRUB2 {
+		for _, cfg := range []string{"/boot/grub/grub.cfg", "/boot/grub2/grub.cfg"} {
+			if data, err := root.ReadFile(cfg); err == nil {
+				for _, o := range off {
+					if strings.Contains(string(data), o.String()) {
+						regen := "update-grub (or grub-mkconfig -o /boot/grub/grub.cfg, grub2-mkconfig -o /boot/grub2/grub.cfg)"
+						if boot.Regenerate != nil {
+							regen = host.ShellQuote(boot.Regenerate)
+						}
+						return []string{fmt.Sprintf("likely cause: the boot menu %s still has %s: it was not regenerated after the change; run %s, check with grep -c -- %s %s, then reboot", cfg, o, regen, host.ShellQuote([]string{o.String()}), cfg)}
+					}
+				}
+				break
+			}
+		}
+	}
+	return []string{fmt.Sprintf("likely causes: the node booted another entry or kernel whose arguments still have %s (a recovery or custom entry, a saved default, another BLS entry: grubby --info=ALL), or it was typed at the console", args)}
 }
 
 // rebootCauses are the likely reasons a boot did not use a configuration

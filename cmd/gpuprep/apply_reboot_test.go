@@ -289,7 +289,7 @@ func TestPlanRegeneratesAStaleBootMenuBeforeTheReboot(t *testing.T) {
 	var p planJSON
 	require.NoError(t, json.Unmarshal([]byte(out), &p))
 	require.Equal(t, []string{"kernel-args", "reboot", "vfio-bind", "label"}, p.ids())
-	require.Equal(t, "regenerate the boot menu: /boot/grub/grub.cfg is older than /etc/default/grub, so the next boot would lack intel_iommu=on iommu=pt", p.Steps[0].Title)
+	require.Equal(t, "regenerate the boot menu: /boot/grub/grub.cfg is older than /etc/default/grub and its first entry lacks the change, so the next boot would not get it", p.Steps[0].Title)
 	require.Equal(t, []string{"update-grub"}, p.Steps[0].Commands)
 	require.Empty(t, p.Steps[0].Files)
 

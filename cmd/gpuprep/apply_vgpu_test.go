@@ -94,13 +94,20 @@ func vfType(t *testing.T, root, vf string) string {
 }
 
 // withoutIOMMUArgs makes root a node whose kernel runs without the IOMMU
-// arguments, and whose bootloader configuration lacks them too.
+// arguments, and whose bootloader configuration lacks them too: on its
+// kernel (not built with CONFIG_INTEL_IOMMU_DEFAULT_ON) the IOMMU is then
+// off, so its units are gone (simulateReboot brings them back).
 func withoutIOMMUArgs(t *testing.T, root string) {
 	t.Helper()
 	for _, f := range []string{"proc/cmdline", "etc/default/grub"} {
 		b, err := os.ReadFile(filepath.Join(root, f))
 		require.NoError(t, err)
 		require.NoError(t, os.WriteFile(filepath.Join(root, f), []byte(strings.ReplaceAll(string(b), " intel_iommu=on iommu=pt", "")), 0o644))
+	}
+	units, err := filepath.Glob(filepath.Join(root, "sys/class/iommu/*"))
+	require.NoError(t, err)
+	for _, u := range units {
+		require.NoError(t, os.Remove(u))
 	}
 }
 

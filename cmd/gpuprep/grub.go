@@ -18,8 +18,6 @@ import (
 	"github.com/gpuprep/gpuprep/internal/host"
 	"github.com/gpuprep/gpuprep/internal/journal"
 	"github.com/gpuprep/gpuprep/internal/kargs"
-	"github.com/gpuprep/gpuprep/internal/pci"
-	"github.com/gpuprep/gpuprep/iommu"
 	"github.com/gpuprep/gpuprep/preflight"
 	"github.com/gpuprep/gpuprep/provision"
 )
@@ -112,31 +110,26 @@ take effect.`,
 	return cmd
 }
 
-// wanted returns the IOMMU arguments for mode on the node under root.
-func wanted(root *host.Root, mode string) ([]kargs.Param, string, error) {
+// wanted returns the IOMMU arguments for mode on the node under root, and
+// which of them it needs (preflight.KernelArgs: as check judges them).
+func wanted(root *host.Root, mode string) (preflight.KernelArgs, error) {
 	m, err := preflight.ParseMode(mode)
 	if err != nil {
-		return nil, "", usageErr("--mode: %v", err)
+		return preflight.KernelArgs{}, usageErr("--mode: %v", err)
 	}
 	if m == preflight.Container {
-		return nil, "", usageErr("--mode container: containers need no IOMMU kernel arguments (use gpuprep grub remove to drop some)")
+		return preflight.KernelArgs{}, usageErr("--mode container: containers need no IOMMU kernel arguments (use gpuprep grub remove to drop some)")
 	}
-	vendor := ""
-	sel, _ := pci.ParseSelector(nil)
-	if env, err := preflight.NewEnv(root, host.NoRunner{}, sel, m); err == nil {
-		vendor = env.IOMMUVendor()
-	} else {
-		env := &preflight.Env{Root: root, Firmware: iommu.ReadFirmware(root), IOMMU: iommu.ReadKernel(root)}
-		vendor = env.IOMMUVendor()
+	k, err := preflight.NodeKernelArgs(root)
+	if err != nil {
+		return k, &exitError{code: exitUnknown, err: fmt.Errorf("%w: name the arguments instead, e.g. gpuprep grub ensure intel_iommu=on iommu=pt", err)}
 	}
-	if vendor == "" {
-		return nil, "", &exitError{code: exitUnknown, err: errors.New("cannot tell whether this node has an Intel or an AMD IOMMU (no ACPI DMAR/IVRS table, IOMMU unit or known CPU vendor): name the arguments instead, e.g. gpuprep grub ensure intel_iommu=on iommu=pt")}
-	}
-	return preflight.WantedArgs(vendor), vendor, nil
+	return k, nil
 }
 
 func (c *grubCmd) edit(cmd *cobra.Command, args []string, remove bool) error {
 	var req grub.Request
+	var notNeeded []string // --mode: wanted arguments this node does not need
 	root, err := c.g.hostRoot()
 	if err != nil {
 		return err
@@ -154,11 +147,16 @@ func (c *grubCmd) edit(cmd *cobra.Command, args []string, remove bool) error {
 	case c.mode != "" && len(args) > 0:
 		return usageErr("give either arguments or --mode, not both")
 	case c.mode != "":
-		w, _, err := wanted(root, c.mode)
+		k, err := wanted(root, c.mode)
 		if err != nil {
 			return err
 		}
-		req.Ensure = w
+		req = k.Request()
+		for _, w := range k.Wanted {
+			if why, ok := k.NotNeeded[w.String()]; ok {
+				notNeeded = append(notNeeded, w.String()+": not needed, "+why)
+			}
+		}
 	case len(args) == 0:
 		return usageErr("ensure needs arguments (e.g. iommu=pt) or --mode vm-passthrough|vm-vgpu")
 	default:
@@ -174,6 +172,9 @@ func (c *grubCmd) edit(cmd *cobra.Command, args []string, remove bool) error {
 		return &exitError{code: exitUnknown, err: err}
 	}
 	plan, err := boot.PlanEdit(req, !c.noRegenerate)
+	if errors.Is(err, grub.ErrNoRegenerate) {
+		err = fmt.Errorf("%w (use --no-regenerate and regenerate it yourself)", err)
+	}
 	if err != nil {
 		return &exitError{code: exitUnknown, err: err}
 	}
@@ -181,6 +182,9 @@ func (c *grubCmd) edit(cmd *cobra.Command, args []string, remove bool) error {
 	fmt.Fprintf(out, "bootloader: %s\n", boot.Kind)
 	for _, s := range plan.Satisfied {
 		fmt.Fprintf(out, "already configured: %s\n", s)
+	}
+	for _, s := range notNeeded {
+		fmt.Fprintf(out, "left out: %s\n", s)
 	}
 	if c.dryRun {
 		for _, ch := range plan.Changes {
@@ -249,6 +253,11 @@ func rebootNeeded(root *host.Root, req grub.Request, plan *grub.Plan) bool {
 			return true
 		}
 	}
+	for _, k := range req.NotOff {
+		if len(kargs.OffIndexes(running, k)) > 0 {
+			return true
+		}
+	}
 	return false
 }
 
@@ -257,7 +266,17 @@ type argState struct {
 	Wanted     string `json:"wanted"`
 	Configured string `json:"configured"` // the occurrence that counts, "" when absent
 	Running    string `json:"running"`
-	State      string `json:"state"` // ok, missing, configured-reboot-pending, configured-but-not-effective, running-not-configured
+	State      string `json:"state"` // ok, missing, configured-reboot-pending, configured-not-in-boot-menu, configured-but-not-effective, running-not-configured, not-needed
+	Reason     string `json:"reason,omitempty"`
+}
+
+// offState is, in `grub show`, an argument that turns off what the mode
+// needs (the IOMMU, interrupt remapping), configured or running.
+type offState struct {
+	Arg        string `json:"arg"`
+	Configured string `json:"configured"` // where the next boot's configuration has it ("file:line"), "" when it does not
+	Running    string `json:"running"`    // the running kernel's occurrence, "" when it has none
+	State      string `json:"state"`      // next-boot-breaks (configured, not running), in-effect (running and configured), reboot-drops (running, not configured), in-boot-menu (running, not configured, but still in the generated GRUB menu)
 	Reason     string `json:"reason,omitempty"`
 }
 
@@ -270,6 +289,7 @@ type showReport struct {
 	Running    string     `json:"running"`
 	Mode       string     `json:"mode"`
 	Args       []argState `json:"args"`
+	Off        []offState `json:"off,omitempty"`
 }
 
 func (c *grubCmd) show(cmd *cobra.Command) error {
@@ -280,7 +300,7 @@ func (c *grubCmd) show(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
-	want, _, err := wanted(root, c.mode)
+	k, err := wanted(root, c.mode)
 	if err != nil {
 		return err
 	}
@@ -301,8 +321,8 @@ func (c *grubCmd) show(cmd *cobra.Command) error {
 		cw = append(cw, p.String())
 	}
 	rep.Configured = strings.Join(cw, " ")
-	srcNewer, srcNote := configNewerThanBoot(root, boot, src)
-	for _, w := range want {
+	srcNewer := configNewerThanBoot(root, boot, src)
+	for _, w := range k.Wanted {
 		a := argState{Wanted: w.String()}
 		if p, ok := kargs.Last(conf, w.Key); ok {
 			a.Configured = p.String()
@@ -311,14 +331,24 @@ func (c *grubCmd) show(cmd *cobra.Command) error {
 			a.Running = p.String()
 		}
 		isConf, isRun := kargs.Satisfied(conf, w), rerr == nil && kargs.Satisfied(running, w)
+		why, notNeeded := k.NotNeeded[w.String()]
+		menu, menuLacks := "", false // GRUB: the generated menu's content decides, not its age
+		if isConf && (boot.Kind == grub.KindGRUB || boot.Kind == grub.KindGRUB2) {
+			menu, menuLacks = grub.MenuLacks(root, grub.Request{Ensure: []kargs.Param{w}})
+		}
 		switch {
+		case notNeeded:
+			a.State, a.Reason = "not-needed", why+": no edit and no reboot is for it"
+		case menuLacks:
+			a.State = "configured-not-in-boot-menu"
+			a.Reason = "configured, but the boot menu " + menu + " does not have it (its first entry): the next boot goes without it until it is regenerated (" + grub.RegenerateCommand(root, menu) + "; gpuprep grub ensure runs it)"
 		case isConf && isRun:
 			a.State = "ok"
 		case isConf && srcNewer:
-			a.State, a.Reason = "configured-reboot-pending", "changed after the last boot"+srcNote
+			a.State, a.Reason = "configured-reboot-pending", "changed after the last boot"
 		case isConf:
 			a.State = "configured-but-not-effective"
-			a.Reason = "configured before the last boot but not in /proc/cmdline: overridden (a later grub.d file, a BLS entry), the boot menu not regenerated, or unknown to this kernel" + srcNote
+			a.Reason = "configured before the last boot but not in /proc/cmdline: overridden (a later grub.d file, a BLS entry), another boot entry or menu booted, or unknown to this kernel"
 		case isRun:
 			a.State, a.Reason = "running-not-configured", "in /proc/cmdline but not configured: the next boot loses it"
 		default:
@@ -326,6 +356,7 @@ func (c *grubCmd) show(cmd *cobra.Command) error {
 		}
 		rep.Args = append(rep.Args, a)
 	}
+	rep.Off = offStates(root, k, c.mode, conf, running, rerr == nil)
 	out := cmd.OutOrStdout()
 	if c.output == "json" {
 		enc := json.NewEncoder(out)
@@ -356,13 +387,79 @@ func showText(out io.Writer, rep showReport) error {
 			fmt.Fprintf(out, "%s: %s\n", a.Wanted, a.Reason)
 		}
 	}
+	if len(rep.Off) == 0 {
+		return nil
+	}
+	fmt.Fprintln(out)
+	tw = tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TURNS OFF\tCONFIGURED\tRUNNING\tSTATE")
+	for _, o := range rep.Off {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", o.Arg, dash(o.Configured), dash(o.Running), o.State)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, o := range rep.Off {
+		fmt.Fprintf(out, "%s: %s\n", o.Arg, o.Reason)
+	}
 	return nil
 }
 
+// offStates are the arguments, configured for the next boot or running,
+// that turn off what the mode needs (k.NotOff), one per switch.
+func offStates(root *host.Root, k preflight.KernelArgs, mode string, conf, running []kargs.Param, runKnown bool) []offState {
+	kver, _ := root.ReadString("/proc/sys/kernel/osrelease")
+	src, _ := grub.Configured(root, strings.TrimSpace(kver))
+	fix := "gpuprep grub ensure --mode " + mode + " removes it"
+	var out []offState
+	for _, key := range k.NotOff {
+		ci, ri := kargs.OffIndexes(conf, key), kargs.OffIndexes(running, key)
+		if !runKnown {
+			ri = nil
+		}
+		if len(ci) == 0 && len(ri) == 0 {
+			continue
+		}
+		var o offState
+		switch {
+		case len(ci) > 0:
+			p := conf[ci[len(ci)-1]]
+			o.Arg = p.String()
+			o.Configured = "configured"
+			if src != nil {
+				o.Configured = src.Locate(p)
+			}
+		default:
+			o.Arg = running[ri[len(ri)-1]].String()
+		}
+		if len(ri) > 0 {
+			o.Running = running[ri[len(ri)-1]].String()
+		}
+		what := "the IOMMU"
+		if key == "intremap" {
+			what = "interrupt remapping"
+		}
+		switch {
+		case len(ci) > 0 && len(ri) == 0:
+			o.State, o.Reason = "next-boot-breaks", "the next boot turns "+what+" off; the running kernel does not have it: "+fix+" before the node reboots"
+		case len(ci) > 0:
+			o.State, o.Reason = "in-effect", what+" is off now and stays off at the next boot: "+fix+", then reboot"
+		default:
+			o.State, o.Reason = "reboot-drops", what+" is off now; the configuration no longer has it: a reboot drops it"
+			if menu, lacks := grub.MenuLacks(root, grub.Request{NotOff: []string{key}}); lacks && src != nil && src.Kind == "grub" {
+				o.State = "in-boot-menu"
+				o.Reason = what + " is off now; the configuration no longer has it, but the boot menu " + menu + " still does (its first entry): regenerate it (" + grub.RegenerateCommand(root, menu) + ") before rebooting, or the next boot keeps it"
+			}
+		}
+		out = append(out, o)
+	}
+	return out
+}
+
 // configNewerThanBoot reports whether the configuration changed after the
-// last boot (so a reboot is pending), and notices a stale grub.cfg.
-func configNewerThanBoot(root *host.Root, boot *grub.Boot, src string) (bool, string) {
-	note := ""
+// last boot (so a reboot is pending). Whether the generated boot menu has the
+// change is judged by its content (grub.MenuLacks), not by its age.
+func configNewerThanBoot(root *host.Root, boot *grub.Boot, src string) bool {
 	var newest time.Time
 	files := []string{src}
 	for _, f := range boot.Files {
@@ -373,21 +470,11 @@ func configNewerThanBoot(root *host.Root, boot *grub.Boot, src string) (bool, st
 			newest = fi.ModTime()
 		}
 	}
-	if boot.Kind == grub.KindGRUB || boot.Kind == grub.KindGRUB2 {
-		for _, cfg := range []string{"/boot/grub/grub.cfg", "/boot/grub2/grub.cfg"} {
-			if fi, err := root.Stat(cfg); err == nil {
-				if newest.After(fi.ModTime()) {
-					note = "; " + cfg + " is older than the defaults files: regenerate it (gpuprep grub ensure runs update-grub/grub-mkconfig)"
-				}
-				break
-			}
-		}
-	}
 	bt := bootTime(root)
 	if bt.IsZero() {
-		return true, note
+		return true
 	}
-	return newest.After(bt), note
+	return newest.After(bt)
 }
 
 func bootTime(root *host.Root) time.Time {

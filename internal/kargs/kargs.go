@@ -189,3 +189,61 @@ func Disabling(ps []Param, key string) (Param, bool) {
 	}
 	return by, found
 }
+
+// IntRemapOff follows the kernel's interrupt-remapping switches:
+// intremap= (setup_irqremap) takes comma options in order, "on" and "off"
+// each setting the state, and nointremap (deprecated) sets it off; every
+// occurrence runs in order, so the last of them wins. It reports whether
+// the list leaves remapping off, and the occurrence that did.
+func IntRemapOff(ps []Param) (Param, bool) {
+	off, by := false, Param{}
+	for _, p := range ps {
+		switch Norm(p.Key) {
+		case "nointremap":
+			off, by = true, p
+		case "intremap":
+			if !p.HasValue {
+				continue
+			}
+			for _, o := range strings.Split(p.Value, ",") {
+				switch strings.TrimSpace(o) {
+				case "on":
+					off = false
+				case "off":
+					off, by = true, p
+				}
+			}
+		}
+	}
+	return by, off
+}
+
+// OffIndexes returns, when ps leaves off what key switches ("intel_iommu",
+// "amd_iommu", "iommu" (see Disabling) or "intremap" (see IntRemapOff)), the
+// positions of every occurrence that turns it off: an occurrence of the key
+// holding the "off" option, and for intremap every nointremap too. Without
+// them the list no longer turns it off. It returns nil when ps does not
+// leave it off.
+func OffIndexes(ps []Param, key string) []int {
+	k := Norm(key)
+	switch k {
+	case "intremap":
+		if _, off := IntRemapOff(ps); !off {
+			return nil
+		}
+	default:
+		if _, off := Disabling(ps, k); !off {
+			return nil
+		}
+	}
+	var out []int
+	for i, p := range ps {
+		n := Norm(p.Key)
+		switch {
+		case k == "intremap" && n == "nointremap",
+			n == k && p.HasValue && HasOption(p.Value, "off"):
+			out = append(out, i)
+		}
+	}
+	return out
+}

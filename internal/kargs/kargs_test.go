@@ -75,3 +75,26 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+func TestOffIndexes(t *testing.T) {
+	cases := []struct {
+		cmdline, key string
+		want         []int
+	}{
+		{"quiet iommu=pt iommu=off", "iommu", []int{2}},
+		{"iommu=off iommu=pt", "iommu", []int{0}}, // pt does not undo off
+		{"iommu=pt", "iommu", nil},
+		{"amd_iommu=off,fullflush amd_iommu=pgtbl_v2", "amd_iommu", []int{0}},
+		{"intel_iommu=off intel_iommu=on", "intel_iommu", nil}, // the last on/off wins
+		{"intel_iommu=on intel_iommu=on,off", "intel_iommu", []int{1}},
+		{"intremap=off", "intremap", []int{0}},
+		{"nointremap", "intremap", []int{0}},
+		{"nointremap intremap=on", "intremap", nil},
+		{"intremap=on intremap=nosid nointremap intremap=off", "intremap", []int{2, 3}},
+		{"intremap=off,on", "intremap", nil},
+		{"intremap=nosid", "intremap", nil},
+	}
+	for _, c := range cases {
+		require.Equal(t, c.want, OffIndexes(Parse(c.cmdline), c.key), c.cmdline)
+	}
+}
