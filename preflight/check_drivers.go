@@ -8,7 +8,6 @@ import (
 
 	"github.com/gpuprep/gpuprep/internal/pci"
 	"github.com/gpuprep/gpuprep/iommu"
-	"github.com/gpuprep/gpuprep/vgpu"
 )
 
 func checkNouveau(e *Env) []Finding {
@@ -63,7 +62,7 @@ func nouveauBoundFindings(e *Env, bound []string, bl string) []Finding {
 	}
 	vg := Finding{Status: Fail, Subject: subject, Modes: []Mode{VMVGPU},
 		Message: msg + ": the vGPU manager's nvidia driver cannot take them"}
-	if vgpu.ReadManager(e.Root).Installed {
+	if e.Manager().Installed {
 		vg.Remedy = manual + "; the vGPU manager's nvidia driver then takes the GPUs"
 	} else {
 		fix := "gpuprep vgpu install --driver NVIDIA-Linux-x86_64-VER-vgpu-kvm.run"

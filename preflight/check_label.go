@@ -5,7 +5,6 @@ import (
 	"strings"
 
 	"github.com/gpuprep/gpuprep/internal/pci"
-	"github.com/gpuprep/gpuprep/vgpu"
 
 	"github.com/gpuprep/gpuprep/internal/kargs"
 )
@@ -149,7 +148,7 @@ func labelDisagrees(e *Env, mode Mode) (string, string) {
 			notVFIO = append(notVFIO, g.Address+" ("+driverOr(g.Driver)+")")
 		}
 	}
-	mgr := vgpu.ReadManager(e.Root).Installed
+	mgr := e.Manager().Installed
 	switch mode {
 	case VMPassthrough:
 		if len(notVFIO) > 0 {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/gpuprep/gpuprep/internal/pci"
 	"github.com/gpuprep/gpuprep/internal/pciids"
@@ -11,7 +12,7 @@ import (
 )
 
 func checkVGPUManager(e *Env) []Finding {
-	m := vgpu.ReadManager(e.Root)
+	m := e.Manager()
 	if m.Installed {
 		msg := "installed: " + strings.Join(m.Evidence, ", ")
 		running, known := vgpu.RunningDaemons(e.Root)
@@ -68,8 +69,23 @@ func vendorVFIO(e *Env, g *pci.Device) bool {
 	return kernelAtLeast(e.Host.Kernel, 6, 8) && vgpu.UsesSRIOV(e.Root, vgpu.GPUInfo{Address: g.Address, DeviceID: g.DeviceID})
 }
 
-// vgpuInterfaces says which vGPU interfaces apply to the selected GPUs.
+// vgpuInterfaces says which vGPU interfaces apply to the selected GPUs
+// (worked out once per check).
 func vgpuInterfaces(e *Env) (mdev, vendor bool) {
+	e.vgpuMu.Lock()
+	if e.vgpuIfaces == nil {
+		e.vgpuIfaces = sync.OnceValue(func() [2]bool {
+			m, v := readVGPUInterfaces(e)
+			return [2]bool{m, v}
+		})
+	}
+	f := e.vgpuIfaces
+	e.vgpuMu.Unlock()
+	r := f()
+	return r[0], r[1]
+}
+
+func readVGPUInterfaces(e *Env) (mdev, vendor bool) {
 	for _, g := range e.GPUs {
 		if g.VendorID != pci.VendorNVIDIA {
 			continue
@@ -125,7 +141,7 @@ func checkVGPUTypes(e *Env) []Finding {
 	if len(e.GPUs) == 0 {
 		return []Finding{{Status: Skip, Subject: vgpuSubject(e), Message: "no GPU selected"}}
 	}
-	if !vgpu.ReadManager(e.Root).Installed {
+	if !e.Manager().Installed {
 		return []Finding{{Status: Skip, Subject: vgpuSubject(e), Message: "no vGPU manager (see vgpu.manager): no types to list"}}
 	}
 	var out []Finding
@@ -323,7 +339,7 @@ func vgpuOnNvidia(e *Env, g *pci.Device) string {
 	if _, ok := consumerBoard(g); ok {
 		return "on driver nvidia (a GeForce/TITAN board hosts no vGPU: see vgpu.support)"
 	}
-	if vgpu.ReadManager(e.Root).Installed {
+	if e.Manager().Installed {
 		return "on driver nvidia, where the installed vGPU manager hosts vGPUs (see vgpu.types)"
 	}
 	return "on driver nvidia, which hosts vGPUs once the vGPU manager is installed (see vgpu.manager)"
@@ -352,7 +368,7 @@ func vgpuDriverRemedy(e *Env, addr, driver string) string {
 		return "gpuprep vfio unbind --select " + addr + " (returns it to the driver it had and removes gpuprep's persistent VFIO binding; remove any other vfio-pci ids= or driver_override configuration for it by hand); if it is left unbound, bind it to nvidia (echo " + addr + " > /sys/bus/pci/drivers/nvidia/bind)"
 	case driver == "nouveau":
 		return "see driver.nouveau: blacklist nouveau so that the vGPU manager's nvidia driver takes it"
-	case !vgpu.ReadManager(e.Root).Installed:
+	case !e.Manager().Installed:
 		return "install the vGPU manager (gpuprep vgpu install --driver NVIDIA-Linux-x86_64-VER-vgpu-kvm.run); its nvidia driver takes the GPU"
 	case driver == "":
 		return "bind it to the vGPU manager's driver: modprobe nvidia; echo " + addr + " > /sys/bus/pci/drivers/nvidia/bind"

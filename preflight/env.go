@@ -54,10 +54,24 @@ type Env struct {
 
 	vgpuMu sync.Mutex
 	vgpus  map[string]vgpu.GPU
+	// read once per check, by several checks
+	manager    func() vgpu.Manager
+	vgpuIfaces func() [2]bool // mdev, vendor-specific VFIO (vgpuInterfaces)
 }
 
 // VGPU is vgpu.Read for the GPU at addr, read once per Env: two checks
 // and the report each want every GPU's vGPU state.
+// Manager is the vGPU manager's state (vgpu.ReadManager), read once.
+func (e *Env) Manager() vgpu.Manager {
+	e.vgpuMu.Lock()
+	if e.manager == nil {
+		e.manager = sync.OnceValue(func() vgpu.Manager { return vgpu.ReadManager(e.Root) })
+	}
+	f := e.manager
+	e.vgpuMu.Unlock()
+	return f()
+}
+
 func (e *Env) VGPU(addr string) vgpu.GPU {
 	e.vgpuMu.Lock()
 	defer e.vgpuMu.Unlock()
