@@ -129,10 +129,8 @@ func checkIOMMUKernel(e *Env) []Finding {
 		f.Fixable = true
 		f.FixCommand = "gpuprep grub ensure --mode " + string(e.vmMode())
 		f.Remedy = "set the IOMMU kernel arguments (" + f.FixCommand + ") and reboot"
-		if rm := offRemovals(configured, vendor); rm != "" {
-			// the removal first: grub ensure leaves iommu=off iommu=pt alone
-			f.FixCommand = rm
-			f.Remedy = rm + " (see iommu.cmdline), then set the IOMMU kernel arguments (gpuprep grub ensure --mode " + string(e.vmMode()) + ") and reboot"
+		if len(offArgs(configured, vendor)) > 0 {
+			f.Remedy = "set the IOMMU kernel arguments and take out those that turn it off (" + f.FixCommand + ", see iommu.cmdline) and reboot"
 		}
 	}
 	return []Finding{f}
@@ -224,31 +222,12 @@ func offArgs(ps []kargs.Param, vendor string) []kargs.Param {
 	return out
 }
 
-// offFix is the command that takes the disabling argument p out of the
-// configuration. grub edits by key: ensure intel_iommu=on replaces every
-// intel_iommu= with it; amd_iommu= has no "on" and iommu=off is not undone by
-// a later iommu=pt, so those keys go (with every option they hold).
-func offFix(p kargs.Param) string {
-	if kargs.Norm(p.Key) == "intel_iommu" {
-		return "gpuprep grub ensure intel_iommu=on"
-	}
-	return "gpuprep grub remove " + kargs.Norm(p.Key)
-}
-
-// offRemovals is what must go from the configuration, beyond what
-// grub ensure --mode replaces (intel_iommu=off), before the IOMMU can come
-// on.
-func offRemovals(configured []kargs.Param, vendor string) string {
-	var keys []string
-	for _, p := range offArgs(configured, vendor) {
-		if kargs.Norm(p.Key) != "intel_iommu" {
-			keys = append(keys, kargs.Norm(p.Key))
-		}
-	}
-	if len(keys) == 0 {
-		return ""
-	}
-	return "gpuprep grub remove " + strings.Join(keys, " ")
+// offFix is the command that takes the disabling arguments out of the
+// configuration: grub ensure --mode replaces every intel_iommu= with
+// intel_iommu=on and removes exactly the arguments that turn the IOMMU off
+// (iommu=off goes, iommu=pt stays; amd_iommu=off goes).
+func offFix(e *Env) string {
+	return "gpuprep grub ensure --mode " + string(e.vmMode())
 }
 
 // WantedArgs are the kernel arguments gpuprep sets for VM modes: with an
@@ -609,15 +588,15 @@ func offFinding(e *Env, p kargs.Param, src *grub.Source, configured []kargs.Para
 		if src != nil {
 			f.Message += "; " + src.File + " has it too"
 		}
-		cmd := offFix(p)
+		cmd := offFix(e)
 		f.Fixable, f.FixCommand = true, cmd
 		switch key {
 		case "intel_iommu":
 			f.Remedy = cmd + " (it replaces every intel_iommu= with intel_iommu=on), then reboot"
 		case "iommu":
-			f.Remedy = cmd + " (it removes every iommu= argument, iommu=pt too: put that back with gpuprep grub ensure --mode " + string(e.vmMode()) + "), then reboot"
+			f.Remedy = cmd + " (it removes " + p.String() + " and keeps iommu=pt), then reboot"
 		default:
-			f.Remedy = cmd + " (amd_iommu= has no \"on\": the AMD IOMMU is on whenever firmware enables it), then reboot"
+			f.Remedy = cmd + " (it removes " + p.String() + ": amd_iommu= has no \"on\", the AMD IOMMU is on whenever firmware enables it), then reboot"
 		}
 	}
 	return f

@@ -80,11 +80,11 @@ func TestDisablingArgumentRemedyFollowsTheConfiguration(t *testing.T) {
 	require.Equal(t, preflight.Fail, f.Status)
 	require.Equal(t, "intel_iommu=off in /proc/cmdline turns the IOMMU off; /etc/default/grub has it too", f.Message)
 	require.True(t, f.Fixable)
-	require.Equal(t, "gpuprep grub ensure intel_iommu=on", f.FixCommand)
-	require.Equal(t, "gpuprep grub ensure intel_iommu=on (it replaces every intel_iommu= with intel_iommu=on), then reboot", f.Remedy)
+	require.Equal(t, "gpuprep grub ensure --mode vm-passthrough", f.FixCommand)
+	require.Equal(t, "gpuprep grub ensure --mode vm-passthrough (it replaces every intel_iommu= with intel_iommu=on), then reboot", f.Remedy)
 
-	// iommu=off iommu=pt: pt does not undo off (no_iommu stays set), and
-	// grub ensure leaves it alone (iommu=pt is there): the key must go first.
+	// iommu=off iommu=pt: pt does not undo off (no_iommu stays set); grub
+	// ensure --mode takes out exactly iommu=off and keeps iommu=pt.
 	dir = build(t, fixture.IOMMUOffKernel, func(b *fixture.Builder) {
 		b.File("/proc/cmdline", ubuntuCmdline+"intel_iommu=on iommu=off iommu=pt\n")
 		grubDefaults(b, "intel_iommu=on iommu=off iommu=pt", false)
@@ -93,13 +93,13 @@ func TestDisablingArgumentRemedyFollowsTheConfiguration(t *testing.T) {
 	f = one(t, res, "iommu.cmdline", "iommu=off")
 	require.Equal(t, preflight.Fail, f.Status)
 	require.Equal(t, "iommu=off in /proc/cmdline turns the IOMMU off; /etc/default/grub has it too", f.Message)
-	require.Equal(t, "gpuprep grub remove iommu", f.FixCommand)
-	require.Equal(t, "gpuprep grub remove iommu (it removes every iommu= argument, iommu=pt too: put that back with gpuprep grub ensure --mode vm-passthrough), then reboot", f.Remedy)
+	require.Equal(t, "gpuprep grub ensure --mode vm-passthrough", f.FixCommand)
+	require.Equal(t, "gpuprep grub ensure --mode vm-passthrough (it removes iommu=off and keeps iommu=pt), then reboot", f.Remedy)
 	f = one(t, res, "iommu.kernel", "/sys/class/iommu")
 	require.Equal(t, preflight.Fail, f.Status)
 	require.Contains(t, f.Message, "the running kernel was booted with iommu=off")
-	require.Equal(t, "gpuprep grub remove iommu", f.FixCommand)
-	require.Equal(t, "gpuprep grub remove iommu (see iommu.cmdline), then set the IOMMU kernel arguments (gpuprep grub ensure --mode vm-passthrough) and reboot", f.Remedy)
+	require.Equal(t, "gpuprep grub ensure --mode vm-passthrough", f.FixCommand)
+	require.Equal(t, "set the IOMMU kernel arguments and take out those that turn it off (gpuprep grub ensure --mode vm-passthrough, see iommu.cmdline) and reboot", f.Remedy)
 }
 
 // intel_iommu=off does nothing on an AMD IOMMU: a leftover is a warning, not
@@ -206,7 +206,7 @@ func TestLaterOffWinsWithinAndAcrossOccurrences(t *testing.T) {
 	require.Equal(t, "gpuprep grub ensure --mode vm-passthrough", f.FixCommand)
 	f = one(t, res, "iommu.cmdline", "intel_iommu=on,off")
 	require.Equal(t, preflight.Fail, f.Status)
-	require.Equal(t, "gpuprep grub ensure intel_iommu=on", f.FixCommand)
+	require.Equal(t, "gpuprep grub ensure --mode vm-passthrough", f.FixCommand)
 
 	dir = build(t, fixture.IOMMUOffKernel, func(b *fixture.Builder) {
 		b.File("/proc/cmdline", ubuntuCmdline+"intel_iommu=on iommu=off iommu=pt\n")

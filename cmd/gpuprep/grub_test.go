@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -344,4 +345,30 @@ func TestGrubEnsureNoRegenerateSaysTheMenuIsStale(t *testing.T) {
 	require.Contains(t, out, "note: /boot/grub/grub.cfg is older than /etc/default/grub and its first entry lacks the change: regenerate the boot menu (update-grub) before rebooting, or the next boot goes without it\n")
 	require.NotContains(t, out, "is regenerated")
 	require.Empty(t, run.Calls)
+}
+
+// check's fix for an argument that turns the IOMMU off, run as it is, takes
+// out exactly that argument and keeps the wanted ones (iommu=off goes,
+// iommu=pt stays; intel_iommu=off becomes intel_iommu=on).
+func TestCheckOffArgumentFixWorks(t *testing.T) {
+	root := fixtureRoot(t, "iommu-off-kernel")
+	args := "intel_iommu=off iommu=off iommu=pt"
+	require.NoError(t, fixture.New(root).File("/proc/cmdline", "BOOT_IMAGE=/boot/vmlinuz-5.15.0-91-generic root=UUID=2f1c ro quiet splash "+args+"\n").
+		File("/etc/default/grub", "GRUB_DEFAULT=0\nGRUB_CMDLINE_LINUX_DEFAULT=\"quiet splash "+args+"\"\nGRUB_CMDLINE_LINUX=\"\"\n").Err())
+	out, _, _ := gpuprep(t, "check", "--root", root, "--mode", "vm-passthrough", "-o", "json")
+	var r struct {
+		Findings []struct{ Check, Subject, FixCommand string }
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &r))
+	fixes := map[string]bool{}
+	for _, f := range r.Findings {
+		if f.Check == "iommu.cmdline" && strings.HasSuffix(f.Subject, "=off") {
+			fixes[f.FixCommand] = true
+		}
+	}
+	require.Equal(t, map[string]bool{"gpuprep grub ensure --mode vm-passthrough": true}, fixes)
+	argv := append(strings.Fields("grub ensure --mode vm-passthrough")[0:], "--root", root, "--dry-run", "--no-regenerate")
+	out, errs, code := gpuprep(t, argv...)
+	require.Equal(t, 0, code, out+errs)
+	require.Contains(t, out, `+GRUB_CMDLINE_LINUX_DEFAULT="quiet splash iommu=pt intel_iommu=on"`)
 }
