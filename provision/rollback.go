@@ -631,6 +631,15 @@ func rebootNeeded(e Env, boot *grub.Boot) bool {
 			return true
 		}
 	}
+	// an argument that turns the IOMMU or interrupt remapping off, put back
+	// (or taken out) by the rollback, changes the next boot too
+	for _, k := range []string{"intel_iommu", "amd_iommu", "iommu", "intremap", "nointremap"} {
+		c, cok := kargs.Last(conf, k)
+		r, rok := kargs.Last(running, k)
+		if cok != rok || cok && c.String() != r.String() {
+			return true
+		}
+	}
 	return false
 }
 

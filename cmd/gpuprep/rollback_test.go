@@ -221,3 +221,25 @@ func TestRollbackOlderJournalWithoutHashes(t *testing.T) {
 	require.Contains(t, out, "what it held is saved in /etc/default/grub.gpuprep-")
 	require.Equal(t, orig, tree(t, root))
 }
+
+// A rollback that puts back an argument turning the IOMMU off (apply had
+// taken it out of the next boot's configuration) says a reboot is needed:
+// the next boot differs from the running one.
+func TestRollbackOfAnOffArgumentNeedsAReboot(t *testing.T) {
+	simulatedKernel(t)
+	root := fixtureRoot(t, "hgx-h200")
+	withTools(t, root)
+	grub, err := os.ReadFile(filepath.Join(root, "etc/default/grub"))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(root, "etc/default/grub"), []byte(strings.Replace(string(grub), "iommu=pt\"", "iommu=pt iommu=off\"", 1)), 0o644))
+	out, errs, code := gpuprep(t, "apply", "--root", root, "--mode", "vm-passthrough", "--yes")
+	require.Equal(t, exitOK, code, out+errs)
+	grub, err = os.ReadFile(filepath.Join(root, "etc/default/grub"))
+	require.NoError(t, err)
+	require.NotContains(t, string(grub), "iommu=off")
+	out, errs, code = gpuprep(t, "rollback", "--root", root)
+	require.Equal(t, exitNeedReboot, code, out+errs)
+	grub, err = os.ReadFile(filepath.Join(root, "etc/default/grub"))
+	require.NoError(t, err)
+	require.Contains(t, string(grub), "iommu=pt iommu=off")
+}
