@@ -27,7 +27,9 @@ import (
 //	kind "step":          Before = step ID, After = "started" | "done"; for the reboot step (recorded when
 //	                      apply stops there or runs systemctl reboot) Device = the boot ID of the boot that
 //	                      asked (/proc/sys/kernel/random/boot_id, "" when unreadable) and Path = why
-//	                      (RebootForKernelArgs, RebootForNouveau; "" in older journals: kernel arguments)
+//	                      (RebootForKernelArgs, RebootForNouveau, RebootForVFIO; "" in older journals: kernel
+//	                      arguments); After = "done" for the reboot step is an apply in a later boot answering
+//	                      that ask (it found nothing unexplained), so that the ask is no longer diagnosed
 //	kind "file-intent":   Path, Backup (the backup WriteFileAtomic is about to make) and Before = "sha256:…" of the
 //	                      content it backs up; Backup "" and Before "absent" for a new file; Wrote, where the
 //	                      writer knows it beforehand, what the change is to leave there (as a "file" entry's)
@@ -160,6 +162,19 @@ func Apply(ctx context.Context, e Env, p *Plan, o ApplyOptions) (*Outcome, error
 	}
 	for _, s := range out.Resumed {
 		e.logf("resuming: step %s was started by an earlier run that did not finish", s)
+	}
+	// Reboots asked for before the boot the node runs now are answered:
+	// this plan found no diagnosis to make (p.rebootErr), so an old ask
+	// never blames a later state on that reboot (a mode switch, a change
+	// made since).
+	for _, why := range rebootReasons {
+		if ask, ok := lastRebootAsk(entries, why); ok {
+			if rebooted, _ := rebootedSince(e.Root, ask); rebooted {
+				if err := e.record(journal.Entry{Command: "apply", Kind: KindStep, Before: StepReboot, After: "done", Path: why, Device: readBootID(e.Root)}); err != nil {
+					return out, err
+				}
+			}
+		}
 	}
 	// A kernel-args step interrupted after its file edits but before the boot
 	// menu was regenerated: the edit is now "already configured", so the

@@ -299,13 +299,45 @@ func (p *Plan) planNouveau(selected []*pci.Device, entries []journal.Entry) {
 		}
 	}
 	// GPUs the vfio-unbind step before this one returns to nouveau (their
-	// driver before vfio bind); not when it leaves them for the reboot
+	// driver before vfio bind); when it leaves them for the reboot, nouveau
+	// would take them then
+	atBoot := false
 	for _, t := range unbindTargets(p.root, p.inv, p.opts.Selector) {
-		if p.unbindAtBoot == nil && t.known && t.restore == "nouveau" && !slices.Contains(on, t.addr) {
-			on = append(on, t.addr)
+		if !t.known || t.restore != "nouveau" || slices.Contains(on, t.addr) {
+			continue
 		}
+		if p.unbindAtBoot != nil {
+			atBoot = true
+			continue
+		}
+		on = append(on, t.addr)
+	}
+	// the vfio-unbind step before this one removes gpuprep's VFIO
+	// configuration, whose blacklist kept nouveau off at boot
+	var gone []string
+	if p.Step(StepVFIOUnbind) != nil && p.root.Exists(vfio.ModprobeConf) {
+		gone = []string{vfio.ModprobeConf}
 	}
 	if len(on) == 0 {
+		if w := vgpu.PlanNouveauBlacklist(p.root, gone...); atBoot && w.Write {
+			// nouveau drives nothing now, but the GPUs it drove before
+			// gpuprep bound them leave VFIO at the next boot, and without a
+			// blacklist it takes them then: keep it off (no unload, no
+			// reboot of its own)
+			s := &Step{ID: StepNouveau, Title: "keep nouveau off the GPUs at the next boot (the vfio-unbind step removes " + vfio.ModprobeConf + ", whose blacklist did): blacklist it, regenerate the initramfs"}
+			old, err := p.root.ReadFile(vgpu.NouveauBlacklist)
+			s.Files = append(s.Files, fileDiff(vgpu.NouveauBlacklist, old, vgpu.NouveauBlacklistContent, err == nil))
+			if w.Initramfs != nil {
+				s.argv = append(s.argv, w.Initramfs)
+				s.Commands = append(s.Commands, host.ShellQuote(w.Initramfs))
+			}
+			// before the reboot that takes the GPUs off VFIO
+			i := slices.IndexFunc(p.Steps, func(x *Step) bool { return x.Reboot && x.rebootFor == RebootForVFIO })
+			if i < 0 {
+				i = len(p.Steps)
+			}
+			p.Steps = slices.Insert(p.Steps, i, s)
+		}
 		return
 	}
 	// unloading nouveau takes it off every device it drives, selected or
@@ -322,7 +354,7 @@ func (p *Plan) planNouveau(selected []*pci.Device, entries []journal.Entry) {
 			Title: "NOT EFFECTIVE AFTER THE REBOOT: the node rebooted since gpuprep apply asked for it and nouveau still drives " + strings.Join(on, ", ") + "; apply fails here (exit 1) and neither asks for nor runs another reboot"})
 		return
 	}
-	w := vgpu.PlanNouveauBlacklist(p.root)
+	w := vgpu.PlanNouveauBlacklist(p.root, gone...)
 	s := &Step{ID: StepNouveau, Title: "take nouveau off " + strings.Join(on, ", ") + " for the GPU Operator's driver container: blacklist it, regenerate the initramfs, unload it"}
 	if len(others) > 0 {
 		s.Title += " (which takes it off " + strings.Join(others, ", ") + " too, not selected: nouveau goes from every device, now and at the next boot)"
@@ -832,6 +864,13 @@ func (p *Plan) planUnbindAtBoot(ts []unbindTarget, onVFIO []string, entries []jo
 		}
 	}
 	p.unbindAtBoot = addrs
+	// one reboot for both: the kernel arguments' reboot (vm-vgpu), when
+	// planned, takes them off VFIO too
+	if i := slices.IndexFunc(p.Steps, func(x *Step) bool { return x.Reboot }); i >= 0 {
+		s.Notes = append(s.Notes, "the reboot step after this one, for the kernel arguments, takes them off VFIO")
+		p.Steps = slices.Insert(p.Steps, i, s)
+		return nil
+	}
 	p.Steps = append(p.Steps, s)
 	p.Steps = append(p.Steps, &Step{ID: StepReboot, Reboot: true, rebootFor: RebootForVFIO, offVFIO: onVFIO,
 		Title: "REBOOT REQUIRED HERE: " + strings.Join(onVFIO, ", ") + " leave vfio-pci at the next boot; gpuprep apply stops here (exit 4, or reboots with --reboot) and continues when run again after the boot"})
@@ -1120,8 +1159,10 @@ const (
 )
 
 // lastRebootAsk is the newest reboot apply asked for, for reason, that
-// rollback has not undone. Journals written before the reason was recorded
-// asked only for kernel arguments.
+// rollback has not undone and no later apply has answered (a "done" entry:
+// the node had rebooted and the plan found nothing left unexplained).
+// Journals written before the reason was recorded asked only for kernel
+// arguments.
 func lastRebootAsk(entries []journal.Entry, reason string) (journal.Entry, bool) {
 	undone := undoneSet(entries)
 	var last journal.Entry
@@ -1131,12 +1172,21 @@ func lastRebootAsk(entries []journal.Entry, reason string) (journal.Entry, bool)
 		if why == "" {
 			why = RebootForKernelArgs
 		}
-		if e.Kind == KindStep && e.Command == "apply" && e.Before == StepReboot && e.After == "started" && why == reason && !undone[i] {
+		if e.Kind != KindStep || e.Command != "apply" || e.Before != StepReboot || why != reason || undone[i] {
+			continue
+		}
+		switch e.After {
+		case "started":
 			last, found = e, true
+		case "done": // answered: an apply after that reboot found it had done its work
+			found = false
 		}
 	}
 	return last, found
 }
+
+// rebootReasons are the reasons apply asks for a reboot.
+var rebootReasons = []string{RebootForKernelArgs, RebootForNouveau, RebootForVFIO}
 
 func readBootID(root *host.Root) string {
 	s, err := root.ReadString(bootIDFile)

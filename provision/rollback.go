@@ -200,7 +200,11 @@ func Rollback(ctx context.Context, e Env, o RollbackOptions) (*RollbackResult, e
 			}
 			err = removeVGPU(e, r.key, wrote, o.Force, res)
 		case "driver":
-			err = restoreDriver(e, r.key, first.Before, entries[r.newest].After, o.Force, res)
+			var known []string // every driver gpuprep's entries moved it from or to
+			for _, i := range r.all {
+				known = append(known, entries[i].Before, entries[i].After)
+			}
+			err = restoreDriver(e, r.key, first.Before, known, o.Force, res)
 		case "label":
 			err = restoreLabels(ctx, first, o.Kubeconfig, res)
 		}
@@ -248,7 +252,7 @@ func Rollback(ctx context.Context, e Env, o RollbackOptions) (*RollbackResult, e
 		case grubFiles && !grubIntents:
 			res.Notes = append(res.Notes, boot.Kind+": the files are restored and apply's arguments removed through the bootloader's own tool; those an older gpuprep grub ensure/remove applied with it were not journalled and stay: remove them with gpuprep grub remove")
 		}
-		res.Reboot = rebootNeeded(e, boot)
+		res.Reboot = res.Reboot || rebootNeeded(e, boot)
 	}
 	res.Reboot = res.Reboot || cmdReboot
 	if len(res.Failed) > 0 {
@@ -491,19 +495,27 @@ func (u fileUndo) report(e Env, res *RollbackResult, saved map[string]string, ho
 	res.Undone = append(res.Undone, Undo{Kind: "file", Target: u.path, Action: how, Backup: bak})
 }
 
-// restoreDriver puts addr back on driver want ("" unbound). left is the
-// driver gpuprep last moved it to: a device on neither (nor unbound, which
-// every move passes through) was moved by something else since (the GPU
-// Operator's driver container binding a GPU gpuprep left unbound), and is
-// left where it is unless force.
-func restoreDriver(e Env, addr, want, left string, force bool, res *RollbackResult) error {
+// restoreDriver puts addr back on driver want ("" unbound). known are the
+// drivers gpuprep's journal moved it from and to: a device on none of them
+// (nor unbound, which every move passes through) was moved by something
+// else since (the GPU Operator's driver container binding a GPU gpuprep
+// left unbound), and is left where it is unless force.
+func restoreDriver(e Env, addr, want string, known []string, force bool, res *RollbackResult) error {
 	dev := "/sys/bus/pci/devices/" + addr
 	if !e.Root.Exists(dev) {
 		return fmt.Errorf("%s: no such device", addr)
 	}
 	cur := e.Root.LinkBase(dev + "/driver")
-	if cur != "" && cur != want && cur != left && !force {
-		res.Notes = append(res.Notes, fmt.Sprintf("%s: on %s now, not %s as gpuprep left it: something moved it since; left on %s (--force puts it back on %s)", addr, cur, orNone(left), cur, orNone(want)))
+	if cur != "" && cur != want && !slices.Contains(known, cur) && !force {
+		res.Notes = append(res.Notes, fmt.Sprintf("%s: on %s now, a driver gpuprep never moved it to: something moved it since; left on %s (--force puts it back on %s)", addr, cur, cur, orNone(want)))
+		return nil
+	}
+	if pci.DriverIsVFIO(cur) && !pci.DriverIsVFIO(want) && !force && nvswitchBoard(e.Root) {
+		// not live on a board with NVSwitches (as apply and vfio unbind):
+		// the files restored above leave it to its driver at the next boot
+		res.Notes = append(res.Notes, fmt.Sprintf("%s: left on %s until the next boot, which gives it back to %s: on a board with NVSwitches, moving a GPU off vfio-pci while the system runs starts NVLink training that can hang it (--force moves it now)", addr, cur, orNone(want)))
+		res.Undone = append(res.Undone, Undo{Kind: "driver", Target: addr, Action: "back on " + orNone(want) + " at the next boot"})
+		res.Reboot = true
 		return nil
 	}
 	ov, _ := e.Root.ReadString(dev + "/driver_override")
@@ -563,6 +575,19 @@ func restoreDriver(e Env, addr, want, left string, force bool, res *RollbackResu
 	e.logf("%s: %s -> %s", addr, orNone(cur), orNone(want))
 	res.Undone = append(res.Undone, Undo{Kind: "driver", Target: addr, Action: action})
 	return nil
+}
+
+// nvswitchBoard reports whether the host has NVIDIA NVSwitches (class
+// 0680, vendor 10de): an HGX board, where GPUs do not leave vfio-pci live.
+func nvswitchBoard(root *host.Root) bool {
+	for _, a := range root.Names("/sys/bus/pci/devices") {
+		v, _ := root.ReadString("/sys/bus/pci/devices/" + a + "/vendor")
+		c, _ := root.ReadString("/sys/bus/pci/devices/" + a + "/class")
+		if strings.TrimSpace(v) == "0x10de" && strings.HasPrefix(strings.TrimSpace(c), "0x0680") {
+			return true
+		}
+	}
+	return false
 }
 
 // writeAttr is one sysfs write with a time limit (a bind can hang in a probe).

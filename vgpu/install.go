@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -176,16 +177,20 @@ type NouveauWork struct {
 }
 
 // PlanNouveauBlacklist says what NouveauWork is left on root.
-func PlanNouveauBlacklist(root *host.Root) NouveauWork {
-	w := NouveauWork{Write: !nouveauBlacklisted(root), Initramfs: initramfs.Command(root)}
+//
+// gone are files of /etc/modprobe.d that a step before this one removes
+// (gpuprep's VFIO configuration, which blacklists nouveau too): their
+// blacklist does not count.
+func PlanNouveauBlacklist(root *host.Root, gone ...string) NouveauWork {
+	w := NouveauWork{Write: !nouveauBlacklisted(root, gone...), Initramfs: initramfs.Command(root)}
 	w.Regenerate = w.Write || len(InitramfsOlderThanBlacklist(root)) > 0
 	return w
 }
 
-func nouveauBlacklisted(root *host.Root) bool {
+func nouveauBlacklisted(root *host.Root, gone ...string) bool {
 	for _, dir := range []string{"/etc/modprobe.d", "/run/modprobe.d", "/usr/lib/modprobe.d", "/lib/modprobe.d"} {
 		for _, n := range root.Names(dir) {
-			if !strings.HasSuffix(n, ".conf") {
+			if !strings.HasSuffix(n, ".conf") || slices.Contains(gone, dir+"/"+n) {
 				continue
 			}
 			b, _ := root.ReadFile(dir + "/" + n)

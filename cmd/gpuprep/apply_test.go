@@ -690,7 +690,7 @@ func TestNouveauUnloadNamesEveryDeviceAndRollbackLeavesNewDrivers(t *testing.T) 
 	out, errs, code = gpuprep(t, "rollback", "--root", root)
 	require.Contains(t, []int{exitOK, exitNeedReboot}, code, out+errs)
 	require.Equal(t, "nvidia", driverOf(t, root, sel))
-	require.Contains(t, out+errs, sel+": on nvidia now, not none as gpuprep left it: something moved it since; left on nvidia")
+	require.Contains(t, out+errs, sel+": on nvidia now, a driver gpuprep never moved it to: something moved it since; left on nvidia")
 	require.Equal(t, "", driverOf(t, root, other), "nouveau is not loaded again")
 	require.NoFileExists(t, filepath.Join(root, vgpu.NouveauBlacklist))
 }
@@ -716,6 +716,11 @@ func TestApplyContainerAfterPassthroughFromNouveau(t *testing.T) {
 	for _, g := range []string{"0000:41:00.0", "0000:61:00.0"} {
 		require.Equal(t, "", driverOf(t, root, g))
 	}
+	// the blacklist in gpuprep's VFIO configuration went with it: its own is there
+	require.NoFileExists(t, filepath.Join(root, vfio.ModprobeConf))
+	b, err := os.ReadFile(filepath.Join(root, vgpu.NouveauBlacklist))
+	require.NoError(t, err)
+	require.Contains(t, string(b), "blacklist nouveau")
 }
 
 // A host device selected on a node whose IOMMU needs a reboot first is
@@ -764,6 +769,7 @@ func rebind(t *testing.T, root, addr, drv string) {
 	dev, err := filepath.EvalSymlinks(filepath.Join(root, "sys/bus/pci/devices", addr))
 	require.NoError(t, err)
 	require.NoError(t, os.RemoveAll(filepath.Join(dev, "driver")))
+	require.NoError(t, os.WriteFile(filepath.Join(dev, "driver_override"), []byte("(null)\n"), 0o644)) // a boot clears it
 	for _, d := range []string{"vfio-pci", "nvidia", "nvidia-nvswitch", "nouveau"} {
 		require.NoError(t, os.RemoveAll(filepath.Join(root, "sys/bus/pci/drivers", d, addr)))
 	}
@@ -804,4 +810,57 @@ func TestApplyUnbindAtBootStillOnVFIO(t *testing.T) {
 	require.Contains(t, errs, "the kernel command line has vfio-pci.ids=10de:2335")
 	require.Contains(t, errs, "apply does not ask for another reboot")
 	require.Equal(t, "vfio-pci", driverOf(t, root, "0000:13:00.0"))
+}
+
+// A mode switch after an answered reboot: vm-passthrough, container (the
+// reboot it asks for, taken), vm-passthrough again, container again: the
+// old ask was answered by the apply after it, so the second container apply
+// asks for its own reboot instead of blaming the first one.
+func TestAnsweredRebootIsNotDiagnosedAgain(t *testing.T) {
+	simulatedKernel(t)
+	root := fixtureRoot(t, "hgx-h200")
+	withTools(t, root)
+	gpus := []string{"0000:13:00.0", "0000:23:00.0", "0000:33:00.0", "0000:43:00.0", "0000:53:00.0", "0000:63:00.0", "0000:73:00.0", "0000:83:00.0"}
+	apply := func(mode string, want int) string {
+		out, errs, code := gpuprep(t, "apply", "--root", root, "--mode", mode, "--yes")
+		require.Equal(t, want, code, out+errs)
+		return out + errs
+	}
+	setBootID(t, root, "11111111-1111-1111-1111-111111111111")
+	apply("vm-passthrough", exitOK)
+	apply("container", exitNeedReboot)
+	setBootID(t, root, "22222222-2222-2222-2222-222222222222")
+	for _, g := range gpus {
+		rebind(t, root, g, "nvidia")
+	}
+	apply("container", exitOK)
+	apply("vm-passthrough", exitOK)
+	out := apply("container", exitNeedReboot)
+	require.NotContains(t, out, "NOT EFFECTIVE")
+	require.NotContains(t, out, "still on VFIO")
+}
+
+// On an NVSwitch board whose GPUs nouveau drove before vm-passthrough, the
+// container plan leaves them on VFIO until the reboot and, as gpuprep's VFIO
+// configuration (and its nouveau blacklist) goes, blacklists nouveau itself
+// before that reboot: the boot must not give them to nouveau.
+func TestUnbindAtBootKeepsNouveauOff(t *testing.T) {
+	simulatedKernel(t)
+	root := fixtureRoot(t, "hgx-h200")
+	withTools(t, root)
+	require.NoError(t, fixture.New(root).Module("nouveau", nil).Remove("/etc/modprobe.d/blacklist-nouveau.conf").Err())
+	gpus := []string{"0000:13:00.0", "0000:23:00.0", "0000:33:00.0", "0000:43:00.0", "0000:53:00.0", "0000:63:00.0", "0000:73:00.0", "0000:83:00.0"}
+	for _, g := range gpus {
+		rebind(t, root, g, "nouveau")
+	}
+	out, errs, code := gpuprep(t, "apply", "--root", root, "--mode", "vm-passthrough", "--yes")
+	require.Equal(t, exitOK, code, out+errs)
+	out, errs, code = gpuprep(t, "plan", "--root", root, "--mode", "container", "-o", "json")
+	require.Equal(t, 0, code, out+errs)
+	var p planJSON
+	require.NoError(t, json.Unmarshal([]byte(out), &p))
+	require.Equal(t, []string{"vfio-unbind", "nouveau", "reboot", "label"}, p.ids(), out)
+	out, errs, code = gpuprep(t, "apply", "--root", root, "--mode", "container", "--yes")
+	require.Equal(t, exitNeedReboot, code, out+errs)
+	require.FileExists(t, filepath.Join(root, vgpu.NouveauBlacklist), "written before the reboot")
 }

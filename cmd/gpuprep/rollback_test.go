@@ -243,3 +243,27 @@ func TestRollbackOfAnOffArgumentNeedsAReboot(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, string(grub), "iommu=pt iommu=off")
 }
+
+// Rollback on a board with NVSwitches does not move GPUs off vfio-pci while
+// the system runs (as apply and vfio unbind do not): it restores the files
+// and says the reboot returns them; --force moves them now.
+func TestRollbackOnNVSwitchBoardLeavesVFIOForTheBoot(t *testing.T) {
+	simulatedKernel(t)
+	root := fixtureRoot(t, "hgx-h200")
+	withTools(t, root)
+	out, errs, code := gpuprep(t, "apply", "--root", root, "--mode", "vm-passthrough", "--yes")
+	require.Equal(t, exitOK, code, out+errs)
+	out, errs, code = gpuprep(t, "rollback", "--root", root)
+	require.Equal(t, exitNeedReboot, code, out+errs)
+	require.Contains(t, out+errs, "0000:13:00.0: left on vfio-pci until the next boot, which gives it back to nvidia")
+	require.Equal(t, "vfio-pci", driverOf(t, root, "0000:13:00.0"))
+	require.NoFileExists(t, filepath.Join(root, vfio.ModprobeConf))
+
+	root = fixtureRoot(t, "hgx-h200")
+	withTools(t, root)
+	out, errs, code = gpuprep(t, "apply", "--root", root, "--mode", "vm-passthrough", "--yes")
+	require.Equal(t, exitOK, code, out+errs)
+	out, errs, code = gpuprep(t, "rollback", "--root", root, "--force")
+	require.Equal(t, exitOK, code, out+errs)
+	require.Equal(t, "nvidia", driverOf(t, root, "0000:13:00.0"))
+}
