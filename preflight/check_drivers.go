@@ -199,7 +199,7 @@ func checkVFIOBinding(e *Env) []Finding {
 			}
 			out = append(out, f, Finding{Status: Fail, Subject: g.Address, Modes: cont,
 				Message: "bound to " + g.Driver + ": the NVIDIA driver cannot use it for containers",
-				Fixable: true, FixCommand: "gpuprep vfio unbind --select " + g.Address, Remedy: "gpuprep vfio unbind --select " + g.Address})
+				Fixable: true, FixCommand: unbindFix(e, "--select "+g.Address), Remedy: unbindRemedy(e, "--select "+g.Address)})
 			continue
 		}
 		out = append(out, bindFinding(e, g, pass))
@@ -245,6 +245,24 @@ func bindFinding(e *Env, g *pci.Device, modes []Mode) Finding {
 	return f
 }
 
+// unbindFix is the vfio unbind command with args that takes devices off
+// VFIO: on a board with NVSwitches --at-boot (vfio unbind refuses the live
+// rebind there: NVLink training can hang a GPU), and a reboot then.
+func unbindFix(e *Env, args string) string {
+	if len(e.NVSwitches) > 0 {
+		return "gpuprep vfio unbind --at-boot " + args
+	}
+	return "gpuprep vfio unbind " + args
+}
+
+// unbindRemedy is unbindFix's command as a remedy.
+func unbindRemedy(e *Env, args string) string {
+	if len(e.NVSwitches) > 0 {
+		return unbindFix(e, args) + ", then reboot (on a board with NVSwitches GPUs leave vfio-pci at boot, not while the system runs)"
+	}
+	return unbindFix(e, args)
+}
+
 // unboundOnHost judges, for modes that need the device on the host's
 // NVIDIA driver (drv: nvidia for a GPU, nvidia-nvswitch for an NVSwitch), a
 // device with no driver. Unbound is fine while that driver is not loaded:
@@ -264,7 +282,7 @@ func unboundOnHost(e *Env, addr, drv string, modes []Mode) Finding {
 		f.Status = Fail
 		f.Message = fmt.Sprintf("no driver bound, and driver_override is %q: only that driver may bind it (\"none\": no driver), so %s cannot take it", ov, drv)
 		if pci.DriverIsVFIO(ov) {
-			f.Fixable, f.FixCommand = true, "gpuprep vfio unbind --select "+addr
+			f.Fixable, f.FixCommand = true, "gpuprep vfio unbind --select "+addr // not on VFIO: nothing rebinds live
 			f.Remedy = f.FixCommand + " (clears the override and gpuprep's persistent VFIO configuration for it)"
 		} else {
 			f.Remedy = fmt.Sprintf("clear it (echo > /sys/bus/pci/devices/%s/driver_override), then echo %s > /sys/bus/pci/drivers_probe", addr, addr)
@@ -302,10 +320,10 @@ func nvswitchOnHost(e *Env) []Finding {
 	if len(on) == 0 {
 		return out // on nvidia-nvswitch, or unbound until the driver container's NVIDIA driver takes them
 	}
-	fix := "gpuprep vfio unbind --nvswitch"
+	fix := unbindFix(e, "--nvswitch")
 	f.Status = Fail
 	f.Message = fmt.Sprintf("%d of %d NVSwitch(es) on a VFIO driver: %s; Fabric Manager on this host cannot train the NVLink fabric without them, and until it has, CUDA on the GPUs fails (error 802, system not yet initialized)", len(on), len(addrs), strings.Join(on, ", "))
-	f.Fixable, f.FixCommand, f.Remedy = true, fix, fix+" (back to the driver gpuprep's journal recorded, else unbound until the NVIDIA driver or a reboot takes them; gpuprep apply --mode container or vm-vgpu does it too)"
+	f.Fixable, f.FixCommand, f.Remedy = true, fix, unbindRemedy(e, "--nvswitch")+" (gpuprep apply --mode container or vm-vgpu does it too)"
 	return append(out, f)
 }
 

@@ -308,7 +308,7 @@ func TestNVSwitchesLeftOnTheHost(t *testing.T) {
 		require.Equal(t, preflight.Fail, f.Status, m)
 		require.Contains(t, f.Message, "4 of 4 NVSwitch(es) on a VFIO driver: 0000:91:00.0 (vfio-pci)", m)
 		require.Contains(t, f.Message, "Fabric Manager", m)
-		require.Equal(t, "gpuprep vfio unbind --nvswitch", f.FixCommand, m)
+		require.Equal(t, "gpuprep vfio unbind --at-boot --nvswitch", f.FixCommand, m)
 	}
 }
 

@@ -311,6 +311,10 @@ func TestVFIOUnbindOnNVSwitchBoard(t *testing.T) {
 	require.Equal(t, 0, code, out+errs)
 	require.Equal(t, "vfio-pci", driverOf(t, root, "0000:13:00.0"))
 
+	// check's fix for containers is the command that works here
+	out, _, _ = gpuprep(t, "check", "--root", root, "--mode", "container", "-o", "json")
+	require.Contains(t, out, `"fixCommand": "gpuprep vfio unbind --at-boot --select 0000:13:00.0"`)
+
 	out, errs, code = gpuprep(t, "vfio", "unbind", "--root", root)
 	require.Equal(t, exitNotReady, code, out+errs)
 	require.Contains(t, errs, "refused: 0000:13:00.0 are on VFIO on a board with NVSwitches")
