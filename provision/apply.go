@@ -455,7 +455,7 @@ func (p *Plan) unbind(ctx context.Context, e Env) error {
 			}
 		}
 		res, err := vfio.Unpersist(ctx, vfio.Env{Root: e.Root, Sysfs: e.Sysfs, Runner: e.Runner}, p.inv, p.unbindAtBoot,
-			vfio.Options{Now: func() time.Time { return now }})
+			vfio.Options{Regenerate: p.unbindRegen, Now: func() time.Time { return now }})
 		logVFIO(e, res)
 		return err
 	}

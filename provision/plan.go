@@ -857,10 +857,19 @@ func (p *Plan) planUnbindAtBoot(ts []unbindTarget, onVFIO []string, entries []jo
 			files = append(files, f)
 		}
 	}
-	if len(files) > 0 {
+	cmd := initramfs.Command(p.root)
+	switch {
+	case len(files) > 0:
 		s.Notes = append(s.Notes, "gpuprep's persistent VFIO configuration drops these devices (removed or rewritten, backed up): "+strings.Join(files, ", "))
-		if cmd := initramfs.Command(p.root); cmd != nil {
+		if cmd != nil {
 			s.Commands = append(s.Commands, host.ShellQuote(cmd))
+		}
+	default:
+		// the files went in an earlier run whose initramfs command failed
+		// (or was killed): the image still binds them at boot
+		if why := vfio.InitramfsStale(p.root); why != "" {
+			regenerate(s, cmd, why)
+			p.unbindRegen = why
 		}
 	}
 	p.unbindAtBoot = addrs

@@ -267,10 +267,10 @@ func applyPersist(ctx context.Context, e Env, p *Persist, command string, opts O
 		}
 	}
 	if (len(changed) > 0 || p.Regenerate != "") && p.Initramfs != nil {
-		res.Commands = append(res.Commands, p.Initramfs)
 		if out, err := e.Runner.Run(ctx, p.Initramfs...); err != nil {
 			return changed, fmt.Errorf("regenerate the initramfs: %w\n%s", err, out)
 		}
+		res.Commands = append(res.Commands, p.Initramfs) // what ran (and did not fail)
 		if len(changed) == 0 {
 			res.Notes = append(res.Notes, "regenerated the initramfs: "+p.Regenerate)
 		}

@@ -864,3 +864,41 @@ func TestUnbindAtBootKeepsNouveauOff(t *testing.T) {
 	require.Equal(t, exitNeedReboot, code, out+errs)
 	require.FileExists(t, filepath.Join(root, vgpu.NouveauBlacklist), "written before the reboot")
 }
+
+// The at-boot unbind whose initramfs command failed: the files are gone and
+// the image still binds the GPUs at boot. The re-run regenerates it (the
+// image is older than the removal) before asking for the reboot, and the
+// failed run did not log the command as run.
+func TestUnbindAtBootRegeneratesAfterAFailedInitramfs(t *testing.T) {
+	const kernel = "6.8.0-45-generic"
+	root := fixtureRoot(t, "hgx-h200")
+	withTools(t, root)
+	require.NoError(t, fixture.New(root).Initramfs(kernel).Touch("/boot/initrd.img-"+kernel, time.Now().Add(-time.Hour)).Err())
+	simulatedKernel(t)
+	out, errs, code := gpuprep(t, "apply", "--root", root, "--mode", "vm-passthrough", "--yes")
+	require.Equal(t, exitOK, code, out+errs)
+	require.NoError(t, fixture.New(root).Touch("/boot/initrd.img-"+kernel, time.Now().Add(-time.Minute)).Err())
+
+	old := provisionKernel
+	t.Cleanup(func() { provisionKernel = old })
+	provisionKernel = func(r *host.Root) (vfio.Sysfs, host.Runner, error) {
+		k, err := fixture.NewKernel(r.Dir())
+		if err == nil {
+			k.Fail["update-initramfs -u"] = errors.New("update-initramfs: failed")
+		}
+		return k, k, err
+	}
+	out, errs, code = gpuprep(t, "apply", "--root", root, "--mode", "container", "--yes")
+	require.Equal(t, exitNotReady, code, out+errs)
+	require.NotContains(t, out, "ran: update-initramfs")
+	require.NoFileExists(t, filepath.Join(root, vfio.ModprobeConf))
+
+	provisionKernel = old
+	sim := simulatedKernel(t)
+	out, errs, code = gpuprep(t, "plan", "--root", root, "--mode", "container")
+	require.Equal(t, 0, code, out+errs)
+	require.Contains(t, out, "run: update-initramfs -u")
+	out, errs, code = gpuprep(t, "apply", "--root", root, "--mode", "container", "--yes")
+	require.Equal(t, exitNeedReboot, code, out+errs)
+	require.True(t, hasCommand((*sim).Commands, "update-initramfs", "-u"), "%v", (*sim).Commands)
+}
