@@ -433,6 +433,8 @@ func Unbind(ctx context.Context, e Env, inv *pci.Inventory, sel pci.Selector, op
 			res.Notes = append(res.Notes, fmt.Sprintf("%s: the journal has no record of its driver before bind: left unbound (`echo %s > /sys/bus/pci/drivers_probe` lets the kernel choose)", a, a))
 		case before == "":
 			res.Notes = append(res.Notes, fmt.Sprintf("%s: had no driver before bind: left unbound", a))
+		case e.driver(a) == before:
+			after = before // on it already (a boot gave it back): nothing to bind
 		case !e.Root.Exists("/sys/bus/pci/drivers/" + before):
 			res.Notes = append(res.Notes, fmt.Sprintf("%s: its driver before bind, %s, is not loaded: left unbound", a, before))
 		default:
@@ -446,7 +448,7 @@ func Unbind(ctx context.Context, e Env, inv *pci.Inventory, sel pci.Selector, op
 				res.Notes = append(res.Notes, fmt.Sprintf("%s: could not restore %s (%v): left unbound", a, before, err))
 			}
 		}
-		if drv != "" || after != "" {
+		if drv != after {
 			res.Changed = append(res.Changed, Change{Device: a, Before: drv, After: after})
 		}
 		unbound = append(unbound, a)

@@ -331,3 +331,27 @@ func TestVFIOUnbindOnNVSwitchBoard(t *testing.T) {
 	require.Equal(t, 0, code, out+errs)
 	require.Equal(t, "nvidia", driverOf(t, root, "0000:13:00.0"))
 }
+
+// A device already back on its driver before bind (a boot gave it back) with
+// gpuprep's driver_override still set: unbind clears the override and does
+// not try to bind it again (which failed with "busy" and said it was left
+// unbound).
+func TestVFIOUnbindDeviceAlreadyOnItsDriver(t *testing.T) {
+	simulatedInitramfs(t)
+	root := passthroughNode(t, false)
+	toReboot(t, root)
+	applyPassthrough(t, root)
+	require.Equal(t, "vfio-pci", driverOf(t, root, offGPU))
+	rebind(t, root, offGPU, "nvidia")
+	dev, err := filepath.EvalSymlinks(filepath.Join(root, "sys/bus/pci/devices", offGPU))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dev, "driver_override"), []byte("vfio-pci\n"), 0o644))
+	out, errs, code := gpuprep(t, "vfio", "unbind", "--root", root)
+	require.Equal(t, 0, code, out+errs)
+	require.NotContains(t, out, "could not restore")
+	require.NotContains(t, out, offGPU+": nvidia ->")
+	require.Equal(t, "nvidia", driverOf(t, root, offGPU))
+	b, err := os.ReadFile(filepath.Join(dev, "driver_override"))
+	require.NoError(t, err)
+	require.Equal(t, "(null)\n", string(b))
+}
