@@ -902,3 +902,19 @@ func TestUnbindAtBootRegeneratesAfterAFailedInitramfs(t *testing.T) {
 	require.Equal(t, exitNeedReboot, code, out+errs)
 	require.True(t, hasCommand((*sim).Commands, "update-initramfs", "-u"), "%v", (*sim).Commands)
 }
+
+// GPUs that container mode's unbind leaves unbound while nvidia is loaded
+// (the journal has no driver of theirs from before VFIO) fail the check, and
+// the plan after it says so instead of "nothing to do".
+func TestPlanAfterUnbindLeftUnboundSaysNotReady(t *testing.T) {
+	simulatedKernel(t)
+	root := fixtureRoot(t, "vfio-bound")
+	require.NoError(t, fixture.New(root).Module("nvidia", nil).Mkdir("/sys/bus/pci/drivers/nvidia").Err())
+	out, errs, code := gpuprep(t, "apply", "--root", root, "--mode", "container", "--yes")
+	require.Equal(t, exitNotReady, code, out+errs)
+	require.Equal(t, "", driverOf(t, root, "0000:11:00.0"))
+	out, errs, code = gpuprep(t, "plan", "--root", root, "--mode", "container")
+	require.Equal(t, 0, code, out+errs)
+	require.Contains(t, out, "Nothing gpuprep can do on vfio-node for container, but it is not ready")
+	require.Contains(t, out, "not ready after apply: vfio.binding 0000:11:00.0: no driver bound while nvidia is loaded")
+}
