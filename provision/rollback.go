@@ -228,6 +228,20 @@ func Rollback(ctx context.Context, e Env, o RollbackOptions) (*RollbackResult, e
 				res.Undone = append(res.Undone, Undo{Kind: "command", Target: host.ShellQuote(c), Action: "ran"})
 			}
 		}
+		// the restored configuration binds at boot devices that are not on
+		// VFIO now (an at-boot unbind rolled back after its reboot): the
+		// next boot differs from the running one
+		var off []string
+		for a := range vfio.Persisted(e.Root) {
+			if e.Root.Exists("/sys/bus/pci/devices/"+a) && !pci.DriverIsVFIO(e.Root.LinkBase("/sys/bus/pci/devices/"+a+"/driver")) {
+				off = append(off, a)
+			}
+		}
+		if len(off) > 0 {
+			sort.Strings(off)
+			res.Notes = append(res.Notes, fmt.Sprintf("%s: gpuprep's restored VFIO configuration binds them to vfio-pci at the next boot; they are not on it now (reboot, or gpuprep vfio bind)", strings.Join(off, ", ")))
+			res.Reboot = true
+		}
 	}
 	// first, so that the configuration read below is the one they leave
 	cmdReboot := bootArgs.any() && bootArgs.undo(ctx, e, res)

@@ -918,3 +918,25 @@ func TestPlanAfterUnbindLeftUnboundSaysNotReady(t *testing.T) {
 	require.Contains(t, out, "Nothing gpuprep can do on vfio-node for container, but it is not ready")
 	require.Contains(t, out, "not ready after apply: vfio.binding 0000:11:00.0: no driver bound while nvidia is loaded")
 }
+
+// Rolling back the at-boot unbind after its reboot restores gpuprep's VFIO
+// configuration while the GPUs run on nvidia: rollback says the next boot
+// differs (exit 4) instead of "rolled back" with drivers and files at odds.
+func TestRollbackOfUnbindAtBootAfterItsReboot(t *testing.T) {
+	simulatedKernel(t)
+	root := fixtureRoot(t, "hgx-h200")
+	withTools(t, root)
+	setBootID(t, root, "11111111-1111-1111-1111-111111111111")
+	out, errs, code := gpuprep(t, "apply", "--root", root, "--mode", "vm-passthrough", "--yes")
+	require.Equal(t, exitOK, code, out+errs)
+	out, errs, code = gpuprep(t, "apply", "--root", root, "--mode", "container", "--yes")
+	require.Equal(t, exitNeedReboot, code, out+errs)
+	setBootID(t, root, "22222222-2222-2222-2222-222222222222")
+	for _, g := range []string{"0000:13:00.0", "0000:23:00.0", "0000:33:00.0", "0000:43:00.0", "0000:53:00.0", "0000:63:00.0", "0000:73:00.0", "0000:83:00.0"} {
+		rebind(t, root, g, "nvidia")
+	}
+	out, errs, code = gpuprep(t, "rollback", "--root", root, "--to", "vfio-bind")
+	require.Equal(t, exitNeedReboot, code, out+errs)
+	require.FileExists(t, filepath.Join(root, vfio.ModprobeConf))
+	require.Contains(t, out+errs, "binds them to vfio-pci at the next boot; they are not on it now")
+}
