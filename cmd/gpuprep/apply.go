@@ -217,7 +217,7 @@ func againCommand(cmd *cobra.Command) string {
 			}
 			return
 		}
-		if f.Value.Type() == "bool" {
+		if f.Value.Type() == "bool" && f.Value.String() == "true" {
 			argv = append(argv, "--"+f.Name)
 			return
 		}

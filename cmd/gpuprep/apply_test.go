@@ -454,10 +454,10 @@ func TestApplyContainerNouveauInUseReboots(t *testing.T) {
 	withTools(t, root)
 	setBootID(t, root, "11111111-1111-1111-1111-111111111111")
 	const gpu = "0000:21:00.0"
-	out, errs, code := gpuprep(t, "apply", "--root", root, "--mode", "container", "--select", "10de", "--yes", "--reboot=false")
+	out, errs, code := gpuprep(t, "apply", "--root", root, "--mode", "container", "--select", "10de", "--yes", "--reboot=false", "--force=false")
 	require.Equal(t, exitNeedReboot, code, out+errs)
 	require.Contains(t, out, "nouveau could not be unloaded")
-	require.Contains(t, out, "reboot required: reboot the node, then run gpuprep apply --mode=container --root="+root+" --select=10de --yes again to continue", "the same flags, --reboot left out")
+	require.Contains(t, out, "reboot required: reboot the node, then run gpuprep apply --force=false --mode=container --root="+root+" --select=10de --yes again to continue", "the same flags, --reboot left out, a false one kept false")
 	require.Equal(t, "nouveau", driverOf(t, root, gpu))
 	require.Equal(t, "11111111-1111-1111-1111-111111111111", rebootAsk(t, root).Device)
 

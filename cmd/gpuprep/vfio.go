@@ -398,7 +398,14 @@ func (c *vfioCmd) unbind(cmd *cobra.Command) error {
 		return nil
 	}
 	if len(live) > 0 && len(pci.NVSwitches(inv)) > 0 && !c.live {
-		return &exitError{code: exitNotReady, err: fmt.Errorf("refused: %s are on VFIO on a board with NVSwitches, where moving a GPU from vfio-pci to nvidia while the system runs starts NVLink training that can hang and leave it to no driver: run gpuprep vfio unbind --at-boot and reboot (or gpuprep apply --mode container, which does that), or pass --live to rebind now all the same", strings.Join(live, ", "))}
+		again := []string{"gpuprep", "vfio", "unbind", "--at-boot"}
+		for _, s := range c.sel {
+			again = append(again, "--select", s)
+		}
+		if c.nvswitch {
+			again = append(again, "--nvswitch")
+		}
+		return &exitError{code: exitNotReady, err: fmt.Errorf("refused: %s are on VFIO on a board with NVSwitches, where moving a GPU from vfio-pci to nvidia while the system runs starts NVLink training that can hang and leave it to no driver: run %s and reboot (or gpuprep apply --mode container, which does that), or pass --live to rebind now all the same", strings.Join(live, ", "), host.ShellQuote(again))}
 	}
 	res, err := vfio.Unbind(context.Background(), env, inv, sel, c.opts())
 	if errors.Is(err, vfio.ErrNothing) {

@@ -315,9 +315,10 @@ func TestVFIOUnbindOnNVSwitchBoard(t *testing.T) {
 	out, _, _ = gpuprep(t, "check", "--root", root, "--mode", "container", "-o", "json")
 	require.Contains(t, out, `"fixCommand": "gpuprep vfio unbind --at-boot --select 0000:13:00.0"`)
 
-	out, errs, code = gpuprep(t, "vfio", "unbind", "--root", root)
+	out, errs, code = gpuprep(t, "vfio", "unbind", "--root", root, "--select", "0000:13:00.0")
 	require.Equal(t, exitNotReady, code, out+errs)
 	require.Contains(t, errs, "refused: 0000:13:00.0 are on VFIO on a board with NVSwitches")
+	require.Contains(t, errs, "run gpuprep vfio unbind --at-boot --select 0000:13:00.0 and reboot")
 	require.Equal(t, "vfio-pci", driverOf(t, root, "0000:13:00.0"))
 	require.FileExists(t, filepath.Join(root, vfio.ModprobeConf))
 
