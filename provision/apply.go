@@ -459,7 +459,7 @@ func (p *Plan) unbind(ctx context.Context, e Env) error {
 		logVFIO(e, res)
 		return err
 	}
-	for _, t := range unbindTargets(e.Root, p.inv, p.opts.Selector) {
+	for _, t := range p.targets(e.Root) {
 		if err := e.record(journal.Entry{Time: now, Command: "apply", Kind: KindDriverIntent, Device: t.addr, Before: t.driver, After: t.restore}); err != nil {
 			return err
 		}
@@ -472,7 +472,7 @@ func (p *Plan) unbind(ctx context.Context, e Env) error {
 		}
 	}
 	res, err := vfio.Unbind(ctx, vfio.Env{Root: e.Root, Sysfs: e.Sysfs, Runner: e.Runner}, p.inv, p.opts.Selector,
-		vfio.Options{Force: p.opts.Force, NVSwitch: true, Regenerate: p.unbindRegen, Now: func() time.Time { return now }})
+		vfio.Options{Force: p.opts.Force, NVSwitch: true, Regenerate: p.unbindRegen, NoRestore: p.noRestore(), Now: func() time.Time { return now }})
 	logVFIO(e, res)
 	if errors.Is(err, vfio.ErrNothing) {
 		return nil

@@ -952,6 +952,28 @@ type unbindTarget struct {
 	known                           bool
 }
 
+// targets are unbindTargets for this plan: for containers a GPU whose
+// driver before VFIO was nouveau is left unbound (noRestore), as the
+// nouveau step after the unbind takes nouveau away: bound again, it could
+// bring up a console that keeps it from being unloaded.
+func (p *Plan) targets(root *host.Root) []unbindTarget {
+	ts := unbindTargets(root, p.inv, p.opts.Selector)
+	for i := range ts {
+		if slices.Contains(p.noRestore(), ts[i].restore) {
+			ts[i].restore = ""
+		}
+	}
+	return ts
+}
+
+// noRestore are the drivers the vfio-unbind step gives no device back to.
+func (p *Plan) noRestore() []string {
+	if p.opts.Mode == preflight.Container {
+		return []string{"nouveau"}
+	}
+	return nil
+}
+
 // unbindTargets are vfio.Unbind's devices (vfio.UnbindTargets), each with
 // its drivers now and the one the journal says it had before vfio bind.
 func unbindTargets(root *host.Root, inv *pci.Inventory, sel pci.Selector) []unbindTarget {
@@ -984,7 +1006,7 @@ func unbindTargets(root *host.Root, inv *pci.Inventory, sel pci.Selector) []unbi
 // the initramfs command, it leaves an initramfs that still binds the GPUs
 // to VFIO at early boot, and no file whose age would tell.
 func (p *Plan) planUnbind(entries []journal.Entry) error {
-	ts := unbindTargets(p.root, p.inv, p.opts.Selector)
+	ts := p.targets(p.root)
 	regen := ""
 	if len(ts) == 0 {
 		if !slices.Contains(p.resumed, StepVFIOUnbind) || !persistIntents(entries, StepVFIOUnbind) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os/exec"
+	"slices"
 	"strings"
 	"time"
 
@@ -435,6 +436,8 @@ func Unbind(ctx context.Context, e Env, inv *pci.Inventory, sel pci.Selector, op
 			res.Notes = append(res.Notes, fmt.Sprintf("%s: had no driver before bind: left unbound", a))
 		case e.driver(a) == before:
 			after = before // on it already (a boot gave it back): nothing to bind
+		case slices.Contains(opts.NoRestore, before):
+			res.Notes = append(res.Notes, fmt.Sprintf("%s: its driver before bind, %s, is not wanted back here: left unbound", a, before))
 		case !e.Root.Exists("/sys/bus/pci/drivers/" + before):
 			res.Notes = append(res.Notes, fmt.Sprintf("%s: its driver before bind, %s, is not loaded: left unbound", a, before))
 		default:

@@ -43,6 +43,10 @@ type Options struct {
 	// VFIO when selected or in a selected device's group; without it they
 	// are refused.
 	AllowHostDevices bool
+	// NoRestore (Unbind): drivers a device is not given back to (left
+	// unbound): nouveau where containers take the GPUs next, whose binding
+	// could bring up a console that keeps it from being unloaded.
+	NoRestore []string
 }
 
 // DefaultTimeout bounds each sysfs write: a write to bind/unbind can hang

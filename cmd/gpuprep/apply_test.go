@@ -711,8 +711,11 @@ func TestApplyContainerAfterPassthroughFromNouveau(t *testing.T) {
 	var p planJSON
 	require.NoError(t, json.Unmarshal([]byte(out), &p))
 	require.Equal(t, []string{"vfio-unbind", "nouveau", "reboot", "label"}, p.ids(), out)
+	// not bound to nouveau on the way (a console it brings up would keep it loaded)
+	require.NotContains(t, strings.Join(p.Steps[0].Sysfs, "\n"), "drivers/nouveau/bind")
 	out, errs, code = gpuprep(t, "apply", "--root", root, "--mode", "container", "--yes")
 	require.Equal(t, exitOK, code, out+errs)
+	require.NotContains(t, out, "-> nouveau")
 	for _, g := range []string{"0000:41:00.0", "0000:61:00.0"} {
 		require.Equal(t, "", driverOf(t, root, g))
 	}
