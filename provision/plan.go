@@ -238,6 +238,14 @@ func NewPlan(ctx context.Context, root *host.Root, opts Options) (*Plan, error) 
 		return nil, err
 	}
 	p.noteBlockers(rebootPending)
+	if len(p.Unaddressed) > 0 {
+		// the workload label tells the GPU Operator the node is ready for
+		// the mode: not while apply leaves it not ready
+		if i := slices.IndexFunc(p.Steps, func(s *Step) bool { return s.ID == StepLabel }); i >= 0 {
+			p.Steps = slices.Delete(p.Steps, i, i+1)
+			p.Notes = append(p.Notes, "the node is not labelled for "+string(opts.Mode)+" while something below keeps it from being ready: fix that and run gpuprep apply again")
+		}
+	}
 	return p, nil
 }
 

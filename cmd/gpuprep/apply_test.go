@@ -762,6 +762,9 @@ func TestPlanNamesBlockersItCannotFix(t *testing.T) {
 		}
 		require.NotEmpty(t, p.Unaddressed, c.scenario)
 		require.Contains(t, p.Unaddressed[0], c.want, c.scenario)
+		var q planJSON
+		require.NoError(t, json.Unmarshal([]byte(out), &q))
+		require.NotContains(t, q.ids(), "label", "%s: not labelled for a mode it will not be ready for", c.scenario)
 	}
 }
 
