@@ -193,11 +193,12 @@ func Apply(ctx context.Context, e Env, p *Plan, o ApplyOptions) (*Outcome, error
 		}
 		if s.Reboot && (len(s.offNouveau) > 0 && len(onNouveau(e.Root, s.offNouveau)) == 0 || len(s.offVFIO) > 0 && len(onVFIO(e.Root, s.offVFIO)) == 0) &&
 			!askedThisBoot(e.Root, entries, s.rebootFor) {
-			// nouveau was unloaded: nothing left for a reboot to do. Not
-			// once apply asked for the reboot in this boot: the unload may
-			// succeed only because the node is going down (fleet apply
-			// --reboot runs apply again until it is back), and what apply
-			// would then check is a node about to reboot.
+			// nouveau was unloaded (or no device is on VFIO any more):
+			// nothing left for a reboot to do. Not once apply asked for the
+			// reboot in this boot: the unload may succeed only because the
+			// node is going down (fleet apply --reboot runs apply again until
+			// it is back), and what apply would then check is a node about
+			// to reboot.
 			out.Steps = append(out.Steps, StepResult{ID: s.ID, Status: "skipped"})
 			continue
 		}

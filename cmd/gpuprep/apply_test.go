@@ -768,6 +768,9 @@ func TestPlanNamesBlockersItCannotFix(t *testing.T) {
 	}
 }
 
+// hgxGPUs are the hgx-h200 fixture's GPUs.
+var hgxGPUs = []string{"0000:13:00.0", "0000:23:00.0", "0000:33:00.0", "0000:43:00.0", "0000:53:00.0", "0000:63:00.0", "0000:73:00.0", "0000:83:00.0"}
+
 // rebind makes the fixture's device addr bound to drv ("" unbound), as a
 // boot leaves it.
 func rebind(t *testing.T, root, addr, drv string) {
@@ -826,7 +829,7 @@ func TestAnsweredRebootIsNotDiagnosedAgain(t *testing.T) {
 	simulatedKernel(t)
 	root := fixtureRoot(t, "hgx-h200")
 	withTools(t, root)
-	gpus := []string{"0000:13:00.0", "0000:23:00.0", "0000:33:00.0", "0000:43:00.0", "0000:53:00.0", "0000:63:00.0", "0000:73:00.0", "0000:83:00.0"}
+	gpus := hgxGPUs
 	apply := func(mode string, want int) string {
 		out, errs, code := gpuprep(t, "apply", "--root", root, "--mode", mode, "--yes")
 		require.Equal(t, want, code, out+errs)
@@ -855,7 +858,7 @@ func TestUnbindAtBootKeepsNouveauOff(t *testing.T) {
 	root := fixtureRoot(t, "hgx-h200")
 	withTools(t, root)
 	require.NoError(t, fixture.New(root).Module("nouveau", nil).Remove("/etc/modprobe.d/blacklist-nouveau.conf").Err())
-	gpus := []string{"0000:13:00.0", "0000:23:00.0", "0000:33:00.0", "0000:43:00.0", "0000:53:00.0", "0000:63:00.0", "0000:73:00.0", "0000:83:00.0"}
+	gpus := hgxGPUs
 	for _, g := range gpus {
 		rebind(t, root, g, "nouveau")
 	}
@@ -938,7 +941,7 @@ func TestRollbackOfUnbindAtBootAfterItsReboot(t *testing.T) {
 	out, errs, code = gpuprep(t, "apply", "--root", root, "--mode", "container", "--yes")
 	require.Equal(t, exitNeedReboot, code, out+errs)
 	setBootID(t, root, "22222222-2222-2222-2222-222222222222")
-	for _, g := range []string{"0000:13:00.0", "0000:23:00.0", "0000:33:00.0", "0000:43:00.0", "0000:53:00.0", "0000:63:00.0", "0000:73:00.0", "0000:83:00.0"} {
+	for _, g := range hgxGPUs {
 		rebind(t, root, g, "nvidia")
 	}
 	out, errs, code = gpuprep(t, "rollback", "--root", root, "--to", "vfio-bind")
