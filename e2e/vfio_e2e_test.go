@@ -235,14 +235,16 @@ func runVFIO(t *testing.T, name, iommu string, kargs []string) {
 		inv("rebind", "vfio", "bind", "--select", "1234:1111"),
 		"snap rebind",
 		inv("check", "check", "-o", "json", "--mode", "vm-passthrough", "--select", "1234:1111"),
-		inv("nicbind", "vfio", "bind", "--select", nicAddr),
+		inv("nicrefuse", "vfio", "bind", "--select", nicAddr),
+		"snap nicrefuse",
+		inv("nicbind", "vfio", "bind", "--select", nicAddr, "--allow-host-devices"),
 		"snap nicbind",
 		inv("unbind", "vfio", "unbind", "--select", "1234:1111"),
 		"snap unbind",
 		inv("nicunbind", "vfio", "unbind", "--select", nicAddr),
 		"snap nicunbind",
 	}
-	names := []string{"status0", "refuse", "dry", "bind", "status1", "rebind", "check", "nicbind", "unbind", "nicunbind"}
+	names := []string{"status0", "refuse", "dry", "bind", "status1", "rebind", "check", "nicrefuse", "nicbind", "unbind", "nicunbind"}
 	b := bootScript(t, name, iommu, kargs, vfioScript(steps), names)
 	if d := b.pci[vgaAddr]; d.id != "1234:1111" || b.pci[hdaAddr].id != "8086:293e" || b.pci[nicAddr].id != "8086:10d3" {
 		t.Fatalf("topology changed: %s=%+v %s=%+v %s=%+v", vgaAddr, d, hdaAddr, b.pci[hdaAddr], nicAddr, b.pci[nicAddr])
@@ -354,7 +356,16 @@ func runVFIO(t *testing.T, name, iommu string, kargs []string) {
 		wantFinding(t, b, r, "check", "vfio.modules", "", "pass")
 		t.Logf("check --mode vm-passthrough: rc=%d ready=%v modes=%+v\n%s", b.rcOf("check"), r.Ready, r.Modes, allFindings(r))
 	})
+	t.Run("nic-refused-as-host-device", func(t *testing.T) {
+		// a NIC the host uses is a host device: refused, left on its driver
+		wantRC(t, b, "nicrefuse", 1)
+		wantDrivers(t, b, "nicrefuse", map[string]string{nicAddr: "e1000e"})
+		if !strings.Contains(b.stderr["nicrefuse"], nicAddr+" (Ethernet controller 8086:10d3, driver e1000e) is selected but carries host network traffic") {
+			t.Errorf("nicrefuse output:\n%s%s", b.out["nicrefuse"], b.stderr["nicrefuse"])
+		}
+	})
 	t.Run("nic-bind", func(t *testing.T) {
+		// with --allow-host-devices: a device with a driver to vfio-pci and back on a real kernel
 		wantRC(t, b, "nicbind", 0)
 		wantDrivers(t, b, "nicbind", map[string]string{nicAddr: "vfio-pci"})
 		if !strings.Contains(b.out["nicbind"], nicAddr+": e1000e -> vfio-pci") {
