@@ -56,6 +56,19 @@ func usage(step string, err error) error { return &PlanError{Step: step, Usage: 
 // a GPU offers are known only once the manager runs (and its VFs exist).
 func (p *Plan) planVGPU(ctx context.Context) error {
 	o := p.opts
+	// GeForce/TITAN boards host no NVIDIA vGPU, whatever is installed
+	// (check: vgpu.support): no install is planned for them
+	sel, _ := vfio.Selection(p.inv, o.Selector, false)
+	p.inv.Name(p.root, sel)
+	var consumer []string
+	for _, d := range sel {
+		if b, ok := vgpu.ConsumerBoard(d.Name); ok {
+			consumer = append(consumer, d.Address+" ("+b+")")
+		}
+	}
+	if len(sel) > 0 && len(consumer) == len(sel) {
+		return &PlanError{Step: StepVGPUInstall, Refused: true, Err: fmt.Errorf("%s: consumer GeForce/TITAN boards cannot host NVIDIA vGPU, whatever the driver or license: give these GPUs to VMs whole (--mode vm-passthrough) or use a vGPU-capable board", strings.Join(consumer, ", "))}
+	}
 	if o.VGPUConfigFile == "" || o.VGPUConfig == "" {
 		return usage(StepVGPUDevices, fmt.Errorf("vm-vgpu needs --vgpu-config-file FILE (a vgpu-device-manager config) and --vgpu-config NAME (the config in it)"))
 	}

@@ -949,3 +949,13 @@ func TestRollbackOfUnbindAtBootAfterItsReboot(t *testing.T) {
 	require.FileExists(t, filepath.Join(root, vfio.ModprobeConf))
 	require.Contains(t, out+errs, "binds them to vfio-pci at the next boot; they are not on it now")
 }
+
+// vm-vgpu on a GeForce board: plan refuses (no vGPU manager install for a
+// board that cannot host vGPU), naming the board and what to do instead.
+func TestPlanVGPURefusesGeForce(t *testing.T) {
+	root := fixtureRoot(t, "consumer-shared-group")
+	cfg := writeFile(t, "vgpu.yaml", "version: v1\nvgpu-configs:\n  default:\n  - devices: all\n    vgpu-devices:\n      A10-4Q: 6\n")
+	out, errs, code := gpuprep(t, "plan", "--root", root, "--mode", "vm-vgpu", "--vgpu-config-file", cfg, "--vgpu-config", "default")
+	require.Equal(t, exitNotReady, code, out+errs)
+	require.Contains(t, errs, "0000:02:00.0 (GeForce RTX 4090): consumer GeForce/TITAN boards cannot host NVIDIA vGPU")
+}
