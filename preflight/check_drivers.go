@@ -62,7 +62,9 @@ func nouveauBoundFindings(e *Env, bound []string, bl string) []Finding {
 	}
 	vg := Finding{Status: Fail, Subject: subject, Modes: []Mode{VMVGPU},
 		Message: msg + ": the vGPU manager's nvidia driver cannot take them"}
-	if e.Manager().Installed {
+	if allConsumer(e) {
+		vg.Remedy = "none for vm-vgpu: GeForce/TITAN boards cannot host NVIDIA vGPU (see vgpu.support); for containers or vm-passthrough see those modes' remedies"
+	} else if e.Manager().Installed {
 		vg.Remedy = manual + "; the vGPU manager's nvidia driver then takes the GPUs"
 	} else {
 		fix := "gpuprep vgpu install --driver NVIDIA-Linux-x86_64-VER-vgpu-kvm.run"

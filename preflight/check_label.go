@@ -155,6 +155,9 @@ func labelDisagrees(e *Env, mode Mode) (string, string) {
 			return "GPUs " + strings.Join(notVFIO, ", ") + " are not on a VFIO driver", "gpuprep vfio bind"
 		}
 	case VMVGPU:
+		if !mgr && allConsumer(e) {
+			return "its GPUs are GeForce/TITAN boards, which cannot host NVIDIA vGPU (see vgpu.support)", "label the node for another mode (container or vm-passthrough)"
+		}
 		if !mgr {
 			return "no vGPU manager is installed", "gpuprep vgpu install --driver FILE"
 		}

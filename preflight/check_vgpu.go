@@ -348,6 +348,17 @@ func vgpuOnNvidia(e *Env, g *pci.Device) string {
 // consumerBoard reports whether the NVIDIA GPU g is a consumer GeForce or
 // TITAN board (vgpu.ConsumerBoard), named from pci.ids: the host's, else
 // the embedded copy when the host's does not know the device.
+// allConsumer reports whether every selected GPU is a consumer GeForce or
+// TITAN board (none can host vGPU: no vGPU manager install helps).
+func allConsumer(e *Env) bool {
+	for _, g := range e.GPUs {
+		if _, ok := consumerBoard(g); !ok {
+			return false
+		}
+	}
+	return len(e.GPUs) > 0
+}
+
 func consumerBoard(g *pci.Device) (string, bool) {
 	if g.VendorID != pci.VendorNVIDIA {
 		return "", false

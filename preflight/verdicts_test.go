@@ -472,3 +472,25 @@ func TestVGPUBindingMessageFollowsTheManager(t *testing.T) {
 		require.Equal(t, want, f.Message, sc)
 	}
 }
+
+// On a GeForce board no vm-vgpu remedy sends the user to install the vGPU
+// manager: not driver.nouveau's, not node.label's for a vm-vgpu label.
+func TestGeForceVGPURemediesDoNotInstall(t *testing.T) {
+	dir := build(t, fixture.ConsumerShared, func(b *fixture.Builder) {
+		a := "0000:02:00.0"
+		b.Remove("/sys/bus/pci/drivers/nvidia/" + a).Remove(b.DevPath(a) + "/driver")
+		b.Link(b.DevPath(a)+"/driver", "/sys/bus/pci/drivers/nouveau")
+		b.Module("nouveau", nil).Remove("/etc/modprobe.d/blacklist-nouveau.conf")
+		b.File("/etc/default/kubelet", "KUBELET_EXTRA_ARGS=\"--node-labels=nvidia.com/gpu.workload.config=vm-vgpu\"\n")
+	})
+	_, res := runRoot(t, dir)
+	for _, f := range res.Findings {
+		if f.AppliesTo(preflight.VMVGPU) && (f.Check == "driver.nouveau" || f.Check == "node.label") {
+			require.NotContains(t, f.Remedy, "vgpu install", "%s: %s", f.Check, f.Remedy)
+			require.NotContains(t, f.FixCommand, "vgpu install", f.Check)
+		}
+	}
+	f := one(t, res, "node.label", "nvidia.com/gpu.workload.config=vm-vgpu", preflight.VMVGPU)
+	require.Equal(t, preflight.Fail, f.Status)
+	require.Contains(t, f.Message+f.Remedy, "cannot host NVIDIA vGPU")
+}
