@@ -168,11 +168,9 @@ func Apply(ctx context.Context, e Env, p *Plan, o ApplyOptions) (*Outcome, error
 	// never blames a later state on that reboot (a mode switch, a change
 	// made since).
 	for _, why := range rebootReasons {
-		if ask, ok := lastRebootAsk(entries, why); ok {
-			if rebooted, _ := rebootedSince(e.Root, ask); rebooted {
-				if err := e.record(journal.Entry{Command: "apply", Kind: KindStep, Before: StepReboot, After: "done", Path: why, Device: readBootID(e.Root)}); err != nil {
-					return out, err
-				}
+		if _, rebooted, _ := askState(e.Root, entries, why); rebooted {
+			if err := e.record(journal.Entry{Command: "apply", Kind: KindStep, Before: StepReboot, After: "done", Path: why, Device: readBootID(e.Root)}); err != nil {
+				return out, err
 			}
 		}
 	}
@@ -191,7 +189,7 @@ func Apply(ctx context.Context, e Env, p *Plan, o ApplyOptions) (*Outcome, error
 			out.Steps = append(out.Steps, StepResult{ID: s.ID, Status: "interrupted"})
 			return out, fmt.Errorf("before step %s: %w", s.ID, ErrInterrupted)
 		}
-		if s.Reboot && (len(s.offNouveau) > 0 && len(onNouveau(e.Root, s.offNouveau)) == 0 || len(s.offVFIO) > 0 && len(onVFIO(e.Root, s.offVFIO)) == 0) &&
+		if s.Reboot && (len(s.offNouveau) > 0 && len(devicesOn(e.Root, s.offNouveau, isNouveau)) == 0 || len(s.offVFIO) > 0 && len(devicesOn(e.Root, s.offVFIO, pci.DriverIsVFIO)) == 0) &&
 			!askedThisBoot(e.Root, entries, s.rebootFor) {
 			// nouveau was unloaded (or no device is on VFIO any more):
 			// nothing left for a reboot to do. Not once apply asked for the
@@ -248,12 +246,8 @@ func Apply(ctx context.Context, e Env, p *Plan, o ApplyOptions) (*Outcome, error
 // askedThisBoot tells whether apply asked for a reboot for reason during
 // the boot the node runs now.
 func askedThisBoot(root *host.Root, entries []journal.Entry, reason string) bool {
-	ask, ok := lastRebootAsk(entries, reason)
-	if !ok {
-		return false
-	}
-	rebooted, _ := rebootedSince(root, ask)
-	return !rebooted
+	asked, rebooted, _ := askState(root, entries, reason)
+	return asked && !rebooted
 }
 
 func (p *Plan) run(ctx context.Context, e Env, s *Step) error {
@@ -431,17 +425,6 @@ func logVFIO(e Env, r *vfio.Result) {
 	for _, n := range r.Notes {
 		e.logf("note: %s", n)
 	}
-}
-
-// onVFIO lists the devices of addrs on a VFIO driver now.
-func onVFIO(root *host.Root, addrs []string) []string {
-	var out []string
-	for _, a := range addrs {
-		if pci.DriverIsVFIO(root.LinkBase("/sys/bus/pci/devices/" + a + "/driver")) {
-			out = append(out, a)
-		}
-	}
-	return out
 }
 
 func (p *Plan) unbind(ctx context.Context, e Env) error {

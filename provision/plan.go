@@ -349,12 +349,7 @@ func (p *Plan) planNouveau(selected []*pci.Device, entries []journal.Entry) {
 			// blacklist it takes them then: keep it off (no unload, no
 			// reboot of its own)
 			s := &Step{ID: StepNouveau, Title: "keep nouveau off the GPUs at the next boot (the vfio-unbind step removes " + vfio.ModprobeConf + ", whose blacklist did): blacklist it, regenerate the initramfs"}
-			old, err := p.root.ReadFile(vgpu.NouveauBlacklist)
-			s.Files = append(s.Files, fileDiff(vgpu.NouveauBlacklist, old, vgpu.NouveauBlacklistContent, err == nil))
-			if w.Initramfs != nil {
-				s.argv = append(s.argv, w.Initramfs)
-				s.Commands = append(s.Commands, host.ShellQuote(w.Initramfs))
-			}
+			p.blacklistNouveau(s, w)
 			// before the reboot that takes the GPUs off VFIO
 			i := slices.IndexFunc(p.Steps, func(x *Step) bool { return x.Reboot && x.rebootFor == RebootForVFIO })
 			if i < 0 {
@@ -383,15 +378,8 @@ func (p *Plan) planNouveau(selected []*pci.Device, entries []journal.Entry) {
 	if len(others) > 0 {
 		s.Title += " (which takes it off " + strings.Join(others, ", ") + " too, not selected: nouveau goes from every device, now and at the next boot)"
 	}
-	if w.Write {
-		old, err := p.root.ReadFile(vgpu.NouveauBlacklist)
-		s.Files = append(s.Files, fileDiff(vgpu.NouveauBlacklist, old, vgpu.NouveauBlacklistContent, err == nil))
-	}
-	switch {
-	case w.Regenerate && w.Initramfs != nil:
-		s.argv = append(s.argv, w.Initramfs)
-		s.Commands = append(s.Commands, host.ShellQuote(w.Initramfs))
-	case w.Initramfs == nil:
+	p.blacklistNouveau(s, w)
+	if w.Initramfs == nil {
 		s.Notes = append(s.Notes, "no initramfs tool (update-initramfs, dracut, mkinitcpio) found: if the initramfs loads nouveau, regenerate it by hand")
 	}
 	s.Commands = append(s.Commands, host.ShellQuote(unloadNouveau))
@@ -399,6 +387,19 @@ func (p *Plan) planNouveau(selected []*pci.Device, entries []journal.Entry) {
 	p.Steps = append(p.Steps, s)
 	p.Steps = append(p.Steps, &Step{ID: StepReboot, Reboot: true, rebootFor: RebootForNouveau, offNouveau: on,
 		Title: "REBOOT REQUIRED HERE unless nouveau could be unloaded: nouveau drives " + strings.Join(on, ", ") + " until it is gone; gpuprep apply stops here (exit 4, or reboots with --reboot) and continues when run again after the boot"})
+}
+
+// blacklistNouveau adds to s the work w says is left: the blacklist file
+// and the initramfs regenerated after it.
+func (p *Plan) blacklistNouveau(s *Step, w vgpu.NouveauWork) {
+	if w.Write {
+		old, err := p.root.ReadFile(vgpu.NouveauBlacklist)
+		s.Files = append(s.Files, fileDiff(vgpu.NouveauBlacklist, old, vgpu.NouveauBlacklistContent, err == nil))
+	}
+	if w.Regenerate && w.Initramfs != nil {
+		s.argv = append(s.argv, w.Initramfs)
+		s.Commands = append(s.Commands, host.ShellQuote(w.Initramfs))
+	}
 }
 
 // initramfsHow is how to regenerate the initramfs on root, as a shell shows it.
@@ -412,42 +413,28 @@ func initramfsHow(root *host.Root) string {
 // unloadNouveau is how the nouveau step unloads it.
 var unloadNouveau = []string{"modprobe", "-r", "nouveau"}
 
-// onNouveau lists the devices of addrs that nouveau drives now.
-func onNouveau(root *host.Root, addrs []string) []string {
+// devicesOn lists the devices of addrs whose driver now is one on says yes to.
+func devicesOn(root *host.Root, addrs []string, on func(driver string) bool) []string {
 	var out []string
 	for _, a := range addrs {
-		if root.LinkBase("/sys/bus/pci/devices/"+a+"/driver") == "nouveau" {
+		if on(root.LinkBase("/sys/bus/pci/devices/" + a + "/driver")) {
 			out = append(out, a)
 		}
 	}
 	return out
 }
 
+func isNouveau(driver string) bool { return driver == "nouveau" }
+
 // diagnoseNouveau returns, when apply asked for a reboot after its nouveau
 // step, the node has booted since, and nouveau still drives the GPUs on,
 // why apply cannot go on: the evidence and the likely causes with how to
 // check each. It returns nil otherwise.
 func (p *Plan) diagnoseNouveau(on []string, entries []journal.Entry) *RebootError {
-	ask, ok := lastRebootAsk(entries, RebootForNouveau)
-	if !ok {
-		return nil
-	}
-	undone := undoneSet(entries)
-	stepDone := false
-	for i, e := range entries {
-		if e.Time.After(ask.Time) {
-			break
-		}
-		if e.Kind == KindStep && e.Command == "apply" && e.Before == StepNouveau && e.After == "done" && !undone[i] {
-			stepDone = true
-		}
-	}
-	if !stepDone {
-		return nil // that reboot was not asked for nouveau
-	}
+	// (only the reboot step after a nouveau step asks for this reason)
 	root := p.root
-	rebooted, evidence := rebootedSince(root, ask)
-	if !rebooted {
+	asked, rebooted, evidence := askState(root, entries, RebootForNouveau)
+	if !asked || !rebooted {
 		return nil
 	}
 	kver, _ := root.ReadString("/proc/sys/kernel/osrelease")
@@ -914,13 +901,9 @@ func (p *Plan) planUnbindAtBoot(ts []unbindTarget, onVFIO []string, entries []jo
 // off VFIO, the node has booted since, and onVFIO are still on it, why:
 // what else binds them at boot. nil otherwise.
 func (p *Plan) diagnoseVFIOReboot(onVFIO []string, entries []journal.Entry) *RebootError {
-	ask, ok := lastRebootAsk(entries, RebootForVFIO)
-	if !ok {
-		return nil
-	}
 	root := p.root
-	rebooted, evidence := rebootedSince(root, ask)
-	if !rebooted {
+	asked, rebooted, evidence := askState(root, entries, RebootForVFIO)
+	if !asked || !rebooted {
 		return nil
 	}
 	raw, _ := root.ReadString("/proc/cmdline")
@@ -1238,6 +1221,18 @@ func lastRebootAsk(entries []journal.Entry, reason string) (journal.Entry, bool)
 		}
 	}
 	return last, found
+}
+
+// askState is the newest unanswered ask for reason (lastRebootAsk) and,
+// when there is one, whether the node has booted since, with the evidence
+// (rebootedSince).
+func askState(root *host.Root, entries []journal.Entry, reason string) (asked, rebooted bool, evidence string) {
+	ask, ok := lastRebootAsk(entries, reason)
+	if !ok {
+		return false, false, ""
+	}
+	rebooted, evidence = rebootedSince(root, ask)
+	return true, rebooted, evidence
 }
 
 // rebootReasons are the reasons apply asks for a reboot.

@@ -169,6 +169,7 @@ func Rollback(ctx context.Context, e Env, o RollbackOptions) (*RollbackResult, e
 	}
 	bootFiles, vfioFiles, units := false, false, false
 	saved := map[string]string{} // file → where rollback saved what it held
+	var hgx *bool                // an NVSwitch board (nvswitchBoard), read at the first driver to restore
 	for _, r := range order {
 		first := entries[r.oldest]
 		var err error
@@ -204,7 +205,11 @@ func Rollback(ctx context.Context, e Env, o RollbackOptions) (*RollbackResult, e
 			for _, i := range r.all {
 				known = append(known, entries[i].Before, entries[i].After)
 			}
-			err = restoreDriver(e, r.key, first.Before, known, o.Force, res)
+			if hgx == nil {
+				b := nvswitchBoard(e.Root)
+				hgx = &b
+			}
+			err = restoreDriver(e, r.key, first.Before, known, *hgx, o.Force, res)
 		case "label":
 			err = restoreLabels(ctx, first, o.Kubeconfig, res)
 		}
@@ -513,8 +518,9 @@ func (u fileUndo) report(e Env, res *RollbackResult, saved map[string]string, ho
 // drivers gpuprep's journal moved it from and to: a device on none of them
 // (nor unbound, which every move passes through) was moved by something
 // else since (the GPU Operator's driver container binding a GPU gpuprep
-// left unbound), and is left where it is unless force.
-func restoreDriver(e Env, addr, want string, known []string, force bool, res *RollbackResult) error {
+// left unbound), and is left where it is unless force. On an NVSwitch
+// board (hgx) a device on VFIO is left for the next boot unless force.
+func restoreDriver(e Env, addr, want string, known []string, hgx, force bool, res *RollbackResult) error {
 	dev := "/sys/bus/pci/devices/" + addr
 	if !e.Root.Exists(dev) {
 		return fmt.Errorf("%s: no such device", addr)
@@ -524,7 +530,7 @@ func restoreDriver(e Env, addr, want string, known []string, force bool, res *Ro
 		res.Notes = append(res.Notes, fmt.Sprintf("%s: on %s now, a driver gpuprep never moved it to: something moved it since; left on %s (--force puts it back on %s)", addr, cur, cur, orNone(want)))
 		return nil
 	}
-	if pci.DriverIsVFIO(cur) && !pci.DriverIsVFIO(want) && !force && nvswitchBoard(e.Root) {
+	if pci.DriverIsVFIO(cur) && !pci.DriverIsVFIO(want) && !force && hgx {
 		// not live on a board with NVSwitches (as apply and vfio unbind):
 		// the files restored above leave it to its driver at the next boot
 		res.Notes = append(res.Notes, fmt.Sprintf("%s: left on %s until the next boot, which gives it back to %s: on a board with NVSwitches, moving a GPU off vfio-pci while the system runs starts NVLink training that can hang it (--force moves it now)", addr, cur, orNone(want)))
@@ -591,17 +597,11 @@ func restoreDriver(e Env, addr, want string, known []string, force bool, res *Ro
 	return nil
 }
 
-// nvswitchBoard reports whether the host has NVIDIA NVSwitches (class
-// 0680, vendor 10de): an HGX board, where GPUs do not leave vfio-pci live.
+// nvswitchBoard reports whether the host has NVIDIA NVSwitches: an HGX
+// board, where GPUs do not leave vfio-pci live.
 func nvswitchBoard(root *host.Root) bool {
-	for _, a := range root.Names("/sys/bus/pci/devices") {
-		v, _ := root.ReadString("/sys/bus/pci/devices/" + a + "/vendor")
-		c, _ := root.ReadString("/sys/bus/pci/devices/" + a + "/class")
-		if strings.TrimSpace(v) == "0x10de" && strings.HasPrefix(strings.TrimSpace(c), "0x0680") {
-			return true
-		}
-	}
-	return false
+	inv, err := pci.Discover(root)
+	return err == nil && len(pci.NVSwitches(inv)) > 0
 }
 
 // writeAttr is one sysfs write with a time limit (a bind can hang in a probe).
