@@ -6,8 +6,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"runtime"
 	"sort"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"text/tabwriter"
 	"time"
 
@@ -284,11 +287,9 @@ func FleetJSON(w io.Writer, f *FleetReport) error {
 		return err
 	}
 	// every host first: on an error nothing is written, as with the encoder
-	hosts := make([][]byte, len(f.Hosts))
-	for k := range f.Hosts {
-		if hosts[k], err = json.MarshalIndent(&f.Hosts[k], "    ", "  "); err != nil {
-			return err
-		}
+	hosts, err := marshalHosts(f.Hosts)
+	if err != nil {
+		return err
 	}
 	// The hosts' place: a key at the top level is the only one indented by
 	// two spaces right after a newline (inside strings newlines are escaped).
@@ -313,6 +314,38 @@ func FleetJSON(w io.Writer, f *FleetReport) error {
 	bw.Write(b[i:])
 	bw.WriteByte('\n')
 	return bw.Flush()
+}
+
+// marshalHosts encodes each host's entry (indented as FleetJSON places
+// it), on every CPU: the fleet client does it after the last host answered,
+// when nothing else runs (200 HGX hosts: 25 ms on one core). The error is
+// the first host's in order, as a serial encoding would return.
+func marshalHosts(hosts []FleetHost) ([][]byte, error) {
+	out := make([][]byte, len(hosts))
+	errs := make([]error, len(hosts))
+	workers := min(runtime.GOMAXPROCS(0), len(hosts)/8+1)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				k := int(next.Add(1)) - 1
+				if k >= len(hosts) {
+					return
+				}
+				out[k], errs[k] = json.MarshalIndent(&hosts[k], "    ", "  ")
+			}
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 // Clean makes an inventory or remote value safe to print on a terminal:

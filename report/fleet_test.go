@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"encoding/xml"
+	"fmt"
+	"io"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -112,6 +115,12 @@ func TestFleetJSONIsTheEncoders(t *testing.T) {
 	var noHosts FleetReport // Hosts nil, not finished: "hosts": null
 	require.Nil(t, noHosts.Hosts)
 	cases["nil"] = &noHosts
+	many := &FleetReport{Command: []string{"vfio", "status"}} // encoded on every CPU, written in order
+	for i := range 101 {
+		many.Hosts = append(many.Hosts, FleetHost{Name: fmt.Sprintf("h%03d", i), ExitCode: &one,
+			Output: []byte(fmt.Sprintf(`{"n": %d, "s": [%q]}`, i, strings.Repeat("x", i)))})
+	}
+	cases["many"] = many
 	for name, f := range cases {
 		if name != "nil" {
 			f.Finish()
@@ -123,6 +132,33 @@ func TestFleetJSONIsTheEncoders(t *testing.T) {
 		require.NoError(t, FleetJSON(&got, f), name)
 		require.Equal(t, want.String(), got.String(), name)
 	}
+}
+
+// A host entry that cannot be encoded: the error of the first such host,
+// as the encoder's, and nothing written.
+func TestFleetJSONError(t *testing.T) {
+	one := 0
+	f := &FleetReport{Command: []string{"x"}}
+	for i := range 64 {
+		out := []byte(`{"ok": true}`)
+		switch i {
+		case 21:
+			out = []byte(`{"a": ]}`)
+		case 50:
+			out = []byte(`{"b" 1}`)
+		}
+		f.Hosts = append(f.Hosts, FleetHost{Name: fmt.Sprint(i), ExitCode: &one, Output: out})
+	}
+	f.Finish()
+	enc := json.NewEncoder(io.Discard)
+	enc.SetIndent("", "  ")
+	want := enc.Encode(f)
+	require.Error(t, want)
+	var got bytes.Buffer
+	err := FleetJSON(&got, f)
+	require.Error(t, err)
+	assert.Equal(t, want.Error(), err.Error())
+	assert.Zero(t, got.Len())
 }
 
 // CompactJSON is JSON's document on one line.

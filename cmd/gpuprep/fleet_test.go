@@ -25,8 +25,16 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	// the fleet client's local hash cache (see fleet.hashOpenFile) in a
+	// directory of the tests' own, not the user's
+	cache, err := os.MkdirTemp("", "gpuprep-test-cache-")
+	if err != nil {
+		panic(err)
+	}
+	os.Setenv("XDG_CACHE_HOME", cache)
 	code := m.Run()
 	sshdtest.Cleanup()
+	os.RemoveAll(cache)
 	os.Exit(code)
 }
 

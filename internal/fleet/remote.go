@@ -50,15 +50,16 @@ type Binary struct {
 	Dynamic bool
 }
 
-// LoadBinary hashes an ELF executable and notes its architecture.
+// LoadBinary hashes an ELF executable (see hashOpenFile) and notes its
+// architecture.
 func LoadBinary(p string) (*Binary, error) {
 	f, err := os.Open(p)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
+	sum, err := hashOpenFile(f)
+	if err != nil {
 		return nil, err
 	}
 	ef, err := elf.NewFile(f)
@@ -72,7 +73,7 @@ func LoadBinary(p string) (*Binary, error) {
 	if arch == "" {
 		arch = ef.Machine.String()
 	}
-	b := &Binary{Path: p, SHA256: hex.EncodeToString(h.Sum(nil)), Arch: arch}
+	b := &Binary{Path: p, SHA256: sum, Arch: arch}
 	for _, prog := range ef.Progs {
 		if prog.Type == elf.PT_INTERP {
 			b.Dynamic = true // needs the host's C library (built with cgo)
@@ -135,7 +136,7 @@ type File struct {
 	SHA256 string // hex
 }
 
-// LoadFile hashes a local file for Exec.Files.
+// LoadFile hashes a local file for Exec.Files (see hashOpenFile).
 func LoadFile(p string) (*File, error) {
 	f, err := os.Open(p)
 	if err != nil {
@@ -149,11 +150,11 @@ func LoadFile(p string) (*File, error) {
 	if !fi.Mode().IsRegular() {
 		return nil, fmt.Errorf("%s: not a regular file", p)
 	}
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
+	sum, err := hashOpenFile(f)
+	if err != nil {
 		return nil, fmt.Errorf("%s: %w", p, err)
 	}
-	return &File{Path: p, SHA256: hex.EncodeToString(h.Sum(nil))}, nil
+	return &File{Path: p, SHA256: sum}, nil
 }
 
 // Ref names the file in a command's arguments, alone or after "=".
