@@ -1,6 +1,7 @@
 package main
 
 import (
+	"io"
 	"os"
 	"os/exec"
 	"regexp"
@@ -33,4 +34,36 @@ func TestOwnPackageInitsStaySmall(t *testing.T) {
 		assert.LessOrEqual(t, allocs, 64, "%s: %d allocations at start-up (compile regexps on first use: see lazyRegexp)", m[1], allocs)
 		assert.LessOrEqual(t, bytes, 16<<10, "%s: %d bytes allocated at start-up", m[1], bytes)
 	}
+}
+
+// `gpuprep check …` builds the check command alone (see executeWith); it
+// behaves as check in the whole tree does, which `gpuprep --root DIR check
+// …` (the root's flag first) still builds: the same output, errors, help
+// and exit codes.
+func TestCheckAloneIsCheckInTheTree(t *testing.T) {
+	root := fixtureRoot(t, "hgx-h200")
+	for _, args := range [][]string{
+		{"-o", "json"},
+		{"--mode", "vm-passthrough"},
+		{"-o", "junit", "--select", "0000:1b:00.0"},
+		{"--help"},
+		{"--no-such-flag"},
+		{"extra-argument"},
+		{"--mode", "nope"},
+		{"-o", "yaml"},
+	} {
+		alone := append([]string{"check", "--root", root}, args...)
+		inTree := append([]string{"--root", root, "check"}, args...)
+		c1, out1, err1 := runCLI(alone...)
+		c2, out2, err2 := runCLI(inTree...)
+		assert.Equal(t, c2, c1, "%q: exit code", args)
+		assert.Equal(t, out2, out1, "%q: stdout", args)
+		assert.Equal(t, err2, err1, "%q: stderr", args)
+	}
+	g := &globals{checkOnly: true}
+	var names []string
+	for _, c := range newRootCmdWith(io.Discard, io.Discard, g).Commands() {
+		names = append(names, c.Name())
+	}
+	assert.Equal(t, []string{"check"}, names)
 }
