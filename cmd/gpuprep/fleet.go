@@ -337,18 +337,21 @@ func (c *fleetCmd) connect(cmd *cobra.Command) (_ *fleetSession, err error) {
 // remoteArgs are the arguments of gpuprep on a host: its --root first (a
 // global flag), then the subcommand.
 func (c *fleetCmd) remoteArgs(h *fleet.Host, command []string) ([]string, error) {
-	var args []string
+	var rootArg []string
 	root := h.Var("gpuprep_root")
 	if root == "" {
 		root = c.remoteRoot
 	}
 	if root != "" {
-		args = append(args, "--root="+root)
+		rootArg = []string{"--root=" + root}
 	}
 	if command != nil {
-		return append(args, command...), nil
+		return append(rootArg, command...), nil
 	}
-	args = append(args, "check", "-o", "json", "--compact")
+	// check first: gpuprep then builds the check command alone (see
+	// executeWith); --root is the root's persistent flag
+	args := append([]string{"check"}, rootArg...)
+	args = append(args, "-o", "json", "--compact")
 	if m := c.hostMode(h); m != "" {
 		args = append(args, "--mode", m)
 	}

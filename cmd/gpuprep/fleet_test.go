@@ -93,7 +93,7 @@ func TestFleetDryRun(t *testing.T) {
 		"--dry-run", "--limit", "rack_b,gpu-a10", "--mode", "vm-vgpu")
 	require.Equal(t, 0, code)
 	assert.Regexp(t, `fleet@10.0.2.1:2222 +jump@bastion.example`, out)
-	assert.Contains(t, out, "'--root=/srv/roots/a b' 'check' '-o' 'json' '--compact' '--mode' 'vm-vgpu'")
+	assert.Contains(t, out, "'check' '--root=/srv/roots/a b' '-o' 'json' '--compact' '--mode' 'vm-vgpu'")
 	assert.Contains(t, out, "2 hosts would be contacted")
 	code, out, _ = runCLI("fleet", "run", "-i", "../../internal/fleet/testdata/gpuprep.yaml", "--ssh-config", "none",
 		"--dry-run", "-o", "json", "--", "grub", "show")
