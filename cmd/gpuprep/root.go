@@ -147,6 +147,8 @@ drivers, VFIO and vGPU.`,
 		return &exitError{code: exitUsage, err: fmt.Errorf("%w\nRun '%s --help' for usage.", err, c.CommandPath())}
 	})
 	cmd.AddCommand(newCheckCmd(g))
+	// nor cobra's completion command
+	cmd.CompletionOptions.DisableDefaultCmd = g.checkOnly
 	if !g.checkOnly {
 		cmd.AddCommand(newChecksCmd())
 		for _, sub := range subcommands {
