@@ -205,12 +205,8 @@ func checkVFIOBinding(e *Env) []Finding {
 			continue
 		}
 		out = append(out, bindFinding(e, g, pass))
-		if g.Driver != "nouveau" && g.VendorID == pci.VendorNVIDIA {
-			f := Finding{Status: Pass, Subject: g.Address, Modes: cont, Message: "on driver " + g.Driver}
-			if g.Driver == "" {
-				f = unboundOnHost(e, g.Address, "nvidia", cont)
-			}
-			out = append(out, f)
+		if g.Driver != "nouveau" && g.VendorID == pci.VendorNVIDIA { // nouveau: see driver.nouveau
+			out = append(out, containerBinding(e, g, cont))
 		}
 	}
 	if len(e.GPUs) == 0 {
@@ -263,6 +259,34 @@ func unbindRemedy(e *Env, args string) string {
 		return unbindFix(e, args) + ", then reboot (on a board with NVSwitches GPUs leave vfio-pci at boot, not while the system runs)"
 	}
 	return unbindFix(e, args)
+}
+
+// containerBinding judges, for containers, an NVIDIA GPU that is not on a
+// VFIO driver nor nouveau. Containers need it on the NVIDIA datacenter
+// driver (the host's, or the GPU Operator's driver container's). Not on the
+// vGPU manager's nvidia driver (vgpu-kvm): it hosts vGPUs for VMs, runs no
+// CUDA on the host, and the driver container cannot load its own driver
+// while it is loaded (a node runs one GPU workload type). Not on any other
+// driver (pci-stub...): a loaded NVIDIA driver never takes a device bound
+// elsewhere.
+func containerBinding(e *Env, g *pci.Device, modes []Mode) Finding {
+	f := Finding{Status: Pass, Subject: g.Address, Modes: modes, Message: "on driver " + g.Driver}
+	switch {
+	case g.Driver == "":
+		return unboundOnHost(e, g.Address, "nvidia", modes)
+	case g.Driver == "nvidia":
+		if m := e.Manager(); m.Installed {
+			f.Status = Fail
+			f.Message = "on the NVIDIA vGPU manager's nvidia driver (" + strings.Join(m.Evidence, ", ") + "): it hosts vGPUs for VMs and runs no CUDA workloads on the host, and the GPU Operator's driver container cannot load its driver while it is loaded"
+			f.Remedy = "a node runs one GPU workload type: use this node for vm-vgpu (gpuprep check --mode vm-vgpu), or uninstall the vGPU manager (its installer's --uninstall) and reboot before using it for containers"
+		}
+	default:
+		f.Status = Fail
+		f.Message = "on driver " + g.Driver + ": the NVIDIA driver never takes a device bound to another driver, so containers cannot use it"
+		f.Remedy = fmt.Sprintf("unbind it (echo %s > /sys/bus/pci/devices/%s/driver/unbind) and remove whatever binds it to %s at boot (a %s.ids= kernel argument, modprobe.d options, a driverctl override); the GPU Operator's driver container then takes it when it loads the NVIDIA driver (if nvidia is loaded already: echo %s > /sys/bus/pci/drivers_probe)",
+			g.Address, g.Address, g.Driver, g.Driver, g.Address)
+	}
+	return f
 }
 
 // unboundOnHost judges, for modes that need the device on the host's

@@ -494,3 +494,43 @@ func TestGeForceVGPURemediesDoNotInstall(t *testing.T) {
 	require.Equal(t, preflight.Fail, f.Status)
 	require.Contains(t, f.Message+f.Remedy, "cannot host NVIDIA vGPU")
 }
+
+// Containers need an NVIDIA GPU on the NVIDIA datacenter driver: not on the
+// vGPU manager's nvidia driver (vgpu-kvm: no CUDA on the host, and the
+// driver container cannot load over it), not on another driver such as
+// pci-stub (a loaded NVIDIA driver never takes a device bound elsewhere).
+func TestContainerNeedsTheDatacenterDriver(t *testing.T) {
+	const gpu = "0000:01:00.0"
+	_, res := runRoot(t, build(t, fixture.TuringMultifunction, nil))
+	f := one(t, res, "vfio.binding", gpu, preflight.Container)
+	require.Equal(t, preflight.Pass, f.Status, f.Message)
+	require.Equal(t, "on driver nvidia", f.Message)
+
+	dir := build(t, fixture.TuringMultifunction, func(b *fixture.Builder) {
+		b.Remove("/sys/bus/pci/drivers/nvidia/" + gpu).Remove(b.DevPath(gpu) + "/driver")
+		b.Mkdir("/sys/bus/pci/drivers/pci-stub")
+		b.Link(b.DevPath(gpu)+"/driver", "/sys/bus/pci/drivers/pci-stub")
+	})
+	_, res = runRoot(t, dir)
+	f = one(t, res, "vfio.binding", gpu, preflight.Container)
+	require.Equal(t, preflight.Fail, f.Status, f.Message)
+	require.Contains(t, f.Message, "on driver pci-stub: the NVIDIA driver never takes a device bound to another driver")
+	require.Contains(t, f.Remedy, "echo 0000:01:00.0 > /sys/bus/pci/devices/0000:01:00.0/driver/unbind")
+	require.Contains(t, f.Remedy, "pci-stub.ids=")
+
+	for name, sc := range map[string]func(*fixture.Builder){"mdev": fixture.MdevVGPU, "sriov": fixture.SRIOVVGPU} {
+		_, res = runRoot(t, build(t, sc, nil))
+		var fs []preflight.Finding
+		for _, f := range res.Findings {
+			if f.Check == "vfio.binding" && len(f.Modes) == 1 && f.Modes[0] == preflight.Container {
+				fs = append(fs, f)
+			}
+		}
+		require.NotEmpty(t, fs, name)
+		for _, f := range fs {
+			require.Equal(t, preflight.Fail, f.Status, "%s: %s", name, f.Message)
+			require.Contains(t, f.Message, "on the NVIDIA vGPU manager's nvidia driver (", name)
+			require.Contains(t, f.Remedy, "a node runs one GPU workload type", name)
+		}
+	}
+}
