@@ -122,7 +122,9 @@ func BuiltinHolds(root *host.Root, devs []*pci.Device) []BuiltinHold {
 			continue
 		}
 		drv := bootDriver(root, d, entries)
-		if drv == "" {
+		if drv == "" || drv == "pci-stub" {
+			// pci-stub binds only the IDs it is given (pci-stub.ids=), and
+			// keeps the group viable (driver_managed_dma): not a hold
 			continue
 		}
 		mod := DriverModule(root, drv)

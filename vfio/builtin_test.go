@@ -77,3 +77,16 @@ func TestBuiltinVFIOPCIWantsIDsOnTheCommandLine(t *testing.T) {
 	_, p = plan(t, k, o)
 	require.Empty(t, persistWarnings(p), "%q", p.Warnings)
 }
+
+// A function on a built-in pci-stub is not a hold: pci-stub takes only the
+// IDs it is given, and keeps the group viable.
+func TestBuiltinPCIStubIsNotAHold(t *testing.T) {
+	k := sim(t, "turing-builtin-xhci", func(b *fixture.Builder) {
+		b.ModuleFiles("6.1.0-18-amd64", nil, []string{"kernel/drivers/usb/host/xhci-pci.ko", "kernel/drivers/pci/pci-stub.ko"}, nil)
+		b.File("/sys/bus/pci/drivers/pci-stub/bind", "").File("/sys/bus/pci/drivers/pci-stub/unbind", "")
+	})
+	require.NoError(t, k.WriteAttr("/sys/bus/pci/drivers/xhci_hcd/unbind", "0000:01:00.2"))
+	require.NoError(t, k.WriteAttr("/sys/bus/pci/drivers/pci-stub/bind", "0000:01:00.2"))
+	require.Equal(t, "pci-stub", k.Driver("0000:01:00.2"))
+	require.Empty(t, BuiltinHolds(k.Root, inventory(t, k).Devices))
+}
