@@ -6,8 +6,10 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/gpuprep/gpuprep/internal/kargs"
 	"github.com/gpuprep/gpuprep/internal/pci"
 	"github.com/gpuprep/gpuprep/iommu"
+	"github.com/gpuprep/gpuprep/vfio"
 )
 
 func checkNouveau(e *Env) []Finding {
@@ -16,6 +18,9 @@ func checkNouveau(e *Env) []Finding {
 		if g.Driver == "nouveau" {
 			bound = append(bound, g.Address)
 		}
+	}
+	if nouveauBuiltin(e) {
+		return builtinNouveau(e, bound)
 	}
 	loaded := e.Root.Exists("/sys/module/nouveau")
 	blacklisted, where := nouveauBlacklisted(e)
@@ -32,6 +37,64 @@ func checkNouveau(e *Env) []Finding {
 			Remedy:  "blacklist nouveau and regenerate the initramfs"}}
 	}
 	return []Finding{{Status: Pass, Subject: "/sys/module/nouveau", Message: "nouveau not loaded (" + bl + ")"}}
+}
+
+// nouveauBuiltin reports whether the running kernel has nouveau built in
+// (modules.builtin).
+func nouveauBuiltin(e *Env) bool {
+	return vfio.BuiltinModules(e.Root, e.Host.Kernel)["nouveau"]
+}
+
+// builtinRemedy is what keeps a built-in nouveau off the GPUs: neither a
+// blacklist (modprobe's, and a built-in module is never modprobed) nor
+// modprobe -r (it cannot remove what is part of the kernel image) can;
+// nouveau.modeset=0 on the kernel command line makes nouveau's init return
+// before it registers its PCI driver.
+var builtinRemedy = "add " + vfio.NouveauOff.String() + " to the kernel command line (gpuprep grub ensure " + vfio.NouveauOff.String() + ") and reboot: nouveau's init then returns before it registers its driver"
+
+// builtinNouveau is driver.nouveau on a kernel with nouveau built in: it
+// is "loaded" whenever its driver is registered (/sys/module/nouveau is
+// there regardless, holding its parameters), and a blacklist, the
+// initramfs or modprobe -r do nothing to it.
+func builtinNouveau(e *Env, bound []string) []Finding {
+	const subject = "/sys/bus/pci/drivers/nouveau"
+	registered := e.Root.Exists(subject)
+	off := kargs.Satisfied(e.Cmdline, vfio.NouveauOff)
+	what := "nouveau is built into kernel " + e.Host.Kernel + " (modules.builtin), so a blacklist, the initramfs and modprobe -r cannot remove it"
+	if len(bound) == 0 {
+		switch {
+		case off && !registered:
+			return []Finding{{Status: Pass, Subject: subject, Message: "nouveau is built into the kernel and kept off by " + vfio.NouveauOff.String() + " (/proc/cmdline): no nouveau driver registered"}}
+		case !registered:
+			return []Finding{{Status: Pass, Subject: subject, Message: "nouveau is built into the kernel, but no nouveau driver is registered"}}
+		}
+		return []Finding{{Status: Warn, Subject: subject,
+			Message: what + ", and its driver is registered, though no selected GPU uses it: it takes every NVIDIA display device at boot, and may grab a GPU that another driver releases",
+			Remedy:  builtinRemedy}}
+	}
+	sub := strings.Join(bound, ",")
+	msg := fmt.Sprintf("nouveau drives %d selected GPU(s); %s", len(bound), what)
+	if off {
+		msg += "; " + vfio.NouveauOff.String() + " is on /proc/cmdline yet nouveau registered its driver: this kernel does not honour it"
+	}
+	pt := "gpuprep vfio bind --persist"
+	out := []Finding{
+		{Status: Fail, Subject: sub, Modes: []Mode{Container},
+			Message: msg + ": the GPU Operator's driver container cannot load the NVIDIA driver while nouveau holds them",
+			Remedy:  builtinRemedy + "; the GPU Operator's driver container then takes the GPUs (gpuprep apply --mode container does it: it adds the argument through the bootloader configuration and stops for the reboot)"},
+		{Status: Fail, Subject: sub, Modes: []Mode{VMPassthrough},
+			Message: msg + ": vfio-pci cannot take them while it does, and at every boot nouveau takes them before vfio-pci loads",
+			Remedy:  pt + " (binds them to vfio-pci now), and " + builtinRemedy + ", or nouveau has them again after the next boot",
+			Fixable: true, FixCommand: pt},
+	}
+	vg := Finding{Status: Fail, Subject: sub, Modes: []Mode{VMVGPU},
+		Message: msg + ": the vGPU manager's nvidia driver cannot take them"}
+	if allConsumer(e) {
+		vg.Remedy = "none for vm-vgpu: GeForce/TITAN boards cannot host NVIDIA vGPU (see vgpu.support); for containers or vm-passthrough see those modes' remedies"
+	} else {
+		vg.Remedy = builtinRemedy + "; the vGPU manager's nvidia driver then takes the GPUs (gpuprep vgpu install blacklists nouveau, which does nothing to a built-in one)"
+	}
+	return append(out, vg)
 }
 
 // blacklistRemedy is how to keep nouveau off the GPUs by hand.
@@ -209,11 +272,40 @@ func checkVFIOBinding(e *Env) []Finding {
 			out = append(out, containerBinding(e, g, cont))
 		}
 	}
+	out = append(out, builtinFindings(e)...)
 	if len(e.GPUs) == 0 {
 		out = append(out, Finding{Status: Skip, Subject: "/sys/bus/pci/drivers", Message: "no GPU selected"})
 	} else if f, ok := nvswitchBinding(e); ok {
 		out = append(out, f)
 		out = append(out, nvswitchOnHost(e)...)
+	}
+	return out
+}
+
+// builtinFindings warns, for vm-passthrough, of each function of a selected
+// GPU's card that a driver built into the kernel takes at every boot (the
+// USB controller on a built-in xhci_pci, the GPU on a built-in nouveau):
+// whether it is on vfio-pci now or not, gpuprep's persistent configuration
+// cannot keep it there across a reboot (vfio.BuiltinWhy), and the group
+// then cannot go to a VM. A warn: true now (the node may be ready until the
+// next boot), and what holds instead depends on the kernel (vfio.BuiltinFix).
+func builtinFindings(e *Env) []Finding {
+	var devs []*pci.Device
+	gpuOf := map[string]string{}
+	for _, g := range e.GPUs {
+		for _, d := range e.Inv.Devices {
+			if d.Slot() == g.Slot() && gpuOf[d.Address] == "" {
+				devs = append(devs, d)
+				gpuOf[d.Address] = g.Address
+			}
+		}
+	}
+	var out []Finding
+	for _, h := range vfio.BuiltinHolds(e.Root, devs) {
+		now := "on " + driverOr(h.Dev.Driver)
+		out = append(out, Finding{Status: Warn, Subject: h.Dev.Address, Modes: []Mode{VMPassthrough},
+			Message: fmt.Sprintf("%s function, %s now: %s", classLabel(h.Dev.Class), now, vfio.BuiltinWhy(h)),
+			Remedy:  vfio.BuiltinFix(e.Root, h, gpuOf[h.Dev.Address])})
 	}
 	return out
 }

@@ -261,7 +261,7 @@ var beyondPlanIOMMU = map[string]bool{"iommu.groups": true, "iommu.interrupt-rem
 // one with none of them planned stays after apply.
 var changedBy = map[string][]string{
 	"vfio.binding":   {StepVFIOBind, StepVFIOUnbind, StepNouveau, StepVGPUInstall, StepVGPUDevices},
-	"driver.nouveau": {StepNouveau, StepVFIOBind, StepVFIOUnbind, StepVGPUInstall},
+	"driver.nouveau": {StepNouveau, StepVFIOBind, StepVFIOUnbind, StepVGPUInstall, StepKernelArgs, StepReboot},
 	"vgpu.manager":   {StepVGPUInstall},
 	"vgpu.types":     {StepVGPUInstall, StepVGPUDevices},
 	"node.label":     {StepLabel},
@@ -343,6 +343,12 @@ func (p *Plan) planNouveau(selected []*pci.Device, entries []journal.Entry) {
 		gone = []string{vfio.ModprobeConf}
 	}
 	if len(on) == 0 {
+		if atBoot && builtinNouveau(p.root) {
+			// the GPUs leave VFIO at the next boot, and a built-in nouveau
+			// takes them then unless that boot has nouveau.modeset=0
+			p.planNouveauArg(nil, nil)
+			return
+		}
 		if w := vgpu.PlanNouveauBlacklist(p.root, gone...); atBoot && w.Write {
 			// nouveau drives nothing now, but the GPUs it drove before
 			// gpuprep bound them leave VFIO at the next boot, and without a
@@ -373,6 +379,10 @@ func (p *Plan) planNouveau(selected []*pci.Device, entries []journal.Entry) {
 			Title: "NOT EFFECTIVE AFTER THE REBOOT: the node rebooted since gpuprep apply asked for it and nouveau still drives " + strings.Join(on, ", ") + "; apply fails here (exit 1) and neither asks for nor runs another reboot"})
 		return
 	}
+	if builtinNouveau(p.root) {
+		p.planNouveauArg(on, others)
+		return
+	}
 	w := vgpu.PlanNouveauBlacklist(p.root, gone...)
 	s := &Step{ID: StepNouveau, Title: "take nouveau off " + strings.Join(on, ", ") + " for the GPU Operator's driver container: blacklist it, regenerate the initramfs, unload it"}
 	if len(others) > 0 {
@@ -387,6 +397,97 @@ func (p *Plan) planNouveau(selected []*pci.Device, entries []journal.Entry) {
 	p.Steps = append(p.Steps, s)
 	p.Steps = append(p.Steps, &Step{ID: StepReboot, Reboot: true, rebootFor: RebootForNouveau, offNouveau: on,
 		Title: "REBOOT REQUIRED HERE unless nouveau could be unloaded: nouveau drives " + strings.Join(on, ", ") + " until it is gone; gpuprep apply stops here (exit 4, or reboots with --reboot) and continues when run again after the boot"})
+}
+
+// builtinNouveau reports whether the running kernel has nouveau built in
+// (modules.builtin): a blacklist, the initramfs and modprobe -r do nothing
+// to it; only nouveau.modeset=0 on the kernel command line keeps it off.
+func builtinNouveau(root *host.Root) bool {
+	kver, _ := root.ReadString("/proc/sys/kernel/osrelease")
+	return vfio.BuiltinModules(root, kver)["nouveau"]
+}
+
+// nouveauArgs is, for the VM modes, nouveau.modeset=0 when a built-in
+// nouveau takes a selected GPU at boot (vfio.BuiltinHolds): neither
+// gpuprep's VFIO configuration nor the vGPU manager's blacklist keeps it
+// off then.
+func (p *Plan) nouveauArgs() []kargs.Param {
+	sel, _ := vfio.Selection(p.inv, p.opts.Selector, false)
+	for _, h := range vfio.BuiltinHolds(p.root, sel) {
+		if h.Module == "nouveau" {
+			p.Notes = append(p.Notes, fmt.Sprintf("nouveau is built into the running kernel and takes %s at every boot: %s goes on the kernel command line with the IOMMU arguments (a blacklist cannot keep a built-in driver off)", h.Dev.Address, vfio.NouveauOff))
+			return []kargs.Param{vfio.NouveauOff}
+		}
+	}
+	return nil
+}
+
+// planNouveauArg plans, for containers on a kernel with nouveau built in,
+// nouveau.modeset=0 on the next boot's kernel command line (through the
+// bootloader, as the VM modes' kernel arguments: journalled, undone by
+// rollback) and the reboot that brings it, instead of the blacklist, the
+// initramfs and modprobe -r, which cannot remove a built-in module. on are
+// the GPUs nouveau drives now; with none (the GPUs leave VFIO at the next
+// boot) the step goes before the reboot planned for that, and shares it.
+func (p *Plan) planNouveauArg(on, others []string) {
+	kver, _ := p.root.ReadString("/proc/sys/kernel/osrelease")
+	kver = strings.TrimSpace(kver)
+	why := "nouveau is built into kernel " + kver + " (modules.builtin): a blacklist, the initramfs and modprobe -r cannot remove it"
+	fail := func(err error) {
+		p.Unaddressed = append(p.Unaddressed, fmt.Sprintf("driver.nouveau: %s, and gpuprep cannot add %s to this node's kernel command line: %v; add it where the command line is made, reboot, and run gpuprep apply again", why, vfio.NouveauOff, err))
+	}
+	boot, err := grub.Detect(p.root)
+	if err != nil {
+		fail(err)
+		return
+	}
+	usual := false
+	if boot.Regenerate == nil && (boot.Kind == grub.KindGRUB || boot.Kind == grub.KindGRUB2) && !p.root.IsLive() {
+		boot.Regenerate, usual = grub.UsualRegenerate(p.root), true
+	}
+	gp, err := boot.PlanEdit(grub.Request{Ensure: []kargs.Param{vfio.NouveauOff}}, true)
+	if err != nil {
+		fail(err)
+		return
+	}
+	if usual && len(gp.Commands) > 0 {
+		gp.Notes = append(gp.Notes, fmt.Sprintf("no boot-menu tool under this root (a snapshot or a copy of the node): %s is what this node's distribution regenerates its boot menu with; gpuprep apply, which runs on the node itself, runs the tool it finds there", host.ShellQuote(boot.Regenerate)))
+	}
+	p.boot, p.grubPlan = boot, gp
+	var steps []*Step
+	if gp.Changed() {
+		s := &Step{ID: StepKernelArgs, Title: fmt.Sprintf("add %s to the next boot's kernel command line (%s), so that nouveau's init registers no driver: %s", vfio.NouveauOff, boot.Kind, why)}
+		if len(gp.Added) == 0 && gp.MenuStale != "" {
+			s.Title = fmt.Sprintf("regenerate the boot menu: %s, so the next boot would not get it (%s)", gp.MenuStale, why)
+		}
+		for _, c := range gp.Changes {
+			s.Files = append(s.Files, fileDiff(c.Path, c.Old, c.New, c.Old != nil))
+		}
+		for _, c := range gp.Commands {
+			s.argv = append(s.argv, c)
+			s.Commands = append(s.Commands, host.ShellQuote(c))
+		}
+		s.Notes = append(s.Notes, gp.Notes...)
+		if len(others) > 0 {
+			s.Notes = append(s.Notes, "nouveau then takes no device at all: "+strings.Join(others, ", ")+" (not selected) lose it too")
+		}
+		s.Notes = append(s.Notes, "rollback takes "+vfio.NouveauOff.String()+" out again (nouveau takes the GPUs at the boot after it)")
+		steps = append(steps, s)
+	} else {
+		p.Notes = append(p.Notes, gp.Notes...)
+	}
+	if len(on) == 0 {
+		// before the reboot that takes the GPUs off VFIO, which brings it
+		i := slices.IndexFunc(p.Steps, func(x *Step) bool { return x.Reboot && x.rebootFor == RebootForVFIO })
+		if i < 0 {
+			i = len(p.Steps)
+		}
+		p.Steps = slices.Insert(p.Steps, i, steps...)
+		return
+	}
+	p.Steps = append(p.Steps, steps...)
+	p.Steps = append(p.Steps, &Step{ID: StepReboot, Reboot: true, rebootFor: RebootForNouveau, offNouveau: on,
+		Title: "REBOOT REQUIRED HERE: nouveau, built into the kernel, drives " + strings.Join(on, ", ") + " until a boot with " + vfio.NouveauOff.String() + "; gpuprep apply stops here (exit 4, or reboots with --reboot) and continues when run again after the boot"})
 }
 
 // blacklistNouveau adds to s the work w says is left: the blacklist file
@@ -444,6 +545,8 @@ func (p *Plan) diagnoseNouveau(on []string, entries []journal.Entry) *RebootErro
 	d.Details = append(d.Details, evidence, fmt.Sprintf("running kernel %s, /proc/cmdline: %s", orNone(kver), strings.TrimSpace(raw)))
 	w := vgpu.PlanNouveauBlacklist(root)
 	switch {
+	case builtinNouveau(root):
+		d.Details = append(d.Details, p.builtinNouveauCauses(kver)...)
 	case w.Write:
 		d.Details = append(d.Details, "no file in /etc/modprobe.d, /run/modprobe.d or /usr/lib/modprobe.d blacklists nouveau now, although apply wrote "+vgpu.NouveauBlacklist+": something removed it since (configuration management, a package's scripts, a hand edit); find what, then rollback and apply again")
 	case w.Regenerate:
@@ -456,6 +559,33 @@ func (p *Plan) diagnoseNouveau(on []string, entries []journal.Entry) *RebootErro
 	}
 	d.Details = append(d.Details, "apply does not ask for another reboot for this, nor run one with --reboot: fix the cause, reboot the node yourself and run gpuprep apply again; or run gpuprep rollback to undo what apply changed and start over")
 	return d
+}
+
+// builtinNouveauCauses says why a built-in nouveau still drives the GPUs
+// after the reboot apply asked for: the boot lacked nouveau.modeset=0
+// (the bootloader configuration has it, or lost it), or had it.
+func (p *Plan) builtinNouveauCauses(kver string) []string {
+	root := p.root
+	arg := vfio.NouveauOff.String()
+	out := []string{"nouveau is built into kernel " + kver + " (modules.builtin): a blacklist, the initramfs and modprobe -r do nothing to it, only " + arg + " on the kernel command line keeps it off"}
+	if kargs.Satisfied(runningArgs(root), vfio.NouveauOff) {
+		return append(out, arg+" is on /proc/cmdline, yet nouveau registered its driver (/sys/bus/pci/drivers/nouveau): this kernel does not honour it; check /sys/module/nouveau/parameters/modeset and the kernel's nouveau version, or boot a kernel with nouveau as a module")
+	}
+	boot, err := grub.Detect(root)
+	if err != nil {
+		return append(out, fmt.Sprintf("the boot lacked %s (/proc/cmdline), and gpuprep cannot read this node's bootloader configuration (%v): add it where the command line is made", arg, err))
+	}
+	conf, src, cerr := boot.ConfiguredArgs(kver)
+	switch {
+	case cerr != nil:
+		out = append(out, fmt.Sprintf("the boot lacked %s (/proc/cmdline); bootloader %s: cannot read what it configures for the next boot: %v", arg, boot.Kind, cerr))
+	case kargs.Satisfied(conf, vfio.NouveauOff):
+		out = append(out, fmt.Sprintf("the boot lacked %s (/proc/cmdline), though bootloader %s: %s has it for the next boot, so the boot did not use that configuration", arg, boot.Kind, src))
+		out = append(out, rebootCauses(root, boot, []kargs.Param{vfio.NouveauOff}, kver, src)...)
+	default:
+		out = append(out, fmt.Sprintf("the boot lacked %s (/proc/cmdline), and bootloader %s: %s lacks it now: something rewrote the configuration since gpuprep apply added it (configuration management, a package's scripts, a hand edit); find what, then gpuprep grub ensure %s puts it back", arg, boot.Kind, src, arg))
+	}
+	return out
 }
 
 // wanted is the IOMMU arguments for this node's IOMMU vendor.
@@ -498,7 +628,7 @@ func (p *Plan) planKernelArgs() (bool, error) {
 	if err != nil {
 		return false, &PlanError{Step: StepKernelArgs, Err: err}
 	}
-	want := k.Needed
+	want := append(append([]kargs.Param{}, k.Needed...), p.nouveauArgs()...)
 	for _, w := range k.Wanted {
 		if why, ok := k.NotNeeded[w.String()]; ok {
 			p.Notes = append(p.Notes, fmt.Sprintf("%s is not needed: %s", w, why))
@@ -531,7 +661,9 @@ func (p *Plan) planKernelArgs() (bool, error) {
 		// the node itself would run (apply runs only on the node)
 		boot.Regenerate, usual = grub.UsualRegenerate(p.root), true
 	}
-	gp, err := boot.PlanEdit(k.Request(), true)
+	req := k.Request()
+	req.Ensure = want
+	gp, err := boot.PlanEdit(req, true)
 	if errors.Is(err, grub.ErrNoRegenerate) {
 		err = fmt.Errorf("%w: this node has none, so gpuprep cannot make the change take effect; install its GRUB tools (the package with update-grub or grub-mkconfig), or make the change with gpuprep grub ensure --mode %s --no-regenerate, regenerate the boot menu yourself, and run gpuprep apply again", err, p.opts.Mode)
 	}
@@ -722,7 +854,7 @@ func (p *Plan) planBind(rebootPending bool) error {
 			addrs = append(addrs, d.Address)
 		}
 		p.Steps = append(p.Steps, &Step{ID: StepVFIOBind, Deferred: true,
-			Title: "bind every endpoint of the IOMMU groups of " + strings.Join(addrs, ", ") + " to VFIO, persistently (the writes are planned after the reboot, once the IOMMU groups exist)",
+			Title: "bind every endpoint of the IOMMU groups of " + strings.Join(addrs, ", ") + " to VFIO, persistently (the writes are planned after the reboot, once the IOMMU groups and drivers are as it leaves them)",
 			Notes: []string{"persistent: /etc/modprobe.d/gpuprep-vfio.conf, /etc/modules-load.d/gpuprep-vfio.conf (and a udev rule where needed), initramfs regenerated"}})
 		return nil
 	}

@@ -250,6 +250,7 @@ func NewPlan(root *host.Root, inv *pci.Inventory, sel pci.Selector, opts Options
 		if err != nil {
 			return nil, err
 		}
+		p.Warnings = append(p.Warnings, builtinWarnings(root, p.Targets)...)
 	}
 	return p, nil
 }
