@@ -97,6 +97,20 @@ type StepResult struct {
 type Outcome struct {
 	Steps  []StepResult `json:"steps"`
 	Reboot bool         `json:"rebootRequired"` // stopped at the reboot step
+	// RebootFor, with Reboot: why apply asks for the reboot
+	// (RebootForKernelArgs, RebootForNouveau or RebootForVFIO), as the
+	// journal records the ask.
+	RebootFor string `json:"rebootFor,omitempty"`
+	// BootID is the boot this apply ran in (/proc/sys/kernel/random/boot_id;
+	// "" when unreadable): with Reboot, the boot that asked. An apply run
+	// again that reports another boot ID ran after a reboot.
+	BootID string `json:"bootID,omitempty"`
+	// RebootedFor are the reasons of reboots earlier applies asked for that
+	// the node has booted since, which this apply answered (the journal's
+	// "done" for them): the node rebooted since it asked, whatever boot ID
+	// the caller saw. Asked again for one of these reasons, that reboot did
+	// not make its change effective.
+	RebootedFor []string `json:"rebootedFor,omitempty"`
 	// Resumed names steps a previous apply started and did not finish.
 	Resumed []string `json:"resumed,omitempty"`
 }
@@ -148,7 +162,7 @@ func Unfinished(entries []journal.Entry) []string {
 
 // Apply runs the plan's steps in order and stops at the reboot step.
 func Apply(ctx context.Context, e Env, p *Plan, o ApplyOptions) (*Outcome, error) {
-	out := &Outcome{}
+	out := &Outcome{BootID: readBootID(e.Root)}
 	entries, jerr := journal.Read(e.Root)
 	if jerr != nil {
 		e.logf("note: %v", jerr)
@@ -169,9 +183,10 @@ func Apply(ctx context.Context, e Env, p *Plan, o ApplyOptions) (*Outcome, error
 	// made since).
 	for _, why := range rebootReasons {
 		if _, rebooted, _ := askState(e.Root, entries, why); rebooted {
-			if err := e.record(journal.Entry{Command: "apply", Kind: KindStep, Before: StepReboot, After: "done", Path: why, Device: readBootID(e.Root)}); err != nil {
+			if err := e.record(journal.Entry{Command: "apply", Kind: KindStep, Before: StepReboot, After: "done", Path: why, Device: out.BootID}); err != nil {
 				return out, err
 			}
+			out.RebootedFor = append(out.RebootedFor, why)
 		}
 	}
 	// A kernel-args step interrupted after its file edits but before the boot
@@ -202,9 +217,10 @@ func Apply(ctx context.Context, e Env, p *Plan, o ApplyOptions) (*Outcome, error
 		}
 		if s.Reboot {
 			// the boot ID tells the next run whether the node has booted since
-			if err := e.record(journal.Entry{Command: "apply", Kind: KindStep, Before: s.ID, After: "started", Device: readBootID(e.Root), Path: s.rebootFor}); err != nil {
+			if err := e.record(journal.Entry{Command: "apply", Kind: KindStep, Before: s.ID, After: "started", Device: out.BootID, Path: s.rebootFor}); err != nil {
 				return out, err
 			}
+			out.RebootFor = s.rebootFor
 			if !o.Reboot {
 				again := o.Again
 				if again == "" {

@@ -3,6 +3,7 @@ package report
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -98,7 +99,9 @@ type FleetHost struct {
 
 // HostReboot is a host's reboot in fleet apply --reboot: apply ran
 // systemctl reboot at its reboot step; fleet apply then ran apply again
-// (without --reboot) until it no longer asked for the reboot.
+// (without --reboot) until it no longer asked for the reboot. A host that
+// came back and whose apply asked for another reboot, for another reason,
+// is rebooted again by apply --reboot, up to a bound (Reboots, Reasons).
 type HostReboot struct {
 	// Completed: the host came back and apply went on past the reboot.
 	Completed bool  `json:"completed"`
@@ -107,6 +110,26 @@ type HostReboot struct {
 	// failures included).
 	Attempts int    `json:"attempts"`
 	Error    string `json:"error,omitempty"`
+	// Reboots counts the reboots apply ran on the host (0 in reports
+	// written before it was counted: one); Reasons says why each, in
+	// order, as apply said ("kernel-args", "nouveau", "vfio-unbind"; ""
+	// where apply did not say).
+	Reboots int      `json:"reboots,omitempty"`
+	Reasons []string `json:"reasons,omitempty"`
+}
+
+// Why lists the reasons of the reboots, "?" for one apply did not give.
+func (rh *HostReboot) Why() string {
+	var out []string
+	known := false
+	for _, r := range rh.Reasons {
+		known = known || r != ""
+		out = append(out, cmp.Or(Clean(r), "?"))
+	}
+	if !known {
+		return ""
+	}
+	return strings.Join(out, ", ")
 }
 
 // Outcomes of a host in fleet apply.
@@ -127,9 +150,12 @@ type Rollout struct {
 	Batch             int  `json:"batch"`
 	MaxFailures       int  `json:"maxFailures"`
 	RollbackOnFailure bool `json:"rollbackOnFailure"`
-	// Reboot: hosts were rebooted where apply needed it, and waited for.
-	Reboot   bool `json:"reboot,omitempty"`
-	Failures int  `json:"failures"`
+	// Reboot: hosts were rebooted where apply needed it, and waited for;
+	// MaxReboots, how many times at most each (0 in reports written before
+	// it was bounded).
+	Reboot     bool `json:"reboot,omitempty"`
+	MaxReboots int  `json:"maxReboots,omitempty"`
+	Failures   int  `json:"failures"`
 	// Stopped says why hosts were skipped ("" when every host was started).
 	Stopped string `json:"stopped,omitempty"`
 }
@@ -420,6 +446,12 @@ func FleetText(w io.Writer, f *FleetReport) error {
 		}
 		if ro.Reboot {
 			rb += ", hosts rebooted where needed"
+			if ro.MaxReboots > 0 {
+				rb += fmt.Sprintf(" (at most %d times each)", ro.MaxReboots)
+			}
+			if n, hosts := rebootCount(f); n > 0 {
+				rb += fmt.Sprintf(": %d reboot(s) on %d host(s)", n, hosts)
+			}
 		}
 		fmt.Fprintf(&b, "\n%s canary %d, then batches of %d; stop when more than %d host(s) failed%s: %d failed.\n", bold.Render("Rollout"),
 			ro.Canary, ro.Batch, ro.MaxFailures, rb, ro.Failures)
@@ -464,13 +496,26 @@ func rolloutTable(tw io.Writer, f *FleetReport) {
 	}
 }
 
-// RebootNote says how a host's reboot in fleet apply --reboot went when it
-// completed ("rebooted (42s)"); "" otherwise (Error says what went wrong).
+// RebootNote says how a host's reboots in fleet apply --reboot went when
+// the host came back ("rebooted (42s)", "rebooted for kernel-args (42s)",
+// "rebooted 2 times: vfio-unbind, nouveau (1m30s)"); "" otherwise (Error
+// says what went wrong).
 func (h *FleetHost) RebootNote() string {
-	if rh := h.Reboot; rh != nil && rh.Completed {
-		return fmt.Sprintf("rebooted (%s)", (time.Duration(rh.WaitedMs) * time.Millisecond).Round(time.Second))
+	rh := h.Reboot
+	if rh == nil || !rh.Completed {
+		return ""
 	}
-	return ""
+	took := (time.Duration(rh.WaitedMs) * time.Millisecond).Round(time.Second)
+	why := rh.Why()
+	switch {
+	case rh.Reboots > 1 && why != "":
+		return fmt.Sprintf("rebooted %d times: %s (%s)", rh.Reboots, why, took)
+	case rh.Reboots > 1:
+		return fmt.Sprintf("rebooted %d times (%s)", rh.Reboots, took)
+	case why != "":
+		return fmt.Sprintf("rebooted for %s (%s)", why, took)
+	}
+	return fmt.Sprintf("rebooted (%s)", took)
 }
 
 // RollbackNote says whether and how a host was rolled back; "" when not.
@@ -485,6 +530,18 @@ func (h *FleetHost) RollbackNote() string {
 		return "rolled back (reboot needed to complete)"
 	}
 	return "rolled back"
+}
+
+// rebootCount is the reboots fleet apply --reboot had apply run, and on
+// how many hosts.
+func rebootCount(f *FleetReport) (n, hosts int) {
+	for _, h := range f.Hosts {
+		if rh := h.Reboot; rh != nil {
+			n += max(rh.Reboots, 1)
+			hosts++
+		}
+	}
+	return n, hosts
 }
 
 func joinNotes(a, b string) string {

@@ -297,3 +297,65 @@ func TestPlanRegeneratesAStaleBootMenuBeforeTheReboot(t *testing.T) {
 	require.Equal(t, exitNeedReboot, code, out+errs)
 	require.True(t, hasCommand((*sim).Commands, "update-grub"), "%v", (*sim).Commands)
 }
+
+// A second reboot ask in a new boot, for another reason: on an NVSwitch
+// board, container mode takes the GPU on VFIO off it at the next boot (the
+// vfio-unbind reboot) and, with nouveau in use on another GPU, can take
+// nouveau away only with a reboot of its own, which the plan puts after the
+// first (its step runs once the first reboot is done). apply -o json says
+// why it asks (rebootFor), in which boot (bootID), and which earlier asks
+// the node has rebooted since (rebootedFor): what fleet apply --reboot
+// tells a host that needs a second reboot from one not back yet by.
+func TestApplySecondRebootForAnotherReason(t *testing.T) {
+	simulatedKernel(t)
+	root := fixtureRoot(t, "hgx-h200")
+	withTools(t, root)
+	require.NoError(t, fixture.New(root).Module("nouveau", nil).Err())
+	out, errs, code := gpuprep(t, "apply", "--root", root, "--mode", "vm-passthrough", "--select", hgxGPUs[0], "--yes")
+	require.Equal(t, exitOK, code, out+errs)
+	rebind(t, root, hgxGPUs[1], "nouveau")
+	nouveauInUse(t)
+	type outcome struct {
+		Outcome struct {
+			Steps []struct {
+				ID, Status string
+			} `json:"steps"`
+			Reboot      bool     `json:"rebootRequired"`
+			RebootFor   string   `json:"rebootFor"`
+			BootID      string   `json:"bootID"`
+			RebootedFor []string `json:"rebootedFor"`
+		} `json:"outcome"`
+	}
+	apply := func(want int) outcome {
+		t.Helper()
+		out, errs, code := gpuprep(t, "apply", "--root", root, "--mode", "container", "--yes", "-o", "json")
+		require.Equal(t, want, code, out+errs)
+		var a outcome
+		require.NoError(t, json.Unmarshal([]byte(out), &a), out)
+		return a
+	}
+	setBootID(t, root, "11111111-1111-1111-1111-111111111111")
+	out, errs, code = gpuprep(t, "plan", "--root", root, "--mode", "container", "-o", "json")
+	require.Equal(t, 0, code, out+errs)
+	var p planJSON
+	require.NoError(t, json.Unmarshal([]byte(out), &p))
+	require.Equal(t, []string{"vfio-unbind", "reboot", "nouveau", "reboot", "label"}, p.ids(), out)
+
+	a := apply(exitNeedReboot)
+	require.Equal(t, "vfio-unbind", a.Outcome.RebootFor)
+	require.Equal(t, "11111111-1111-1111-1111-111111111111", a.Outcome.BootID)
+	require.Empty(t, a.Outcome.RebootedFor)
+	// run again before the reboot: the same ask, the same boot
+	a = apply(exitNeedReboot)
+	require.Equal(t, "vfio-unbind", a.Outcome.RebootFor)
+	require.Empty(t, a.Outcome.RebootedFor)
+
+	// the reboot: the GPU leaves VFIO for nvidia; nouveau still drives the other
+	setBootID(t, root, "22222222-2222-2222-2222-222222222222")
+	rebind(t, root, hgxGPUs[0], "nvidia")
+	a = apply(exitNeedReboot)
+	require.Equal(t, "nouveau", a.Outcome.RebootFor, "%+v", a.Outcome)
+	require.Equal(t, "22222222-2222-2222-2222-222222222222", a.Outcome.BootID)
+	require.Equal(t, []string{"vfio-unbind"}, a.Outcome.RebootedFor)
+	require.Equal(t, "nouveau", a.Outcome.Steps[0].ID)
+}

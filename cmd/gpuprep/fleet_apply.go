@@ -19,6 +19,7 @@ import (
 	"github.com/gpuprep/gpuprep/internal/fleet"
 	"github.com/gpuprep/gpuprep/internal/kube"
 	"github.com/gpuprep/gpuprep/preflight"
+	"github.com/gpuprep/gpuprep/provision"
 	"github.com/gpuprep/gpuprep/report"
 	"github.com/gpuprep/gpuprep/vgpu"
 )
@@ -69,12 +70,19 @@ journal records, newest first, as gpuprep rollback does.
 
 --reboot passes --reboot to apply, so a host that needs a reboot for its kernel
 arguments reboots itself at the reboot step (systemctl reboot). fleet apply then
-waits for it: every --reboot-poll it runs apply again, without --reboot (it never
-reboots a host twice), until apply goes past the reboot — and ends with its check:
-the host is then ready or failed like any other — or until --reboot-timeout
-(failed: "not back from the reboot"). A host that rebooted without its arguments
-taking effect fails with apply's diagnosis. The canaries' reboots are waited for
-before any other host starts.
+waits for it: every --reboot-poll it runs apply again, without --reboot, until apply
+goes past the reboot — and ends with its check: the host is then ready or failed
+like any other — or until --reboot-timeout (failed: "not back from the reboot").
+While apply answers from the boot that asked (its boot ID), the host is not back
+yet. A host that rebooted without its arguments taking effect fails with apply's
+diagnosis. A host that is back (another boot ID) and whose apply asks for another
+reboot for another reason (on an NVSwitch board, container mode's reboot to take
+GPUs off VFIO, then nouveau's) is rebooted again by apply --reboot and waited for
+(each wait up to --reboot-timeout), at most 3 reboots per host: beyond, it is
+reported reboot-needed; asked again for the reason of the reboot just done, the
+reboot did not help: failed, with apply's notes. A host is never rebooted twice
+in one boot. The report gives each host's reboots and why. The canaries' reboots
+are waited for before any other host starts.
 
 --mode vm-vgpu takes --vgpu-config-file and --driver as local files: they are
 uploaded (by SHA-256, into the login user's cache, reused while unchanged) to the
@@ -341,6 +349,9 @@ func (a *fleetApply) run(cmd *cobra.Command) error {
 func (a *fleetApply) rollout(cmd *cobra.Command, sess *fleetSession, phases []phase) *report.FleetReport {
 	ctx, errw := sess.ctx, cmd.ErrOrStderr()
 	ro := &report.Rollout{Canary: a.canary, Batch: a.batch, MaxFailures: a.maxFailures, RollbackOnFailure: a.rollbackOnFailure, Reboot: a.reboot}
+	if a.reboot {
+		ro.MaxReboots = maxReboots
+	}
 	fr := &report.FleetReport{Mode: a.mode, Rollout: ro}
 	runner := func(args func(*fleet.Host) ([]string, error), done func(*fleet.Result, int, int)) *fleet.Runner {
 		return &fleet.Runner{Transport: sess.tr, Exec: sess.exec, Parallel: a.parallel, Retries: a.retries,
@@ -427,6 +438,48 @@ func (a *fleetApply) rollout(cmd *cobra.Command, sess *fleetSession, phases []ph
 	return fr
 }
 
+// maxReboots is how many times fleet apply --reboot lets apply reboot one
+// host: the first reboot and, each time the host comes back and apply asks
+// for another reboot for another reason, one more.
+const maxReboots = 3
+
+// hostAsk is a reboot apply asked for (and, with --reboot, ran): the boot
+// that asked and why, as apply -o json says them ("" where it does not:
+// an older gpuprep, an unreadable boot ID, an answer lost with the
+// connection).
+type hostAsk struct{ boot, reason string }
+
+// applyOutcome is apply's outcome in e's output; nil without one.
+func applyOutcome(e report.FleetHost) (*provision.Outcome, []string) {
+	var ar applyResult
+	if len(e.Output) == 0 || json.Unmarshal(e.Output, &ar) != nil || ar.Outcome == nil {
+		return nil, nil
+	}
+	return ar.Outcome, ar.Log
+}
+
+// rebootedSince says whether o, an apply's outcome, comes from a boot after
+// the one that asked for ask: its boot ID differs, or apply answered an ask
+// the node has rebooted since.
+func rebootedSince(ask hostAsk, o *provision.Outcome) bool {
+	return o != nil && (ask.boot != "" && o.BootID != "" && o.BootID != ask.boot || len(o.RebootedFor) > 0)
+}
+
+// applyNotes are apply's own notes in its log (why the step could not do
+// without the reboot), else its last line.
+func applyNotes(log []string) string {
+	var notes []string
+	for _, l := range log {
+		if n, ok := strings.CutPrefix(l, "note: "); ok {
+			notes = append(notes, n)
+		}
+	}
+	if len(notes) == 0 && len(log) > 0 {
+		notes = log[len(log)-1:]
+	}
+	return strings.Join(notes, "; ")
+}
+
 // waitReboots follows the hosts whose apply (run with --reboot) stopped at
 // the reboot step, or lost its connection as the host went down: it runs
 // apply again (without --reboot) every --reboot-poll until apply answers
@@ -435,8 +488,17 @@ func (a *fleetApply) rollout(cmd *cobra.Command, sess *fleetSession, phases []ph
 // anything short of such an answer means the host is not back yet: it
 // cannot be reached, refuses logins (pam_nologin while booting), its
 // services or home are not up, apply was killed by the shutdown, or apply
-// still asks for the reboot. Only a changed host key, and an apply that
-// outlives --command-timeout, end the wait early.
+// still asks for the reboot in the boot that asked (its boot ID). Only a
+// changed host key, and an apply that outlives --command-timeout, end the
+// wait early.
+//
+// An apply that answers from a later boot (another boot ID, or an ask it
+// found the node rebooted since) and asks for another reboot: for the
+// reason just served, the reboot did not help (failed, never rebooted
+// again); for another reason, apply --reboot reboots the host once more
+// and the wait starts over, up to maxReboots reboots in all (beyond,
+// reboot-needed). A host is rebooted at most once per boot: never twice
+// for the same ask.
 func (a *fleetApply) waitReboots(ctx context.Context, errw io.Writer, sess *fleetSession, results []*fleet.Result, entries []report.FleetHost) {
 	var idx []int
 	for i, e := range entries {
@@ -459,7 +521,6 @@ func (a *fleetApply) waitReboots(ctx context.Context, errw io.Writer, sess *flee
 	}
 	say("gpuprep fleet apply: waiting for %s to reboot (at most %s)\n", strings.Join(names, ", "), a.rebootTimeout)
 	start := time.Now()
-	deadline := start.Add(a.rebootTimeout)
 	sem := make(chan struct{}, a.parallel)
 	var wg sync.WaitGroup
 	for _, i := range idx {
@@ -467,13 +528,34 @@ func (a *fleetApply) waitReboots(ctx context.Context, errw io.Writer, sess *flee
 		go func() {
 			defer wg.Done()
 			h := results[i].Host
-			rh := &report.HostReboot{}
+			var ask hostAsk
+			if o, _ := applyOutcome(entries[i]); o != nil {
+				ask = hostAsk{boot: o.BootID, reason: o.RebootFor}
+			}
+			rh := &report.HostReboot{Reboots: 1, Reasons: []string{ask.reason}}
 			entries[i].Reboot = rh
-			why := "apply still asks for the reboot"
+			deadline := time.Now().Add(a.rebootTimeout)
+			stillAsks := "apply still asks for the reboot"
+			why := stillAsks
 			if lostConnection(results[i]) || commandTimedOut(results[i]) {
 				why += "; the connection was lost before apply answered, so the reboot may never have started: run fleet apply --reboot for this host again"
 			}
 			r := &fleet.Runner{Transport: sess.tr, Exec: sess.exec, Parallel: 1, CommandTimeout: a.commandTimeout, Args: a.resumeArgs}
+			// once runs apply (args) on h, one attempt bounded by the
+			// deadline (and the command timeout); ok false: interrupted
+			// or out of time before it could start
+			once := func(args func(*fleet.Host) ([]string, error)) (*fleet.Result, bool) {
+				actx, cancel := context.WithDeadline(ctx, deadline.Add(a.commandTimeout))
+				defer cancel()
+				select {
+				case sem <- struct{}{}:
+				case <-actx.Done():
+					return nil, false
+				}
+				defer func() { <-sem }()
+				r.Args = args
+				return r.Run(actx, []*fleet.Host{h})[0], true
+			}
 			for rh.Error == "" && !rh.Completed {
 				select {
 				case <-ctx.Done():
@@ -484,22 +566,24 @@ func (a *fleetApply) waitReboots(ctx context.Context, errw io.Writer, sess *flee
 					rh.Error = "interrupted while waiting for the reboot"
 					continue
 				case !time.Now().Before(deadline):
-					rh.Error = fmt.Sprintf("not back from the reboot within %s (%s)", a.rebootTimeout, why)
+					nth := ""
+					if rh.Reboots > 1 {
+						nth = fmt.Sprintf(" (reboot %d, for %s)", rh.Reboots, cmp.Or(ask.reason, "?"))
+					}
+					rh.Error = fmt.Sprintf("not back from the reboot%s within %s (%s)", nth, a.rebootTimeout, why)
 					continue
 				}
-				// one attempt, bounded by the deadline (and the command timeout)
-				actx, cancel := context.WithDeadline(ctx, deadline.Add(a.commandTimeout))
-				select {
-				case sem <- struct{}{}:
-				case <-actx.Done():
-					cancel()
+				res, ok := once(a.resumeArgs)
+				if !ok {
 					continue
 				}
-				res := r.Run(actx, []*fleet.Host{h})[0]
-				<-sem
-				cancel()
 				rh.Attempts++
 				e, _ := a.applied(res)
+				o, log := applyOutcome(e)
+				if last := len(rh.Reasons) - 1; rh.Reasons[last] == "" && rebootedSince(ask, o) {
+					// the reboot whose ask was lost with the connection: why, as the apply after it says
+					rh.Reasons[last] = strings.Join(o.RebootedFor, ", ")
+				}
 				switch {
 				case ctx.Err() != nil:
 				case res.Status == fleet.StatusHostKeyChanged:
@@ -511,6 +595,55 @@ func (a *fleetApply) waitReboots(ctx context.Context, errw io.Writer, sess *flee
 				case res.Status == fleet.StatusEvaluated && e.Output != nil && e.Outcome != report.OutcomeRebootNeeded:
 					entries[i] = e // apply answered past the reboot: ready, or failed saying why
 					rh.Completed = true
+				case e.Outcome == report.OutcomeRebootNeeded && rebootedSince(ask, o):
+					// back, in a later boot, and apply asks for another reboot
+					entries[i] = e
+					rh.Completed = true
+					served := ask.reason
+					if served == "" {
+						served = strings.Join(o.RebootedFor, ", ")
+					}
+					again := cmp.Or(o.RebootFor, "?")
+					switch {
+					case o.RebootFor != "" && (o.RebootFor == ask.reason || slices.Contains(o.RebootedFor, o.RebootFor)):
+						entries[i].Outcome = report.OutcomeFailed
+						entries[i].Error = fmt.Sprintf("apply asks again for a reboot for %s after its reboot for %s: the reboot did not make the change effective; not rebooted again (apply: %s)",
+							again, served, cmp.Or(applyNotes(log), "no note"))
+					case rh.Reboots >= maxReboots:
+						entries[i].Error = fmt.Sprintf("apply asks for reboot %d, for %s, after %d (%s): fleet apply reboots a host at most %d times; reboot it and run fleet apply again",
+							rh.Reboots+1, again, rh.Reboots, rh.Why(), maxReboots)
+					default:
+						rh.Completed = false
+						say("gpuprep fleet: %s is back after its reboot for %s, and apply asks for another, for %s: apply --reboot reboots it again (reboot %d of at most %d)\n",
+							h.Name, cmp.Or(served, "?"), again, rh.Reboots+1, maxReboots)
+						deadline = time.Now().Add(a.rebootTimeout)
+						res, ok := once(a.applyArgs)
+						if !ok {
+							continue
+						}
+						rh.Attempts++
+						e2, started := a.applied(res)
+						o2, _ := applyOutcome(e2)
+						switch {
+						case ctx.Err() != nil:
+						case !started: // apply did not run: nothing rebooted; the next try asks again
+							why = "last try: " + cmp.Or(firstLineOf(strings.TrimSpace(e2.Error)), res.Status)
+						case res.Status == fleet.StatusEvaluated && e2.Output != nil && e2.Outcome != report.OutcomeRebootNeeded:
+							entries[i] = e2
+							rh.Completed = true
+						default: // rebooting (or cut by the reboot): wait for it
+							ask = hostAsk{boot: o.BootID, reason: o.RebootFor}
+							if o2 != nil {
+								ask = hostAsk{boot: cmp.Or(o2.BootID, o.BootID), reason: cmp.Or(o2.RebootFor, o.RebootFor)}
+							}
+							rh.Reboots++
+							rh.Reasons = append(rh.Reasons, ask.reason)
+							why = stillAsks
+							if lostConnection(res) || commandTimedOut(res) {
+								why += "; the connection was lost before apply answered, so this reboot may never have started"
+							}
+						}
+					}
 				default: // not back yet
 					if e.Outcome != report.OutcomeRebootNeeded {
 						why = "last try: " + cmp.Or(firstLineOf(strings.TrimSpace(e.Error)), res.Status)
@@ -520,7 +653,15 @@ func (a *fleetApply) waitReboots(ctx context.Context, errw io.Writer, sess *flee
 			rh.WaitedMs = time.Since(start).Milliseconds()
 			entries[i].Reboot = rh
 			if rh.Completed {
-				say("gpuprep fleet: %s %s after its reboot (%s)\n", h.Name, entries[i].Outcome, time.Since(start).Round(time.Second))
+				after := "its reboot"
+				if rh.Reboots > 1 {
+					after = fmt.Sprintf("%d reboots", rh.Reboots)
+				}
+				msg := ""
+				if e := entries[i]; e.Outcome != report.OutcomeReady && e.Error != "" {
+					msg = ": " + e.Error
+				}
+				say("gpuprep fleet: %s %s after %s (%s)%s\n", h.Name, entries[i].Outcome, after, time.Since(start).Round(time.Second), msg)
 				return
 			}
 			e := &entries[i]

@@ -400,3 +400,100 @@ func writeCalls(t *testing.T, c []string) string {
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "calls.log"), []byte(strings.Join(c, "\n")+"\n"), 0o644))
 	return dir
 }
+
+// rebootsOf are the simulated systemctl reboots a host's apply ran.
+func rebootsOf(t *testing.T, dir string) []string {
+	var out []string
+	for _, c := range calls(t, dir) {
+		if strings.HasPrefix(c, "reboot ") {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// fleet apply --reboot on hosts whose apply asks for a reboot in more than
+// one boot (as apply -o json reports it: the boot ID, why, and the asks the
+// node rebooted since). A host back in a new boot whose apply asks for
+// another reboot, for another reason, is rebooted again (its connection cut
+// by each reboot or not) and finishes ready; never more than 3 reboots
+// (then reboot-needed); asked again for the reason just served, the reboot
+// did not help (failed, not rebooted again); a host still answering from the
+// boot that asked is not back yet and is waited for, not rebooted again.
+// Never two reboots in one boot.
+func TestFleetApplyRebootsAgain(t *testing.T) {
+	r := newApplyRig(t)
+	hosts := []*simHost{{name: "two", behaviour: "asks=vfio-unbind,nouveau"}, {name: "drop", behaviour: "asks=vfio-unbind,nouveau;drop"},
+		{name: "four", behaviour: "asks=vfio-unbind,nouveau,kernel-args,nouveau"}, {name: "same", behaviour: "asks=kernel-args,kernel-args"},
+		{name: "slow", behaviour: "asks=kernel-args;boot=2s"}}
+	inv := r.inventory(t, 90, hosts)
+	start := time.Now()
+	code, out, stderr := runCLI(append([]string{"fleet", "apply", "-i", inv, "--yes", "-o", "json", "--reboot", "--reboot-timeout", "4s",
+		"--reboot-poll", "300ms", "--canary", "0", "--batch", "5", "--max-failures", "5"}, r.args()...)...)
+	assert.Equal(t, exitNotReady, code, stderr)
+	var fr report.FleetReport
+	require.NoError(t, json.Unmarshal([]byte(out), &fr), out+stderr)
+	h := byName(fr)
+	assert.Less(t, time.Since(start), 30*time.Second)
+	assert.Equal(t, 3, fr.Rollout.MaxReboots)
+
+	// two reboots, for two reasons: ready
+	for _, name := range []string{"two", "drop"} {
+		e := h[name]
+		assert.Equal(t, "ready", e.Outcome, "%s: %s", name, e.Error)
+		assert.Equal(t, "ready", e.Verdict, name)
+		require.NotNil(t, e.Reboot, name)
+		assert.True(t, e.Reboot.Completed, name)
+		assert.Equal(t, 2, e.Reboot.Reboots, name)
+		assert.Equal(t, []string{"vfio-unbind", "nouveau"}, e.Reboot.Reasons, name)
+	}
+	for _, sh := range hosts[:2] {
+		assert.Equal(t, []string{"reboot boot-0 for vfio-unbind", "reboot boot-1 for nouveau"}, rebootsOf(t, sh.dir), sh.name)
+		var withReboot int
+		for _, c := range calls(t, sh.dir) {
+			if strings.HasSuffix(c, " --reboot") {
+				withReboot++
+			}
+		}
+		assert.Equal(t, 2, withReboot, "%s: apply --reboot once per ask", sh.name)
+	}
+	assert.Contains(t, stderr, "gpuprep fleet: two is back after its reboot for vfio-unbind, and apply asks for another, for nouveau: apply --reboot reboots it again (reboot 2 of at most 3)")
+	assert.Contains(t, stderr, "gpuprep fleet: drop is back after its reboot for vfio-unbind", "the first ask, lost with the connection, as the apply after the reboot says")
+	assert.Contains(t, stderr, "two ready after 2 reboots")
+
+	// the bound: a fourth ask is not served
+	e := h["four"]
+	assert.Equal(t, "reboot-needed", e.Outcome, e.Error)
+	assert.Equal(t, 3, e.Reboot.Reboots)
+	assert.Equal(t, []string{"vfio-unbind", "nouveau", "kernel-args"}, e.Reboot.Reasons)
+	assert.Contains(t, e.Error, "apply asks for reboot 4, for nouveau, after 3 (vfio-unbind, nouveau, kernel-args): fleet apply reboots a host at most 3 times")
+	assert.Len(t, rebootsOf(t, hosts[2].dir), 3)
+
+	// the same reason again: the reboot did not help
+	e = h["same"]
+	assert.Equal(t, "failed", e.Outcome)
+	assert.Equal(t, 1, e.Reboot.Reboots)
+	assert.True(t, e.Reboot.Completed, "it came back")
+	assert.Contains(t, e.Error, "apply asks again for a reboot for kernel-args after its reboot for kernel-args: the reboot did not make the change effective; not rebooted again (apply: simulated: kernel-args needs a reboot)")
+	assert.Equal(t, []string{"reboot boot-0 for kernel-args"}, rebootsOf(t, hosts[3].dir))
+
+	// not back yet: apply answers from the boot that asked, and is waited for
+	e = h["slow"]
+	assert.Equal(t, "ready", e.Outcome, e.Error)
+	assert.Equal(t, 1, e.Reboot.Reboots)
+	assert.Equal(t, []string{"kernel-args"}, e.Reboot.Reasons)
+	assert.GreaterOrEqual(t, e.Reboot.WaitedMs, int64(1900))
+	assert.GreaterOrEqual(t, e.Reboot.Attempts, 3, "apply ran in the old boot, asking again")
+	assert.Equal(t, []string{"reboot boot-0 for kernel-args"}, rebootsOf(t, hosts[4].dir))
+	assert.Equal(t, 1, fr.Rollout.Failures)
+
+	saved := writeFile(t, "fleet-reboots.json", out)
+	code, text, _ := runCLI("report", "render", saved, "-o", "text")
+	require.Equal(t, 0, code)
+	assert.Regexp(t, `two +\S+ +batch 1 +ready +evaluated +0 +ready +rebooted 2 times: vfio-unbind, nouveau \(\ds\)`, text)
+	assert.Regexp(t, `slow +\S+ +batch 1 +ready +evaluated +0 +ready +rebooted for kernel-args \(\ds\)`, text)
+	assert.Regexp(t, `four +\S+ +batch 1 +reboot-needed +evaluated +4 +- +rebooted 3 times: vfio-unbind, nouveau, kernel-args \(\ds\); apply asks for reboot 4, for nouveau`, text)
+	assert.Regexp(t, `same +\S+ +batch 1 +failed +evaluated +4 +- +rebooted for kernel-args \(\ds\); apply asks again for a reboot for kernel-args`, text)
+	assert.Contains(t, text, "hosts rebooted where needed (at most 3 times each): 9 reboot(s) on 5 host(s): 1 failed.")
+	// (the canary's reboots are waited for before the batches: TestFleetApplyRebootAndWait)
+}

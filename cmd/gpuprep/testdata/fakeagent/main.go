@@ -11,7 +11,11 @@
 // gpuprep_root: one directory per simulated host), then apply or rollback.
 // DIR/behaviour says what apply does: ready (exit 0 with DIR/report.json,
 // a real gpuprep check report, embedded), not-ready (exit 1 with it),
-// reboot (exit 4 at the reboot step) or fail (exit 1: a step failed).
+// reboot (exit 4 at the reboot step) or fail (exit 1: a step failed);
+// reboot-ok, reboot-drop, reboot-stuck and reboot-not-effective simulate
+// one reboot as an older gpuprep reports it (no boot ID, no reason), and
+// asks=… (see asks) a host that asks for a reboot in each of several
+// boots, as gpuprep apply -o json reports it now.
 // Every call is appended to DIR/calls.log, with the SHA-256 of the files
 // given to --vgpu-config-file and --driver.
 package main
@@ -79,6 +83,10 @@ func main() {
 		os.Exit(3)
 	}
 	reboot := slices.Contains(args, "--reboot")
+	var multi *provision.Outcome
+	if behaviour := strings.TrimSpace(string(b)); strings.HasPrefix(behaviour, "asks=") {
+		multi, b = asks(root, behaviour, reboot)
+	}
 	switch behaviour := strings.TrimSpace(string(b)); behaviour {
 	case "reboot-ok", "reboot-drop", "reboot-stuck", "reboot-not-effective":
 		// A node that needs a reboot: apply --reboot "reboots" it (the
@@ -124,6 +132,9 @@ func main() {
 			os.Exit(3)
 		}
 		res["outcome"] = provision.Outcome{Steps: []provision.StepResult{{ID: "vfio-bind", Status: "done"}, {ID: "label", Status: "done"}}}
+		if multi != nil {
+			res["outcome"] = multi
+		}
 		res["report"] = json.RawMessage(rep)
 		if strings.TrimSpace(string(b)) == "not-ready" {
 			code = 1
@@ -134,6 +145,10 @@ func main() {
 			status = "rebooting"
 		}
 		res["outcome"] = provision.Outcome{Steps: []provision.StepResult{{ID: "kernel-args", Status: "done"}, {ID: "reboot", Status: status}}, Reboot: true}
+		if multi != nil {
+			res["outcome"] = multi
+			res["log"] = []string{"note: simulated: " + multi.RebootFor + " needs a reboot", "reboot required: reboot the node, then run gpuprep apply again to continue"}
+		}
 		code = 4
 	case "not-effective":
 		res["outcome"] = provision.Outcome{Steps: []provision.StepResult{{ID: "reboot", Status: "failed", Error: "rebooted, but the running kernel still lacks intel_iommu=on iommu=pt"}}}
@@ -174,4 +189,78 @@ func killSSHSession() {
 		}
 		fmt.Sscan(f[1], &pid)
 	}
+}
+
+// asks simulates a host that, in its boot n (n reboots done), asks for a
+// reboot for reason n of behaviour "asks=R0,R1,…[;boot=DURATION][;drop]",
+// and is ready once every reason was served: apply -o json with the boot ID
+// (boot-n), why it asks (rebootFor) and the earlier ask the node has
+// rebooted since (rebootedFor), as gpuprep apply reports them. With
+// --reboot, apply "reboots" the host: boot n+1 begins DURATION (default 1s)
+// later, until then apply answers from boot n (asking again, as a real
+// apply does before the node goes down); each systemctl reboot is logged to
+// calls.log as "reboot boot-n for R", and drop cuts the SSH connection as
+// a real reboot does. A reason repeated (asks=kernel-args,kernel-args) is
+// a reboot that did not make its change effective and an apply that asks
+// again instead of diagnosing it.
+func asks(root, behaviour string, reboot bool) (*provision.Outcome, []byte) {
+	opts := strings.Split(strings.TrimPrefix(behaviour, "asks="), ";")
+	reasons := strings.Split(opts[0], ",")
+	took, drop := time.Second, false
+	for _, o := range opts[1:] {
+		if d, ok := strings.CutPrefix(o, "boot="); ok {
+			took, _ = time.ParseDuration(d)
+		}
+		drop = drop || o == "drop"
+	}
+	// the boots: when each reboot ends
+	var ends []time.Time
+	bf := filepath.Join(root, "boots")
+	raw, _ := os.ReadFile(bf)
+	for _, l := range strings.Fields(string(raw)) {
+		t, _ := time.Parse(time.RFC3339Nano, l)
+		ends = append(ends, t)
+	}
+	n, going := 0, false
+	for _, t := range ends {
+		if time.Now().Before(t) {
+			going = true
+		} else {
+			n++
+		}
+	}
+	o := &provision.Outcome{BootID: fmt.Sprintf("boot-%d", n)}
+	// the last ask, "BOOT REASON", answered once the node booted since
+	af := filepath.Join(root, "ask")
+	if a, err := os.ReadFile(af); err == nil {
+		if f := strings.Fields(string(a)); len(f) == 2 && f[0] != o.BootID {
+			o.RebootedFor = []string{f[1]}
+			os.Remove(af)
+		}
+	}
+	if n >= len(reasons) {
+		return o, []byte("ready")
+	}
+	o.RebootFor, o.Reboot = reasons[n], true
+	os.WriteFile(af, []byte(o.BootID+" "+o.RebootFor+"\n"), 0o644)
+	status := "stopped"
+	if reboot {
+		status = "rebooting"
+		// every systemctl reboot is logged (a second one in a boot is a
+		// host rebooted twice for one ask); one already going is not
+		// started again
+		lf, _ := os.OpenFile(filepath.Join(root, "calls.log"), os.O_APPEND|os.O_WRONLY, 0o666)
+		fmt.Fprintf(lf, "reboot %s for %s\n", o.BootID, o.RebootFor)
+		lf.Close()
+		if !going {
+			f, _ := os.OpenFile(bf, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+			fmt.Fprintln(f, time.Now().Add(took).Format(time.RFC3339Nano))
+			f.Close()
+		}
+		if drop {
+			killSSHSession()
+		}
+	}
+	o.Steps = []provision.StepResult{{ID: "reboot", Status: status}}
+	return o, []byte("reboot")
 }
