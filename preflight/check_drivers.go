@@ -252,7 +252,16 @@ func checkVFIOBinding(e *Env) []Finding {
 				}
 				behind = append(behind, d.Address+" ("+classLabel(d.Class)+", driver "+d.Driver+")")
 			}
+			binders := vfio.BootBinders(e.Root, e.Cmdline, g)
 			f := Finding{Status: Pass, Subject: g.Address, Modes: pass, Message: "bound to " + g.Driver}
+			if len(binders) == 0 && len(behind) == 0 {
+				// a live bind (vfio bind without --persist, a
+				// driver_override by hand): gone at the next boot
+				f.Status = Warn
+				f.Message += " until the next boot: nothing binds it to VFIO at boot (no persistent configuration of gpuprep's, no vfio-pci.ids= on the kernel command line, no `options vfio-pci ids=` in modprobe.d, no driverctl override or udev rule for it), so a reboot puts it back on its host driver"
+				f.Fixable, f.FixCommand = true, "gpuprep vfio bind --select "+g.Address+" --persist"
+				f.Remedy = f.FixCommand + " (keeps it on vfio-pci across reboots)"
+			}
 			if len(stub) > 0 {
 				f.Message += "; " + strings.Join(stub, ", ") + " on pci-stub, which keeps the IOMMU group viable (that function is not given to the VM)"
 			}
@@ -262,9 +271,17 @@ func checkVFIOBinding(e *Env) []Finding {
 				f.Fixable, f.FixCommand = true, "gpuprep vfio bind --select "+g.Address
 				f.Remedy = f.FixCommand + " (binds every endpoint function of the card)"
 			}
-			out = append(out, f, Finding{Status: Fail, Subject: g.Address, Modes: cont,
+			c := Finding{Status: Fail, Subject: g.Address, Modes: cont,
 				Message: "bound to " + g.Driver + ": the NVIDIA driver cannot use it for containers",
-				Fixable: true, FixCommand: unbindFix(e, "--select "+g.Address), Remedy: unbindRemedy(e, "--select "+g.Address)})
+				Fixable: true, FixCommand: unbindFix(e, "--select "+g.Address), Remedy: unbindRemedy(e, "--select "+g.Address)}
+			if len(binders) == 0 && len(e.NVSwitches) > 0 {
+				// vfio unbind --at-boot has run (or it was bound live):
+				// on this board it leaves VFIO at the next boot, as wanted
+				c.Message += " until the next boot: nothing binds it to VFIO at boot any more, so it goes to the NVIDIA driver then (on a board with NVSwitches GPUs leave vfio-pci at boot, not while the system runs)"
+				c.Fixable, c.FixCommand = false, ""
+				c.Remedy = "reboot the node (gpuprep apply --mode container continues after the reboot)"
+			}
+			out = append(out, f, c)
 			continue
 		}
 		out = append(out, bindFinding(e, g, pass))

@@ -197,6 +197,7 @@ func TestSiblingOnPCIStubPassesBinding(t *testing.T) {
 	}
 	b.Remove(b.DevPath("0000:01:00.1")+"/driver").Link(b.DevPath("0000:01:00.1")+"/driver", "/sys/bus/pci/drivers/pci-stub")
 	b.Mkdir("/sys/bus/pci/drivers/vfio-pci").Mkdir("/sys/bus/pci/drivers/pci-stub")
+	b.File("/etc/modprobe.d/vfio.conf", "options vfio_pci ids=10de:1e87,10de:1ad8,10de:1ad9\n") // at boot too
 	require.NoError(t, b.Err())
 	_, res := runRoot(t, dir)
 	f := one(t, res, "vfio.binding", "0000:01:00.0", preflight.VMPassthrough)
@@ -533,4 +534,73 @@ func TestContainerNeedsTheDatacenterDriver(t *testing.T) {
 			require.Contains(t, f.Remedy, "a node runs one GPU workload type", name)
 		}
 	}
+}
+
+// A GPU on vfio-pci that nothing binds at boot (vfio bind without
+// --persist, a driver_override by hand) is back on its host driver after a
+// reboot: vm-passthrough warns and offers the --persist bind. Each thing
+// that does bind it at boot counts.
+func TestVFIOBindingThatDoesNotOutliveAReboot(t *testing.T) {
+	const gpu = "0000:11:00.0"
+	for name, c := range map[string]struct {
+		edit func(*fixture.Builder)
+		warn bool
+	}{
+		"live bind only":   {func(b *fixture.Builder) { b.Remove("/etc/modprobe.d/vfio.conf") }, true},
+		"modprobe.d ids":   {nil, false},
+		"another device's": {func(b *fixture.Builder) { b.File("/etc/modprobe.d/vfio.conf", "options vfio-pci ids=10de:2330\n") }, true},
+		"not a .conf": {func(b *fixture.Builder) {
+			b.Remove("/etc/modprobe.d/vfio.conf").File("/etc/modprobe.d/vfio.conf.bak", "options vfio-pci ids=10de:2331\n")
+		}, true},
+		"kernel command line": {func(b *fixture.Builder) {
+			b.Remove("/etc/modprobe.d/vfio.conf")
+			b.File("/proc/cmdline", "BOOT_IMAGE=/boot/vmlinuz root=UUID=1 ro intel_iommu=on vfio_pci.ids=10de:2331\n")
+		}, false},
+		"driverctl": {func(b *fixture.Builder) {
+			b.Remove("/etc/modprobe.d/vfio.conf")
+			b.File("/etc/driverctl.d/pci-"+gpu, "vfio-pci\n")
+		}, false},
+		"gpuprep's": {func(b *fixture.Builder) {
+			b.Remove("/etc/modprobe.d/vfio.conf")
+			b.File("/etc/modprobe.d/gpuprep-vfio.conf", "# gpuprep-devices: "+gpu+"=vfio-pci\noptions vfio-pci ids=10de:2331\n")
+		}, false},
+	} {
+		_, res := runRoot(t, build(t, fixture.VFIOBound, c.edit))
+		f := one(t, res, "vfio.binding", gpu, preflight.VMPassthrough)
+		if !c.warn {
+			require.Equal(t, preflight.Pass, f.Status, "%s: %s", name, f.Message)
+			continue
+		}
+		require.Equal(t, preflight.Warn, f.Status, "%s: %s", name, f.Message)
+		require.Contains(t, f.Message, "bound to vfio-pci until the next boot: nothing binds it to VFIO at boot", name)
+		require.Equal(t, "gpuprep vfio bind --select "+gpu+" --persist", f.FixCommand, name)
+		require.True(t, res.Modes[preflight.VMPassthrough].Ready, "%s: a warning, the node is ready until it reboots", name)
+	}
+}
+
+// On a board with NVSwitches GPUs leave vfio-pci at boot (vfio unbind
+// --at-boot drops gpuprep's configuration and asks for a reboot): a GPU
+// still on vfio-pci that nothing binds at boot any more needs the reboot,
+// not the same command again.
+func TestContainerOnNVSwitchBoardAfterUnbindAtBoot(t *testing.T) {
+	const gpu = "0000:13:00.0"
+	onVFIO := func(b *fixture.Builder) {
+		b.Remove("/sys/bus/pci/drivers/nvidia/" + gpu).Remove(b.DevPath(gpu) + "/driver")
+		b.Mkdir("/sys/bus/pci/drivers/vfio-pci")
+		b.Link(b.DevPath(gpu)+"/driver", "/sys/bus/pci/drivers/vfio-pci")
+	}
+	_, res := runRoot(t, build(t, fixture.HGX, onVFIO))
+	f := one(t, res, "vfio.binding", gpu, preflight.Container)
+	require.Equal(t, preflight.Fail, f.Status)
+	require.Contains(t, f.Message, "until the next boot: nothing binds it to VFIO at boot any more")
+	require.False(t, f.Fixable)
+	require.Contains(t, f.Remedy, "reboot the node")
+
+	_, res = runRoot(t, build(t, fixture.HGX, func(b *fixture.Builder) {
+		onVFIO(b)
+		b.File("/etc/modprobe.d/gpuprep-vfio.conf", "# gpuprep-devices: "+gpu+"=vfio-pci\n")
+	}))
+	f = one(t, res, "vfio.binding", gpu, preflight.Container)
+	require.Equal(t, preflight.Fail, f.Status)
+	require.Equal(t, "gpuprep vfio unbind --at-boot --select "+gpu, f.FixCommand)
 }

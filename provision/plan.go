@@ -869,10 +869,20 @@ func (p *Plan) planBind(rebootPending bool) error {
 			todo = append(todo, fmt.Sprintf("%s (%s → %s)", t.Dev.Address, orNone(t.Driver), t.VFIO))
 		}
 	}
+	// functions on VFIO now that nothing binds at boot (a vfio bind
+	// without --persist): back on their host drivers after a reboot
+	raw, _ := p.root.ReadString("/proc/cmdline")
+	cmdline := kargs.Parse(raw)
+	var unpersisted []string
+	for _, t := range vp.Targets {
+		if t.Bound && len(vfio.BootBinders(p.root, cmdline, t.Dev)) == 0 {
+			unpersisted = append(unpersisted, t.Dev.Address)
+		}
+	}
 	resume := slices.Contains(p.resumed, StepVFIOBind)
 	pp := vp.Persist
-	if len(todo) == 0 && !resume && (pp == nil || pp.Regenerate == "") {
-		return nil // every function already on VFIO: left alone, as vfio bind does
+	if len(todo) == 0 && len(unpersisted) == 0 && !resume && (pp == nil || pp.Regenerate == "") {
+		return nil // every function already on VFIO, and at boot: left alone
 	}
 	s := &Step{ID: StepVFIOBind, Title: "bind to VFIO, persistently: " + strings.Join(todo, ", ")}
 	for _, m := range vp.Modules {
@@ -914,6 +924,8 @@ func (p *Plan) planBind(rebootPending bool) error {
 		switch {
 		case len(s.Files) > 0 && resume:
 			s.Title = "make the VFIO binding persistent (an earlier apply was interrupted)"
+		case len(s.Files) > 0 && len(unpersisted) > 0:
+			s.Title = "make the VFIO binding persistent: nothing binds " + strings.Join(unpersisted, ", ") + " to VFIO at boot (bound live), so a reboot would put them back on their host drivers"
 		case len(s.Files) > 0:
 			s.Title = "make the VFIO binding persistent"
 		case regen != "":

@@ -145,16 +145,7 @@ func BuiltinHolds(root *host.Root, devs []*pci.Device) []BuiltinHold {
 // d's vendor:device.
 func IDsOnCmdline(ps []kargs.Param, d *pci.Device) bool {
 	p, ok := kargs.Last(ps, "vfio_pci.ids")
-	if !ok {
-		return false
-	}
-	for _, id := range strings.Split(p.Value, ",") {
-		f := strings.Split(strings.ToLower(strings.TrimSpace(id)), ":")
-		if len(f) >= 2 && f[0] == d.VendorID && f[1] == d.DeviceID {
-			return true
-		}
-	}
-	return false
+	return ok && idListHas(p.Value, d.VendorID+":"+d.DeviceID)
 }
 
 // BuiltinWhy says why h defeats gpuprep's persistent configuration.

@@ -11,6 +11,7 @@ import (
 	"github.com/gpuprep/gpuprep/internal/host"
 	"github.com/gpuprep/gpuprep/internal/initramfs"
 	"github.com/gpuprep/gpuprep/internal/journal"
+	"github.com/gpuprep/gpuprep/internal/kargs"
 	"github.com/gpuprep/gpuprep/internal/pci"
 )
 
@@ -254,4 +255,71 @@ func InitramfsStale(root *host.Root) string {
 	}
 	return fmt.Sprintf("the initramfs (%s) is older than %s: it was not regenerated after gpuprep's persistent VFIO configuration changed",
 		strings.Join(older, ", "), file)
+}
+
+// BootBinders lists what binds d to a VFIO driver at the next boot, as far
+// as gpuprep can see: gpuprep's persistent configuration, vfio-pci.ids= on
+// the kernel command line (cmdline: the one the node boots with), `options
+// vfio-pci ids=` in a modprobe.d file, a driverctl override, or a udev rule
+// that names d with a VFIO driver. A live bind (vfio bind without --persist,
+// a driver_override written by hand) is none of these: the device returns
+// to its driver at the next boot. Built-in drivers that take a function
+// before any of these act are BuiltinHolds' concern.
+func BootBinders(root *host.Root, cmdline []kargs.Param, d *pci.Device) []string {
+	var out []string
+	if drv := Persisted(root)[d.Address]; drv != "" {
+		out = append(out, "gpuprep's persistent configuration ("+ModprobeConf+": "+drv+")")
+	}
+	if IDsOnCmdline(cmdline, d) {
+		out = append(out, "vfio-pci.ids= on the kernel command line")
+	}
+	id := d.VendorID + ":" + d.DeviceID
+	for _, dir := range []string{"/etc/modprobe.d", "/run/modprobe.d", "/usr/lib/modprobe.d", "/lib/modprobe.d"} {
+		for _, n := range root.Names(dir) {
+			if !strings.HasSuffix(n, ".conf") || dir+"/"+n == ModprobeConf {
+				continue
+			}
+			b, err := root.ReadFile(dir + "/" + n)
+			if err != nil {
+				continue
+			}
+			for _, l := range strings.Split(string(b), "\n") {
+				f := strings.Fields(strings.ReplaceAll(l, "_", "-"))
+				if len(f) < 3 || f[0] != "options" || f[1] != "vfio-pci" {
+					continue
+				}
+				for _, o := range f[2:] {
+					if v, ok := strings.CutPrefix(o, "ids="); ok && idListHas(v, id) {
+						out = append(out, dir+"/"+n+" (options vfio-pci ids=)")
+					}
+				}
+			}
+		}
+	}
+	if b, err := root.ReadFile("/etc/driverctl.d/pci-" + d.Address); err == nil && pci.DriverIsVFIO(strings.TrimSpace(string(b))) {
+		out = append(out, "a driverctl override (/etc/driverctl.d/pci-"+d.Address+")")
+	}
+	for _, dir := range []string{"/etc/udev/rules.d", "/run/udev/rules.d"} {
+		for _, n := range root.Names(dir) {
+			if !strings.HasSuffix(n, ".rules") || dir+"/"+n == UdevRule {
+				continue
+			}
+			b, err := root.ReadFile(dir + "/" + n)
+			if err == nil && strings.Contains(string(b), d.Address) && strings.Contains(string(b), "vfio") {
+				out = append(out, "a udev rule ("+dir+"/"+n+")")
+			}
+		}
+	}
+	return out
+}
+
+// idListHas reports whether a vfio-pci ids= list names vendor:device id.
+func idListHas(list, id string) bool {
+	for _, e := range strings.Split(list, ",") {
+		f := strings.Split(strings.ToLower(strings.TrimSpace(e)), ":")
+		if len(f) >= 2 && f[0]+":"+f[1] == id {
+			return true
+		}
+	}
+	return false
 }

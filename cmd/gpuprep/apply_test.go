@@ -959,3 +959,32 @@ func TestPlanVGPURefusesGeForce(t *testing.T) {
 	require.Equal(t, exitNotReady, code, out+errs)
 	require.Contains(t, errs, "0000:02:00.0 (GeForce RTX 4090): consumer GeForce/TITAN boards cannot host NVIDIA vGPU")
 }
+
+// GPUs bound to VFIO live (vfio bind without --persist) go back to their
+// host drivers at the next boot: plan makes the binding persistent, apply
+// does it, and check then no longer warns.
+func TestPlanPersistsALiveVFIOBinding(t *testing.T) {
+	simulatedKernel(t)
+	root := fixtureRoot(t, "vfio-bound")
+	require.NoError(t, os.Remove(filepath.Join(root, "etc/modprobe.d/vfio.conf")))
+	withTools(t, root)
+	out, errs, code := gpuprep(t, "check", "--root", root, "--mode", "vm-passthrough", "-o", "json")
+	require.Equal(t, 0, code, errs)
+	require.Contains(t, out, "bound to vfio-pci until the next boot")
+	out, errs, code = gpuprep(t, "plan", "--root", root, "--mode", "vm-passthrough", "-o", "json")
+	require.Equal(t, 0, code, errs)
+	var p planJSON
+	require.NoError(t, json.Unmarshal([]byte(out), &p))
+	require.Len(t, p.Steps, 1, out)
+	require.Equal(t, "vfio-bind", p.Steps[0].ID)
+	require.Contains(t, p.Steps[0].Title, "nothing binds 0000:11:00.0, 0000:21:00.0, 0000:31:00.0, 0000:41:00.0 to VFIO at boot")
+	_, errs, code = gpuprep(t, "apply", "--root", root, "--mode", "vm-passthrough", "--yes")
+	require.Equal(t, 0, code, errs)
+	out, errs, code = gpuprep(t, "check", "--root", root, "--mode", "vm-passthrough", "-o", "json")
+	require.Equal(t, 0, code, errs)
+	require.NotContains(t, out, "until the next boot")
+	out, _, code = gpuprep(t, "plan", "--root", root, "--mode", "vm-passthrough", "-o", "json")
+	require.Equal(t, 0, code)
+	require.NoError(t, json.Unmarshal([]byte(out), &p))
+	require.Empty(t, p.Steps, "applied: nothing more to do")
+}
