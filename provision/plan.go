@@ -1054,21 +1054,20 @@ func (p *Plan) diagnoseVFIOReboot(onVFIO []string, entries []journal.Entry) *Reb
 	d := &RebootError{Summary: "the node has rebooted since gpuprep apply asked for a reboot, and " + strings.Join(onVFIO, ", ") + " are still on VFIO"}
 	d.Details = append(d.Details, evidence, "/proc/cmdline: "+strings.TrimSpace(raw))
 	var binders []string
-	for _, a := range kargs.Parse(raw) {
-		if k := strings.ReplaceAll(a.Key, "_", "-"); k == "vfio-pci.ids" {
-			binders = append(binders, "the kernel command line has "+a.String()+" (vfio-pci takes every device with those IDs at boot)")
-		}
-	}
-	for _, dir := range []string{"/etc/modprobe.d", "/run/modprobe.d", "/usr/lib/modprobe.d", "/lib/modprobe.d"} {
-		for _, n := range root.Names(dir) {
-			b, err := root.ReadFile(dir + "/" + n)
-			if err == nil && strings.Contains(strings.ReplaceAll(string(b), "_", "-"), "vfio-pci ids=") {
-				binders = append(binders, dir+"/"+n+" has options vfio-pci ids=")
+	cmdline := kargs.Parse(raw)
+	devs := map[string][]string{} // what binds them → which
+	for _, a := range onVFIO {
+		if d := p.inv.Get(a); d != nil {
+			for _, b := range vfio.BootBinders(root, cmdline, d) {
+				if devs[b] == nil {
+					binders = append(binders, b)
+				}
+				devs[b] = append(devs[b], a)
 			}
 		}
 	}
-	if root.Exists("/etc/driverctl.d") && len(root.Names("/etc/driverctl.d")) > 0 {
-		binders = append(binders, "driverctl overrides in /etc/driverctl.d")
+	for i, b := range binders {
+		binders[i] = b + " (" + strings.Join(devs[b], ", ") + ")"
 	}
 	if why := vfio.InitramfsStale(root); why != "" {
 		binders = append(binders, why)
