@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/gpuprep/gpuprep/internal/initramfs"
 	"github.com/gpuprep/gpuprep/internal/kargs"
 	"github.com/gpuprep/gpuprep/internal/pci"
 	"github.com/gpuprep/gpuprep/iommu"
@@ -32,9 +33,20 @@ func checkNouveau(e *Env) []Finding {
 	case len(bound) > 0:
 		return nouveauBoundFindings(e, bound, bl)
 	case loaded:
-		return []Finding{{Status: Warn, Subject: "/sys/module/nouveau",
+		f := Finding{Status: Warn, Subject: "/sys/module/nouveau",
 			Message: "nouveau is loaded (" + bl + "), though no selected GPU uses it: it may grab a GPU that another driver releases",
-			Remedy:  "blacklist nouveau and regenerate the initramfs"}}
+			Remedy:  "blacklist nouveau and regenerate the initramfs, then unload it (modprobe -r nouveau) or reboot"}
+		if blacklisted {
+			// the blacklist is there: what is left is unloading it, and
+			// an initramfs made before the blacklist loads it at boot
+			f.Remedy = "unload it: modprobe -r nouveau (or reboot; it drives no selected GPU)"
+			if fi, err := e.Root.Stat(where); err == nil && where != "/proc/cmdline" {
+				if old := initramfs.OlderThan(e.Root, fi.ModTime()); len(old) > 0 {
+					f.Remedy += "; the initramfs (" + strings.Join(old, ", ") + ") predates " + where + ": regenerate it (update-initramfs -u, dracut -f or mkinitcpio -P) or it loads nouveau at boot"
+				}
+			}
+		}
+		return []Finding{f}
 	}
 	return []Finding{{Status: Pass, Subject: "/sys/module/nouveau", Message: "nouveau not loaded (" + bl + ")"}}
 }

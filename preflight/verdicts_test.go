@@ -3,6 +3,7 @@ package preflight_test
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -603,4 +604,37 @@ func TestContainerOnNVSwitchBoardAfterUnbindAtBoot(t *testing.T) {
 	f = one(t, res, "vfio.binding", gpu, preflight.Container)
 	require.Equal(t, preflight.Fail, f.Status)
 	require.Equal(t, "gpuprep vfio unbind --at-boot --select "+gpu, f.FixCommand)
+}
+
+// nouveau loaded though no selected GPU uses it: with the blacklist there,
+// the remedy is to unload it (and to regenerate an initramfs that predates
+// the blacklist), not to blacklist it again.
+func TestNouveauLoadedButUnusedRemedy(t *testing.T) {
+	loaded := func(b *fixture.Builder) { b.Module("nouveau", nil) }
+	_, res := runRoot(t, build(t, fixture.TuringMultifunction, func(b *fixture.Builder) {
+		loaded(b)
+		b.Remove("/etc/modprobe.d/blacklist-nouveau.conf")
+	}))
+	f := one(t, res, "driver.nouveau", "/sys/module/nouveau")
+	require.Equal(t, preflight.Warn, f.Status)
+	require.Contains(t, f.Message, "not blacklisted")
+	require.Equal(t, "blacklist nouveau and regenerate the initramfs, then unload it (modprobe -r nouveau) or reboot", f.Remedy)
+
+	_, res = runRoot(t, build(t, fixture.TuringMultifunction, func(b *fixture.Builder) {
+		loaded(b)
+		b.File("/boot/initrd.img-6.1.0-18-amd64", "initramfs").Touch("/boot/initrd.img-6.1.0-18-amd64", fixture.BootTime.Add(2*time.Hour))
+		b.Touch("/etc/modprobe.d/blacklist-nouveau.conf", fixture.BootTime.Add(time.Hour))
+	}))
+	f = one(t, res, "driver.nouveau", "/sys/module/nouveau")
+	require.Equal(t, preflight.Warn, f.Status)
+	require.Contains(t, f.Message, "blacklisted in /etc/modprobe.d/blacklist-nouveau.conf")
+	require.Equal(t, "unload it: modprobe -r nouveau (or reboot; it drives no selected GPU)", f.Remedy)
+
+	_, res = runRoot(t, build(t, fixture.TuringMultifunction, func(b *fixture.Builder) {
+		loaded(b)
+		b.File("/boot/initrd.img-6.1.0-18-amd64", "initramfs").Touch("/boot/initrd.img-6.1.0-18-amd64", fixture.BootTime)
+		b.Touch("/etc/modprobe.d/blacklist-nouveau.conf", fixture.BootTime.Add(time.Hour))
+	}))
+	f = one(t, res, "driver.nouveau", "/sys/module/nouveau")
+	require.Contains(t, f.Remedy, "the initramfs (/boot/initrd.img-6.1.0-18-amd64) predates /etc/modprobe.d/blacklist-nouveau.conf: regenerate it")
 }
