@@ -189,7 +189,7 @@ type CheckSpread struct {
 	Check  string   `json:"check"`
 	Status string   `json:"status"` // fail or error
 	Hosts  []string `json:"hosts"`
-	Of     int      `json:"of"` // hosts evaluated
+	Of     int      `json:"of"` // hosts that judged the check (for their mode)
 }
 
 // Sentence is the fleet-wide line: "iommu.kernel fails on 12 of 200 hosts: a, b, …".
@@ -239,16 +239,29 @@ func (f *FleetReport) Finish() {
 	s := FleetSummary{Hosts: len(f.Hosts), Statuses: map[string]int{}, Checks: []CheckSpread{}}
 	type key struct{ check, status string }
 	spread := map[key][]string{}
-	evaluated := 0
+	judged := map[string]int{} // check → hosts that judged it (for their mode)
 	for i := range f.Hosts {
 		h := &f.Hosts[i]
 		s.Statuses[h.Status]++
-		if h.Report == nil {
+		if h.Report != nil {
+			h.Verdict = Verdict(h.Report)
+		}
+		verdict := h.Verdict
+		if f.Rollout != nil && h.Outcome != "" && h.Outcome != OutcomeSkipped {
+			// fleet apply: the outcome is the host's verdict (its
+			// report, if any, is apply's closing check)
+			switch h.Outcome {
+			case OutcomeReady:
+				verdict = VerdictReady
+			case OutcomeCancelled:
+				verdict = VerdictUnknown
+			default: // failed, reboot-needed, rolled back
+				verdict = VerdictNotReady
+			}
+		} else if h.Report == nil {
 			continue
 		}
-		evaluated++
-		h.Verdict = Verdict(h.Report)
-		switch h.Verdict {
+		switch verdict {
 		case VerdictReady:
 			s.Ready++
 		case VerdictNotReady:
@@ -256,9 +269,20 @@ func (f *FleetReport) Finish() {
 		default:
 			s.Unknown++
 		}
+		if h.Report == nil || h.Rollback != nil {
+			continue // no report, or one of the node before its rollback
+		}
 		seen := map[key]bool{}
+		seenCheck := map[string]bool{}
 		for _, fd := range h.Report.Findings {
-			if (fd.Status != preflight.Fail && fd.Status != preflight.Error) || !Counts(h.Report, fd) {
+			if !Counts(h.Report, fd) {
+				continue
+			}
+			if !seenCheck[fd.Check] {
+				seenCheck[fd.Check] = true
+				judged[fd.Check]++
+			}
+			if fd.Status != preflight.Fail && fd.Status != preflight.Error {
 				continue
 			}
 			k := key{fd.Check, string(fd.Status)}
@@ -269,7 +293,7 @@ func (f *FleetReport) Finish() {
 		}
 	}
 	for k, hosts := range spread {
-		s.Checks = append(s.Checks, CheckSpread{Check: k.check, Status: k.status, Hosts: hosts, Of: evaluated})
+		s.Checks = append(s.Checks, CheckSpread{Check: k.check, Status: k.status, Hosts: hosts, Of: judged[k.check]})
 	}
 	sort.Slice(s.Checks, func(i, j int) bool {
 		a, b := s.Checks[i], s.Checks[j]

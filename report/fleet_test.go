@@ -39,7 +39,8 @@ func sample() *FleetReport {
 	pass := preflight.Finding{Check: "gpu.present", Status: preflight.Pass}
 	f := &FleetReport{Mode: "vm-passthrough", Hosts: []FleetHost{
 		{Name: "a", Address: "10.0.0.1:22", Status: "evaluated", Report: hostReport("vm-passthrough", pass, kfail)},
-		{Name: "b", Address: "10.0.0.2:22", Status: "evaluated", Report: hostReport("vm-passthrough", pass)},
+		{Name: "b", Address: "10.0.0.2:22", Status: "evaluated", Report: hostReport("vm-passthrough", pass,
+			preflight.Finding{Check: "iommu.kernel", Status: preflight.Pass})},
 		{Name: "c\x1b[31m|evil", Address: "10.0.0.3:22", Status: "unreachable", Error: "connect: connection refused"},
 		{Name: "d", Address: "10.0.0.4:22", Status: "evaluated", Report: hostReport("vm-passthrough", pass, kfail,
 			preflight.Finding{Check: "vfio.binding", Status: preflight.Fail, Modes: []preflight.Mode{"container"}})},
@@ -66,6 +67,45 @@ func TestFleetSummaryAndExit(t *testing.T) {
 	assert.Equal(t, 0, f.ExitCode())
 }
 
+// "fails on N of M hosts": M counts the hosts that judged the check for
+// their mode, not every host evaluated (a container host does not judge
+// the vGPU manager).
+func TestFleetSpreadCountsHostsThatJudgedTheCheck(t *testing.T) {
+	vg := func(st preflight.Status) preflight.Finding {
+		return preflight.Finding{Check: "vgpu.manager", Status: st, Modes: []preflight.Mode{preflight.VMVGPU}}
+	}
+	f := &FleetReport{Hosts: []FleetHost{
+		{Name: "v1", Status: "evaluated", Report: hostReport("vm-vgpu", vg(preflight.Fail))},
+		{Name: "v2", Status: "evaluated", Report: hostReport("vm-vgpu", vg(preflight.Pass))},
+		{Name: "c", Status: "evaluated", Report: hostReport("container", vg(preflight.Fail), preflight.Finding{Check: "gpu.present", Status: preflight.Pass})},
+	}}
+	f.Finish()
+	require.Len(t, f.Summary.Checks, 1)
+	assert.Equal(t, "vgpu.manager fails on 1 of 2 hosts: v1", f.Summary.Checks[0].Sentence(5))
+}
+
+// fleet apply: each host counts by its outcome (a failed apply has no
+// report and still counts), and a rolled-back host's report, of the node
+// before its rollback, is not in the fleet-wide view.
+func TestFleetApplySummaryAddsUp(t *testing.T) {
+	kfail := preflight.Finding{Check: "iommu.kernel", Status: preflight.Fail}
+	f := &FleetReport{Rollout: &Rollout{}, Hosts: []FleetHost{
+		{Name: "ok", Status: "evaluated", Outcome: OutcomeReady, Report: hostReport("container", preflight.Finding{Check: "gpu.present", Status: preflight.Pass})},
+		{Name: "failed", Status: "evaluated", Outcome: OutcomeFailed, Error: "apply failed"},
+		{Name: "back", Status: "evaluated", Outcome: OutcomeRolledBack, Report: hostReport("container", kfail), Rollback: &HostRollback{Status: "evaluated"}},
+		{Name: "reboot", Status: "evaluated", Outcome: OutcomeRebootNeeded},
+		{Name: "later", Status: OutcomeSkipped, Outcome: OutcomeSkipped},
+	}}
+	f.Finish()
+	s := f.Summary
+	assert.Equal(t, 1, s.Ready)
+	assert.Equal(t, 3, s.NotReady)
+	assert.Equal(t, 0, s.Unknown)
+	assert.Equal(t, 5, s.Hosts)
+	assert.Equal(t, s.Hosts, s.Ready+s.NotReady+s.Unknown+s.Hosts-s.Statuses["evaluated"], "every host is counted once")
+	assert.Empty(t, s.Checks, "the rolled-back host's failures describe the node before its rollback")
+}
+
 func TestFleetFormats(t *testing.T) {
 	f := sample()
 	var b bytes.Buffer
@@ -88,7 +128,7 @@ func TestFleetFormats(t *testing.T) {
 	assert.Len(t, doc.Suites, 4)
 	assert.Equal(t, 2, doc.Failures)
 	assert.Equal(t, 1, doc.Errors)
-	assert.Equal(t, 7, doc.Tests)
+	assert.Equal(t, 8, doc.Tests)
 
 	b.Reset()
 	require.NoError(t, FleetMarkdown(&b, f))
