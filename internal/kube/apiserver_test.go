@@ -134,7 +134,7 @@ func TestApplyKubeVirtAgainstARealAPIServer(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 	hosts := []Host{{Name: "n1", Report: sampleReport()}}
-	patch, _ := KubeVirt(hosts, KubeVirtOptions{})
+	patch, _, _ := KubeVirt(hosts, KubeVirtOptions{})
 	admin, err := NewClient(s.Kubeconfig(t, "admin", s.Admin))
 	require.NoError(t, err)
 	res, err := admin.ApplyKubeVirt(ctx, patch, "", "", false)
