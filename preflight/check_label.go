@@ -1,92 +1,22 @@
 package preflight
 
 import (
-	"slices"
 	"strings"
 
+	"github.com/gpuprep/gpuprep/internal/kubeletargs"
 	"github.com/gpuprep/gpuprep/internal/pci"
-
-	"github.com/gpuprep/gpuprep/internal/kargs"
 )
 
 // WorkloadLabel is the node label the GPU Operator reads (with
 // sandboxWorkloads.enabled=true) to choose what a node is for.
 const WorkloadLabel = "nvidia.com/gpu.workload.config"
 
-// kubeletEnvFiles hold the kubelet's flags, in the order kubeadm's systemd
-// drop-in (10-kubeadm.conf) reads them as EnvironmentFiles: kubeadm-flags.env
-// sets KUBELET_KUBEADM_ARGS, /etc/default/kubelet (deb) or
-// /etc/sysconfig/kubelet (rpm) KUBELET_EXTRA_ARGS.
-var kubeletEnvFiles = []string{"/var/lib/kubelet/kubeadm-flags.env", "/etc/sysconfig/kubelet", "/etc/default/kubelet"}
-
-// kubeletArgVars are the variables on the drop-in's command line, in order:
-// ExecStart=/usr/bin/kubelet $KUBELET_KUBECONFIG_ARGS $KUBELET_CONFIG_ARGS
-// $KUBELET_KUBEADM_ARGS $KUBELET_EXTRA_ARGS.
-var kubeletArgVars = []string{"KUBELET_KUBECONFIG_ARGS", "KUBELET_CONFIG_ARGS", "KUBELET_KUBEADM_ARGS", "KUBELET_EXTRA_ARGS"}
-
 // configuredLabel finds nvidia.com/gpu.workload.config in the kubelet's
-// --node-labels, returning its value and the file that sets it. Like the
-// kubelet: a variable set twice keeps its last value, the flags follow the
-// drop-in's command line, and repeated --node-labels (=V or a separate V)
-// merge, a later value of a key overriding an earlier one.
+// --node-labels as the kubelet reads them (kubeletargs: the environment
+// files and command line its unit gives it, repeated flags merged, a later
+// value of a key winning), returning its value and the file that sets it.
 func configuredLabel(e *Env) (value, file string, found bool) {
-	type assign struct{ value, file string }
-	vars := map[string]assign{}
-	var order []string
-	for _, f := range kubeletEnvFiles {
-		b, err := e.Root.ReadFile(f)
-		if err != nil {
-			continue
-		}
-		for _, line := range strings.Split(string(b), "\n") {
-			t := strings.TrimPrefix(strings.TrimSpace(line), "export ")
-			k, v, ok := strings.Cut(t, "=")
-			if !ok || strings.HasPrefix(t, "#") {
-				continue
-			}
-			k = strings.TrimSpace(k)
-			if _, seen := vars[k]; !seen {
-				order = append(order, k)
-			}
-			vars[k] = assign{strings.Trim(strings.TrimSpace(v), `"'`), f}
-		}
-	}
-	// Variables off the drop-in's command line first (other units may put
-	// them there), then the drop-in's in its order.
-	var cmdline []string
-	for _, k := range order {
-		if !slices.Contains(kubeletArgVars, k) {
-			cmdline = append(cmdline, k)
-		}
-	}
-	cmdline = append(cmdline, kubeletArgVars...)
-	for _, k := range cmdline {
-		a, ok := vars[k]
-		if !ok {
-			continue
-		}
-		ps := kargs.Parse(a.value)
-		for i := 0; i < len(ps); i++ {
-			p := ps[i]
-			if !strings.HasPrefix(p.Key, "-") || strings.TrimLeft(p.Key, "-") != "node-labels" {
-				continue
-			}
-			labels := p.Value
-			if !p.HasValue {
-				if i+1 >= len(ps) {
-					continue
-				}
-				i++
-				labels = ps[i].String()
-			}
-			for _, l := range strings.Split(labels, ",") {
-				if k, val, ok := strings.Cut(strings.TrimSpace(l), "="); ok && k == WorkloadLabel {
-					value, file, found = strings.TrimSpace(val), a.file, true
-				}
-			}
-		}
-	}
-	return value, file, found
+	return kubeletargs.Read(e.Root).Lookup(WorkloadLabel)
 }
 
 func checkNodeLabel(e *Env) []Finding {

@@ -483,12 +483,16 @@ func (p *Plan) unbind(ctx context.Context, e Env) error {
 func (p *Plan) label(ctx context.Context, e Env) error {
 	l := p.labels
 	if l.file != "" {
-		old, _ := e.Root.ReadFile(l.file)
-		out, err := kube.EditKubeletEnv(l.file, old, l.set, l.remove)
+		edits, err := kube.EditKubeletLabels(e.Root, l.set, l.remove)
 		if err != nil {
 			return err
 		}
-		return writeFile(e, l.file, out)
+		for _, f := range edits {
+			if err := writeFile(e, f.Path, f.New); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
 	client, err := kube.NewClient(p.opts.Kubeconfig)
 	if err != nil {

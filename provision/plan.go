@@ -1259,19 +1259,24 @@ func (p *Plan) planLabel(ctx context.Context) error {
 	p.labels = labelPlan{set: set, remove: remove}
 	if p.opts.Kubeconfig == "" {
 		file := kube.KubeletEnvFile(p.root)
-		old, rerr := p.root.ReadFile(file)
-		out, err := kube.EditKubeletEnv(file, old, set, remove)
+		edits, err := kube.EditKubeletLabels(p.root, set, remove)
 		if err != nil {
 			return &PlanError{Step: StepLabel, Err: err}
 		}
 		p.labels.file = file
-		if rerr == nil && string(old) == string(out) {
+		if len(edits) == 0 {
 			return nil
 		}
-		p.Steps = append(p.Steps, &Step{ID: StepLabel,
+		s := &Step{ID: StepLabel,
 			Title: fmt.Sprintf("label the node %s in the kubelet's --node-labels (%s)", kube.FormatLabels(set), file),
-			Files: []FileDiff{fileDiff(file, old, out, rerr == nil)},
-			Notes: []string{"the kubelet applies --node-labels when the node registers; for a node that has joined already, give --kubeconfig to label it through the API"}})
+			Notes: []string{"the kubelet applies --node-labels when the node registers; for a node that has joined already, give --kubeconfig to label it through the API"}}
+		for _, e := range edits {
+			s.Files = append(s.Files, fileDiff(e.Path, e.Old, e.New, e.Existed))
+			if e.Path != file {
+				s.Notes = append(s.Notes, e.Path+" also sets these keys in the kubelet's --node-labels: they are removed there, so that the node registers with the labels above only")
+			}
+		}
+		p.Steps = append(p.Steps, s)
 		return nil
 	}
 	name := p.opts.Node

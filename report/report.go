@@ -5,6 +5,10 @@ package report
 import (
 	"encoding/json"
 	"io"
+	"path"
+	"strings"
+
+	"github.com/gpuprep/gpuprep/internal/host"
 
 	"github.com/gpuprep/gpuprep/internal/pci"
 	"github.com/gpuprep/gpuprep/internal/pciids"
@@ -31,8 +35,11 @@ type Report struct {
 	Selection  string                                   `json:"selection"`
 	GPUs       []GPU                                    `json:"gpus"`
 	NVSwitches []GPU                                    `json:"nvswitches"`
-	Findings   []preflight.Finding                      `json:"findings"`
-	Summary    preflight.Summary                        `json:"summary"`
+	// HostDriver is set when an NVIDIA driver is installed on the host
+	// itself.
+	HostDriver *HostDriver         `json:"hostDriver,omitempty"`
+	Findings   []preflight.Finding `json:"findings"`
+	Summary    preflight.Summary   `json:"summary"`
 }
 
 // GPU describes one selected GPU (or NVSwitch).
@@ -107,7 +114,38 @@ func Build(e *preflight.Env, res *preflight.Result, mode preflight.Mode) *Report
 	}
 	resourceNames(r.GPUs)
 	resourceNames(r.NVSwitches)
+	r.HostDriver = hostDriver(e.Root, e.Host.Kernel)
 	return r
+}
+
+// HostDriver is the evidence of an NVIDIA driver (or vGPU manager, which is
+// one) installed on the host itself, not by the GPU Operator's driver
+// container, whose files stay in its own root (/run/nvidia/driver): the
+// host's nvidia-smi, and nvidia.ko among the running kernel's modules.
+type HostDriver struct {
+	Evidence []string `json:"evidence"`
+}
+
+func hostDriver(root *host.Root, kernel string) *HostDriver {
+	var ev []string
+	if root.Exists("/usr/bin/nvidia-smi") {
+		ev = append(ev, "/usr/bin/nvidia-smi")
+	}
+	if kernel != "" {
+		dir := "/lib/modules/" + kernel
+		dep, _ := root.ReadFile(dir + "/modules.dep")
+		for _, l := range strings.Split(string(dep), "\n") {
+			mod, _, _ := strings.Cut(l, ":")
+			if b := path.Base(mod); b == "nvidia.ko" || strings.HasPrefix(b, "nvidia.ko.") {
+				ev = append(ev, dir+"/"+mod)
+				break
+			}
+		}
+	}
+	if len(ev) == 0 {
+		return nil
+	}
+	return &HostDriver{Evidence: ev}
 }
 
 // resourceNames fills in the sandbox device plugin's resource names.

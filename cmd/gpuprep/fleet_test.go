@@ -411,11 +411,17 @@ hosts:
   - {name: hgx-1, address: %s, port: %d, vars: {gpuprep_root: %s}}
   - {name: gone, address: 127.0.1.22, port: %d}
 `, r.env.User, a.Host, a.Port, r.hgx, sshdtest.FreePort(t, "127.0.1.22")))
+	// a host not evaluated: no patch (it would drop its GPU models from the CR) ...
 	code, out, stderr := runCLI(append([]string{"kubevirt", "config", "-i", inv, "-o", "json", "--retries", "0"}, r.args()...)...)
+	require.Equal(t, exitUnknown, code, stderr)
+	require.Empty(t, out)
+	require.Contains(t, stderr, "1 host(s) could not be evaluated: gone (unreachable")
+	// ... unless the partial view is accepted
+	code, out, stderr = runCLI(append([]string{"kubevirt", "config", "-i", inv, "-o", "json", "--retries", "0", "--allow-partial"}, r.args()...)...)
 	require.Equal(t, 0, code, stderr)
 	require.Contains(t, out, `"pciVendorSelector": "10DE:2335"`)
 	require.Contains(t, out, `"resourceName": "nvidia.com/GH100_H200_SXM_141GB"`)
-	require.Contains(t, stderr, "gone not evaluated (unreachable)")
+	require.Contains(t, stderr, "--allow-partial: 1 host(s) not evaluated, their GPUs are not in the patch: gone (unreachable")
 	code, _, stderr = runCLI("kubevirt", "config", "-i", inv, "--from-report", inv)
 	require.Equal(t, 2, code)
 	require.Contains(t, stderr, "not both")

@@ -44,11 +44,38 @@ func emit(out, errw io.Writer, format string, v any, notes []string) error {
 	return usageErr("--output %q: want yaml or json", format)
 }
 
+// partialView refuses a view of the fleet that lacks hosts (missing: not
+// evaluated) unless allow, with exit 3 as fleet check's "some hosts could
+// not be evaluated"; harm says what a partial result would do. Allowed, it
+// returns a note naming them (what: what the result lacks); with no host
+// evaluated at all it refuses all the same.
+func partialView(missing []kube.Unevaluated, evaluated int, allow bool, what, harm string) (string, error) {
+	if len(missing) == 0 {
+		return "", nil
+	}
+	var names []string
+	for _, m := range missing {
+		n := m.Name + " (" + m.Status
+		if m.Error != "" {
+			n += ": " + m.Error
+		}
+		names = append(names, n+")")
+	}
+	list := strings.Join(names, ", ")
+	switch {
+	case evaluated == 0:
+		return "", &exitError{code: exitUnknown, err: fmt.Errorf("no host could be evaluated: %s", list)}
+	case !allow:
+		return "", &exitError{code: exitUnknown, err: fmt.Errorf("%d host(s) could not be evaluated: %s: %s; nothing emitted: make them reachable and run again, or give --allow-partial to use the %d host(s) that were", len(missing), list, harm, evaluated)}
+	}
+	return fmt.Sprintf("--allow-partial: %d host(s) not evaluated, %s: %s", len(missing), what, list), nil
+}
+
 func newKubeVirtCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "kubevirt", Short: "KubeVirt configuration for GPU nodes"}
 	var from []string
 	var output, kubeconfig, namespace, name string
-	var apply, dryRun, nvswitch bool
+	var apply, dryRun, nvswitch, allowPartial bool
 	fc := &fleetCmd{g: g}
 	cfg := &cobra.Command{
 		Use:   "config (-i INVENTORY | --from-report FILE…)",
@@ -69,10 +96,25 @@ merged and de-duplicated across nodes. Apply it with:
 
 or let gpuprep apply it (--apply): then feature gates and devices are added to those the
 KubeVirt CR already has (a plain merge patch would replace the lists), entries for the same
-selector are updated in place, and a second run changes nothing.`,
+selector are updated in place, and a second run changes nothing.
+
+A GPU whose IOMMU group holds devices outside it (passthroughViable false in its report, a
+fail of check's iommu.groups) cannot be passed through: its model (an entry is per model,
+cluster-wide) is still permitted for the hosts that can pass it through, and left out when no
+host can; a note names each such GPU.
+
+When a host of the inventory (or of a fleet report) could not be evaluated, no patch is
+emitted or applied (exit 3): the patch would lack its GPUs, and a merge patch replaces
+pciHostDevices whole. --allow-partial accepts the partial view: the patch of the hosts that
+were evaluated, with a note naming the others.
+
+Exit codes: 0 the patch emitted (or applied); 1 emitted (or applied), but some GPUs cannot be
+passed through (the notes name them), or the API call failed; 2 usage; 3 some hosts could not
+be evaluated and --allow-partial was not given (nothing emitted or applied), or none could.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var hosts []kube.Host
+			var missing []kube.Unevaluated
 			switch {
 			case fc.inventory != "" && len(from) > 0:
 				return usageErr("give -i INVENTORY or --from-report, not both")
@@ -83,25 +125,38 @@ selector are updated in place, and a second run changes nothing.`,
 				}
 				for _, h := range fr.Hosts {
 					if h.Report == nil {
-						fmt.Fprintf(cmd.ErrOrStderr(), "gpuprep: note: %s not evaluated (%s): its GPUs are not in the patch\n", h.Name, h.Status)
+						missing = append(missing, kube.Unevaluated{Name: h.Name, Status: h.Status, Error: h.Error})
 						continue
 					}
 					hosts = append(hosts, kube.Host{Name: h.Name, Report: h.Report})
 				}
 			case len(from) > 0:
 				var err error
-				if hosts, err = kube.ReadReports(from); err != nil {
+				if hosts, missing, err = kube.ReadReports(from); err != nil {
 					return usageErr("%v", err)
 				}
 			default:
 				return usageErr("give -i INVENTORY, or --from-report with gpuprep JSON reports (gpuprep check -o json > node.json)")
 			}
-			p, notes := kube.KubeVirt(hosts, kube.KubeVirtOptions{NVSwitch: nvswitch})
-			if !apply {
-				return emit(cmd.OutOrStdout(), cmd.ErrOrStderr(), output, p, notes)
+			what := "their GPUs are not in the patch"
+			partialNote, err := partialView(missing, len(hosts), allowPartial, what,
+				"a patch without their GPUs would drop their models from the KubeVirt CR (a merge patch replaces permittedHostDevices.pciHostDevices whole)")
+			if err != nil {
+				return err
 			}
-			for _, n := range notes[:len(notes)-1] { // the last note is about merge patches, which --apply avoids
-				fmt.Fprintln(cmd.ErrOrStderr(), "gpuprep: note:", n)
+			p, notes, unusable := kube.KubeVirt(hosts, kube.KubeVirtOptions{NVSwitch: nvswitch})
+			if partialNote != "" {
+				notes = append([]string{partialNote}, notes...)
+			}
+			var result error // exit 1 when some GPUs cannot be passed through
+			if len(unusable) > 0 {
+				result = &exitError{code: exitNotReady, err: fmt.Errorf("%d GPU(s) of vm-passthrough hosts cannot be passed through, their IOMMU group holding other devices (the patch permits a model only for hosts that can pass it through): %s", len(unusable), strings.Join(unusable, "; "))}
+			}
+			if !apply {
+				if err := emit(cmd.OutOrStdout(), cmd.ErrOrStderr(), output, p, notes); err != nil {
+					return err
+				}
+				return result
 			}
 			client, err := kube.NewClient(kubeconfig)
 			if err != nil {
@@ -116,20 +171,21 @@ selector are updated in place, and a second run changes nothing.`,
 			w := cmd.OutOrStdout()
 			if !res.Changed {
 				fmt.Fprintf(w, "KubeVirt %s/%s already permits these devices: nothing to do\n", res.Namespace, res.Name)
-				return nil
+				return result
 			}
 			verb := "patched"
 			if dryRun {
 				verb = "would patch (server-side dry run)"
 			}
 			fmt.Fprintf(w, "%s KubeVirt %s/%s: %s\n", verb, res.Namespace, res.Name, strings.Join(res.Added, "; "))
-			return nil
+			return result
 		},
 	}
 	cfg.Flags().StringArrayVar(&from, "from-report", nil, "gpuprep JSON report (host or fleet); repeatable; - for stdin")
 	fc.connectionFlags(cfg.Flags(), false)
 	cfg.Flags().StringVarP(&output, "output", "o", "yaml", "output format: yaml or json")
 	cfg.Flags().BoolVar(&nvswitch, "nvswitch", false, "permit the NVSwitches of passthrough hosts too, for VMs given whole boards with their NVLink fabric (as plan/apply --nvswitch); without it only NVSwitches already on VFIO are")
+	cfg.Flags().BoolVar(&allowPartial, "allow-partial", false, "emit (or --apply) the patch even when some hosts could not be evaluated: their GPUs are left out")
 	cfg.Flags().BoolVar(&apply, "apply", false, "patch the KubeVirt CR through the Kubernetes API instead of printing the patch")
 	cfg.Flags().BoolVar(&dryRun, "dry-run", false, "with --apply: server-side dry run")
 	cfg.Flags().StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)")
@@ -143,31 +199,52 @@ func newOperatorCmd(_ *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "operator", Short: "NVIDIA GPU Operator configuration for GPU nodes"}
 	var from []string
 	var output string
+	var allowPartial bool
 	vals := &cobra.Command{
 		Use:   "values --from-report FILE…",
 		Short: "Emit the GPU Operator Helm values the nodes in gpuprep reports need",
 		Long: `values reads gpuprep JSON reports made with --mode (gpuprep check --mode MODE -o json)
 and emits the GPU Operator Helm values: sandboxWorkloads.enabled, defaultWorkload (the most
 common mode, so the fewest nodes need a label), and the sandbox device plugin, VFIO manager,
-vGPU manager and vGPU device manager toggles the modes need.`,
+vGPU manager and vGPU device manager toggles the modes need. A component the hosts already
+have installed on the host itself is not deployed again: vgpuManager is disabled when every
+vm-vgpu host has a host-installed vGPU manager (check's vgpu.manager), driver when every
+container host has a host-installed NVIDIA driver (the report's hostDriver); where only some
+have, a note names the nodes to label nvidia.com/gpu.deploy.vgpu-manager=false (or
+nvidia.com/gpu.deploy.driver=false) so that the operator's daemonset leaves them alone.
+
+When a fleet report holds hosts that were not evaluated, no values are emitted (exit 3)
+unless --allow-partial accepts values made from the others.
+
+Exit codes: 0 values emitted; 2 usage (a report without --mode, say); 3 some hosts could not
+be evaluated and --allow-partial was not given, or none could.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if len(from) == 0 {
 				return usageErr("--from-report: give at least one gpuprep JSON report made with --mode")
 			}
-			hosts, err := kube.ReadReports(from)
+			hosts, missing, err := kube.ReadReports(from)
 			if err != nil {
 				return usageErr("%v", err)
+			}
+			partialNote, err := partialView(missing, len(hosts), allowPartial, "the values do not account for them",
+				"values made without them may not fit them (the default workload, the managers their modes need)")
+			if err != nil {
+				return err
 			}
 			v, notes, err := kube.Operator(hosts)
 			if err != nil {
 				return usageErr("%v", err)
+			}
+			if partialNote != "" {
+				notes = append([]string{partialNote}, notes...)
 			}
 			return emit(cmd.OutOrStdout(), cmd.ErrOrStderr(), output, v, notes)
 		},
 	}
 	vals.Flags().StringArrayVar(&from, "from-report", nil, "gpuprep JSON report (host or fleet); repeatable; - for stdin")
 	vals.Flags().StringVarP(&output, "output", "o", "yaml", "output format: yaml or json")
+	vals.Flags().BoolVar(&allowPartial, "allow-partial", false, "emit values even when a fleet report holds hosts that were not evaluated")
 	cmd.AddCommand(vals)
 	return cmd
 }

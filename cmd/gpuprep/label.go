@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -54,8 +55,15 @@ With --before-join the labels go into the kubelet's --node-labels, so the node r
 with them (kubelets may set nvidia.com/* labels under NodeRestriction): in the kubelet
 environment file of the distribution's kubelet package (KUBELET_EXTRA_ARGS in
 /etc/default/kubelet or /etc/sysconfig/kubelet), or, with --kubeadm-config FILE, in the
-JoinConfiguration's nodeRegistration.kubeletExtraArgs. Labels already there are kept;
-the file is edited in place (one line), atomically, with a backup; --dry-run shows the diff.`,
+JoinConfiguration's nodeRegistration.kubeletExtraArgs. What counts is what the kubelet
+registers with: its unit and drop-ins (e.g. kubeadm's 10-kubeadm.conf) name the environment
+files (/var/lib/kubelet/kubeadm-flags.env, then /etc/default/kubelet or /etc/sysconfig/kubelet)
+and the command line ($KUBELET_KUBEADM_ARGS $KUBELET_EXTRA_ARGS), and repeated --node-labels
+merge, the last value of a key winning. So the keys leave every --node-labels of those files
+(a stale nvidia.com/vgpu.config in kubeadm-flags.env too) and the labels go last; other labels
+are kept. Each file is edited in place (the lines holding the keys), atomically, with a backup
+and a journal entry; --dry-run shows each file's diff. Keys set where gpuprep does not edit (a
+unit's ExecStart= or Environment=) are refused with file and line.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return c.run(cmd) },
 	}
@@ -120,15 +128,28 @@ func (c *labelCmd) run(cmd *cobra.Command) error {
 		if err != nil {
 			return usageErr("%v", err)
 		}
-		return c.write(cmd, root, file, file, b, out, true)
+		// the kubelet's environment files come later on its command line
+		// (KUBELET_EXTRA_ARGS after kubeadm's KUBELET_KUBEADM_ARGS): the
+		// keys leave them, or they would override the JoinConfiguration
+		keys := slices.Clone(remove)
+		for _, l := range set {
+			keys = append(keys, l.Key)
+		}
+		env, err := kube.RemoveKubeletLabels(root, keys)
+		if err != nil {
+			return usageErr("%v", err)
+		}
+		var edits []kube.FileEdit
+		if string(out) != string(b) {
+			edits = append(edits, kube.FileEdit{Path: file, Old: b, New: out, Existed: true})
+		}
+		return c.write(cmd, root, file, append(edits, env...))
 	}
-	file := kube.KubeletEnvFile(root)
-	old, rerr := root.ReadFile(file)
-	out, err := kube.EditKubeletEnv(file, old, set, remove)
+	edits, err := kube.EditKubeletLabels(root, set, remove)
 	if err != nil {
 		return usageErr("%v", err)
 	}
-	return c.write(cmd, root, file, file, old, out, rerr == nil)
+	return c.write(cmd, root, kube.KubeletEnvFile(root), edits)
 }
 
 func splitDir(p string) (string, string) {
@@ -142,29 +163,36 @@ func splitDir(p string) (string, string) {
 	return p[:i], p[i+1:]
 }
 
-func (c *labelCmd) write(cmd *cobra.Command, root *host.Root, path, shown string, old, out []byte, existed bool) error {
+// write writes edits (none: shown already has the labels), each
+// journalled, atomically, with a backup; --dry-run shows their diffs.
+func (c *labelCmd) write(cmd *cobra.Command, root *host.Root, shown string, edits []kube.FileEdit) error {
 	w := cmd.OutOrStdout()
-	if existed && string(old) == string(out) {
+	if len(edits) == 0 {
 		fmt.Fprintf(w, "%s already has these labels: nothing to do\n", shown)
 		return nil
 	}
 	if c.dryRun {
-		fmt.Fprint(w, diff.Unified(shown, old, out, existed))
+		for _, e := range edits {
+			fmt.Fprint(w, diff.Unified(e.Path, e.Old, e.New, e.Existed))
+		}
 		return nil
 	}
-	if err := root.MkdirAll(dirOf(path), 0o755); err != nil {
-		return &exitError{code: exitNotReady, err: err}
+	for _, e := range edits {
+		if err := root.MkdirAll(dirOf(e.Path), 0o755); err != nil {
+			return &exitError{code: exitNotReady, err: err}
+		}
+		res, err := journal.WriteFile(root, e.Path, e.New, 0o644, "label --before-join", time.Now())
+		if err != nil {
+			return &exitError{code: exitNotReady, err: fmt.Errorf("write %s: %w", e.Path, err)}
+		}
+		fmt.Fprint(w, diff.Unified(e.Path, e.Old, e.New, e.Existed))
+		if res.Backup != "" {
+			fmt.Fprintf(w, "wrote %s (backup %s)\n", e.Path, res.Backup)
+		} else {
+			fmt.Fprintf(w, "wrote %s\n", e.Path)
+		}
 	}
-	res, err := journal.WriteFile(root, path, out, 0o644, "label --before-join", time.Now())
-	if err != nil {
-		return &exitError{code: exitNotReady, err: fmt.Errorf("write %s: %w", shown, err)}
-	}
-	fmt.Fprint(w, diff.Unified(shown, old, out, existed))
-	if res.Backup != "" {
-		fmt.Fprintf(w, "wrote %s (backup %s); the kubelet applies --node-labels when the node registers\n", shown, res.Backup)
-	} else {
-		fmt.Fprintf(w, "wrote %s; the kubelet applies --node-labels when the node registers\n", shown)
-	}
+	fmt.Fprintln(w, "the kubelet applies --node-labels when the node registers")
 	return nil
 }
 

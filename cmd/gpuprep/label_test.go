@@ -96,3 +96,75 @@ func TestLabelKubeadmConfig(t *testing.T) {
 	b, _ = os.ReadFile(f)
 	require.Equal(t, in, string(b))
 }
+
+// The kubelet merges repeated --node-labels, the last value of a key
+// winning: label --before-join changes every occurrence, so that check then
+// reads the wanted label.
+func TestLabelBeforeJoinRepeatedFlags(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{`KUBELET_EXTRA_ARGS="--node-labels=nvidia.com/gpu.workload.config=vm-vgpu --node-labels nvidia.com/gpu.workload.config=vm-passthrough"`,
+			`KUBELET_EXTRA_ARGS="--node-labels nvidia.com/gpu.workload.config=container"`},
+		{`KUBELET_EXTRA_ARGS="--node-labels=a=b --node-labels=nvidia.com/gpu.workload.config=vm-vgpu"`,
+			`KUBELET_EXTRA_ARGS="--node-labels=a=b --node-labels=nvidia.com/gpu.workload.config=container"`},
+	} {
+		root := fixtureRoot(t, "hgx-h200")
+		env := filepath.Join(root, "etc/default/kubelet")
+		require.NoError(t, os.WriteFile(env, []byte(c.in+"\n"), 0o644))
+		_, stderr, code := gpuprep(t, "label", "--root", root, "--before-join", "--mode", "container")
+		require.Equal(t, 0, code, stderr)
+		b, _ := os.ReadFile(env)
+		require.Equal(t, c.want+"\n", string(b))
+		out, _, code := gpuprep(t, "label", "--root", root, "--before-join", "--mode", "container")
+		require.Equal(t, 0, code)
+		require.Contains(t, out, "nothing to do")
+		out, _, _ = gpuprep(t, "check", "--root", root, "--mode", "container")
+		require.Contains(t, out, "nvidia.com/gpu.workload.config=container: set in /etc/default/kubelet")
+		require.NotContains(t, out, "labels this node for vm-")
+	}
+}
+
+// kubeadm-flags.env comes before /etc/default/kubelet on the kubelet's
+// command line: a stale vGPU config (or workload label) there leaves it,
+// with its own diff, backup and journal entry.
+func TestLabelBeforeJoinStaleKubeadmFlags(t *testing.T) {
+	root := fixtureRoot(t, "hgx-h200")
+	flags := filepath.Join(root, "var/lib/kubelet/kubeadm-flags.env")
+	require.NoError(t, os.MkdirAll(filepath.Dir(flags), 0o755))
+	in := `KUBELET_KUBEADM_ARGS="--container-runtime-endpoint=unix:///run/containerd/containerd.sock --node-labels=nvidia.com/gpu.workload.config=vm-vgpu,nvidia.com/vgpu.config=A10-8Q"` + "\n"
+	require.NoError(t, os.WriteFile(flags, []byte(in), 0o644))
+	out, stderr, code := gpuprep(t, "label", "--root", root, "--before-join", "--mode", "vm-passthrough", "--dry-run")
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, out, "--- a/var/lib/kubelet/kubeadm-flags.env\n+++ b/var/lib/kubelet/kubeadm-flags.env\n")
+	require.Contains(t, out, `+KUBELET_KUBEADM_ARGS="--container-runtime-endpoint=unix:///run/containerd/containerd.sock"`)
+	require.Contains(t, out, "+++ b/etc/default/kubelet\n")
+	b, _ := os.ReadFile(flags)
+	require.Equal(t, in, string(b), "--dry-run changes nothing")
+
+	out, stderr, code = gpuprep(t, "label", "--root", root, "--before-join", "--mode", "vm-passthrough")
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, out, "wrote /var/lib/kubelet/kubeadm-flags.env (backup /var/lib/kubelet/kubeadm-flags.env.gpuprep-")
+	require.Contains(t, out, "wrote /etc/default/kubelet")
+	b, _ = os.ReadFile(flags)
+	require.NotContains(t, string(b), "nvidia.com/")
+	r, err := host.NewRoot(root)
+	require.NoError(t, err)
+	ents, err := journal.Read(r)
+	require.NoError(t, err)
+	var paths []string
+	for _, e := range ents {
+		paths = append(paths, e.Path)
+	}
+	require.Contains(t, paths, "/var/lib/kubelet/kubeadm-flags.env")
+	out, _, _ = gpuprep(t, "check", "--root", root, "--mode", "vm-passthrough")
+	require.Contains(t, out, "nvidia.com/gpu.workload.config=vm-passthrough: set in /etc/default/kubelet")
+
+	// with --kubeadm-config, the labels go to the JoinConfiguration and leave
+	// the environment files, which come after it on the command line
+	join := filepath.Join(root, "etc/kubeadm/join.yaml")
+	require.NoError(t, os.MkdirAll(filepath.Dir(join), 0o755))
+	require.NoError(t, os.WriteFile(join, []byte("apiVersion: kubeadm.k8s.io/v1beta4\nkind: JoinConfiguration\n"), 0o644))
+	out, stderr, code = gpuprep(t, "label", "--root", root, "--before-join", "--kubeadm-config", "/etc/kubeadm/join.yaml", "--mode", "vm-vgpu", "--dry-run")
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, out, "+++ b/etc/kubeadm/join.yaml\n")
+	require.Contains(t, out, "-KUBELET_EXTRA_ARGS=\"--node-labels=nvidia.com/gpu.workload.config=vm-passthrough\"\n")
+}

@@ -69,7 +69,7 @@ func TestLabelNodeAgainstARealAPIServer(t *testing.T) {
 			s.MustDo(t, "PATCH", "/api/v1/nodes/gpu-1", "application/merge-patch+json", `{"metadata":{"labels":{"rack":"r7"}}}`)
 		}
 	}
-	res, err = admin.LabelNode(ctx, "gpu-1", []Label{{WorkloadLabel, "container"}}, nil, false)
+	res, err = admin.LabelNode(ctx, "gpu-1", []Label{{Key: WorkloadLabel, Value: "container"}}, nil, false)
 	require.NoError(t, err)
 	require.True(t, res.Changed)
 	require.Equal(t, 2, calls, "retried once after the conflict")
@@ -134,7 +134,7 @@ func TestApplyKubeVirtAgainstARealAPIServer(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 	hosts := []Host{{Name: "n1", Report: sampleReport()}}
-	patch, _ := KubeVirt(hosts, KubeVirtOptions{})
+	patch, _, _ := KubeVirt(hosts, KubeVirtOptions{})
 	admin, err := NewClient(s.Kubeconfig(t, "admin", s.Admin))
 	require.NoError(t, err)
 	res, err := admin.ApplyKubeVirt(ctx, patch, "", "", false)

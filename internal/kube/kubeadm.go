@@ -49,7 +49,7 @@ func EditKubeadmConfig(file string, content []byte, set []Label, remove []string
 		return insertAfter(lines, target, 0, keyLine(target, "kind"), nodeRegistrationBlock(list, FormatLabels(MergeLabels(nil, set, remove))))
 	}
 	if nr.Style&yaml.FlowStyle != 0 {
-		return nil, &EditError{file, nr.Line, "nodeRegistration is a flow-style mapping; gpuprep edits block style only"}
+		return nil, &EditError{File: file, Line: nr.Line, Msg: "nodeRegistration is a flow-style mapping; gpuprep edits block style only"}
 	}
 	args := value(nr, "kubeletExtraArgs")
 	if args == nil {
@@ -57,7 +57,7 @@ func EditKubeadmConfig(file string, content []byte, set []Label, remove []string
 		return insertAfter(lines, nr, nr.Content[0].Column-1, nr.Content[0].Line-2, kubeletExtraArgsBlock(list, FormatLabels(MergeLabels(nil, set, remove))))
 	}
 	if args.Style&yaml.FlowStyle != 0 || (args.Kind != yaml.MappingNode && args.Kind != yaml.SequenceNode) {
-		return nil, &EditError{file, args.Line, "kubeletExtraArgs is empty or flow-style; gpuprep edits block style only"}
+		return nil, &EditError{File: file, Line: args.Line, Msg: "kubeletExtraArgs is empty or flow-style; gpuprep edits block style only"}
 	}
 	var valNode *yaml.Node
 	if args.Kind == yaml.MappingNode {
@@ -83,18 +83,18 @@ func EditKubeadmConfig(file string, content []byte, set []Label, remove []string
 		return []byte(strings.Join(insert(lines, first-1, add), "")), nil
 	}
 	if valNode.Kind != yaml.ScalarNode || valNode.Style&(yaml.LiteralStyle|yaml.FoldedStyle) != 0 {
-		return nil, &EditError{file, valNode.Line, "node-labels is not a one-line string"}
+		return nil, &EditError{File: file, Line: valNode.Line, Msg: "node-labels is not a one-line string"}
 	}
 	have, err := ParseLabels(valNode.Value)
 	if err != nil {
-		return nil, &EditError{file, valNode.Line, err.Error()}
+		return nil, &EditError{File: file, Line: valNode.Line, Msg: err.Error()}
 	}
 	merged := FormatLabels(MergeLabels(have, set, remove))
 	l := lines[valNode.Line-1]
 	start := valNode.Column - 1
 	end, err := scalarEnd(l, start, valNode.Style)
 	if err != nil {
-		return nil, &EditError{file, valNode.Line, err.Error()}
+		return nil, &EditError{File: file, Line: valNode.Line, Msg: err.Error()}
 	}
 	var repl string
 	switch {

@@ -51,10 +51,15 @@ type Host struct {
 	Report *report.Report
 }
 
-// ReadReports reads ReadinessReport or FleetReport JSON files (a fleet
-// report contributes every host that was evaluated).
-func ReadReports(files []string) ([]Host, error) {
+// Unevaluated is a host of a fleet that was not evaluated (unreachable, a
+// failed check, ...): a view of the fleet without it is partial.
+type Unevaluated struct{ Name, Status, Error string }
+
+// ReadReports reads ReadinessReport or FleetReport JSON files: a fleet
+// report contributes every host that was evaluated, and names the others.
+func ReadReports(files []string) ([]Host, []Unevaluated, error) {
 	var out []Host
+	var missing []Unevaluated
 	for _, f := range files {
 		var b []byte
 		var err error
@@ -64,23 +69,23 @@ func ReadReports(files []string) ([]Host, error) {
 			b, err = os.ReadFile(f)
 		}
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		var head struct {
 			APIVersion string `json:"apiVersion"`
 			Kind       string `json:"kind"`
 		}
 		if err := json.Unmarshal(b, &head); err != nil {
-			return nil, fmt.Errorf("%s: not a gpuprep JSON report: %w", f, err)
+			return nil, nil, fmt.Errorf("%s: not a gpuprep JSON report: %w", f, err)
 		}
 		if head.APIVersion != report.APIVersion {
-			return nil, fmt.Errorf("%s: apiVersion %q, want %q", f, head.APIVersion, report.APIVersion)
+			return nil, nil, fmt.Errorf("%s: apiVersion %q, want %q", f, head.APIVersion, report.APIVersion)
 		}
 		switch head.Kind {
 		case report.Kind:
 			var r report.Report
 			if err := json.Unmarshal(b, &r); err != nil {
-				return nil, fmt.Errorf("%s: %w", f, err)
+				return nil, nil, fmt.Errorf("%s: %w", f, err)
 			}
 			name := r.Host.Name
 			if name == "" {
@@ -92,22 +97,25 @@ func ReadReports(files []string) ([]Host, error) {
 				Hosts []struct {
 					Name   string         `json:"name"`
 					Status string         `json:"status"`
+					Error  string         `json:"error"`
 					Report *report.Report `json:"report"`
 				} `json:"hosts"`
 			}
 			if err := json.Unmarshal(b, &fr); err != nil {
-				return nil, fmt.Errorf("%s: %w", f, err)
+				return nil, nil, fmt.Errorf("%s: %w", f, err)
 			}
 			for _, h := range fr.Hosts {
 				if h.Report != nil {
 					out = append(out, Host{Name: h.Name, Report: h.Report})
+				} else {
+					missing = append(missing, Unevaluated{h.Name, h.Status, h.Error})
 				}
 			}
 		default:
-			return nil, fmt.Errorf("%s: kind %q, want %s or FleetReport", f, head.Kind, report.Kind)
+			return nil, nil, fmt.Errorf("%s: kind %q, want %s or FleetReport", f, head.Kind, report.Kind)
 		}
 	}
-	return out, nil
+	return out, missing, nil
 }
 
 // KubeVirtOptions change what KubeVirt permits.
@@ -130,10 +138,42 @@ type KubeVirtOptions struct {
 // vGPU node's GPUs are not passed whole; on the vendor-specific VFIO
 // framework the PF never is); nothing for container. Feature gate GPU, and
 // DisableMDEVConfiguration when vGPU types are listed (the GPU Operator, not
-// KubeVirt, creates the mdevs). Notes tell what was left out and why.
-func KubeVirt(hosts []Host, o KubeVirtOptions) (*KubeVirtPatch, []string) {
-	p := &KubeVirtPatch{}
-	var notes []string
+// KubeVirt, creates the mdevs). A GPU (or NVSwitch) whose IOMMU group holds
+// devices outside it (passthroughViable false in its report) cannot be passed
+// through: its model is permitted when another GPU of it can be (an entry is
+// per model, cluster-wide), and left out when none can; unusable names such
+// GPUs ("host address (why)"). Notes tell what was left out and why, naming them.
+func KubeVirt(hosts []Host, o KubeVirtOptions) (p *KubeVirtPatch, notes, unusable []string) {
+	p = &KubeVirtPatch{}
+	type model struct {
+		dev     PCIHostDevice
+		ok      []string // hosts that can pass it through (or may: IOMMU groups not known yet)
+		blocked []string // "host address (why)"
+	}
+	models := map[string]*model{}
+	permit := func(h Host, g report.GPU) {
+		sel := strings.ToUpper(g.VendorID + ":" + g.DeviceID)
+		m := models[sel]
+		if m == nil {
+			m = &model{dev: PCIHostDevice{PCIVendorSelector: sel, ResourceName: g.ResourceName, ExternalResourceProvider: true}}
+			models[sel] = m
+		}
+		if g.IOMMUGroup == "" || g.PassthroughViable {
+			m.ok = appendOnce(m.ok, h.Name)
+			return
+		}
+		var foreign []string
+		for _, d := range g.GroupDevices {
+			if d.Role == "foreign" {
+				foreign = append(foreign, d.Address)
+			}
+		}
+		why := "IOMMU group " + g.IOMMUGroup + " not viable"
+		if len(foreign) > 0 {
+			why = "IOMMU group " + g.IOMMUGroup + " shared with " + strings.Join(foreign, ", ")
+		}
+		m.blocked = append(m.blocked, h.Name+" "+g.Address+" ("+why+")")
+	}
 	pcis := map[string]PCIHostDevice{}
 	mdevs := map[string]MediatedDevice{}
 	sriov := map[string][]string{}
@@ -163,8 +203,7 @@ func KubeVirt(hosts []Host, o KubeVirtOptions) (*KubeVirtPatch, []string) {
 				}
 				continue
 			}
-			sel := strings.ToUpper(g.VendorID + ":" + g.DeviceID)
-			pcis[sel] = PCIHostDevice{PCIVendorSelector: sel, ResourceName: g.ResourceName, ExternalResourceProvider: true}
+			permit(h, g)
 		}
 		if mode == "vm-vgpu" {
 			continue // NVSwitches stay with the host's Fabric Manager
@@ -177,8 +216,22 @@ func KubeVirt(hosts []Host, o KubeVirtOptions) (*KubeVirtPatch, []string) {
 				switchHosts = appendOnce(switchHosts, h.Name)
 				continue
 			}
-			sel := strings.ToUpper(s.VendorID + ":" + s.DeviceID)
-			pcis[sel] = PCIHostDevice{PCIVendorSelector: sel, ResourceName: s.ResourceName, ExternalResourceProvider: true}
+			permit(h, s)
+		}
+	}
+	for _, sel := range slices.Sorted(maps.Keys(models)) {
+		m := models[sel]
+		unusable = append(unusable, m.blocked...)
+		switch {
+		case len(m.ok) > 0:
+			pcis[sel] = m.dev
+			if len(m.blocked) > 0 {
+				notes = append(notes, fmt.Sprintf("%s (%s) is permitted for the hosts that can pass it through (%s), but these cannot: %s: a VM given one would not start (its IOMMU group holds devices outside the GPU; see check's iommu.groups): fix the grouping or label those nodes for another mode",
+					sel, m.dev.ResourceName, strings.Join(m.ok, ", "), strings.Join(m.blocked, "; ")))
+			}
+		default:
+			notes = append(notes, fmt.Sprintf("%s (%s) is left out of pciHostDevices: no host can pass it through: %s (its IOMMU group holds devices outside the GPU; see check's iommu.groups)",
+				sel, m.dev.ResourceName, strings.Join(m.blocked, "; ")))
 		}
 	}
 	for _, k := range slices.Sorted(maps.Keys(pcis)) {
@@ -211,7 +264,7 @@ func KubeVirt(hosts []Host, o KubeVirtOptions) (*KubeVirtPatch, []string) {
 		notes = append(notes, "no NVIDIA GPU for VMs in the reports: permittedHostDevices is empty")
 	}
 	notes = append(notes, "a merge patch replaces lists whole: the featureGates and permittedHostDevices lists in this patch replace those in the KubeVirt CR: add the feature gates and devices you already use before applying")
-	return p, notes
+	return p, notes, unusable
 }
 
 func appendOnce(s []string, v string) []string {

@@ -22,7 +22,7 @@ func TestKubeVirtPatchMergesAndDeduplicates(t *testing.T) {
 	r2.GPUs[0].VGPU = &report.VGPU{Interface: "sriov", Types: []report.VGPUType{{Name: "NVIDIA H200X-70C", ResourceName: "nvidia.com/NVIDIA_H200X-70C"}}}
 	r3 := &report.Report{GPUs: []report.GPU{{VendorID: "10de", DeviceID: "1eb8", ResourceName: "nvidia.com/TU104GL_TESLA_T4",
 		VGPU: &report.VGPU{Interface: "mdev", Types: []report.VGPUType{{Name: "GRID T4-1Q", ResourceName: "nvidia.com/GRID_T4-1Q"}}}}}}
-	p, notes := KubeVirt([]Host{{"a", sampleReport()}, {"b", r2}, {"c", r3}}, KubeVirtOptions{})
+	p, notes, _ := KubeVirt([]Host{{"a", sampleReport()}, {"b", r2}, {"c", r3}}, KubeVirtOptions{})
 	c := p.Spec.Configuration
 	require.Equal(t, []PCIHostDevice{{"10DE:1EB8", "nvidia.com/TU104GL_TESLA_T4", true}, {"10DE:2335", "nvidia.com/GH100_H200_SXM_141GB", true}}, c.PermittedHostDevices.PCIHostDevices)
 	require.Equal(t, []MediatedDevice{{"GRID T4-1Q", "nvidia.com/GRID_T4-1Q", true}}, c.PermittedHostDevices.MediatedDevices)
@@ -50,30 +50,30 @@ func TestKubeVirtPermitsOnlyWhatCanBeAllocated(t *testing.T) {
 
 	// an SR-IOV vGPU host, with and without --mode vm-vgpu
 	for _, mode := range []string{"", "vm-vgpu"} {
-		p, notes := KubeVirt([]Host{{"sriov", &report.Report{Mode: mode, GPUs: []report.GPU{sriov}}}}, KubeVirtOptions{})
+		p, notes, _ := KubeVirt([]Host{{"sriov", &report.Report{Mode: mode, GPUs: []report.GPU{sriov}}}}, KubeVirtOptions{})
 		require.Empty(t, selectors(p), mode)
 		require.Contains(t, strings.Join(notes, "\n"), "the GPUs of vGPU hosts (sriov) are left out of pciHostDevices", mode)
 	}
 	// vm-vgpu before the manager: no types, and no PF either
-	p, notes := KubeVirt([]Host{{"fresh", &report.Report{Mode: "vm-vgpu", GPUs: []report.GPU{h200}, NVSwitches: []report.GPU{nvswitch}}}}, KubeVirtOptions{NVSwitch: true})
+	p, notes, _ := KubeVirt([]Host{{"fresh", &report.Report{Mode: "vm-vgpu", GPUs: []report.GPU{h200}, NVSwitches: []report.GPU{nvswitch}}}}, KubeVirtOptions{NVSwitch: true})
 	require.Empty(t, selectors(p))
 	require.Contains(t, strings.Join(notes, "\n"), "hosts fresh (vm-vgpu) show no vGPU types yet")
 
 	// an HGX node: its NVSwitches stay with the host unless --nvswitch,
 	// or already on VFIO
 	hgx := &report.Report{GPUs: []report.GPU{h200}, NVSwitches: []report.GPU{nvswitch}}
-	p, notes = KubeVirt([]Host{{"hgx", hgx}}, KubeVirtOptions{})
+	p, notes, _ = KubeVirt([]Host{{"hgx", hgx}}, KubeVirtOptions{})
 	require.Equal(t, []string{"10DE:2335"}, selectors(p))
 	require.Contains(t, strings.Join(notes, "\n"), "the NVSwitches of hosts hgx are left out of pciHostDevices")
-	p, _ = KubeVirt([]Host{{"hgx", hgx}}, KubeVirtOptions{NVSwitch: true})
+	p, _, _ = KubeVirt([]Host{{"hgx", hgx}}, KubeVirtOptions{NVSwitch: true})
 	require.Equal(t, []string{"10DE:22A3", "10DE:2335"}, selectors(p))
 	bound := nvswitch
 	bound.Driver = "vfio-pci"
-	p, _ = KubeVirt([]Host{{"hgx", &report.Report{Mode: "vm-passthrough", GPUs: []report.GPU{h200}, NVSwitches: []report.GPU{bound}}}}, KubeVirtOptions{})
+	p, _, _ = KubeVirt([]Host{{"hgx", &report.Report{Mode: "vm-passthrough", GPUs: []report.GPU{h200}, NVSwitches: []report.GPU{bound}}}}, KubeVirtOptions{})
 	require.Equal(t, []string{"10DE:22A3", "10DE:2335"}, selectors(p))
 
 	// a container node's GPUs go to no VM
-	p, notes = KubeVirt([]Host{{"c", &report.Report{Mode: "container", GPUs: []report.GPU{h200}}}}, KubeVirtOptions{})
+	p, notes, _ = KubeVirt([]Host{{"c", &report.Report{Mode: "container", GPUs: []report.GPU{h200}}}}, KubeVirtOptions{})
 	require.Empty(t, selectors(p))
 	require.Contains(t, strings.Join(notes, "\n"), "hosts c: reports made for --mode container")
 }

@@ -9,8 +9,8 @@ import (
 )
 
 var (
-	setPT   = []Label{{WorkloadLabel, "vm-passthrough"}}
-	setVGPU = []Label{{WorkloadLabel, "vm-vgpu"}, {VGPUConfigLabel, "A10-12Q"}}
+	setPT   = []Label{{Key: WorkloadLabel, Value: "vm-passthrough"}}
+	setVGPU = []Label{{Key: WorkloadLabel, Value: "vm-vgpu"}, {Key: VGPUConfigLabel, Value: "A10-12Q"}}
 )
 
 func TestEditKubeletEnv(t *testing.T) {

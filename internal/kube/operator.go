@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/gpuprep/gpuprep/preflight"
+	"github.com/gpuprep/gpuprep/report"
 )
 
 // OperatorValues are the GPU Operator Helm values a fleet needs.
@@ -14,6 +15,7 @@ type OperatorValues struct {
 		Enabled         bool   `json:"enabled" yaml:"enabled"`
 		DefaultWorkload string `json:"defaultWorkload" yaml:"defaultWorkload"`
 	} `json:"sandboxWorkloads" yaml:"sandboxWorkloads"`
+	Driver              toggle `json:"driver" yaml:"driver"`
 	SandboxDevicePlugin toggle `json:"sandboxDevicePlugin" yaml:"sandboxDevicePlugin"`
 	VFIOManager         toggle `json:"vfioManager" yaml:"vfioManager"`
 	VGPUManager         toggle `json:"vgpuManager" yaml:"vgpuManager"`
@@ -28,7 +30,13 @@ type toggle struct {
 // report was made with): sandbox workloads on, the most common mode as the
 // default workload (so fewest nodes need a label), the VFIO manager when any
 // host is vm-passthrough, the vGPU manager and device manager when any host
-// is vm-vgpu. Notes list the hosts whose label must differ from the default.
+// is vm-vgpu. A component the hosts have installed on the host itself is not
+// deployed again, where it would conflict with it: the vGPU manager when
+// every vm-vgpu host's report shows a host-installed one (vgpu.manager), the
+// driver when every container host's report shows a host-installed NVIDIA
+// driver (hostDriver); where only some have, a note names the nodes to keep
+// the operator's daemonset off. Notes list the hosts whose label must differ
+// from the default, and say why a component is off.
 func Operator(hosts []Host) (*OperatorValues, []string, error) {
 	count := map[string]int{}
 	byMode := map[string][]string{}
@@ -59,9 +67,28 @@ func Operator(hosts []Host) (*OperatorValues, []string, error) {
 	}
 	v.SandboxDevicePlugin.Enabled = count[string(preflight.VMPassthrough)]+count[string(preflight.VMVGPU)] > 0
 	v.VFIOManager.Enabled = count[string(preflight.VMPassthrough)] > 0
-	v.VGPUManager.Enabled = count[string(preflight.VMVGPU)] > 0
 	v.VGPUDeviceManager.Enabled = count[string(preflight.VMVGPU)] > 0
 	var notes []string
+	// the operator's vGPU manager / driver daemonsets against what the hosts
+	// have installed themselves
+	var mgrHosts, mgrEvidence, drvHosts, drvEvidence []string
+	for _, h := range hosts {
+		switch preflight.Mode(h.Report.Mode) {
+		case preflight.VMVGPU:
+			if ev, ok := hostVGPUManager(h.Report); ok {
+				mgrHosts = append(mgrHosts, h.Name)
+				mgrEvidence = append(mgrEvidence, h.Name+": "+ev)
+			}
+		case preflight.Container:
+			if d := h.Report.HostDriver; d != nil {
+				drvHosts = append(drvHosts, h.Name)
+				drvEvidence = append(drvEvidence, h.Name+": "+strings.Join(d.Evidence, ", "))
+			}
+		}
+	}
+	nVGPU, nContainer := count[string(preflight.VMVGPU)], count[string(preflight.Container)]
+	v.VGPUManager.Enabled = nVGPU > len(mgrHosts)
+	v.Driver.Enabled = nContainer == 0 || nContainer > len(drvHosts)
 	for _, m := range preflight.Modes {
 		hs := byMode[string(m)]
 		if string(m) == v.SandboxWorkloads.DefaultWorkload || len(hs) == 0 {
@@ -70,8 +97,37 @@ func Operator(hosts []Host) (*OperatorValues, []string, error) {
 		sort.Strings(hs)
 		notes = append(notes, fmt.Sprintf("label %d node(s) nvidia.com/gpu.workload.config=%s (gpuprep label --mode %s): %s", len(hs), m, m, strings.Join(hs, ", ")))
 	}
+	switch {
+	case len(mgrHosts) > 0 && !v.VGPUManager.Enabled:
+		notes = append(notes, "vgpuManager is disabled: every vm-vgpu host has the vGPU manager installed on the host itself, which the operator's vGPU manager daemonset would conflict with ("+strings.Join(mgrEvidence, "; ")+")")
+	case len(mgrHosts) > 0:
+		notes = append(notes, fmt.Sprintf("label %d node(s) nvidia.com/gpu.deploy.vgpu-manager=false: they have the vGPU manager installed on the host, which the operator's vGPU manager daemonset would conflict with: %s", len(mgrHosts), strings.Join(mgrEvidence, "; ")))
+	}
+	switch {
+	case len(drvHosts) > 0 && !v.Driver.Enabled:
+		notes = append(notes, "driver is disabled: every container host has the NVIDIA driver installed on the host itself, which the operator's driver daemonset would conflict with ("+strings.Join(drvEvidence, "; ")+")")
+	case len(drvHosts) > 0:
+		notes = append(notes, fmt.Sprintf("label %d node(s) nvidia.com/gpu.deploy.driver=false: they have the NVIDIA driver installed on the host, which the operator's driver daemonset would conflict with: %s", len(drvHosts), strings.Join(drvEvidence, "; ")))
+	}
 	if v.VGPUManager.Enabled {
 		notes = append(notes, "vgpuManager needs your licensed vGPU manager image: set vgpuManager.repository, image and version (or install the manager on the hosts with gpuprep vgpu install and leave vgpuManager disabled)")
 	}
 	return v, notes, nil
+}
+
+// hostVGPUManager is the evidence, in a report's vgpu.manager finding, of a
+// vGPU manager installed on the host itself: its files (the operator's vGPU
+// manager container loads the module too, but leaves no files on the host).
+func hostVGPUManager(r *report.Report) (string, bool) {
+	for _, f := range r.Findings {
+		if f.Check != "vgpu.manager" || !strings.HasPrefix(f.Message, "installed: ") {
+			continue
+		}
+		for _, p := range []string{"/usr/bin/nvidia-vgpu-mgr", "/usr/bin/nvidia-vgpud", "/usr/lib/nvidia/sriov-manage"} {
+			if strings.Contains(f.Message, p) {
+				return "vgpu.manager " + string(f.Status) + ": " + f.Message, true
+			}
+		}
+	}
+	return "", false
 }

@@ -1,0 +1,386 @@
+package kubeletargs
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/gpuprep/gpuprep/internal/host"
+)
+
+// ParseLabels parses a --node-labels value: "k=v,k2=v2", strictly (gpuprep
+// edits only values it reads unambiguously).
+func ParseLabels(s string) ([]Label, error) {
+	var out []Label
+	if strings.TrimSpace(s) == "" {
+		return out, nil
+	}
+	for _, kv := range strings.Split(s, ",") {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("--node-labels %q: %q is not key=value", s, kv)
+		}
+		out = append(out, Label{k, v})
+	}
+	return out, nil
+}
+
+// MergeLabels sets the labels of set (in place where the key exists, at the
+// end otherwise) and drops the keys of remove; everything else keeps its
+// order.
+func MergeLabels(have []Label, set []Label, remove []string) []Label {
+	drop := map[string]bool{}
+	for _, k := range remove {
+		drop[k] = true
+	}
+	out := []Label{}
+	done := map[string]bool{}
+	for _, l := range have {
+		if drop[l.Key] || done[l.Key] {
+			continue
+		}
+		for _, s := range set {
+			if s.Key == l.Key {
+				l.Value = s.Value
+			}
+		}
+		done[l.Key] = true
+		out = append(out, l)
+	}
+	for _, s := range set {
+		if !done[s.Key] {
+			out = append(out, s)
+			done[s.Key] = true
+		}
+	}
+	return out
+}
+
+// FormatLabels writes labels as a --node-labels value.
+func FormatLabels(ls []Label) string {
+	parts := make([]string, len(ls))
+	for i, l := range ls {
+		parts[i] = l.Key + "=" + l.Value
+	}
+	return strings.Join(parts, ",")
+}
+
+// EditError names the file and line gpuprep refuses to edit.
+type EditError struct {
+	File string
+	Line int
+	Msg  string
+}
+
+func (e *EditError) Error() string { return fmt.Sprintf("%s:%d: %s", e.File, e.Line, e.Msg) }
+
+// ExtraArgs is the variable of the kubelet environment file for the user's
+// flags.
+const ExtraArgs = "KUBELET_EXTRA_ARGS"
+
+// FileEdit is the new content of one file.
+type FileEdit struct {
+	Path     string
+	Old, New []byte
+	Existed  bool
+}
+
+// Edit makes the labels the kubelet registers with have set and lack remove:
+// it removes the keys of set and remove from every --node-labels flag of the
+// environment files the kubelet reads (a flag left with no labels goes), and
+// sets set in target's last KUBELET_EXTRA_ARGS assignment, the variable last
+// on the command line (adding the flag, or the assignment, where missing).
+// With target "", it only removes (the labels come from elsewhere: a kubeadm
+// JoinConfiguration). Every other byte stays. It returns the files that
+// change, and refuses (naming file and line) values continued over lines or
+// built from other variables, and labels set where gpuprep does not edit (a
+// unit's Environment= or ExecStart=), checking that the result has the
+// wanted labels as the kubelet reads them.
+func Edit(root *host.Root, target string, set []Label, remove []string) ([]FileEdit, error) {
+	c := Read(root)
+	if target != "" && !slices.Contains(c.EnvFiles, target) {
+		return nil, fmt.Errorf("the kubelet's unit (%s) does not read %s (its environment files: %s): gpuprep does not know where to add the labels", strings.Join(c.Units, ", "), target, strings.Join(c.EnvFiles, ", "))
+	}
+	keys := map[string]bool{}
+	for _, l := range set {
+		keys[l.Key] = true
+	}
+	for _, k := range remove {
+		keys[k] = true
+	}
+	argVar := map[string]bool{}
+	for _, v := range c.ArgVars {
+		argVar[v] = true
+	}
+	var edits []FileEdit
+	overlay := map[string][]byte{}
+	files := slices.Clone(c.EnvFiles)
+	if target != "" && !slices.Contains(files, target) {
+		files = append(files, target)
+	}
+	for _, f := range files {
+		if _, done := overlay[f]; done {
+			continue
+		}
+		old, rerr := root.ReadFile(f)
+		if rerr != nil && f != target {
+			continue
+		}
+		var s []Label
+		if f == target {
+			s = set
+		}
+		out, err := editEnvFile(f, old, argVar, keys, s, remove, f == target)
+		if err != nil {
+			return nil, err
+		}
+		overlay[f] = out
+		if rerr != nil || string(out) != string(old) {
+			edits = append(edits, FileEdit{Path: f, Old: old, New: out, Existed: rerr == nil})
+		}
+	}
+	// the result, as the kubelet reads it
+	eff := read(root, overlay).Effective()
+	for k := range keys {
+		want, wanted := "", false
+		for _, l := range set {
+			if l.Key == k && target != "" {
+				want, wanted = l.Value, true
+			}
+		}
+		got, has := eff[k]
+		switch {
+		case wanted && has && got.Value == want:
+		case has:
+			return nil, &EditError{got.At.File, got.At.Line, fmt.Sprintf("the kubelet would still register %s=%s from here (%s): gpuprep edits the --node-labels of the kubelet's environment files only; change it there by hand", k, got.Value, where(got.At))}
+		case wanted:
+			return nil, fmt.Errorf("the kubelet would not register %s=%s: %s is not on its command line (%s)", k, want, ExtraArgs, strings.Join(c.ArgVars, " "))
+		}
+	}
+	return edits, nil
+}
+
+func where(o Occurrence) string {
+	if o.Var == "" {
+		return "on ExecStart"
+	}
+	if strings.HasSuffix(o.File, ".service") || strings.HasSuffix(o.File, ".conf") {
+		return "Environment=" + o.Var
+	}
+	return o.Var
+}
+
+// EditEnv is Edit for one environment file, content, alone: set in its last
+// KUBELET_EXTRA_ARGS assignment, the keys of set and remove removed from
+// every other --node-labels of the kubeadm drop-in's command-line variables.
+func EditEnv(file string, content []byte, set []Label, remove []string) ([]byte, error) {
+	keys := map[string]bool{}
+	for _, l := range set {
+		keys[l.Key] = true
+	}
+	for _, k := range remove {
+		keys[k] = true
+	}
+	vars := map[string]bool{}
+	for _, v := range DefaultArgVars {
+		vars[v] = true
+	}
+	return editEnvFile(file, content, vars, keys, set, remove, true)
+}
+
+// editEnvFile removes keys from the --node-labels of every assignment of a
+// variable of vars, and with isTarget sets set in the last assignment of
+// KUBELET_EXTRA_ARGS (added where missing).
+func editEnvFile(file string, content []byte, vars, keys map[string]bool, set []Label, remove []string, isTarget bool) ([]byte, error) {
+	text := string(content)
+	lines := strings.SplitAfter(text, "\n")
+	last := -1
+	var assigns []int
+	for i, l := range lines {
+		t := strings.TrimPrefix(strings.TrimSpace(l), "export ")
+		name, _, ok := strings.Cut(t, "=")
+		if !ok || strings.HasPrefix(t, "#") || !vars[strings.TrimSpace(name)] {
+			continue
+		}
+		assigns = append(assigns, i)
+		if strings.TrimSpace(name) == ExtraArgs {
+			last = i
+		}
+	}
+	var dropKeys []string
+	for k := range keys {
+		dropKeys = append(dropKeys, k)
+	}
+	slices.Sort(dropKeys)
+	for _, i := range assigns {
+		if isTarget && i == last {
+			continue
+		}
+		// another assignment: only its --node-labels with one of keys change
+		if !strings.Contains(lines[i], "--node-labels") {
+			continue
+		}
+		out, err := editAssignment(file, lines, i, func(rhs string) (string, error) {
+			return editNodeLabelsFlags(rhs, nil, dropKeys, false)
+		}, keys)
+		if err != nil {
+			return nil, err
+		}
+		lines[i] = out
+	}
+	if !isTarget {
+		return []byte(strings.Join(lines, "")), nil
+	}
+	if last < 0 {
+		value := FormatLabels(MergeLabels(nil, set, remove))
+		text = strings.Join(lines, "")
+		if value == "" {
+			return []byte(text), nil
+		}
+		sep := ""
+		if text != "" && !strings.HasSuffix(text, "\n") {
+			sep = "\n"
+		}
+		return []byte(text + sep + ExtraArgs + "=\"--node-labels=" + value + "\"\n"), nil
+	}
+	out, err := editAssignment(file, lines, last, func(rhs string) (string, error) {
+		return editNodeLabelsFlags(rhs, set, remove, true)
+	}, nil)
+	if err != nil {
+		return nil, err
+	}
+	lines[last] = out
+	return []byte(strings.Join(lines, "")), nil
+}
+
+// editAssignment edits the value of the assignment on lines[idx] with edit,
+// keeping its quoting and every other byte. With onlyKeys, a value that
+// needs no change (none of those keys in its --node-labels) is left as it
+// is, whatever it looks like.
+func editAssignment(file string, lines []string, idx int, edit func(string) (string, error), onlyKeys map[string]bool) (string, error) {
+	line := lines[idx]
+	nl := ""
+	if strings.HasSuffix(line, "\n") {
+		nl, line = "\n", strings.TrimSuffix(line, "\n")
+	}
+	eq := strings.Index(line, "=")
+	prefix, rhs := line[:eq+1], line[eq+1:]
+	trail := rhs[len(strings.TrimRight(rhs, " \t")):]
+	rhs = strings.TrimRight(rhs, " \t")
+	quote := ""
+	if len(rhs) >= 2 && (rhs[0] == '"' || rhs[0] == '\'') && rhs[len(rhs)-1] == rhs[0] {
+		quote, rhs = rhs[:1], rhs[1:len(rhs)-1]
+	}
+	name := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(prefix[:eq]), "export "))
+	if onlyKeys != nil {
+		mentions := false
+		for k := range onlyKeys {
+			if strings.Contains(rhs, k+"=") {
+				mentions = true
+			}
+		}
+		if !mentions && !strings.HasSuffix(rhs, "\\") {
+			return lines[idx], nil
+		}
+	}
+	switch {
+	case strings.HasSuffix(rhs, "\\"):
+		return "", &EditError{file, idx + 1, name + " continues on the next line; gpuprep edits single-line values only"}
+	case quote == "" && (strings.HasPrefix(rhs, "\"") || strings.HasPrefix(rhs, "'")):
+		return "", &EditError{file, idx + 1, name + " has an unterminated quote or continues on the next line; gpuprep edits single-line values only"}
+	case strings.ContainsAny(rhs, "$`"):
+		return "", &EditError{file, idx + 1, name + " refers to variables or commands; gpuprep will not guess its value"}
+	case quote == "" && strings.ContainsAny(rhs, "\"'"):
+		return "", &EditError{file, idx + 1, name + " has quotes inside its value; gpuprep will not guess its value"}
+	}
+	newRHS, err := edit(rhs)
+	if err != nil {
+		return "", &EditError{file, idx + 1, err.Error()}
+	}
+	if quote == "" && strings.ContainsAny(newRHS, " \t") {
+		quote = "\""
+	}
+	return prefix + quote + newRHS + quote + trail + nl, nil
+}
+
+// editNodeLabelsFlags edits every --node-labels flag (--node-labels=V or
+// --node-labels V) of a kubelet argument string: each loses the keys of
+// remove and of set, except that with last the last flag gets set instead
+// (in place where a key is there, at its end otherwise), and a flag appended
+// when there is none. A flag left with no labels goes, with the space before
+// it.
+func editNodeLabelsFlags(args string, set []Label, remove []string, last bool) (string, error) {
+	type span struct{ start, end int }
+	var words []span
+	for i := 0; i < len(args); {
+		for i < len(args) && (args[i] == ' ' || args[i] == '\t') {
+			i++
+		}
+		s := i
+		for i < len(args) && args[i] != ' ' && args[i] != '\t' {
+			i++
+		}
+		if i > s {
+			words = append(words, span{s, i})
+		}
+	}
+	type flag struct{ flag, val span }
+	var flags []flag
+	for k := 0; k < len(words); k++ {
+		w := words[k]
+		word := args[w.start:w.end]
+		switch {
+		case strings.HasPrefix(word, "--node-labels="):
+			flags = append(flags, flag{w, span{w.start + len("--node-labels="), w.end}})
+		case word == "--node-labels" && k+1 < len(words):
+			flags = append(flags, flag{w, words[k+1]})
+			k++
+		}
+	}
+	drop := slices.Clone(remove)
+	for _, l := range set {
+		drop = append(drop, l.Key)
+	}
+	// from the end, so that the spans before stay valid
+	out := args
+	for i := len(flags) - 1; i >= 0; i-- {
+		f := flags[i]
+		have, err := ParseLabels(args[f.val.start:f.val.end])
+		if err != nil {
+			return "", err
+		}
+		var merged string
+		if last && i == len(flags)-1 {
+			merged = FormatLabels(MergeLabels(have, set, remove))
+		} else {
+			merged = FormatLabels(MergeLabels(have, nil, drop))
+		}
+		if merged != "" {
+			if merged != args[f.val.start:f.val.end] {
+				out = out[:f.val.start] + merged + out[f.val.end:]
+			}
+			continue
+		}
+		// no labels left: drop the flag and the space before it
+		start := f.flag.start
+		for start > 0 && (args[start-1] == ' ' || args[start-1] == '\t') {
+			start--
+		}
+		if start == 0 {
+			out = strings.TrimLeft(out[f.val.end:], " \t")
+		} else {
+			out = out[:start] + out[f.val.end:]
+		}
+	}
+	if last && len(flags) == 0 {
+		merged := FormatLabels(MergeLabels(nil, set, remove))
+		if merged == "" {
+			return out, nil
+		}
+		if strings.TrimSpace(out) == "" {
+			return "--node-labels=" + merged, nil
+		}
+		return out + " --node-labels=" + merged, nil
+	}
+	return out, nil
+}
