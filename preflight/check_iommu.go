@@ -393,9 +393,12 @@ func checkIOMMUCmdline(e *Env) []Finding {
 		case running && (conf || src == nil):
 			f.Status = Pass
 			f.Message = "in effect (/proc/cmdline)"
+			if eq := as(e.Cmdline, want); eq != "" {
+				f.Message = "in effect (/proc/cmdline, " + eq[2:len(eq)-1] + ")"
+			}
 			switch {
 			case src != nil:
-				f.Message += " and configured in " + src.File
+				f.Message += " and configured in " + src.File + as(configured, want)
 			case srcErr != nil:
 				f.Message += "; whether it persists is unknown: " + unparsed + " cannot be parsed"
 			default:
@@ -410,23 +413,23 @@ func checkIOMMUCmdline(e *Env) []Finding {
 			}
 		case running:
 			f.Status = Warn
-			f.Message = "in effect now but not configured in " + src.File + ": the next boot loses it"
+			f.Message = "in effect now" + as(e.Cmdline, want) + " but not configured in " + src.File + ": the next boot loses it"
 			f.Fixable, f.FixCommand = true, fix
 			f.Remedy = "persist it: " + fix
 		case conf:
 			f.Status = bad
 			notYet := "not yet in /proc/cmdline"
-			if _, ok := kargs.Last(e.Cmdline, want.Key); ok {
+			if _, ok := kargs.Deciding(e.Cmdline, want); ok {
 				notYet = notInEffect(e.Cmdline, want, "/proc/cmdline")
 			}
 			if pending, detail, regen := rebootPending(e, src, grub.Request{Ensure: []kargs.Param{want}}); pending {
-				f.Message = "configured in " + src.File + ", reboot pending: " + notYet + detail
+				f.Message = "configured in " + src.File + as(configured, want) + ", reboot pending: " + notYet + detail
 				f.Remedy = "reboot the node"
 				if regen != "" {
 					f.Remedy = "regenerate the boot menu (" + regen + "), then reboot the node"
 				}
 			} else {
-				f.Message = "configured in " + src.File + " but not effective after the last boot" + detail
+				f.Message = "configured in " + src.File + as(configured, want) + " but not effective after the last boot" + detail
 				if notYet != "not yet in /proc/cmdline" {
 					f.Message += " (" + notYet + ")"
 				}
@@ -496,6 +499,16 @@ func checkIOMMUCmdline(e *Env) []Finding {
 	return out
 }
 
+// as is " (as P)" when want is in effect in ps through P, an argument of
+// another key (iommu.passthrough=1 for iommu=pt, kernel-parameters.txt), else
+// "".
+func as(ps []kargs.Param, want kargs.Param) string {
+	if p, ok := kargs.Deciding(ps, want); ok && kargs.Equivalent(p, want) && kargs.Satisfied(ps, want) {
+		return " (as " + p.String() + ", its equivalent)"
+	}
+	return ""
+}
+
 // laterLacks reports whether /etc/kernel/cmdline, where a BLS node has one
 // (kernel-install gives kernels installed later its arguments), lacks want.
 func laterLacks(e *Env, want kargs.Param) bool {
@@ -529,7 +542,7 @@ func notInEffect(ps []kargs.Param, want kargs.Param, where string) string {
 			return where + " has " + by.String() + ", which leaves the Intel IOMMU off"
 		}
 	}
-	p, ok := kargs.Last(ps, want.Key)
+	p, ok := kargs.Deciding(ps, want)
 	switch {
 	case !ok:
 		return "missing from " + where

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -180,8 +181,10 @@ func (c *grubCmd) edit(cmd *cobra.Command, args []string, remove bool) error {
 	}
 	out := cmd.OutOrStdout()
 	fmt.Fprintf(out, "bootloader: %s\n", boot.Kind)
+	kver, _ := root.ReadString("/proc/sys/kernel/osrelease")
+	conf, _, _ := boot.ConfiguredArgs(strings.TrimSpace(kver))
 	for _, s := range plan.Satisfied {
-		fmt.Fprintf(out, "already configured: %s\n", s)
+		fmt.Fprintf(out, "already configured: %s%s\n", s, asEquivalent(conf, s))
 	}
 	for _, s := range notNeeded {
 		fmt.Fprintf(out, "left out: %s\n", s)
@@ -234,6 +237,15 @@ func (c *grubCmd) edit(cmd *cobra.Command, args []string, remove bool) error {
 		return &exitError{code: exitNeedReboot}
 	}
 	return nil
+}
+
+// asEquivalent is " (as P)" when want is in effect in ps through P, an
+// argument of another key (iommu.passthrough=1 for iommu=pt), else "".
+func asEquivalent(ps []kargs.Param, want kargs.Param) string {
+	if p, ok := kargs.Deciding(ps, want); ok && kargs.Equivalent(p, want) && kargs.Satisfied(ps, want) {
+		return " (as " + p.String() + ", its equivalent)"
+	}
+	return ""
 }
 
 // rebootNeeded: the running kernel's arguments do not yet match the request.
@@ -324,11 +336,20 @@ func (c *grubCmd) show(cmd *cobra.Command) error {
 	srcNewer := configNewerThanBoot(root, boot, src)
 	for _, w := range k.Wanted {
 		a := argState{Wanted: w.String()}
-		if p, ok := kargs.Last(conf, w.Key); ok {
+		// the occurrence that decides, which for iommu=pt can be its
+		// equivalent iommu.passthrough=
+		var equiv []string
+		if p, ok := kargs.Deciding(conf, w); ok {
 			a.Configured = p.String()
+			if kargs.Equivalent(p, w) && kargs.Satisfied(conf, w) {
+				equiv = append(equiv, "configured")
+			}
 		}
-		if p, ok := kargs.Last(running, w.Key); ok {
+		if p, ok := kargs.Deciding(running, w); ok {
 			a.Running = p.String()
+			if kargs.Equivalent(p, w) && kargs.Satisfied(running, w) {
+				equiv = append(equiv, "running")
+			}
 		}
 		isConf, isRun := kargs.Satisfied(conf, w), rerr == nil && kargs.Satisfied(running, w)
 		why, notNeeded := k.NotNeeded[w.String()]
@@ -353,6 +374,18 @@ func (c *grubCmd) show(cmd *cobra.Command) error {
 			a.State, a.Reason = "running-not-configured", "in /proc/cmdline but not configured: the next boot loses it"
 		default:
 			a.State = "missing"
+		}
+		if len(equiv) > 0 {
+			met := a.Configured
+			if met == "" || !slices.Contains(equiv, "configured") {
+				met = a.Running
+			}
+			eq := "met by " + met + " (" + strings.Join(equiv, " and ") + "), its equivalent"
+			if a.Reason == "" {
+				a.Reason = eq
+			} else {
+				a.Reason = eq + "; " + a.Reason
+			}
 		}
 		rep.Args = append(rep.Args, a)
 	}
