@@ -491,6 +491,60 @@ func (b *Boot) entriesNeed(req Request) (add, del []string) {
 	return add, del
 }
 
+// LaterLack (BLS) returns the files that kernels installed later take their
+// arguments from, where they do not give what req asks for, whatever the
+// boot entries (the next boot) have: /etc/kernel/cmdline, which
+// kernel-install's 20-grub.install copies into a new kernel's entry, and
+// /etc/default/grub (with grub.d), whose GRUB_CMDLINE_LINUX and
+// GRUB_CMDLINE_LINUX_DEFAULT grub2-mkconfig writes into /etc/kernel/cmdline
+// and the entries' options (RHEL 8: kernelopts in grubenv; later:
+// update_bls_cmdline), and which 20-grub.install syncs that way first when it
+// is newer than /etc/kernel/cmdline (grubby --update-kernel=ALL keeps
+// GRUB_CMDLINE_LINUX in step with the entries for the same reason). It
+// returns nil for other kinds, and skips defaults files it cannot evaluate
+// (check and PlanEdit report those).
+func (b *Boot) LaterLack(req Request) []string {
+	if b.Kind != KindBLS {
+		return nil
+	}
+	var out []string
+	if b.KernelCmdline != nil {
+		s := string(b.KernelCmdline.Data)
+		if add, del := needs(wordsArgs(s), Words(s), req); len(add)+len(del) > 0 {
+			out = append(out, KernelCmdlineFile)
+		}
+	}
+	if len(b.Files) > 0 {
+		if c, err := Evaluate(b.Files); err == nil {
+			if add, del := needs(c.Args(), append(Words(c.Linux), Words(c.Default)...), req); len(add)+len(del) > 0 {
+				out = append(out, DefaultsFile)
+			}
+		}
+	}
+	return out
+}
+
+// LaterLackSays says what LaterLack's files mean: "F lacks it", naming
+// what each is for.
+func LaterLackSays(files []string) string {
+	var s []string
+	for _, f := range files {
+		switch f {
+		case KernelCmdlineFile:
+			s = append(s, f+" (what kernel-install gives kernels installed later)")
+		case DefaultsFile:
+			s = append(s, f+" (GRUB_CMDLINE_LINUX, from which grub2-mkconfig rewrites /etc/kernel/cmdline and the boot entries' options)")
+		default:
+			s = append(s, f)
+		}
+	}
+	verb := " lacks it"
+	if len(s) > 1 {
+		verb = " lack it"
+	}
+	return strings.Join(s, " and ") + verb
+}
+
 // editPlainCmdline edits a file that holds kernel arguments as plain text
 // (/etc/kernel/cmdline): words removed with the blanks before them,
 // arguments appended to the last line; every other byte kept.

@@ -404,10 +404,10 @@ func checkIOMMUCmdline(e *Env) []Finding {
 			default:
 				f.Message += "; no bootloader configuration found to confirm it persists"
 			}
-			if src != nil && src.Kind == "bls" && laterLacks(e, want) {
-				// the boot entries have it; the kernels installed later will not
+			if lack := laterLack(e, src, want); len(lack) > 0 {
+				// the boot entries have it; the kernels installed later may not
 				f.Status = Warn
-				f.Message += "; " + grub.KernelCmdlineFile + ", which kernels installed later take their arguments from, lacks it"
+				f.Message += "; " + grub.LaterLackSays(lack) + ": kernels installed later would go without it"
 				f.Fixable, f.FixCommand = true, fix
 				f.Remedy = "keep it for kernels installed later: " + fix + " (no reboot)"
 			}
@@ -509,11 +509,18 @@ func as(ps []kargs.Param, want kargs.Param) string {
 	return ""
 }
 
-// laterLacks reports whether /etc/kernel/cmdline, where a BLS node has one
-// (kernel-install gives kernels installed later its arguments), lacks want.
-func laterLacks(e *Env, want kargs.Param) bool {
-	b, err := e.Root.ReadString(grub.KernelCmdlineFile)
-	return err == nil && !kargs.Satisfied(kargs.Parse(b), want)
+// laterLack is, on a BLS node, the files that kernels installed later take
+// their arguments from that lack want (grub.Boot.LaterLack): what grub show
+// calls not-for-later-kernels and grub ensure --mode and plan add it to.
+func laterLack(e *Env, src *grub.Source, want kargs.Param) []string {
+	if src == nil || src.Kind != "bls" {
+		return nil
+	}
+	b, err := grub.Detect(e.Root)
+	if err != nil {
+		return nil
+	}
+	return b.LaterLack(grub.Request{Ensure: []kargs.Param{want}})
 }
 
 // nextBootOff is the warning about p, an argument the configuration for the

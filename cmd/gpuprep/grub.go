@@ -69,7 +69,9 @@ RHEL/Rocky/Alma/Fedora with BLS (grubby for installed kernels, plus
 Edits keep every other byte of a file, keep its quoting, refuse (naming the
 file and line) what they cannot edit safely, write atomically with a backup
 beside the file (recorded in /var/lib/gpuprep/journal.jsonl) and do nothing
-when the arguments are already in effect. Commands run inside the root
+when the arguments are already in effect (on BLS: in every boot entry, and in
+/etc/kernel/cmdline and /etc/default/grub, which kernels installed later get
+them from; grub show says not-for-later-kernels when only those lack them). Commands run inside the root
 (chroot) when --root is not /.
 
 Exit codes: 0 done (or nothing to do), 2 usage error, 3 the configuration
@@ -189,6 +191,9 @@ func (c *grubCmd) edit(cmd *cobra.Command, args []string, remove bool) error {
 	for _, s := range notNeeded {
 		fmt.Fprintf(out, "left out: %s\n", s)
 	}
+	if boot.Kind == grub.KindBLS && plan.Changed() && len(plan.EntriesAdded)+len(plan.EntriesRemoved) == 0 {
+		plan.Notes = append(plan.Notes, "every boot entry is right already (no grubby, no reboot): the files are edited for kernels installed later, which get their arguments from /etc/kernel/cmdline, itself rewritten from /etc/default/grub by grub2-mkconfig")
+	}
 	if c.dryRun {
 		for _, ch := range plan.Changes {
 			fmt.Fprint(out, diff.Unified(ch.Path, ch.Old, ch.New, ch.Old != nil))
@@ -278,7 +283,7 @@ type argState struct {
 	Wanted     string `json:"wanted"`
 	Configured string `json:"configured"` // the occurrence that counts, "" when absent
 	Running    string `json:"running"`
-	State      string `json:"state"` // ok, missing, configured-reboot-pending, configured-not-in-boot-menu, configured-but-not-effective, running-not-configured, not-needed
+	State      string `json:"state"` // ok, not-for-later-kernels (BLS: in effect, but not where kernels installed later get their arguments), missing, configured-reboot-pending, configured-not-in-boot-menu, configured-but-not-effective, running-not-configured, not-needed
 	Reason     string `json:"reason,omitempty"`
 }
 
@@ -365,6 +370,11 @@ func (c *grubCmd) show(cmd *cobra.Command) error {
 			a.Reason = "configured, but the boot menu " + menu + " does not have it (its first entry): the next boot goes without it until it is regenerated (" + grub.RegenerateCommand(root, menu) + "; gpuprep grub ensure runs it)"
 		case isConf && isRun:
 			a.State = "ok"
+			if lack := boot.LaterLack(grub.Request{Ensure: []kargs.Param{w}}); len(lack) > 0 {
+				// BLS: the entries have it, kernels installed later may not
+				a.State = "not-for-later-kernels"
+				a.Reason = "in effect and in the boot entry, but " + grub.LaterLackSays(lack) + ": kernels installed later would go without it; gpuprep grub ensure adds it there (no reboot)"
+			}
 		case isConf && srcNewer:
 			a.State, a.Reason = "configured-reboot-pending", "changed after the last boot"
 		case isConf:
