@@ -58,6 +58,9 @@ type Boot struct {
 	// (a file touched), or newer and wrong (regenerated from other files,
 	// or the files' times kept).
 	Menu *File
+	// kernelopts is /boot/grub2/grubenv's kernelopts (BLS entries whose
+	// options say $kernelopts, RHEL 8).
+	kernelopts string
 	// StaleMenu, when Menu is older than a defaults file it is made from,
 	// says so ("/boot/grub/grub.cfg is older than /etc/default/grub"): the
 	// likely reason it lacks a change (its regeneration failed, was cut
@@ -85,6 +88,7 @@ func Detect(root *host.Root) (*Boot, error) {
 	}
 	entries, _ := root.Glob("/boot/loader/entries/*.conf")
 	sort.Strings(entries)
+	b.kernelopts = grubenvKernelopts(root)
 	for _, e := range entries {
 		if data, err := root.ReadFile(e); err == nil {
 			b.Entries = append(b.Entries, File{e, data})
@@ -233,7 +237,7 @@ func (b *Boot) configuredSources() ([]string, [][]kargs.Param, error) {
 		var out [][]kargs.Param
 		for _, e := range b.Entries {
 			names = append(names, e.Path)
-			out = append(out, wordsArgs(blsOptions(e.Data)))
+			out = append(out, wordsArgs(b.entryOptions(e)))
 		}
 		if b.Kind == KindBLS && len(b.Entries) == 0 {
 			c, err := Evaluate(b.Files)
@@ -291,6 +295,18 @@ func wordsArgs(s string) []kargs.Param {
 		out = append(out, kargs.ParseOne(unquoteWord(w)))
 	}
 	return out
+}
+
+// entryOptions is a BLS entry's options as GRUB's blscfg passes them:
+// $kernelopts (RHEL 8's entries, "options $kernelopts") is the kernelopts
+// variable of /boot/grub2/grubenv, which grub2-mkconfig sets from
+// GRUB_CMDLINE_LINUX and grubby edits (as check reads it, grub.Configured).
+func (b *Boot) entryOptions(e File) string {
+	o := blsOptions(e.Data)
+	if strings.Contains(o, "$kernelopts") {
+		o = strings.TrimSpace(strings.ReplaceAll(o, "$kernelopts", b.kernelopts))
+	}
+	return o
 }
 
 func blsOptions(data []byte) string {
@@ -484,7 +500,7 @@ func needs(args []kargs.Param, words []string, req Request) (add, del []string) 
 // entriesNeed merges needs over every BLS entry.
 func (b *Boot) entriesNeed(req Request) (add, del []string) {
 	for _, e := range b.Entries {
-		opts := blsOptions(e.Data)
+		opts := b.entryOptions(e)
 		a, d := needs(wordsArgs(opts), Words(opts), req)
 		add, del = appendNew(add, a...), appendNew(del, d...)
 	}
@@ -691,4 +707,17 @@ func RegenerateCommand(root *host.Root, menu string) string {
 		return "grub2-mkconfig -o " + menu
 	}
 	return "update-grub or grub-mkconfig -o " + menu
+}
+
+// grubenvKernelopts is the kernelopts variable of /boot/grub2/grubenv, ""
+// when there is none.
+func grubenvKernelopts(root *host.Root) string {
+	env, _ := root.ReadFile("/boot/grub2/grubenv")
+	ko := ""
+	for _, l := range strings.Split(string(env), "\n") {
+		if v, ok := strings.CutPrefix(l, "kernelopts="); ok {
+			ko = v
+		}
+	}
+	return ko
 }

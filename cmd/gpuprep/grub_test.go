@@ -411,3 +411,33 @@ func TestGrubShowNamesTheEquivalentOfIommuPt(t *testing.T) {
 	out, _, _ = gpuprep(t, "check", "--root", root, "--mode", "vm-passthrough")
 	require.Contains(t, out, "iommu=pt: in effect now (as iommu.passthrough=1, its equivalent) but not configured in /etc/default/grub: the next boot loses it")
 }
+
+// RHEL 8's BLS entries say "options $kernelopts": the arguments are
+// grubenv's kernelopts. grub show and grub ensure read them as check does
+// (show said running-not-configured, ensure ran grubby for what the entries
+// already pass); with kernelopts lacking one, all three say so.
+func TestGrubBLSKerneloptsFromGrubenv(t *testing.T) {
+	run := fakeGrubRunner(t)
+	root := grubRoot(t, "rhel", map[string]string{
+		"/boot/loader/entries/abc-4.18.0-513.el8.x86_64.conf": "title Rocky Linux\nlinux /vmlinuz-4.18.0-513.el8.x86_64\noptions $kernelopts $tuned_params\n",
+		"/boot/grub2/grubenv":            "# GRUB Environment Block\nkernelopts=root=/dev/mapper/rl-root ro intel_iommu=on iommu=pt\n",
+		"/proc/sys/kernel/osrelease":     "4.18.0-513.el8.x86_64\n",
+		"/proc/cmdline":                  "BOOT_IMAGE=(hd0,msdos1)/vmlinuz-4.18.0-513.el8.x86_64 root=/dev/mapper/rl-root ro intel_iommu=on iommu=pt\n",
+		"/etc/kernel/cmdline":            "root=/dev/mapper/rl-root ro intel_iommu=on iommu=pt\n",
+		"/sys/firmware/acpi/tables/DMAR": "DMAR",
+	})
+	require.NoError(t, fixture.New(root).File("/etc/default/grub", "GRUB_CMDLINE_LINUX=\"intel_iommu=on iommu=pt\"\nGRUB_ENABLE_BLSCFG=true\n").Err())
+	out, errOut, code := gpuprep(t, "grub", "show", "--root", root)
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "iommu=pt        iommu=pt        iommu=pt        ok\n")
+	out, errOut, code = gpuprep(t, "grub", "ensure", "--mode", "vm-passthrough", "--root", root)
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "nothing to change\n")
+	require.Empty(t, run.Calls)
+
+	require.NoError(t, fixture.New(root).File("/boot/grub2/grubenv", "kernelopts=root=/dev/mapper/rl-root ro intel_iommu=on\n").Err())
+	out, _, _ = gpuprep(t, "grub", "show", "--root", root)
+	require.Contains(t, out, "iommu=pt        -               iommu=pt        running-not-configured\n")
+	out, _, _ = gpuprep(t, "grub", "ensure", "--mode", "vm-passthrough", "--root", root, "--dry-run")
+	require.Contains(t, out, "would run: grubby --update-kernel=ALL --args=iommu=pt\n")
+}
