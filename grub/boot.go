@@ -58,6 +58,9 @@ type Boot struct {
 	// (a file touched), or newer and wrong (regenerated from other files,
 	// or the files' times kept).
 	Menu *File
+	// kernelopts is /boot/grub2/grubenv's kernelopts (BLS entries whose
+	// options say $kernelopts, RHEL 8).
+	kernelopts string
 	// StaleMenu, when Menu is older than a defaults file it is made from,
 	// says so ("/boot/grub/grub.cfg is older than /etc/default/grub"): the
 	// likely reason it lacks a change (its regeneration failed, was cut
@@ -85,6 +88,7 @@ func Detect(root *host.Root) (*Boot, error) {
 	}
 	entries, _ := root.Glob("/boot/loader/entries/*.conf")
 	sort.Strings(entries)
+	b.kernelopts = grubenvKernelopts(root)
 	for _, e := range entries {
 		if data, err := root.ReadFile(e); err == nil {
 			b.Entries = append(b.Entries, File{e, data})
@@ -233,7 +237,7 @@ func (b *Boot) configuredSources() ([]string, [][]kargs.Param, error) {
 		var out [][]kargs.Param
 		for _, e := range b.Entries {
 			names = append(names, e.Path)
-			out = append(out, wordsArgs(blsOptions(e.Data)))
+			out = append(out, wordsArgs(b.entryOptions(e)))
 		}
 		if b.Kind == KindBLS && len(b.Entries) == 0 {
 			c, err := Evaluate(b.Files)
@@ -291,6 +295,18 @@ func wordsArgs(s string) []kargs.Param {
 		out = append(out, kargs.ParseOne(unquoteWord(w)))
 	}
 	return out
+}
+
+// entryOptions is a BLS entry's options as GRUB's blscfg passes them:
+// $kernelopts (RHEL 8's entries, "options $kernelopts") is the kernelopts
+// variable of /boot/grub2/grubenv, which grub2-mkconfig sets from
+// GRUB_CMDLINE_LINUX and grubby edits (as check reads it, grub.Configured).
+func (b *Boot) entryOptions(e File) string {
+	o := blsOptions(e.Data)
+	if strings.Contains(o, "$kernelopts") {
+		o = strings.TrimSpace(strings.ReplaceAll(o, "$kernelopts", b.kernelopts))
+	}
+	return o
 }
 
 func blsOptions(data []byte) string {
@@ -484,11 +500,65 @@ func needs(args []kargs.Param, words []string, req Request) (add, del []string) 
 // entriesNeed merges needs over every BLS entry.
 func (b *Boot) entriesNeed(req Request) (add, del []string) {
 	for _, e := range b.Entries {
-		opts := blsOptions(e.Data)
+		opts := b.entryOptions(e)
 		a, d := needs(wordsArgs(opts), Words(opts), req)
 		add, del = appendNew(add, a...), appendNew(del, d...)
 	}
 	return add, del
+}
+
+// LaterLack (BLS) returns the files that kernels installed later take their
+// arguments from, where they do not give what req asks for, whatever the
+// boot entries (the next boot) have: /etc/kernel/cmdline, which
+// kernel-install's 20-grub.install copies into a new kernel's entry, and
+// /etc/default/grub (with grub.d), whose GRUB_CMDLINE_LINUX and
+// GRUB_CMDLINE_LINUX_DEFAULT grub2-mkconfig writes into /etc/kernel/cmdline
+// and the entries' options (RHEL 8: kernelopts in grubenv; later:
+// update_bls_cmdline), and which 20-grub.install syncs that way first when it
+// is newer than /etc/kernel/cmdline (grubby --update-kernel=ALL keeps
+// GRUB_CMDLINE_LINUX in step with the entries for the same reason). It
+// returns nil for other kinds, and skips defaults files it cannot evaluate
+// (check and PlanEdit report those).
+func (b *Boot) LaterLack(req Request) []string {
+	if b.Kind != KindBLS {
+		return nil
+	}
+	var out []string
+	if b.KernelCmdline != nil {
+		s := string(b.KernelCmdline.Data)
+		if add, del := needs(wordsArgs(s), Words(s), req); len(add)+len(del) > 0 {
+			out = append(out, KernelCmdlineFile)
+		}
+	}
+	if len(b.Files) > 0 {
+		if c, err := Evaluate(b.Files); err == nil {
+			if add, del := needs(c.Args(), append(Words(c.Linux), Words(c.Default)...), req); len(add)+len(del) > 0 {
+				out = append(out, DefaultsFile)
+			}
+		}
+	}
+	return out
+}
+
+// LaterLackSays says what LaterLack's files mean: "F lacks it", naming
+// what each is for.
+func LaterLackSays(files []string) string {
+	var s []string
+	for _, f := range files {
+		switch f {
+		case KernelCmdlineFile:
+			s = append(s, f+" (what kernel-install gives kernels installed later)")
+		case DefaultsFile:
+			s = append(s, f+" (GRUB_CMDLINE_LINUX, from which grub2-mkconfig rewrites /etc/kernel/cmdline and the boot entries' options)")
+		default:
+			s = append(s, f)
+		}
+	}
+	verb := " lacks it"
+	if len(s) > 1 {
+		verb = " lack it"
+	}
+	return strings.Join(s, " and ") + verb
 }
 
 // editPlainCmdline edits a file that holds kernel arguments as plain text
@@ -637,4 +707,17 @@ func RegenerateCommand(root *host.Root, menu string) string {
 		return "grub2-mkconfig -o " + menu
 	}
 	return "update-grub or grub-mkconfig -o " + menu
+}
+
+// grubenvKernelopts is the kernelopts variable of /boot/grub2/grubenv, ""
+// when there is none.
+func grubenvKernelopts(root *host.Root) string {
+	env, _ := root.ReadFile("/boot/grub2/grubenv")
+	ko := ""
+	for _, l := range strings.Split(string(env), "\n") {
+		if v, ok := strings.CutPrefix(l, "kernelopts="); ok {
+			ko = v
+		}
+	}
+	return ko
 }

@@ -149,14 +149,7 @@ func blsEntry(root *host.Root, kver string) (*Source, error) {
 			continue
 		}
 		if strings.Contains(options, "$kernelopts") {
-			env, _ := root.ReadFile("/boot/grub2/grubenv")
-			ko := ""
-			for _, l := range strings.Split(string(env), "\n") {
-				if strings.HasPrefix(l, "kernelopts=") {
-					ko = strings.TrimPrefix(l, "kernelopts=")
-				}
-			}
-			options = strings.ReplaceAll(options, "$kernelopts", ko)
+			options = strings.ReplaceAll(options, "$kernelopts", grubenvKernelopts(root))
 		}
 		src := &Source{Kind: "bls", File: e, Cmdline: options}
 		src.args, src.at = plainLocated(e, options, optLine)

@@ -393,40 +393,43 @@ func checkIOMMUCmdline(e *Env) []Finding {
 		case running && (conf || src == nil):
 			f.Status = Pass
 			f.Message = "in effect (/proc/cmdline)"
+			if eq := as(e.Cmdline, want); eq != "" {
+				f.Message = "in effect (/proc/cmdline, " + eq[2:len(eq)-1] + ")"
+			}
 			switch {
 			case src != nil:
-				f.Message += " and configured in " + src.File
+				f.Message += " and configured in " + src.File + as(configured, want)
 			case srcErr != nil:
 				f.Message += "; whether it persists is unknown: " + unparsed + " cannot be parsed"
 			default:
 				f.Message += "; no bootloader configuration found to confirm it persists"
 			}
-			if src != nil && src.Kind == "bls" && laterLacks(e, want) {
-				// the boot entries have it; the kernels installed later will not
+			if lack := laterLack(e, src, want); len(lack) > 0 {
+				// the boot entries have it; the kernels installed later may not
 				f.Status = Warn
-				f.Message += "; " + grub.KernelCmdlineFile + ", which kernels installed later take their arguments from, lacks it"
+				f.Message += "; " + grub.LaterLackSays(lack) + ": kernels installed later would go without it"
 				f.Fixable, f.FixCommand = true, fix
 				f.Remedy = "keep it for kernels installed later: " + fix + " (no reboot)"
 			}
 		case running:
 			f.Status = Warn
-			f.Message = "in effect now but not configured in " + src.File + ": the next boot loses it"
+			f.Message = "in effect now" + as(e.Cmdline, want) + " but not configured in " + src.File + ": the next boot loses it"
 			f.Fixable, f.FixCommand = true, fix
 			f.Remedy = "persist it: " + fix
 		case conf:
 			f.Status = bad
 			notYet := "not yet in /proc/cmdline"
-			if _, ok := kargs.Last(e.Cmdline, want.Key); ok {
+			if _, ok := kargs.Deciding(e.Cmdline, want); ok {
 				notYet = notInEffect(e.Cmdline, want, "/proc/cmdline")
 			}
 			if pending, detail, regen := rebootPending(e, src, grub.Request{Ensure: []kargs.Param{want}}); pending {
-				f.Message = "configured in " + src.File + ", reboot pending: " + notYet + detail
+				f.Message = "configured in " + src.File + as(configured, want) + ", reboot pending: " + notYet + detail
 				f.Remedy = "reboot the node"
 				if regen != "" {
 					f.Remedy = "regenerate the boot menu (" + regen + "), then reboot the node"
 				}
 			} else {
-				f.Message = "configured in " + src.File + " but not effective after the last boot" + detail
+				f.Message = "configured in " + src.File + as(configured, want) + " but not effective after the last boot" + detail
 				if notYet != "not yet in /proc/cmdline" {
 					f.Message += " (" + notYet + ")"
 				}
@@ -496,11 +499,28 @@ func checkIOMMUCmdline(e *Env) []Finding {
 	return out
 }
 
-// laterLacks reports whether /etc/kernel/cmdline, where a BLS node has one
-// (kernel-install gives kernels installed later its arguments), lacks want.
-func laterLacks(e *Env, want kargs.Param) bool {
-	b, err := e.Root.ReadString(grub.KernelCmdlineFile)
-	return err == nil && !kargs.Satisfied(kargs.Parse(b), want)
+// as is " (as P)" when want is in effect in ps through P, an argument of
+// another key (iommu.passthrough=1 for iommu=pt, kernel-parameters.txt), else
+// "".
+func as(ps []kargs.Param, want kargs.Param) string {
+	if p, ok := kargs.Deciding(ps, want); ok && kargs.Equivalent(p, want) && kargs.Satisfied(ps, want) {
+		return " (as " + p.String() + ", its equivalent)"
+	}
+	return ""
+}
+
+// laterLack is, on a BLS node, the files that kernels installed later take
+// their arguments from that lack want (grub.Boot.LaterLack): what grub show
+// calls not-for-later-kernels and grub ensure --mode and plan add it to.
+func laterLack(e *Env, src *grub.Source, want kargs.Param) []string {
+	if src == nil || src.Kind != "bls" {
+		return nil
+	}
+	b, err := grub.Detect(e.Root)
+	if err != nil {
+		return nil
+	}
+	return b.LaterLack(grub.Request{Ensure: []kargs.Param{want}})
 }
 
 // nextBootOff is the warning about p, an argument the configuration for the
@@ -529,7 +549,7 @@ func notInEffect(ps []kargs.Param, want kargs.Param, where string) string {
 			return where + " has " + by.String() + ", which leaves the Intel IOMMU off"
 		}
 	}
-	p, ok := kargs.Last(ps, want.Key)
+	p, ok := kargs.Deciding(ps, want)
 	switch {
 	case !ok:
 		return "missing from " + where

@@ -812,6 +812,13 @@ func (p *Plan) blsLater(boot *grub.Boot, gp *grub.Plan, want []kargs.Param) stri
 			kept = append(kept, c.Path)
 		}
 	}
+	if len(gp.Added) > 0 {
+		// /etc/default/grub lacking them is kept too: grub2-mkconfig
+		// writes it into /etc/kernel/cmdline and the entries
+		// (grub.Boot.LaterLack; check warns, grub show says
+		// not-for-later-kernels)
+		kept, lacking = append(kept, lacking...), nil
+	}
 	if len(kept) > 0 && len(gp.Removed) == 0 {
 		return fmt.Sprintf("keep %s for kernels installed later: add it to %s (%s; every installed kernel's boot entry has it already, so no reboot is for it)",
 			strings.Join(gp.Added, " "), strings.Join(append(kept, lacking...), " and "), boot.Kind)

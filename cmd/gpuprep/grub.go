@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -68,7 +69,9 @@ RHEL/Rocky/Alma/Fedora with BLS (grubby for installed kernels, plus
 Edits keep every other byte of a file, keep its quoting, refuse (naming the
 file and line) what they cannot edit safely, write atomically with a backup
 beside the file (recorded in /var/lib/gpuprep/journal.jsonl) and do nothing
-when the arguments are already in effect. Commands run inside the root
+when the arguments are already in effect (on BLS: in every boot entry, and in
+/etc/kernel/cmdline and /etc/default/grub, which kernels installed later get
+them from; grub show says not-for-later-kernels when only those lack them). Commands run inside the root
 (chroot) when --root is not /.
 
 Exit codes: 0 done (or nothing to do), 2 usage error, 3 the configuration
@@ -180,11 +183,16 @@ func (c *grubCmd) edit(cmd *cobra.Command, args []string, remove bool) error {
 	}
 	out := cmd.OutOrStdout()
 	fmt.Fprintf(out, "bootloader: %s\n", boot.Kind)
+	kver, _ := root.ReadString("/proc/sys/kernel/osrelease")
+	conf, _, _ := boot.ConfiguredArgs(strings.TrimSpace(kver))
 	for _, s := range plan.Satisfied {
-		fmt.Fprintf(out, "already configured: %s\n", s)
+		fmt.Fprintf(out, "already configured: %s%s\n", s, asEquivalent(conf, s))
 	}
 	for _, s := range notNeeded {
 		fmt.Fprintf(out, "left out: %s\n", s)
+	}
+	if boot.Kind == grub.KindBLS && plan.Changed() && len(plan.EntriesAdded)+len(plan.EntriesRemoved) == 0 {
+		plan.Notes = append(plan.Notes, "every boot entry is right already (no grubby, no reboot): the files are edited for kernels installed later, which get their arguments from /etc/kernel/cmdline, itself rewritten from /etc/default/grub by grub2-mkconfig")
 	}
 	if c.dryRun {
 		for _, ch := range plan.Changes {
@@ -236,6 +244,15 @@ func (c *grubCmd) edit(cmd *cobra.Command, args []string, remove bool) error {
 	return nil
 }
 
+// asEquivalent is " (as P)" when want is in effect in ps through P, an
+// argument of another key (iommu.passthrough=1 for iommu=pt), else "".
+func asEquivalent(ps []kargs.Param, want kargs.Param) string {
+	if p, ok := kargs.Deciding(ps, want); ok && kargs.Equivalent(p, want) && kargs.Satisfied(ps, want) {
+		return " (as " + p.String() + ", its equivalent)"
+	}
+	return ""
+}
+
 // rebootNeeded: the running kernel's arguments do not yet match the request.
 func rebootNeeded(root *host.Root, req grub.Request, plan *grub.Plan) bool {
 	raw, err := root.ReadString("/proc/cmdline")
@@ -266,7 +283,7 @@ type argState struct {
 	Wanted     string `json:"wanted"`
 	Configured string `json:"configured"` // the occurrence that counts, "" when absent
 	Running    string `json:"running"`
-	State      string `json:"state"` // ok, missing, configured-reboot-pending, configured-not-in-boot-menu, configured-but-not-effective, running-not-configured, not-needed
+	State      string `json:"state"` // ok, not-for-later-kernels (BLS: in effect, but not where kernels installed later get their arguments), missing, configured-reboot-pending, configured-not-in-boot-menu, configured-but-not-effective, running-not-configured, not-needed
 	Reason     string `json:"reason,omitempty"`
 }
 
@@ -324,11 +341,20 @@ func (c *grubCmd) show(cmd *cobra.Command) error {
 	srcNewer := configNewerThanBoot(root, boot, src)
 	for _, w := range k.Wanted {
 		a := argState{Wanted: w.String()}
-		if p, ok := kargs.Last(conf, w.Key); ok {
+		// the occurrence that decides, which for iommu=pt can be its
+		// equivalent iommu.passthrough=
+		var equiv []string
+		if p, ok := kargs.Deciding(conf, w); ok {
 			a.Configured = p.String()
+			if kargs.Equivalent(p, w) && kargs.Satisfied(conf, w) {
+				equiv = append(equiv, "configured")
+			}
 		}
-		if p, ok := kargs.Last(running, w.Key); ok {
+		if p, ok := kargs.Deciding(running, w); ok {
 			a.Running = p.String()
+			if kargs.Equivalent(p, w) && kargs.Satisfied(running, w) {
+				equiv = append(equiv, "running")
+			}
 		}
 		isConf, isRun := kargs.Satisfied(conf, w), rerr == nil && kargs.Satisfied(running, w)
 		why, notNeeded := k.NotNeeded[w.String()]
@@ -344,6 +370,11 @@ func (c *grubCmd) show(cmd *cobra.Command) error {
 			a.Reason = "configured, but the boot menu " + menu + " does not have it (its first entry): the next boot goes without it until it is regenerated (" + grub.RegenerateCommand(root, menu) + "; gpuprep grub ensure runs it)"
 		case isConf && isRun:
 			a.State = "ok"
+			if lack := boot.LaterLack(grub.Request{Ensure: []kargs.Param{w}}); len(lack) > 0 {
+				// BLS: the entries have it, kernels installed later may not
+				a.State = "not-for-later-kernels"
+				a.Reason = "in effect and in the boot entry, but " + grub.LaterLackSays(lack) + ": kernels installed later would go without it; gpuprep grub ensure adds it there (no reboot)"
+			}
 		case isConf && srcNewer:
 			a.State, a.Reason = "configured-reboot-pending", "changed after the last boot"
 		case isConf:
@@ -353,6 +384,18 @@ func (c *grubCmd) show(cmd *cobra.Command) error {
 			a.State, a.Reason = "running-not-configured", "in /proc/cmdline but not configured: the next boot loses it"
 		default:
 			a.State = "missing"
+		}
+		if len(equiv) > 0 {
+			met := a.Configured
+			if met == "" || !slices.Contains(equiv, "configured") {
+				met = a.Running
+			}
+			eq := "met by " + met + " (" + strings.Join(equiv, " and ") + "), its equivalent"
+			if a.Reason == "" {
+				a.Reason = eq
+			} else {
+				a.Reason = eq + "; " + a.Reason
+			}
 		}
 		rep.Args = append(rep.Args, a)
 	}

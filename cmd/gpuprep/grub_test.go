@@ -372,3 +372,72 @@ func TestCheckOffArgumentFixWorks(t *testing.T) {
 	require.Equal(t, 0, code, out+errs)
 	require.Contains(t, out, `+GRUB_CMDLINE_LINUX_DEFAULT="quiet splash iommu=pt intel_iommu=on"`)
 }
+
+// iommu.passthrough=1 is iommu=pt's equivalent: show names it in the
+// CONFIGURED and RUNNING columns of the iommu=pt row (not "-" beside a
+// configured state), ensure leaves it and says so, check says it is in
+// effect through it; iommu.passthrough=0 after iommu=pt is what the row shows
+// beside "missing".
+func TestGrubShowNamesTheEquivalentOfIommuPt(t *testing.T) {
+	fakeGrubRunner(t)
+	node := map[string]string{
+		"/etc/default/grub":              "GRUB_CMDLINE_LINUX=\"iommu.passthrough=1 intel_iommu=on\"\n",
+		"/boot/grub/grub.cfg":            "menuentry 'Ubuntu' {\n\tlinux /boot/vmlinuz-6.1.0 root=/dev/sda1 ro iommu.passthrough=1 intel_iommu=on\n}\n",
+		"/proc/cmdline":                  "BOOT_IMAGE=/boot/vmlinuz-6.1.0 root=/dev/sda1 ro iommu.passthrough=1 intel_iommu=on\n",
+		"/sys/firmware/acpi/tables/DMAR": "DMAR",
+		"/usr/sbin/update-grub":          "#!/bin/sh\n",
+	}
+	root := t.TempDir()
+	b := fixture.New(root)
+	for p, c := range node {
+		b.File(p, c)
+	}
+	require.NoError(t, b.Err())
+	out, errOut, code := gpuprep(t, "grub", "show", "--root", root)
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "iommu=pt        iommu.passthrough=1  iommu.passthrough=1  ok\n")
+	require.Contains(t, out, "iommu=pt: met by iommu.passthrough=1 (configured and running), its equivalent\n")
+	out, errOut, code = gpuprep(t, "grub", "ensure", "--mode", "vm-passthrough", "--root", root)
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "already configured: iommu=pt (as iommu.passthrough=1, its equivalent)\n")
+	require.Contains(t, out, "nothing to change\n")
+	out, _, _ = gpuprep(t, "check", "--root", root, "--mode", "vm-passthrough")
+	require.Contains(t, out, "iommu=pt: in effect (/proc/cmdline, as iommu.passthrough=1, its equivalent) and configured in /etc/default/grub (as iommu.passthrough=1, its equivalent)")
+
+	require.NoError(t, fixture.New(root).File("/etc/default/grub", "GRUB_CMDLINE_LINUX=\"iommu=pt intel_iommu=on iommu.passthrough=0\"\n").Err())
+	out, errOut, code = gpuprep(t, "grub", "show", "--root", root)
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "iommu=pt        iommu.passthrough=0  iommu.passthrough=1  running-not-configured\n")
+	out, _, _ = gpuprep(t, "check", "--root", root, "--mode", "vm-passthrough")
+	require.Contains(t, out, "iommu=pt: in effect now (as iommu.passthrough=1, its equivalent) but not configured in /etc/default/grub: the next boot loses it")
+}
+
+// RHEL 8's BLS entries say "options $kernelopts": the arguments are
+// grubenv's kernelopts. grub show and grub ensure read them as check does
+// (show said running-not-configured, ensure ran grubby for what the entries
+// already pass); with kernelopts lacking one, all three say so.
+func TestGrubBLSKerneloptsFromGrubenv(t *testing.T) {
+	run := fakeGrubRunner(t)
+	root := grubRoot(t, "rhel", map[string]string{
+		"/boot/loader/entries/abc-4.18.0-513.el8.x86_64.conf": "title Rocky Linux\nlinux /vmlinuz-4.18.0-513.el8.x86_64\noptions $kernelopts $tuned_params\n",
+		"/boot/grub2/grubenv":            "# GRUB Environment Block\nkernelopts=root=/dev/mapper/rl-root ro intel_iommu=on iommu=pt\n",
+		"/proc/sys/kernel/osrelease":     "4.18.0-513.el8.x86_64\n",
+		"/proc/cmdline":                  "BOOT_IMAGE=(hd0,msdos1)/vmlinuz-4.18.0-513.el8.x86_64 root=/dev/mapper/rl-root ro intel_iommu=on iommu=pt\n",
+		"/etc/kernel/cmdline":            "root=/dev/mapper/rl-root ro intel_iommu=on iommu=pt\n",
+		"/sys/firmware/acpi/tables/DMAR": "DMAR",
+	})
+	require.NoError(t, fixture.New(root).File("/etc/default/grub", "GRUB_CMDLINE_LINUX=\"intel_iommu=on iommu=pt\"\nGRUB_ENABLE_BLSCFG=true\n").Err())
+	out, errOut, code := gpuprep(t, "grub", "show", "--root", root)
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "iommu=pt        iommu=pt        iommu=pt        ok\n")
+	out, errOut, code = gpuprep(t, "grub", "ensure", "--mode", "vm-passthrough", "--root", root)
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "nothing to change\n")
+	require.Empty(t, run.Calls)
+
+	require.NoError(t, fixture.New(root).File("/boot/grub2/grubenv", "kernelopts=root=/dev/mapper/rl-root ro intel_iommu=on\n").Err())
+	out, _, _ = gpuprep(t, "grub", "show", "--root", root)
+	require.Contains(t, out, "iommu=pt        -               iommu=pt        running-not-configured\n")
+	out, _, _ = gpuprep(t, "grub", "ensure", "--mode", "vm-passthrough", "--root", root, "--dry-run")
+	require.Contains(t, out, "would run: grubby --update-kernel=ALL --args=iommu=pt\n")
+}

@@ -71,41 +71,67 @@ func TestPlanRebootTitleNamesOnlyWhatTheKernelLacks(t *testing.T) {
 	require.Contains(t, p.Steps[1].Title, "the running kernel lacks intel_iommu=on;")
 }
 
-// A BLS node whose boot entries have the arguments is ready: the plan has
-// nothing for the next boot (a ready node plans nothing), and says that
-// /etc/default/grub lacks them. An /etc/kernel/cmdline lacking them (kernels
-// installed later) gets a step that says so, and no reboot.
+// A BLS node whose boot entries have the arguments is ready for the next
+// boot, but kernels installed later get their arguments from
+// /etc/kernel/cmdline, which grub2-mkconfig rewrites from /etc/default/grub:
+// either lacking them, grub show says not-for-later-kernels, check warns,
+// plan has a kernel-args step that keeps them there (no command, no reboot)
+// and grub ensure --mode writes exactly that; once done, all four agree there
+// is nothing left. A defaults file that only has something to take out (the
+// entries do not have it) stays a plan note.
 func TestPlanBLSReadyNodePlansNothingForTheNextBoot(t *testing.T) {
+	fakeGrubRunner(t)
 	root := fixtureRoot(t, "amd-ready")
 	require.NoError(t, fixture.New(root).File("/etc/sysconfig/kubelet", "KUBELET_EXTRA_ARGS=--node-labels=nvidia.com/gpu.workload.config=vm-passthrough\n").Err())
-	out, errs, code := gpuprep(t, "check", "--root", root, "--mode", "vm-passthrough")
+	out, errs, code := gpuprep(t, "grub", "show", "--root", root)
+	require.Equal(t, 0, code, errs)
+	require.Contains(t, out, "iommu=pt  iommu=pt    iommu=pt  not-for-later-kernels\n")
+	out, errs, code = gpuprep(t, "check", "--root", root, "--mode", "vm-passthrough")
 	require.Equal(t, 0, code, out+errs)
+	require.Contains(t, out, "/etc/default/grub (GRUB_CMDLINE_LINUX, from which grub2-mkconfig rewrites /etc/kernel/cmdline and the boot entries' options) lacks it: kernels installed later would go without it")
 	out, errs, code = gpuprep(t, "plan", "--root", root, "--mode", "vm-passthrough", "-o", "json")
 	require.Equal(t, 0, code, errs)
 	var p planJSON
 	require.NoError(t, json.Unmarshal([]byte(out), &p))
-	require.Empty(t, p.Steps, out)
-	require.Contains(t, out, "every boot entry has iommu=pt, so nothing is planned for the next boot; /etc/default/grub lacks iommu=pt")
-
-	require.NoError(t, fixture.New(root).File("/etc/kernel/cmdline", "root=/dev/mapper/rl-root ro crashkernel=1G-4G:192M rhgb quiet\n").Err())
-	out, _, _ = gpuprep(t, "check", "--root", root, "--mode", "vm-passthrough")
-	require.Contains(t, out, "/etc/kernel/cmdline, which kernels installed later take their arguments from, lacks it")
-	out, errs, code = gpuprep(t, "plan", "--root", root, "--mode", "vm-passthrough", "-o", "json")
+	require.Equal(t, []string{"kernel-args"}, p.ids(), out)
+	require.Equal(t, "keep iommu=pt for kernels installed later: add it to /etc/default/grub (grub-bls; every installed kernel's boot entry has it already, so no reboot is for it)", p.Steps[0].Title)
+	require.Empty(t, p.Steps[0].Commands)
+	out, errs, code = gpuprep(t, "grub", "ensure", "--mode", "vm-passthrough", "--root", root)
 	require.Equal(t, 0, code, errs)
+	require.Contains(t, out, "wrote /etc/default/grub\n")
+	require.Contains(t, out, "note: every boot entry is right already (no grubby, no reboot)")
+	out, _, _ = gpuprep(t, "grub", "show", "--root", root)
+	require.Contains(t, out, "iommu=pt  iommu=pt    iommu=pt  ok\n")
+	out, _, _ = gpuprep(t, "check", "--root", root, "--mode", "vm-passthrough")
+	require.Contains(t, out, "iommu=pt: in effect (/proc/cmdline) and configured in /boot/loader/entries/abc-5.14.0-427.13.1.el9_4.x86_64.conf — ")
+	out, _, _ = gpuprep(t, "plan", "--root", root, "--mode", "vm-passthrough", "-o", "json")
 	p = planJSON{}
 	require.NoError(t, json.Unmarshal([]byte(out), &p))
-	require.Equal(t, []string{"kernel-args"}, p.ids(), out)
-	require.Equal(t, "keep iommu=pt for kernels installed later: add it to /etc/kernel/cmdline and /etc/default/grub (grub-bls; every installed kernel's boot entry has it already, so no reboot is for it)", p.Steps[0].Title)
-	require.Empty(t, p.Steps[0].Commands)
+	require.Empty(t, p.Steps, out)
+	out, _, _ = gpuprep(t, "grub", "ensure", "--mode", "vm-passthrough", "--root", root, "--dry-run")
+	require.Contains(t, out, "nothing to change\n")
 
-	// /etc/default/grub has it already: the step keeps it in /etc/kernel/cmdline alone
-	require.NoError(t, fixture.New(root).File("/etc/default/grub", "GRUB_TIMEOUT=5\nGRUB_CMDLINE_LINUX=\"crashkernel=1G-4G:192M rhgb quiet iommu=pt\"\nGRUB_ENABLE_BLSCFG=true\n").Err())
+	require.NoError(t, fixture.New(root).File("/etc/kernel/cmdline", "root=/dev/mapper/rl-root ro crashkernel=1G-4G:192M rhgb quiet\n").Err())
+	out, _, _ = gpuprep(t, "grub", "show", "--root", root)
+	require.Contains(t, out, "not-for-later-kernels\n")
+	out, _, _ = gpuprep(t, "check", "--root", root, "--mode", "vm-passthrough")
+	require.Contains(t, out, "/etc/kernel/cmdline (what kernel-install gives kernels installed later) lacks it")
 	out, errs, code = gpuprep(t, "plan", "--root", root, "--mode", "vm-passthrough", "-o", "json")
 	require.Equal(t, 0, code, errs)
 	p = planJSON{}
 	require.NoError(t, json.Unmarshal([]byte(out), &p))
 	require.Equal(t, []string{"kernel-args"}, p.ids(), out)
 	require.Equal(t, "keep iommu=pt for kernels installed later: add it to /etc/kernel/cmdline (grub-bls; every installed kernel's boot entry has it already, so no reboot is for it)", p.Steps[0].Title)
+	require.Empty(t, p.Steps[0].Commands)
+
+	// only something to take out of the defaults file: a note, as before
+	require.NoError(t, fixture.New(root).File("/etc/kernel/cmdline", "root=/dev/mapper/rl-root ro iommu=pt\n").
+		File("/etc/default/grub", "GRUB_CMDLINE_LINUX=\"iommu=pt iommu=off\"\nGRUB_ENABLE_BLSCFG=true\n").Err())
+	out, _, _ = gpuprep(t, "plan", "--root", root, "--mode", "vm-passthrough", "-o", "json")
+	p = planJSON{}
+	require.NoError(t, json.Unmarshal([]byte(out), &p))
+	require.Empty(t, p.Steps, out)
+	require.Contains(t, out, "/etc/default/grub has iommu=off")
 }
 
 // Arguments configured for the next boot that turn the IOMMU or interrupt

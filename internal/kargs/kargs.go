@@ -126,26 +126,82 @@ func Satisfied(ps []Param, want Param) bool {
 // passthrough follows the kernel: iommu=pt/nopt and iommu.passthrough=0/1
 // both set the default domain type; the last one written wins.
 func passthrough(ps []Param) bool {
-	on := false
+	on, _, _ := passthroughBy(ps)
+	return on
+}
+
+// passthroughBy is passthrough, with the occurrence that set the default
+// domain type (ok false when none did). iommu.passthrough= (x86 since Linux
+// 5.4, arm64 before) takes a kstrtobool value (1/y/on or 0/n/off, by its
+// first characters); iommu=pt and iommu=nopt are x86's older spelling of it
+// (kernel-parameters.txt).
+func passthroughBy(ps []Param) (on bool, by Param, ok bool) {
 	for _, p := range ps {
 		switch Norm(p.Key) {
 		case "iommu":
 			if HasOption(p.Value, "pt") {
-				on = true
+				on, by, ok = true, p, true
 			} else if HasOption(p.Value, "nopt") {
-				on = false
+				on, by, ok = false, p, true
 			}
 		case "iommu.passthrough":
-			switch strings.ToLower(p.Value) {
-			case "1", "y", "on":
-				on = true
-			case "0", "n", "off":
-				on = false
+			if v, valid := kstrtobool(p.Value); p.HasValue && valid {
+				on, by, ok = v, p, true
 			}
 		}
 	}
-	return on
+	return on, by, ok
 }
+
+// kstrtobool reads a boolean as the kernel's kstrtobool does: by its first
+// character (1, y, Y true; 0, n, N false) or, after an o, its second (on,
+// off).
+func kstrtobool(s string) (v, ok bool) {
+	if s == "" {
+		return false, false
+	}
+	switch s[0] {
+	case '1', 'y', 'Y':
+		return true, true
+	case '0', 'n', 'N':
+		return false, true
+	case 'o', 'O':
+		if len(s) > 1 {
+			switch s[1] {
+			case 'n', 'N':
+				return true, true
+			case 'f', 'F':
+				return false, true
+			}
+		}
+	}
+	return false, false
+}
+
+// Deciding returns the occurrence in ps that decides whether want is in
+// effect, for reports: for iommu=pt the last iommu=pt, iommu=nopt or
+// iommu.passthrough= (so iommu.passthrough=1, its equivalent, is named where
+// it is what counts); for intel_iommu=on|off the last occurrence holding on
+// or off; else the last occurrence of want's key. ok is false when ps has
+// none.
+func Deciding(ps []Param, want Param) (Param, bool) {
+	switch {
+	case Norm(want.Key) == "iommu" && want.Value == "pt":
+		if _, by, ok := passthroughBy(ps); ok {
+			return by, true
+		}
+	case Norm(want.Key) == "intel_iommu" && (want.Value == "on" || want.Value == "off"):
+		if state, by := IntelIOMMU(ps); state != "" {
+			return by, true
+		}
+	}
+	return Last(ps, want.Key)
+}
+
+// Equivalent reports whether p, the occurrence that decides want
+// (Deciding), is written with another key than want's: iommu.passthrough=
+// for iommu=pt.
+func Equivalent(p, want Param) bool { return Norm(p.Key) != Norm(want.Key) }
 
 // IntelIOMMU follows the kernel's intel_iommu= handler (intel_iommu_setup):
 // it runs for every occurrence, in order, and within one its comma options

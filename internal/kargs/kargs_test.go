@@ -98,3 +98,34 @@ func TestOffIndexes(t *testing.T) {
 		require.Equal(t, c.want, OffIndexes(Parse(c.cmdline), c.key), c.cmdline)
 	}
 }
+
+// iommu.passthrough= takes a kstrtobool value; the occurrence that decides
+// iommu=pt is named even when it is iommu.passthrough=.
+func TestPassthroughDeciding(t *testing.T) {
+	cases := []struct {
+		cmdline, by string
+		on          bool
+	}{
+		{"iommu.passthrough=1", "iommu.passthrough=1", true},
+		{"iommu.passthrough=yes", "iommu.passthrough=yes", true}, // kstrtobool reads the first character
+		{"iommu.passthrough=on", "iommu.passthrough=on", true},
+		{"iommu=pt iommu.passthrough=off", "iommu.passthrough=off", false},
+		{"iommu=pt iommu.passthrough=2", "iommu=pt", true}, // not a boolean: ignored
+		{"iommu=pt iommu.passthrough", "iommu=pt", true},
+		{"iommu.passthrough=0 iommu=pt,force", "iommu=pt,force", true},
+		{"iommu=force", "iommu=force", false}, // none decides: the last iommu=
+		{"quiet", "", false},
+	}
+	pt := ParseOne("iommu=pt")
+	for _, c := range cases {
+		ps := Parse(c.cmdline)
+		require.Equal(t, c.on, Satisfied(ps, pt), c.cmdline)
+		p, ok := Deciding(ps, pt)
+		require.Equal(t, c.by != "", ok, c.cmdline)
+		if ok {
+			require.Equal(t, c.by, p.String(), c.cmdline)
+		}
+	}
+	p, _ := Deciding(Parse("intel_iommu=on intel_iommu=sm_on"), ParseOne("intel_iommu=on"))
+	require.Equal(t, "intel_iommu=on", p.String())
+}
