@@ -286,6 +286,9 @@ func checkVFIOBinding(e *Env) []Finding {
 			c := Finding{Status: Fail, Subject: g.Address, Modes: cont,
 				Message: "bound to " + g.Driver + ": the NVIDIA driver cannot use it for containers",
 				Fixable: true, FixCommand: unbindFix(e, "--select "+g.Address), Remedy: unbindRemedy(e, "--select "+g.Address)}
+			if fb := vfio.ForeignBootBinders(e.Root, e.Cmdline, g); len(fb) > 0 {
+				c.Remedy += "; and remove what binds it to VFIO at boot, which vfio unbind leaves (it removes only gpuprep's configuration): " + strings.Join(fb, ", ") + " (then regenerate the initramfs)"
+			}
 			if len(binders) == 0 && len(e.NVSwitches) > 0 {
 				// vfio unbind --at-boot has run (or it was bound live):
 				// on this board it leaves VFIO at the next boot, as wanted

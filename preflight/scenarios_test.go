@@ -127,7 +127,7 @@ func TestScenarios(t *testing.T) {
 			ready:    map[preflight.Mode]bool{C: false, PT: true, VG: false},
 			blockers: map[preflight.Mode][]string{C: {"vfio.binding", "node.label"}, PT: {}},
 			findings: []want{
-				{"vfio.binding", "0000:11:00.0", preflight.Pass, PT},
+				{"vfio.binding", "0000:11:00.0", preflight.Warn, PT}, // bound live: nothing binds it at boot
 				{"vfio.binding", "0000:11:00.0", preflight.Fail, C},
 				{"node.label", "nvidia.com/gpu.workload.config=vm-passthrough", preflight.Pass, PT},
 				{"node.label", "nvidia.com/gpu.workload.config=vm-passthrough", preflight.Fail, VG},

@@ -1166,6 +1166,7 @@ func (p *Plan) planUnbind(entries []journal.Entry) error {
 			onVFIO = append(onVFIO, t.addr)
 		}
 	}
+	p.noteForeignBinders(onVFIO)
 	if len(onVFIO) > 0 && len(pci.NVSwitches(p.inv)) > 0 {
 		return p.planUnbindAtBoot(ts, onVFIO, entries)
 	}
@@ -1215,6 +1216,26 @@ func (p *Plan) planUnbind(entries []journal.Entry) error {
 	p.unbindRegen = regen
 	p.Steps = append(p.Steps, s)
 	return nil
+}
+
+// noteForeignBinders adds to Unaddressed each device leaving VFIO that
+// something other than gpuprep's configuration (which the unbind drops)
+// binds to VFIO again at the next boot: the admin's vfio-pci.ids=, modprobe.d
+// options, a driverctl override or udev rule. gpuprep does not edit what it
+// did not write; until it goes, the node is not ready after a reboot.
+func (p *Plan) noteForeignBinders(addrs []string) {
+	raw, _ := p.root.ReadString("/proc/cmdline")
+	cmdline := kargs.Parse(raw)
+	for _, a := range addrs {
+		d := p.inv.Get(a)
+		if d == nil {
+			continue
+		}
+		if bs := vfio.ForeignBootBinders(p.root, cmdline, d); len(bs) > 0 {
+			p.Unaddressed = append(p.Unaddressed, fmt.Sprintf("vfio.binding %s: %s bind(s) it to VFIO again at the next boot (gpuprep removes only its own VFIO configuration): remove that for it, regenerate the initramfs, and run gpuprep apply again",
+				a, strings.Join(bs, " and ")))
+		}
+	}
 }
 
 // persistIntents says whether apply recorded, since step was last done, that

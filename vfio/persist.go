@@ -270,6 +270,13 @@ func BootBinders(root *host.Root, cmdline []kargs.Param, d *pci.Device) []string
 	if drv := Persisted(root)[d.Address]; drv != "" {
 		out = append(out, "gpuprep's persistent configuration ("+ModprobeConf+": "+drv+")")
 	}
+	return append(out, ForeignBootBinders(root, cmdline, d)...)
+}
+
+// ForeignBootBinders is BootBinders without gpuprep's own configuration:
+// what a vfio unbind, which drops only gpuprep's, leaves binding d at boot.
+func ForeignBootBinders(root *host.Root, cmdline []kargs.Param, d *pci.Device) []string {
+	var out []string
 	if IDsOnCmdline(cmdline, d) {
 		out = append(out, "vfio-pci.ids= on the kernel command line")
 	}

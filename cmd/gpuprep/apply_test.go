@@ -289,6 +289,9 @@ func TestApplyContainerOnVFIOBound(t *testing.T) {
 func TestPlanReadyNodePlansNothing(t *testing.T) {
 	for _, sc := range []struct{ name, mode string }{{"vfio-bound", "vm-passthrough"}, {"hgx-h200", "container"}} {
 		root := fixtureRoot(t, sc.name)
+		if sc.name == "vfio-bound" { // and at boot
+			require.NoError(t, fixture.New(root).File("/etc/modprobe.d/vfio.conf", "options vfio-pci ids=10de:2331\n").Err())
+		}
 		if sc.name == "hgx-h200" {
 			require.NoError(t, fixture.New(root).File("/etc/default/kubelet", "KUBELET_EXTRA_ARGS=--node-labels=nvidia.com/gpu.workload.config=container\n").Err())
 		}
@@ -965,8 +968,7 @@ func TestPlanVGPURefusesGeForce(t *testing.T) {
 // does it, and check then no longer warns.
 func TestPlanPersistsALiveVFIOBinding(t *testing.T) {
 	simulatedKernel(t)
-	root := fixtureRoot(t, "vfio-bound")
-	require.NoError(t, os.Remove(filepath.Join(root, "etc/modprobe.d/vfio.conf")))
+	root := fixtureRoot(t, "vfio-bound") // bound live: nothing binds the GPUs at boot
 	withTools(t, root)
 	out, errs, code := gpuprep(t, "check", "--root", root, "--mode", "vm-passthrough", "-o", "json")
 	require.Equal(t, 0, code, errs)
@@ -987,4 +989,30 @@ func TestPlanPersistsALiveVFIOBinding(t *testing.T) {
 	require.Equal(t, 0, code)
 	require.NoError(t, json.Unmarshal([]byte(out), &p))
 	require.Empty(t, p.Steps, "applied: nothing more to do")
+}
+
+// GPUs on VFIO through the admin's own configuration (here `options
+// vfio-pci ids=` in /etc/modprobe.d/vfio.conf): a container plan unbinds
+// them, but says they are bound again at the next boot, which gpuprep does
+// not change (it removes only what it wrote), and does not label the node;
+// check's remedy says so too.
+func TestPlanContainerWithForeignVFIOConfiguration(t *testing.T) {
+	root := fixtureRoot(t, "vfio-bound")
+	require.NoError(t, fixture.New(root).File("/etc/modprobe.d/vfio.conf", "options vfio-pci ids=10de:2331\n").Err())
+	out, errs, code := gpuprep(t, "plan", "--root", root, "--mode", "container", "-o", "json")
+	require.Equal(t, 0, code, errs)
+	var p planJSON
+	require.NoError(t, json.Unmarshal([]byte(out), &p))
+	require.Contains(t, out, `"vfio.binding 0000:11:00.0: /etc/modprobe.d/vfio.conf (options vfio-pci ids=) bind(s) it to VFIO again at the next boot`)
+	for _, s := range p.Steps {
+		require.NotEqual(t, "label", s.ID, "not labelled for containers while the GPUs return to VFIO at boot")
+	}
+	out, _, _ = gpuprep(t, "check", "--root", root, "--mode", "container")
+	require.Contains(t, out, "which vfio unbind leaves (it removes only gpuprep's configuration): /etc/modprobe.d/vfio.conf (options vfio-pci ids=)")
+
+	require.NoError(t, os.Remove(filepath.Join(root, "etc/modprobe.d/vfio.conf")))
+	out, errs, code = gpuprep(t, "plan", "--root", root, "--mode", "container", "-o", "json")
+	require.Equal(t, 0, code, errs)
+	require.NotContains(t, out, "again at the next boot")
+	require.Contains(t, out, `"id": "label"`)
 }
