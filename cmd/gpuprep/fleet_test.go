@@ -128,6 +128,35 @@ hosts:
 	assert.Equal(t, []string{"check", "-o", "json", "--compact", "--select", "1234:1111", "--select", "0000:04:00.0"}, plan.Hosts[1].Args)
 }
 
+// gpuprep's YAML inventory reads the host variables gpuprep_mode and
+// gpuprep_jump as Ansible inventories do, and refuses bad values.
+func TestFleetDryRunHostVars(t *testing.T) {
+	inv := writeFile(t, "vars.yaml", `apiVersion: gpuprep/v1
+kind: Inventory
+defaults: {user: root}
+hosts:
+  - {name: h1, address: 127.0.0.202, port: 41202, vars: {gpuprep_mode: vm-passthrough, gpuprep_jump: "root@127.0.0.201:41201"}}
+`)
+	code, out, stderr := runCLI("fleet", "check", "-i", inv, "--ssh-config", "none", "--dry-run", "-o", "json")
+	require.Equal(t, 0, code, stderr)
+	var plan struct {
+		Hosts []struct {
+			Jump string
+			Mode string
+			Args []string `json:"gpuprepArgs"`
+		}
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &plan), out)
+	require.Len(t, plan.Hosts, 1)
+	assert.Equal(t, "root@127.0.0.201:41201", plan.Hosts[0].Jump)
+	assert.Equal(t, []string{"check", "-o", "json", "--compact", "--mode", "vm-passthrough"}, plan.Hosts[0].Args)
+
+	bad := writeFile(t, "bad.yaml", "hosts:\n  - name: a\n    vars: {gpuprep_mode: vm-passthru}\n")
+	code, _, stderr = runCLI("fleet", "check", "-i", bad, "--dry-run")
+	assert.Equal(t, exitUsage, code)
+	assert.Contains(t, stderr, `bad.yaml:3: hosts[0].vars.gpuprep_mode: host "a": "vm-passthru": want container, vm-passthrough or vm-vgpu`)
+}
+
 // cliRig: real sshd hosts for the CLI.
 type cliRig struct {
 	env      *sshdtest.Env
