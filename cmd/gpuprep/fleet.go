@@ -257,7 +257,8 @@ func (c *fleetCmd) collect(cmd *cobra.Command, command []string) (*report.FleetR
 	return fr, nil
 }
 
-// checkConnectionFlags validates --parallel, --timeout and --retries.
+// checkConnectionFlags validates --parallel, --timeout, --retries and
+// --identity (fleet apply's too).
 func (c *fleetCmd) checkConnectionFlags() error {
 	if c.parallel < 1 {
 		return usageErr("--parallel %d: want at least 1", c.parallel)
@@ -267,6 +268,15 @@ func (c *fleetCmd) checkConnectionFlags() error {
 	}
 	if c.retries < 0 {
 		return usageErr("--retries %d: want 0 or more", c.retries)
+	}
+	// as an inventory's key files: the transport passes over a file it
+	// cannot read, so a misspelt one would be an auth failure on every host
+	for i, f := range c.identities {
+		p, err := fleet.KeyFile(f)
+		if err != nil {
+			return usageErr("--identity: %v", err)
+		}
+		c.identities[i] = p
 	}
 	return nil
 }

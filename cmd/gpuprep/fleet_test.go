@@ -157,6 +157,25 @@ hosts:
 	assert.Contains(t, stderr, `bad.yaml:3: hosts[0].vars.gpuprep_mode: host "a": "vm-passthru": want container, vm-passthrough or vm-vgpu`)
 }
 
+// A missing --identity file is a usage error naming it, before anything
+// is contacted (fleet apply and kubevirt config -i too), as a missing key
+// file in an inventory is.
+func TestFleetIdentityMissing(t *testing.T) {
+	inv := writeFile(t, "h.yaml", "hosts:\n  - {name: a, address: 192.0.2.1, mode: container}\n")
+	missing := filepath.Join(t.TempDir(), "id_nope")
+	for _, args := range [][]string{
+		{"fleet", "check", "-i", inv, "--identity", missing},
+		{"fleet", "check", "-i", inv, "--identity", missing, "--dry-run"},
+		{"fleet", "run", "-i", inv, "--identity", missing, "--", "checks"},
+		{"fleet", "apply", "-i", inv, "--identity", missing, "--dry-run", "--yes"},
+		{"kubevirt", "config", "-i", inv, "--identity", missing},
+	} {
+		code, _, stderr := runCLI(args...)
+		assert.Equal(t, exitUsage, code, "%v: %s", args, stderr)
+		assert.Contains(t, stderr, "--identity: key file "+missing+" does not exist", args)
+	}
+}
+
 // cliRig: real sshd hosts for the CLI.
 type cliRig struct {
 	env      *sshdtest.Env

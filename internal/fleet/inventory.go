@@ -259,6 +259,10 @@ func validJump(spec string) error {
 	return nil
 }
 
+// KeyFile checks a key file named on the command line (--identity) as an
+// inventory's are checked: ~ expanded, and the file must exist.
+func KeyFile(p string) (string, error) { return inventoryKeyFile(p) }
+
 // inventoryKeyFile expands a leading ~ in a key file an inventory names and
 // checks that the file exists: the transport passes over key files it cannot
 // read, so a misspelt one would otherwise surface as an authentication
