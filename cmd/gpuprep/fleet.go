@@ -9,6 +9,8 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -20,6 +22,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/gpuprep/gpuprep/internal/fleet"
+	"github.com/gpuprep/gpuprep/internal/pci"
 	"github.com/gpuprep/gpuprep/preflight"
 	"github.com/gpuprep/gpuprep/report"
 )
@@ -90,8 +93,8 @@ evaluated (and none is not ready), 2 usage errors.`,
 	f := check.Flags()
 	f.StringVar(&c.mode, "mode", "", "workload type to judge on every host: container, vm-passthrough or vm-vgpu")
 	f.StringArrayVar(&c.sel, "select", nil, "passed to gpuprep check on every host (per host: the inventory variable gpuprep_select, comma-separated, replaces it)")
-	f.StringSliceVar(&c.ignore, "ignore", nil, "passed to gpuprep check on every host")
-	f.StringSliceVar(&c.skip, "skip", nil, "passed to gpuprep check on every host")
+	f.StringSliceVar(&c.ignore, "ignore", nil, "passed to gpuprep check on every host (check IDs are checked here first)")
+	f.StringSliceVar(&c.skip, "skip", nil, "passed to gpuprep check on every host (check IDs are checked here first)")
 
 	run := &cobra.Command{
 		Use:   "run -i INVENTORY -- SUBCOMMAND [ARGS...]",
@@ -257,8 +260,8 @@ func (c *fleetCmd) collect(cmd *cobra.Command, command []string) (*report.FleetR
 	return fr, nil
 }
 
-// checkConnectionFlags validates --parallel, --timeout, --retries and
-// --identity (fleet apply's too).
+// checkConnectionFlags validates --parallel, --timeout, --retries,
+// --identity, --select, --skip and --ignore (fleet apply's too).
 func (c *fleetCmd) checkConnectionFlags() error {
 	if c.parallel < 1 {
 		return usageErr("--parallel %d: want at least 1", c.parallel)
@@ -268,6 +271,9 @@ func (c *fleetCmd) checkConnectionFlags() error {
 	}
 	if c.retries < 0 {
 		return usageErr("--retries %d: want 0 or more", c.retries)
+	}
+	if err := c.checkCheckFlags(); err != nil {
+		return err
 	}
 	// as an inventory's key files: the transport passes over a file it
 	// cannot read, so a misspelt one would be an auth failure on every host
@@ -279,6 +285,57 @@ func (c *fleetCmd) checkConnectionFlags() error {
 		c.identities[i] = p
 	}
 	return nil
+}
+
+// checkIDRe is what every check ID looks like: lowercase dotted words.
+var checkIDRe = regexp.MustCompile(`^[a-z0-9][a-z0-9-]*(\.[a-z0-9][a-z0-9-]*)+$`)
+
+// checkCheckFlags validates --select, --skip and --ignore before any host
+// is contacted (a typo would otherwise be one error per host). The hosts
+// run this gpuprep, and know its checks; with an --agent-binary that is not
+// this executable (another version may have other checks), an ID this
+// gpuprep does not know passes when it looks like a check ID, and the
+// hosts judge it. Selectors are checked here whatever the binary.
+func (c *fleetCmd) checkCheckFlags() error {
+	if _, err := pci.ParseSelector(c.sel); err != nil {
+		return usageErr("%v", err)
+	}
+	checks := preflight.All()
+	known := func(id string) bool {
+		return slices.ContainsFunc(checks, func(ch preflight.Check) bool { return ch.ID == id })
+	}
+	same := c.runsThisBinary()
+	for _, fl := range []struct {
+		name string
+		vals []string
+	}{{"--skip", c.skip}, {"--ignore", c.ignore}} {
+		for _, v := range fl.vals {
+			for _, id := range strings.Split(v, ",") {
+				id = strings.TrimSpace(id)
+				switch {
+				case id == "", known(id), fl.name == "--ignore" && id == "all":
+				case same || !checkIDRe.MatchString(id):
+					return usageErr("%s %s: no such check (gpuprep checks lists them)", fl.name, id)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// runsThisBinary reports whether the hosts run this gpuprep (no
+// --agent-binary, or this very file).
+func (c *fleetCmd) runsThisBinary() bool {
+	if c.agentBinary == "" {
+		return true
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return false
+	}
+	a, err1 := os.Stat(c.agentBinary)
+	b, err2 := os.Stat(exe)
+	return err1 == nil && err2 == nil && os.SameFile(a, b)
 }
 
 // fleetSession is what runs gpuprep on hosts: the SSH transport, the
