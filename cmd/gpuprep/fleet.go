@@ -102,8 +102,14 @@ evaluated (and none is not ready), 2 usage errors.`,
 		Long: `fleet run runs "gpuprep SUBCOMMAND ARGS..." on every selected host and collects
 each host's exit code and output (kept as JSON when it is JSON, e.g. with -o json).
 
-Exit codes: 0 it exited 0 everywhere, 1 it failed on a host, 3 a host could not
-be reached or run, 2 usage errors.`,
+Each host's outcome is what gpuprep's exit code there says: 0 ok, 1 failed (not
+ready, a step failed, refused; also any code gpuprep does not document), 2
+usage-error, 3 unknown (could not evaluate, or another gpuprep was changing the
+host), 4 reboot-needed, 130 interrupted.
+
+Exit codes: 2 gpuprep refused the command line on a host (or usage errors here),
+else 1 it failed on a host, else 3 a host could not be reached or run, or its
+outcome is unknown or interrupted, else 4 a host needs a reboot, else 0.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error { return c.run(cmd, args) },
 	}
@@ -199,7 +205,7 @@ func (c *fleetCmd) run(cmd *cobra.Command, command []string) error {
 		fmt.Fprintln(cmd.ErrOrStderr(), "gpuprep fleet: interrupted; the report shows the hosts that finished")
 	}
 	if command != nil {
-		return &exitError{code: runExitCode(fr)}
+		return &exitError{code: fr.RunExitCode()}
 	}
 	return &exitError{code: fr.ExitCode()}
 }
@@ -510,21 +516,6 @@ func (c *fleetCmd) fleetHost(res *fleet.Result, command []string, rep *report.Re
 	}
 	h.Stderr = string(res.Output.Stderr)
 	return h
-}
-
-func runExitCode(f *report.FleetReport) int {
-	code := 0
-	for _, h := range f.Hosts {
-		switch {
-		case h.Status != fleet.StatusEvaluated:
-			if code == 0 {
-				code = exitUnknown
-			}
-		case h.ExitCode != nil && *h.ExitCode != 0:
-			code = exitNotReady
-		}
-	}
-	return code
 }
 
 func (c *fleetCmd) printDryRun(w io.Writer, hosts []*fleet.Host, command []string) error {

@@ -416,6 +416,33 @@ func TestFleetAnsibleYAMLAndRun(t *testing.T) {
 	assert.Contains(t, out, "1 hosts, 1 ready, 0 not ready")
 }
 
+// fleet run knows gpuprep's exit codes: a host whose apply stops at the
+// reboot step (exit 4) needs a reboot, it did not fail; a failed apply
+// (exit 1) is a failure. The hosts run testdata/fakeagent (see applyRig).
+func TestFleetRunExitCodes(t *testing.T) {
+	r := newApplyRig(t)
+	hosts := []*simHost{{name: "ok", behaviour: "ready"}, {name: "rb", behaviour: "reboot"}, {name: "bad", behaviour: "fail"}}
+	inv := r.inventory(t, 120, hosts)
+	run := func(limit string) (int, report.FleetReport, string) {
+		code, out, stderr := runCLI(append([]string{"fleet", "run", "-i", inv, "-o", "json", "--limit", limit}, r.args("--", "apply", "--mode", "container", "--yes", "-o", "json")...)...)
+		var fr report.FleetReport
+		require.NoError(t, json.Unmarshal([]byte(out), &fr), out+stderr)
+		return code, fr, stderr
+	}
+	code, fr, stderr := run("ok,rb")
+	assert.Equal(t, exitNeedReboot, code, stderr)
+	assert.Equal(t, map[string]int{"ok": 1, "reboot-needed": 1}, fr.Summary.Outcomes)
+	assert.Equal(t, "reboot-needed", byName(fr)["rb"].Outcome)
+
+	code, out, _ := runCLI(append([]string{"fleet", "run", "-i", inv, "--limit", "rb"}, r.args("--", "apply", "--mode", "container", "--yes")...)...)
+	assert.Equal(t, exitNeedReboot, code)
+	assert.Contains(t, out, "1 hosts, 0 ok, 1 reboot-needed")
+
+	code, fr, _ = run("all")
+	assert.Equal(t, exitNotReady, code)
+	assert.Equal(t, map[string]int{"ok": 1, "reboot-needed": 1, "failed": 1}, fr.Summary.Outcomes)
+}
+
 // Ctrl-C on the real binary: no new hosts, the running one cancelled, the
 // report printed for the finished one.
 func TestFleetInterrupt(t *testing.T) {
