@@ -203,6 +203,41 @@ func TestFleetCheckFlagsLocally(t *testing.T) {
 	assert.Equal(t, exitUsage, code, stderr)
 }
 
+// JUnit has one testcase per (check, subject, mode) for a report without a
+// mode, named as in a report for each mode (a fleet check renders host
+// reports the same way).
+func TestFleetJUnitCasesUniqueAcrossModes(t *testing.T) {
+	cases := func(args ...string) map[string]string {
+		code, out, stderr := runCLI(append([]string{"--root", fixtureRoot(t, "hgx-h200"), "check", "-o", "junit"}, args...)...)
+		require.Contains(t, []int{0, 1}, code, stderr)
+		var doc struct {
+			Suites []struct {
+				Cases []struct {
+					Name    string    `xml:"name,attr"`
+					Failure *struct{} `xml:"failure"`
+				} `xml:"testcase"`
+			} `xml:"testsuite"`
+		}
+		require.NoError(t, xml.Unmarshal([]byte(out), &doc), out)
+		require.Len(t, doc.Suites, 1)
+		m := map[string]string{}
+		for _, c := range doc.Suites[0].Cases {
+			_, dup := m[c.Name]
+			require.False(t, dup, "testcase %q twice", c.Name)
+			m[c.Name] = "pass"
+			if c.Failure != nil {
+				m[c.Name] = "fail"
+			}
+		}
+		return m
+	}
+	all := cases()
+	assert.Equal(t, "fail", all["vfio.binding 0000:13:00.0 [vm-passthrough]"])
+	assert.Equal(t, "pass", all["vfio.binding 0000:13:00.0 [container]"])
+	pt := cases("--mode", "vm-passthrough")
+	assert.Equal(t, "fail", pt["vfio.binding 0000:13:00.0 [vm-passthrough]"], "the same name with --mode")
+}
+
 // cliRig: real sshd hosts for the CLI.
 type cliRig struct {
 	env      *sshdtest.Env
