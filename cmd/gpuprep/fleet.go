@@ -267,8 +267,13 @@ func (c *fleetCmd) collect(cmd *cobra.Command, command []string) (*report.FleetR
 }
 
 // checkConnectionFlags validates --parallel, --timeout, --retries,
-// --identity, --select, --skip and --ignore (fleet apply's too).
+// --identity, --select, --skip and --ignore, and refuses the global --root
+// (fleet apply's and kubevirt config -i's too).
 func (c *fleetCmd) checkConnectionFlags() error {
+	if c.g != nil && c.g.root != "" {
+		// it would be ignored: the hosts' gpuprep reads their own root
+		return usageErr("--root %s (or GPUPREP_ROOT) is the root of gpuprep on this machine, and the fleet commands run gpuprep on the inventory's hosts: give their root with --remote-root, or the host variable gpuprep_root", c.g.root)
+	}
 	if c.parallel < 1 {
 		return usageErr("--parallel %d: want at least 1", c.parallel)
 	}

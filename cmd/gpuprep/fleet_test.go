@@ -238,6 +238,28 @@ func TestFleetJUnitCasesUniqueAcrossModes(t *testing.T) {
 	assert.Equal(t, "fail", pt["vfio.binding 0000:13:00.0 [vm-passthrough]"], "the same name with --mode")
 }
 
+// The global --root (or GPUPREP_ROOT) is this machine's root: the fleet
+// commands refuse it, pointing to --remote-root, instead of ignoring it.
+func TestFleetRefusesRoot(t *testing.T) {
+	inv := writeFile(t, "h.yaml", "hosts:\n  - {name: a, address: 192.0.2.1, mode: container}\n")
+	for _, args := range [][]string{
+		{"fleet", "check", "-i", inv},
+		{"fleet", "check", "-i", inv, "--dry-run"},
+		{"fleet", "run", "-i", inv, "--", "checks"},
+		{"fleet", "apply", "-i", inv, "--dry-run", "--yes"},
+		{"kubevirt", "config", "-i", inv},
+	} {
+		code, _, stderr := runCLI(append([]string{"--root", "roots/no-gpu"}, append(args, "--timeout", "1s", "--retries", "0")...)...)
+		assert.Equal(t, exitUsage, code, "%v: %s", args, stderr)
+		assert.Contains(t, stderr, "--root roots/no-gpu (or GPUPREP_ROOT) is the root of gpuprep on this machine", args)
+		assert.Contains(t, stderr, "give their root with --remote-root", args)
+	}
+	t.Setenv("GPUPREP_ROOT", "roots/no-gpu")
+	code, _, stderr := runCLI("fleet", "check", "-i", inv, "--dry-run")
+	assert.Equal(t, exitUsage, code, stderr)
+	assert.Contains(t, stderr, "--remote-root")
+}
+
 // cliRig: real sshd hosts for the CLI.
 type cliRig struct {
 	env      *sshdtest.Env
