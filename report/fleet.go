@@ -424,14 +424,28 @@ func Clean(s string) string {
 
 func isControl(r rune) bool { return r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) }
 
+// firstLine is s's first line, cleaned (Clean), cut to max characters
+// (runes: never inside one, so the text stays valid UTF-8 as far as s was),
+// with " …" when anything was left out.
 func firstLine(s string, max int) string {
 	s = strings.TrimSpace(s)
+	more := false
 	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		s = s[:i] + " …"
+		s, more = strings.TrimSpace(s[:i]), true
 	}
 	s = Clean(s)
-	if max > 0 && len(s) > max {
-		s = s[:max] + "…"
+	if max > 0 {
+		n := 0
+		for i := range s { // i: where each rune starts
+			if n == max {
+				s, more = s[:i], true
+				break
+			}
+			n++
+		}
+	}
+	if more {
+		s += " …"
 	}
 	return s
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -207,4 +208,32 @@ func TestFleetRunOutcomes(t *testing.T) {
 	b.Reset()
 	require.NoError(t, FleetMarkdown(&b, f))
 	assert.Contains(t, b.String(), "**7 hosts, 1 ok, 1 reboot-needed, 1 failed, 1 usage-error, 1 unknown, 1 interrupted, not evaluated: 1 unreachable**")
+}
+
+// Truncated text stays valid UTF-8 (cut between characters, never inside
+// one) and says it was cut, in every format that shortens a line.
+func TestTruncationKeepsUTF8(t *testing.T) {
+	long := strings.Repeat("é", 150)
+	assert.Equal(t, strings.Repeat("é", 100)+" …", firstLine(long, 100))
+	assert.Equal(t, "abc …", firstLine("abc\ndef", 100))
+	assert.Equal(t, "ab …", firstLine("abc\ndef", 2))
+	assert.Equal(t, "abc", firstLine("abc", 3))
+	assert.Equal(t, "日本 …", firstLine("日本語", 2))
+
+	code := 1
+	f := &FleetReport{Command: []string{"checks"}, Hosts: []FleetHost{
+		{Name: "a", Status: "evaluated", ExitCode: &code, Stderr: strings.Repeat("ü", 101)},
+		{Name: "b", Status: "error", Error: strings.Repeat("€", 300)},
+	}}
+	f.Finish()
+	ro := &FleetReport{Rollout: &Rollout{}, Hosts: []FleetHost{{Name: "c", Status: "evaluated", Outcome: OutcomeRollbackFailed,
+		Error: strings.Repeat("ß", 130), Rollback: &HostRollback{Error: strings.Repeat("ø", 90)}}}}
+	ro.Finish()
+	for _, fr := range []*FleetReport{f, ro} {
+		for _, format := range []string{"text", "markdown", "junit", "html"} {
+			var b bytes.Buffer
+			require.NoError(t, Render(&b, &Document{Fleet: fr}, format))
+			assert.True(t, utf8.Valid(b.Bytes()), "%s:\n%s", format, b.String())
+		}
+	}
 }

@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/mattn/go-isatty"
 	"github.com/spf13/cobra"
@@ -488,7 +489,11 @@ func parseReport(o fleet.Output) (*report.Report, error) {
 func tail(b []byte) string {
 	s := strings.TrimSpace(string(b))
 	if len(s) > 500 {
-		s = "…" + s[len(s)-500:]
+		i := len(s) - 500
+		for i < len(s) && !utf8.RuneStart(s[i]) { // not inside a character
+			i++
+		}
+		s = "…" + s[i:]
 	}
 	return s
 }

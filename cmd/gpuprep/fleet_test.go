@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -258,6 +259,15 @@ func TestFleetRefusesRoot(t *testing.T) {
 	code, _, stderr := runCLI("fleet", "check", "-i", inv, "--dry-run")
 	assert.Equal(t, exitUsage, code, stderr)
 	assert.Contains(t, stderr, "--remote-root")
+}
+
+// The end of a host's stderr kept in messages starts on a character.
+func TestFleetTailKeepsUTF8(t *testing.T) {
+	for _, pad := range []string{"", "x", "xx"} {
+		got := tail([]byte(pad + strings.Repeat("€", 200)))
+		assert.True(t, utf8.ValidString(got), "%q", got)
+		assert.True(t, strings.HasPrefix(got, "…€"), "%q", got)
+	}
 }
 
 // cliRig: real sshd hosts for the CLI.
