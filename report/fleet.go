@@ -87,7 +87,8 @@ type FleetHost struct {
 	Phase string `json:"phase,omitempty"`
 	// Outcome (fleet apply): ready (applied and verified by check),
 	// reboot-needed, failed, rolled-back, rollback-failed, cancelled or
-	// skipped.
+	// skipped. fleet run: what gpuprep's exit code on the host says (see
+	// RunOutcome); empty when gpuprep did not run there (Status says why).
 	Outcome string `json:"outcome,omitempty"`
 	// Rollback is gpuprep rollback's run on a failed host
 	// (--rollback-on-failure).
@@ -143,6 +144,58 @@ const (
 	OutcomeSkipped        = "skipped"
 )
 
+// Outcomes of a host in fleet run besides failed and reboot-needed: what
+// gpuprep's exit code there says (README, "Exit codes").
+const (
+	OutcomeOK          = "ok"          // 0
+	OutcomeUsageError  = "usage-error" // 2: gpuprep there refused the command line
+	OutcomeUnknown     = "unknown"     // 3: could not evaluate, or another gpuprep was changing the host
+	OutcomeInterrupted = "interrupted" // 130: interrupted between steps
+)
+
+// RunOutcome is a host's fleet run outcome from gpuprep's exit code there:
+// 0 ok, 1 failed (not ready, a step failed, refused), 2 usage-error, 3
+// unknown, 4 reboot-needed, 130 interrupted; any other code (a crash, a
+// signal) failed.
+func RunOutcome(code int) string {
+	switch code {
+	case 0:
+		return OutcomeOK
+	case 2:
+		return OutcomeUsageError
+	case 3:
+		return OutcomeUnknown
+	case 4:
+		return OutcomeRebootNeeded
+	case 130:
+		return OutcomeInterrupted
+	}
+	return OutcomeFailed
+}
+
+// runOutcomes are fleet run's outcomes in the order the summary line gives them.
+var runOutcomes = []string{OutcomeOK, OutcomeRebootNeeded, OutcomeFailed, OutcomeUsageError, OutcomeUnknown, OutcomeInterrupted}
+
+// RunExitCode is fleet run's exit code: 2 when gpuprep refused the command
+// line on a host (usage), else 1 when it failed on a host (exit 1, or a
+// code gpuprep does not document), else 3 when a host could not be reached
+// or run, could not evaluate (exit 3) or was interrupted (130), else 4
+// when a host needs a reboot (exit 4), else 0.
+func (f *FleetReport) RunExitCode() int {
+	n := f.Summary.Outcomes
+	switch {
+	case n[OutcomeUsageError] > 0:
+		return 2
+	case n[OutcomeFailed] > 0:
+		return 1
+	case n[OutcomeUnknown] > 0 || n[OutcomeInterrupted] > 0 || f.Summary.Statuses["evaluated"] < f.Summary.Hosts:
+		return 3
+	case n[OutcomeRebootNeeded] > 0:
+		return 4
+	}
+	return 0
+}
+
 // Rollout describes a fleet apply: its settings, the failures counted and,
 // when it stopped early, why.
 type Rollout struct {
@@ -179,6 +232,8 @@ type FleetSummary struct {
 	Ready    int            `json:"ready"`
 	NotReady int            `json:"notReady"`
 	Unknown  int            `json:"unknown"`
+	// Outcomes counts the hosts' outcomes (fleet run and fleet apply).
+	Outcomes map[string]int `json:"outcomes,omitempty"`
 	// Checks is the fleet-wide view: each check that fails (or could not be
 	// evaluated) somewhere, with the hosts, most widespread first.
 	Checks []CheckSpread `json:"checks"`
@@ -243,6 +298,15 @@ func (f *FleetReport) Finish() {
 	for i := range f.Hosts {
 		h := &f.Hosts[i]
 		s.Statuses[h.Status]++
+		if len(f.Command) > 0 && f.Rollout == nil && h.ExitCode != nil {
+			h.Outcome = RunOutcome(*h.ExitCode)
+		}
+		if h.Outcome != "" {
+			if s.Outcomes == nil {
+				s.Outcomes = map[string]int{}
+			}
+			s.Outcomes[h.Outcome]++
+		}
 		if h.Report != nil {
 			h.Verdict = Verdict(h.Report)
 		}
@@ -410,14 +474,28 @@ func Clean(s string) string {
 
 func isControl(r rune) bool { return r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) }
 
+// firstLine is s's first line, cleaned (Clean), cut to max characters
+// (runes: never inside one, so the text stays valid UTF-8 as far as s was),
+// with " …" when anything was left out.
 func firstLine(s string, max int) string {
 	s = strings.TrimSpace(s)
+	more := false
 	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		s = s[:i] + " …"
+		s, more = strings.TrimSpace(s[:i]), true
 	}
 	s = Clean(s)
-	if max > 0 && len(s) > max {
-		s = s[:max] + "…"
+	if max > 0 {
+		n := 0
+		for i := range s { // i: where each rune starts
+			if n == max {
+				s, more = s[:i], true
+				break
+			}
+			n++
+		}
+	}
+	if more {
+		s += " …"
 	}
 	return s
 }
@@ -433,7 +511,7 @@ func FleetText(w io.Writer, f *FleetReport) error {
 	if f.Rollout != nil {
 		rolloutTable(tw, f)
 	} else if len(f.Command) > 0 {
-		fmt.Fprintln(tw, "HOST\tADDRESS\tSTATUS\tEXIT\tOUTPUT / ERROR")
+		fmt.Fprintln(tw, "HOST\tADDRESS\tSTATUS\tEXIT\tOUTCOME\tOUTPUT / ERROR")
 		for _, h := range f.Hosts {
 			code, detail := "-", firstLine(h.Error, 100)
 			if h.ExitCode != nil {
@@ -448,7 +526,7 @@ func FleetText(w io.Writer, f *FleetReport) error {
 					detail = firstLine(h.Stderr, 100)
 				}
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", Clean(h.Name), Clean(h.Address), h.Status, code, detail)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", Clean(h.Name), Clean(h.Address), h.Status, code, orDash(h.Outcome), detail)
 		}
 	} else {
 		fmt.Fprintln(tw, "HOST\tADDRESS\tSTATUS\tVERDICT\tPASS\tWARN\tFAIL\tERROR\tBLOCKERS / ERROR")
@@ -612,7 +690,13 @@ func summaryLine(f *FleetReport) string {
 		}
 		return strings.Join(parts, ", ")
 	}
-	if len(f.Command) == 0 {
+	if len(f.Command) > 0 {
+		for _, o := range runOutcomes {
+			if s.Outcomes[o] > 0 || o == OutcomeOK {
+				parts = append(parts, fmt.Sprintf("%d %s", s.Outcomes[o], o))
+			}
+		}
+	} else {
 		parts = append(parts, fmt.Sprintf("%d ready", s.Ready), fmt.Sprintf("%d not ready", s.NotReady))
 		if s.Unknown > 0 {
 			parts = append(parts, fmt.Sprintf("%d unknown", s.Unknown))

@@ -13,7 +13,21 @@ import (
 // testcase with failure/error/skipped): a testsuite per host, a testcase
 // per finding. fail findings are failures, error findings errors, skip
 // findings skipped; a host that could not be evaluated is one testcase
-// with an error naming its status.
+// with an error naming its status. A finding made for some modes only
+// (one per mode, say, as vfio.binding is without --mode) has its modes in
+// its name ("vfio.binding 0000:13:00.0 [vm-passthrough]"), so each
+// (check, subject, modes) is one testcase, named the same in reports made
+// with and without --mode; any name still repeated gets " (2)", " (3)", ….
+//
+// fleet apply adds a "gpuprep apply" testcase per host before its findings:
+// ready passes; failed, rolled-back and rollback-failed are failures (type
+// the outcome); cancelled is an error; a host never started (skipped) and a
+// host that needs a reboot are skipped, with a message: a reboot-needed
+// host is not a failure (apply stopped at its reboot step, as it should;
+// fleet apply exits 4 for it), and its readiness is not known until it
+// has rebooted and apply ran again. fleet run has a testcase per host for
+// the command, judged by gpuprep's exit code there (RunOutcome): 0 passes,
+// 4 (reboot-needed) is skipped, 3 and 130 are errors, others failures.
 
 type junitSuites struct {
 	XMLName  xml.Name     `xml:"testsuites"`
@@ -71,7 +85,10 @@ func FleetJUnit(w io.Writer, f *FleetReport) error {
 			s.Properties = append(s.Properties, junitProperty{"mode", h.Mode})
 		}
 		if h.Phase != "" {
-			s.Properties = append(s.Properties, junitProperty{"phase", h.Phase}, junitProperty{"outcome", h.Outcome})
+			s.Properties = append(s.Properties, junitProperty{"phase", h.Phase})
+		}
+		if h.Outcome != "" {
+			s.Properties = append(s.Properties, junitProperty{"outcome", h.Outcome})
 		}
 		if n := h.RebootNote(); n != "" {
 			s.Properties = append(s.Properties, junitProperty{"reboot", n})
@@ -80,42 +97,35 @@ func FleetJUnit(w io.Writer, f *FleetReport) error {
 			s.Properties = append(s.Properties, junitProperty{"rollback", n})
 		}
 		class := "gpuprep." + h.Name
-		switch {
-		case h.Report != nil:
-			for _, fd := range h.Report.Findings {
-				c := junitCase{Name: fd.Check, Classname: class, Time: "0", SystemOut: fd.Message}
-				if fd.Subject != "" {
-					c.Name += " " + fd.Subject
-				}
-				text := fd.Message
-				if fd.Remedy != "" {
-					text += "\nremedy: " + fd.Remedy
-				}
-				counts := Counts(h.Report, fd)
-				switch {
-				case fd.Status == preflight.Fail && counts:
-					c.Failure = &junitProblem{Message: fd.Message, Type: "fail", Text: text}
-					s.Failures++
-				case fd.Status == preflight.Error && counts:
-					c.Error = &junitProblem{Message: fd.Message, Type: "error", Text: text}
-					s.Errors++
-				case fd.Status == preflight.Skip:
-					c.Skipped = &junitProblem{Message: fd.Message}
-					s.Skipped++
-				}
-				s.Cases = append(s.Cases, c)
+		names := map[string]int{}
+		add := func(c junitCase) {
+			names[c.Name]++
+			if n := names[c.Name]; n > 1 {
+				c.Name = fmt.Sprintf("%s (%d)", c.Name, n)
 			}
-		case len(f.Command) > 0 && h.Status == "evaluated":
-			c := junitCase{Name: strings.Join(f.Command, " "), Classname: class, Time: seconds(h.DurationMs), SystemOut: h.Stdout + string(h.Output)}
-			if h.ExitCode != nil && *h.ExitCode != 0 {
-				c.Failure = &junitProblem{Message: fmt.Sprintf("exit %d", *h.ExitCode), Type: "exit", Text: h.Stderr}
+			switch {
+			case c.Failure != nil:
 				s.Failures++
+			case c.Error != nil:
+				s.Errors++
+			case c.Skipped != nil:
+				s.Skipped++
 			}
 			s.Cases = append(s.Cases, c)
-		default:
-			s.Cases = append(s.Cases, junitCase{Name: "connect and run gpuprep", Classname: class, Time: seconds(h.DurationMs),
+		}
+		switch {
+		case f.Rollout != nil:
+			add(applyCase(h, class))
+		case len(f.Command) > 0 && h.Status == "evaluated":
+			add(runCase(f, h, class))
+		case h.Report == nil:
+			add(junitCase{Name: "connect and run gpuprep", Classname: class, Time: seconds(h.DurationMs),
 				Error: &junitProblem{Message: h.Error, Type: h.Status, Text: h.Error}})
-			s.Errors++
+		}
+		if h.Report != nil {
+			for _, fd := range h.Report.Findings {
+				add(findingCase(h.Report, fd, class))
+			}
 		}
 		s.Tests = len(s.Cases)
 		root.Tests += s.Tests
@@ -134,6 +144,99 @@ func FleetJUnit(w io.Writer, f *FleetReport) error {
 	}
 	_, err := io.WriteString(w, "\n")
 	return err
+}
+
+// findingCase is a finding's testcase: named check, subject and, when
+// the finding is for some modes only, those modes.
+func findingCase(r *Report, fd preflight.Finding, class string) junitCase {
+	c := junitCase{Name: fd.Check, Classname: class, Time: "0", SystemOut: fd.Message}
+	if fd.Subject != "" {
+		c.Name += " " + fd.Subject
+	}
+	if len(fd.Modes) > 0 && len(fd.Modes) < len(preflight.Modes) {
+		ms := make([]string, len(fd.Modes))
+		for i, m := range fd.Modes {
+			ms[i] = string(m)
+		}
+		c.Name += " [" + strings.Join(ms, ",") + "]"
+	}
+	text := fd.Message
+	if fd.Remedy != "" {
+		text += "\nremedy: " + fd.Remedy
+	}
+	counts := Counts(r, fd)
+	switch {
+	case fd.Status == preflight.Fail && counts:
+		c.Failure = &junitProblem{Message: fd.Message, Type: "fail", Text: text}
+	case fd.Status == preflight.Error && counts:
+		c.Error = &junitProblem{Message: fd.Message, Type: "error", Text: text}
+	case fd.Status == preflight.Skip:
+		c.Skipped = &junitProblem{Message: fd.Message}
+	}
+	return c
+}
+
+// applyCase is fleet apply's testcase for a host, by its outcome.
+func applyCase(h FleetHost, class string) junitCase {
+	c := junitCase{Name: "gpuprep apply", Classname: class, Time: seconds(h.DurationMs), SystemOut: h.Stdout}
+	msg := h.Error
+	if h.Status != "evaluated" && h.Status != OutcomeSkipped && msg != "" {
+		msg = h.Status + ": " + msg
+	}
+	text := joinNotes(joinNotes(msg, h.RebootNote()), h.RollbackNote())
+	if h.Stderr != "" {
+		text = joinNotes(text, "stderr: "+h.Stderr)
+	}
+	switch h.Outcome {
+	case OutcomeReady:
+	case OutcomeRebootNeeded:
+		m := "reboot needed: apply stopped at its reboot step; reboot the host and run fleet apply again"
+		if msg != "" {
+			m += " (" + firstLine(msg, 200) + ")"
+		}
+		c.Skipped = &junitProblem{Message: m}
+	case OutcomeSkipped:
+		m := msg
+		if m == "" {
+			m = "not started: the rollout stopped first"
+		}
+		c.Skipped = &junitProblem{Message: m}
+	case OutcomeCancelled:
+		if msg == "" {
+			msg = "interrupted"
+		}
+		c.Error = &junitProblem{Message: firstLine(msg, 200), Type: OutcomeCancelled, Text: text}
+	default: // failed, rolled-back, rollback-failed
+		if msg == "" {
+			msg = h.Outcome
+		}
+		c.Failure = &junitProblem{Message: firstLine(msg, 200), Type: h.Outcome, Text: text}
+	}
+	return c
+}
+
+// runCase is fleet run's testcase for a host where the command ran, by
+// gpuprep's exit code there.
+func runCase(f *FleetReport, h FleetHost, class string) junitCase {
+	c := junitCase{Name: strings.Join(f.Command, " "), Classname: class, Time: seconds(h.DurationMs), SystemOut: h.Stdout + string(h.Output)}
+	if h.ExitCode == nil {
+		return c
+	}
+	code := *h.ExitCode
+	msg := fmt.Sprintf("exit %d (%s)", code, RunOutcome(code))
+	if first := firstLine(h.Stderr, 200); first != "" {
+		msg += ": " + first
+	}
+	switch RunOutcome(code) {
+	case OutcomeOK:
+	case OutcomeRebootNeeded:
+		c.Skipped = &junitProblem{Message: msg}
+	case OutcomeUnknown, OutcomeInterrupted:
+		c.Error = &junitProblem{Message: msg, Type: RunOutcome(code), Text: h.Stderr}
+	default:
+		c.Failure = &junitProblem{Message: msg, Type: RunOutcome(code), Text: h.Stderr}
+	}
+	return c
 }
 
 func seconds(ms int64) string { return fmt.Sprintf("%.3f", float64(ms)/1000) }

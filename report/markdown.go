@@ -48,7 +48,7 @@ func FleetMarkdown(w io.Writer, f *FleetReport) error {
 	}
 	b.WriteString("### Hosts\n\n")
 	if len(f.Command) > 0 {
-		b.WriteString("| host | address | status | exit | output / error |\n|---|---|---|---|---|\n")
+		b.WriteString("| host | address | status | exit | outcome | output / error |\n|---|---|---|---|---|---|\n")
 		for _, h := range f.Hosts {
 			code := "–"
 			if h.ExitCode != nil {
@@ -61,7 +61,7 @@ func FleetMarkdown(w io.Writer, f *FleetReport) error {
 					detail = "JSON output"
 				}
 			}
-			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", mdCell(h.Name), mdCell(h.Address), h.Status, code, mdCell(detail))
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", mdCell(h.Name), mdCell(h.Address), h.Status, code, mdCell(orDash(h.Outcome)), mdCell(detail))
 		}
 	} else {
 		b.WriteString("| host | address | status | verdict | pass | warn | fail | error | blockers / error |\n|---|---|---|---|--:|--:|--:|--:|---|\n")

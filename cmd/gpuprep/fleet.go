@@ -9,17 +9,21 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/mattn/go-isatty"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/gpuprep/gpuprep/internal/fleet"
+	"github.com/gpuprep/gpuprep/internal/pci"
 	"github.com/gpuprep/gpuprep/preflight"
 	"github.com/gpuprep/gpuprep/report"
 )
@@ -90,8 +94,8 @@ evaluated (and none is not ready), 2 usage errors.`,
 	f := check.Flags()
 	f.StringVar(&c.mode, "mode", "", "workload type to judge on every host: container, vm-passthrough or vm-vgpu")
 	f.StringArrayVar(&c.sel, "select", nil, "passed to gpuprep check on every host (per host: the inventory variable gpuprep_select, comma-separated, replaces it)")
-	f.StringSliceVar(&c.ignore, "ignore", nil, "passed to gpuprep check on every host")
-	f.StringSliceVar(&c.skip, "skip", nil, "passed to gpuprep check on every host")
+	f.StringSliceVar(&c.ignore, "ignore", nil, "passed to gpuprep check on every host (check IDs are checked here first)")
+	f.StringSliceVar(&c.skip, "skip", nil, "passed to gpuprep check on every host (check IDs are checked here first)")
 
 	run := &cobra.Command{
 		Use:   "run -i INVENTORY -- SUBCOMMAND [ARGS...]",
@@ -99,8 +103,14 @@ evaluated (and none is not ready), 2 usage errors.`,
 		Long: `fleet run runs "gpuprep SUBCOMMAND ARGS..." on every selected host and collects
 each host's exit code and output (kept as JSON when it is JSON, e.g. with -o json).
 
-Exit codes: 0 it exited 0 everywhere, 1 it failed on a host, 3 a host could not
-be reached or run, 2 usage errors.`,
+Each host's outcome is what gpuprep's exit code there says: 0 ok, 1 failed (not
+ready, a step failed, refused; also any code gpuprep does not document), 2
+usage-error, 3 unknown (could not evaluate, or another gpuprep was changing the
+host), 4 reboot-needed, 130 interrupted.
+
+Exit codes: 2 gpuprep refused the command line on a host (or usage errors here),
+else 1 it failed on a host, else 3 a host could not be reached or run, or its
+outcome is unknown or interrupted, else 4 a host needs a reboot, else 0.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error { return c.run(cmd, args) },
 	}
@@ -196,7 +206,7 @@ func (c *fleetCmd) run(cmd *cobra.Command, command []string) error {
 		fmt.Fprintln(cmd.ErrOrStderr(), "gpuprep fleet: interrupted; the report shows the hosts that finished")
 	}
 	if command != nil {
-		return &exitError{code: runExitCode(fr)}
+		return &exitError{code: fr.RunExitCode()}
 	}
 	return &exitError{code: fr.ExitCode()}
 }
@@ -257,8 +267,14 @@ func (c *fleetCmd) collect(cmd *cobra.Command, command []string) (*report.FleetR
 	return fr, nil
 }
 
-// checkConnectionFlags validates --parallel, --timeout and --retries.
+// checkConnectionFlags validates --parallel, --timeout, --retries,
+// --identity, --select, --skip and --ignore, and refuses the global --root
+// (fleet apply's and kubevirt config -i's too).
 func (c *fleetCmd) checkConnectionFlags() error {
+	if c.g != nil && c.g.root != "" {
+		// it would be ignored: the hosts' gpuprep reads their own root
+		return usageErr("--root %s (or GPUPREP_ROOT) is the root of gpuprep on this machine, and the fleet commands run gpuprep on the inventory's hosts: give their root with --remote-root, or the host variable gpuprep_root", c.g.root)
+	}
 	if c.parallel < 1 {
 		return usageErr("--parallel %d: want at least 1", c.parallel)
 	}
@@ -268,7 +284,70 @@ func (c *fleetCmd) checkConnectionFlags() error {
 	if c.retries < 0 {
 		return usageErr("--retries %d: want 0 or more", c.retries)
 	}
+	if err := c.checkCheckFlags(); err != nil {
+		return err
+	}
+	// as an inventory's key files: the transport passes over a file it
+	// cannot read, so a misspelt one would be an auth failure on every host
+	for i, f := range c.identities {
+		p, err := fleet.KeyFile(f)
+		if err != nil {
+			return usageErr("--identity: %v", err)
+		}
+		c.identities[i] = p
+	}
 	return nil
+}
+
+// checkIDRe is what every check ID looks like: lowercase dotted words.
+var checkIDRe = regexp.MustCompile(`^[a-z0-9][a-z0-9-]*(\.[a-z0-9][a-z0-9-]*)+$`)
+
+// checkCheckFlags validates --select, --skip and --ignore before any host
+// is contacted (a typo would otherwise be one error per host). The hosts
+// run this gpuprep, and know its checks; with an --agent-binary that is not
+// this executable (another version may have other checks), an ID this
+// gpuprep does not know passes when it looks like a check ID, and the
+// hosts judge it. Selectors are checked here whatever the binary.
+func (c *fleetCmd) checkCheckFlags() error {
+	if _, err := pci.ParseSelector(c.sel); err != nil {
+		return usageErr("%v", err)
+	}
+	checks := preflight.All()
+	known := func(id string) bool {
+		return slices.ContainsFunc(checks, func(ch preflight.Check) bool { return ch.ID == id })
+	}
+	same := c.runsThisBinary()
+	for _, fl := range []struct {
+		name string
+		vals []string
+	}{{"--skip", c.skip}, {"--ignore", c.ignore}} {
+		for _, v := range fl.vals {
+			for _, id := range strings.Split(v, ",") {
+				id = strings.TrimSpace(id)
+				switch {
+				case id == "", known(id), fl.name == "--ignore" && id == "all":
+				case same || !checkIDRe.MatchString(id):
+					return usageErr("%s %s: no such check (gpuprep checks lists them)", fl.name, id)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// runsThisBinary reports whether the hosts run this gpuprep (no
+// --agent-binary, or this very file).
+func (c *fleetCmd) runsThisBinary() bool {
+	if c.agentBinary == "" {
+		return true
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return false
+	}
+	a, err1 := os.Stat(c.agentBinary)
+	b, err2 := os.Stat(exe)
+	return err1 == nil && err2 == nil && os.SameFile(a, b)
 }
 
 // fleetSession is what runs gpuprep on hosts: the SSH transport, the
@@ -410,7 +489,11 @@ func parseReport(o fleet.Output) (*report.Report, error) {
 func tail(b []byte) string {
 	s := strings.TrimSpace(string(b))
 	if len(s) > 500 {
-		s = "…" + s[len(s)-500:]
+		i := len(s) - 500
+		for i < len(s) && !utf8.RuneStart(s[i]) { // not inside a character
+			i++
+		}
+		s = "…" + s[i:]
 	}
 	return s
 }
@@ -443,21 +526,6 @@ func (c *fleetCmd) fleetHost(res *fleet.Result, command []string, rep *report.Re
 	}
 	h.Stderr = string(res.Output.Stderr)
 	return h
-}
-
-func runExitCode(f *report.FleetReport) int {
-	code := 0
-	for _, h := range f.Hosts {
-		switch {
-		case h.Status != fleet.StatusEvaluated:
-			if code == 0 {
-				code = exitUnknown
-			}
-		case h.ExitCode != nil && *h.ExitCode != 0:
-			code = exitNotReady
-		}
-	}
-	return code
 }
 
 func (c *fleetCmd) printDryRun(w io.Writer, hosts []*fleet.Host, command []string) error {

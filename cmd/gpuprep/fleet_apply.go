@@ -70,7 +70,7 @@ journal records, newest first, as gpuprep rollback does.
 
 --reboot passes --reboot to apply, so a host that needs a reboot for its kernel
 arguments reboots itself at the reboot step (systemctl reboot). fleet apply then
-waits for it: every --reboot-poll it runs apply again, without --reboot, until apply
+waits for it: every 15 seconds it runs apply again, without --reboot, until apply
 goes past the reboot — and ends with its check: the host is then ready or failed
 like any other — or until --reboot-timeout (failed: "not back from the reboot").
 While apply answers from the boot that asked (its boot ID), the host is not back

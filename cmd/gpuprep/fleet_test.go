@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -126,6 +127,147 @@ hosts:
 	require.Len(t, plan.Hosts, 2)
 	assert.Equal(t, []string{"check", "-o", "json", "--compact", "--select", "10de"}, plan.Hosts[0].Args)
 	assert.Equal(t, []string{"check", "-o", "json", "--compact", "--select", "1234:1111", "--select", "0000:04:00.0"}, plan.Hosts[1].Args)
+}
+
+// gpuprep's YAML inventory reads the host variables gpuprep_mode and
+// gpuprep_jump as Ansible inventories do, and refuses bad values.
+func TestFleetDryRunHostVars(t *testing.T) {
+	inv := writeFile(t, "vars.yaml", `apiVersion: gpuprep/v1
+kind: Inventory
+defaults: {user: root}
+hosts:
+  - {name: h1, address: 127.0.0.202, port: 41202, vars: {gpuprep_mode: vm-passthrough, gpuprep_jump: "root@127.0.0.201:41201"}}
+`)
+	code, out, stderr := runCLI("fleet", "check", "-i", inv, "--ssh-config", "none", "--dry-run", "-o", "json")
+	require.Equal(t, 0, code, stderr)
+	var plan struct {
+		Hosts []struct {
+			Jump string
+			Mode string
+			Args []string `json:"gpuprepArgs"`
+		}
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &plan), out)
+	require.Len(t, plan.Hosts, 1)
+	assert.Equal(t, "root@127.0.0.201:41201", plan.Hosts[0].Jump)
+	assert.Equal(t, []string{"check", "-o", "json", "--compact", "--mode", "vm-passthrough"}, plan.Hosts[0].Args)
+
+	bad := writeFile(t, "bad.yaml", "hosts:\n  - name: a\n    vars: {gpuprep_mode: vm-passthru}\n")
+	code, _, stderr = runCLI("fleet", "check", "-i", bad, "--dry-run")
+	assert.Equal(t, exitUsage, code)
+	assert.Contains(t, stderr, `bad.yaml:3: hosts[0].vars.gpuprep_mode: host "a": "vm-passthru": want container, vm-passthrough or vm-vgpu`)
+}
+
+// A missing --identity file is a usage error naming it, before anything
+// is contacted (fleet apply and kubevirt config -i too), as a missing key
+// file in an inventory is.
+func TestFleetIdentityMissing(t *testing.T) {
+	inv := writeFile(t, "h.yaml", "hosts:\n  - {name: a, address: 192.0.2.1, mode: container}\n")
+	missing := filepath.Join(t.TempDir(), "id_nope")
+	for _, args := range [][]string{
+		{"fleet", "check", "-i", inv, "--identity", missing},
+		{"fleet", "check", "-i", inv, "--identity", missing, "--dry-run"},
+		{"fleet", "run", "-i", inv, "--identity", missing, "--", "checks"},
+		{"fleet", "apply", "-i", inv, "--identity", missing, "--dry-run", "--yes"},
+		{"kubevirt", "config", "-i", inv, "--identity", missing},
+	} {
+		code, _, stderr := runCLI(args...)
+		assert.Equal(t, exitUsage, code, "%v: %s", args, stderr)
+		assert.Contains(t, stderr, "--identity: key file "+missing+" does not exist", args)
+	}
+}
+
+// Typos in --skip, --ignore and --select are usage errors here, before any
+// host is contacted; with an --agent-binary of another version, an ID
+// this gpuprep does not know is left to the hosts when it looks like one.
+func TestFleetCheckFlagsLocally(t *testing.T) {
+	inv := writeFile(t, "h.yaml", "hosts:\n  - {name: a, address: 192.0.2.1, mode: container}\n")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"fleet", "check", "--skip", "iommu.kernal"}, "--skip iommu.kernal: no such check"},
+		{[]string{"fleet", "check", "--skip", "gpu.present, iommu.kernal"}, "--skip iommu.kernal: no such check"},
+		{[]string{"fleet", "check", "--ignore", "all,vfio.bindng"}, "--ignore vfio.bindng: no such check"},
+		{[]string{"fleet", "check", "--select", "nvidia"}, `--select "nvidia": want a PCI address`},
+		{[]string{"fleet", "apply", "--dry-run", "--yes", "--select", "10de:zz"}, `--select "10de:zz": want a PCI address`},
+		{[]string{"fleet", "check", "--agent-binary", "/bin/true", "--skip", "IOMMU kernel"}, "--skip IOMMU kernel: no such check"},
+	} {
+		code, _, stderr := runCLI(append(tc.args, "-i", inv, "--timeout", "1s", "--retries", "0")...)
+		assert.Equal(t, exitUsage, code, "%v: %s", tc.args, stderr)
+		assert.Contains(t, stderr, tc.want, tc.args)
+	}
+	code, out, stderr := runCLI("fleet", "check", "-i", inv, "--dry-run", "--agent-binary", "/bin/true", "--skip", "gpu.future-check")
+	assert.Equal(t, 0, code, stderr)
+	assert.Contains(t, out, "'--skip' 'gpu.future-check'")
+	code, _, stderr = runCLI("fleet", "check", "-i", inv, "--dry-run", "--skip", "gpu.future-check")
+	assert.Equal(t, exitUsage, code, stderr)
+}
+
+// JUnit has one testcase per (check, subject, mode) for a report without a
+// mode, named as in a report for each mode (a fleet check renders host
+// reports the same way).
+func TestFleetJUnitCasesUniqueAcrossModes(t *testing.T) {
+	cases := func(args ...string) map[string]string {
+		code, out, stderr := runCLI(append([]string{"--root", fixtureRoot(t, "hgx-h200"), "check", "-o", "junit"}, args...)...)
+		require.Contains(t, []int{0, 1}, code, stderr)
+		var doc struct {
+			Suites []struct {
+				Cases []struct {
+					Name    string    `xml:"name,attr"`
+					Failure *struct{} `xml:"failure"`
+				} `xml:"testcase"`
+			} `xml:"testsuite"`
+		}
+		require.NoError(t, xml.Unmarshal([]byte(out), &doc), out)
+		require.Len(t, doc.Suites, 1)
+		m := map[string]string{}
+		for _, c := range doc.Suites[0].Cases {
+			_, dup := m[c.Name]
+			require.False(t, dup, "testcase %q twice", c.Name)
+			m[c.Name] = "pass"
+			if c.Failure != nil {
+				m[c.Name] = "fail"
+			}
+		}
+		return m
+	}
+	all := cases()
+	assert.Equal(t, "fail", all["vfio.binding 0000:13:00.0 [vm-passthrough]"])
+	assert.Equal(t, "pass", all["vfio.binding 0000:13:00.0 [container]"])
+	pt := cases("--mode", "vm-passthrough")
+	assert.Equal(t, "fail", pt["vfio.binding 0000:13:00.0 [vm-passthrough]"], "the same name with --mode")
+}
+
+// The global --root (or GPUPREP_ROOT) is this machine's root: the fleet
+// commands refuse it, pointing to --remote-root, instead of ignoring it.
+func TestFleetRefusesRoot(t *testing.T) {
+	inv := writeFile(t, "h.yaml", "hosts:\n  - {name: a, address: 192.0.2.1, mode: container}\n")
+	for _, args := range [][]string{
+		{"fleet", "check", "-i", inv},
+		{"fleet", "check", "-i", inv, "--dry-run"},
+		{"fleet", "run", "-i", inv, "--", "checks"},
+		{"fleet", "apply", "-i", inv, "--dry-run", "--yes"},
+		{"kubevirt", "config", "-i", inv},
+	} {
+		code, _, stderr := runCLI(append([]string{"--root", "roots/no-gpu"}, append(args, "--timeout", "1s", "--retries", "0")...)...)
+		assert.Equal(t, exitUsage, code, "%v: %s", args, stderr)
+		assert.Contains(t, stderr, "--root roots/no-gpu (or GPUPREP_ROOT) is the root of gpuprep on this machine", args)
+		assert.Contains(t, stderr, "give their root with --remote-root", args)
+	}
+	t.Setenv("GPUPREP_ROOT", "roots/no-gpu")
+	code, _, stderr := runCLI("fleet", "check", "-i", inv, "--dry-run")
+	assert.Equal(t, exitUsage, code, stderr)
+	assert.Contains(t, stderr, "--remote-root")
+}
+
+// The end of a host's stderr kept in messages starts on a character.
+func TestFleetTailKeepsUTF8(t *testing.T) {
+	for _, pad := range []string{"", "x", "xx"} {
+		got := tail([]byte(pad + strings.Repeat("€", 200)))
+		assert.True(t, utf8.ValidString(got), "%q", got)
+		assert.True(t, strings.HasPrefix(got, "…€"), "%q", got)
+	}
 }
 
 // cliRig: real sshd hosts for the CLI.
@@ -339,6 +481,33 @@ func TestFleetAnsibleYAMLAndRun(t *testing.T) {
 	code, out, _ = runCLI(append([]string{"fleet", "check", "-i", inv, "--mode", "container"}, r.args("--remote-root", r.hgx)...)...)
 	assert.Equal(t, 0, code, out)
 	assert.Contains(t, out, "1 hosts, 1 ready, 0 not ready")
+}
+
+// fleet run knows gpuprep's exit codes: a host whose apply stops at the
+// reboot step (exit 4) needs a reboot, it did not fail; a failed apply
+// (exit 1) is a failure. The hosts run testdata/fakeagent (see applyRig).
+func TestFleetRunExitCodes(t *testing.T) {
+	r := newApplyRig(t)
+	hosts := []*simHost{{name: "ok", behaviour: "ready"}, {name: "rb", behaviour: "reboot"}, {name: "bad", behaviour: "fail"}}
+	inv := r.inventory(t, 120, hosts)
+	run := func(limit string) (int, report.FleetReport, string) {
+		code, out, stderr := runCLI(append([]string{"fleet", "run", "-i", inv, "-o", "json", "--limit", limit}, r.args("--", "apply", "--mode", "container", "--yes", "-o", "json")...)...)
+		var fr report.FleetReport
+		require.NoError(t, json.Unmarshal([]byte(out), &fr), out+stderr)
+		return code, fr, stderr
+	}
+	code, fr, stderr := run("ok,rb")
+	assert.Equal(t, exitNeedReboot, code, stderr)
+	assert.Equal(t, map[string]int{"ok": 1, "reboot-needed": 1}, fr.Summary.Outcomes)
+	assert.Equal(t, "reboot-needed", byName(fr)["rb"].Outcome)
+
+	code, out, _ := runCLI(append([]string{"fleet", "run", "-i", inv, "--limit", "rb"}, r.args("--", "apply", "--mode", "container", "--yes")...)...)
+	assert.Equal(t, exitNeedReboot, code)
+	assert.Contains(t, out, "1 hosts, 0 ok, 1 reboot-needed")
+
+	code, fr, _ = run("all")
+	assert.Equal(t, exitNotReady, code)
+	assert.Equal(t, map[string]int{"ok": 1, "reboot-needed": 1, "failed": 1}, fr.Summary.Outcomes)
 }
 
 // Ctrl-C on the real binary: no new hosts, the running one cancelled, the

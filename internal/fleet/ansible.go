@@ -361,14 +361,11 @@ func (a *aInv) applyVars(h *Host, vars map[string]aVar) error {
 		}
 		h.IdentityFiles = []string{p}
 	}
-	if v, _, ok := first(vars, "gpuprep_mode"); ok {
-		h.Mode = v.val
-		if !validModes[h.Mode] {
-			return &Error{File: a.file, Line: v.line, Field: "gpuprep_mode", Msg: fmt.Sprintf("host %q: %q: want container, vm-passthrough or vm-vgpu", h.Name, v.val)}
-		}
+	// gpuprep_mode, gpuprep_jump, … as in every inventory format
+	if err := gpuprepVars(a.file, h, h.Vars, func(k string) (int, string) { return vars[k].line, k }); err != nil {
+		return err
 	}
-	if v, _, ok := first(vars, "gpuprep_jump"); ok {
-		h.Jump = v.val
+	if _, ok := vars["gpuprep_jump"]; ok {
 		return nil
 	}
 	// As the ssh plugin passes them to ssh, where the first ProxyJump or
@@ -935,7 +932,7 @@ func (a *aInv) yamlVars(n *yaml.Node, field string) (map[string]aVar, error) {
 	if err != nil {
 		return nil, err
 	}
-	m, err := varsMap(a.file, n, field)
+	m, _, err := varsMap(a.file, n, field)
 	if err != nil {
 		return nil, err
 	}

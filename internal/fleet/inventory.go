@@ -16,6 +16,8 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/gpuprep/gpuprep/internal/pci"
 )
 
 // Host is one inventory entry, after the inventory's own defaults and group
@@ -257,6 +259,10 @@ func validJump(spec string) error {
 	return nil
 }
 
+// KeyFile checks a key file named on the command line (--identity) as an
+// inventory's are checked: ~ expanded, and the file must exist.
+func KeyFile(p string) (string, error) { return inventoryKeyFile(p) }
+
 // inventoryKeyFile expands a leading ~ in a key file an inventory names and
 // checks that the file exists: the transport passes over key files it cannot
 // read, so a misspelt one would otherwise surface as an authentication
@@ -384,7 +390,7 @@ func mergeDefaults(h, d *Host) {
 	if h.Mode == "" {
 		h.Mode = d.Mode
 	}
-	if h.Jump == "" {
+	if _, direct := h.Vars["gpuprep_jump"]; h.Jump == "" && !direct { // gpuprep_jump "": direct
 		h.Jump = d.Jump
 	}
 	if len(h.IdentityFiles) == 0 {
@@ -397,6 +403,13 @@ func mergeDefaults(h, d *Host) {
 				h.Vars = map[string]string{}
 			}
 			h.Vars[k] = v
+		}
+	}
+	// a host's mode or jump field wins over the defaults' variable: the
+	// variable says what applies
+	for k, f := range map[string]string{"gpuprep_mode": h.Mode, "gpuprep_jump": h.Jump} {
+		if _, ok := h.Vars[k]; ok {
+			h.Vars[k] = f
 		}
 	}
 }
@@ -424,6 +437,7 @@ func ownHost(file string, n *yaml.Node, where string, isDefaults bool) (*Host, e
 		return &Error{File: file, Line: n.Line, Field: where + "." + field, Msg: msg}
 	}
 	h := &Host{Source: fmt.Sprintf("%s:%d", file, n.Line)}
+	var varLines map[string]int
 	if n.Kind == yaml.ScalarNode && !isDefaults {
 		h.Name = n.Value
 		return h, nil
@@ -479,7 +493,7 @@ func ownHost(file string, n *yaml.Node, where string, isDefaults bool) (*Host, e
 			}
 			h.Groups, err = scalars(file, v, where+"."+k.Value)
 		case "vars":
-			h.Vars, err = varsMap(file, v, where+".vars")
+			h.Vars, varLines, err = varsMap(file, v, where+".vars")
 		default:
 			return nil, bad(k, k.Value, "unknown field (want name, address, port, user, mode, groups, vars, jump, identityFile)")
 		}
@@ -493,7 +507,64 @@ func ownHost(file string, n *yaml.Node, where string, isDefaults bool) (*Host, e
 		}
 		h.Name = h.Address
 	}
+	// gpuprep_mode and gpuprep_jump say what the fields mode and jump say
+	// (as in an Ansible inventory); both at once must agree.
+	fields := map[string]string{"gpuprep_mode": h.Mode, "gpuprep_jump": h.Jump}
+	err := gpuprepVars(file, h, h.Vars, func(k string) (int, string) { return varLines[k], where + ".vars." + k })
+	if err != nil {
+		return nil, err
+	}
+	for k, f := range fields {
+		if v, ok := h.Vars[k]; ok && f != "" && f != v {
+			msg := fmt.Sprintf("%q contradicts %s: %q (give one of them)", v, strings.TrimPrefix(k, "gpuprep_"), f)
+			if h.Name != "" {
+				msg = fmt.Sprintf("host %q: %s", h.Name, msg)
+			}
+			return nil, &Error{File: file, Line: varLines[k], Field: where + ".vars." + k, Msg: msg}
+		}
+	}
 	return h, nil
+}
+
+// gpuprepVars checks the gpuprep_* host variables gpuprep reads (README:
+// "Host variables gpuprep reads") and applies gpuprep_mode and
+// gpuprep_jump to h, the same way in every inventory format; at gives a
+// variable's line and field name for errors. Other gpuprep_* variables
+// are read where they are used: gpuprep_root, gpuprep_select and
+// gpuprep_cache_dir by fleet, gpuprep_vgpu_config_file, gpuprep_driver
+// and gpuprep_vgpu_config by fleet apply (which checks them before any
+// host is contacted). A gpuprep_* variable gpuprep does not know is left
+// alone: Ansible roles may use the prefix for their own variables.
+func gpuprepVars(file string, h *Host, vars map[string]string, at func(k string) (int, string)) error {
+	bad := func(k, format string, a ...any) error {
+		line, field := at(k)
+		msg := fmt.Sprintf(format, a...)
+		if h.Name != "" {
+			msg = fmt.Sprintf("host %q: %s", h.Name, msg)
+		}
+		return &Error{File: file, Line: line, Field: field, Msg: msg}
+	}
+	if v, ok := vars["gpuprep_mode"]; ok {
+		if !validModes[v] {
+			return bad("gpuprep_mode", "%q: want container, vm-passthrough or vm-vgpu", v)
+		}
+		h.Mode = v
+	}
+	if v, ok := vars["gpuprep_jump"]; ok {
+		if err := validJump(v); err != nil {
+			return bad("gpuprep_jump", "%v", err)
+		}
+		h.Jump = v // "": a direct connection, whatever else says otherwise
+	}
+	if v := vars["gpuprep_cache_dir"]; v != "" && !path.IsAbs(v) {
+		return bad("gpuprep_cache_dir", "%q is not an absolute path", v)
+	}
+	if v := vars["gpuprep_select"]; strings.TrimSpace(v) != "" {
+		if _, err := pci.ParseSelector([]string{v}); err != nil {
+			return bad("gpuprep_select", "%v", strings.TrimSpace(strings.Replace(err.Error(), "--select", "", 1)))
+		}
+	}
+	return nil
 }
 
 // ownKeyFiles expands and checks the key files of an identityFile field (a
@@ -524,16 +595,19 @@ func scalars(file string, v *yaml.Node, field string) ([]string, error) {
 	return out, nil
 }
 
-func varsMap(file string, v *yaml.Node, field string) (map[string]string, error) {
+// varsMap reads a vars mapping: the values, and the line of each.
+func varsMap(file string, v *yaml.Node, field string) (map[string]string, map[string]int, error) {
 	if v.Kind == yaml.ScalarNode && (v.Tag == "!!null" || v.Value == "") {
-		return nil, nil
+		return nil, nil, nil
 	}
 	if v.Kind != yaml.MappingNode {
-		return nil, &Error{File: file, Line: v.Line, Field: field, Msg: "want a mapping of variables"}
+		return nil, nil, &Error{File: file, Line: v.Line, Field: field, Msg: "want a mapping of variables"}
 	}
 	out := map[string]string{}
+	lines := map[string]int{}
 	for i := 0; i+1 < len(v.Content); i += 2 {
 		k, val := v.Content[i], v.Content[i+1]
+		lines[k.Value] = val.Line
 		if val.Kind != yaml.ScalarNode {
 			// Structured variables are kept as their YAML text; gpuprep reads only scalars.
 			b, _ := yaml.Marshal(val)
@@ -546,5 +620,5 @@ func varsMap(file string, v *yaml.Node, field string) (map[string]string, error)
 		}
 		out[k.Value] = val.Value
 	}
-	return out, nil
+	return out, lines, nil
 }

@@ -26,7 +26,7 @@ func TestInventoryAddressIsHostNameOrIP(t *testing.T) {
 		{"x.ini", "v ansible_host=-oProxyCommand=x\n", `x.ini:1: ansible_host: host "v"`},
 		{"x.ini", "[g]\nvictim.corp,x.attacker.example\n", `x.ini:2: address: host "victim.corp,x.attacker.example"`},
 		{"x.ini", "a:b:c\n", `x.ini:1: address: host "a:b:c"`},
-		{"x.ini", "v gpuprep_jump=j@victim.corp,x*.attacker\n", `x.ini:1: jump: host "v": jump "j@victim.corp,x*.attacker": "x*.attacker" is not a host name or IP address`},
+		{"x.ini", "v gpuprep_jump=j@victim.corp,x*.attacker\n", `x.ini:1: gpuprep_jump: host "v": jump "j@victim.corp,x*.attacker": "x*.attacker" is not a host name or IP address`},
 		{"x.yaml", "all:\n  hosts:\n    v:\n      ansible_host: 'victim.corp,x'\n", `x.yaml:4: ansible_host: host "v"`},
 		{"x.yaml", "hosts:\n  - name: a\n    address: 'victim.corp,x.attacker.example'\n", `x.yaml:2: address: host "a"`},
 		{"x.yaml", "hosts:\n  - name: a\n    address: '[10.0.0.1]'\n", `x.yaml:2: address: host "a"`},
@@ -284,4 +284,56 @@ func TestAnsibleYAMLAliasLoopsAndMergeOrder(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "ub", inv.Hosts[0].User, "two << keys: the later wins")
 	assert.Equal(t, "ua", inv.Hosts[1].User, "a list: the earlier wins")
+}
+
+// The host variables gpuprep reads (README) mean the same in every
+// inventory format: gpuprep_mode and gpuprep_jump set the host's mode and
+// jump host in gpuprep's YAML too, and bad values of each are errors naming
+// file, line and field.
+func TestGpuprepVarsInEveryFormat(t *testing.T) {
+	vars := map[string]string{"gpuprep_mode": "vm-passthrough", "gpuprep_jump": "root@127.0.0.201:41201",
+		"gpuprep_select": "0000:41:00.0", "gpuprep_cache_dir": "/tmp/x", "gpuprep_root": "/srv/r"}
+	for name, data := range map[string]string{
+		"x.yaml": "apiVersion: gpuprep/v1\nkind: Inventory\nhosts:\n  - {name: h1, address: 10.0.0.2, vars: {gpuprep_mode: vm-passthrough, gpuprep_select: \"0000:41:00.0\", gpuprep_jump: \"root@127.0.0.201:41201\", gpuprep_cache_dir: /tmp/x, gpuprep_root: /srv/r}}\n",
+		"x.ini":  "h1 ansible_host=10.0.0.2 gpuprep_mode=vm-passthrough gpuprep_select=0000:41:00.0 gpuprep_jump=root@127.0.0.201:41201 gpuprep_cache_dir=/tmp/x gpuprep_root=/srv/r\n",
+		"a.yaml": "all:\n  hosts:\n    h1: {ansible_host: 10.0.0.2, gpuprep_mode: vm-passthrough, gpuprep_select: \"0000:41:00.0\", gpuprep_jump: \"root@127.0.0.201:41201\", gpuprep_cache_dir: /tmp/x, gpuprep_root: /srv/r}\n",
+	} {
+		inv, err := Parse(name, []byte(data))
+		require.NoError(t, err, name)
+		h := inv.Hosts[0]
+		assert.Equal(t, "vm-passthrough", h.Mode, name)
+		assert.Equal(t, "root@127.0.0.201:41201", h.Jump, name)
+		for k, v := range vars {
+			assert.Equal(t, v, h.Var(k), name+" "+k)
+		}
+	}
+
+	// defaults, host fields and host variables
+	inv, err := Parse("d.yaml", []byte(`hosts:
+  - {name: a, vars: {gpuprep_mode: container}}
+  - {name: b, mode: vm-vgpu}
+  - {name: c, vars: {gpuprep_jump: ""}}
+  - {name: d, jump: j2}
+defaults: {vars: {gpuprep_mode: vm-passthrough, gpuprep_jump: bastion}}
+`))
+	require.NoError(t, err)
+	h := byName(t, inv)
+	for name, want := range map[string][2]string{"a": {"container", "bastion"}, "b": {"vm-vgpu", "bastion"}, "c": {"vm-passthrough", ""}, "d": {"vm-passthrough", "j2"}} {
+		assert.Equal(t, want[0], h[name].Mode, name)
+		assert.Equal(t, want[1], h[name].Jump, name)
+		assert.Equal(t, want[0], h[name].Var("gpuprep_mode"), name)
+		assert.Equal(t, want[1], h[name].Var("gpuprep_jump"), name)
+	}
+
+	parseErrors(t, []badInventory{
+		{"x.yaml", "hosts:\n  - name: a\n    vars:\n      gpuprep_mode: vm-passthru\n", `x.yaml:4: hosts[0].vars.gpuprep_mode: host "a": "vm-passthru": want container, vm-passthrough or vm-vgpu`},
+		{"x.yaml", "defaults:\n  vars: {gpuprep_mode: gpu}\nhosts: [a]\n", `x.yaml:2: defaults.vars.gpuprep_mode: "gpu": want container`},
+		{"x.yaml", "hosts:\n  - {name: a, vars: {gpuprep_jump: 'b,x*'}}\n", `x.yaml:2: hosts[0].vars.gpuprep_jump: host "a": jump "b,x*": "x*" is not a host name or IP address`},
+		{"x.yaml", "hosts:\n  - {name: a, mode: container, vars: {gpuprep_mode: vm-vgpu}}\n", `x.yaml:2: hosts[0].vars.gpuprep_mode: host "a": "vm-vgpu" contradicts mode: "container"`},
+		{"x.yaml", "hosts:\n  - {name: a, vars: {gpuprep_cache_dir: rel/dir}}\n", `x.yaml:2: hosts[0].vars.gpuprep_cache_dir: host "a": "rel/dir" is not an absolute path`},
+		{"x.yaml", "hosts:\n  - {name: a, vars: {gpuprep_select: 'nvidia'}}\n", `x.yaml:2: hosts[0].vars.gpuprep_select: host "a": "nvidia": want a PCI address`},
+		{"x.ini", "[g]\na\n[g:vars]\ngpuprep_cache_dir=rel\n", `x.ini:4: gpuprep_cache_dir: host "a": "rel" is not an absolute path`},
+		{"x.ini", "a gpuprep_select=10de:zz\n", `x.ini:1: gpuprep_select: host "a": "10de:zz": want a PCI address`},
+		{"x.yaml", "g:\n  hosts:\n    a:\n      gpuprep_mode: vm-passthru\n", `x.yaml:4: gpuprep_mode: host "a": "vm-passthru"`},
+	})
 }

@@ -621,7 +621,8 @@ func (t *Transport) Dial(ctx context.Context, h *Host) (*Conn, error) {
 func (t *Transport) dialHop(ctx context.Context, via *ssh.Client, hp hop) (*ssh.Client, error) {
 	keys := t.signers(identityFileList(append(append([]string{}, t.Identities...), hp.identities...)))
 	if len(keys.signers) == 0 {
-		msg := "no usable key: give one with -i/--identity, IdentityFile or ssh-agent (SSH_AUTH_SOCK)"
+		// fleet's -i is --inventory: name the flag by its long name only
+		msg := "no usable key: give one with --identity, a key file in the inventory (identityFile, ansible_ssh_private_key_file), IdentityFile in ssh_config, or ssh-agent (SSH_AUTH_SOCK)"
 		if keys.note != "" {
 			msg = keys.note
 		}

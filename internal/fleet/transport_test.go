@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -157,4 +158,18 @@ func TestSSHHostCase(t *testing.T) {
 	for in, want := range map[string]string{"GPU-1.Example": "gpu-1.example", "fe80::1%Eth0": "fe80::1%Eth0", "FE80::AB": "FE80::AB", "10.0.0.1": "10.0.0.1"} {
 		assert.Equal(t, want, sshHostCase(in), in)
 	}
+}
+
+// With no key anywhere, the error names the flag by the name fleet gives
+// it (-i is fleet's --inventory) and the other places a key may come from;
+// nothing is dialled.
+func TestNoUsableKeyNamesTheFlags(t *testing.T) {
+	t.Setenv("HOME", t.TempDir())
+	tr := &Transport{KnownHosts: []string{filepath.Join(t.TempDir(), "known_hosts")}, ConnectTimeout: time.Second}
+	require.NoError(t, tr.Init())
+	_, err := tr.Dial(context.Background(), &Host{Name: "h", Address: "192.0.2.1", Port: 22, User: "u"})
+	require.Error(t, err)
+	assert.Equal(t, StatusAuthFailed, StatusOf(err), err.Error())
+	assert.Contains(t, err.Error(), "give one with --identity, a key file in the inventory")
+	assert.NotContains(t, err.Error(), "-i/")
 }
