@@ -55,7 +55,14 @@ func ReadVGPUUse(root *host.Root, addr string) VGPUUse {
 		addr string
 	}
 	var vfs []vf
-	for _, l := range root.Names(dev) {
+	// virtfnN links exist for enabled VFs only: the device directory is
+	// listed only when sriov_numvfs says some are (a snapshot copies what
+	// is listed)
+	var names []string
+	if n, _ := root.ReadString(dev + "/sriov_numvfs"); n != "" && n != "0" {
+		names = root.Names(dev)
+	}
+	for _, l := range names {
 		n, err := strconv.Atoi(strings.TrimPrefix(l, "virtfn"))
 		if !strings.HasPrefix(l, "virtfn") || err != nil {
 			continue
