@@ -853,7 +853,9 @@ func (p *Plan) planBind(rebootPending bool) error {
 	p.noteNVSwitches()
 	if rebootPending {
 		// refused now, not after the reboot (vfio.NewPlan refuses them too)
-		if rs := vfio.SelectedHostDevices(p.inv, sel); len(rs) > 0 {
+		rs := vfio.SelectedHostDevices(p.inv, sel)
+		rs = append(rs, vfio.VGPURefusals(p.root, sel)...)
+		if len(rs) > 0 {
 			return &PlanError{Step: StepVFIOBind, Refused: true, Err: &vfio.Refused{Reasons: rs}}
 		}
 		var addrs []string

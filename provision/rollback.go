@@ -146,6 +146,8 @@ func Rollback(ctx context.Context, e Env, o RollbackOptions) (*RollbackResult, e
 				continue
 			}
 			r = get(res_, &order, "vgpu", t, i)
+		case vgpu.KindMode:
+			r = get(res_, &order, "vgpu-mode", en.Device, i)
 		case "driver", KindDriverIntent:
 			r = get(res_, &order, "driver", en.Device, i)
 		case KindLabel:
@@ -200,6 +202,9 @@ func Rollback(ctx context.Context, e Env, o RollbackOptions) (*RollbackResult, e
 				}
 			}
 			err = removeVGPU(e, r.key, wrote, o.Force, res)
+		case "vgpu-mode":
+			// newest first: the vGPUs made after the mode are gone
+			err = resetHeteroMode(ctx, e, r.key, first.Before, res)
 		case "driver":
 			var known []string // every driver gpuprep's entries moved it from or to
 			for _, i := range r.all {

@@ -29,6 +29,10 @@ import (
 //	                    GPU, Before = a VF's current_vgpu_type before the write
 //	                    (absent in journals written before it was recorded)
 //	kind "vgpu":        the same, once written
+//	kind "vgpu-mode":   before a GPU's heterogeneous vGPU mode is turned on
+//	                    (nvidia-smi vgpu -shm 1, for vGPUs of mixed sizes):
+//	                    Device = the GPU, Before = the mode read then;
+//	                    rollback turns it off once the GPU has no vGPU
 const (
 	KindVGPU       = vgpu.KindWrite
 	KindVGPUIntent = vgpu.KindIntent
@@ -248,7 +252,7 @@ func (p *Plan) addInstallSteps(s *Step, ip *vgpu.InstallPlan) {
 // both are in place. r answers systemctl's queries.
 func (p *Plan) planDevices(ctx context.Context, r host.Runner) error {
 	v := p.vgpu
-	dp, err := vgpu.MakePlan(p.root, v.wants)
+	dp, err := vgpu.MakePlanWith(p.root, v.wants, vgpu.PlanOptions{Runner: r})
 	if err != nil {
 		return &PlanError{Step: StepVGPUDevices, Refused: true, Err: err}
 	}
@@ -265,6 +269,9 @@ func (p *Plan) planDevices(ctx context.Context, r host.Runner) error {
 	s.Deferred = false
 	s.Title = fmt.Sprintf("create %d vGPU(s) of config %q (%d kept), re-created at boot by %s", len(dp.Actions), p.opts.VGPUConfig, len(dp.Kept), vgpu.ApplyUnitName)
 	s.Sysfs, s.Files, s.Commands, s.Notes = nil, nil, nil, nil
+	for _, m := range dp.Modes {
+		s.Prepare = append(s.Prepare, host.ShellQuote(m.Argv)+"  ("+m.About+"; checked with nvidia-smi -q)")
+	}
 	for _, a := range dp.Actions {
 		s.Sysfs = append(s.Sysfs, vfio.Step{Path: a.Path, Value: a.Value}.String()+"  ("+a.About+")")
 	}
@@ -277,6 +284,7 @@ func (p *Plan) planDevices(ctx context.Context, r host.Runner) error {
 	for _, u := range dp.Unwanted {
 		s.Notes = append(s.Notes, fmt.Sprintf("%s: %s (%s) is not in config %q; left alone", u.GPU, u.Device, u.Type, p.opts.VGPUConfig))
 	}
+	s.Notes = append(s.Notes, dp.Notes...)
 	s.Notes = append(s.Notes, pp.Notes...)
 	v.devices, v.persist = dp, pp
 	return nil
@@ -333,6 +341,9 @@ func (p *Plan) createVGPUs(ctx context.Context, e Env) error {
 	}
 	now := e.now()
 	done, err := vgpu.ApplyJournalled(e.Root, e.Sysfs, dp, now, "apply", e.record)
+	for _, m := range dp.ModesRan() {
+		e.logf("ran %s  (%s; nvidia-smi -q reads vGPU Heterogeneous Mode: Enabled)", host.ShellQuote(m.Argv), m.About)
+	}
 	for _, a := range done {
 		e.logf("wrote %s > %s  (%s)", a.Value, a.Path, a.About)
 	}
@@ -426,5 +437,35 @@ func removeVGPU(e Env, target string, wrote []string, force bool, res *RollbackR
 	}
 	e.logf("removed vGPU %s", target)
 	res.Undone = append(res.Undone, Undo{Kind: "vgpu", Target: target, Action: action})
+	return nil
+}
+
+// resetHeteroMode turns off again the heterogeneous vGPU mode apply turned
+// on on gpu (a vgpu.KindMode entry; before: the mode it read then), once
+// the GPU has no vGPU left (the mode only changes then): nvidia-smi vgpu
+// -shm 0. A mode that is off already (sriov-manage and reboots reset it)
+// is left alone; so is one of a GPU that still has vGPUs, saying so.
+func resetHeteroMode(ctx context.Context, e Env, gpu, before string, res *RollbackResult) error {
+	if before == "Enabled" {
+		return nil
+	}
+	h, err := vgpu.QueryHetero(ctx, e.Runner, gpu)
+	if err != nil {
+		res.Notes = append(res.Notes, fmt.Sprintf("%s: heterogeneous vGPU mode left as it is (%v)", gpu, err))
+		return nil
+	}
+	if h.Mode != "Enabled" {
+		return nil
+	}
+	if ex := vgpu.Existing(e.Root, gpu); len(ex) > 0 {
+		res.Notes = append(res.Notes, fmt.Sprintf("%s: heterogeneous vGPU mode left on: the GPU still has %d vGPU(s), and the mode only changes while it has none", gpu, len(ex)))
+		return nil
+	}
+	argv := []string{vgpu.NVIDIASMI, "vgpu", "-shm", "0", "-i", vgpu.SMIAddress(gpu)}
+	e.logf("run: %s", host.ShellQuote(argv))
+	if out, err := e.Runner.Run(ctx, argv...); err != nil {
+		return fmt.Errorf("%s: %v%s", host.ShellQuote(argv), err, host.OutputTail(out))
+	}
+	res.Undone = append(res.Undone, Undo{Kind: "command", Target: host.ShellQuote(argv), Action: "ran: heterogeneous vGPU mode off"})
 	return nil
 }

@@ -104,7 +104,8 @@ type Plan struct {
 
 // Refused is a plan that must not be applied: a group with a foreign
 // endpoint, a host device (HostDevice) without AllowHostDevices, a device
-// without an IOMMU group, nvidia held open.
+// without an IOMMU group, a GPU that hosts vGPUs or has SR-IOV VFs enabled
+// (even with Force), nvidia held open.
 type Refused struct{ Reasons []string }
 
 func (r *Refused) Error() string {
@@ -147,7 +148,10 @@ func containsDev(ds []*pci.Device, d *pci.Device) bool {
 // them. A group that holds an endpoint that is neither a function of the
 // selected device nor selected itself is refused, naming that endpoint; so
 // is, without Options.AllowHostDevices, every host device (HostDevice) the
-// plan would bind, selected or brought in by a group.
+// plan would bind, selected or brought in by a group; and, even with
+// Options.Force, a device the plan would take from its driver while it
+// hosts NVIDIA vGPU: live vGPUs or enabled SR-IOV VFs (ReadVGPUUse), which
+// the unbind would destroy.
 func NewPlan(root *host.Root, inv *pci.Inventory, sel pci.Selector, opts Options) (*Plan, error) {
 	selected, err := Selection(inv, sel, opts.NVSwitch)
 	if err != nil {
@@ -222,6 +226,18 @@ func NewPlan(root *host.Root, inv *pci.Inventory, sel pci.Selector, opts Options
 	}
 	sort.SliceStable(p.Targets, func(i, j int) bool { return p.Targets[i].Dev.Address < p.Targets[j].Dev.Address })
 
+	// a GPU hosting vGPUs (or SR-IOV VFs) loses them with its driver
+	for _, t := range p.Targets {
+		if t.Bound || t.Driver == "" {
+			continue
+		}
+		if u := ReadVGPUUse(root, t.Dev.Address); !u.Empty() {
+			refused = append(refused, vgpuReason(root, u, t.Driver))
+		}
+	}
+	if len(refused) > 0 {
+		return nil, &Refused{Reasons: refused}
+	}
 	var mods []string
 	for _, t := range p.Targets {
 		if t.Bound {

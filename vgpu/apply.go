@@ -1,6 +1,7 @@
 package vgpu
 
 import (
+	"context"
 	"crypto/rand"
 	"fmt"
 	"path"
@@ -161,7 +162,18 @@ type Plan struct {
 	Kept     []Instance
 	Unwanted []Instance               // existing vGPUs the config does not ask for and that stay (no --prune, or in use)
 	InUse    map[string][]vfio.Holder // Device → the processes holding an unwanted vGPU that stays
+	// Modes turn on the heterogeneous vGPU mode of the GPUs that get vGPUs
+	// of different framebuffer sizes: after the removals, before the
+	// creations.
+	Modes []ModeStep
+	Notes []string
+	// runner runs (and ran the queries that planned) Modes: PlanOptions.Runner
+	runner   host.Runner
+	modesRan int
 }
+
+// ModesRan are the mode steps that ran and took (verified), in order.
+func (p *Plan) ModesRan() []ModeStep { return p.Modes[:p.modesRan] }
 
 // PlanOptions change what a plan does.
 type PlanOptions struct {
@@ -169,6 +181,11 @@ type PlanOptions struct {
 	// process (a VM) holds them: an mdev through <uuid>/remove, a VF by
 	// writing 0 to its current_vgpu_type.
 	Prune bool
+	// Runner runs nvidia-smi: its queries while planning (a GPU's
+	// heterogeneous vGPU capability and mode) and Modes while applying.
+	// nil: none runs (a plan that needs the mode then notes that it could
+	// not check it, and applying it fails before the GPU's creations).
+	Runner host.Runner
 }
 
 // MakePlan plans wants against the host, leaving unwanted vGPUs alone.
@@ -208,7 +225,7 @@ func removal(e Instance) Action {
 
 // MakePlanWith plans wants against the host.
 func MakePlanWith(root *host.Root, wants []Want, opts PlanOptions) (*Plan, error) {
-	p := &Plan{InUse: map[string][]vfio.Holder{}}
+	p := &Plan{InUse: map[string][]vfio.Holder{}, runner: opts.Runner}
 	byGPU := map[string][]Want{}
 	var order []string
 	for _, w := range wants {
@@ -223,6 +240,7 @@ func MakePlanWith(root *host.Root, wants []Want, opts PlanOptions) (*Plan, error
 			return nil, fmt.Errorf("%s: no vGPU interface (no mdev_supported_types, no VF with nvidia/creatable_vgpu_types): is the vGPU manager installed and are the VFs enabled?", addr)
 		}
 		existing := Existing(root, addr)
+		kept0, unwanted0, actions0 := len(p.Kept), len(p.Unwanted), len(p.Actions)
 		used := make([]bool, len(existing))
 		// keep the existing vGPUs that match, up to the wanted count
 		need := make([]int, len(byGPU[addr]))
@@ -283,7 +301,11 @@ func MakePlanWith(root *host.Root, wants []Want, opts PlanOptions) (*Plan, error
 				for _, x := range g.Types {
 					names = append(names, x.Name)
 				}
-				return nil, fmt.Errorf("%s cannot create vGPU type %q (it offers: %s)", addr, w.Type, strings.Join(names, ", "))
+				why := ""
+				if g.Interface == "sriov" {
+					why = notOffered(addr, w.Type, existing)
+				}
+				return nil, fmt.Errorf("%s cannot create vGPU type %q (it offers: %s)%s", addr, w.Type, strings.Join(names, ", "), why)
 			}
 			switch g.Interface {
 			case "mdev":
@@ -307,6 +329,12 @@ func MakePlanWith(root *host.Root, wants []Want, opts PlanOptions) (*Plan, error
 						Path:  "/sys/bus/pci/devices/" + vf + "/nvidia/current_vgpu_type",
 						Value: t.ID, About: "make VF " + vf + " a " + t.Name})
 				}
+			}
+		}
+		if g.Interface == "sriov" {
+			stay := append(append([]Instance{}, p.Kept[kept0:]...), p.Unwanted[unwanted0:]...)
+			if err := p.planMode(context.Background(), addr, stay, p.Actions[actions0:]); err != nil {
+				return nil, err
 			}
 		}
 	}
@@ -336,6 +364,7 @@ func ApplyAt(root *host.Root, w AttrWriter, p *Plan, now time.Time) ([]Action, e
 //	            mdev's UUID, or the type id), Device = the GPU, Before = a
 //	            VF's current_vgpu_type just before the write
 //	KindWrite:  every write, once made (creations and --prune's removals)
+//	KindMode:   before a GPU's heterogeneous vGPU mode is turned on (ModeStep)
 const (
 	KindWrite  = "vgpu"
 	KindIntent = "vgpu-intent"
@@ -348,7 +377,8 @@ const (
 // value it had — and every write as a KindWrite entry once made. So a
 // process killed between a write and its record still leaves an intent
 // that names the vGPU: rollback removes it when it exists and has nothing
-// to undo when it does not. Entries are stamped now, with command; a
+// to undo when it does not. A mode step is recorded (KindMode) before it
+// runs: rollback reads the mode and turns it off if it is on. Entries are stamped now, with command; a
 // record that fails stops the run before the next write. TypeNames is not
 // journalled here: a caller writes TypeNamesFile first, as a journalled
 // file (provision.WriteVGPUTypeNames), and this finds the names there.
@@ -369,13 +399,17 @@ func ApplyJournalled(root *host.Root, w AttrWriter, p *Plan, now time.Time, comm
 			return record(en)
 		},
 		done: func(a Action) error { return record(entry(KindWrite, a)) },
+		mode: func(m ModeStep) error {
+			return record(journal.Entry{Time: now.UTC(), Command: command, Kind: KindMode, Device: m.GPU, Before: m.Mode, After: "Enabled"})
+		},
 	})
 }
 
 // journalHooks are told of apply's writes: intent before each creation,
-// done after every write.
+// done after every write; mode before each mode step.
 type journalHooks struct {
 	intent, done func(Action) error
+	mode         func(ModeStep) error
 }
 
 func apply(root *host.Root, w AttrWriter, p *Plan, now time.Time, j *journalHooks) ([]Action, error) {
@@ -397,6 +431,17 @@ func apply(root *host.Root, w AttrWriter, p *Plan, now time.Time, j *journalHook
 		if err := write(a); err != nil {
 			return done, err
 		}
+	}
+	for _, m := range p.Modes {
+		if j != nil {
+			if err := j.mode(m); err != nil {
+				return done, err
+			}
+		}
+		if err := p.runMode(context.Background(), m); err != nil {
+			return done, err
+		}
+		p.modesRan++
 	}
 	for _, a := range p.Actions {
 		if strings.HasSuffix(a.Path, "/create") {

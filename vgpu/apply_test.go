@@ -1,6 +1,7 @@
 package vgpu
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -26,6 +27,26 @@ type sim struct {
 	writes []string
 	failOn string
 	groups int
+	hetero bool // nvidia-smi -q reads vGPU Heterogeneous Mode: Enabled
+}
+
+// Run answers nvidia-smi -q -i with the heterogeneous vGPU lines.
+func (s *sim) Run(_ context.Context, argv ...string) ([]byte, error) {
+	if len(argv) == 4 && argv[0] == NVIDIASMI && argv[1] == "-q" {
+		mode := "Disabled"
+		if s.hetero {
+			mode = "Enabled"
+		}
+		return []byte("    vGPU Device Capability\n        Heterogenous Multi-vGPU           : Supported\n    vGPU Heterogeneous Mode               : " + mode + "\n"), nil
+	}
+	return nil, fmt.Errorf("simulator: unexpected command %v", argv)
+}
+
+// plan plans wants on a GPU in heterogeneous mode (as vGPUs of different
+// sizes on one GPU need), with prune.
+func (s *sim) plan(wants []Want, prune bool) (*Plan, error) {
+	s.hetero = true
+	return MakePlanWith(s.root, wants, PlanOptions{Prune: prune, Runner: s})
 }
 
 func newSim(t *testing.T, scenario string) *sim {
@@ -157,7 +178,7 @@ func TestApplySRIOVWritesTypeIDsToFreeVFs(t *testing.T) {
 	ex := Existing(s.root, "0000:41:00.0")
 	require.Len(t, ex, 2)
 	require.Equal(t, "NVIDIA H200X-70C", ex[0].Type, "type name found from another VF's list")
-	p, err = MakePlan(s.root, []Want{{"0000:41:00.0", "H200X-70C", 2}, {"0000:41:00.0", "H200X-35C", 2}})
+	p, err = s.plan([]Want{{"0000:41:00.0", "H200X-70C", 2}, {"0000:41:00.0", "H200X-35C", 2}}, false)
 	require.NoError(t, err)
 	require.Len(t, p.Actions, 2)
 	_, err = MakePlan(s.root, []Want{{"0000:41:00.0", "H200X-35C", 3}})
@@ -248,12 +269,12 @@ func TestPruneSRIOVKeepsVFsInUse(t *testing.T) {
 	wants := []Want{{"0000:41:00.0", "H200X-35C", 2}}
 	_, err = MakePlan(s.root, wants)
 	require.EqualError(t, err, `0000:41:00.0: 2 more "NVIDIA H200X-35C" wanted, 1 free VFs`, "without --prune nothing is freed")
-	p, err = MakePlan(s.root, []Want{{"0000:41:00.0", "H200X-35C", 1}})
+	p, err = s.plan([]Want{{"0000:41:00.0", "H200X-35C", 1}}, false)
 	require.NoError(t, err)
 	require.Empty(t, p.Removals)
 	require.Len(t, p.Unwanted, 3)
 
-	p, err = MakePlanWith(s.root, wants, PlanOptions{Prune: true})
+	p, err = s.plan(wants, true)
 	require.NoError(t, err)
 	require.Equal(t, []Action{{GPU: "0000:41:00.0", Type: "NVIDIA H200X-70C", Path: "/sys/bus/pci/devices/0000:41:00.5/nvidia/current_vgpu_type", Value: "0",
 		About: "remove the NVIDIA H200X-70C of VF 0000:41:00.5"}}, p.Removals)
@@ -267,7 +288,7 @@ func TestPruneSRIOVKeepsVFsInUse(t *testing.T) {
 		"/sys/bus/pci/devices/0000:41:00.5/nvidia/current_vgpu_type=1430",
 		"/sys/bus/pci/devices/0000:41:00.7/nvidia/current_vgpu_type=1430",
 	}, s.writes, "the freed VF is reused")
-	p, err = MakePlanWith(s.root, wants, PlanOptions{Prune: true})
+	p, err = s.plan(wants, true)
 	require.NoError(t, err)
 	require.Empty(t, p.Actions)
 	require.Empty(t, p.Removals, "the in-use ones stay, run after run")

@@ -24,7 +24,7 @@ import (
 )
 
 // vgpuNode plays the host of a vm-vgpu apply: the vGPU manager's installer,
-// modprobe, systemctl and sriov-manage through vgputest.Host, other commands
+// modprobe, systemctl, sriov-manage and nvidia-smi through vgputest.Host, other commands
 // (update-grub) and sysfs writes through the fixture kernel simulator, and
 // the vGPU attributes (current_vgpu_type, mdev create and remove) through
 // vgputest.Host.WriteAttr.
@@ -39,7 +39,7 @@ func (n *vgpuNode) Run(ctx context.Context, argv ...string) ([]byte, error) {
 		return nil, os.RemoveAll(filepath.Join(n.dir, "run/fake-systemd/is-enabled", argv[2]))
 	}
 	switch argv[0] {
-	case "sh", "modprobe", "systemctl", vgpu.SRIOVManage, "update-initramfs":
+	case "sh", "modprobe", "systemctl", vgpu.SRIOVManage, "update-initramfs", vgpu.NVIDIASMI:
 		return n.h.Run(ctx, argv...)
 	}
 	return n.k.Run(ctx, argv...)

@@ -176,11 +176,15 @@ func newVGPUApplyCmd(g *globals, assert bool) *cobra.Command {
 			if err != nil {
 				return usageErr("%v", err)
 			}
-			plan, err := vgpu.MakePlanWith(root, wants, vgpu.PlanOptions{Prune: prune})
+			// nvidia-smi: a GPU's heterogeneous vGPU mode, for mixed sizes
+			plan, err := vgpu.MakePlanWith(root, wants, vgpu.PlanOptions{Prune: prune, Runner: vgpuApplyRunner(root)})
 			if err != nil {
 				return &exitError{code: exitNotReady, err: err}
 			}
 			out := cmd.OutOrStdout()
+			for _, n := range plan.Notes {
+				fmt.Fprintf(cmd.ErrOrStderr(), "gpuprep: note: %s\n", n)
+			}
 			for _, u := range plan.Unwanted {
 				if hs := plan.InUse[u.Device]; len(hs) > 0 {
 					var who []string
@@ -248,7 +252,13 @@ func newVGPUApplyCmd(g *globals, assert bool) *cobra.Command {
 				return persistDone()
 			}
 			if dryRun {
-				for _, a := range append(append([]vgpu.Action{}, plan.Removals...), plan.Actions...) {
+				for _, a := range plan.Removals {
+					fmt.Fprintf(out, "would write %s > %s  (%s)\n", a.Value, a.Path, a.About)
+				}
+				for _, m := range plan.Modes {
+					fmt.Fprintf(out, "would run %s  (%s; then check nvidia-smi -q reads vGPU Heterogeneous Mode: Enabled)\n", host.ShellQuote(m.Argv), m.About)
+				}
+				for _, a := range plan.Actions {
 					fmt.Fprintf(out, "would write %s > %s  (%s)\n", a.Value, a.Path, a.About)
 				}
 				return persistDone()
@@ -264,7 +274,13 @@ func newVGPUApplyCmd(g *globals, assert bool) *cobra.Command {
 				return &exitError{code: exitNotReady, err: fmt.Errorf("recording the names of vGPU types: %w", err)}
 			}
 			done, err := vgpu.ApplyJournalled(root, vgpuSysfs(root), plan, now, "vgpu apply", record)
-			for _, a := range done {
+			for _, a := range done[:min(len(done), len(plan.Removals))] {
+				fmt.Fprintf(out, "wrote %s > %s  (%s)\n", a.Value, a.Path, a.About)
+			}
+			for _, m := range plan.ModesRan() {
+				fmt.Fprintf(out, "ran %s  (%s; nvidia-smi -q reads vGPU Heterogeneous Mode: Enabled)\n", host.ShellQuote(m.Argv), m.About)
+			}
+			for _, a := range done[min(len(done), len(plan.Removals)):] {
 				fmt.Fprintf(out, "wrote %s > %s  (%s)\n", a.Value, a.Path, a.About)
 			}
 			if err != nil {

@@ -31,6 +31,14 @@ func TestVGPUApplyPruneAndPersist(t *testing.T) {
 	require.NoError(t, b.Err())
 	require.NoError(t, os.Symlink("/dev/vfio/42", filepath.Join(root, "proc/999/fd/3")))
 
+	// the GPU is in heterogeneous mode, which a 35C next to the 70Cs needs
+	h, err := vgputest.New(root)
+	require.NoError(t, err)
+	require.NoError(t, h.SetHeterogeneous("0000:41:00.0", true))
+	oldR, oldB := vgpuApplyRunner, gpuprepBinary
+	t.Cleanup(func() { vgpuApplyRunner, gpuprepBinary = oldR, oldB })
+	vgpuApplyRunner = func(*host.Root) host.Runner { return h }
+
 	write("        \"H200X-35C\": 1\n")
 	out, stderr, code := gpuprep(t, "vgpu", "apply", "--root", root, "-f", cfg, "-c", "h200", "--dry-run")
 	require.Equal(t, 0, code, stderr)
@@ -43,11 +51,6 @@ func TestVGPUApplyPruneAndPersist(t *testing.T) {
 		"would write 1430 > /sys/bus/pci/devices/0000:41:00.5/nvidia/current_vgpu_type  (make VF 0000:41:00.5 a NVIDIA H200X-35C)\n")
 
 	// --persist: config copy and unit, enabled through systemctl
-	h, err := vgputest.New(root)
-	require.NoError(t, err)
-	oldR, oldB := vgpuApplyRunner, gpuprepBinary
-	t.Cleanup(func() { vgpuApplyRunner, gpuprepBinary = oldR, oldB })
-	vgpuApplyRunner = func(*host.Root) host.Runner { return h }
 	gpuprepBinary = func() string { return "/usr/local/bin/gpuprep" }
 	out, stderr, code = gpuprep(t, "vgpu", "apply", "--root", root, "-f", cfg, "-c", "h200", "--prune", "--persist", "--dry-run")
 	require.Equal(t, 0, code, stderr)
@@ -102,13 +105,13 @@ func TestVGPURollbackOfOlderJournals(t *testing.T) {
 			},
 			want: map[string]string{foreign: t4b + " nvidia-224"}},
 		{fixture: "sriov-vgpu",
-			writes: [][2]string{{vf("0000:41:00.4"), "1429"}, {vf("0000:41:00.5"), "1429"}, {vf("0000:41:00.7"), "1430"}},
+			writes: [][2]string{{vf("0000:41:00.4"), "1429"}, {vf("0000:41:00.5"), "1429"}, {vf("0000:41:00.7"), "1429"}},
 			entries: []journal.Entry{
 				{Command: "vgpu apply", Kind: "vgpu", Path: vf("0000:41:00.4"), Device: "0000:41:00.0", After: "1429"},
 				{Command: "apply", Kind: "vgpu-intent", Path: vf("0000:41:00.5"), Device: "0000:41:00.0", After: "1429"},
 				{Command: "apply", Kind: "vgpu-intent", Path: vf("0000:41:00.6"), Device: "0000:41:00.0", After: "1429"},
 			},
-			want: map[string]string{"0000:41:00.7": "1430"}},
+			want: map[string]string{"0000:41:00.7": "1429"}},
 	} {
 		t.Run(c.fixture, func(t *testing.T) {
 			root := fixtureRoot(t, c.fixture)

@@ -108,7 +108,9 @@ echo '#!/bin/sh' > "$R/usr/lib/nvidia/sriov-manage"
 //   - systemctl daemon-reload | enable [--now] UNIT | stop UNIT… | is-enabled
 //     UNIT | is-active UNIT: state kept under /run/fake-systemd in the root;
 //   - /usr/lib/nvidia/sriov-manage -e ADDR: creates every VF of ADDR with
-//     nvidia/creatable_vgpu_types; UnbindLock makes the next runs fail with
+//     nvidia/creatable_vgpu_types, and resets its heterogeneous vGPU mode;
+//   - nvidia-smi -q -i ID, nvidia-smi vgpu -shm 0|1 -i ID: heterogeneous
+//     vGPU mode (see HeteroDir and nvidiaSMI); UnbindLock makes the next runs fail with
 //     "Cannot obtain unbindLock", ExitZeroNoVFs makes them exit 0 and do
 //     nothing (as vGPU 17.2 did);
 //   - update-initramfs -u: writes the running kernel's image
@@ -144,13 +146,13 @@ func New(dir string) (*Host, error) {
 }
 
 // Commands returns the commands run so far, each joined with spaces,
-// leaving out systemctl's read-only queries.
+// leaving out systemctl's and nvidia-smi's read-only queries.
 func (h *Host) Commands() []string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	var out []string
 	for _, c := range h.Calls {
-		if len(c) > 1 && c[0] == "systemctl" && strings.HasPrefix(c[1], "is-") {
+		if len(c) > 1 && c[0] == "systemctl" && strings.HasPrefix(c[1], "is-") || len(c) > 1 && c[0] == "nvidia-smi" && c[1] == "-q" {
 			continue
 		}
 		if len(c) > 2 && c[0] == "sh" && c[2] == "--list" {
@@ -194,6 +196,8 @@ func (h *Host) Run(ctx context.Context, argv ...string) ([]byte, error) {
 		return h.systemctl(b, argv[1:])
 	case "/usr/lib/nvidia/sriov-manage":
 		return h.sriovManage(b, argv[1:])
+	case "nvidia-smi", "/usr/bin/nvidia-smi":
+		return h.nvidiaSMI(argv[1:])
 	case "update-initramfs":
 		kver, _ := h.Root.ReadString("/proc/sys/kernel/osrelease")
 		return nil, b.Initramfs(kver).Err()
@@ -364,6 +368,10 @@ func (h *Host) sriovManage(b *fixture.Builder, args []string) ([]byte, error) {
 	}
 	if !h.Root.Exists("/sys/module/nvidia") {
 		return nil, fmt.Errorf("sriov-manage: exit status 1: %s: the nvidia driver is not loaded", addr)
+	}
+	// sriov-manage rebinds the GPU: its heterogeneous vGPU mode is reset
+	if err := h.SetHeterogeneous(addr, false); err != nil {
+		return nil, err
 	}
 	return nil, AddVFs(b, h.Root, addr)
 }

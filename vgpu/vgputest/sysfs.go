@@ -53,8 +53,10 @@ var uuidRe = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4
 // WriteAttr plays the vGPU manager's sysfs attributes:
 //
 //   - <VF>/nvidia/current_vgpu_type (vendor-specific VFIO): the VF takes the
-//     type; a VF with a type lists no creatable types, one set back to 0
-//     lists L40SCreatable again;
+//     type, when it lists it as creatable (else EINVAL); a VF with a type
+//     lists no creatable types, one set back to 0 lists the GPU's types
+//     again; outside heterogeneous mode (see HeteroDir) the other VFs list
+//     only the types of the framebuffer size the GPU hosts (setVFType);
 //   - <PF>/mdev_supported_types/<type>/create: a UUID creates that mdev
 //     (EINVAL for a malformed one, EEXIST for one that exists, ENOSPC when
 //     the type has no instance left): its device directory below the PF
@@ -79,15 +81,7 @@ func (h *Host) WriteAttr(p, v string) error {
 		if err != nil || !h.Root.Exists(p) {
 			return noent
 		}
-		v = strings.TrimSpace(v)
-		creatable := L40SCreatable
-		if v != "0" {
-			creatable = "ID    : vGPU Name\n"
-		}
-		if err := h.attr(real, v+"\n"); err != nil {
-			return err
-		}
-		return h.attr(path.Dir(real)+"/creatable_vgpu_types", creatable)
+		return h.setVFType(real, path.Dir(path.Dir(real)), strings.TrimSpace(v))
 	case path.Base(p) == "create" && path.Base(path.Dir(path.Dir(p))) == "mdev_supported_types":
 		typeDir, err := h.Root.Realpath(path.Dir(p))
 		if err != nil || !h.Root.Exists(p) {
@@ -104,6 +98,15 @@ func (h *Host) WriteAttr(p, v string) error {
 		return h.removeMdev(path.Base(path.Dir(p)))
 	}
 	return ErrNotSimulated
+}
+
+// state writes the simulator's own file p (under HeteroDir), creating its
+// directory.
+func (h *Host) state(p, content string) error {
+	if err := os.MkdirAll(filepath.Dir(filepath.Join(h.Dir, p)), 0o755); err != nil {
+		return err
+	}
+	return h.attr(p, content)
 }
 
 // attr replaces the host file p with content by rename.

@@ -1,0 +1,39 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/gpuprep/gpuprep/internal/fixture"
+	"github.com/gpuprep/gpuprep/vgpu"
+)
+
+// vfio bind (dry run too) and plan --mode vm-passthrough refuse a GPU whose
+// vGPUs VMs run on; plan --mode container leaves it (and its VFs) alone.
+func TestVFIOBindRefusesAGPUWithLiveVGPUs(t *testing.T) {
+	simulated(t)
+	root := fixtureRoot(t, "sriov-vgpu")
+	b := fixture.New(root)
+	fixture.SRIOVVGPULive(b)
+	b.File(vgpu.TypeNames, "# vGPU type id : name\n1430 : NVIDIA H200X-35C\n")
+	require.NoError(t, b.Err())
+	for _, args := range [][]string{
+		{"vfio", "bind", "--root", root, "--select", "0000:41:00.0", "--dry-run"},
+		{"vfio", "bind", "--root", root, "--select", "0000:41:00.0", "--force"},
+		{"plan", "--root", root, "--mode", "vm-passthrough"},
+	} {
+		out, errs, code := gpuprep(t, args...)
+		require.NotEqual(t, 0, code, args)
+		require.NotContains(t, out, "driver/unbind", args)
+		require.Contains(t, errs, "0000:41:00.0 hosts NVIDIA vGPU: 2 live vGPU(s): VF 0000:41:00.4 (vGPU type 1430 (NVIDIA H200X-35C), in use by 5150 (qemu-system-x86: /dev/vfio/42))", args)
+		require.Contains(t, errs, "/usr/lib/nvidia/sriov-manage -d 0000:41:00.0", args)
+	}
+	k, err := fixture.NewKernel(root)
+	require.NoError(t, err)
+	require.Equal(t, "nvidia", k.Driver("0000:41:00.0"))
+
+	out, errs, code := gpuprep(t, "plan", "--root", root, "--mode", "container")
+	require.Equal(t, 0, code, errs)
+	require.NotContains(t, out, "0000:41:00.", "container mode does not touch the GPU, its VFs or vGPUs")
+}
