@@ -548,7 +548,7 @@ func TestVFIOBindingThatDoesNotOutliveAReboot(t *testing.T) {
 		warn bool
 	}{
 		"live bind only":   {func(b *fixture.Builder) { b.Remove("/etc/modprobe.d/vfio.conf") }, true},
-		"modprobe.d ids":   {nil, false},
+		"modprobe.d ids":   {func(b *fixture.Builder) { b.File("/etc/modprobe.d/vfio.conf", "options vfio-pci ids=10de:2331\n") }, false},
 		"another device's": {func(b *fixture.Builder) { b.File("/etc/modprobe.d/vfio.conf", "options vfio-pci ids=10de:2330\n") }, true},
 		"not a .conf": {func(b *fixture.Builder) {
 			b.Remove("/etc/modprobe.d/vfio.conf").File("/etc/modprobe.d/vfio.conf.bak", "options vfio-pci ids=10de:2331\n")

@@ -35,5 +35,9 @@ func TestVFIOBindRefusesAGPUWithLiveVGPUs(t *testing.T) {
 
 	out, errs, code := gpuprep(t, "plan", "--root", root, "--mode", "container")
 	require.Equal(t, 0, code, errs)
-	require.NotContains(t, out, "0000:41:00.", "container mode does not touch the GPU, its VFs or vGPUs")
+	require.NotContains(t, out, "/sys/bus/pci/devices/0000:41:00.", "container mode does not touch the GPU, its VFs or vGPUs")
+	// and says the node is not ready for containers: the GPU is on the vGPU
+	// manager's driver (a node runs one GPU workload type)
+	require.Contains(t, out, "not ready after apply: vfio.binding 0000:41:00.0: on the NVIDIA vGPU manager's nvidia driver")
+	require.NotContains(t, out, "label the node")
 }
