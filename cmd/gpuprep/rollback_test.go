@@ -258,6 +258,18 @@ func TestRollbackOnNVSwitchBoardLeavesVFIOForTheBoot(t *testing.T) {
 	require.Contains(t, out+errs, "0000:13:00.0: left on vfio-pci until the next boot, which gives it back to nvidia")
 	require.Equal(t, "vfio-pci", driverOf(t, root, "0000:13:00.0"))
 	require.NoFileExists(t, filepath.Join(root, vfio.ModprobeConf))
+	// the summary says so, not the kernel arguments
+	require.Contains(t, out, "Rolled back, except 8 devices not yet back on their driver from before gpuprep: on vfio-pci (was nvidia): 0000:13:00.0, 0000:23:00.0, ")
+	require.Contains(t, out, "The devices left on vfio-pci go back to their driver at the next boot: reboot the node.\n")
+	require.NotContains(t, out, "kernel arguments")
+	// the journal keeps them: --force, as the line says, moves them now
+	out, errs, code = gpuprep(t, "rollback", "--root", root, "--force")
+	require.Equal(t, exitOK, code, out+errs)
+	require.Contains(t, out, "0000:13:00.0: vfio-pci -> nvidia\n")
+	require.Equal(t, "nvidia", driverOf(t, root, "0000:13:00.0"))
+	out, errs, code = gpuprep(t, "rollback", "--root", root)
+	require.Equal(t, exitOK, code, out+errs)
+	require.Equal(t, "Nothing to roll back.\n", out)
 
 	root = fixtureRoot(t, "hgx-h200")
 	withTools(t, root)
