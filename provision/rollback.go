@@ -38,7 +38,7 @@ type RollbackOptions struct {
 
 // Undo is one thing Rollback restored.
 type Undo struct {
-	Kind   string `json:"kind"` // file, driver, label, command
+	Kind   string `json:"kind"` // file, dir, driver, vgpu, label, command
 	Target string `json:"target"`
 	Action string `json:"action"`
 	// Backup is where rollback saved the content it found in a file it
@@ -149,7 +149,8 @@ func Rollback(ctx context.Context, e Env, o RollbackOptions) (*RollbackResult, e
 		}
 	}
 	var idx []int
-	manager := false // the journal in range records a vGPU manager install
+	var dirs []string // directories gpuprep created
+	manager := false  // the journal in range records a vGPU manager install
 	bootArgs := &bootArgsUndo{}
 	// gpuprep grub ensure/remove changed files in range, and journalled no
 	// bootloader command (a gpuprep from before they were: those stay)
@@ -192,6 +193,9 @@ func Rollback(ctx context.Context, e Env, o RollbackOptions) (*RollbackResult, e
 			r = get(res_, &order, "driver", en.Device, i)
 		case KindLabel:
 			r = get(res_, &order, "label", en.Device, i)
+		case journal.KindDir:
+			dirs = appendNew(dirs, en.Path)
+			continue
 		case KindBootArgs:
 			bootArgs.add(en)
 			grubIntents = grubIntents || strings.HasPrefix(en.Command, "grub ")
@@ -263,6 +267,14 @@ func Rollback(ctx context.Context, e Env, o RollbackOptions) (*RollbackResult, e
 			err = restoreLabels(ctx, first, o.Kubeconfig, res)
 		}
 		if err != nil {
+			res.Failed = append(res.Failed, err.Error())
+		}
+	}
+	// the directories gpuprep created, once the files in them are gone:
+	// the innermost first
+	sort.SliceStable(dirs, func(a, b int) bool { return strings.Count(dirs[a], "/") > strings.Count(dirs[b], "/") })
+	for _, d := range dirs {
+		if err := removeCreatedDir(e, d, res); err != nil {
 			res.Failed = append(res.Failed, err.Error())
 		}
 	}
@@ -343,6 +355,35 @@ func Rollback(ctx context.Context, e Env, o RollbackOptions) (*RollbackResult, e
 		}
 	}
 	return res, nil
+}
+
+// removeCreatedDir removes d, a directory gpuprep created (a journal.KindDir
+// entry), when it is empty. One that is gone, or holds anything now
+// (someone else's files, or a backup rollback saved there), is left as it
+// is, said in a note.
+func removeCreatedDir(e Env, d string, res *RollbackResult) error {
+	fi, err := e.Root.Lstat(d)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	case err != nil:
+		return fmt.Errorf("%s: %w", d, err)
+	case !fi.IsDir():
+		res.Notes = append(res.Notes, fmt.Sprintf("%s: gpuprep created it as a directory; not one now: left as it is", d))
+		return nil
+	}
+	if names := e.Root.Names(d); len(names) > 0 {
+		msg := fmt.Sprintf("%s: left (gpuprep created it; it holds %s now)", d, strings.Join(names, ", "))
+		e.logf("%s", msg)
+		res.Notes = append(res.Notes, msg)
+		return nil
+	}
+	if err := e.Root.RemoveDir(d); err != nil {
+		return fmt.Errorf("remove %s: %w", d, err)
+	}
+	e.logf("%s: removed (gpuprep created it; empty)", d)
+	res.Undone = append(res.Undone, Undo{Kind: "dir", Target: d, Action: "removed (gpuprep created it; empty)"})
+	return nil
 }
 
 // isUnit reports whether p is a systemd unit file gpuprep writes.

@@ -67,9 +67,10 @@ func simulateReboot(t *testing.T, dir string) {
 	require.NoError(t, b.Err())
 }
 
-// tree is every regular file and symlink of a root outside the kernel's
-// virtual file systems and gpuprep's state (journal, lock), backups
-// excluded.
+// tree is every regular file, symlink and empty directory (as "<dir>") of
+// a root outside the kernel's virtual file systems and gpuprep's state
+// (journal, lock, the directories above them), backups excluded (and so a directory that holds only
+// backups).
 func tree(t *testing.T, dir string) map[string]string {
 	t.Helper()
 	out := map[string]string{}
@@ -82,6 +83,11 @@ func tree(t *testing.T, dir string) map[string]string {
 		case rel == "sys" || rel == "proc" || rel == "dev" || rel == "var/lib/gpuprep":
 			return filepath.SkipDir
 		case d.IsDir():
+			// run/ is the simulators' (systemd's state), not the node's
+			// files; var/lib the journal's parent
+			if es, err := os.ReadDir(p); err == nil && len(es) == 0 && rel != "var" && rel != "var/lib" && rel != "run" && !strings.HasPrefix(rel, "run/") {
+				out[rel+"/"] = "<dir>"
+			}
 			return nil
 		case strings.Contains(d.Name(), ".gpuprep-") && strings.HasSuffix(d.Name(), host.BackupSuffix):
 			return nil
@@ -607,7 +613,12 @@ func TestApplyNVSwitchesWithTheBoard(t *testing.T) {
 	for i := 0; i < 2; i++ {
 		out, errs, code = gpuprep(t, "rollback", "--root", root)
 		require.Equal(t, 0, code, out+errs)
+		if i == 0 {
+			require.Contains(t, out, "/etc/modules-load.d: left (gpuprep created it; it holds gpuprep-vfio.conf.gpuprep-")
+		}
 	}
+	// the directory vm-passthrough created stays: it holds the backup
+	// container's vfio-unbind made of the file it removed
 	require.Equal(t, orig, tree(t, root))
 	for _, s := range switches {
 		require.Equal(t, "nvidia-nvswitch", driverOf(t, root, s))

@@ -152,9 +152,6 @@ func (c *labelCmd) write(cmd *cobra.Command, root *host.Root, path, shown string
 		fmt.Fprint(w, diff.Unified(shown, old, out, existed))
 		return nil
 	}
-	if err := root.MkdirAll(dirOf(path), 0o755); err != nil {
-		return &exitError{code: exitNotReady, err: err}
-	}
 	res, err := journal.WriteFile(root, path, out, 0o644, "label --before-join", time.Now())
 	if err != nil {
 		return &exitError{code: exitNotReady, err: fmt.Errorf("write %s: %w", shown, err)}

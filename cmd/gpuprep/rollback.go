@@ -31,7 +31,8 @@ func newRollbackCmd(g *globals) *cobra.Command {
 		Long: `rollback undoes, newest first, the changes /var/lib/gpuprep/journal.jsonl records
 (gpuprep apply's steps, and grub, vfio, vgpu and label changes): each file back to
 its content before gpuprep first changed it, byte-identical from its backup (files
-gpuprep created are removed, units it created disabled first), each vGPU gpuprep
+gpuprep created are removed, units it created disabled first, and the directories
+it created for them once empty), each vGPU gpuprep
 created removed (mdev remove, or current_vgpu_type 0; one a VM holds open only
 with --force), each device back on the driver it had, each label
 set through the API back to its value (removed when it was new); then the boot
