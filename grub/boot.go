@@ -614,9 +614,6 @@ func editPlainCmdline(f File, req Request) (*FileChange, []string, []string, err
 func (p *Plan) Apply(ctx context.Context, root *host.Root, run host.Runner, command string, now time.Time) error {
 	for _, c := range p.Changes {
 		perm := fs.FileMode(0o644)
-		if err := root.MkdirAll(path.Dir(c.Path), 0o755); err != nil {
-			return err
-		}
 		if _, err := journal.WriteFile(root, c.Path, c.New, perm, command, now); err != nil {
 			return fmt.Errorf("write %s: %w", c.Path, err)
 		}

@@ -184,7 +184,7 @@ func checkCPUVirt(e *Env) []Finding {
 	default:
 		out = append(out, Finding{Status: Error, Subject: "vendor_id " + c.Vendor,
 			Message: fmt.Sprintf("unsupported CPU vendor %q: gpuprep checks Intel VT-x and AMD-V", c.Vendor),
-			Remedy:  "check hardware virtualization by hand, then --skip cpu.virtualization"})
+			Remedy:  "check hardware virtualization by hand, then --ignore cpu.virtualization"})
 	}
 	return out
 }

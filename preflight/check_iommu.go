@@ -62,7 +62,7 @@ func checkIOMMUFirmware(e *Env) []Finding {
 	case !fw.ACPI:
 		return []Finding{{Status: Error, Subject: "/sys/firmware/acpi/tables",
 			Message: "no ACPI tables in sysfs: cannot tell whether firmware enables an IOMMU",
-			Remedy:  "check the firmware's IOMMU setting by hand (non-ACPI platform?), then --skip iommu.firmware"}}
+			Remedy:  "check the firmware's IOMMU setting by hand (non-ACPI platform?), then --ignore iommu.firmware"}}
 	case e.IOMMU.Active():
 		return []Finding{{Status: Warn, Subject: "/sys/firmware/acpi/tables",
 			Message: "no DMAR or IVRS table, yet the kernel has an active IOMMU (" + strings.Join(e.IOMMU.Units, ", ") + "); tables may be hidden from this user",

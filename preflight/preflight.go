@@ -84,9 +84,13 @@ type Check struct {
 
 // Options control a run.
 type Options struct {
-	Mode   Mode            // "" for every mode
-	Skip   map[string]bool // checks not to run
-	Ignore map[string]bool // checks whose fails become warns; "all" for every check
+	Mode Mode // "" for every mode
+	// Skip are checks not to run: a mode they belong to is not ready (its
+	// readiness was not established), and lists them in Skipped.
+	Skip map[string]bool
+	// Ignore are checks whose fails (and errors: the user vouches for
+	// them) become warns; "all" for every check.
+	Ignore map[string]bool
 }
 
 // ModeResult is the readiness for one mode.
@@ -95,6 +99,9 @@ type ModeResult struct {
 	Blockers []string `json:"blockers"`
 	// Unknown lists checks that could not be evaluated for this mode.
 	Unknown []string `json:"unknown,omitempty"`
+	// Skipped lists checks of this mode not run (--skip): Ready is false,
+	// as for Unknown; --ignore is how to accept a check's failure.
+	Skipped []string `json:"skipped,omitempty"`
 }
 
 // Result is the outcome of a run.
@@ -128,7 +135,14 @@ func Run(e *Env, checks []Check, o Options) (*Result, error) {
 			// said, so that a reader of the report (or of its JSON) sees
 			// that it was not judged: never a silent pass
 			res.Findings = append(res.Findings, Finding{Check: c.ID, Status: Skip, Subject: "--skip " + c.ID,
-				Message: "not run (--skip): this verdict leaves it out", Modes: c.Modes})
+				Message: "not run (--skip): the modes it belongs to are not evaluated, so not ready",
+				Remedy:  "run it; to accept its failure, --ignore " + c.ID + " instead", Modes: c.Modes})
+			for _, m := range c.Modes {
+				if mr := res.Modes[m]; mr != nil && (o.Mode == "" || m == o.Mode) {
+					mr.Ready = false
+					mr.Skipped = appendOnce(mr.Skipped, c.ID)
+				}
+			}
 			continue
 		}
 		res.Ran = append(res.Ran, c.ID)
@@ -140,7 +154,7 @@ func Run(e *Env, checks []Check, o Options) (*Result, error) {
 			if o.Mode != "" && !f.AppliesTo(o.Mode) {
 				continue
 			}
-			if f.Status == Fail && (o.Ignore[c.ID] || o.Ignore["all"]) {
+			if (f.Status == Fail || f.Status == Error) && (o.Ignore[c.ID] || o.Ignore["all"]) {
 				f.Status = Warn
 				f.Ignored = true
 				f.Message += " (ignored)"

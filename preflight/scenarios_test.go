@@ -248,6 +248,10 @@ func TestIgnoreDemotesAndSkipSays(t *testing.T) {
 	require.Equal(t, 1, skipped)
 	require.NotContains(t, res.Modes[preflight.VMPassthrough].Blockers, "iommu.kernel")
 	require.NotContains(t, res.Modes[preflight.VMPassthrough].Blockers, "iommu.groups")
+	// a skipped check leaves the mode not ready: its readiness is not established
+	require.Equal(t, []string{"iommu.groups"}, res.Modes[preflight.VMPassthrough].Skipped)
+	require.False(t, res.Modes[preflight.VMPassthrough].Ready)
+	require.Empty(t, res.Modes[preflight.Container].Skipped, "not a container check, nor judged in this run")
 	_, err = preflight.Run(env, preflight.All(), preflight.Options{Skip: map[string]bool{"iommu.nope": true}})
 	require.ErrorContains(t, err, "--skip iommu.nope: no such check")
 }

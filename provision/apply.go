@@ -35,6 +35,8 @@ import (
 //	                      writer knows it beforehand, what the change is to leave there (as a "file" entry's)
 //	kind "file":          (every writer's, after the change) Path, Backup ("" for a new file), Wrote = "sha256:…"
 //	                      of the content written, or "absent" for a file removed (none in older journals)
+//	kind "dir":           (every writer's, journal.MkdirAll) Path = a directory about to be created, written
+//	                      before the mkdir; rollback removes it once empty (never one that holds anything)
 //	kind "driver-intent": Device, Before = its driver before the step ("" unbound), After = the driver it goes to
 //	kind "label":         Device = Node name, Path = kubeconfig, Before = labels before ("k=v,…"), After = the keys changed ("k,…")
 //	kind "undone":        Before = the index (in journal.Read order) of an entry rollback undid; Backup, for
@@ -364,9 +366,6 @@ func writeFile(e Env, p string, data []byte) error {
 
 // writeFileBy is writeFile for the entries of command.
 func writeFileBy(e Env, p string, data []byte, command string) error {
-	if err := e.Root.MkdirAll(path.Dir(p), 0o755); err != nil {
-		return err
-	}
 	res, err := journal.WriteFile(e.Root, p, data, 0o644, command, e.now())
 	if err != nil {
 		return fmt.Errorf("write %s: %w", p, err)

@@ -38,7 +38,7 @@ type RollbackOptions struct {
 
 // Undo is one thing Rollback restored.
 type Undo struct {
-	Kind   string `json:"kind"` // file, driver, label, command
+	Kind   string `json:"kind"` // file, dir, driver, vgpu, label, command
 	Target string `json:"target"`
 	Action string `json:"action"`
 	// Backup is where rollback saved the content it found in a file it
@@ -48,11 +48,53 @@ type Undo struct {
 
 // RollbackResult is what Rollback did.
 type RollbackResult struct {
-	Undone []Undo    `json:"undone"`
-	Reboot bool      `json:"rebootRequired"` // the kernel arguments of the next boot differ from the running ones
+	Undone []Undo `json:"undone"`
+	// Reboot: the next boot differs from the running system in something
+	// rollback put back (its kernel arguments, a device's driver):
+	// RebootReasons says what.
+	Reboot        bool     `json:"rebootRequired"`
+	RebootReasons []string `json:"rebootReasons,omitempty"`
+	// Left are the devices rollback did not put back on their driver from
+	// before gpuprep (now, or at all): the journal keeps their entries, not
+	// recorded undone, so that a later rollback finishes them.
+	Left   []Left    `json:"left,omitempty"`
 	Notes  []string  `json:"notes,omitempty"`
 	Failed []string  `json:"failed,omitempty"`
 	Time   time.Time `json:"-"`
+}
+
+// Left is a device that rollback left off its driver from before gpuprep.
+type Left struct {
+	Kind   string `json:"kind"`   // "driver"
+	Target string `json:"target"` // PCI address
+	Driver string `json:"driver"` // its driver now ("" unbound)
+	Want   string `json:"want"`   // its driver before gpuprep ("" none)
+	Why    string `json:"why"`
+	// Until is what puts it back: LeftUntilReboot (the next boot),
+	// LeftUntilForce (rollback --force), LeftUntilManual (the user: Why says how).
+	Until string `json:"until"`
+}
+
+// Left.Until values.
+const (
+	LeftUntilReboot = "reboot"
+	LeftUntilForce  = "force"
+	LeftUntilManual = "manual"
+)
+
+// State is Left's device state as a phrase: "unbound" or "on DRIVER".
+func (l Left) State() string {
+	if l.Driver == "" {
+		return "unbound"
+	}
+	return "on " + l.Driver
+}
+
+func (res *RollbackResult) rebootFor(why string) {
+	res.Reboot = true
+	if !slices.Contains(res.RebootReasons, why) {
+		res.RebootReasons = append(res.RebootReasons, why)
+	}
 }
 
 func undoneSet(entries []journal.Entry) map[int]bool {
@@ -107,7 +149,8 @@ func Rollback(ctx context.Context, e Env, o RollbackOptions) (*RollbackResult, e
 		}
 	}
 	var idx []int
-	manager := false // the journal in range records a vGPU manager install
+	var dirs []string // directories gpuprep created
+	manager := false  // the journal in range records a vGPU manager install
 	bootArgs := &bootArgsUndo{}
 	// gpuprep grub ensure/remove changed files in range, and journalled no
 	// bootloader command (a gpuprep from before they were: those stay)
@@ -152,6 +195,9 @@ func Rollback(ctx context.Context, e Env, o RollbackOptions) (*RollbackResult, e
 			r = get(res_, &order, "driver", en.Device, i)
 		case KindLabel:
 			r = get(res_, &order, "label", en.Device, i)
+		case journal.KindDir:
+			dirs = appendNew(dirs, en.Path)
+			continue
 		case KindBootArgs:
 			bootArgs.add(en)
 			grubIntents = grubIntents || strings.HasPrefix(en.Command, "grub ")
@@ -171,6 +217,7 @@ func Rollback(ctx context.Context, e Env, o RollbackOptions) (*RollbackResult, e
 	}
 	bootFiles, vfioFiles, units := false, false, false
 	saved := map[string]string{} // file → where rollback saved what it held
+	pending := map[int]bool{}    // entries of devices left for later: not recorded undone
 	var hgx *bool                // an NVSwitch board (nvswitchBoard), read at the first driver to restore
 	for _, r := range order {
 		first := entries[r.oldest]
@@ -214,11 +261,25 @@ func Rollback(ctx context.Context, e Env, o RollbackOptions) (*RollbackResult, e
 				b := nvswitchBoard(e.Root)
 				hgx = &b
 			}
-			err = restoreDriver(e, r.key, first.Before, known, *hgx, o.Force, res)
+			var left bool
+			left, err = restoreDriver(e, r.key, first.Before, known, *hgx, o.Force, res)
+			if left {
+				for _, i := range r.all {
+					pending[i] = true
+				}
+			}
 		case "label":
 			err = restoreLabels(ctx, first, o.Kubeconfig, res)
 		}
 		if err != nil {
+			res.Failed = append(res.Failed, err.Error())
+		}
+	}
+	// the directories gpuprep created, once the files in them are gone:
+	// the innermost first
+	sort.SliceStable(dirs, func(a, b int) bool { return strings.Count(dirs[a], "/") > strings.Count(dirs[b], "/") })
+	for _, d := range dirs {
+		if err := removeCreatedDir(e, d, res); err != nil {
 			res.Failed = append(res.Failed, err.Error())
 		}
 	}
@@ -250,7 +311,7 @@ func Rollback(ctx context.Context, e Env, o RollbackOptions) (*RollbackResult, e
 		if len(off) > 0 {
 			sort.Strings(off)
 			res.Notes = append(res.Notes, fmt.Sprintf("%s: gpuprep's restored VFIO configuration binds them to vfio-pci at the next boot; they are not on it now (reboot, or gpuprep vfio bind)", strings.Join(off, ", ")))
-			res.Reboot = true
+			res.rebootFor(fmt.Sprintf("gpuprep's restored VFIO configuration binds %s to vfio-pci at the next boot", strings.Join(off, ", ")))
 		}
 	}
 	// first, so that the configuration read below is the one they leave
@@ -276,14 +337,19 @@ func Rollback(ctx context.Context, e Env, o RollbackOptions) (*RollbackResult, e
 		case grubFiles && !grubIntents:
 			res.Notes = append(res.Notes, boot.Kind+": the files are restored and apply's arguments removed through the bootloader's own tool; those an older gpuprep grub ensure/remove applied with it were not journalled and stay: remove them with gpuprep grub remove")
 		}
-		res.Reboot = res.Reboot || rebootNeeded(e, boot)
+		cmdReboot = cmdReboot || rebootNeeded(e, boot)
 	}
-	res.Reboot = res.Reboot || cmdReboot
+	if cmdReboot {
+		res.rebootFor("the kernel arguments of the next boot differ from the running ones")
+	}
 	if len(res.Failed) > 0 {
 		return res, fmt.Errorf("rollback incomplete: %s", strings.Join(res.Failed, "; "))
 	}
 	now := e.now()
 	for _, i := range idx {
+		if pending[i] {
+			continue
+		}
 		en := entries[i]
 		un := journal.Entry{Time: now, Command: "rollback", Kind: KindUndone, Before: strconv.Itoa(i), Path: en.Path, Device: en.Device, After: en.Kind}
 		if en.Kind == "file" || en.Kind == KindFileIntent {
@@ -294,6 +360,35 @@ func Rollback(ctx context.Context, e Env, o RollbackOptions) (*RollbackResult, e
 		}
 	}
 	return res, nil
+}
+
+// removeCreatedDir removes d, a directory gpuprep created (a journal.KindDir
+// entry), when it is empty. One that is gone, or holds anything now
+// (someone else's files, or a backup rollback saved there), is left as it
+// is, said in a note.
+func removeCreatedDir(e Env, d string, res *RollbackResult) error {
+	fi, err := e.Root.Lstat(d)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	case err != nil:
+		return fmt.Errorf("%s: %w", d, err)
+	case !fi.IsDir():
+		res.Notes = append(res.Notes, fmt.Sprintf("%s: gpuprep created it as a directory; not one now: left as it is", d))
+		return nil
+	}
+	if names := e.Root.Names(d); len(names) > 0 {
+		msg := fmt.Sprintf("%s: left (gpuprep created it; it holds %s now)", d, strings.Join(names, ", "))
+		e.logf("%s", msg)
+		res.Notes = append(res.Notes, msg)
+		return nil
+	}
+	if err := e.Root.RemoveDir(d); err != nil {
+		return fmt.Errorf("remove %s: %w", d, err)
+	}
+	e.logf("%s: removed (gpuprep created it; empty)", d)
+	res.Undone = append(res.Undone, Undo{Kind: "dir", Target: d, Action: "removed (gpuprep created it; empty)"})
+	return nil
 }
 
 // isUnit reports whether p is a systemd unit file gpuprep writes.
@@ -523,25 +618,39 @@ func (u fileUndo) report(e Env, res *RollbackResult, saved map[string]string, ho
 // drivers gpuprep's journal moved it from and to: a device on none of them
 // (nor unbound, which every move passes through) was moved by something
 // else since (the GPU Operator's driver container binding a GPU gpuprep
-// left unbound), and is left where it is unless force. On an NVSwitch
-// board (hgx) a device on VFIO is left for the next boot unless force.
-func restoreDriver(e Env, addr, want string, known []string, hgx, force bool, res *RollbackResult) error {
+// left unbound), and is left where it is unless force: an error, as for a
+// file edited since, so that the journal keeps it and rollback --force can
+// still move it. On an NVSwitch board (hgx) a device on VFIO is left for
+// the next boot unless force; a device whose driver is not loaded (nouveau,
+// which apply unloaded and rollback never loads) is left unbound. Either is
+// listed in res.Left, and left reports it: its entries are not recorded
+// undone, so that a later rollback (--force, or after the boot) finishes it.
+// Every outcome is logged on one line saying what became of the device.
+func restoreDriver(e Env, addr, want string, known []string, hgx, force bool, res *RollbackResult) (left bool, err error) {
 	dev := "/sys/bus/pci/devices/" + addr
 	if !e.Root.Exists(dev) {
-		return fmt.Errorf("%s: no such device", addr)
+		return false, fmt.Errorf("%s: no such device", addr)
 	}
 	cur := e.Root.LinkBase(dev + "/driver")
 	if cur != "" && cur != want && !slices.Contains(known, cur) && !force {
-		res.Notes = append(res.Notes, fmt.Sprintf("%s: on %s now, a driver gpuprep never moved it to: something moved it since; left on %s (--force puts it back on %s)", addr, cur, cur, orNone(want)))
-		return nil
+		why := fmt.Sprintf("on %s now, a driver gpuprep never moved it to: something moved it since", cur)
+		hint := "rollback --force puts it back on " + orNone(want)
+		if want != "" && !e.Root.Exists("/sys/bus/pci/drivers/"+want) {
+			hint = fmt.Sprintf("rollback --force takes it off %s; %s is not loaded", cur, want)
+		}
+		msg := fmt.Sprintf("%s: left on %s, not put back on %s: %s (%s)", addr, cur, orNone(want), why, hint)
+		e.logf("%s", msg)
+		res.Left = append(res.Left, Left{Kind: "driver", Target: addr, Driver: cur, Want: want, Why: why, Until: LeftUntilForce})
+		return true, errors.New(msg)
 	}
 	if pci.DriverIsVFIO(cur) && !pci.DriverIsVFIO(want) && !force && hgx {
 		// not live on a board with NVSwitches (as apply and vfio unbind):
 		// the files restored above leave it to its driver at the next boot
-		res.Notes = append(res.Notes, fmt.Sprintf("%s: left on %s until the next boot, which gives it back to %s: on a board with NVSwitches, moving a GPU off vfio-pci while the system runs starts NVLink training that can hang it (--force moves it now)", addr, cur, orNone(want)))
-		res.Undone = append(res.Undone, Undo{Kind: "driver", Target: addr, Action: "back on " + orNone(want) + " at the next boot"})
-		res.Reboot = true
-		return nil
+		why := "on a board with NVSwitches, moving a GPU off vfio-pci while the system runs starts NVLink training that can hang it"
+		e.logf("%s: left on %s until the next boot, which gives it back to %s: %s (rollback --force moves it now)", addr, cur, orNone(want), why)
+		res.Left = append(res.Left, Left{Kind: "driver", Target: addr, Driver: cur, Want: want, Why: why, Until: LeftUntilReboot})
+		res.rebootFor("the devices left on vfio-pci go back to their driver at the next boot")
+		return true, nil
 	}
 	ov, _ := e.Root.ReadString(dev + "/driver_override")
 	if ov == "(null)" {
@@ -552,7 +661,7 @@ func restoreDriver(e Env, addr, want string, known []string, hgx, force bool, re
 		wantOv = want
 	}
 	if cur == want && (ov == wantOv || want != "" && ov == "") {
-		return nil
+		return false, nil
 	}
 	w := func(p, v string) error { return writeAttr(e, p, v) }
 	if cur != "" && cur != want {
@@ -563,12 +672,12 @@ func restoreDriver(e Env, addr, want string, known []string, hgx, force bool, re
 					for _, h := range hs {
 						names = append(names, fmt.Sprintf("%s (pid %d)", h.Comm, h.PID))
 					}
-					return fmt.Errorf("%s: IOMMU group %s is in use (a VM?): /dev/vfio/%s is held open by %s; stop it or pass --force", addr, g, g, strings.Join(names, ", "))
+					return false, fmt.Errorf("%s: IOMMU group %s is in use (a VM?): /dev/vfio/%s is held open by %s; stop it or pass --force", addr, g, g, strings.Join(names, ", "))
 				}
 			}
 		}
 		if err := w(dev+"/driver/unbind", addr); err != nil {
-			return fmt.Errorf("%s: unbind from %s: %w", addr, cur, err)
+			return false, fmt.Errorf("%s: unbind from %s: %w", addr, cur, err)
 		}
 	}
 	if ov != wantOv {
@@ -577,29 +686,53 @@ func restoreDriver(e Env, addr, want string, known []string, hgx, force bool, re
 			v = "\n"
 		}
 		if err := w(dev+"/driver_override", v); err != nil {
-			return fmt.Errorf("%s: driver_override: %w", addr, err)
+			return false, fmt.Errorf("%s: driver_override: %w", addr, err)
 		}
 	}
 	action := "left unbound (it had no driver)"
 	if want != "" && e.Root.LinkBase(dev+"/driver") != want {
 		if !e.Root.Exists("/sys/bus/pci/drivers/" + want) {
-			res.Notes = append(res.Notes, fmt.Sprintf("%s: its driver before gpuprep, %s, is not loaded: left unbound", addr, want))
-			action = "left unbound (" + want + " not loaded)"
-		} else {
-			if err := w("/sys/bus/pci/drivers/"+want+"/bind", addr); err != nil {
-				return fmt.Errorf("%s: bind to %s: %w", addr, want, err)
+			why, until := driverNotLoaded(e.Root, want)
+			if cur != "" {
+				e.logf("%s: %s -> none: left unbound, not put back on %s: %s", addr, cur, want, why)
+				res.Undone = append(res.Undone, Undo{Kind: "driver", Target: addr, Action: "left unbound (" + want + " not loaded)"})
+			} else {
+				e.logf("%s: left unbound, not put back on %s: %s", addr, want, why)
 			}
-			if d := e.Root.LinkBase(dev + "/driver"); d != want {
-				return fmt.Errorf("%s: on %q, not %s, after the bind", addr, d, want)
+			res.Left = append(res.Left, Left{Kind: "driver", Target: addr, Want: want, Why: why, Until: until})
+			if until == LeftUntilReboot {
+				res.rebootFor(fmt.Sprintf("the next boot loads %s for the devices left unbound (or: modprobe %s)", want, want))
 			}
-			action = "back on " + want
+			return true, nil
 		}
+		if err := w("/sys/bus/pci/drivers/"+want+"/bind", addr); err != nil {
+			return false, fmt.Errorf("%s: bind to %s: %w", addr, want, err)
+		}
+		if d := e.Root.LinkBase(dev + "/driver"); d != want {
+			return false, fmt.Errorf("%s: on %q, not %s, after the bind", addr, d, want)
+		}
+		action = "back on " + want
 	} else if want != "" {
 		action = "back on " + want
 	}
 	e.logf("%s: %s -> %s", addr, orNone(cur), orNone(want))
 	res.Undone = append(res.Undone, Undo{Kind: "driver", Target: addr, Action: action})
-	return nil
+	return false, nil
+}
+
+// driverNotLoaded says why a device is left off drv, a driver that is not
+// loaded, and what puts it back: the next boot, which loads it, unless a
+// modprobe.d file other than gpuprep's (which rollback removes) blacklists
+// it.
+func driverNotLoaded(root *host.Root, drv string) (why, until string) {
+	why = fmt.Sprintf("%s, its driver before gpuprep, is not loaded", drv)
+	if drv == "nouveau" {
+		why += " (apply unloaded it; rollback does not load it)"
+		if !vgpu.PlanNouveauBlacklist(root, vgpu.NouveauBlacklist, vfio.ModprobeConf).Write {
+			return why + "; modprobe.d blacklists it, not gpuprep: load it yourself (modprobe nouveau)", LeftUntilManual
+		}
+	}
+	return why + "; the next boot loads it (or: modprobe " + drv + ")", LeftUntilReboot
 }
 
 // nvswitchBoard reports whether the host has NVIDIA NVSwitches: an HGX

@@ -413,7 +413,9 @@ func removeVGPU(e Env, target string, wrote []string, force bool, res *RollbackR
 			return nil
 		}
 		if len(wrote) > 0 && !slices.Contains(wrote, cur) {
-			res.Notes = append(res.Notes, fmt.Sprintf("VF %s holds vGPU type %s, not the type gpuprep gave it (%s): left alone", target, cur, strings.Join(wrote, ", ")))
+			msg := fmt.Sprintf("VF %s holds vGPU type %s, not the type gpuprep gave it (%s): left alone", target, cur, strings.Join(wrote, ", "))
+			e.logf("%s", msg)
+			res.Notes = append(res.Notes, msg)
 			return nil
 		}
 	} else if !e.Root.Exists("/sys/bus/mdev/devices/" + target) {

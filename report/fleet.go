@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -268,15 +269,15 @@ func (c CheckSpread) Sentence(maxNames int) string {
 
 // Verdict is a host's readiness from its report, as `gpuprep check`
 // decides its exit code with --mode: a failing check makes it not ready;
-// otherwise a check that could not be evaluated makes it unknown. Without
-// a mode, ready means ready for every mode.
+// otherwise a check that could not be evaluated, or was skipped (--skip),
+// makes it unknown. Without a mode, ready means ready for every mode.
 func Verdict(r *Report) string {
 	for _, m := range r.Modes {
 		if m != nil && len(m.Blockers) > 0 {
 			return VerdictNotReady
 		}
 	}
-	if r.Summary.Error > 0 {
+	if r.Summary.Error > 0 || len(Skipped(r)) > 0 {
 		return VerdictUnknown
 	}
 	if !r.Ready {
@@ -670,8 +671,14 @@ func summaryLine(f *FleetReport) string {
 				parts = append(parts, string(m)+" ready")
 			case len(mr.Blockers) > 0:
 				parts = append(parts, string(m)+" not ready ("+strings.Join(mr.Blockers, ", ")+")")
+			case len(mr.Unknown) > 0:
+				why := strings.Join(mr.Unknown, ", ")
+				if len(mr.Skipped) > 0 {
+					why += "; skipped: " + strings.Join(mr.Skipped, ", ")
+				}
+				parts = append(parts, string(m)+" unknown ("+why+")")
 			default:
-				parts = append(parts, string(m)+" unknown ("+strings.Join(mr.Unknown, ", ")+")")
+				parts = append(parts, string(m)+" not evaluated (skipped: "+strings.Join(mr.Skipped, ", ")+")")
 			}
 		}
 		return strings.Join(parts, "; ")
@@ -729,7 +736,26 @@ func Counts(r *Report, fd preflight.Finding) bool {
 	return false
 }
 
-// blockers are the failing (or unevaluated) check IDs of a report, sorted.
+// Skipped are the checks a report's modes were not judged on (--skip),
+// sorted.
+func Skipped(r *Report) []string {
+	var out []string
+	for _, m := range r.Modes {
+		if m == nil {
+			continue
+		}
+		for _, id := range m.Skipped {
+			if !slices.Contains(out, id) {
+				out = append(out, id)
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// blockers are the failing (or unevaluated: "ID?", or skipped: "ID
+// (skipped)") check IDs of a report, sorted.
 func blockers(r *Report) []string {
 	set := map[string]bool{}
 	for _, m := range r.Modes {
@@ -744,6 +770,9 @@ func blockers(r *Report) []string {
 		if fd.Status == preflight.Error {
 			set[fd.Check+"?"] = true
 		}
+	}
+	for _, id := range Skipped(r) {
+		set[id+" (skipped)"] = true
 	}
 	out := make([]string, 0, len(set))
 	for k := range set {

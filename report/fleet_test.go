@@ -236,3 +236,35 @@ func TestSingleHostFormats(t *testing.T) {
 	require.NoError(t, FleetMarkdown(&md, sample()))
 	require.Contains(t, md.String(), "## gpuprep fleet check\n\n**4 hosts")
 }
+
+// A host whose mode had checks skipped (--skip) is not ready: its verdict
+// is unknown (as check's exit 3), the skipped checks are named where the
+// blockers are, and the fleet does not pass.
+func TestSkippedChecksAreNotReadyInTheFleet(t *testing.T) {
+	pass := preflight.Finding{Check: "gpu.present", Status: preflight.Pass}
+	skip := preflight.Finding{Check: "iommu.groups", Status: preflight.Skip, Subject: "--skip iommu.groups", Message: "not run (--skip)"}
+	r := hostReport("vm-passthrough", pass, skip)
+	mr := r.Modes["vm-passthrough"]
+	mr.Ready, r.Ready, mr.Skipped = false, false, []string{"iommu.groups"}
+	r.Summary.Skip = 1
+	f := &FleetReport{Mode: "vm-passthrough", Hosts: []FleetHost{{Name: "a", Address: "10.0.0.1:22", Status: "evaluated", Report: r}}}
+	f.Finish()
+	assert.Equal(t, VerdictUnknown, f.Hosts[0].Verdict)
+	assert.Equal(t, 0, f.Summary.Ready)
+	assert.Equal(t, 1, f.Summary.Unknown)
+	assert.NotEqual(t, 0, f.ExitCode())
+	assert.Equal(t, []string{"iommu.groups (skipped)"}, blockers(r))
+	var md, ju bytes.Buffer
+	require.NoError(t, FleetMarkdown(&md, f))
+	assert.Contains(t, md.String(), "| iommu.groups (skipped) |")
+	assert.Contains(t, md.String(), "- **skip** `iommu.groups`")
+	require.NoError(t, FleetJUnit(&ju, f))
+	assert.Contains(t, ju.String(), `<property name="skipped" value="iommu.groups"></property>`)
+	assert.Contains(t, ju.String(), `<property name="verdict" value="unknown"></property>`)
+
+	// one host, every mode: each mode's state said
+	r.Mode = ""
+	f = &FleetReport{Hosts: []FleetHost{{Name: "a", Status: "evaluated", Report: r}}, single: true}
+	f.Finish()
+	assert.Equal(t, "vm-passthrough not evaluated (skipped: iommu.groups)", summaryLine(f))
+}

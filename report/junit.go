@@ -81,6 +81,11 @@ func FleetJUnit(w io.Writer, f *FleetReport) error {
 		if h.Verdict != "" {
 			s.Properties = append(s.Properties, junitProperty{"verdict", h.Verdict})
 		}
+		if h.Report != nil {
+			if sk := Skipped(h.Report); len(sk) > 0 {
+				s.Properties = append(s.Properties, junitProperty{"skipped", strings.Join(sk, ",")})
+			}
+		}
 		if h.Mode != "" {
 			s.Properties = append(s.Properties, junitProperty{"mode", h.Mode})
 		}

@@ -80,7 +80,7 @@ func FleetMarkdown(w io.Writer, f *FleetReport) error {
 			}
 			fmt.Fprintf(&b, "\n<details><summary>%s: %s</summary>\n\n", mdText(h.Name), h.Verdict)
 			for _, fd := range h.Report.Findings {
-				if (fd.Status != preflight.Fail && fd.Status != preflight.Error) || !Counts(h.Report, fd) {
+				if (fd.Status != preflight.Fail && fd.Status != preflight.Error && fd.Status != preflight.Skip) || !Counts(h.Report, fd) {
 					continue
 				}
 				fmt.Fprintf(&b, "- **%s** `%s` %s: %s", fd.Status, mdCode(fd.Check), mdText(fd.Subject), mdText(fd.Message))

@@ -77,16 +77,25 @@ func Text(w io.Writer, r *Report) error {
 		}
 		state := colour[preflight.Pass].Render("READY")
 		detail := ""
+		var parts []string
+		if len(mr.Blockers) > 0 {
+			parts = append(parts, "blockers: "+strings.Join(mr.Blockers, ", "))
+		}
+		if len(mr.Unknown) > 0 {
+			parts = append(parts, "not evaluated: "+strings.Join(mr.Unknown, ", "))
+		}
+		if len(mr.Skipped) > 0 {
+			parts = append(parts, "skipped (--skip): "+strings.Join(mr.Skipped, ", "))
+		}
+		detail = strings.Join(parts, "; ")
 		switch {
 		case !mr.Ready && len(mr.Blockers) > 0:
 			state = colour[preflight.Fail].Render("NOT READY")
-			detail = "blockers: " + strings.Join(mr.Blockers, ", ")
-			if len(mr.Unknown) > 0 {
-				detail += "; not evaluated: " + strings.Join(mr.Unknown, ", ")
-			}
-		case !mr.Ready:
+		case !mr.Ready && len(mr.Unknown) > 0:
 			state = colour[preflight.Error].Render("UNKNOWN")
-			detail = "not evaluated: " + strings.Join(mr.Unknown, ", ")
+		case !mr.Ready:
+			// skipped checks: readiness not established
+			state = colour[preflight.Error].Render("NOT EVALUATED")
 		}
 		fmt.Fprintf(&b, "  %-15s %s  %s\n", m, state, detail)
 	}

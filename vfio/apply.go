@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os/exec"
+	"path"
 	"slices"
 	"strings"
 	"time"
@@ -27,6 +28,9 @@ type FileChange struct {
 	Path    string
 	Backup  string // backup of the previous content; "" when the file was new
 	Removed bool
+	// Made are the directories made for a new file, outermost first:
+	// restoreFiles removes them again (when empty).
+	Made []string `json:"-"`
 }
 
 // Result says what Bind or Unbind did.
@@ -253,13 +257,10 @@ func applyPersist(ctx context.Context, e Env, p *Persist, command string, opts O
 			}
 			continue
 		}
-		dir := f.Path[:strings.LastIndexByte(f.Path, '/')]
-		if err := e.Root.MkdirAll(dir, 0o755); err != nil {
-			return changed, err
-		}
+		made := journal.Missing(e.Root, path.Dir(f.Path))
 		wr, err := journal.WriteFile(e.Root, f.Path, f.Content, 0o644, command, now)
 		if wr.Changed {
-			fc := FileChange{Path: f.Path, Backup: wr.Backup}
+			fc := FileChange{Path: f.Path, Backup: wr.Backup, Made: made}
 			changed = append(changed, fc)
 			res.Files = append(res.Files, fc)
 		}
@@ -291,6 +292,13 @@ func restoreFiles(e Env, files []FileChange) []string {
 		if f.Backup == "" {
 			if err := e.Root.RemoveFile(f.Path); err != nil {
 				failed = append(failed, fmt.Sprintf("remove %s: %v", f.Path, err))
+				continue
+			}
+			// the directories made for it, when nothing else went there
+			for j := len(f.Made) - 1; j >= 0; j-- {
+				if e.Root.RemoveDir(f.Made[j]) != nil {
+					break
+				}
 			}
 			continue
 		}

@@ -501,9 +501,6 @@ func runCmd(argv []string) func(ctx context.Context, e *Env) error {
 }
 
 func writeFile(e *Env, p string, content []byte) error {
-	if err := e.Root.MkdirAll(dirOf(p), 0o755); err != nil {
-		return err
-	}
 	_, err := journal.WriteFile(e.Root, p, content, 0o644, "vgpu install", e.now())
 	return err
 }

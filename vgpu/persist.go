@@ -98,9 +98,6 @@ func (p *PersistPlan) Empty() bool { return len(p.Files) == 0 && !p.Enable }
 // the unit.
 func (p *PersistPlan) Apply(ctx context.Context, root *host.Root, r host.Runner, now time.Time) error {
 	for _, f := range p.Files {
-		if err := root.MkdirAll(dirOf(f.Path), 0o755); err != nil {
-			return err
-		}
 		if _, err := journal.WriteFile(root, f.Path, f.New, 0o644, "vgpu apply --persist", now); err != nil {
 			return fmt.Errorf("write %s: %w", f.Path, err)
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/gpuprep/gpuprep/internal/fixture"
 	"github.com/gpuprep/gpuprep/internal/host"
 	"github.com/gpuprep/gpuprep/internal/journal"
+	"github.com/gpuprep/gpuprep/provision"
 	"github.com/gpuprep/gpuprep/vfio"
 	"github.com/gpuprep/gpuprep/vgpu"
 )
@@ -66,9 +67,10 @@ func simulateReboot(t *testing.T, dir string) {
 	require.NoError(t, b.Err())
 }
 
-// tree is every regular file and symlink of a root outside the kernel's
-// virtual file systems and gpuprep's state (journal, lock), backups
-// excluded.
+// tree is every regular file, symlink and empty directory (as "<dir>") of
+// a root outside the kernel's virtual file systems and gpuprep's state
+// (journal, lock, the directories above them), backups excluded (and so a directory that holds only
+// backups).
 func tree(t *testing.T, dir string) map[string]string {
 	t.Helper()
 	out := map[string]string{}
@@ -81,6 +83,11 @@ func tree(t *testing.T, dir string) map[string]string {
 		case rel == "sys" || rel == "proc" || rel == "dev" || rel == "var/lib/gpuprep":
 			return filepath.SkipDir
 		case d.IsDir():
+			// run/ is the simulators' (systemd's state), not the node's
+			// files; var/lib the journal's parent
+			if es, err := os.ReadDir(p); err == nil && len(es) == 0 && rel != "var" && rel != "var/lib" && rel != "run" && !strings.HasPrefix(rel, "run/") {
+				out[rel+"/"] = "<dir>"
+			}
 			return nil
 		case strings.Contains(d.Name(), ".gpuprep-") && strings.HasSuffix(d.Name(), host.BackupSuffix):
 			return nil
@@ -609,7 +616,12 @@ func TestApplyNVSwitchesWithTheBoard(t *testing.T) {
 	for i := 0; i < 2; i++ {
 		out, errs, code = gpuprep(t, "rollback", "--root", root)
 		require.Equal(t, 0, code, out+errs)
+		if i == 0 {
+			require.Contains(t, out, "/etc/modules-load.d: left (gpuprep created it; it holds gpuprep-vfio.conf.gpuprep-")
+		}
 	}
+	// the directory vm-passthrough created stays: it holds the backup
+	// container's vfio-unbind made of the file it removed
 	require.Equal(t, orig, tree(t, root))
 	for _, s := range switches {
 		require.Equal(t, "nvidia-nvswitch", driverOf(t, root, s))
@@ -690,12 +702,80 @@ func TestNouveauUnloadNamesEveryDeviceAndRollbackLeavesNewDrivers(t *testing.T) 
 	require.NoError(t, err)
 	require.NoError(t, os.Symlink(rel, filepath.Join(dev, "driver")))
 	require.Equal(t, "nvidia", driverOf(t, root, sel))
+	// as for a file edited since: not undone, and the rollback is
+	// incomplete (exit 1), each device's line saying what became of it
 	out, errs, code = gpuprep(t, "rollback", "--root", root)
-	require.Contains(t, []int{exitOK, exitNeedReboot}, code, out+errs)
+	require.Equal(t, exitNotReady, code, out+errs)
 	require.Equal(t, "nvidia", driverOf(t, root, sel))
-	require.Contains(t, out+errs, sel+": on nvidia now, a driver gpuprep never moved it to: something moved it since; left on nvidia")
+	require.Contains(t, out, sel+": left on nvidia, not put back on nouveau: on nvidia now, a driver gpuprep never moved it to: something moved it since (rollback --force takes it off nvidia; nouveau is not loaded)\n")
+	require.Contains(t, out, other+": left unbound, not put back on nouveau: nouveau, its driver before gpuprep, is not loaded (apply unloaded it; rollback does not load it); the next boot loads it (or: modprobe nouveau)\n")
+	require.NotContains(t, out, "-> nouveau")
+	require.NotContains(t, out, "Rolled back")
+	require.Contains(t, errs, "rollback incomplete: "+sel+": left on nvidia")
 	require.Equal(t, "", driverOf(t, root, other), "nouveau is not loaded again")
 	require.NoFileExists(t, filepath.Join(root, vgpu.NouveauBlacklist))
+
+	// the journal kept it: --force does what the line said; both are left
+	// unbound for the next boot, which loads nouveau (exit 4)
+	out, errs, code = gpuprep(t, "rollback", "--root", root, "--force", "-o", "json")
+	require.Equal(t, exitNeedReboot, code, out+errs)
+	var res rollbackJSON
+	require.NoError(t, json.Unmarshal([]byte(out), &res), out)
+	require.Equal(t, []provision.Left{
+		{Kind: "driver", Target: other, Want: "nouveau", Why: "nouveau, its driver before gpuprep, is not loaded (apply unloaded it; rollback does not load it); the next boot loads it (or: modprobe nouveau)", Until: "reboot"},
+		{Kind: "driver", Target: sel, Want: "nouveau", Why: "nouveau, its driver before gpuprep, is not loaded (apply unloaded it; rollback does not load it); the next boot loads it (or: modprobe nouveau)", Until: "reboot"},
+	}, res.Left, out)
+	require.True(t, res.Reboot)
+	require.Equal(t, []string{"the next boot loads nouveau for the devices left unbound (or: modprobe nouveau)"}, res.RebootReasons)
+	var drivers []provision.Undo
+	for _, u := range res.Undone {
+		if u.Kind == "driver" {
+			drivers = append(drivers, u)
+		}
+	}
+	require.Equal(t, []provision.Undo{{Kind: "driver", Target: sel, Action: "left unbound (nouveau not loaded)"}}, drivers, "only the device it changed")
+	require.Equal(t, "", driverOf(t, root, sel))
+
+	// before the boot: nothing more to do, still said
+	out, errs, code = gpuprep(t, "rollback", "--root", root)
+	require.Equal(t, exitNeedReboot, code, out+errs)
+	require.Contains(t, out, "Nothing more to roll back now; 2 devices not yet back on their driver from before gpuprep: unbound (was nouveau): "+sel+", "+other+".\n")
+	require.NotContains(t, out, "-> ")
+	require.Contains(t, out, "The next boot loads nouveau for the devices left unbound (or: modprobe nouveau): reboot the node.\n")
+
+	// the boot loads nouveau, which takes them both: rollback is done
+	bootWithNouveau(t, root, sel, other)
+	out, errs, code = gpuprep(t, "rollback", "--root", root)
+	require.Equal(t, exitOK, code, out+errs)
+	require.Equal(t, "Nothing to roll back.\n", out)
+	require.Equal(t, "nouveau", driverOf(t, root, sel))
+}
+
+// rollbackJSON is rollback -o json.
+type rollbackJSON struct {
+	Undone        []provision.Undo `json:"undone"`
+	Reboot        bool             `json:"rebootRequired"`
+	RebootReasons []string         `json:"rebootReasons"`
+	Left          []provision.Left `json:"left"`
+	Notes         []string         `json:"notes"`
+	Failed        []string         `json:"failed"`
+}
+
+// bootWithNouveau is a boot that loads nouveau, which takes gpus.
+func bootWithNouveau(t *testing.T, root string, gpus ...string) {
+	t.Helper()
+	setBootID(t, root, "33333333-3333-3333-3333-333333333333")
+	drv := filepath.Join(root, "sys/bus/pci/drivers/nouveau")
+	require.NoError(t, os.MkdirAll(drv, 0o755))
+	require.NoError(t, os.MkdirAll(filepath.Join(root, "sys/module/nouveau"), 0o755))
+	for _, g := range gpus {
+		dev, err := filepath.EvalSymlinks(filepath.Join(root, "sys/bus/pci/devices", g))
+		require.NoError(t, err)
+		rel, err := filepath.Rel(dev, drv)
+		require.NoError(t, err)
+		_ = os.Remove(filepath.Join(dev, "driver"))
+		require.NoError(t, os.Symlink(rel, filepath.Join(dev, "driver")))
+	}
 }
 
 // vm-passthrough took the GPUs from nouveau; container mode's vfio-unbind

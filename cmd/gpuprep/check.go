@@ -33,8 +33,17 @@ func newCheckCmd(g *globals) *cobra.Command {
 of the NVIDIA GPU Operator (container, vm-passthrough, vm-vgpu), why not, and how
 to fix it. It only reads.
 
-Exit codes: with --mode, 0 ready, 1 not ready, 3 a check could not be evaluated
-(and nothing failed); without --mode, 0 unless a check could not be evaluated (3).
+--skip ID leaves a check out, and so leaves the readiness of the modes it belongs
+to unestablished: they are not ready ("ready": false; the mode's "skipped" lists
+the checks; text: NOT EVALUATED), and check exits 3, never 0, so that a CI gate
+cannot pass on a check it did not run. To accept a check's failure (or an
+unevaluable result you checked by hand) use --ignore ID: the check still runs and
+is shown, its fail or error becomes a warning (marked ignored), and the mode can
+be ready.
+
+Exit codes: with --mode, 0 ready, 1 not ready (a check failed), 3 not evaluated:
+a check could not be evaluated or was skipped (and nothing failed); without
+--mode, 0 unless a check could not be evaluated or was skipped (3).
 Usage errors exit 2.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return c.run(cmd) },
@@ -43,8 +52,8 @@ Usage errors exit 2.`,
 	f.StringVar(&c.mode, "mode", "", "workload type to judge: container, vm-passthrough or vm-vgpu (default: report every mode)")
 	f.StringArrayVar(&c.sel, "select", nil, "devices treated as GPUs: PCI address (0000:41:00.0), VVVV:DDDD or VVVV; repeatable (default: every NVIDIA GPU)")
 	f.StringVarP(&c.output, "output", "o", "text", "output format: text, json, junit, markdown or html")
-	f.StringSliceVar(&c.ignore, "ignore", nil, "check IDs whose failures become warnings (comma-separated, or all)")
-	f.StringSliceVar(&c.skip, "skip", nil, "check IDs not to run (comma-separated)")
+	f.StringSliceVar(&c.ignore, "ignore", nil, "check IDs whose failures (and unevaluable results) become warnings (comma-separated, or all)")
+	f.StringSliceVar(&c.skip, "skip", nil, "check IDs not to run (comma-separated); the modes they belong to are then not evaluated (exit 3)")
 	f.BoolVar(&c.compact, "compact", false, "with -o json, the report on one line (for machines and log shippers)")
 	return cmd
 }
@@ -107,13 +116,14 @@ func (c *checkCmd) run(cmd *cobra.Command) error {
 	return &exitError{code: exitCode(rep)}
 }
 
-// exitCode: with a mode, a failing check decides (1), else an unevaluated one
-// (3); without a mode only unevaluated checks change the exit code.
+// exitCode: with a mode, a failing check decides (1), else an unevaluated or
+// skipped one (3); without a mode only unevaluated or skipped checks change
+// the exit code.
 func exitCode(r *report.Report) int {
 	if r.Mode != "" && len(r.Modes[preflight.Mode(r.Mode)].Blockers) > 0 {
 		return exitNotReady
 	}
-	if r.Summary.Error > 0 {
+	if r.Summary.Error > 0 || len(report.Skipped(r)) > 0 {
 		return exitUnknown
 	}
 	if r.Mode != "" && !r.Ready {

@@ -178,9 +178,6 @@ func (c *labelCmd) write(cmd *cobra.Command, root *host.Root, shown string, edit
 		return nil
 	}
 	for _, e := range edits {
-		if err := root.MkdirAll(dirOf(e.Path), 0o755); err != nil {
-			return &exitError{code: exitNotReady, err: err}
-		}
 		res, err := journal.WriteFile(root, e.Path, e.New, 0o644, "label --before-join", time.Now())
 		if err != nil {
 			return &exitError{code: exitNotReady, err: fmt.Errorf("write %s: %w", e.Path, err)}
@@ -194,11 +191,6 @@ func (c *labelCmd) write(cmd *cobra.Command, root *host.Root, shown string, edit
 	}
 	fmt.Fprintln(w, "the kubelet applies --node-labels when the node registers")
 	return nil
-}
-
-func dirOf(p string) string {
-	d, _ := splitDir(p)
-	return d
 }
 
 func (c *labelCmd) viaAPI(cmd *cobra.Command, set []kube.Label, remove []string) error {

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -160,4 +161,53 @@ func TestSelectQEMUStyleDevice(t *testing.T) {
 	out, _, code := gpuprep(t, "check", "--root", fixtureRoot(t, "turing-multifunction"), "--select", "10de:10f8", "-o", "json")
 	require.Equal(t, 0, code)
 	require.Contains(t, out, `"address": "0000:01:00.1"`)
+}
+
+// --skip of failing checks does not make a node ready: the mode is not
+// evaluated (ready false, the skipped checks listed, exit 3) in every
+// format; --ignore is how to accept a failure (or an unevaluable result)
+// and still be ready.
+func TestSkipIsNotReadyIgnoreAccepts(t *testing.T) {
+	root := fixtureRoot(t, "consumer-shared-group")
+	args := []string{"check", "--root", root, "--mode", "vm-passthrough"}
+	_, _, code := gpuprep(t, args...)
+	require.Equal(t, exitNotReady, code, "the GPU shares its group and is on nvidia")
+
+	skip := append(slices.Clone(args), "--skip", "iommu.groups,vfio.binding")
+	out, _, code := gpuprep(t, skip...)
+	require.Equal(t, exitUnknown, code, out)
+	require.Contains(t, out, "vm-passthrough  NOT EVALUATED  skipped (--skip): iommu.groups, vfio.binding\n")
+	require.NotContains(t, out, "READY  \n")
+	out, _, code = gpuprep(t, append(skip, "-o", "json")...)
+	require.Equal(t, exitUnknown, code, out)
+	var rep struct {
+		Ready bool                                  `json:"ready"`
+		Modes map[string]map[string]json.RawMessage `json:"modes"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &rep))
+	require.False(t, rep.Ready)
+	m := rep.Modes["vm-passthrough"]
+	require.JSONEq(t, `false`, string(m["ready"]))
+	require.JSONEq(t, `[]`, string(m["blockers"]))
+	require.JSONEq(t, `["iommu.groups","vfio.binding"]`, string(m["skipped"]))
+	out, _, code = gpuprep(t, append(skip, "-o", "junit")...)
+	require.Equal(t, exitUnknown, code, out)
+	require.Contains(t, out, `<property name="verdict" value="unknown"></property>`)
+	require.Contains(t, out, `<property name="skipped" value="iommu.groups,vfio.binding"></property>`)
+	out, _, code = gpuprep(t, append(skip, "-o", "markdown")...)
+	require.Equal(t, exitUnknown, code, out)
+	require.Contains(t, out, "iommu.groups (skipped), vfio.binding (skipped)")
+	require.NotContains(t, out, "✅")
+
+	// --ignore: the checks run, their fails are warnings, and it is ready
+	out, _, code = gpuprep(t, append(slices.Clone(args), "--ignore", "iommu.groups,vfio.binding")...)
+	require.Equal(t, exitOK, code, out)
+	require.Contains(t, out, "(ignored)")
+
+	// an unevaluable check checked by hand: --ignore, as its remedy says
+	root = fixtureRoot(t, "hgx-h200")
+	require.NoError(t, os.Remove(filepath.Join(root, "proc/interrupts")))
+	out, _, code = gpuprep(t, "check", "--root", root, "--mode", "vm-passthrough", "--ignore", "vfio.binding,iommu.interrupt-remapping")
+	require.Equal(t, exitOK, code, out)
+	require.Contains(t, out, "cannot read /proc/interrupts (ignored)")
 }

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -29,7 +31,8 @@ func newRollbackCmd(g *globals) *cobra.Command {
 		Long: `rollback undoes, newest first, the changes /var/lib/gpuprep/journal.jsonl records
 (gpuprep apply's steps, and grub, vfio, vgpu and label changes): each file back to
 its content before gpuprep first changed it, byte-identical from its backup (files
-gpuprep created are removed, units it created disabled first), each vGPU gpuprep
+gpuprep created are removed, units it created disabled first, and the directories
+it created for them once empty), each vGPU gpuprep
 created removed (mdev remove, or current_vgpu_type 0; one a VM holds open only
 with --force), each device back on the driver it had, each label
 set through the API back to its value (removed when it was new); then the boot
@@ -60,12 +63,26 @@ content saved first.
 (kernel-args, vfio-bind, vfio-unbind, vgpu-install, vgpu-devices, label) and undoes
 those after it.
 
+Each device gets a line saying what became of it: DEV: FROM -> TO when it is back
+on its driver from before gpuprep, or why it is left where it is. A device
+something else moved since gpuprep did (a driver gpuprep never moved it to) is
+left there and the rollback is incomplete (exit 1) until rollback --force. A
+device whose driver before gpuprep is not loaded (nouveau, which apply unloaded;
+rollback does not load it) is left unbound, and a GPU on a board with NVSwitches
+is left on vfio-pci (unless --force): the next boot gives them back their driver
+(exit 4). Such devices are listed after "Rolled back, except" (JSON: "left",
+with "until": reboot, force or manual; "rebootReasons" says why a reboot is
+needed), and the journal keeps their entries, so a later rollback (after the
+boot, or with --force) finishes them.
+
 rollback does not uninstall the vGPU manager: that is a package operation
 (nvidia-installer --uninstall, or the package manager); it says so.
 
 Exit codes: 0 done (or nothing to undo), 1 something could not be undone (a file
-edited since or without its backup, a device or command that failed: the journal
-keeps it all, run again), 2 usage error, 4 done and a reboot is needed.`,
+edited since or without its backup, a device moved since, a device or command that
+failed: the journal keeps it all, run again), 2 usage error, 4 done and a reboot is
+needed (the kernel arguments, or a device's driver, of the next boot differ from
+the running ones).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return c.run(cmd) },
 	}
@@ -113,14 +130,8 @@ func (c *rollbackCmd) run(cmd *cobra.Command) error {
 		for _, n := range res.Notes {
 			fmt.Fprintln(out, "note: "+n)
 		}
-		switch {
-		case rerr != nil:
-		case len(res.Undone) == 0:
-			fmt.Fprintln(out, "Nothing to roll back.")
-		case res.Reboot:
-			fmt.Fprintln(out, "Rolled back. The kernel arguments of the next boot changed: reboot the node for them to take effect.")
-		default:
-			fmt.Fprintln(out, "Rolled back.")
+		if rerr == nil {
+			fmt.Fprint(out, rollbackSummary(res))
 		}
 	}
 	if rerr != nil {
@@ -130,4 +141,49 @@ func (c *rollbackCmd) run(cmd *cobra.Command) error {
 		return &exitError{code: exitNeedReboot}
 	}
 	return nil
+}
+
+// rollbackSummary is rollback's closing text: what it did, the devices it
+// left off their driver from before gpuprep (each also had its own line),
+// and why a reboot is needed.
+func rollbackSummary(res *provision.RollbackResult) string {
+	var b strings.Builder
+	// grouped by what they are on and were on: "on vfio-pci (was nvidia): A, B"
+	var groups []string
+	byGroup := map[string][]string{}
+	for _, l := range res.Left {
+		g := fmt.Sprintf("%s (was %s)", l.State(), orNone(l.Want))
+		if _, ok := byGroup[g]; !ok {
+			groups = append(groups, g)
+		}
+		byGroup[g] = append(byGroup[g], l.Target)
+	}
+	var left []string
+	for _, g := range groups {
+		sort.Strings(byGroup[g])
+		left = append(left, g+": "+strings.Join(byGroup[g], ", "))
+	}
+	devices := "1 device not yet back on its driver"
+	if n := len(res.Left); n > 1 {
+		devices = fmt.Sprintf("%d devices not yet back on their driver", n)
+	}
+	switch {
+	case len(res.Undone) == 0 && len(left) == 0:
+		b.WriteString("Nothing to roll back.\n")
+	case len(left) == 0:
+		b.WriteString("Rolled back.\n")
+	case len(res.Undone) == 0:
+		fmt.Fprintf(&b, "Nothing more to roll back now; %s from before gpuprep: %s.\n", devices, strings.Join(left, "; "))
+	default:
+		fmt.Fprintf(&b, "Rolled back, except %s from before gpuprep: %s.\n", devices, strings.Join(left, "; "))
+	}
+	if res.Reboot {
+		why := res.RebootReasons
+		if len(why) == 0 {
+			why = []string{"the kernel arguments of the next boot differ from the running ones"}
+		}
+		w := strings.Join(why, "; ")
+		fmt.Fprintf(&b, "%s%s: reboot the node.\n", strings.ToUpper(w[:1]), w[1:])
+	}
+	return b.String()
 }

@@ -4,12 +4,14 @@ import (
 	"bufio"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/gpuprep/gpuprep/internal/host"
 	"github.com/gpuprep/gpuprep/internal/journal"
 	"github.com/gpuprep/gpuprep/provision"
 	"github.com/gpuprep/gpuprep/vfio"
@@ -184,6 +186,8 @@ func TestRollbackKeepsEditedCreatedFile(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, os.FileMode(0o600), fi.Mode().Perm(), "the saved copy keeps the file's mode")
 	require.NotContains(t, out, "/etc/default/grub:", "already restored: not touched again")
+	// the directory apply created stays: it holds the saved content
+	require.Contains(t, out, "/etc/modprobe.d: left (gpuprep created it; it holds gpuprep-vfio.conf.gpuprep-")
 	require.Equal(t, orig, tree(t, root))
 }
 
@@ -258,6 +262,18 @@ func TestRollbackOnNVSwitchBoardLeavesVFIOForTheBoot(t *testing.T) {
 	require.Contains(t, out+errs, "0000:13:00.0: left on vfio-pci until the next boot, which gives it back to nvidia")
 	require.Equal(t, "vfio-pci", driverOf(t, root, "0000:13:00.0"))
 	require.NoFileExists(t, filepath.Join(root, vfio.ModprobeConf))
+	// the summary says so, not the kernel arguments
+	require.Contains(t, out, "Rolled back, except 8 devices not yet back on their driver from before gpuprep: on vfio-pci (was nvidia): 0000:13:00.0, 0000:23:00.0, ")
+	require.Contains(t, out, "The devices left on vfio-pci go back to their driver at the next boot: reboot the node.\n")
+	require.NotContains(t, out, "kernel arguments")
+	// the journal keeps them: --force, as the line says, moves them now
+	out, errs, code = gpuprep(t, "rollback", "--root", root, "--force")
+	require.Equal(t, exitOK, code, out+errs)
+	require.Contains(t, out, "0000:13:00.0: vfio-pci -> nvidia\n")
+	require.Equal(t, "nvidia", driverOf(t, root, "0000:13:00.0"))
+	out, errs, code = gpuprep(t, "rollback", "--root", root)
+	require.Equal(t, exitOK, code, out+errs)
+	require.Equal(t, "Nothing to roll back.\n", out)
 
 	root = fixtureRoot(t, "hgx-h200")
 	withTools(t, root)
@@ -266,4 +282,88 @@ func TestRollbackOnNVSwitchBoardLeavesVFIOForTheBoot(t *testing.T) {
 	out, errs, code = gpuprep(t, "rollback", "--root", root, "--force")
 	require.Equal(t, exitOK, code, out+errs)
 	require.Equal(t, "nvidia", driverOf(t, root, "0000:13:00.0"))
+}
+
+// Apply journals each directory it creates (before the mkdir) and rollback
+// removes it again once empty: the tree after rollback is the tree before
+// apply, directories and symlinks included (diff -r). A directory that was
+// there before, or that holds anything by then, stays.
+func TestRollbackRemovesDirectoriesApplyCreated(t *testing.T) {
+	simulatedKernel(t)
+	root := fixtureRoot(t, "turing-multifunction")
+	withTools(t, root)
+	// the journal's own directory is gpuprep's state, not compared
+	require.NoError(t, os.MkdirAll(filepath.Join(root, "var/lib/gpuprep"), 0o700))
+	before := filepath.Join(t.TempDir(), "before")
+	require.NoError(t, copyTree(root, before))
+	orig := tree(t, root)
+	require.NotContains(t, orig, "etc/modules-load.d/")
+
+	out, errs, code := gpuprep(t, "apply", "--root", root, "--mode", "vm-passthrough", "--yes")
+	require.Equal(t, exitOK, code, out+errs)
+	require.FileExists(t, filepath.Join(root, vfio.ModulesLoad))
+	r, err := host.NewRoot(root)
+	require.NoError(t, err)
+	es, err := journal.Read(r)
+	require.NoError(t, err)
+	var dirs []string
+	for _, e := range es {
+		if e.Kind == journal.KindDir {
+			dirs = append(dirs, e.Path)
+		}
+	}
+	require.Equal(t, []string{"/etc/modules-load.d"}, dirs, "only the directory it made; not the journal's")
+
+	out, errs, code = gpuprep(t, "rollback", "--root", root)
+	require.Equal(t, exitOK, code, out+errs)
+	require.Contains(t, out, "/etc/modules-load.d: removed (gpuprep created it; empty)\n")
+	require.Equal(t, orig, tree(t, root))
+	diffTrees(t, before, root)
+	out, errs, code = gpuprep(t, "rollback", "--root", root)
+	require.Equal(t, exitOK, code, out+errs)
+	require.Equal(t, "Nothing to roll back.\n", out)
+
+	// made again, and someone's file put there: it stays, with the file
+	out, errs, code = gpuprep(t, "apply", "--root", root, "--mode", "vm-passthrough", "--yes")
+	require.Equal(t, exitOK, code, out+errs)
+	require.NoError(t, os.WriteFile(filepath.Join(root, "etc/modules-load.d/admin.conf"), []byte("kvm\n"), 0o644))
+	out, errs, code = gpuprep(t, "rollback", "--root", root)
+	require.Equal(t, exitOK, code, out+errs)
+	require.Contains(t, out, "note: /etc/modules-load.d: left (gpuprep created it; it holds admin.conf now)\n")
+	require.FileExists(t, filepath.Join(root, "etc/modules-load.d/admin.conf"))
+	require.NoFileExists(t, filepath.Join(root, vfio.ModulesLoad))
+
+	// one that was there before, empty: no entry, and it stays
+	root = fixtureRoot(t, "turing-multifunction")
+	withTools(t, root)
+	require.NoError(t, os.MkdirAll(filepath.Join(root, "etc/modules-load.d"), 0o755))
+	orig = tree(t, root)
+	out, errs, code = gpuprep(t, "apply", "--root", root, "--mode", "vm-passthrough", "--yes")
+	require.Equal(t, exitOK, code, out+errs)
+	out, errs, code = gpuprep(t, "rollback", "--root", root)
+	require.Equal(t, exitOK, code, out+errs)
+	require.NotContains(t, out, "/etc/modules-load.d:")
+	require.DirExists(t, filepath.Join(root, "etc/modules-load.d"))
+	require.Equal(t, orig, tree(t, root))
+}
+
+// diffTrees runs diff -r (symlinks compared as links) on two roots, the
+// journal and lock aside; what differs under sys/ may only be the VFIO
+// modules apply loaded (rollback does not unload modules).
+func diffTrees(t *testing.T, a, b string) {
+	t.Helper()
+	if _, err := exec.LookPath("diff"); err != nil {
+		t.Log("no diff(1) here: trees compared by tree() only")
+		return
+	}
+	out, _ := exec.Command("diff", "-r", "--no-dereference", "-x", "journal.jsonl", "-x", "lock", a, b).CombinedOutput()
+	var bad []string
+	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		switch l {
+		case "", "Only in " + b + "/sys/bus/pci/drivers: vfio-pci", "Only in " + b + "/sys/module: vfio_pci", "Only in " + b + "/sys/module: vfio_iommu_type1", "Only in " + b + "/dev: vfio":
+			continue
+		}
+		bad = append(bad, l)
+	}
+	require.Empty(t, bad, "diff -r %s %s:\n%s", a, b, out)
 }

@@ -270,6 +270,26 @@ func (r *Root) RemoveFile(p string) error {
 	return syncDir(filepath.Dir(rp)) // the removal survives a crash
 }
 
+// RemoveDir removes the host directory p if it is empty (rmdir(2): a
+// directory that holds anything, or a file, is left, with its error); a
+// missing one is not an error.
+func (r *Root) RemoveDir(p string) error {
+	if err := r.Writable(p); err != nil {
+		return err
+	}
+	rp, err := r.lpath(p)
+	if err != nil {
+		return err
+	}
+	if err := syscall.Rmdir(rp); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		return &fs.PathError{Op: "rmdir", Path: p, Err: err}
+	}
+	return syncDir(filepath.Dir(rp)) // the removal survives a crash
+}
+
 // MkdirAll creates the host directory p and its parents.
 func (r *Root) MkdirAll(p string, perm fs.FileMode) error {
 	if err := r.Writable(p); err != nil {

@@ -14,6 +14,8 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path"
+	"strings"
 	"time"
 
 	"github.com/gpuprep/gpuprep/internal/host"
@@ -48,14 +50,61 @@ const (
 	KindFileIntent = "file-intent"
 )
 
+// KindDir is the entry written before gpuprep creates a directory that was
+// not there (Path): rollback removes it again when it is empty. Written
+// before the mkdir, so that a process killed in between leaves rollback
+// what it needs: a directory that does not exist, or is not empty (someone
+// else's files went there since), is left as it is.
+const KindDir = "dir"
+
+// Dir is the directory that holds the journal: never recorded as created
+// (the journal in it stays).
+const Dir = "/var/lib/gpuprep"
+
+// MkdirAll creates the host directory p (mode 0755) and its missing
+// parents through root under command, with a KindDir entry before for each
+// it creates, outermost first. Dir and its parents are not recorded.
+func MkdirAll(root *host.Root, p, command string, now time.Time) error {
+	missing := Missing(root, p)
+	if len(missing) == 0 {
+		return nil
+	}
+	for _, d := range missing {
+		if d == Dir || strings.HasPrefix(Dir, d+"/") {
+			continue
+		}
+		if err := Append(root, Entry{Time: now.UTC(), Command: command, Kind: KindDir, Path: d}); err != nil {
+			return err
+		}
+	}
+	return root.MkdirAll(p, 0o755)
+}
+
+// Missing are the host directories MkdirAll(p) would create, outermost
+// first.
+func Missing(root *host.Root, p string) []string {
+	var missing []string
+	for d := path.Clean(p); d != "/" && d != "."; d = path.Dir(d) {
+		if _, err := root.Lstat(d); !errors.Is(err, fs.ErrNotExist) {
+			break // there (or unreadable: root.MkdirAll says)
+		}
+		missing = append([]string{d}, missing...)
+	}
+	return missing
+}
+
 // WriteFile writes data to p through root atomically and backed up
 // (host.Root.WriteFileAtomic, perm for a new file) under command, with an
 // intent entry before and a file entry after: a process killed in between
-// leaves rollback what it needs. Content p already has writes nothing.
+// leaves rollback what it needs. Content p already has writes nothing. The
+// directories it needs are made first (MkdirAll, journalled).
 func WriteFile(root *host.Root, p string, data []byte, perm fs.FileMode, command string, now time.Time) (host.WriteResult, error) {
 	old, err := root.ReadFile(p)
 	if err == nil && string(old) == string(data) {
 		return host.WriteResult{}, nil
+	}
+	if err := MkdirAll(root, path.Dir(p), command, now); err != nil {
+		return host.WriteResult{}, err
 	}
 	in := FileIntent(p, old, err == nil, command, Hash(data), now)
 	in.Time = now.UTC()
@@ -121,7 +170,7 @@ func Hash(b []byte) string {
 
 // Append adds e to the journal.
 func Append(root *host.Root, e Entry) error {
-	if err := root.MkdirAll("/var/lib/gpuprep", 0o700); err != nil {
+	if err := root.MkdirAll(Dir, 0o700); err != nil {
 		return fmt.Errorf("journal: %w", err)
 	}
 	p, err := root.Path(Path)
@@ -138,7 +187,7 @@ func Append(root *host.Root, e Entry) error {
 		return fmt.Errorf("journal: %w", err)
 	}
 	if errors.Is(statErr, fs.ErrNotExist) { // made now: its directory entry too must reach the disk
-		if err := root.SyncDir("/var/lib/gpuprep"); err != nil {
+		if err := root.SyncDir(Dir); err != nil {
 			f.Close()
 			return fmt.Errorf("journal: %w", err)
 		}

@@ -44,3 +44,32 @@ func TestWroteRoundTrips(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []Entry{e}, got)
 }
+
+// WriteFile makes the directories a new file needs, each journalled before
+// its mkdir, outermost first; those that exist, and the journal's own, are
+// not recorded.
+func TestWriteFileJournalsDirectoriesItMakes(t *testing.T) {
+	dir := t.TempDir()
+	root, _ := host.NewRoot(dir)
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "etc"), 0o755))
+	now := time.Unix(1, 0).UTC()
+	_, err := WriteFile(root, "/etc/a/b/f.conf", []byte("x\n"), 0o644, "apply", now)
+	require.NoError(t, err)
+	_, err = WriteFile(root, "/etc/a/g.conf", []byte("y\n"), 0o644, "apply", now)
+	require.NoError(t, err)
+	_, err = WriteFile(root, "/var/lib/gpuprep/x/h", []byte("z\n"), 0o644, "apply", now)
+	require.NoError(t, err)
+	es, err := Read(root)
+	require.NoError(t, err)
+	var kinds []string
+	for _, e := range es {
+		kinds = append(kinds, e.Kind+" "+e.Path)
+	}
+	require.Equal(t, []string{
+		"dir /etc/a", "dir /etc/a/b", "file-intent /etc/a/b/f.conf", "file /etc/a/b/f.conf",
+		"file-intent /etc/a/g.conf", "file /etc/a/g.conf",
+		"dir /var/lib/gpuprep/x", "file-intent /var/lib/gpuprep/x/h", "file /var/lib/gpuprep/x/h",
+	}, kinds)
+	require.Equal(t, []string{"/etc/c", "/etc/c/d"}, Missing(root, "/etc/c/d"))
+	require.Empty(t, Missing(root, "/etc/a/b"))
+}
