@@ -152,17 +152,6 @@ func (c *labelCmd) run(cmd *cobra.Command) error {
 	return c.write(cmd, root, kube.KubeletEnvFile(root), edits)
 }
 
-func splitDir(p string) (string, string) {
-	i := strings.LastIndexByte(p, '/')
-	if i < 0 {
-		return ".", p
-	}
-	if i == 0 {
-		return "/", p[1:]
-	}
-	return p[:i], p[i+1:]
-}
-
 // write writes edits (none: shown already has the labels), each
 // journalled, atomically, with a backup; --dry-run shows their diffs.
 func (c *labelCmd) write(cmd *cobra.Command, root *host.Root, shown string, edits []kube.FileEdit) error {
