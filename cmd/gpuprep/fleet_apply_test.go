@@ -183,7 +183,8 @@ func TestFleetApplyBatchesAndMaxFailures(t *testing.T) {
 	assert.Equal(t, 2, fr.Rollout.Failures)
 	assert.Contains(t, fr.Rollout.Stopped, "2 host(s) failed, more than --max-failures 1: stopped after batch 2")
 	assert.Equal(t, 2, fr.Summary.Ready)
-	assert.Equal(t, 1, fr.Summary.NotReady)
+	assert.Equal(t, 3, fr.Summary.NotReady, "by outcome: b failed (no report), c needs a reboot, d failed its check")
+	assert.Equal(t, 0, fr.Summary.Unknown)
 
 	// Every host ready: exit 0; a host that needs a reboot: exit 4.
 	code, out, stderr = runCLI(append(base, "--limit", "c1,a,e", "--batch", "1")...)
