@@ -460,14 +460,7 @@ func (p *Plan) planNouveauArg(on, others []string) {
 		if len(gp.Added) == 0 && gp.MenuStale != "" {
 			s.Title = fmt.Sprintf("regenerate the boot menu: %s, so the next boot would not get it (%s)", gp.MenuStale, why)
 		}
-		for _, c := range gp.Changes {
-			s.Files = append(s.Files, fileDiff(c.Path, c.Old, c.New, c.Old != nil))
-		}
-		for _, c := range gp.Commands {
-			s.argv = append(s.argv, c)
-			s.Commands = append(s.Commands, host.ShellQuote(c))
-		}
-		s.Notes = append(s.Notes, gp.Notes...)
+		s.addGrub(gp)
 		if len(others) > 0 {
 			s.Notes = append(s.Notes, "nouveau then takes no device at all: "+strings.Join(others, ", ")+" (not selected) lose it too")
 		}
@@ -710,14 +703,7 @@ func (p *Plan) planKernelArgs() (bool, error) {
 		case len(gp.Added) == 0 && len(gp.Removed) == 0:
 			s.Title = fmt.Sprintf("configure %s for the next boot (%s)", argList(want), boot.Kind)
 		}
-		for _, c := range gp.Changes {
-			s.Files = append(s.Files, fileDiff(c.Path, c.Old, c.New, c.Old != nil))
-		}
-		for _, c := range gp.Commands {
-			s.argv = append(s.argv, c)
-			s.Commands = append(s.Commands, host.ShellQuote(c))
-		}
-		s.Notes = append(s.Notes, gp.Notes...)
+		s.addGrub(gp)
 		p.Steps = append(p.Steps, s)
 	}
 	if running {
@@ -838,6 +824,18 @@ func (p *Plan) blsLater(boot *grub.Boot, gp *grub.Plan, want []kargs.Param) stri
 		argList(want), strings.Join(lacking, " and "), strings.Join(differs, " and "), p.opts.Mode))
 	*gp = grub.Plan{Kind: gp.Kind, Satisfied: gp.Satisfied}
 	return ""
+}
+
+// addGrub puts a bootloader plan's file changes, commands and notes in s.
+func (s *Step) addGrub(gp *grub.Plan) {
+	for _, c := range gp.Changes {
+		s.Files = append(s.Files, fileDiff(c.Path, c.Old, c.New, c.Old != nil))
+	}
+	for _, c := range gp.Commands {
+		s.argv = append(s.argv, c)
+		s.Commands = append(s.Commands, host.ShellQuote(c))
+	}
+	s.Notes = append(s.Notes, gp.Notes...)
 }
 
 func fileDiff(path string, old, data []byte, existed bool) FileDiff {

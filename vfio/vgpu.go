@@ -84,7 +84,7 @@ func ReadVGPUUse(root *host.Root, addr string) VGPUUse {
 		if n := vgpuTypeNames(root)[cur]; n != "" {
 			cur += " " + n
 		}
-		u.VGPUs = append(u.VGPUs, LiveVGPU{Device: v.addr, Type: cur, Holders: vgpuHolders(root, vdev)})
+		u.VGPUs = append(u.VGPUs, LiveVGPU{Device: v.addr, Type: cur, Holders: DeviceHolders(root, vdev)})
 	}
 	var mdevs []string
 	for _, m := range root.Names("/sys/bus/mdev/devices") {
@@ -100,7 +100,7 @@ func ReadVGPUUse(root *host.Root, addr string) VGPUUse {
 		if name == "" {
 			name = root.LinkBase(mdev + "/mdev_type")
 		}
-		u.VGPUs = append(u.VGPUs, LiveVGPU{Device: m, Type: name, Holders: vgpuHolders(root, mdev)})
+		u.VGPUs = append(u.VGPUs, LiveVGPU{Device: m, Type: name, Holders: DeviceHolders(root, mdev)})
 	}
 	return u
 }
@@ -135,9 +135,9 @@ func vgpuTypeNames(root *host.Root) map[string]string {
 	return out
 }
 
-// vgpuHolders: the processes holding the VFIO group or iommufd node of the
-// vGPU whose device directory is dev.
-func vgpuHolders(root *host.Root, dev string) []Holder {
+// DeviceHolders returns the processes holding the VFIO group or iommufd
+// node of the device (a VF, an mdev) whose sysfs directory is dev.
+func DeviceHolders(root *host.Root, dev string) []Holder {
 	nodes := map[string]bool{}
 	if g := root.LinkBase(dev + "/iommu_group"); g != "" {
 		nodes["/dev/vfio/"+g] = true

@@ -201,17 +201,7 @@ func Holders(root *host.Root, inst Instance) []vfio.Holder {
 	if !strings.Contains(inst.Device, ":") {
 		dev = "/sys/bus/mdev/devices/" + inst.Device
 	}
-	nodes := map[string]bool{}
-	if g := root.LinkBase(dev + "/iommu_group"); g != "" {
-		nodes["/dev/vfio/"+g] = true
-	}
-	for _, c := range root.Names(dev + "/vfio-dev") {
-		nodes["/dev/vfio/devices/"+c] = true
-	}
-	if len(nodes) == 0 {
-		return nil
-	}
-	return vfio.Holders(root, func(n string) bool { return nodes[n] })
+	return vfio.DeviceHolders(root, dev)
 }
 
 func removal(e Instance) Action {
