@@ -73,6 +73,15 @@ func TestBuiltinNouveau(t *testing.T) {
 	fs = findStatus(res, want{"driver.nouveau", "/sys/bus/pci/drivers/nouveau", preflight.Warn, ""})
 	require.Len(t, fs, 1, "%+v", res.Findings)
 	require.Contains(t, fs[0].Remedy, "gpuprep grub ensure nouveau.modeset=0")
+
+	// the same with nouveau.modeset=0 already on the command line: the kernel
+	// ignores it, so adding it is no remedy
+	require.NoError(t, fixture.New(dir).File("/proc/cmdline", "BOOT_IMAGE=/boot/vmlinuz-5.15.0-91-generic root=UUID=2f1c ro intel_iommu=on iommu=pt nouveau.modeset=0\n").Err())
+	_, res = runRoot(t, dir)
+	fs = findStatus(res, want{"driver.nouveau", "/sys/bus/pci/drivers/nouveau", preflight.Warn, ""})
+	require.Len(t, fs, 1, "%+v", res.Findings)
+	require.Contains(t, fs[0].Message, "this kernel does not honour it")
+	require.NotContains(t, fs[0].Remedy, "grub ensure")
 }
 
 // findStatus is find, of the findings with w's status only.

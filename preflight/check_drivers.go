@@ -80,9 +80,14 @@ func builtinNouveau(e *Env, bound []string) []Finding {
 		case !registered:
 			return []Finding{{Status: Pass, Subject: subject, Message: "nouveau is built into the kernel, but no nouveau driver is registered"}}
 		}
-		return []Finding{{Status: Warn, Subject: subject,
+		f := Finding{Status: Warn, Subject: subject,
 			Message: what + ", and its driver is registered, though no selected GPU uses it: it takes every NVIDIA display device at boot, and may grab a GPU that another driver releases",
-			Remedy:  builtinRemedy}}
+			Remedy:  builtinRemedy}
+		if off {
+			f.Message += "; " + vfio.NouveauOff.String() + " is on /proc/cmdline yet nouveau registered its driver: this kernel does not honour it"
+			f.Remedy = "this kernel's nouveau ignores " + vfio.NouveauOff.String() + ": boot a kernel with nouveau as a module (then blacklist it) or one that honours the argument"
+		}
+		return []Finding{f}
 	}
 	sub := strings.Join(bound, ",")
 	msg := fmt.Sprintf("nouveau drives %d selected GPU(s); %s", len(bound), what)
@@ -399,9 +404,9 @@ func containerBinding(e *Env, g *pci.Device, modes []Mode) Finding {
 	case g.Driver == "":
 		return unboundOnHost(e, g.Address, "nvidia", modes)
 	case g.Driver == "nvidia":
-		if m := e.Manager(); m.Installed {
+		if ev := vgpuHostDriver(e, g); len(ev) > 0 {
 			f.Status = Fail
-			f.Message = "on the NVIDIA vGPU manager's nvidia driver (" + strings.Join(m.Evidence, ", ") + "): it hosts vGPUs for VMs and runs no CUDA workloads on the host, and the GPU Operator's driver container cannot load its driver while it is loaded"
+			f.Message = "on the NVIDIA vGPU manager's nvidia driver (" + strings.Join(ev, ", ") + "): it hosts vGPUs for VMs and runs no CUDA workloads on the host, and the GPU Operator's driver container cannot load its driver while it is loaded"
 			f.Remedy = "a node runs one GPU workload type: use this node for vm-vgpu (gpuprep check --mode vm-vgpu), or uninstall the vGPU manager (its installer's --uninstall) and reboot before using it for containers"
 		}
 	default:
@@ -411,6 +416,23 @@ func containerBinding(e *Env, g *pci.Device, modes []Mode) Finding {
 			g.Address, g.Address, g.Driver, g.Driver, g.Address)
 	}
 	return f
+}
+
+// vgpuHostDriver is the evidence that the nvidia driver g is on is the vGPU
+// manager's (vgpu-kvm): its nvidia_vgpu_vfio module loaded, its daemons
+// installed, or the GPU offering vGPU types. Not an mdev bus alone (other
+// drivers, i915 GVT-g, make one) nor sriov-manage alone.
+func vgpuHostDriver(e *Env, g *pci.Device) []string {
+	var ev []string
+	for _, x := range e.Manager().Evidence {
+		if strings.Contains(x, "nvidia_vgpu_vfio") || strings.HasSuffix(x, "/nvidia-vgpu-mgr") || strings.HasSuffix(x, "/nvidia-vgpud") {
+			ev = append(ev, x)
+		}
+	}
+	if s := e.VGPU(g.Address); len(s.Types) > 0 {
+		ev = append(ev, fmt.Sprintf("%s offers %d vGPU type(s)", g.Address, len(s.Types)))
+	}
+	return ev
 }
 
 // unboundOnHost judges, for modes that need the device on the host's

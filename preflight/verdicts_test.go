@@ -520,6 +520,14 @@ func TestContainerNeedsTheDatacenterDriver(t *testing.T) {
 	require.Contains(t, f.Remedy, "echo 0000:01:00.0 > /sys/bus/pci/devices/0000:01:00.0/driver/unbind")
 	require.Contains(t, f.Remedy, "pci-stub.ids=")
 
+	// an mdev bus of another driver (i915 GVT-g) or a stray sriov-manage is
+	// no vGPU manager
+	_, res = runRoot(t, build(t, fixture.TuringMultifunction, func(b *fixture.Builder) {
+		b.Mkdir("/sys/class/mdev_bus/0000:00:02.0").File("/usr/lib/nvidia/sriov-manage", "#!/bin/sh\n")
+	}))
+	f = one(t, res, "vfio.binding", gpu, preflight.Container)
+	require.Equal(t, preflight.Pass, f.Status, f.Message)
+
 	for name, sc := range map[string]func(*fixture.Builder){"mdev": fixture.MdevVGPU, "sriov": fixture.SRIOVVGPU} {
 		_, res = runRoot(t, build(t, sc, nil))
 		var fs []preflight.Finding

@@ -340,8 +340,8 @@ func (f *FleetReport) Finish() {
 		seen := map[key]bool{}
 		seenCheck := map[string]bool{}
 		for _, fd := range h.Report.Findings {
-			if !Counts(h.Report, fd) {
-				continue
+			if !Counts(h.Report, fd) || fd.Status == preflight.Skip {
+				continue // a skip judged nothing (--skip, no GPU selected)
 			}
 			if !seenCheck[fd.Check] {
 				seenCheck[fd.Check] = true

@@ -78,6 +78,7 @@ func TestFleetSpreadCountsHostsThatJudgedTheCheck(t *testing.T) {
 		{Name: "v1", Status: "evaluated", Report: hostReport("vm-vgpu", vg(preflight.Fail))},
 		{Name: "v2", Status: "evaluated", Report: hostReport("vm-vgpu", vg(preflight.Pass))},
 		{Name: "c", Status: "evaluated", Report: hostReport("container", vg(preflight.Fail), preflight.Finding{Check: "gpu.present", Status: preflight.Pass})},
+		{Name: "s", Status: "evaluated", Report: hostReport("vm-vgpu", vg(preflight.Skip))}, // skipped: judged nothing
 	}}
 	f.Finish()
 	require.Len(t, f.Summary.Checks, 1)

@@ -133,7 +133,13 @@ func BuiltinHolds(root *host.Root, devs []*pci.Device) []BuiltinHold {
 			continue
 		case mod == "nouveau" && kargs.Satisfied(cmdline, NouveauOff):
 			continue
-		case builtin["vfio_pci"] && IDsOnCmdline(cmdline, d):
+		case mod != "nouveau" && builtin["vfio_pci"] && IDsOnCmdline(cmdline, d):
+			// vfio-pci's initcall runs before the driver's; not before
+			// nouveau's (drivers/gpu links before drivers/vfio)
+			continue
+		case driverctlVFIO(root, d.Address):
+			// driverctl's boot service takes it from the driver and
+			// probes it with driver_override (BuiltinFix's remedy)
 			continue
 		}
 		out = append(out, BuiltinHold{Dev: d, Driver: drv, Module: mod})
@@ -191,4 +197,11 @@ func builtinWarnings(root *host.Root, ts []*Target) []string {
 		out = append(out, "NOT PERSISTENT ACROSS A REBOOT: "+BuiltinWhy(h)+"; to keep it: "+BuiltinFix(root, h, gpuOf[h.Dev.Address]))
 	}
 	return slices.Clip(out)
+}
+
+// driverctlVFIO reports whether a driverctl override binds addr to a VFIO
+// driver at boot (/etc/driverctl.d/pci-ADDR names the driver).
+func driverctlVFIO(root *host.Root, addr string) bool {
+	b, err := root.ReadFile("/etc/driverctl.d/pci-" + addr)
+	return err == nil && pci.DriverIsVFIO(strings.TrimSpace(string(b)))
 }

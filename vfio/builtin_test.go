@@ -90,3 +90,28 @@ func TestBuiltinPCIStubIsNotAHold(t *testing.T) {
 	require.Equal(t, "pci-stub", k.Driver("0000:01:00.2"))
 	require.Empty(t, BuiltinHolds(k.Root, inventory(t, k).Devices))
 }
+
+// A driverctl override to vfio-pci (BuiltinFix's remedy where vfio-pci is a
+// module) is what holds: no warning once it is there.
+func TestDriverctlOverrideIsNotAHold(t *testing.T) {
+	k := sim(t, "turing-builtin-xhci")
+	require.Len(t, BuiltinHolds(k.Root, inventory(t, k).Devices), 1)
+	k = sim(t, "turing-builtin-xhci", func(b *fixture.Builder) { b.File("/etc/driverctl.d/pci-0000:01:00.2", "vfio-pci\n") })
+	require.Empty(t, BuiltinHolds(k.Root, inventory(t, k).Devices))
+}
+
+// Built-in nouveau initialises before a built-in vfio-pci (drivers/gpu links
+// before drivers/vfio): vfio-pci.ids= on the command line does not keep the
+// GPU from it; only nouveau.modeset=0 does.
+func TestBuiltinNouveauBeforeBuiltinVFIOPCI(t *testing.T) {
+	const ids = "BOOT_IMAGE=/boot/vmlinuz root=UUID=1 ro intel_iommu=on iommu=pt vfio-pci.ids=10de:1eb8"
+	both := func(b *fixture.Builder) {
+		b.ModuleFiles("5.15.0-91-generic", nil, []string{"kernel/drivers/gpu/drm/nouveau/nouveau.ko", "kernel/drivers/vfio/pci/vfio-pci.ko", "kernel/drivers/vfio/vfio.ko"}, nil)
+	}
+	k := sim(t, "nouveau-builtin", both, func(b *fixture.Builder) { b.File("/proc/cmdline", ids+"\n") })
+	hs := BuiltinHolds(k.Root, inventory(t, k).Devices)
+	require.Len(t, hs, 1)
+	require.Equal(t, "nouveau", hs[0].Module)
+	k = sim(t, "nouveau-builtin", both, func(b *fixture.Builder) { b.File("/proc/cmdline", ids+" nouveau.modeset=0\n") })
+	require.Empty(t, BuiltinHolds(k.Root, inventory(t, k).Devices))
+}

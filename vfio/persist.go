@@ -303,7 +303,7 @@ func ForeignBootBinders(root *host.Root, cmdline []kargs.Param, d *pci.Device) [
 			}
 		}
 	}
-	if b, err := root.ReadFile("/etc/driverctl.d/pci-" + d.Address); err == nil && pci.DriverIsVFIO(strings.TrimSpace(string(b))) {
+	if driverctlVFIO(root, d.Address) {
 		out = append(out, "a driverctl override (/etc/driverctl.d/pci-"+d.Address+")")
 	}
 	for _, dir := range []string{"/etc/udev/rules.d", "/run/udev/rules.d"} {

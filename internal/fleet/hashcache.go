@@ -27,11 +27,20 @@ import (
 // the same times (Linux stamps files with a coarse clock), so, as git does
 // for its index ("racy git"), a hash is recorded only for a file whose
 // ctime is older than hashRaceWindow: a later change then gets a later time.
+// The window is measured against this machine's clock, so the cache is
+// used only on local file systems (ext4, XFS, Btrfs, tmpfs, overlay, ZFS,
+// F2FS): on NFS, SMB or FUSE the server stamps the times, by its own clock.
 // The cache is an optimisation only: it is never an error not to read or
 // write it, and a hash read from it is used only when the identity matches
-// exactly. An upload is verified on the host against the hash, so even a
-// wrong hash could not put a wrong binary there.
+// exactly. A wrong hash would matter: a host whose cache already holds a
+// file of that hash would run it without an upload, which is why the
+// identity, the window and the file system are all required.
 var hashRaceWindow = 2 * time.Second
+
+// localFS are the statfs magic numbers of the file systems the hash cache
+// trusts (linux/magic.h).
+var localFS = map[int64]bool{0xEF53: true, 0x58465342: true, 0x9123683E: true, 0x01021994: true,
+	0x794c7630: true, 0x2fc12fc1: true, 0xF2F52010: true}
 
 const hashCacheVersion = "gpuprep-hash/1"
 
@@ -65,6 +74,10 @@ func hashOpenFile(f *os.File) (string, error) {
 		return "", err
 	}
 	id, entry, ctime, ok := fileIdentity(fi)
+	var st syscall.Statfs_t
+	if ok && (syscall.Fstatfs(int(f.Fd()), &st) != nil || !localFS[int64(st.Type)]) {
+		ok = false // not a file system whose times this machine's clock stamps
+	}
 	dir := hashCacheDir()
 	if ok && dir != "" {
 		if sum, hit := readHashEntry(filepath.Join(dir, entry), id); hit {

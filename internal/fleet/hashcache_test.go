@@ -159,3 +159,32 @@ func TestLoadBinaryHashCache(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, b1, b2)
 }
+
+// On a file system the cache does not trust (NFS, SMB, FUSE: the server
+// stamps the times, by its own clock) nothing is read from the cache or
+// written to it.
+func TestHashCacheOnlyOnLocalFileSystems(t *testing.T) {
+	dir := hashCacheRig(t)
+	p := filepath.Join(t.TempDir(), "file")
+	require.NoError(t, os.WriteFile(p, []byte("x\n"), 0o644))
+	_, err := LoadFile(p)
+	require.NoError(t, err)
+	entries := cacheEntries(t, dir)
+	require.Len(t, entries, 1)
+	entry := filepath.Join(dir, entries[0])
+	b, err := os.ReadFile(entry)
+	require.NoError(t, err)
+	id, _, _ := strings.Cut(string(b), "\n")
+	require.NoError(t, os.WriteFile(entry, []byte(id+"\n"+strings.Repeat("ab", sha256.Size)+"\n"), 0o600))
+
+	old := localFS
+	localFS = map[int64]bool{} // as if the file were on NFS
+	t.Cleanup(func() { localFS = old })
+	f, err := LoadFile(p)
+	require.NoError(t, err)
+	assert.Equal(t, sha([]byte("x\n")), f.SHA256, "the entry is not read")
+	require.NoError(t, os.Remove(entry))
+	_, err = LoadFile(p)
+	require.NoError(t, err)
+	assert.Empty(t, cacheEntries(t, dir), "nor written")
+}

@@ -153,17 +153,19 @@ func passthroughBy(ps []Param) (on bool, by Param, ok bool) {
 	return on, by, ok
 }
 
-// kstrtobool reads a boolean as the kernel's kstrtobool does: by its first
-// character (1, y, Y true; 0, n, N false) or, after an o, its second (on,
-// off).
+// kstrtobool reads a boolean as the kernel's kstrtobool (lib/kstrtox.c)
+// does: by its first character (1, y, Y, t, T, e, E true: yes, true,
+// enable; 0, n, N, f, F, d, D false) or, after an o, its second (on, off).
+// Kernels before 5.19 know only 1/y/n/0/on/off and ignore true/false/
+// enable/disable; read the newer way, a "false" still never counts as on.
 func kstrtobool(s string) (v, ok bool) {
 	if s == "" {
 		return false, false
 	}
 	switch s[0] {
-	case '1', 'y', 'Y':
+	case '1', 'y', 'Y', 't', 'T', 'e', 'E':
 		return true, true
-	case '0', 'n', 'N':
+	case '0', 'n', 'N', 'f', 'F', 'd', 'D':
 		return false, true
 	case 'o', 'O':
 		if len(s) > 1 {

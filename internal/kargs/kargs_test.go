@@ -110,6 +110,10 @@ func TestPassthroughDeciding(t *testing.T) {
 		{"iommu.passthrough=yes", "iommu.passthrough=yes", true}, // kstrtobool reads the first character
 		{"iommu.passthrough=on", "iommu.passthrough=on", true},
 		{"iommu=pt iommu.passthrough=off", "iommu.passthrough=off", false},
+		{"iommu=pt iommu.passthrough=false", "iommu.passthrough=false", false}, // t/f, e/d too (kernel >= 5.19)
+		{"iommu=pt iommu.passthrough=disable", "iommu.passthrough=disable", false},
+		{"iommu.passthrough=true", "iommu.passthrough=true", true},
+		{"iommu.passthrough=Enable", "iommu.passthrough=Enable", true},
 		{"iommu=pt iommu.passthrough=2", "iommu=pt", true}, // not a boolean: ignored
 		{"iommu=pt iommu.passthrough", "iommu=pt", true},
 		{"iommu.passthrough=0 iommu=pt,force", "iommu=pt,force", true},
