@@ -239,6 +239,7 @@ func checkVFIOModules(e *Env) []Finding {
 
 func checkVFIOBinding(e *Env) []Finding {
 	var out []Finding
+	nextBoot := sync.OnceValue(func() []kargs.Param { return vfio.NextBootCmdline(e.Root) })
 	for _, g := range e.GPUs {
 		if g.VendorID != pci.VendorNVIDIA {
 			// Selected by the user: passthrough can take any device, but
@@ -269,13 +270,13 @@ func checkVFIOBinding(e *Env) []Finding {
 				}
 				behind = append(behind, d.Address+" ("+classLabel(d.Class)+", driver "+d.Driver+")")
 			}
-			binders := vfio.BootBinders(e.Root, e.Cmdline, g)
+			binders := vfio.BootBinders(e.Root, nextBoot(), g)
 			f := Finding{Status: Pass, Subject: g.Address, Modes: pass, Message: "bound to " + g.Driver}
 			if len(binders) == 0 && len(behind) == 0 {
 				// a live bind (vfio bind without --persist, a
 				// driver_override by hand): gone at the next boot
 				f.Status = Warn
-				f.Message += " until the next boot: nothing binds it to VFIO at boot (no persistent configuration of gpuprep's, no vfio-pci.ids= on the kernel command line, no `options vfio-pci ids=` in modprobe.d, no driverctl override or udev rule for it), so a reboot puts it back on its host driver"
+				f.Message += " until the next boot: nothing binds it to VFIO at boot (gpuprep looks for " + vfio.BootBindersWhat + "), so a reboot puts it back on its host driver"
 				f.Fixable, f.FixCommand = true, "gpuprep vfio bind --select "+g.Address+" --persist"
 				f.Remedy = f.FixCommand + " (keeps it on vfio-pci across reboots)"
 			}
@@ -291,7 +292,7 @@ func checkVFIOBinding(e *Env) []Finding {
 			c := Finding{Status: Fail, Subject: g.Address, Modes: cont,
 				Message: "bound to " + g.Driver + ": the NVIDIA driver cannot use it for containers",
 				Fixable: true, FixCommand: unbindFix(e, "--select "+g.Address), Remedy: unbindRemedy(e, "--select "+g.Address)}
-			if fb := vfio.ForeignBootBinders(e.Root, e.Cmdline, g); len(fb) > 0 {
+			if fb := vfio.ForeignBootBinders(e.Root, nextBoot(), g, false); len(fb) > 0 {
 				c.Remedy += "; and remove what binds it to VFIO at boot, which vfio unbind leaves (it removes only gpuprep's configuration): " + strings.Join(fb, ", ") + " (then regenerate the initramfs)"
 			}
 			if len(binders) == 0 && len(e.NVSwitches) > 0 {

@@ -198,7 +198,7 @@ func TestSiblingOnPCIStubPassesBinding(t *testing.T) {
 	}
 	b.Remove(b.DevPath("0000:01:00.1")+"/driver").Link(b.DevPath("0000:01:00.1")+"/driver", "/sys/bus/pci/drivers/pci-stub")
 	b.Mkdir("/sys/bus/pci/drivers/vfio-pci").Mkdir("/sys/bus/pci/drivers/pci-stub")
-	b.File("/etc/modprobe.d/vfio.conf", "options vfio_pci ids=10de:1e87,10de:1ad8,10de:1ad9\n") // at boot too
+	b.File("/etc/modprobe.d/vfio.conf", "options vfio_pci ids=10de:1e87,10de:1ad8,10de:1ad9\nsoftdep nvidia pre: vfio-pci\n") // at boot too
 	require.NoError(t, b.Err())
 	_, res := runRoot(t, dir)
 	f := one(t, res, "vfio.binding", "0000:01:00.0", preflight.VMPassthrough)
@@ -551,26 +551,46 @@ func TestContainerNeedsTheDatacenterDriver(t *testing.T) {
 // that does bind it at boot counts.
 func TestVFIOBindingThatDoesNotOutliveAReboot(t *testing.T) {
 	const gpu = "0000:11:00.0"
+	const ids = "options vfio-pci ids=10de:2331\n"
+	onCmdline := func(b *fixture.Builder) {
+		b.File("/proc/cmdline", "BOOT_IMAGE=/boot/vmlinuz root=UUID=1 ro intel_iommu=on vfio_pci.ids=10de:2331\n")
+		b.File("/etc/default/grub.d/vfio.cfg", `GRUB_CMDLINE_LINUX="$GRUB_CMDLINE_LINUX vfio_pci.ids=10de:2331"`+"\n")
+	}
 	for name, c := range map[string]struct {
 		edit func(*fixture.Builder)
 		warn bool
 	}{
-		"live bind only":   {func(b *fixture.Builder) { b.Remove("/etc/modprobe.d/vfio.conf") }, true},
-		"modprobe.d ids":   {func(b *fixture.Builder) { b.File("/etc/modprobe.d/vfio.conf", "options vfio-pci ids=10de:2331\n") }, false},
-		"another device's": {func(b *fixture.Builder) { b.File("/etc/modprobe.d/vfio.conf", "options vfio-pci ids=10de:2330\n") }, true},
-		"not a .conf": {func(b *fixture.Builder) {
-			b.Remove("/etc/modprobe.d/vfio.conf").File("/etc/modprobe.d/vfio.conf.bak", "options vfio-pci ids=10de:2331\n")
-		}, true},
-		"kernel command line": {func(b *fixture.Builder) {
-			b.Remove("/etc/modprobe.d/vfio.conf")
-			b.File("/proc/cmdline", "BOOT_IMAGE=/boot/vmlinuz root=UUID=1 ro intel_iommu=on vfio_pci.ids=10de:2331\n")
+		"live bind only":               {nil, true},
+		"modprobe.d ids and a softdep": {func(b *fixture.Builder) { b.File("/etc/modprobe.d/vfio.conf", ids+"softdep nvidia pre: vfio-pci\n") }, false},
+		"modprobe.d ids and modules-load.d": {func(b *fixture.Builder) {
+			b.File("/etc/modprobe.d/vfio.conf", ids).File("/etc/modules-load.d/vfio.conf", "vfio_pci\n")
 		}, false},
+		"modprobe.d ids, nothing loads vfio-pci": {func(b *fixture.Builder) { b.File("/etc/modprobe.d/vfio.conf", ids) }, true},
+		"another device's": {func(b *fixture.Builder) {
+			b.File("/etc/modprobe.d/vfio.conf", "options vfio-pci ids=10de:2330\nsoftdep nvidia pre: vfio-pci\n")
+		}, true},
+		"not a .conf": {func(b *fixture.Builder) {
+			b.File("/etc/modprobe.d/vfio.conf.bak", ids+"softdep nvidia pre: vfio-pci\n")
+		}, true},
+		"kernel command line, vfio-pci loaded early": {func(b *fixture.Builder) {
+			onCmdline(b)
+			b.File("/etc/modules-load.d/vfio.conf", "vfio-pci\n")
+		}, false},
+		"kernel command line, nothing loads vfio-pci": {onCmdline, true},
+		"running command line only": {func(b *fixture.Builder) {
+			b.File("/proc/cmdline", "BOOT_IMAGE=/boot/vmlinuz root=UUID=1 ro intel_iommu=on vfio_pci.ids=10de:2331\n")
+			b.File("/etc/modules-load.d/vfio.conf", "vfio-pci\n")
+		}, true}, // gone from the configuration: not at the next boot
 		"driverctl": {func(b *fixture.Builder) {
-			b.Remove("/etc/modprobe.d/vfio.conf")
 			b.File("/etc/driverctl.d/pci-"+gpu, "vfio-pci\n")
 		}, false},
+		"a udev rule": {func(b *fixture.Builder) {
+			b.File("/etc/udev/rules.d/50-vfio.rules", `ACTION=="add", KERNEL=="`+gpu+`", ATTR{driver_override}="vfio-pci"`+"\n")
+		}, false},
+		"a udev rule of another device": {func(b *fixture.Builder) {
+			b.File("/etc/udev/rules.d/50-vfio.rules", "# vfio for "+gpu+" is elsewhere\n"+`ACTION=="add", KERNEL=="0000:21:00.0", ATTR{driver_override}="vfio-pci"`+"\n")
+		}, true},
 		"gpuprep's": {func(b *fixture.Builder) {
-			b.Remove("/etc/modprobe.d/vfio.conf")
 			b.File("/etc/modprobe.d/gpuprep-vfio.conf", "# gpuprep-devices: "+gpu+"=vfio-pci\noptions vfio-pci ids=10de:2331\n")
 		}, false},
 	} {

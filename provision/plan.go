@@ -878,8 +878,7 @@ func (p *Plan) planBind(rebootPending bool) error {
 	}
 	// functions on VFIO now that nothing binds at boot (a vfio bind
 	// without --persist): back on their host drivers after a reboot
-	raw, _ := p.root.ReadString("/proc/cmdline")
-	cmdline := kargs.Parse(raw)
+	cmdline := vfio.NextBootCmdline(p.root)
 	var unpersisted []string
 	for _, t := range vp.Targets {
 		if t.Bound && len(vfio.BootBinders(p.root, cmdline, t.Dev)) == 0 {
@@ -1065,7 +1064,12 @@ func (p *Plan) diagnoseVFIOReboot(onVFIO []string, entries []journal.Entry) *Reb
 	devs := map[string][]string{} // what binds them → which
 	for _, a := range onVFIO {
 		if d := p.inv.Get(a); d != nil {
-			for _, b := range vfio.BootBinders(root, cmdline, d) {
+			// what bound them at the boot that happened: vfio-pci did load
+			bs := vfio.ForeignBootBinders(root, cmdline, d, true)
+			if drv := vfio.Persisted(root)[a]; drv != "" {
+				bs = append([]string{"gpuprep's persistent configuration (" + vfio.ModprobeConf + ": " + drv + ")"}, bs...)
+			}
+			for _, b := range bs {
 				if devs[b] == nil {
 					binders = append(binders, b)
 				}
@@ -1224,14 +1228,13 @@ func (p *Plan) planUnbind(entries []journal.Entry) error {
 // options, a driverctl override or udev rule. gpuprep does not edit what it
 // did not write; until it goes, the node is not ready after a reboot.
 func (p *Plan) noteForeignBinders(addrs []string) {
-	raw, _ := p.root.ReadString("/proc/cmdline")
-	cmdline := kargs.Parse(raw)
+	cmdline := vfio.NextBootCmdline(p.root)
 	for _, a := range addrs {
 		d := p.inv.Get(a)
 		if d == nil {
 			continue
 		}
-		if bs := vfio.ForeignBootBinders(p.root, cmdline, d); len(bs) > 0 {
+		if bs := vfio.ForeignBootBinders(p.root, cmdline, d, false); len(bs) > 0 {
 			p.Unaddressed = append(p.Unaddressed, fmt.Sprintf("vfio.binding %s: %s bind(s) it to VFIO again at the next boot (gpuprep removes only its own VFIO configuration): remove that for it, regenerate the initramfs, and run gpuprep apply again",
 				a, strings.Join(bs, " and ")))
 		}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gpuprep/gpuprep/grub"
 	"github.com/gpuprep/gpuprep/internal/host"
 	"github.com/gpuprep/gpuprep/internal/initramfs"
 	"github.com/gpuprep/gpuprep/internal/journal"
@@ -259,46 +260,53 @@ func InitramfsStale(root *host.Root) string {
 
 // BootBinders lists what binds d to a VFIO driver at the next boot, as far
 // as gpuprep can see: gpuprep's persistent configuration, vfio-pci.ids= on
-// the kernel command line (cmdline: the one the node boots with), `options
-// vfio-pci ids=` in a modprobe.d file, a driverctl override, or a udev rule
-// that names d with a VFIO driver. A live bind (vfio bind without --persist,
-// a driver_override written by hand) is none of these: the device returns
-// to its driver at the next boot. Built-in drivers that take a function
+// the kernel command line (cmdline: the one the node boots with next, see
+// NextBootCmdline) where vfio-pci is built in or loaded early, `options
+// vfio-pci ids=` in a modprobe.d file where vfio-pci is a module loaded
+// early, a driverctl override, or a udev rule that names d with a VFIO
+// driver. Loaded early: a softdep (`softdep nvidia pre: vfio-pci`) or a
+// modules-load.d entry loads it; without one, udev loads the GPU's own
+// driver for it (vfio-pci has no alias matching a GPU) and the IDs are
+// never applied. A live bind (vfio bind without --persist, a
+// driver_override written by hand) is none of these: the device returns to
+// its driver at the next boot. Built-in drivers that take a function
 // before any of these act are BuiltinHolds' concern.
 func BootBinders(root *host.Root, cmdline []kargs.Param, d *pci.Device) []string {
 	var out []string
 	if drv := Persisted(root)[d.Address]; drv != "" {
 		out = append(out, "gpuprep's persistent configuration ("+ModprobeConf+": "+drv+")")
 	}
-	return append(out, ForeignBootBinders(root, cmdline, d)...)
+	return append(out, ForeignBootBinders(root, cmdline, d, false)...)
 }
+
+// BootBindersWhat says, for a message, what BootBinders looks for.
+const BootBindersWhat = "gpuprep's persistent configuration, vfio-pci.ids= on the next boot's kernel command line with vfio-pci built in or loaded early, `options vfio-pci ids=` with a softdep or modules-load.d entry that loads vfio-pci, a driverctl override or a udev rule for it"
 
 // ForeignBootBinders is BootBinders without gpuprep's own configuration:
 // what a vfio unbind, which drops only gpuprep's, leaves binding d at boot.
-func ForeignBootBinders(root *host.Root, cmdline []kargs.Param, d *pci.Device) []string {
+// loaded says vfio-pci is known to have loaded early at the boot in
+// question (devices ended up on it): its IDs then count without a loader.
+func ForeignBootBinders(root *host.Root, cmdline []kargs.Param, d *pci.Device, loaded bool) []string {
 	var out []string
-	if IDsOnCmdline(cmdline, d) {
+	kver, _ := root.ReadString("/proc/sys/kernel/osrelease")
+	builtin := BuiltinModules(root, strings.TrimSpace(kver))["vfio_pci"]
+	early := builtin || loaded || vfioLoadedEarly(root)
+	if early && IDsOnCmdline(cmdline, d) {
 		out = append(out, "vfio-pci.ids= on the kernel command line")
 	}
 	id := d.VendorID + ":" + d.DeviceID
-	for _, dir := range []string{"/etc/modprobe.d", "/run/modprobe.d", "/usr/lib/modprobe.d", "/lib/modprobe.d"} {
-		for _, n := range root.Names(dir) {
-			if !strings.HasSuffix(n, ".conf") || dir+"/"+n == ModprobeConf {
+	for _, f := range modprobeFiles(root) {
+		if f.path == ModprobeConf || builtin || !early { // a built-in module takes no modprobe.d options
+			continue
+		}
+		for _, l := range f.lines {
+			w := strings.Fields(strings.ReplaceAll(l, "_", "-"))
+			if len(w) < 3 || w[0] != "options" || w[1] != "vfio-pci" {
 				continue
 			}
-			b, err := root.ReadFile(dir + "/" + n)
-			if err != nil {
-				continue
-			}
-			for _, l := range strings.Split(string(b), "\n") {
-				f := strings.Fields(strings.ReplaceAll(l, "_", "-"))
-				if len(f) < 3 || f[0] != "options" || f[1] != "vfio-pci" {
-					continue
-				}
-				for _, o := range f[2:] {
-					if v, ok := strings.CutPrefix(o, "ids="); ok && idListHas(v, id) {
-						out = append(out, dir+"/"+n+" (options vfio-pci ids=)")
-					}
+			for _, o := range w[2:] {
+				if v, ok := strings.CutPrefix(o, "ids="); ok && idListHas(v, id) {
+					out = append(out, f.path+" (options vfio-pci ids=)")
 				}
 			}
 		}
@@ -312,12 +320,96 @@ func ForeignBootBinders(root *host.Root, cmdline []kargs.Param, d *pci.Device) [
 				continue
 			}
 			b, err := root.ReadFile(dir + "/" + n)
-			if err == nil && strings.Contains(string(b), d.Address) && strings.Contains(string(b), "vfio") {
-				out = append(out, "a udev rule ("+dir+"/"+n+")")
+			if err != nil {
+				continue
+			}
+			for _, l := range strings.Split(string(b), "\n") { // one rule a line
+				if !strings.HasPrefix(strings.TrimSpace(l), "#") && strings.Contains(l, d.Address) && strings.Contains(l, "vfio") {
+					out = append(out, "a udev rule ("+dir+"/"+n+")")
+					break
+				}
 			}
 		}
 	}
 	return out
+}
+
+type confFile struct {
+	path  string
+	lines []string
+}
+
+// modprobeFiles are the modprobe.d configuration files.
+func modprobeFiles(root *host.Root) []confFile {
+	var out []confFile
+	for _, dir := range []string{"/etc/modprobe.d", "/run/modprobe.d", "/usr/lib/modprobe.d", "/lib/modprobe.d"} {
+		for _, n := range root.Names(dir) {
+			if !strings.HasSuffix(n, ".conf") {
+				continue
+			}
+			if b, err := root.ReadFile(dir + "/" + n); err == nil {
+				out = append(out, confFile{dir + "/" + n, strings.Split(string(b), "\n")})
+			}
+		}
+	}
+	return out
+}
+
+// vfioLoadedEarly reports whether something loads the vfio-pci module at
+// boot before udev loads the GPUs' own drivers: a softdep naming it before
+// another module, or a modules-load.d (or /etc/modules) entry.
+func vfioLoadedEarly(root *host.Root) bool {
+	isVFIO := func(m string) bool { return strings.ReplaceAll(m, "_", "-") == "vfio-pci" }
+	for _, f := range modprobeFiles(root) {
+		for _, l := range f.lines {
+			w := strings.Fields(l)
+			if len(w) < 3 || w[0] != "softdep" {
+				continue
+			}
+			pre := false
+			for _, x := range w[2:] {
+				switch {
+				case x == "pre:":
+					pre = true
+				case x == "post:":
+					pre = false
+				case pre && isVFIO(x):
+					return true
+				}
+			}
+		}
+	}
+	files := []string{"/etc/modules"}
+	for _, dir := range []string{"/etc/modules-load.d", "/run/modules-load.d", "/usr/lib/modules-load.d", "/lib/modules-load.d"} {
+		for _, n := range root.Names(dir) {
+			if strings.HasSuffix(n, ".conf") {
+				files = append(files, dir+"/"+n)
+			}
+		}
+	}
+	for _, p := range files {
+		b, err := root.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		for _, l := range strings.Split(string(b), "\n") {
+			if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "#") && isVFIO(strings.Fields(l)[0]) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// NextBootCmdline is the kernel command line of the next boot as far as the
+// bootloader configuration says (grub.Configured), else the running one.
+func NextBootCmdline(root *host.Root) []kargs.Param {
+	kver, _ := root.ReadString("/proc/sys/kernel/osrelease")
+	if src, err := grub.Configured(root, strings.TrimSpace(kver)); err == nil && src != nil {
+		return kargs.Parse(src.Cmdline)
+	}
+	raw, _ := root.ReadString("/proc/cmdline")
+	return kargs.Parse(raw)
 }
 
 // idListHas reports whether a vfio-pci ids= list names vendor:device id.

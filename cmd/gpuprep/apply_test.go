@@ -297,7 +297,7 @@ func TestPlanReadyNodePlansNothing(t *testing.T) {
 	for _, sc := range []struct{ name, mode string }{{"vfio-bound", "vm-passthrough"}, {"hgx-h200", "container"}} {
 		root := fixtureRoot(t, sc.name)
 		if sc.name == "vfio-bound" { // and at boot
-			require.NoError(t, fixture.New(root).File("/etc/modprobe.d/vfio.conf", "options vfio-pci ids=10de:2331\n").Err())
+			require.NoError(t, fixture.New(root).File("/etc/modprobe.d/vfio.conf", "options vfio-pci ids=10de:2331\nsoftdep nvidia pre: vfio-pci\n").Err())
 		}
 		if sc.name == "hgx-h200" {
 			require.NoError(t, fixture.New(root).File("/etc/default/kubelet", "KUBELET_EXTRA_ARGS=--node-labels=nvidia.com/gpu.workload.config=container\n").Err())
@@ -1078,7 +1078,7 @@ func TestPlanPersistsALiveVFIOBinding(t *testing.T) {
 // check's remedy says so too.
 func TestPlanContainerWithForeignVFIOConfiguration(t *testing.T) {
 	root := fixtureRoot(t, "vfio-bound")
-	require.NoError(t, fixture.New(root).File("/etc/modprobe.d/vfio.conf", "options vfio-pci ids=10de:2331\n").Err())
+	require.NoError(t, fixture.New(root).File("/etc/modprobe.d/vfio.conf", "options vfio-pci ids=10de:2331\nsoftdep nvidia pre: vfio-pci\n").Err())
 	out, errs, code := gpuprep(t, "plan", "--root", root, "--mode", "container", "-o", "json")
 	require.Equal(t, 0, code, errs)
 	var p planJSON
