@@ -393,12 +393,12 @@ func checkIOMMUCmdline(e *Env) []Finding {
 		case running && (conf || src == nil):
 			f.Status = Pass
 			f.Message = "in effect (/proc/cmdline)"
-			if eq := as(e.Cmdline, want); eq != "" {
+			if eq := kargs.AsEquivalent(e.Cmdline, want); eq != "" {
 				f.Message = "in effect (/proc/cmdline, " + eq[2:len(eq)-1] + ")"
 			}
 			switch {
 			case src != nil:
-				f.Message += " and configured in " + src.File + as(configured, want)
+				f.Message += " and configured in " + src.File + kargs.AsEquivalent(configured, want)
 			case srcErr != nil:
 				f.Message += "; whether it persists is unknown: " + unparsed + " cannot be parsed"
 			default:
@@ -413,7 +413,7 @@ func checkIOMMUCmdline(e *Env) []Finding {
 			}
 		case running:
 			f.Status = Warn
-			f.Message = "in effect now" + as(e.Cmdline, want) + " but not configured in " + src.File + ": the next boot loses it"
+			f.Message = "in effect now" + kargs.AsEquivalent(e.Cmdline, want) + " but not configured in " + src.File + ": the next boot loses it"
 			f.Fixable, f.FixCommand = true, fix
 			f.Remedy = "persist it: " + fix
 		case conf:
@@ -423,13 +423,13 @@ func checkIOMMUCmdline(e *Env) []Finding {
 				notYet = notInEffect(e.Cmdline, want, "/proc/cmdline")
 			}
 			if pending, detail, regen := rebootPending(e, src, grub.Request{Ensure: []kargs.Param{want}}); pending {
-				f.Message = "configured in " + src.File + as(configured, want) + ", reboot pending: " + notYet + detail
+				f.Message = "configured in " + src.File + kargs.AsEquivalent(configured, want) + ", reboot pending: " + notYet + detail
 				f.Remedy = "reboot the node"
 				if regen != "" {
 					f.Remedy = "regenerate the boot menu (" + regen + "), then reboot the node"
 				}
 			} else {
-				f.Message = "configured in " + src.File + as(configured, want) + " but not effective after the last boot" + detail
+				f.Message = "configured in " + src.File + kargs.AsEquivalent(configured, want) + " but not effective after the last boot" + detail
 				if notYet != "not yet in /proc/cmdline" {
 					f.Message += " (" + notYet + ")"
 				}
@@ -497,16 +497,6 @@ func checkIOMMUCmdline(e *Env) []Finding {
 			Remedy:  "gpuprep grub remove amd_iommu", Fixable: true, FixCommand: "gpuprep grub remove amd_iommu"})
 	}
 	return out
-}
-
-// as is " (as P)" when want is in effect in ps through P, an argument of
-// another key (iommu.passthrough=1 for iommu=pt, kernel-parameters.txt), else
-// "".
-func as(ps []kargs.Param, want kargs.Param) string {
-	if p, ok := kargs.Deciding(ps, want); ok && kargs.Equivalent(p, want) && kargs.Satisfied(ps, want) {
-		return " (as " + p.String() + ", its equivalent)"
-	}
-	return ""
 }
 
 // laterLack is, on a BLS node, the files that kernels installed later take

@@ -186,7 +186,7 @@ func (c *grubCmd) edit(cmd *cobra.Command, args []string, remove bool) error {
 	kver, _ := root.ReadString("/proc/sys/kernel/osrelease")
 	conf, _, _ := boot.ConfiguredArgs(strings.TrimSpace(kver))
 	for _, s := range plan.Satisfied {
-		fmt.Fprintf(out, "already configured: %s%s\n", s, asEquivalent(conf, s))
+		fmt.Fprintf(out, "already configured: %s%s\n", s, kargs.AsEquivalent(conf, s))
 	}
 	for _, s := range notNeeded {
 		fmt.Fprintf(out, "left out: %s\n", s)
@@ -242,15 +242,6 @@ func (c *grubCmd) edit(cmd *cobra.Command, args []string, remove bool) error {
 		return &exitError{code: exitNeedReboot}
 	}
 	return nil
-}
-
-// asEquivalent is " (as P)" when want is in effect in ps through P, an
-// argument of another key (iommu.passthrough=1 for iommu=pt), else "".
-func asEquivalent(ps []kargs.Param, want kargs.Param) string {
-	if p, ok := kargs.Deciding(ps, want); ok && kargs.Equivalent(p, want) && kargs.Satisfied(ps, want) {
-		return " (as " + p.String() + ", its equivalent)"
-	}
-	return ""
 }
 
 // rebootNeeded: the running kernel's arguments do not yet match the request.

@@ -305,3 +305,13 @@ func OffIndexes(ps []Param, key string) []int {
 	}
 	return out
 }
+
+// AsEquivalent is, for a message, " (as P, its equivalent)" when want is
+// satisfied in ps by another argument P that means the same
+// (iommu.passthrough=1 for iommu=pt), else "".
+func AsEquivalent(ps []Param, want Param) string {
+	if p, ok := Deciding(ps, want); ok && Equivalent(p, want) && Satisfied(ps, want) {
+		return " (as " + p.String() + ", its equivalent)"
+	}
+	return ""
+}
