@@ -227,15 +227,11 @@ func NewPlan(root *host.Root, inv *pci.Inventory, sel pci.Selector, opts Options
 	sort.SliceStable(p.Targets, func(i, j int) bool { return p.Targets[i].Dev.Address < p.Targets[j].Dev.Address })
 
 	// a GPU hosting vGPUs (or SR-IOV VFs) loses them with its driver
+	var devs []*pci.Device
 	for _, t := range p.Targets {
-		if t.Bound || t.Driver == "" {
-			continue
-		}
-		if u := ReadVGPUUse(root, t.Dev.Address); !u.Empty() {
-			refused = append(refused, vgpuReason(root, u, t.Driver))
-		}
+		devs = append(devs, t.Dev)
 	}
-	if len(refused) > 0 {
+	if refused = VGPURefusals(root, devs); len(refused) > 0 {
 		return nil, &Refused{Reasons: refused}
 	}
 	var mods []string

@@ -115,7 +115,7 @@ func VGPURefusals(root *host.Root, ds []*pci.Device) []string {
 			continue
 		}
 		if u := ReadVGPUUse(root, d.Address); !u.Empty() {
-			out = append(out, vgpuReason(root, u, d.Driver))
+			out = append(out, vgpuReason(root, u, d.Driver, d.VendorID == pci.VendorNVIDIA))
 		}
 	}
 	return out
@@ -162,7 +162,12 @@ const (
 // not Empty), and how to proceed. --force does not override it: it is the
 // way past processes holding /dev/nvidia*, which on a vGPU host the vGPU
 // manager's own daemons do, so it would get past this every time.
-func vgpuReason(root *host.Root, u VGPUUse, driver string) string {
+func vgpuReason(root *host.Root, u VGPUUse, driver string, nvidia bool) string {
+	if !nvidia && len(u.VGPUs) == 0 {
+		// another vendor's SR-IOV device (a NIC): its VFs, not vGPUs
+		return fmt.Sprintf("%s has %d SR-IOV VF(s) enabled (%s); unbinding %s from it would disable them, under whatever uses them. To give it to VFIO: disable the VFs (echo 0 > /sys/bus/pci/devices/%s/sriov_numvfs), then bind again (--force does not override this)",
+			u.GPU, len(u.VFs), vfRange(u.VFs), driver, u.GPU)
+	}
 	var what, todo []string
 	if len(u.VGPUs) > 0 {
 		var vs []string

@@ -74,3 +74,13 @@ func TestUnbindLeavesLiveVGPUsAlone(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "1430", cur)
 }
+
+// Another vendor's SR-IOV device (a NIC with VFs enabled) is refused for its
+// VFs, in words that fit it: no vGPU, no sriov-manage.
+func TestVFsOfAnotherVendorAreNotVGPU(t *testing.T) {
+	r := vgpuReason(nil, VGPUUse{GPU: "0000:3b:00.0", VFs: []string{"0000:3b:00.2", "0000:3b:00.3"}}, "ice", false)
+	require.Contains(t, r, "0000:3b:00.0 has 2 SR-IOV VF(s) enabled (0000:3b:00.2, 0000:3b:00.3); unbinding ice from it would disable them")
+	require.Contains(t, r, "echo 0 > /sys/bus/pci/devices/0000:3b:00.0/sriov_numvfs")
+	require.NotContains(t, r, "vGPU")
+	require.NotContains(t, r, "sriov-manage")
+}
