@@ -150,6 +150,7 @@ func Rollback(ctx context.Context, e Env, o RollbackOptions) (*RollbackResult, e
 	}
 	var idx []int
 	var dirs []string // directories gpuprep created
+	dirEntries := map[string][]int{} // each directory's KindDir entries
 	manager := false  // the journal in range records a vGPU manager install
 	bootArgs := &bootArgsUndo{}
 	// gpuprep grub ensure/remove changed files in range, and journalled no
@@ -197,6 +198,7 @@ func Rollback(ctx context.Context, e Env, o RollbackOptions) (*RollbackResult, e
 			r = get(res_, &order, "label", en.Device, i)
 		case journal.KindDir:
 			dirs = appendNew(dirs, en.Path)
+			dirEntries[en.Path] = append(dirEntries[en.Path], i)
 			continue
 		case KindBootArgs:
 			bootArgs.add(en)
@@ -279,8 +281,14 @@ func Rollback(ctx context.Context, e Env, o RollbackOptions) (*RollbackResult, e
 	// the innermost first
 	sort.SliceStable(dirs, func(a, b int) bool { return strings.Count(dirs[a], "/") > strings.Count(dirs[b], "/") })
 	for _, d := range dirs {
-		if err := removeCreatedDir(e, d, res); err != nil {
+		left, err := removeCreatedDir(e, d, res)
+		if err != nil {
 			res.Failed = append(res.Failed, err.Error())
+		}
+		if left { // not undone: a later rollback removes it once it is empty
+			for _, i := range dirEntries[d] {
+				pending[i] = true
+			}
 		}
 	}
 	if units {
@@ -366,29 +374,31 @@ func Rollback(ctx context.Context, e Env, o RollbackOptions) (*RollbackResult, e
 // entry), when it is empty. One that is gone, or holds anything now
 // (someone else's files, or a backup rollback saved there), is left as it
 // is, said in a note.
-func removeCreatedDir(e Env, d string, res *RollbackResult) error {
+// left says it is there still, holding something: a later rollback tries
+// again.
+func removeCreatedDir(e Env, d string, res *RollbackResult) (left bool, err error) {
 	fi, err := e.Root.Lstat(d)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return nil
+		return false, nil
 	case err != nil:
-		return fmt.Errorf("%s: %w", d, err)
+		return false, fmt.Errorf("%s: %w", d, err)
 	case !fi.IsDir():
 		res.Notes = append(res.Notes, fmt.Sprintf("%s: gpuprep created it as a directory; not one now: left as it is", d))
-		return nil
+		return false, nil
 	}
 	if names := e.Root.Names(d); len(names) > 0 {
 		msg := fmt.Sprintf("%s: left (gpuprep created it; it holds %s now)", d, strings.Join(names, ", "))
 		e.logf("%s", msg)
 		res.Notes = append(res.Notes, msg)
-		return nil
+		return true, nil
 	}
 	if err := e.Root.RemoveDir(d); err != nil {
-		return fmt.Errorf("remove %s: %w", d, err)
+		return false, fmt.Errorf("remove %s: %w", d, err)
 	}
 	e.logf("%s: removed (gpuprep created it; empty)", d)
 	res.Undone = append(res.Undone, Undo{Kind: "dir", Target: d, Action: "removed (gpuprep created it; empty)"})
-	return nil
+	return false, nil
 }
 
 // isUnit reports whether p is a systemd unit file gpuprep writes.

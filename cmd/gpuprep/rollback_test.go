@@ -332,6 +332,12 @@ func TestRollbackRemovesDirectoriesApplyCreated(t *testing.T) {
 	require.Contains(t, out, "note: /etc/modules-load.d: left (gpuprep created it; it holds admin.conf now)\n")
 	require.FileExists(t, filepath.Join(root, "etc/modules-load.d/admin.conf"))
 	require.NoFileExists(t, filepath.Join(root, vfio.ModulesLoad))
+	// left, not undone: once the file is gone, the next rollback removes it
+	require.NoError(t, os.Remove(filepath.Join(root, "etc/modules-load.d/admin.conf")))
+	out, errs, code = gpuprep(t, "rollback", "--root", root)
+	require.Equal(t, exitOK, code, out+errs)
+	require.Contains(t, out, "/etc/modules-load.d: removed (gpuprep created it; empty)")
+	require.NoDirExists(t, filepath.Join(root, "etc/modules-load.d"))
 
 	// one that was there before, empty: no entry, and it stays
 	root = fixtureRoot(t, "turing-multifunction")
