@@ -149,9 +149,9 @@ func Rollback(ctx context.Context, e Env, o RollbackOptions) (*RollbackResult, e
 		}
 	}
 	var idx []int
-	var dirs []string // directories gpuprep created
+	var dirs []string                // directories gpuprep created
 	dirEntries := map[string][]int{} // each directory's KindDir entries
-	manager := false  // the journal in range records a vGPU manager install
+	manager := false                 // the journal in range records a vGPU manager install
 	bootArgs := &bootArgsUndo{}
 	// gpuprep grub ensure/remove changed files in range, and journalled no
 	// bootloader command (a gpuprep from before they were: those stay)
