@@ -108,10 +108,11 @@ type Outcome struct {
 	// again that reports another boot ID ran after a reboot.
 	BootID string `json:"bootID,omitempty"`
 	// RebootedFor are the reasons of reboots earlier applies asked for that
-	// the node has booted since, which this apply answered (the journal's
-	// "done" for them): the node rebooted since it asked, whatever boot ID
-	// the caller saw. Asked again for one of these reasons, that reboot did
-	// not make its change effective.
+	// the node has booted since, which this apply or an earlier one in the
+	// same boot answered (the journal's "done" for them, with this boot's
+	// ID): the node rebooted since it asked, whatever boot ID the caller
+	// saw. Asked again for one of these reasons, that reboot did not make
+	// its change effective.
 	RebootedFor []string `json:"rebootedFor,omitempty"`
 	// Resumed names steps a previous apply started and did not finish.
 	Resumed []string `json:"resumed,omitempty"`
@@ -189,6 +190,16 @@ func Apply(ctx context.Context, e Env, p *Plan, o ApplyOptions) (*Outcome, error
 				return out, err
 			}
 			out.RebootedFor = append(out.RebootedFor, why)
+		}
+	}
+	// and those an earlier apply answered in this same boot: every answer
+	// from this boot says so, not only the first (a fleet client may have
+	// lost that one with its connection)
+	if out.BootID != "" {
+		for _, en := range entries {
+			if en.Kind == KindStep && en.Before == StepReboot && en.After == "done" && en.Device == out.BootID && !slices.Contains(out.RebootedFor, en.Path) {
+				out.RebootedFor = append(out.RebootedFor, en.Path)
+			}
 		}
 	}
 	// A kernel-args step interrupted after its file edits but before the boot

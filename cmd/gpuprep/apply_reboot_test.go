@@ -358,4 +358,9 @@ func TestApplySecondRebootForAnotherReason(t *testing.T) {
 	require.Equal(t, "22222222-2222-2222-2222-222222222222", a.Outcome.BootID)
 	require.Equal(t, []string{"vfio-unbind"}, a.Outcome.RebootedFor)
 	require.Equal(t, "nouveau", a.Outcome.Steps[0].ID)
+	// again in the same boot (a fleet client lost the first answer): it
+	// still says the node rebooted for vfio-unbind
+	a = apply(exitNeedReboot)
+	require.Equal(t, "nouveau", a.Outcome.RebootFor)
+	require.Equal(t, []string{"vfio-unbind"}, a.Outcome.RebootedFor)
 }
