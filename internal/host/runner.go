@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"strings"
 	"syscall"
+	"unicode/utf8"
 )
 
 // Runner runs a command given as argv. No implementation passes anything
@@ -123,7 +124,11 @@ func OutputTail(out []byte) string {
 		return ""
 	}
 	if len(s) > 2000 {
-		s = "…" + s[len(s)-2000:]
+		i := len(s) - 2000
+		for i < len(s) && !utf8.RuneStart(s[i]) { // not inside a character
+			i++
+		}
+		s = "…" + s[i:]
 	}
 	return "\n" + s
 }
