@@ -239,7 +239,7 @@ func checkVFIOModules(e *Env) []Finding {
 
 func checkVFIOBinding(e *Env) []Finding {
 	var out []Finding
-	nextBoot := sync.OnceValue(func() []kargs.Param { return vfio.NextBootCmdline(e.Root) })
+	nextBoot := sync.OnceValue(func() []kargs.Param { src, err := e.Configured(); return vfio.NextBootArgs(src, err, e.Cmdline) })
 	for _, g := range e.GPUs {
 		if g.VendorID != pci.VendorNVIDIA {
 			// Selected by the user: passthrough can take any device, but

@@ -104,7 +104,7 @@ func checkIOMMUKernel(e *Env) []Finding {
 		return []Finding{f}
 	}
 	want := WantedArgs(vendor)
-	src, srcErr := grub.Configured(e.Root, e.Host.Kernel)
+	src, srcErr := e.Configured()
 	var configured []kargs.Param
 	if src != nil {
 		configured = kargs.Parse(src.Cmdline)
@@ -174,7 +174,7 @@ func argList(ps []kargs.Param) string {
 // gpuprep knows at all (grub.Configured also finds nothing for kernelstub,
 // which only its own tool edits).
 func noBootloader(e *Env) bool {
-	_, err := grub.Detect(e.Root)
+	_, err := e.Boot()
 	return errors.Is(err, grub.ErrUnsupported)
 }
 
@@ -345,7 +345,7 @@ func checkIOMMUCmdline(e *Env) []Finding {
 	if e.CmdlineErr != nil {
 		return []Finding{{Status: Error, Subject: "/proc/cmdline", Message: "cannot read /proc/cmdline: " + e.CmdlineErr.Error()}}
 	}
-	src, srcErr := grub.Configured(e.Root, e.Host.Kernel)
+	src, srcErr := e.Configured()
 	var out []Finding
 	unparsed := "" // the file:line that could not be parsed
 	if srcErr != nil {
@@ -506,7 +506,7 @@ func laterLack(e *Env, src *grub.Source, want kargs.Param) []string {
 	if src == nil || src.Kind != "bls" {
 		return nil
 	}
-	b, err := grub.Detect(e.Root)
+	b, err := e.Boot()
 	if err != nil {
 		return nil
 	}
@@ -683,7 +683,7 @@ func intremapNextBoot(e *Env) []Finding {
 	if _, now := kargs.IntRemapOff(e.Cmdline); now {
 		return nil // the running kernel has it: the finding above says so
 	}
-	src, err := grub.Configured(e.Root, e.Host.Kernel)
+	src, err := e.Configured()
 	if err != nil || src == nil {
 		return nil // iommu.cmdline names what cannot be read
 	}

@@ -73,7 +73,7 @@ func vendorVFIO(e *Env, g *pci.Device) bool {
 // vgpuInterfaces says which vGPU interfaces apply to the selected GPUs
 // (worked out once per check).
 func vgpuInterfaces(e *Env) (mdev, vendor bool) {
-	e.vgpuMu.Lock()
+	e.mu.Lock()
 	if e.vgpuIfaces == nil {
 		e.vgpuIfaces = sync.OnceValue(func() [2]bool {
 			m, v := readVGPUInterfaces(e)
@@ -81,7 +81,7 @@ func vgpuInterfaces(e *Env) (mdev, vendor bool) {
 		})
 	}
 	f := e.vgpuIfaces
-	e.vgpuMu.Unlock()
+	e.mu.Unlock()
 	r := f()
 	return r[0], r[1]
 }

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gpuprep/gpuprep/grub"
 	"github.com/gpuprep/gpuprep/internal/host"
 	"github.com/gpuprep/gpuprep/internal/kargs"
 	"github.com/gpuprep/gpuprep/internal/pci"
@@ -52,29 +53,55 @@ type Env struct {
 	IOMMU      iommu.Kernel
 	Firmware   iommu.Firmware
 
-	vgpuMu sync.Mutex
-	vgpus  map[string]vgpu.GPU
-	// read once per check, by several checks
+	// mu guards what is read lazily, once per check, by several checks
+	mu         sync.Mutex
+	vgpus      map[string]vgpu.GPU
 	manager    func() vgpu.Manager
 	vgpuIfaces func() [2]bool // mdev, vendor-specific VFIO (vgpuInterfaces)
+	configured func() (*grub.Source, error)
+	boot       func() (*grub.Boot, error)
 }
 
-// VGPU is vgpu.Read for the GPU at addr, read once per Env: two checks
-// and the report each want every GPU's vGPU state.
 // Manager is the vGPU manager's state (vgpu.ReadManager), read once.
 func (e *Env) Manager() vgpu.Manager {
-	e.vgpuMu.Lock()
+	e.mu.Lock()
 	if e.manager == nil {
 		e.manager = sync.OnceValue(func() vgpu.Manager { return vgpu.ReadManager(e.Root) })
 	}
 	f := e.manager
-	e.vgpuMu.Unlock()
+	e.mu.Unlock()
 	return f()
 }
 
+// Configured is grub.Configured for the running kernel (the kernel command
+// line of the next boot), read once: the kernel-argument checks and the
+// VFIO binding's view of the next boot each want it.
+func (e *Env) Configured() (*grub.Source, error) {
+	e.mu.Lock()
+	if e.configured == nil {
+		e.configured = sync.OnceValues(func() (*grub.Source, error) { return grub.Configured(e.Root, e.Host.Kernel) })
+	}
+	f := e.configured
+	e.mu.Unlock()
+	return f()
+}
+
+// Boot is grub.Detect, read once.
+func (e *Env) Boot() (*grub.Boot, error) {
+	e.mu.Lock()
+	if e.boot == nil {
+		e.boot = sync.OnceValues(func() (*grub.Boot, error) { return grub.Detect(e.Root) })
+	}
+	f := e.boot
+	e.mu.Unlock()
+	return f()
+}
+
+// VGPU is vgpu.Read for the GPU at addr, read once per Env: two checks
+// and the report each want every GPU's vGPU state.
 func (e *Env) VGPU(addr string) vgpu.GPU {
-	e.vgpuMu.Lock()
-	defer e.vgpuMu.Unlock()
+	e.mu.Lock()
+	defer e.mu.Unlock()
 	if g, ok := e.vgpus[addr]; ok {
 		return g
 	}

@@ -405,11 +405,18 @@ func vfioLoadedEarly(root *host.Root) bool {
 // bootloader configuration says (grub.Configured), else the running one.
 func NextBootCmdline(root *host.Root) []kargs.Param {
 	kver, _ := root.ReadString("/proc/sys/kernel/osrelease")
-	if src, err := grub.Configured(root, strings.TrimSpace(kver)); err == nil && src != nil {
+	src, err := grub.Configured(root, strings.TrimSpace(kver))
+	raw, _ := root.ReadString("/proc/cmdline")
+	return NextBootArgs(src, err, kargs.Parse(raw))
+}
+
+// NextBootArgs is NextBootCmdline from a grub.Configured answer already
+// read: src's arguments, else the running ones.
+func NextBootArgs(src *grub.Source, err error, running []kargs.Param) []kargs.Param {
+	if err == nil && src != nil {
 		return kargs.Parse(src.Cmdline)
 	}
-	raw, _ := root.ReadString("/proc/cmdline")
-	return kargs.Parse(raw)
+	return running
 }
 
 // idListHas reports whether a vfio-pci ids= list names vendor:device id.
