@@ -239,7 +239,11 @@ func checkVFIOModules(e *Env) []Finding {
 
 func checkVFIOBinding(e *Env) []Finding {
 	var out []Finding
-	nextBoot := sync.OnceValue(func() []kargs.Param { src, err := e.Configured(); return vfio.NextBootArgs(src, err, e.Cmdline) })
+	// what binds the GPUs on VFIO now at the next boot, read once
+	atBoot := sync.OnceValue(func() *vfio.BootView {
+		src, err := e.Configured()
+		return vfio.NewBootView(e.Root, vfio.NextBootArgs(src, err, e.Cmdline), false)
+	})
 	for _, g := range e.GPUs {
 		if g.VendorID != pci.VendorNVIDIA {
 			// Selected by the user: passthrough can take any device, but
@@ -270,7 +274,7 @@ func checkVFIOBinding(e *Env) []Finding {
 				}
 				behind = append(behind, d.Address+" ("+classLabel(d.Class)+", driver "+d.Driver+")")
 			}
-			binders := vfio.BootBinders(e.Root, nextBoot(), g)
+			binders := atBoot().Binders(g)
 			f := Finding{Status: Pass, Subject: g.Address, Modes: pass, Message: "bound to " + g.Driver}
 			if len(binders) == 0 && len(behind) == 0 {
 				// a live bind (vfio bind without --persist, a
@@ -292,7 +296,7 @@ func checkVFIOBinding(e *Env) []Finding {
 			c := Finding{Status: Fail, Subject: g.Address, Modes: cont,
 				Message: "bound to " + g.Driver + ": the NVIDIA driver cannot use it for containers",
 				Fixable: true, FixCommand: unbindFix(e, "--select "+g.Address), Remedy: unbindRemedy(e, "--select "+g.Address)}
-			if fb := vfio.ForeignBootBinders(e.Root, nextBoot(), g, false); len(fb) > 0 {
+			if fb := atBoot().Foreign(g); len(fb) > 0 {
 				c.Remedy += "; and remove what binds it to VFIO at boot, which vfio unbind leaves (it removes only gpuprep's configuration): " + strings.Join(fb, ", ") + " (then regenerate the initramfs)"
 			}
 			if len(binders) == 0 && len(e.NVSwitches) > 0 {

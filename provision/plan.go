@@ -878,10 +878,10 @@ func (p *Plan) planBind(rebootPending bool) error {
 	}
 	// functions on VFIO now that nothing binds at boot (a vfio bind
 	// without --persist): back on their host drivers after a reboot
-	cmdline := vfio.NextBootCmdline(p.root)
+	atBoot := vfio.NewBootView(p.root, vfio.NextBootCmdline(p.root), false)
 	var unpersisted []string
 	for _, t := range vp.Targets {
-		if t.Bound && len(vfio.BootBinders(p.root, cmdline, t.Dev)) == 0 {
+		if t.Bound && len(atBoot.Binders(t.Dev)) == 0 {
 			unpersisted = append(unpersisted, t.Dev.Address)
 		}
 	}
@@ -1060,16 +1060,12 @@ func (p *Plan) diagnoseVFIOReboot(onVFIO []string, entries []journal.Entry) *Reb
 	d := &RebootError{Summary: "the node has rebooted since gpuprep apply asked for a reboot, and " + strings.Join(onVFIO, ", ") + " are still on VFIO"}
 	d.Details = append(d.Details, evidence, "/proc/cmdline: "+strings.TrimSpace(raw))
 	var binders []string
-	cmdline := kargs.Parse(raw)
+	// what bound them at the boot that happened: vfio-pci did load
+	atBoot := vfio.NewBootView(root, kargs.Parse(raw), true)
 	devs := map[string][]string{} // what binds them → which
 	for _, a := range onVFIO {
 		if d := p.inv.Get(a); d != nil {
-			// what bound them at the boot that happened: vfio-pci did load
-			bs := vfio.ForeignBootBinders(root, cmdline, d, true)
-			if drv := vfio.Persisted(root)[a]; drv != "" {
-				bs = append([]string{"gpuprep's persistent configuration (" + vfio.ModprobeConf + ": " + drv + ")"}, bs...)
-			}
-			for _, b := range bs {
+			for _, b := range atBoot.Binders(d) {
 				if devs[b] == nil {
 					binders = append(binders, b)
 				}
@@ -1228,13 +1224,16 @@ func (p *Plan) planUnbind(entries []journal.Entry) error {
 // options, a driverctl override or udev rule. gpuprep does not edit what it
 // did not write; until it goes, the node is not ready after a reboot.
 func (p *Plan) noteForeignBinders(addrs []string) {
-	cmdline := vfio.NextBootCmdline(p.root)
+	if len(addrs) == 0 {
+		return
+	}
+	atBoot := vfio.NewBootView(p.root, vfio.NextBootCmdline(p.root), false)
 	for _, a := range addrs {
 		d := p.inv.Get(a)
 		if d == nil {
 			continue
 		}
-		if bs := vfio.ForeignBootBinders(p.root, cmdline, d, false); len(bs) > 0 {
+		if bs := atBoot.Foreign(d); len(bs) > 0 {
 			p.Unaddressed = append(p.Unaddressed, fmt.Sprintf("vfio.binding %s: %s bind(s) it to VFIO again at the next boot (gpuprep removes only its own VFIO configuration): remove that for it, regenerate the initramfs, and run gpuprep apply again",
 				a, strings.Join(bs, " and ")))
 		}

@@ -258,45 +258,71 @@ func InitramfsStale(root *host.Root) string {
 		strings.Join(older, ", "), file)
 }
 
-// BootBinders lists what binds d to a VFIO driver at the next boot, as far
-// as gpuprep can see: gpuprep's persistent configuration, vfio-pci.ids= on
-// the kernel command line (cmdline: the one the node boots with next, see
-// NextBootCmdline) where vfio-pci is built in or loaded early, `options
-// vfio-pci ids=` in a modprobe.d file where vfio-pci is a module loaded
-// early, a driverctl override, or a udev rule that names d with a VFIO
-// driver. Loaded early: a softdep (`softdep nvidia pre: vfio-pci`) or a
-// modules-load.d entry loads it; without one, udev loads the GPU's own
-// driver for it (vfio-pci has no alias matching a GPU) and the IDs are
-// never applied. A live bind (vfio bind without --persist, a
+// BootView is what binds devices to a VFIO driver at a boot, as far as
+// gpuprep can see, read once for many devices: gpuprep's persistent
+// configuration, vfio-pci.ids= on the kernel command line (the one the node
+// boots with next, see NextBootCmdline) where vfio-pci is built in or loaded
+// early, `options vfio-pci ids=` in a modprobe.d file where vfio-pci is a
+// module loaded early, a driverctl override, or a udev rule that names the
+// device with a VFIO driver. Loaded early: a softdep (`softdep nvidia pre:
+// vfio-pci`) or a modules-load.d entry loads it; without one, udev loads
+// the GPU's own driver for it (vfio-pci has no alias matching a GPU) and
+// the IDs are never applied. A live bind (vfio bind without --persist, a
 // driver_override written by hand) is none of these: the device returns to
 // its driver at the next boot. Built-in drivers that take a function
 // before any of these act are BuiltinHolds' concern.
-func BootBinders(root *host.Root, cmdline []kargs.Param, d *pci.Device) []string {
-	var out []string
-	if drv := Persisted(root)[d.Address]; drv != "" {
-		out = append(out, "gpuprep's persistent configuration ("+ModprobeConf+": "+drv+")")
-	}
-	return append(out, ForeignBootBinders(root, cmdline, d, false)...)
+type BootView struct {
+	root      *host.Root
+	cmdline   []kargs.Param
+	persisted map[string]string
+	builtin   bool // vfio-pci is built into the kernel
+	early     bool // vfio-pci is built in or loaded before the GPUs' drivers
+	modprobe  []confFile
+	udev      []confFile
 }
 
-// BootBindersWhat says, for a message, what BootBinders looks for.
+// NewBootView reads root's boot-time VFIO configuration for a boot with
+// cmdline. loaded says vfio-pci is known to have loaded early at that boot
+// (devices ended up on it): its IDs then count without a loader.
+func NewBootView(root *host.Root, cmdline []kargs.Param, loaded bool) *BootView {
+	kver, _ := root.ReadString("/proc/sys/kernel/osrelease")
+	v := &BootView{root: root, cmdline: cmdline, persisted: Persisted(root), modprobe: modprobeFiles(root),
+		builtin: BuiltinModules(root, strings.TrimSpace(kver))["vfio_pci"]}
+	v.early = v.builtin || loaded || vfioLoadedEarly(root, v.modprobe)
+	for _, dir := range []string{"/etc/udev/rules.d", "/run/udev/rules.d"} {
+		for _, n := range root.Names(dir) {
+			if strings.HasSuffix(n, ".rules") && dir+"/"+n != UdevRule {
+				if b, err := root.ReadFile(dir + "/" + n); err == nil {
+					v.udev = append(v.udev, confFile{dir + "/" + n, strings.Split(string(b), "\n")})
+				}
+			}
+		}
+	}
+	return v
+}
+
+// BootBindersWhat says, for a message, what a BootView looks for.
 const BootBindersWhat = "gpuprep's persistent configuration, vfio-pci.ids= on the next boot's kernel command line with vfio-pci built in or loaded early, `options vfio-pci ids=` with a softdep or modules-load.d entry that loads vfio-pci, a driverctl override or a udev rule for it"
 
-// ForeignBootBinders is BootBinders without gpuprep's own configuration:
-// what a vfio unbind, which drops only gpuprep's, leaves binding d at boot.
-// loaded says vfio-pci is known to have loaded early at the boot in
-// question (devices ended up on it): its IDs then count without a loader.
-func ForeignBootBinders(root *host.Root, cmdline []kargs.Param, d *pci.Device, loaded bool) []string {
+// Binders lists what binds d to VFIO at the boot.
+func (v *BootView) Binders(d *pci.Device) []string {
 	var out []string
-	kver, _ := root.ReadString("/proc/sys/kernel/osrelease")
-	builtin := BuiltinModules(root, strings.TrimSpace(kver))["vfio_pci"]
-	early := builtin || loaded || vfioLoadedEarly(root)
-	if early && IDsOnCmdline(cmdline, d) {
+	if drv := v.persisted[d.Address]; drv != "" {
+		out = append(out, "gpuprep's persistent configuration ("+ModprobeConf+": "+drv+")")
+	}
+	return append(out, v.Foreign(d)...)
+}
+
+// Foreign is Binders without gpuprep's own configuration: what a vfio
+// unbind, which drops only gpuprep's, leaves binding d at boot.
+func (v *BootView) Foreign(d *pci.Device) []string {
+	var out []string
+	if v.early && IDsOnCmdline(v.cmdline, d) {
 		out = append(out, "vfio-pci.ids= on the kernel command line")
 	}
 	id := d.VendorID + ":" + d.DeviceID
-	for _, f := range modprobeFiles(root) {
-		if f.path == ModprobeConf || builtin || !early { // a built-in module takes no modprobe.d options
+	for _, f := range v.modprobe {
+		if f.path == ModprobeConf || v.builtin || !v.early { // a built-in module takes no modprobe.d options
 			continue
 		}
 		for _, l := range f.lines {
@@ -305,29 +331,20 @@ func ForeignBootBinders(root *host.Root, cmdline []kargs.Param, d *pci.Device, l
 				continue
 			}
 			for _, o := range w[2:] {
-				if v, ok := strings.CutPrefix(o, "ids="); ok && idListHas(v, id) {
+				if ids, ok := strings.CutPrefix(o, "ids="); ok && idListHas(ids, id) {
 					out = append(out, f.path+" (options vfio-pci ids=)")
 				}
 			}
 		}
 	}
-	if driverctlVFIO(root, d.Address) {
+	if driverctlVFIO(v.root, d.Address) {
 		out = append(out, "a driverctl override (/etc/driverctl.d/pci-"+d.Address+")")
 	}
-	for _, dir := range []string{"/etc/udev/rules.d", "/run/udev/rules.d"} {
-		for _, n := range root.Names(dir) {
-			if !strings.HasSuffix(n, ".rules") || dir+"/"+n == UdevRule {
-				continue
-			}
-			b, err := root.ReadFile(dir + "/" + n)
-			if err != nil {
-				continue
-			}
-			for _, l := range strings.Split(string(b), "\n") { // one rule a line
-				if !strings.HasPrefix(strings.TrimSpace(l), "#") && strings.Contains(l, d.Address) && strings.Contains(l, "vfio") {
-					out = append(out, "a udev rule ("+dir+"/"+n+")")
-					break
-				}
+	for _, f := range v.udev {
+		for _, l := range f.lines { // one rule a line
+			if !strings.HasPrefix(strings.TrimSpace(l), "#") && strings.Contains(l, d.Address) && strings.Contains(l, "vfio") {
+				out = append(out, "a udev rule ("+f.path+")")
+				break
 			}
 		}
 	}
@@ -356,11 +373,12 @@ func modprobeFiles(root *host.Root) []confFile {
 }
 
 // vfioLoadedEarly reports whether something loads the vfio-pci module at
-// boot before udev loads the GPUs' own drivers: a softdep naming it before
-// another module, or a modules-load.d (or /etc/modules) entry.
-func vfioLoadedEarly(root *host.Root) bool {
+// boot before udev loads the GPUs' own drivers: a softdep in modprobe (the
+// modprobe.d files) naming it before another module, or a modules-load.d
+// (or /etc/modules) entry.
+func vfioLoadedEarly(root *host.Root, modprobe []confFile) bool {
 	isVFIO := func(m string) bool { return strings.ReplaceAll(m, "_", "-") == "vfio-pci" }
-	for _, f := range modprobeFiles(root) {
+	for _, f := range modprobe {
 		for _, l := range f.lines {
 			w := strings.Fields(l)
 			if len(w) < 3 || w[0] != "softdep" {
