@@ -48,17 +48,6 @@ func MergeLabels(have []Label, set []Label, remove []string) []Label {
 // FormatLabels writes labels as a --node-labels value.
 func FormatLabels(ls []Label) string { return kubeletargs.FormatLabels(ls) }
 
-// EditKubeletEnv sets and removes node labels in one kubelet environment
-// file (/etc/default/kubelet, /etc/sysconfig/kubelet) alone: set in the last
-// KUBELET_EXTRA_ARGS assignment's --node-labels (the last such flag), the
-// keys removed from every other --node-labels, keeping quoting and every
-// other byte of the file. It adds the flag, or the assignment, where
-// missing. It refuses (naming file and line) values continued over lines or
-// built from other variables.
-func EditKubeletEnv(file string, content []byte, set []Label, remove []string) ([]byte, error) {
-	return kubeletargs.EditEnv(file, content, set, remove)
-}
-
 // EditKubeletLabels edits the kubelet's flags in root so that the labels it
 // registers with (its effective --node-labels over all the environment files
 // its unit reads, e.g. kubeadm-flags.env and /etc/default/kubelet) have set

@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"github.com/gpuprep/gpuprep/internal/kubeletargs"
 	"strings"
 	"testing"
 
@@ -38,10 +39,10 @@ func TestEditKubeletEnv(t *testing.T) {
 			"KUBELET_EXTRA_ARGS=\"--v=1\"\nKUBELET_EXTRA_ARGS=\"--v=2 --node-labels=nvidia.com/gpu.workload.config=vm-passthrough\"\n", setPT, nil},
 	}
 	for _, c := range cases {
-		got, err := EditKubeletEnv("/etc/default/kubelet", []byte(c.in), c.set, c.remove)
+		got, err := kubeletargs.EditEnv("/etc/default/kubelet", []byte(c.in), c.set, c.remove)
 		require.NoError(t, err, c.name)
 		require.Equal(t, c.want, string(got), c.name)
-		again, err := EditKubeletEnv("/etc/default/kubelet", got, c.set, c.remove)
+		again, err := kubeletargs.EditEnv("/etc/default/kubelet", got, c.set, c.remove)
 		require.NoError(t, err, c.name)
 		require.Equal(t, string(got), string(again), "%s: a second run changes nothing", c.name)
 	}
@@ -53,7 +54,7 @@ func TestEditKubeletEnvRefuses(t *testing.T) {
 		"KUBELET_EXTRA_ARGS=\"$EXTRA --v=2\"\n":                   "/etc/default/kubelet:1: KUBELET_EXTRA_ARGS refers to variables",
 		"KUBELET_EXTRA_ARGS=\"--node-labels=a\"\n":                `/etc/default/kubelet:1: --node-labels "a": "a" is not key=value`,
 	} {
-		_, err := EditKubeletEnv("/etc/default/kubelet", []byte(in), setPT, nil)
+		_, err := kubeletargs.EditEnv("/etc/default/kubelet", []byte(in), setPT, nil)
 		require.ErrorContains(t, err, want, in)
 	}
 }
