@@ -1,12 +1,13 @@
 package kube
 
 import (
-	"github.com/gpuprep/gpuprep/internal/kubeletargs"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 	"gopkg.in/yaml.v3"
+
+	"github.com/gpuprep/gpuprep/internal/kubeletargs"
 )
 
 var (
