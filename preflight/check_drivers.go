@@ -20,7 +20,7 @@ func checkNouveau(e *Env) []Finding {
 			bound = append(bound, g.Address)
 		}
 	}
-	if nouveauBuiltin(e) {
+	if vfio.NouveauBuiltin(e.Root) {
 		return builtinNouveau(e, bound)
 	}
 	loaded := e.Root.Exists("/sys/module/nouveau")
@@ -49,12 +49,6 @@ func checkNouveau(e *Env) []Finding {
 		return []Finding{f}
 	}
 	return []Finding{{Status: Pass, Subject: "/sys/module/nouveau", Message: "nouveau not loaded (" + bl + ")"}}
-}
-
-// nouveauBuiltin reports whether the running kernel has nouveau built in
-// (modules.builtin).
-func nouveauBuiltin(e *Env) bool {
-	return vfio.BuiltinModules(e.Root, e.Host.Kernel)["nouveau"]
 }
 
 // builtinRemedy is what keeps a built-in nouveau off the GPUs: neither a

@@ -378,7 +378,7 @@ func vgpuDriverRemedy(e *Env, addr, driver string) string {
 	switch {
 	case pci.DriverIsVFIO(driver):
 		return "gpuprep vfio unbind --select " + addr + " (returns it to the driver it had and removes gpuprep's persistent VFIO binding; remove any other vfio-pci ids= or driver_override configuration for it by hand); if it is left unbound, bind it to nvidia (echo " + addr + " > /sys/bus/pci/drivers/nvidia/bind)"
-	case driver == "nouveau" && nouveauBuiltin(e):
+	case driver == "nouveau" && vfio.NouveauBuiltin(e.Root):
 		return "see driver.nouveau: nouveau is built into the kernel, so only " + vfio.NouveauOff.String() + " on the kernel command line (and a reboot) lets the vGPU manager's nvidia driver take it"
 	case driver == "nouveau":
 		return "see driver.nouveau: blacklist nouveau so that the vGPU manager's nvidia driver takes it"

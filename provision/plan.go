@@ -343,7 +343,7 @@ func (p *Plan) planNouveau(selected []*pci.Device, entries []journal.Entry) {
 		gone = []string{vfio.ModprobeConf}
 	}
 	if len(on) == 0 {
-		if atBoot && builtinNouveau(p.root) {
+		if atBoot && vfio.NouveauBuiltin(p.root) {
 			// the GPUs leave VFIO at the next boot, and a built-in nouveau
 			// takes them then unless that boot has nouveau.modeset=0
 			p.planNouveauArg(nil, nil)
@@ -379,7 +379,7 @@ func (p *Plan) planNouveau(selected []*pci.Device, entries []journal.Entry) {
 			Title: "NOT EFFECTIVE AFTER THE REBOOT: the node rebooted since gpuprep apply asked for it and nouveau still drives " + strings.Join(on, ", ") + "; apply fails here (exit 1) and neither asks for nor runs another reboot"})
 		return
 	}
-	if builtinNouveau(p.root) {
+	if vfio.NouveauBuiltin(p.root) {
 		p.planNouveauArg(on, others)
 		return
 	}
@@ -397,14 +397,6 @@ func (p *Plan) planNouveau(selected []*pci.Device, entries []journal.Entry) {
 	p.Steps = append(p.Steps, s)
 	p.Steps = append(p.Steps, &Step{ID: StepReboot, Reboot: true, rebootFor: RebootForNouveau, offNouveau: on,
 		Title: "REBOOT REQUIRED HERE unless nouveau could be unloaded: nouveau drives " + strings.Join(on, ", ") + " until it is gone; gpuprep apply stops here (exit 4, or reboots with --reboot) and continues when run again after the boot"})
-}
-
-// builtinNouveau reports whether the running kernel has nouveau built in
-// (modules.builtin): a blacklist, the initramfs and modprobe -r do nothing
-// to it; only nouveau.modeset=0 on the kernel command line keeps it off.
-func builtinNouveau(root *host.Root) bool {
-	kver, _ := root.ReadString("/proc/sys/kernel/osrelease")
-	return vfio.BuiltinModules(root, kver)["nouveau"]
 }
 
 // nouveauArgs is, for the VM modes, nouveau.modeset=0 when a built-in
@@ -538,7 +530,7 @@ func (p *Plan) diagnoseNouveau(on []string, entries []journal.Entry) *RebootErro
 	d.Details = append(d.Details, evidence, fmt.Sprintf("running kernel %s, /proc/cmdline: %s", orNone(kver), strings.TrimSpace(raw)))
 	w := vgpu.PlanNouveauBlacklist(root)
 	switch {
-	case builtinNouveau(root):
+	case vfio.NouveauBuiltin(root):
 		d.Details = append(d.Details, p.builtinNouveauCauses(kver)...)
 	case w.Write:
 		d.Details = append(d.Details, "no file in /etc/modprobe.d, /run/modprobe.d or /usr/lib/modprobe.d blacklists nouveau now, although apply wrote "+vgpu.NouveauBlacklist+": something removed it since (configuration management, a package's scripts, a hand edit); find what, then rollback and apply again")

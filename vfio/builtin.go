@@ -86,6 +86,14 @@ func BuiltinModules(root *host.Root, kver string) map[string]bool {
 	return out
 }
 
+// NouveauBuiltin reports whether the running kernel has nouveau built in
+// (modules.builtin): a blacklist, the initramfs and modprobe -r do nothing
+// to it; only NouveauOff on the kernel command line keeps it off.
+func NouveauBuiltin(root *host.Root) bool {
+	kver, _ := root.ReadString("/proc/sys/kernel/osrelease")
+	return BuiltinModules(root, strings.TrimSpace(kver))["nouveau"]
+}
+
 // NouveauOff is the kernel argument that keeps a built-in nouveau from
 // registering its driver.
 var NouveauOff = kargs.Param{Key: "nouveau.modeset", Value: "0", HasValue: true}
