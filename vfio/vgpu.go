@@ -73,6 +73,7 @@ func ReadVGPUUse(root *host.Root, addr string) VGPUUse {
 	}
 	sort.Slice(vfs, func(i, j int) bool { return vfs[i].n < vfs[j].n })
 	parents := map[string]bool{addr: true}
+	var typeNames map[string]string // read at the first VF with a type
 	for _, v := range vfs {
 		u.VFs = append(u.VFs, v.addr)
 		parents[v.addr] = true
@@ -81,8 +82,11 @@ func ReadVGPUUse(root *host.Root, addr string) VGPUUse {
 		if err != nil || cur == "" || cur == "0" {
 			continue
 		}
-		if n := vgpuTypeNames(root)[cur]; n != "" {
-			cur += " " + n
+		if typeNames == nil {
+			typeNames = ReadVGPUTypeNames(root)
+		}
+		if n := typeNames[cur]; n != "" {
+			cur += " (" + n + ")"
 		}
 		u.VGPUs = append(u.VGPUs, LiveVGPU{Device: v.addr, Type: cur, Holders: DeviceHolders(root, vdev)})
 	}
@@ -121,15 +125,22 @@ func VGPURefusals(root *host.Root, ds []*pci.Device) []string {
 	return out
 }
 
-// vgpuTypeNames reads the names gpuprep vgpu apply recorded for the
-// vendor-specific type ids it wrote (vgpu.TypeNames): a VF with a type
-// names it nowhere in sysfs.
-func vgpuTypeNames(root *host.Root) map[string]string {
+// VGPUTypeNames is where gpuprep vgpu apply keeps the names of the
+// vendor-specific type ids it has written (vgpu.TypeNames): a VF that has a
+// type lists no creatable types any more, so once every VF has one,
+// nothing in sysfs names the ids.
+const VGPUTypeNames = "/var/lib/gpuprep/vgpu-type-names"
+
+// ReadVGPUTypeNames reads VGPUTypeNames: type id → name.
+func ReadVGPUTypeNames(root *host.Root) map[string]string {
 	out := map[string]string{}
-	b, _ := root.ReadFile("/var/lib/gpuprep/vgpu-type-names")
+	b, _ := root.ReadFile(VGPUTypeNames)
 	for _, l := range strings.Split(string(b), "\n") {
-		if id, name, ok := strings.Cut(l, " : "); ok && !strings.HasPrefix(l, "#") {
-			out[strings.TrimSpace(id)] = "(" + strings.TrimSpace(name) + ")"
+		if strings.HasPrefix(l, "#") {
+			continue // the header, which holds " : " too
+		}
+		if id, name, ok := strings.Cut(l, " : "); ok {
+			out[strings.TrimSpace(id)] = strings.TrimSpace(name)
 		}
 	}
 	return out
@@ -152,10 +163,10 @@ func DeviceHolders(root *host.Root, dev string) []Holder {
 }
 
 // The units `gpuprep vgpu install` and `gpuprep vgpu apply --persist` write
-// (vgpu.SRIOVUnitName, vgpu.ApplyUnitName; package vgpu imports this one).
+// (vgpu.SRIOVUnitName, vgpu.ApplyUnitName: package vgpu imports this one).
 const (
-	vgpuSRIOVUnit = "gpuprep-vgpu-sriov.service"
-	vgpuApplyUnit = "gpuprep-vgpu-apply.service"
+	VGPUSRIOVUnitName = "gpuprep-vgpu-sriov.service"
+	VGPUApplyUnitName = "gpuprep-vgpu-apply.service"
 )
 
 // vgpuReason is why a bind must not take the GPU of u from its driver (u
@@ -195,7 +206,7 @@ func vgpuReason(root *host.Root, u VGPUUse, driver string, nvidia bool) string {
 		todo = append(todo, "disable the VFs: /usr/lib/nvidia/sriov-manage -d "+u.GPU)
 	}
 	var units []string
-	for _, un := range []string{vgpuSRIOVUnit, vgpuApplyUnit} {
+	for _, un := range []string{VGPUSRIOVUnitName, VGPUApplyUnitName} {
 		if root.Exists("/etc/systemd/system/" + un) {
 			units = append(units, un)
 		}

@@ -62,30 +62,15 @@ func typeName(root *host.Root, g GPU, id string) string {
 			return t.Name
 		}
 	}
-	if n := readTypeNames(root)[id]; n != "" {
+	if n := vfio.ReadVGPUTypeNames(root)[id]; n != "" {
 		return n
 	}
 	return "type " + id
 }
 
 // TypeNames is where gpuprep keeps the names of the vendor-specific type ids
-// it has written: a VF that has a type lists no creatable types any more, so
-// once every VF has one, nothing in sysfs names the ids.
-const TypeNames = "/var/lib/gpuprep/vgpu-type-names"
-
-func readTypeNames(root *host.Root) map[string]string {
-	out := map[string]string{}
-	b, _ := root.ReadFile(TypeNames)
-	for _, l := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(l, "#") {
-			continue // the header, which holds " : " too
-		}
-		if id, name, ok := strings.Cut(l, " : "); ok {
-			out[strings.TrimSpace(id)] = strings.TrimSpace(name)
-		}
-	}
-	return out
-}
+// it has written (vfio.VGPUTypeNames).
+const TypeNames = vfio.VGPUTypeNames
 
 // TypeNamesFile is what TypeNames holds once the names of the
 // vendor-specific types p writes to VFs are recorded in it, and whether
@@ -99,7 +84,7 @@ func TypeNamesFile(root *host.Root, p *Plan) ([]byte, bool) {
 			names[a.Value] = a.Type
 		}
 	}
-	m := readTypeNames(root)
+	m := vfio.ReadVGPUTypeNames(root)
 	changed := false
 	for id, name := range names {
 		if m[id] != name {

@@ -14,13 +14,14 @@ import (
 	"github.com/gpuprep/gpuprep/internal/host"
 	"github.com/gpuprep/gpuprep/internal/initramfs"
 	"github.com/gpuprep/gpuprep/internal/journal"
+	"github.com/gpuprep/gpuprep/vfio"
 )
 
 // Files and programs the install step owns or uses.
 const (
 	NouveauBlacklist = "/etc/modprobe.d/gpuprep-blacklist-nouveau.conf"
-	SRIOVUnit        = "/etc/systemd/system/gpuprep-vgpu-sriov.service"
-	SRIOVUnitName    = "gpuprep-vgpu-sriov.service"
+	SRIOVUnit        = "/etc/systemd/system/" + SRIOVUnitName
+	SRIOVUnitName    = vfio.VGPUSRIOVUnitName
 	SRIOVManage      = "/usr/lib/nvidia/sriov-manage"
 	InstallerLog     = "/var/log/nvidia-installer.log"
 )

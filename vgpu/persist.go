@@ -8,12 +8,13 @@ import (
 
 	"github.com/gpuprep/gpuprep/internal/host"
 	"github.com/gpuprep/gpuprep/internal/journal"
+	"github.com/gpuprep/gpuprep/vfio"
 )
 
 // What `vgpu apply --persist` writes.
 const (
-	ApplyUnit       = "/etc/systemd/system/gpuprep-vgpu-apply.service"
-	ApplyUnitName   = "gpuprep-vgpu-apply.service"
+	ApplyUnit       = "/etc/systemd/system/" + ApplyUnitName
+	ApplyUnitName   = vfio.VGPUApplyUnitName
 	PersistedConfig = "/etc/gpuprep/vgpu-config.yaml"
 )
 
