@@ -16,6 +16,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/gpuprep/gpuprep/internal/sanitize"
 	"github.com/gpuprep/gpuprep/preflight"
 )
 
@@ -464,16 +465,9 @@ func marshalHosts(hosts []FleetHost) ([][]byte, error) {
 }
 
 // Clean makes an inventory or remote value safe to print on a terminal:
-// control characters (newlines, escape sequences) are shown escaped.
-func Clean(s string) string {
-	if !strings.ContainsFunc(s, isControl) {
-		return s
-	}
-	q := fmt.Sprintf("%q", s)
-	return q[1 : len(q)-1]
-}
-
-func isControl(r rune) bool { return r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) }
+// it is sanitize.Terminal (controls, escape sequences, newlines and bidi
+// controls shown escaped).
+func Clean(s string) string { return sanitize.Terminal(s) }
 
 // firstLine is s's first line, cleaned (Clean), cut to max characters
 // (runes: never inside one, so the text stays valid UTF-8 as far as s was),
@@ -507,7 +501,7 @@ func FleetText(w io.Writer, f *FleetReport) error {
 	bold := re.NewStyle().Bold(true)
 	faint := re.NewStyle().Faint(true)
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s  %s\n\n", bold.Render(f.title()), summaryLine(f))
+	fmt.Fprintf(&b, "%s  %s\n\n", bold.Render(Clean(f.title())), Clean(summaryLine(f)))
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 	if f.Rollout != nil {
 		rolloutTable(tw, f)
@@ -527,18 +521,18 @@ func FleetText(w io.Writer, f *FleetReport) error {
 					detail = firstLine(h.Stderr, 100)
 				}
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", Clean(h.Name), Clean(h.Address), h.Status, code, orDash(h.Outcome), detail)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", Clean(h.Name), Clean(h.Address), Clean(h.Status), code, Clean(orDash(h.Outcome)), detail)
 		}
 	} else {
 		fmt.Fprintln(tw, "HOST\tADDRESS\tSTATUS\tVERDICT\tPASS\tWARN\tFAIL\tERROR\tBLOCKERS / ERROR")
 		for _, h := range f.Hosts {
 			if h.Report == nil {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t-\t\t\t\t\t%s\n", Clean(h.Name), Clean(h.Address), h.Status, firstLine(h.Error, 100))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t-\t\t\t\t\t%s\n", Clean(h.Name), Clean(h.Address), Clean(h.Status), firstLine(h.Error, 100))
 				continue
 			}
 			s := h.Report.Summary
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\n", Clean(h.Name), Clean(h.Address), h.Status, h.Verdict,
-				s.Pass, s.Warn, s.Fail, s.Error, strings.Join(blockers(h.Report), ", "))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\n", Clean(h.Name), Clean(h.Address), Clean(h.Status), Clean(h.Verdict),
+				s.Pass, s.Warn, s.Fail, s.Error, Clean(strings.Join(blockers(h.Report), ", ")))
 		}
 	}
 	tw.Flush()
@@ -595,7 +589,7 @@ func rolloutTable(tw io.Writer, f *FleetReport) {
 		}
 		detail = joinNotes(detail, h.RollbackNote())
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", Clean(h.Name), Clean(h.Address), Clean(h.Phase), Clean(h.Outcome),
-			h.Status, code, verdict, detail)
+			Clean(h.Status), code, Clean(verdict), Clean(detail))
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/gpuprep/gpuprep/internal/sanitize"
 	"github.com/gpuprep/gpuprep/preflight"
 )
 
@@ -21,7 +22,7 @@ func FleetMarkdown(w io.Writer, f *FleetReport) error {
 		b.WriteString(".\n\n| host | phase | outcome | reboot / rollback / error |\n|---|---|---|---|\n")
 		for _, h := range f.Hosts {
 			detail := joinNotes(joinNotes(h.RebootNote(), h.RollbackNote()), h.Error)
-			fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", mdCell(h.Name), mdCell(h.Phase), mdCell(h.Outcome), mdCell(detail))
+			fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", mdText(h.Name), mdText(h.Phase), mdText(h.Outcome), mdText(detail))
 		}
 		b.WriteString("\n")
 	}
@@ -31,7 +32,7 @@ func FleetMarkdown(w io.Writer, f *FleetReport) error {
 	case f.Rollout == nil:
 		fmt.Fprintf(&b, "## %s\n\n", mdText(f.title()))
 	}
-	fmt.Fprintf(&b, "**%s**", summaryLine(f))
+	fmt.Fprintf(&b, "**%s**", mdText(summaryLine(f)))
 	if f.Mode != "" {
 		fmt.Fprintf(&b, " (mode `%s`)", mdCode(f.Mode))
 	}
@@ -61,29 +62,30 @@ func FleetMarkdown(w io.Writer, f *FleetReport) error {
 					detail = "JSON output"
 				}
 			}
-			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", mdCell(h.Name), mdCell(h.Address), h.Status, code, mdCell(orDash(h.Outcome)), mdCell(detail))
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", mdText(h.Name), mdText(h.Address), mdText(h.Status), code, mdText(orDash(h.Outcome)), mdText(detail))
 		}
 	} else {
 		b.WriteString("| host | address | status | verdict | pass | warn | fail | error | blockers / error |\n|---|---|---|---|--:|--:|--:|--:|---|\n")
 		for _, h := range f.Hosts {
 			if h.Report == nil {
-				fmt.Fprintf(&b, "| %s | %s | %s | – | | | | | %s |\n", mdCell(h.Name), mdCell(h.Address), h.Status, mdCell(h.Error))
+				fmt.Fprintf(&b, "| %s | %s | %s | – | | | | | %s |\n", mdText(h.Name), mdText(h.Address), mdText(h.Status), mdText(h.Error))
 				continue
 			}
 			s := h.Report.Summary
-			fmt.Fprintf(&b, "| %s | %s | %s | %s | %d | %d | %d | %d | %s |\n", mdCell(h.Name), mdCell(h.Address), h.Status,
-				verdictIcon(h.Verdict), s.Pass, s.Warn, s.Fail, s.Error, mdCell(strings.Join(blockers(h.Report), ", ")))
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %d | %d | %d | %d | %s |\n", mdText(h.Name), mdText(h.Address), mdText(h.Status),
+				mdText(verdictIcon(h.Verdict)), s.Pass, s.Warn, s.Fail, s.Error, mdText(strings.Join(blockers(h.Report), ", ")))
 		}
 		for _, h := range f.Hosts {
 			if h.Report == nil || h.Verdict == VerdictReady {
 				continue
 			}
-			fmt.Fprintf(&b, "\n<details><summary>%s: %s</summary>\n\n", mdText(h.Name), h.Verdict)
+			// raw HTML, where Markdown is not parsed: HTML-escaped
+			fmt.Fprintf(&b, "\n<details><summary>%s: %s</summary>\n\n", sanitize.HTML(h.Name), sanitize.HTML(h.Verdict))
 			for _, fd := range h.Report.Findings {
 				if (fd.Status != preflight.Fail && fd.Status != preflight.Error && fd.Status != preflight.Skip) || !Counts(h.Report, fd) {
 					continue
 				}
-				fmt.Fprintf(&b, "- **%s** `%s` %s: %s", fd.Status, mdCode(fd.Check), mdText(fd.Subject), mdText(fd.Message))
+				fmt.Fprintf(&b, "- **%s** `%s` %s: %s", mdText(string(fd.Status)), mdCode(fd.Check), mdText(fd.Subject), mdText(fd.Message))
 				if fd.Remedy != "" {
 					fmt.Fprintf(&b, " — fix: %s", mdText(fd.Remedy))
 				}
@@ -106,12 +108,9 @@ func verdictIcon(v string) string {
 	return "❔ " + v
 }
 
-var mdEscaper = strings.NewReplacer(`\`, `\\`, "|", `\|`, "<", "&lt;", ">", "&gt;", "*", `\*`, "_", `\_`, "`", "\\`", "[", `\[`, "]", `\]`)
+// mdText is a report's string in Markdown, a table cell's too:
+// sanitize.Markdown (one line, metacharacters escaped, no raw HTML).
+func mdText(s string) string { return sanitize.Markdown(s) }
 
-// mdText escapes text for Markdown (inventory values cannot inject markup).
-func mdText(s string) string { return mdEscaper.Replace(Clean(s)) }
-
-// mdCell is mdText on one line, for table cells.
-func mdCell(s string) string { return mdText(strings.ReplaceAll(strings.TrimSpace(s), "\n", " ")) }
-
-func mdCode(s string) string { return strings.ReplaceAll(Clean(s), "`", "'") }
+// mdCode is a report's string in a code span.
+func mdCode(s string) string { return sanitize.MarkdownCode(s) }

@@ -1,6 +1,7 @@
 package report
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"github.com/mattn/go-isatty"
 	"github.com/muesli/termenv"
 
+	"github.com/gpuprep/gpuprep/internal/sanitize"
 	"github.com/gpuprep/gpuprep/preflight"
 )
 
@@ -28,7 +30,9 @@ var symbols = map[preflight.Status]string{
 	preflight.Pass: "✓", preflight.Warn: "⚠", preflight.Fail: "✗", preflight.Skip: "-", preflight.Error: "?",
 }
 
-// Text writes the terminal report.
+// Text writes the terminal report. Every string of the report is shown
+// through sanitize.Terminal: a report may come from another host (report
+// render), and none of its strings may act on the terminal.
 func Text(w io.Writer, r *Report) error {
 	re := Renderer(w)
 	bold := re.NewStyle().Bold(true)
@@ -41,32 +45,30 @@ func Text(w io.Writer, r *Report) error {
 		preflight.Error: re.NewStyle().Foreground(lipgloss.Color("5")).Bold(true),
 	}
 	var b strings.Builder
-	name := r.Host.Name
+	name := sanitize.Terminal(r.Host.Name)
 	if name == "" {
 		name = "(unnamed host)"
 	}
-	fmt.Fprintf(&b, "%s %s  %s, kernel %s\n", bold.Render("gpuprep check"), bold.Render(name), orDash(r.Host.OS), orDash(r.Host.Kernel))
-	fmt.Fprintf(&b, "%s\n\n", faint.Render(gpuLine(r)))
+	fmt.Fprintf(&b, "%s %s  %s, kernel %s\n", bold.Render("gpuprep check"), bold.Render(name), sanitize.Terminal(orDash(r.Host.OS)), sanitize.Terminal(orDash(r.Host.Kernel)))
+	fmt.Fprintf(&b, "%s\n\n", faint.Render(sanitize.Terminal(gpuLine(r))))
 
 	width := 0
 	for _, f := range r.Findings {
-		if len(f.Check) > width {
-			width = len(f.Check)
-		}
+		width = max(width, len(sanitize.Terminal(f.Check)))
 	}
 	for _, f := range r.Findings {
-		sym := colour[f.Status].Render(symbols[f.Status])
+		sym := colour[f.Status].Render(cmp.Or(symbols[f.Status], "?"))
 		modes := ""
 		if r.Mode == "" && len(f.Modes) < len(preflight.Modes) {
 			ms := make([]string, len(f.Modes))
 			for i, m := range f.Modes {
 				ms[i] = string(m)
 			}
-			modes = " " + faint.Render("["+strings.Join(ms, ",")+"]")
+			modes = " " + faint.Render("["+sanitize.Terminal(strings.Join(ms, ","))+"]")
 		}
-		fmt.Fprintf(&b, " %s %-*s  %s: %s%s\n", sym, width, f.Check, f.Subject, f.Message, modes)
+		fmt.Fprintf(&b, " %s %-*s  %s: %s%s\n", sym, width, sanitize.Terminal(f.Check), sanitize.Terminal(f.Subject), sanitize.Terminal(f.Message), modes)
 		if f.Remedy != "" && (f.Status == preflight.Fail || f.Status == preflight.Error || f.Status == preflight.Warn) {
-			fmt.Fprintf(&b, "   %*s  %s\n", width, "", colour[f.Status].Render("→ fix: ")+f.Remedy)
+			fmt.Fprintf(&b, "   %*s  %s\n", width, "", colour[f.Status].Render("→ fix: ")+sanitize.Terminal(f.Remedy))
 		}
 	}
 	b.WriteString("\n" + bold.Render("Readiness") + "\n")
@@ -87,7 +89,7 @@ func Text(w io.Writer, r *Report) error {
 		if len(mr.Skipped) > 0 {
 			parts = append(parts, "skipped (--skip): "+strings.Join(mr.Skipped, ", "))
 		}
-		detail = strings.Join(parts, "; ")
+		detail = sanitize.Terminal(strings.Join(parts, "; "))
 		switch {
 		case !mr.Ready && len(mr.Blockers) > 0:
 			state = colour[preflight.Fail].Render("NOT READY")

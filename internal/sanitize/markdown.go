@@ -3,12 +3,13 @@ package sanitize
 import "strings"
 
 // mdEscaper escapes what GitHub-flavoured Markdown gives a meaning inline:
-// backslash escapes for emphasis, code, links and images, tables,
-// strikethrough, math, headings; entities for <, > and &, so that no raw
-// HTML (nor an entity of one's own) passes.
+// backslash escapes for emphasis, code, links and images (their brackets:
+// parentheses and "!" mean nothing without them), tables, strikethrough,
+// math, headings; entities for <, > and &, so that no raw HTML (nor an
+// entity of one's own) passes.
 var mdEscaper = strings.NewReplacer(
-	`\`, `\\`, "`", "\\`", "*", `\*`, "_", `\_`, "[", `\[`, "]", `\]`, "(", `\(`, ")", `\)`,
-	"!", `\!`, "|", `\|`, "~", `\~`, "$", `\$`, "#", `\#`,
+	`\`, `\\`, "`", "\\`", "*", `\*`, "_", `\_`, "[", `\[`, "]", `\]`,
+	"|", `\|`, "~", `\~`, "$", `\$`, "#", `\#`,
 	"<", "&lt;", ">", "&gt;", "&", "&amp;",
 )
 
@@ -23,8 +24,8 @@ func Markdown(s string) string {
 }
 
 // escapeBlockStart backslash-escapes the character with which s would
-// open a list (-, +, "12." or "12)") or a setext underline (=) at the start
-// of a line.
+// open a list ("- ", "+ ", "12. ", "12) "), a thematic break ("---") or a
+// setext underline ("===") at the start of a line: "10.0.0.1" is left alone.
 func escapeBlockStart(s string) string {
 	if s == "" {
 		return s
@@ -37,7 +38,7 @@ func escapeBlockStart(s string) string {
 	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
 		i++
 	}
-	if i > 0 && i < len(s) && (s[i] == '.' || s[i] == ')') {
+	if i > 0 && i < len(s) && (s[i] == '.' || s[i] == ')') && (i+1 == len(s) || s[i+1] == ' ') {
 		return s[:i] + `\` + s[i:]
 	}
 	return s

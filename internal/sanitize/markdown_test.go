@@ -9,10 +9,10 @@ import (
 
 func TestMarkdownEscapesMarkupAndHTML(t *testing.T) {
 	for in, want := range map[string]string{
-		"<img src=x onerror=alert(1)>": `&lt;img src=x onerror=alert\(1\)&gt;`,
+		"<img src=x onerror=alert(1)>": `&lt;img src=x onerror=alert(1)&gt;`,
 		"</details><script>":           `&lt;/details&gt;&lt;script&gt;`,
-		"[ready](https://x.invalid)":   `\[ready\]\(https://x.invalid\)`,
-		"![x](y)":                      `\!\[x\]\(y\)`,
+		"[ready](https://x.invalid)":   `\[ready\](https://x.invalid)`,
+		"![x](y)":                      `!\[x\](y)`,
 		"**ALL HOSTS READY**":          `\*\*ALL HOSTS READY\*\*`,
 		"a | b":                        `a \| b`,
 		"`code`":                       "\\`code\\`",
@@ -25,6 +25,9 @@ func TestMarkdownEscapesMarkupAndHTML(t *testing.T) {
 		"~~gone~~ _em_":                `\~\~gone\~\~ \_em\_`,
 		"\x1b[2Jgpu":                   `\\x1b\[2Jgpu`,
 		"gpu-1.example":                "gpu-1.example",
+		"10.0.0.1":                     "10.0.0.1",
+		"1.":                           `1\.`,
+		"---":                          `\---`,
 	} {
 		require.Equal(t, want, Markdown(in), "%q", in)
 	}
