@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"gopkg.in/yaml.v3"
 
 	"github.com/gpuprep/gpuprep/internal/kube"
+	"github.com/gpuprep/gpuprep/internal/sanitize"
 )
 
 func init() {
@@ -20,22 +20,15 @@ func init() {
 }
 
 // emit writes v as YAML or JSON, with notes as YAML comments (or on stderr
-// for JSON, which has no comments).
+// for JSON, which has no comments): one line each, whatever host strings
+// they hold.
 func emit(out, errw io.Writer, format string, v any, notes []string) error {
 	switch format {
 	case "yaml":
-		for _, n := range notes {
-			fmt.Fprintf(out, "# %s\n", n)
-		}
-		enc := yaml.NewEncoder(out)
-		enc.SetIndent(2)
-		if err := enc.Encode(v); err != nil {
-			return err
-		}
-		return enc.Close()
+		return kube.WriteYAML(out, v, notes)
 	case "json":
 		for _, n := range notes {
-			fmt.Fprintln(errw, "gpuprep: note:", n)
+			fmt.Fprintln(errw, "gpuprep: note:", sanitize.Terminal(n))
 		}
 		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")
@@ -55,9 +48,9 @@ func partialView(missing []kube.Unevaluated, evaluated int, allow bool, what, ha
 	}
 	var names []string
 	for _, m := range missing {
-		n := m.Name + " (" + m.Status
+		n := sanitize.Terminal(m.Name) + " (" + sanitize.Terminal(m.Status)
 		if m.Error != "" {
-			n += ": " + m.Error
+			n += ": " + sanitize.Terminal(m.Error)
 		}
 		names = append(names, n+")")
 	}
@@ -108,9 +101,15 @@ emitted or applied (exit 3): the patch would lack its GPUs, and a merge patch re
 pciHostDevices whole. --allow-partial accepts the partial view: the patch of the hosts that
 were evaluated, with a note naming the others.
 
+A host's report whose values are not what they can be (resource names that are not Kubernetes
+extended-resource names, PCI IDs that are not four hex digits, vGPU types not in their form, a
+host name that is not one, an unknown mode) is refused: nothing is emitted or applied, and the
+message names the host and the field. Notes are comment lines, one each.
+
 Exit codes: 0 the patch emitted (or applied); 1 emitted (or applied), but some GPUs cannot be
-passed through (the notes name them), or the API call failed; 2 usage; 3 some hosts could not
-be evaluated and --allow-partial was not given (nothing emitted or applied), or none could.`,
+passed through (the notes name them), or the API call failed; 2 usage (a --from-report file
+refused among them); 3 some hosts could not be evaluated and --allow-partial was not given
+(nothing emitted or applied), or none could, or a host's report (-i) was refused.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var hosts []kube.Host
@@ -128,7 +127,11 @@ be evaluated and --allow-partial was not given (nothing emitted or applied), or 
 						missing = append(missing, kube.Unevaluated{Name: h.Name, Status: h.Status, Error: h.Error})
 						continue
 					}
-					hosts = append(hosts, kube.Host{Name: h.Name, Report: h.Report})
+					host := kube.Host{Name: h.Name, Report: h.Report}
+					if err := kube.CheckHost(host); err != nil {
+						return &exitError{code: exitUnknown, err: fmt.Errorf("%v: nothing emitted or applied", err)}
+					}
+					hosts = append(hosts, host)
 				}
 			case len(from) > 0:
 				var err error
@@ -170,14 +173,14 @@ be evaluated and --allow-partial was not given (nothing emitted or applied), or 
 			}
 			w := cmd.OutOrStdout()
 			if !res.Changed {
-				fmt.Fprintf(w, "KubeVirt %s/%s already permits these devices: nothing to do\n", res.Namespace, res.Name)
+				fmt.Fprintf(w, "KubeVirt %s/%s already permits these devices: nothing to do\n", sanitize.Terminal(res.Namespace), sanitize.Terminal(res.Name))
 				return result
 			}
 			verb := "patched"
 			if dryRun {
 				verb = "would patch (server-side dry run)"
 			}
-			fmt.Fprintf(w, "%s KubeVirt %s/%s: %s\n", verb, res.Namespace, res.Name, strings.Join(res.Added, "; "))
+			fmt.Fprintf(w, "%s KubeVirt %s/%s: %s\n", verb, sanitize.Terminal(res.Namespace), sanitize.Terminal(res.Name), sanitize.Terminal(strings.Join(res.Added, "; ")))
 			return result
 		},
 	}
@@ -216,8 +219,11 @@ nvidia.com/gpu.deploy.driver=false) so that the operator's daemonset leaves them
 When a fleet report holds hosts that were not evaluated, no values are emitted (exit 3)
 unless --allow-partial accepts values made from the others.
 
-Exit codes: 0 values emitted; 2 usage (a report without --mode, say); 3 some hosts could not
-be evaluated and --allow-partial was not given, or none could.`,
+A host's report whose values are not what they can be (see kubevirt config) is refused, naming
+the host and the field.
+
+Exit codes: 0 values emitted; 2 usage (a report without --mode, or refused, say); 3 some hosts
+could not be evaluated and --allow-partial was not given, or none could.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if len(from) == 0 {

@@ -57,6 +57,8 @@ type Unevaluated struct{ Name, Status, Error string }
 
 // ReadReports reads ReadinessReport or FleetReport JSON files: a fleet
 // report contributes every host that was evaluated, and names the others.
+// A host whose report holds a value that is not what it can be is refused
+// (CheckHost): the error names the file, the host and the field.
 func ReadReports(files []string) ([]Host, []Unevaluated, error) {
 	var out []Host
 	var missing []Unevaluated
@@ -87,11 +89,14 @@ func ReadReports(files []string) ([]Host, []Unevaluated, error) {
 			if err := json.Unmarshal(b, &r); err != nil {
 				return nil, nil, fmt.Errorf("%s: %w", f, err)
 			}
-			name := r.Host.Name
-			if name == "" {
-				name = f
+			h, check := Host{Name: r.Host.Name, Report: &r}, CheckHost
+			if h.Name == "" {
+				h.Name, check = f, checkReport
 			}
-			out = append(out, Host{Name: name, Report: &r})
+			if err := check(h); err != nil {
+				return nil, nil, fmt.Errorf("%s: %w", f, err)
+			}
+			out = append(out, h)
 		case "FleetReport":
 			var fr struct {
 				Hosts []struct {
@@ -105,11 +110,18 @@ func ReadReports(files []string) ([]Host, []Unevaluated, error) {
 				return nil, nil, fmt.Errorf("%s: %w", f, err)
 			}
 			for _, h := range fr.Hosts {
-				if h.Report != nil {
-					out = append(out, Host{Name: h.Name, Report: h.Report})
-				} else {
+				if h.Report == nil {
+					if err := checkHostName(h.Name); err != nil {
+						return nil, nil, fmt.Errorf("%s: %w", f, &RefusedError{Host: h.Name, Field: "name", Value: h.Name, Why: err.Error()})
+					}
 					missing = append(missing, Unevaluated{h.Name, h.Status, h.Error})
+					continue
 				}
+				host := Host{Name: h.Name, Report: h.Report}
+				if err := CheckHost(host); err != nil {
+					return nil, nil, fmt.Errorf("%s: %w", f, err)
+				}
+				out = append(out, host)
 			}
 		default:
 			return nil, nil, fmt.Errorf("%s: kind %q, want %s or FleetReport", f, head.Kind, report.Kind)
