@@ -427,7 +427,7 @@ func (a *fleetApply) rollout(cmd *cobra.Command, sess *fleetSession, phases []ph
 			ro.Stopped = fmt.Sprintf("%d host(s) failed, more than --max-failures %d: stopped after %s", ro.Failures, a.maxFailures, ph.name)
 		}
 		if ro.Stopped != "" && !last {
-			fmt.Fprintf(errw, "gpuprep fleet apply: rollout stopped: %s\n", ro.Stopped)
+			fmt.Fprintf(errw, "gpuprep fleet apply: rollout stopped: %s\n", report.Clean(ro.Stopped))
 		}
 	}
 	fr.Interrupted = ctx.Err() != nil

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpuprep/gpuprep/internal/host"
+	"github.com/gpuprep/gpuprep/internal/sanitize"
 	"github.com/gpuprep/gpuprep/internal/snapshot"
 )
 
@@ -186,11 +187,11 @@ func executeWith(args []string, stdout, stderr io.Writer, g *globals) int {
 	var ee *exitError
 	if errors.As(err, &ee) {
 		if ee.err != nil {
-			fmt.Fprintln(stderr, "gpuprep:", ee.err)
+			fmt.Fprintln(stderr, "gpuprep:", sanitize.Lines(ee.err.Error()))
 		}
 		return ee.code
 	}
-	fmt.Fprintln(stderr, "gpuprep:", err)
+	fmt.Fprintln(stderr, "gpuprep:", sanitize.Lines(err.Error()))
 	// cobra's own errors (unknown command, bad arguments) are usage errors.
 	return exitUsage
 }

@@ -66,3 +66,16 @@ func unsafeRune(r rune) bool {
 	}
 	return false
 }
+
+// Lines is Terminal on each line of s, its newlines kept: for a message of
+// several lines (an error), each shown as it is.
+func Lines(s string) string {
+	if !strings.ContainsFunc(s, unsafeRune) {
+		return s
+	}
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
+		lines[i] = Terminal(l)
+	}
+	return strings.Join(lines, "\n")
+}

@@ -61,3 +61,8 @@ func TestTerminalHugeString(t *testing.T) {
 	got := Terminal(s)
 	require.Equal(t, strings.Repeat(`\x1b[2J`, 1<<18), got)
 }
+
+func TestLinesKeepsNewlinesOnly(t *testing.T) {
+	require.Equal(t, "a\\x1b[2J\nRun 'gpuprep --help'\\r", Lines("a\x1b[2J\nRun 'gpuprep --help'\r"))
+	require.Equal(t, "plain\ntwo lines", Lines("plain\ntwo lines"))
+}
