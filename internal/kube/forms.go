@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"unicode"
 
 	"k8s.io/apimachinery/pkg/api/validate/content"
 
@@ -102,14 +103,15 @@ func checkVGPUTypeName(s string) error {
 }
 
 // checkHostName: a host's name in a report (its hostname, or its name in
-// the inventory): a DNS name or an address, of host-name characters.
+// the inventory): a DNS name or an address, as Ansible reads host names
+// (letters and digits of any script, '.', '-', '_'), with the ':' and
+// brackets of an IPv6 address and the '@' and '+' of an alias.
 func checkHostName(s string) error {
 	if s == "" || len(s) > 253 || s[0] == '-' {
 		return errors.New("not a host name")
 	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("._-:[]", c) >= 0) {
+	for _, r := range s {
+		if !unicode.IsLetter(r) && !unicode.IsDigit(r) && !strings.ContainsRune("._-:[]@+", r) {
 			return errors.New("not a host name (letters, digits, '.', '-', '_'; ':' and brackets of an IPv6 address)")
 		}
 	}

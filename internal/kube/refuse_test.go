@@ -27,6 +27,14 @@ func TestCheckHostAcceptsGpuprepReports(t *testing.T) {
 	h.Name, h.Report.Mode = "10.0.0.1", ""
 	h.Report.GPUs[0].VGPU = &report.VGPU{Interface: "sriov", Types: []report.VGPUType{{ID: "1428", Name: "NVIDIA H200X-141C", ResourceName: "nvidia.com/NVIDIA_H200X-141C"}}}
 	require.NoError(t, CheckHost(h))
+	for _, name := range []string{"gpu-1.example.com", "[fe80::1]", "узел-1", "gpu_node@rack2"} {
+		h.Name = name
+		require.NoError(t, CheckHost(h), name)
+	}
+	for _, name := range []string{"", "-x", "gpu 1", "gpu\u202e1", "gpu\x001", strings.Repeat("a", 254)} {
+		h.Name = name
+		require.Error(t, CheckHost(h), name)
+	}
 }
 
 // Each value that goes into an emitted document (or names a host in its
