@@ -53,7 +53,7 @@ import (
 const (
 	KindStep         = "step"
 	KindFileIntent   = journal.KindFileIntent
-	KindDriverIntent = "driver-intent"
+	KindDriverIntent = journal.KindDriverIntent
 	KindLabel        = "label"
 	KindUndone       = "undone"
 	KindBootArgs     = "bootargs-intent"
