@@ -14,8 +14,10 @@
 //     device's driver now and the one it goes to; a vgpu-intent naming the
 //     mdev's UUID or the VF; a label entry with the labels the node has; a
 //     bootargs-intent per argument a bootloader's tool changes; a
-//     vgpu-mode before a GPU's mode is turned on), appended with Append,
-//     which returns only once it is fsync'd;
+//     vgpu-mode before a GPU's mode is turned on; a command-intent before
+//     a command whose change rollback leaves in place, such as the vGPU
+//     manager's installer), appended with Append, which returns only once
+//     it is fsync'd;
 //  2. the change (a file written, a sysfs attribute, a command, a PATCH);
 //  3. the done entry (file, driver, vgpu), appended once the change is
 //     made, where there is one.
