@@ -37,7 +37,9 @@ import (
 //	                      of the content written, or "absent" for a file removed (none in older journals)
 //	kind "dir":           (every writer's, journal.MkdirAll) Path = a directory about to be created, written
 //	                      before the mkdir; rollback removes it once empty (never one that holds anything)
-//	kind "driver-intent": Device, Before = its driver before the step ("" unbound), After = the driver it goes to
+//	kind "driver-intent": Device, Before = its driver before the step ("" unbound), After = the driver it goes to;
+//	                      vfio.Bind and vfio.Unbind write their own too ("vfio bind", "vfio unbind"), each
+//	                      just before a device's first sysfs write, and a "driver" entry once it is done
 //	kind "label":         Device = Node name, Path = kubeconfig, Before = labels before ("k=v,…"), After = the keys changed ("k,…")
 //	kind "undone":        Before = the index (in journal.Read order) of an entry rollback undid; Backup, for
 //	                      a file rollback overwrote or removed, where it saved the content it found there
@@ -53,7 +55,7 @@ import (
 const (
 	KindStep         = "step"
 	KindFileIntent   = journal.KindFileIntent
-	KindDriverIntent = "driver-intent"
+	KindDriverIntent = journal.KindDriverIntent
 	KindLabel        = "label"
 	KindUndone       = "undone"
 	KindBootArgs     = "bootargs-intent"

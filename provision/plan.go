@@ -1119,11 +1119,7 @@ func unbindTargets(root *host.Root, inv *pci.Inventory, sel pci.Selector) []unbi
 		if t.override == "(null)" {
 			t.override = ""
 		}
-		for _, e := range entries {
-			if e.Kind == "driver" && e.Device == d.Address {
-				t.restore, t.known = e.Before, e.Command == "vfio bind"
-			}
-		}
+		t.restore, t.known = vfio.DriverBefore(entries, d.Address)
 		out = append(out, t)
 	}
 	return out

@@ -135,8 +135,7 @@ func Bind(ctx context.Context, e Env, inv *pci.Inventory, p *Plan, opts Options)
 		rb := rollback(e, w, done)
 		for _, t := range done {
 			if d := e.driver(t.Dev.Address); d == t.Driver {
-				_ = journal.Append(e.Root, journal.Entry{Time: opts.now(), Command: "vfio bind (rolled back)", Kind: "driver",
-					Device: t.Dev.Address, Before: t.VFIO, After: t.Driver})
+				_ = journal.Append(e.Root, journal.DriverDone("vfio bind (rolled back)", t.Dev.Address, t.VFIO, t.Driver, opts.now()))
 			}
 		}
 		res.Changed = nil
@@ -149,13 +148,17 @@ func Bind(ctx context.Context, e Env, inv *pci.Inventory, p *Plan, opts Options)
 		return res, err
 	}
 	for _, t := range todo {
+		// the intent first (durable): killed after the driver changed,
+		// the journal still names the driver to restore
+		if err := journal.Append(e.Root, journal.DriverIntent("vfio bind", t.Dev.Address, t.Driver, t.VFIO, opts.now())); err != nil {
+			return fail(err)
+		}
 		done = append(done, t)
 		if err := bindOne(e, w, t); err != nil {
 			return fail(err)
 		}
 		res.Changed = append(res.Changed, Change{Device: t.Dev.Address, Before: t.Driver, After: t.VFIO})
-		if err := journal.Append(e.Root, journal.Entry{Time: opts.now(), Command: "vfio bind", Kind: "driver",
-			Device: t.Dev.Address, Before: t.Driver, After: t.VFIO}); err != nil {
+		if err := journal.Append(e.Root, journal.DriverDone("vfio bind", t.Dev.Address, t.Driver, t.VFIO, opts.now())); err != nil {
 			return fail(err)
 		}
 	}
@@ -342,10 +345,12 @@ var ErrNothing = errors.New("nothing to unbind")
 
 // UnbindTargets are the functions Unbind moves off VFIO: every endpoint of
 // the selected devices' groups that is on (or overridden to) a VFIO driver
-// or in gpuprep's persistent configuration — of another slot than a
-// selected device only when it is on a VFIO driver.
+// or in gpuprep's persistent configuration, or unbound by an unbind that
+// the journal shows started and not done — of another slot than a selected
+// device only when it is on a VFIO driver or so left unbound.
 func UnbindTargets(root *host.Root, inv *pci.Inventory, selected []*pci.Device) []*pci.Device {
 	persisted := Persisted(root)
+	entries, _ := journal.Read(root) // unreadable: only what sysfs shows
 	var targets []*pci.Device
 	seen := map[string]bool{}
 	for _, s := range selected {
@@ -358,10 +363,12 @@ func UnbindTargets(root *host.Root, inv *pci.Inventory, selected []*pci.Device) 
 				continue
 			}
 			drv, ov := current(root, d.Address)
-			if d.Slot() != s.Slot() && !containsDev(selected, d) && !pci.DriverIsVFIO(drv) {
+			// unbound by an unbind killed before its record: still to go back
+			pending := drv == "" && unbindPending(entries, d.Address)
+			if d.Slot() != s.Slot() && !containsDev(selected, d) && !pci.DriverIsVFIO(drv) && !pending {
 				continue // another device of the group that gpuprep did not bind
 			}
-			if pci.DriverIsVFIO(drv) || pci.DriverIsVFIO(ov) || persisted[d.Address] != "" {
+			if pci.DriverIsVFIO(drv) || pci.DriverIsVFIO(ov) || persisted[d.Address] != "" || pending {
 				seen[d.Address] = true
 				targets = append(targets, d)
 			}
@@ -389,12 +396,19 @@ func Unbind(ctx context.Context, e Env, inv *pci.Inventory, sel pci.Selector, op
 			// GPUs to VFIO at boot.
 			opts.Regenerate = InitramfsStale(e.Root)
 		}
-		if opts.Regenerate == "" {
-			return res, ErrNothing
-		}
 		pp, err := planPersist(e.Root, inv, nil, nil)
 		if err != nil {
 			return res, err
+		}
+		// An earlier unbind killed while it removed the files (its
+		// modprobe.d file gone, the others not): no device is persisted,
+		// and what is left of gpuprep's files goes.
+		var left []FileEdit
+		if len(Persisted(e.Root)) == 0 {
+			left, _ = pp.Pending(e.Root)
+		}
+		if opts.Regenerate == "" && len(left) == 0 {
+			return res, ErrNothing
 		}
 		pp.Regenerate = opts.Regenerate
 		_, err = applyPersist(ctx, e, pp, "vfio unbind", opts, res)
@@ -419,6 +433,13 @@ func Unbind(ctx context.Context, e Env, inv *pci.Inventory, sel pci.Selector, op
 		a := d.Address
 		dev := "/sys/bus/pci/devices/" + a
 		drv, ov := current(e.Root, a)
+		before, known := DriverBefore(entries, a)
+		// the intent first (durable): killed after the unbind, the journal
+		// still says the device is to go back to before
+		if err := journal.Append(e.Root, journal.DriverIntent("vfio unbind", a, drv, restoreTo(before, known, opts.NoRestore), opts.now())); err != nil {
+			failed = append(failed, fmt.Sprintf("%s: journal: %v (not unbound)", a, err))
+			continue
+		}
 		if pci.DriverIsVFIO(drv) {
 			if err := w.write(dev+"/driver/unbind", a); err != nil {
 				failed = append(failed, fmt.Sprintf("%s: unbind from %s: %v", a, drv, err))
@@ -435,7 +456,6 @@ func Unbind(ctx context.Context, e Env, inv *pci.Inventory, sel pci.Selector, op
 				continue
 			}
 		}
-		before, known := driverBefore(entries, a)
 		after := ""
 		switch {
 		case !known:
@@ -463,7 +483,7 @@ func Unbind(ctx context.Context, e Env, inv *pci.Inventory, sel pci.Selector, op
 			res.Changed = append(res.Changed, Change{Device: a, Before: drv, After: after})
 		}
 		unbound = append(unbound, a)
-		_ = journal.Append(e.Root, journal.Entry{Time: opts.now(), Command: "vfio unbind", Kind: "driver", Device: a, Before: drv, After: after})
+		_ = journal.Append(e.Root, journal.DriverDone("vfio unbind", a, drv, after, opts.now()))
 	}
 	if len(unbound) > 0 && len(Persisted(e.Root)) > 0 {
 		pp, err := planPersist(e.Root, inv, nil, unbound)
@@ -499,18 +519,6 @@ func Unpersist(ctx context.Context, e Env, inv *pci.Inventory, addrs []string, o
 	pp.Regenerate = opts.Regenerate
 	_, err = applyPersist(ctx, e, pp, "vfio unbind", opts, res)
 	return res, err
-}
-
-// driverBefore returns the driver the journal recorded for addr before its
-// last bind; known is false when the last record is not a bind.
-func driverBefore(entries []journal.Entry, addr string) (before string, known bool) {
-	for _, en := range entries {
-		if en.Kind != "driver" || en.Device != addr {
-			continue
-		}
-		before, known = en.Before, en.Command == "vfio bind"
-	}
-	return before, known
 }
 
 func uniqGroups(ds []*pci.Device) []string {

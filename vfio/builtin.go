@@ -105,7 +105,7 @@ func bootDriver(root *host.Root, d *pci.Device, entries []journal.Entry) string 
 	if !pci.DriverIsVFIO(drv) {
 		return drv
 	}
-	before, _ := driverBefore(entries, d.Address)
+	before, _ := DriverBefore(entries, d.Address)
 	return before
 }
 

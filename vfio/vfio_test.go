@@ -196,8 +196,9 @@ func TestBindMovesEveryFunctionAndUnbindRestores(t *testing.T) {
 	require.True(t, k.Root.Exists("/dev/vfio/2"))
 	ents, err := journal.Read(k.Root)
 	require.NoError(t, err)
-	require.Len(t, ents, 4)
-	require.Equal(t, journal.Entry{Time: t0, Command: "vfio bind", Kind: "driver", Device: "0000:01:00.1", Before: "snd_hda_intel", After: "vfio-pci"}, ents[1])
+	require.Len(t, ents, 8, "an intent and a record of it done per device")
+	require.Equal(t, journal.Entry{Time: t0, Command: "vfio bind", Kind: "driver-intent", Device: "0000:01:00.1", Before: "snd_hda_intel", After: "vfio-pci"}, ents[2])
+	require.Equal(t, journal.Entry{Time: t0, Command: "vfio bind", Kind: "driver", Device: "0000:01:00.1", Before: "snd_hda_intel", After: "vfio-pci"}, ents[3])
 
 	// a second bind changes nothing: not one write
 	n := len(k.Writes)
@@ -247,7 +248,7 @@ func TestBindFailureRollsBack(t *testing.T) {
 				require.ErrorContains(t, err, "rolled back: 3 device(s)")
 			}
 			ents, _ := journal.Read(k.Root)
-			before, known := driverBefore(ents, "0000:01:00.0")
+			before, known := DriverBefore(ents, "0000:01:00.0")
 			require.False(t, known && before != "", "the journal does not claim a bind that was rolled back: %+v", ents)
 		})
 	}

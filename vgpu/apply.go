@@ -338,6 +338,10 @@ func ApplyAt(root *host.Root, w AttrWriter, p *Plan, now time.Time) ([]Action, e
 //	            …/nvidia/current_vgpu_type), After = the value (the new
 //	            mdev's UUID, or the type id), Device = the GPU, Before = a
 //	            VF's current_vgpu_type just before the write
+//	            Also before a write that removes one (--prune): Path = its
+//	            …/UUID/remove, or the VF's current_vgpu_type, After = the
+//	            value (1, 0), Before = the type it had; rollback, which
+//	            never makes a removed vGPU again, passes over it
 //	KindWrite:  every write, once made (creations and --prune's removals)
 //	KindMode:   before a GPU's heterogeneous vGPU mode is turned on (ModeStep)
 const (
@@ -373,6 +377,11 @@ func ApplyJournalled(root *host.Root, w AttrWriter, p *Plan, now time.Time, comm
 			}
 			return record(en)
 		},
+		removing: func(a Action) error {
+			en := entry(KindIntent, a)
+			en.Before = a.Type
+			return record(en)
+		},
 		done: func(a Action) error { return record(entry(KindWrite, a)) },
 		mode: func(m ModeStep) error {
 			return record(journal.Entry{Time: now.UTC(), Command: command, Kind: KindMode, Device: m.GPU, Before: m.Mode, After: "Enabled"})
@@ -381,10 +390,11 @@ func ApplyJournalled(root *host.Root, w AttrWriter, p *Plan, now time.Time, comm
 }
 
 // journalHooks are told of apply's writes: intent before each creation,
-// done after every write; mode before each mode step.
+// removing before each removal, done after every write; mode before each
+// mode step.
 type journalHooks struct {
-	intent, done func(Action) error
-	mode         func(ModeStep) error
+	intent, removing, done func(Action) error
+	mode                   func(ModeStep) error
 }
 
 func apply(root *host.Root, w AttrWriter, p *Plan, now time.Time, j *journalHooks) ([]Action, error) {
@@ -403,6 +413,11 @@ func apply(root *host.Root, w AttrWriter, p *Plan, now time.Time, j *journalHook
 		return nil
 	}
 	for _, a := range p.Removals {
+		if j != nil {
+			if err := j.removing(a); err != nil {
+				return done, err
+			}
+		}
 		if err := write(a); err != nil {
 			return done, err
 		}

@@ -79,17 +79,19 @@ func TestApplyJournalledRecordsAVFsValueBeforeTheWrite(t *testing.T) {
 	_, err = ApplyJournalled(s.root, s, p, time.Now(), "vgpu apply", r.record)
 	require.NoError(t, err)
 	require.Equal(t, []string{
-		"vgpu 0: VF at 0", // the removal, once made (no intent: rollback does not undo removals)
+		"vgpu-intent 0: VF at 1429", // the removal's intent, before it
+		"vgpu 0: VF at 0",           // and once made
 		"vgpu-intent 1430: VF at 0",
 		"vgpu 1430: VF at 1430",
 		"vgpu-intent 1430: VF at 0",
 		"vgpu 1430: VF at 1430",
 	}, r.seen)
-	require.Equal(t, vf, r.entries[1].Path)
-	require.Equal(t, "0", r.entries[1].Before, "the VF's value when it was written, not the pruned type")
-	require.Equal(t, "/sys/bus/pci/devices/0000:41:00.5/nvidia/current_vgpu_type", r.entries[3].Path)
-	require.Equal(t, "0", r.entries[3].Before)
-	require.Empty(t, r.entries[2].Before, "the write's entry is as before")
+	require.Equal(t, journal.Entry{Time: r.entries[0].Time, Command: "vgpu apply", Kind: KindIntent, Path: vf, Device: "0000:41:00.0", Before: "NVIDIA H200X-70C", After: "0"}, r.entries[0])
+	require.Equal(t, vf, r.entries[2].Path)
+	require.Equal(t, "0", r.entries[2].Before, "the VF's value when it was written, not the pruned type")
+	require.Equal(t, "/sys/bus/pci/devices/0000:41:00.5/nvidia/current_vgpu_type", r.entries[4].Path)
+	require.Equal(t, "0", r.entries[4].Before)
+	require.Empty(t, r.entries[3].Before, "the write's entry is as before")
 }
 
 // Without its intent in the journal, nothing is created.

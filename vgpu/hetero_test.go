@@ -133,7 +133,7 @@ func TestPruneThenHeterogeneousMode(t *testing.T) {
 	record := func(e journal.Entry) error { order = append(order, e.Kind+" "+e.After); return nil }
 	_, err = vgpu.ApplyJournalled(h.Root, h, p, time.Now(), "vgpu apply", record)
 	require.NoError(t, err)
-	require.Equal(t, []string{"vgpu 0", "vgpu-mode Enabled", "vgpu-intent 1430", "vgpu 1430", "vgpu-intent 1429", "vgpu 1429"}, order)
+	require.Equal(t, []string{"vgpu-intent 0", "vgpu 0", "vgpu-mode Enabled", "vgpu-intent 1430", "vgpu 1430", "vgpu-intent 1429", "vgpu 1429"}, order)
 	require.Equal(t, "Enabled", mode(t, h))
 }
 

@@ -563,6 +563,11 @@ func (p *InstallPlan) Execute(ctx context.Context, e *Env, done func(Step)) erro
 		return err
 	}
 	for i, s := range p.Steps {
+		if len(s.Commands) > 0 {
+			if err := journal.Append(e.Root, journal.Entry{Time: e.now().UTC(), Command: "vgpu install", Kind: journal.KindCommandIntent, After: s.Title}); err != nil {
+				return &StepError{N: i + 1, Of: len(p.Steps), Title: s.Title, Err: err}
+			}
+		}
 		if err := s.run(ctx, e); err != nil {
 			return &StepError{N: i + 1, Of: len(p.Steps), Title: s.Title, Err: err, Remedy: s.Remedy}
 		}

@@ -1,8 +1,3 @@
-// Package journal records every change gpuprep makes to a host, so that it
-// can be shown, undone (gpuprep vfio unbind, grub undo, rollback) and resumed.
-// Entries are JSON lines appended to /var/lib/gpuprep/journal.jsonl inside the
-// host root, each with one write(2) and an fsync, so a crash leaves at most
-// one torn last line, which Read skips and reports.
 package journal
 
 import (
