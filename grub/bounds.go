@@ -1,0 +1,43 @@
+package grub
+
+import "fmt"
+
+// Bounds on the shell subset's expansion. Without them a few hundred bytes
+// of defaults file that double a variable forty times (A=$A$A) ask for a
+// terabyte, and a long chain of self-appends (A="$A x", once per line)
+// copies quadratically: every byte of a value also carries its provenance
+// (a chr, 32 bytes), so a 330 KB chain cost 17 GB.
+//
+// maxValue: what grub-mkconfig makes of GRUB_CMDLINE_LINUX and
+// GRUB_CMDLINE_LINUX_DEFAULT goes into one "linux" line, which the kernel
+// truncates to COMMAND_LINE_SIZE (2048 bytes on x86 and arm64, 4096 on a
+// few architectures); 64 KiB is sixteen times the largest of those, so no
+// value a bootable configuration needs comes near it, and it holds for every
+// variable, since any may be expanded into the command line.
+//
+// maxCopied: the total bytes all $VAR references of one reading may copy,
+// which bounds the quadratic chain: sixteen maximal values, 1 MiB (32 MiB of
+// provenance). The distributions' defaults files copy a few hundred bytes.
+const (
+	maxValue  = 64 << 10
+	maxCopied = 1 << 20
+)
+
+// errValueTooLong is the error for a value past maxValue; the caller adds the
+// file and line.
+func errValueTooLong(n int) error {
+	return fmt.Errorf("the value grows to %d bytes, more than gpuprep reads (%d; the kernel keeps at most 4096 of a command line)", n, maxValue)
+}
+
+// charge accounts for appending the value of $name (add bytes) to a value
+// of have bytes, refusing it past either bound.
+func (st *shellState) charge(name string, have, add int) error {
+	if have+add > maxValue {
+		return fmt.Errorf("$%s: %w", name, errValueTooLong(have+add))
+	}
+	st.copied += add
+	if st.copied > maxCopied {
+		return fmt.Errorf("$%s: the files' variable references copy more than %d bytes in all (gpuprep's bound on expanding them)", name, maxCopied)
+	}
+	return nil
+}
