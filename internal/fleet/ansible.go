@@ -40,7 +40,7 @@ type aVar struct {
 type aGroup struct {
 	name     string
 	line     int
-	hosts    []string
+	hosts    map[string]bool // listed in the group itself
 	children []string
 	vars     map[string]aVar
 }
@@ -57,17 +57,18 @@ type aInv struct {
 	yamlOn map[*yaml.Node]bool // YAML groups being read (alias loops)
 	groups map[string]*aGroup
 	hosts  map[string]*aHost
-	order  []string // hosts in first-seen order
+	order  []string            // hosts in first-seen order
+	direct map[string][]string // host -> the groups that list it (a set lookup per group, not a scan)
 }
 
 func newAInv(file, format string) *aInv {
-	return &aInv{file: file, format: format, groups: map[string]*aGroup{}, hosts: map[string]*aHost{}}
+	return &aInv{file: file, format: format, groups: map[string]*aGroup{}, hosts: map[string]*aHost{}, direct: map[string][]string{}}
 }
 
 func (a *aInv) group(name string, line int) *aGroup {
 	g := a.groups[name]
 	if g == nil {
-		g = &aGroup{name: name, line: line, vars: map[string]aVar{}}
+		g = &aGroup{name: name, line: line, vars: map[string]aVar{}, hosts: map[string]bool{}}
 		a.groups[name] = g
 	}
 	return g
@@ -84,8 +85,9 @@ func (a *aInv) host(name string, line int) *aHost {
 }
 
 func (a *aInv) addHostToGroup(g *aGroup, name string) {
-	if !contains(g.hosts, name) {
-		g.hosts = append(g.hosts, name)
+	if !g.hosts[name] {
+		g.hosts[name] = true
+		a.direct[name] = append(a.direct[name], g.name)
 	}
 }
 
@@ -101,9 +103,20 @@ func (a *aInv) addHosts(g *aGroup, pat string, line int, field string, vars map[
 			return &Error{File: a.file, Line: line, Field: field, Msg: fmt.Sprintf("host %q: %q is not a TCP port", pat, port)}
 		}
 	}
+	if len(pat) > maxHostPattern {
+		return &Error{File: a.file, Line: line, Field: field, Msg: fmt.Sprintf("host pattern of %d bytes: at most %d", len(pat), maxHostPattern)}
+	}
 	names, err := expandRange(pat)
 	if err != nil {
 		return &Error{File: a.file, Line: line, Field: field, Msg: err.Error()}
+	}
+	if err := a.roomFor(names, line, field); err != nil {
+		return err
+	}
+	if len(names) > 0 {
+		if msg := hostNameProblem(names[0]); msg != "" { // the names of one pattern differ only in their ranges
+			return &Error{File: a.file, Line: line, Field: field, Msg: msg}
+		}
 	}
 	for _, n := range names {
 		isNew := a.hosts[n] == nil
@@ -240,9 +253,9 @@ func (a *aInv) resolve() (*Inventory, error) {
 				}
 			}
 		}
-		for _, g := range a.groups {
-			if contains(g.hosts, hn) {
-				up(g.name)
+		for _, g := range a.direct[hn] {
+			if a.groups[g].hosts[hn] {
+				up(g)
 			}
 		}
 		return m
@@ -259,11 +272,11 @@ func (a *aInv) resolve() (*Inventory, error) {
 			other = other || g != "all" && g != "ungrouped"
 		}
 		switch {
-		case other && contains(ungrouped.hosts, hn):
-			ungrouped.hosts = slices.DeleteFunc(ungrouped.hosts, func(h string) bool { return h == hn })
+		case other && ungrouped.hosts[hn]:
+			delete(ungrouped.hosts, hn)
 			m = memberOf(hn)
 		case !other && !m["ungrouped"]:
-			ungrouped.hosts = append(ungrouped.hosts, hn)
+			a.addHostToGroup(ungrouped, hn)
 			m["ungrouped"] = true
 		}
 		member[hn] = m

@@ -163,8 +163,8 @@ func lineOf(source string) int {
 func validateHost(file string, h *Host) error {
 	line := lineOf(h.Source)
 	bad := func(field, msg string) error { return &Error{File: file, Line: line, Field: field, Msg: msg} }
-	if h.Name == "" {
-		return bad("name", "empty host name")
+	if msg := hostNameProblem(h.Name); msg != "" {
+		return bad("name", msg)
 	}
 	if !validAddress(h.Address) {
 		return bad("address", fmt.Sprintf("host %q: %q is not a host name or IP address", h.Name, h.Address))
@@ -197,6 +197,9 @@ func validateHost(file string, h *Host) error {
 // like "victim.corp,x.attacker.example" would record a key that OpenSSH and
 // gpuprep then trust for victim.corp. A leading '-' would read as an option.
 func validAddress(a string) bool {
+	if len(a) > maxHostName {
+		return false
+	}
 	if validHostName(a) {
 		return true
 	}
