@@ -89,7 +89,7 @@ var validModes = map[string]bool{"container": true, "vm-passthrough": true, "vm-
 // Inventory, or a top-level `hosts:` list), an Ansible YAML inventory (a
 // mapping of groups), or an Ansible INI inventory.
 func Load(file string) (*Inventory, error) {
-	data, err := os.ReadFile(file)
+	data, err := readBounded(file, maxInventoryFile)
 	if err != nil {
 		return nil, err
 	}
