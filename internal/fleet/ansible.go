@@ -59,6 +59,7 @@ type aInv struct {
 	hosts  map[string]*aHost
 	order  []string            // hosts in first-seen order
 	direct map[string][]string // host -> the groups that list it (a set lookup per group, not a scan)
+	work   int                 // YAML groups and host entries read so far (bounded by maxYAMLWork)
 }
 
 func newAInv(file, format string) *aInv {
@@ -858,6 +859,9 @@ func (a *aInv) yamlGroup(k, v *yaml.Node) error {
 	}
 	a.yamlOn[v] = true
 	defer delete(a.yamlOn, v)
+	if err := a.spend(k); err != nil {
+		return err
+	}
 	g := a.group(k.Value, k.Line)
 	if v.Kind == yaml.ScalarNode && (v.Tag == "!!null" || v.Value == "") {
 		return nil
@@ -867,7 +871,7 @@ func (a *aInv) yamlGroup(k, v *yaml.Node) error {
 	}
 	// A group may take its fields from an anchor (<<: *base), as PyYAML
 	// reads it.
-	v, err := yamlMerged(a.file, v, k.Value, nil)
+	v, err := a.yamlMerged(v, k.Value, nil)
 	if err != nil {
 		return err
 	}
@@ -890,6 +894,9 @@ func (a *aInv) yamlGroup(k, v *yaml.Node) error {
 			}
 			for j := 0; j+1 < len(fv.Content); j += 2 {
 				hk, hv := fv.Content[j], fv.Content[j+1]
+				if err := a.spend(hk); err != nil {
+					return err
+				}
 				if t := yamlHostKeyType(hk); t != "" {
 					return &Error{File: a.file, Line: hk.Line, Field: field, Msg: fmt.Sprintf("host %q reads as %s in YAML, as Ansible reads it (Host pattern must be a string): quote it", hk.Value, t)}
 				}
@@ -941,7 +948,7 @@ func (a *aInv) yamlVars(n *yaml.Node, field string) (map[string]aVar, error) {
 	if n.Kind != yaml.MappingNode {
 		return nil, &Error{File: a.file, Line: n.Line, Field: field, Msg: "want a mapping of variables"}
 	}
-	n, err := yamlMerged(a.file, n, field, nil)
+	n, err := a.yamlMerged(n, field, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -977,7 +984,11 @@ func yamlDeref(n *yaml.Node) *yaml.Node {
 // mapping, as PyYAML does: the mapping's own keys win; of several << keys
 // the later wins, of a list of mappings the earlier. A mapping merged into
 // itself through an alias (on is the merge path) adds nothing more.
-func yamlMerged(file string, n *yaml.Node, field string, on map[*yaml.Node]bool) (*yaml.Node, error) {
+func (a *aInv) yamlMerged(n *yaml.Node, field string, on map[*yaml.Node]bool) (*yaml.Node, error) {
+	file := a.file
+	if err := a.spend(n); err != nil {
+		return nil, err
+	}
 	var own []*yaml.Node
 	has := map[string]bool{}
 	var groups [][]*yaml.Node // the mappings of each << key
@@ -1019,7 +1030,7 @@ func yamlMerged(file string, n *yaml.Node, field string, on map[*yaml.Node]bool)
 			if on[src] {
 				continue
 			}
-			src, err := yamlMerged(file, src, field, on)
+			src, err := a.yamlMerged(src, field, on)
 			if err != nil {
 				return nil, err
 			}

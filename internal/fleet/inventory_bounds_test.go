@@ -62,3 +62,19 @@ func TestInventoryHostNames(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, inv.Hosts, 3)
 }
+
+// Groups that list the group before twice through an alias are 2^29 group
+// definitions, mappings that merge the one before twice 2^29 merges;
+// reading them stops at maxYAMLWork, naming a line.
+func TestInventoryYAMLAliasBound(t *testing.T) {
+	err := loadHostile(t, "alias-groups.yaml")
+	require.ErrorContains(t, err, "testdata/hostile/alias-groups.yaml:")
+	require.ErrorContains(t, err, "YAML aliases make the inventory more than 1000000 groups, host entries and merges to read")
+	err = loadHostile(t, "alias-merges.yaml")
+	require.ErrorContains(t, err, "testdata/hostile/alias-merges.yaml:")
+	require.ErrorContains(t, err, "more than 1000000 groups, host entries and merges")
+	// One alias, read once more, is fine.
+	inv, err := Parse("a.yaml", []byte("all:\n  children:\n    a: &a\n      hosts:\n        n1:\n    b: *a\n"))
+	require.NoError(t, err)
+	require.Equal(t, []string{"a", "b"}, inv.Hosts[0].Groups)
+}
