@@ -97,6 +97,9 @@ func ParseConfig(file string, b []byte) (*Config, error) {
 				if n < 0 {
 					return nil, fmt.Errorf("%s:%d: vgpu-configs.%s[%d]: %q: count %d is negative", file, s.line, name, i, t, n)
 				}
+				if n > maxVGPUCount {
+					return nil, fmt.Errorf("%s:%d: vgpu-configs.%s[%d]: %q: count %d: at most %d vGPUs of a type per GPU", file, s.line, name, i, t, n, maxVGPUCount)
+				}
 			}
 			if !s.Devices.All && len(s.Devices.Indices) == 0 {
 				return nil, fmt.Errorf("%s:%d: vgpu-configs.%s[%d]: devices: want all or a list of GPU indices", file, s.line, name, i)

@@ -10,7 +10,7 @@ import (
 
 // FuzzParseConfig: an accepted config names no GPU twice in any of its
 // configs, so Wants, for any number of GPUs, yields each (GPU, type) at most
-// once, with the config's count, and only GPUs that exist.
+// once, with a count from 0 to maxVGPUCount, and only GPUs that exist.
 //
 //	go test ./vgpu -run '^$' -fuzz FuzzParseConfig -fuzztime 20s
 func FuzzParseConfig(f *testing.F) {
@@ -44,7 +44,7 @@ func FuzzParseConfig(f *testing.F) {
 				require.False(t, seen[k], "config %q plans %s on GPU %s twice", name, w.Type, w.GPU)
 				seen[k] = true
 				require.Contains(t, gpus, w.GPU)
-				require.GreaterOrEqual(t, w.Count, 0)
+				require.True(t, w.Count >= 0 && w.Count <= maxVGPUCount, "count %d", w.Count)
 			}
 		}
 	})
