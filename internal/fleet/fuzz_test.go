@@ -40,6 +40,10 @@ func FuzzParseInventory(f *testing.F) {
 			f.Add(b, uint8(k))
 		}
 	})
+	// JSON is YAML: an Ansible inventory in JSON (ansible-inventory --list
+	// without _meta) reads as the YAML form.
+	f.Add([]byte(`{"all": {"children": {"gpu": {"hosts": {"gpu[01:04]": {"ansible_host": "10.0.0.1", "ansible_port": 2222}}, "vars": {"gpuprep_mode": "vm-vgpu"}}}}}`), uint8(2))
+	f.Add([]byte(`{"hosts": [{"name": "gpu-1", "address": "10.0.0.1", "port": 22}]}`), uint8(1))
 	f.Fuzz(func(t *testing.T, b []byte, kind uint8) {
 		name := inventoryNames[int(kind)%len(inventoryNames)]
 		inv, err := Parse(name, b)
