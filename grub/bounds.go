@@ -1,6 +1,10 @@
 package grub
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/gpuprep/gpuprep/internal/host"
+)
 
 // Bounds on the shell subset's expansion. Without them a few hundred bytes
 // of defaults file that double a variable forty times (A=$A$A) ask for a
@@ -18,9 +22,14 @@ import "fmt"
 // maxCopied: the total bytes all $VAR references of one reading may copy,
 // which bounds the quadratic chain: sixteen maximal values, 1 MiB (32 MiB of
 // provenance). The distributions' defaults files copy a few hundred bytes.
+//
+// maxDefaultsFile: a defaults file is read whole, so one that is not a
+// regular file (a link to /dev/zero) or is larger than 1 MiB (the
+// distributions' are about 2 KiB) is refused before it is read.
 const (
-	maxValue  = 64 << 10
-	maxCopied = 1 << 20
+	maxValue        = 64 << 10
+	maxCopied       = 1 << 20
+	maxDefaultsFile = 1 << 20
 )
 
 // errValueTooLong is the error for a value past maxValue; the caller adds the
@@ -40,4 +49,23 @@ func (st *shellState) charge(name string, have, add int) error {
 		return fmt.Errorf("$%s: the files' variable references copy more than %d bytes in all (gpuprep's bound on expanding them)", name, maxCopied)
 	}
 	return nil
+}
+
+// readDefaults reads a defaults file within maxDefaultsFile. A file that
+// does not exist is read as root.ReadFile reads it (ReadFiles tells a missing
+// /etc/default/grub apart).
+func readDefaults(root *host.Root, p string) ([]byte, error) {
+	if fi, err := root.Stat(p); err == nil {
+		switch {
+		case !fi.Mode().IsRegular():
+			return nil, &ParseError{File: p, Line: 1, Msg: "not a regular file (" + fi.Mode().Type().String() + ")"}
+		case fi.Size() > maxDefaultsFile:
+			return nil, &ParseError{File: p, Line: 1, Msg: fmt.Sprintf("%d bytes: larger than gpuprep reads (%d)", fi.Size(), maxDefaultsFile)}
+		}
+	}
+	b, err := root.ReadFile(p)
+	if err == nil && len(b) > maxDefaultsFile { // grown since the stat
+		return nil, &ParseError{File: p, Line: 1, Msg: fmt.Sprintf("larger than gpuprep reads (%d bytes)", maxDefaultsFile)}
+	}
+	return b, err
 }

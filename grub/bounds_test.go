@@ -1,12 +1,18 @@
 package grub
 
 import (
+	"bytes"
 	"errors"
+	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/gpuprep/gpuprep/internal/host"
 )
 
 // allocated is the bytes f allocates.
@@ -54,4 +60,23 @@ func TestSelfAppendChainBounded(t *testing.T) {
 func TestLiteralValueBounded(t *testing.T) {
 	files := []File{{DefaultsFile, []byte("X=1\nGRUB_CMDLINE_LINUX=\"" + strings.Repeat("a ", 1<<20) + "\"\n")}}
 	requireBounded(t, files, DefaultsFile, 2)
+}
+
+// A defaults file that is not a regular file, or is larger than 1 MiB, is
+// refused before it is read.
+func TestDefaultsFileBounded(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "etc/default/grub.d"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "etc/default/grub"), []byte("GRUB_CMDLINE_LINUX=\"\"\n"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "etc/default/grub.d/big.cfg"), bytes.Repeat([]byte("# x\n"), 300<<10), 0o644))
+	root, err := host.NewRoot(dir)
+	require.NoError(t, err)
+	_, err = ReadFiles(root)
+	require.ErrorContains(t, err, "/etc/default/grub.d/big.cfg:1: 1228800 bytes: larger than gpuprep reads (1048576)")
+
+	require.NoError(t, os.Remove(filepath.Join(dir, "etc/default/grub.d/big.cfg")))
+	require.NoError(t, os.Remove(filepath.Join(dir, "etc/default/grub")))
+	require.NoError(t, syscall.Mkfifo(filepath.Join(dir, "etc/default/grub"), 0o644))
+	_, err = ReadFiles(root)
+	require.ErrorContains(t, err, "/etc/default/grub:1: not a regular file")
 }
