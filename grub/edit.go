@@ -100,7 +100,7 @@ func (c Cmdline) String() string {
 // ReadFiles returns /etc/default/grub and /etc/default/grub.d/*.cfg in the
 // order grub-mkconfig sources them. A missing /etc/default/grub returns nil.
 func ReadFiles(root *host.Root) ([]File, error) {
-	data, err := root.ReadFile(DefaultsFile)
+	data, err := readDefaults(root, DefaultsFile)
 	if err != nil {
 		if root.Exists(DefaultsFile) {
 			return nil, err
@@ -111,7 +111,7 @@ func ReadFiles(root *host.Root) ([]File, error) {
 	cfgs, _ := root.Glob("/etc/default/grub.d/*.cfg")
 	sort.Strings(cfgs)
 	for _, f := range cfgs {
-		b, err := root.ReadFile(f)
+		b, err := readDefaults(root, f)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", f, err)
 		}

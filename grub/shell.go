@@ -63,6 +63,9 @@ type shellState struct {
 	segs    []segment
 	assigns []*assignment
 	vars    map[string]*variable
+	// copied is how many value bytes $VAR references have copied so far
+	// (bounded by maxCopied).
+	copied int
 	// spans are the line ranges of the statements that assign a
 	// GRUB_CMDLINE variable, per file (for the byte-identity checks).
 	spans map[int][][2]int
@@ -446,10 +449,16 @@ func (st *shellState) word(fi int, text string, i, assign int) (v *variable, seg
 		return -run - 1
 	}
 	for i < len(text) {
+		if len(v.val) > maxValue {
+			return nil, nil, 0, 0, errValueTooLong(len(v.val))
+		}
 		c := text[i]
 		switch {
 		case c == ' ' || c == '\t' || c == '\n' || c == ';':
 			closeRun()
+			if len(v.val) > maxValue {
+				return nil, nil, 0, 0, errValueTooLong(len(v.val))
+			}
 			return v, segs, i - start, lines, nil
 		case strings.IndexByte("&|<>()", c) >= 0:
 			return nil, nil, 0, 0, fmt.Errorf("unsupported shell syntax %q in an assignment", string(c))
@@ -474,6 +483,9 @@ func (st *shellState) word(fi int, text string, i, assign int) (v *variable, seg
 			i++
 			closed := false
 			for i < len(text) {
+				if len(v.val) > maxValue {
+					return nil, nil, 0, 0, errValueTooLong(len(v.val))
+				}
 				c := text[i]
 				if c == '"' {
 					closed = true
@@ -566,6 +578,9 @@ func (st *shellState) word(fi int, text string, i, assign int) (v *variable, seg
 		}
 	}
 	closeRun()
+	if len(v.val) > maxValue {
+		return nil, nil, 0, 0, errValueTooLong(len(v.val))
+	}
 	return v, segs, i - start, lines, nil
 }
 
@@ -613,30 +628,36 @@ func (st *shellState) expand(s string, inDQ bool, v *variable) (int, string, err
 		if !isName(name) {
 			return k + 1, fmt.Sprintf("uses the parameter expansion ${%s}, which gpuprep does not evaluate", name), nil
 		}
-		return k + 1, st.ref(name, v), nil
+		why, err := st.ref(name, v)
+		return k + 1, why, err
 	case isNameStart(c):
 		k := 1
 		for k < len(s) && isNameChar(s[k]) {
 			k++
 		}
-		return k, st.ref(s[1:k], v), nil
+		why, err := st.ref(s[1:k], v)
+		return k, why, err
 	case c >= '0' && c <= '9' || strings.IndexByte("@*#?-$!", c) >= 0:
 		return 2, fmt.Sprintf("uses the special parameter $%c", c), nil
 	}
 	return 0, "", nil
 }
 
-// ref appends the value of variable name to v.
-func (st *shellState) ref(name string, v *variable) string {
+// ref appends the value of variable name to v, within the expansion bounds
+// (bounds.go).
+func (st *shellState) ref(name string, v *variable) (string, error) {
 	x := st.vars[name]
 	if x == nil {
 		if isCmdlineVar(name) {
-			return "" // grub-mkconfig starts with both unset
+			return "", nil // grub-mkconfig starts with both unset
 		}
-		return "references $" + name + ", which no defaults file sets (its value would come from the environment)"
+		return "references $" + name + ", which no defaults file sets (its value would come from the environment)", nil
+	}
+	if err := st.charge(name, len(v.val), len(x.val)); err != nil {
+		return "", err
 	}
 	v.val = append(v.val, x.val...)
-	return x.opaque
+	return x.opaque, nil
 }
 
 // splitWords splits a value into the words GRUB's script parser (and then

@@ -43,6 +43,9 @@ func Parse(name string, b []byte) (*Document, error) {
 	default:
 		return nil, fmt.Errorf("%s: kind %q, want %s or %s", name, head.Kind, Kind, FleetKind)
 	}
+	if err := checkWidths(name, d); err != nil {
+		return nil, err
+	}
 	return d, nil
 }
 

@@ -33,6 +33,7 @@ type DeviceSet struct {
 type Devices struct {
 	All     bool
 	Indices []int
+	lines   []int // the line of each index
 }
 
 // UnmarshalYAML accepts `all` or a list of integers.
@@ -45,7 +46,13 @@ func (d *Devices) UnmarshalYAML(n *yaml.Node) error {
 		}
 		return fmt.Errorf("line %d: devices: want all or a list of GPU indices, got %q", n.Line, n.Value)
 	case yaml.SequenceNode:
-		return n.Decode(&d.Indices)
+		if err := n.Decode(&d.Indices); err != nil {
+			return err
+		}
+		for _, e := range n.Content {
+			d.lines = append(d.lines, e.Line)
+		}
+		return nil
 	}
 	return fmt.Errorf("line %d: devices: want all or a list of GPU indices", n.Line)
 }
@@ -90,10 +97,16 @@ func ParseConfig(file string, b []byte) (*Config, error) {
 				if n < 0 {
 					return nil, fmt.Errorf("%s:%d: vgpu-configs.%s[%d]: %q: count %d is negative", file, s.line, name, i, t, n)
 				}
+				if n > maxVGPUCount {
+					return nil, fmt.Errorf("%s:%d: vgpu-configs.%s[%d]: %q: count %d: at most %d vGPUs of a type per GPU", file, s.line, name, i, t, n, maxVGPUCount)
+				}
 			}
 			if !s.Devices.All && len(s.Devices.Indices) == 0 {
 				return nil, fmt.Errorf("%s:%d: vgpu-configs.%s[%d]: devices: want all or a list of GPU indices", file, s.line, name, i)
 			}
+		}
+		if err := checkOverlap(file, name, sets); err != nil {
+			return nil, err
 		}
 	}
 	return &c, nil

@@ -40,7 +40,7 @@ type aVar struct {
 type aGroup struct {
 	name     string
 	line     int
-	hosts    []string
+	hosts    map[string]bool // listed in the group itself
 	children []string
 	vars     map[string]aVar
 }
@@ -57,17 +57,19 @@ type aInv struct {
 	yamlOn map[*yaml.Node]bool // YAML groups being read (alias loops)
 	groups map[string]*aGroup
 	hosts  map[string]*aHost
-	order  []string // hosts in first-seen order
+	order  []string            // hosts in first-seen order
+	direct map[string][]string // host -> the groups that list it (a set lookup per group, not a scan)
+	work   int                 // YAML groups and host entries read so far (bounded by maxYAMLWork)
 }
 
 func newAInv(file, format string) *aInv {
-	return &aInv{file: file, format: format, groups: map[string]*aGroup{}, hosts: map[string]*aHost{}}
+	return &aInv{file: file, format: format, groups: map[string]*aGroup{}, hosts: map[string]*aHost{}, direct: map[string][]string{}}
 }
 
 func (a *aInv) group(name string, line int) *aGroup {
 	g := a.groups[name]
 	if g == nil {
-		g = &aGroup{name: name, line: line, vars: map[string]aVar{}}
+		g = &aGroup{name: name, line: line, vars: map[string]aVar{}, hosts: map[string]bool{}}
 		a.groups[name] = g
 	}
 	return g
@@ -84,8 +86,9 @@ func (a *aInv) host(name string, line int) *aHost {
 }
 
 func (a *aInv) addHostToGroup(g *aGroup, name string) {
-	if !contains(g.hosts, name) {
-		g.hosts = append(g.hosts, name)
+	if !g.hosts[name] {
+		g.hosts[name] = true
+		a.direct[name] = append(a.direct[name], g.name)
 	}
 }
 
@@ -101,9 +104,20 @@ func (a *aInv) addHosts(g *aGroup, pat string, line int, field string, vars map[
 			return &Error{File: a.file, Line: line, Field: field, Msg: fmt.Sprintf("host %q: %q is not a TCP port", pat, port)}
 		}
 	}
+	if len(pat) > maxHostPattern {
+		return &Error{File: a.file, Line: line, Field: field, Msg: fmt.Sprintf("host pattern of %d bytes: at most %d", len(pat), maxHostPattern)}
+	}
 	names, err := expandRange(pat)
 	if err != nil {
 		return &Error{File: a.file, Line: line, Field: field, Msg: err.Error()}
+	}
+	if err := a.roomFor(names, line, field); err != nil {
+		return err
+	}
+	if len(names) > 0 {
+		if msg := hostNameProblem(names[0]); msg != "" { // the names of one pattern differ only in their ranges
+			return &Error{File: a.file, Line: line, Field: field, Msg: msg}
+		}
 	}
 	for _, n := range names {
 		isNew := a.hosts[n] == nil
@@ -240,9 +254,9 @@ func (a *aInv) resolve() (*Inventory, error) {
 				}
 			}
 		}
-		for _, g := range a.groups {
-			if contains(g.hosts, hn) {
-				up(g.name)
+		for _, g := range a.direct[hn] {
+			if a.groups[g].hosts[hn] {
+				up(g)
 			}
 		}
 		return m
@@ -259,11 +273,11 @@ func (a *aInv) resolve() (*Inventory, error) {
 			other = other || g != "all" && g != "ungrouped"
 		}
 		switch {
-		case other && contains(ungrouped.hosts, hn):
-			ungrouped.hosts = slices.DeleteFunc(ungrouped.hosts, func(h string) bool { return h == hn })
+		case other && ungrouped.hosts[hn]:
+			delete(ungrouped.hosts, hn)
 			m = memberOf(hn)
 		case !other && !m["ungrouped"]:
-			ungrouped.hosts = append(ungrouped.hosts, hn)
+			a.addHostToGroup(ungrouped, hn)
 			m["ungrouped"] = true
 		}
 		member[hn] = m
@@ -845,6 +859,9 @@ func (a *aInv) yamlGroup(k, v *yaml.Node) error {
 	}
 	a.yamlOn[v] = true
 	defer delete(a.yamlOn, v)
+	if err := a.spend(k); err != nil {
+		return err
+	}
 	g := a.group(k.Value, k.Line)
 	if v.Kind == yaml.ScalarNode && (v.Tag == "!!null" || v.Value == "") {
 		return nil
@@ -854,7 +871,7 @@ func (a *aInv) yamlGroup(k, v *yaml.Node) error {
 	}
 	// A group may take its fields from an anchor (<<: *base), as PyYAML
 	// reads it.
-	v, err := yamlMerged(a.file, v, k.Value, nil)
+	v, err := a.yamlMerged(v, k.Value, nil)
 	if err != nil {
 		return err
 	}
@@ -877,6 +894,9 @@ func (a *aInv) yamlGroup(k, v *yaml.Node) error {
 			}
 			for j := 0; j+1 < len(fv.Content); j += 2 {
 				hk, hv := fv.Content[j], fv.Content[j+1]
+				if err := a.spend(hk); err != nil {
+					return err
+				}
 				if t := yamlHostKeyType(hk); t != "" {
 					return &Error{File: a.file, Line: hk.Line, Field: field, Msg: fmt.Sprintf("host %q reads as %s in YAML, as Ansible reads it (Host pattern must be a string): quote it", hk.Value, t)}
 				}
@@ -928,7 +948,7 @@ func (a *aInv) yamlVars(n *yaml.Node, field string) (map[string]aVar, error) {
 	if n.Kind != yaml.MappingNode {
 		return nil, &Error{File: a.file, Line: n.Line, Field: field, Msg: "want a mapping of variables"}
 	}
-	n, err := yamlMerged(a.file, n, field, nil)
+	n, err := a.yamlMerged(n, field, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -964,7 +984,11 @@ func yamlDeref(n *yaml.Node) *yaml.Node {
 // mapping, as PyYAML does: the mapping's own keys win; of several << keys
 // the later wins, of a list of mappings the earlier. A mapping merged into
 // itself through an alias (on is the merge path) adds nothing more.
-func yamlMerged(file string, n *yaml.Node, field string, on map[*yaml.Node]bool) (*yaml.Node, error) {
+func (a *aInv) yamlMerged(n *yaml.Node, field string, on map[*yaml.Node]bool) (*yaml.Node, error) {
+	file := a.file
+	if err := a.spend(n); err != nil {
+		return nil, err
+	}
 	var own []*yaml.Node
 	has := map[string]bool{}
 	var groups [][]*yaml.Node // the mappings of each << key
@@ -1006,7 +1030,7 @@ func yamlMerged(file string, n *yaml.Node, field string, on map[*yaml.Node]bool)
 			if on[src] {
 				continue
 			}
-			src, err := yamlMerged(file, src, field, on)
+			src, err := a.yamlMerged(src, field, on)
 			if err != nil {
 				return nil, err
 			}

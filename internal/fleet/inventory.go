@@ -89,7 +89,7 @@ var validModes = map[string]bool{"container": true, "vm-passthrough": true, "vm-
 // Inventory, or a top-level `hosts:` list), an Ansible YAML inventory (a
 // mapping of groups), or an Ansible INI inventory.
 func Load(file string) (*Inventory, error) {
-	data, err := os.ReadFile(file)
+	data, err := readBounded(file, maxInventoryFile)
 	if err != nil {
 		return nil, err
 	}
@@ -163,8 +163,8 @@ func lineOf(source string) int {
 func validateHost(file string, h *Host) error {
 	line := lineOf(h.Source)
 	bad := func(field, msg string) error { return &Error{File: file, Line: line, Field: field, Msg: msg} }
-	if h.Name == "" {
-		return bad("name", "empty host name")
+	if msg := hostNameProblem(h.Name); msg != "" {
+		return bad("name", msg)
 	}
 	if !validAddress(h.Address) {
 		return bad("address", fmt.Sprintf("host %q: %q is not a host name or IP address", h.Name, h.Address))
@@ -197,6 +197,9 @@ func validateHost(file string, h *Host) error {
 // like "victim.corp,x.attacker.example" would record a key that OpenSSH and
 // gpuprep then trust for victim.corp. A leading '-' would read as an option.
 func validAddress(a string) bool {
+	if len(a) > maxHostName {
+		return false
+	}
 	if validHostName(a) {
 		return true
 	}

@@ -223,7 +223,7 @@ func LoadSSHConfig(file string) (*SSHConfig, error) {
 func LoadSSHConfigs(files ...string) (*SSHConfig, error) {
 	var loaded []*cfgFile
 	for _, file := range files {
-		data, err := os.ReadFile(file)
+		data, err := readBounded(file, maxSSHConfigFile)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
@@ -248,7 +248,7 @@ func LoadSSHConfigs(files ...string) (*SSHConfig, error) {
 
 // loadCfgFile reads an included file (depth: how many Includes deep).
 func loadCfgFile(name string, depth int) (*cfgFile, error) {
-	data, err := os.ReadFile(name)
+	data, err := readBounded(name, maxSSHConfigFile)
 	if err != nil {
 		return nil, err
 	}

@@ -15,10 +15,17 @@ type Param struct {
 
 // String writes p as it appears on a command line.
 func (p Param) String() string {
+	const blanks = " \t\n"
+	if strings.ContainsAny(p.Key, blanks) {
+		if !p.HasValue {
+			return `"` + p.Key + `"`
+		}
+		return `"` + p.Key + "=" + p.Value + `"`
+	}
 	if !p.HasValue {
 		return p.Key
 	}
-	if strings.ContainsAny(p.Value, " \t") {
+	if strings.ContainsAny(p.Value, blanks) {
 		return p.Key + `="` + p.Value + `"`
 	}
 	return p.Key + "=" + p.Value
@@ -29,6 +36,12 @@ func Norm(key string) string { return strings.ReplaceAll(key, "-", "_") }
 
 // Parse splits a command line into parameters. Double quotes group text that
 // holds spaces (key="a b" or "key=a b"), as the kernel's next_arg does.
+//
+// An '=' that begins an argument does not end its key: next_arg
+// (lib/cmdline.c) records the first '=' at an index i with "equals = i"
+// while "equals == 0", so an '=' at index 0 leaves equals 0, which it reads
+// as "no value". "=" is the parameter named "=" without a value, "=a=b" is
+// "=a" set to "b"; no parameter has an empty key.
 func Parse(s string) []Param {
 	var out []Param
 	i := 0
@@ -51,8 +64,8 @@ func Parse(s string) []Param {
 			if !inq && (c == ' ' || c == '\t' || c == '\n') {
 				break
 			}
-			if c == '=' && eq < 0 {
-				eq = b.Len()
+			if c == '=' && eq < 0 && b.Len() > 0 {
+				eq = b.Len() // a leading '=' is part of the key (keyOnly)
 			}
 			b.WriteByte(c)
 		}
@@ -72,10 +85,15 @@ func Parse(s string) []Param {
 	return out
 }
 
-// ParseOne parses a single "key=value" or "key" argument.
+// ParseOne parses a single "key=value" or "key" argument, as Parse does:
+// a leading '=' is part of the key.
 func ParseOne(s string) Param {
-	if i := strings.IndexByte(s, '='); i >= 0 {
+	if i := strings.IndexByte(s, '='); i > 0 {
 		return Param{Key: s[:i], Value: s[i+1:], HasValue: true}
+	} else if i == 0 {
+		if j := strings.IndexByte(s[1:], '='); j >= 0 {
+			return Param{Key: s[:j+1], Value: s[j+2:], HasValue: true}
+		}
 	}
 	return Param{Key: s}
 }

@@ -1,6 +1,7 @@
 package kargs
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -67,13 +68,36 @@ func TestDisabling(t *testing.T) {
 	}
 }
 
+// FuzzParse: no parameter has an empty key (the kernel's next_arg never
+// yields one), and writing the parameters back (Param.String) reads back as
+// the same parameters.
 func FuzzParse(f *testing.F) {
 	f.Add(`a=b "c=d e" f`)
+	f.Add(`BOOT_IMAGE=/vmlinuz-6.8 root=UUID=ab ro quiet intel_iommu=on,sm_on iommu=pt -- init`)
+	f.Add(`=`)
+	f.Add(`"a b=c" =x=y "=" x="y z"`)
 	f.Fuzz(func(t *testing.T, s string) {
-		for _, p := range Parse(s) {
-			require.NotEmpty(t, p.Key+p.Value)
+		ps := Parse(s)
+		var line []string
+		for _, p := range ps {
+			require.NotEmpty(t, p.Key, "%q", s)
+			line = append(line, p.String())
 		}
+		again := Parse(strings.Join(line, " "))
+		if len(ps) == 0 {
+			require.Empty(t, again, "%q", s)
+			return
+		}
+		require.Equal(t, ps, again, "%q written as %q", s, strings.Join(line, " "))
 	})
+}
+
+// An '=' that starts an argument belongs to its key, as in next_arg.
+func TestParseLeadingEquals(t *testing.T) {
+	require.Equal(t, []Param{{"=", "", false}, {"=a", "b", true}, {"=x", "", false}, {"c", "", true}},
+		Parse(`= =a=b "=x" c=`))
+	require.Equal(t, Param{"=a", "b", true}, ParseOne("=a=b"))
+	require.Equal(t, Param{"=", "", false}, ParseOne("="))
 }
 
 func TestOffIndexes(t *testing.T) {

@@ -48,7 +48,7 @@ func UnpackUntil(tarball, dir string, stop func() bool) error {
 		return err
 	}
 	defer out.Close()
-	tr := tar.NewReader(zr)
+	tr := tar.NewReader(&boundedReader{r: zr, left: MaxUnpackStream})
 	var entries, bytes int64
 	for {
 		if stop != nil && stop() {
@@ -99,10 +99,13 @@ func UnpackUntil(tarball, dir string, stop func() bool) error {
 	}
 }
 
-// Unpack's limits (variables: tests lower them).
+// Unpack's limits (variables: tests lower them). MaxUnpackStream bounds the decompressed stream as a whole, headers
+// included: a tarball of empty entries with megabyte PAX records (which tar readers accept up to 1 MiB each) unpacks
+// to nothing yet would be a terabyte to decompress at MaxUnpackEntries.
 var (
 	MaxUnpackBytes   int64 = 1 << 30
 	MaxUnpackEntries int64 = 1 << 20
+	MaxUnpackStream  int64 = 2 << 30
 )
 
 func writeEntry(out *os.Root, name string, mode os.FileMode, r io.Reader) error {
