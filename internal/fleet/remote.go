@@ -95,6 +95,10 @@ type Exec struct {
 	// its Ref replaced with its path there.
 	Files []*File
 
+	// MaxStdout bounds gpuprep's stdout on each host (0: DefaultMaxStdout);
+	// a host printing more gets an *OutputLimitError naming it.
+	MaxStdout int
+
 	// placed remembers the files (not the binary: it has its stamp)
 	// verified on each host during this run (host target + path → the
 	// file's identity there: inode, size, modification and change times):
@@ -194,17 +198,28 @@ type Output struct {
 	ExitCode       int
 }
 
-// session runs one command. On ctx's end the remote command is signalled
-// and the session closed.
+// session runs one command with the default bound on its stdout (see
+// sessionMax).
 func session(ctx context.Context, c *ssh.Client, cmd string, stdin io.Reader) (Output, error) {
+	return sessionMax(ctx, c, cmd, stdin, DefaultMaxStdout)
+}
+
+// sessionMax runs one command. On ctx's end the remote command is signalled
+// and the session closed. Its stdout is kept up to maxOut bytes: past them
+// the command is stopped the same way and the answer is an
+// *OutputLimitError; its stderr is cut at 64 KiB.
+func sessionMax(ctx context.Context, c *ssh.Client, cmd string, stdin io.Reader, maxOut int) (Output, error) {
 	s, err := c.NewSession()
 	if err != nil {
 		return Output{}, err
 	}
 	defer s.Close()
-	var out bytes.Buffer
+	out := &boundedBuffer{max: maxOut, over: func() {
+		_ = s.Signal(ssh.SIGTERM)
+		s.Close()
+	}}
 	errb := &limitedBuffer{max: 64 << 10}
-	s.Stdout, s.Stderr = &out, errb
+	s.Stdout, s.Stderr = out, errb
 	if stdin != nil {
 		s.Stdin = stdin
 	}
@@ -216,6 +231,9 @@ func session(ctx context.Context, c *ssh.Client, cmd string, stdin io.Reader) (O
 	defer stop()
 	err = s.Run(cmd)
 	o := Output{Stdout: out.Bytes(), Stderr: errb.Bytes()}
+	if out.overflow {
+		return o, &OutputLimitError{Limit: maxOut}
+	}
 	if ctx.Err() != nil {
 		return o, ctx.Err()
 	}
@@ -227,21 +245,26 @@ func session(ctx context.Context, c *ssh.Client, cmd string, stdin io.Reader) (O
 	return o, err
 }
 
+// limitedBuffer keeps the first max bytes written and drops the rest
+// (stderr: a diagnosis). Not an embedded bytes.Buffer, whose ReadFrom
+// io.Copy would use instead of Write.
 type limitedBuffer struct {
-	bytes.Buffer
+	buf bytes.Buffer
 	max int
 }
 
 func (l *limitedBuffer) Write(p []byte) (int, error) {
-	if room := l.max - l.Len(); room > 0 {
+	if room := l.max - l.buf.Len(); room > 0 {
 		if len(p) > room {
-			l.Buffer.Write(p[:room])
+			l.buf.Write(p[:room])
 		} else {
-			l.Buffer.Write(p)
+			l.buf.Write(p)
 		}
 	}
 	return len(p), nil
 }
+
+func (l *limitedBuffer) Bytes() []byte { return l.buf.Bytes() }
 
 type probe struct {
 	uid, arch, home string
@@ -265,8 +288,27 @@ func archEqual(a, b string) bool {
 
 // Run makes sure the binary is on the host (uploading it when missing or
 // not matching its hash) and runs it with args, under sudo -n when the
-// login user is not root.
+// login user is not root. Output past MaxStdout is an error naming h.
 func (e *Exec) Run(ctx context.Context, c *ssh.Client, h *Host, args []string) (Output, error) {
+	o, err := e.run(ctx, c, h, args)
+	var big *OutputLimitError
+	if errors.As(err, &big) && big.Host == "" {
+		big.Host = h.Name
+		if h.Name != h.Target() {
+			big.Host += " (" + h.Target() + ")"
+		}
+	}
+	return o, err
+}
+
+func (e *Exec) maxStdout() int {
+	if e.MaxStdout > 0 {
+		return e.MaxStdout
+	}
+	return DefaultMaxStdout
+}
+
+func (e *Exec) run(ctx context.Context, c *ssh.Client, h *Host, args []string) (Output, error) {
 	files := e.filesIn(args)
 	if len(files) == 0 { // files need the probe's answers (the cache's place)
 		if o, ok, err := e.runStamped(ctx, c, h, args); err != nil || ok {
@@ -323,7 +365,7 @@ func (e *Exec) Run(ctx context.Context, c *ssh.Client, h *Host, args []string) (
 	if err != nil {
 		return o, err
 	}
-	o, err = session(ctx, c, cmd, nil)
+	o, err = sessionMax(ctx, c, cmd, nil, e.maxStdout())
 	if err != nil {
 		return o, err
 	}
@@ -518,7 +560,11 @@ func (e *Exec) runStamped(ctx context.Context, c *ssh.Client, h *Host, args []st
 		return Output{}, false, err
 	}
 	script := stampedScript(base, e.Binary.SHA256, e.Binary.Arch, qargs, e.NoSudo)
-	o, err := session(ctx, c, script, nil)
+	o, err := sessionMax(ctx, c, script, nil, e.maxStdout())
+	var big *OutputLimitError
+	if errors.As(err, &big) {
+		return o, true, err // it ran: the full path would run it again
+	}
 	if err != nil {
 		return o, false, err
 	}
