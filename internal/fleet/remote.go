@@ -99,6 +99,10 @@ type Exec struct {
 	// a host printing more gets an *OutputLimitError naming it.
 	MaxStdout int
 
+	// placedHook, when set (tests), is called once the binary is in place
+	// and verified, before it runs: where another user could swap it.
+	placedHook func(h *Host, bin string)
+
 	// placed remembers the files (not the binary: it has its stamp)
 	// verified on each host during this run (host target + path → the
 	// file's identity there: inode, size, modification and change times):
@@ -339,39 +343,46 @@ func (e *Exec) run(ctx context.Context, c *ssh.Client, h *Host, args []string) (
 	}
 	dir := path.Join(base, e.Binary.SHA256)
 	bin := path.Join(dir, "gpuprep")
-	uploaded, reason, err := e.place(ctx, c, h, e.Binary.Path, e.Binary.SHA256, base, dir, bin, true)
+	uploaded, reason, err := e.place(ctx, c, h, p.uid, e.Binary.Path, e.Binary.SHA256, base, dir, bin, true)
 	if err != nil {
 		return o, err
 	}
 	if uploaded && e.Uploaded != nil {
 		e.Uploaded(h, reason)
 	}
+	if e.placedHook != nil {
+		e.placedHook(h, bin)
+	}
 	args = slices.Clone(args)
 	for _, f := range files {
 		fdir := path.Join(base, "files", f.SHA256)
 		dst := path.Join(fdir, f.remoteName())
-		if _, _, err := e.place(ctx, c, h, f.Path, f.SHA256, path.Join(base, "files"), fdir, dst, false); err != nil {
+		if _, _, err := e.place(ctx, c, h, p.uid, f.Path, f.SHA256, path.Join(base, "files"), fdir, dst, false); err != nil {
 			return o, fmt.Errorf("%s: %w", f.Path, err)
 		}
 		for i := range args {
 			args[i] = strings.ReplaceAll(args[i], f.Ref(), dst)
 		}
 	}
-	argv := append([]string{bin}, args...)
-	if p.uid != "0" && !e.NoSudo {
-		argv = append([]string{"sudo", "-n", "--"}, argv...)
-	}
-	cmd, err := QuoteArgs(argv...)
+	cmd, err := QuoteArgs(args...)
 	if err != nil {
 		return o, err
+	}
+	if p.uid != "0" && !e.NoSudo {
+		cmd = `exec sudo -n -- ` + Quote(bin) + ` ` + cmd
+	} else {
+		cmd = fdExecScript(bin, e.Binary.SHA256, cmd)
 	}
 	o, err = sessionMax(ctx, c, cmd, nil, e.maxStdout())
 	if err != nil {
 		return o, err
 	}
+	if binaryChanged(o) {
+		return o, errBinaryChanged
+	}
 	if p.uid != "0" && !e.NoSudo {
 		if msg := sudoProblem(o); msg != "" {
-			return o, fmt.Errorf("sudo -n (as %s): %s: allow %s to run %s without a password (NOPASSWD), connect as root, or pass --no-sudo", h.User, msg, h.User, path.Join(base, "*", "gpuprep"))
+			return o, fmt.Errorf("sudo -n (as %s): %s: allow %s to run %s without a password (NOPASSWD; gpuprep fleet sudoers prints the rule pinning this binary by its SHA-256), connect as root, or pass --no-sudo", h.User, msg, h.User, bin)
 		}
 	}
 	return o, nil
@@ -398,8 +409,13 @@ func sudoProblem(o Output) string {
 // its stamp) verified on this host earlier in the run is only compared with
 // its identity then (see Exec.placed).
 // The binary (stamp) is stamped once verified, so that the next run takes
-// the one-session path.
-func (e *Exec) place(ctx context.Context, c *ssh.Client, h *Host, src, sha, base, dir, dst string, stamp bool) (uploaded bool, reason string, err error) {
+// the one-session path. Before anything, dst and every directory above it
+// must be safe (verifyCachePath: root's or the login user uid's, writable
+// by no one else), so that no other user can swap it after its check.
+func (e *Exec) place(ctx context.Context, c *ssh.Client, h *Host, uid, src, sha, base, dir, dst string, stamp bool) (uploaded bool, reason string, err error) {
+	if err := verifyCachePath(ctx, c, dst, uid); err != nil {
+		return false, "", err
+	}
 	if id := e.wasPlaced(h, dst); !stamp && id != "" && identityOf(ctx, c, dst) == id {
 		return false, "", nil
 	}
@@ -544,7 +560,11 @@ func stampCmd(bin, dir string) string {
 // run). A binary written after its stamp (newer modification time: test
 // -nt, a shell builtin) is never started; any other change to it (a write in the
 // stamp's own instant, a replacement keeping the time, a chmod) is caught
-// by the binary's own check before it does anything.
+// by the binary's own check before it does anything. The directories
+// above were verified safe before the binary was stamped (verifyCachePath:
+// no user but root and the login user can change them since), and the
+// binary checks them again itself (checkCacheChain). Without sudo the
+// shell runs the file it opened and checked (see fdExecScript).
 //
 // The script forks nothing before the binary (see stampedScript).
 func (e *Exec) runStamped(ctx context.Context, c *ssh.Client, h *Host, args []string) (Output, bool, error) {
@@ -593,11 +613,15 @@ func (e *Exec) runStamped(ctx context.Context, c *ssh.Client, h *Host, args []st
 // -n runs, which root may use too.
 func stampedScript(base, sha, arch, qargs string, noSudo bool) string {
 	qargs = StampFlag + ` "$d"/` + stampName + ` ` + qargs
-	run := `exec "$b" ` + qargs
+	// without sudo, the opened file is what is checked and run (see
+	// fdExecScript); a shell that cannot open it exits, and the full path
+	// takes over
+	direct := `exec 3< "$b"; [ -O ` + execFD + ` ] && ! [ ` + execFD + ` -nt "$d"/` + stampName + ` ] || no; exec ` + execFD + ` ` + qargs
+	run := direct
 	if !noSudo {
 		run = strings.Join([]string{
 			`u=; { while read -r k _ e _; do [ "$k" = Uid: ] && { u=$e; break; }; done < /proc/self/status; } 2>/dev/null`,
-			`if [ "$u" = 0 ]; then exec "$b" ` + qargs + `; else exec sudo -n -- "$b" ` + qargs + `; fi`,
+			`if [ "$u" = 0 ]; then ` + direct + `; else exec sudo -n -- "$b" ` + qargs + `; fi`,
 		}, "\n")
 	}
 	return strings.Join([]string{
