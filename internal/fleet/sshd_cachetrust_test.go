@@ -52,6 +52,8 @@ func TestSSHCacheWritableByAnotherUser(t *testing.T) {
 		require.NoError(t, os.Chmod(filepath.Join(home, ".cache"), 0o755))
 		require.NoError(t, os.Chmod(base, 0o770)) // B's group may write it
 	}
+	// the tests after this one get A's home with no cache, as it was made
+	t.Cleanup(func() { os.RemoveAll(filepath.Join(home, ".cache")) })
 	h := r.host("shared", s, a)
 	run := r.runner(r.transport())
 	run.Parallel = 1
