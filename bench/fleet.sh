@@ -57,7 +57,10 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 # --- cleanup -------------------------------------------------------------------
-TMP=$(mktemp -d /tmp/gpuprep-fleet-bench.XXXXXX)
+# Not under /tmp: gpuprep refuses a cache below a directory others can write
+# (the shared home is in here); /var/lib and this directory are root's, 0755.
+mkdir -p /var/lib/gpuprep-bench && chmod 755 /var/lib/gpuprep-bench
+TMP=$(mktemp -d /var/lib/gpuprep-bench/fleet.XXXXXX)
 chmod 755 "$TMP"
 PIDS=()
 SUDOERS=/etc/sudoers.d/gpuprep-fleet-bench

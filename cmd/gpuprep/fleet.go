@@ -114,7 +114,7 @@ outcome is unknown or interrupted, else 4 a host needs a reboot, else 0.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error { return c.run(cmd, args) },
 	}
-	cmd.AddCommand(check, run, c.applyCommand())
+	cmd.AddCommand(check, run, c.applyCommand(), c.sudoersCommand())
 	return cmd
 }
 

@@ -95,6 +95,14 @@ type Exec struct {
 	// its Ref replaced with its path there.
 	Files []*File
 
+	// MaxStdout bounds gpuprep's stdout on each host (0: DefaultMaxStdout);
+	// a host printing more gets an *OutputLimitError naming it.
+	MaxStdout int
+
+	// placedHook, when set (tests), is called once the binary is in place
+	// and verified, before it runs: where another user could swap it.
+	placedHook func(h *Host, bin string)
+
 	// placed remembers the files (not the binary: it has its stamp)
 	// verified on each host during this run (host target + path → the
 	// file's identity there: inode, size, modification and change times):
@@ -194,17 +202,28 @@ type Output struct {
 	ExitCode       int
 }
 
-// session runs one command. On ctx's end the remote command is signalled
-// and the session closed.
+// session runs one command with the default bound on its stdout (see
+// sessionMax).
 func session(ctx context.Context, c *ssh.Client, cmd string, stdin io.Reader) (Output, error) {
+	return sessionMax(ctx, c, cmd, stdin, DefaultMaxStdout)
+}
+
+// sessionMax runs one command. On ctx's end the remote command is signalled
+// and the session closed. Its stdout is kept up to maxOut bytes: past them
+// the command is stopped the same way and the answer is an
+// *OutputLimitError; its stderr is cut at 64 KiB.
+func sessionMax(ctx context.Context, c *ssh.Client, cmd string, stdin io.Reader, maxOut int) (Output, error) {
 	s, err := c.NewSession()
 	if err != nil {
 		return Output{}, err
 	}
 	defer s.Close()
-	var out bytes.Buffer
+	out := &boundedBuffer{max: maxOut, over: func() {
+		_ = s.Signal(ssh.SIGTERM)
+		s.Close()
+	}}
 	errb := &limitedBuffer{max: 64 << 10}
-	s.Stdout, s.Stderr = &out, errb
+	s.Stdout, s.Stderr = out, errb
 	if stdin != nil {
 		s.Stdin = stdin
 	}
@@ -216,6 +235,9 @@ func session(ctx context.Context, c *ssh.Client, cmd string, stdin io.Reader) (O
 	defer stop()
 	err = s.Run(cmd)
 	o := Output{Stdout: out.Bytes(), Stderr: errb.Bytes()}
+	if out.overflow {
+		return o, &OutputLimitError{Limit: maxOut}
+	}
 	if ctx.Err() != nil {
 		return o, ctx.Err()
 	}
@@ -227,21 +249,26 @@ func session(ctx context.Context, c *ssh.Client, cmd string, stdin io.Reader) (O
 	return o, err
 }
 
+// limitedBuffer keeps the first max bytes written and drops the rest
+// (stderr: a diagnosis). Not an embedded bytes.Buffer, whose ReadFrom
+// io.Copy would use instead of Write.
 type limitedBuffer struct {
-	bytes.Buffer
+	buf bytes.Buffer
 	max int
 }
 
 func (l *limitedBuffer) Write(p []byte) (int, error) {
-	if room := l.max - l.Len(); room > 0 {
+	if room := l.max - l.buf.Len(); room > 0 {
 		if len(p) > room {
-			l.Buffer.Write(p[:room])
+			l.buf.Write(p[:room])
 		} else {
-			l.Buffer.Write(p)
+			l.buf.Write(p)
 		}
 	}
 	return len(p), nil
 }
+
+func (l *limitedBuffer) Bytes() []byte { return l.buf.Bytes() }
 
 type probe struct {
 	uid, arch, home string
@@ -265,8 +292,27 @@ func archEqual(a, b string) bool {
 
 // Run makes sure the binary is on the host (uploading it when missing or
 // not matching its hash) and runs it with args, under sudo -n when the
-// login user is not root.
+// login user is not root. Output past MaxStdout is an error naming h.
 func (e *Exec) Run(ctx context.Context, c *ssh.Client, h *Host, args []string) (Output, error) {
+	o, err := e.run(ctx, c, h, args)
+	var big *OutputLimitError
+	if errors.As(err, &big) && big.Host == "" {
+		big.Host = h.Name
+		if h.Name != h.Target() {
+			big.Host += " (" + h.Target() + ")"
+		}
+	}
+	return o, err
+}
+
+func (e *Exec) maxStdout() int {
+	if e.MaxStdout > 0 {
+		return e.MaxStdout
+	}
+	return DefaultMaxStdout
+}
+
+func (e *Exec) run(ctx context.Context, c *ssh.Client, h *Host, args []string) (Output, error) {
 	files := e.filesIn(args)
 	if len(files) == 0 { // files need the probe's answers (the cache's place)
 		if o, ok, err := e.runStamped(ctx, c, h, args); err != nil || ok {
@@ -297,39 +343,46 @@ func (e *Exec) Run(ctx context.Context, c *ssh.Client, h *Host, args []string) (
 	}
 	dir := path.Join(base, e.Binary.SHA256)
 	bin := path.Join(dir, "gpuprep")
-	uploaded, reason, err := e.place(ctx, c, h, e.Binary.Path, e.Binary.SHA256, base, dir, bin, true)
+	uploaded, reason, err := e.place(ctx, c, h, p.uid, e.Binary.Path, e.Binary.SHA256, base, dir, bin, true)
 	if err != nil {
 		return o, err
 	}
 	if uploaded && e.Uploaded != nil {
 		e.Uploaded(h, reason)
 	}
+	if e.placedHook != nil {
+		e.placedHook(h, bin)
+	}
 	args = slices.Clone(args)
 	for _, f := range files {
 		fdir := path.Join(base, "files", f.SHA256)
 		dst := path.Join(fdir, f.remoteName())
-		if _, _, err := e.place(ctx, c, h, f.Path, f.SHA256, path.Join(base, "files"), fdir, dst, false); err != nil {
+		if _, _, err := e.place(ctx, c, h, p.uid, f.Path, f.SHA256, path.Join(base, "files"), fdir, dst, false); err != nil {
 			return o, fmt.Errorf("%s: %w", f.Path, err)
 		}
 		for i := range args {
 			args[i] = strings.ReplaceAll(args[i], f.Ref(), dst)
 		}
 	}
-	argv := append([]string{bin}, args...)
+	cmd, err := QuoteArgs(args...)
+	if err != nil {
+		return o, err
+	}
 	if p.uid != "0" && !e.NoSudo {
-		argv = append([]string{"sudo", "-n", "--"}, argv...)
+		cmd = `exec sudo -n -- ` + Quote(bin) + ` ` + cmd
+	} else {
+		cmd = fdExecScript(bin, e.Binary.SHA256, cmd)
 	}
-	cmd, err := QuoteArgs(argv...)
+	o, err = sessionMax(ctx, c, cmd, nil, e.maxStdout())
 	if err != nil {
 		return o, err
 	}
-	o, err = session(ctx, c, cmd, nil)
-	if err != nil {
-		return o, err
+	if binaryChanged(o) {
+		return o, errBinaryChanged
 	}
 	if p.uid != "0" && !e.NoSudo {
 		if msg := sudoProblem(o); msg != "" {
-			return o, fmt.Errorf("sudo -n (as %s): %s: allow %s to run %s without a password (NOPASSWD), connect as root, or pass --no-sudo", h.User, msg, h.User, path.Join(base, "*", "gpuprep"))
+			return o, fmt.Errorf("sudo -n (as %s): %s: allow %s to run %s without a password (NOPASSWD; gpuprep fleet sudoers prints the rule pinning this binary by its SHA-256), connect as root, or pass --no-sudo", h.User, msg, h.User, bin)
 		}
 	}
 	return o, nil
@@ -356,8 +409,13 @@ func sudoProblem(o Output) string {
 // its stamp) verified on this host earlier in the run is only compared with
 // its identity then (see Exec.placed).
 // The binary (stamp) is stamped once verified, so that the next run takes
-// the one-session path.
-func (e *Exec) place(ctx context.Context, c *ssh.Client, h *Host, src, sha, base, dir, dst string, stamp bool) (uploaded bool, reason string, err error) {
+// the one-session path. Before anything, dst and every directory above it
+// must be safe (verifyCachePath: root's or the login user uid's, writable
+// by no one else), so that no other user can swap it after its check.
+func (e *Exec) place(ctx context.Context, c *ssh.Client, h *Host, uid, src, sha, base, dir, dst string, stamp bool) (uploaded bool, reason string, err error) {
+	if err := verifyCachePath(ctx, c, dst, uid); err != nil {
+		return false, "", err
+	}
 	if id := e.wasPlaced(h, dst); !stamp && id != "" && identityOf(ctx, c, dst) == id {
 		return false, "", nil
 	}
@@ -502,7 +560,11 @@ func stampCmd(bin, dir string) string {
 // run). A binary written after its stamp (newer modification time: test
 // -nt, a shell builtin) is never started; any other change to it (a write in the
 // stamp's own instant, a replacement keeping the time, a chmod) is caught
-// by the binary's own check before it does anything.
+// by the binary's own check before it does anything. The directories
+// above were verified safe before the binary was stamped (verifyCachePath:
+// no user but root and the login user can change them since), and the
+// binary checks them again itself (checkCacheChain). Without sudo the
+// shell runs the file it opened and checked (see fdExecScript).
 //
 // The script forks nothing before the binary (see stampedScript).
 func (e *Exec) runStamped(ctx context.Context, c *ssh.Client, h *Host, args []string) (Output, bool, error) {
@@ -518,7 +580,11 @@ func (e *Exec) runStamped(ctx context.Context, c *ssh.Client, h *Host, args []st
 		return Output{}, false, err
 	}
 	script := stampedScript(base, e.Binary.SHA256, e.Binary.Arch, qargs, e.NoSudo)
-	o, err := session(ctx, c, script, nil)
+	o, err := sessionMax(ctx, c, script, nil, e.maxStdout())
+	var big *OutputLimitError
+	if errors.As(err, &big) {
+		return o, true, err // it ran: the full path would run it again
+	}
 	if err != nil {
 		return o, false, err
 	}
@@ -547,11 +613,15 @@ func (e *Exec) runStamped(ctx context.Context, c *ssh.Client, h *Host, args []st
 // -n runs, which root may use too.
 func stampedScript(base, sha, arch, qargs string, noSudo bool) string {
 	qargs = StampFlag + ` "$d"/` + stampName + ` ` + qargs
-	run := `exec "$b" ` + qargs
+	// without sudo, the opened file is what is checked and run (see
+	// fdExecScript); a shell that cannot open it exits, and the full path
+	// takes over
+	direct := `exec 3< "$b"; [ -O ` + execFD + ` ] && ! [ ` + execFD + ` -nt "$d"/` + stampName + ` ] || no; exec ` + execFD + ` ` + qargs
+	run := direct
 	if !noSudo {
 		run = strings.Join([]string{
 			`u=; { while read -r k _ e _; do [ "$k" = Uid: ] && { u=$e; break; }; done < /proc/self/status; } 2>/dev/null`,
-			`if [ "$u" = 0 ]; then exec "$b" ` + qargs + `; else exec sudo -n -- "$b" ` + qargs + `; fi`,
+			`if [ "$u" = 0 ]; then ` + direct + `; else exec sudo -n -- "$b" ` + qargs + `; fi`,
 		}, "\n")
 	}
 	return strings.Join([]string{

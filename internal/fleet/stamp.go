@@ -8,6 +8,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 )
@@ -86,6 +88,28 @@ func checkStamp(file string) bool {
 	return err == nil && string(want) == id
 }
 
+// checkCacheChain re-checks, before a warm run does anything, that the
+// binary beside stampFile, the stamp and every directory above them are
+// still safe (see judgePath; lstat only, no fork): owned by root, the user
+// running this or, under sudo, the user who ran sudo. The fleet client
+// verified them before it stamped the binary, and no other user can have
+// made them unsafe since; this catches the login user or root having done
+// so (a chmod g+w), so that the full path refuses the host and says why
+// instead of warm runs going on from a directory others can write.
+func checkCacheChain(stampFile string) error {
+	uids := []uint32{0, uint32(os.Getuid())}
+	if os.Geteuid() == 0 {
+		if u, err := strconv.ParseUint(os.Getenv("SUDO_UID"), 10, 32); err == nil {
+			uids = append(uids, uint32(u))
+		}
+	}
+	owners := func(u uint32) bool { return slices.Contains(uids, u) }
+	if err := checkLocalPath(filepath.Join(filepath.Dir(stampFile), "gpuprep"), owners); err != nil {
+		return err
+	}
+	return checkLocalPath(stampFile, owners)
+}
+
 // AgentArgs handles the stamp flags a fleet client puts before a
 // subcommand. It returns the arguments left to run, or done with the exit
 // code when the process must end here.
@@ -103,6 +127,11 @@ func AgentArgs(args []string, stderr io.Writer) (rest []string, code int, done b
 	case StampFlag:
 		if !checkStamp(args[1]) {
 			fmt.Fprintln(stderr, notStampedMsg)
+			return nil, NotStampedRC, true
+		}
+		closeExecFD()
+		if err := checkCacheChain(args[1]); err != nil {
+			fmt.Fprintf(stderr, "%s: %v\n", notStampedMsg, err)
 			return nil, NotStampedRC, true
 		}
 		io.WriteString(stderr, StampedMarker)

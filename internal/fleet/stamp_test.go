@@ -12,12 +12,24 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/gpuprep/gpuprep/internal/fleet/sshdtest"
 )
+
+// safeTempDir is a temporary directory in a place the stamp's check of the
+// cache's path trusts (t.TempDir's /tmp is writable by all).
+func safeTempDir(t *testing.T) string {
+	t.Helper()
+	dir, err := sshdtest.SafeTempDir("gpuprep-stamp-")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
 
 // fakeExe points the stamp code at a file standing in for /proc/self/exe.
 func fakeExe(t *testing.T) string {
 	t.Helper()
-	exe := filepath.Join(t.TempDir(), "gpuprep")
+	exe := filepath.Join(safeTempDir(t), "gpuprep")
 	require.NoError(t, os.WriteFile(exe, []byte("binary"), 0o700))
 	old := selfExe
 	selfExe = exe

@@ -14,6 +14,8 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -50,6 +52,7 @@ type Env struct {
 	// NoSudoUser has no sudo rights (sudo wants a password).
 	User, NoSudoUser string
 	Home             map[string]string
+	others           []string // users made by OtherUser
 	authKeys         string
 	config           string
 	sudoers          string
@@ -94,7 +97,7 @@ func Cleanup() {
 		// newEnv: none is left behind (a user still running a process,
 		// a session sshd has not ended yet, is left; the next run takes
 		// it over)
-		for _, u := range []string{shared.User, shared.NoSudoUser} {
+		for _, u := range append([]string{shared.User, shared.NoSudoUser}, shared.others...) {
 			exec.Command("userdel", u).Run()
 		}
 	}
@@ -116,7 +119,7 @@ func newEnv(tag string) (e *Env, err error) {
 		}
 	}()
 	t := panicT{}
-	dir, err := os.MkdirTemp("", "gpuprep-fleet-")
+	dir, err := SafeTempDir("gpuprep-fleet-")
 	must(t, err)
 	must(t, os.Chmod(dir, 0o755))
 	e = &Env{Dir: dir, Home: map[string]string{}, User: "gpuprep-" + tag, NoSudoUser: "gpuprep-" + tag + "-nosudo",
@@ -156,6 +159,66 @@ func newEnv(tag string) (e *Env, err error) {
 	}, "\n")
 	must(t, os.WriteFile(e.config, []byte(cfg), 0o644))
 	return e, nil
+}
+
+// SafeTempDir makes a new directory, mode 0755, in a place gpuprep trusts
+// for its cache: it and every directory above it owned by root or the
+// user, writable by no one else (/tmp, writable by all, is not): under
+// /var/lib/gpuprep-test as root, else under ~/.cache/gpuprep-test. The
+// caller removes it.
+func SafeTempDir(prefix string) (string, error) {
+	base := "/var/lib/gpuprep-test"
+	if os.Geteuid() != 0 {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return "", err
+		}
+		base = filepath.Join(home, ".cache", "gpuprep-test")
+	}
+	if err := os.MkdirAll(base, 0o755); err != nil {
+		return "", err
+	}
+	if err := os.Chmod(base, 0o755); err != nil {
+		return "", err
+	}
+	dir, err := os.MkdirTemp(base, prefix)
+	if err != nil {
+		return "", err
+	}
+	return dir, os.Chmod(dir, 0o755)
+}
+
+// OtherUser makes (or takes over) the local user gpuprep-TAG-NAME: no
+// login, no sudo, a home of its own; a second user of the hosts, e.g. one
+// who can write a shared cache directory. It returns its uid and gid.
+// Cleanup removes it.
+func (e *Env) OtherUser(t testing.TB, name string) (user string, uid, gid int) {
+	t.Helper()
+	sharedMu.Lock()
+	defer sharedMu.Unlock()
+	user = e.User + "-" + name
+	home := filepath.Join(e.Dir, "home-"+user)
+	if _, err := lookupUser(user); err != nil {
+		run(t, "useradd", "-M", "-U", "-d", home, "-s", "/bin/sh", user)
+	}
+	if !slices.Contains(e.others, user) {
+		e.others = append(e.others, user)
+	}
+	u, err := lookupUser(user)
+	must(t, err)
+	uid, err = strconv.Atoi(u.Uid)
+	must(t, err)
+	gid, err = strconv.Atoi(u.Gid)
+	must(t, err)
+	return user, uid, gid
+}
+
+var lookupUser = user.Lookup
+
+// AsUser runs a shell script as uid:gid (no supplementary groups), with
+// setpriv, and returns its combined output.
+func AsUser(uid, gid int, script string) ([]byte, error) {
+	return exec.Command("setpriv", "--reuid", strconv.Itoa(uid), "--regid", strconv.Itoa(gid), "--clear-groups", "--", "/bin/sh", "-c", script).CombinedOutput()
 }
 
 // panicT turns setup failures outside a test into errors.
