@@ -22,6 +22,13 @@ func Terminal(s string) string {
 	if !strings.ContainsFunc(s, unsafeRune) {
 		return s
 	}
+	return escape(s, unsafeRune)
+}
+
+// escape is s with each rune for which unsafe holds (and each byte that is
+// not UTF-8) shown escaped: \n, \r, \t, \xHH for the other C0 controls,
+// DEL and such bytes, \uHHHH (\UHHHHHHHH past the BMP) for the rest.
+func escape(s string, unsafe func(rune) bool) string {
 	var b strings.Builder
 	b.Grow(len(s) + 16)
 	for i := 0; i < len(s); {
@@ -29,6 +36,8 @@ func Terminal(s string) string {
 		switch {
 		case r == utf8.RuneError && n == 1:
 			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case !unsafe(r) || r == utf8.RuneError:
+			b.WriteString(s[i : i+n])
 		case r == '\n':
 			b.WriteString(`\n`)
 		case r == '\r':
@@ -37,10 +46,10 @@ func Terminal(s string) string {
 			b.WriteString(`\t`)
 		case r < 0x20 || r == 0x7f:
 			fmt.Fprintf(&b, `\x%02x`, r)
-		case r != utf8.RuneError && unsafeRune(r):
-			fmt.Fprintf(&b, `\u%04x`, r)
+		case r > 0xffff:
+			fmt.Fprintf(&b, `\U%08x`, r)
 		default:
-			b.WriteString(s[i : i+n])
+			fmt.Fprintf(&b, `\u%04x`, r)
 		}
 		i += n
 	}
