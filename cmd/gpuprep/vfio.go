@@ -13,6 +13,7 @@ import (
 
 	"github.com/gpuprep/gpuprep/internal/host"
 	"github.com/gpuprep/gpuprep/internal/pci"
+	"github.com/gpuprep/gpuprep/internal/sanitize"
 	"github.com/gpuprep/gpuprep/vfio"
 )
 
@@ -159,6 +160,7 @@ func (c *vfioCmd) status(cmd *cobra.Command) error {
 }
 
 func printStatus(w io.Writer, st *vfio.Status) {
+	w = sanitize.NewWriter(w)
 	if len(st.GPUs) == 0 {
 		fmt.Fprintf(w, "No GPU selected (%s).\n", st.Selection)
 	}
@@ -242,7 +244,7 @@ func (c *vfioCmd) bind(cmd *cobra.Command) error {
 	if err != nil {
 		return vfioErr(err)
 	}
-	out, errw := cmd.OutOrStdout(), cmd.ErrOrStderr()
+	out, errw := cmd.OutOrStdout(), sanitize.NewWriter(cmd.ErrOrStderr())
 	for _, w := range plan.Warnings {
 		fmt.Fprintln(errw, "gpuprep: warning:", w)
 	}
@@ -266,6 +268,7 @@ func (c *vfioCmd) bind(cmd *cobra.Command) error {
 }
 
 func printPlan(w io.Writer, root *host.Root, p *vfio.Plan) {
+	w = sanitize.NewWriter(w)
 	fmt.Fprintln(w, "Dry run: nothing is changed.")
 	for _, t := range p.Targets {
 		if t.Bound {
@@ -319,6 +322,7 @@ func printPlan(w io.Writer, root *host.Root, p *vfio.Plan) {
 }
 
 func printResult(w io.Writer, r *vfio.Result) {
+	w = sanitize.NewWriter(w)
 	if r == nil {
 		return
 	}
@@ -393,7 +397,7 @@ func (c *vfioCmd) unbind(cmd *cobra.Command) error {
 			return vfioErr(err)
 		}
 		if len(live) > 0 {
-			fmt.Fprintf(cmd.OutOrStdout(), "%s stay on VFIO until the next boot, which gives each its own driver: reboot the node\n", strings.Join(live, ", "))
+			fmt.Fprintf(sanitize.NewWriter(cmd.OutOrStdout()), "%s stay on VFIO until the next boot, which gives each its own driver: reboot the node\n", strings.Join(live, ", "))
 		}
 		return nil
 	}
