@@ -403,7 +403,7 @@ func (c *grubCmd) show(cmd *cobra.Command) error {
 
 func showText(out io.Writer, rep showReport) error {
 	out = sanitize.NewWriter(out)
-	fmt.Fprintf(out, "bootloader: %s (%s)\nconfigured: %s\nrunning:    %s\n\n", rep.Bootloader, rep.Source, rep.Configured, strings.TrimSpace(rep.Running))
+	fmt.Fprintf(out, "bootloader: %s (%s)\nconfigured: %s\nrunning:    %s\n\n", rep.Bootloader, rep.Source, sanitize.Terminal(rep.Configured), sanitize.Terminal(strings.TrimSpace(rep.Running)))
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "WANTED\tCONFIGURED\tRUNNING\tSTATE")
 	dash := func(s string) string {

@@ -17,9 +17,14 @@ import (
 // clear, a CR repaint, the 8-bit CSI, a bidi override, a zero-width space.
 const evil = "\x1b]0;ALL HOSTS READY\x07\x1b[2J\rALL HOSTS READY\u009b2J\u202eydaer\u202c\u200b"
 
+// evilLine ends a host string that is one line (a name, an attribute, a
+// link's name): a newline and a fake verdict on a line of its own.
+const evilLine = evil + "\nALL HOSTS READY"
+
 // hostileRoot is the mdev-vgpu fixture with the strings a snapshot sends
 // (files under --root) ending in evil: the OS's PRETTY_NAME, the host
-// name, the kernel command line and the GRUB defaults, the kubelet's defaults, the GPU's pci.ids
+// name, the kernel command line (those, a line each, with evilLine), the
+// GRUB defaults, the kubelet's defaults, the GPU's pci.ids
 // name, a GPU's driver (its link's name), a vGPU type's name, a process.
 func hostileRoot(t *testing.T) string {
 	t.Helper()
@@ -28,20 +33,20 @@ func hostileRoot(t *testing.T) string {
 	fixture.MdevVGPU(b)
 	require.NoError(t, b.Err())
 	gpu := "0000:21:00.0"
-	cmdline := "BOOT_IMAGE=/vmlinuz ro quiet intel_iommu=on x=" + evil
+	cmdline := "BOOT_IMAGE=/vmlinuz ro quiet intel_iommu=on x=" + evilLine
 	b.File("/etc/os-release", "PRETTY_NAME=\"Ubuntu 22.04"+evil+"\"\nID=ubuntu\n")
-	b.File("/proc/sys/kernel/hostname", "vgpu-mdev"+evil+"\n")
+	b.File("/proc/sys/kernel/hostname", "vgpu-mdev"+evilLine+"\n")
 	b.File("/proc/cmdline", cmdline+"\n")
 	b.File("/etc/default/grub", "GRUB_DEFAULT=0\nGRUB_TIMEOUT=5"+evil+"\nGRUB_CMDLINE_LINUX_DEFAULT=\"quiet splash x="+evil+"\"\nGRUB_CMDLINE_LINUX=\"\"\n")
 	pciIDs, err := os.ReadFile(filepath.Join(dir, "usr/share/misc/pci.ids"))
 	require.NoError(t, err)
 	b.File("/usr/share/misc/pci.ids", strings.Replace(string(pciIDs), "[Tesla T4]", "[Tesla T4]"+evil, 1))
-	drv := "/sys/bus/pci/drivers/nvidia" + evil
+	drv := "/sys/bus/pci/drivers/nvidia" + evilLine
 	b.Mkdir(drv).File(drv+"/bind", "").File(drv+"/unbind", "")
 	b.Link(b.DevPath(gpu)+"/driver", drv)
-	b.File(b.DevPath(gpu)+"/mdev_supported_types/nvidia-222/name", "GRID T4-1Q"+evil+"\n")
+	b.File(b.DevPath(gpu)+"/mdev_supported_types/nvidia-222/name", "GRID T4-1Q"+evilLine+"\n")
 	b.File("/etc/default/kubelet", "KUBELET_EXTRA_ARGS=\"--v=2 x="+evil+"\"\n")
-	b.File("/proc/2211/comm", "nvidia-vgpud"+evil+"\n")
+	b.File("/proc/2211/comm", "nvidia-vgpud"+evilLine+"\n")
 	require.NoError(t, b.Err())
 	return dir
 }

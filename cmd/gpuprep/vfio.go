@@ -184,7 +184,7 @@ func printStatus(w io.Writer, st *vfio.Status) {
 		for _, m := range g.Members {
 			line := fmt.Sprintf("  %-12s %s:%s %s %-8s driver %s", m.Address, m.VendorID, m.DeviceID, m.Class, m.Role, orNone(m.Driver))
 			if m.Override != "" {
-				line += ", driver_override " + m.Override
+				line += ", driver_override " + sanitize.Terminal(m.Override)
 			}
 			if m.VFIODriver != "" && m.VFIODriver != m.Driver {
 				line += ", bind would use " + m.VFIODriver
@@ -210,7 +210,7 @@ func printStatus(w io.Writer, st *vfio.Status) {
 				s += ", " + n.Error
 			}
 			if len(n.Holders) > 0 {
-				s += ", open by " + strings.Join(n.Holders, ", ")
+				s += ", open by " + sanitize.Terminal(strings.Join(n.Holders, ", "))
 			}
 			fmt.Fprintf(w, "  %s: %s\n", n.Path, s)
 		}
@@ -227,11 +227,12 @@ func printStatus(w io.Writer, st *vfio.Status) {
 	}
 }
 
+// orNone is a driver's name as shown (sanitize.Terminal: one line), or "none".
 func orNone(s string) string {
 	if s == "" {
 		return "none"
 	}
-	return s
+	return sanitize.Terminal(s)
 }
 
 func (c *vfioCmd) bind(cmd *cobra.Command) error {
@@ -272,7 +273,7 @@ func printPlan(w io.Writer, root *host.Root, p *vfio.Plan) {
 	fmt.Fprintln(w, "Dry run: nothing is changed.")
 	for _, t := range p.Targets {
 		if t.Bound {
-			fmt.Fprintf(w, "  %s on %s already: left alone\n", t.Dev.Address, t.Driver)
+			fmt.Fprintf(w, "  %s on %s already: left alone\n", t.Dev.Address, sanitize.Terminal(t.Driver))
 			continue
 		}
 		via := "fallback"
