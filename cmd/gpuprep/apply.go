@@ -15,6 +15,7 @@ import (
 
 	"github.com/gpuprep/gpuprep/internal/host"
 	"github.com/gpuprep/gpuprep/internal/pci"
+	"github.com/gpuprep/gpuprep/internal/sanitize"
 	"github.com/gpuprep/gpuprep/preflight"
 	"github.com/gpuprep/gpuprep/provision"
 	"github.com/gpuprep/gpuprep/report"
@@ -136,7 +137,7 @@ func (c *applyCmd) run(cmd *cobra.Command) error {
 	var log strings.Builder
 	env := provision.Env{Root: root, Sysfs: sysfs, Runner: runner}
 	if text {
-		env.Out = out
+		env.Out = sanitize.NewWriter(out)
 		if p.Empty() {
 			printProvisionPlan(out, p)
 		}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpuprep/gpuprep/internal/sanitize"
 	"github.com/gpuprep/gpuprep/preflight"
 )
 
@@ -33,7 +34,7 @@ func newChecksCmd() *cobra.Command {
 				enc.SetIndent("", "  ")
 				return enc.Encode(rows)
 			case "text":
-				tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+				tw := tabwriter.NewWriter(sanitize.NewWriter(cmd.OutOrStdout()), 0, 4, 2, ' ', 0)
 				fmt.Fprintln(tw, "ID\tMODES\tCHECKS")
 				for _, r := range rows {
 					ms := make([]string, len(r.Modes))

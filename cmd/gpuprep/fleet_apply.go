@@ -401,7 +401,7 @@ func (a *fleetApply) rollout(cmd *cobra.Command, sess *fleetSession, phases []ph
 		}
 		ro.Failures += len(failed)
 		if len(back) > 0 && ctx.Err() == nil {
-			fmt.Fprintf(errw, "gpuprep fleet apply: rolling back %s\n", strings.Join(back2names(back), ", "))
+			fmt.Fprintf(errw, "gpuprep fleet apply: rolling back %s\n", report.Clean(strings.Join(back2names(back), ", ")))
 			prog := newProgress(errw)
 			rb := runner(a.rollbackArgs, prog.done).Run(ctx, back)
 			prog.finish()
@@ -517,7 +517,8 @@ func (a *fleetApply) waitReboots(ctx context.Context, errw io.Writer, sess *flee
 	say := func(format string, args ...any) {
 		mu.Lock()
 		defer mu.Unlock()
-		fmt.Fprintf(errw, format, args...)
+		// one line: a host's name or error cannot add one, nor act on the terminal
+		fmt.Fprintln(errw, report.Clean(strings.TrimSuffix(fmt.Sprintf(format, args...), "\n")))
 	}
 	say("gpuprep fleet apply: waiting for %s to reboot (at most %s)\n", strings.Join(names, ", "), a.rebootTimeout)
 	start := time.Now()

@@ -19,6 +19,7 @@ import (
 	"github.com/gpuprep/gpuprep/internal/host"
 	"github.com/gpuprep/gpuprep/internal/journal"
 	"github.com/gpuprep/gpuprep/internal/kargs"
+	"github.com/gpuprep/gpuprep/internal/sanitize"
 	"github.com/gpuprep/gpuprep/preflight"
 	"github.com/gpuprep/gpuprep/provision"
 )
@@ -181,7 +182,7 @@ func (c *grubCmd) edit(cmd *cobra.Command, args []string, remove bool) error {
 	if err != nil {
 		return &exitError{code: exitUnknown, err: err}
 	}
-	out := cmd.OutOrStdout()
+	out := sanitize.NewWriter(cmd.OutOrStdout())
 	fmt.Fprintf(out, "bootloader: %s\n", boot.Kind)
 	kver, _ := root.ReadString("/proc/sys/kernel/osrelease")
 	conf, _, _ := boot.ConfiguredArgs(strings.TrimSpace(kver))
@@ -401,7 +402,8 @@ func (c *grubCmd) show(cmd *cobra.Command) error {
 }
 
 func showText(out io.Writer, rep showReport) error {
-	fmt.Fprintf(out, "bootloader: %s (%s)\nconfigured: %s\nrunning:    %s\n\n", rep.Bootloader, rep.Source, rep.Configured, strings.TrimSpace(rep.Running))
+	out = sanitize.NewWriter(out)
+	fmt.Fprintf(out, "bootloader: %s (%s)\nconfigured: %s\nrunning:    %s\n\n", rep.Bootloader, rep.Source, sanitize.Terminal(rep.Configured), sanitize.Terminal(strings.TrimSpace(rep.Running)))
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "WANTED\tCONFIGURED\tRUNNING\tSTATE")
 	dash := func(s string) string {

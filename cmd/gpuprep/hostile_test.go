@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
@@ -37,14 +38,15 @@ func hostileFiles(t *testing.T) []string {
 }
 
 // terminalSafe fails when s holds what a terminal acts on besides the
-// newline: C0 and C1 controls, DEL, bidi controls, line separators, bytes
-// that are not UTF-8.
+// newline: C0 and C1 controls, DEL, format characters (bidi controls,
+// zero-width and other invisible characters), line separators, bytes that
+// are not UTF-8.
 func terminalSafe(t *testing.T, what, s string) {
 	t.Helper()
 	require.True(t, utf8.ValidString(s), "%s: not UTF-8", what)
 	for i, r := range s {
 		bad := r < 0x20 && r != '\n' || r >= 0x7f && r < 0xa0 ||
-			r >= 0x202a && r <= 0x202e || r >= 0x2066 && r <= 0x2069 || r == 0x200e || r == 0x200f || r == 0x2028 || r == 0x2029
+			unicode.In(r, unicode.Cf, unicode.Zl, unicode.Zp) // bidi controls, zero-width and other invisible characters
 		if bad {
 			lo := max(0, i-40)
 			require.Failf(t, "raw control", "%s: %U at %d: %q", what, r, i, s[lo:min(len(s), i+40)])

@@ -15,6 +15,7 @@ import (
 	"github.com/gpuprep/gpuprep/internal/host"
 	"github.com/gpuprep/gpuprep/internal/journal"
 	"github.com/gpuprep/gpuprep/internal/kube"
+	"github.com/gpuprep/gpuprep/internal/sanitize"
 	"github.com/gpuprep/gpuprep/preflight"
 	"github.com/gpuprep/gpuprep/provision"
 )
@@ -155,7 +156,7 @@ func (c *labelCmd) run(cmd *cobra.Command) error {
 // write writes edits (none: shown already has the labels), each
 // journalled, atomically, with a backup; --dry-run shows their diffs.
 func (c *labelCmd) write(cmd *cobra.Command, root *host.Root, shown string, edits []kube.FileEdit) error {
-	w := cmd.OutOrStdout()
+	w := sanitize.NewWriter(cmd.OutOrStdout())
 	if len(edits) == 0 {
 		fmt.Fprintf(w, "%s already has these labels: nothing to do\n", shown)
 		return nil
@@ -218,13 +219,13 @@ func (c *labelCmd) viaAPI(cmd *cobra.Command, set []kube.Label, remove []string)
 			// not root on an admin's workstation, typically: labelling
 			// through the API needs no host, and the cluster is changed
 			// all the same, only not recorded for rollback here
-			fmt.Fprintf(cmd.ErrOrStderr(), "gpuprep: warning: the change is not recorded for gpuprep rollback (%v); the labels before it: %s\n", err, orNoLabels(en.Before))
+			fmt.Fprintf(sanitize.NewWriter(cmd.ErrOrStderr()), "gpuprep: warning: the change is not recorded for gpuprep rollback (%v); the labels before it: %s\n", err, orNoLabels(en.Before))
 		}
 		if res, err = client.LabelNode(ctx, name, set, remove, false); err != nil {
 			return &exitError{code: exitNotReady, err: err}
 		}
 	}
-	w := cmd.OutOrStdout()
+	w := sanitize.NewWriter(cmd.OutOrStdout())
 	verb := "labelled"
 	if c.dryRun {
 		verb = "would label (server-side dry run)"

@@ -13,6 +13,7 @@ import (
 	"github.com/gpuprep/gpuprep/internal/host"
 	"github.com/gpuprep/gpuprep/internal/kube"
 	"github.com/gpuprep/gpuprep/internal/pci"
+	"github.com/gpuprep/gpuprep/internal/sanitize"
 	"github.com/gpuprep/gpuprep/preflight"
 	"github.com/gpuprep/gpuprep/provision"
 	"github.com/gpuprep/gpuprep/vfio"
@@ -200,7 +201,8 @@ func planBlocked(p *provision.Plan) error {
 }
 
 func printProvisionPlan(w io.Writer, p *provision.Plan) {
-	host := strings.TrimSpace(p.Host)
+	w = sanitize.NewWriter(w)
+	host := sanitize.Terminal(strings.TrimSpace(p.Host))
 	if host == "" {
 		host = "this node"
 	}

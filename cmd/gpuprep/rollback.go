@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpuprep/gpuprep/internal/sanitize"
 	"github.com/gpuprep/gpuprep/provision"
 )
 
@@ -110,6 +111,7 @@ func (c *rollbackCmd) run(cmd *cobra.Command) error {
 	out := cmd.OutOrStdout()
 	env := provision.Env{Root: root, Sysfs: sysfs, Runner: runner}
 	if c.output == "text" {
+		out = sanitize.NewWriter(out)
 		env.Out = out
 	}
 	res, rerr := provision.Rollback(cmd.Context(), env, provision.RollbackOptions{To: c.to, Force: c.force, ForceFiles: c.forceFiles, Kubeconfig: c.kubeconfig})

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/gpuprep/gpuprep/internal/host"
+	"github.com/gpuprep/gpuprep/internal/sanitize"
 	"github.com/gpuprep/gpuprep/internal/snapshot"
 	"github.com/gpuprep/gpuprep/vgpu"
 )
@@ -143,11 +144,11 @@ func runSnapshot(cmd *cobra.Command, g *globals, dir string, sel []string) error
 	}
 	done()
 
-	out := cmd.OutOrStdout()
+	out := sanitize.NewWriter(cmd.OutOrStdout())
 	fmt.Fprintf(out, "Snapshot in %s: %d files (%s), %d symlinks, %d directories, %d stand-ins for entries gpuprep listed but did not read.\n",
 		where, st.Files, size(st.Bytes), st.Links, st.Dirs, st.Stubs)
 	if len(st.Other) > 0 {
-		fmt.Fprintf(out, "Configuration files copied (read them before you share the snapshot): %s\n", strings.Join(st.Other, ", "))
+		fmt.Fprintf(out, "Configuration files copied (read them before you share the snapshot): %s\n", sanitize.Terminal(strings.Join(st.Other, ", ")))
 	}
 	if st.Private > 0 {
 		fmt.Fprintf(out, "Left out: %d of the processes' open files and names (/proc/PID/fd, /proc/PID/comm) other than NVIDIA and VFIO devices and the vGPU daemons.\n", st.Private)
@@ -156,7 +157,7 @@ func runSnapshot(cmd *cobra.Command, g *globals, dir string, sel []string) error
 		fmt.Fprintln(out, "Not run as root: files only root may read (MSRs, ACPI tables, PCI configuration space past 64 bytes) are in the snapshot as this user saw them.")
 	}
 	if len(st.Unreadable) > 0 {
-		fmt.Fprintf(out, "Read by gpuprep but not readable now (copied empty): %s\n", strings.Join(st.Unreadable, ", "))
+		fmt.Fprintf(out, "Read by gpuprep but not readable now (copied empty): %s\n", sanitize.Terminal(strings.Join(st.Unreadable, ", ")))
 	}
 	if packed {
 		fmt.Fprintf(out, "%s is readable by its owner only: it holds this node's configuration files (chmod or chown it to share it).\n", abs)

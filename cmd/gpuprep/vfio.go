@@ -13,6 +13,7 @@ import (
 
 	"github.com/gpuprep/gpuprep/internal/host"
 	"github.com/gpuprep/gpuprep/internal/pci"
+	"github.com/gpuprep/gpuprep/internal/sanitize"
 	"github.com/gpuprep/gpuprep/vfio"
 )
 
@@ -159,6 +160,7 @@ func (c *vfioCmd) status(cmd *cobra.Command) error {
 }
 
 func printStatus(w io.Writer, st *vfio.Status) {
+	w = sanitize.NewWriter(w)
 	if len(st.GPUs) == 0 {
 		fmt.Fprintf(w, "No GPU selected (%s).\n", st.Selection)
 	}
@@ -182,7 +184,7 @@ func printStatus(w io.Writer, st *vfio.Status) {
 		for _, m := range g.Members {
 			line := fmt.Sprintf("  %-12s %s:%s %s %-8s driver %s", m.Address, m.VendorID, m.DeviceID, m.Class, m.Role, orNone(m.Driver))
 			if m.Override != "" {
-				line += ", driver_override " + m.Override
+				line += ", driver_override " + sanitize.Terminal(m.Override)
 			}
 			if m.VFIODriver != "" && m.VFIODriver != m.Driver {
 				line += ", bind would use " + m.VFIODriver
@@ -208,7 +210,7 @@ func printStatus(w io.Writer, st *vfio.Status) {
 				s += ", " + n.Error
 			}
 			if len(n.Holders) > 0 {
-				s += ", open by " + strings.Join(n.Holders, ", ")
+				s += ", open by " + sanitize.Terminal(strings.Join(n.Holders, ", "))
 			}
 			fmt.Fprintf(w, "  %s: %s\n", n.Path, s)
 		}
@@ -225,11 +227,12 @@ func printStatus(w io.Writer, st *vfio.Status) {
 	}
 }
 
+// orNone is a driver's name as shown (sanitize.Terminal: one line), or "none".
 func orNone(s string) string {
 	if s == "" {
 		return "none"
 	}
-	return s
+	return sanitize.Terminal(s)
 }
 
 func (c *vfioCmd) bind(cmd *cobra.Command) error {
@@ -242,7 +245,7 @@ func (c *vfioCmd) bind(cmd *cobra.Command) error {
 	if err != nil {
 		return vfioErr(err)
 	}
-	out, errw := cmd.OutOrStdout(), cmd.ErrOrStderr()
+	out, errw := cmd.OutOrStdout(), sanitize.NewWriter(cmd.ErrOrStderr())
 	for _, w := range plan.Warnings {
 		fmt.Fprintln(errw, "gpuprep: warning:", w)
 	}
@@ -266,10 +269,11 @@ func (c *vfioCmd) bind(cmd *cobra.Command) error {
 }
 
 func printPlan(w io.Writer, root *host.Root, p *vfio.Plan) {
+	w = sanitize.NewWriter(w)
 	fmt.Fprintln(w, "Dry run: nothing is changed.")
 	for _, t := range p.Targets {
 		if t.Bound {
-			fmt.Fprintf(w, "  %s on %s already: left alone\n", t.Dev.Address, t.Driver)
+			fmt.Fprintf(w, "  %s on %s already: left alone\n", t.Dev.Address, sanitize.Terminal(t.Driver))
 			continue
 		}
 		via := "fallback"
@@ -319,6 +323,7 @@ func printPlan(w io.Writer, root *host.Root, p *vfio.Plan) {
 }
 
 func printResult(w io.Writer, r *vfio.Result) {
+	w = sanitize.NewWriter(w)
 	if r == nil {
 		return
 	}
@@ -393,7 +398,7 @@ func (c *vfioCmd) unbind(cmd *cobra.Command) error {
 			return vfioErr(err)
 		}
 		if len(live) > 0 {
-			fmt.Fprintf(cmd.OutOrStdout(), "%s stay on VFIO until the next boot, which gives each its own driver: reboot the node\n", strings.Join(live, ", "))
+			fmt.Fprintf(sanitize.NewWriter(cmd.OutOrStdout()), "%s stay on VFIO until the next boot, which gives each its own driver: reboot the node\n", strings.Join(live, ", "))
 		}
 		return nil
 	}

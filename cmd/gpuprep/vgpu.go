@@ -16,6 +16,7 @@ import (
 	"github.com/gpuprep/gpuprep/internal/host"
 	"github.com/gpuprep/gpuprep/internal/journal"
 	"github.com/gpuprep/gpuprep/internal/pci"
+	"github.com/gpuprep/gpuprep/internal/sanitize"
 	"github.com/gpuprep/gpuprep/provision"
 	"github.com/gpuprep/gpuprep/vgpu"
 )
@@ -109,7 +110,7 @@ func newVGPUTypesCmd(g *globals) *cobra.Command {
 				enc.SetIndent("", "  ")
 				return enc.Encode(rows)
 			case "text":
-				tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+				tw := tabwriter.NewWriter(sanitize.NewWriter(out), 0, 4, 2, ' ', 0)
 				fmt.Fprintln(tw, "GPU\tINTERFACE\tTYPE\tNAME\tFREE\tRESOURCE")
 				for _, r := range rows {
 					if len(r.Types) == 0 {
@@ -120,7 +121,7 @@ func newVGPUTypesCmd(g *globals) *cobra.Command {
 						if t.Available >= 0 {
 							free = fmt.Sprint(t.Available)
 						}
-						fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.GPU, r.Interface, t.ID, t.Name, free, t.ResourceName)
+						fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.GPU, r.Interface, sanitize.Terminal(t.ID), sanitize.Terminal(t.Name), free, t.ResourceName)
 					}
 				}
 				return tw.Flush()
@@ -181,9 +182,9 @@ func newVGPUApplyCmd(g *globals, assert bool) *cobra.Command {
 			if err != nil {
 				return &exitError{code: exitNotReady, err: err}
 			}
-			out := cmd.OutOrStdout()
+			out := sanitize.NewWriter(cmd.OutOrStdout())
 			for _, n := range plan.Notes {
-				fmt.Fprintf(cmd.ErrOrStderr(), "gpuprep: note: %s\n", n)
+				fmt.Fprintf(sanitize.NewWriter(cmd.ErrOrStderr()), "gpuprep: note: %s\n", n)
 			}
 			for _, u := range plan.Unwanted {
 				if hs := plan.InUse[u.Device]; len(hs) > 0 {
@@ -191,10 +192,10 @@ func newVGPUApplyCmd(g *globals, assert bool) *cobra.Command {
 					for _, h := range hs {
 						who = append(who, h.String())
 					}
-					fmt.Fprintf(cmd.ErrOrStderr(), "gpuprep: note: %s: %s (%s) is not in config %q but in use by %s; kept\n", u.GPU, u.Device, u.Type, name, strings.Join(who, ", "))
+					fmt.Fprintf(sanitize.NewWriter(cmd.ErrOrStderr()), "gpuprep: note: %s: %s (%s) is not in config %q but in use by %s; kept\n", u.GPU, u.Device, u.Type, name, strings.Join(who, ", "))
 					continue
 				}
-				fmt.Fprintf(cmd.ErrOrStderr(), "gpuprep: note: %s: %s (%s) is not in config %q; left alone (--prune removes it)\n", u.GPU, u.Device, u.Type, name)
+				fmt.Fprintf(sanitize.NewWriter(cmd.ErrOrStderr()), "gpuprep: note: %s: %s (%s) is not in config %q; left alone (--prune removes it)\n", u.GPU, u.Device, u.Type, name)
 			}
 			var pp *vgpu.PersistPlan
 			var runner host.Runner
@@ -213,7 +214,7 @@ func newVGPUApplyCmd(g *globals, assert bool) *cobra.Command {
 				runner = vgpuApplyRunner(root)
 				pp = vgpu.PlanPersist(context.Background(), root, runner, gpuprepBinary(), raw, args)
 				for _, n := range pp.Notes {
-					fmt.Fprintf(cmd.ErrOrStderr(), "gpuprep: note: %s\n", n)
+					fmt.Fprintf(sanitize.NewWriter(cmd.ErrOrStderr()), "gpuprep: note: %s\n", n)
 				}
 			}
 			persistDone := func() error {

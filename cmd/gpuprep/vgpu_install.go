@@ -10,6 +10,7 @@ import (
 
 	"github.com/gpuprep/gpuprep/internal/diff"
 	"github.com/gpuprep/gpuprep/internal/host"
+	"github.com/gpuprep/gpuprep/internal/sanitize"
 	"github.com/gpuprep/gpuprep/vgpu"
 )
 
@@ -80,7 +81,7 @@ failed, 2 usage error (including a --driver that is not the vGPU manager).`,
 			if err != nil {
 				return usageErr("%v", err)
 			}
-			out, errw := cmd.OutOrStdout(), cmd.ErrOrStderr()
+			out, errw := sanitize.NewWriter(cmd.OutOrStdout()), sanitize.NewWriter(cmd.ErrOrStderr())
 			printInstallPlan(out, plan, dryRun)
 			if miss := plan.Missing(); miss != nil {
 				return &exitError{code: exitNotReady, err: miss}
