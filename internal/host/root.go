@@ -18,6 +18,8 @@ import (
 	"sort"
 	"strings"
 	"sync"
+
+	"golang.org/x/sys/unix"
 )
 
 // maxLinks bounds symlink resolution, as the kernel's MAXSYMLINKS (40) does.
@@ -264,7 +266,15 @@ func (r *Root) readFile(p string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	b, err := os.ReadFile(rp)
+	fd, err := openRead(rp)
+	if err != nil {
+		return nil, r.hostErr(err, p)
+	}
+	defer unix.Close(fd)
+	if err := readable(fd, rp); err != nil {
+		return nil, r.hostErr(err, p)
+	}
+	b, err := readFD(fd, rp)
 	return b, r.hostErr(err, p)
 }
 
@@ -284,15 +294,23 @@ func (r *Root) Open(p string) (*os.File, error) {
 	return r.open(p)
 }
 
+// open opens p without blocking on a FIFO, and refuses one (see readable).
 func (r *Root) open(p string) (*os.File, error) {
-	if f, ok, err := r.openIn("open", p, os.O_RDONLY); ok {
-		return f, r.hostErr(err, p)
+	if fd, name, ok, err := r.openFD("open", p, unix.O_RDONLY|unix.O_NONBLOCK); ok {
+		if err != nil {
+			return nil, r.hostErr(err, p)
+		}
+		if err := readable(fd, name); err != nil {
+			unix.Close(fd)
+			return nil, r.hostErr(err, p)
+		}
+		return os.NewFile(uintptr(fd), name), nil
 	}
 	rp, err := r.Path(p)
 	if err != nil {
 		return nil, err
 	}
-	f, err := os.Open(rp)
+	f, err := openFile(rp)
 	return f, r.hostErr(err, p)
 }
 
