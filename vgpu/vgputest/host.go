@@ -77,7 +77,7 @@ for a in "$@"; do
 	esac
 done
 mkdir -p "$R/var/log"
-echo "$0 $*" > "$R/var/log/nvidia-installer.log"
+echo "${0##*/} $*" > "$R/var/log/nvidia-installer.log"
 if [ "$silent" != 1 ]; then
 	echo "nvidia-installer: interactive mode needs a terminal; use --silent" >&2
 	exit 1
