@@ -122,6 +122,9 @@ failed, 2 usage error (including a --driver that is not the vGPU manager).`,
 func printInstallPlan(w io.Writer, p *vgpu.InstallPlan, dryRun bool) {
 	d := p.Driver
 	fmt.Fprintf(w, "vGPU manager %s (%s, %s)\n", d.Version, d.Name(), d.Path)
+	if d.SHA256 != "" {
+		fmt.Fprintf(w, "  SHA-256 %s: the installer runs from a copy only root can write, checked to have it\n", d.SHA256)
+	}
 	fmt.Fprintln(w, "prerequisites:")
 	for _, q := range p.Prereqs {
 		mark := "ok  "

@@ -22,7 +22,7 @@ func TestVGPUInstall(t *testing.T) {
 	out, stderr, code := gpuprep(t, "vgpu", "install", "--root", root, "--driver", run, "--dry-run")
 	require.Equal(t, 0, code, stderr)
 	for _, want := range []string{
-		"vGPU manager 550.90.05 (NVIDIA-Linux-x86_64-550.90.05-vgpu-kvm, " + run + ")",
+		"vGPU manager 550.90.05 (NVIDIA-Linux-x86_64-550.90.05-vgpu-kvm, " + run + ")\n  SHA-256 " + sha256Hex(t, run) + ": the installer runs from a copy only root can write",
 		"ok      kernel headers: kernel headers for 6.8.0-45-generic in /lib/modules/6.8.0-45-generic/build",
 		"ok      pci-pf-stub: module pci-pf-stub, which sriov-manage needs to enable the VFs of 0000:41:00.0, 0000:61:00.0",
 		"plan (--dry-run: nothing is changed):",
