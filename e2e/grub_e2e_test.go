@@ -76,7 +76,7 @@ func TestGrubMkconfig(t *testing.T) {
 		}
 	}
 	gp := func(args ...string) (string, int) {
-		cmd := exec.Command(bin, append(args, "--root", scratch)...)
+		cmd := exec.Command(bin, append(args, "--root", scratch, "--system-disk")...) // a debootstrapped root: its grub-mkconfig runs
 		cmd.Env = append(os.Environ(), "PATH=/usr/sbin:/usr/bin:/sbin:/bin")
 		var out bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &out

@@ -70,7 +70,8 @@ type Options struct {
 	// vm-vgpu: the vgpu-device-manager config file and the config in it
 	// (also the nvidia.com/vgpu.config label); Driver, the vGPU manager
 	// installer, is needed only when the manager is not installed and
-	// running. Binary is the gpuprep the boot unit runs; SelectArgs are
+	// running. Binary is the file (on this machine) of the gpuprep the
+	// boot unit runs a root-owned copy of (vgpu.InstalledBinary); SelectArgs are
 	// the --select arguments it is given.
 	VGPUConfigFile string
 	VGPUConfig     string

@@ -256,7 +256,10 @@ func (p *Plan) planDevices(ctx context.Context, r host.Runner) error {
 	if err != nil {
 		return &PlanError{Step: StepVGPUDevices, Refused: true, Err: err}
 	}
-	pp := vgpu.PlanPersist(ctx, p.root, r, p.opts.Binary, v.raw, p.persistArgs())
+	pp, err := vgpu.PlanPersist(ctx, p.root, r, p.opts.Binary, v.raw, p.persistArgs())
+	if err != nil {
+		return &PlanError{Step: StepVGPUDevices, Refused: true, Err: err}
+	}
 	resume := slices.Contains(p.resumed, StepVGPUDevices)
 	if len(dp.Actions) == 0 && pp.Empty() && !resume {
 		return nil

@@ -26,6 +26,7 @@ type Driver struct {
 	Format     string // FormatRun, FormatDeb or FormatRPM
 	Package    string // the .deb's or .rpm's package name: nvidia-vgpu-ubuntu-550
 	PkgVersion string // the package's own version field: 550.90.05, 1:550.90.05-1
+	SHA256     string // of the file as verified (hex); the install runs a copy with this hash
 }
 
 // Driver file formats.
@@ -54,42 +55,40 @@ var (
 	headerVarRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(?m)^(label|targetdir)="([^"\n]*)"`) })
 )
 
-// headerSize bounds how much of a .run is read for its makeself header: the
-// shell part of NVIDIA's .run files is about 20 KiB, the payload follows.
-const headerSize = 64 << 10
-
 // InspectDriver verifies that path is the vGPU manager for KVM hosts (the
 // "vgpu-kvm" build), not the plain GPU driver or the vGPU guest ("grid")
-// driver, and reads its version. Two independent pieces of evidence are used:
+// driver, and reads its version. For a .run, nothing in it runs: the file is
+// opened once and read from that descriptor, start to end (see listRun):
 //
-//   - the makeself header of the .run, read as text without running it: its
-//     targetdir (NVIDIA-Linux-x86_64-<ver>-vgpu-kvm) names the build, and its
-//     version must agree with the file name when the file name has one (a
-//     renamed file does not fool it);
-//   - the archive listing (`sh FILE --list`, which lists the embedded tar
-//     without extracting or installing), which must hold nvidia-vgpu-mgr, the
-//     daemon only the KVM host build ships. It is skipped when r cannot run
-//     commands (a --dry-run against another root), which Listed reports.
+//   - its makeself header, read as text: its targetdir
+//     (NVIDIA-Linux-x86_64-<ver>-vgpu-kvm) names the build, and its version
+//     must agree with the file name when the file name has one (a renamed
+//     file does not fool it);
+//   - the archive listing, read in Go from the payload the header points
+//     at, which must hold nvidia-vgpu-mgr, the daemon only the KVM host
+//     build ships;
+//   - the SHA-256 of every byte read, which the install checks again on
+//     the copy it runs (see verifiedCopy): what was checked is what runs.
 //
 // A .deb or .rpm (told by its first bytes, not its name) is verified by its
-// contents instead: see inspectPackage.
+// contents instead: see inspectPackage; r runs its read-only queries.
 func InspectDriver(ctx context.Context, path string, r host.Runner) (*Driver, error) {
 	base := filepath.Base(path)
-	st, err := os.Stat(path)
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("--driver: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
 	if err != nil {
 		return nil, fmt.Errorf("--driver: %w", err)
 	}
 	if !st.Mode().IsRegular() {
 		return nil, fmt.Errorf("--driver %s: not a regular file", path)
 	}
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("--driver: %w", err)
-	}
-	head := make([]byte, headerSize)
-	n, err := io.ReadFull(f, head)
-	f.Close()
-	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
+	head := make([]byte, maxRunHeader)
+	n, err := f.ReadAt(head, 0)
+	if err != nil && !errors.Is(err, io.EOF) {
 		return nil, fmt.Errorf("--driver: %w", err)
 	}
 	head = head[:n]
@@ -103,22 +102,11 @@ func InspectDriver(ctx context.Context, path string, r host.Runner) (*Driver, er
 	case strings.HasSuffix(base, ".rpm"):
 		return nil, fmt.Errorf("%s: not an RPM package (no RPM lead)", path)
 	}
-	if !strings.HasPrefix(string(head), "#!/bin/sh") {
-		return nil, fmt.Errorf("%s: not an NVIDIA .run file (no makeself shell header)", path)
+	h, err := parseRunHeader(head)
+	if err != nil {
+		return nil, fmt.Errorf("%s: not an NVIDIA .run file (%v)", path, err)
 	}
-	d := &Driver{Path: path, Format: FormatRun}
-	for _, m := range headerVarRe().FindAllStringSubmatch(string(head), -1) {
-		switch m[1] {
-		case "label":
-			if d.Label == "" {
-				d.Label = m[2]
-			}
-		case "targetdir":
-			if d.TargetDir == "" {
-				d.TargetDir = m[2]
-			}
-		}
-	}
+	d := &Driver{Path: path, Format: FormatRun, Label: h.Label, TargetDir: h.TargetDir}
 	tm := targetDirRe().FindStringSubmatch(d.TargetDir)
 	if tm == nil {
 		return nil, fmt.Errorf("%s: not an NVIDIA driver .run file (makeself targetdir %q)", path, d.TargetDir)
@@ -138,17 +126,14 @@ func InspectDriver(ctx context.Context, path string, r host.Runner) (*Driver, er
 	if want := map[string]string{"amd64": "x86_64", "arm64": "aarch64"}[runtime.GOARCH]; want != "" && want != d.Arch {
 		return nil, fmt.Errorf("%s: built for %s, this machine is %s", path, d.Arch, want)
 	}
-	out, err := r.Run(ctx, "sh", path, "--list")
-	switch {
-	case errors.Is(err, host.ErrNoCommands):
-		return d, nil
-	case err != nil:
-		return nil, fmt.Errorf("%s: listing the archive (sh %s --list) failed: %w", path, base, err)
+	list, err := listRun(io.NewSectionReader(f, 0, st.Size()), st.Size(), h)
+	if err != nil {
+		return nil, fmt.Errorf("%s: reading the archive: %w", path, err)
 	}
-	if !strings.Contains(string(out), "nvidia-vgpu-mgr") {
+	if !list.holds("nvidia-vgpu-mgr") {
 		return nil, fmt.Errorf("%s: the archive holds no nvidia-vgpu-mgr: not a vGPU manager build although its header says %s", path, d.TargetDir)
 	}
-	d.Listed = true
+	d.Listed, d.SHA256 = true, list.SHA256
 	return d, nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -236,6 +237,14 @@ func InstallerArgs(root *host.Root, d *Driver, opts InstallOptions) []string {
 	return argv
 }
 
+// InstallerArgsFor is argv (InstallerArgs) run from the verified copy at
+// run instead of the file the user named.
+func InstallerArgsFor(argv []string, run string) []string {
+	out := append([]string(nil), argv...)
+	out[1] = run
+	return out
+}
+
 // SRIOVUnitContent is the systemd unit that enables the VFs of gpus at boot,
 // after the vGPU manager's daemons. Each GPU gets sriov-manage, retried (it
 // races the driver at boot and has exited 0 on failure) until sriov_numvfs
@@ -291,9 +300,6 @@ func PlanInstall(ctx context.Context, e *Env, opts InstallOptions) (*InstallPlan
 		}
 	}
 	sort.Strings(p.SRIOV)
-	if !d.Listed {
-		p.Notes = append(p.Notes, "the archive listing was not read (commands do not run against this root): the check that it holds nvidia-vgpu-mgr runs at install time")
-	}
 	if opts.SigningKey != "" || opts.SigningCert != "" {
 		if opts.SigningKey == "" || opts.SigningCert == "" {
 			return nil, errors.New("--signing-key and --signing-cert go together")
@@ -587,16 +593,14 @@ func installerStep(root *host.Root, d *Driver, opts InstallOptions, kver string)
 	return Step{Title: "run the NVIDIA installer " + d.TargetDir, Commands: [][]string{argv},
 		Remedy: "read " + InstallerLog + " (a kernel module build error usually means headers that do not match " + kver + " or an unsupported kernel for this driver branch)",
 		run: func(ctx context.Context, e *Env) error {
-			if !d.Listed {
-				out, err := e.Runner.Run(ctx, "sh", d.Path, "--list")
-				if err != nil {
-					return fmt.Errorf("listing the archive: %w", err)
-				}
-				if !strings.Contains(string(out), "nvidia-vgpu-mgr") {
-					return fmt.Errorf("%s holds no nvidia-vgpu-mgr: not a vGPU manager build", d.Path)
-				}
+			// what runs is a root-only copy whose hash is that of the
+			// file checked: not the path, which may hold another file now
+			run, done, err := verifiedCopy(d.Path, d.SHA256, filepath.Join(e.Root.Dir(), InstallerScratch))
+			if err != nil {
+				return err
 			}
-			if err := runCmd(argv)(ctx, e); err != nil {
+			defer done()
+			if err := runCmd(InstallerArgsFor(argv, run))(ctx, e); err != nil {
 				return err
 			}
 			if !e.Root.Exists("/usr/bin/nvidia-vgpu-mgr") {

@@ -82,7 +82,7 @@ func TestInstallSRIOVEndToEndThenNoOp(t *testing.T) {
 	require.Equal(t, []string{
 		"update-initramfs -u",
 		"modprobe -r nouveau",
-		"sh " + r.opts.Driver + " --silent --dkms",
+		"sh " + vgputest.InstallerCopy(r.h.Dir, r.opts.Driver) + " --silent --dkms",
 		"modprobe nvidia",
 		"systemctl daemon-reload", "systemctl enable --now nvidia-vgpud.service",
 		"systemctl daemon-reload", "systemctl enable --now nvidia-vgpu-mgr.service",
@@ -248,14 +248,15 @@ func TestInstallRejectsWrongPackages(t *testing.T) {
 	_, err = vgpu.InspectDriver(ctx, fake, h)
 	require.ErrorContains(t, err, "the archive holds no nvidia-vgpu-mgr")
 
-	// the listing is skipped where commands cannot run
+	// the listing is read without commands: where none can run too
 	d, err := vgpu.InspectDriver(ctx, renamed, host.NoRunner{})
 	require.Error(t, err)
 	require.NoError(t, os.Rename(renamed, kvm))
 	d, err = vgpu.InspectDriver(ctx, kvm, host.NoRunner{})
 	require.NoError(t, err)
-	require.False(t, d.Listed)
+	require.True(t, d.Listed)
 	require.Equal(t, ver, d.Version)
+	require.Empty(t, h.Calls, "nothing was run to read the drivers")
 
 	for name, want := range map[string]string{
 		"nvidia-vgpu-ubuntu-550_550.90.05_amd64.deb": "not a Debian package (no ar archive header)",

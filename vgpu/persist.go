@@ -28,6 +28,7 @@ type FileChange struct {
 
 // PersistPlan makes a vGPU config re-apply at every boot.
 type PersistPlan struct {
+	Binary *BinaryCopy  // the gpuprep the unit runs, to install as InstalledBinary; nil: in place
 	Files  []FileChange // only those whose content changes
 	Enable bool         // the unit is not enabled yet (or changed)
 	Notes  []string
@@ -71,11 +72,18 @@ WantedBy=multi-user.target
 `)
 }
 
-// PlanPersist plans the config copy and the unit. args are the apply
-// arguments after the config file (e.g. -c NAME --prune).
-func PlanPersist(ctx context.Context, root *host.Root, r host.Runner, binary string, config []byte, args []string) *PersistPlan {
+// PlanPersist plans the config copy, the unit, and the root-owned copy of
+// the running gpuprep (binary, a path on this machine: /proc/self/exe)
+// that the unit runs (InstalledBinary). args are the apply arguments after
+// the config file (e.g. -c NAME --prune).
+func PlanPersist(ctx context.Context, root *host.Root, r host.Runner, binary string, config []byte, args []string) (*PersistPlan, error) {
 	p := &PersistPlan{}
-	unit := ApplyUnitContent(binary, append([]string{"vgpu", "apply", "-f", PersistedConfig}, args...))
+	bin, err := planBinary(root, binary)
+	if err != nil {
+		return nil, err
+	}
+	p.Binary = bin
+	unit := ApplyUnitContent(InstalledBinary, append([]string{"vgpu", "apply", "-f", PersistedConfig}, args...))
 	for _, f := range []FileChange{{Path: PersistedConfig, New: config}, {Path: ApplyUnit, New: unit}} {
 		old, err := root.ReadFile(f.Path)
 		f.Old, f.Exists = old, err == nil
@@ -85,19 +93,24 @@ func PlanPersist(ctx context.Context, root *host.Root, r host.Runner, binary str
 		p.Files = append(p.Files, f)
 	}
 	en, _ := unitState(ctx, r, ApplyUnitName)
-	p.Enable = !en || len(p.Files) > 0
-	if !root.Exists(binary) {
-		p.Notes = append(p.Notes, "the unit runs "+binary+", which is not in this root: install gpuprep there (or re-run --persist from where it is installed)")
+	p.Enable = !en || len(p.Files) > 0 || p.Binary != nil
+	if p.Binary != nil {
+		p.Notes = append(p.Notes, fmt.Sprintf("installs this gpuprep (SHA-256 %s) as %s, root's own, which the unit runs", p.Binary.SHA256, InstalledBinary))
 	}
-	return p
+	return p, nil
 }
 
 // Empty reports whether everything is in place.
-func (p *PersistPlan) Empty() bool { return len(p.Files) == 0 && !p.Enable }
+func (p *PersistPlan) Empty() bool { return p.Binary == nil && len(p.Files) == 0 && !p.Enable }
 
-// Apply writes the files atomically (with backups, journaled) and enables
-// the unit.
+// Apply installs the gpuprep the unit runs, writes the files atomically
+// (with backups, journaled) and enables the unit.
 func (p *PersistPlan) Apply(ctx context.Context, root *host.Root, r host.Runner, now time.Time) error {
+	if p.Binary != nil { // before the unit that runs it
+		if err := p.Binary.install(root, now); err != nil {
+			return err
+		}
+	}
 	for _, f := range p.Files {
 		if _, err := journal.WriteFile(root, f.Path, f.New, 0o644, "vgpu apply --persist", now); err != nil {
 			return fmt.Errorf("write %s: %w", f.Path, err)

@@ -245,7 +245,8 @@ func TestApplyCrash(t *testing.T) {
 		}
 		return oldQ(root)
 	}
-	gpuprepBinary = func() string { return "/usr/local/bin/gpuprep" }
+	self := fakeGpuprep(t)
+	gpuprepBinary = func() string { return self }
 
 	vmArgs, containerArgs := "apply --mode vm-passthrough --yes", "apply --mode container --yes"
 	applyContainer := func(t *testing.T, dir string) {

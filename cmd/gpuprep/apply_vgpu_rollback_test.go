@@ -152,7 +152,7 @@ func TestRollbackToVGPUSteps(t *testing.T) {
 			require.Equal(t, want, vgpusOf(t, root))
 			require.Empty(t, journalVGPUs(t, root))
 			gone := []string{kubelet, strings.TrimPrefix(vgpu.ApplyUnit, "/"), strings.TrimPrefix(vgpu.PersistedConfig, "/"),
-				"run/fake-systemd/is-enabled/" + vgpu.ApplyUnitName}
+				strings.TrimPrefix(vgpu.InstalledBinary, "/"), "run/fake-systemd/is-enabled/" + vgpu.ApplyUnitName}
 			require.Equal(t, restored(applied, orig, gone...), tree(t, root))
 			require.NoFileExists(t, filepath.Join(root, vgpu.TypeNames))
 			grub, err := os.ReadFile(filepath.Join(root, "etc/default/grub"))

@@ -75,7 +75,8 @@ func simulatedVGPUNode(t *testing.T, root string) *vgpuNode {
 	t.Cleanup(func() { provisionKernel, provisionQuery, gpuprepBinary = oldK, oldQ, oldB })
 	provisionKernel = func(*host.Root) (vfio.Sysfs, host.Runner, error) { return n, n, nil }
 	provisionQuery = func(*host.Root) host.Runner { return n }
-	gpuprepBinary = func() string { return "/usr/local/bin/gpuprep" }
+	self := fakeGpuprep(t)
+	gpuprepBinary = func() string { return self }
 	return n
 }
 
@@ -163,7 +164,8 @@ func TestApplyVMVGPUFreshSRIOV(t *testing.T) {
 	}
 	unit, err := os.ReadFile(filepath.Join(root, vgpu.ApplyUnit))
 	require.NoError(t, err)
-	require.Contains(t, string(unit), "ExecStart=/usr/local/bin/gpuprep vgpu apply -f /etc/gpuprep/vgpu-config.yaml -c l40s-24q\n")
+	require.Contains(t, string(unit), "ExecStart=/usr/local/libexec/gpuprep/gpuprep vgpu apply -f /etc/gpuprep/vgpu-config.yaml -c l40s-24q\n")
+	requireInstalledGpuprep(t, root, gpuprepBinary())
 	kubelet, err := os.ReadFile(filepath.Join(root, "etc/default/kubelet"))
 	require.NoError(t, err)
 	require.Contains(t, string(kubelet), "nvidia.com/gpu.workload.config=vm-vgpu")
@@ -396,7 +398,7 @@ func TestApplyVMVGPUFreshMdev(t *testing.T) {
 	require.NoFileExists(t, filepath.Join(root, vgpu.TypeNames), "mdev types name themselves")
 	unit, err := os.ReadFile(filepath.Join(root, vgpu.ApplyUnit))
 	require.NoError(t, err)
-	require.Contains(t, string(unit), "ExecStart=/usr/local/bin/gpuprep vgpu apply -f /etc/gpuprep/vgpu-config.yaml -c t4-4q\n")
+	require.Contains(t, string(unit), "ExecStart=/usr/local/libexec/gpuprep/gpuprep vgpu apply -f /etc/gpuprep/vgpu-config.yaml -c t4-4q\n")
 	kubelet, err := os.ReadFile(filepath.Join(root, "etc/default/kubelet"))
 	require.NoError(t, err)
 	require.Contains(t, string(kubelet), "nvidia.com/gpu.workload.config=vm-vgpu")

@@ -27,15 +27,29 @@ import (
 func init() { register(newGrubCmd) }
 
 // grubRunner runs the regeneration commands: on this machine for /, inside
-// the root (chroot) otherwise. Tests replace it with a FakeRunner.
+// the root (chroot) for a root named a system disk (--system-disk), and
+// for no other root (see rootPrograms). Tests replace it with a FakeRunner.
 var grubRunner = func(root *host.Root) host.Runner {
-	if err := root.Writable("/"); err != nil {
-		return refusingRunner{err} // a packed snapshot: run nothing from it
+	if err := rootPrograms(root); err != nil {
+		return refusingRunner{err}
 	}
 	if root.IsLive() {
 		return host.ExecRunner{}
 	}
 	return host.ChrootRunner{Dir: root.Dir()}
+}
+
+// rootPrograms says whether the programs of root may run: nil for / and
+// for a system disk, else why not (a packed snapshot, or a root not named
+// a system disk).
+func rootPrograms(root *host.Root) error {
+	if err := root.Writable("/"); err != nil {
+		return err // a packed snapshot: run nothing from it
+	}
+	if root.IsLive() || root.IsSystemDisk() {
+		return nil
+	}
+	return errNotSystemDisk(root)
 }
 
 // refusingRunner runs nothing and answers every command with err.
@@ -72,8 +86,10 @@ file and line) what they cannot edit safely, write atomically with a backup
 beside the file (recorded in /var/lib/gpuprep/journal.jsonl) and do nothing
 when the arguments are already in effect (on BLS: in every boot entry, and in
 /etc/kernel/cmdline and /etc/default/grub, which kernels installed later get
-them from; grub show says not-for-later-kernels when only those lack them). Commands run inside the root
-(chroot) when --root is not /.
+them from; grub show says not-for-later-kernels when only those lack them). With --root DIR
+other than /, the regeneration commands run inside it (chroot) only when
+--system-disk names it a system disk (never a snapshot); otherwise they are
+refused before anything changes (--dry-run still shows the diff).
 
 Exit codes: 0 done (or nothing to do), 2 usage error, 3 the configuration
 could not be read or edited safely, 4 a reboot is needed for the change to
@@ -195,12 +211,20 @@ func (c *grubCmd) edit(cmd *cobra.Command, args []string, remove bool) error {
 	if boot.Kind == grub.KindBLS && plan.Changed() && len(plan.EntriesAdded)+len(plan.EntriesRemoved) == 0 {
 		plan.Notes = append(plan.Notes, "every boot entry is right already (no grubby, no reboot): the files are edited for kernels installed later, which get their arguments from /etc/kernel/cmdline, itself rewritten from /etc/default/grub by grub2-mkconfig")
 	}
+	runner := grubRunner(root)
+	var refused error
+	if rr, ok := runner.(refusingRunner); ok {
+		refused = rr.err
+	}
 	if c.dryRun {
 		for _, ch := range plan.Changes {
 			fmt.Fprint(out, diff.Unified(ch.Path, ch.Old, ch.New, ch.Old != nil))
 		}
 		for _, argv := range plan.Commands {
 			fmt.Fprintf(out, "would run: %s\n", host.ShellQuote(argv))
+		}
+		if len(plan.Commands) > 0 && refused != nil {
+			fmt.Fprintf(out, "note: without --dry-run this is refused: %v (or give --no-regenerate and regenerate it yourself)\n", refused)
 		}
 		for _, n := range plan.Notes {
 			fmt.Fprintf(out, "note: %s\n", n)
@@ -210,10 +234,14 @@ func (c *grubCmd) edit(cmd *cobra.Command, args []string, remove bool) error {
 		}
 		return nil
 	}
+	if len(plan.Commands) > 0 && refused != nil && root.Writable("/") == nil {
+		// refused before any file changes, not half-way
+		return &exitError{code: exitUsage, err: fmt.Errorf("would run %s: %w; add --system-disk if %s is one, or give --no-regenerate and regenerate it yourself", host.ShellQuote(plan.Commands[0]), refused, root.Name())}
+	}
 	// what a bootloader's own tool changes goes in the journal too, so
 	// that gpuprep rollback undoes it as it undoes apply's
 	plan.Intents = func(argv []string) []journal.Entry { return provision.BootArgIntents(boot, plan, argv, command) }
-	if err := plan.Apply(context.Background(), root, grubRunner(root), command, grubNow()); err != nil {
+	if err := plan.Apply(context.Background(), root, runner, command, grubNow()); err != nil {
 		return &exitError{code: exitUnknown, err: err}
 	}
 	for _, ch := range plan.Changes {

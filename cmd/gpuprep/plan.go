@@ -38,7 +38,7 @@ type provisionFlags struct {
 }
 
 // provisionQuery answers plan's read-only queries (systemctl is-active,
-// the installer's --list): the host's commands on /, none on another root.
+// a package's file list): the host's commands on /, none on another root.
 // Tests replace it.
 var provisionQuery = host.DefaultRunner
 

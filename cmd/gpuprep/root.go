@@ -43,11 +43,14 @@ func usageErr(format string, a ...any) error {
 
 // globals are the flags every command shares.
 type globals struct {
-	root     string
-	rec      *host.Recorder // gpuprep snapshot: notes what the command reads
-	unpacked string         // --root FILE.tar.gz: where it was unpacked, removed when the command ends
-	release  func()         // ends unpacked's removal on an interrupt
-	lock     *os.File       // the host's gpuprep lock, held by a command that changes the host
+	root string
+	// systemDisk: --system-disk, the user names --root a system disk,
+	// whose own programs (update-grub, grubby, …) may run inside it
+	systemDisk bool
+	rec        *host.Recorder // gpuprep snapshot: notes what the command reads
+	unpacked   string         // --root FILE.tar.gz: where it was unpacked, removed when the command ends
+	release    func()         // ends unpacked's removal on an interrupt
+	lock       *os.File       // the host's gpuprep lock, held by a command that changes the host
 	// interrupted: an interrupt arrived while a command changed the host
 	// (see deferInterrupts); stopInterrupts ends that handling
 	interrupted atomic.Bool
@@ -117,8 +120,13 @@ func (g *globals) hostRoot() (*host.Root, error) {
 	if err != nil {
 		return nil, usageErr("--root: %v", err)
 	}
+	if g.systemDisk {
+		if r, err = systemDisk(g, r); err != nil {
+			return nil, err
+		}
+	}
 	if g.unpacked != "" {
-		r = r.Frozen("--root " + g.root + " is a packed snapshot, unpacked for this command only: a change would be lost (unpack it with tar xzf and give --root the directory)").Named(g.root)
+		r = r.Frozen("--root " + g.root + " is a packed snapshot, unpacked for this command only: it is read, never changed (changes belong on the node, or on a system disk: --root DIR --system-disk)").Named(g.root)
 	}
 	if g.rec != nil {
 		r = r.Recording(g.rec)
@@ -144,6 +152,7 @@ drivers, VFIO and vGPU.`,
 	cmd.SetErr(stderr)
 	cmd.PersistentPreRunE = func(c *cobra.Command, _ []string) error { return hostLock(c, g) }
 	cmd.PersistentFlags().StringVar(&g.root, "root", g.root, "directory that stands in for / (a host snapshot or fixture), or a snapshot packed by gpuprep snapshot FILE.tar.gz; env GPUPREP_ROOT")
+	cmd.PersistentFlags().BoolVar(&g.systemDisk, "system-disk", false, "--root DIR is a system disk (a scratch install, a mounted node disk), not a snapshot: commands that run its own programs (update-grub, grubby, update-initramfs, …) run them inside it with chroot")
 	cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return &exitError{code: exitUsage, err: fmt.Errorf("%w\nRun '%s --help' for usage.", err, c.CommandPath())}
 	})

@@ -275,7 +275,7 @@ func TestPackedRootIsReadOnly(t *testing.T) {
 	require.NoError(t, err)
 	_, errs, code = gpuprep(t, "--root", file, "label", "--mode", "container", "--before-join")
 	require.NotEqual(t, 0, code)
-	require.Contains(t, errs, "is a packed snapshot, unpacked for this command only: a change would be lost")
+	require.Contains(t, errs, "is a packed snapshot, unpacked for this command only: it is read, never changed")
 	out, errs, code := gpuprep(t, "--root", file, "label", "--mode", "container", "--before-join", "--dry-run")
 	require.Equal(t, 0, code, errs)
 	require.Contains(t, out, "KUBELET_EXTRA_ARGS", "a dry run still shows the change")

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -30,18 +29,10 @@ var vgpuApplyRunner = host.DefaultRunner
 // root; tests put the vGPU simulator (vgputest.Host) in front of it.
 var vgpuSysfs = func(root *host.Root) vgpu.AttrWriter { return root }
 
-// gpuprepBinary is the path the --persist unit runs gpuprep from: this
-// binary, with symlinks resolved.
-var gpuprepBinary = func() string {
-	p, err := os.Executable()
-	if err != nil {
-		return "/usr/local/bin/gpuprep"
-	}
-	if r, err := filepath.EvalSymlinks(p); err == nil {
-		return r
-	}
-	return p
-}
+// gpuprepBinary is the file the --persist unit's gpuprep is copied from
+// (vgpu.InstalledBinary, which the unit runs): the running image itself,
+// whatever has been put at its path since it started. Tests replace it.
+var gpuprepBinary = func() string { return "/proc/self/exe" }
 
 func newVGPUCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "vgpu", Short: "NVIDIA vGPU: install the vGPU manager, list types, create vGPUs from a vgpu-device-manager config"}
@@ -212,7 +203,9 @@ func newVGPUApplyCmd(g *globals, assert bool) *cobra.Command {
 					args = append(args, "--prune")
 				}
 				runner = vgpuApplyRunner(root)
-				pp = vgpu.PlanPersist(context.Background(), root, runner, gpuprepBinary(), raw, args)
+				if pp, err = vgpu.PlanPersist(context.Background(), root, runner, gpuprepBinary(), raw, args); err != nil {
+					return &exitError{code: exitNotReady, err: err}
+				}
 				for _, n := range pp.Notes {
 					fmt.Fprintf(sanitize.NewWriter(cmd.ErrOrStderr()), "gpuprep: note: %s\n", n)
 				}
@@ -226,6 +219,9 @@ func newVGPUApplyCmd(g *globals, assert bool) *cobra.Command {
 					return nil
 				}
 				if dryRun {
+					if b := pp.Binary; b != nil {
+						fmt.Fprintf(out, "would install %s: this gpuprep (SHA-256 %s), 0755 root:root\n", vgpu.InstalledBinary, b.SHA256)
+					}
 					for _, f := range pp.Files {
 						fmt.Fprintf(out, "would write %s\n%s", f.Path, diff.Unified(f.Path, f.Old, f.New, f.Exists))
 					}

@@ -50,17 +50,21 @@ func TestVGPUApplyPruneAndPersist(t *testing.T) {
 	require.Contains(t, out, "would write 0 > /sys/bus/pci/devices/0000:41:00.5/nvidia/current_vgpu_type  (remove the NVIDIA H200X-70C of VF 0000:41:00.5)\n"+
 		"would write 1430 > /sys/bus/pci/devices/0000:41:00.5/nvidia/current_vgpu_type  (make VF 0000:41:00.5 a NVIDIA H200X-35C)\n")
 
-	// --persist: config copy and unit, enabled through systemctl
-	gpuprepBinary = func() string { return "/usr/local/bin/gpuprep" }
+	// --persist: config copy, unit, and the gpuprep it runs, installed
+	// root's own (the running one is, under gpuprep fleet, a user's file
+	// in ~/.cache), enabled through systemctl
+	self := fakeGpuprep(t)
+	gpuprepBinary = func() string { return self }
 	out, stderr, code = gpuprep(t, "vgpu", "apply", "--root", root, "-f", cfg, "-c", "h200", "--prune", "--persist", "--dry-run")
 	require.Equal(t, 0, code, stderr)
+	require.Contains(t, out, "would install /usr/local/libexec/gpuprep/gpuprep: this gpuprep (SHA-256 "+sha256Hex(t, self)+"), 0755 root:root\n")
 	require.Contains(t, out, "would write /etc/systemd/system/gpuprep-vgpu-apply.service\n--- /dev/null\n")
-	require.Contains(t, out, "+ExecStart=/usr/local/bin/gpuprep vgpu apply -f /etc/gpuprep/vgpu-config.yaml -c h200 --prune\n")
+	require.Contains(t, out, "+ExecStart=/usr/local/libexec/gpuprep/gpuprep vgpu apply -f /etc/gpuprep/vgpu-config.yaml -c h200 --prune\n")
 	require.Contains(t, out, "+After=gpuprep-vgpu-sriov.service nvidia-vgpud.service nvidia-vgpu-mgr.service\n")
-	require.Contains(t, stderr, "/usr/local/bin/gpuprep, which is not in this root")
+	require.NotContains(t, out, self, "the unit runs the file gpuprep ran from")
 	require.Empty(t, h.Commands())
+	require.NoFileExists(t, filepath.Join(root, "usr/local/libexec/gpuprep/gpuprep"))
 
-	b.File("/usr/local/bin/gpuprep", "")
 	b.File("/etc/systemd/system/gpuprep-vgpu-sriov.service", "")
 	require.NoError(t, b.Err())
 	out, stderr, code = gpuprep(t, "vgpu", "apply", "--root", root, "-f", cfg, "-c", "h200", "--persist")
@@ -70,6 +74,7 @@ func TestVGPUApplyPruneAndPersist(t *testing.T) {
 	c, err := os.ReadFile(filepath.Join(root, "etc/gpuprep/vgpu-config.yaml"))
 	require.NoError(t, err)
 	require.Contains(t, string(c), "H200X-35C")
+	requireInstalledGpuprep(t, root, self)
 	out, stderr, code = gpuprep(t, "vgpu", "apply", "--root", root, "-f", cfg, "-c", "h200", "--persist")
 	require.Equal(t, 0, code, stderr)
 	require.Contains(t, out, "persisted: gpuprep-vgpu-apply.service is in place and enabled")

@@ -41,13 +41,15 @@ func newVGPUInstallCmd(g *globals) *cobra.Command {
 		Short: "Install the NVIDIA vGPU manager, start its daemons, enable SR-IOV VFs (every step planned first)",
 		Long: `install verifies that --driver is the vGPU manager for KVM hosts: for a
 .run, the makeself header's targetdir names a vgpu-kvm build and the archive
-holds nvidia-vgpu-mgr; for a .deb or .rpm, the package's file list (dpkg-deb -c,
+holds nvidia-vgpu-mgr (both read by gpuprep itself: nothing in the file runs
+to check it); for a .deb or .rpm, the package's file list (dpkg-deb -c,
 rpm -qlp, run on this machine: they only read the file) holds
 usr/bin/nvidia-vgpu-mgr, whatever the file is called. It checks the
 prerequisites (kernel headers for the running kernel, cc, make and DKMS for a
 .run, dpkg or rpm for a package, pci-pf-stub where a GPU uses SR-IOV, Secure
 Boot and module signing keys), then: blacklists nouveau, unloads conflicting
-modules, runs the installer (sh FILE --silent --dkms) or installs the package
+modules, runs the installer (sh FILE --silent --dkms, from a root-only copy
+whose SHA-256 is that of the file checked) or installs the package
 with its dependencies (apt-get install -y ./FILE, or dpkg -i; dnf install -y
 FILE, or rpm -Uvh), loads nvidia and nvidia_vgpu_vfio
 (where the build has it), enables and starts nvidia-vgpud and nvidia-vgpu-mgr,
@@ -121,6 +123,9 @@ failed, 2 usage error (including a --driver that is not the vGPU manager).`,
 func printInstallPlan(w io.Writer, p *vgpu.InstallPlan, dryRun bool) {
 	d := p.Driver
 	fmt.Fprintf(w, "vGPU manager %s (%s, %s)\n", d.Version, d.Name(), d.Path)
+	if d.SHA256 != "" {
+		fmt.Fprintf(w, "  SHA-256 %s: the installer runs from a copy only root can write, checked to have it\n", d.SHA256)
+	}
 	fmt.Fprintln(w, "prerequisites:")
 	for _, q := range p.Prereqs {
 		mark := "ok  "

@@ -80,7 +80,8 @@ const maxAttr = 64 << 10
 
 // ReadString reads the entry name, a sysfs attribute or a regular file,
 // with surrounding white space removed. A symlink is refused (ELOOP); a
-// FIFO does not block (O_NONBLOCK); more than 64 KiB is an error.
+// FIFO is refused without blocking (O_NONBLOCK, ErrNotRegular); more than
+// 64 KiB is an error.
 //
 // Not for procfs: a sysfs attribute comes whole from one read of at most a
 // page and a regular file reads short only at its end, so a short read is
@@ -105,6 +106,9 @@ func (d *Dir) readString(name string) ([]byte, error) {
 		return nil, d.pathError("open", name, err)
 	}
 	defer unix.Close(fd)
+	if err := readable(fd, name); err != nil {
+		return nil, d.pathError("open", name, errors.Unwrap(err))
+	}
 	var buf [4096]byte
 	var out []byte
 	for {

@@ -94,13 +94,22 @@ func (r *Root) openFD(op, p string, flags int) (fd int, name string, ok bool, er
 const maxRead = 64 << 20
 
 func (r *Root) readFileIn(p string) ([]byte, bool, error) {
-	// O_NONBLOCK: a fixture's FIFO reads as empty instead of hanging. The
-	// bare descriptor, not an os.File: nothing to register with the poller.
+	// O_NONBLOCK: a FIFO is refused instead of hanging. The bare
+	// descriptor, not an os.File: nothing to register with the poller.
 	fd, name, ok, err := r.openFD("open", p, unix.O_RDONLY|unix.O_NONBLOCK)
 	if !ok || err != nil {
 		return nil, ok, err
 	}
 	defer unix.Close(fd)
+	if err := readable(fd, name); err != nil {
+		return nil, true, err
+	}
+	data, err := readFD(fd, name)
+	return data, true, err
+}
+
+// readFD reads fd (opened as name) to its end, at most maxRead bytes of it.
+func readFD(fd int, name string) ([]byte, error) {
 	size := 512
 	var st unix.Stat_t
 	if unix.Fstat(fd, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFREG && st.Size > 0 && st.Size < 1<<30 {
@@ -113,14 +122,14 @@ func (r *Root) readFileIn(p string) ([]byte, bool, error) {
 		case err == unix.EINTR:
 			continue
 		case err != nil:
-			return nil, true, &fs.PathError{Op: "read", Path: name, Err: err}
+			return nil, &fs.PathError{Op: "read", Path: name, Err: err}
 		case n == 0:
-			return data, true, nil
+			return data, nil
 		}
 		data = data[:len(data)+n]
 		if len(data) == cap(data) {
 			if len(data) >= maxRead {
-				return nil, true, &fs.PathError{Op: "read", Path: name, Err: errors.New("more than 64 MiB")}
+				return nil, &fs.PathError{Op: "read", Path: name, Err: errors.New("more than 64 MiB")}
 			}
 			data = slices.Grow(data, len(data))
 		}

@@ -2,7 +2,8 @@ package host
 
 import "strings"
 
-// binDirs are the directories a root shell's PATH searches for programs.
+// binDirs are the directories a root shell's PATH searches for programs:
+// where FindProgram looks under a root, and ExecRunner on this machine.
 var binDirs = []string{"/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"}
 
 // FindProgram returns the path under r of the first of names found in the

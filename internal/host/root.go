@@ -18,6 +18,8 @@ import (
 	"sort"
 	"strings"
 	"sync"
+
+	"golang.org/x/sys/unix"
 )
 
 // maxLinks bounds symlink resolution, as the kernel's MAXSYMLINKS (40) does.
@@ -37,12 +39,15 @@ type Root struct {
 	// packed snapshot unpacked for one command: a change would be lost).
 	frozen string
 	name   string // how the user named the root, when not dir (see Named)
+	// systemDisk: the user named the root a system disk (a scratch
+	// install, a mounted node disk), whose own programs may run (chroot)
+	systemDisk bool
 }
 
 // view is a copy of r: the same directory, descriptors, recorder and
 // freezing, and a fresh directory cache when r caches (see ReadOnly).
 func (r *Root) view() *Root {
-	return &Root{dir: r.dir, live: r.live, dirs: r.freshDirs(), rfd: r.rfd, rec: r.rec, frozen: r.frozen, name: r.name}
+	return &Root{dir: r.dir, live: r.live, dirs: r.freshDirs(), rfd: r.rfd, rec: r.rec, frozen: r.frozen, name: r.name, systemDisk: r.systemDisk}
 }
 
 // ReadOnly returns a view of the same root that remembers resolved
@@ -85,6 +90,21 @@ func (r *Root) Frozen(reason string) *Root {
 	v.frozen = reason
 	return v
 }
+
+// SystemDisk returns a view of r that the user named a system disk: the
+// only kind of root other than "/" whose own programs gpuprep runs (inside
+// it, with chroot), since a program run from a root is code from that root
+// run as root, and chroot does not hold a root process in. Never a
+// snapshot, never implied.
+func (r *Root) SystemDisk() *Root {
+	v := r.view()
+	v.systemDisk = true
+	return v
+}
+
+// IsSystemDisk reports whether the user named r a system disk (see
+// SystemDisk).
+func (r *Root) IsSystemDisk() bool { return r.systemDisk }
 
 // Named returns a view of r that messages call name: a packed snapshot
 // unpacked into a temporary directory is named by its file.
@@ -264,7 +284,15 @@ func (r *Root) readFile(p string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	b, err := os.ReadFile(rp)
+	fd, err := openRead(rp)
+	if err != nil {
+		return nil, r.hostErr(err, p)
+	}
+	defer unix.Close(fd)
+	if err := readable(fd, rp); err != nil {
+		return nil, r.hostErr(err, p)
+	}
+	b, err := readFD(fd, rp)
 	return b, r.hostErr(err, p)
 }
 
@@ -284,15 +312,23 @@ func (r *Root) Open(p string) (*os.File, error) {
 	return r.open(p)
 }
 
+// open opens p without blocking on a FIFO, and refuses one (see readable).
 func (r *Root) open(p string) (*os.File, error) {
-	if f, ok, err := r.openIn("open", p, os.O_RDONLY); ok {
-		return f, r.hostErr(err, p)
+	if fd, name, ok, err := r.openFD("open", p, unix.O_RDONLY|unix.O_NONBLOCK); ok {
+		if err != nil {
+			return nil, r.hostErr(err, p)
+		}
+		if err := readable(fd, name); err != nil {
+			unix.Close(fd)
+			return nil, r.hostErr(err, p)
+		}
+		return os.NewFile(uintptr(fd), name), nil
 	}
 	rp, err := r.Path(p)
 	if err != nil {
 		return nil, err
 	}
-	f, err := os.Open(rp)
+	f, err := openFile(rp)
 	return f, r.hostErr(err, p)
 }
 

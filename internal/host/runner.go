@@ -23,15 +23,34 @@ type Runner interface {
 // host root that is not the live system, since they would see the wrong host.
 var ErrNoCommands = errors.New("commands are not run against a host root that is not /")
 
-// ExecRunner runs commands on this machine.
-type ExecRunner struct{}
+// ExecRunner runs commands on this machine. A program named without a
+// slash is found in the system directories, never through $PATH, and every
+// command gets those as its PATH (see lookProgram).
+type ExecRunner struct {
+	// Dirs, when not nil, replaces the system directories: for tests
+	// that run fake tools, never set by gpuprep itself.
+	Dirs []string
+}
+
+func (e ExecRunner) dirs() []string {
+	if e.Dirs != nil {
+		return e.Dirs
+	}
+	return binDirs
+}
 
 // Run implements Runner.
-func (ExecRunner) Run(ctx context.Context, argv ...string) ([]byte, error) {
+func (e ExecRunner) Run(ctx context.Context, argv ...string) ([]byte, error) {
 	if len(argv) == 0 {
 		return nil, errors.New("run: empty command")
 	}
-	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	prog, err := lookProgram(argv[0], e.dirs())
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w (looked in %s; $PATH is not used)", argv[0], err, strings.Join(e.dirs(), ":"))
+	}
+	cmd := exec.CommandContext(ctx, prog, argv[1:]...)
+	cmd.Args[0] = argv[0]
+	cmd.Env = childEnv(e.dirs())
 	// In a process group of its own: a Ctrl-C on the terminal reaches
 	// gpuprep, which finishes the change in progress (an initramfs being
 	// written, an installer), and not the command in the middle of it.

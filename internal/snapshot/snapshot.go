@@ -80,7 +80,22 @@ func Take(src *host.Root, rec *host.Recorder, dst string, opts Options) (Stats, 
 		private: map[string]bool{}, holders: map[string]bool{}}
 	err = c.take()
 	c.st.Private = len(c.private)
+	if err == nil {
+		err = out.WriteFile(strings.TrimPrefix(Marker, "/"), []byte(markerText), 0o644)
+	}
 	return c.st, err
+}
+
+// Marker is the file at the top of every snapshot Take makes: a snapshot
+// is never a system disk, whose programs gpuprep may run (see IsSnapshot).
+const Marker = "/GPUPREP-SNAPSHOT"
+
+const markerText = "A gpuprep snapshot: files as gpuprep read them on a node, to be read, never booted or run.\n"
+
+// IsSnapshot reports whether the root r is a snapshot Take made.
+func IsSnapshot(r *host.Root) bool {
+	_, err := r.Lstat(Marker)
+	return err == nil
 }
 
 func (c *copier) take() error {

@@ -1,15 +1,20 @@
 // Package vgputest plays, on a fixture root, the host that `gpuprep vgpu
 // install` changes: a synthetic NVIDIA vGPU manager .run (a real shell
-// script, run by sh) that honours --silent and --list and "installs" by
-// writing the files and modules it would into the root, synthetic .deb (built
+// script, run by sh, followed by the gzipped tar that makeself puts after
+// its header) that honours --silent and "installs" by writing the files and
+// modules it would into the root, synthetic .deb (built
 // with dpkg-deb) and .rpm (a stand-in) packages of it, and a host.Runner that
 // executes that script, installs those packages and simulates modprobe,
 // systemctl and sriov-manage against the root.
 package vgputest
 
 import (
+	"archive/tar"
 	"bytes"
+	"compress/gzip"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -40,10 +45,17 @@ func WriteInstaller(dir, version, flavour string) (string, error) {
 	if flavour != "" {
 		target += "-" + flavour
 	}
-	mgr := ""
+	files := []string{"./nvidia-installer", "./kernel/nvidia.c"}
 	if flavour == "vgpu-kvm" {
-		mgr = "./nvidia-vgpu-mgr\n./nvidia-vgpud\n./sriov-manage\n./kernel/nvidia-vgpu-vfio/nvidia-vgpu-vfio.c\n"
+		files = append(files, "./nvidia-vgpu-mgr", "./nvidia-vgpud", "./sriov-manage", "./kernel/nvidia-vgpu-vfio/nvidia-vgpu-vfio.c")
 	}
+	payload, err := TarGz(files)
+	if err != nil {
+		return "", err
+	}
+	// the layout of makeself 2.1.x, which NVIDIA's .run files have: the
+	// payload after the header's first LINES lines, filesizes its length
+	// (makeself-header.sh of github.com/megastep/makeself)
 	script := `#!/bin/sh
 # This script was generated using Makeself 2.1.5 (synthetic, for gpuprep tests)
 CRCsum="0000000000"
@@ -53,19 +65,19 @@ TMPROOT=${TMPDIR:=/tmp}
 label="NVIDIA Accelerated Graphics Driver for Linux-x86_64 ` + version + `"
 script="./nvidia-installer"
 targetdir="` + target + `"
-filesizes="1234"
+filesizes="` + fmt.Sprint(len(payload)) + `"
 keep=n
+offset=` + "`head -n LINES \"$0\" | wc -c | tr -d \" \"`" + `
 
 R="${` + RootEnv + `:?` + RootEnv + ` not set}"
 silent=0
 for a in "$@"; do
 	case "$a" in
-	--list) printf 'Target directory: %s\n./nvidia-installer\n./kernel/nvidia.c\n%s' "$targetdir" '` + mgr + `'; exit 0 ;;
 	--silent|-s) silent=1 ;;
 	esac
 done
 mkdir -p "$R/var/log"
-echo "$0 $*" > "$R/var/log/nvidia-installer.log"
+echo "${0##*/} $*" > "$R/var/log/nvidia-installer.log"
 if [ "$silent" != 1 ]; then
 	echo "nvidia-installer: interactive mode needs a terminal; use --silent" >&2
 	exit 1
@@ -90,8 +102,29 @@ echo '#!/bin/sh' > "$R/usr/lib/nvidia/sriov-manage"
 `
 	}
 	script += "exit 0\n"
+	script = strings.Replace(script, "LINES", fmt.Sprint(strings.Count(script, "\n")), 1)
 	p := filepath.Join(dir, target+".run")
-	return p, os.WriteFile(p, []byte(script), 0o644)
+	return p, os.WriteFile(p, append([]byte(script), payload...), 0o644)
+}
+
+// TarGz is a gzip-compressed tar of empty files with these names, as a
+// makeself payload holds.
+func TarGz(names []string) ([]byte, error) {
+	var buf bytes.Buffer
+	z := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(z)
+	for _, n := range names {
+		if err := tw.WriteHeader(&tar.Header{Name: n, Mode: 0o644, Typeflag: tar.TypeReg}); err != nil {
+			return nil, err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return nil, err
+	}
+	if err := z.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
 }
 
 // Host is a host.Runner for a fixture root. Commands:
@@ -153,9 +186,6 @@ func (h *Host) Commands() []string {
 	var out []string
 	for _, c := range h.Calls {
 		if len(c) > 1 && c[0] == "systemctl" && strings.HasPrefix(c[1], "is-") || len(c) > 1 && c[0] == "nvidia-smi" && c[1] == "-q" {
-			continue
-		}
-		if len(c) > 2 && c[0] == "sh" && c[2] == "--list" {
 			continue
 		}
 		if len(c) > 1 && (c[0] == "dpkg-deb" || c[0] == "rpm" && strings.HasPrefix(c[1], "-q")) {
@@ -435,4 +465,16 @@ func AddVFs(b *fixture.Builder, root *host.Root, addr string) error {
 	}
 	b.File(pfDir+"/sriov_numvfs", fmt.Sprintf("%d\n", n))
 	return b.Err()
+}
+
+// InstallerCopy is where gpuprep vgpu install runs the installer run from
+// on the fixture root dir: its verified copy (vgpu.InstallerScratch), named
+// by the SHA-256 of run's content.
+func InstallerCopy(dir, run string) string {
+	b, err := os.ReadFile(run)
+	if err != nil {
+		return "unreadable " + run
+	}
+	sum := sha256.Sum256(b)
+	return filepath.Join(dir, "var/lib/gpuprep/installer", hex.EncodeToString(sum[:]), filepath.Base(run))
 }

@@ -1,0 +1,41 @@
+package vgpu_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/gpuprep/gpuprep/vgpu"
+)
+
+// The file checked is the file run: an installer swapped after the plan
+// read it (a user-writable upload directory) is refused, never run, and
+// what runs is a copy only root can write.
+func TestInstallRunsOnlyTheFileItChecked(t *testing.T) {
+	r := newRig(t, "vgpu-fresh-sriov", l40s...)
+	p, err := vgpu.PlanInstall(context.Background(), r.env, r.opts)
+	require.NoError(t, err)
+	marker := filepath.Join(t.TempDir(), "swapped-ran")
+	require.NoError(t, os.WriteFile(r.opts.Driver, []byte("#!/bin/sh\n: > "+marker+"\n"), 0o755))
+
+	err = p.Execute(context.Background(), r.env, nil)
+	require.ErrorContains(t, err, "changed since it was checked")
+	require.NoFileExists(t, marker, "the swapped file ran")
+	require.NoFileExists(t, filepath.Join(r.h.Dir, "var/log/nvidia-installer.log"), "an installer ran")
+	require.NoDirExists(t, filepath.Join(r.h.Dir, vgpu.InstallerScratch, p.Driver.SHA256), "the refused copy is left behind")
+
+	// the plan run as it was checked: from the verified copy, which goes
+	r = newRig(t, "vgpu-fresh-sriov", l40s...)
+	p, err = vgpu.PlanInstall(context.Background(), r.env, r.opts)
+	require.NoError(t, err)
+	require.NoError(t, p.Execute(context.Background(), r.env, nil))
+	require.FileExists(t, filepath.Join(r.h.Dir, "var/log/nvidia-installer.log"))
+	require.Contains(t, r.h.Commands(), "sh "+filepath.Join(r.h.Dir, vgpu.InstallerScratch, p.Driver.SHA256, filepath.Base(r.opts.Driver))+" --silent --dkms")
+	st, err := os.Stat(filepath.Join(r.h.Dir, vgpu.InstallerScratch))
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o700), st.Mode().Perm())
+	require.NoDirExists(t, filepath.Join(r.h.Dir, vgpu.InstallerScratch, p.Driver.SHA256))
+}
