@@ -178,7 +178,11 @@ func inspectPackage(ctx context.Context, path, format string, r host.Runner) (*D
 	if err != nil {
 		return nil, err
 	}
-	d := &Driver{Path: path, Format: format, Listed: true}
+	sum, err := hashFile(path)
+	if err != nil {
+		return nil, err
+	}
+	d := &Driver{Path: path, Format: format, Listed: true, SHA256: sum}
 	var arch string
 	if format == FormatDeb {
 		for _, l := range strings.Split(out, "\n") {

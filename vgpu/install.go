@@ -645,6 +645,19 @@ func PackageCommands(root *host.Root, d *Driver) [][]string {
 	return [][]string{{"rpm", "-Uvh", "--replacepkgs", file}}
 }
 
+// packageArgsFor is argv (a PackageCommands command) with the package file
+// named by the verified copy run (an absolute path, which apt-get also takes
+// for a file).
+func packageArgsFor(argv []string, path, run string) []string {
+	out := append([]string(nil), argv...)
+	for i, a := range out {
+		if a == path || a == "./"+path {
+			out[i] = run
+		}
+	}
+	return out
+}
+
 // packageStep installs a .deb or .rpm with the distribution's tool.
 func packageStep(root *host.Root, d *Driver, kver string) Step {
 	cmds := PackageCommands(root, d)
@@ -665,8 +678,15 @@ func packageStep(root *host.Root, d *Driver, kver string) Step {
 	}
 	return Step{Title: "install the package " + d.Name() + " (" + tool + ")", Commands: cmds, Remedy: remedy,
 		run: func(ctx context.Context, e *Env) error {
+			// what the package manager installs is a root-only copy whose
+			// hash is that of the file checked, as for a .run
+			run, done, err := verifiedCopy(d.Path, d.SHA256, filepath.Join(e.Root.Dir(), InstallerScratch))
+			if err != nil {
+				return err
+			}
+			defer done()
 			for _, argv := range cmds {
-				if err := runCmd(argv)(ctx, e); err != nil {
+				if err := runCmd(packageArgsFor(argv, d.Path, run))(ctx, e); err != nil {
 					return err
 				}
 			}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/gpuprep/gpuprep/internal/fixture"
 	"github.com/gpuprep/gpuprep/vgpu"
 )
 
@@ -38,4 +39,28 @@ func TestInstallRunsOnlyTheFileItChecked(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, os.FileMode(0o700), st.Mode().Perm())
 	require.NoDirExists(t, filepath.Join(r.h.Dir, vgpu.InstallerScratch, p.Driver.SHA256))
+}
+
+// A .deb or .rpm swapped after it was checked is not installed either: the
+// package manager gets a root-only copy whose hash is the one checked.
+func TestInstallPackageInstallsOnlyTheFileItChecked(t *testing.T) {
+	for _, format := range []string{"deb", "rpm"} {
+		t.Run(format, func(t *testing.T) {
+			r := packageRig(t, format, true)
+			require.NoError(t, fixture.New(r.h.Dir).Remove("/usr/bin/gcc-13").Remove("/usr/sbin/dkms").Err())
+			p, err := vgpu.PlanInstall(context.Background(), r.env, r.opts)
+			require.NoError(t, err)
+			require.Len(t, p.Driver.SHA256, 64)
+			other, err := os.ReadFile(r.opts.Driver)
+			require.NoError(t, err)
+			require.NoError(t, os.WriteFile(r.opts.Driver, append(other, 0), 0o644))
+
+			err = p.Execute(context.Background(), r.env, nil)
+			require.ErrorContains(t, err, "changed since it was checked")
+			for _, c := range r.h.Commands() {
+				require.NotRegexp(t, `^(env DEBIAN_FRONTEND=noninteractive apt-get install|dpkg -i|dnf install|rpm -Uvh)`, c, "a package manager ran")
+			}
+			require.False(t, r.h.Root.Exists("/usr/bin/nvidia-vgpu-mgr"))
+		})
+	}
 }

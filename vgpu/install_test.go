@@ -350,7 +350,9 @@ func TestInstallPackageEndToEndThenNoOp(t *testing.T) {
 				"enable gpuprep-vgpu-sriov.service",
 			}, titles(p))
 			cmds := r.h.Commands()
-			require.Equal(t, tc.cmd(r.opts.Driver), cmds[2])
+			// what the package manager gets is the verified root-only copy
+			require.Equal(t, tc.cmd(filepath.Join(r.h.Dir, vgpu.InstallerScratch, p.Driver.SHA256, filepath.Base(r.opts.Driver))), cmds[2])
+			require.NoDirExists(t, filepath.Join(r.h.Dir, vgpu.InstallerScratch, p.Driver.SHA256), "the copy is left behind")
 			require.Equal(t, "modprobe nvidia", cmds[3])
 			require.Equal(t, ver, vgpu.InstalledVersion(r.h.Root))
 			require.Equal(t, 16, vgpu.Read(r.h.Root, "0000:61:00.0").NumVFs)

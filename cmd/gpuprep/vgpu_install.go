@@ -48,10 +48,10 @@ usr/bin/nvidia-vgpu-mgr, whatever the file is called. It checks the
 prerequisites (kernel headers for the running kernel, cc, make and DKMS for a
 .run, dpkg or rpm for a package, pci-pf-stub where a GPU uses SR-IOV, Secure
 Boot and module signing keys), then: blacklists nouveau, unloads conflicting
-modules, runs the installer (sh FILE --silent --dkms, from a root-only copy
-whose SHA-256 is that of the file checked) or installs the package
+modules, runs the installer (sh FILE --silent --dkms) or installs the package
 with its dependencies (apt-get install -y ./FILE, or dpkg -i; dnf install -y
-FILE, or rpm -Uvh), loads nvidia and nvidia_vgpu_vfio
+FILE, or rpm -Uvh), each from a root-only copy whose SHA-256 is that of the
+file checked (a file changed since is refused, never run), loads nvidia and nvidia_vgpu_vfio
 (where the build has it), enables and starts nvidia-vgpud and nvidia-vgpu-mgr,
 enables the SR-IOV VFs of Ampere and newer GPUs (sriov-manage -e, retried,
 verified) and writes a systemd unit that enables them at every boot.
