@@ -83,14 +83,14 @@ func findTool(root *host.Root, name string) string {
 // Detect finds the boot setup under root.
 func Detect(root *host.Root) (*Boot, error) {
 	b := &Boot{}
-	if data, err := root.ReadFile(KernelCmdlineFile); err == nil {
+	if data, err := kargs.ReadFile(root, KernelCmdlineFile); err == nil {
 		b.KernelCmdline = &File{KernelCmdlineFile, data}
 	}
 	entries, _ := root.Glob("/boot/loader/entries/*.conf")
 	sort.Strings(entries)
 	b.kernelopts = grubenvKernelopts(root)
 	for _, e := range entries {
-		if data, err := root.ReadFile(e); err == nil {
+		if data, err := kargs.ReadFile(root, e); err == nil {
 			b.Entries = append(b.Entries, File{e, data})
 		}
 	}
@@ -709,7 +709,7 @@ func RegenerateCommand(root *host.Root, menu string) string {
 // grubenvKernelopts is the kernelopts variable of /boot/grub2/grubenv, ""
 // when there is none.
 func grubenvKernelopts(root *host.Root) string {
-	env, _ := root.ReadFile("/boot/grub2/grubenv")
+	env, _ := kargs.ReadFile(root, "/boot/grub2/grubenv")
 	ko := ""
 	for _, l := range strings.Split(string(env), "\n") {
 		if v, ok := strings.CutPrefix(l, "kernelopts="); ok {

@@ -114,7 +114,7 @@ func Configured(root *host.Root, kver string) (*Source, error) {
 		}
 		return src, nil
 	}
-	if b, err := root.ReadString(KernelCmdlineFile); err == nil {
+	if b, err := kargs.ReadString(root, KernelCmdlineFile); err == nil {
 		src := &Source{Kind: "kernel-cmdline", File: KernelCmdlineFile, Cmdline: b}
 		src.args, src.at = plainLocated(KernelCmdlineFile, b, 1)
 		return src, nil
@@ -126,7 +126,7 @@ func Configured(root *host.Root, kver string) (*Source, error) {
 func blsEntry(root *host.Root, kver string) (*Source, error) {
 	entries, _ := root.Glob("/boot/loader/entries/*.conf")
 	for _, e := range entries {
-		b, err := root.ReadFile(e)
+		b, err := kargs.ReadFile(root, e)
 		if err != nil {
 			continue
 		}

@@ -315,7 +315,7 @@ func NodeKernelArgs(root *host.Root) (KernelArgs, error) {
 	if err != nil {
 		e = &Env{Root: root, Firmware: iommu.ReadFirmware(root), IOMMU: iommu.ReadKernel(root)}
 		e.Host.Kernel, _ = root.ReadString("/proc/sys/kernel/osrelease")
-		e.CmdlineRaw, e.CmdlineErr = root.ReadString("/proc/cmdline")
+		e.CmdlineRaw, e.CmdlineErr = kargs.ReadString(root, "/proc/cmdline")
 		e.Cmdline = kargs.Parse(e.CmdlineRaw)
 	}
 	k := e.KernelArgs()

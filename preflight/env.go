@@ -120,7 +120,7 @@ func NewEnv(root *host.Root, runner host.Runner, sel pci.Selector, mode Mode) (*
 	e.Host.Kernel, _ = root.ReadString("/proc/sys/kernel/osrelease")
 	e.Host.Name, _ = root.ReadString("/proc/sys/kernel/hostname")
 	e.Host.OS = osName(root)
-	e.CmdlineRaw, e.CmdlineErr = root.ReadString("/proc/cmdline")
+	e.CmdlineRaw, e.CmdlineErr = kargs.ReadString(root, "/proc/cmdline")
 	e.Cmdline = kargs.Parse(e.CmdlineRaw)
 	e.BootTime = bootTime(root)
 	e.CPU = readCPU(root)

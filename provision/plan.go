@@ -526,7 +526,7 @@ func (p *Plan) diagnoseNouveau(on []string, entries []journal.Entry) *RebootErro
 	}
 	kver, _ := root.ReadString("/proc/sys/kernel/osrelease")
 	kver = strings.TrimSpace(kver)
-	raw, _ := root.ReadString("/proc/cmdline")
+	raw, _ := kargs.ReadString(root, "/proc/cmdline")
 	d := &RebootError{Summary: "the node has rebooted since gpuprep apply asked for a reboot, and nouveau still drives " + strings.Join(on, ", ")}
 	d.Details = append(d.Details, evidence, fmt.Sprintf("running kernel %s, /proc/cmdline: %s", orNone(kver), strings.TrimSpace(raw)))
 	w := vgpu.PlanNouveauBlacklist(root)
@@ -584,7 +584,7 @@ func wanted(root *host.Root) ([]kargs.Param, error) {
 }
 
 func runningArgs(root *host.Root) []kargs.Param {
-	raw, _ := root.ReadString("/proc/cmdline")
+	raw, _ := kargs.ReadString(root, "/proc/cmdline")
 	return kargs.Parse(raw)
 }
 
@@ -1049,7 +1049,7 @@ func (p *Plan) diagnoseVFIOReboot(onVFIO []string, entries []journal.Entry) *Reb
 	if !asked || !rebooted {
 		return nil
 	}
-	raw, _ := root.ReadString("/proc/cmdline")
+	raw, _ := kargs.ReadString(root, "/proc/cmdline")
 	d := &RebootError{Summary: "the node has rebooted since gpuprep apply asked for a reboot, and " + strings.Join(onVFIO, ", ") + " are still on VFIO"}
 	d.Details = append(d.Details, evidence, "/proc/cmdline: "+strings.TrimSpace(raw))
 	var binders []string
@@ -1493,7 +1493,7 @@ func (p *Plan) diagnoseReboot(boot *grub.Boot, gp *grub.Plan, want []kargs.Param
 	if len(missing) == 0 && len(off) == 0 {
 		return nil
 	}
-	raw, _ := root.ReadString("/proc/cmdline")
+	raw, _ := kargs.ReadString(root, "/proc/cmdline")
 	kver, _ := root.ReadString("/proc/sys/kernel/osrelease")
 	kver = strings.TrimSpace(kver)
 	d := &RebootError{Missing: missing, Off: off,

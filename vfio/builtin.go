@@ -121,7 +121,7 @@ func BuiltinHolds(root *host.Root, devs []*pci.Device) []BuiltinHold {
 	if len(builtin) == 0 {
 		return nil
 	}
-	raw, _ := root.ReadString("/proc/cmdline")
+	raw, _ := kargs.ReadString(root, "/proc/cmdline")
 	cmdline := kargs.Parse(raw)
 	entries, _ := journal.Read(root)
 	var out []BuiltinHold

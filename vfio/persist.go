@@ -424,7 +424,7 @@ func vfioLoadedEarly(root *host.Root, modprobe []confFile) bool {
 func NextBootCmdline(root *host.Root) []kargs.Param {
 	kver, _ := root.ReadString("/proc/sys/kernel/osrelease")
 	src, err := grub.Configured(root, strings.TrimSpace(kver))
-	raw, _ := root.ReadString("/proc/cmdline")
+	raw, _ := kargs.ReadString(root, "/proc/cmdline")
 	return NextBootArgs(src, err, kargs.Parse(raw))
 }
 

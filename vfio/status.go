@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/gpuprep/gpuprep/internal/host"
+	"github.com/gpuprep/gpuprep/internal/kargs"
 	"github.com/gpuprep/gpuprep/internal/pci"
 	"github.com/gpuprep/gpuprep/iommu"
 )
@@ -153,7 +154,7 @@ func persistStatus(root *host.Root, persisted map[string]string) PersistStatus {
 			}
 		}
 	}
-	if c, err := root.ReadString("/proc/cmdline"); err == nil {
+	if c, err := kargs.ReadString(root, "/proc/cmdline"); err == nil {
 		for _, a := range strings.Fields(c) {
 			if strings.HasPrefix(a, "vfio-pci.") || strings.HasPrefix(a, "vfio_pci.") {
 				other = append(other, "/proc/cmdline: "+a)

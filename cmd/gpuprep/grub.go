@@ -275,7 +275,7 @@ func (c *grubCmd) edit(cmd *cobra.Command, args []string, remove bool) error {
 
 // rebootNeeded: the running kernel's arguments do not yet match the request.
 func rebootNeeded(root *host.Root, req grub.Request, plan *grub.Plan) bool {
-	raw, err := root.ReadString("/proc/cmdline")
+	raw, err := kargs.ReadString(root, "/proc/cmdline")
 	if err != nil {
 		return plan.Changed()
 	}
@@ -303,7 +303,7 @@ type argState struct {
 	Wanted     string `json:"wanted"`
 	Configured string `json:"configured"` // the occurrence that counts, "" when absent
 	Running    string `json:"running"`
-	State      string `json:"state"` // ok, not-for-later-kernels (BLS: in effect, but not where kernels installed later get their arguments), missing, configured-reboot-pending, configured-not-in-boot-menu, configured-but-not-effective, running-not-configured, not-needed
+	State      string `json:"state"` // ok, configured-running-unknown (the running command line could not be read), not-for-later-kernels (BLS: in effect, but not where kernels installed later get their arguments), missing, configured-reboot-pending, configured-not-in-boot-menu, configured-but-not-effective, running-not-configured, not-needed
 	Reason     string `json:"reason,omitempty"`
 }
 
@@ -318,15 +318,17 @@ type offState struct {
 }
 
 type showReport struct {
-	APIVersion string     `json:"apiVersion"`
-	Kind       string     `json:"kind"`
-	Bootloader string     `json:"bootloader"`
-	Source     string     `json:"source"`
-	Configured string     `json:"configured"`
-	Running    string     `json:"running"`
-	Mode       string     `json:"mode"`
-	Args       []argState `json:"args"`
-	Off        []offState `json:"off,omitempty"`
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Bootloader string `json:"bootloader"`
+	Source     string `json:"source"`
+	Configured string `json:"configured"`
+	Running    string `json:"running"`
+	// RunningError says why /proc/cmdline could not be read ("" when it was)
+	RunningError string     `json:"runningError,omitempty"`
+	Mode         string     `json:"mode"`
+	Args         []argState `json:"args"`
+	Off          []offState `json:"off,omitempty"`
 }
 
 func (c *grubCmd) show(cmd *cobra.Command) error {
@@ -350,9 +352,12 @@ func (c *grubCmd) show(cmd *cobra.Command) error {
 	if err != nil {
 		return &exitError{code: exitUnknown, err: err}
 	}
-	raw, rerr := root.ReadString("/proc/cmdline")
+	raw, rerr := kargs.ReadString(root, "/proc/cmdline")
 	running := kargs.Parse(raw)
 	rep := showReport{APIVersion: "gpuprep/v1", Kind: "KernelArgs", Bootloader: boot.Kind, Source: src, Running: raw, Mode: c.mode}
+	if rerr != nil {
+		rep.RunningError = rerr.Error()
+	}
 	var cw []string
 	for _, p := range conf {
 		cw = append(cw, p.String())
@@ -388,6 +393,8 @@ func (c *grubCmd) show(cmd *cobra.Command) error {
 		case menuLacks:
 			a.State = "configured-not-in-boot-menu"
 			a.Reason = "configured, but the boot menu " + menu + " does not have it (its first entry): the next boot goes without it until it is regenerated (" + grub.RegenerateCommand(root, menu) + "; gpuprep grub ensure runs it)"
+		case isConf && rerr != nil:
+			a.State, a.Reason = "configured-running-unknown", "configured; whether the running kernel has it is unknown: "+rerr.Error()
 		case isConf && isRun:
 			a.State = "ok"
 			if lack := boot.LaterLack(grub.Request{Ensure: []kargs.Param{w}}); len(lack) > 0 {
@@ -431,7 +438,11 @@ func (c *grubCmd) show(cmd *cobra.Command) error {
 
 func showText(out io.Writer, rep showReport) error {
 	out = sanitize.NewWriter(out)
-	fmt.Fprintf(out, "bootloader: %s (%s)\nconfigured: %s\nrunning:    %s\n\n", rep.Bootloader, rep.Source, sanitize.Terminal(rep.Configured), sanitize.Terminal(strings.TrimSpace(rep.Running)))
+	running := strings.TrimSpace(rep.Running)
+	if rep.RunningError != "" {
+		running = "unknown (" + rep.RunningError + ")"
+	}
+	fmt.Fprintf(out, "bootloader: %s (%s)\nconfigured: %s\nrunning:    %s\n\n", rep.Bootloader, rep.Source, sanitize.Terminal(rep.Configured), sanitize.Terminal(running))
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "WANTED\tCONFIGURED\tRUNNING\tSTATE")
 	dash := func(s string) string {
@@ -441,14 +452,17 @@ func showText(out io.Writer, rep showReport) error {
 		return s
 	}
 	for _, a := range rep.Args {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", a.Wanted, dash(a.Configured), dash(a.Running), a.State)
+		// each cell one line of its own: a host's \n, \t, \v or \f would
+		// make rows and cells of the tabwriter's (which reads them before
+		// the sanitizing writer below it sees them)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", sanitize.Terminal(a.Wanted), sanitize.Terminal(dash(a.Configured)), sanitize.Terminal(dash(a.Running)), sanitize.Terminal(a.State))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	for _, a := range rep.Args {
 		if a.Reason != "" {
-			fmt.Fprintf(out, "%s: %s\n", a.Wanted, a.Reason)
+			fmt.Fprintf(out, "%s: %s\n", sanitize.Terminal(a.Wanted), sanitize.Terminal(a.Reason))
 		}
 	}
 	if len(rep.Off) == 0 {
@@ -458,13 +472,13 @@ func showText(out io.Writer, rep showReport) error {
 	tw = tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "TURNS OFF\tCONFIGURED\tRUNNING\tSTATE")
 	for _, o := range rep.Off {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", o.Arg, dash(o.Configured), dash(o.Running), o.State)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", sanitize.Terminal(o.Arg), sanitize.Terminal(dash(o.Configured)), sanitize.Terminal(dash(o.Running)), sanitize.Terminal(o.State))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	for _, o := range rep.Off {
-		fmt.Fprintf(out, "%s: %s\n", o.Arg, o.Reason)
+		fmt.Fprintf(out, "%s: %s\n", sanitize.Terminal(o.Arg), sanitize.Terminal(o.Reason))
 	}
 	return nil
 }

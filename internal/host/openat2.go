@@ -2,6 +2,7 @@ package host
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path"
@@ -89,8 +90,11 @@ func (r *Root) openFD(op, p string, flags int) (fd int, name string, ok bool, er
 	}
 }
 
-// maxRead bounds a read of anything but a regular file (a fixture's
-// character device would otherwise be read until memory runs out).
+// maxRead bounds every read of a whole file: a regular file larger than
+// this is refused before anything is allocated (a snapshot's file can be of
+// any size), anything else when it has given this much (a fixture's
+// character device would otherwise be read until memory runs out). Nothing
+// gpuprep reads whole comes near it (pci.ids, the largest, is about 1.5 MiB).
 const maxRead = 64 << 20
 
 func (r *Root) readFileIn(p string) ([]byte, bool, error) {
@@ -112,7 +116,10 @@ func (r *Root) readFileIn(p string) ([]byte, bool, error) {
 func readFD(fd int, name string) ([]byte, error) {
 	size := 512
 	var st unix.Stat_t
-	if unix.Fstat(fd, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFREG && st.Size > 0 && st.Size < 1<<30 {
+	if unix.Fstat(fd, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFREG && st.Size > 0 {
+		if st.Size >= maxRead {
+			return nil, &fs.PathError{Op: "read", Path: name, Err: fmt.Errorf("%d bytes: more than gpuprep reads of a file (64 MiB)", st.Size)}
+		}
 		size = int(st.Size) + 1 // sysfs attributes say 4096 whatever they hold
 	}
 	data := make([]byte, 0, size)

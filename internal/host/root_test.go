@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"syscall"
 	"testing"
 
@@ -271,4 +272,23 @@ func TestRecorderKeepsEachSpanOnce(t *testing.T) {
 	spans := rec.Spans()["/dev/cpu/0/msr"]
 	require.Len(t, spans, 2)
 	require.Equal(t, []byte("89abcdef"), spans[0].Data)
+}
+
+// A regular file larger than gpuprep reads whole (a snapshot's file can be
+// of any size) is refused before anything is allocated for it.
+func TestReadFileRefusesAHugeRegularFile(t *testing.T) {
+	dir := t.TempDir()
+	f, err := os.Create(filepath.Join(dir, "big"))
+	require.NoError(t, err)
+	require.NoError(t, f.Truncate(1<<30)) // sparse: no disk used
+	require.NoError(t, f.Close())
+	root, err := NewRoot(dir)
+	require.NoError(t, err)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, err = root.ReadFile("/big")
+	runtime.ReadMemStats(&after)
+	require.ErrorContains(t, err, "/big")
+	require.ErrorContains(t, err, "more than gpuprep reads")
+	require.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(1<<20), "allocated for a file it refuses")
 }
