@@ -107,6 +107,12 @@ func TestScenarios(t *testing.T) {
 			findings: []want{{"cpu.virtualization", "cpu flag vmx", preflight.Warn, ""}, {"kvm.device", "/dev/kvm", preflight.Fail, ""}},
 		},
 		{
+			scenario: "capture-no-modules",
+			ready:    map[preflight.Mode]bool{C: true, PT: false},
+			blockers: map[preflight.Mode][]string{PT: {"vfio.binding"}},
+			findings: []want{{"vfio.modules", "/proc/sys/kernel/osrelease", preflight.Error, ""}},
+		},
+		{
 			scenario: "iommu-off-kernel",
 			blockers: map[preflight.Mode][]string{PT: {"iommu.kernel", "iommu.cmdline", "iommu.groups", "vfio.binding"}},
 			findings: []want{
