@@ -18,7 +18,7 @@ func checkGPUPresent(e *Env) []Finding {
 			drv = "no driver"
 		}
 		out = append(out, Finding{Status: Pass, Subject: g.Address,
-			Message: fmt.Sprintf("%s (%s:%s, class %s), %s", name(g), g.VendorID, g.DeviceID, g.Class[:4], drv)})
+			Message: fmt.Sprintf("%s (%s:%s, class %s), %s%s", name(g), g.VendorID, g.DeviceID, g.Class[:4], drv, nameSource(e, g))})
 	}
 	if len(e.NVSwitches) > 0 {
 		addrs := make([]string, len(e.NVSwitches))
@@ -40,7 +40,7 @@ func checkGPUPresent(e *Env) []Finding {
 			on = append(on, fmt.Sprintf("%d %s", drivers[d], d))
 		}
 		out = append(out, Finding{Status: Pass, Subject: strings.Join(addrs, ","),
-			Message: fmt.Sprintf("%d NVSwitch(es): %s (%s); reported separately (vfio.binding says whether they go to VMs with the GPUs)", len(e.NVSwitches), name(e.NVSwitches[0]), strings.Join(on, ", "))})
+			Message: fmt.Sprintf("%d NVSwitch(es): %s (%s); reported separately (vfio.binding says whether they go to VMs with the GPUs)%s", len(e.NVSwitches), name(e.NVSwitches[0]), strings.Join(on, ", "), nameSource(e, e.NVSwitches[0]))})
 	}
 	if len(e.GPUs) == 0 {
 		out = append(out, Finding{Status: Fail, Subject: "/sys/bus/pci/devices",
