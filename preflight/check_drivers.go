@@ -23,6 +23,11 @@ func checkNouveau(e *Env) []Finding {
 	if vfio.NouveauBuiltin(e.Root) {
 		return builtinNouveau(e, bound)
 	}
+	if len(bound) == 0 && uncaptured(e, "/sys/module") {
+		return []Finding{{Status: Error, Subject: "/sys/module/nouveau",
+			Message: "the root has no /sys/module: cannot tell whether nouveau is loaded (no selected GPU is bound to it)",
+			Remedy:  "run gpuprep on the node itself, or give --root a root that holds /sys/module"}}
+	}
 	loaded := e.Root.Exists("/sys/module/nouveau")
 	blacklisted, where := nouveauBlacklisted(e)
 	bl := "not blacklisted"

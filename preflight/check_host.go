@@ -252,6 +252,10 @@ func checkKVM(e *Env) []Finding {
 		return []Finding{{Status: Pass, Subject: "/dev/kvm", Message: "/dev/kvm present; " + modMsg}}
 	case err == nil:
 		return []Finding{{Status: Fail, Subject: "/dev/kvm", Message: "/dev/kvm exists but is not a character device", Remedy: "remove it and reload the kvm modules"}}
+	case os.IsNotExist(err) && uncaptured(e, "/dev"):
+		return []Finding{{Status: Error, Subject: "/dev/kvm",
+			Message: "the root has no /dev: cannot tell whether /dev/kvm exists; " + modMsg,
+			Remedy:  "run gpuprep on the node itself, or give --root a root that holds /dev/kvm"}}
 	case os.IsNotExist(err):
 		mod := "kvm_intel"
 		if e.CPU.AMD() {
