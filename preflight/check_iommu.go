@@ -715,6 +715,10 @@ func checkIOMMUGroups(e *Env) []Finding {
 		v := iommu.Viability(e.Inv, g, sel)
 		f := Finding{Subject: g.Address}
 		switch {
+		case v.Group == "" && uncaptured(e, "/sys/kernel/iommu_groups") && !e.IOMMU.Active():
+			f.Status = Error
+			f.Message = "no IOMMU group, and the root has no /sys/kernel/iommu_groups: cannot tell whether the IOMMU is active (see iommu.kernel)"
+			f.Remedy = "run gpuprep on the node itself, or give --root a root that holds /sys/kernel/iommu_groups and the devices' iommu_group links"
 		case v.Group == "":
 			f.Status = Fail
 			f.Message = "no IOMMU group: the IOMMU is not active (see iommu.kernel)"

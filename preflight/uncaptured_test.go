@@ -25,6 +25,8 @@ func TestAbsentDirectoryInARootIsNoEvidence(t *testing.T) {
 	for name, c := range map[string]absentCase{
 		"no /sys/class/iommu": {"iommu-off-kernel", "iommu.kernel", "/sys/class/iommu",
 			[]string{"/sys/class/iommu", "/sys/kernel/iommu_groups"}, preflight.Fail, "the root has no /sys/class/iommu"},
+		"no /sys/kernel/iommu_groups": {"iommu-off-kernel", "iommu.groups", "0000:17:00.0",
+			[]string{"/sys/class/iommu", "/sys/kernel/iommu_groups"}, preflight.Fail, "the root has no /sys/kernel/iommu_groups"},
 		"no /dev":        {"vtx-disabled", "kvm.device", "/dev/kvm", []string{"/dev"}, preflight.Fail, "the root has no /dev"},
 		"no /sys/module": {"hgx-h200", "driver.nouveau", "/sys/module/nouveau", []string{"/sys/module"}, preflight.Pass, "the root has no /sys/module"},
 	} {
