@@ -23,6 +23,11 @@ func checkNouveau(e *Env) []Finding {
 	if vfio.NouveauBuiltin(e.Root) {
 		return builtinNouveau(e, bound)
 	}
+	if len(bound) == 0 && uncaptured(e, "/sys/module") {
+		return []Finding{{Status: Error, Subject: "/sys/module/nouveau",
+			Message: "the root has no /sys/module: cannot tell whether nouveau is loaded (no selected GPU is bound to it)",
+			Remedy:  "run gpuprep on the node itself, or give --root a root that holds /sys/module"}}
+	}
 	loaded := e.Root.Exists("/sys/module/nouveau")
 	blacklisted, where := nouveauBlacklisted(e)
 	bl := "not blacklisted"
@@ -202,31 +207,45 @@ func moduleState(builtin, dep, mod string) string {
 
 func checkVFIOModules(e *Env) []Finding {
 	k := e.Host.Kernel
+	if k == "" {
+		return []Finding{{Status: Error, Subject: "/proc/sys/kernel/osrelease",
+			Message: "the running kernel's release is unknown (/proc/sys/kernel/osrelease not readable): gpuprep cannot tell which /lib/modules/RELEASE holds its modules, so whether vfio-pci can be loaded is unknown",
+			Remedy:  "run gpuprep on the node itself, or give --root a root that holds /proc/sys/kernel/osrelease and the running kernel's /lib/modules/RELEASE"}}
+	}
 	base := "/lib/modules/" + k
 	dep, errDep := e.Root.ReadFile(base + "/modules.dep")
-	builtin, _ := e.Root.ReadFile(base + "/modules.builtin")
-	if errDep != nil && len(builtin) == 0 {
-		return []Finding{{Status: Fail, Subject: base,
-			Message: "no module index for the running kernel " + k + " (" + base + "/modules.dep missing): vfio-pci cannot be loaded",
-			Remedy:  "install the modules package of the running kernel (or boot the kernel whose modules are installed) and run depmod"}}
-	}
-	var missing, have []string
+	builtin, errBuiltin := e.Root.ReadFile(base + "/modules.builtin")
+	var missing, unknown, have []string
 	for _, m := range []string{"vfio", "vfio_iommu_type1", "vfio_pci"} {
 		st := moduleState(string(builtin), string(dep), m)
-		if st == "" {
+		loaded := e.Root.Exists("/sys/module/" + m)
+		switch {
+		case st == "module" && loaded:
+			have = append(have, m+" (module, loaded)")
+		case st != "":
+			have = append(have, m+" ("+st+")")
+		case loaded:
+			// in the running kernel (loaded, or built in: a built-in
+			// module with parameters has /sys/module/NAME too)
+			have = append(have, m+" (in the running kernel: /sys/module/"+m+")")
+		case errDep != nil || errBuiltin != nil:
+			unknown = append(unknown, m)
+		default:
 			missing = append(missing, m)
-			continue
 		}
-		loaded := ""
-		if st == "module" && e.Root.Exists("/sys/module/"+m) {
-			loaded = ", loaded"
-		}
-		have = append(have, m+" ("+st+loaded+")")
 	}
-	if len(missing) > 0 {
+	switch {
+	case len(missing) > 0:
 		return []Finding{{Status: Fail, Subject: base + "/modules.dep",
 			Message: "missing for kernel " + k + ": " + strings.Join(missing, ", "),
 			Remedy:  "install the kernel's extra modules package (e.g. linux-modules-extra-" + k + ") or a kernel built with CONFIG_VFIO_PCI"}}
+	case len(unknown) > 0 && e.Root.IsLive() && !e.Root.Exists(base):
+		if f, ok := noModuleTree(e, base, unknown); ok {
+			return []Finding{f}
+		}
+		return []Finding{unreadableModuleIndex(e, base, unknown, errDep, errBuiltin)}
+	case len(unknown) > 0:
+		return []Finding{unreadableModuleIndex(e, base, unknown, errDep, errBuiltin)}
 	}
 	return []Finding{{Status: Pass, Subject: base, Message: "available for kernel " + k + ": " + strings.Join(have, ", ")}}
 }

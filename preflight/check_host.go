@@ -18,7 +18,7 @@ func checkGPUPresent(e *Env) []Finding {
 			drv = "no driver"
 		}
 		out = append(out, Finding{Status: Pass, Subject: g.Address,
-			Message: fmt.Sprintf("%s (%s:%s, class %s), %s", name(g), g.VendorID, g.DeviceID, g.Class[:4], drv)})
+			Message: fmt.Sprintf("%s (%s:%s, class %s), %s%s", name(g), g.VendorID, g.DeviceID, g.Class[:4], drv, nameSource(e, g))})
 	}
 	if len(e.NVSwitches) > 0 {
 		addrs := make([]string, len(e.NVSwitches))
@@ -40,7 +40,7 @@ func checkGPUPresent(e *Env) []Finding {
 			on = append(on, fmt.Sprintf("%d %s", drivers[d], d))
 		}
 		out = append(out, Finding{Status: Pass, Subject: strings.Join(addrs, ","),
-			Message: fmt.Sprintf("%d NVSwitch(es): %s (%s); reported separately (vfio.binding says whether they go to VMs with the GPUs)", len(e.NVSwitches), name(e.NVSwitches[0]), strings.Join(on, ", "))})
+			Message: fmt.Sprintf("%d NVSwitch(es): %s (%s); reported separately (vfio.binding says whether they go to VMs with the GPUs)%s", len(e.NVSwitches), name(e.NVSwitches[0]), strings.Join(on, ", "), nameSource(e, e.NVSwitches[0]))})
 	}
 	if len(e.GPUs) == 0 {
 		out = append(out, Finding{Status: Fail, Subject: "/sys/bus/pci/devices",
@@ -125,14 +125,11 @@ func checkCPUVirt(e *Env) []Finding {
 			out = append(out, Finding{Status: Fail, Subject: "MSR 0x3A (IA32_FEATURE_CONTROL)",
 				Message: fmt.Sprintf("VT-x disabled by BIOS: MSR 0x3A = %#x on %d of %d CPUs (locked, VMX outside SMX off)%s", v, len(disabled), len(vals), vmxFlagNote(c)),
 				Remedy:  "enable \"Intel Virtualization Technology\" (VT-x, VMX) in the BIOS/UEFI setup and power-cycle the node"})
-		case c.Flags["vmx"]:
-			ev := "cpu flag vmx"
-			if msrErr == nil {
-				ev += fmt.Sprintf(", MSR 0x3A = %#x on %d CPUs (VMX outside SMX allowed)", vals[firstKey(vals)], len(vals))
-			} else {
-				ev += " (MSR 0x3A not readable: " + msrErr.Error() + "; Linux ≥ 5.6 clears vmx when the BIOS locks VT-x off)"
-			}
+		case c.Flags["vmx"] && msrErr == nil:
+			ev := fmt.Sprintf("cpu flag vmx, MSR 0x3A = %#x on %d CPUs (VMX outside SMX allowed)", vals[firstKey(vals)], len(vals))
 			out = append(out, Finding{Status: Pass, Subject: "cpu flag vmx", Message: "VT-x enabled: " + ev})
+		case c.Flags["vmx"]:
+			out = append(out, vmxFlagVerdict(e, msrErr))
 		case msrErr == nil:
 			out = append(out, Finding{Status: Fail, Subject: "cpu flag vmx",
 				Message: fmt.Sprintf("no vmx flag although MSR 0x3A = %#x does not lock VT-x off: the kernel did not enable VMX (built without KVM_INTEL, or a VM without nested virtualization)", vals[firstKey(vals)]),
@@ -150,7 +147,7 @@ func checkCPUVirt(e *Env) []Finding {
 				disabled = append(disabled, cpu)
 			}
 		}
-		kvmAMD := e.Root.Exists("/sys/module/kvm_amd")
+		kvmAMD := kvmBackendUp(e, "kvm_amd")
 		switch {
 		case c.Flags["hypervisor"] && !c.Flags["svm"]:
 			out = append(out, noNestedVirt("svm", "AMD-V", msrErr))
@@ -169,12 +166,12 @@ func checkCPUVirt(e *Env) []Finding {
 				ev += fmt.Sprintf(", VM_CR = %#x (SVMDIS clear)", vals[firstKey(vals)])
 			}
 			if kvmAMD {
-				ev += ", kvm_amd loaded"
+				ev += ", kvm_amd loaded and /dev/kvm present"
 			}
 			out = append(out, Finding{Status: Pass, Subject: "cpu flag svm", Message: "AMD-V enabled: " + ev})
 		case c.Flags["svm"]:
 			out = append(out, Finding{Status: Warn, Subject: "cpu flag svm",
-				Message: "svm flag present, but older kernels keep it when the BIOS disables SVM, VM_CR is not readable (" + msrErr.Error() + ") and kvm_amd is not loaded",
+				Message: "svm flag present, but older kernels keep it when the BIOS disables SVM, VM_CR is not readable (" + msrErr.Error() + "), " + kvmMissing(e, "kvm_amd"),
 				Remedy:  "run as root after `modprobe msr`, or `modprobe kvm_amd` (it refuses to load when SVM is disabled in the BIOS)"})
 		default:
 			out = append(out, Finding{Status: Fail, Subject: "cpu flag svm",
@@ -255,6 +252,10 @@ func checkKVM(e *Env) []Finding {
 		return []Finding{{Status: Pass, Subject: "/dev/kvm", Message: "/dev/kvm present; " + modMsg}}
 	case err == nil:
 		return []Finding{{Status: Fail, Subject: "/dev/kvm", Message: "/dev/kvm exists but is not a character device", Remedy: "remove it and reload the kvm modules"}}
+	case os.IsNotExist(err) && uncaptured(e, "/dev"):
+		return []Finding{{Status: Error, Subject: "/dev/kvm",
+			Message: "the root has no /dev: cannot tell whether /dev/kvm exists; " + modMsg,
+			Remedy:  "run gpuprep on the node itself, or give --root a root that holds /dev/kvm"}}
 	case os.IsNotExist(err):
 		mod := "kvm_intel"
 		if e.CPU.AMD() {

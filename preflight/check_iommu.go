@@ -84,6 +84,11 @@ func checkIOMMUKernel(e *Env) []Finding {
 		return []Finding{{Status: Pass, Subject: "/sys/class/iommu",
 			Message: fmt.Sprintf("IOMMU active: %s; %d IOMMU groups", strings.Join(k.Units, ", "), k.Groups)}}
 	}
+	if len(k.Units) == 0 && k.Groups == 0 && uncaptured(e, "/sys/class/iommu") {
+		return []Finding{{Status: Error, Subject: "/sys/class/iommu",
+			Message: "the root has no /sys/class/iommu (nor IOMMU groups): cannot tell whether the kernel has an active IOMMU",
+			Remedy:  "run gpuprep on the node itself, or give --root a root that holds /sys/class/iommu and /sys/kernel/iommu_groups"}}
+	}
 	msg := "IOMMU not active in the kernel: /sys/class/iommu is empty"
 	if len(k.Units) > 0 {
 		msg = fmt.Sprintf("IOMMU units %s registered but /sys/kernel/iommu_groups is empty", strings.Join(k.Units, ", "))
@@ -710,6 +715,10 @@ func checkIOMMUGroups(e *Env) []Finding {
 		v := iommu.Viability(e.Inv, g, sel)
 		f := Finding{Subject: g.Address}
 		switch {
+		case v.Group == "" && uncaptured(e, "/sys/kernel/iommu_groups") && !e.IOMMU.Active():
+			f.Status = Error
+			f.Message = "no IOMMU group, and the root has no /sys/kernel/iommu_groups: cannot tell whether the IOMMU is active (see iommu.kernel)"
+			f.Remedy = "run gpuprep on the node itself, or give --root a root that holds /sys/kernel/iommu_groups and the devices' iommu_group links"
 		case v.Group == "":
 			f.Status = Fail
 			f.Message = "no IOMMU group: the IOMMU is not active (see iommu.kernel)"

@@ -19,7 +19,10 @@ type CPUInfo struct {
 	Model  string
 	Count  int
 	Flags  map[string]bool
-	Read   bool // /proc/cpuinfo could be read
+	// VMXFeatures: the first CPU has a "vmx flags" line, which the kernel
+	// prints only after its feat_ctl.c found VMX enabled (see vmxFlagVerdict)
+	VMXFeatures bool
+	Read        bool // /proc/cpuinfo could be read
 }
 
 // Intel and AMD report whether the CPU vendor is known.
@@ -201,6 +204,10 @@ func readCPU(root *host.Root) CPUInfo {
 		case "model name":
 			if c.Model == "" {
 				c.Model = v
+			}
+		case "vmx flags":
+			if c.Count == 1 {
+				c.VMXFeatures = v != ""
 			}
 		case "flags":
 			if c.Count == 1 {

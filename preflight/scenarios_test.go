@@ -102,6 +102,17 @@ func TestScenarios(t *testing.T) {
 			findings: []want{{"cpu.virtualization", "MSR 0x3A (IA32_FEATURE_CONTROL)", preflight.Fail, ""}, {"kvm.device", "/dev/kvm", preflight.Fail, ""}},
 		},
 		{
+			scenario: "vtx-disabled-old-kernel",
+			blockers: map[preflight.Mode][]string{PT: {"kvm.device", "vfio.binding"}},
+			findings: []want{{"cpu.virtualization", "cpu flag vmx", preflight.Warn, ""}, {"kvm.device", "/dev/kvm", preflight.Fail, ""}},
+		},
+		{
+			scenario: "capture-no-modules",
+			ready:    map[preflight.Mode]bool{C: true, PT: false},
+			blockers: map[preflight.Mode][]string{PT: {"vfio.binding"}},
+			findings: []want{{"vfio.modules", "/proc/sys/kernel/osrelease", preflight.Error, ""}},
+		},
+		{
 			scenario: "iommu-off-kernel",
 			blockers: map[preflight.Mode][]string{PT: {"iommu.kernel", "iommu.cmdline", "iommu.groups", "vfio.binding"}},
 			findings: []want{

@@ -25,6 +25,7 @@ type Device struct {
 	Class      string // six lower-case hex digits: 030200
 	VendorName string
 	Name       string // device name from pci.ids; "" when unknown
+	NameSource string // the pci.ids Name came from: a path in the root, or "embedded"
 	Driver     string // "" when unbound
 	IOMMUGroup string // "" when none
 	Parent     string // upstream bridge address; "" on a root bus
@@ -263,7 +264,9 @@ func IsAddress(s string) bool {
 	return len(r) == 7 && r[2] == ':' && r[5] == '.' && isHex(r[:2]) && isHex(r[3:5]) && isHex(r[6:]) && r[6] <= '7'
 }
 
-// Name fills in vendor and device names of the given devices from pci.ids.
+// Name fills in vendor and device names of the given devices from pci.ids:
+// the root's, and the embedded copy for what the root's does not name
+// (pciids.Lookup); each device's NameSource says which named it.
 func (inv *Inventory) Name(root *host.Root, devs []*Device) {
 	ids := make([]pciids.ID, 0, len(devs))
 	for _, d := range devs {
@@ -276,7 +279,15 @@ func (inv *Inventory) Name(root *host.Root, devs []*Device) {
 	inv.IDsSource = names.Source
 	for _, d := range devs {
 		d.VendorName = names.Vendors[d.VendorID]
-		d.Name = names.Devices[pciids.ID{Vendor: d.VendorID, Device: d.DeviceID}]
+		id := pciids.ID{Vendor: d.VendorID, Device: d.DeviceID}
+		d.Name, d.NameSource = names.Devices[id], ""
+		switch {
+		case d.Name == "":
+		case names.FromEmbedded[id]:
+			d.NameSource = "embedded"
+		default:
+			d.NameSource = names.Source
+		}
 	}
 }
 

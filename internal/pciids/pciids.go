@@ -33,16 +33,22 @@ type Names struct {
 	Vendors map[string]string
 	Devices map[ID]string
 	Source  string // file it came from, or "embedded"
+	// FromEmbedded holds the IDs that Source does not name and the
+	// embedded copy does (a vendor as {Vendor, ""}); nil when none.
+	FromEmbedded map[ID]bool
 }
 
 // Lookup names the given IDs from the first pci.ids inside root, or from the
-// embedded copy when the root has none.
+// embedded copy when the root has none. What the root's file does not name
+// (a host's copy older than its GPU) is named from the embedded copy, and
+// recorded in FromEmbedded.
 func Lookup(root *host.Root, ids []ID) Names {
 	for _, p := range Paths {
 		if f, err := root.Open(p); err == nil {
-			defer f.Close()
 			n := scan(f, ids)
+			f.Close()
 			n.Source = p
+			n.fillFromEmbedded(ids)
 			return n
 		}
 	}

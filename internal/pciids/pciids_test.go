@@ -25,13 +25,16 @@ func TestLookupFromRoot(t *testing.T) {
 	require.NoError(t, fixture.New(dir).File("/usr/share/hwdata/pci.ids", sample).Err())
 	root, err := host.NewRoot(dir)
 	require.NoError(t, err)
-	n := Lookup(root, []ID{{"10de", "2335"}, {"10de", "16c1"}, {"1234", "1111"}, {"abcd", ""}})
+	n := Lookup(root, []ID{{"10de", "2335"}, {"10de", "16c1"}, {"1234", "1111"}, {"abcd", ""}, {"0002", ""}})
 	require.Equal(t, "/usr/share/hwdata/pci.ids", n.Source)
 	require.Equal(t, "GH100 [H200 SXM 141GB]", n.Devices[ID{"10de", "2335"}])
 	require.Empty(t, n.Devices[ID{"10de", "16c1"}], "a subsystem line is not a device")
 	require.Equal(t, "NVIDIA Corporation", n.Vendors["10de"])
 	require.Equal(t, "Technical Corp.", n.Vendors["1234"])
-	require.NotContains(t, n.Vendors, "abcd")
+	// the root's file lacks vendor abcd: the embedded copy names it
+	require.Equal(t, "Vadatech Inc.", n.Vendors["abcd"])
+	require.Equal(t, map[ID]bool{{Vendor: "abcd"}: true}, n.FromEmbedded)
+	require.NotContains(t, n.Vendors, "0002", "neither file names it")
 }
 
 func TestLookupEmbeddedWhenRootHasNone(t *testing.T) {

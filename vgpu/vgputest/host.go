@@ -369,16 +369,35 @@ func (h *Host) systemctl(b *fixture.Builder, args []string) ([]byte, error) {
 				b.File(sysd+"/is-enabled/"+u, "")
 				if now {
 					b.File(sysd+"/is-active/"+u, "")
+					daemonProcess(b, u, true)
 				}
 			case "start":
 				b.File(sysd+"/is-active/"+u, "")
+				daemonProcess(b, u, true)
 			case "stop":
 				b.Remove(sysd + "/is-active/" + u)
+				daemonProcess(b, u, false)
 			}
 		}
 		return nil, b.Err()
 	}
 	return nil, fmt.Errorf("systemctl %s: not simulated", verb)
+}
+
+// daemonPIDs are the processes the vGPU manager's units run, as a started
+// unit shows in the process list (/proc/PID/comm), which check reads.
+var daemonPIDs = map[string]string{"nvidia-vgpu-mgr.service": "4240", "nvidia-vgpud.service": "4211"}
+
+// daemonProcess starts (/proc/PID/comm written) or stops the daemon of unit u.
+func daemonProcess(b *fixture.Builder, u string, start bool) {
+	pid, ok := daemonPIDs[u]
+	switch {
+	case !ok:
+	case start:
+		b.File("/proc/"+pid+"/comm", strings.TrimSuffix(u, ".service")+"\n")
+	default:
+		b.Remove("/proc/" + pid)
+	}
 }
 
 func (h *Host) sriovManage(b *fixture.Builder, args []string) ([]byte, error) {
