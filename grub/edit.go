@@ -98,18 +98,29 @@ func (c Cmdline) String() string {
 }
 
 // ReadFiles returns /etc/default/grub and /etc/default/grub.d/*.cfg in the
-// order grub-mkconfig sources them. A missing /etc/default/grub returns nil.
+// order grub-mkconfig sources them: util/grub-mkconfig.in has
+//
+//	if test -f ${sysconfdir}/default/grub ; then
+//	  . ${sysconfdir}/default/grub
+//	fi
+//	for x in ${sysconfdir}/default/grub.d/*.cfg ; do
+//	  if [ -e "${x}" ]; then . "${x}" ; fi
+//	done
+//
+// so each part is optional: a node with only drop-ins (no
+// /etc/default/grub) is configured by them alone. It returns nil when
+// neither is there.
 func ReadFiles(root *host.Root) ([]File, error) {
+	var files []File
 	data, err := readDefaults(root, DefaultsFile)
-	if err != nil {
-		if root.Exists(DefaultsFile) {
-			return nil, err
-		}
-		return nil, nil
+	switch {
+	case err == nil:
+		files = append(files, File{DefaultsFile, data})
+	case root.Exists(DefaultsFile):
+		return nil, err
 	}
-	files := []File{{DefaultsFile, data}}
 	cfgs, _ := root.Glob("/etc/default/grub.d/*.cfg")
-	sort.Strings(cfgs)
+	sort.Strings(cfgs) // the glob's order
 	for _, f := range cfgs {
 		b, err := readDefaults(root, f)
 		if err != nil {
@@ -319,7 +330,8 @@ func EditFiles(files []File, req Request) (*Edit, error) {
 		ed.Var, ed.Added = target, add
 		v := st.vars[target]
 		if v == nil || v.assign < 0 {
-			// Not set anywhere: a new line at the end of /etc/default/grub.
+			// Not set anywhere: a new line at the end of the first file
+			// (/etc/default/grub, or the first drop-in where it is absent).
 			d := files[0].Data
 			line := target + `="` + text + `"` + "\n"
 			if len(d) > 0 && d[len(d)-1] != '\n' {
