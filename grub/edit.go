@@ -333,9 +333,10 @@ func EditFiles(files []File, req Request) (*Edit, error) {
 			// Not set anywhere: a new line at the end of the first file
 			// (/etc/default/grub, or the first drop-in where it is absent).
 			d := files[0].Data
-			line := target + `="` + text + `"` + "\n"
+			nl := lineEnding(d)
+			line := target + `="` + text + `"` + nl
 			if len(d) > 0 && d[len(d)-1] != '\n' {
-				line = "\n" + line
+				line = nl + line
 			}
 			inserts = append(inserts, span{file: 0, s: len(d), e: len(d), ins: line})
 		} else {
@@ -365,16 +366,17 @@ func EditFiles(files []File, req Request) (*Edit, error) {
 				}
 				return " "
 			}
+			end := a.valueEnd // before a CR ending the line, which stays last
 			switch {
 			case a.lastQuoted:
-				sg := st.segs[a.segs[len(a.segs)-1]]
+				sg := st.segs[a.segs[a.endSeg]]
 				// after the opening quote, before the closing one
 				inserts = append(inserts, span{file: a.file, s: sg.close, e: sg.close, ins: sep(sg.open+1, sg.close) + text})
-			case a.wordStart == a.wordEnd:
+			case a.wordStart == end:
 				if unquotedSafe(text) {
-					inserts = append(inserts, span{file: a.file, s: a.wordEnd, e: a.wordEnd, ins: text})
+					inserts = append(inserts, span{file: a.file, s: end, e: end, ins: text})
 				} else {
-					inserts = append(inserts, span{file: a.file, s: a.wordEnd, e: a.wordEnd, ins: `"` + text + `"`})
+					inserts = append(inserts, span{file: a.file, s: end, e: end, ins: `"` + text + `"`})
 				}
 			case a.plainWord:
 				// An unquoted value cannot take a blank: quote it (the one
@@ -382,10 +384,10 @@ func EditFiles(files []File, req Request) (*Edit, error) {
 				// backslash before the blank).
 				inserts = append(inserts,
 					span{file: a.file, s: a.wordStart, e: a.wordStart, ins: `"`},
-					span{file: a.file, s: a.wordEnd, e: a.wordEnd, ins: sep(a.wordStart, a.wordEnd) + text + `"`})
+					span{file: a.file, s: end, e: end, ins: sep(a.wordStart, end) + text + `"`})
 			default:
 				// ends with an expansion or an escape: append a quoted part
-				inserts = append(inserts, span{file: a.file, s: a.wordEnd, e: a.wordEnd, ins: `" ` + text + `"`})
+				inserts = append(inserts, span{file: a.file, s: end, e: end, ins: `" ` + text + `"`})
 			}
 		}
 	}
