@@ -145,6 +145,9 @@ func evaluate(files []File) (Cmdline, *shellState, error) {
 	if err != nil {
 		return Cmdline{}, nil, err
 	}
+	if err := cmdlineNewlineErr(st); err != nil {
+		return Cmdline{}, nil, err
+	}
 	var c Cmdline
 	if c.Linux, _, err = st.value(cmdlineVars[0]); err != nil {
 		return c, nil, err
@@ -213,6 +216,9 @@ func EditFiles(files []File, req Request) (*Edit, error) {
 	}
 	st, err := sourceFiles(files)
 	if err != nil {
+		return nil, err
+	}
+	if err := cmdlineNewlineErr(st); err != nil {
 		return nil, err
 	}
 	var before Cmdline

@@ -472,3 +472,22 @@ func TestGrubDropinOnly(t *testing.T) {
 	require.Contains(t, string(b), "\nGRUB_CMDLINE_LINUX_DEFAULT=\"console=tty1 console=ttyS0 intel_iommu=on\"\n")
 	require.NoFileExists(t, filepath.Join(root, "etc/default/grub"))
 }
+
+// A GRUB_CMDLINE value with a newline inside its quotes (grub-mkconfig would
+// paste the newline into grub.cfg's linux line, which GRUB ends there):
+// ensure refuses, naming the file and line, and writes nothing; show refuses
+// to report the words after the newline as configured.
+func TestGrubRefusesNewlineInValue(t *testing.T) {
+	run := fakeGrubRunner(t)
+	root := grubRoot(t, "refused-multiline", intelNode)
+	before := read(t, root, "/etc/default/grub")
+	_, errOut, code := gpuprep(t, "grub", "ensure", "--mode", "vm-passthrough", "--root", root)
+	require.NotEqual(t, 0, code)
+	require.Contains(t, errOut, "/etc/default/grub:2: GRUB_CMDLINE_LINUX's value goes on past the end of this line")
+	require.Equal(t, before, read(t, root, "/etc/default/grub"))
+	require.Empty(t, run.Calls)
+
+	_, errOut, code = gpuprep(t, "grub", "show", "--root", root)
+	require.NotEqual(t, 0, code)
+	require.Contains(t, errOut, "/etc/default/grub:2:")
+}
