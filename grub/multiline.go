@@ -32,8 +32,9 @@ import (
 // newline in the value and is fine.
 
 // newlineErr is a ParseError naming where the value of variable name has
-// its first newline, or nil when it has none.
-func newlineErr(st *shellState, name string, v *variable) error {
+// its first newline, or nil when it has none; the linux line has the
+// arguments ahead before the value.
+func newlineErr(st *shellState, name string, v *variable, ahead []string) error {
 	if v == nil {
 		return nil
 	}
@@ -43,19 +44,28 @@ func newlineErr(st *shellState, name string, v *variable) error {
 		}
 		sg := st.segs[c.seg]
 		f := st.files[sg.file]
-		before := strings.Join(Words(chrString(v.val[:k])), " ")
+		before := strings.Join(append(ahead, Words(chrString(v.val[:k]))...), " ")
+		what := name + "'s value goes on past the end of this line (a newline inside the quotes)"
+		if from := st.assigns[sg.assign].name; from != name {
+			what = fmt.Sprintf("%s's value holds a newline, copied from %s, whose value goes on past the end of this line", name, from)
+		}
 		return &ParseError{f.Path, lineAt(f.Data, c.s), fmt.Sprintf(
-			"%s's value goes on past the end of this line (a newline inside the quotes). grub-mkconfig copies the newline into grub.cfg, where GRUB ends the linux command at it: the kernel gets the arguments before it (%q) and no argument after it, not even one gpuprep would add. Put the value on one line (knowing that the kernel then gets the arguments of the following lines too) or end the line with a backslash inside the quotes, then run gpuprep again",
-			name, before)}
+			"%s. grub-mkconfig copies the newline into grub.cfg, where GRUB ends the linux command at it: the kernel gets the arguments before it (%q) and no argument after it, not even one gpuprep would add. Put the value on one line (knowing that the kernel then gets the arguments of the following lines too) or end the line with a backslash inside the quotes, then run gpuprep again",
+			what, before)}
 	}
 	return nil
 }
 
 // cmdlineNewlineErr is newlineErr for both GRUB_CMDLINE variables.
 func cmdlineNewlineErr(st *shellState) error {
+	var ahead []string // GRUB_CMDLINE_LINUX comes first on the linux line
 	for _, n := range cmdlineVars {
-		if err := newlineErr(st, n, st.vars[n]); err != nil {
+		v := st.vars[n]
+		if err := newlineErr(st, n, v, ahead); err != nil {
 			return err
+		}
+		if v != nil {
+			ahead = append(ahead, Words(chrString(v.val))...)
 		}
 	}
 	return nil
