@@ -463,6 +463,11 @@ func TestGrubDropinOnly(t *testing.T) {
 	out, errOut, code = gpuprep(t, "grub", "show", "--root", root)
 	require.Equal(t, 0, code, errOut)
 	require.Contains(t, out, "/etc/default/grub.d/50-cloudimg-settings.cfg")
+	require.Regexp(t, `\nintel_iommu=on +- +- +missing\n`, out)
+
+	// check reads the same files and agrees
+	out, _, _ = gpuprep(t, "check", "--root", root, "--mode", "vm-passthrough", "-o", "json")
+	require.Contains(t, out, "missing from /proc/cmdline; missing from /etc/default/grub.d/50-cloudimg-settings.cfg")
 
 	out, errOut, code = gpuprep(t, "grub", "ensure", "intel_iommu=on", "--root", root)
 	require.Equal(t, exitNeedReboot, code, errOut)
