@@ -119,7 +119,7 @@ func Detect(root *host.Root) (*Boot, error) {
 	if err != nil {
 		return nil, err
 	}
-	if files == nil {
+	if len(files) == 0 {
 		if b.KernelCmdline != nil || root.Exists("/boot/loader/loader.conf") || root.Exists("/efi/loader/loader.conf") || root.Exists("/boot/efi/loader/loader.conf") {
 			b.Kind = KindSystemdBoot
 			for _, dir := range []string{"/usr/lib/modules", "/lib/modules"} {
@@ -231,7 +231,7 @@ func (b *Boot) configuredSources() ([]string, [][]kargs.Param, error) {
 		if err != nil {
 			return nil, nil, err
 		}
-		return []string{DefaultsFile}, [][]kargs.Param{c.Args()}, nil
+		return []string{b.Files[0].Path}, [][]kargs.Param{c.Args()}, nil
 	case KindBLS, KindRpmOstree:
 		var names []string
 		var out [][]kargs.Param
@@ -244,7 +244,7 @@ func (b *Boot) configuredSources() ([]string, [][]kargs.Param, error) {
 			if err != nil {
 				return nil, nil, err
 			}
-			return []string{DefaultsFile}, [][]kargs.Param{c.Args()}, nil
+			return []string{b.Files[0].Path}, [][]kargs.Param{c.Args()}, nil
 		}
 		return names, out, nil
 	case KindSystemdBoot:

@@ -86,15 +86,15 @@ func Configured(root *host.Root, kver string) (*Source, error) {
 	if err != nil {
 		return nil, err
 	}
-	if files != nil {
+	if len(files) > 0 {
 		c, st, err := evaluate(files)
 		if err != nil {
 			return nil, err
 		}
-		file := DefaultsFile
+		file := files[0].Path // /etc/default/grub, or the first drop-in where it is absent
 		for _, n := range []string{cmdlineVars[1], cmdlineVars[0]} {
 			if v := st.vars[n]; v != nil && v.assign >= 0 && st.assigns[v.assign].file > 0 {
-				file = DefaultsFile + " + " + files[st.assigns[v.assign].file].Path
+				file = files[0].Path + " + " + files[st.assigns[v.assign].file].Path
 				break
 			}
 		}

@@ -30,8 +30,7 @@ func TestConfiguredDebian(t *testing.T) {
 GRUB_DEFAULT=0
 GRUB_DISTRIBUTOR=` + "`lsb_release -i -s 2> /dev/null || echo Debian`" + `
 GRUB_CMDLINE_LINUX_DEFAULT="quiet"
-GRUB_CMDLINE_LINUX='console=ttyS0
-  intel_iommu=on'
+GRUB_CMDLINE_LINUX='console=ttyS0  intel_iommu=on'
 export GRUB_TIMEOUT=5
 `,
 		"/etc/default/grub.d/50-cloudimg.cfg": `GRUB_CMDLINE_LINUX_DEFAULT="${GRUB_CMDLINE_LINUX_DEFAULT} iommu=pt"` + "\n",
@@ -41,6 +40,25 @@ export GRUB_TIMEOUT=5
 	require.Equal(t, "grub", src.Kind)
 	require.Equal(t, "console=ttyS0 intel_iommu=on quiet iommu=pt", src.Cmdline)
 	require.Contains(t, src.File, "50-cloudimg.cfg")
+}
+
+// A value with a newline in it (here in single quotes, which keep it, as
+// double quotes do) puts a newline into grub.cfg's linux line, where GRUB
+// ends the command (see multiline.go): intel_iommu=on would not reach the
+// kernel, so check and grub show must not report it configured. They refuse,
+// naming the line the value goes on past (this test used to expect
+// "console=ttyS0 intel_iommu=on quiet iommu=pt").
+func TestConfiguredRefusesNewlineInValue(t *testing.T) {
+	r := rootWith(t, map[string]string{
+		"/etc/default/grub": "GRUB_DEFAULT=0\nGRUB_CMDLINE_LINUX_DEFAULT=\"quiet\"\nGRUB_CMDLINE_LINUX='console=ttyS0\n  intel_iommu=on'\n",
+	})
+	_, err := Configured(r, "")
+	var pe *ParseError
+	require.ErrorAs(t, err, &pe)
+	require.Equal(t, DefaultsFile, pe.File)
+	require.Equal(t, 3, pe.Line)
+	require.Contains(t, pe.Msg, `GRUB_CMDLINE_LINUX's value goes on past the end of this line`)
+	require.Contains(t, pe.Msg, `the kernel gets the arguments before it ("console=ttyS0")`)
 }
 
 func TestConfiguredRefusesCommandOutput(t *testing.T) {

@@ -98,18 +98,29 @@ func (c Cmdline) String() string {
 }
 
 // ReadFiles returns /etc/default/grub and /etc/default/grub.d/*.cfg in the
-// order grub-mkconfig sources them. A missing /etc/default/grub returns nil.
+// order grub-mkconfig sources them: util/grub-mkconfig.in has
+//
+//	if test -f ${sysconfdir}/default/grub ; then
+//	  . ${sysconfdir}/default/grub
+//	fi
+//	for x in ${sysconfdir}/default/grub.d/*.cfg ; do
+//	  if [ -e "${x}" ]; then . "${x}" ; fi
+//	done
+//
+// so each part is optional: a node with only drop-ins (no
+// /etc/default/grub) is configured by them alone. It returns nil when
+// neither is there.
 func ReadFiles(root *host.Root) ([]File, error) {
+	var files []File
 	data, err := readDefaults(root, DefaultsFile)
-	if err != nil {
-		if root.Exists(DefaultsFile) {
-			return nil, err
-		}
-		return nil, nil
+	switch {
+	case err == nil:
+		files = append(files, File{DefaultsFile, data})
+	case root.Exists(DefaultsFile):
+		return nil, err
 	}
-	files := []File{{DefaultsFile, data}}
 	cfgs, _ := root.Glob("/etc/default/grub.d/*.cfg")
-	sort.Strings(cfgs)
+	sort.Strings(cfgs) // the glob's order
 	for _, f := range cfgs {
 		b, err := readDefaults(root, f)
 		if err != nil {
@@ -132,6 +143,9 @@ func Evaluate(files []File) (Cmdline, error) {
 func evaluate(files []File) (Cmdline, *shellState, error) {
 	st, err := sourceFiles(files)
 	if err != nil {
+		return Cmdline{}, nil, err
+	}
+	if err := cmdlineNewlineErr(st); err != nil {
 		return Cmdline{}, nil, err
 	}
 	var c Cmdline
@@ -202,6 +216,9 @@ func EditFiles(files []File, req Request) (*Edit, error) {
 	}
 	st, err := sourceFiles(files)
 	if err != nil {
+		return nil, err
+	}
+	if err := cmdlineNewlineErr(st); err != nil {
 		return nil, err
 	}
 	var before Cmdline
@@ -319,11 +336,13 @@ func EditFiles(files []File, req Request) (*Edit, error) {
 		ed.Var, ed.Added = target, add
 		v := st.vars[target]
 		if v == nil || v.assign < 0 {
-			// Not set anywhere: a new line at the end of /etc/default/grub.
+			// Not set anywhere: a new line at the end of the first file
+			// (/etc/default/grub, or the first drop-in where it is absent).
 			d := files[0].Data
-			line := target + `="` + text + `"` + "\n"
+			nl := lineEnding(d)
+			line := target + `="` + text + `"` + nl
 			if len(d) > 0 && d[len(d)-1] != '\n' {
-				line = "\n" + line
+				line = nl + line
 			}
 			inserts = append(inserts, span{file: 0, s: len(d), e: len(d), ins: line})
 		} else {
@@ -353,16 +372,17 @@ func EditFiles(files []File, req Request) (*Edit, error) {
 				}
 				return " "
 			}
+			end := a.valueEnd // before a CR ending the line, which stays last
 			switch {
 			case a.lastQuoted:
-				sg := st.segs[a.segs[len(a.segs)-1]]
+				sg := st.segs[a.segs[a.endSeg]]
 				// after the opening quote, before the closing one
 				inserts = append(inserts, span{file: a.file, s: sg.close, e: sg.close, ins: sep(sg.open+1, sg.close) + text})
-			case a.wordStart == a.wordEnd:
+			case a.wordStart == end:
 				if unquotedSafe(text) {
-					inserts = append(inserts, span{file: a.file, s: a.wordEnd, e: a.wordEnd, ins: text})
+					inserts = append(inserts, span{file: a.file, s: end, e: end, ins: text})
 				} else {
-					inserts = append(inserts, span{file: a.file, s: a.wordEnd, e: a.wordEnd, ins: `"` + text + `"`})
+					inserts = append(inserts, span{file: a.file, s: end, e: end, ins: `"` + text + `"`})
 				}
 			case a.plainWord:
 				// An unquoted value cannot take a blank: quote it (the one
@@ -370,10 +390,10 @@ func EditFiles(files []File, req Request) (*Edit, error) {
 				// backslash before the blank).
 				inserts = append(inserts,
 					span{file: a.file, s: a.wordStart, e: a.wordStart, ins: `"`},
-					span{file: a.file, s: a.wordEnd, e: a.wordEnd, ins: sep(a.wordStart, a.wordEnd) + text + `"`})
+					span{file: a.file, s: end, e: end, ins: sep(a.wordStart, end) + text + `"`})
 			default:
 				// ends with an expansion or an escape: append a quoted part
-				inserts = append(inserts, span{file: a.file, s: a.wordEnd, e: a.wordEnd, ins: `" ` + text + `"`})
+				inserts = append(inserts, span{file: a.file, s: end, e: end, ins: `" ` + text + `"`})
 			}
 		}
 	}

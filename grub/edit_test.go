@@ -123,17 +123,44 @@ func TestEditQuotingStyles(t *testing.T) {
 		`GRUB_CMDLINE_LINUX="console=ttyS0,115200n8 nomodeset"`+"\n", out[DefaultsFile])
 }
 
+// A double-quoted value continued on the next physical lines without a
+// backslash (testdata/refused-multiline): the newlines are in the value, and
+// grub-mkconfig pastes it into grub.cfg's linux line, which GRUB ends at the
+// first (multiline.go). Appending before the closing quote, as gpuprep did,
+// gave "console=tty0\n    console=ttyS0,115200n8\n    net.ifnames=0" and
+// "quiet splash intel_iommu=on iommu=pt" after it: bash is content, but the
+// arguments land on a line of grub.cfg of their own, which GRUB runs as a
+// command. gpuprep refuses, naming the line, whatever the request (even a
+// removal, or an argument it would find "already there" after the newline).
 func TestEditMultiline(t *testing.T) {
+	files := fixtureFiles(t, "refused-multiline")
+	for rn, req := range requests {
+		_, err := EditFiles(files, req)
+		var pe *ParseError
+		require.ErrorAs(t, err, &pe, rn)
+		require.Equal(t, DefaultsFile, pe.File, rn)
+		require.Equal(t, 2, pe.Line, rn)
+		require.Contains(t, pe.Msg, `GRUB_CMDLINE_LINUX's value goes on past the end of this line`, rn)
+	}
+	_, err := EditFiles(files, Request{Ensure: params("console=tty0")})
+	require.Error(t, err, "console=tty0 is before the newline, but the value still has one")
+}
+
+// The same values with each line ended by a backslash inside the quotes
+// (testdata/continued), the fix the refusal suggests: the shell removes the
+// backslash-newline, the value is one line, and the edit goes in.
+func TestEditContinued(t *testing.T) {
 	needBash(t)
-	_, out := editOne(t, "multiline", intelMode)
+	ed, out := editOne(t, "continued", intelMode)
 	require.Equal(t, `GRUB_TIMEOUT=5
-GRUB_CMDLINE_LINUX="console=tty0
-    console=ttyS0,115200n8
+GRUB_CMDLINE_LINUX="console=tty0 \
+    console=ttyS0,115200n8 \
     net.ifnames=0"
 GRUB_CMDLINE_LINUX_DEFAULT="quiet \
 splash intel_iommu=on iommu=pt"
 GRUB_TERMINAL=serial
 `, out[DefaultsFile])
+	require.NotContains(t, linuxLine(ed.After), "\n")
 }
 
 func TestEditSelfAppendAndReferences(t *testing.T) {

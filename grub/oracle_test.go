@@ -69,6 +69,17 @@ func bashSource(t testing.TB, files []File) (Cmdline, error) {
 	return Cmdline{Linux: parts[0], Default: parts[1]}, nil
 }
 
+// linuxLine is the normal entry's linux line as grub-mkconfig writes it
+// from the values bash sourced: util/grub.d/10_linux.in calls linux_entry
+// with "${GRUB_CMDLINE_LINUX} ${GRUB_CMDLINE_LINUX_DEFAULT}" as args and
+// writes, in a here-document (which substitutes the value byte for byte),
+// "linux ${rel_dirname}/${basename} root=${linux_root_device_thisversion}
+// ro ${args}". A newline in it ends GRUB's linux command there
+// (grub-core/script/yylex.l).
+func linuxLine(c Cmdline) string {
+	return "\tlinux\t/boot/vmlinuz root=/dev/sda1 ro " + c.Linux + " " + c.Default
+}
+
 func needBash(t testing.TB) {
 	if _, err := exec.LookPath("bash"); err != nil {
 		t.Skip("bash not installed")
@@ -87,6 +98,7 @@ func checkEdit(t testing.TB, files []File, req Request, ed *Edit) {
 	after, err := bashSource(t, newFiles)
 	require.NoError(t, err, "bash cannot source the edited files:\n%s", dump(newFiles))
 	require.Equal(t, after, ed.After)
+	require.NotContains(t, linuxLine(after), "\n", "grub.cfg's linux line would be cut at a newline")
 
 	// after == before minus the removed keys plus the added arguments (as
 	// GRUB splits words), on the variable the edit targets

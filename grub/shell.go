@@ -47,8 +47,10 @@ type assignment struct {
 	segs       []int
 	val        []chr
 	opaque     string // why the value cannot be known; "" when it can
-	plainWord  bool   // the word is one unquoted run of bytes that need no quoting
-	lastQuoted bool   // the word ends with a quoted segment (its closing quote at wordEnd-1)
+	valueEnd   int    // where text appended to the value goes: wordEnd, or before a CR ending the line (see crlf.go)
+	plainWord  bool   // the word (up to valueEnd) is one unquoted run of bytes that need no quoting
+	lastQuoted bool   // the word ends (at valueEnd) with a quoted segment, segs[endSeg]: its closing quote at valueEnd-1
+	endSeg     int    // index into segs of that segment
 }
 
 // variable is a variable's current value while sourcing.
@@ -354,7 +356,8 @@ func (st *shellState) assignments(fi int, text string, i, line int) (n, lines in
 					c.seg = a.segs[-c.seg-1]
 				}
 			}
-			a.plainWord, a.lastQuoted = wordShape(text, a, segs)
+			a.valueEnd = valueEnd(text, a, segs)
+			a.plainWord, a.lastQuoted, a.endSeg = wordShape(text, a, segs)
 			st.assigns = append(st.assigns, a)
 			undo = append(undo, saved{word, st.vars[word]})
 			st.vars[word] = &variable{val: a.val, opaque: a.opaque, assign: ai}
@@ -397,16 +400,21 @@ func isNameStart(c byte) bool {
 	return c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
 }
 
-// wordShape says whether the word is one unquoted run of bytes that are safe
-// without quotes (or empty), and whether it ends with a quoted segment.
-func wordShape(text string, a *assignment, segs []segment) (plain, lastQuoted bool) {
-	w := text[a.wordStart:a.wordEnd]
+// wordShape says whether the word, up to a.valueEnd, is one unquoted run of
+// bytes that are safe without quotes (or empty), and whether it ends there
+// with a quoted segment (and which).
+func wordShape(text string, a *assignment, segs []segment) (plain, lastQuoted bool, endSeg int) {
+	w := text[a.wordStart:a.valueEnd]
 	if a.opaque == "" && unquotedSafe(w) {
 		plain = true
 	}
-	if len(segs) > 0 {
-		l := segs[len(segs)-1]
-		lastQuoted = l.quote != 0 && l.close == a.wordEnd-1
+	endSeg = len(segs) - 1
+	if endSeg >= 0 && segs[endSeg].open >= a.valueEnd { // the CR's own segment
+		endSeg--
+	}
+	if endSeg >= 0 {
+		l := segs[endSeg]
+		lastQuoted = l.quote != 0 && l.close == a.valueEnd-1
 	}
 	return
 }
@@ -661,13 +669,13 @@ func (st *shellState) ref(name string, v *variable) (string, error) {
 }
 
 // splitWords splits a value into the words GRUB's script parser (and then
-// the kernel) sees: separated by blanks outside quotes; ' and " quote;
+// the kernel) sees: separated by blanks (isArgBlank) outside quotes; ' and " quote;
 // a backslash escapes the next byte. It returns [start,end) offsets.
 func splitWords(s string) [][2]int {
 	var out [][2]int
 	i := 0
 	for i < len(s) {
-		for i < len(s) && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n') {
+		for i < len(s) && isArgBlank(s[i]) {
 			i++
 		}
 		if i >= len(s) {
@@ -677,7 +685,7 @@ func splitWords(s string) [][2]int {
 		var q byte
 		for i < len(s) {
 			c := s[i]
-			if q == 0 && (c == ' ' || c == '\t' || c == '\n') {
+			if q == 0 && isArgBlank(c) {
 				break
 			}
 			switch {

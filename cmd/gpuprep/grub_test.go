@@ -441,3 +441,58 @@ func TestGrubBLSKerneloptsFromGrubenv(t *testing.T) {
 	out, _, _ = gpuprep(t, "grub", "ensure", "--mode", "vm-passthrough", "--root", root, "--dry-run")
 	require.Contains(t, out, "would run: grubby --update-kernel=ALL --args=iommu=pt\n")
 }
+
+// A node whose only GRUB defaults are /etc/default/grub.d/*.cfg (Ubuntu's
+// cloud-image drop-in, no /etc/default/grub: grub-mkconfig sources each part
+// only where it exists). grub show reads it, in text and JSON, and ensure
+// edits the drop-in's assignment, the one grub-mkconfig uses.
+func TestGrubDropinOnly(t *testing.T) {
+	fakeGrubRunner(t)
+	root := grubRoot(t, "dropin-only", map[string]string{
+		"/sys/firmware/acpi/tables/DMAR": "DMAR",
+		"/proc/cmdline":                  "BOOT_IMAGE=/boot/vmlinuz-6.8.0 root=/dev/sda1 ro console=tty1 console=ttyS0\n",
+		"/usr/sbin/update-grub":          "#!/bin/sh\n",
+	})
+	out, errOut, code := gpuprep(t, "grub", "show", "--root", root, "-o", "json")
+	require.Equal(t, 0, code, errOut)
+	var doc map[string]any
+	require.NoError(t, json.Unmarshal([]byte(out), &doc), out)
+	require.Equal(t, "grub", doc["bootloader"])
+	require.Contains(t, out, "console=tty1 console=ttyS0")
+
+	out, errOut, code = gpuprep(t, "grub", "show", "--root", root)
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "/etc/default/grub.d/50-cloudimg-settings.cfg")
+	require.Regexp(t, `\nintel_iommu=on +- +- +missing\n`, out)
+
+	// check reads the same files and agrees
+	out, _, _ = gpuprep(t, "check", "--root", root, "--mode", "vm-passthrough", "-o", "json")
+	require.Contains(t, out, "missing from /proc/cmdline; missing from /etc/default/grub.d/50-cloudimg-settings.cfg")
+
+	out, errOut, code = gpuprep(t, "grub", "ensure", "intel_iommu=on", "--root", root)
+	require.Equal(t, exitNeedReboot, code, errOut)
+	require.Contains(t, out, "wrote /etc/default/grub.d/50-cloudimg-settings.cfg\n")
+	b, err := os.ReadFile(filepath.Join(root, "etc/default/grub.d/50-cloudimg-settings.cfg"))
+	require.NoError(t, err)
+	require.Contains(t, string(b), "\nGRUB_CMDLINE_LINUX_DEFAULT=\"console=tty1 console=ttyS0 intel_iommu=on\"\n")
+	require.NoFileExists(t, filepath.Join(root, "etc/default/grub"))
+}
+
+// A GRUB_CMDLINE value with a newline inside its quotes (grub-mkconfig would
+// paste the newline into grub.cfg's linux line, which GRUB ends there):
+// ensure refuses, naming the file and line, and writes nothing; show refuses
+// to report the words after the newline as configured.
+func TestGrubRefusesNewlineInValue(t *testing.T) {
+	run := fakeGrubRunner(t)
+	root := grubRoot(t, "refused-multiline", intelNode)
+	before := read(t, root, "/etc/default/grub")
+	_, errOut, code := gpuprep(t, "grub", "ensure", "--mode", "vm-passthrough", "--root", root)
+	require.NotEqual(t, 0, code)
+	require.Contains(t, errOut, "/etc/default/grub:2: GRUB_CMDLINE_LINUX's value goes on past the end of this line")
+	require.Equal(t, before, read(t, root, "/etc/default/grub"))
+	require.Empty(t, run.Calls)
+
+	_, errOut, code = gpuprep(t, "grub", "show", "--root", root)
+	require.NotEqual(t, 0, code)
+	require.Contains(t, errOut, "/etc/default/grub:2:")
+}
