@@ -3,6 +3,7 @@ package testrun
 import (
 	"bufio"
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"os/user"
@@ -30,11 +31,33 @@ func waitDead(owner string) {
 func Sweep(stale func(owner string) bool) {
 	killProcs(stale)
 	for _, u := range Users(stale) {
-		exec.Command("userdel", "-f", u).Run()
+		DeleteUser(u)
 		os.Remove(Sudoers + u)
 	}
 	removeOrphanSudoers()
 	removeDirs(stale)
+}
+
+// DeleteUser deletes the local user name, even while a process of it
+// still runs (an sshd session not ended yet: userdel -f). It tries again
+// for a few seconds while userdel fails otherwise: another useradd or
+// userdel (another test process's) holds the lock on /etc/passwd.
+func DeleteUser(name string) error {
+	var err error
+	for i := 0; i < 40; i++ {
+		var out []byte
+		out, err = exec.Command("userdel", "-f", name).CombinedOutput()
+		if err == nil {
+			return nil
+		}
+		if _, lerr := user.Lookup(name); lerr != nil {
+			return nil // gone (or never made)
+		}
+		err = fmt.Errorf("userdel -f %s: %v: %s", name, err, bytes.TrimSpace(out))
+		time.Sleep(250 * time.Millisecond)
+	}
+	fmt.Fprintln(os.Stderr, "testrun:", err)
+	return err
 }
 
 // removeOrphanSudoers removes the test users' sudoers files (Sudoers

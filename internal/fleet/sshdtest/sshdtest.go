@@ -107,7 +107,7 @@ func Cleanup() {
 			os.Remove(shared.sudoers)
 		}
 		for _, u := range append([]string{shared.User, shared.NoSudoUser}, shared.others...) {
-			exec.Command("userdel", "-f", u).Run()
+			testrun.DeleteUser(u)
 		}
 		shared, sharedErr = nil, nil
 	}
