@@ -63,6 +63,7 @@ procs() {
     [ "$pid" = $$ ] && continue
     o=$(grep -az '^GPUPREP_TEST_OWNER=' "$f" 2>/dev/null | tr -d '\0')
     o=${o#GPUPREP_TEST_OWNER=}
+    [ -n "$o" ] || continue # exited between the two reads
     alive "$o" || echo "process $pid (owner $o, gone): $(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | cut -c1-120)"
   done
   for f in $(grep -al 'testmode=' /proc/[0-9]*/cmdline 2>/dev/null); do
