@@ -25,6 +25,7 @@ test: deps lint kube-apiserver
 	GPUPREP_REQUIRE_KUBE=1 GPUPREP_REQUIRE_BROWSER=1 GPUPREP_REQUIRE_ORACLES=1 $(MAKE) unit
 	$(MAKE) fuzz
 	$(MAKE) e2e
+	scripts/leftovers.sh
 
 ## crash: kill gpuprep apply at every file-changing syscall of each scenario (about 1 min; make unit kills at 54)
 crash:

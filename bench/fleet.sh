@@ -71,8 +71,9 @@ cleanup() {
 	for p in "${PIDS[@]+"${PIDS[@]}"}"; do kill "$p" 2>/dev/null || true; done
 	for p in "${PIDS[@]+"${PIDS[@]}"}"; do wait "$p" 2>/dev/null || true; done
 	rm -f "$SUDOERS"
-	if [ "$CREATED_USER" = 1 ]; then userdel "$BUSER" 2>/dev/null || true; fi
-	if [ "${BENCH_FLEET_KEEP:-0}" = 1 ]; then echo "kept $TMP" >&2; else rm -rf "$TMP"; fi
+	# -f: even while a session sshd has not ended yet still runs as the user
+	if [ "$CREATED_USER" = 1 ]; then userdel -f "$BUSER" 2>/dev/null || true; fi
+	if [ "${BENCH_FLEET_KEEP:-0}" = 1 ]; then echo "kept $TMP" >&2; else rm -rf "$TMP"; rmdir /var/lib/gpuprep-bench 2>/dev/null || true; fi
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM

@@ -29,6 +29,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gpuprep/gpuprep/internal/testrun"
 )
 
 // ---------------------------------------------------------------------------------------- gpuprep JSON
@@ -113,9 +115,13 @@ var tb struct {
 
 var keepPayloads = flag.Bool("e2e.keep", false, "keep the payload directories (printed in the log)")
 
+// TestMain: testrun kills the QEMU guests (every process the tests start:
+// they carry testrun's owner in their environment), removes the sshd
+// users and the directories on every exit path, an interrupt, a panic and
+// -timeout included.
 func TestMain(m *testing.M) {
 	flag.Parse()
-	os.Exit(runMain(m))
+	os.Exit(testrun.MainFunc(func() int { return runMain(m) }))
 }
 
 func runMain(m *testing.M) int {
@@ -125,7 +131,7 @@ func runMain(m *testing.M) int {
 	if tb.workDir == "" {
 		tb.workDir = "/var/tmp/gpuprep-e2e"
 	}
-	tmp, err := os.MkdirTemp("", "gpuprep-e2e-")
+	tmp, err := testrun.TempDir("e2e-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

@@ -73,7 +73,7 @@ func bootSSHGuest(t *testing.T, name, iommu, authorizedKeys string, port int) *s
 	os.Remove(g.log)
 	g.cmd = exec.Command(tb.script, "ssh", authorizedKeys, fmt.Sprint(port), iommu)
 	g.cmd.Env = append(os.Environ(), "GPUPREP_E2E_LOG="+g.log)
-	g.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // qemu, timeout and tee go with it
+	g.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // qemu (timeout --foreground keeps it in the group) and tee go with it
 	var stderr bytes.Buffer
 	g.cmd.Stderr = &stderr
 	t0 := time.Now()
@@ -151,7 +151,7 @@ func TestFleetQEMUGuestAndLoopbackSSHD(t *testing.T) {
 	requireTestbed(t)
 	sshdtest.Skip(t) // root and OpenSSH's sshd, for the loopback host
 	env := sshdtest.Shared(t, "e2e")
-	t.Cleanup(sshdtest.Cleanup) // after the sshd servers' own cleanups (LIFO)
+	t.Cleanup(sshdtest.Cleanup) // after the sshd servers' own cleanups (LIFO); testrun's at exit too
 
 	// The guest accepts the same client key as the loopback sshd.
 	port := sshdtest.FreePort(t, "127.0.0.1")

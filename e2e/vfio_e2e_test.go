@@ -14,8 +14,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gpuprep/gpuprep/internal/testrun"
 )
 
 // The topology's devices the tests use (addresses are the same with both IOMMUs).
@@ -72,7 +75,7 @@ func inv(name string, args ...string) string {
 func bootScript(t *testing.T, name, iommu string, kargs []string, script string, names []string) *boot {
 	t.Helper()
 	requireTestbed(t)
-	payload, err := os.MkdirTemp("", "gpuprep-e2e-payload-")
+	payload, err := payloadDir()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,6 +96,7 @@ func bootScript(t *testing.T, name, iommu string, kargs []string, script string,
 	defer cancel()
 	cmd := exec.CommandContext(ctx, tb.script, args...)
 	cmd.Env = append(os.Environ(), "GPUPREP_E2E_LOG="+logf)
+	killGroupOnCancel(cmd)
 	var stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = io.Discard, &stderr
 	t0 := time.Now()
@@ -117,6 +121,24 @@ func bootScript(t *testing.T, name, iommu string, kargs []string, script string,
 		}
 	}
 	return b
+}
+
+// payloadDir is a new directory for a guest's payload: in the test run's
+// directory (removed at exit), or with -e2e.keep under /tmp, kept.
+func payloadDir() (string, error) {
+	if *keepPayloads {
+		return os.MkdirTemp("", "gpuprep-e2e-payload-")
+	}
+	return testrun.TempDir("payload-")
+}
+
+// killGroupOnCancel starts cmd in a process group of its own and kills the
+// whole group (testbed.sh, qemu, tee) when its context ends, not only
+// testbed.sh.
+func killGroupOnCancel(cmd *exec.Cmd) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 10 * time.Second
 }
 
 // snapshot is the guest's view after one step.

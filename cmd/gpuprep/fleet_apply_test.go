@@ -124,10 +124,12 @@ func TestFleetApplyCanaryStopsRollout(t *testing.T) {
 	assert.Equal(t, "canary", c.Phase)
 	assert.Equal(t, "rolled-back", c.Outcome)
 	assert.Equal(t, "evaluated", c.Status)
+	require.NotNil(t, c.ExitCode, "the canary's apply exit code is missing: %s\n%s", c.Error, stderr)
 	assert.Equal(t, 1, *c.ExitCode)
 	assert.Contains(t, c.Error, "vfio-bind: 0000:3b:00.0")
 	assert.Contains(t, string(c.Output), `"kind": "ApplyResult"`)
 	require.NotNil(t, c.Rollback)
+	require.NotNil(t, c.Rollback.ExitCode, "the canary's rollback exit code is missing: %s", c.Rollback.Error)
 	assert.Equal(t, 0, *c.Rollback.ExitCode)
 	assert.Contains(t, string(c.Rollback.Output), "simulated rollback")
 	// The real SSH path ran apply, then rollback, with gpuprep's arguments.

@@ -22,21 +22,15 @@ import (
 	"github.com/gpuprep/gpuprep/internal/fixture"
 	"github.com/gpuprep/gpuprep/internal/fleet"
 	"github.com/gpuprep/gpuprep/internal/fleet/sshdtest"
+	"github.com/gpuprep/gpuprep/internal/testrun"
 	"github.com/gpuprep/gpuprep/report"
 )
 
+// TestMain: testrun points the fleet client's local hash cache (see
+// fleet.hashOpenFile) into a directory of the tests' own, not the user's,
+// and removes it, the sshd users and processes on every exit path.
 func TestMain(m *testing.M) {
-	// the fleet client's local hash cache (see fleet.hashOpenFile) in a
-	// directory of the tests' own, not the user's
-	cache, err := os.MkdirTemp("", "gpuprep-test-cache-")
-	if err != nil {
-		panic(err)
-	}
-	os.Setenv("XDG_CACHE_HOME", cache)
-	code := m.Run()
-	sshdtest.Cleanup()
-	os.RemoveAll(cache)
-	os.Exit(code)
+	os.Exit(testrun.Main(m))
 }
 
 func runCLI(args ...string) (int, string, string) {

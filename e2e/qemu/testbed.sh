@@ -265,7 +265,9 @@ vm() {
   # a PCIe-to-PCI bridge behind rp2 with edu + pci-testdev behind it (one IOMMU group: no ACS behind a
   # conventional PCI bridge); a VGA 1234:1111 + ICH9 HDA 8086:293e multifunction pair behind rp3 (a
   # "GPU + HDMI audio" pair in one group); an ICH9 EHCI controller.
-  timeout "$TMO" qemu-system-x86_64 \
+  # --foreground: qemu stays in this script's process group (timeout would make one of its own), so the
+  # tests kill the guest with the group, also on a test's failure or interrupt
+  timeout --foreground "$TMO" qemu-system-x86_64 \
     -accel tcg,thread=multi -cpu max -smp 2 -m 1024 \
     -machine q35,kernel-irqchip=split "${dev[@]+"${dev[@]}"}" \
     -nodefaults -display none -serial stdio -monitor none -no-reboot \

@@ -28,24 +28,18 @@ import (
 
 	"github.com/gpuprep/gpuprep/internal/fixture"
 	"github.com/gpuprep/gpuprep/internal/fleet/sshdtest"
+	"github.com/gpuprep/gpuprep/internal/testrun"
 )
 
 // These tests run the real OpenSSH sshd on loopback addresses and log in as
 // dedicated users (see sshdtest); they skip, saying why, when not root or
 // without sshd.
 
+// TestMain: testrun points the fleet client's local hash cache (see
+// fleet.hashOpenFile) into a directory of the tests' own, not the user's,
+// and removes it, the sshd users and processes on every exit path.
 func TestMain(m *testing.M) {
-	// the fleet client's local hash cache (see fleet.hashOpenFile) in a
-	// directory of the tests' own, not the user's
-	cache, err := os.MkdirTemp("", "gpuprep-test-cache-")
-	if err != nil {
-		panic(err)
-	}
-	os.Setenv("XDG_CACHE_HOME", cache)
-	code := m.Run()
-	sshdtest.Cleanup()
-	os.RemoveAll(cache)
-	os.Exit(code)
+	os.Exit(testrun.Main(m))
 }
 
 type rig struct {

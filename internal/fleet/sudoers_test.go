@@ -3,7 +3,6 @@ package fleet
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gpuprep/gpuprep/internal/fleet/sshdtest"
+	"github.com/gpuprep/gpuprep/internal/testrun"
 )
 
 func TestSudoersRuleSyntax(t *testing.T) {
@@ -58,7 +58,7 @@ func TestSudoersRuleWithRealSudo(t *testing.T) {
 	require.NoError(t, os.WriteFile(rule, []byte(line+"\n"), 0o440))
 	out, err := exec.Command("visudo", "-c", "-f", rule).CombinedOutput()
 	require.NoError(t, err, "visudo: %s", out)
-	installed := fmt.Sprintf("/etc/sudoers.d/gpuprep-test-pin-%d", os.Getpid())
+	installed := testrun.Sudoers + user // swept with the user if this process dies
 	require.NoError(t, os.WriteFile(installed, []byte(line+"\n"), 0o440))
 	t.Cleanup(func() { os.Remove(installed) })
 

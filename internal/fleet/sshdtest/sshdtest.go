@@ -23,6 +23,8 @@ import (
 
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
+
+	"github.com/gpuprep/gpuprep/internal/testrun"
 )
 
 // SSHD is the OpenSSH server binary.
@@ -59,24 +61,33 @@ type Env struct {
 }
 
 var (
-	sharedMu  sync.Mutex
-	shared    *Env
-	sharedErr error
+	sharedMu     sync.Mutex
+	shared       *Env
+	sharedErr    error
+	registerOnce sync.Once
 )
 
 // Shared returns the test binary's Env, making it on first use: keys, the
-// users gpuprep-TAG and gpuprep-TAG-nosudo (created if missing, their
-// homes pointed into Dir) and a passwordless-sudo rule for the first,
-// limited to gpuprep's cache directory. Each test package uses its own tag,
-// since packages' tests run at the same time. Skips when sshd tests cannot
-// run. Call Cleanup from TestMain.
+// users gpuprep-TAG-ID and gpuprep-TAG-ID-nosudo (ID: this process's PID
+// in base 36, so that concurrent test processes never share a user; their
+// GECOS field names the owner, see testrun; their homes in Dir) and a
+// passwordless-sudo rule for the first, limited to gpuprep's cache
+// directory. Skips when sshd tests cannot run. The test binary's TestMain
+// must call testrun.Main, which calls Cleanup at exit (and its reaper
+// removes the users on any other exit).
 func Shared(t testing.TB, tag string) *Env {
 	t.Helper()
 	Skip(t)
+	if testrun.Owner() == "" {
+		t.Fatal("sshdtest: the test binary's TestMain must call testrun.Main")
+	}
 	sharedMu.Lock()
 	defer sharedMu.Unlock()
 	if shared == nil && sharedErr == nil {
 		shared, sharedErr = newEnv(tag)
+		if sharedErr == nil {
+			registerOnce.Do(func() { testrun.OnExit(Cleanup) })
+		}
 	}
 	if sharedErr != nil {
 		t.Fatal(sharedErr)
@@ -84,7 +95,9 @@ func Shared(t testing.TB, tag string) *Env {
 	return shared
 }
 
-// Cleanup removes the shared Env, its users and the built gpuprep.
+// Cleanup removes the shared Env, its users (even one a session sshd has
+// not ended yet still runs a process of: userdel -f) and sudoers file, and
+// the built gpuprep. It may be called more than once.
 func Cleanup() {
 	sharedMu.Lock()
 	defer sharedMu.Unlock()
@@ -93,16 +106,32 @@ func Cleanup() {
 		if shared.sudoers != "" {
 			os.Remove(shared.sudoers)
 		}
-		// the users are the tests' by their names, made or taken over by
-		// newEnv: none is left behind (a user still running a process,
-		// a session sshd has not ended yet, is left; the next run takes
-		// it over)
 		for _, u := range append([]string{shared.User, shared.NoSudoUser}, shared.others...) {
-			exec.Command("userdel", u).Run()
+			testrun.DeleteUser(u)
 		}
+		shared, sharedErr = nil, nil
 	}
 	if buildBin != "" {
 		os.RemoveAll(filepath.Dir(buildBin))
+	}
+}
+
+// userName is gpuprep-TAG-ID: ID, this process's PID in base 36 (at most
+// 5 characters), is unique among running test processes; the longest
+// names, gpuprep-TAG-ID-nosudo and OtherUser's, stay under Linux's 32.
+func userName(tag string) string {
+	return "gpuprep-" + tag + "-" + strconv.FormatInt(int64(os.Getpid()), 36)
+}
+
+// addUser makes user (or takes over one of an earlier process with this
+// PID) with home and the owner in its GECOS field.
+func addUser(t testing.TB, user, home string, extra ...string) {
+	t.Helper()
+	comment := testrun.Comment + testrun.Owner()
+	if _, err := lookupUser(user); err != nil {
+		run(t, append(append([]string{"useradd", "-M", "-c", comment, "-d", home, "-s", "/bin/sh"}, extra...), user)...)
+	} else {
+		run(t, "usermod", "-c", comment, "-d", home, user)
 	}
 }
 
@@ -119,10 +148,10 @@ func newEnv(tag string) (e *Env, err error) {
 		}
 	}()
 	t := panicT{}
-	dir, err := SafeTempDir("gpuprep-fleet-")
+	dir, err := SafeTempDir("sshd-" + tag + "-")
 	must(t, err)
 	must(t, os.Chmod(dir, 0o755))
-	e = &Env{Dir: dir, Home: map[string]string{}, User: "gpuprep-" + tag, NoSudoUser: "gpuprep-" + tag + "-nosudo",
+	e = &Env{Dir: dir, Home: map[string]string{}, User: userName(tag), NoSudoUser: userName(tag) + "-nosudo",
 		authKeys: filepath.Join(dir, "authorized_keys"), config: filepath.Join(dir, "sshd_config")}
 	e.ClientKey = filepath.Join(dir, "client_ed25519")
 	pub := WriteKey(t, e.ClientKey, "")
@@ -133,11 +162,7 @@ func newEnv(tag string) (e *Env, err error) {
 
 	for _, u := range []string{e.User, e.NoSudoUser} {
 		home := filepath.Join(dir, "home-"+u)
-		if _, err := user.Lookup(u); err != nil {
-			run(t, "useradd", "-M", "-d", home, "-s", "/bin/sh", u)
-		} else {
-			run(t, "usermod", "-d", home, u)
-		}
+		addUser(t, u, home)
 		// '*' (not '!'): no password, yet not locked, so sshd without PAM lets keys in.
 		run(t, "usermod", "-p", "*", u)
 		must(t, os.MkdirAll(home, 0o755))
@@ -146,7 +171,7 @@ func newEnv(tag string) (e *Env, err error) {
 	}
 	if _, err := exec.LookPath("sudo"); err == nil {
 		rule := fmt.Sprintf("%s ALL=(root) NOPASSWD: %s/.cache/gpuprep/*/gpuprep\n", e.User, e.Home[e.User])
-		e.sudoers = "/etc/sudoers.d/gpuprep-test-" + tag
+		e.sudoers = testrun.Sudoers + e.User
 		must(t, os.WriteFile(e.sudoers, []byte(rule), 0o440))
 	}
 	cfg := strings.Join([]string{
@@ -163,32 +188,15 @@ func newEnv(tag string) (e *Env, err error) {
 
 // SafeTempDir makes a new directory, mode 0755, in a place gpuprep trusts
 // for its cache: it and every directory above it owned by root or the
-// user, writable by no one else (/tmp, writable by all, is not): under
-// /var/lib/gpuprep-test as root, else under ~/.cache/gpuprep-test. The
-// caller removes it.
+// user, writable by no one else (/tmp, writable by all, is not): this test
+// run's directory under /var/lib/gpuprep-test as root, else under
+// ~/.cache/gpuprep-test (testrun.VarTempDir). The caller may remove it;
+// testrun removes it, and the base when empty, at exit.
 func SafeTempDir(prefix string) (string, error) {
-	base := "/var/lib/gpuprep-test"
-	if os.Geteuid() != 0 {
-		home, err := os.UserHomeDir()
-		if err != nil {
-			return "", err
-		}
-		base = filepath.Join(home, ".cache", "gpuprep-test")
-	}
-	if err := os.MkdirAll(base, 0o755); err != nil {
-		return "", err
-	}
-	if err := os.Chmod(base, 0o755); err != nil {
-		return "", err
-	}
-	dir, err := os.MkdirTemp(base, prefix)
-	if err != nil {
-		return "", err
-	}
-	return dir, os.Chmod(dir, 0o755)
+	return testrun.VarTempDir(prefix)
 }
 
-// OtherUser makes (or takes over) the local user gpuprep-TAG-NAME: no
+// OtherUser makes (or takes over) the local user gpuprep-TAG-ID-NAME: no
 // login, no sudo, a home of its own; a second user of the hosts, e.g. one
 // who can write a shared cache directory. It returns its uid and gid.
 // Cleanup removes it.
@@ -198,9 +206,7 @@ func (e *Env) OtherUser(t testing.TB, name string) (user string, uid, gid int) {
 	defer sharedMu.Unlock()
 	user = e.User + "-" + name
 	home := filepath.Join(e.Dir, "home-"+user)
-	if _, err := lookupUser(user); err != nil {
-		run(t, "useradd", "-M", "-U", "-d", home, "-s", "/bin/sh", user)
-	}
+	addUser(t, user, home, "-U")
 	if !slices.Contains(e.others, user) {
 		e.others = append(e.others, user)
 	}
@@ -389,7 +395,7 @@ func Gpuprep(t testing.TB) string {
 			return
 		}
 		root := filepath.Dir(strings.TrimSpace(string(out)))
-		dir, err := os.MkdirTemp("", "gpuprep-bin-")
+		dir, err := testrun.TempDir("bin-")
 		if err != nil {
 			buildErr = err
 			return
