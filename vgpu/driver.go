@@ -130,7 +130,7 @@ func InspectDriver(ctx context.Context, path string, r host.Runner) (*Driver, er
 	if err != nil {
 		return nil, fmt.Errorf("%s: reading the archive: %w", path, err)
 	}
-	if !list.holds("nvidia-vgpu-mgr") {
+	if !list.VgpuMgr {
 		return nil, fmt.Errorf("%s: the archive holds no nvidia-vgpu-mgr: not a vGPU manager build although its header says %s", path, d.TargetDir)
 	}
 	d.Listed, d.SHA256 = true, list.SHA256
