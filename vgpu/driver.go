@@ -157,15 +157,22 @@ var pkgVersionRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustComp
 // name: its fields (dpkg-deb -f / rpm -qp --qf) give the name, version and
 // architecture, and its file list (dpkg-deb -c / rpm -qlp) must hold
 // usr/bin/nvidia-vgpu-mgr. Both only read the file; r runs them on this
-// machine.
+// machine, on a private copy of it (see packageCopy) whose SHA-256 is
+// d.SHA256: the install refuses a package whose bytes are not those. What
+// is shown (errors, the plan) names path, not the copy.
 func inspectPackage(ctx context.Context, path, format string, r host.Runner) (*Driver, error) {
+	checked, sum, done, err := packageCopy(path)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
 	tool := "dpkg-deb"
-	fieldsCmd := []string{"dpkg-deb", "-f", path, "Package", "Version", "Architecture"}
-	listCmd := []string{"dpkg-deb", "-c", path}
+	fieldsCmd := []string{"dpkg-deb", "-f", checked, "Package", "Version", "Architecture"}
+	listCmd := []string{"dpkg-deb", "-c", checked}
 	if format == FormatRPM {
 		tool = "rpm"
-		fieldsCmd = []string{"rpm", "-qp", "--qf", "%{NAME} %{VERSION} %{ARCH}", path}
-		listCmd = []string{"rpm", "-qlp", path}
+		fieldsCmd = []string{"rpm", "-qp", "--qf", "%{NAME} %{VERSION} %{ARCH}", checked}
+		listCmd = []string{"rpm", "-qlp", checked}
 	}
 	query := func(argv []string) (string, error) {
 		out, err := r.Run(ctx, argv...)
@@ -175,10 +182,6 @@ func inspectPackage(ctx context.Context, path, format string, r host.Runner) (*D
 		return string(out), nil
 	}
 	out, err := query(fieldsCmd)
-	if err != nil {
-		return nil, err
-	}
-	sum, err := hashFile(path)
 	if err != nil {
 		return nil, err
 	}

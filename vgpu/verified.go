@@ -49,23 +49,6 @@ func verifiedCopy(src, want, dir string) (copyPath string, done func(), err erro
 	return copyPath, done, nil
 }
 
-// hashFile returns the SHA-256 of the regular file at p (hex).
-func hashFile(p string) (string, error) {
-	f, err := os.Open(p)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
-		return "", fmt.Errorf("%s: not a regular file", p)
-	}
-	sum := sha256.New()
-	if _, err := io.Copy(sum, f); err != nil {
-		return "", fmt.Errorf("%s: %w", p, err)
-	}
-	return hex.EncodeToString(sum.Sum(nil)), nil
-}
-
 // copyHashing copies src to the new file dst (0700) and returns the
 // SHA-256 of the bytes written, which are on disk when it returns.
 func copyHashing(src, dst string) (string, error) {
