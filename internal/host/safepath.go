@@ -32,6 +32,7 @@ const (
 	sIFMT  = 0o170000
 	sIFLNK = 0o120000
 	sIFREG = 0o100000
+	sIFDIR = 0o040000
 )
 
 // UnsafePathError says which component of a path makes it unsafe and why.
@@ -42,11 +43,18 @@ type UnsafePathError struct {
 func (e *UnsafePathError) Error() string { return e.Path + " " + e.Why }
 
 // Owners says who may own the components of a safe path: Allow tells a uid
-// apart, Name words it for an error ("root or the login user").
+// apart, Name words it for an error ("root or the login user"). Sticky
+// also accepts a directory writable by all when it is sticky and owned by
+// an allowed owner (/tmp): there only an entry's owner may rename or
+// remove it, and the entry below is checked in turn. OpenSSH's safe_path
+// has no such case; a temporary directory needs it.
 type Owners struct {
-	Allow func(uint32) bool
-	Name  string
+	Allow  func(uint32) bool
+	Name   string
+	Sticky bool
 }
+
+const sISVTX = 0o1000 // st_mode's sticky bit
 
 // JudgePath applies the rules to the entries of one path, the file first.
 // Missing entries are allowed only at the deep end (what gpuprep creates
@@ -69,7 +77,7 @@ func JudgePath(entries []PathEntry, owners Owners, missingOK, file bool) error {
 		if !owners.Allow(e.UID) {
 			return &UnsafePathError{Path: e.Path, Why: fmt.Sprintf("belongs to %s, not to %s", ownerString(e), owners.Name)}
 		}
-		if e.Mode&0o022 != 0 {
+		if e.Mode&0o022 != 0 && !(owners.Sticky && e.Mode&sIFMT == sIFDIR && e.Mode&sISVTX != 0) {
 			return &UnsafePathError{Path: e.Path, Why: fmt.Sprintf("is writable by its group or by others (mode %04o, owner %s)", e.Mode&0o7777, ownerString(e))}
 		}
 	}

@@ -39,3 +39,17 @@ func TestSafePathInARoot(t *testing.T) {
 	require.NoError(t, os.Symlink("/etc/passwd", filepath.Join(d, "opt/u/libexec/gpuprep/gpuprep")))
 	require.ErrorContains(t, r.SafePath(f, rootOnly, true, true), "is a symbolic link")
 }
+
+// A sticky directory writable by all is accepted only when asked (a
+// temporary directory), and never when it is not sticky.
+func TestJudgePathSticky(t *testing.T) {
+	tmp := []PathEntry{{Path: "/tmp", UID: 0, Mode: 0o041777}, {Path: "/", UID: 0, Mode: 0o040755}}
+	open := []PathEntry{{Path: "/tmp", UID: 0, Mode: 0o040777}, {Path: "/", UID: 0, Mode: 0o040755}}
+	theirs := []PathEntry{{Path: "/tmp", UID: 1000, Mode: 0o041777}, {Path: "/", UID: 0, Mode: 0o040755}}
+	sticky := rootOnly
+	sticky.Sticky = true
+	require.Error(t, JudgePath(tmp, rootOnly, false, false), "OpenSSH's rules")
+	require.NoError(t, JudgePath(tmp, sticky, false, false))
+	require.Error(t, JudgePath(open, sticky, false, false))
+	require.Error(t, JudgePath(theirs, sticky, false, false))
+}
