@@ -177,9 +177,9 @@ func inspectPackage(ctx context.Context, path, format string, r host.Runner) (*D
 	query := func(argv []string) (string, error) {
 		out, err := r.Run(ctx, argv...)
 		if err != nil {
-			return "", fmt.Errorf("%s: reading the package (%s) failed: %w; reading a .%s needs %s on the machine gpuprep runs on", path, strings.Join(argv[:2], " "), err, format, tool)
+			return "", fmt.Errorf("%s: reading the package (%s) failed: %w; reading a .%s needs %s on the machine gpuprep runs on", path, strings.Join(argv[:2], " "), namingFile(err, checked, path), format, tool)
 		}
-		return string(out), nil
+		return strings.ReplaceAll(string(out), checked, path), nil // rpm's warnings name the file
 	}
 	out, err := query(fieldsCmd)
 	if err != nil {

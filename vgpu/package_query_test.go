@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -59,7 +60,10 @@ func (c *copyQueries) Run(_ context.Context, argv ...string) ([]byte, error) {
 	if !ok {
 		return nil, fmt.Errorf("%q: not answered", key)
 	}
-	return r.Out, r.Err
+	if r.Err != nil { // as dpkg-deb's and rpm's own errors do, naming the file read
+		return r.Out, fmt.Errorf("%s: %w", strings.Join(argv, " "), r.Err)
+	}
+	return r.Out, nil
 }
 
 func sha(b []byte) string {
@@ -100,10 +104,13 @@ func TestPackageQueryErrorsNameTheUsersFile(t *testing.T) {
 	body := []byte("!<arch>\nno fields")
 	require.NoError(t, os.WriteFile(p, body, 0o644))
 	c := &copyQueries{t: t, user: p, want: body, responses: map[string]host.FakeResponse{
-		"dpkg-deb -f FILE Package Version Architecture": {Err: fmt.Errorf("exit status 2")},
+		"dpkg-deb -f FILE Package Version Architecture": {Err: errExit2},
 	}}
 	_, err := vgpu.InspectDriver(context.Background(), p, c)
-	require.ErrorContains(t, err, p+": reading the package (dpkg-deb -f) failed")
+	require.ErrorContains(t, err, p+": reading the package (dpkg-deb -f) failed: dpkg-deb -f "+p+" Package Version Architecture: exit status 2")
 	require.NotContains(t, err.Error(), c.copies[0])
 	require.False(t, bytes.Contains([]byte(err.Error()), []byte("gpuprep-package-")))
+	require.ErrorIs(t, err, errExit2, "the query's error is still there")
 }
+
+var errExit2 = errors.New("exit status 2")
