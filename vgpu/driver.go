@@ -130,7 +130,7 @@ func InspectDriver(ctx context.Context, path string, r host.Runner) (*Driver, er
 	if err != nil {
 		return nil, fmt.Errorf("%s: reading the archive: %w", path, err)
 	}
-	if !list.holds("nvidia-vgpu-mgr") {
+	if !list.VgpuMgr {
 		return nil, fmt.Errorf("%s: the archive holds no nvidia-vgpu-mgr: not a vGPU manager build although its header says %s", path, d.TargetDir)
 	}
 	d.Listed, d.SHA256 = true, list.SHA256
@@ -157,28 +157,31 @@ var pkgVersionRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustComp
 // name: its fields (dpkg-deb -f / rpm -qp --qf) give the name, version and
 // architecture, and its file list (dpkg-deb -c / rpm -qlp) must hold
 // usr/bin/nvidia-vgpu-mgr. Both only read the file; r runs them on this
-// machine.
+// machine, on a private copy of it (see packageCopy) whose SHA-256 is
+// d.SHA256: the install refuses a package whose bytes are not those. What
+// is shown (errors, the plan) names path, not the copy.
 func inspectPackage(ctx context.Context, path, format string, r host.Runner) (*Driver, error) {
+	checked, sum, done, err := packageCopy(path)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
 	tool := "dpkg-deb"
-	fieldsCmd := []string{"dpkg-deb", "-f", path, "Package", "Version", "Architecture"}
-	listCmd := []string{"dpkg-deb", "-c", path}
+	fieldsCmd := []string{"dpkg-deb", "-f", checked, "Package", "Version", "Architecture"}
+	listCmd := []string{"dpkg-deb", "-c", checked}
 	if format == FormatRPM {
 		tool = "rpm"
-		fieldsCmd = []string{"rpm", "-qp", "--qf", "%{NAME} %{VERSION} %{ARCH}", path}
-		listCmd = []string{"rpm", "-qlp", path}
+		fieldsCmd = []string{"rpm", "-qp", "--qf", "%{NAME} %{VERSION} %{ARCH}", checked}
+		listCmd = []string{"rpm", "-qlp", checked}
 	}
 	query := func(argv []string) (string, error) {
 		out, err := r.Run(ctx, argv...)
 		if err != nil {
-			return "", fmt.Errorf("%s: reading the package (%s) failed: %w; reading a .%s needs %s on the machine gpuprep runs on", path, strings.Join(argv[:2], " "), err, format, tool)
+			return "", fmt.Errorf("%s: reading the package (%s) failed: %w; reading a .%s needs %s on the machine gpuprep runs on", path, strings.Join(argv[:2], " "), namingFile(err, checked, path), format, tool)
 		}
-		return string(out), nil
+		return strings.ReplaceAll(string(out), checked, path), nil // rpm's warnings name the file
 	}
 	out, err := query(fieldsCmd)
-	if err != nil {
-		return nil, err
-	}
-	sum, err := hashFile(path)
 	if err != nil {
 		return nil, err
 	}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -595,7 +594,7 @@ func installerStep(root *host.Root, d *Driver, opts InstallOptions, kver string)
 		run: func(ctx context.Context, e *Env) error {
 			// what runs is a root-only copy whose hash is that of the
 			// file checked: not the path, which may hold another file now
-			run, done, err := verifiedCopy(d.Path, d.SHA256, filepath.Join(e.Root.Dir(), InstallerScratch))
+			run, done, err := verifiedCopy(d.Path, d.SHA256, e.Root)
 			if err != nil {
 				return err
 			}
@@ -680,7 +679,7 @@ func packageStep(root *host.Root, d *Driver, kver string) Step {
 		run: func(ctx context.Context, e *Env) error {
 			// what the package manager installs is a root-only copy whose
 			// hash is that of the file checked, as for a .run
-			run, done, err := verifiedCopy(d.Path, d.SHA256, filepath.Join(e.Root.Dir(), InstallerScratch))
+			run, done, err := verifiedCopy(d.Path, d.SHA256, e.Root)
 			if err != nil {
 				return err
 			}

@@ -416,17 +416,20 @@ func TestInspectPackageByContents(t *testing.T) {
 func TestInspectRPMQueries(t *testing.T) {
 	f, err := vgputest.WriteRPM(t.TempDir(), ver, "vgpu-kvm")
 	require.NoError(t, err)
-	fr := &host.FakeRunner{Strict: true, Responses: map[string]host.FakeResponse{
-		"rpm -qp --qf %{NAME} %{VERSION} %{ARCH} " + f: {Out: []byte("NVIDIA-vGPU-rhel-9.4 550.90.05 x86_64")},
-		"rpm -qlp " + f: {Out: []byte("/etc/nvidia/nvidia-vgpud.conf\n/usr/bin/nvidia-smi\n/usr/bin/nvidia-vgpu-mgr\n/usr/bin/nvidia-vgpud\n/usr/lib/nvidia/sriov-manage\n")},
+	body, err := os.ReadFile(f)
+	require.NoError(t, err)
+	fr := &copyQueries{t: t, user: f, want: body, responses: map[string]host.FakeResponse{
+		"rpm -qp --qf %{NAME} %{VERSION} %{ARCH} FILE": {Out: []byte("NVIDIA-vGPU-rhel-9.4 550.90.05 x86_64")},
+		"rpm -qlp FILE": {Out: []byte("/etc/nvidia/nvidia-vgpud.conf\n/usr/bin/nvidia-smi\n/usr/bin/nvidia-vgpu-mgr\n/usr/bin/nvidia-vgpud\n/usr/lib/nvidia/sriov-manage\n")},
 	}}
 	d, err := vgpu.InspectDriver(context.Background(), f, fr)
 	require.NoError(t, err)
 	require.Equal(t, "NVIDIA-vGPU-rhel-9.4 550.90.05", d.Name())
 	require.Equal(t, ver, d.Version)
-	require.Len(t, fr.Calls, 2)
+	require.Equal(t, sha(body), d.SHA256)
+	require.Len(t, fr.calls, 2)
 
-	fr.Responses["rpm -qlp "+f] = host.FakeResponse{Out: []byte("/usr/bin/nvidia-smi\n/usr/bin/nvidia-gridd\n/etc/nvidia/gridd.conf.template\n")}
+	fr.responses["rpm -qlp FILE"] = host.FakeResponse{Out: []byte("/usr/bin/nvidia-smi\n/usr/bin/nvidia-gridd\n/etc/nvidia/gridd.conf.template\n")}
 	_, err = vgpu.InspectDriver(context.Background(), f, fr)
 	require.ErrorContains(t, err, "this is the vGPU guest driver")
 
@@ -438,9 +441,9 @@ func TestInspectRPMQueries(t *testing.T) {
 	// a Debian version with epoch and revision: the driver version is its upstream part
 	deb := filepath.Join(t.TempDir(), "x.deb")
 	require.NoError(t, os.WriteFile(deb, []byte("!<arch>\ndebian-binary"), 0o644))
-	fr = &host.FakeRunner{Strict: true, Responses: map[string]host.FakeResponse{
-		"dpkg-deb -f " + deb + " Package Version Architecture": {Out: []byte("Package: nvidia-vgpu-ubuntu-550\nVersion: 1:550.90.05-0ubuntu1\nArchitecture: amd64\n")},
-		"dpkg-deb -c " + deb: {Out: []byte("drwxr-xr-x root/root         0 2024-06-01 00:00 ./usr/bin/\n-rwxr-xr-x root/root   1234 2024-06-01 00:00 ./usr/bin/nvidia-vgpu-mgr\n")},
+	fr = &copyQueries{t: t, user: deb, want: []byte("!<arch>\ndebian-binary"), responses: map[string]host.FakeResponse{
+		"dpkg-deb -f FILE Package Version Architecture": {Out: []byte("Package: nvidia-vgpu-ubuntu-550\nVersion: 1:550.90.05-0ubuntu1\nArchitecture: amd64\n")},
+		"dpkg-deb -c FILE": {Out: []byte("drwxr-xr-x root/root         0 2024-06-01 00:00 ./usr/bin/\n-rwxr-xr-x root/root   1234 2024-06-01 00:00 ./usr/bin/nvidia-vgpu-mgr\n")},
 	}}
 	d, err = vgpu.InspectDriver(context.Background(), deb, fr)
 	require.NoError(t, err)

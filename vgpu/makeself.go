@@ -40,6 +40,8 @@ import (
 const (
 	maxRunHeader   = 256 << 10 // the script part: NVIDIA's is about 20 KiB
 	maxRunEntries  = 1 << 20   // tar entries listed
+	maxRunName     = 4096      // bytes in one entry's name (PATH_MAX)
+	maxRunNames    = 64 << 20  // bytes in all entries' names together
 	maxRunUnpacked = 16 << 30  // bytes decompressed, all payloads together
 	maxRunPayloads = 16        // filesizes entries
 )
@@ -125,11 +127,17 @@ func parseRunHeader(head []byte) (*runHeader, error) {
 	return h, nil
 }
 
-// runListing is what reading a .run whole gives: its payloads' file names
-// and the SHA-256 of every byte read, header, payloads and any trailer.
+// runListing is what reading a .run whole gives: how many files its
+// payloads hold, whether one is nvidia-vgpu-mgr (the only name callers
+// need: the names themselves are not kept, so a forged .run cannot make
+// gpuprep hold them), and the SHA-256 of every byte read, header, payloads
+// and any trailer.
 type runListing struct {
-	Names  []string
-	SHA256 string
+	Entries   int
+	VgpuMgr   bool  // a file called nvidia-vgpu-mgr, in any directory
+	nameBytes int64 // the names' bytes so far, bounded by maxNames
+	maxNames  int64
+	SHA256    string
 }
 
 // listRun reads r (a .run file of size bytes, whose header h describes)
@@ -153,7 +161,7 @@ func listRun(r io.Reader, size int64, h *runHeader) (*runListing, error) {
 	if !bytes.Equal(head, h.head) {
 		return nil, errors.New("the header changed while it was read")
 	}
-	out := &runListing{}
+	out := &runListing{maxNames: maxRunNames}
 	budget := &unpackBudget{left: maxRunUnpacked}
 	for i, s := range h.Sizes {
 		part := bufio.NewReaderSize(io.LimitReader(in, s), 64<<10)
@@ -188,11 +196,28 @@ func listPayload(part *bufio.Reader, budget *unpackBudget, out *runListing) erro
 		if err != nil {
 			return fmt.Errorf("reading the tar: %w", err)
 		}
-		if len(out.Names) >= maxRunEntries {
-			return fmt.Errorf("more than %d files", maxRunEntries)
+		if err := out.add(hd.Name); err != nil {
+			return err
 		}
-		out.Names = append(out.Names, hd.Name)
 	}
+}
+
+// add counts the tar entry name, refusing one past the bounds.
+func (l *runListing) add(name string) error {
+	switch {
+	case l.Entries >= maxRunEntries:
+		return fmt.Errorf("more than %d files", maxRunEntries)
+	case len(name) > maxRunName:
+		return fmt.Errorf("a file name of %d bytes (more than %d)", len(name), maxRunName)
+	case l.nameBytes+int64(len(name)) > l.maxNames:
+		return fmt.Errorf("more than %d MiB of file names", l.maxNames>>20)
+	}
+	l.Entries++
+	l.nameBytes += int64(len(name))
+	if path.Base(path.Clean("/"+name)) == "nvidia-vgpu-mgr" {
+		l.VgpuMgr = true
+	}
+	return nil
 }
 
 // decompressor gives the reader of part's decompressed bytes, told by its
@@ -244,15 +269,4 @@ func (b *unpackBudget) Read(p []byte) (int, error) {
 	n, err := b.r.Read(p)
 	b.left -= int64(n)
 	return n, err
-}
-
-// holds reports whether the listing has a file called base, in any
-// directory.
-func (l *runListing) holds(base string) bool {
-	for _, n := range l.Names {
-		if path.Base(path.Clean("/"+n)) == base {
-			return true
-		}
-	}
-	return false
 }

@@ -116,8 +116,8 @@ func TestMakeselfLayoutsAndCompressions(t *testing.T) {
 	require.Equal(t, []byte{0xfd, '7', 'z', 'X', 'Z', 0}, head[h.Offset:h.Offset+6], "the offset is where the first payload starts")
 	l, err := listRun(f, st.Size(), h)
 	require.NoError(t, err)
-	require.Equal(t, []string{"./nvidia-vgpu-mgr", "./kernel/nvidia.c", "./extra/README", "./plain"}, l.Names)
-	require.True(t, l.holds("nvidia-vgpu-mgr"))
+	require.Equal(t, 4, l.Entries, "./nvidia-vgpu-mgr, ./kernel/nvidia.c, ./extra/README, ./plain")
+	require.True(t, l.VgpuMgr)
 
 	d, err := InspectDriver(context.Background(), run, host.NoRunner{})
 	require.NoError(t, err)

@@ -8,8 +8,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path"
-	"syscall"
 	"time"
 
 	"github.com/gpuprep/gpuprep/internal/host"
@@ -72,33 +70,22 @@ func planBinary(root *host.Root, src string) (*BinaryCopy, error) {
 }
 
 // ownedByUs checks that the host file p, when there, is a regular file
-// (not a link), and that it and each directory above it that exists are
-// this user's (root's) or root's and writable by no one else.
+// (not a link), and that it and each directory above it that exists, on
+// the path as given and on the path with its links resolved (a directory
+// reached through a link, /usr/local -> /opt/local, and every directory
+// above the link's target), are root's or this user's and writable by no
+// one else (host.SafePath).
 func ownedByUs(root *host.Root, p string) error {
-	for q := p; ; q = path.Dir(q) {
-		st, err := root.Lstat(q)
-		if q != p && err == nil && st.Mode()&fs.ModeSymlink != 0 {
-			st, err = root.Stat(q) // a directory reached through a link (/usr/local -> /opt/local)
-		}
-		switch {
-		case errors.Is(err, fs.ErrNotExist):
-		case err != nil:
-			return err
-		case q == p && !st.Mode().IsRegular():
-			return fmt.Errorf("%s is not a regular file (%v): remove it", q, st.Mode().Type())
-		default:
-			sys, ok := st.Sys().(*syscall.Stat_t)
-			switch {
-			case !ok || sys.Uid != 0 && int(sys.Uid) != os.Geteuid():
-				return fmt.Errorf("%s is not root's: the boot unit would run what its owner can change; remove it", q)
-			case st.Mode().Perm()&0o022 != 0:
-				return fmt.Errorf("%s is writable by others (mode %v): the boot unit would run what they can change", q, st.Mode().Perm())
-			}
-		}
-		if q == "/" {
-			return nil
-		}
+	if err := root.SafePath(p, rootOwners(), true, true); err != nil {
+		return fmt.Errorf("%w: the boot unit would run what its owner can change", err)
 	}
+	return nil
+}
+
+// rootOwners allows root and this user (root, when gpuprep installs).
+func rootOwners() host.Owners {
+	euid := uint32(os.Geteuid())
+	return host.Owners{Allow: func(u uint32) bool { return u == 0 || u == euid }, Name: "root"}
 }
 
 // install writes the copy (atomic, backed up, journalled: rollback removes

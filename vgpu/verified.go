@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
+
+	"github.com/gpuprep/gpuprep/internal/host"
 )
 
 // InstallerScratch is where, under the root, the .run that the install
@@ -16,16 +18,21 @@ import (
 // checked is the file run (see verifiedCopy).
 const InstallerScratch = "/var/lib/gpuprep/installer"
 
-// verifiedCopy copies the file at src into dir/<want>/<base> (dir a path on
-// this machine, made 0700 and checked to be this user's and writable by no
-// one else), hashing the bytes as they are written, and returns the copy's
+// verifiedCopy copies the file at src into InstallerScratch/<want>/<base>
+// in root (made 0700 and checked, with every directory above it, to be
+// this user's or root's and writable by no one else: see privateDir),
+// hashing the bytes as they are written, and returns the copy's
 // path when their SHA-256 is want: a file swapped or changed after
 // InspectDriver read it is never run. done removes the copy.
-func verifiedCopy(src, want, dir string) (copyPath string, done func(), err error) {
+func verifiedCopy(src, want string, root *host.Root) (copyPath string, done func(), err error) {
 	if want == "" {
 		return "", nil, errors.New("the driver was not hashed when it was checked")
 	}
-	if err := privateDir(dir); err != nil {
+	if err := privateDir(root, InstallerScratch); err != nil {
+		return "", nil, err
+	}
+	dir, err := root.Path(InstallerScratch)
+	if err != nil {
 		return "", nil, err
 	}
 	sub := filepath.Join(dir, want)
@@ -47,23 +54,6 @@ func verifiedCopy(src, want, dir string) (copyPath string, done func(), err erro
 		return "", nil, fmt.Errorf("%s changed since it was checked (SHA-256 %s then, %s now): not run", src, want, got)
 	}
 	return copyPath, done, nil
-}
-
-// hashFile returns the SHA-256 of the regular file at p (hex).
-func hashFile(p string) (string, error) {
-	f, err := os.Open(p)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
-		return "", fmt.Errorf("%s: not a regular file", p)
-	}
-	sum := sha256.New()
-	if _, err := io.Copy(sum, f); err != nil {
-		return "", fmt.Errorf("%s: %w", p, err)
-	}
-	return hex.EncodeToString(sum.Sum(nil)), nil
 }
 
 // copyHashing copies src to the new file dst (0700) and returns the
@@ -95,11 +85,28 @@ func copyHashing(src, dst string) (string, error) {
 	return hex.EncodeToString(sum.Sum(nil)), nil
 }
 
-// privateDir makes dir (0700) when missing and checks that it is a
-// directory, not a symlink, owned by this user and writable by no one else:
-// nobody else can put another file where the copy goes.
-func privateDir(dir string) error {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+// privateDir makes the host directory p in root (0700) when missing and
+// checks that it is a directory, not a symlink, owned by this user and
+// writable by no one else, and that every directory above it, on the path
+// as given and resolved, is root's or this user's and writable by no one
+// else (host.SafePath): nobody else can put another file where the copy
+// goes, nor rename a directory above it away.
+func privateDir(root *host.Root, p string) error {
+	if err := root.SafePath(p, rootOwners(), true, false); err != nil {
+		return err
+	}
+	made, err := root.Path(p) // on this machine, links in the root resolved in it
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(made, 0o700); err != nil {
+		return err
+	}
+	if err := root.SafePath(p, rootOwners(), false, false); err != nil {
+		return err
+	}
+	dir, err := root.PathNoFollow(p)
+	if err != nil {
 		return err
 	}
 	st, err := os.Lstat(dir)

@@ -1,12 +1,11 @@
 package fleet
 
 import (
-	"fmt"
 	"os"
-	"path"
 	"path/filepath"
-	"strconv"
 	"syscall"
+
+	"github.com/gpuprep/gpuprep/internal/host"
 )
 
 // The fleet runs, as root, files kept in the login user's cache on each host
@@ -34,66 +33,25 @@ type pathEntry struct {
 	mode    uint32 // st_mode: type and permission bits
 }
 
-const (
-	sIFMT  = 0o170000
-	sIFLNK = 0o120000
-	sIFREG = 0o100000
-)
-
 // UnsafePathError says which component of a path makes it unsafe and why.
-type UnsafePathError struct {
-	Path, Why string
+type UnsafePathError = host.UnsafePathError
+
+// loginOwners words the fleet's owners: root and the login user.
+func loginOwners(owners func(uint32) bool) host.Owners {
+	return host.Owners{Allow: owners, Name: "root or the login user"}
 }
 
-func (e *UnsafePathError) Error() string { return e.Path + " " + e.Why }
-
-// judgePath applies the rules to the entries of one path, the file first.
-// owners are the uids allowed to own them (root and the login user).
-// Missing entries are allowed only at the deep end (what gpuprep creates
-// itself, under umask 077) when missingOK. file: entries[0] is the file
-// (else a directory).
+// judgePath applies the rules (host.JudgePath) to the entries of one path,
+// the file first. owners are the uids allowed to own them (root and the
+// login user). Missing entries are allowed only at the deep end (what
+// gpuprep creates itself, under umask 077) when missingOK. file:
+// entries[0] is the file (else a directory).
 func judgePath(entries []pathEntry, owners func(uint32) bool, missingOK, file bool) error {
+	out := make([]host.PathEntry, len(entries))
 	for i, e := range entries {
-		switch {
-		case e.missing:
-			if !missingOK || i > 0 && !entries[i-1].missing {
-				return &UnsafePathError{e.path, "is missing from the resolved path"}
-			}
-			continue
-		case i == 0 && file && e.mode&sIFMT == sIFLNK:
-			return &UnsafePathError{e.path, "is a symbolic link; gpuprep runs only a file that is not one"}
-		case i == 0 && file && e.mode&sIFMT != sIFREG:
-			return &UnsafePathError{e.path, "is not a regular file"}
-		case e.mode&sIFMT == sIFLNK:
-			continue // its directory (the next entry) decides who can change it
-		}
-		if !owners(e.uid) {
-			return &UnsafePathError{e.path, fmt.Sprintf("belongs to %s, not to root or the login user", ownerString(e))}
-		}
-		if e.mode&0o022 != 0 {
-			return &UnsafePathError{e.path, fmt.Sprintf("is writable by its group or by others (mode %04o, owner %s)", e.mode&0o7777, ownerString(e))}
-		}
+		out[i] = host.PathEntry{Path: e.path, Missing: e.missing, UID: e.uid, User: e.user, Mode: e.mode}
 	}
-	return nil
-}
-
-func ownerString(e pathEntry) string {
-	if e.user != "" && e.user != "UNKNOWN" {
-		return fmt.Sprintf("%s (uid %d)", e.user, e.uid)
-	}
-	return "uid " + strconv.FormatUint(uint64(e.uid), 10)
-}
-
-// components lists p (cleaned, absolute) and each directory above it, up
-// to /.
-func components(p string) []string {
-	p = path.Clean(p)
-	out := []string{p}
-	for p != "/" {
-		p = path.Dir(p)
-		out = append(out, p)
-	}
-	return out
+	return host.JudgePath(out, loginOwners(owners), missingOK, file)
 }
 
 // checkLocalPath applies the rules to file on this machine (lstat of each
@@ -101,18 +59,18 @@ func components(p string) []string {
 func checkLocalPath(file string, owners func(uint32) bool) error {
 	real, err := filepath.EvalSymlinks(file)
 	if err != nil {
-		return &UnsafePathError{file, "cannot be resolved: " + err.Error()}
+		return &UnsafePathError{Path: file, Why: "cannot be resolved: " + err.Error()}
 	}
-	for _, p := range [][]string{components(file), components(real)} {
+	for _, p := range [][]string{host.Components(file), host.Components(real)} {
 		entries := make([]pathEntry, 0, len(p))
 		for _, c := range p {
 			fi, err := os.Lstat(c)
 			if err != nil {
-				return &UnsafePathError{c, "cannot be checked: " + err.Error()}
+				return &UnsafePathError{Path: c, Why: "cannot be checked: " + err.Error()}
 			}
 			st, ok := fi.Sys().(*syscall.Stat_t)
 			if !ok {
-				return &UnsafePathError{c, "has no owner to check"}
+				return &UnsafePathError{Path: c, Why: "has no owner to check"}
 			}
 			entries = append(entries, pathEntry{path: c, uid: st.Uid, mode: st.Mode})
 		}
