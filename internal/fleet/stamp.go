@@ -61,6 +61,9 @@ func identity() (string, error) {
 // WriteStamp records the running executable's identity in file, through a
 // temporary file and a rename (hosts sharing a home never read half a stamp).
 func WriteStamp(file string) error {
+	if err := besideSelf(file); err != nil {
+		return err
+	}
 	id, err := identity()
 	if err != nil {
 		return err
@@ -74,6 +77,25 @@ func WriteStamp(file string) error {
 	if err := os.Rename(tmp, file); err != nil {
 		os.Remove(tmp)
 		return err
+	}
+	return nil
+}
+
+// besideSelf refuses a stamp file that is not the stamp beside the running
+// executable: the flag writes nowhere else. A user who may run this binary as
+// root (the digest-pinned sudoers rule) could otherwise have it replace any
+// file (/etc/shadow) with a stamp.
+func besideSelf(file string) error {
+	exe, err := filepath.EvalSymlinks(selfExe)
+	if err != nil {
+		return err
+	}
+	dir, err := filepath.EvalSymlinks(filepath.Dir(file))
+	if err != nil {
+		return err
+	}
+	if filepath.Base(file) != stampName || dir != filepath.Dir(exe) {
+		return fmt.Errorf("%s is not the stamp beside this binary (%s): refused", file, filepath.Join(filepath.Dir(exe), stampName))
 	}
 	return nil
 }

@@ -86,6 +86,28 @@ func TestStampWriteAndCheck(t *testing.T) {
 	assert.False(t, checkStamp(stamp), "replaced")
 }
 
+// The stamp flag writes only the stamp beside the running binary: run as
+// root under a sudoers rule, it would otherwise replace any file with a
+// stamp (found by the #18 review).
+func TestStampWriteOnlyBesideTheBinary(t *testing.T) {
+	exe := fakeExe(t)
+	other := safeTempDir(t)
+	victim := filepath.Join(other, "shadow")
+	require.NoError(t, os.WriteFile(victim, []byte("root:x:0:0\n"), 0o600))
+	for _, file := range []string{victim, filepath.Join(other, stampName), filepath.Join(filepath.Dir(exe), "shadow")} {
+		var errb bytes.Buffer
+		_, code, done := AgentArgs([]string{StampWriteFlag, file}, &errb)
+		require.True(t, done)
+		require.Equal(t, 1, code, file)
+		require.Contains(t, errb.String(), "is not the stamp beside this binary")
+		require.NoFileExists(t, filepath.Join(other, stampName))
+	}
+	data, err := os.ReadFile(victim)
+	require.NoError(t, err)
+	require.Equal(t, "root:x:0:0\n", string(data))
+	require.NoFileExists(t, filepath.Join(filepath.Dir(exe), "shadow"))
+}
+
 func TestAgentArgsPassThrough(t *testing.T) {
 	var errb bytes.Buffer
 	for _, args := range [][]string{nil, {"check"}, {"--root", "/x", "check"}, {StampFlag}} {
