@@ -55,7 +55,7 @@ dist-check:
 ## must be the same (a few minutes: everything is compiled again, for both architectures)
 dist-repro: dist
 	@t=$$(mktemp -d) && trap 'chmod -R u+w "$$t"; rm -rf "$$t"' EXIT && \
-	git ls-files -z --cached --others --exclude-standard | xargs -0 cp --parents -t "$$t" && \
+	git ls-files -z --cached --others --exclude-standard | tar --null -T - -cf - | tar -C "$$t" -xf - && \
 	GOCACHE="$$t/.gocache" $(MAKE) -C "$$t" dist VERSION='$(VERSION)' >/dev/null && \
 	cmp '$(DIST)'/SHA256SUMS "$$t/dist/SHA256SUMS" && cat '$(DIST)'/SHA256SUMS && echo "dist-repro: identical"
 
