@@ -7,21 +7,66 @@ export CGO_ENABLED ?= 0
 # `gpuprep fleet` uploads to every host. The version is the commit it was built from.
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS  := -s -w -X main.version=$(VERSION)
+PREFIX   ?= /usr/local
+# The architecture this machine's go builds for, and the other one gpuprep ships for (fleet's arm64 or amd64 hosts).
+HOSTARCH := $(shell $(GO) env GOARCH 2>/dev/null)
+AGENTARCH := $(if $(filter arm64,$(HOSTARCH)),amd64,arm64)
+# dist: reproducible release binaries. No build ID, no VCS stamp (-buildvcs=false; the version says the commit), no
+# paths (-trimpath), the baseline instruction sets: the same commit and Go give the same bytes anywhere.
+DIST     ?= dist
+DIST_ARCHES := amd64 arm64
+DIST_LDFLAGS := -s -w -buildid= -X main.version=$(VERSION)
 
-.PHONY: all build run test unit fuzz crash e2e bench lint deps fixtures kube-apiserver clean
+.PHONY: all build build-host install dist dist-check dist-repro run test unit fuzz crash e2e bench lint deps fixtures kube-apiserver clean
 
 all: build
 
-build:
+## build: bin/gpuprep for this machine, and bin/gpuprep-linux-$(AGENTARCH) beside it, which gpuprep fleet copies to
+## hosts of the other architecture (the first cross build takes about a minute; later ones seconds)
+build: build-host
+	GOOS=linux GOARCH=$(AGENTARCH) $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/gpuprep-linux-$(AGENTARCH) ./cmd/gpuprep
+
+## build-host: bin/gpuprep alone
+build-host:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/gpuprep
 
+## install: bin/gpuprep to $(PREFIX)/bin (default /usr/local; DESTDIR for staging)
+install: build-host
+	install -d '$(DESTDIR)$(PREFIX)/bin'
+	install -m 0755 $(BIN) '$(DESTDIR)$(PREFIX)/bin/gpuprep'
+
+## dist: $(DIST)/gpuprep-linux-amd64, $(DIST)/gpuprep-linux-arm64 (static) and $(DIST)/SHA256SUMS, checked (dist-check)
+dist:
+	rm -rf '$(DIST)' && mkdir -p '$(DIST)'
+	for a in $(DIST_ARCHES); do \
+		GOOS=linux GOARCH=$$a GOAMD64=v1 GOARM64=v8.0 $(GO) build -trimpath -buildvcs=false -ldflags '$(DIST_LDFLAGS)' \
+			-o '$(DIST)'/gpuprep-linux-$$a ./cmd/gpuprep || exit 1; \
+	done
+	cd '$(DIST)' && sha256sum gpuprep-linux-* > SHA256SUMS
+	$(MAKE) dist-check
+
+## dist-check: $(DIST) verifies with sha256sum -c, and each file is a static Linux executable of the architecture
+## its name says, as gpuprep fleet reads it
+dist-check:
+	cd '$(DIST)' && sha256sum -c --strict SHA256SUMS
+	$(GO) run ./tools/distcheck '$(DIST)'
+
+## dist-repro: make dist twice, the second from a copy of the tree elsewhere with an empty build cache; the bytes
+## must be the same (a few minutes: everything is compiled again, for both architectures)
+dist-repro: dist
+	@t=$$(mktemp -d) && trap 'chmod -R u+w "$$t"; rm -rf "$$t"' EXIT && \
+	git ls-files -z --cached --others --exclude-standard | tar --null -T - -cf - | tar -C "$$t" -xf - && \
+	GOCACHE="$$t/.gocache" $(MAKE) -C "$$t" dist VERSION='$(VERSION)' >/dev/null && \
+	cmp '$(DIST)'/SHA256SUMS "$$t/dist/SHA256SUMS" && cat '$(DIST)'/SHA256SUMS && echo "dist-repro: identical"
+
 ## run: check this host (and show the bundled example node where there is no NVIDIA GPU)
-run: build
+run: build-host
 	@scripts/run.sh $(BIN)
 
 ## test: every test — lint, unit (fixtures, real sshd, real kube-apiserver), the real-kernel e2e under QEMU;
 ## installs what they need
 test: deps lint kube-apiserver
+	$(MAKE) dist
 	GPUPREP_REQUIRE_KUBE=1 GPUPREP_REQUIRE_BROWSER=1 GPUPREP_REQUIRE_ORACLES=1 $(MAKE) unit
 	$(MAKE) fuzz
 	$(MAKE) e2e
@@ -71,4 +116,4 @@ fixtures:
 	$(GO) run ./internal/fixture/mkroot hgx-h200 testdata/roots/hgx-h200
 
 clean:
-	rm -rf bin
+	rm -rf bin '$(DIST)'

@@ -44,7 +44,7 @@ type fleetCmd struct {
 	knownHosts     string
 	acceptNew      bool
 	sshConfig      string
-	agentBinary    string
+	agentBinary    []string
 	noSudo         bool
 	remoteRoot     string
 	output         string
@@ -67,8 +67,11 @@ gpuprep's own YAML, or Ansible INI/YAML inventories as they are; ~/.ssh/config i
 honoured (User, Port, IdentityFile, ProxyJump).
 
 gpuprep copies itself to each host (into ~/.cache/gpuprep/<sha256>/, reused while
-its hash matches; --agent-binary for hosts of another architecture) and runs there
-under sudo -n when the login user is not root. Host keys are always verified
+its hash matches) and runs there
+under sudo -n when the login user is not root. A host of another architecture
+gets the gpuprep-linux-<arch> file beside this binary (make build puts the other
+one in bin/), or the one for it among --agent-binary's (repeatable; a directory
+such as make dist's); never a binary of another architecture. Host keys are always verified
 against known_hosts; --accept-new trusts and records hosts seen for the first time.`,
 	}
 	pf := cmd.PersistentFlags()
@@ -135,7 +138,7 @@ func (c *fleetCmd) connectionFlags(pf *pflag.FlagSet, withDryRun bool) {
 	pf.StringVar(&c.knownHosts, "known-hosts", "", "known_hosts file (default ~/.ssh/known_hosts, plus /etc/ssh/ssh_known_hosts)")
 	pf.BoolVar(&c.acceptNew, "accept-new", false, "trust and record the key of a host not yet in known_hosts (a changed key is always refused)")
 	pf.StringVar(&c.sshConfig, "ssh-config", "", `ssh_config file, read alone as ssh -F reads it (default: ~/.ssh/config, then /etc/ssh/ssh_config, as ssh; "none" for none)`)
-	pf.StringVar(&c.agentBinary, "agent-binary", "", "gpuprep executable to copy to hosts (default: this one; give one for another OS/architecture)")
+	pf.StringArrayVar(&c.agentBinary, "agent-binary", nil, "gpuprep executable to copy to hosts, or a directory of gpuprep-linux-<arch> files such as make dist's (repeatable, one per architecture; each host gets the one for its architecture; default: this one, and the gpuprep-linux-<arch> files beside it for the others)")
 	pf.BoolVar(&c.noSudo, "no-sudo", false, "run gpuprep as the login user even when it is not root (less evidence)")
 	pf.StringVar(&c.remoteRoot, "remote-root", "", "--root for gpuprep on the hosts (per host: the inventory variable gpuprep_root)")
 }
@@ -336,16 +339,17 @@ func (c *fleetCmd) checkCheckFlags() error {
 }
 
 // runsThisBinary reports whether the hosts run this gpuprep (no
-// --agent-binary, or this very file).
+// --agent-binary: this one, and the builds of the same tree beside it, or
+// --agent-binary this very file alone).
 func (c *fleetCmd) runsThisBinary() bool {
-	if c.agentBinary == "" {
+	if len(c.agentBinary) == 0 {
 		return true
 	}
 	exe, err := os.Executable()
-	if err != nil {
+	if err != nil || len(c.agentBinary) != 1 {
 		return false
 	}
-	a, err1 := os.Stat(c.agentBinary)
+	a, err1 := os.Stat(c.agentBinary[0])
 	b, err2 := os.Stat(exe)
 	return err1 == nil && err2 == nil && os.SameFile(a, b)
 }
@@ -373,18 +377,14 @@ func (c *fleetCmd) connect(cmd *cobra.Command) (_ *fleetSession, err error) {
 			sess.close()
 		}
 	}()
-	binPath := c.agentBinary
-	if binPath == "" {
-		if binPath, err = os.Executable(); err != nil {
-			return nil, usageErr("cannot find this gpuprep executable (%v): give --agent-binary", err)
-		}
-	}
-	bin, err := fleet.LoadBinary(binPath)
+	bins, err := c.agents()
 	if err != nil {
-		return nil, usageErr("--agent-binary: %v", err)
+		return nil, err
 	}
-	if bin.Dynamic {
-		fmt.Fprintf(cmd.ErrOrStderr(), "gpuprep: note: %s is dynamically linked (a cgo build): hosts whose C library differs may not run it; build it with CGO_ENABLED=0 (make build)\n", binPath)
+	for _, bin := range bins {
+		if bin.Dynamic {
+			fmt.Fprintf(cmd.ErrOrStderr(), "gpuprep: note: %s is dynamically linked (a cgo build): hosts whose C library differs may not run it; build it with CGO_ENABLED=0 (make build)\n", bin.Path)
+		}
 	}
 	tr := &fleet.Transport{AcceptNew: c.acceptNew, Identities: c.identities, SSHConfig: c.sshCfg, ConnectTimeout: c.timeout}
 	if c.knownHosts != "" {
@@ -409,7 +409,7 @@ func (c *fleetCmd) connect(cmd *cobra.Command) (_ *fleetSession, err error) {
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	sess.done = append(sess.done, stop)
-	sess.ctx, sess.tr, sess.exec = ctx, tr, &fleet.Exec{Binary: bin, NoSudo: c.noSudo}
+	sess.ctx, sess.tr, sess.exec = ctx, tr, &fleet.Exec{Binary: bins[0], Binaries: bins, NoSudo: c.noSudo}
 	return sess, nil
 }
 

@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -16,7 +15,7 @@ import (
 func (c *fleetCmd) sudoersCommand() *cobra.Command {
 	var user, cacheDir string
 	cmd := &cobra.Command{
-		Use:   "sudoers [--user USER [--cache-dir DIR] | -i INVENTORY] [--agent-binary FILE]",
+		Use:   "sudoers [--user USER [--cache-dir DIR] | -i INVENTORY] [--agent-binary FILE|DIR]...",
 		Short: "Print the sudoers rule that lets the login user run exactly this gpuprep as root",
 		Long: `fleet sudoers prints, for the login user (--user, or each login user of the
 inventory's selected hosts), the sudoers line that allows running as root, without
@@ -30,6 +29,10 @@ neither the user nor anyone who can write the cache can get another program run
 as root through the rule, unlike a wildcard rule on CACHE/*/gpuprep, which grants
 the user root. What it does grant: gpuprep, with any arguments, as root. Each new
 gpuprep build has a new digest: install its line before the fleet uses it.
+
+With a binary per architecture (--agent-binary repeated or a directory such as
+make dist's, or the gpuprep-linux-<arch> files beside this one) it prints one line
+per architecture's digest for each user: a host runs only the one for its own.
 
 CACHE is the inventory's gpuprep_cache_dir, else --cache-dir, else ~USER/.cache/gpuprep
 assumed at /home/USER (/root for root); check the hosts' HOME. Put the lines in a
@@ -87,27 +90,29 @@ func (c *fleetCmd) printSudoers(w io.Writer, user, cacheDir string) error {
 	if err != nil {
 		return err
 	}
-	binPath := c.agentBinary
-	if binPath == "" {
-		if binPath, err = os.Executable(); err != nil {
-			return usageErr("cannot find this gpuprep executable (%v): give --agent-binary", err)
-		}
-	}
-	bin, err := fleet.LoadBinary(binPath)
+	bins, err := c.agents()
 	if err != nil {
-		return usageErr("--agent-binary: %v", err)
+		return err
 	}
-	fmt.Fprintf(w, "# gpuprep %s (%s, %s)\n", bin.SHA256, binPath, bin.Arch)
+	for _, bin := range bins {
+		fmt.Fprintf(w, "# gpuprep %s (%s, %s)\n", bin.SHA256, bin.Path, bin.Arch)
+	}
 	for _, t := range targets {
 		if t.user == "root" {
 			fmt.Fprintf(w, "# root logs in: no sudo rule is needed (cache %s)\n", t.cacheDir)
 			continue
 		}
-		line, err := fleet.SudoersRule(t.user, t.cacheDir, bin.SHA256)
-		if err != nil {
-			return usageErr("%v", err)
+		fmt.Fprintf(w, "# %s\n", strings.ReplaceAll(strings.ReplaceAll(fleet.SudoersGrant, "USER", t.user), "\n", "\n# "))
+		for _, bin := range bins {
+			line, err := fleet.SudoersRule(t.user, t.cacheDir, bin.SHA256)
+			if err != nil {
+				return usageErr("%v", err)
+			}
+			if len(bins) > 1 {
+				fmt.Fprintf(w, "# %s hosts\n", bin.Arch)
+			}
+			fmt.Fprintln(w, line)
 		}
-		fmt.Fprintf(w, "# %s\n%s\n", strings.ReplaceAll(strings.ReplaceAll(fleet.SudoersGrant, "USER", t.user), "\n", "\n# "), line)
 	}
 	return nil
 }

@@ -84,7 +84,11 @@ func LoadBinary(p string) (*Binary, error) {
 
 // Exec is how a host runs gpuprep.
 type Exec struct {
-	Binary *Binary
+	// Binary is the gpuprep hosts run; Binaries, when set, replaces it with
+	// one per architecture (at most one each: see LoadAgents), each host
+	// getting the one built for the architecture it reports.
+	Binary   *Binary
+	Binaries []*Binary
 	// NoSudo runs gpuprep as the login user even when it is not root.
 	NoSudo bool
 	// Uploaded is called when the binary was (re-)uploaded to a host.
@@ -328,8 +332,9 @@ func (e *Exec) run(ctx context.Context, c *ssh.Client, h *Host, args []string) (
 		return o, fmt.Errorf("probe: unexpected answer (exit %d): %q %s", o.ExitCode, o.Stdout, strings.TrimSpace(string(o.Stderr)))
 	}
 	p := probe{uid: lines[0], arch: lines[1], home: lines[2]}
-	if !archEqual(p.arch, e.Binary.Arch) {
-		return o, fmt.Errorf("the host is %s but %s is built for %s: give a gpuprep for %s with --agent-binary", p.arch, e.Binary.Path, e.Binary.Arch, p.arch)
+	agent := agentFor(e.agents(), p.arch)
+	if agent == nil {
+		return o, fmt.Errorf("the host is %s but no gpuprep given is built for it (%s): give one for %s with --agent-binary (make dist builds %s and the others)", p.arch, archList(e.agents()), p.arch, AgentName(p.arch))
 	}
 	base := h.Var("gpuprep_cache_dir")
 	if base == "" {
@@ -341,9 +346,9 @@ func (e *Exec) run(ctx context.Context, c *ssh.Client, h *Host, args []string) (
 	if !path.IsAbs(base) {
 		return o, fmt.Errorf("gpuprep_cache_dir %q is not an absolute path", base)
 	}
-	dir := path.Join(base, e.Binary.SHA256)
+	dir := path.Join(base, agent.SHA256)
 	bin := path.Join(dir, "gpuprep")
-	uploaded, reason, err := e.place(ctx, c, h, p.uid, e.Binary.Path, e.Binary.SHA256, base, dir, bin, true)
+	uploaded, reason, err := e.place(ctx, c, h, p.uid, agent.Path, agent.SHA256, base, dir, bin, true)
 	if err != nil {
 		return o, err
 	}
@@ -371,7 +376,7 @@ func (e *Exec) run(ctx context.Context, c *ssh.Client, h *Host, args []string) (
 	if p.uid != "0" && !e.NoSudo {
 		cmd = `exec sudo -n -- ` + Quote(bin) + ` ` + cmd
 	} else {
-		cmd = fdExecScript(bin, e.Binary.SHA256, cmd)
+		cmd = fdExecScript(bin, agent.SHA256, cmd)
 	}
 	o, err = sessionMax(ctx, c, cmd, nil, e.maxStdout())
 	if err != nil {
@@ -579,7 +584,7 @@ func (e *Exec) runStamped(ctx context.Context, c *ssh.Client, h *Host, args []st
 	if err != nil {
 		return Output{}, false, err
 	}
-	script := stampedScript(base, e.Binary.SHA256, e.Binary.Arch, qargs, e.NoSudo)
+	script := stampedScript(base, e.agents(), qargs, e.NoSudo)
 	o, err := sessionMax(ctx, c, script, nil, e.maxStdout())
 	var big *OutputLimitError
 	if errors.As(err, &big) {
@@ -599,19 +604,25 @@ func (e *Exec) runStamped(ctx context.Context, c *ssh.Client, h *Host, args []st
 	return o, true, nil
 }
 
+// kernelArchFile is where stampedScript reads the host's architecture
+// (tests give another file).
+var kernelArchFile = "/proc/sys/kernel/arch"
+
 // stampedScript is runStamped's shell script: base is the cache directory
-// as shell text (quoted, or "$HOME"/…), qargs the quoted arguments.
+// as shell text (quoted, or "$HOME"/…), bins the binaries by architecture,
+// qargs the quoted arguments.
 //
 // It forks nothing before the binary (each fork costs a host about a
 // millisecond and a half): the host's architecture (a binary of another
 // architecture must never be started: sudo would run it as a shell script)
 // is read from /proc/sys/kernel/arch, uname -m's answer as a file (Linux 6.1
-// and later; older kernels fork uname), and whether the user is root from
+// and later; older kernels fork uname), and a case statement (a builtin)
+// picks the cache directory of the binary built for it, or none; whether the user is root from
 // the shell's effective UID in /proc/self/status, as id -u would say (the
 // read builtin: about a hundred one-byte reads, 0.2 ms; owners of files such
 // as "/" were wrong in sandboxes and user namespaces). Without /proc, sudo
 // -n runs, which root may use too.
-func stampedScript(base, sha, arch, qargs string, noSudo bool) string {
+func stampedScript(base string, bins []*Binary, qargs string, noSudo bool) string {
 	qargs = StampFlag + ` "$d"/` + stampName + ` ` + qargs
 	// without sudo, the opened file is what is checked and run (see
 	// fdExecScript); a shell that cannot open it exits, and the full path
@@ -627,10 +638,31 @@ func stampedScript(base, sha, arch, qargs string, noSudo bool) string {
 	return strings.Join([]string{
 		`no() { echo ` + Quote(notStampedMsg) + ` >&2; exit ` + fmt.Sprint(NotStampedRC) + `; }`,
 		`case "$HOME" in /*) ;; *) no ;; esac`,
-		`d=` + base + `/` + sha + `; b="$d"/gpuprep`,
+		`{ read -r a < ` + Quote(kernelArchFile) + `; } 2>/dev/null || a=$(uname -m)`,
+		archCase(base, bins),
+		`b="$d"/gpuprep`,
 		`[ -f "$b" ] && [ -f "$d"/` + stampName + ` ] && [ ! -L "$d" ] && [ -O "$d" ] && [ -O "$b" ] && [ -O "$d"/` + stampName + ` ] && ! [ "$b" -nt "$d"/` + stampName + ` ] || no`,
-		`{ read -r a < /proc/sys/kernel/arch; } 2>/dev/null || a=$(uname -m)`,
-		`[ "$a" = ` + Quote(arch) + ` ] || no`,
 		run,
 	}, "\n")
+}
+
+// archCase sets d, in stampedScript, to the cache directory of the binary
+// built for the architecture in $a; another architecture stops the script
+// (quoted patterns match literally).
+func archCase(base string, bins []*Binary) string {
+	var b strings.Builder
+	b.WriteString(`case "$a" in `)
+	for _, bin := range bins {
+		b.WriteString(Quote(bin.Arch) + `) d=` + base + `/` + bin.SHA256 + ` ;; `)
+	}
+	b.WriteString(`*) no ;; esac`)
+	return b.String()
+}
+
+// agents are the binaries hosts may run (see Exec.Binaries).
+func (e *Exec) agents() []*Binary {
+	if len(e.Binaries) > 0 {
+		return e.Binaries
+	}
+	return []*Binary{e.Binary}
 }

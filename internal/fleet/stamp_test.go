@@ -152,7 +152,7 @@ func TestStampedScriptUnderSh(t *testing.T) {
 		return
 	}
 	run := func(t *testing.T, uid int, base string, fakes, arch string) (string, int) {
-		script := stampedScript(Quote(base), sha, arch, "check -o json", false)
+		script := stampedScript(Quote(base), []*Binary{{Arch: arch, SHA256: sha}}, "check -o json", false)
 		argv := []string{"/bin/sh", "-c", script}
 		if uid != 0 {
 			argv = append([]string{"setpriv", "--reuid", fmt.Sprint(uid), "--regid", fmt.Sprint(uid), "--clear-groups", "--"}, argv...)
