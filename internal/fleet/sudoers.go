@@ -30,17 +30,36 @@ func DefaultCacheHome(user string) string {
 // no other file. The user name and the path are refused when sudoers would
 // need them escaped.
 func SudoersRule(user, cacheDir, sha string) (string, error) {
-	if user == "" || !sudoersWord(user, "._-") || strings.HasPrefix(user, "-") {
-		return "", fmt.Errorf("user %q: a sudoers rule is written here only for a plain user name (letters, digits, . _ -)", user)
+	if user == "" || len(user) > 32 || !sudoersWord(user, "._-") || strings.HasPrefix(user, "-") {
+		return "", fmt.Errorf("user %q: a sudoers rule is written here only for a plain user name (letters, digits, . _ -, at most 32)", user)
+	}
+	if aliasLike(user) {
+		// sudoers reads ALL as every user and an upper-case word as a
+		// User_Alias: the rule would grant root to others
+		return "", fmt.Errorf("user %q: sudoers reads it as ALL or a User_Alias, not as one user: refused", user)
 	}
 	if len(sha) != 64 || !sudoersWord(sha, "") {
 		return "", fmt.Errorf("%q is not a SHA-256 in hex", sha)
 	}
-	if !path.IsAbs(cacheDir) || !sudoersWord(cacheDir, "/._-+") {
-		return "", fmt.Errorf("cache directory %q: a sudoers rule is written here only for an absolute path of letters, digits and / . _ - +", cacheDir)
+	if !path.IsAbs(cacheDir) || path.Clean(cacheDir) != cacheDir || !sudoersWord(cacheDir, "/._-+") {
+		return "", fmt.Errorf("cache directory %q: a sudoers rule is written here only for a clean absolute path (no . or ..) of letters, digits and / . _ - +", cacheDir)
 	}
 	bin := path.Join(cacheDir, sha, "gpuprep")
 	return fmt.Sprintf("%s ALL=(root) NOPASSWD: sha256:%s %s", user, sha, bin), nil
+}
+
+// aliasLike reports whether sudoers would read name as a reserved word or
+// an alias (sudoers(5): ALL; an alias NAME is [A-Z][A-Z0-9_]*).
+func aliasLike(name string) bool {
+	if name[0] < 'A' || name[0] > 'Z' {
+		return false
+	}
+	for _, c := range name {
+		if !(c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_') {
+			return false
+		}
+	}
+	return true
 }
 
 func sudoersWord(s, extra string) bool {

@@ -24,9 +24,17 @@ func TestSudoersRuleSyntax(t *testing.T) {
 	for _, bad := range [][3]string{
 		{"ops,root", "/c", sha}, {"ops", "/c d", sha}, {"ops", "/c:d", sha}, {"ops", "rel", sha},
 		{"ops", "/c", "abc"}, {"", "/c", sha}, {"ops", "/c=x", sha}, {"-o", "/c", sha},
+		// sudoers reads ALL as every user and an upper-case word as a
+		// User_Alias (#18 review: an inventory's ansible_user=ALL)
+		{"ALL", "/c", sha}, {"ADMINS", "/c", sha}, {"OPS_2", "/c", sha}, {strings.Repeat("u", 33), "/c", sha},
+		{"ops", "/home/ops/../../tmp/c", sha}, {"ops", "/c/", sha}, {"ops", "/c/./d", sha},
 	} {
 		_, err := SudoersRule(bad[0], bad[1], bad[2])
 		assert.Error(t, err, "%q", bad)
+	}
+	for _, good := range []string{"Ops", "ops.admin", "a_b-c", "A1b"} {
+		_, err := SudoersRule(good, "/c", sha)
+		assert.NoError(t, err, good)
 	}
 	assert.Equal(t, "/root/.cache/gpuprep", DefaultCacheHome("root"))
 	assert.Equal(t, "/home/ops/.cache/gpuprep", DefaultCacheHome("ops"))
