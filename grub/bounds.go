@@ -58,7 +58,7 @@ func readDefaults(root *host.Root, p string) ([]byte, error) {
 	if fi, err := root.Stat(p); err == nil {
 		switch {
 		case !fi.Mode().IsRegular():
-			return nil, &ParseError{File: p, Line: 1, Msg: "not a regular file (" + fi.Mode().Type().String() + ")"}
+			return nil, &ParseError{File: p, Line: 1, Msg: "not a regular file (" + host.KindOf(fi.Mode()) + ")"}
 		case fi.Size() > maxDefaultsFile:
 			return nil, &ParseError{File: p, Line: 1, Msg: fmt.Sprintf("%d bytes: larger than gpuprep reads (%d)", fi.Size(), maxDefaultsFile)}
 		}

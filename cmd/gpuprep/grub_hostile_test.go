@@ -24,7 +24,9 @@ func TestGrubShowCellsStayOneLine(t *testing.T) {
 		b := fixture.New(dir)
 		fixture.MdevVGPU(b)
 		b.File("/proc/cmdline", cl+"\n")
-		b.File("/etc/default/grub", "GRUB_DEFAULT=0\nGRUB_CMDLINE_LINUX_DEFAULT=\"iommu=pt intel_iommu=\\\"on\nALL HOSTS READY\\\"\"\nGRUB_CMDLINE_LINUX=\"\"\n")
+		// a newline in the configured value is refused (grub.cfg would
+		// end the linux line there); \f and \v are words to bash
+		b.File("/etc/default/grub", "GRUB_DEFAULT=0\nGRUB_CMDLINE_LINUX_DEFAULT=\"iommu=pt\fALL HOSTS READY intel_iommu=on\vALL HOSTS READY\"\nGRUB_CMDLINE_LINUX=\"\"\n")
 		require.NoError(t, b.Err())
 		out, errs, _ := gpuprep(t, "grub", "show", "--root", dir)
 		require.Contains(t, out, "WANTED")

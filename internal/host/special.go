@@ -78,3 +78,23 @@ func openFile(rp string) (*os.File, error) {
 	}
 	return os.NewFile(uintptr(fd), rp), nil
 }
+
+// KindOf says in words what a file of mode m is where a regular file was
+// expected ("a FIFO", "a directory", …), as the read refusals do.
+func KindOf(m fs.FileMode) string {
+	switch {
+	case m&fs.ModeNamedPipe != 0:
+		return "a FIFO"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	case m&fs.ModeCharDevice != 0:
+		return "a character device"
+	case m&fs.ModeDevice != 0:
+		return "a block device"
+	case m.IsDir():
+		return "a directory"
+	case m&fs.ModeSymlink != 0:
+		return "a symbolic link"
+	}
+	return "not a regular file (" + m.Type().String() + ")"
+}
