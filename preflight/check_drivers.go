@@ -9,6 +9,7 @@ import (
 	"github.com/gpuprep/gpuprep/internal/initramfs"
 	"github.com/gpuprep/gpuprep/internal/kargs"
 	"github.com/gpuprep/gpuprep/internal/pci"
+	"github.com/gpuprep/gpuprep/internal/snapshot"
 	"github.com/gpuprep/gpuprep/iommu"
 	"github.com/gpuprep/gpuprep/vfio"
 )
@@ -239,7 +240,10 @@ func checkVFIOModules(e *Env) []Finding {
 		return []Finding{{Status: Fail, Subject: base + "/modules.dep",
 			Message: "missing for kernel " + k + ": " + strings.Join(missing, ", "),
 			Remedy:  "install the kernel's extra modules package (e.g. linux-modules-extra-" + k + ") or a kernel built with CONFIG_VFIO_PCI"}}
-	case len(unknown) > 0 && e.Root.IsLive() && !e.Root.Exists(base):
+	case len(unknown) > 0 && (e.Root.IsLive() || snapshot.OfRunningSystem(e.Root)) && !e.Root.Exists(base):
+		// the running system, or a gpuprep snapshot of one (which copies
+		// the /sys/module entries and /lib/modules files check read, so an
+		// absence there was one on the node): modprobe has nowhere to look
 		if f, ok := noModuleTree(e, base, unknown); ok {
 			return []Finding{f}
 		}

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"errors"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,9 +18,14 @@ import (
 )
 
 // grubRoot copies grub/testdata/<name> into a temporary root and adds files.
-func grubRoot(t *testing.T, name string, files map[string]string) string {
+func grubRoot(t *testing.T, name string, extra map[string]string) string {
 	t.Helper()
 	dir := t.TempDir()
+	// a copy: callers pass package-level maps (intelNode) that later tests
+	// reuse; writing the fixture's files into them made those tests read
+	// this fixture's GRUB file (TestGrubRunsARootsProgramsOnlyForASystemDisk
+	// after TestGrubRefusesNewlineInValue)
+	files := maps.Clone(extra)
 	src := filepath.Join("..", "..", "grub", "testdata", name)
 	require.NoError(t, filepath.Walk(src, func(p string, fi os.FileInfo, err error) error {
 		if err != nil || fi.IsDir() {

@@ -81,7 +81,11 @@ func Take(src *host.Root, rec *host.Recorder, dst string, opts Options) (Stats, 
 	err = c.take()
 	c.st.Private = len(c.private)
 	if err == nil {
-		err = out.WriteFile(strings.TrimPrefix(Marker, "/"), []byte(markerText), 0o644)
+		text := markerText
+		if src.IsLive() || OfRunningSystem(src) {
+			text += runningLine
+		}
+		err = out.WriteFile(strings.TrimPrefix(Marker, "/"), []byte(text), 0o644)
 	}
 	return c.st, err
 }
@@ -91,6 +95,18 @@ func Take(src *host.Root, rec *host.Recorder, dst string, opts Options) (Stats, 
 const Marker = "/GPUPREP-SNAPSHOT"
 
 const markerText = "A gpuprep snapshot: files as gpuprep read them on a node, to be read, never booted or run.\n"
+
+// runningLine, in the marker, says the snapshot was taken of a running
+// system (directly, or through snapshots of one), not of another root.
+const runningLine = "Taken from: a running system.\n"
+
+// OfRunningSystem reports whether r is a snapshot Take made of a running
+// system: what gpuprep looked for there and did not find was absent on the
+// node (Take copies what was read), not merely left out of a capture.
+func OfRunningSystem(r *host.Root) bool {
+	b, err := r.ReadFile(Marker)
+	return err == nil && strings.Contains(string(b), runningLine)
+}
 
 // IsSnapshot reports whether the root r is a snapshot Take made.
 func IsSnapshot(r *host.Root) bool {
