@@ -368,12 +368,15 @@ func (h *Host) systemctl(b *fixture.Builder, args []string) ([]byte, error) {
 			case "enable":
 				b.File(sysd+"/is-enabled/"+u, "")
 				if now {
-					b.File(sysd+"/is-active/"+u, "")
 					daemonProcess(b, u, true)
+					b.File(sysd+"/is-active/"+u, "")
 				}
 			case "start":
-				b.File(sysd+"/is-active/"+u, "")
+				// the process before the unit's state, as systemd has it:
+				// a kill between (the crash tests kill at every write)
+				// never leaves a unit "active" with no process
 				daemonProcess(b, u, true)
+				b.File(sysd+"/is-active/"+u, "")
 			case "stop":
 				b.Remove(sysd + "/is-active/" + u)
 				daemonProcess(b, u, false)
