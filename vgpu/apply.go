@@ -125,8 +125,17 @@ func rememberTypeNames(root *host.Root, p *Plan, now time.Time) error {
 // Want is how many vGPUs of a type one GPU should have.
 type Want struct {
 	GPU   string
-	Type  string // as the config names it
+	Type  string // as the config names it; "" with Count 0: the GPU should have none
 	Count int
+}
+
+// String says what a want asks: "2× A10-12Q on 0000:41:00.0", or "no
+// vGPUs on 0000:41:00.0".
+func (w Want) String() string {
+	if w.Count == 0 {
+		return "no vGPUs on " + w.GPU
+	}
+	return fmt.Sprintf("%d× %s on %s", w.Count, w.Type, w.GPU)
 }
 
 // Action is one planned write.
@@ -178,6 +187,17 @@ func MakePlan(root *host.Root, wants []Want) (*Plan, error) {
 	return MakePlanWith(root, wants, PlanOptions{})
 }
 
+// clearsOnly reports whether wants ask for no vGPU at all (a config's
+// vgpu-devices: {}).
+func clearsOnly(wants []Want) bool {
+	for _, w := range wants {
+		if w.Count > 0 {
+			return false
+		}
+	}
+	return true
+}
+
 // Holders returns the processes that hold the vGPU inst open: its VFIO group
 // (/dev/vfio/<group>) or its iommufd device node (/dev/vfio/devices/vfioN),
 // found by scanning /proc/*/fd through the root.
@@ -211,6 +231,9 @@ func MakePlanWith(root *host.Root, wants []Want, opts PlanOptions) (*Plan, error
 	}
 	for _, addr := range order {
 		g := Read(root, addr)
+		if g.Interface == "" && clearsOnly(byGPU[addr]) {
+			continue // a GPU with no vGPU interface has no vGPUs to clear
+		}
 		if g.Interface == "" {
 			return nil, fmt.Errorf("%s: no vGPU interface (no mdev_supported_types, no VF with nvidia/creatable_vgpu_types): is the vGPU manager installed and are the VFs enabled?", addr)
 		}
@@ -264,13 +287,7 @@ func MakePlanWith(root *host.Root, wants []Want, opts PlanOptions) (*Plan, error
 			if need[j] <= 0 {
 				continue
 			}
-			var t *Type
-			for i := range g.Types {
-				if TypeMatches(w.Type, g.Types[i].Name) {
-					t = &g.Types[i]
-					break
-				}
-			}
+			t := FindType(g.Types, w.Type)
 			if t == nil {
 				var names []string
 				for _, x := range g.Types {
