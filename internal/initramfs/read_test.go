@@ -23,17 +23,17 @@ import (
 func debianMain(modprobe string) map[string]string {
 	k := "usr/lib/modules/6.1.0-18-amd64/"
 	m := map[string]string{
-		"init":                 "#!/bin/sh\n",
-		"conf/initramfs.conf":  "MODULES=most\nCOMPRESS=zstd\n",
-		"scripts/functions":    "load_modules()\n{\n\t:\n}\n",
-		"lib":                  "-> usr/lib",
-		"conf/modules":         "# from /etc/initramfs-tools/modules\nvfio_iommu_type1\nvfio-pci ids=10de:2335,10de:22a3\n",
+		"init":                "#!/bin/sh\n",
+		"conf/initramfs.conf": "MODULES=most\nCOMPRESS=zstd\n",
+		"scripts/functions":   "load_modules()\n{\n\t:\n}\n",
+		"lib":                 "-> usr/lib",
+		"conf/modules":        "# from /etc/initramfs-tools/modules\nvfio_iommu_type1\nvfio-pci ids=10de:2335,10de:22a3\n",
 		k + "kernel/drivers/vfio/pci/vfio-pci.ko":        "\x7fELF",
 		k + "kernel/drivers/vfio/vfio.ko":                "\x7fELF",
 		k + "kernel/drivers/gpu/drm/nouveau/nouveau.ko":  "\x7fELF",
 		k + "kernel/drivers/vfio/vfio_iommu_type1.ko.xz": "\xfd7zXZ\x00",
-		k + "modules.alias":   "alias pci:v000010DEd*sv*sd*bc03sc*i* nouveau\nalias vfio_pci:v*d*sv*sd*bc*sc*i* vfio_pci\n",
-		k + "modules.builtin": "kernel/drivers/vfio/vfio_virqfd.ko\n",
+		k + "modules.alias":                              "alias pci:v000010DEd*sv*sd*bc03sc*i* nouveau\nalias vfio_pci:v*d*sv*sd*bc*sc*i* vfio_pci\n",
+		k + "modules.builtin":                            "kernel/drivers/vfio/vfio_virqfd.ko\n",
 	}
 	if modprobe != "" {
 		m["etc/modprobe.d/gpuprep-vfio.conf"] = modprobe
