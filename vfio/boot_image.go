@@ -1,0 +1,162 @@
+package vfio
+
+import (
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+
+	"github.com/gpuprep/gpuprep/internal/host"
+	"github.com/gpuprep/gpuprep/internal/initramfs"
+	"github.com/gpuprep/gpuprep/internal/kargs"
+	"github.com/gpuprep/gpuprep/internal/pci"
+)
+
+// BootImage is the initramfs the next boot loads, read: the strongest
+// evidence of what binds a device at that boot, since it is what runs
+// before the root's files are reached. The next boot's kernel is the
+// running one's release, as for NextBootCmdline (grub.Configured).
+type BootImage struct {
+	Kernel  string
+	Booted  *initramfs.Booted // nil when no image of Kernel was found
+	cmdline []kargs.Param
+	builtin bool // vfio-pci is built into Kernel (the root's modules.builtin)
+}
+
+// NewBootImage finds and reads the next boot's initramfs, for a boot with
+// cmdline.
+func NewBootImage(root *host.Root, cmdline []kargs.Param) *BootImage {
+	kver, _ := root.ReadString("/proc/sys/kernel/osrelease")
+	b := &BootImage{Kernel: kver, cmdline: cmdline, builtin: BuiltinModules(root, kver)["vfio_pci"]}
+	b.Booted = initramfs.ImageFor(root, kver)
+	return b
+}
+
+// Readable reports whether the image was read whole, so that a verdict
+// can rest on it.
+func (b *BootImage) Readable() bool { return b.Booted != nil && b.Booted.Contents != nil }
+
+// Unread says why no verdict can rest on the image.
+func (b *BootImage) Unread() string {
+	switch {
+	case b.Kernel == "":
+		return "the next boot's kernel is unknown (/proc/sys/kernel/osrelease not readable), so is its initramfs"
+	case b.Booted == nil:
+		return "no initramfs image of kernel " + b.Kernel + " in /boot"
+	case b.Booted.Err != nil:
+		return "the initramfs " + b.Booted.Path + " could not be read whole: " + b.Booted.Err.Error()
+	}
+	return ""
+}
+
+// ImageBinding is what the next boot's initramfs does with one device.
+type ImageBinding struct {
+	Binds bool   // it loads vfio-pci early with the device's ID
+	How   string // for Binds: "loads vfio-pci with ids=10de:2335 (conf/modules:3)"
+	// Taker is a module of the image whose modules.alias entry matches
+	// the device (and that the image does not blacklist): udev loads it
+	// in the initramfs and it takes the device unless vfio-pci has it.
+	Taker string
+	// EarlyNoID: the image loads vfio-pci early without the device's ID;
+	// modprobe does not load a loaded module again, so the root's
+	// `options vfio-pci ids=` are not applied after the switch to the
+	// root.
+	EarlyNoID string
+	NoAliases bool // the image has modules but no modules.alias: which of them take it is unknown
+}
+
+// Binding reads what the image does with d; call only when Readable.
+func (b *BootImage) Binding(root *host.Root, d *pci.Device) ImageBinding {
+	c := b.Booted.Contents
+	var ib ImageBinding
+	id := d.VendorID + ":" + d.DeviceID
+	modalias, _ := root.ReadString("/sys/bus/pci/devices/" + d.Address + "/modalias")
+	takers := map[string]bool{}
+	for _, a := range c.Aliases {
+		if a.Module == "vfio_pci" || c.Modules[a.Module] == "" || c.Blacklist[a.Module] != "" {
+			continue
+		}
+		if ok, err := path.Match(a.Pattern, modalias); err == nil && ok && !takers[a.Module] {
+			takers[a.Module] = true
+			if ib.Taker == "" {
+				ib.Taker = a.Module
+			}
+		}
+	}
+	ib.NoAliases = len(c.Aliases) == 0 && len(c.Modules) > 0
+	builtin := b.builtin || c.Builtin["vfio_pci"]
+	have := builtin || c.Modules["vfio_pci"] != ""
+	early := ""
+	for _, l := range c.Early {
+		if l.Module == "vfio_pci" && early == "" {
+			early = l.Source
+		}
+	}
+	for _, s := range c.Softdeps {
+		if early == "" && takers[s.Module] && slices.Contains(s.Pre, "vfio_pci") {
+			early = s.Source + " (softdep " + s.Module + " pre: vfio-pci)"
+		}
+	}
+	ids := ""
+	if IDsOnCmdline(b.cmdline, d) {
+		ids = "vfio-pci.ids= on the kernel command line"
+	}
+	for _, l := range c.Early {
+		if v, ok := strings.CutPrefix(fieldWith(l.Args, "ids="), "ids="); ok && l.Module == "vfio_pci" && !builtin && idListHas(v, id) && ids == "" {
+			ids = "ids=" + v + " (" + l.Source + ")"
+		}
+	}
+	for _, o := range c.Options {
+		if v, ok := strings.CutPrefix(o.Value, "ids="); ok && o.Module == "vfio_pci" && !builtin && idListHas(v, id) && ids == "" {
+			ids = "ids=" + v + " (" + o.Source + ")"
+		}
+	}
+	switch {
+	case have && builtin && ids != "":
+		ib.Binds, ib.How = true, "has vfio-pci built into the kernel, with "+ids
+	case have && early != "" && ids != "":
+		ib.Binds, ib.How = true, "loads vfio-pci ("+early+") with "+ids
+	case have && early != "" && !builtin:
+		ib.EarlyNoID = "loads vfio-pci (" + early + ") without " + id + " in its ids"
+	}
+	return ib
+}
+
+// fieldWith is the first space-separated field of s with prefix p.
+func fieldWith(s, p string) string {
+	for _, f := range strings.Fields(s) {
+		if strings.HasPrefix(f, p) {
+			return f
+		}
+	}
+	return ""
+}
+
+// ImageStale says whether the next boot's initramfs carries gpuprep's
+// modprobe.d file as it is on the root, where the image can tell: decided
+// is false when the image cannot be read whole, or holds no
+// etc/modprobe.d (a generator that does not copy it: its absence there
+// says nothing). A differing or missing copy is an image made before
+// gpuprep's last change (a bind killed during update-initramfs, an unbind
+// whose initramfs command failed): why says so.
+func ImageStale(root *host.Root) (why string, decided bool) {
+	kver, _ := root.ReadString("/proc/sys/kernel/osrelease")
+	b := initramfs.ImageFor(root, kver)
+	if b == nil || b.Contents == nil {
+		return "", false
+	}
+	if k, ok := b.Image.Kind("etc/modprobe.d"); !ok || k != initramfs.Dir {
+		return "", false
+	}
+	inImage, inOK := b.Image.File(ModprobeConf)
+	onRoot, err := root.ReadFile(ModprobeConf)
+	switch {
+	case err == nil && !inOK:
+		return fmt.Sprintf("the initramfs %s lacks %s: it was made before gpuprep's persistent VFIO configuration was written", b.Path, ModprobeConf), true
+	case err == nil && string(inImage) != string(onRoot):
+		return fmt.Sprintf("the initramfs %s carries an older %s than the root's: it was not regenerated after gpuprep's persistent VFIO configuration changed", b.Path, ModprobeConf), true
+	case err != nil && inOK && !root.Exists(ModprobeConf):
+		return fmt.Sprintf("the initramfs %s still carries %s, which the root no longer has: it was not regenerated after gpuprep's persistent VFIO configuration was removed", b.Path, ModprobeConf), true
+	}
+	return "", true
+}
