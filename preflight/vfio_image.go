@@ -77,11 +77,19 @@ func staleWhy(e *Env) string {
 }
 
 // regenerateRemedy is the distribution's initramfs command for the next
-// boot's kernel.
+// boot's kernel (update-initramfs -u alone remakes the newest kernel's
+// image, which may not be the one that boots).
 func regenerateRemedy(e *Env, img *vfio.BootImage) string {
-	cmd := initramfs.Command(e.Root)
-	if cmd == nil {
+	var cmd string
+	switch c := initramfs.Command(e.Root); {
+	case c == nil:
 		return "regenerate the initramfs of kernel " + img.Kernel + " so that it carries the root's VFIO configuration (no initramfs tool found: update-initramfs, dracut or mkinitcpio), then run gpuprep check again"
+	case c[0] == "update-initramfs":
+		cmd = "update-initramfs -u -k " + img.Kernel
+	case c[0] == "dracut":
+		cmd = "dracut -f --kver " + img.Kernel
+	default:
+		cmd = strings.Join(c, " ")
 	}
-	return "regenerate the initramfs (" + strings.Join(cmd, " ") + ") so that it carries the root's VFIO configuration, then run gpuprep check again"
+	return "regenerate the initramfs (" + cmd + ") so that it carries the root's VFIO configuration, then run gpuprep check again"
 }

@@ -132,31 +132,51 @@ func fieldWith(s, p string) string {
 	return ""
 }
 
-// ImageStale says whether the next boot's initramfs carries gpuprep's
-// modprobe.d file as it is on the root, where the image can tell: decided
-// is false when the image cannot be read whole, or holds no
-// etc/modprobe.d (a generator that does not copy it: its absence there
-// says nothing). A differing or missing copy is an image made before
-// gpuprep's last change (a bind killed during update-initramfs, an unbind
-// whose initramfs command failed): why says so.
+// ImageStale says whether the initramfs images carry gpuprep's modprobe.d
+// file as it is on the root, where an image can tell: one read whole with
+// an etc/modprobe.d (a generator that does not copy modprobe.d says
+// nothing by lacking the file). Like initramfs.OlderThan it asks whether
+// any image was made since the change, not only the running kernel's:
+// update-initramfs -u remakes the newest kernel's, dracut -f the running
+// one's, so an image that carries the root's file is the command having
+// run (and a re-run then has nothing to do). decided is false when no
+// image can tell. Every image that can tell lacking it, or carrying
+// another copy, is an image made before gpuprep's last change (a bind
+// killed during update-initramfs, an unbind whose initramfs command
+// failed, a hand edit not regenerated): why says so.
 func ImageStale(root *host.Root) (why string, decided bool) {
-	kver, _ := root.ReadString("/proc/sys/kernel/osrelease")
-	b := initramfs.ImageFor(root, kver)
-	if b == nil || b.Contents == nil {
-		return "", false
-	}
-	if k, ok := b.Image.Kind("etc/modprobe.d"); !ok || k != initramfs.Dir {
-		return "", false
-	}
-	inImage, inOK := b.Image.File(ModprobeConf)
 	onRoot, err := root.ReadFile(ModprobeConf)
-	switch {
-	case err == nil && !inOK:
-		return fmt.Sprintf("the initramfs %s lacks %s: it was made before gpuprep's persistent VFIO configuration was written", b.Path, ModprobeConf), true
-	case err == nil && string(inImage) != string(onRoot):
-		return fmt.Sprintf("the initramfs %s carries an older %s than the root's: it was not regenerated after gpuprep's persistent VFIO configuration changed", b.Path, ModprobeConf), true
-	case err != nil && inOK && !root.Exists(ModprobeConf):
-		return fmt.Sprintf("the initramfs %s still carries %s, which the root no longer has: it was not regenerated after gpuprep's persistent VFIO configuration was removed", b.Path, ModprobeConf), true
+	present := err == nil
+	if !present && root.Exists(ModprobeConf) {
+		return "", false // there but unreadable: nothing to compare
 	}
-	return "", true
+	for _, p := range initramfs.Images(root) {
+		if !root.Exists(p) {
+			continue
+		}
+		b, err := initramfs.ReadImage(root, p, initramfs.DefaultLimits)
+		if err != nil {
+			continue
+		}
+		if k, ok := b.Kind("etc/modprobe.d"); !ok || k != initramfs.Dir {
+			continue
+		}
+		inImage, inOK := b.File(ModprobeConf)
+		var w string
+		switch {
+		case present && !inOK:
+			w = fmt.Sprintf("the initramfs %s lacks %s: it was made before gpuprep's persistent VFIO configuration was written", p, ModprobeConf)
+		case present && string(inImage) != string(onRoot):
+			w = fmt.Sprintf("the initramfs %s carries an older %s than the root's: it was not regenerated after gpuprep's persistent VFIO configuration changed", p, ModprobeConf)
+		case !present && inOK:
+			w = fmt.Sprintf("the initramfs %s still carries %s, which the root no longer has: it was not regenerated after gpuprep's persistent VFIO configuration was removed", p, ModprobeConf)
+		default:
+			return "", true // this image carries the root's state
+		}
+		if why == "" {
+			why = w
+		}
+		decided = true
+	}
+	return why, decided
 }

@@ -25,7 +25,7 @@ func bootImageRoot(t *testing.T, conf string, main map[string]string) *host.Root
 	t.Helper()
 	dir := t.TempDir()
 	b := fixture.New(dir)
-	b.File("/proc/sys/kernel/osrelease", imgKernel+"\n")
+	b.File("/proc/sys/kernel/osrelease", imgKernel+"\n").Mkdir("/lib/modules/" + imgKernel)
 	b.File("/sys/bus/pci/devices/"+h100.Address+"/modalias", "pci:v000010DEd00002335sv000010DEsd00001809bc03sc02i00\n")
 	if conf != "" {
 		b.File(ModprobeConf, conf)
@@ -134,6 +134,20 @@ func TestImageStale(t *testing.T) {
 	why, _ = ImageStale(r)
 	require.Contains(t, why, "still carries "+ModprobeConf)
 
+	// update-initramfs -u remade the newest kernel's image, not the running
+	// one's: an image carries the change, so the command has run (a re-run
+	// would remake the same one), while the running kernel's image, which
+	// check reads as the next boot's, still lacks it
+	r = bootImageRoot(t, persisted, oldDebian(nil))
+	newer, err := r.Path("/boot")
+	require.NoError(t, err)
+	require.NoError(t, os.MkdirAll(newer+"/../lib/modules/6.1.0-20-amd64", 0o755))
+	require.NoError(t, os.WriteFile(newer+"/initrd.img-6.1.0-20-amd64", mkimage.Image(t, nil, oldDebian(map[string]string{"etc/modprobe.d/gpuprep-vfio.conf": persisted}), "zstd"), 0o644))
+	why, decided = ImageStale(r)
+	require.True(t, decided)
+	require.Empty(t, why)
+	require.Equal(t, "nouveau", NewBootImage(r, nil).Binding(r, h100).Taker)
+
 	// an image without etc/modprobe.d tells nothing: mtimes decide
 	noDir := oldDebian(nil)
 	delete(noDir, "etc/modprobe.d/intel-microcode-blacklist.conf")
@@ -148,4 +162,37 @@ func touch(r *host.Root, p string, t time.Time) error {
 		return err
 	}
 	return os.Chtimes(rp, t, t)
+}
+
+// The vfio plan regenerates an initramfs that lacks gpuprep's files even
+// when it is newer than them (a bind's update-initramfs killed after it
+// wrote a new image from the old files, say), and does not for one that
+// carries them though older (files rewritten unchanged): Pending runs the
+// initramfs command in the first case only.
+func TestPlanPersistRegeneratesByImage(t *testing.T) {
+	mkimage.Need(t, "zstd")
+	old := time.Now().Add(-24 * time.Hour)
+	for _, c := range []struct {
+		name  string
+		image map[string]string
+		age   string // which is older: "files" or "image"
+		regen bool
+	}{
+		{"image newer but without the files", oldDebian(nil), "files", true},
+		{"image older but with the files", oldDebian(map[string]string{"etc/modprobe.d/gpuprep-vfio.conf": persisted}), "image", false},
+	} {
+		r := bootImageRoot(t, persisted, c.image)
+		p, err := r.Path("/usr/sbin")
+		require.NoError(t, err)
+		require.NoError(t, os.MkdirAll(p, 0o755))
+		require.NoError(t, os.WriteFile(p+"/update-initramfs", []byte("#!/bin/sh\n"), 0o755))
+		if c.age == "files" {
+			require.NoError(t, touch(r, ModprobeConf, old))
+		} else {
+			require.NoError(t, touch(r, "/boot/initrd.img-"+imgKernel, old))
+		}
+		pp, err := planPersist(r, &pci.Inventory{}, nil, nil)
+		require.NoError(t, err, c.name)
+		require.Equal(t, c.regen, pp.Regenerate != "", "%s: %q", c.name, pp.Regenerate)
+	}
 }
