@@ -161,6 +161,8 @@ func (img *Image) aliases(name string) []Alias {
 //   - mkinitcpio: MODULES in /config, which init sources and then runs
 //     `modprobe -qab $MODULES` before any hook (archlinux/mkinitcpio init,
 //     00392d94);
+//   - dracut: `modprobe MODULE` lines of its early hooks' scripts (a
+//     module.d's pre-udev hook, say), literal names only;
 //   - every generator with systemd in the image: etc/modules-load.d and
 //     usr/lib/modules-load.d (systemd-modules-load, ";" and "#" comments).
 func (img *Image) early(c *Contents) {
@@ -187,6 +189,7 @@ func (img *Image) early(c *Contents) {
 			}
 		}
 	}
+	img.hookLoads(c)
 	if c.Generator == "mkinitcpio" {
 		for _, l := range img.lines("config") {
 			if v, ok := strings.CutPrefix(l.text, "MODULES="); ok {
@@ -289,6 +292,46 @@ func (img *Image) modprobeD(c *Contents) {
 					}
 				}
 				c.Softdeps = append(c.Softdeps, s)
+			}
+		}
+	}
+}
+
+// hookLoads reads dracut's early hook scripts for `modprobe MODULE…`
+// commands with literal module names (a name from a variable, as
+// parse-kernel.sh's rd.driver.pre loop has, is what etc/cmdline.d says).
+func (img *Image) hookLoads(c *Contents) {
+	byHook := map[string][]string{}
+	for _, n := range img.order {
+		if hook, _, ok := dracutHook(n); ok {
+			byHook[hook] = append(byHook[hook], n)
+		}
+	}
+	for _, hook := range earlyHooks {
+		scripts := byHook[hook]
+		slices.SortFunc(scripts, func(a, b string) int { return strings.Compare(path.Base(a), path.Base(b)) })
+		for _, n := range scripts {
+			for _, l := range img.lines(n) {
+				w := strings.Fields(l.text)
+				if len(w) < 2 || path.Base(w[0]) != "modprobe" {
+					continue
+				}
+				all := slices.Contains(w, "-a") || slices.Contains(w, "--all") || slices.Contains(w, "-qab")
+				for i, m := range w[1:] {
+					if strings.HasPrefix(m, "-") {
+						continue
+					}
+					if strings.ContainsAny(m, "$`\"'=;|&") {
+						break
+					}
+					ld := Load{Module: norm(m), Source: l.source}
+					if !all { // modprobe MODULE [PARAM=VALUE…]
+						ld.Args = strings.Join(w[i+2:], " ")
+						c.Early = append(c.Early, ld)
+						break
+					}
+					c.Early = append(c.Early, ld)
+				}
 			}
 		}
 	}

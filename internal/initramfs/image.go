@@ -2,6 +2,7 @@ package initramfs
 
 import (
 	"errors"
+	"slices"
 	"strings"
 )
 
@@ -111,6 +112,9 @@ func (img *Image) keep(name string) bool {
 			return true
 		}
 	}
+	if _, _, ok := dracutHook(name); ok {
+		return true
+	}
 	if kver, file, ok := moduleDirFile(name); ok && kver != "" {
 		return file == "modules.alias" || file == "modules.builtin" || file == "modules.softdep"
 	}
@@ -123,6 +127,25 @@ func moduleDirFile(name string) (kver, rest string, ok bool) {
 		if r, found := strings.CutPrefix(name, p); found {
 			kver, rest, _ = strings.Cut(r, "/")
 			return kver, rest, true
+		}
+	}
+	return "", "", false
+}
+
+// earlyHooks are dracut's hook directories that run before udev is
+// triggered, in the order dracut's init runs them (modules.d/99base/init.sh:
+// cmdline, pre-udev, pre-trigger; each hook's scripts by name).
+var earlyHooks = []string{"cmdline", "pre-udev", "pre-trigger"}
+
+// dracutHook splits usr/lib/dracut/hooks/HOOK/SCRIPT (lib/dracut/hooks in
+// dracut before 059) for an early hook.
+func dracutHook(name string) (hook, script string, ok bool) {
+	for _, p := range []string{"usr/lib/dracut/hooks/", "lib/dracut/hooks/"} {
+		if r, found := strings.CutPrefix(name, p); found {
+			hook, script, _ = strings.Cut(r, "/")
+			if script != "" && !strings.Contains(script, "/") && slices.Contains(earlyHooks, hook) {
+				return hook, script, true
+			}
 		}
 	}
 	return "", "", false

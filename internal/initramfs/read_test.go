@@ -118,12 +118,17 @@ func TestContentsDracutAndMkinitcpio(t *testing.T) {
 		"usr/lib/modprobe.d/gpuprep-vfio.conf":    "options vfio-pci ids=10de:aaaa\n",
 		"etc/modprobe.d/gpuprep-vfio.conf":        "options vfio-pci ids=10de:2335\n",
 		"usr/lib/modules/6.6.9-200.fc39.x86_64/x": "",
+		// 90kernel-modules' parse-kernel.sh loads rd.driver.pre from a variable
+		"usr/lib/dracut/hooks/cmdline/01-parse-kernel.sh": "for i in $(getargs rd.driver.pre); do\n    modprobe -b $i\ndone\n",
+		"usr/lib/dracut/hooks/pre-udev/30-vfio.sh":        "#!/bin/sh\nmodprobe -b vfio-pci ids=10de:2335\n",
+		"usr/lib/dracut/hooks/pre-mount/10-late.sh":       "modprobe nouveau\n",
 	}
 	img, err := Read(bytes.NewReader(mkimage.Image(t, nil, dracut, "zstd")), DefaultLimits)
 	require.NoError(t, err)
 	c := img.Contents()
 	require.Equal(t, "dracut", c.Generator)
-	require.Equal(t, []string{"vfio_pci", "vfio_iommu_type1", "vfio"}, modulesOf(c.Early))
+	require.Equal(t, []string{"vfio_pci", "vfio_iommu_type1", "vfio_pci", "vfio"}, modulesOf(c.Early))
+	require.Equal(t, Load{Module: "vfio_pci", Args: "ids=10de:2335", Source: "usr/lib/dracut/hooks/pre-udev/30-vfio.sh:2"}, c.Early[2])
 	require.Equal(t, "etc/cmdline.d/01-blacklist.conf:1", c.Blacklist["nouveau"])
 	// /etc hides the same name in /usr/lib (kmod's conf_files_list)
 	require.Equal(t, []Option{{Module: "vfio_pci", Value: "ids=10de:2335", Source: "etc/modprobe.d/gpuprep-vfio.conf:1"}}, c.Options)
