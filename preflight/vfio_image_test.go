@@ -80,8 +80,9 @@ func TestVFIOBindingStaleImageFails(t *testing.T) {
 	require.Equal(t, preflight.Fail, one(t, res, "vfio.binding", "0000:01:00.0", preflight.VMPassthrough).Status)
 }
 
-// A fresh image carrying gpuprep's options (and vfio-pci in conf/modules,
-// from /etc/initramfs-tools/modules) passes and names the image; one where
+// A fresh image carrying gpuprep's options passes and names the image and
+// what loads vfio-pci there (the softdep on nouveau, which udev loads by
+// alias before conf/modules); one where
 // nothing in the image takes the GPU passes on the root's files, saying so.
 func TestVFIOBindingFreshImagePasses(t *testing.T) {
 	mkimage.Need(t, "zstd")
@@ -90,7 +91,7 @@ func TestVFIOBindingFreshImagePasses(t *testing.T) {
 	_, res := runRoot(t, boundTuring(t, img, time.Now()))
 	f := one(t, res, "vfio.binding", "0000:01:00.0", preflight.VMPassthrough)
 	require.Equal(t, preflight.Pass, f.Status, f.Message)
-	require.Equal(t, "bound to vfio-pci; at the next boot: initramfs /boot/initrd.img-6.1.0-18-amd64 loads vfio-pci (conf/modules:1) with ids=10de:10f8,10de:1ad8,10de:1ad9,10de:1e87 (etc/modprobe.d/gpuprep-vfio.conf:6)", f.Message)
+	require.Equal(t, "bound to vfio-pci; at the next boot: initramfs /boot/initrd.img-6.1.0-18-amd64 loads vfio-pci (etc/modprobe.d/gpuprep-vfio.conf:2 (softdep nouveau pre: vfio-pci)) with ids=10de:10f8,10de:1ad8,10de:1ad9,10de:1e87 (etc/modprobe.d/gpuprep-vfio.conf:6)", f.Message)
 
 	noGPUDriver := turingImage(map[string]string{"etc/modprobe.d/gpuprep-vfio.conf": turingConf})
 	delete(noGPUDriver, "usr/lib/modules/6.1.0-18-amd64/kernel/drivers/gpu/drm/nouveau/nouveau.ko")

@@ -86,16 +86,38 @@ func (b *BootImage) Binding(root *host.Root, d *pci.Device) ImageBinding {
 	ib.NoAliases = len(c.Aliases) == 0 && len(c.Modules) > 0
 	builtin := b.builtin || c.Builtin["vfio_pci"]
 	have := builtin || c.Modules["vfio_pci"] != ""
-	early := ""
+	// vfio-pci must load before a taker does: by a load that comes before
+	// udev's coldplug, or by a softdep on every taker (udev's modprobe of
+	// the taker loads it first). With no taker, any load in the image
+	// finds the device free.
+	early, loaded := "", ""
 	for _, l := range c.Early {
-		if l.Module == "vfio_pci" && early == "" {
-			early = l.Source
+		if l.Module == "vfio_pci" {
+			if early == "" && (l.BeforeUdev || len(takers) == 0) {
+				early = l.Source
+			}
+			if loaded == "" {
+				loaded = l.Source
+			}
 		}
 	}
-	for _, s := range c.Softdeps {
-		if early == "" && takers[s.Module] && slices.Contains(s.Pre, "vfio_pci") {
-			early = s.Source + " (softdep " + s.Module + " pre: vfio-pci)"
+	if early == "" && len(takers) > 0 {
+		var via []string
+		for t := range takers {
+			for _, s := range c.Softdeps {
+				if s.Module == t && slices.Contains(s.Pre, "vfio_pci") {
+					via = append(via, s.Source+" (softdep "+s.Module+" pre: vfio-pci)")
+					break
+				}
+			}
 		}
+		if len(via) == len(takers) {
+			slices.Sort(via)
+			early = strings.Join(via, ", ")
+		}
+	}
+	if loaded == "" {
+		loaded = early
 	}
 	ids := ""
 	if IDsOnCmdline(b.cmdline, d) {
@@ -116,8 +138,8 @@ func (b *BootImage) Binding(root *host.Root, d *pci.Device) ImageBinding {
 		ib.Binds, ib.How = true, "has vfio-pci built into the kernel, with "+ids
 	case have && early != "" && ids != "":
 		ib.Binds, ib.How = true, "loads vfio-pci ("+early+") with "+ids
-	case have && early != "" && !builtin:
-		ib.EarlyNoID = "loads vfio-pci (" + early + ") without " + id + " in its ids"
+	case have && loaded != "" && !builtin && ids == "":
+		ib.EarlyNoID = "loads vfio-pci (" + loaded + ") without " + id + " in its ids"
 	}
 	return ib
 }

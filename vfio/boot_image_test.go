@@ -73,11 +73,30 @@ func TestBootImageBinding(t *testing.T) {
 	require.False(t, ib.Binds)
 	require.Equal(t, "nouveau", ib.Taker)
 
+	// initramfs-tools loads conf/modules after udev's coldplug (init:
+	// init-top, then load_modules): nouveau, in the image, is first
+	r = bootImageRoot(t, persisted, oldDebian(map[string]string{"conf/modules": "vfio-pci ids=10de:2335\n"}))
+	ib = NewBootImage(r, nil).Binding(r, h100)
+	require.False(t, ib.Binds)
+	require.Equal(t, "nouveau", ib.Taker)
+	// without nouveau in the image, conf/modules' vfio-pci finds the GPU free
+	noNouveau := oldDebian(map[string]string{"conf/modules": "vfio-pci ids=10de:2335\n"})
+	delete(noNouveau, "usr/lib/modules/"+imgKernel+"/kernel/drivers/gpu/drm/nouveau/nouveau.ko")
+	r = bootImageRoot(t, persisted, noNouveau)
+	ib = NewBootImage(r, nil).Binding(r, h100)
+	require.Equal(t, ImageBinding{Binds: true, How: "loads vfio-pci (conf/modules:1) with ids=10de:2335 (conf/modules:1)"}, ib)
+	// dracut's rd.driver.pre loads before udev: it beats nouveau
+	r = bootImageRoot(t, persisted, oldDebian(map[string]string{
+		"etc/cmdline.d/20-force_drivers.conf": "rd.driver.pre=vfio_pci\n", "etc/modprobe.d/vfio.conf": "options vfio_pci ids=10de:2335\n"}))
+	ib = NewBootImage(r, nil).Binding(r, h100)
+	require.True(t, ib.Binds, "%+v", ib)
+	require.Equal(t, "loads vfio-pci (etc/cmdline.d/20-force_drivers.conf:1) with ids=10de:2335 (etc/modprobe.d/vfio.conf:1)", ib.How)
+
 	r = bootImageRoot(t, persisted, oldDebian(map[string]string{"conf/modules": "vfio-pci\n", "etc/modprobe.d/gpuprep-vfio.conf": persisted}))
 	b = NewBootImage(r, nil)
 	ib = b.Binding(r, h100)
 	require.True(t, ib.Binds)
-	require.Equal(t, "loads vfio-pci (conf/modules:1) with ids=10de:2335 (etc/modprobe.d/gpuprep-vfio.conf:4)", ib.How)
+	require.Equal(t, "loads vfio-pci (etc/modprobe.d/gpuprep-vfio.conf:2 (softdep nouveau pre: vfio-pci)) with ids=10de:2335 (etc/modprobe.d/gpuprep-vfio.conf:4)", ib.How)
 
 	// the softdep fires when udev loads nouveau by alias in the initramfs
 	r = bootImageRoot(t, persisted, oldDebian(map[string]string{"etc/modprobe.d/gpuprep-vfio.conf": persisted}))

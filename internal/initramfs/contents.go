@@ -13,6 +13,15 @@ type Load struct {
 	Module string // with _ for -, as kmod names it
 	Args   string // module parameters on the same line (conf/modules)
 	Source string // image file and line, "conf/modules:3"
+	// BeforeUdev: loaded before udev's coldplug loads drivers by alias,
+	// so before any driver of the image can take a device: dracut's
+	// rd.driver.pre and early hooks, mkinitcpio's MODULES. Not
+	// initramfs-tools' conf/modules, which its init loads after
+	// /scripts/init-top, where udev's script triggers the coldplug and
+	// settles (initramfs-tools init: run_scripts /scripts/init-top, then
+	// load_modules); not modules-load.d, which systemd does not order
+	// before the udev trigger.
+	BeforeUdev bool
 }
 
 // Option is an `options MODULE …` line of the image's modprobe.d.
@@ -178,7 +187,7 @@ func (img *Image) early(c *Contents) {
 				case "rd.driver.pre":
 					for _, m := range strings.Split(v, ",") {
 						if m != "" {
-							c.Early = append(c.Early, Load{Module: norm(m), Source: l.source})
+							c.Early = append(c.Early, Load{Module: norm(m), Source: l.source, BeforeUdev: true})
 						}
 					}
 				case "rd.driver.blacklist":
@@ -194,7 +203,7 @@ func (img *Image) early(c *Contents) {
 		for _, l := range img.lines("config") {
 			if v, ok := strings.CutPrefix(l.text, "MODULES="); ok {
 				for _, m := range strings.Fields(strings.Trim(v, "'\"()")) {
-					c.Early = append(c.Early, Load{Module: norm(m), Source: l.source})
+					c.Early = append(c.Early, Load{Module: norm(m), Source: l.source, BeforeUdev: true})
 				}
 			}
 		}
@@ -324,7 +333,7 @@ func (img *Image) hookLoads(c *Contents) {
 					if strings.ContainsAny(m, "$`\"'=;|&") {
 						break
 					}
-					ld := Load{Module: norm(m), Source: l.source}
+					ld := Load{Module: norm(m), Source: l.source, BeforeUdev: true}
 					if !all { // modprobe MODULE [PARAM=VALUE…]
 						ld.Args = strings.Join(w[i+2:], " ")
 						c.Early = append(c.Early, ld)
