@@ -1,7 +1,10 @@
 package initramfs
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -27,4 +30,26 @@ func TestReadCommittedFixture(t *testing.T) {
 	require.Len(t, c.Softdeps, 3)
 	require.Contains(t, c.Modules, "nouveau")
 	require.Equal(t, "usr/lib/modules/6.1.0-18-amd64/kernel/drivers/vfio/pci/vfio-pci.ko", c.Modules["vfio_pci"])
+}
+
+// ReadImage reads an image once per size and time: a regenerated image
+// (another time) is read again.
+func TestReadImageCachedByTime(t *testing.T) {
+	dir := t.TempDir()
+	b, err := os.ReadFile("testdata/initrd.img-6.1.0-18-amd64")
+	require.NoError(t, err)
+	p := filepath.Join(dir, "initrd.img")
+	require.NoError(t, os.WriteFile(p, b, 0o644))
+	r, err := host.NewRoot(dir)
+	require.NoError(t, err)
+	first, err := ReadImage(r, "/initrd.img", DefaultLimits)
+	require.NoError(t, err)
+	again, err := ReadImage(r, "/initrd.img", DefaultLimits)
+	require.NoError(t, err)
+	require.Same(t, first, again)
+	later := time.Now().Add(time.Minute)
+	require.NoError(t, os.Chtimes(p, later, later))
+	fresh, err := ReadImage(r, "/initrd.img", DefaultLimits)
+	require.NoError(t, err)
+	require.NotSame(t, first, fresh)
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/gpuprep/gpuprep/internal/host"
 )
@@ -26,6 +28,10 @@ func ReadImage(root *host.Root, p string, lim Limits) (*Image, error) {
 	if !fi.Mode().IsRegular() {
 		return nil, fmt.Errorf("%s is not a regular file (%s)", p, fi.Mode().Type())
 	}
+	key := cacheKey{root.Dir(), p, fi.Size(), fi.ModTime(), lim}
+	if c, ok := readCache.get(key); ok {
+		return c.img, c.err
+	}
 	f, err := root.Open(p)
 	if err != nil {
 		return nil, err
@@ -33,9 +39,49 @@ func ReadImage(root *host.Root, p string, lim Limits) (*Image, error) {
 	defer f.Close()
 	img, err := Read(f, lim)
 	if err != nil {
-		return img, fmt.Errorf("%s: %w", p, err)
+		err = fmt.Errorf("%s: %w", p, err)
 	}
-	return img, nil
+	readCache.put(key, cached{img, err})
+	return img, err
+}
+
+// readCache keeps the images read in this process: check, plan and apply
+// ask for the same images several times, and one can take a second to
+// decompress. A regenerated image has another size or time, so another
+// key. An Image is not changed once read.
+var readCache = &imageCache{m: map[cacheKey]cached{}}
+
+type cacheKey struct {
+	root, path string
+	size       int64
+	mtime      time.Time
+	lim        Limits
+}
+
+type cached struct {
+	img *Image
+	err error
+}
+
+type imageCache struct {
+	mu sync.Mutex
+	m  map[cacheKey]cached
+}
+
+func (c *imageCache) get(k cacheKey) (cached, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	v, ok := c.m[k]
+	return v, ok
+}
+
+func (c *imageCache) put(k cacheKey, v cached) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.m) >= 8 {
+		clear(c.m)
+	}
+	c.m[k] = v
 }
 
 // ImageFor finds and reads the image the next boot of kernel kver loads:
