@@ -9,7 +9,7 @@ import (
 // Limits bound what reading one image may cost: a host's image is hostile
 // input (a decompression bomb, a million entries).
 type Limits struct {
-	MaxBytes   int64 // the image's data read, decompressed, in all
+	MaxBytes   int64 // data decompressed, in all segments (an uncompressed one is bounded by the file)
 	MaxEntries int   // entries, in all archives
 	MaxFile    int64 // one kept file's data
 	MaxKept    int64 // kept files' data in all
@@ -57,7 +57,7 @@ type Image struct {
 	Segments []Segment
 	Archives int // cpio archives read, in all segments
 	Entries  int
-	Bytes    int64 // data read, decompressed
+	Bytes    int64 // data decompressed
 
 	limits  Limits
 	kept    int64
