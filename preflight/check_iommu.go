@@ -111,6 +111,12 @@ func checkIOMMUKernel(e *Env) []Finding {
 	}
 	f := Finding{Status: Fail, Subject: "/sys/class/iommu", Message: msg}
 	vendor := e.IOMMUVendor()
+	if vendor == "arm" {
+		// no kernel argument turns an SMMU on: arm-smmu-v3 probes every
+		// SMMU the firmware describes
+		f.Remedy = smmuNotActive(e)
+		return []Finding{f}
+	}
 	off := offArgs(e.Cmdline, vendor)
 	if len(off) > 0 {
 		f.Message += "; the running kernel was booted with " + argList(off)

@@ -249,3 +249,33 @@ func TestGH200NodeKernelArgsNeverIntel(t *testing.T) {
 	}
 	require.Equal(t, "iommu.passthrough=1", k.Needed[0].String())
 }
+
+// No kernel argument turns an SMMU on: iommu.kernel on arm64 names the
+// firmware or the driver, never grub ensure.
+func TestGH200SMMUNotActive(t *testing.T) {
+	noSMMU := func(b *fixture.Builder) {
+		b.Remove("/sys/class/iommu").Mkdir("/sys/class/iommu").Remove("/sys/kernel/iommu_groups")
+	}
+	for want, edit := range map[string]func(b *fixture.Builder){
+		"the kernel log says why arm-smmu-v3 registered no SMMU": noSMMU,
+		"arm_smmu_v3 is a module here and not loaded": func(b *fixture.Builder) {
+			noSMMU(b)
+			b.File("/boot/config-"+fixture.GH200Kernel, "CONFIG_KVM=y\nCONFIG_ARM_SMMU_V3=m\n")
+		},
+		"built without CONFIG_ARM_SMMU_V3": func(b *fixture.Builder) {
+			noSMMU(b)
+			b.File("/boot/config-"+fixture.GH200Kernel, "CONFIG_KVM=y\n# CONFIG_ARM_SMMU_V3 is not set\n")
+		},
+		"the firmware describes no SMMU": func(b *fixture.Builder) {
+			noSMMU(b)
+			b.Bytes("/sys/firmware/acpi/tables/IORT", fixture.IORTTable(nil, 1))
+		},
+	} {
+		_, res := grace(t, "", edit)
+		f := only(t, res, "iommu.kernel")
+		require.Equal(t, preflight.Fail, f.Status, f.Message)
+		require.Contains(t, f.Remedy, want)
+		require.NotContains(t, f.Remedy, "grub ensure")
+		require.False(t, f.Fixable)
+	}
+}

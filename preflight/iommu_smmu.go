@@ -159,3 +159,25 @@ func firstN(s []string, n int) string {
 	}
 	return strings.Join(s[:n], ", ") + fmt.Sprintf(" and %d more", len(s)-n)
 }
+
+// smmuNotActive is the remedy for an arm64 kernel without an active SMMU:
+// no kernel argument turns one on (iommu.passthrough= only picks the
+// default domain type), so what is missing is the firmware's description
+// or the arm-smmu-v3 driver.
+func smmuNotActive(e *Env) string {
+	fw := e.Firmware
+	if fw.IORT != nil && !fw.IORT.HasSMMU() || fw.ACPI && fw.IORT == nil && fw.IORTErr == nil {
+		return "the firmware describes no SMMU (see iommu.firmware): enable it in the firmware or update the firmware; no kernel argument turns an SMMU on"
+	}
+	cfg := "/boot/config-" + e.Host.Kernel
+	if b, err := e.Root.ReadFile(cfg); err == nil && e.Host.Kernel != "" {
+		c := "\n" + string(b) + "\n"
+		switch {
+		case strings.Contains(c, "\n# CONFIG_ARM_SMMU_V3 is not set\n") || !strings.Contains(c, "\nCONFIG_ARM_SMMU_V3="):
+			return "the running kernel is built without CONFIG_ARM_SMMU_V3 (" + cfg + "): boot a kernel built with it"
+		case strings.Contains(c, "\nCONFIG_ARM_SMMU_V3=m\n") && !e.Root.Exists("/sys/module/arm_smmu_v3"):
+			return "arm_smmu_v3 is a module here and not loaded: load it early (add arm_smmu_v3 to the initramfs modules, then regenerate the initramfs) and reboot"
+		}
+	}
+	return "the kernel log says why arm-smmu-v3 registered no SMMU (journalctl -k -b | grep -i -e IORT -e arm-smmu); no kernel argument turns an SMMU on"
+}
