@@ -349,7 +349,7 @@ func (e *Env) notNeeded(want kargs.Param) string {
 
 // ErrUnknownIOMMU: neither firmware, kernel nor CPU tells whose IOMMU the
 // node has, so which arguments it wants is unknown.
-var ErrUnknownIOMMU = errors.New("cannot tell whether this node has an Intel or an AMD IOMMU (no ACPI DMAR/IVRS table, IOMMU unit or known CPU vendor)")
+var ErrUnknownIOMMU = errors.New("cannot tell whether this node has an Intel, an AMD or an Arm IOMMU (no ACPI DMAR/IVRS/IORT table, IOMMU unit, known CPU vendor or architecture)")
 
 // NodeKernelArgs is KernelArgs for the node under root, for the commands
 // that edit the kernel command line (grub, plan): from the whole Env where
