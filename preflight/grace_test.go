@@ -279,3 +279,21 @@ func TestGH200SMMUNotActive(t *testing.T) {
 		require.False(t, f.Fixable)
 	}
 }
+
+// The kernel log is hostile input: what is kept of it is bounded, and only
+// the lines the checks read.
+func TestKernelLogBounded(t *testing.T) {
+	var b strings.Builder
+	for i := 0; i < 10000; i++ {
+		b.WriteString("[    1.000000] kvm [1]: " + strings.Repeat("x", 5000) + "\n")
+		b.WriteString("[    1.000001] unrelated line\n")
+	}
+	env, _ := grace(t, b.String(), nil)
+	l := env.Log()
+	require.NoError(t, l.Err)
+	require.LessOrEqual(t, len(l.Lines), 256)
+	for _, line := range l.Lines {
+		require.LessOrEqual(t, len(line), 250)
+		require.True(t, strings.HasPrefix(line, "kvm [1]: "), line)
+	}
+}

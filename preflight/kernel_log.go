@@ -17,9 +17,13 @@ type kernelLog struct {
 	Err   error
 }
 
-// maxLogLines bounds what is kept of a kernel log (a host's log is hostile
-// input as much as its files are).
-const maxLogLines = 256
+// maxLogLines and maxLogLine bound what is kept of a kernel log (a host's
+// log is hostile input as much as its files are: any root process can
+// write to /dev/kmsg).
+const (
+	maxLogLines = 256
+	maxLogLine  = 240
+)
 
 // logKeep are the kernel log messages the checks read, each from the source
 // that prints it: arch/arm64/kvm/arm.c (kvm_info prefixes "kvm [PID]: ")
@@ -71,7 +75,11 @@ func parseKernelLog(read func() ([]byte, error)) kernelLog {
 	for _, line := range strings.Split(string(b), "\n") {
 		for _, k := range logKeep {
 			if i := strings.Index(line, k); i >= 0 && len(l.Lines) < maxLogLines {
-				l.Lines = append(l.Lines, strings.TrimSpace(line[i:]))
+				kept := strings.TrimSpace(line[i:])
+				if len(kept) > maxLogLine {
+					kept = strings.ToValidUTF8(kept[:maxLogLine], "") + "…"
+				}
+				l.Lines = append(l.Lines, kept)
 				break
 			}
 		}
