@@ -31,25 +31,41 @@ const (
 // (drivers/irqchip/irq-gic-v3-its.c: "ITS %pR", "ITS@%pa: …").
 var logKeep = []string{"kvm [", "CPU: All CPU(s) started at", "CPU: CPUs started in inconsistent modes", "ITS [mem ", "ITS@0x"}
 
-// liveKernelLog reads the kernel log with dmesg, and only on the running
-// system: a root that is not / (a snapshot, a mounted disk) has no log of
-// its own, and dmesg there (even in a chroot) would show this machine's.
+// liveKernelLog reads the kernel log, and only on the running system: a
+// root that is not / (a snapshot, a mounted disk) has no log of its own,
+// and dmesg there (even in a chroot) would show this machine's.
 func liveKernelLog(root *host.Root, runner host.Runner) func() ([]byte, error) {
 	return func() ([]byte, error) {
 		if !root.IsLive() || runner == nil {
 			return nil, errors.New("the root is not the running system, whose kernel log it would need")
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		out, err := runner.Run(ctx, "dmesg")
-		if err != nil {
-			if s, rerr := root.ReadString("/proc/sys/kernel/dmesg_restrict"); rerr == nil && strings.TrimSpace(s) == "1" {
-				return nil, errors.New("dmesg is restricted to root (kernel.dmesg_restrict = 1): " + err.Error())
-			}
-			return nil, err
-		}
+		return readKernelLog(root, runner)
+	}
+}
+
+// readKernelLog runs dmesg, else journalctl -k -b: the journal keeps this
+// boot's kernel messages after the ring buffer has rotated them out, and is
+// readable by the adm and systemd-journal groups where kernel.dmesg_restrict
+// keeps dmesg to root.
+func readKernelLog(root *host.Root, runner host.Runner) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	out, err := runner.Run(ctx, "dmesg")
+	if err == nil {
 		return out, nil
 	}
+	jout, jerr := runner.Run(ctx, "journalctl", "-k", "-b", "--no-pager", "-q")
+	if jerr == nil && len(jout) > 0 {
+		return jout, nil
+	}
+	why := "dmesg: " + err.Error()
+	if s, rerr := root.ReadString("/proc/sys/kernel/dmesg_restrict"); rerr == nil && strings.TrimSpace(s) == "1" {
+		why = "dmesg is restricted to root (kernel.dmesg_restrict = 1): " + err.Error()
+	}
+	if jerr != nil {
+		why += "; journalctl -k: " + jerr.Error()
+	}
+	return nil, errors.New(why)
 }
 
 // Log is the kernel log evidence, read once per Env.
