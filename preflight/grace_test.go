@@ -297,3 +297,13 @@ func TestKernelLogBounded(t *testing.T) {
 		require.True(t, strings.HasPrefix(line, "kvm [1]: "), line)
 	}
 }
+
+func TestGB200Platform(t *testing.T) {
+	env, res := run(t, "gb200")
+	require.Equal(t, preflight.ArchARM64, env.Arch)
+	require.Len(t, env.GPUs, 2)
+	for _, c := range []string{"cpu.virtualization", "kvm.device", "iommu.firmware", "iommu.kernel", "iommu.interrupt-remapping"} {
+		require.Equal(t, preflight.Pass, only(t, res, c).Status, c)
+	}
+	require.Equal(t, "iommu.passthrough=1", only(t, res, "iommu.cmdline").Subject)
+}
