@@ -25,6 +25,8 @@ import (
 //     arch/arm64/kvm/Kconfig; "Compiling as a module not supported"), so no
 //     module brings it later, and no static device node (kmod static-nodes
 //     reads modules.devname, which lists modules only) stands in for it.
+//     /sys/module/kvm, by contrast, holds the parameters of the built-in
+//     kvm whether or not it initialised: it is no evidence.
 //
 // A real Grace boot log (Linux 6.16-rc5, linux-serial, Message-ID
 // <cno3lsprrz36gqu27omvwrw27d2ubqtshac3cahfgkhcm2rla7@bpnulcmsyx2u>) has
