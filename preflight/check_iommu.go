@@ -538,9 +538,12 @@ func checkIOMMUCmdline(e *Env) []Finding {
 		}
 	}
 	if p, ok := kargs.Last(append(append([]kargs.Param{}, e.Cmdline...), configured...), "amd_iommu"); ok && kargs.HasOption(p.Value, "on") {
-		out = append(out, Finding{Status: Warn, Subject: "amd_iommu=on",
-			Message: "amd_iommu=on is not a valid value (the kernel logs \"AMD-Vi: Unknown option - 'on'\"); the AMD IOMMU is on whenever firmware enables it",
-			Remedy:  "gpuprep grub remove amd_iommu", Fixable: true, FixCommand: "gpuprep grub remove amd_iommu"})
+		msg := "amd_iommu=on is not a valid value (the kernel logs \"AMD-Vi: Unknown option - 'on'\"); the AMD IOMMU is on whenever firmware enables it"
+		if vendor == "arm" {
+			msg = "amd_iommu=on does nothing here: amd_iommu= is an x86 kernel parameter, and this node is arm64 (an Arm SMMU)"
+		}
+		out = append(out, Finding{Status: Warn, Subject: "amd_iommu=on", Message: msg,
+			Remedy: "gpuprep grub remove amd_iommu", Fixable: true, FixCommand: "gpuprep grub remove amd_iommu"})
 	}
 	return out
 }

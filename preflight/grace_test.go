@@ -307,3 +307,21 @@ func TestGB200Platform(t *testing.T) {
 	}
 	require.Equal(t, "iommu.passthrough=1", only(t, res, "iommu.cmdline").Subject)
 }
+
+// x86 IOMMU arguments copied onto an arm64 node (guides written for x86)
+// turn nothing on or off there, and are said to be x86's.
+func TestGH200X86ArgsSaidToDoNothing(t *testing.T) {
+	_, res := grace(t, "", func(b *fixture.Builder) {
+		b.File("/proc/cmdline", "BOOT_IMAGE=/boot/vmlinuz root=/dev/nvme0n1p2 ro amd_iommu=on iommu=off iommu.passthrough=1\n")
+	})
+	seen := map[string]bool{}
+	for _, f := range res.Findings {
+		if f.Check != "iommu.cmdline" || f.Subject == "iommu.passthrough=1" {
+			continue
+		}
+		seen[f.Subject] = true
+		require.Equal(t, preflight.Warn, f.Status, f.Subject+": "+f.Message)
+		require.Contains(t, f.Message, "is an x86 kernel parameter, and this node is arm64", f.Subject)
+	}
+	require.True(t, seen["amd_iommu=on"] && seen["iommu=off"], "%v", seen)
+}
