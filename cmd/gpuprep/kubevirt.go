@@ -69,6 +69,7 @@ func newKubeVirtCmd(g *globals) *cobra.Command {
 	var from []string
 	var output, kubeconfig, namespace, name string
 	var apply, dryRun, nvswitch, allowPartial bool
+	kubevirtVersion := kube.DefaultKubeVirtVersion.String()
 	fc := &fleetCmd{g: g}
 	cfg := &cobra.Command{
 		Use:   "config (-i INVENTORY | --from-report FILE…)",
@@ -112,6 +113,10 @@ refused among them); 3 some hosts could not be evaluated and --allow-partial was
 (nothing emitted or applied), or none could, or a host's report (-i) was refused.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			version, err := kube.ParseKubeVirtVersion(kubevirtVersion)
+			if err != nil {
+				return usageErr("%v", err)
+			}
 			var hosts []kube.Host
 			var missing []kube.Unevaluated
 			switch {
@@ -134,7 +139,6 @@ refused among them); 3 some hosts could not be evaluated and --allow-partial was
 					hosts = append(hosts, host)
 				}
 			case len(from) > 0:
-				var err error
 				if hosts, missing, err = kube.ReadReports(from); err != nil {
 					return usageErr("%v", err)
 				}
@@ -147,7 +151,7 @@ refused among them); 3 some hosts could not be evaluated and --allow-partial was
 			if err != nil {
 				return err
 			}
-			p, notes, unusable := kube.KubeVirt(hosts, kube.KubeVirtOptions{NVSwitch: nvswitch})
+			p, notes, unusable := kube.KubeVirt(hosts, kube.KubeVirtOptions{NVSwitch: nvswitch, Version: version})
 			if partialNote != "" {
 				notes = append([]string{partialNote}, notes...)
 			}
@@ -189,6 +193,7 @@ refused among them); 3 some hosts could not be evaluated and --allow-partial was
 	cfg.Flags().StringVarP(&output, "output", "o", "yaml", "output format: yaml or json")
 	cfg.Flags().BoolVar(&nvswitch, "nvswitch", false, "permit the NVSwitches of passthrough hosts too, for VMs given whole boards with their NVLink fabric (as plan/apply --nvswitch); without it only NVSwitches already on VFIO are")
 	cfg.Flags().BoolVar(&allowPartial, "allow-partial", false, "emit (or --apply) the patch even when some hosts could not be evaluated: their GPUs are left out")
+	cfg.Flags().StringVar(&kubevirtVersion, "kubevirt-version", kubevirtVersion, "the cluster's KubeVirt release (MAJOR.MINOR[.PATCH]): from "+kube.VendorVGPUSince.String()+" on, the VFs of vendor-specific VFIO vGPUs (kernel 6.8+, vGPU 17+) are permitted as pciHostDevices that KubeVirt allocates itself; before it, KubeVirt cannot allocate them and they are left out")
 	cfg.Flags().BoolVar(&apply, "apply", false, "patch the KubeVirt CR through the Kubernetes API instead of printing the patch")
 	cfg.Flags().BoolVar(&dryRun, "dry-run", false, "with --apply: server-side dry run")
 	cfg.Flags().StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)")
