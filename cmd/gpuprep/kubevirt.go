@@ -84,7 +84,15 @@ mode a report was made for (check --mode; without one, a GPU set up for vGPU cou
 others as vm-passthrough) is permitted: a vm-vgpu node's GPUs are not passed whole (its vGPU
 types are), a container node contributes nothing, and NVSwitches only with --nvswitch or when
 already on VFIO (gpuprep otherwise leaves them with the host's Fabric Manager). Entries are
-merged and de-duplicated across nodes. Apply it with:
+merged and de-duplicated across nodes.
+
+vGPUs of the vendor-specific VFIO interface (vGPU 17+ on kernel 6.8+: VFs on driver nvidia with a
+non-zero nvidia/current_vgpu_type) are allocated by KubeVirt itself from v1.9.0 on (PR #16890): one
+pciHostDevices entry per VF model, pciVendorSelector the VF's own vendor:device, resourceName
+nvidia.com/ + the type name (spaces as _), no externalResourceProvider. --kubevirt-version (default
+1.9) names the cluster's KubeVirt; before 1.9 these VFs cannot be allocated and are left out, with a
+note. KubeVirt gives one resource per selector: VFs of one model holding different types across the
+hosts are left out, with a note. Apply it with:
 
   kubectl patch kubevirt kubevirt -n kubevirt --type merge --patch-file PATCH.yaml
 
