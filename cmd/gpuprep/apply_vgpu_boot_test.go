@@ -120,4 +120,29 @@ func TestApplyVMVGPUInstallsWhatRecreatesVendorVGPUs(t *testing.T) {
 	require.Equal(t, 0, code, out+errs)
 	status, msg = boot()
 	require.Equal(t, "pass", status, msg)
+
+	// the unit that enables the VFs at boot gone (a manager installed
+	// before gpuprep, with every VF enabled by hand): check says so, and
+	// apply, which needs no --driver then, writes and enables it without
+	// running sriov-manage under the live vGPUs
+	_, err = n.Run(t.Context(), "systemctl", "disable", vgpu.SRIOVUnitName)
+	require.NoError(t, err)
+	require.NoError(t, os.Remove(filepath.Join(root, vgpu.SRIOVUnit)))
+	status, msg = boot()
+	require.Equal(t, "warn", status, msg)
+	require.Contains(t, msg, "wants /etc/systemd/system/gpuprep-vgpu-sriov.service, which enables the VFs at boot")
+	noDriver := args[:len(args)-2]
+	out, errs, code = gpuprep(t, append([]string{"plan"}, noDriver...)...)
+	require.Equal(t, 0, code, out+errs)
+	require.Contains(t, out, "enable the SR-IOV VFs at every boot (gpuprep-vgpu-sriov.service)")
+	require.NotContains(t, out, "run: /usr/lib/nvidia/sriov-manage")
+	calls := len(vn.h.Commands())
+	out, errs, code = gpuprep(t, append([]string{"apply", "--yes"}, noDriver...)...)
+	require.Equal(t, 0, code, out+errs)
+	require.NotContains(t, strings.Join(vn.h.Commands()[calls:], "\n"), "sriov-manage")
+	require.FileExists(t, filepath.Join(root, vgpu.SRIOVUnit))
+	status, msg = boot()
+	require.Equal(t, "pass", status, msg)
+	out, errs, _ = gpuprep(t, append([]string{"plan"}, noDriver...)...)
+	require.Contains(t, out, "Nothing to do", errs)
 }
