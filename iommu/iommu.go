@@ -14,17 +14,44 @@ import (
 
 // Firmware lists the ACPI tables that describe an IOMMU: DMAR (Intel VT-d)
 // and IVRS (AMD-Vi). ACPI says whether /sys/firmware/acpi/tables exists.
+// On Arm, IORT describes SMMUs and ITS groups both; it is in Tables only
+// when it describes an SMMU (IORTErr says when it could not be read, as an
+// unprivileged user cannot: the tables are mode 0400).
 type Firmware struct {
 	Tables []string
 	ACPI   bool
+	// IORT is the parsed IORT table, nil when there is none or IORTErr.
+	IORT    *IORT
+	IORTErr error
+	// DeviceTree: the firmware handed the kernel a device tree
+	// (/sys/firmware/devicetree/base), the usual way on Arm boards without
+	// ACPI; SMMUs are then described there (iommus, iommu-map).
+	DeviceTree bool
 }
 
-// ReadFirmware looks for DMAR and IVRS in /sys/firmware/acpi/tables.
+// ReadFirmware looks for DMAR and IVRS in /sys/firmware/acpi/tables, and
+// for IORT, which it parses.
 func ReadFirmware(root *host.Root) Firmware {
-	f := Firmware{ACPI: root.Exists("/sys/firmware/acpi/tables")}
+	f := Firmware{ACPI: root.Exists("/sys/firmware/acpi/tables"), DeviceTree: root.Exists("/sys/firmware/devicetree/base")}
 	for _, t := range []string{"DMAR", "IVRS"} {
 		if _, err := root.Lstat("/sys/firmware/acpi/tables/" + t); err == nil {
 			f.Tables = append(f.Tables, t)
+		}
+	}
+	if _, err := root.Lstat("/sys/firmware/acpi/tables/IORT"); err == nil {
+		b, err := root.ReadFile("/sys/firmware/acpi/tables/IORT")
+		var t IORT
+		if err == nil {
+			t, err = ParseIORT(b)
+		}
+		switch {
+		case err != nil:
+			f.IORTErr = fmt.Errorf("/sys/firmware/acpi/tables/IORT: %w", err)
+		default:
+			f.IORT = &t
+			if t.HasSMMU() {
+				f.Tables = append(f.Tables, "IORT")
+			}
 		}
 	}
 	return f
@@ -32,7 +59,7 @@ func ReadFirmware(root *host.Root) Firmware {
 
 // Kernel is the IOMMU as the running kernel shows it.
 type Kernel struct {
-	Units  []string // /sys/class/iommu entries: dmarN (Intel), ivhdN (AMD)
+	Units  []string // /sys/class/iommu entries: dmarN (Intel), ivhdN (AMD), smmu3.0x… (Arm SMMUv3), smmu.0x… (SMMUv1/v2)
 	Groups int      // entries in /sys/kernel/iommu_groups
 }
 

@@ -261,6 +261,10 @@ func checkVFIOBinding(e *Env) []Finding {
 		src, err := e.Configured()
 		return vfio.NewBootView(e.Root, vfio.NextBootArgs(src, err, e.Cmdline), false)
 	})
+	bootImage := sync.OnceValue(func() *vfio.BootImage {
+		src, err := e.Configured()
+		return vfio.NewBootImage(e.Root, vfio.NextBootArgs(src, err, e.Cmdline))
+	})
 	for _, g := range e.GPUs {
 		if g.VendorID != pci.VendorNVIDIA {
 			// Selected by the user: passthrough can take any device, but
@@ -323,6 +327,7 @@ func checkVFIOBinding(e *Env) []Finding {
 				c.Fixable, c.FixCommand = false, ""
 				c.Remedy = "reboot the node (gpuprep apply --mode container continues after the reboot)"
 			}
+			bootImageEvidence(e, bootImage(), g, binders, &f) // vfio_image.go: what the next boot's initramfs loads
 			out = append(out, f, c)
 			continue
 		}

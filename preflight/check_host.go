@@ -103,6 +103,9 @@ func checkCPUVirt(e *Env) []Finding {
 	if !c.Read {
 		return []Finding{{Status: Error, Subject: "/proc/cpuinfo", Message: "cannot read /proc/cpuinfo", Remedy: "run gpuprep on a Linux host (or point --root at one)"}}
 	}
+	if e.ARM64() {
+		return checkCPUVirtARM64(e)
+	}
 	if c.Flags["hypervisor"] {
 		out = append(out, Finding{Status: Warn, Subject: "cpu flag hypervisor",
 			Message: "this node is itself a virtual machine (CPUID hypervisor bit): the GPU Operator's VM workloads assume bare metal, and VMs here need nested virtualization and a virtual IOMMU",
@@ -180,7 +183,7 @@ func checkCPUVirt(e *Env) []Finding {
 		}
 	default:
 		out = append(out, Finding{Status: Error, Subject: "vendor_id " + c.Vendor,
-			Message: fmt.Sprintf("unsupported CPU vendor %q: gpuprep checks Intel VT-x and AMD-V", c.Vendor),
+			Message: fmt.Sprintf("unsupported CPU vendor %q: gpuprep checks Intel VT-x, AMD-V and arm64 KVM at EL2", c.Vendor),
 			Remedy:  "check hardware virtualization by hand, then --ignore cpu.virtualization"})
 	}
 	return out
@@ -218,6 +221,9 @@ func firstKey(m map[string]uint64) string {
 }
 
 func checkKVM(e *Env) []Finding {
+	if e.ARM64() {
+		return checkKVMARM64(e)
+	}
 	var mods []string // kvm's backends (kvm_intel, kvm_amd, or another: kvm_pvm), then kvm
 	for _, m := range []string{"kvm_intel", "kvm_amd"} {
 		if e.Root.Exists("/sys/module/" + m) {

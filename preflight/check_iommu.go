@@ -14,16 +14,23 @@ import (
 )
 
 // IOMMUVendor says whose IOMMU the node has: "intel" (VT-d: ACPI DMAR or
-// dmarN units) or "amd" (AMD-Vi: IVRS or ivhdN units), from what firmware and
-// kernel show, else from the CPU vendor. The platform's IOMMU, not the CPU,
-// decides which kernel arguments apply.
+// dmarN units), "amd" (AMD-Vi: IVRS or ivhdN units) or "arm" (an Arm SMMU:
+// an arm64 kernel, whose IOMMU is an SMMU described by IORT or a device
+// tree), from the architecture, then what firmware and kernel show, else
+// from the CPU vendor. The platform's IOMMU, not the CPU, decides which
+// kernel arguments apply.
 func (e *Env) IOMMUVendor() string {
+	if e.ARM64() {
+		return "arm"
+	}
 	for _, t := range e.Firmware.Tables {
 		switch t {
 		case "DMAR":
 			return "intel"
 		case "IVRS":
 			return "amd"
+		case "IORT":
+			return "arm"
 		}
 	}
 	for _, u := range e.IOMMU.Units {
@@ -32,6 +39,8 @@ func (e *Env) IOMMUVendor() string {
 			return "intel"
 		case strings.HasPrefix(u, "ivhd"):
 			return "amd"
+		case strings.HasPrefix(u, "smmu"):
+			return "arm"
 		}
 	}
 	switch {
@@ -49,11 +58,16 @@ func biosIOMMU(e *Env) string {
 		return "Intel VT-d"
 	case "amd":
 		return "AMD IOMMU (AMD-Vi)"
+	case "arm":
+		return "the SMMU"
 	}
 	return "the IOMMU"
 }
 
 func checkIOMMUFirmware(e *Env) []Finding {
+	if e.IOMMUVendor() == "arm" {
+		return checkIOMMUFirmwareSMMU(e)
+	}
 	fw := e.Firmware
 	switch {
 	case len(fw.Tables) > 0:
@@ -97,11 +111,17 @@ func checkIOMMUKernel(e *Env) []Finding {
 	}
 	f := Finding{Status: Fail, Subject: "/sys/class/iommu", Message: msg}
 	vendor := e.IOMMUVendor()
+	if vendor == "arm" {
+		// no kernel argument turns an SMMU on: arm-smmu-v3 probes every
+		// SMMU the firmware describes
+		f.Remedy = smmuNotActive(e)
+		return []Finding{f}
+	}
 	off := offArgs(e.Cmdline, vendor)
 	if len(off) > 0 {
 		f.Message += "; the running kernel was booted with " + argList(off)
 	}
-	if len(e.Firmware.Tables) == 0 && e.Firmware.ACPI {
+	if len(e.Firmware.Tables) == 0 && e.Firmware.ACPI && e.Firmware.IORTErr == nil {
 		f.Remedy = "enable " + biosIOMMU(e) + " in the BIOS/UEFI setup first (see iommu.firmware), then set the kernel arguments and reboot"
 		if e.CPU.Flags["hypervisor"] {
 			f.Remedy = "give this VM a virtual IOMMU on its hypervisor first (see iommu.firmware), then set the kernel arguments and reboot"
@@ -145,15 +165,18 @@ func checkIOMMUKernel(e *Env) []Finding {
 // firmware that describes an IOMMU, has none: a kernel built without the
 // driver, else what only its log tells.
 func kernelWithoutIOMMU(e *Env, vendor string) string {
-	opt := "CONFIG_INTEL_IOMMU"
-	if vendor == "amd" {
+	opt, grep := "CONFIG_INTEL_IOMMU", "-e DMAR -e IOMMU -e AMD-Vi"
+	switch vendor {
+	case "amd":
 		opt = "CONFIG_AMD_IOMMU"
+	case "arm":
+		opt, grep = "CONFIG_ARM_SMMU_V3", "-e IORT -e arm-smmu -e iommu"
 	}
 	cfg := "/boot/config-" + e.Host.Kernel
 	if b, err := e.Root.ReadFile(cfg); err == nil && !strings.Contains("\n"+string(b)+"\n", "\n"+opt+"=y\n") {
 		return "the running kernel is built without " + opt + " (" + cfg + "): boot a kernel built with it; rebooting this one will not help"
 	}
-	return "rebooting will not help: the kernel log says why it did not start the IOMMU (journalctl -k -b | grep -i -e DMAR -e IOMMU -e AMD-Vi): " +
+	return "rebooting will not help: the kernel log says why it did not start the IOMMU (journalctl -k -b | grep -i " + grep + "): " +
 		biosIOMMU(e) + " disabled or broken in the firmware (check the BIOS/UEFI setting; update the firmware), or a kernel built without " + opt
 }
 
@@ -205,8 +228,13 @@ func disablingArgs(ps []kargs.Param) []kargs.Param {
 }
 
 // disablerApplies: intel_iommu= acts on an Intel IOMMU only (dmar_disabled),
-// amd_iommu= on an AMD one only; iommu=off (no_iommu) on both.
+// amd_iommu= on an AMD one only; iommu=off (no_iommu) on both. None of them
+// exists on arm64: iommu= is x86's early_param (arch/x86/kernel/pci-dma.c),
+// and an arm64 kernel passes all three to init as unknown parameters.
 func disablerApplies(key, vendor string) bool {
+	if vendor == "arm" {
+		return false
+	}
 	switch kargs.Norm(key) {
 	case "intel_iommu":
 		return vendor != "amd"
@@ -237,11 +265,19 @@ func offFix(e *Env) string {
 
 // WantedArgs are the kernel arguments gpuprep sets for VM modes: with an
 // Intel IOMMU intel_iommu=on iommu=pt, with an AMD one iommu=pt (amd_iommu=on
-// is not a valid value; the AMD IOMMU is on whenever firmware enables it).
+// is not a valid value; the AMD IOMMU is on whenever firmware enables it),
+// with an Arm SMMU iommu.passthrough=1: the SMMU is on whenever firmware
+// describes it, and iommu=pt is x86's spelling only (the generic
+// iommu.passthrough= of drivers/iommu/iommu.c is "[ARM64, X86]" in
+// kernel-parameters.txt; a real Grace host boots with it: "iommu: Default
+// domain type: Passthrough (set via kernel command line)").
 func WantedArgs(iommuVendor string) []kargs.Param {
 	pt := kargs.Param{Key: "iommu", Value: "pt", HasValue: true}
-	if iommuVendor == "amd" {
+	switch iommuVendor {
+	case "amd":
 		return []kargs.Param{pt}
+	case "arm":
+		return []kargs.Param{{Key: "iommu.passthrough", Value: "1", HasValue: true}}
 	}
 	return []kargs.Param{{Key: "intel_iommu", Value: "on", HasValue: true}, pt}
 }
@@ -280,7 +316,11 @@ func (e *Env) KernelArgs() KernelArgs {
 			k.NotOff = append(k.NotOff, key)
 		}
 	}
-	k.NotOff = append(k.NotOff, "intremap")
+	if k.Vendor != "arm" {
+		// intremap= and nointremap are x86's (drivers/iommu/irq_remapping.c,
+		// built with IRQ_REMAP, an x86 option)
+		k.NotOff = append(k.NotOff, "intremap")
+	}
 	for _, w := range k.Wanted {
 		if why := e.notNeeded(w); why != "" {
 			k.NotNeeded[w.String()] = why
@@ -309,7 +349,7 @@ func (e *Env) notNeeded(want kargs.Param) string {
 
 // ErrUnknownIOMMU: neither firmware, kernel nor CPU tells whose IOMMU the
 // node has, so which arguments it wants is unknown.
-var ErrUnknownIOMMU = errors.New("cannot tell whether this node has an Intel or an AMD IOMMU (no ACPI DMAR/IVRS table, IOMMU unit or known CPU vendor)")
+var ErrUnknownIOMMU = errors.New("cannot tell whether this node has an Intel, an AMD or an Arm IOMMU (no ACPI DMAR/IVRS/IORT table, IOMMU unit, known CPU vendor or architecture)")
 
 // NodeKernelArgs is KernelArgs for the node under root, for the commands
 // that edit the kernel command line (grub, plan): from the whole Env where
@@ -318,7 +358,8 @@ func NodeKernelArgs(root *host.Root) (KernelArgs, error) {
 	sel, _ := pci.ParseSelector(nil)
 	e, err := NewEnv(root, host.NoRunner{}, sel, VMPassthrough)
 	if err != nil {
-		e = &Env{Root: root, Firmware: iommu.ReadFirmware(root), IOMMU: iommu.ReadKernel(root)}
+		e = &Env{Root: root, Firmware: iommu.ReadFirmware(root), IOMMU: iommu.ReadKernel(root), CPU: readCPU(root)}
+		e.Arch = readArch(root, e.CPU)
 		e.Host.Kernel, _ = root.ReadString("/proc/sys/kernel/osrelease")
 		e.CmdlineRaw, e.CmdlineErr = kargs.ReadString(root, "/proc/cmdline")
 		e.Cmdline = kargs.Parse(e.CmdlineRaw)
@@ -497,9 +538,12 @@ func checkIOMMUCmdline(e *Env) []Finding {
 		}
 	}
 	if p, ok := kargs.Last(append(append([]kargs.Param{}, e.Cmdline...), configured...), "amd_iommu"); ok && kargs.HasOption(p.Value, "on") {
-		out = append(out, Finding{Status: Warn, Subject: "amd_iommu=on",
-			Message: "amd_iommu=on is not a valid value (the kernel logs \"AMD-Vi: Unknown option - 'on'\"); the AMD IOMMU is on whenever firmware enables it",
-			Remedy:  "gpuprep grub remove amd_iommu", Fixable: true, FixCommand: "gpuprep grub remove amd_iommu"})
+		msg := "amd_iommu=on is not a valid value (the kernel logs \"AMD-Vi: Unknown option - 'on'\"); the AMD IOMMU is on whenever firmware enables it"
+		if vendor == "arm" {
+			msg = "amd_iommu=on does nothing here: amd_iommu= is an x86 kernel parameter, and this node is arm64 (an Arm SMMU)"
+		}
+		out = append(out, Finding{Status: Warn, Subject: "amd_iommu=on", Message: msg,
+			Remedy: "gpuprep grub remove amd_iommu", Fixable: true, FixCommand: "gpuprep grub remove amd_iommu"})
 	}
 	return out
 }
@@ -561,11 +605,15 @@ func offFinding(e *Env, p kargs.Param, src *grub.Source, configured []kargs.Para
 	key := kargs.Norm(p.Key)
 	_, confOff := kargs.Disabling(configured, key)
 	if !disablerApplies(key, vendor) {
-		// intel_iommu= on an AMD IOMMU, amd_iommu= on an Intel one.
-		name := map[string]string{"intel": "an Intel (VT-d)", "amd": "an AMD (AMD-Vi)"}
+		// intel_iommu= on an AMD IOMMU, amd_iommu= on an Intel one, any
+		// of them on arm64.
+		name := map[string]string{"intel": "an Intel (VT-d)", "amd": "an AMD (AMD-Vi)", "arm": "an Arm SMMU"}
 		other := map[string]string{"intel_iommu": "intel", "amd_iommu": "amd"}[key]
 		f.Status = Warn
 		f.Message = p.String() + " in /proc/cmdline does nothing here: " + key + "= acts on " + name[other] + " IOMMU only, and this node's is " + name[vendor]
+		if vendor == "arm" {
+			f.Message = p.String() + " in /proc/cmdline does nothing here: " + key + "= is an x86 kernel parameter, and this node is arm64 (an Arm SMMU)"
+		}
 		switch {
 		case unparsed != "":
 			f.Remedy = "to tidy up (optional): fix " + unparsed + " first, then remove " + key + "="
@@ -651,6 +699,9 @@ func rebootPending(e *Env, src *grub.Source, req grub.Request) (pending bool, de
 }
 
 func checkInterruptRemapping(e *Env) []Finding {
+	if e.IOMMUVendor() == "arm" {
+		return checkMSIIsolation(e)
+	}
 	// Interrupt remapping can be on while DMA remapping is off (intel_iommu=off
 	// leaves DMAR-IR enabled), so the evidence is read either way.
 	r := iommu.ReadRemapping(e.Root, e.IOMMU)

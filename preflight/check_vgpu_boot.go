@@ -161,11 +161,7 @@ func unlisted(e *Env, a applyArgs, live map[string][]vgpu.Instance) string {
 	if err != nil {
 		return fmt.Sprintf("%s runs gpuprep vgpu apply with --select %s, which selects no GPU here: %v", vgpu.ApplyUnitName, strings.Join(a.selects, ","), err)
 	}
-	addrs := make([]string, len(devs))
-	for i, d := range devs {
-		addrs[i] = d.Address
-	}
-	wants, err := vgpu.Wants(a.file, a.config, sets, addrs)
+	wants, _, err := vgpu.Wants(a.file, a.config, sets, vgpu.ConfigGPUs(e.Root, e.Inv.Devices, devs))
 	if err != nil {
 		return fmt.Sprintf("%s runs gpuprep vgpu apply with config %q, which does not fit this host: %v", vgpu.ApplyUnitName, a.config, err)
 	}

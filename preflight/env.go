@@ -22,7 +22,11 @@ type CPUInfo struct {
 	// VMXFeatures: the first CPU has a "vmx flags" line, which the kernel
 	// prints only after its feat_ctl.c found VMX enabled (see vmxFlagVerdict)
 	VMXFeatures bool
-	Read        bool // /proc/cpuinfo could be read
+	// Implementer and Part are an Arm CPU's "CPU implementer" and "CPU
+	// part" lines (arch/arm64/kernel/cpuinfo.c; 0x41 and 0xd4f on Grace:
+	// Arm Neoverse V2)
+	Implementer, Part string
+	Read              bool // /proc/cpuinfo could be read
 }
 
 // Intel and AMD report whether the CPU vendor is known.
@@ -55,6 +59,11 @@ type Env struct {
 	Selector   pci.Selector
 	IOMMU      iommu.Kernel
 	Firmware   iommu.Firmware
+	// Arch is the kernel's machine ("x86_64", "aarch64"; see readArch).
+	Arch string
+	// KernelLog reads the running kernel's log (dmesg), for the checks that
+	// can use it as evidence; NewEnv sets it, tests may replace it.
+	KernelLog func() ([]byte, error)
 
 	// mu guards what is read lazily, once per check, by several checks
 	mu         sync.Mutex
@@ -63,6 +72,7 @@ type Env struct {
 	vgpuIfaces func() [2]bool // mdev, vendor-specific VFIO (vgpuInterfaces)
 	configured func() (*grub.Source, error)
 	boot       func() (*grub.Boot, error)
+	klog       func() kernelLog
 }
 
 // Manager is the vGPU manager's state (vgpu.ReadManager), read once.
@@ -127,6 +137,8 @@ func NewEnv(root *host.Root, runner host.Runner, sel pci.Selector, mode Mode) (*
 	e.Cmdline = kargs.Parse(e.CmdlineRaw)
 	e.BootTime = bootTime(root)
 	e.CPU = readCPU(root)
+	e.Arch = readArch(root, e.CPU)
+	e.KernelLog = liveKernelLog(root, runner)
 	inv, err := pci.Discover(root)
 	if err != nil {
 		return nil, err
@@ -204,6 +216,14 @@ func readCPU(root *host.Root) CPUInfo {
 		case "model name":
 			if c.Model == "" {
 				c.Model = v
+			}
+		case "CPU implementer":
+			if c.Implementer == "" {
+				c.Implementer = v
+			}
+		case "CPU part":
+			if c.Part == "" {
+				c.Part = v
 			}
 		case "vmx flags":
 			if c.Count == 1 {

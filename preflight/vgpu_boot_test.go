@@ -15,7 +15,7 @@ import (
 
 // The fixture's units are what gpuprep writes.
 func TestPersistedFixtureUnitsAreGpuprepsOwn(t *testing.T) {
-	require.Equal(t, string(vgpu.ApplyUnitContent(vgpu.InstalledBinary, []string{"vgpu", "apply", "-f", vgpu.PersistedConfig, "-c", "h200-35c"})), fixture.PersistedApplyUnit)
+	require.Equal(t, string(vgpu.ApplyUnitContent(vgpu.InstalledBinary, []string{"vgpu", "apply", "-f", vgpu.PersistedConfig, "-c", "h200-35c"}, nil)), fixture.PersistedApplyUnit)
 	require.Equal(t, string(vgpu.SRIOVUnitContent([]string{"0000:41:00.0"})), fixture.PersistedSRIOVUnit)
 }
 

@@ -92,16 +92,15 @@ func (p *Plan) planVGPU(ctx context.Context) error {
 	if err != nil {
 		return usage(StepVGPUDevices, err)
 	}
-	var addrs []string
 	var infos []vgpu.GPUInfo
 	for _, d := range gpus {
-		addrs = append(addrs, d.Address)
 		infos = append(infos, vgpu.GPUInfo{Address: d.Address, DeviceID: d.DeviceID})
 	}
-	wants, err := vgpu.Wants(o.VGPUConfigFile, o.VGPUConfig, sets, addrs)
+	wants, notes, err := vgpu.Wants(o.VGPUConfigFile, o.VGPUConfig, sets, vgpu.ConfigGPUs(p.root, p.inv.Devices, gpus))
 	if err != nil {
 		return usage(StepVGPUDevices, err)
 	}
+	p.Notes = append(p.Notes, notes...)
 	// Before the manager runs no GPU lists its types: judge the config's
 	// types by the boards' names (what a GPU offers, once it does, wins).
 	offered := func(gpu string) []vgpu.Type { return vgpu.Read(p.root, gpu).Types }
@@ -116,7 +115,7 @@ func (p *Plan) planVGPU(ctx context.Context) error {
 	if !installed || p.Step(StepReboot) != nil {
 		var ws []string
 		for _, w := range wants {
-			ws = append(ws, fmt.Sprintf("%d× %s on %s", w.Count, w.Type, w.GPU))
+			ws = append(ws, w.String())
 		}
 		when := "once the vGPU manager runs"
 		if ip := p.vgpu.install; ip != nil && ip.Driver == nil {

@@ -61,9 +61,17 @@ func NewVGPU(root *host.Root, inv *pci.Inventory, st vgpu.GPU) *VGPU {
 	return v
 }
 
-// vgpuParents is the per-parent view of st. The vgpu package does not tell
-// a GPU's parents apart yet (vgpu.GPU has no parents: its Types merge
-// them), so there is none to give: Parents is left out of the document
-// until vgpu.GPU carries them (its Parents, each with an Address and Types
-// whose Available is that parent's own free count), and this maps them.
-func vgpuParents(vgpu.GPU) []VGPUParent { return nil }
+// vgpuParents is the per-parent view of st (vgpu.GPU.Parents): each
+// parent with its own free instances of each type it offers now; nil when
+// vgpu tells no parent apart.
+func vgpuParents(st vgpu.GPU) []VGPUParent {
+	var out []VGPUParent
+	for _, p := range st.Parents {
+		vp := VGPUParent{Address: p.Address, Types: []VGPUFree{}}
+		for _, t := range p.Types {
+			vp.Types = append(vp.Types, VGPUFree{ID: t.ID, Available: t.Available})
+		}
+		out = append(out, vp)
+	}
+	return out
+}

@@ -18,6 +18,7 @@ targets=(
 	"./vgpu               FuzzParseConfig     10000"
 	"./report             FuzzRender          3000"
 	"./internal/snapshot  FuzzUnpack          1500"
+	"./internal/initramfs FuzzRead            3000"
 )
 # Every Fuzz function in the tree must be listed above.
 for f in $(grep -rhoE '^func Fuzz[A-Za-z0-9_]+' --include='*_test.go' . | sed 's/^func //' | sort -u); do

@@ -232,6 +232,9 @@ func planPersist(root *host.Root, inv *pci.Inventory, add []*Target, remove []st
 // journal records: an initramfs made before it may still bind the GPUs to
 // VFIO at early boot (an unbind whose initramfs command failed).
 func InitramfsStale(root *host.Root) string {
+	if why, decided := ImageStale(root); decided { // the image itself, where it tells (boot_image.go)
+		return why
+	}
 	var newest time.Time
 	file := ""
 	for _, f := range []string{ModprobeConf, ModulesLoad, UdevRule} {

@@ -26,6 +26,7 @@ type Instance struct {
 	Device string // mdev UUID or VF address
 	Type   string // type name
 	TypeID string
+	Parent string // the device it is on: the PF or a VF (an mdev's parent), the VF (vendor-specific)
 }
 
 // Existing lists the vGPUs that exist on the PF at addr: mdevs whose parent
@@ -44,14 +45,14 @@ func Existing(root *host.Root, addr string) []Instance {
 		}
 		tid := root.LinkBase("/sys/bus/mdev/devices/" + u + "/mdev_type")
 		name, _ := root.ReadString("/sys/bus/mdev/devices/" + u + "/mdev_type/name")
-		out = append(out, Instance{GPU: addr, Device: u, Type: name, TypeID: tid})
+		out = append(out, Instance{GPU: addr, Device: u, Type: name, TypeID: tid, Parent: path.Base(path.Dir(real))})
 	}
 	for _, vf := range g.VFs {
 		cur, err := root.ReadString("/sys/bus/pci/devices/" + vf + "/nvidia/current_vgpu_type")
 		if err != nil || cur == "" || cur == "0" {
 			continue
 		}
-		out = append(out, Instance{GPU: addr, Device: vf, TypeID: cur, Type: typeName(root, g, cur)})
+		out = append(out, Instance{GPU: addr, Device: vf, TypeID: cur, Type: typeName(root, g, cur), Parent: vf})
 	}
 	return out
 }
@@ -125,8 +126,17 @@ func rememberTypeNames(root *host.Root, p *Plan, now time.Time) error {
 // Want is how many vGPUs of a type one GPU should have.
 type Want struct {
 	GPU   string
-	Type  string // as the config names it
+	Type  string // as the config names it; "" with Count 0: the GPU should have none
 	Count int
+}
+
+// String says what a want asks: "2× A10-12Q on 0000:41:00.0", or "no
+// vGPUs on 0000:41:00.0".
+func (w Want) String() string {
+	if w.Count == 0 {
+		return "no vGPUs on " + w.GPU
+	}
+	return fmt.Sprintf("%d× %s on %s", w.Count, w.Type, w.GPU)
 }
 
 // Action is one planned write.
@@ -178,6 +188,17 @@ func MakePlan(root *host.Root, wants []Want) (*Plan, error) {
 	return MakePlanWith(root, wants, PlanOptions{})
 }
 
+// clearsOnly reports whether wants ask for no vGPU at all (a config's
+// vgpu-devices: {}).
+func clearsOnly(wants []Want) bool {
+	for _, w := range wants {
+		if w.Count > 0 {
+			return false
+		}
+	}
+	return true
+}
+
 // Holders returns the processes that hold the vGPU inst open: its VFIO group
 // (/dev/vfio/<group>) or its iommufd device node (/dev/vfio/devices/vfioN),
 // found by scanning /proc/*/fd through the root.
@@ -211,6 +232,9 @@ func MakePlanWith(root *host.Root, wants []Want, opts PlanOptions) (*Plan, error
 	}
 	for _, addr := range order {
 		g := Read(root, addr)
+		if g.Interface == "" && clearsOnly(byGPU[addr]) {
+			continue // a GPU with no vGPU interface has no vGPUs to clear
+		}
 		if g.Interface == "" {
 			return nil, fmt.Errorf("%s: no vGPU interface (no mdev_supported_types, no VF with nvidia/creatable_vgpu_types): is the vGPU manager installed and are the VFs enabled?", addr)
 		}
@@ -232,6 +256,7 @@ func MakePlanWith(root *host.Root, wants []Want, opts PlanOptions) (*Plan, error
 		}
 		// the rest is unwanted: removed with Prune unless in use
 		freed := map[string]bool{}
+		freedOn := map[string]int{} // parent → mdevs removed from it
 		for i, e := range existing {
 			if used[i] {
 				continue
@@ -247,6 +272,11 @@ func MakePlanWith(root *host.Root, wants []Want, opts PlanOptions) (*Plan, error
 			}
 			p.Removals = append(p.Removals, removal(e))
 			freed[e.Device] = true
+			freedOn[e.Parent]++
+		}
+		var room *mdevRoom
+		if g.Interface == "mdev" {
+			room = newMdevRoom(g, freedOn)
 		}
 		var freeVFs []string
 		if g.Interface == "sriov" {
@@ -264,13 +294,7 @@ func MakePlanWith(root *host.Root, wants []Want, opts PlanOptions) (*Plan, error
 			if need[j] <= 0 {
 				continue
 			}
-			var t *Type
-			for i := range g.Types {
-				if TypeMatches(w.Type, g.Types[i].Name) {
-					t = &g.Types[i]
-					break
-				}
-			}
+			t := FindType(g.Types, w.Type)
 			if t == nil {
 				var names []string
 				for _, x := range g.Types {
@@ -284,14 +308,21 @@ func MakePlanWith(root *host.Root, wants []Want, opts PlanOptions) (*Plan, error
 			}
 			switch g.Interface {
 			case "mdev":
-				// removals change what is available: the kernel has the last word then
-				if len(freed) == 0 && t.Available >= 0 && t.Available < need[j] {
-					return nil, fmt.Errorf("%s: %d more %q wanted, %d available", addr, need[j], t.Name, t.Available)
+				// on the PF (Turing) or on the VFs (Ampere), parent by
+				// parent; removals change what is available: the kernel
+				// has the last word then
+				on, err := room.place(*t, need[j])
+				if err != nil {
+					return nil, err
 				}
-				for i := 0; i < need[j]; i++ {
+				for _, par := range on {
+					about := "create an mdev of " + t.ID
+					if par != addr {
+						about += " on VF " + par
+					}
 					p.Actions = append(p.Actions, Action{GPU: addr, Type: t.Name,
-						Path:  "/sys/bus/pci/devices/" + addr + "/mdev_supported_types/" + t.ID + "/create",
-						Value: "<uuid>", About: "create an mdev of " + t.ID})
+						Path:  "/sys/bus/pci/devices/" + par + "/mdev_supported_types/" + t.ID + "/create",
+						Value: "<uuid>", About: about})
 				}
 			case "sriov":
 				if len(freeVFs) < need[j] {
@@ -435,6 +466,11 @@ func apply(root *host.Root, w AttrWriter, p *Plan, now time.Time, j *journalHook
 	}
 	for _, a := range p.Actions {
 		if strings.HasSuffix(a.Path, "/create") {
+			// the parent's room, read again: creating on one VF of an
+			// Ampere GPU takes room from its siblings
+			if n := readInt(root, path.Dir(a.Path)+"/available_instances"); n == 0 {
+				return done, fmt.Errorf("%s: no %s instance left on %s (available_instances 0: the GPU's room used up?)", a.GPU, a.Type, parentOf(a.Path))
+			}
 			if a.Value == "<uuid>" {
 				a.Value = newUUID() // before its intent is recorded: the journal names it
 			}
@@ -459,6 +495,11 @@ func apply(root *host.Root, w AttrWriter, p *Plan, now time.Time, j *journalHook
 		}
 	}
 	return done, nil
+}
+
+// parentOf is the device of a …/<dev>/mdev_supported_types/<type>/create path.
+func parentOf(create string) string {
+	return path.Base(path.Dir(path.Dir(path.Dir(create))))
 }
 
 // NewUUID returns a random (version 4) UUID for a new mdev, for callers that

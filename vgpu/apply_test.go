@@ -158,11 +158,13 @@ func TestWantsFromConfig(t *testing.T) {
 	require.NoError(t, err)
 	sets, err := c.Select("x")
 	require.NoError(t, err)
-	w, err := Wants("c.yaml", "x", sets, []string{"0000:01:00.0", "0000:02:00.0"})
+	gpus := []ConfigGPU{{Address: "0000:01:00.0", Index: 0, Selected: true}, {Address: "0000:02:00.0", Index: 1, Selected: true}}
+	w, _, err := Wants("c.yaml", "x", sets, gpus)
 	require.NoError(t, err)
 	require.Equal(t, []Want{{"0000:02:00.0", "A10-12Q", 2}, {"0000:02:00.0", "A10-4Q", 1}}, w)
-	_, err = Wants("c.yaml", "x", sets, []string{"0000:01:00.0"})
-	require.EqualError(t, err, `c.yaml: config "x" names GPU index 1; this host has 1 selected GPU(s)`)
+	_, notes, err := Wants("c.yaml", "x", sets, gpus[:1])
+	require.EqualError(t, err, `c.yaml: config "x" matches none of the selected GPUs (0000:01:00.0 (index 0, 0x00000000)): check its device-filter and devices`)
+	require.Equal(t, []string{"c.yaml:4: vgpu-configs.x[0]: GPU index 1: this node has 1 NVIDIA GPU(s); vgpu-device-manager skips it too"}, notes)
 }
 
 func TestApplySRIOVWritesTypeIDsToFreeVFs(t *testing.T) {
@@ -228,11 +230,10 @@ vgpu-configs:
 	require.EqualError(t, err, `cfg.yaml: no vgpu-config "nope" (have default, mixed)`)
 
 	for text, want := range map[string]string{
-		"version: v1\nvgpu-configs:\n  a:\n    - devices: all\n      vgpu-device:\n        X: 1\n": "cfg.yaml:5: field vgpu-device not found",
-		"version: v2\nvgpu-configs: {}\n": `cfg.yaml: version "v2": want v1`,
-		"version: v1\nvgpu-configs:\n  a:\n    - devices: some\n      vgpu-devices: {X: 1}\n": `cfg.yaml:4: devices: want all or a list of GPU indices, got "some"`,
-		"version: v1\nvgpu-configs:\n  a:\n    - devices: all\n      vgpu-devices: {X: -1}\n": `cfg.yaml:4: vgpu-configs.a[0]: "X": count -1 is negative`,
-		"version: v1\nvgpu-configs:\n  a:\n    - devices: all\n      vgpu-devices: {}\n":      "cfg.yaml:4: vgpu-configs.a[0]: vgpu-devices is empty",
+		"version: v1\nvgpu-configs:\n  a:\n    - devices: all\n      vgpu-device:\n        A10-4Q: 1\n": "cfg.yaml:5: vgpu-configs.a[0]: field vgpu-device not found",
+		"version: v2\nvgpu-configs: {}\n": `cfg.yaml:1: version "v2": want v1`,
+		"version: v1\nvgpu-configs:\n  a:\n    - devices: some\n      vgpu-devices: {A10-4Q: 1}\n": `cfg.yaml:4: vgpu-configs.a[0]: devices: want all or a list of GPU indices, got "some"`,
+		"version: v1\nvgpu-configs:\n  a:\n    - devices: all\n      vgpu-devices: {A10-4Q: -1}\n": `cfg.yaml:5: vgpu-configs.a[0]: vgpu-devices: line 5: A10-4Q: count -1: want at least 1`,
 	} {
 		_, err := ParseConfig("cfg.yaml", []byte(text))
 		require.ErrorContains(t, err, want, text)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"regexp"
 	"sort"
@@ -13,124 +14,180 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// Config is a vgpu-device-manager configuration file (version: v1), so that
-// configs written for NVIDIA's vGPU Device Manager work unchanged.
+// Config is a vgpu-device-manager configuration file (version: v1), read as
+// vgpu-device-manager's own api/spec/v1 reads it (NVIDIA/vgpu-device-manager,
+// api/spec/v1/spec.go at acb72704): so that the configs written for it, and
+// the one the GPU Operator ships, work unchanged.
 type Config struct {
-	Version     string                 `yaml:"version"`
-	VGPUConfigs map[string][]DeviceSet `yaml:"vgpu-configs"`
+	Version     string
+	VGPUConfigs map[string][]DeviceSet
 	file        string
 }
 
-// DeviceSet is one entry of a named config: which GPUs, and how many vGPUs
-// of each type to create on each of them.
+// DeviceSet is one entry of a named config: which GPUs (a device filter and
+// device indices), and how many vGPUs of each type each of them gets.
 type DeviceSet struct {
-	Devices     Devices        `yaml:"devices"`
-	VGPUDevices map[string]int `yaml:"vgpu-devices"`
+	Filter      DeviceFilter
+	Devices     Devices
+	VGPUDevices map[string]int // empty: the GPU gets none (it is cleared)
 	line        int
+	name        string // the named config it is in
+	index       int    // its place in that config
 }
 
-// Devices is "all" or a list of GPU indices (GPUs ordered by PCI address).
-type Devices struct {
-	All     bool
-	Indices []int
-	lines   []int // the line of each index
-}
+// maxConfigSize bounds a config file: the GPU Operator's own (every type of
+// every board, 3,000 lines) is 80 KB.
+const maxConfigSize = 4 << 20
 
-// UnmarshalYAML accepts `all` or a list of integers.
-func (d *Devices) UnmarshalYAML(n *yaml.Node) error {
-	switch n.Kind {
-	case yaml.ScalarNode:
-		if n.Value == "all" {
-			d.All = true
-			return nil
-		}
-		return fmt.Errorf("line %d: devices: want all or a list of GPU indices, got %q", n.Line, n.Value)
-	case yaml.SequenceNode:
-		if err := n.Decode(&d.Indices); err != nil {
-			return err
-		}
-		for _, e := range n.Content {
-			d.lines = append(d.lines, e.Line)
-		}
-		return nil
-	}
-	return fmt.Errorf("line %d: devices: want all or a list of GPU indices", n.Line)
-}
-
-// LoadConfig reads and validates a config file strictly: unknown fields,
-// a missing version, bad counts and empty configs are errors naming the file
-// and line.
+// LoadConfig reads and validates a config file strictly: what
+// vgpu-device-manager refuses is an error naming the file and line.
 func LoadConfig(path string) (*Config, error) {
-	b, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxConfigSize+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > maxConfigSize {
+		return nil, fmt.Errorf("%s: larger than %d MiB: not a vgpu-device-manager config", path, maxConfigSize>>20)
 	}
 	return ParseConfig(path, b)
 }
 
-// ParseConfig parses config text; file names it in errors.
+// ParseConfig parses config text; file names it in errors. It accepts what
+// Spec.UnmarshalJSON and VGPUConfigSpec.UnmarshalJSON accept and refuses
+// what they refuse: a missing or other version, an unknown field, no
+// configs, a config with no device set, a device set without devices or
+// vgpu-devices; and in vgpu-devices what VGPUConfig.AssertValid refuses.
+// It is stricter in one way: a key given twice in one mapping is an error
+// here, where vgpu-device-manager silently keeps the last one.
 func ParseConfig(file string, b []byte) (*Config, error) {
-	var c Config
-	dec := yaml.NewDecoder(bytes.NewReader(b))
-	dec.KnownFields(true)
-	if err := dec.Decode(&c); err != nil {
+	var root yaml.Node
+	if err := yaml.NewDecoder(bytes.NewReader(b)).Decode(&root); err != nil && !errors.Is(err, io.EOF) {
 		return nil, yamlError(file, err)
 	}
-	c.file = file
-	var root yaml.Node
-	_ = yaml.Unmarshal(b, &root)
-	if c.Version != "v1" {
-		return nil, fmt.Errorf("%s: version %q: want v1", file, c.Version)
+	c := &Config{file: file}
+	if err := c.decode(&root); err != nil {
+		return nil, yamlError(file, err)
+	}
+	if c.Version == "" {
+		return nil, fmt.Errorf("%s: no version: want version: v1", file)
 	}
 	if len(c.VGPUConfigs) == 0 {
 		return nil, fmt.Errorf("%s: vgpu-configs: no configuration", file)
 	}
-	lines := setLines(&root)
-	for name, sets := range c.VGPUConfigs {
-		for i := range sets {
-			sets[i].line = lines[name][i]
-			s := sets[i]
-			if len(s.VGPUDevices) == 0 {
-				return nil, fmt.Errorf("%s:%d: vgpu-configs.%s[%d]: vgpu-devices is empty", file, s.line, name, i)
-			}
-			for t, n := range s.VGPUDevices {
-				if n < 0 {
-					return nil, fmt.Errorf("%s:%d: vgpu-configs.%s[%d]: %q: count %d is negative", file, s.line, name, i, t, n)
-				}
-				if n > maxVGPUCount {
-					return nil, fmt.Errorf("%s:%d: vgpu-configs.%s[%d]: %q: count %d: at most %d vGPUs of a type per GPU", file, s.line, name, i, t, n, maxVGPUCount)
-				}
-			}
-			if !s.Devices.All && len(s.Devices.Indices) == 0 {
-				return nil, fmt.Errorf("%s:%d: vgpu-configs.%s[%d]: devices: want all or a list of GPU indices", file, s.line, name, i)
-			}
-		}
-		if err := checkOverlap(file, name, sets); err != nil {
-			return nil, err
-		}
-	}
-	return &c, nil
+	return c, nil
 }
 
-// setLines finds the line of each device set, by config name.
-func setLines(root *yaml.Node) map[string][]int {
-	out := map[string][]int{}
-	if root == nil || len(root.Content) == 0 {
-		return out
+// decode reads the document node: version and vgpu-configs, nothing else.
+func (c *Config) decode(root *yaml.Node) error {
+	if root.Kind == 0 || len(root.Content) == 0 {
+		return nil // an empty file: no version, no config
 	}
 	doc := root.Content[0]
-	for i := 0; i+1 < len(doc.Content); i += 2 {
-		if doc.Content[i].Value != "vgpu-configs" {
-			continue
+	if doc.Kind != yaml.MappingNode {
+		return fmt.Errorf("line %d: want a mapping with version and vgpu-configs", doc.Line)
+	}
+	return eachKey(doc, func(k, v *yaml.Node) error {
+		switch k.Value {
+		case "version":
+			if v.Kind != yaml.ScalarNode || v.Value != "v1" {
+				return fmt.Errorf("line %d: version %q: want v1", v.Line, v.Value)
+			}
+			c.Version = v.Value
+			return nil
+		case "vgpu-configs":
+			return c.decodeConfigs(v)
 		}
-		cfgs := doc.Content[i+1]
-		for j := 0; j+1 < len(cfgs.Content); j += 2 {
-			for _, set := range cfgs.Content[j+1].Content {
-				out[cfgs.Content[j].Value] = append(out[cfgs.Content[j].Value], set.Line)
+		return fmt.Errorf("line %d: field %s not found (a config has version and vgpu-configs)", k.Line, k.Value)
+	})
+}
+
+// decodeConfigs reads vgpu-configs: each name and its device sets.
+func (c *Config) decodeConfigs(n *yaml.Node) error {
+	if n.Kind != yaml.MappingNode {
+		return fmt.Errorf("line %d: vgpu-configs: want a mapping of config names to device sets", n.Line)
+	}
+	c.VGPUConfigs = map[string][]DeviceSet{}
+	err := eachKey(n, func(k, v *yaml.Node) error {
+		if v.Kind != yaml.SequenceNode || len(v.Content) == 0 {
+			return fmt.Errorf("line %d: vgpu-configs.%s: no device set (want a list of them)", k.Line, k.Value)
+		}
+		sets := make([]DeviceSet, len(v.Content))
+		for i, e := range v.Content {
+			sets[i] = DeviceSet{name: k.Value, index: i}
+			if err := sets[i].decode(e); err != nil {
+				return err
 			}
 		}
+		c.VGPUConfigs[k.Value] = sets
+		return nil
+	})
+	if err == nil && len(c.VGPUConfigs) == 0 {
+		return fmt.Errorf("line %d: vgpu-configs: no configuration", n.Line)
 	}
-	return out
+	return err
+}
+
+// decode reads one device set: device-filter (optional), devices and
+// vgpu-devices (both required).
+func (s *DeviceSet) decode(n *yaml.Node) error {
+	s.line = n.Line
+	where := fmt.Sprintf("vgpu-configs.%s[%d]", s.name, s.index)
+	if n.Kind != yaml.MappingNode {
+		return fmt.Errorf("line %d: %s: want a mapping with devices and vgpu-devices", n.Line, where)
+	}
+	seen := map[string]bool{}
+	err := eachKey(n, func(k, v *yaml.Node) error {
+		seen[k.Value] = true
+		var err error
+		switch k.Value {
+		case "device-filter":
+			err = s.Filter.decode(v)
+		case "devices":
+			err = s.Devices.decode(v)
+		case "vgpu-devices":
+			s.VGPUDevices, err = decodeVGPUDevices(v)
+		default:
+			return fmt.Errorf("line %d: %s: field %s not found (a device set has device-filter, devices and vgpu-devices)", k.Line, where, k.Value)
+		}
+		if err != nil {
+			return fmt.Errorf("line %d: %s: %s: %w", v.Line, where, k.Value, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, r := range []string{"devices", "vgpu-devices"} {
+		if !seen[r] {
+			return fmt.Errorf("line %d: %s: missing required field %s", n.Line, where, r)
+		}
+	}
+	return nil
+}
+
+// eachKey calls f for each key of a mapping, refusing a key given twice and
+// a key that is not a plain string.
+func eachKey(n *yaml.Node, f func(k, v *yaml.Node) error) error {
+	seen := map[string]int{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k := n.Content[i]
+		if k.Kind != yaml.ScalarNode {
+			return fmt.Errorf("line %d: a key must be a plain string", k.Line)
+		}
+		if first, dup := seen[k.Value]; dup {
+			return fmt.Errorf("line %d: %s is given twice (first on line %d)", k.Line, k.Value, first)
+		}
+		seen[k.Value] = k.Line
+		if err := f(k, n.Content[i+1]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Select returns the named config, or an error listing the ones there are.
@@ -146,21 +203,6 @@ func (c *Config) Select(name string) ([]DeviceSet, error) {
 	return nil, fmt.Errorf("%s: no vgpu-config %q (have %s)", c.file, name, strings.Join(names, ", "))
 }
 
-// TypeMatches reports whether a config's type name ("A10-12Q") names the
-// type a GPU reports ("NVIDIA A10-12Q", "GRID T4-1Q"): vgpu-device-manager
-// configs leave out the "NVIDIA " / "GRID " prefix.
-func TypeMatches(configName, typeName string) bool {
-	if configName == typeName {
-		return true
-	}
-	for _, p := range []string{"NVIDIA ", "GRID "} {
-		if strings.TrimPrefix(typeName, p) == configName {
-			return true
-		}
-	}
-	return false
-}
-
 var yamlLineRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^(?:yaml: )?line (\d+): (.*)$`) })
 
 // yamlError rewrites yaml's "line N: msg" errors as "file:N: msg", one per line.
@@ -171,7 +213,6 @@ func yamlError(file string, err error) error {
 		msgs = te.Errors
 	}
 	for i, m := range msgs {
-		m = strings.ReplaceAll(m, " in type vgpu.DeviceSet", "")
 		if g := yamlLineRe().FindStringSubmatch(m); g != nil {
 			msgs[i] = file + ":" + g[1] + ": " + g[2]
 		} else {
@@ -179,34 +220,4 @@ func yamlError(file string, err error) error {
 		}
 	}
 	return errors.New(strings.Join(msgs, "\n"))
-}
-
-// Wants turns the device sets of one config into what each GPU should have.
-// gpus are the selected GPUs' addresses ordered by address: the order the
-// config's device indices refer to.
-func Wants(file, name string, sets []DeviceSet, gpus []string) ([]Want, error) {
-	var wants []Want
-	for _, s := range sets {
-		targets := gpus
-		if !s.Devices.All {
-			targets = nil
-			for _, i := range s.Devices.Indices {
-				if i < 0 || i >= len(gpus) {
-					return nil, fmt.Errorf("%s: config %q names GPU index %d; this host has %d selected GPU(s)", file, name, i, len(gpus))
-				}
-				targets = append(targets, gpus[i])
-			}
-		}
-		types := make([]string, 0, len(s.VGPUDevices))
-		for t := range s.VGPUDevices {
-			types = append(types, t)
-		}
-		sort.Strings(types)
-		for _, g := range targets {
-			for _, t := range types {
-				wants = append(wants, Want{GPU: g, Type: t, Count: s.VGPUDevices[t]})
-			}
-		}
-	}
-	return wants, nil
 }

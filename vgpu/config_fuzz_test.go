@@ -8,9 +8,9 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// FuzzParseConfig: an accepted config names no GPU twice in any of its
-// configs, so Wants, for any number of GPUs, yields each (GPU, type) at most
-// once, with a count from 0 to maxVGPUCount, and only GPUs that exist.
+// FuzzParseConfig: for an accepted config and any GPUs, Wants yields each
+// (GPU, type) at most once (a GPU two device sets name differently is
+// refused), with a count from 0 to maxVGPUCount, and only GPUs that exist.
 //
 //	go test ./vgpu -run '^$' -fuzz FuzzParseConfig -fuzztime 20s
 func FuzzParseConfig(f *testing.F) {
@@ -29,21 +29,23 @@ func FuzzParseConfig(f *testing.F) {
 		if err != nil {
 			return
 		}
-		gpus := make([]string, n%16)
+		gpus := make([]ConfigGPU, n%16)
+		addrs := make([]string, len(gpus))
 		for i := range gpus {
-			gpus[i] = string(rune('a' + i))
+			addrs[i] = string(rune('a' + i))
+			gpus[i] = ConfigGPU{Address: addrs[i], Index: i, Selected: i%3 != 2, ID: DeviceID{Device: uint16(0x2230 + i%4), Vendor: 0x10de}}
 		}
 		for name, sets := range c.VGPUConfigs {
-			wants, err := Wants("f.yaml", name, sets, gpus)
+			wants, _, err := Wants("f.yaml", name, sets, gpus)
 			if err != nil {
-				continue // an index past the GPUs there are
+				continue // no selected GPU matched, or one matched twice
 			}
 			seen := map[[2]string]bool{}
 			for _, w := range wants {
 				k := [2]string{w.GPU, w.Type}
 				require.False(t, seen[k], "config %q plans %s on GPU %s twice", name, w.Type, w.GPU)
 				seen[k] = true
-				require.Contains(t, gpus, w.GPU)
+				require.Contains(t, addrs, w.GPU)
 				require.True(t, w.Count >= 0 && w.Count <= maxVGPUCount, "count %d", w.Count)
 			}
 		}

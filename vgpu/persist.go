@@ -3,6 +3,7 @@ package vgpu
 import (
 	"context"
 	"fmt"
+	"sort"
 	"strings"
 	"time"
 
@@ -48,11 +49,23 @@ func unitQuote(s string) string {
 // ApplyUnitContent is the unit that runs `gpuprep vgpu apply` with args at
 // boot: after the VFs are enabled (gpuprep-vgpu-sriov.service) and the vGPU
 // manager's daemons are up, before the kubelet, so that the device plugin
-// finds the vGPUs.
-func ApplyUnitContent(binary string, args []string) []byte {
+// finds the vGPUs. vfParents are the GPUs whose VFs are their mdev parents
+// (Ampere SR-IOV with mdev): the VFs, and so the parents, are made anew at
+// every boot by sriov-manage (VFParentGPUs), so the unit first waits, a
+// bounded time, for each GPU's first VF to be an mdev parent, and fails
+// naming the GPU when it does not become one.
+func ApplyUnitContent(binary string, args []string, vfParents []string) []byte {
 	q := []string{unitQuote(binary)}
 	for _, a := range args {
 		q = append(q, unitQuote(a))
+	}
+	var pre strings.Builder
+	if len(vfParents) > 0 {
+		pre.WriteString("TimeoutStartSec=5min\n")
+	}
+	for _, g := range vfParents {
+		d := "/sys/bus/pci/devices/" + g + "/virtfn0/mdev_supported_types"
+		fmt.Fprintf(&pre, "ExecStartPre=/bin/sh -c 'for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30; do [ -d %s ] && exit 0; sleep 2; done; echo \"%s: its VFs are not mdev parents (VFs enabled? nvidia_vgpu_vfio loaded?)\" >&2; exit 1'\n", d, g)
 	}
 	return []byte(`# Written by gpuprep vgpu apply --persist: vGPUs (and VF types) do not survive
 # a reboot or a driver reload; this creates them again at boot.
@@ -65,11 +78,29 @@ Before=kubelet.service
 [Service]
 Type=oneshot
 RemainAfterExit=yes
-ExecStart=` + strings.Join(q, " ") + `
+` + pre.String() + `ExecStart=` + strings.Join(q, " ") + `
 
 [Install]
 WantedBy=multi-user.target
 `)
+}
+
+// VFParentGPUs are the GPUs (PFs) whose VFs are mdev parents now, sorted:
+// the physfn of each /sys/class/mdev_bus entry that has one.
+func VFParentGPUs(root *host.Root) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, a := range root.Names("/sys/class/mdev_bus") {
+		if !root.Exists("/sys/class/mdev_bus/" + a + "/physfn") {
+			continue
+		}
+		if pf := root.LinkBase("/sys/class/mdev_bus/" + a + "/physfn"); pf != "" && !seen[pf] {
+			seen[pf] = true
+			out = append(out, pf)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // PlanPersist plans the config copy, the unit, and the root-owned copy of
@@ -83,7 +114,7 @@ func PlanPersist(ctx context.Context, root *host.Root, r host.Runner, binary str
 		return nil, err
 	}
 	p.Binary = bin
-	unit := ApplyUnitContent(InstalledBinary, append([]string{"vgpu", "apply", "-f", PersistedConfig}, args...))
+	unit := ApplyUnitContent(InstalledBinary, append([]string{"vgpu", "apply", "-f", PersistedConfig}, args...), VFParentGPUs(root))
 	for _, f := range []FileChange{{Path: PersistedConfig, New: config}, {Path: ApplyUnit, New: unit}} {
 		old, err := root.ReadFile(f.Path)
 		f.Old, f.Exists = old, err == nil

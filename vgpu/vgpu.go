@@ -5,6 +5,7 @@
 package vgpu
 
 import (
+	"sort"
 	"strconv"
 	"strings"
 
@@ -25,7 +26,19 @@ type GPU struct {
 	TotalVFs  int
 	NumVFs    int
 	VFs       []string
-	Types     []Type // de-duplicated across VFs, in the order found
+	// Types are the types of its parents, de-duplicated, in the order
+	// found; Available is the GPU's free count (summed over its parents)
+	Types []Type
+	// Parents are the devices vGPUs are created on: the PF (Turing mdev),
+	// or its VFs (Ampere mdev, vendor-specific VFIO), with their own free
+	// counts
+	Parents []Parent
+}
+
+// VFParents reports whether the GPU's VFs are its mdev parents (Ampere
+// SR-IOV with mdev).
+func (g GPU) VFParents() bool {
+	return g.Interface == "mdev" && len(g.Parents) > 0 && g.Parents[0].Address != g.Address
 }
 
 // Manager is evidence of an installed NVIDIA vGPU manager.
@@ -54,49 +67,46 @@ func ReadManager(root *host.Root) Manager {
 	return m
 }
 
-// Read reads the vGPU state of the PF at addr.
+// Read reads the vGPU state of the PF at addr: its parents (Parents) and
+// their types merged (Types), with free instances per parent and per GPU.
 func Read(root *host.Root, addr string) GPU {
 	dev := "/sys/bus/pci/devices/" + addr
 	g := GPU{Address: addr, TotalVFs: readInt(root, dev+"/sriov_totalvfs"), NumVFs: readInt(root, dev+"/sriov_numvfs")}
-	seen := map[string]bool{}
-	add := func(t Type) {
-		if !seen[t.ID] {
-			seen[t.ID] = true
-			g.Types = append(g.Types, t)
-		}
-	}
-	for _, t := range mdevTypes(root, dev) {
-		g.Interface = "mdev"
-		add(t)
-	}
 	// virtfnN links exist for enabled VFs only: none when sriov_numvfs
 	// says 0 or the GPU has no SR-IOV (no such file). Unreadable: look.
 	var names []string
 	if g.NumVFs > 0 || g.NumVFs < 0 && root.Exists(dev+"/sriov_numvfs") {
 		names = root.Names(dev)
 	}
+	// in VF order (virtfn2 before virtfn10), as the parents are taken
+	byIndex := map[int]string{}
+	var idx []int
 	for _, l := range names {
-		if !strings.HasPrefix(l, "virtfn") {
+		n, err := strconv.Atoi(strings.TrimPrefix(l, "virtfn"))
+		if !strings.HasPrefix(l, "virtfn") || err != nil || n < 0 {
 			continue
 		}
-		vf := root.LinkBase(dev + "/" + l)
-		if vf == "" {
-			continue
-		}
-		g.VFs = append(g.VFs, vf)
-		vdev := "/sys/bus/pci/devices/" + vf
-		for _, t := range mdevTypes(root, vdev) {
-			g.Interface = "mdev"
-			add(t)
-		}
-		if root.Exists(vdev + "/nvidia/creatable_vgpu_types") {
-			g.Interface = "sriov"
-			b, _ := root.ReadFile(vdev + "/nvidia/creatable_vgpu_types")
-			for _, t := range ParseCreatable(string(b)) {
-				add(t)
-			}
+		if vf := root.LinkBase(dev + "/" + l); vf != "" {
+			byIndex[n] = vf
+			idx = append(idx, n)
 		}
 	}
+	sort.Ints(idx)
+	for _, n := range idx {
+		g.VFs = append(g.VFs, byIndex[n])
+	}
+	g.Parents = parentsOf(root, dev, g.VFs)
+	for _, p := range g.Parents {
+		if g.Interface != "mdev" {
+			g.Interface = p.Interface // mdev wins where a host shows both
+		}
+	}
+	vfParents := g.VFParents()
+	var have map[string]int
+	if vfParents {
+		have = mdevsByType(root, g.Parents)
+	}
+	g.Types = gpuTypes(g.Parents, have, vfParents)
 	return g
 }
 

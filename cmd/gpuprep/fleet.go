@@ -33,6 +33,7 @@ func init() { register(newFleetCmd) }
 type fleetCmd struct {
 	g              *globals
 	inventory      string
+	engine         string
 	limit          string
 	groups         []string
 	dryRun         bool
@@ -125,6 +126,7 @@ outcome is unknown or interrupted, else 4 a host needs a reboot, else 0.`,
 // fleet and by commands that gather reports from a fleet).
 func (c *fleetCmd) connectionFlags(pf *pflag.FlagSet, withDryRun bool) {
 	pf.StringVarP(&c.inventory, "inventory", "i", "", "inventory file: gpuprep YAML, Ansible INI or Ansible YAML (required)")
+	pf.StringVar(&c.engine, "inventory-engine", fleet.EngineAuto, "how an Ansible inventory is read: auto (ansible-inventory where it is installed, else gpuprep's reader), ansible, or gpuprep")
 	pf.StringVar(&c.limit, "limit", "", "host patterns (globs on name, address or group; comma-separated; !x excludes, &x also required)")
 	pf.StringArrayVar(&c.groups, "group", nil, "only hosts in this inventory group (repeatable)")
 	if withDryRun {
@@ -147,7 +149,12 @@ func (c *fleetCmd) hosts() ([]*fleet.Host, error) {
 	if c.inventory == "" {
 		return nil, usageErr("--inventory (-i) is required")
 	}
-	inv, err := fleet.Load(c.inventory)
+	switch c.engine {
+	case fleet.EngineAuto, fleet.EngineAnsible, fleet.EngineGpuprep:
+	default:
+		return nil, usageErr("--inventory-engine %q: want auto, ansible or gpuprep", c.engine)
+	}
+	inv, err := fleet.LoadWith(c.inventory, fleet.LoadOptions{Engine: c.engine})
 	if err != nil {
 		var ie *fleet.Error
 		if errors.As(err, &ie) || os.IsNotExist(err) {
@@ -549,7 +556,13 @@ func (c *fleetCmd) printDryRun(w io.Writer, hosts []*fleet.Host, command []strin
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "HOST\tCONNECT\tVIA\tGROUPS\tGPUPREP ARGS")
+	var problems []string
 	for _, e := range list {
+		if e.Problem != "" {
+			problems = append(problems, e.Problem)
+			fmt.Fprintf(tw, "%s\t(not contacted)\t-\t%s\t-\n", report.Clean(e.Name), report.Clean(strings.Join(e.Groups, ",")))
+			continue
+		}
 		via := e.Jump
 		if via == "" {
 			via = "-"
@@ -561,7 +574,13 @@ func (c *fleetCmd) printDryRun(w io.Writer, hosts []*fleet.Host, command []strin
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "\n%d hosts would be contacted (dry run: nothing was).\n", len(list))
+	fmt.Fprintf(w, "\n%d hosts would be contacted (dry run: nothing was).\n", len(list)-len(problems))
+	if len(problems) > 0 {
+		fmt.Fprintf(w, "%d not, for a problem of their own in the inventory:\n", len(problems))
+		for _, p := range problems {
+			fmt.Fprintf(w, "  %s\n", report.Clean(p))
+		}
+	}
 	return nil
 }
 

@@ -109,7 +109,7 @@ take effect.`,
 	ens := &grubCmd{g: g}
 	ensureCmd := &cobra.Command{
 		Use:   "ensure ARG... | --mode MODE",
-		Short: "Make kernel arguments part of the next boot (intel_iommu=on iommu=pt on Intel, iommu=pt on AMD for --mode vm-*)",
+		Short: "Make kernel arguments part of the next boot (intel_iommu=on iommu=pt on Intel, iommu=pt on AMD, iommu.passthrough=1 on arm64 for --mode vm-*)",
 		RunE:  func(c *cobra.Command, args []string) error { return ens.edit(c, args, false) },
 	}
 	ensureCmd.Flags().StringVar(&ens.mode, "mode", "", "workload type: vm-passthrough or vm-vgpu (the IOMMU arguments for this node's IOMMU)")

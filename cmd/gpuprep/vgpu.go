@@ -133,15 +133,12 @@ func newVGPUApplyCmd(g *globals, assert bool) *cobra.Command {
 			if err != nil {
 				return usageErr("%v", err)
 			}
-			root, gpus, err := selectedGPUs(g, sel)
+			root, gpus, err := configGPUs(g, sel)
 			if err != nil {
 				return err
 			}
-			addrs := make([]string, len(gpus))
-			for i, d := range gpus {
-				addrs[i] = d.Address
-			}
-			wants, err := vgpu.Wants(file, name, sets, addrs)
+			wants, notes, err := vgpu.Wants(file, name, sets, gpus)
+			printNotes(cmd.ErrOrStderr(), notes)
 			if err != nil {
 				return usageErr("%v", err)
 			}
@@ -214,11 +211,13 @@ func newVGPUApplyCmd(g *globals, assert bool) *cobra.Command {
 				return nil
 			}
 			if assert {
-				if len(plan.Actions) == 0 {
+				// as vgpu-device-manager's assert: each named GPU has exactly
+				// the config's vGPUs (VGPUConfig.Equals), none missing, none more
+				if len(plan.Actions) == 0 && len(plan.Unwanted) == 0 {
 					fmt.Fprintf(out, "vGPU config %q is applied (%d vGPUs)\n", name, len(plan.Kept))
 					return nil
 				}
-				fmt.Fprintf(out, "vGPU config %q is not applied: %d vGPU(s) missing\n", name, len(plan.Actions))
+				fmt.Fprintf(out, "vGPU config %q is not applied: %d vGPU(s) missing, %d not in the config\n", name, len(plan.Actions), len(plan.Unwanted))
 				return &exitError{code: exitNotReady}
 			}
 			if len(plan.Actions) == 0 && len(plan.Removals) == 0 {

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gpuprep/gpuprep/internal/crashtest"
+	"github.com/gpuprep/gpuprep/internal/fixture"
 	"github.com/gpuprep/gpuprep/internal/host"
 	"github.com/gpuprep/gpuprep/internal/journal"
 	"github.com/gpuprep/gpuprep/provision"
@@ -108,6 +109,21 @@ func mdevNodeWithForeign(t *testing.T) (dir, cfg string, foreign map[string]stri
 	return dir, cfg, foreign
 }
 
+// vfMdevNodeWithForeign is an A16 GPU whose VFs are its mdev parents
+// (vfmdev-vgpu), with an A16-4Q gpuprep did not create on its first VF, and
+// a config that wants three: vgpu apply keeps that one and creates two, on
+// the next two VFs.
+func vfMdevNodeWithForeign(t *testing.T) (dir, args string, foreign map[string]string) {
+	t.Helper()
+	dir = fixtureRoot(t, "vfmdev-vgpu")
+	h, err := vgputest.New(dir)
+	require.NoError(t, err)
+	require.NoError(t, h.WriteAttr("/sys/bus/pci/devices/"+fixture.A16VFs[0]+"/mdev_supported_types/nvidia-713/create", foreignT4UUID))
+	foreign = map[string]string{foreignT4UUID: fixture.A16VFs[0] + " nvidia-713"}
+	require.Equal(t, foreign, mdevsOf(t, dir))
+	return dir, "-f " + writeConfig(t, "a16", "A16-4Q", 3) + " -c a16", foreign
+}
+
 // mdevApplyKilledAt is a T4 node (mdevNodeWithForeign) where vgpu apply of
 // its config was killed at the first file-changing system call after the
 // helper's mark.
@@ -164,6 +180,38 @@ func TestVGPUApplyKilledAfterCreate(t *testing.T) {
 	require.Equal(t, foreign, mdevsOf(t, dir))
 }
 
+// The same on an A16 whose VFs are the mdev parents: killed right after the
+// first create, on the second VF (the first has the foreign mdev), the
+// intent names the mdev and its VF, and rollback removes it and only it.
+func TestVGPUApplyKilledAfterCreateOnVF(t *testing.T) {
+	dir, args, foreign := vfMdevNodeWithForeign(t)
+	_, killed, out := runVGPUApplyTraced(t, dir, args, func(_ int, marks []uint64) bool {
+		return len(marks) > 0 && marks[len(marks)-1] == markAfter
+	})
+	require.True(t, killed, out)
+	ms := mdevsOf(t, dir)
+	require.Len(t, ms, 2, "%v", ms)
+	es := journalEntries(t, dir)
+	require.Len(t, es, 1, "the intent only: %+v", es)
+	require.Equal(t, "/sys/bus/pci/devices/"+fixture.A16VFs[1]+"/mdev_supported_types/nvidia-713/create", es[0].Path)
+	require.Equal(t, fixture.A16VFs[1]+" nvidia-713", ms[es[0].After])
+
+	simulatedVGPUApply(t, dir)
+	out, errs, code := gpuprep(t, "rollback", "--root", dir)
+	require.Equal(t, exitOK, code, out+errs)
+	require.Equal(t, foreign, mdevsOf(t, dir), "exactly gpuprep's mdev removed")
+	g := vgpu.Read(mustRoot(t, dir), fixture.A16)
+	require.Equal(t, 1, g.Parents[1].Free("nvidia-713"), "its VF free again")
+	require.Equal(t, 3, g.Types[2].Available, "the GPU takes three more A16-4Q")
+}
+
+func mustRoot(t *testing.T, dir string) *host.Root {
+	t.Helper()
+	r, err := host.NewRoot(dir)
+	require.NoError(t, err)
+	return r
+}
+
 // vgpu apply killed at the create write itself, its intent recorded and the
 // mdev not made: rollback has nothing to undo, and says so.
 func TestVGPUApplyKilledAtCreate(t *testing.T) {
@@ -191,8 +239,8 @@ func TestVGPUApplyKilledAtCreate(t *testing.T) {
 }
 
 // vgpu apply killed at random file-changing system calls (every one with
-// GPUPREP_CRASH_ALL=1), on mdev (beside a foreign mdev) and on SR-IOV (an
-// H200's VFs): every vGPU there is that was not there before is named by
+// GPUPREP_CRASH_ALL=1), on mdev (beside a foreign mdev: a T4's PF, and an
+// A16's VFs as mdev parents) and on SR-IOV (an H200's VFs): every vGPU there is that was not there before is named by
 // the journal, and rollback leaves exactly the vGPUs there were before.
 func TestVGPUApplyCrash(t *testing.T) {
 	if testing.Short() {
@@ -208,6 +256,7 @@ func TestVGPUApplyCrash(t *testing.T) {
 			dir, cfg, foreign := mdevNodeWithForeign(t)
 			return dir, "-f " + cfg + " -c t4", foreign
 		}},
+		{name: "vf-mdev", created: 2, node: vfMdevNodeWithForeign},
 		{name: "sriov", created: 2, node: func(t *testing.T) (string, string, map[string]string) {
 			dir := fixtureRoot(t, "sriov-vgpu")
 			cfg := filepath.Join(t.TempDir(), "vgpu.yaml")

@@ -12,7 +12,7 @@ func TestVGPUTypesAndAssert(t *testing.T) {
 	root := fixtureRoot(t, "sriov-vgpu")
 	out, stderr, code := gpuprep(t, "vgpu", "types", "--root", root)
 	require.Equal(t, 0, code, stderr)
-	require.Contains(t, out, "0000:41:00.0  sriov      1428  NVIDIA H200X-141C  ?     nvidia.com/NVIDIA_H200X-141C")
+	require.Contains(t, out, "0000:41:00.0  sriov      1428  NVIDIA H200X-141C  4     nvidia.com/NVIDIA_H200X-141C", "one on each of its 4 VFs with no type")
 	cfg := filepath.Join(t.TempDir(), "vgpu.yaml")
 	require.NoError(t, os.WriteFile(cfg, []byte("version: v1\nvgpu-configs:\n  h200:\n    - devices: all\n      vgpu-devices:\n        \"H200X-70C\": 2\n"), 0o644))
 	_, _, code = gpuprep(t, "vgpu", "assert", "--root", root, "-f", cfg, "-c", "h200")

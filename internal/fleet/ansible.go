@@ -352,6 +352,11 @@ func first(vars map[string]aVar, keys ...string) (aVar, string, bool) {
 }
 
 func (a *aInv) applyVars(h *Host, vars map[string]aVar) error {
+	if k, v, ok := templatedVar(vars); ok {
+		// that host's problem: Ansible would render it, gpuprep's reader cannot
+		h.Problem = (&Error{File: a.file, Line: v.line, Field: k, Msg: fmt.Sprintf("host %q: %q is a template: gpuprep's own reader renders no Jinja; with ansible-inventory installed (ansible-core), --inventory-engine auto or ansible has Ansible render it", h.Name, v.val)}).Error()
+		return nil
+	}
 	if v, k, ok := first(vars, "ansible_ssh_host", "ansible_host"); ok {
 		if !validAddress(v.val) {
 			return &Error{File: a.file, Line: v.line, Field: k, Msg: fmt.Sprintf("host %q: %q is not a host name or IP address", h.Name, v.val)}
@@ -371,9 +376,14 @@ func (a *aInv) applyVars(h *Host, vars map[string]aVar) error {
 	if v, k, ok := first(vars, "ansible_ssh_private_key_file", "ansible_private_key_file"); ok && v.val != "" {
 		p, err := inventoryKeyFile(v.val)
 		if err != nil {
-			return &Error{File: a.file, Line: v.line, Field: k, Msg: fmt.Sprintf("host %q: %v", h.Name, err)}
+			// that host's error: the others are still reached
+			h.Problem = (&Error{File: a.file, Line: v.line, Field: k, Msg: fmt.Sprintf("host %q: %v", h.Name, err)}).Error()
+		} else {
+			h.IdentityFiles = []string{p}
 		}
-		h.IdentityFiles = []string{p}
+	}
+	if v, ok := vars["ansible_connection"]; ok && h.Problem == "" {
+		h.Problem = connectionProblem(a.file, h.Name, v)
 	}
 	// gpuprep_mode, gpuprep_jump, … as in every inventory format
 	if err := gpuprepVars(a.file, h, h.Vars, func(k string) (int, string) { return vars[k].line, k }); err != nil {

@@ -35,6 +35,10 @@ type Host struct {
 	Vars          map[string]string `json:"vars,omitempty"`
 	// Source is FILE:LINE of the entry, for messages.
 	Source string `json:"source,omitempty"`
+	// Problem is what keeps this host from being contacted (a key file
+	// that is not there, a connection that is not SSH, a value that could
+	// not be rendered): the host's own error, reported for it alone.
+	Problem string `json:"problem,omitempty"`
 }
 
 // Var returns a host variable.
@@ -59,8 +63,9 @@ func joinHostPort(h string, p int) string {
 // Inventory is a parsed inventory file.
 type Inventory struct {
 	File   string
-	Format string // gpuprep, ansible-ini, ansible-yaml
+	Format string // gpuprep, ansible-ini, ansible-yaml, ansible-inventory (read by it)
 	Hosts  []*Host
+	vars   []map[string]aVar // while loading by ansible-inventory: each host's variables
 }
 
 // Error is an inventory error naming the file, line and field.

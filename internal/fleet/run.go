@@ -116,6 +116,9 @@ func (r *Runner) one(ctx context.Context, h *Host) *Result {
 		}
 		return res
 	}
+	if h.Problem != "" {
+		return fail(&HostError{Status: StatusError, Err: errors.New(h.Problem)}) // not contacted
+	}
 	args, err := r.Args(h)
 	if err != nil {
 		return fail(err)

@@ -127,6 +127,11 @@ func Satisfied(ps []Param, want Param) bool {
 	if Norm(want.Key) == "iommu" && want.Value == "pt" {
 		return passthrough(ps)
 	}
+	if w, ok := kstrtobool(want.Value); ok && Norm(want.Key) == "iommu.passthrough" && want.HasValue {
+		p, found := lastPassthroughArg(ps)
+		v, _ := kstrtobool(p.Value)
+		return found && v == w
+	}
 	if Norm(want.Key) == "intel_iommu" && (want.Value == "on" || want.Value == "off") {
 		state, _ := IntelIOMMU(ps)
 		return state == want.Value
@@ -214,8 +219,31 @@ func Deciding(ps []Param, want Param) (Param, bool) {
 		if state, by := IntelIOMMU(ps); state != "" {
 			return by, true
 		}
+	case Norm(want.Key) == "iommu.passthrough":
+		if p, ok := lastPassthroughArg(ps); ok {
+			return p, true
+		}
 	}
 	return Last(ps, want.Key)
+}
+
+// lastPassthroughArg is the iommu.passthrough= that sets the default domain
+// type: the last one whose value kstrtobool reads (iommu_set_def_domain_type
+// in drivers/iommu/iommu.c returns the parse error for another, leaving the
+// type as it was). Wanted as iommu.passthrough=, it is judged by itself:
+// arm64 has no iommu=pt (x86's early_param), so that never stands in for it.
+func lastPassthroughArg(ps []Param) (Param, bool) {
+	var by Param
+	found := false
+	for _, p := range ps {
+		if Norm(p.Key) != "iommu.passthrough" || !p.HasValue {
+			continue
+		}
+		if _, ok := kstrtobool(p.Value); ok {
+			by, found = p, true
+		}
+	}
+	return by, found
 }
 
 // Equivalent reports whether p, the occurrence that decides want

@@ -425,7 +425,32 @@ func (h *Host) sriovManage(b *fixture.Builder, args []string) ([]byte, error) {
 	if err := h.SetHeterogeneous(addr, false); err != nil {
 		return nil, err
 	}
-	return nil, AddVFs(b, h.Root, addr)
+	if err := AddVFs(b, h.Root, addr); err != nil {
+		return nil, err
+	}
+	return nil, h.registerVFParents(b, addr)
+}
+
+// registerVFParents makes the VFs of addr mdev parents where its VFs are
+// (VFParents) and nvidia_vgpu_vfio is loaded, as the VFs' probe does then.
+func (h *Host) registerVFParents(b *fixture.Builder, addr string) error {
+	pfDir, err := h.Root.Realpath("/sys/bus/pci/devices/" + addr)
+	if err != nil || !VFParents[h.deviceID(pfDir)] || !h.Root.Exists("/sys/module/nvidia_vgpu_vfio") {
+		return err
+	}
+	for _, l := range h.Root.Names(pfDir) {
+		if !strings.HasPrefix(l, "virtfn") {
+			continue
+		}
+		vf, err := h.Root.Realpath(pfDir + "/" + l)
+		if err != nil {
+			return err
+		}
+		if err := h.registerParent(b, path.Base(vf), vf); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // offersTypes reports whether a creatable_vgpu_types text lists a type (a
@@ -442,7 +467,9 @@ func offersTypes(creatable string) bool {
 
 // AddVFs creates every VF of the PF addr (sriov_totalvfs of them), bound to
 // nvidia with the vendor-specific nvidia/ directory offering the types its
-// enabled VFs offer (an L40S's when none is), and sets sriov_numvfs.
+// enabled VFs offer (an L40S's when none is), and sets sriov_numvfs. The VFs
+// of a GPU whose VFs are mdev parents (VFParents) get no nvidia/ directory:
+// Host.Run's sriov-manage makes them mdev parents.
 func AddVFs(b *fixture.Builder, root *host.Root, addr string) error {
 	pfDir, err := root.Realpath("/sys/bus/pci/devices/" + addr)
 	if err != nil {
@@ -477,12 +504,12 @@ func AddVFs(b *fixture.Builder, root *host.Root, addr string) error {
 		if vfDir := path.Dir(pfDir) + "/" + vf; !root.Exists(vfDir + "/physfn") {
 			b.Link(vfDir+"/physfn", pfDir)
 		}
+		files := map[string]string{"nvidia/creatable_vgpu_types": creatable, "nvidia/current_vgpu_type": "0\n"}
+		if VFParents[strings.TrimSpace(devID)] {
+			files = nil
+		}
 		b.PCI(fixture.PCI{Addr: vf, Parent: parent, Vendor: 0x10de, Device: id, Class: 0x030200, Driver: "nvidia",
-			Group: 200 + bus*16 + i, PCIeType: fixture.PCIeEndpoint,
-			Files: map[string]string{
-				"nvidia/creatable_vgpu_types": creatable,
-				"nvidia/current_vgpu_type":    "0\n",
-			}})
+			Group: 200 + bus*16 + i, PCIeType: fixture.PCIeEndpoint, Files: files})
 		b.Link(pfDir+fmt.Sprintf("/virtfn%d", i), b.DevPath(vf))
 	}
 	b.File(pfDir+"/sriov_numvfs", fmt.Sprintf("%d\n", n))

@@ -38,7 +38,26 @@ var MdevTypes = map[string][]MdevType{
 		{"nvidia-225", "GRID T4-8Q", 2},
 		{"nvidia-226", "GRID T4-16Q", 1},
 	},
+	// A16 (GA107GL, one of the board's four 16 GB GPUs): the Q types of
+	// vGPU 13–16, ids and names as NVIDIA's vGPU type tables for the A16
+	// give them (nvidia-711 … nvidia-715 = NVIDIA A16-1Q … A16-16Q), Max
+	// per GPU = 16 GB / framebuffer. Its VFs are the mdev parents
+	// (VFParents).
+	"0x25b6": {
+		{"nvidia-711", "NVIDIA A16-1Q", 16},
+		{"nvidia-712", "NVIDIA A16-2Q", 8},
+		{"nvidia-713", "NVIDIA A16-4Q", 4},
+		{"nvidia-714", "NVIDIA A16-8Q", 2},
+		{"nvidia-715", "NVIDIA A16-16Q", 1},
+	},
 }
+
+// VFParents are the GPUs (PCI device ID) whose SR-IOV VFs, not the PF, are
+// the mdev parents (Ampere on vGPU 13–16): each VF has its own
+// mdev_supported_types, offering 1 instance of a type while it has no
+// vGPU and its GPU has room for one more (the GPU's instances are shared
+// by its VFs: an A16 GPU takes 4 A16-4Q, on any 4 of its 16 VFs).
+var VFParents = map[string]bool{"0x25b6": true}
 
 // L40SCreatable is what a VF of an L40S (vendor-specific VFIO) lists in
 // nvidia/creatable_vgpu_types while it has no type.
@@ -119,24 +138,68 @@ func (h *Host) attr(p, content string) error {
 	return os.Rename(tmp, full)
 }
 
-// mdevs lists the mdevs of the PF whose device directory is pfDir: UUID →
-// type directory name.
+// gpuOf returns the device directory of the GPU (PF) a parent belongs to:
+// its physfn's for a VF, its own otherwise.
+func (h *Host) gpuOf(parentDir string) string {
+	if !h.Root.Exists(parentDir + "/physfn") {
+		return parentDir
+	}
+	if pf, err := h.Root.Realpath(parentDir + "/physfn"); err == nil {
+		return pf
+	}
+	return parentDir
+}
+
+// mdevs lists the mdevs of the GPU whose device directory is pfDir, on the
+// PF or on one of its VFs: UUID → type directory name.
 func (h *Host) mdevs(pfDir string) map[string]string {
 	out := map[string]string{}
-	for _, u := range h.Root.Names("/sys/bus/mdev/devices") {
-		real, err := h.Root.Realpath("/sys/bus/mdev/devices/" + u)
-		if err != nil || path.Dir(real) != pfDir {
-			continue
-		}
-		out[u] = h.Root.LinkBase(real + "/mdev_type")
+	for u, m := range h.mdevParents(pfDir) {
+		out[u] = m[1]
 	}
 	return out
 }
 
-// typesOf returns the mdev types the GPU at pfDir offers.
-func (h *Host) typesOf(pfDir string) []MdevType {
-	id, _ := h.Root.ReadString(pfDir + "/device")
-	return MdevTypes[id]
+// mdevParents lists the mdevs of the GPU at pfDir: UUID → [parent
+// directory, type directory name].
+func (h *Host) mdevParents(pfDir string) map[string][2]string {
+	out := map[string][2]string{}
+	for _, u := range h.Root.Names("/sys/bus/mdev/devices") {
+		real, err := h.Root.Realpath("/sys/bus/mdev/devices/" + u)
+		if err != nil || h.gpuOf(path.Dir(real)) != pfDir {
+			continue
+		}
+		out[u] = [2]string{path.Dir(real), h.Root.LinkBase(real + "/mdev_type")}
+	}
+	return out
+}
+
+// parentDirs are the mdev parents of the GPU at pfDir: the PF, or its VFs
+// (VFParents).
+func (h *Host) parentDirs(pfDir string) []string {
+	if !VFParents[h.deviceID(pfDir)] {
+		return []string{pfDir}
+	}
+	var out []string
+	for _, l := range h.Root.Names(pfDir) {
+		if !strings.HasPrefix(l, "virtfn") {
+			continue
+		}
+		if vf, err := h.Root.Realpath(pfDir + "/" + l); err == nil && h.Root.Exists(vf+"/mdev_supported_types") {
+			out = append(out, vf)
+		}
+	}
+	return out
+}
+
+func (h *Host) deviceID(dir string) string {
+	id, _ := h.Root.ReadString(dir + "/device")
+	return id
+}
+
+// typesOf returns the mdev types the GPU (or VF) at dir offers.
+func (h *Host) typesOf(dir string) []MdevType {
+	return MdevTypes[h.deviceID(dir)]
 }
 
 // available is how many more instances of typ fit on the GPU that has have.
@@ -151,12 +214,33 @@ func available(t MdevType, have map[string]string) int {
 	return n
 }
 
-// recount rewrites available_instances of every type of the GPU at pfDir.
-func (h *Host) recount(pfDir string) error {
-	have := h.mdevs(pfDir)
-	for _, t := range h.typesOf(pfDir) {
-		if err := h.attr(pfDir+"/mdev_supported_types/"+t.ID+"/available_instances", fmt.Sprintf("%d\n", available(t, have))); err != nil {
-			return err
+// parentAvailable is how many more instances of t the parent at dir takes:
+// what its GPU takes (available), and on a VF parent at most 1, 0 once it
+// has an mdev.
+func (h *Host) parentAvailable(dir string, t MdevType) int {
+	pf := h.gpuOf(dir)
+	all := h.mdevParents(pf)
+	n := available(t, h.mdevs(pf))
+	if dir == pf {
+		return n
+	}
+	for _, m := range all {
+		if m[0] == dir {
+			return 0
+		}
+	}
+	return min(n, 1)
+}
+
+// recount rewrites available_instances of every type of every mdev parent
+// of the GPU that the parent at dir belongs to.
+func (h *Host) recount(dir string) error {
+	pf := h.gpuOf(dir)
+	for _, p := range h.parentDirs(pf) {
+		for _, t := range h.typesOf(p) {
+			if err := h.attr(p+"/mdev_supported_types/"+t.ID+"/available_instances", fmt.Sprintf("%d\n", h.parentAvailable(p, t))); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
@@ -182,7 +266,7 @@ func (h *Host) createMdev(pfDir, typeID, uuid string) error {
 	if t == nil {
 		return fail(syscall.ENOENT)
 	}
-	if available(*t, h.mdevs(pfDir)) <= 0 {
+	if h.parentAvailable(pfDir, *t) <= 0 {
 		return fail(syscall.ENOSPC)
 	}
 	dev := pfDir + "/" + uuid
@@ -250,28 +334,19 @@ func (h *Host) registerMdev() error {
 	var parents []string
 	for _, a := range h.Root.Names("/sys/bus/pci/devices") {
 		dev, err := h.Root.Realpath("/sys/bus/pci/devices/" + a)
-		if err != nil || h.Root.LinkBase(dev+"/driver") != "nvidia" || h.Root.Exists(dev+"/physfn") {
+		if err != nil || h.Root.LinkBase(dev+"/driver") != "nvidia" {
 			continue
 		}
-		types := h.typesOf(dev)
-		if len(types) == 0 {
+		// a VF is a parent where its GPU's VFs are (VFParents), a PF where not
+		if h.Root.Exists(dev+"/physfn") != VFParents[h.deviceID(dev)] {
 			continue
 		}
-		for _, t := range types {
-			base := dev + "/mdev_supported_types/" + t.ID
-			b.File(base+"/name", t.Name+"\n")
-			b.File(base+"/device_api", "vfio-pci\n")
-			b.File(base+"/description", fmt.Sprintf("num_heads=4, frl_config=60, framebuffer=%dM, max_resolution=5120x2880, max_instance=%d\n", 16384/t.Max, t.Max))
-			b.File(base+"/create", "")
-			b.Mkdir(base + "/devices")
+		if len(h.typesOf(dev)) == 0 {
+			continue
 		}
-		if err := b.Err(); err != nil {
+		if err := h.registerParent(b, a, dev); err != nil {
 			return err
 		}
-		if err := h.recount(dev); err != nil {
-			return err
-		}
-		b.Link("/sys/class/mdev_bus/"+a, dev)
 		parents = append(parents, a)
 	}
 	if err := b.Err(); err != nil {
@@ -305,6 +380,28 @@ func (h *Host) registerMdev() error {
 		}
 	}
 	return nil
+}
+
+// registerParent makes the device a (at dev) an mdev parent: its
+// mdev_supported_types (name, device_api, description, create, devices/,
+// available_instances) and /sys/class/mdev_bus/<a>, the link last.
+func (h *Host) registerParent(b *fixture.Builder, a, dev string) error {
+	for _, t := range h.typesOf(dev) {
+		base := dev + "/mdev_supported_types/" + t.ID
+		b.File(base+"/name", t.Name+"\n")
+		b.File(base+"/device_api", "vfio-pci\n")
+		b.File(base+"/description", fmt.Sprintf("num_heads=4, frl_config=60, framebuffer=%dM, max_resolution=5120x2880, max_instance=%d\n", 16384/t.Max, t.Max))
+		b.File(base+"/create", "")
+		b.Mkdir(base + "/devices")
+	}
+	if err := b.Err(); err != nil {
+		return err
+	}
+	if err := h.recount(dev); err != nil {
+		return err
+	}
+	b.Link("/sys/class/mdev_bus/"+a, dev)
+	return b.Err()
 }
 
 // unregisterMdev is unloading nvidia_vgpu_vfio: refused while an mdev

@@ -1,0 +1,319 @@
+package fleet
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/gpuprep/gpuprep/internal/host"
+)
+
+// Inventory engines: how an Ansible inventory is read.
+const (
+	EngineAuto    = "auto"    // ansible-inventory where installed, else gpuprep's reader
+	EngineAnsible = "ansible" // ansible-inventory, or an error
+	EngineGpuprep = "gpuprep" // gpuprep's own INI/YAML reader
+)
+
+// LoadOptions say how to read an inventory.
+type LoadOptions struct {
+	Engine string      // EngineAuto ("" too), EngineAnsible or EngineGpuprep
+	Runner host.Runner // runs ansible-inventory and ansible (nil: host.ExecRunner{})
+}
+
+// LoadWith reads an inventory as Load does, or where only Ansible can read
+// it, by `ansible-inventory -i FILE --list`, which does all of Ansible's own
+// work: group_vars/ and host_vars/ beside the inventory with Ansible's
+// precedence, inventory directories, executable inventory scripts,
+// inventory plugins (a YAML file with plugin:), and connection variables
+// holding a template, which ansible itself renders (renderTemplates).
+//
+// Engine auto reads a static inventory file with gpuprep's own reader,
+// which ansible_oracle_test.go holds equal to ansible-inventory, and which
+// names the file and line of what it refuses; it hands the inventory to
+// ansible-inventory where it holds any of the above. Engine ansible always
+// does; engine gpuprep never does, and refuses what only Ansible reads
+// rather than contacting hosts at addresses Ansible would not use.
+// gpuprep's own inventory format is read by gpuprep.
+func LoadWith(file string, o LoadOptions) (*Inventory, error) {
+	r := o.Runner
+	if r == nil {
+		r = host.ExecRunner{}
+	}
+	engine := o.Engine
+	if engine == "" {
+		engine = EngineAuto
+	}
+	st, err := os.Stat(file)
+	if err != nil {
+		return nil, err
+	}
+	if engine == EngineAnsible {
+		return loadByAnsible(context.Background(), r, file)
+	}
+	why := needsAnsible(file, st)
+	if why == "" {
+		data, err := readBounded(file, maxInventoryFile)
+		if err != nil {
+			return nil, err
+		}
+		inv, err := Parse(file, data)
+		if err != nil || inv.Format == "gpuprep" || engine == EngineGpuprep || !anyTemplate(inv) || !ansibleInstalled(r) {
+			return inv, err
+		}
+		why = "a template" // rendered by Ansible, as a play would see it
+	}
+	if engine == EngineGpuprep || !ansibleInstalled(r) {
+		how := "is not installed (install ansible-core, or write the hosts in gpuprep's inventory format)"
+		if engine == EngineGpuprep {
+			how = "is not used (--inventory-engine gpuprep)"
+		}
+		return nil, &Error{File: file, Msg: why + ": gpuprep's own reader does not apply it, and ansible-inventory " + how + "; refusing rather than contacting hosts at addresses Ansible would not use"}
+	}
+	return loadByAnsible(context.Background(), r, file)
+}
+
+// anyTemplate reports whether a host was left with a template to render.
+func anyTemplate(inv *Inventory) bool {
+	for _, h := range inv.Hosts {
+		if strings.Contains(h.Problem, "is a template") {
+			return true
+		}
+	}
+	return false
+}
+
+// ansibleInstalled reports whether ansible-inventory can be run.
+func ansibleInstalled(r host.Runner) bool {
+	if _, ok := r.(host.ExecRunner); !ok {
+		return true // a test's runner answers for it
+	}
+	_, err := r.Run(context.Background(), "ansible-inventory", "--version")
+	var ee *exec.Error
+	return !errors.As(err, &ee)
+}
+
+// needsAnsible says what in an inventory only Ansible's reader applies:
+// a directory, an executable file (Ansible's script plugin runs it, before
+// any other plugin reads it), an inventory plugin's configuration, or
+// group_vars/ or host_vars/ beside the file; "" when none.
+func needsAnsible(file string, st os.FileInfo) string {
+	if st.IsDir() {
+		return "an inventory directory"
+	}
+	if st.Mode().IsRegular() && st.Mode().Perm()&0o111 != 0 {
+		return "an executable inventory (Ansible runs it as an inventory script)"
+	}
+	if p := pluginConfig(file); p != "" {
+		return "an inventory plugin's configuration (plugin: " + p + ")"
+	}
+	base := filepath.Dir(file)
+	for _, d := range []string{"group_vars", "host_vars"} {
+		if st, err := os.Stat(filepath.Join(base, d)); err == nil && st.IsDir() {
+			return d + "/ beside the inventory"
+		}
+	}
+	return ""
+}
+
+// pluginConfig returns the plugin a YAML inventory names at its top level
+// (plugin: netbox.netbox.nb_inventory), which Ansible's auto plugin hands
+// to that plugin; "" for anything else.
+func pluginConfig(file string) string {
+	data, err := readBounded(file, maxInventoryFile)
+	if err != nil {
+		return ""
+	}
+	var doc struct {
+		Plugin any `yaml:"plugin"`
+	}
+	if yaml.Unmarshal(data, &doc) != nil {
+		return ""
+	}
+	if s, ok := doc.Plugin.(string); ok {
+		return s
+	}
+	return ""
+}
+
+// inventoryList is ansible-inventory --list's JSON: _meta.hostvars, and for
+// each group its hosts and children.
+type inventoryList map[string]json.RawMessage
+
+type ansibleGroup struct {
+	Hosts    []string `json:"hosts"`
+	Children []string `json:"children"`
+}
+
+// loadByAnsible runs ansible-inventory and turns its answer into hosts.
+func loadByAnsible(ctx context.Context, r host.Runner, file string) (*Inventory, error) {
+	// env(1) sets what makes an unreadable source an error, not a
+	// warning with an empty inventory; argv only, no shell.
+	out, err := r.Run(ctx, "env", "ANSIBLE_INVENTORY_UNPARSED_FAILED=True", "ANSIBLE_NOCOLOR=1", "ansible-inventory", "-i", file, "--list")
+	if err != nil {
+		return nil, &Error{File: file, Msg: "ansible-inventory: " + host.OutputTail([]byte(err.Error()))}
+	}
+	if len(out) > maxInventoryFile {
+		return nil, &Error{File: file, Msg: fmt.Sprintf("ansible-inventory printed %d bytes: more than an inventory gpuprep reads (%d)", len(out), maxInventoryFile)}
+	}
+	var list inventoryList
+	if err := json.Unmarshal(out, &list); err != nil {
+		return nil, &Error{File: file, Msg: "ansible-inventory --list: not its JSON: " + err.Error()}
+	}
+	groups := map[string]ansibleGroup{}
+	for name, raw := range list {
+		if name == "_meta" {
+			continue
+		}
+		var g ansibleGroup
+		if err := json.Unmarshal(raw, &g); err != nil {
+			return nil, &Error{File: file, Msg: fmt.Sprintf("ansible-inventory --list: group %q: %v", name, err)}
+		}
+		groups[name] = g
+	}
+	var meta struct {
+		Hostvars map[string]map[string]json.RawMessage `json:"hostvars"`
+	}
+	if raw, ok := list["_meta"]; ok {
+		if err := json.Unmarshal(raw, &meta); err != nil {
+			return nil, &Error{File: file, Msg: "ansible-inventory --list: _meta: " + err.Error()}
+		}
+	}
+	order, member := walkGroups(groups)
+	inv := &Inventory{File: file, Format: "ansible-inventory"}
+	a := &aInv{file: file, format: inv.Format}
+	for _, name := range order {
+		h := &Host{Name: name, Source: file, Vars: map[string]string{}}
+		if msg := hostNameProblem(name); msg != "" {
+			return nil, &Error{File: file, Field: "name", Msg: msg}
+		}
+		for g := range member[name] {
+			if g != "all" {
+				h.Groups = append(h.Groups, g)
+			}
+		}
+		sort.Strings(h.Groups)
+		vars := map[string]aVar{}
+		for k, raw := range meta.Hostvars[name] {
+			v := jsonScalar(raw)
+			h.Vars[k] = v
+			vars[k] = aVar{val: v}
+		}
+		inv.Hosts = append(inv.Hosts, h)
+		inv.vars = append(inv.vars, vars)
+	}
+	if err := renderTemplates(ctx, r, file, inv); err != nil {
+		return nil, err
+	}
+	for i, h := range inv.Hosts {
+		if h.Problem != "" {
+			continue
+		}
+		if err := a.applyVars(h, inv.vars[i]); err != nil {
+			h.Problem = err.Error()
+		}
+	}
+	inv.vars = nil
+	if len(inv.Hosts) == 0 {
+		return nil, &Error{File: file, Msg: "no hosts (ansible-inventory lists none)"}
+	}
+	for _, h := range inv.Hosts {
+		if h.Address == "" {
+			h.Address = h.Name
+		}
+		if h.Problem != "" {
+			continue
+		}
+		if err := validateHost(file, h); err != nil {
+			h.Problem = err.Error()
+		}
+	}
+	return inv, nil
+}
+
+// walkGroups lists the hosts in the order ansible-inventory --list shows
+// them (from all, each group's hosts, then its children, depth first) and
+// the groups each is in, through children too.
+func walkGroups(groups map[string]ansibleGroup) (order []string, member map[string]map[string]bool) {
+	member = map[string]map[string]bool{}
+	seen := map[string]bool{}
+	var walk func(g string, up []string)
+	walk = func(g string, up []string) {
+		if seen[g] {
+			for _, h := range hostsUnder(groups, g, map[string]bool{}) {
+				for _, u := range up {
+					member[h][u] = true
+				}
+			}
+			return
+		}
+		seen[g] = true
+		up = append(up, g)
+		for _, h := range groups[g].Hosts {
+			if member[h] == nil {
+				member[h] = map[string]bool{}
+				order = append(order, h)
+			}
+			for _, u := range up {
+				member[h][u] = true
+			}
+		}
+		for _, c := range groups[g].Children {
+			walk(c, up)
+		}
+	}
+	walk("all", nil)
+	return order, member
+}
+
+// hostsUnder lists the hosts in group g and its descendants.
+func hostsUnder(groups map[string]ansibleGroup, g string, on map[string]bool) []string {
+	if on[g] {
+		return nil
+	}
+	on[g] = true
+	out := append([]string{}, groups[g].Hosts...)
+	for _, c := range groups[g].Children {
+		out = append(out, hostsUnder(groups, c, on)...)
+	}
+	return out
+}
+
+// jsonScalar is a variable's value as "{{ var }}" renders it: a string as
+// it is, a number as written, a boolean True or False, null empty, a list
+// or mapping as compact JSON.
+func jsonScalar(raw json.RawMessage) string {
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.UseNumber()
+	var v any
+	if d.Decode(&v) != nil {
+		return string(raw)
+	}
+	switch v := v.(type) {
+	case nil:
+		return ""
+	case string:
+		return v
+	case bool:
+		if v {
+			return "True"
+		}
+		return "False"
+	case json.Number:
+		return v.String()
+	}
+	var b bytes.Buffer
+	if json.Compact(&b, raw) == nil {
+		return b.String()
+	}
+	return string(raw)
+}

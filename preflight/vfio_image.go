@@ -1,0 +1,95 @@
+package preflight
+
+import (
+	"strings"
+
+	"github.com/gpuprep/gpuprep/internal/initramfs"
+	"github.com/gpuprep/gpuprep/internal/pci"
+	"github.com/gpuprep/gpuprep/vfio"
+)
+
+// bootImageEvidence judges a pass for g, on VFIO now with binders that
+// bind it at boot, by what the next boot loads first: its initramfs. When
+// the image is readable the verdict rests on it (and names it); a module
+// of the image that takes g at early boot, with the image not loading
+// vfio-pci with g's ID, is the GPU coming back on its own driver at the
+// next boot whatever the root's files say (a bind killed during
+// update-initramfs, a hand edit not regenerated). When it is not, the
+// verdict rests on the files and says so, and a file newer than every
+// image (vfio.InitramfsStale) is a warning: the next boot may load an
+// initramfs without them.
+func bootImageEvidence(e *Env, img *vfio.BootImage, g *pci.Device, binders []string, f *Finding) {
+	if f.Status != Pass || len(binders) == 0 {
+		return
+	}
+	if !img.Readable() {
+		f.Message += "; at the next boot: " + strings.Join(binders, ", ") + " (evidence: the root's files only: " + img.Unread() + ")"
+		if why := vfio.InitramfsStale(e.Root); why != "" {
+			f.Status = Warn
+			f.Message += ", but " + why + ": the next boot may load it without them"
+			f.Remedy = regenerateRemedy(e, img)
+		}
+		return
+	}
+	p := img.Booted.Path
+	ib := img.Binding(e.Root, g)
+	switch {
+	case ib.Binds:
+		f.Message += "; at the next boot: initramfs " + p + " " + ib.How
+	case ib.Taker != "":
+		f.Status = Fail
+		f.Message += " until the next boot: initramfs " + p + " carries " + ib.Taker + ", which takes it at early boot (its modules.alias matches), and does not load vfio-pci with " +
+			g.VendorID + ":" + g.DeviceID + ", so it comes back on " + ib.Taker + " whatever the root's files say (" + strings.Join(binders, ", ") + ")" + staleWhy(e)
+		f.Remedy = regenerateRemedy(e, img)
+	case ib.EarlyNoID != "" && !perDevice(e, g, binders):
+		f.Status = Fail
+		f.Message += " until the next boot: initramfs " + p + " " + ib.EarlyNoID + ", and modprobe does not load a loaded module again, so the root's `options vfio-pci ids=` are not applied after the initramfs" + staleWhy(e)
+		f.Remedy = regenerateRemedy(e, img)
+	case ib.NoAliases:
+		f.Status = Warn
+		f.Message += "; at the next boot: initramfs " + p + " holds modules but no modules.alias, so which of them takes it at early boot is unknown"
+		f.Remedy = regenerateRemedy(e, img)
+	default:
+		f.Message += "; at the next boot: initramfs " + p + " neither takes it nor binds it, and " + strings.Join(binders, ", ") + " binds it after the switch to the root"
+	}
+}
+
+// perDevice: a binder that names the device's address (a udev rule's
+// driver_override, gpuprep's among them, a driverctl override) binds it
+// without vfio-pci's ids.
+func perDevice(e *Env, g *pci.Device, binders []string) bool {
+	if b, err := e.Root.ReadFile(vfio.UdevRule); err == nil && strings.Contains(string(b), "\""+g.Address+"\"") {
+		return true
+	}
+	for _, b := range binders {
+		if strings.HasPrefix(b, "a udev rule") || strings.HasPrefix(b, "a driverctl override") {
+			return true
+		}
+	}
+	return false
+}
+
+func staleWhy(e *Env) string {
+	if why, decided := vfio.ImageStale(e.Root); decided && why != "" {
+		return " (" + why + ")"
+	}
+	return ""
+}
+
+// regenerateRemedy is the distribution's initramfs command for the next
+// boot's kernel (update-initramfs -u alone remakes the newest kernel's
+// image, which may not be the one that boots).
+func regenerateRemedy(e *Env, img *vfio.BootImage) string {
+	var cmd string
+	switch c := initramfs.Command(e.Root); {
+	case c == nil:
+		return "regenerate the initramfs of kernel " + img.Kernel + " so that it carries the root's VFIO configuration (no initramfs tool found: update-initramfs, dracut or mkinitcpio), then run gpuprep check again"
+	case c[0] == "update-initramfs":
+		cmd = "update-initramfs -u -k " + img.Kernel
+	case c[0] == "dracut":
+		cmd = "dracut -f --kver " + img.Kernel
+	default:
+		cmd = strings.Join(c, " ")
+	}
+	return "regenerate the initramfs (" + cmd + ") so that it carries the root's VFIO configuration, then run gpuprep check again"
+}

@@ -1,0 +1,204 @@
+package vfio
+
+import (
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+
+	"github.com/gpuprep/gpuprep/internal/host"
+	"github.com/gpuprep/gpuprep/internal/initramfs"
+	"github.com/gpuprep/gpuprep/internal/kargs"
+	"github.com/gpuprep/gpuprep/internal/pci"
+)
+
+// BootImage is the initramfs the next boot loads, read: the strongest
+// evidence of what binds a device at that boot, since it is what runs
+// before the root's files are reached. The next boot's kernel is the
+// running one's release, as for NextBootCmdline (grub.Configured).
+type BootImage struct {
+	Kernel  string
+	Booted  *initramfs.Booted // nil when no image of Kernel was found
+	cmdline []kargs.Param
+	builtin bool // vfio-pci is built into Kernel (the root's modules.builtin)
+}
+
+// NewBootImage finds and reads the next boot's initramfs, for a boot with
+// cmdline.
+func NewBootImage(root *host.Root, cmdline []kargs.Param) *BootImage {
+	kver, _ := root.ReadString("/proc/sys/kernel/osrelease")
+	b := &BootImage{Kernel: kver, cmdline: cmdline, builtin: BuiltinModules(root, kver)["vfio_pci"]}
+	b.Booted = initramfs.ImageFor(root, kver)
+	return b
+}
+
+// Readable reports whether the image was read whole, so that a verdict
+// can rest on it.
+func (b *BootImage) Readable() bool { return b.Booted != nil && b.Booted.Contents != nil }
+
+// Unread says why no verdict can rest on the image.
+func (b *BootImage) Unread() string {
+	switch {
+	case b.Kernel == "":
+		return "the next boot's kernel is unknown (/proc/sys/kernel/osrelease not readable), so is its initramfs"
+	case b.Booted == nil:
+		return "no initramfs image of kernel " + b.Kernel + " in /boot"
+	case b.Booted.Err != nil:
+		return "the initramfs " + b.Booted.Path + " could not be read whole: " + b.Booted.Err.Error()
+	}
+	return ""
+}
+
+// ImageBinding is what the next boot's initramfs does with one device.
+type ImageBinding struct {
+	Binds bool   // it loads vfio-pci early with the device's ID
+	How   string // for Binds: "loads vfio-pci with ids=10de:2335 (conf/modules:3)"
+	// Taker is a module of the image whose modules.alias entry matches
+	// the device (and that the image does not blacklist): udev loads it
+	// in the initramfs and it takes the device unless vfio-pci has it.
+	Taker string
+	// EarlyNoID: the image loads vfio-pci early without the device's ID;
+	// modprobe does not load a loaded module again, so the root's
+	// `options vfio-pci ids=` are not applied after the switch to the
+	// root.
+	EarlyNoID string
+	NoAliases bool // the image has modules but no modules.alias: which of them take it is unknown
+}
+
+// Binding reads what the image does with d; call only when Readable.
+func (b *BootImage) Binding(root *host.Root, d *pci.Device) ImageBinding {
+	c := b.Booted.Contents
+	var ib ImageBinding
+	id := d.VendorID + ":" + d.DeviceID
+	modalias, _ := root.ReadString("/sys/bus/pci/devices/" + d.Address + "/modalias")
+	takers := map[string]bool{}
+	for _, a := range c.Aliases {
+		if a.Module == "vfio_pci" || c.Modules[a.Module] == "" || c.Blacklist[a.Module] != "" {
+			continue
+		}
+		if ok, err := path.Match(a.Pattern, modalias); err == nil && ok && !takers[a.Module] {
+			takers[a.Module] = true
+			if ib.Taker == "" {
+				ib.Taker = a.Module
+			}
+		}
+	}
+	ib.NoAliases = len(c.Aliases) == 0 && len(c.Modules) > 0
+	builtin := b.builtin || c.Builtin["vfio_pci"]
+	have := builtin || c.Modules["vfio_pci"] != ""
+	// vfio-pci must load before a taker does: by a load that comes before
+	// udev's coldplug, or by a softdep on every taker (udev's modprobe of
+	// the taker loads it first). With no taker, any load in the image
+	// finds the device free.
+	early, loaded := "", ""
+	for _, l := range c.Early {
+		if l.Module == "vfio_pci" {
+			if early == "" && (l.BeforeUdev || len(takers) == 0) {
+				early = l.Source
+			}
+			if loaded == "" {
+				loaded = l.Source
+			}
+		}
+	}
+	if early == "" && len(takers) > 0 {
+		var via []string
+		for t := range takers {
+			for _, s := range c.Softdeps {
+				if s.Module == t && slices.Contains(s.Pre, "vfio_pci") {
+					via = append(via, s.Source+" (softdep "+s.Module+" pre: vfio-pci)")
+					break
+				}
+			}
+		}
+		if len(via) == len(takers) {
+			slices.Sort(via)
+			early = strings.Join(via, ", ")
+		}
+	}
+	if loaded == "" {
+		loaded = early
+	}
+	ids := ""
+	if IDsOnCmdline(b.cmdline, d) {
+		ids = "vfio-pci.ids= on the kernel command line"
+	}
+	for _, l := range c.Early {
+		if v, ok := strings.CutPrefix(fieldWith(l.Args, "ids="), "ids="); ok && l.Module == "vfio_pci" && !builtin && idListHas(v, id) && ids == "" {
+			ids = "ids=" + v + " (" + l.Source + ")"
+		}
+	}
+	for _, o := range c.Options {
+		if v, ok := strings.CutPrefix(o.Value, "ids="); ok && o.Module == "vfio_pci" && !builtin && idListHas(v, id) && ids == "" {
+			ids = "ids=" + v + " (" + o.Source + ")"
+		}
+	}
+	switch {
+	case have && builtin && ids != "":
+		ib.Binds, ib.How = true, "has vfio-pci built into the kernel, with "+ids
+	case have && early != "" && ids != "":
+		ib.Binds, ib.How = true, "loads vfio-pci ("+early+") with "+ids
+	case have && loaded != "" && !builtin && ids == "":
+		ib.EarlyNoID = "loads vfio-pci (" + loaded + ") without " + id + " in its ids"
+	}
+	return ib
+}
+
+// fieldWith is the first space-separated field of s with prefix p.
+func fieldWith(s, p string) string {
+	for _, f := range strings.Fields(s) {
+		if strings.HasPrefix(f, p) {
+			return f
+		}
+	}
+	return ""
+}
+
+// ImageStale says whether the initramfs images carry gpuprep's modprobe.d
+// file as it is on the root, where an image can tell: one read whole with
+// an etc/modprobe.d (a generator that does not copy modprobe.d says
+// nothing by lacking the file). Like initramfs.OlderThan it asks whether
+// any image was made since the change, not only the running kernel's:
+// update-initramfs -u remakes the newest kernel's, dracut -f the running
+// one's, so an image that carries the root's file is the command having
+// run (and a re-run then has nothing to do). decided is false when no
+// image can tell. Every image that can tell lacking it, or carrying
+// another copy, is an image made before gpuprep's last change (a bind
+// killed during update-initramfs, an unbind whose initramfs command
+// failed, a hand edit not regenerated): why says so.
+func ImageStale(root *host.Root) (why string, decided bool) {
+	onRoot, err := root.ReadFile(ModprobeConf)
+	present := err == nil
+	if !present && root.Exists(ModprobeConf) {
+		return "", false // there but unreadable: nothing to compare
+	}
+	for _, p := range initramfs.Images(root) {
+		if !root.Exists(p) {
+			continue
+		}
+		b, err := initramfs.ReadImage(root, p, initramfs.DefaultLimits)
+		if err != nil {
+			continue
+		}
+		if k, ok := b.Kind("etc/modprobe.d"); !ok || k != initramfs.Dir {
+			continue
+		}
+		inImage, inOK := b.File(ModprobeConf)
+		var w string
+		switch {
+		case present && !inOK:
+			w = fmt.Sprintf("the initramfs %s lacks %s: it was made before gpuprep's persistent VFIO configuration was written", p, ModprobeConf)
+		case present && string(inImage) != string(onRoot):
+			w = fmt.Sprintf("the initramfs %s carries an older %s than the root's: it was not regenerated after gpuprep's persistent VFIO configuration changed", p, ModprobeConf)
+		case !present && inOK:
+			w = fmt.Sprintf("the initramfs %s still carries %s, which the root no longer has: it was not regenerated after gpuprep's persistent VFIO configuration was removed", p, ModprobeConf)
+		default:
+			return "", true // this image carries the root's state
+		}
+		if why == "" {
+			why = w
+		}
+		decided = true
+	}
+	return why, decided
+}
