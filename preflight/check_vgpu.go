@@ -149,8 +149,16 @@ func checkVGPUTypes(e *Env) []Finding {
 		return []Finding{{Status: Skip, Subject: vgpuSubject(e), Message: "no vGPU manager (see vgpu.manager): no types to list"}}
 	}
 	var out []Finding
+	live := map[string][]vgpu.Instance{} // vendor-specific VFIO vGPUs, by GPU
 	for _, g := range e.GPUs {
 		s := e.VGPU(g.Address)
+		if s.Interface == "sriov" {
+			for _, x := range vgpu.Existing(e.Root, g.Address) {
+				if strings.Contains(x.Device, ":") {
+					live[g.Address] = append(live[g.Address], x)
+				}
+			}
+		}
 		f := Finding{Subject: g.Address}
 		sriov := vgpu.UsesSRIOV(e.Root, vgpu.GPUInfo{Address: g.Address, DeviceID: g.DeviceID})
 		switch {
@@ -241,7 +249,7 @@ func checkVGPUTypes(e *Env) []Finding {
 			out = append(out, vfsOffNvidia(e, g.Address)...)
 		}
 	}
-	return out
+	return append(out, checkVGPUBoot(e, live)...)
 }
 
 // vfsOffNvidia fails each SR-IOV VF of the GPU at pf that a VFIO driver

@@ -201,7 +201,7 @@ func (p *Plan) planInstall(ctx context.Context, gpus []vgpu.GPUInfo) (bool, erro
 			return false, usage(StepVGPUInstall, fmt.Errorf("--driver FILE is required: the vGPU manager is not installed and running (%s); give the licensed NVIDIA-Linux-x86_64-<ver>-vgpu-kvm.run", strings.Join(miss, "; ")))
 		}
 		if len(m.vfs) == 0 {
-			return true, nil
+			return p.planSRIOVUnit(ctx, gpus)
 		}
 		ip, err := vgpu.PlanEnableVFs(ctx, &vgpu.Env{Root: p.root, Runner: r}, gpus)
 		if err != nil {
@@ -230,6 +230,27 @@ func (p *Plan) planInstall(ctx context.Context, gpus []vgpu.GPUInfo) (bool, erro
 	p.addInstallSteps(s, ip)
 	s.Notes = append(s.Notes, "gpuprep rollback does not uninstall the vGPU manager (a package operation); it restores the files this step writes")
 	return false, nil
+}
+
+// planSRIOVUnit plans, for a manager installed and running with every VF
+// enabled, the one thing gpuprep vgpu install would still do:
+// vgpu.SRIOVUnit written and enabled, which enables the VFs again at boot
+// (they are lost at every reboot, and the vGPUs the vgpu-devices step makes
+// persistent are created on them: vgpu.ApplyUnit wants it). No sriov-manage
+// runs (every VF is enabled: vgpu.PlanEnableVFs plans none), so live vGPUs
+// are left alone. It reports the manager installed: the devices step is
+// planned now.
+func (p *Plan) planSRIOVUnit(ctx context.Context, gpus []vgpu.GPUInfo) (bool, error) {
+	ip, err := vgpu.PlanEnableVFs(ctx, &vgpu.Env{Root: p.root, Runner: p.runner()}, gpus)
+	if err != nil {
+		return false, &PlanError{Step: StepVGPUInstall, Refused: true, Err: err}
+	}
+	if len(ip.Steps) == 0 {
+		return true, nil
+	}
+	s := &Step{ID: StepVGPUInstall, Title: "enable the SR-IOV VFs at every boot (" + vgpu.SRIOVUnitName + "), as gpuprep vgpu install does: the vGPU manager is installed and running, every VF enabled"}
+	p.addInstallSteps(s, ip)
+	return true, nil
 }
 
 // addInstallSteps makes s the vgpu-install step that runs ip.

@@ -14,7 +14,6 @@ import (
 	"github.com/gpuprep/gpuprep/internal/pciids"
 	"github.com/gpuprep/gpuprep/iommu"
 	"github.com/gpuprep/gpuprep/preflight"
-	"github.com/gpuprep/gpuprep/vgpu"
 )
 
 // APIVersion and Kind identify the JSON document.
@@ -68,6 +67,11 @@ type VGPU struct {
 	TotalVFs  int        `json:"totalVFs,omitempty"`
 	NumVFs    int        `json:"numVFs,omitempty"`
 	Types     []VGPUType `json:"types"`
+	// Parents are the devices vGPUs are created on, with their own free
+	// instances (omitted when not known)
+	Parents []VGPUParent `json:"parents,omitempty"`
+	// Instances are the vGPUs that exist (omitted when none)
+	Instances []VGPUInstance `json:"instances,omitempty"`
 }
 
 // VGPUType is a vGPU type; ResourceName is what KubeVirt's mediated-device
@@ -174,12 +178,7 @@ func gpu(e *preflight.Env, d *pci.Device, sel []*pci.Device) GPU {
 	for _, m := range v.Members {
 		g.GroupDevices = append(g.GroupDevices, GroupDevice{Address: m.Dev.Address, Class: m.Dev.Class, Driver: m.Dev.Driver, Role: string(m.Role)})
 	}
-	if st := e.VGPU(d.Address); st.Interface != "" {
-		g.VGPU = &VGPU{Interface: st.Interface, TotalVFs: max(st.TotalVFs, 0), NumVFs: max(st.NumVFs, 0), Types: []VGPUType{}}
-		for _, t := range st.Types {
-			g.VGPU.Types = append(g.VGPU.Types, VGPUType{ID: t.ID, Name: t.Name, Available: t.Available, ResourceName: vgpu.ResourceName(t.Name)})
-		}
-	}
+	g.VGPU = NewVGPU(e.Root, e.Inv, e.VGPU(d.Address))
 	return g
 }
 

@@ -69,6 +69,7 @@ func newKubeVirtCmd(g *globals) *cobra.Command {
 	var from []string
 	var output, kubeconfig, namespace, name string
 	var apply, dryRun, nvswitch, allowPartial bool
+	kubevirtVersion := kube.DefaultKubeVirtVersion.String()
 	fc := &fleetCmd{g: g}
 	cfg := &cobra.Command{
 		Use:   "config (-i INVENTORY | --from-report FILE…)",
@@ -83,7 +84,15 @@ mode a report was made for (check --mode; without one, a GPU set up for vGPU cou
 others as vm-passthrough) is permitted: a vm-vgpu node's GPUs are not passed whole (its vGPU
 types are), a container node contributes nothing, and NVSwitches only with --nvswitch or when
 already on VFIO (gpuprep otherwise leaves them with the host's Fabric Manager). Entries are
-merged and de-duplicated across nodes. Apply it with:
+merged and de-duplicated across nodes.
+
+vGPUs of the vendor-specific VFIO interface (vGPU 17+ on kernel 6.8+: VFs on driver nvidia with a
+non-zero nvidia/current_vgpu_type) are allocated by KubeVirt itself from v1.9.0 on (PR #16890): one
+pciHostDevices entry per VF model, pciVendorSelector the VF's own vendor:device, resourceName
+nvidia.com/ + the type name (spaces as _), no externalResourceProvider. --kubevirt-version (default
+1.9) names the cluster's KubeVirt; before 1.9 these VFs cannot be allocated and are left out, with a
+note. KubeVirt gives one resource per selector: VFs of one model holding different types across the
+hosts are left out, with a note. Apply it with:
 
   kubectl patch kubevirt kubevirt -n kubevirt --type merge --patch-file PATCH.yaml
 
@@ -112,6 +121,10 @@ refused among them); 3 some hosts could not be evaluated and --allow-partial was
 (nothing emitted or applied), or none could, or a host's report (-i) was refused.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			version, err := kube.ParseKubeVirtVersion(kubevirtVersion)
+			if err != nil {
+				return usageErr("%v", err)
+			}
 			var hosts []kube.Host
 			var missing []kube.Unevaluated
 			switch {
@@ -134,7 +147,6 @@ refused among them); 3 some hosts could not be evaluated and --allow-partial was
 					hosts = append(hosts, host)
 				}
 			case len(from) > 0:
-				var err error
 				if hosts, missing, err = kube.ReadReports(from); err != nil {
 					return usageErr("%v", err)
 				}
@@ -147,7 +159,7 @@ refused among them); 3 some hosts could not be evaluated and --allow-partial was
 			if err != nil {
 				return err
 			}
-			p, notes, unusable := kube.KubeVirt(hosts, kube.KubeVirtOptions{NVSwitch: nvswitch})
+			p, notes, unusable := kube.KubeVirt(hosts, kube.KubeVirtOptions{NVSwitch: nvswitch, Version: version})
 			if partialNote != "" {
 				notes = append([]string{partialNote}, notes...)
 			}
@@ -189,6 +201,7 @@ refused among them); 3 some hosts could not be evaluated and --allow-partial was
 	cfg.Flags().StringVarP(&output, "output", "o", "yaml", "output format: yaml or json")
 	cfg.Flags().BoolVar(&nvswitch, "nvswitch", false, "permit the NVSwitches of passthrough hosts too, for VMs given whole boards with their NVLink fabric (as plan/apply --nvswitch); without it only NVSwitches already on VFIO are")
 	cfg.Flags().BoolVar(&allowPartial, "allow-partial", false, "emit (or --apply) the patch even when some hosts could not be evaluated: their GPUs are left out")
+	cfg.Flags().StringVar(&kubevirtVersion, "kubevirt-version", kubevirtVersion, "the cluster's KubeVirt release (MAJOR.MINOR[.PATCH]): from "+kube.VendorVGPUSince.String()+" on, the VFs of vendor-specific VFIO vGPUs (kernel 6.8+, vGPU 17+) are permitted as pciHostDevices that KubeVirt allocates itself; before it, KubeVirt cannot allocate them and they are left out")
 	cfg.Flags().BoolVar(&apply, "apply", false, "patch the KubeVirt CR through the Kubernetes API instead of printing the patch")
 	cfg.Flags().BoolVar(&dryRun, "dry-run", false, "with --apply: server-side dry run")
 	cfg.Flags().StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)")

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -17,6 +16,7 @@ import (
 	"github.com/gpuprep/gpuprep/internal/pci"
 	"github.com/gpuprep/gpuprep/internal/sanitize"
 	"github.com/gpuprep/gpuprep/provision"
+	"github.com/gpuprep/gpuprep/report"
 	"github.com/gpuprep/gpuprep/vgpu"
 )
 
@@ -43,34 +43,29 @@ func newVGPUCmd(g *globals) *cobra.Command {
 // selectedGPUs discovers the host's PCI devices and returns the selected
 // GPUs, ordered by address (the order config device indices refer to).
 func selectedGPUs(g *globals, sel []string) (*host.Root, []*pci.Device, error) {
+	root, _, gpus, err := selectedInventory(g, sel)
+	return root, gpus, err
+}
+
+// selectedInventory is selectedGPUs with the host's PCI inventory.
+func selectedInventory(g *globals, sel []string) (*host.Root, *pci.Inventory, []*pci.Device, error) {
 	s, err := pci.ParseSelector(sel)
 	if err != nil {
-		return nil, nil, usageErr("%v", err)
+		return nil, nil, nil, usageErr("%v", err)
 	}
 	root, err := g.hostRoot()
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	inv, err := pci.Discover(root)
 	if err != nil {
-		return nil, nil, &exitError{code: exitUnknown, err: err}
+		return nil, nil, nil, &exitError{code: exitUnknown, err: err}
 	}
 	gpus, err := s.Select(inv)
 	if err != nil {
-		return nil, nil, usageErr("%v", err)
+		return nil, nil, nil, usageErr("%v", err)
 	}
-	return root, gpus, nil
-}
-
-type typesRow struct {
-	GPU       string      `json:"gpu"`
-	Interface string      `json:"interface"`
-	Types     []typesType `json:"types"`
-}
-
-type typesType struct {
-	vgpu.Type
-	ResourceName string `json:"resourceName"`
+	return root, inv, gpus, nil
 }
 
 func newVGPUTypesCmd(g *globals) *cobra.Command {
@@ -81,41 +76,23 @@ func newVGPUTypesCmd(g *globals) *cobra.Command {
 		Short: "List, per GPU, the vGPU types it can create (mdev or vendor-specific VFIO), with free instances and KubeVirt resource names",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			root, gpus, err := selectedGPUs(g, sel)
+			root, inv, gpus, err := selectedInventory(g, sel)
 			if err != nil {
 				return err
 			}
-			rows := []typesRow{}
-			for _, d := range gpus {
-				st := vgpu.Read(root, d.Address)
-				r := typesRow{GPU: d.Address, Interface: st.Interface, Types: []typesType{}}
-				for _, t := range st.Types {
-					r.Types = append(r.Types, typesType{Type: t, ResourceName: vgpu.ResourceName(t.Name)})
-				}
-				rows = append(rows, r)
+			addrs := make([]string, len(gpus))
+			for i, d := range gpus {
+				addrs[i] = d.Address
 			}
+			doc := report.NewVGPUTypes(root, inv, addrs)
 			out := cmd.OutOrStdout()
 			switch output {
 			case "json":
 				enc := json.NewEncoder(out)
 				enc.SetIndent("", "  ")
-				return enc.Encode(rows)
+				return enc.Encode(doc)
 			case "text":
-				tw := tabwriter.NewWriter(sanitize.NewWriter(out), 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "GPU\tINTERFACE\tTYPE\tNAME\tFREE\tRESOURCE")
-				for _, r := range rows {
-					if len(r.Types) == 0 {
-						fmt.Fprintf(tw, "%s\t%s\t-\tno vGPU types (vGPU manager installed? VFs enabled?)\t\t\n", r.GPU, orDash(r.Interface))
-					}
-					for _, t := range r.Types {
-						free := "?"
-						if t.Available >= 0 {
-							free = fmt.Sprint(t.Available)
-						}
-						fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.GPU, r.Interface, sanitize.Terminal(t.ID), sanitize.Terminal(t.Name), free, t.ResourceName)
-					}
-				}
-				return tw.Flush()
+				return typesText(out, doc)
 			}
 			return usageErr("--output %q: want text or json", output)
 		},

@@ -18,9 +18,12 @@ import (
 
 // PCIHostDevice is a KubeVirt permittedHostDevices.pciHostDevices entry.
 type PCIHostDevice struct {
-	PCIVendorSelector        string `json:"pciVendorSelector" yaml:"pciVendorSelector"`
-	ResourceName             string `json:"resourceName" yaml:"resourceName"`
-	ExternalResourceProvider bool   `json:"externalResourceProvider" yaml:"externalResourceProvider"`
+	PCIVendorSelector string `json:"pciVendorSelector" yaml:"pciVendorSelector"`
+	ResourceName      string `json:"resourceName" yaml:"resourceName"`
+	// ExternalResourceProvider: a device plugin other than KubeVirt's
+	// (NVIDIA's sandbox device plugin) advertises it; left out when
+	// KubeVirt allocates the device itself (vendor-specific vGPU VFs)
+	ExternalResourceProvider bool `json:"externalResourceProvider,omitempty" yaml:"externalResourceProvider,omitempty"`
 }
 
 // MediatedDevice is a permittedHostDevices.mediatedDevices entry.
@@ -137,6 +140,10 @@ type KubeVirtOptions struct {
 	// only NVSwitches already on a VFIO driver are permitted: gpuprep
 	// otherwise leaves them with the host's Fabric Manager.
 	NVSwitch bool
+	// Version is the cluster's KubeVirt (zero: DefaultKubeVirtVersion):
+	// the vGPUs of the vendor-specific VFIO interface are permitted from
+	// VendorVGPUSince on (vendorVGPUs)
+	Version KubeVirtVersion
 }
 
 // KubeVirt builds the KubeVirt CR patch for the GPUs of hosts, permitting
@@ -246,6 +253,10 @@ func KubeVirt(hosts []Host, o KubeVirtOptions) (p *KubeVirtPatch, notes, unusabl
 				sel, m.dev.ResourceName, strings.Join(m.blocked, "; ")))
 		}
 	}
+	vfs, vfNotes := vendorVGPUs(hosts, o.Version.orDefault(), pcis)
+	for _, d := range vfs {
+		pcis[d.PCIVendorSelector] = d
+	}
 	for _, k := range slices.Sorted(maps.Keys(pcis)) {
 		p.Spec.Configuration.PermittedHostDevices.PCIHostDevices = append(p.Spec.Configuration.PermittedHostDevices.PCIHostDevices, pcis[k])
 	}
@@ -257,9 +268,10 @@ func KubeVirt(hosts []Host, o KubeVirtOptions) (p *KubeVirtPatch, notes, unusabl
 		p.Spec.Configuration.DeveloperConfiguration.FeatureGates = append(p.Spec.Configuration.DeveloperConfiguration.FeatureGates, "DisableMDEVConfiguration")
 	}
 	if len(sriov) > 0 {
-		notes = append(notes, fmt.Sprintf("%d vGPU type(s) on SR-IOV GPUs (vendor-specific VFIO, vGPU 17+ on kernel 6.8+; hosts %s) are not mediated devices: NVIDIA's sandbox device plugin cannot advertise them yet, so they are left out of mediatedDevices",
-			len(sriov), strings.Join(sriov[slices.Sorted(maps.Keys(sriov))[0]], ", ")))
+		notes = append(notes, fmt.Sprintf("%d vGPU type(s) on SR-IOV GPUs (vendor-specific VFIO, vGPU 17+ on kernel 6.8+; hosts %s) are not mediated devices: NVIDIA's sandbox device plugin cannot advertise them yet, so they are left out of mediatedDevices; KubeVirt ≥ %s allocates the VFs that hold one as PCI host devices (--kubevirt-version, now %s)",
+			len(sriov), strings.Join(sriov[slices.Sorted(maps.Keys(sriov))[0]], ", "), VendorVGPUSince, o.Version.orDefault()))
 	}
+	notes = append(notes, vfNotes...)
 	if len(vgpuPFHosts) > 0 {
 		notes = append(notes, "the GPUs of vGPU hosts ("+strings.Join(vgpuPFHosts, ", ")+") are left out of pciHostDevices: a vm-vgpu node's GPUs are not passed to VMs whole (the PF of an SR-IOV vGPU GPU never is)")
 	}

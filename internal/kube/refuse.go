@@ -125,5 +125,38 @@ func checkVGPU(vendor string, v *report.VGPU, refuse func(field, value string, e
 			return refuse(at+"resourceName", t.ResourceName, fmt.Errorf("not the resource name of type %s (%s)", quoteValue(t.Name), want))
 		}
 	}
+	return checkVGPUInstances(v, refuse)
+}
+
+// checkVGPUInstances checks the vGPUs a GPU's report says exist: a VF's
+// address and PCI IDs (pciVendorSelector is made of them), its type's id
+// and name (resourceName is made of it).
+func checkVGPUInstances(v *report.VGPU, refuse func(field, value string, err error) error) error {
+	for k, in := range v.Instances {
+		at := fmt.Sprintf("instances[%d].", k)
+		if v.Interface != "sriov" {
+			continue // mdevs: KubeVirt selects them by type name (types[])
+		}
+		checks := []struct {
+			field, value string
+			check        func(string) error
+		}{
+			{"device", in.Device, checkPCIAddress},
+			{"vendorID", in.VendorID, checkPCIID},
+			{"deviceID", in.DeviceID, checkPCIID},
+			{"typeID", in.TypeID, func(s string) error { return checkVGPUTypeID("sriov", in.VendorID, s) }},
+		}
+		if !unknownTypeName(in) {
+			checks = append(checks, struct {
+				field, value string
+				check        func(string) error
+			}{"type", in.Type, checkVGPUTypeName})
+		}
+		for _, c := range checks {
+			if err := refuse(at+c.field, c.value, c.check(c.value)); err != nil {
+				return err
+			}
+		}
+	}
 	return nil
 }
