@@ -293,11 +293,18 @@ func checkVFIOBinding(e *Env) []Finding {
 			}
 			binders := atBoot().Binders(g)
 			f := Finding{Status: Pass, Subject: g.Address, Modes: pass, Message: "bound to " + g.Driver}
+			if len(binders) > 0 && len(behind) == 0 {
+				// the evidence the verdict "it stays at the next boot" rests on
+				f.Message += "; at boot: " + strings.Join(binders, "; ")
+			}
 			if len(binders) == 0 && len(behind) == 0 {
 				// a live bind (vfio bind without --persist, a
 				// driver_override by hand): gone at the next boot
 				f.Status = Warn
 				f.Message += " until the next boot: nothing binds it to VFIO at boot (gpuprep looks for " + vfio.BootBindersWhat + "), so a reboot puts it back on its host driver"
+				if ds := atBoot().Discounted(); len(ds) > 0 {
+					f.Message += "; found, but not loading vfio-pci or giving it IDs at boot: " + evidenceList(ds)
+				}
 				f.Fixable, f.FixCommand = true, "gpuprep vfio bind --select "+g.Address+" --persist"
 				f.Remedy = f.FixCommand + " (keeps it on vfio-pci across reboots)"
 			}
@@ -339,6 +346,15 @@ func checkVFIOBinding(e *Env) []Finding {
 		out = append(out, nvswitchOnHost(e)...)
 	}
 	return out
+}
+
+// evidenceList joins evidence for a message.
+func evidenceList(es []vfio.Evidence) string {
+	out := make([]string, 0, len(es))
+	for _, e := range es {
+		out = append(out, e.String())
+	}
+	return strings.Join(out, "; ")
 }
 
 // builtinFindings warns, for vm-passthrough, of each function of a selected
