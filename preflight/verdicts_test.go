@@ -560,7 +560,7 @@ func TestVFIOBindingThatDoesNotOutliveAReboot(t *testing.T) {
 		edit func(*fixture.Builder)
 		warn bool
 	}{
-		"live bind only":               {nil, true},
+		"live bind only": {nil, true},
 		"modprobe.d ids and a softdep": {func(b *fixture.Builder) {
 			b.File("/etc/modprobe.d/vfio.conf", ids+"softdep nvidia pre: vfio-pci\n")
 			b.ModuleFiles("6.8.0-45-generic", []string{"kernel/drivers/vfio/pci/vfio-pci.ko", "updates/dkms/nvidia.ko"}, nil, nil)
