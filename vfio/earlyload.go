@@ -131,15 +131,34 @@ func (f *bootFacts) blacklist(m string) *Evidence {
 	return nil
 }
 
-// forbidden is module_blacklist= naming m on the command line (its last
-// occurrence: the kernel keeps one string), or nil.
+// forbidden is module_blacklist= naming m on the command line, or nil.
 func (f *bootFacts) forbidden(m string) *Evidence {
-	p, ok := kargs.Last(f.cmdline, "module_blacklist")
-	if !ok || !listHas(p.Value, kargs.Norm(m)) {
+	p, ok := ModuleForbidden(f.cmdline, m)
+	if !ok {
 		return nil
 	}
 	e := newEvidence(NextCmdline, 0, p.String(), "the kernel", "refuses to load "+kargs.Norm(m)+", however it is asked")
 	return &e
+}
+
+// ModuleForbidden reports whether module_blacklist= on command line ps
+// makes the kernel refuse to load module m (a module's own name, as
+// modules carry it: nvidia_uvm), and the argument that does. The kernel
+// keeps one string (core_param module_blacklist, charp: the last
+// occurrence) and compares each comma-separated name with the module's
+// byte for byte (kernel/module/main.c: blacklisted(), called from
+// early_mod_check, -EPERM): "nvidia-uvm" there forbids nothing.
+func ModuleForbidden(ps []kargs.Param, m string) (kargs.Param, bool) {
+	p, ok := kargs.Last(ps, "module_blacklist")
+	if !ok {
+		return p, false
+	}
+	for _, x := range strings.Split(p.Value, ",") {
+		if x == kargs.Norm(m) {
+			return p, true
+		}
+	}
+	return p, false
 }
 
 func listHas(list, m string) bool {
