@@ -23,7 +23,9 @@ func TestModuleBlacklistOnTheCommandLine(t *testing.T) {
 			b.File("/etc/default/grub.d/50-site.cfg", `GRUB_CMDLINE_LINUX="$GRUB_CMDLINE_LINUX `+args+`"`+"\n")
 		}
 	}
-	blacklisted := func(f preflight.Finding) bool { return f.Check == "vfio.binding" && f.Subject != "" && f.Subject[0] == '/' && f.Status != preflight.Pass && f.Status != preflight.Skip && strings.Contains(f.Message, "module_blacklist") }
+	blacklisted := func(f preflight.Finding) bool {
+		return f.Check == "vfio.binding" && f.Subject != "" && f.Subject[0] == '/' && f.Status != preflight.Pass && f.Status != preflight.Skip && strings.Contains(f.Message, "module_blacklist")
+	}
 
 	// running and configured: the driver container cannot load nvidia
 	_, res := runRoot(t, build(t, fixture.HGX, func(b *fixture.Builder) {
