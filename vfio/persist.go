@@ -43,7 +43,10 @@ type Persist struct {
 	// older than gpuprep's files (InitramfsStale); a caller that knows more
 	// (apply, from its journal) may set it too.
 	Regenerate string
-	Warnings   []string
+	// Cmdline is the kernel-command-line part where vfio-pci is built in
+	// (vfio-pci.ids=; see cmdline_ids.go); nil when there is none.
+	Cmdline  *CmdlineIDs
+	Warnings []string
 }
 
 // Pending is what applying p would change under root, as applyPersist does
@@ -61,6 +64,15 @@ func (p *Persist) Pending(root *host.Root) (files []FileEdit, initramfs bool) {
 		}
 	}
 	return files, p.Initramfs != nil && (len(files) > 0 || p.Regenerate != "")
+}
+
+// CmdlinePending is the bootloader edit applying p makes (vfio-pci.ids=
+// where vfio-pci is built in), or nil.
+func (p *Persist) CmdlinePending() *CmdlineIDs {
+	if p.Cmdline == nil || p.Cmdline.Plan == nil {
+		return nil
+	}
+	return p.Cmdline
 }
 
 // Persisted reads the devices recorded in gpuprep's modprobe.d file.
@@ -118,6 +130,9 @@ func planPersist(root *host.Root, inv *pci.Inventory, add []*Target, remove []st
 		p.Regenerate = InitramfsStale(root)
 	}
 	if len(p.Devices) == 0 {
+		var ws []string
+		p.Cmdline, ws = planCmdlineIDs(root, nil)
+		p.Warnings = append(p.Warnings, ws...)
 		for _, f := range []string{ModprobeConf, ModulesLoad, UdevRule} {
 			if _, err := root.Lstat(f); err == nil {
 				p.Files = append(p.Files, FileEdit{Path: f})
@@ -196,9 +211,18 @@ func planPersist(root *host.Root, inv *pci.Inventory, add []*Target, remove []st
 	if nvidia {
 		mp.WriteString("blacklist nouveau\n")
 	}
-	if len(p.IDs) > 0 {
+	builtin, _ := vfioBuiltin(root)
+	switch {
+	case len(p.IDs) > 0 && builtin:
+		// modprobe.d options never reach a built-in module
+		mp.WriteString("# vfio-pci is built into this kernel: its IDs are on the kernel command line (vfio-pci.ids=), not here.\n")
+		fmt.Fprintf(&mp, "%s %s\n", cmdlineHeader, strings.Join(p.IDs, ","))
+	case len(p.IDs) > 0:
 		fmt.Fprintf(&mp, "options vfio-pci ids=%s\n", strings.Join(p.IDs, ","))
 	}
+	var ws []string
+	p.Cmdline, ws = planCmdlineIDs(root, p.IDs)
+	p.Warnings = append(p.Warnings, ws...)
 	p.Files = append(p.Files, FileEdit{Path: ModprobeConf, Content: []byte(mp.String())})
 
 	ml := "# Written by `gpuprep vfio bind --persist`; `gpuprep vfio unbind` removes it.\nvfio\nvfio_iommu_type1\n" +
