@@ -93,4 +93,3 @@ func TestPersistOnBuiltinVFIOPCIWithoutABootloaderToEdit(t *testing.T) {
 	require.Nil(t, p.Persist.CmdlinePending())
 	require.Contains(t, strings.Join(p.Persist.Warnings, "\n"), "put vfio-pci.ids=10de:10f8,10de:1ad8,10de:1ad9,10de:1e87 on the kernel command line yourself")
 }
-
