@@ -899,7 +899,7 @@ func TestApplyUnbindAtBootStillOnVFIO(t *testing.T) {
 	out, errs, code = gpuprep(t, "apply", "--root", root, "--mode", "container", "--yes", "--reboot")
 	require.Equal(t, exitNotReady, code, out+errs)
 	require.Contains(t, errs, "are still on VFIO")
-	require.Contains(t, errs, "vfio-pci.ids= on the kernel command line (0000:13:00.0, 0000:23:00.0, ")
+	require.Contains(t, errs, `the next boot's kernel command line "vfio-pci.ids=10de:2335" (vfio-pci: binds every device with ID 10de:2335 when vfio-pci initialises) (0000:13:00.0, 0000:23:00.0, `)
 	require.Contains(t, errs, "apply does not ask for another reboot")
 	require.Equal(t, "vfio-pci", driverOf(t, root, "0000:13:00.0"))
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
@@ -37,7 +38,27 @@ func TestVFIOBindPersistOnBuiltinVFIOPCI(t *testing.T) {
 	require.NoError(t, err)
 	const arg = "vfio-pci.ids=10de:10f8,10de:1ad8,10de:1ad9,10de:1e87"
 
-	out, errs, code := gpuprep(t, "vfio", "bind", "--root", root, "--persist", "--dry-run")
+	// plan shows the same bootloader edit in its vfio-bind step
+	out, errs, code := gpuprep(t, "plan", "--root", root, "--mode", "vm-passthrough", "-o", "json")
+	require.Equal(t, 0, code, errs)
+	var p planJSON
+	require.NoError(t, json.Unmarshal([]byte(out), &p))
+	found := false
+	for _, s := range p.Steps {
+		if s.ID != "vfio-bind" {
+			continue
+		}
+		found = true
+		var files []string
+		for _, f := range s.Files {
+			files = append(files, f.Path)
+		}
+		require.Contains(t, files, "/etc/default/grub", out)
+		require.Contains(t, s.Commands, "update-grub", out)
+	}
+	require.True(t, found, out)
+
+	out, errs, code = gpuprep(t, "vfio", "bind", "--root", root, "--persist", "--dry-run")
 	require.Equal(t, 0, code, errs)
 	require.Contains(t, out, "kernel command line (grub): vfio-pci is built into kernel 6.1.0-18-amd64 (modules.builtin): modprobe never loads it")
 	require.Contains(t, out, "+++ b/etc/default/grub")
