@@ -216,6 +216,16 @@ func TestBuiltinVFIOPCITakesNoModprobeOptions(t *testing.T) {
 	require.Equal(t, "/etc/modprobe.d/vfio.conf", ds[len(ds)-1].Source)
 	require.Contains(t, ds[len(ds)-1].Says, "a built-in module takes its parameters only from the kernel command line")
 
+	// nor the arguments of an initramfs-tools modules line
+	v, bs = bootView(t, builtin, tool("update-initramfs"), func(b *fixture.Builder) {
+		b.File("/etc/initramfs-tools/modules", "vfio-pci ids=10de:2331\n")
+	})
+	require.Empty(t, bs)
+	ds = v.Discounted()
+	require.NotEmpty(t, ds)
+	require.Equal(t, "/etc/initramfs-tools/modules", ds[0].Source)
+	require.Contains(t, ds[0].Says, "its ids= does nothing: vfio-pci is built into the kernel")
+
 	_, bs = bootView(t, builtin, cmdline("vfio-pci.ids=10de:2331"))
 	require.Len(t, bs, 1)
 	require.Equal(t, BinderCmdlineIDs, bs[0].Kind)

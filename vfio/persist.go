@@ -347,6 +347,12 @@ func (v *BootView) Loaders() []Evidence { return slices.Clone(v.early.loaders) }
 func (v *BootView) Discounted() []Evidence {
 	out := slices.Clone(v.early.discounted)
 	if v.builtin {
+		for _, l := range v.early.loaders {
+			if l.IDs != "" { // modprobe vfio-pci ids=… on a built-in module: "builtin", the arguments go nowhere
+				l.Says = "its ids= does nothing: vfio-pci is built into the kernel (modules.builtin), so modprobe does not load it and its arguments go nowhere; a built-in module takes its parameters only from the kernel command line (vfio-pci.ids=)"
+				out = append(out, l)
+			}
+		}
 		for _, f := range v.modprobe {
 			if f.path == ModprobeConf {
 				continue
