@@ -89,7 +89,7 @@ back), 2 usage error, 3 the host could not be read.`,
 		RunE:  func(cmd *cobra.Command, _ []string) error { return bd.bind(cmd) },
 	}
 	selFlag(bd, bind.Flags())
-	bind.Flags().BoolVar(&bd.persist, "persist", false, "make the binding survive reboot (modprobe.d, modules-load.d, udev rule where needed, initramfs)")
+	bind.Flags().BoolVar(&bd.persist, "persist", false, "make the binding survive reboot (modprobe.d, modules-load.d, udev rule where needed, initramfs; vfio-pci.ids= on the kernel command line where vfio-pci is built in)")
 	bind.Flags().BoolVar(&bd.dryRun, "dry-run", false, "print the sysfs writes, commands and files, change nothing")
 	bind.Flags().BoolVar(&bd.force, "force", false, "unbind nvidia even while /dev/nvidia* is held open")
 	bind.Flags().BoolVar(&bd.allowHost, "allow-host-devices", false, "let storage, network, USB and other host controllers that are selected or in a selected GPU's IOMMU group go to VFIO (refused without it: the host loses them)")
