@@ -62,13 +62,14 @@ func (v *shellVar) assign(file string, lines []string, name string) {
 		}
 		body := val
 		if closer != "" {
-			body = val[1:]
-			// a value that spans lines up to its closing character
-			for !strings.Contains(stripArrayComments(body, closer), closer) && i+1 < len(lines) {
+			// a value that spans lines up to its closing character: each
+			// line looked at once (a hostile file without one stays linear)
+			parts := []string{stripArrayComments(val[1:], closer)}
+			for !strings.Contains(parts[len(parts)-1], closer) && i+1 < len(lines) {
 				i++
-				body += "\n" + lines[i]
+				parts = append(parts, stripArrayComments(lines[i], closer))
 			}
-			body = stripArrayComments(body, closer)
+			body = strings.Join(parts, "\n")
 			end := strings.Index(body, closer)
 			if end < 0 || strings.ContainsAny(body[:end], "$`") || strings.TrimSpace(stripComment(body[end+1:])) != "" {
 				v.unread = append(v.unread, shellWord{line: start + 1, text: l, file: file})
