@@ -45,8 +45,11 @@ import (
 //     KMOD_PROBE_APPLY_BLACKLIST (systemd's module_load_and_warn): a
 //     blacklist stops it. /etc/modules is read only where a
 //     modules-load.d file links to it (Debian's kmod package ships
-//     /etc/modules-load.d/modules.conf -> ../modules); systemd itself never
-//     reads /etc/modules.
+//     /etc/modules-load.d/modules.conf -> ../modules, which Debian's
+//     piuparts lists as "-> ../modules (target obsoleted by
+//     modules-load.d)", piuparts.py); systemd itself never reads
+//     /etc/modules, and initramfs-tools reads /etc/initramfs-tools/modules,
+//     not /etc/modules (mkinitramfs: "${CONFDIR}/modules").
 //   - a softdep: `softdep X pre: vfio-pci` loads vfio-pci when X loads, and
 //     only then. udev loads X by alias with KMOD_PROBE_APPLY_BLACKLIST, and
 //     libkmod's kmod_module_probe_insert_module returns on a blacklisted
