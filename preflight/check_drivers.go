@@ -302,7 +302,7 @@ func checkVFIOBinding(e *Env) []Finding {
 				// driver_override by hand): gone at the next boot
 				f.Status = Warn
 				f.Message += " until the next boot: nothing binds it to VFIO at boot (gpuprep looks for " + vfio.BootBindersWhat + "), so a reboot puts it back on its host driver"
-				if ds := atBoot().Discounted(); len(ds) > 0 {
+				if ds := atBoot().DiscountedFor(g); len(ds) > 0 {
 					f.Message += "; found, but not loading vfio-pci or giving it IDs at boot: " + evidenceList(ds)
 				}
 				f.Fixable, f.FixCommand = true, "gpuprep vfio bind --select "+g.Address+" --persist"

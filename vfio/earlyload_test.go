@@ -226,6 +226,17 @@ func TestBuiltinVFIOPCITakesNoModprobeOptions(t *testing.T) {
 	require.Equal(t, "/etc/initramfs-tools/modules", ds[0].Source)
 	require.Contains(t, ds[0].Says, "its ids= does nothing: vfio-pci is built into the kernel")
 
+	// gpuprep's own configuration as an older gpuprep wrote it there (the
+	// IDs in modprobe.d): not a binder, and said why
+	k := sim(t, "vfio-bound", builtin, func(b *fixture.Builder) {
+		b.File(ModprobeConf, devicesHeader+" "+bootGPU+"=vfio-pci\n"+vfioIDs).File(ModulesLoad, "vfio_pci\n")
+	})
+	gpu := inventory(t, k).Get(bootGPU)
+	v = NewBootView(k.Root, NextBootCmdline(k.Root), false)
+	require.Empty(t, v.BinderEvidence(gpu))
+	ds = v.DiscountedFor(gpu)
+	require.Contains(t, ds[len(ds)-1].Says, "does nothing for "+bootGPU+": vfio-pci is built into the kernel")
+
 	_, bs = bootView(t, builtin, cmdline("vfio-pci.ids=10de:2331"))
 	require.Len(t, bs, 1)
 	require.Equal(t, BinderCmdlineIDs, bs[0].Kind)

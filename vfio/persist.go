@@ -389,11 +389,30 @@ func (v *BootView) Binders(d *pci.Device) []string {
 // it rests on.
 func (v *BootView) BinderEvidence(d *pci.Device) []Binder {
 	var out []Binder
-	if drv := v.persisted[d.Address]; drv != "" {
+	if drv := v.persisted[d.Address]; drv != "" && !v.ownIneffective(d) {
 		e := newEvidence(ModprobeConf, 0, devicesHeader+" "+d.Address+"="+drv, "gpuprep", "binds "+d.Address+" to "+drv+" at boot")
 		out = append(out, Binder{Kind: BinderGpuprep, At: e})
 	}
 	return append(out, v.foreign(d)...)
+}
+
+// ownIneffective: gpuprep's configuration names d for vfio-pci, vfio-pci is
+// built in, and the next boot's command line lacks d's ID: its modprobe.d
+// options (what a gpuprep from before cmdline_ids.go wrote there) never
+// reach a built-in vfio-pci.
+func (v *BootView) ownIneffective(d *pci.Device) bool {
+	return v.builtin && v.persisted[d.Address] == "vfio-pci" && !IDsOnCmdline(v.cmdline, d)
+}
+
+// DiscountedFor is Discounted with what does nothing for d in particular:
+// gpuprep's own configuration where ownIneffective says so.
+func (v *BootView) DiscountedFor(d *pci.Device) []Evidence {
+	out := v.Discounted()
+	if v.ownIneffective(d) {
+		out = append(out, newEvidence(ModprobeConf, 0, devicesHeader+" "+d.Address+"=vfio-pci", "gpuprep",
+			"does nothing for "+d.Address+": vfio-pci is built into the kernel and the next boot's kernel command line has no vfio-pci.ids= naming "+d.VendorID+":"+d.DeviceID+" (a built-in module takes no modprobe.d options); gpuprep vfio bind --persist puts it there"))
+	}
+	return out
 }
 
 // Foreign is Binders without gpuprep's own configuration: what a vfio
