@@ -242,3 +242,18 @@ func TestBuiltinVFIOPCITakesNoModprobeOptions(t *testing.T) {
 	require.Equal(t, BinderCmdlineIDs, bs[0].Kind)
 	require.Empty(t, bs[0].LoadedBy)
 }
+
+// Binders that name the device's address bind it without vfio-pci's IDs:
+// the initramfs-image layer asks BindsByAddress, not the message text.
+func TestBindsByAddress(t *testing.T) {
+	v, _ := bootView(t, func(b *fixture.Builder) {
+		b.File("/etc/udev/rules.d/50-vfio.rules", `ACTION=="add", KERNEL=="`+bootGPU+`", ATTR{driver_override}="vfio-pci"`+"\n")
+	})
+	k := sim(t, "vfio-bound")
+	gpu := inventory(t, k).Get(bootGPU)
+	require.True(t, v.BindsByAddress(gpu))
+	v, _ = bootView(t, func(b *fixture.Builder) {
+		b.File("/etc/modprobe.d/vfio.conf", vfioIDs).File("/etc/modules-load.d/vfio.conf", "vfio_pci\n")
+	})
+	require.False(t, v.BindsByAddress(gpu))
+}

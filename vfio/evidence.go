@@ -3,6 +3,8 @@ package vfio
 import (
 	"fmt"
 	"strings"
+
+	"github.com/gpuprep/gpuprep/internal/pci"
 )
 
 // NextCmdline names the next boot's kernel command line as the source of an
@@ -77,4 +79,21 @@ func (b Binder) String() string {
 		s += ", vfio-pci loaded early by " + b.LoadedBy[0].String()
 	}
 	return s
+}
+
+// BindsByAddress reports whether a binder of d names its address rather
+// than its ID (a udev rule's driver_override, gpuprep's own udev rule among
+// them, or a driverctl override): it binds d without vfio-pci's ids=.
+func (v *BootView) BindsByAddress(d *pci.Device) bool {
+	for _, b := range v.BinderEvidence(d) {
+		switch b.Kind {
+		case BinderUdev, BinderDriverctl:
+			return true
+		case BinderGpuprep:
+			if r, err := v.root.ReadFile(UdevRule); err == nil && strings.Contains(string(r), `"`+d.Address+`"`) {
+				return true
+			}
+		}
+	}
+	return false
 }
