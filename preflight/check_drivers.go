@@ -302,6 +302,9 @@ func checkVFIOBinding(e *Env) []Finding {
 				// driver_override by hand): gone at the next boot
 				f.Status = Warn
 				f.Message += " until the next boot: nothing binds it to VFIO at boot (gpuprep looks for " + vfio.BootBindersWhat + "), so a reboot puts it back on its host driver"
+				if ds := atBoot().DiscountedFor(g); len(ds) > 0 {
+					f.Message += "; found, but not loading vfio-pci or giving it IDs at boot: " + evidenceList(ds)
+				}
 				f.Fixable, f.FixCommand = true, "gpuprep vfio bind --select "+g.Address+" --persist"
 				f.Remedy = f.FixCommand + " (keeps it on vfio-pci across reboots)"
 			}
@@ -327,7 +330,9 @@ func checkVFIOBinding(e *Env) []Finding {
 				c.Fixable, c.FixCommand = false, ""
 				c.Remedy = "reboot the node (gpuprep apply --mode container continues after the reboot)"
 			}
-			bootImageEvidence(e, bootImage(), g, binders, &f) // vfio_image.go: what the next boot's initramfs loads
+			// the evidence the verdict "it stays at the next boot" rests on:
+			// the initramfs the next boot loads, or the root's files (vfio_image.go)
+			bootImageEvidence(e, bootImage(), g, binders, atBoot().BindsByAddress(g), &f)
 			out = append(out, f, c)
 			continue
 		}
@@ -337,6 +342,7 @@ func checkVFIOBinding(e *Env) []Finding {
 		}
 	}
 	out = append(out, builtinFindings(e)...)
+	out = append(out, forbiddenModuleFindings(e)...)
 	if len(e.GPUs) == 0 {
 		out = append(out, Finding{Status: Skip, Subject: "/sys/bus/pci/drivers", Message: "no GPU selected"})
 	} else if f, ok := nvswitchBinding(e); ok {
@@ -344,6 +350,15 @@ func checkVFIOBinding(e *Env) []Finding {
 		out = append(out, nvswitchOnHost(e)...)
 	}
 	return out
+}
+
+// evidenceList joins evidence for a message.
+func evidenceList(es []vfio.Evidence) string {
+	out := make([]string, 0, len(es))
+	for _, e := range es {
+		out = append(out, e.String())
+	}
+	return strings.Join(out, "; ")
 }
 
 // builtinFindings warns, for vm-passthrough, of each function of a selected
@@ -575,4 +590,68 @@ func vgpuBinding(e *Env, g *pci.Device) Finding {
 		f.Fixable, f.FixCommand = true, "gpuprep vfio unbind --select "+g.Address
 	}
 	return f
+}
+
+// The modules each mode needs loaded, as the programs that load them name
+// them: the GPU Operator's driver container loads nvidia, nvidia_uvm and
+// nvidia_modeset; the vGPU manager nvidia and nvidia_vgpu_vfio; passthrough
+// vfio, vfio_iommu_type1 and vfio_pci.
+var modeModules = []struct {
+	modes []Mode
+	mods  []string
+	who   string
+}{
+	{[]Mode{Container}, []string{"nvidia", "nvidia_uvm", "nvidia_modeset"}, "the GPU Operator's driver container cannot load the NVIDIA driver"},
+	{[]Mode{VMVGPU}, []string{"nvidia", "nvidia_vgpu_vfio"}, "the vGPU manager's driver cannot load"},
+	{[]Mode{VMPassthrough}, []string{"vfio", "vfio_iommu_type1", "vfio_pci"}, "vfio-pci cannot load"},
+}
+
+// forbiddenModuleFindings: module_blacklist= on the kernel command line
+// makes the kernel refuse a module however it is loaded, from the host or
+// from a container (vfio.ModuleForbidden): a fail where the running kernel
+// has it for a module a mode needs (one not built in), a warn where only
+// the next boot's configuration does (the node works now and the next boot
+// breaks it). modprobe.blacklist= is not this: it is a modprobe blacklist,
+// which stops loads by alias (udev) and modprobe -b, not the driver
+// container's modprobe by name.
+func forbiddenModuleFindings(e *Env) []Finding {
+	builtin := vfio.BuiltinModules(e.Root, e.Host.Kernel)
+	src, err := e.Configured()
+	var next []kargs.Param
+	if err == nil && src != nil {
+		next = kargs.Parse(src.Cmdline)
+	}
+	var out []Finding
+	for _, mm := range modeModules {
+		var now, later []string
+		var nowArg, laterArg kargs.Param
+		for _, m := range mm.mods {
+			if builtin[m] {
+				continue // module_blacklist= concerns loadable modules
+			}
+			if p, ok := vfio.ModuleForbidden(e.Cmdline, m); ok {
+				now, nowArg = append(now, m), p
+			} else if p, ok := vfio.ModuleForbidden(next, m); ok {
+				later, laterArg = append(later, m), p
+			}
+		}
+		if len(now) > 0 {
+			f := Finding{Status: Fail, Subject: "/proc/cmdline", Modes: mm.modes,
+				Message: fmt.Sprintf("%s on the running kernel's command line: the kernel refuses to load %s however it is asked (module_blacklist), so %s", nowArg, strings.Join(now, ", "), mm.who),
+				Remedy:  "remove " + strings.Join(now, ", ") + " from module_blacklist= in the bootloader configuration and reboot"}
+			if p, ok := vfio.ModuleForbidden(next, now[0]); ok && src != nil {
+				f.Remedy = "remove " + strings.Join(now, ", ") + " from " + p.String() + " (" + src.Locate(p) + ") and reboot"
+			} else if src != nil {
+				f.Message += "; the next boot's configuration (" + src.File + ") no longer has it: reboot"
+				f.Remedy = "reboot"
+			}
+			out = append(out, f)
+		}
+		if len(later) > 0 && src != nil {
+			out = append(out, Finding{Status: Warn, Subject: src.Locate(laterArg), Modes: mm.modes,
+				Message: fmt.Sprintf("%s is configured for the next boot (%s) and not running: after the reboot the kernel refuses to load %s, so %s", laterArg, src.Locate(laterArg), strings.Join(later, ", "), mm.who),
+				Remedy:  "remove " + strings.Join(later, ", ") + " from module_blacklist= there before rebooting"})
+		}
+	}
+	return out
 }

@@ -198,13 +198,14 @@ func TestSiblingOnPCIStubPassesBinding(t *testing.T) {
 	}
 	b.Remove(b.DevPath("0000:01:00.1")+"/driver").Link(b.DevPath("0000:01:00.1")+"/driver", "/sys/bus/pci/drivers/pci-stub")
 	b.Mkdir("/sys/bus/pci/drivers/vfio-pci").Mkdir("/sys/bus/pci/drivers/pci-stub")
-	b.File("/etc/modprobe.d/vfio.conf", "options vfio_pci ids=10de:1e87,10de:1ad8,10de:1ad9\nsoftdep nvidia pre: vfio-pci\n") // at boot too
+	b.File("/etc/modprobe.d/vfio.conf", "options vfio_pci ids=10de:1e87,10de:1ad8,10de:1ad9\n").File("/etc/modules-load.d/vfio.conf", "vfio_pci\n") // at boot too
 	require.NoError(t, b.Err())
 	_, res := runRoot(t, dir)
 	f := one(t, res, "vfio.binding", "0000:01:00.0", preflight.VMPassthrough)
 	require.Equal(t, preflight.Pass, f.Status, f.Message)
 	require.Equal(t, "bound to vfio-pci; 0000:01:00.1 (audio) on pci-stub, which keeps the IOMMU group viable (that function is not given to the VM)"+
-		"; at the next boot: /etc/modprobe.d/vfio.conf (options vfio-pci ids=) (evidence: the root's files only: no initramfs image of kernel 6.1.0-18-amd64 in /boot)", f.Message)
+		`; at the next boot: /etc/modprobe.d/vfio.conf:1 "options vfio_pci ids=10de:1e87,10de:1ad8,10de:1ad9" (modprobe: gives vfio-pci ID 10de:1e87 when it loads), vfio-pci loaded early by /etc/modules-load.d/vfio.conf:1 "vfio_pci" (systemd-modules-load: loads vfio-pci as the root's systemd starts (alongside udev's coldplug))`+
+		" (evidence: the root's files only: no initramfs image of kernel 6.1.0-18-amd64 in /boot)", f.Message)
 	require.False(t, f.Fixable)
 	require.NotContains(t, res.Modes[preflight.VMPassthrough].Blockers, "vfio.binding")
 }
@@ -561,8 +562,13 @@ func TestVFIOBindingThatDoesNotOutliveAReboot(t *testing.T) {
 		edit func(*fixture.Builder)
 		warn bool
 	}{
-		"live bind only":               {nil, true},
-		"modprobe.d ids and a softdep": {func(b *fixture.Builder) { b.File("/etc/modprobe.d/vfio.conf", ids+"softdep nvidia pre: vfio-pci\n") }, false},
+		"live bind only": {nil, true},
+		"modprobe.d ids and a softdep": {func(b *fixture.Builder) {
+			b.File("/etc/modprobe.d/vfio.conf", ids+"softdep nvidia pre: vfio-pci\n")
+			b.ModuleFiles("6.8.0-45-generic", []string{"kernel/drivers/vfio/pci/vfio-pci.ko", "updates/dkms/nvidia.ko"}, nil, nil)
+		}, false},
+		// nvidia not installed (the GPU Operator's driver container brings it): the softdep never fires
+		"modprobe.d ids and a softdep on an absent module": {func(b *fixture.Builder) { b.File("/etc/modprobe.d/vfio.conf", ids+"softdep nvidia pre: vfio-pci\n") }, true},
 		"modprobe.d ids and modules-load.d": {func(b *fixture.Builder) {
 			b.File("/etc/modprobe.d/vfio.conf", ids).File("/etc/modules-load.d/vfio.conf", "vfio_pci\n")
 		}, false},

@@ -18,12 +18,12 @@ import (
 // verdict rests on the files and says so, and a file newer than every
 // image (vfio.InitramfsStale) is a warning: the next boot may load an
 // initramfs without them.
-func bootImageEvidence(e *Env, img *vfio.BootImage, g *pci.Device, binders []string, f *Finding) {
+func bootImageEvidence(e *Env, img *vfio.BootImage, g *pci.Device, binders []string, byAddress bool, f *Finding) {
 	if f.Status != Pass || len(binders) == 0 {
 		return
 	}
 	if !img.Readable() {
-		f.Message += "; at the next boot: " + strings.Join(binders, ", ") + " (evidence: the root's files only: " + img.Unread() + ")"
+		f.Message += "; at the next boot: " + strings.Join(binders, "; ") + " (evidence: the root's files only: " + img.Unread() + ")"
 		if why := vfio.InitramfsStale(e.Root); why != "" {
 			f.Status = Warn
 			f.Message += ", but " + why + ": the next boot may load it without them"
@@ -39,9 +39,9 @@ func bootImageEvidence(e *Env, img *vfio.BootImage, g *pci.Device, binders []str
 	case ib.Taker != "":
 		f.Status = Fail
 		f.Message += " until the next boot: initramfs " + p + " carries " + ib.Taker + ", which takes it at early boot (its modules.alias matches), and does not load vfio-pci with " +
-			g.VendorID + ":" + g.DeviceID + ", so it comes back on " + ib.Taker + " whatever the root's files say (" + strings.Join(binders, ", ") + ")" + staleWhy(e)
+			g.VendorID + ":" + g.DeviceID + ", so it comes back on " + ib.Taker + " whatever the root's files say (" + strings.Join(binders, "; ") + ")" + staleWhy(e)
 		f.Remedy = regenerateRemedy(e, img)
-	case ib.EarlyNoID != "" && !perDevice(e, g, binders):
+	case ib.EarlyNoID != "" && !byAddress:
 		f.Status = Fail
 		f.Message += " until the next boot: initramfs " + p + " " + ib.EarlyNoID + ", and modprobe does not load a loaded module again, so the root's `options vfio-pci ids=` are not applied after the initramfs" + staleWhy(e)
 		f.Remedy = regenerateRemedy(e, img)
@@ -50,23 +50,8 @@ func bootImageEvidence(e *Env, img *vfio.BootImage, g *pci.Device, binders []str
 		f.Message += "; at the next boot: initramfs " + p + " holds modules but no modules.alias, so which of them takes it at early boot is unknown"
 		f.Remedy = regenerateRemedy(e, img)
 	default:
-		f.Message += "; at the next boot: initramfs " + p + " neither takes it nor binds it, and " + strings.Join(binders, ", ") + " binds it after the switch to the root"
+		f.Message += "; at the next boot: initramfs " + p + " neither takes it nor binds it, and " + strings.Join(binders, "; ") + " binds it after the switch to the root"
 	}
-}
-
-// perDevice: a binder that names the device's address (a udev rule's
-// driver_override, gpuprep's among them, a driverctl override) binds it
-// without vfio-pci's ids.
-func perDevice(e *Env, g *pci.Device, binders []string) bool {
-	if b, err := e.Root.ReadFile(vfio.UdevRule); err == nil && strings.Contains(string(b), "\""+g.Address+"\"") {
-		return true
-	}
-	for _, b := range binders {
-		if strings.HasPrefix(b, "a udev rule") || strings.HasPrefix(b, "a driverctl override") {
-			return true
-		}
-	}
-	return false
 }
 
 func staleWhy(e *Env) string {

@@ -426,7 +426,7 @@ func (p *Plan) bind(ctx context.Context, e Env) error {
 			}
 		}
 	}
-	res, err := vfio.Bind(ctx, vfio.Env{Root: e.Root, Sysfs: e.Sysfs, Runner: e.Runner}, p.inv, vp,
+	res, err := vfio.Bind(ctx, vfio.Env{Root: e.Root, Sysfs: e.Sysfs, Runner: e.Runner, BootIntents: BootArgIntents}, p.inv, vp,
 		vfio.Options{Persist: true, Force: p.opts.Force, NVSwitch: p.opts.NVSwitch, Now: func() time.Time { return now }})
 	logVFIO(e, res)
 	return err

@@ -916,6 +916,16 @@ func (p *Plan) planBind(rebootPending bool) error {
 			s.Commands = append(s.Commands, host.ShellQuote(pp.Initramfs))
 		}
 		regenerate(s, pp.Initramfs, regen)
+		if c := pp.CmdlinePending(); c != nil {
+			// vfio-pci built in: its IDs go on the kernel command line
+			for _, ch := range c.Plan.Changes {
+				s.Files = append(s.Files, fileDiff(ch.Path, ch.Old, ch.New, ch.Old != nil))
+			}
+			for _, argv := range c.Plan.Commands {
+				s.Commands = append(s.Commands, host.ShellQuote(argv))
+			}
+			s.Notes = append(s.Notes, c.Why)
+		}
 		s.Notes = append(s.Notes, pp.Warnings...)
 	}
 	s.Notes = append(s.Notes, vp.Warnings...)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/u-root/u-root/pkg/kmodule"
 
+	"github.com/gpuprep/gpuprep/grub"
 	"github.com/gpuprep/gpuprep/internal/host"
 	"github.com/gpuprep/gpuprep/internal/journal"
 	"github.com/gpuprep/gpuprep/internal/pci"
@@ -51,6 +52,10 @@ type Env struct {
 	// ModuleDryRun, when set, receives the module files the built-in loader
 	// would load instead of loading them (tests).
 	ModuleDryRun func(path string)
+	// BootIntents, when set, gives the journal entries for a command of a
+	// bootloader edit (provision.BootArgIntents: what grubby, kernelstub…
+	// change, for rollback); see CmdlineIDs.
+	BootIntents func(boot *grub.Boot, gp *grub.Plan, argv []string, command string) []journal.Entry
 }
 
 // loadModule loads m with the distribution's modprobe through the runner,
@@ -270,6 +275,9 @@ func applyPersist(ctx context.Context, e Env, p *Persist, command string, opts O
 		if err != nil {
 			return changed, fmt.Errorf("write %s: %w", f.Path, err)
 		}
+	}
+	if err := applyCmdline(ctx, e, p.Cmdline, now, res); err != nil {
+		return changed, err
 	}
 	if (len(changed) > 0 || p.Regenerate != "") && p.Initramfs != nil {
 		if out, err := e.Runner.Run(ctx, p.Initramfs...); err != nil {

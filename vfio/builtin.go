@@ -193,7 +193,7 @@ func BuiltinFix(root *host.Root, h BuiltinHold, gpu string) string {
 
 // builtinWarnings is what NewPlan warns, with --persist, for the targets a
 // built-in driver takes back at the next boot.
-func builtinWarnings(root *host.Root, ts []*Target) []string {
+func builtinWarnings(root *host.Root, ts []*Target, persist *Persist) []string {
 	var devs []*pci.Device
 	gpuOf := map[string]string{}
 	for _, t := range ts {
@@ -202,6 +202,11 @@ func builtinWarnings(root *host.Root, ts []*Target) []string {
 	}
 	var out []string
 	for _, h := range BuiltinHolds(root, devs) {
+		if c := persist.Cmdline; c != nil && h.Module != "nouveau" && idListHas(c.Want, h.Dev.VendorID+":"+h.Dev.DeviceID) {
+			// the plan puts its ID on the kernel command line of a
+			// built-in vfio-pci, whose initcall runs before the driver's
+			continue
+		}
 		out = append(out, "NOT PERSISTENT ACROSS A REBOOT: "+BuiltinWhy(h)+"; to keep it: "+BuiltinFix(root, h, gpuOf[h.Dev.Address]))
 	}
 	return slices.Clip(out)

@@ -43,7 +43,10 @@ type Persist struct {
 	// older than gpuprep's files (InitramfsStale); a caller that knows more
 	// (apply, from its journal) may set it too.
 	Regenerate string
-	Warnings   []string
+	// Cmdline is the kernel-command-line part where vfio-pci is built in
+	// (vfio-pci.ids=; see cmdline_ids.go); nil when there is none.
+	Cmdline  *CmdlineIDs
+	Warnings []string
 }
 
 // Pending is what applying p would change under root, as applyPersist does
@@ -61,6 +64,15 @@ func (p *Persist) Pending(root *host.Root) (files []FileEdit, initramfs bool) {
 		}
 	}
 	return files, p.Initramfs != nil && (len(files) > 0 || p.Regenerate != "")
+}
+
+// CmdlinePending is the bootloader edit applying p makes (vfio-pci.ids=
+// where vfio-pci is built in), or nil.
+func (p *Persist) CmdlinePending() *CmdlineIDs {
+	if p.Cmdline == nil || p.Cmdline.Plan == nil {
+		return nil
+	}
+	return p.Cmdline
 }
 
 // Persisted reads the devices recorded in gpuprep's modprobe.d file.
@@ -118,6 +130,9 @@ func planPersist(root *host.Root, inv *pci.Inventory, add []*Target, remove []st
 		p.Regenerate = InitramfsStale(root)
 	}
 	if len(p.Devices) == 0 {
+		var ws []string
+		p.Cmdline, ws = planCmdlineIDs(root, nil)
+		p.Warnings = append(p.Warnings, ws...)
 		for _, f := range []string{ModprobeConf, ModulesLoad, UdevRule} {
 			if _, err := root.Lstat(f); err == nil {
 				p.Files = append(p.Files, FileEdit{Path: f})
@@ -196,9 +211,18 @@ func planPersist(root *host.Root, inv *pci.Inventory, add []*Target, remove []st
 	if nvidia {
 		mp.WriteString("blacklist nouveau\n")
 	}
-	if len(p.IDs) > 0 {
+	builtin, _ := vfioBuiltin(root)
+	switch {
+	case len(p.IDs) > 0 && builtin:
+		// modprobe.d options never reach a built-in module
+		mp.WriteString("# vfio-pci is built into this kernel: its IDs are on the kernel command line (vfio-pci.ids=), not here.\n")
+		fmt.Fprintf(&mp, "%s %s\n", cmdlineHeader, strings.Join(p.IDs, ","))
+	case len(p.IDs) > 0:
 		fmt.Fprintf(&mp, "options vfio-pci ids=%s\n", strings.Join(p.IDs, ","))
 	}
+	var ws []string
+	p.Cmdline, ws = planCmdlineIDs(root, p.IDs)
+	p.Warnings = append(p.Warnings, ws...)
 	p.Files = append(p.Files, FileEdit{Path: ModprobeConf, Content: []byte(mp.String())})
 
 	ml := "# Written by `gpuprep vfio bind --persist`; `gpuprep vfio unbind` removes it.\nvfio\nvfio_iommu_type1\n" +
@@ -266,20 +290,26 @@ func InitramfsStale(root *host.Root) string {
 // configuration, vfio-pci.ids= on the kernel command line (the one the node
 // boots with next, see NextBootCmdline) where vfio-pci is built in or loaded
 // early, `options vfio-pci ids=` in a modprobe.d file where vfio-pci is a
-// module loaded early, a driverctl override, or a udev rule that names the
-// device with a VFIO driver. Loaded early: a softdep (`softdep nvidia pre:
-// vfio-pci`) or a modules-load.d entry loads it; without one, udev loads
-// the GPU's own driver for it (vfio-pci has no alias matching a GPU) and
-// the IDs are never applied. A live bind (vfio bind without --persist, a
-// driver_override written by hand) is none of these: the device returns to
-// its driver at the next boot. Built-in drivers that take a function
-// before any of these act are BuiltinHolds' concern.
+// module loaded early, a loader line that passes the IDs itself
+// (/etc/initramfs-tools/modules: `vfio-pci ids=…`), a driverctl override,
+// or a udev rule that names the device with a VFIO driver. Loaded early:
+// see earlyload.go (initramfs-tools, dracut, mkinitcpio, systemd-modules-load,
+// a softdep that fires); without a loader, udev loads the GPU's own driver
+// for it (vfio-pci has no alias matching a GPU) and the IDs are never
+// applied. A live bind (vfio bind without --persist, a driver_override
+// written by hand) is none of these: the device returns to its driver at
+// the next boot. Built-in drivers that take a function before any of these
+// act are BuiltinHolds' concern.
+//
+// Every verdict names its evidence (Binder, Evidence: file and line), and
+// what looked like a loader or binder but is not (Discounted, with why).
 type BootView struct {
 	root      *host.Root
 	cmdline   []kargs.Param
 	persisted map[string]string
 	builtin   bool // vfio-pci is built into the kernel
-	early     bool // vfio-pci is built in or loaded before the GPUs' drivers
+	loaded    bool // vfio-pci is known to have loaded early (devices ended up on it)
+	early     earlyLoad
 	modprobe  []confFile
 	udev      []confFile
 }
@@ -289,9 +319,13 @@ type BootView struct {
 // (devices ended up on it): its IDs then count without a loader.
 func NewBootView(root *host.Root, cmdline []kargs.Param, loaded bool) *BootView {
 	kver, _ := root.ReadString("/proc/sys/kernel/osrelease")
+	kver = strings.TrimSpace(kver)
+	builtin := BuiltinModules(root, kver)
 	v := &BootView{root: root, cmdline: cmdline, persisted: Persisted(root), modprobe: modprobeFiles(root),
-		builtin: BuiltinModules(root, strings.TrimSpace(kver))["vfio_pci"]}
-	v.early = v.builtin || loaded || vfioLoadedEarly(root, v.modprobe)
+		builtin: builtin["vfio_pci"], loaded: loaded}
+	f := &bootFacts{root: root, cmdline: cmdline, builtin: builtin, modules: KernelModules(root, kver),
+		tool: initramfsTool(root), modprobe: v.modprobe, kver: kver}
+	v.early = readEarlyLoad(f)
 	for _, dir := range []string{"/etc/udev/rules.d", "/run/udev/rules.d"} {
 		for _, n := range root.Names(dir) {
 			if strings.HasSuffix(n, ".rules") && dir+"/"+n != UdevRule {
@@ -304,54 +338,158 @@ func NewBootView(root *host.Root, cmdline []kargs.Param, loaded bool) *BootView 
 	return v
 }
 
+// isEarly: vfio-pci is built in, known loaded, or a loader loads it.
+func (v *BootView) isEarly() bool { return v.builtin || v.loaded || len(v.early.loaders) > 0 }
+
+// Loaders is what loads vfio-pci early at the boot (empty where vfio-pci is
+// built in and nothing names it).
+func (v *BootView) Loaders() []Evidence { return slices.Clone(v.early.loaders) }
+
+// Discounted is what looks as if it loaded vfio-pci early or gave it IDs,
+// and does not at this boot, each with why (Evidence.Says).
+func (v *BootView) Discounted() []Evidence {
+	out := slices.Clone(v.early.discounted)
+	if v.builtin {
+		for _, l := range v.early.loaders {
+			if l.IDs != "" { // modprobe vfio-pci ids=… on a built-in module: "builtin", the arguments go nowhere
+				l.Says = "its ids= does nothing: vfio-pci is built into the kernel (modules.builtin), so modprobe does not load it and its arguments go nowhere; a built-in module takes its parameters only from the kernel command line (vfio-pci.ids=)"
+				out = append(out, l)
+			}
+		}
+		for _, f := range v.modprobe {
+			if f.path == ModprobeConf {
+				continue
+			}
+			for i, l := range f.lines {
+				if ids := optionsIDs(l); ids != "" {
+					e := newEvidence(f.path, i+1, l, "modprobe", "does nothing: vfio-pci is built into the kernel (modules.builtin), modprobe never loads it, and a built-in module takes its parameters only from the kernel command line (vfio-pci.ids=)")
+					e.IDs = ids
+					out = append(out, e)
+				}
+			}
+		}
+	}
+	return out
+}
+
 // BootBindersWhat says, for a message, what a BootView looks for.
-const BootBindersWhat = "gpuprep's persistent configuration, vfio-pci.ids= on the next boot's kernel command line with vfio-pci built in or loaded early, `options vfio-pci ids=` with a softdep or modules-load.d entry that loads vfio-pci, a driverctl override or a udev rule for it"
+const BootBindersWhat = "gpuprep's persistent configuration; vfio-pci.ids= on the next boot's kernel command line, or `options vfio-pci ids=` in modprobe.d, with vfio-pci built in or loaded early (/etc/initramfs-tools/modules, dracut's force_drivers or rd.driver.pre=, mkinitcpio's MODULES, modules-load.d or modules-load=, a softdep on a module that loads); a driverctl override; a udev rule for it"
 
 // Binders lists what binds d to VFIO at the boot.
 func (v *BootView) Binders(d *pci.Device) []string {
 	var out []string
-	if drv := v.persisted[d.Address]; drv != "" {
-		out = append(out, "gpuprep's persistent configuration ("+ModprobeConf+": "+drv+")")
+	for _, b := range v.BinderEvidence(d) {
+		if b.Kind == BinderGpuprep {
+			out = append(out, "gpuprep's persistent configuration ("+ModprobeConf+": "+v.persisted[d.Address]+")")
+			continue
+		}
+		out = append(out, b.String())
 	}
-	return append(out, v.Foreign(d)...)
+	return out
+}
+
+// BinderEvidence is Binders, structured: each binder with the file and line
+// it rests on.
+func (v *BootView) BinderEvidence(d *pci.Device) []Binder {
+	var out []Binder
+	if drv := v.persisted[d.Address]; drv != "" && !v.ownIneffective(d) {
+		e := newEvidence(ModprobeConf, 0, devicesHeader+" "+d.Address+"="+drv, "gpuprep", "binds "+d.Address+" to "+drv+" at boot")
+		out = append(out, Binder{Kind: BinderGpuprep, At: e})
+	}
+	return append(out, v.foreign(d)...)
+}
+
+// ownIneffective: gpuprep's configuration names d for vfio-pci, vfio-pci is
+// built in, and the next boot's command line lacks d's ID: its modprobe.d
+// options (what a gpuprep from before cmdline_ids.go wrote there) never
+// reach a built-in vfio-pci.
+func (v *BootView) ownIneffective(d *pci.Device) bool {
+	return v.builtin && v.persisted[d.Address] == "vfio-pci" && !IDsOnCmdline(v.cmdline, d)
+}
+
+// DiscountedFor is Discounted with what does nothing for d in particular:
+// gpuprep's own configuration where ownIneffective says so.
+func (v *BootView) DiscountedFor(d *pci.Device) []Evidence {
+	out := v.Discounted()
+	if v.ownIneffective(d) {
+		out = append(out, newEvidence(ModprobeConf, 0, devicesHeader+" "+d.Address+"=vfio-pci", "gpuprep",
+			"does nothing for "+d.Address+": vfio-pci is built into the kernel and the next boot's kernel command line has no vfio-pci.ids= naming "+d.VendorID+":"+d.DeviceID+" (a built-in module takes no modprobe.d options); gpuprep vfio bind --persist puts it there"))
+	}
+	return out
 }
 
 // Foreign is Binders without gpuprep's own configuration: what a vfio
 // unbind, which drops only gpuprep's, leaves binding d at boot.
 func (v *BootView) Foreign(d *pci.Device) []string {
 	var out []string
-	if v.early && IDsOnCmdline(v.cmdline, d) {
-		out = append(out, "vfio-pci.ids= on the kernel command line")
+	for _, b := range v.foreign(d) {
+		out = append(out, b.String())
 	}
+	return out
+}
+
+func (v *BootView) loadedBy() []Evidence {
+	if v.builtin {
+		return nil
+	}
+	return v.early.loaders
+}
+
+func (v *BootView) foreign(d *pci.Device) []Binder {
+	var out []Binder
 	id := d.VendorID + ":" + d.DeviceID
-	for _, f := range v.modprobe {
-		if f.path == ModprobeConf || v.builtin || !v.early { // a built-in module takes no modprobe.d options
-			continue
-		}
-		for _, l := range f.lines {
-			w := strings.Fields(strings.ReplaceAll(l, "_", "-"))
-			if len(w) < 3 || w[0] != "options" || w[1] != "vfio-pci" {
+	if v.isEarly() && IDsOnCmdline(v.cmdline, d) {
+		p, _ := kargs.Last(v.cmdline, "vfio_pci.ids")
+		e := newEvidence(NextCmdline, 0, p.String(), "vfio-pci", "binds every device with ID "+id+" when vfio-pci initialises")
+		e.IDs = p.Value
+		out = append(out, Binder{Kind: BinderCmdlineIDs, At: e, LoadedBy: v.loadedBy()})
+	}
+	if !v.builtin && v.isEarly() { // a built-in module takes no modprobe.d options
+		for _, f := range v.modprobe {
+			if f.path == ModprobeConf {
 				continue
 			}
-			for _, o := range w[2:] {
-				if ids, ok := strings.CutPrefix(o, "ids="); ok && idListHas(ids, id) {
-					out = append(out, f.path+" (options vfio-pci ids=)")
+			for i, l := range f.lines {
+				if ids := optionsIDs(l); ids != "" && idListHas(ids, id) {
+					e := newEvidence(f.path, i+1, l, "modprobe", "gives vfio-pci ID "+id+" when it loads")
+					e.IDs = ids
+					out = append(out, Binder{Kind: BinderOptionsIDs, At: e, LoadedBy: v.loadedBy()})
 				}
+			}
+		}
+		for _, l := range v.early.loaders {
+			if l.IDs != "" && idListHas(l.IDs, id) {
+				out = append(out, Binder{Kind: BinderLoaderIDs, At: l})
 			}
 		}
 	}
 	if driverctlVFIO(v.root, d.Address) {
-		out = append(out, "a driverctl override (/etc/driverctl.d/pci-"+d.Address+")")
+		p := "/etc/driverctl.d/pci-" + d.Address
+		out = append(out, Binder{Kind: BinderDriverctl, At: newEvidence(p, 1, "", "driverctl", "a driverctl override (its boot service binds "+d.Address+" to VFIO)")})
 	}
 	for _, f := range v.udev {
-		for _, l := range f.lines { // one rule a line
+		for i, l := range f.lines { // one rule a line
 			if !strings.HasPrefix(strings.TrimSpace(l), "#") && strings.Contains(l, d.Address) && strings.Contains(l, "vfio") {
-				out = append(out, "a udev rule ("+f.path+")")
+				out = append(out, Binder{Kind: BinderUdev, At: newEvidence(f.path, i+1, l, "udev", "a udev rule")})
 				break
 			}
 		}
 	}
 	return out
+}
+
+// optionsIDs is the ids= list of an `options vfio-pci … ids=…` line, or "".
+func optionsIDs(l string) string {
+	w := strings.Fields(strings.ReplaceAll(l, "_", "-"))
+	if len(w) < 3 || w[0] != "options" || w[1] != "vfio-pci" {
+		return ""
+	}
+	for _, o := range w[2:] {
+		if ids, ok := strings.CutPrefix(o, "ids="); ok {
+			return ids
+		}
+	}
+	return ""
 }
 
 type confFile struct {
@@ -373,53 +511,6 @@ func modprobeFiles(root *host.Root) []confFile {
 		}
 	}
 	return out
-}
-
-// vfioLoadedEarly reports whether something loads the vfio-pci module at
-// boot before udev loads the GPUs' own drivers: a softdep in modprobe (the
-// modprobe.d files) naming it before another module, or a modules-load.d
-// (or /etc/modules) entry.
-func vfioLoadedEarly(root *host.Root, modprobe []confFile) bool {
-	isVFIO := func(m string) bool { return strings.ReplaceAll(m, "_", "-") == "vfio-pci" }
-	for _, f := range modprobe {
-		for _, l := range f.lines {
-			w := strings.Fields(l)
-			if len(w) < 3 || w[0] != "softdep" {
-				continue
-			}
-			pre := false
-			for _, x := range w[2:] {
-				switch {
-				case x == "pre:":
-					pre = true
-				case x == "post:":
-					pre = false
-				case pre && isVFIO(x):
-					return true
-				}
-			}
-		}
-	}
-	files := []string{"/etc/modules"}
-	for _, dir := range []string{"/etc/modules-load.d", "/run/modules-load.d", "/usr/lib/modules-load.d", "/lib/modules-load.d"} {
-		for _, n := range root.Names(dir) {
-			if strings.HasSuffix(n, ".conf") {
-				files = append(files, dir+"/"+n)
-			}
-		}
-	}
-	for _, p := range files {
-		b, err := root.ReadFile(p)
-		if err != nil {
-			continue
-		}
-		for _, l := range strings.Split(string(b), "\n") {
-			if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "#") && isVFIO(strings.Fields(l)[0]) {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // NextBootCmdline is the kernel command line of the next boot as far as the

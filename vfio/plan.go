@@ -262,7 +262,7 @@ func NewPlan(root *host.Root, inv *pci.Inventory, sel pci.Selector, opts Options
 		if err != nil {
 			return nil, err
 		}
-		p.Warnings = append(p.Warnings, builtinWarnings(root, p.Targets)...)
+		p.Warnings = append(p.Warnings, builtinWarnings(root, p.Targets, p.Persist)...)
 	}
 	return p, nil
 }

@@ -297,7 +297,7 @@ func TestPlanReadyNodePlansNothing(t *testing.T) {
 	for _, sc := range []struct{ name, mode string }{{"vfio-bound", "vm-passthrough"}, {"hgx-h200", "container"}} {
 		root := fixtureRoot(t, sc.name)
 		if sc.name == "vfio-bound" { // and at boot
-			require.NoError(t, fixture.New(root).File("/etc/modprobe.d/vfio.conf", "options vfio-pci ids=10de:2331\nsoftdep nvidia pre: vfio-pci\n").Err())
+			require.NoError(t, fixture.New(root).File("/etc/modprobe.d/vfio.conf", "options vfio-pci ids=10de:2331\n").File("/etc/modules-load.d/vfio.conf", "vfio_pci\n").Err())
 		}
 		if sc.name == "hgx-h200" {
 			require.NoError(t, fixture.New(root).File("/etc/default/kubelet", "KUBELET_EXTRA_ARGS=--node-labels=nvidia.com/gpu.workload.config=container\n").Err())
@@ -899,7 +899,7 @@ func TestApplyUnbindAtBootStillOnVFIO(t *testing.T) {
 	out, errs, code = gpuprep(t, "apply", "--root", root, "--mode", "container", "--yes", "--reboot")
 	require.Equal(t, exitNotReady, code, out+errs)
 	require.Contains(t, errs, "are still on VFIO")
-	require.Contains(t, errs, "vfio-pci.ids= on the kernel command line (0000:13:00.0, 0000:23:00.0, ")
+	require.Contains(t, errs, `the next boot's kernel command line "vfio-pci.ids=10de:2335" (vfio-pci: binds every device with ID 10de:2335 when vfio-pci initialises) (0000:13:00.0, 0000:23:00.0, `)
 	require.Contains(t, errs, "apply does not ask for another reboot")
 	require.Equal(t, "vfio-pci", driverOf(t, root, "0000:13:00.0"))
 }
@@ -1078,17 +1078,17 @@ func TestPlanPersistsALiveVFIOBinding(t *testing.T) {
 // check's remedy says so too.
 func TestPlanContainerWithForeignVFIOConfiguration(t *testing.T) {
 	root := fixtureRoot(t, "vfio-bound")
-	require.NoError(t, fixture.New(root).File("/etc/modprobe.d/vfio.conf", "options vfio-pci ids=10de:2331\nsoftdep nvidia pre: vfio-pci\n").Err())
+	require.NoError(t, fixture.New(root).File("/etc/modprobe.d/vfio.conf", "options vfio-pci ids=10de:2331\n").File("/etc/modules-load.d/vfio.conf", "vfio_pci\n").Err())
 	out, errs, code := gpuprep(t, "plan", "--root", root, "--mode", "container", "-o", "json")
 	require.Equal(t, 0, code, errs)
 	var p planJSON
 	require.NoError(t, json.Unmarshal([]byte(out), &p))
-	require.Contains(t, out, `"vfio.binding 0000:11:00.0: /etc/modprobe.d/vfio.conf (options vfio-pci ids=) bind(s) it to VFIO again at the next boot`)
+	require.Contains(t, out, `"vfio.binding 0000:11:00.0: /etc/modprobe.d/vfio.conf:1 \"options vfio-pci ids=10de:2331\" (modprobe: gives vfio-pci ID 10de:2331 when it loads), vfio-pci loaded early by /etc/modules-load.d/vfio.conf:1`)
 	for _, s := range p.Steps {
 		require.NotEqual(t, "label", s.ID, "not labelled for containers while the GPUs return to VFIO at boot")
 	}
 	out, _, _ = gpuprep(t, "check", "--root", root, "--mode", "container")
-	require.Contains(t, out, "which vfio unbind leaves (it removes only gpuprep's configuration): /etc/modprobe.d/vfio.conf (options vfio-pci ids=)")
+	require.Contains(t, out, "which vfio unbind leaves (it removes only gpuprep's configuration): /etc/modprobe.d/vfio.conf:1 \"options vfio-pci ids=10de:2331\"")
 
 	require.NoError(t, os.Remove(filepath.Join(root, "etc/modprobe.d/vfio.conf")))
 	out, errs, code = gpuprep(t, "plan", "--root", root, "--mode", "container", "-o", "json")

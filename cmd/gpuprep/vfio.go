@@ -11,9 +11,11 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpuprep/gpuprep/internal/diff"
 	"github.com/gpuprep/gpuprep/internal/host"
 	"github.com/gpuprep/gpuprep/internal/pci"
 	"github.com/gpuprep/gpuprep/internal/sanitize"
+	"github.com/gpuprep/gpuprep/provision"
 	"github.com/gpuprep/gpuprep/vfio"
 )
 
@@ -87,7 +89,7 @@ back), 2 usage error, 3 the host could not be read.`,
 		RunE:  func(cmd *cobra.Command, _ []string) error { return bd.bind(cmd) },
 	}
 	selFlag(bd, bind.Flags())
-	bind.Flags().BoolVar(&bd.persist, "persist", false, "make the binding survive reboot (modprobe.d, modules-load.d, udev rule where needed, initramfs)")
+	bind.Flags().BoolVar(&bd.persist, "persist", false, "make the binding survive reboot (modprobe.d, modules-load.d, udev rule where needed, initramfs; vfio-pci.ids= on the kernel command line where vfio-pci is built in)")
 	bind.Flags().BoolVar(&bd.dryRun, "dry-run", false, "print the sysfs writes, commands and files, change nothing")
 	bind.Flags().BoolVar(&bd.force, "force", false, "unbind nvidia even while /dev/nvidia* is held open")
 	bind.Flags().BoolVar(&bd.allowHost, "allow-host-devices", false, "let storage, network, USB and other host controllers that are selected or in a selected GPU's IOMMU group go to VFIO (refused without it: the host loses them)")
@@ -106,6 +108,12 @@ back), 2 usage error, 3 the host could not be read.`,
 
 	cmd.AddCommand(status, bind, unbind)
 	return cmd
+}
+
+// vfioEnv is what bind and unbind act through; a bootloader edit they make
+// (vfio-pci.ids= for a built-in vfio-pci) is journalled as grub ensure's.
+func vfioEnv(root *host.Root, fs vfio.Sysfs, runner host.Runner) vfio.Env {
+	return vfio.Env{Root: root, Sysfs: fs, Runner: runner, BootIntents: provision.BootArgIntents}
 }
 
 func (c *vfioCmd) setup() (*host.Root, *pci.Inventory, pci.Selector, error) {
@@ -260,7 +268,7 @@ func (c *vfioCmd) bind(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
-	res, err := vfio.Bind(context.Background(), vfio.Env{Root: root, Sysfs: fs, Runner: runner}, inv, plan, opts)
+	res, err := vfio.Bind(context.Background(), vfioEnv(root, fs, runner), inv, plan, opts)
 	printResult(out, res)
 	if err != nil {
 		return vfioErr(err)
@@ -312,6 +320,16 @@ func printPlan(w io.Writer, root *host.Root, p *vfio.Plan) {
 			fmt.Fprintf(w, "run: %s\n", strings.Join(pp.Initramfs, " "))
 		case len(files) == 0 && len(pp.Files) > 0:
 			fmt.Fprintln(w, "persistent configuration: already as it should be")
+		}
+		if c := pp.CmdlinePending(); c != nil {
+			pending++
+			fmt.Fprintf(w, "kernel command line (%s): %s\n", c.Boot.Kind, c.Why)
+			for _, ch := range c.Plan.Changes {
+				fmt.Fprint(w, diff.Unified(ch.Path, ch.Old, ch.New, ch.Old != nil))
+			}
+			for _, argv := range c.Plan.Commands {
+				fmt.Fprintf(w, "run: %s\n", host.ShellQuote(argv))
+			}
 		}
 		for _, n := range pp.Warnings {
 			fmt.Fprintln(w, "note: "+n)
@@ -386,7 +404,7 @@ func (c *vfioCmd) unbind(cmd *cobra.Command) error {
 			live = append(live, d.Address)
 		}
 	}
-	env := vfio.Env{Root: root, Sysfs: fs, Runner: runner}
+	env := vfioEnv(root, fs, runner)
 	if c.atBoot {
 		if len(addrs) == 0 {
 			fmt.Fprintln(cmd.OutOrStdout(), "Nothing to unbind: no selected device is on a VFIO driver or persisted.")
