@@ -2,11 +2,9 @@ package grub
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
+		"errors"
 	"fmt"
 	"io/fs"
-	"path"
 	"slices"
 	"sort"
 	"strings"
@@ -61,6 +59,10 @@ type Boot struct {
 	// kernelopts is /boot/grub2/grubenv's kernelopts (BLS entries whose
 	// options say $kernelopts, RHEL 8).
 	kernelopts string
+	// ESPMode (proxmox-boot-tool) is the bootloader its ESPs hold:
+	// ESPSystemdBoot, ESPGRUB, or "" when the root does not tell;
+	// ESPModeWhy is the evidence (or what was missing).
+	ESPMode, ESPModeWhy string
 	// StaleMenu, when Menu is older than a defaults file it is made from,
 	// says so ("/boot/grub/grub.cfg is older than /etc/default/grub"): the
 	// likely reason it lacks a change (its regeneration failed, was cut
@@ -98,22 +100,20 @@ func Detect(root *host.Root) (*Boot, error) {
 	case root.Exists("/run/ostree-booted") || root.Exists("/ostree/repo") && findTool(root, "rpm-ostree") != "":
 		b.Kind = KindRpmOstree
 		return b, nil
-	case root.Exists("/etc/kernelstub/configuration"):
+	case root.Exists(KernelstubConfig):
 		b.Kind = KindKernelstub
-		data, err := root.ReadFile("/etc/kernelstub/configuration")
+		opts, err := readKernelstub(root)
 		if err != nil {
 			return nil, err
 		}
-		var cfg struct {
-			User struct {
-				KernelOptions []string `json:"kernel_options"`
-			} `json:"user"`
-		}
-		if err := json.Unmarshal(data, &cfg); err != nil {
-			return nil, fmt.Errorf("/etc/kernelstub/configuration: %w", err)
-		}
-		b.KernelstubOptions = cfg.User.KernelOptions
+		b.KernelstubOptions = opts
 		return b, nil
+	}
+	if _, ok, err := proxmoxESPs(root); ok {
+		if err != nil {
+			return nil, err
+		}
+		return detectProxmox(root, b)
 	}
 	files, err := ReadFiles(root)
 	if err != nil {
@@ -219,74 +219,6 @@ func menuLacks(menu []byte, req Request) bool {
 		return len(add) > 0 || len(del) > 0
 	}
 	return false
-}
-
-// Configured returns the arguments the next boot will use according to
-// this setup (for BLS, the entries' options: every entry must agree for
-// an argument to count as configured, see ConfiguredArgs).
-func (b *Boot) configuredSources() ([]string, [][]kargs.Param, error) {
-	switch b.Kind {
-	case KindGRUB, KindGRUB2:
-		c, err := Evaluate(b.Files)
-		if err != nil {
-			return nil, nil, err
-		}
-		return []string{b.Files[0].Path}, [][]kargs.Param{c.Args()}, nil
-	case KindBLS, KindRpmOstree:
-		var names []string
-		var out [][]kargs.Param
-		for _, e := range b.Entries {
-			names = append(names, e.Path)
-			out = append(out, wordsArgs(b.entryOptions(e)))
-		}
-		if b.Kind == KindBLS && len(b.Entries) == 0 {
-			c, err := Evaluate(b.Files)
-			if err != nil {
-				return nil, nil, err
-			}
-			return []string{b.Files[0].Path}, [][]kargs.Param{c.Args()}, nil
-		}
-		return names, out, nil
-	case KindSystemdBoot:
-		if b.KernelCmdline == nil {
-			return []string{KernelCmdlineFile}, [][]kargs.Param{nil}, nil
-		}
-		return []string{KernelCmdlineFile}, [][]kargs.Param{wordsArgs(string(b.KernelCmdline.Data))}, nil
-	case KindKernelstub:
-		return []string{"/etc/kernelstub/configuration"}, [][]kargs.Param{wordsArgs(strings.Join(b.KernelstubOptions, " "))}, nil
-	}
-	return nil, nil, fmt.Errorf("%s: %w", b.Kind, ErrUnsupported)
-}
-
-// ConfiguredArgs is what the next boot of kernel kver passes, as far as the
-// configuration says, and where that comes from. With BLS entries it is the
-// entry of kver, else the last entry that is not a rescue entry.
-func (b *Boot) ConfiguredArgs(kver string) ([]kargs.Param, string, error) {
-	names, srcs, err := b.configuredSources()
-	if err != nil || len(srcs) == 0 {
-		return nil, "", err
-	}
-	if (b.Kind == KindBLS || b.Kind == KindRpmOstree) && len(b.Entries) == len(srcs) {
-		pick := -1
-		for i, e := range b.Entries {
-			linux := ""
-			for _, l := range strings.Split(string(e.Data), "\n") {
-				if f := strings.Fields(l); len(f) >= 2 && f[0] == "linux" {
-					linux = f[1]
-				}
-			}
-			switch {
-			case kver != "" && path.Base(linux) == "vmlinuz-"+kver:
-				return srcs[i], names[i], nil
-			case !strings.Contains(e.Path, "rescue"):
-				pick = i
-			}
-		}
-		if pick >= 0 {
-			return srcs[pick], names[pick], nil
-		}
-	}
-	return srcs[0], names[0], nil
 }
 
 func wordsArgs(s string) []kargs.Param {
@@ -423,6 +355,10 @@ func (b *Boot) PlanEdit(req Request, regenerate bool) (*Plan, error) {
 			for _, k := range b.Kernels {
 				p.Commands = append(p.Commands, []string{"kernel-install", "add", k, "/lib/modules/" + k + "/vmlinuz"})
 			}
+		}
+	case KindProxmox:
+		if err := b.planProxmox(p, req); err != nil {
+			return nil, err
 		}
 	case KindKernelstub:
 		add, del := needs(wordsArgs(strings.Join(b.KernelstubOptions, " ")), b.KernelstubOptions, req)

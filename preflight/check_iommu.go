@@ -112,7 +112,7 @@ func checkIOMMUKernel(e *Env) []Finding {
 	src, srcErr := e.Configured()
 	var configured []kargs.Param
 	if src != nil {
-		configured = kargs.Parse(src.Cmdline)
+		configured = src.Args()
 	}
 	switch {
 	case allSatisfied(e.Cmdline, want) && len(off) == 0:
@@ -358,10 +358,13 @@ func checkIOMMUCmdline(e *Env) []Finding {
 		out = append(out, Finding{Status: Error, Subject: firstWord(srcErr.Error()),
 			Message: "cannot evaluate the configured kernel arguments: " + srcErr.Error(),
 			Remedy:  "simplify that line to a plain quoted assignment"})
+		if !errors.As(srcErr, new(*grub.ParseError)) {
+			out[len(out)-1].Remedy = "find out which configuration the node boots (the error says what was missing), then run gpuprep check again"
+		}
 	}
 	var configured []kargs.Param
 	if src != nil {
-		configured = kargs.Parse(src.Cmdline)
+		configured = src.Args()
 	}
 	fix := "gpuprep grub ensure --mode " + string(e.vmMode())
 	active := e.IOMMU.Active()
@@ -415,6 +418,15 @@ func checkIOMMUCmdline(e *Env) []Finding {
 				f.Message += "; " + grub.LaterLackSays(lack) + ": kernels installed later would go without it"
 				f.Fixable, f.FixCommand = true, fix
 				f.Remedy = "keep it for kernels installed later: " + fix + " (no reboot)"
+			}
+			if b, err := e.Boot(); err == nil && src != nil {
+				if menu, lacks := b.BootMenuLacks(e.Root, grub.Request{Ensure: []kargs.Param{want}}); lacks {
+					// configured, but not in the menu the next boot reads
+					regen := grub.RegenerateCommand(e.Root, menu)
+					f.Status = Warn
+					f.Message += "; but the boot menu " + menu + " does not have it (its first entry): the next boot goes without it"
+					f.Remedy = "regenerate the boot menu (" + regen + ") before rebooting"
+				}
 			}
 		case running:
 			f.Status = Warn
@@ -632,22 +644,29 @@ func firstWord(s string) string {
 // alone would not bring it, and regen is the command that regenerates the
 // menu (to run before the reboot).
 func rebootPending(e *Env, src *grub.Source, req grub.Request) (pending bool, detail, regen string) {
-	file := strings.Fields(src.File)[0]
-	if src.Kind == "grub" {
-		if menu, lacks := grub.MenuLacks(e.Root, req); lacks {
-			regen = grub.RegenerateCommand(e.Root, menu)
-			detail = fmt.Sprintf("; the boot menu %s does not have the change yet (its first entry)", menu)
-			if m, newer, stale := grub.StaleMenu(e.Root); stale && m == menu {
-				detail += fmt.Sprintf(", and is older than %s", newer)
-			}
-			return true, detail + fmt.Sprintf(": regenerate it (%s) before rebooting", regen), regen
-		}
-	}
-	fi, err := e.Root.Stat(file)
-	if err != nil || e.BootTime.IsZero() {
+	b, err := e.Boot()
+	if err != nil {
 		return true, "", ""
 	}
-	return fi.ModTime().After(e.BootTime), "", ""
+	if menu, lacks := b.BootMenuLacks(e.Root, req); lacks {
+		regen = grub.RegenerateCommand(e.Root, menu)
+		detail = fmt.Sprintf("; the boot menu %s does not have the change yet (its first entry)", menu)
+		if m, newer, stale := grub.StaleMenu(e.Root); stale && m == menu {
+			detail += fmt.Sprintf(", and is older than %s", newer)
+		}
+		return true, detail + fmt.Sprintf(": regenerate it (%s) before rebooting", regen), regen
+	}
+	return b.ChangedSince(e.Root, src, e.BootTime), proxmoxUnseen(b), ""
+}
+
+// proxmoxUnseen is, on a proxmox-boot-tool node, what gpuprep could not
+// read: the ESPs (not mounted in regular operation) that the next boot
+// reads its command line from.
+func proxmoxUnseen(b *grub.Boot) string {
+	if b.Kind != grub.KindProxmox {
+		return ""
+	}
+	return "; the ESPs (" + grub.ProxmoxBootUUIDs + ") are not mounted, so whether proxmox-boot-tool refresh copied it there is not seen (gpuprep grub ensure runs it)"
 }
 
 func checkInterruptRemapping(e *Env) []Finding {
@@ -692,7 +711,7 @@ func intremapNextBoot(e *Env) []Finding {
 	if err != nil || src == nil {
 		return nil // iommu.cmdline names what cannot be read
 	}
-	p, off := kargs.IntRemapOff(kargs.Parse(src.Cmdline))
+	p, off := kargs.IntRemapOff(src.Args())
 	if !off {
 		return nil
 	}

@@ -348,9 +348,15 @@ func (c *grubCmd) show(cmd *cobra.Command) error {
 		return &exitError{code: exitUnknown, err: err}
 	}
 	kver, _ := root.ReadString("/proc/sys/kernel/osrelease")
-	conf, src, err := boot.ConfiguredArgs(strings.TrimSpace(kver))
+	// the same reading of the next boot as check's (grub.Configured)
+	source, err := boot.Source(strings.TrimSpace(kver))
 	if err != nil {
 		return &exitError{code: exitUnknown, err: err}
+	}
+	var conf []kargs.Param
+	src := ""
+	if source != nil {
+		conf, src = source.Args(), source.File
 	}
 	raw, rerr := kargs.ReadString(root, "/proc/cmdline")
 	running := kargs.Parse(raw)
@@ -363,7 +369,7 @@ func (c *grubCmd) show(cmd *cobra.Command) error {
 		cw = append(cw, p.String())
 	}
 	rep.Configured = strings.Join(cw, " ")
-	srcNewer := configNewerThanBoot(root, boot, src)
+	srcNewer := boot.ChangedSince(root, source, bootTime(root))
 	for _, w := range k.Wanted {
 		a := argState{Wanted: w.String()}
 		// the occurrence that decides, which for iommu=pt can be its
@@ -384,8 +390,8 @@ func (c *grubCmd) show(cmd *cobra.Command) error {
 		isConf, isRun := kargs.Satisfied(conf, w), rerr == nil && kargs.Satisfied(running, w)
 		why, notNeeded := k.NotNeeded[w.String()]
 		menu, menuLacks := "", false // GRUB: the generated menu's content decides, not its age
-		if isConf && (boot.Kind == grub.KindGRUB || boot.Kind == grub.KindGRUB2) {
-			menu, menuLacks = grub.MenuLacks(root, grub.Request{Ensure: []kargs.Param{w}})
+		if isConf {
+			menu, menuLacks = boot.BootMenuLacks(root, grub.Request{Ensure: []kargs.Param{w}})
 		}
 		switch {
 		case notNeeded:
@@ -426,7 +432,7 @@ func (c *grubCmd) show(cmd *cobra.Command) error {
 		}
 		rep.Args = append(rep.Args, a)
 	}
-	rep.Off = offStates(root, k, c.mode, conf, running, rerr == nil)
+	rep.Off = offStates(root, boot, source, k, c.mode, conf, running, rerr == nil)
 	out := cmd.OutOrStdout()
 	if c.output == "json" {
 		enc := json.NewEncoder(out)
@@ -485,9 +491,7 @@ func showText(out io.Writer, rep showReport) error {
 
 // offStates are the arguments, configured for the next boot or running,
 // that turn off what the mode needs (k.NotOff), one per switch.
-func offStates(root *host.Root, k preflight.KernelArgs, mode string, conf, running []kargs.Param, runKnown bool) []offState {
-	kver, _ := root.ReadString("/proc/sys/kernel/osrelease")
-	src, _ := grub.Configured(root, strings.TrimSpace(kver))
+func offStates(root *host.Root, boot *grub.Boot, src *grub.Source, k preflight.KernelArgs, mode string, conf, running []kargs.Param, runKnown bool) []offState {
 	fix := "gpuprep grub ensure --mode " + mode + " removes it"
 	var out []offState
 	for _, key := range k.NotOff {
@@ -524,7 +528,7 @@ func offStates(root *host.Root, k preflight.KernelArgs, mode string, conf, runni
 			o.State, o.Reason = "in-effect", what+" is off now and stays off at the next boot: "+fix+", then reboot"
 		default:
 			o.State, o.Reason = "reboot-drops", what+" is off now; the configuration no longer has it: a reboot drops it"
-			if menu, lacks := grub.MenuLacks(root, grub.Request{NotOff: []string{key}}); lacks && src != nil && src.Kind == "grub" {
+			if menu, lacks := boot.BootMenuLacks(root, grub.Request{NotOff: []string{key}}); lacks && src != nil {
 				o.State = "in-boot-menu"
 				o.Reason = what + " is off now; the configuration no longer has it, but the boot menu " + menu + " still does (its first entry): regenerate it (" + grub.RegenerateCommand(root, menu) + ") before rebooting, or the next boot keeps it"
 			}
@@ -532,27 +536,6 @@ func offStates(root *host.Root, k preflight.KernelArgs, mode string, conf, runni
 		out = append(out, o)
 	}
 	return out
-}
-
-// configNewerThanBoot reports whether the configuration changed after the
-// last boot (so a reboot is pending). Whether the generated boot menu has the
-// change is judged by its content (grub.MenuLacks), not by its age.
-func configNewerThanBoot(root *host.Root, boot *grub.Boot, src string) bool {
-	var newest time.Time
-	files := []string{src}
-	for _, f := range boot.Files {
-		files = append(files, f.Path)
-	}
-	for _, f := range files {
-		if fi, err := root.Stat(f); err == nil && fi.ModTime().After(newest) {
-			newest = fi.ModTime()
-		}
-	}
-	bt := bootTime(root)
-	if bt.IsZero() {
-		return true
-	}
-	return newest.After(bt)
 }
 
 func bootTime(root *host.Root) time.Time {
