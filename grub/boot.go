@@ -2,7 +2,7 @@ package grub
 
 import (
 	"context"
-		"errors"
+	"errors"
 	"fmt"
 	"io/fs"
 	"slices"

@@ -69,4 +69,3 @@ func plainLocated(file, text string, line int) ([]kargs.Param, []string) {
 	}
 	return args, at
 }
-

@@ -33,7 +33,7 @@ func (b *Boot) ChangedSince(root *host.Root, src *Source, t time.Time) bool {
 	var files []string
 	if src != nil {
 		for _, f := range strings.Split(src.File, " + ") {
-			files = append(files, strings.Fields(f+" ")[0])
+			files = append(files, strings.Fields(f + " ")[0])
 		}
 	}
 	if src == nil || src.Kind == "grub" || src.Kind == KindProxmox && b.ESPMode == ESPGRUB {
