@@ -1,0 +1,110 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/gpuprep/gpuprep/internal/fixture"
+)
+
+// checkArgState is what check's iommu.cmdline finding for one wanted
+// argument says, in grub show's words.
+func checkArgState(f checkFinding) string {
+	m := f.Message
+	switch {
+	case strings.HasPrefix(m, "not needed"):
+		return "not-needed"
+	case strings.Contains(m, "kernels installed later"):
+		return "not-for-later-kernels"
+	case strings.Contains(m, "boot menu") && strings.Contains(m, "does not have"):
+		return "configured-not-in-boot-menu"
+	case strings.Contains(m, "reboot pending"):
+		return "configured-reboot-pending"
+	case strings.Contains(m, "not effective after the last boot"):
+		return "configured-but-not-effective"
+	case strings.Contains(m, "the next boot loses it"):
+		return "running-not-configured"
+	case f.Status == "pass" && strings.HasPrefix(m, "in effect"):
+		return "ok"
+	case strings.Contains(m, "missing from") || strings.Contains(m, "not in "):
+		return "missing"
+	}
+	return "unclassified: " + f.Status + ": " + m
+}
+
+type checkFinding struct {
+	Check, Status, Subject, Message, Remedy, FixCommand string
+}
+
+// For every bootloader fixture in every state, check's kernel-argument
+// verdict and grub show's state of each wanted argument are the same, and
+// are the fixture's state; each names the file the loader really reads.
+// (Pop!_OS: check read no kernelstub configuration and called a configured
+// argument missing; Proxmox on systemd-boot: both read /etc/default/grub,
+// which that node never boots from.)
+func TestCheckAndGrubShowAgreeOnEveryBootloader(t *testing.T) {
+	source := map[string]string{
+		"grub-debian":          "/etc/default/grub",
+		"grub-rhel-bls":        "/boot/loader/entries/6a9857a393724b7a981ebb5b8495b9ea-5.14.0-427.13.1.el9_4.x86_64.conf",
+		"systemd-boot":         "/etc/kernel/cmdline",
+		"kernelstub":           "/etc/kernelstub/configuration",
+		"proxmox-systemd-boot": "/etc/kernel/cmdline",
+		"proxmox-grub":         "/etc/default/grub",
+		"proxmox-plain-grub":   "/etc/default/grub",
+		"grub-dropin-only":     "/etc/default/grub.d/50-cloudimg-settings.cfg",
+	}
+	want := map[string]string{fixture.BootMissing: "missing", fixture.BootPending: "configured-reboot-pending", fixture.BootRunning: "ok"}
+	require.ElementsMatch(t, fixture.BootLoaders(), mapKeys(source))
+	for _, loader := range fixture.BootLoaders() {
+		for _, state := range fixture.BootStates {
+			t.Run(loader+"/"+state, func(t *testing.T) {
+				root := t.TempDir()
+				b := fixture.New(root)
+				fixture.BootChain(loader, state)(b)
+				require.NoError(t, b.Err())
+
+				out, errs, code := gpuprep(t, "grub", "show", "--root", root, "-o", "json")
+				require.Equal(t, 0, code, errs)
+				var show showReport
+				require.NoError(t, json.Unmarshal([]byte(out), &show), out)
+				require.Equal(t, source[loader], show.Source, out)
+
+				out, _, _ = gpuprep(t, "check", "--root", root, "--mode", "vm-passthrough", "-o", "json")
+				var rep struct {
+					Findings []checkFinding `json:"findings"`
+				}
+				require.NoError(t, json.Unmarshal([]byte(out), &rep), out)
+				byArg := map[string]checkFinding{}
+				for _, f := range rep.Findings {
+					if f.Check == "iommu.cmdline" {
+						byArg[f.Subject] = f
+					}
+				}
+				require.Len(t, show.Args, 2, out)
+				for _, a := range show.Args {
+					f, ok := byArg[a.Wanted]
+					require.True(t, ok, "check has no finding for %s: %s", a.Wanted, out)
+					require.Equal(t, want[state], a.State, "grub show, %s: %+v", a.Wanted, a)
+					require.Equal(t, a.State, checkArgState(f), "check, %s: %+v", a.Wanted, f)
+					if state != fixture.BootRunning {
+						require.Contains(t, f.Message, source[loader], "check names the file this loader reads")
+					}
+					if state == fixture.BootMissing {
+						require.Equal(t, "gpuprep grub ensure --mode vm-passthrough", f.FixCommand)
+					}
+				}
+			})
+		}
+	}
+}
+
+func mapKeys(m map[string]string) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
