@@ -127,8 +127,8 @@ func proxmoxMode(root *host.Root) (mode, why string) {
 // 2.12"), "" when it cannot be read. efivarfs gives 4 bytes of attributes,
 // then the value: a NUL-terminated UTF-16LE string.
 func loaderInfo(root *host.Root) string {
-	b, err := root.ReadAt("/sys/firmware/efi/efivars/LoaderInfo-"+bootLoaderGUID, 0, 4+2*128)
-	if err != nil || len(b) < 6 {
+	b, err := kargs.ReadFile(root, "/sys/firmware/efi/efivars/LoaderInfo-"+bootLoaderGUID)
+	if err != nil || len(b) < 6 || len(b) > 4+2*256 {
 		return ""
 	}
 	b = b[4:]

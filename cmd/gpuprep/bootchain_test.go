@@ -108,3 +108,71 @@ func mapKeys(m map[string]string) []string {
 	}
 	return out
 }
+
+// bootChainRoot builds fixture.BootChain(loader, state) into a temporary root.
+func bootChainRoot(t *testing.T, loader, state string) string {
+	t.Helper()
+	root := t.TempDir()
+	b := fixture.New(root)
+	fixture.BootChain(loader, state)(b)
+	require.NoError(t, b.Err())
+	return root
+}
+
+// On Proxmox VE whose ESPs proxmox-boot-tool keeps with systemd-boot, grub
+// ensure edits /etc/kernel/cmdline (not /etc/default/grub, which that node
+// never boots from) and runs proxmox-boot-tool refresh: shown by --dry-run,
+// journalled with a backup, and undone by rollback, which refreshes the ESPs
+// from the restored file. grub show and plan read and edit the same file.
+func TestGrubEnsureProxmoxSystemdBoot(t *testing.T) {
+	run := fakeGrubRunner(t)
+	root := bootChainRoot(t, "proxmox-systemd-boot", fixture.BootMissing)
+	grubBefore, cmdBefore := read(t, root, "/etc/default/grub"), read(t, root, "/etc/kernel/cmdline")
+
+	out, errs, code := gpuprep(t, "grub", "show", "--root", root)
+	require.Equal(t, 0, code, errs)
+	require.Contains(t, out, "bootloader: proxmox-boot-tool, ESPs with systemd-boot: booted by systemd-boot 252.33-1~deb12u1 (EFI variable LoaderInfo) (/etc/kernel/cmdline)\n")
+
+	out, errs, code = gpuprep(t, "grub", "ensure", "--mode", "vm-passthrough", "--root", root, "--dry-run")
+	require.Equal(t, 0, code, errs)
+	require.Contains(t, out, "--- a/etc/kernel/cmdline\n+++ b/etc/kernel/cmdline\n")
+	require.Contains(t, out, "-root=ZFS=rpool/ROOT/pve-1 boot=zfs\n+root=ZFS=rpool/ROOT/pve-1 boot=zfs intel_iommu=on iommu=pt\n")
+	require.Contains(t, out, "would run: proxmox-boot-tool refresh\n")
+	require.NotContains(t, out, "/etc/default/grub")
+	require.Empty(t, run.Calls)
+	require.Equal(t, cmdBefore, read(t, root, "/etc/kernel/cmdline"))
+
+	var p planJSON
+	out, errs, code = gpuprep(t, "plan", "--root", root, "--mode", "vm-passthrough", "-o", "json")
+	require.Equal(t, 0, code, errs)
+	require.NoError(t, json.Unmarshal([]byte(out), &p), out)
+	require.Equal(t, "kernel-args", p.ids()[0], out)
+	require.Contains(t, out, `"/etc/kernel/cmdline"`)
+	require.Contains(t, out, "proxmox-boot-tool refresh")
+	require.NotContains(t, out, `"/etc/default/grub"`)
+
+	out, errs, code = gpuprep(t, "grub", "ensure", "--mode", "vm-passthrough", "--root", root)
+	require.Equal(t, exitNeedReboot, code, out+errs)
+	require.Contains(t, out, "wrote /etc/kernel/cmdline\nran: proxmox-boot-tool refresh\n")
+	require.Equal(t, [][]string{{"proxmox-boot-tool", "refresh"}}, run.Calls)
+	require.Equal(t, "root=ZFS=rpool/ROOT/pve-1 boot=zfs intel_iommu=on iommu=pt\n", read(t, root, "/etc/kernel/cmdline"))
+	require.Equal(t, grubBefore, read(t, root, "/etc/default/grub"))
+	ents := journalEntries(t, root)
+	require.Len(t, ents, 2)
+	require.Equal(t, "/etc/kernel/cmdline", ents[1].Path)
+	require.Equal(t, cmdBefore, read(t, root, ents[1].Backup))
+
+	out, errs, code = gpuprep(t, "grub", "show", "--root", root, "-o", "json")
+	require.Equal(t, 0, code, errs)
+	var show showReport
+	require.NoError(t, json.Unmarshal([]byte(out), &show))
+	require.Equal(t, "configured-reboot-pending", show.Args[0].State, out)
+
+	run.Calls = nil
+	k := simulatedKernel(t)
+	out, errs, code = gpuprep(t, "rollback", "--root", root)
+	require.Equal(t, exitOK, code, out+errs)
+	require.Equal(t, cmdBefore, read(t, root, "/etc/kernel/cmdline"))
+	require.Contains(t, (*k).Commands, []string{"proxmox-boot-tool", "refresh"}, "the ESPs get the restored file")
+	journalAllUndone(t, root)
+}

@@ -199,7 +199,11 @@ func (c *grubCmd) edit(cmd *cobra.Command, args []string, remove bool) error {
 		return &exitError{code: exitUnknown, err: err}
 	}
 	out := sanitize.NewWriter(cmd.OutOrStdout())
-	fmt.Fprintf(out, "bootloader: %s\n", boot.Kind)
+	if e := espsSay(boot); e != "" {
+		fmt.Fprintf(out, "bootloader: %s, %s\n", boot.Kind, e)
+	} else {
+		fmt.Fprintf(out, "bootloader: %s\n", boot.Kind)
+	}
 	kver, _ := root.ReadString("/proc/sys/kernel/osrelease")
 	conf, _, _ := boot.ConfiguredArgs(strings.TrimSpace(kver))
 	for _, s := range plan.Satisfied {
@@ -322,6 +326,8 @@ type showReport struct {
 	Kind       string `json:"kind"`
 	Bootloader string `json:"bootloader"`
 	Source     string `json:"source"`
+	// ESPs (proxmox-boot-tool) is what its ESPs boot, and how gpuprep knows
+	ESPs       string `json:"esps,omitempty"`
 	Configured string `json:"configured"`
 	Running    string `json:"running"`
 	// RunningError says why /proc/cmdline could not be read ("" when it was)
@@ -360,7 +366,7 @@ func (c *grubCmd) show(cmd *cobra.Command) error {
 	}
 	raw, rerr := kargs.ReadString(root, "/proc/cmdline")
 	running := kargs.Parse(raw)
-	rep := showReport{APIVersion: "gpuprep/v1", Kind: "KernelArgs", Bootloader: boot.Kind, Source: src, Running: raw, Mode: c.mode}
+	rep := showReport{APIVersion: "gpuprep/v1", Kind: "KernelArgs", Bootloader: boot.Kind, Source: src, ESPs: espsSay(boot), Running: raw, Mode: c.mode}
 	if rerr != nil {
 		rep.RunningError = rerr.Error()
 	}
@@ -448,7 +454,11 @@ func showText(out io.Writer, rep showReport) error {
 	if rep.RunningError != "" {
 		running = "unknown (" + rep.RunningError + ")"
 	}
-	fmt.Fprintf(out, "bootloader: %s (%s)\nconfigured: %s\nrunning:    %s\n\n", rep.Bootloader, rep.Source, sanitize.Terminal(rep.Configured), sanitize.Terminal(running))
+	bl := rep.Bootloader
+	if rep.ESPs != "" {
+		bl += ", " + rep.ESPs
+	}
+	fmt.Fprintf(out, "bootloader: %s (%s)\nconfigured: %s\nrunning:    %s\n\n", bl, rep.Source, sanitize.Terminal(rep.Configured), sanitize.Terminal(running))
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "WANTED\tCONFIGURED\tRUNNING\tSTATE")
 	dash := func(s string) string {
@@ -551,4 +561,16 @@ func bootTime(root *host.Root) time.Time {
 		}
 	}
 	return time.Time{}
+}
+
+// espsSay is, on a proxmox-boot-tool node, what its ESPs boot and the
+// evidence ("ESPs with systemd-boot: booted by …"), else "".
+func espsSay(boot *grub.Boot) string {
+	if boot.Kind != grub.KindProxmox {
+		return ""
+	}
+	if boot.ESPMode == "" {
+		return "ESPs with systemd-boot or GRUB: " + boot.ESPModeWhy
+	}
+	return "ESPs with " + boot.ESPMode + ": " + boot.ESPModeWhy
 }
