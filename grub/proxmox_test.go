@@ -53,11 +53,11 @@ func TestProxmoxESPMode(t *testing.T) {
 		why    string
 	}{
 		"systemd-boot LoaderInfo": {"proxmox-systemd-boot", nil, ESPSystemdBoot, "systemd-boot 252.33-1~deb12u1 (EFI variable LoaderInfo)"},
-		"GRUB's bli LoaderInfo": {"proxmox-systemd-boot", map[string]string{loaderInfoVar: utf16Var("GRUB 2.12"), "/proc/cmdline": "root=ZFS=rpool/ROOT/pve-1 boot=zfs\n"}, ESPGRUB, "GRUB 2.12 (EFI variable LoaderInfo)"},
-		"systemd-boot initrd=": {"proxmox-systemd-boot", map[string]string{loaderInfoVar: ""}, ESPSystemdBoot, `initrd=\EFI\proxmox\6.8.12-4-pve\initrd.img-6.8.12-4-pve`},
-		"GRUB BOOT_IMAGE=": {"proxmox-systemd-boot", map[string]string{loaderInfoVar: "", "/proc/cmdline": "BOOT_IMAGE=/vmlinuz-6.8.12-4-pve root=ZFS=rpool/ROOT/pve-1 ro boot=zfs\n"}, ESPGRUB, "BOOT_IMAGE="},
-		"legacy BIOS":      {"proxmox-grub", nil, ESPGRUB, "legacy BIOS"},
-		"nothing tells":    {"proxmox-systemd-boot", map[string]string{loaderInfoVar: "", "/proc/cmdline": "root=ZFS=rpool/ROOT/pve-1 boot=zfs\n"}, "", "does not tell"},
+		"GRUB's bli LoaderInfo":   {"proxmox-systemd-boot", map[string]string{loaderInfoVar: utf16Var("GRUB 2.12"), "/proc/cmdline": "root=ZFS=rpool/ROOT/pve-1 boot=zfs\n"}, ESPGRUB, "GRUB 2.12 (EFI variable LoaderInfo)"},
+		"systemd-boot initrd=":    {"proxmox-systemd-boot", map[string]string{loaderInfoVar: ""}, ESPSystemdBoot, `initrd=\EFI\proxmox\6.8.12-4-pve\initrd.img-6.8.12-4-pve`},
+		"GRUB BOOT_IMAGE=":        {"proxmox-systemd-boot", map[string]string{loaderInfoVar: "", "/proc/cmdline": "BOOT_IMAGE=/vmlinuz-6.8.12-4-pve root=ZFS=rpool/ROOT/pve-1 ro boot=zfs\n"}, ESPGRUB, "BOOT_IMAGE="},
+		"legacy BIOS":             {"proxmox-grub", nil, ESPGRUB, "legacy BIOS"},
+		"nothing tells":           {"proxmox-systemd-boot", map[string]string{loaderInfoVar: "", "/proc/cmdline": "root=ZFS=rpool/ROOT/pve-1 boot=zfs\n"}, "", "does not tell"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			r := proxmoxRoot(t, c.loader, fixture.BootMissing, c.edit)
@@ -175,4 +175,3 @@ func TestProxmoxGrubAndUnknownPlans(t *testing.T) {
 	_, err = b.Source("")
 	require.ErrorIs(t, err, ErrUnknownBoot)
 }
-
