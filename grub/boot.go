@@ -63,6 +63,9 @@ type Boot struct {
 	// ESPSystemdBoot, ESPGRUB, or "" when the root does not tell;
 	// ESPModeWhy is the evidence (or what was missing).
 	ESPMode, ESPModeWhy string
+	// proxmoxRunning (proxmox-boot-tool without /etc/kernel/cmdline) is
+	// the running command line as refresh copies it (proxmoxRunning)
+	proxmoxRunning string
 	// StaleMenu, when Menu is older than a defaults file it is made from,
 	// says so ("/boot/grub/grub.cfg is older than /etc/default/grub"): the
 	// likely reason it lacks a change (its regeneration failed, was cut

@@ -212,15 +212,28 @@ func (b *Boot) planProxmox(p *Plan, req Request) error {
 		}
 	}
 	if b.ESPMode != ESPGRUB {
-		if b.KernelCmdline == nil {
-			return fmt.Errorf("proxmox-boot-tool without %s (its ESPs get the running kernel's command line): %w yet; create it with the running command line, initrd= left out, on one line", KernelCmdlineFile, ErrUnsupported)
+		f, created := b.KernelCmdline, false
+		if f == nil {
+			// refresh copies the running command line; the file made
+			// from it keeps that and takes the change
+			if b.proxmoxRunning == "" {
+				return fmt.Errorf("proxmox-boot-tool without %s, and /proc/cmdline unreadable: %w; create %s with the command line the ESPs should boot, on one line", KernelCmdlineFile, ErrUnsupported, KernelCmdlineFile)
+			}
+			f, created = &File{KernelCmdlineFile, []byte(b.proxmoxRunning + "\n")}, true
 		}
-		ch, added, removed, err := editFirstLine(*b.KernelCmdline, req)
+		ch, added, removed, err := editFirstLine(*f, req)
+		if err == nil && ch != nil && created {
+			ch.Old = nil // a new file
+			err = proxmoxCmdlineErr(File{KernelCmdlineFile, ch.New})
+		}
 		if err != nil {
 			return err
 		}
 		if ch != nil {
 			p.Changes = append(p.Changes, *ch)
+			if created {
+				p.Notes = append(p.Notes, KernelCmdlineFile+" is created from the running command line (initrd= left out), which proxmox-boot-tool refresh copies to the ESPs while it is absent")
+			}
 		}
 		for _, w := range req.Ensure {
 			if !slices.Contains(added, w.String()) {
@@ -260,6 +273,9 @@ func detectProxmox(root *host.Root, b *Boot) (*Boot, error) {
 	b.Kind, b.Regenerate = KindProxmox, ProxmoxRefresh
 	b.Entries = nil // /boot/loader/entries is not on the ESPs
 	b.ESPMode, b.ESPModeWhy = proxmoxMode(root)
+	if b.KernelCmdline == nil {
+		b.proxmoxRunning = proxmoxRunning(root)
+	}
 	if b.ESPMode == ESPSystemdBoot {
 		return b, nil // the GRUB files are not read at all
 	}
@@ -269,4 +285,25 @@ func detectProxmox(root *host.Root, b *Boot) (*Boot, error) {
 	}
 	b.Files = files
 	return b, nil
+}
+
+// ProxmoxRunningSource names what a proxmox-boot-tool node without
+// /etc/kernel/cmdline gives its systemd-boot ESPs.
+const ProxmoxRunningSource = "/proc/cmdline (no /etc/kernel/cmdline: proxmox-boot-tool refresh copies the running command line, initrd= left out)"
+
+// proxmoxRunning is /proc/cmdline without its initrd= arguments, as
+// update_esps takes it where /etc/kernel/cmdline is absent (perl -pe
+// 's/\binitrd=([0-9a-zA-Z\\\/.-])*\s*//g;'); "" when unreadable.
+func proxmoxRunning(root *host.Root) string {
+	raw, err := kargs.ReadString(root, "/proc/cmdline")
+	if err != nil {
+		return ""
+	}
+	var keep []string
+	for _, w := range Words(raw) {
+		if !strings.HasPrefix(w, "initrd=") {
+			keep = append(keep, w)
+		}
+	}
+	return strings.Join(keep, " ")
 }

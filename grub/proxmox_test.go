@@ -175,3 +175,29 @@ func TestProxmoxGrubAndUnknownPlans(t *testing.T) {
 	_, err = b.Source("")
 	require.ErrorIs(t, err, ErrUnknownBoot)
 }
+
+// Without /etc/kernel/cmdline, proxmox-boot-tool refresh gives the
+// systemd-boot ESPs the running command line, initrd= left out: that is
+// what is read, and the edit creates the file from it (a new file, so
+// rollback removes it); a running command line without root= would make
+// the created file stop refresh, and is refused.
+func TestProxmoxWithoutKernelCmdline(t *testing.T) {
+	b, err := Detect(proxmoxRoot(t, "proxmox-systemd-boot", fixture.BootMissing, map[string]string{KernelCmdlineFile: ""}))
+	require.NoError(t, err)
+	src, err := b.Source("")
+	require.NoError(t, err)
+	require.Equal(t, ProxmoxRunningSource, src.File)
+	require.Equal(t, "root=ZFS=rpool/ROOT/pve-1 boot=zfs", src.Cmdline)
+	p, err := b.PlanEdit(intelMode, true)
+	require.NoError(t, err)
+	require.Len(t, p.Changes, 1)
+	require.Nil(t, p.Changes[0].Old)
+	require.Equal(t, "root=ZFS=rpool/ROOT/pve-1 boot=zfs intel_iommu=on iommu=pt\n", string(p.Changes[0].New))
+	require.Equal(t, [][]string{{"proxmox-boot-tool", "refresh"}}, p.Commands)
+	require.Contains(t, p.Notes[0], "created from the running command line")
+
+	b, err = Detect(proxmoxRoot(t, "proxmox-systemd-boot", fixture.BootMissing, map[string]string{KernelCmdlineFile: "", "/proc/cmdline": `initrd=\EFI\proxmox\6.8.12-4-pve\initrd.img-6.8.12-4-pve boot=zfs` + "\n"}))
+	require.NoError(t, err)
+	_, err = b.PlanEdit(intelMode, true)
+	require.ErrorContains(t, err, "no root= argument")
+}

@@ -92,7 +92,14 @@ func (b *Boot) proxmoxSource() (*Source, error) {
 		return src, err
 	case ESPSystemdBoot:
 		if b.KernelCmdline == nil {
-			return nil, fmt.Errorf("proxmox-boot-tool with systemd-boot on its ESPs, but no %s: its refresh copies the running command line, which gpuprep does not guess at: %w", KernelCmdlineFile, ErrUnknownBoot)
+			// update_esps: "No /etc/kernel/cmdline found - falling back to
+			// /proc/cmdline", initrd= removed
+			if b.proxmoxRunning == "" {
+				return nil, fmt.Errorf("proxmox-boot-tool with systemd-boot on its ESPs, no %s and /proc/cmdline unreadable: %w", KernelCmdlineFile, ErrUnknownBoot)
+			}
+			src := &Source{Kind: KindProxmox, File: ProxmoxRunningSource, Cmdline: b.proxmoxRunning}
+			src.args, src.at = plainLocated("/proc/cmdline", b.proxmoxRunning, 1)
+			return src, nil
 		}
 		line := b.proxmoxCmdline()
 		src := &Source{Kind: KindProxmox, File: KernelCmdlineFile, Cmdline: strings.TrimSpace(line)}

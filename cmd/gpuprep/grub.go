@@ -73,13 +73,16 @@ type grubCmd struct {
 func newGrubCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "grub",
-		Short: "Show and edit the kernel arguments the bootloader passes (GRUB, BLS, systemd-boot, kernelstub, rpm-ostree)",
+		Short: "Show and edit the kernel arguments the bootloader passes (GRUB, BLS, systemd-boot, kernelstub, rpm-ostree, proxmox-boot-tool)",
 		Long: `grub shows and edits the kernel command line of the next boot, on the
 bootloader it finds under the root: Debian/Ubuntu/Arch GRUB (/etc/default/grub
 and grub.d, then update-grub or grub-mkconfig), openSUSE (grub2-mkconfig),
 RHEL/Rocky/Alma/Fedora with BLS (grubby for installed kernels, plus
 /etc/default/grub and /etc/kernel/cmdline for later ones), systemd-boot
-(/etc/kernel/cmdline, kernel-install), Pop!_OS (kernelstub) and rpm-ostree.
+(/etc/kernel/cmdline, kernel-install), Pop!_OS (kernelstub), rpm-ostree, and
+Proxmox VE whose ESPs proxmox-boot-tool keeps (/etc/kernel/proxmox-boot-uuids):
+the first line of /etc/kernel/cmdline where they boot systemd-boot, or
+/etc/default/grub where they boot GRUB, then proxmox-boot-tool refresh.
 
 Edits keep every other byte of a file, keep its quoting, refuse (naming the
 file and line) what they cannot edit safely, write atomically with a backup
