@@ -59,6 +59,11 @@ type Boot struct {
 	// kernelopts is /boot/grub2/grubenv's kernelopts (BLS entries whose
 	// options say $kernelopts, RHEL 8).
 	kernelopts string
+	// Entry (systemd-boot) is the running kernel's boot entry, which
+	// kernel-install made from /etc/kernel/cmdline: its options, not the
+	// file's, are what that kernel boots with next. nil when none was
+	// found.
+	Entry *File
 	// ESPMode (proxmox-boot-tool) is the bootloader its ESPs hold:
 	// ESPSystemdBoot, ESPGRUB, or "" when the root does not tell;
 	// ESPModeWhy is the evidence (or what was missing).
@@ -133,6 +138,8 @@ func Detect(root *host.Root) (*Boot, error) {
 				}
 			}
 			sort.Strings(b.Kernels)
+			kver, _ := root.ReadString("/proc/sys/kernel/osrelease")
+			b.Entry = runningEntry(root, kver)
 			return b, nil
 		}
 		return nil, fmt.Errorf("no bootloader configuration found (looked for /etc/default/grub, /etc/kernel/cmdline, systemd-boot's loader.conf, /etc/kernelstub/configuration, rpm-ostree): %w", ErrUnsupported)
@@ -350,14 +357,20 @@ func (b *Boot) PlanEdit(req Request, regenerate bool) (*Plan, error) {
 			return nil, err
 		}
 		p.Added, p.Removed = added, removed
-		if ch != nil {
-			p.Changes = append(p.Changes, *ch)
+		if ch == nil && b.entryLacks(req) {
+			// the file is right and the running kernel's entry is not:
+			// kernel-install did not run (or failed) since it changed
+			p.MenuStale = b.Entry.Path + " (the running kernel's entry) lacks the change that " + KernelCmdlineFile + " has"
+			p.Notes = append(p.Notes, p.MenuStale+": its entry is made again")
+		}
+		if ch != nil || p.MenuStale != "" {
+			if ch != nil {
+				p.Changes = append(p.Changes, *ch)
+			}
 			if len(b.Kernels) == 0 {
 				p.Notes = append(p.Notes, "no kernel image found under /lib/modules/*/vmlinuz: run kernel-install add for each installed kernel yourself")
 			}
-			for _, k := range b.Kernels {
-				p.Commands = append(p.Commands, []string{"kernel-install", "add", k, "/lib/modules/" + k + "/vmlinuz"})
-			}
+			p.Commands = append(p.Commands, b.kernelInstall()...)
 		}
 	case KindProxmox:
 		if err := b.planProxmox(p, req); err != nil {

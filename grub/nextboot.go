@@ -17,10 +17,41 @@ import (
 // (BLS entries, systemd-boot's; a proxmox-boot-tool node boots the
 // grub.cfg on its ESPs) and lacks nothing.
 func (b *Boot) BootMenuLacks(root *host.Root, req Request) (menu string, lacks bool) {
-	if b.Kind != KindGRUB && b.Kind != KindGRUB2 {
-		return "", false
+	switch b.Kind {
+	case KindGRUB, KindGRUB2:
+		return MenuLacks(root, req)
+	case KindSystemdBoot:
+		// kernel-install makes the entry from /etc/kernel/cmdline
+		if b.entryLacks(req) {
+			return b.Entry.Path, true
+		}
 	}
-	return MenuLacks(root, req)
+	return "", false
+}
+
+// MenuEntry says which entry of the menu BootMenuLacks judges.
+func (b *Boot) MenuEntry() string {
+	if b.Kind == KindSystemdBoot {
+		return "the running kernel's entry"
+	}
+	return "its first entry"
+}
+
+// MenuRegenerate is the command that gives the boot menu BootMenuLacks
+// named what the files have: the GRUB menu's (RegenerateCommand), or
+// kernel-install add for each kernel (systemd-boot).
+func (b *Boot) MenuRegenerate(root *host.Root, menu string) string {
+	if b.Kind == KindSystemdBoot {
+		var s []string
+		for _, c := range b.kernelInstall() {
+			s = append(s, host.ShellQuote(c))
+		}
+		if len(s) == 0 {
+			return "kernel-install add KVER /lib/modules/KVER/vmlinuz for each kernel"
+		}
+		return strings.Join(s, "; ")
+	}
+	return RegenerateCommand(root, menu)
 }
 
 // ChangedSince reports whether a file the next boot's arguments come from

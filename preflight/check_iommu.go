@@ -422,9 +422,9 @@ func checkIOMMUCmdline(e *Env) []Finding {
 			if b, err := e.Boot(); err == nil && src != nil {
 				if menu, lacks := b.BootMenuLacks(e.Root, grub.Request{Ensure: []kargs.Param{want}}); lacks {
 					// configured, but not in the menu the next boot reads
-					regen := grub.RegenerateCommand(e.Root, menu)
+					regen := b.MenuRegenerate(e.Root, menu)
 					f.Status = Warn
-					f.Message += "; but the boot menu " + menu + " does not have it (its first entry): the next boot goes without it"
+					f.Message += "; but the boot menu " + menu + " does not have it (" + b.MenuEntry() + "): the next boot goes without it"
 					f.Remedy = "regenerate the boot menu (" + regen + ") before rebooting"
 				}
 			}
@@ -649,8 +649,8 @@ func rebootPending(e *Env, src *grub.Source, req grub.Request) (pending bool, de
 		return true, "", ""
 	}
 	if menu, lacks := b.BootMenuLacks(e.Root, req); lacks {
-		regen = grub.RegenerateCommand(e.Root, menu)
-		detail = fmt.Sprintf("; the boot menu %s does not have the change yet (its first entry)", menu)
+		regen = b.MenuRegenerate(e.Root, menu)
+		detail = fmt.Sprintf("; the boot menu %s does not have the change yet (%s)", menu, b.MenuEntry())
 		if m, newer, stale := grub.StaleMenu(e.Root); stale && m == menu {
 			detail += fmt.Sprintf(", and is older than %s", newer)
 		}

@@ -176,3 +176,41 @@ func TestGrubEnsureProxmoxSystemdBoot(t *testing.T) {
 	require.Contains(t, (*k).Commands, []string{"proxmox-boot-tool", "refresh"}, "the ESPs get the restored file")
 	journalAllUndone(t, root)
 }
+
+// systemd-boot through kernel-install: /etc/kernel/cmdline has the
+// arguments but the running kernel's entry, which kernel-install makes from
+// it, does not (kernel-install did not run again, or failed): the next boot
+// goes without them. grub show and check say so alike (it was "reboot
+// pending"), and grub ensure runs kernel-install add again with no edit.
+func TestSystemdBootEntryNotMadeAgain(t *testing.T) {
+	root := bootChainRoot(t, "systemd-boot", fixture.BootPending)
+	entry := "/boot/loader/entries/6a9857a393724b7a981ebb5b8495b9ea-6.9.1-arch1-1.conf"
+	require.NoError(t, fixture.New(root).File(entry, strings.Replace(read(t, root, entry), " "+fixture.BootArgs, "", 1)).Err())
+
+	out, errs, code := gpuprep(t, "grub", "show", "--root", root, "-o", "json")
+	require.Equal(t, 0, code, errs)
+	var show showReport
+	require.NoError(t, json.Unmarshal([]byte(out), &show))
+	out, _, _ = gpuprep(t, "check", "--root", root, "--mode", "vm-passthrough", "-o", "json")
+	var rep struct {
+		Findings []checkFinding `json:"findings"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &rep))
+	for _, a := range show.Args {
+		require.Equal(t, "configured-not-in-boot-menu", a.State, "%+v", a)
+		require.Contains(t, a.Reason, "kernel-install add 6.9.1-arch1-1 /lib/modules/6.9.1-arch1-1/vmlinuz")
+		for _, f := range rep.Findings {
+			if f.Check == "iommu.cmdline" && f.Subject == a.Wanted {
+				require.Equal(t, a.State, checkArgState(f), "%+v", f)
+				require.Contains(t, f.Remedy, "kernel-install add 6.9.1-arch1-1")
+			}
+		}
+	}
+
+	run := fakeGrubRunner(t)
+	out, errs, code = gpuprep(t, "grub", "ensure", "--mode", "vm-passthrough", "--root", root, "--dry-run")
+	require.Equal(t, 0, code, errs)
+	require.NotContains(t, out, "--- a/")
+	require.Contains(t, out, "would run: kernel-install add 6.9.1-arch1-1 /lib/modules/6.9.1-arch1-1/vmlinuz\n")
+	require.Empty(t, run.Calls)
+}

@@ -407,7 +407,7 @@ func (c *grubCmd) show(cmd *cobra.Command) error {
 			a.State, a.Reason = "not-needed", why+": no edit and no reboot is for it"
 		case menuLacks:
 			a.State = "configured-not-in-boot-menu"
-			a.Reason = "configured, but the boot menu " + menu + " does not have it (its first entry): the next boot goes without it until it is regenerated (" + grub.RegenerateCommand(root, menu) + "; gpuprep grub ensure runs it)"
+			a.Reason = "configured, but the boot menu " + menu + " does not have it (" + boot.MenuEntry() + "): the next boot goes without it until it is regenerated (" + boot.MenuRegenerate(root, menu) + "; gpuprep grub ensure runs it)"
 		case isConf && rerr != nil:
 			a.State, a.Reason = "configured-running-unknown", "configured; whether the running kernel has it is unknown: "+rerr.Error()
 		case isConf && isRun:
@@ -543,7 +543,7 @@ func offStates(root *host.Root, boot *grub.Boot, src *grub.Source, k preflight.K
 			o.State, o.Reason = "reboot-drops", what+" is off now; the configuration no longer has it: a reboot drops it"
 			if menu, lacks := boot.BootMenuLacks(root, grub.Request{NotOff: []string{key}}); lacks && src != nil {
 				o.State = "in-boot-menu"
-				o.Reason = what + " is off now; the configuration no longer has it, but the boot menu " + menu + " still does (its first entry): regenerate it (" + grub.RegenerateCommand(root, menu) + ") before rebooting, or the next boot keeps it"
+				o.Reason = what + " is off now; the configuration no longer has it, but the boot menu " + menu + " still does (" + boot.MenuEntry() + "): regenerate it (" + boot.MenuRegenerate(root, menu) + ") before rebooting, or the next boot keeps it"
 			}
 		}
 		out = append(out, o)
