@@ -59,9 +59,10 @@ type Boot struct {
 	// kernelopts is /boot/grub2/grubenv's kernelopts (BLS entries whose
 	// options say $kernelopts, RHEL 8).
 	kernelopts string
-	// Entry (systemd-boot) is the running kernel's boot entry, which
-	// kernel-install made from /etc/kernel/cmdline: its options, not the
-	// file's, are what that kernel boots with next. nil when none was
+	// Entry is the boot entry the next boot reads its options from, made
+	// by the bootloader's tool from the configuration: the running
+	// kernel's (systemd-boot, by kernel-install from /etc/kernel/cmdline),
+	// kernelstub's <OS>-current.conf (kernelstub). nil when none was
 	// found.
 	Entry *File
 	// ESPMode (proxmox-boot-tool) is the bootloader its ESPs hold:
@@ -110,11 +111,11 @@ func Detect(root *host.Root) (*Boot, error) {
 		return b, nil
 	case root.Exists(KernelstubConfig):
 		b.Kind = KindKernelstub
-		opts, err := readKernelstub(root)
+		opts, sec, err := readKernelstubConfig(root)
 		if err != nil {
 			return nil, err
 		}
-		b.KernelstubOptions = opts
+		b.KernelstubOptions, b.Entry = opts, kernelstubEntry(root, sec)
 		return b, nil
 	}
 	if _, ok, err := proxmoxESPs(root); ok {
@@ -383,6 +384,13 @@ func (b *Boot) PlanEdit(req Request, regenerate bool) (*Plan, error) {
 		}
 		if len(add) > 0 {
 			p.Commands = append(p.Commands, []string{"kernelstub", "--add-options", strings.Join(add, " ")})
+		}
+		if len(p.Commands) == 0 && b.entryLacks(req) {
+			// the configuration is right and the entry is not: kernelstub
+			// did not run (or failed) since it changed
+			p.MenuStale = b.Entry.Path + " (kernelstub's entry) lacks the change that " + KernelstubConfig + " has"
+			p.Notes = append(p.Notes, p.MenuStale+": kernelstub writes it again")
+			p.Commands = append(p.Commands, []string{"kernelstub"})
 		}
 		p.Added, p.Removed = add, del
 	case KindRpmOstree:

@@ -20,8 +20,9 @@ func (b *Boot) BootMenuLacks(root *host.Root, req Request) (menu string, lacks b
 	switch b.Kind {
 	case KindGRUB, KindGRUB2:
 		return MenuLacks(root, req)
-	case KindSystemdBoot:
-		// kernel-install makes the entry from /etc/kernel/cmdline
+	case KindSystemdBoot, KindKernelstub:
+		// kernel-install makes the entry from /etc/kernel/cmdline,
+		// kernelstub from its kernel_options
 		if b.entryLacks(req) {
 			return b.Entry.Path, true
 		}
@@ -31,8 +32,11 @@ func (b *Boot) BootMenuLacks(root *host.Root, req Request) (menu string, lacks b
 
 // MenuEntry says which entry of the menu BootMenuLacks judges.
 func (b *Boot) MenuEntry() string {
-	if b.Kind == KindSystemdBoot {
+	switch b.Kind {
+	case KindSystemdBoot, KindKernelstub:
 		return "the running kernel's entry"
+	case KindKernelstub:
+		return "kernelstub's entry"
 	}
 	return "its first entry"
 }
@@ -41,6 +45,9 @@ func (b *Boot) MenuEntry() string {
 // named what the files have: the GRUB menu's (RegenerateCommand), or
 // kernel-install add for each kernel (systemd-boot).
 func (b *Boot) MenuRegenerate(root *host.Root, menu string) string {
+	if b.Kind == KindKernelstub {
+		return "kernelstub" // writes the entry again from its configuration
+	}
 	if b.Kind == KindSystemdBoot {
 		var s []string
 		for _, c := range b.kernelInstall() {

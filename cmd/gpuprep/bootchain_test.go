@@ -214,3 +214,36 @@ func TestSystemdBootEntryNotMadeAgain(t *testing.T) {
 	require.Contains(t, out, "would run: kernel-install add 6.9.1-arch1-1 /lib/modules/6.9.1-arch1-1/vmlinuz\n")
 	require.Empty(t, run.Calls)
 }
+
+// Pop!_OS: kernelstub's configuration has the arguments but its loader entry
+// (what systemd-boot boots) does not: kernelstub did not run since. grub
+// show and check say the next boot goes without them, and grub ensure runs
+// kernelstub to write the entry again.
+func TestKernelstubEntryNotWrittenAgain(t *testing.T) {
+	root := bootChainRoot(t, "kernelstub", fixture.BootPending)
+	entry := "/boot/efi/loader/entries/Pop_OS-current.conf"
+	require.NoError(t, fixture.New(root).File(entry, strings.Replace(read(t, root, entry), " "+fixture.BootArgs, "", 1)).Err())
+
+	out, errs, code := gpuprep(t, "grub", "show", "--root", root, "-o", "json")
+	require.Equal(t, 0, code, errs)
+	var show showReport
+	require.NoError(t, json.Unmarshal([]byte(out), &show))
+	out, _, _ = gpuprep(t, "check", "--root", root, "--mode", "vm-passthrough", "-o", "json")
+	var rep struct {
+		Findings []checkFinding `json:"findings"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &rep))
+	for _, a := range show.Args {
+		require.Equal(t, "configured-not-in-boot-menu", a.State, "%+v", a)
+		for _, f := range rep.Findings {
+			if f.Check == "iommu.cmdline" && f.Subject == a.Wanted {
+				require.Equal(t, a.State, checkArgState(f), "%+v", f)
+			}
+		}
+	}
+	run := fakeGrubRunner(t)
+	out, errs, code = gpuprep(t, "grub", "ensure", "--mode", "vm-passthrough", "--root", root, "--dry-run")
+	require.Equal(t, 0, code, errs)
+	require.Contains(t, out, "would run: kernelstub\n")
+	require.Empty(t, run.Calls)
+}
