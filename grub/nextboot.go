@@ -33,7 +33,7 @@ func (b *Boot) BootMenuLacks(root *host.Root, req Request) (menu string, lacks b
 // MenuEntry says which entry of the menu BootMenuLacks judges.
 func (b *Boot) MenuEntry() string {
 	switch b.Kind {
-	case KindSystemdBoot, KindKernelstub:
+	case KindSystemdBoot:
 		return "the running kernel's entry"
 	case KindKernelstub:
 		return "kernelstub's entry"
