@@ -124,24 +124,19 @@ func Detect(root *host.Root) (*Boot, error) {
 		}
 		return detectProxmox(root, b)
 	}
+	if b.KernelCmdline != nil && strings.HasPrefix(loaderInfo(root), "systemd-boot") {
+		// booted by systemd-boot, with kernel-install's file: a GRUB
+		// defaults file left from before (or installed beside it) is not
+		// what boots
+		return detectSystemdBoot(root, b), nil
+	}
 	files, err := ReadFiles(root)
 	if err != nil {
 		return nil, err
 	}
 	if len(files) == 0 {
 		if b.KernelCmdline != nil || root.Exists("/boot/loader/loader.conf") || root.Exists("/efi/loader/loader.conf") || root.Exists("/boot/efi/loader/loader.conf") {
-			b.Kind = KindSystemdBoot
-			for _, dir := range []string{"/usr/lib/modules", "/lib/modules"} {
-				for _, k := range root.Names(dir) {
-					if root.Exists(dir+"/"+k+"/vmlinuz") && !slices.Contains(b.Kernels, k) {
-						b.Kernels = append(b.Kernels, k)
-					}
-				}
-			}
-			sort.Strings(b.Kernels)
-			kver, _ := root.ReadString("/proc/sys/kernel/osrelease")
-			b.Entry = runningEntry(root, kver)
-			return b, nil
+			return detectSystemdBoot(root, b), nil
 		}
 		return nil, fmt.Errorf("no bootloader configuration found (looked for /etc/default/grub, /etc/kernel/cmdline, systemd-boot's loader.conf, /etc/kernelstub/configuration, rpm-ostree): %w", ErrUnsupported)
 	}

@@ -2,6 +2,7 @@ package grub
 
 import (
 	"path"
+	"slices"
 	"sort"
 	"strings"
 
@@ -80,4 +81,21 @@ func (b *Boot) kernelInstall() [][]string {
 		out = append(out, []string{"kernel-install", "add", k, "/lib/modules/" + k + "/vmlinuz"})
 	}
 	return out
+}
+
+// detectSystemdBoot fills b for systemd-boot through kernel-install: the
+// kernels it would make entries for, and the running kernel's entry.
+func detectSystemdBoot(root *host.Root, b *Boot) *Boot {
+	b.Kind = KindSystemdBoot
+	for _, dir := range []string{"/usr/lib/modules", "/lib/modules"} {
+		for _, k := range root.Names(dir) {
+			if root.Exists(dir+"/"+k+"/vmlinuz") && !slices.Contains(b.Kernels, k) {
+				b.Kernels = append(b.Kernels, k)
+			}
+		}
+	}
+	sort.Strings(b.Kernels)
+	kver, _ := root.ReadString("/proc/sys/kernel/osrelease")
+	b.Entry = runningEntry(root, kver)
+	return b
 }
