@@ -121,7 +121,7 @@ func checkIOMMUKernel(e *Env) []Finding {
 		f.Message += "; the running kernel already has " + argList(want)
 		f.Remedy = kernelWithoutIOMMU(e, vendor)
 	case srcErr != nil:
-		f.Remedy = "fix " + parseErrAt(srcErr) + " first (see iommu.cmdline), then set the IOMMU kernel arguments and reboot"
+		f.Remedy = unreadOf(srcErr).fix + " (see iommu.cmdline), then set the IOMMU kernel arguments and reboot"
 	case src != nil && allSatisfied(configured, want) && len(offArgs(configured, vendor)) == 0:
 		if pending, _, regen := rebootPending(e, src, grub.Request{Ensure: want}); !pending {
 			f.Remedy = "the IOMMU arguments are configured in " + src.File + " but the last boot did not use them (see iommu.cmdline for why): another reboot alone will not help"
@@ -155,6 +155,21 @@ func kernelWithoutIOMMU(e *Env, vendor string) string {
 	}
 	return "rebooting will not help: the kernel log says why it did not start the IOMMU (journalctl -k -b | grep -i -e DMAR -e IOMMU -e AMD-Vi): " +
 		biosIOMMU(e) + " disabled or broken in the firmware (check the BIOS/UEFI setting; update the firmware), or a kernel built without " + opt
+}
+
+// unread is what of the next boot's configuration could not be read: says
+// it for a message, fix is the remedy's first step ("" when all was read).
+type unread struct{ says, fix string }
+
+// unreadOf is unread for err, the error reading the configuration: a file
+// and line gpuprep will not guess about, or a boot setup whose
+// configuration it cannot tell (grub.ErrUnknownBoot and the like).
+func unreadOf(err error) unread {
+	if errors.As(err, new(*grub.ParseError)) {
+		at := parseErrAt(err)
+		return unread{at + " cannot be parsed", "fix " + at + " first"}
+	}
+	return unread{"which configuration the next boot reads is unknown (see the iommu.cmdline error)", "find out which configuration the node boots first (the iommu.cmdline error says what was missing)"}
 }
 
 // parseErrAt names the file and line of a configuration gpuprep cannot
@@ -352,9 +367,9 @@ func checkIOMMUCmdline(e *Env) []Finding {
 	}
 	src, srcErr := e.Configured()
 	var out []Finding
-	unparsed := "" // the file:line that could not be parsed
+	var unparsed unread // what of the next boot's configuration could not be read
 	if srcErr != nil {
-		unparsed = parseErrAt(srcErr)
+		unparsed = unreadOf(srcErr)
 		out = append(out, Finding{Status: Error, Subject: firstWord(srcErr.Error()),
 			Message: "cannot evaluate the configured kernel arguments: " + srcErr.Error(),
 			Remedy:  "simplify that line to a plain quoted assignment"})
@@ -408,7 +423,7 @@ func checkIOMMUCmdline(e *Env) []Finding {
 			case src != nil:
 				f.Message += " and configured in " + src.File + kargs.AsEquivalent(configured, want)
 			case srcErr != nil:
-				f.Message += "; whether it persists is unknown: " + unparsed + " cannot be parsed"
+				f.Message += "; whether it persists is unknown: " + unparsed.says
 			default:
 				f.Message += "; no bootloader configuration found to confirm it persists"
 			}
@@ -462,8 +477,8 @@ func checkIOMMUCmdline(e *Env) []Finding {
 				f.Remedy = fix + ", then reboot"
 			case srcErr != nil:
 				// grub ensure would refuse the same line.
-				f.Message += "; " + unparsed + " cannot be parsed"
-				f.Remedy = "fix " + unparsed + " first, then run gpuprep check again"
+				f.Message += "; " + unparsed.says
+				f.Remedy = unparsed.fix + ", then run gpuprep check again"
 			case noBootloader(e):
 				// No bootloader configuration: booted over the network or
 				// straight by a hypervisor; grub ensure has nothing to edit.
@@ -568,7 +583,7 @@ func notInEffect(ps []kargs.Param, want kargs.Param, where string) string {
 
 // offFinding judges p, an argument in /proc/cmdline that leaves an IOMMU
 // off; its remedy depends on what the configuration for the next boot has.
-func offFinding(e *Env, p kargs.Param, src *grub.Source, configured []kargs.Param, unparsed, vendor string) Finding {
+func offFinding(e *Env, p kargs.Param, src *grub.Source, configured []kargs.Param, unparsed unread, vendor string) Finding {
 	f := Finding{Subject: p.String()}
 	key := kargs.Norm(p.Key)
 	_, confOff := kargs.Disabling(configured, key)
@@ -579,8 +594,8 @@ func offFinding(e *Env, p kargs.Param, src *grub.Source, configured []kargs.Para
 		f.Status = Warn
 		f.Message = p.String() + " in /proc/cmdline does nothing here: " + key + "= acts on " + name[other] + " IOMMU only, and this node's is " + name[vendor]
 		switch {
-		case unparsed != "":
-			f.Remedy = "to tidy up (optional): fix " + unparsed + " first, then remove " + key + "="
+		case unparsed.says != "":
+			f.Remedy = "to tidy up (optional): " + unparsed.fix + ", then remove " + key + "="
 		case src != nil && !confOff:
 			f.Message += "; " + src.File + " does not have it: the next boot drops it"
 		case src != nil || !noBootloader(e):
@@ -592,9 +607,9 @@ func offFinding(e *Env, p kargs.Param, src *grub.Source, configured []kargs.Para
 	f.Status = Fail
 	f.Message = p.String() + " in /proc/cmdline turns the IOMMU off"
 	switch {
-	case unparsed != "":
-		f.Message += "; " + unparsed + " cannot be parsed"
-		f.Remedy = "fix " + unparsed + " first, then run gpuprep check again"
+	case unparsed.says != "":
+		f.Message += "; " + unparsed.says
+		f.Remedy = unparsed.fix + ", then run gpuprep check again"
 	case src == nil && noBootloader(e):
 		f.Remedy = "remove " + p.String() + " where this node's kernel command line is made (the PXE/iPXE boot configuration, the hypervisor's definition of this VM, a unified kernel image), then reboot"
 	case src != nil && !confOff:

@@ -247,3 +247,44 @@ func TestKernelstubEntryNotWrittenAgain(t *testing.T) {
 	require.Contains(t, out, "would run: kernelstub\n")
 	require.Empty(t, run.Calls)
 }
+
+// A proxmox-boot-tool node whose root does not tell what its ESPs boot (no
+// LoaderInfo, neither GRUB's nor systemd-boot's mark on /proc/cmdline):
+// grub show refuses naming what was missing, check says the next boot's
+// configuration is unknown (an error, and no verdict resting on either
+// file), and grub ensure edits both files, which refresh writes whichever
+// way the ESPs boot.
+func TestProxmoxUnknownESPMode(t *testing.T) {
+	root := bootChainRoot(t, "proxmox-systemd-boot", fixture.BootMissing)
+	require.NoError(t, fixture.New(root).Remove("/sys/firmware/efi/efivars").File("/proc/cmdline", "root=ZFS=rpool/ROOT/pve-1 boot=zfs\n").Err())
+
+	_, errs, code := gpuprep(t, "grub", "show", "--root", root, "-o", "json")
+	require.Equal(t, exitUnknown, code)
+	require.Contains(t, errs, "does not tell whether its ESPs boot systemd-boot or GRUB")
+
+	out, _, _ := gpuprep(t, "check", "--root", root, "--mode", "vm-passthrough", "-o", "json")
+	var rep struct {
+		Findings []checkFinding `json:"findings"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &rep))
+	var statuses []string
+	for _, f := range rep.Findings {
+		if f.Check == "iommu.cmdline" {
+			statuses = append(statuses, f.Status)
+			require.NotContains(t, f.Message, "cannot be parsed", "nothing failed to parse: %+v", f)
+			if f.Subject == "intel_iommu=on" || f.Subject == "iommu=pt" {
+				require.Contains(t, f.Message, "which configuration the next boot reads is unknown")
+			}
+		}
+	}
+	require.Contains(t, statuses, "error")
+	require.NotContains(t, statuses, "pass")
+
+	fakeGrubRunner(t)
+	out, errs, code = gpuprep(t, "grub", "ensure", "--mode", "vm-passthrough", "--root", root, "--dry-run")
+	require.Equal(t, 0, code, errs)
+	require.Contains(t, out, "+++ b/etc/kernel/cmdline\n")
+	require.Contains(t, out, "+++ b/etc/default/grub\n")
+	require.Contains(t, out, "would run: proxmox-boot-tool refresh\n")
+	require.Contains(t, out, "both /etc/kernel/cmdline (systemd-boot) and /etc/default/grub (GRUB) are edited")
+}
