@@ -288,3 +288,25 @@ func TestProxmoxUnknownESPMode(t *testing.T) {
 	require.Contains(t, out, "would run: proxmox-boot-tool refresh\n")
 	require.Contains(t, out, "both /etc/kernel/cmdline (systemd-boot) and /etc/default/grub (GRUB) are edited")
 }
+
+// apply on Proxmox with systemd-boot ESPs: its kernel-args step writes
+// /etc/kernel/cmdline (journalled, backed up) and runs proxmox-boot-tool
+// refresh, leaves /etc/default/grub alone, and stops for the reboot;
+// rollback restores the file and refreshes the ESPs from it.
+func TestApplyProxmoxSystemdBoot(t *testing.T) {
+	k := simulatedKernel(t)
+	root := bootChainRoot(t, "proxmox-systemd-boot", fixture.BootMissing)
+	withTools(t, root)
+	grubBefore, cmdBefore := read(t, root, "/etc/default/grub"), read(t, root, "/etc/kernel/cmdline")
+	out, errs, code := gpuprep(t, "apply", "--root", root, "--mode", "vm-passthrough", "--yes")
+	require.Equal(t, exitNeedReboot, code, out+errs)
+	require.Equal(t, "root=ZFS=rpool/ROOT/pve-1 boot=zfs intel_iommu=on iommu=pt\n", read(t, root, "/etc/kernel/cmdline"))
+	require.Equal(t, grubBefore, read(t, root, "/etc/default/grub"))
+	require.Contains(t, (*k).Commands, []string{"proxmox-boot-tool", "refresh"})
+	require.NotContains(t, (*k).Commands, []string{"update-grub"})
+
+	out, errs, code = gpuprep(t, "rollback", "--root", root)
+	require.Equal(t, exitOK, code, out+errs)
+	require.Equal(t, cmdBefore, read(t, root, "/etc/kernel/cmdline"))
+	require.Equal(t, []string{"proxmox-boot-tool", "refresh"}, (*k).Commands[len((*k).Commands)-1])
+}
