@@ -2,11 +2,9 @@ package grub
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
-	"path"
 	"slices"
 	"sort"
 	"strings"
@@ -61,6 +59,19 @@ type Boot struct {
 	// kernelopts is /boot/grub2/grubenv's kernelopts (BLS entries whose
 	// options say $kernelopts, RHEL 8).
 	kernelopts string
+	// Entry is the boot entry the next boot reads its options from, made
+	// by the bootloader's tool from the configuration: the running
+	// kernel's (systemd-boot, by kernel-install from /etc/kernel/cmdline),
+	// kernelstub's <OS>-current.conf (kernelstub). nil when none was
+	// found.
+	Entry *File
+	// ESPMode (proxmox-boot-tool) is the bootloader its ESPs hold:
+	// ESPSystemdBoot, ESPGRUB, or "" when the root does not tell;
+	// ESPModeWhy is the evidence (or what was missing).
+	ESPMode, ESPModeWhy string
+	// proxmoxRunning (proxmox-boot-tool without /etc/kernel/cmdline) is
+	// the running command line as refresh copies it (proxmoxRunning)
+	proxmoxRunning string
 	// StaleMenu, when Menu is older than a defaults file it is made from,
 	// says so ("/boot/grub/grub.cfg is older than /etc/default/grub"): the
 	// likely reason it lacks a change (its regeneration failed, was cut
@@ -98,22 +109,26 @@ func Detect(root *host.Root) (*Boot, error) {
 	case root.Exists("/run/ostree-booted") || root.Exists("/ostree/repo") && findTool(root, "rpm-ostree") != "":
 		b.Kind = KindRpmOstree
 		return b, nil
-	case root.Exists("/etc/kernelstub/configuration"):
+	case root.Exists(KernelstubConfig):
 		b.Kind = KindKernelstub
-		data, err := root.ReadFile("/etc/kernelstub/configuration")
+		opts, sec, err := readKernelstubConfig(root)
 		if err != nil {
 			return nil, err
 		}
-		var cfg struct {
-			User struct {
-				KernelOptions []string `json:"kernel_options"`
-			} `json:"user"`
-		}
-		if err := json.Unmarshal(data, &cfg); err != nil {
-			return nil, fmt.Errorf("/etc/kernelstub/configuration: %w", err)
-		}
-		b.KernelstubOptions = cfg.User.KernelOptions
+		b.KernelstubOptions, b.Entry = opts, kernelstubEntry(root, sec)
 		return b, nil
+	}
+	if _, ok, err := proxmoxESPs(root); ok {
+		if err != nil {
+			return nil, err
+		}
+		return detectProxmox(root, b)
+	}
+	if b.KernelCmdline != nil && strings.HasPrefix(loaderInfo(root), "systemd-boot") {
+		// booted by systemd-boot, with kernel-install's file: a GRUB
+		// defaults file left from before (or installed beside it) is not
+		// what boots
+		return detectSystemdBoot(root, b), nil
 	}
 	files, err := ReadFiles(root)
 	if err != nil {
@@ -121,16 +136,7 @@ func Detect(root *host.Root) (*Boot, error) {
 	}
 	if len(files) == 0 {
 		if b.KernelCmdline != nil || root.Exists("/boot/loader/loader.conf") || root.Exists("/efi/loader/loader.conf") || root.Exists("/boot/efi/loader/loader.conf") {
-			b.Kind = KindSystemdBoot
-			for _, dir := range []string{"/usr/lib/modules", "/lib/modules"} {
-				for _, k := range root.Names(dir) {
-					if root.Exists(dir+"/"+k+"/vmlinuz") && !slices.Contains(b.Kernels, k) {
-						b.Kernels = append(b.Kernels, k)
-					}
-				}
-			}
-			sort.Strings(b.Kernels)
-			return b, nil
+			return detectSystemdBoot(root, b), nil
 		}
 		return nil, fmt.Errorf("no bootloader configuration found (looked for /etc/default/grub, /etc/kernel/cmdline, systemd-boot's loader.conf, /etc/kernelstub/configuration, rpm-ostree): %w", ErrUnsupported)
 	}
@@ -219,74 +225,6 @@ func menuLacks(menu []byte, req Request) bool {
 		return len(add) > 0 || len(del) > 0
 	}
 	return false
-}
-
-// Configured returns the arguments the next boot will use according to
-// this setup (for BLS, the entries' options: every entry must agree for
-// an argument to count as configured, see ConfiguredArgs).
-func (b *Boot) configuredSources() ([]string, [][]kargs.Param, error) {
-	switch b.Kind {
-	case KindGRUB, KindGRUB2:
-		c, err := Evaluate(b.Files)
-		if err != nil {
-			return nil, nil, err
-		}
-		return []string{b.Files[0].Path}, [][]kargs.Param{c.Args()}, nil
-	case KindBLS, KindRpmOstree:
-		var names []string
-		var out [][]kargs.Param
-		for _, e := range b.Entries {
-			names = append(names, e.Path)
-			out = append(out, wordsArgs(b.entryOptions(e)))
-		}
-		if b.Kind == KindBLS && len(b.Entries) == 0 {
-			c, err := Evaluate(b.Files)
-			if err != nil {
-				return nil, nil, err
-			}
-			return []string{b.Files[0].Path}, [][]kargs.Param{c.Args()}, nil
-		}
-		return names, out, nil
-	case KindSystemdBoot:
-		if b.KernelCmdline == nil {
-			return []string{KernelCmdlineFile}, [][]kargs.Param{nil}, nil
-		}
-		return []string{KernelCmdlineFile}, [][]kargs.Param{wordsArgs(string(b.KernelCmdline.Data))}, nil
-	case KindKernelstub:
-		return []string{"/etc/kernelstub/configuration"}, [][]kargs.Param{wordsArgs(strings.Join(b.KernelstubOptions, " "))}, nil
-	}
-	return nil, nil, fmt.Errorf("%s: %w", b.Kind, ErrUnsupported)
-}
-
-// ConfiguredArgs is what the next boot of kernel kver passes, as far as the
-// configuration says, and where that comes from. With BLS entries it is the
-// entry of kver, else the last entry that is not a rescue entry.
-func (b *Boot) ConfiguredArgs(kver string) ([]kargs.Param, string, error) {
-	names, srcs, err := b.configuredSources()
-	if err != nil || len(srcs) == 0 {
-		return nil, "", err
-	}
-	if (b.Kind == KindBLS || b.Kind == KindRpmOstree) && len(b.Entries) == len(srcs) {
-		pick := -1
-		for i, e := range b.Entries {
-			linux := ""
-			for _, l := range strings.Split(string(e.Data), "\n") {
-				if f := strings.Fields(l); len(f) >= 2 && f[0] == "linux" {
-					linux = f[1]
-				}
-			}
-			switch {
-			case kver != "" && path.Base(linux) == "vmlinuz-"+kver:
-				return srcs[i], names[i], nil
-			case !strings.Contains(e.Path, "rescue"):
-				pick = i
-			}
-		}
-		if pick >= 0 {
-			return srcs[pick], names[pick], nil
-		}
-	}
-	return srcs[0], names[0], nil
 }
 
 func wordsArgs(s string) []kargs.Param {
@@ -415,14 +353,24 @@ func (b *Boot) PlanEdit(req Request, regenerate bool) (*Plan, error) {
 			return nil, err
 		}
 		p.Added, p.Removed = added, removed
-		if ch != nil {
-			p.Changes = append(p.Changes, *ch)
+		if ch == nil && b.entryLacks(req) {
+			// the file is right and the running kernel's entry is not:
+			// kernel-install did not run (or failed) since it changed
+			p.MenuStale = b.Entry.Path + " (the running kernel's entry) lacks the change that " + KernelCmdlineFile + " has"
+			p.Notes = append(p.Notes, p.MenuStale+": its entry is made again")
+		}
+		if ch != nil || p.MenuStale != "" {
+			if ch != nil {
+				p.Changes = append(p.Changes, *ch)
+			}
 			if len(b.Kernels) == 0 {
 				p.Notes = append(p.Notes, "no kernel image found under /lib/modules/*/vmlinuz: run kernel-install add for each installed kernel yourself")
 			}
-			for _, k := range b.Kernels {
-				p.Commands = append(p.Commands, []string{"kernel-install", "add", k, "/lib/modules/" + k + "/vmlinuz"})
-			}
+			p.Commands = append(p.Commands, b.kernelInstall()...)
+		}
+	case KindProxmox:
+		if err := b.planProxmox(p, req); err != nil {
+			return nil, err
 		}
 	case KindKernelstub:
 		add, del := needs(wordsArgs(strings.Join(b.KernelstubOptions, " ")), b.KernelstubOptions, req)
@@ -431,6 +379,13 @@ func (b *Boot) PlanEdit(req Request, regenerate bool) (*Plan, error) {
 		}
 		if len(add) > 0 {
 			p.Commands = append(p.Commands, []string{"kernelstub", "--add-options", strings.Join(add, " ")})
+		}
+		if len(p.Commands) == 0 && b.entryLacks(req) {
+			// the configuration is right and the entry is not: kernelstub
+			// did not run (or failed) since it changed
+			p.MenuStale = b.Entry.Path + " (kernelstub's entry) lacks the change that " + KernelstubConfig + " has"
+			p.Notes = append(p.Notes, p.MenuStale+": kernelstub writes it again")
+			p.Commands = append(p.Commands, []string{"kernelstub"})
 		}
 		p.Added, p.Removed = add, del
 	case KindRpmOstree:

@@ -5,10 +5,8 @@ package grub
 
 import (
 	"fmt"
-	"path"
 	"strings"
 
-	"github.com/gpuprep/gpuprep/internal/host"
 	"github.com/gpuprep/gpuprep/internal/kargs"
 )
 
@@ -70,90 +68,4 @@ func plainLocated(file, text string, line int) ([]kargs.Param, []string) {
 		at = append(at, fmt.Sprintf("%s:%d", file, line+strings.Count(text[:w[0]], "\n")))
 	}
 	return args, at
-}
-
-// Configured returns the kernel command line the bootloader will use on the
-// next boot of kernel kver: a BLS entry for that kernel where the host boots
-// through BLS (RHEL, Fedora), else /etc/default/grub (+ grub.d), else
-// /etc/kernel/cmdline. It returns nil when none of them is there.
-func Configured(root *host.Root, kver string) (*Source, error) {
-	if src, err := blsEntry(root, kver); src != nil || err != nil {
-		return src, err
-	}
-	// The same reading as the editor's (checked against bash), so that
-	// what check reports configured is what grub would edit.
-	files, err := ReadFiles(root)
-	if err != nil {
-		return nil, err
-	}
-	if len(files) > 0 {
-		c, st, err := evaluate(files)
-		if err != nil {
-			return nil, err
-		}
-		file := files[0].Path // /etc/default/grub, or the first drop-in where it is absent
-		for _, n := range []string{cmdlineVars[1], cmdlineVars[0]} {
-			if v := st.vars[n]; v != nil && v.assign >= 0 && st.assigns[v.assign].file > 0 {
-				file = files[0].Path + " + " + files[st.assigns[v.assign].file].Path
-				break
-			}
-		}
-		src := &Source{Kind: "grub", File: file, Cmdline: c.String()}
-		for _, n := range cmdlineVars {
-			v := st.vars[n]
-			if v == nil {
-				continue
-			}
-			val := chrString(v.val)
-			for _, w := range splitWords(val) {
-				src.args = append(src.args, kargs.ParseOne(unquoteWord(val[w[0]:w[1]])))
-				ch := v.val[w[0]]
-				sg := st.segs[ch.seg]
-				src.at = append(src.at, fmt.Sprintf("%s:%d", files[sg.file].Path, lineAt(files[sg.file].Data, ch.s)))
-			}
-		}
-		return src, nil
-	}
-	if b, err := kargs.ReadString(root, KernelCmdlineFile); err == nil {
-		src := &Source{Kind: "kernel-cmdline", File: KernelCmdlineFile, Cmdline: b}
-		src.args, src.at = plainLocated(KernelCmdlineFile, b, 1)
-		return src, nil
-	}
-	return nil, nil
-}
-
-// blsEntry reads the options of the BLS entry that boots kver.
-func blsEntry(root *host.Root, kver string) (*Source, error) {
-	entries, _ := root.Glob("/boot/loader/entries/*.conf")
-	for _, e := range entries {
-		b, err := kargs.ReadFile(root, e)
-		if err != nil {
-			continue
-		}
-		var linux, options string
-		optLine := 0
-		for i, l := range strings.Split(string(b), "\n") {
-			f := strings.Fields(l)
-			if len(f) < 2 {
-				continue
-			}
-			switch f[0] {
-			case "linux":
-				linux = f[1]
-			case "options":
-				options = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(l), "options"))
-				optLine = i + 1
-			}
-		}
-		if kver != "" && path.Base(linux) != "vmlinuz-"+kver {
-			continue
-		}
-		if strings.Contains(options, "$kernelopts") {
-			options = strings.ReplaceAll(options, "$kernelopts", grubenvKernelopts(root))
-		}
-		src := &Source{Kind: "bls", File: e, Cmdline: options}
-		src.args, src.at = plainLocated(e, options, optLine)
-		return src, nil
-	}
-	return nil, nil
 }

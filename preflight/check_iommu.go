@@ -132,7 +132,7 @@ func checkIOMMUKernel(e *Env) []Finding {
 	src, srcErr := e.Configured()
 	var configured []kargs.Param
 	if src != nil {
-		configured = kargs.Parse(src.Cmdline)
+		configured = src.Args()
 	}
 	switch {
 	case allSatisfied(e.Cmdline, want) && len(off) == 0:
@@ -141,7 +141,7 @@ func checkIOMMUKernel(e *Env) []Finding {
 		f.Message += "; the running kernel already has " + argList(want)
 		f.Remedy = kernelWithoutIOMMU(e, vendor)
 	case srcErr != nil:
-		f.Remedy = "fix " + parseErrAt(srcErr) + " first (see iommu.cmdline), then set the IOMMU kernel arguments and reboot"
+		f.Remedy = unreadOf(srcErr).fix + " (see iommu.cmdline), then set the IOMMU kernel arguments and reboot"
 	case src != nil && allSatisfied(configured, want) && len(offArgs(configured, vendor)) == 0:
 		if pending, _, regen := rebootPending(e, src, grub.Request{Ensure: want}); !pending {
 			f.Remedy = "the IOMMU arguments are configured in " + src.File + " but the last boot did not use them (see iommu.cmdline for why): another reboot alone will not help"
@@ -178,6 +178,21 @@ func kernelWithoutIOMMU(e *Env, vendor string) string {
 	}
 	return "rebooting will not help: the kernel log says why it did not start the IOMMU (journalctl -k -b | grep -i " + grep + "): " +
 		biosIOMMU(e) + " disabled or broken in the firmware (check the BIOS/UEFI setting; update the firmware), or a kernel built without " + opt
+}
+
+// unread is what of the next boot's configuration could not be read: says
+// it for a message, fix is the remedy's first step ("" when all was read).
+type unread struct{ says, fix string }
+
+// unreadOf is unread for err, the error reading the configuration: a file
+// and line gpuprep will not guess about, or a boot setup whose
+// configuration it cannot tell (grub.ErrUnknownBoot and the like).
+func unreadOf(err error) unread {
+	if errors.As(err, new(*grub.ParseError)) {
+		at := parseErrAt(err)
+		return unread{at + " cannot be parsed", "fix " + at + " first"}
+	}
+	return unread{"which configuration the next boot reads is unknown (see the iommu.cmdline error)", "find out which configuration the node boots first (the iommu.cmdline error says what was missing)"}
 }
 
 // parseErrAt names the file and line of a configuration gpuprep cannot
@@ -393,16 +408,19 @@ func checkIOMMUCmdline(e *Env) []Finding {
 	}
 	src, srcErr := e.Configured()
 	var out []Finding
-	unparsed := "" // the file:line that could not be parsed
+	var unparsed unread // what of the next boot's configuration could not be read
 	if srcErr != nil {
-		unparsed = parseErrAt(srcErr)
+		unparsed = unreadOf(srcErr)
 		out = append(out, Finding{Status: Error, Subject: firstWord(srcErr.Error()),
 			Message: "cannot evaluate the configured kernel arguments: " + srcErr.Error(),
 			Remedy:  "simplify that line to a plain quoted assignment"})
+		if !errors.As(srcErr, new(*grub.ParseError)) {
+			out[len(out)-1].Remedy = "find out which configuration the node boots (the error says what was missing), then run gpuprep check again"
+		}
 	}
 	var configured []kargs.Param
 	if src != nil {
-		configured = kargs.Parse(src.Cmdline)
+		configured = src.Args()
 	}
 	fix := "gpuprep grub ensure --mode " + string(e.vmMode())
 	active := e.IOMMU.Active()
@@ -446,7 +464,7 @@ func checkIOMMUCmdline(e *Env) []Finding {
 			case src != nil:
 				f.Message += " and configured in " + src.File + kargs.AsEquivalent(configured, want)
 			case srcErr != nil:
-				f.Message += "; whether it persists is unknown: " + unparsed + " cannot be parsed"
+				f.Message += "; whether it persists is unknown: " + unparsed.says
 			default:
 				f.Message += "; no bootloader configuration found to confirm it persists"
 			}
@@ -456,6 +474,15 @@ func checkIOMMUCmdline(e *Env) []Finding {
 				f.Message += "; " + grub.LaterLackSays(lack) + ": kernels installed later would go without it"
 				f.Fixable, f.FixCommand = true, fix
 				f.Remedy = "keep it for kernels installed later: " + fix + " (no reboot)"
+			}
+			if b, err := e.Boot(); err == nil && src != nil {
+				if menu, lacks := b.BootMenuLacks(e.Root, grub.Request{Ensure: []kargs.Param{want}}); lacks {
+					// configured, but not in the menu the next boot reads
+					regen := b.MenuRegenerate(e.Root, menu)
+					f.Status = Warn
+					f.Message += "; but the boot menu " + menu + " does not have it (" + b.MenuEntry() + "): the next boot goes without it"
+					f.Remedy = "regenerate the boot menu (" + regen + ") before rebooting"
+				}
 			}
 		case running:
 			f.Status = Warn
@@ -491,8 +518,8 @@ func checkIOMMUCmdline(e *Env) []Finding {
 				f.Remedy = fix + ", then reboot"
 			case srcErr != nil:
 				// grub ensure would refuse the same line.
-				f.Message += "; " + unparsed + " cannot be parsed"
-				f.Remedy = "fix " + unparsed + " first, then run gpuprep check again"
+				f.Message += "; " + unparsed.says
+				f.Remedy = unparsed.fix + ", then run gpuprep check again"
 			case noBootloader(e):
 				// No bootloader configuration: booted over the network or
 				// straight by a hypervisor; grub ensure has nothing to edit.
@@ -600,7 +627,7 @@ func notInEffect(ps []kargs.Param, want kargs.Param, where string) string {
 
 // offFinding judges p, an argument in /proc/cmdline that leaves an IOMMU
 // off; its remedy depends on what the configuration for the next boot has.
-func offFinding(e *Env, p kargs.Param, src *grub.Source, configured []kargs.Param, unparsed, vendor string) Finding {
+func offFinding(e *Env, p kargs.Param, src *grub.Source, configured []kargs.Param, unparsed unread, vendor string) Finding {
 	f := Finding{Subject: p.String()}
 	key := kargs.Norm(p.Key)
 	_, confOff := kargs.Disabling(configured, key)
@@ -615,8 +642,8 @@ func offFinding(e *Env, p kargs.Param, src *grub.Source, configured []kargs.Para
 			f.Message = p.String() + " in /proc/cmdline does nothing here: " + key + "= is an x86 kernel parameter, and this node is arm64 (an Arm SMMU)"
 		}
 		switch {
-		case unparsed != "":
-			f.Remedy = "to tidy up (optional): fix " + unparsed + " first, then remove " + key + "="
+		case unparsed.says != "":
+			f.Remedy = "to tidy up (optional): " + unparsed.fix + ", then remove " + key + "="
 		case src != nil && !confOff:
 			f.Message += "; " + src.File + " does not have it: the next boot drops it"
 		case src != nil || !noBootloader(e):
@@ -628,9 +655,9 @@ func offFinding(e *Env, p kargs.Param, src *grub.Source, configured []kargs.Para
 	f.Status = Fail
 	f.Message = p.String() + " in /proc/cmdline turns the IOMMU off"
 	switch {
-	case unparsed != "":
-		f.Message += "; " + unparsed + " cannot be parsed"
-		f.Remedy = "fix " + unparsed + " first, then run gpuprep check again"
+	case unparsed.says != "":
+		f.Message += "; " + unparsed.says
+		f.Remedy = unparsed.fix + ", then run gpuprep check again"
 	case src == nil && noBootloader(e):
 		f.Remedy = "remove " + p.String() + " where this node's kernel command line is made (the PXE/iPXE boot configuration, the hypervisor's definition of this VM, a unified kernel image), then reboot"
 	case src != nil && !confOff:
@@ -680,22 +707,29 @@ func firstWord(s string) string {
 // alone would not bring it, and regen is the command that regenerates the
 // menu (to run before the reboot).
 func rebootPending(e *Env, src *grub.Source, req grub.Request) (pending bool, detail, regen string) {
-	file := strings.Fields(src.File)[0]
-	if src.Kind == "grub" {
-		if menu, lacks := grub.MenuLacks(e.Root, req); lacks {
-			regen = grub.RegenerateCommand(e.Root, menu)
-			detail = fmt.Sprintf("; the boot menu %s does not have the change yet (its first entry)", menu)
-			if m, newer, stale := grub.StaleMenu(e.Root); stale && m == menu {
-				detail += fmt.Sprintf(", and is older than %s", newer)
-			}
-			return true, detail + fmt.Sprintf(": regenerate it (%s) before rebooting", regen), regen
-		}
-	}
-	fi, err := e.Root.Stat(file)
-	if err != nil || e.BootTime.IsZero() {
+	b, err := e.Boot()
+	if err != nil {
 		return true, "", ""
 	}
-	return fi.ModTime().After(e.BootTime), "", ""
+	if menu, lacks := b.BootMenuLacks(e.Root, req); lacks {
+		regen = b.MenuRegenerate(e.Root, menu)
+		detail = fmt.Sprintf("; the boot menu %s does not have the change yet (%s)", menu, b.MenuEntry())
+		if m, newer, stale := grub.StaleMenu(e.Root); stale && m == menu {
+			detail += fmt.Sprintf(", and is older than %s", newer)
+		}
+		return true, detail + fmt.Sprintf(": regenerate it (%s) before rebooting", regen), regen
+	}
+	return b.ChangedSince(e.Root, src, e.BootTime), proxmoxUnseen(b), ""
+}
+
+// proxmoxUnseen is, on a proxmox-boot-tool node, what gpuprep could not
+// read: the ESPs (not mounted in regular operation) that the next boot
+// reads its command line from.
+func proxmoxUnseen(b *grub.Boot) string {
+	if b.Kind != grub.KindProxmox {
+		return ""
+	}
+	return "; the ESPs (" + grub.ProxmoxBootUUIDs + ") are not mounted, so whether proxmox-boot-tool refresh copied it there is not seen (gpuprep grub ensure runs it)"
 }
 
 func checkInterruptRemapping(e *Env) []Finding {
@@ -743,7 +777,7 @@ func intremapNextBoot(e *Env) []Finding {
 	if err != nil || src == nil {
 		return nil // iommu.cmdline names what cannot be read
 	}
-	p, off := kargs.IntRemapOff(kargs.Parse(src.Cmdline))
+	p, off := kargs.IntRemapOff(src.Args())
 	if !off {
 		return nil
 	}

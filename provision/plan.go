@@ -1703,6 +1703,11 @@ func rebootCauses(root *host.Root, boot *grub.Boot, missing []kargs.Param, kver,
 			fmt.Sprintf("likely causes: kernelstub records the options in %s and writes them to the EFI system partition's loader entry and NVRAM when it runs: a failed or interrupted run leaves the old ones (run kernelstub -v again); the firmware booted another entry, an older NVRAM entry or GRUB (efibootmgr -v shows BootCurrent and BootOrder)", src),
 			fmt.Sprintf("check: kernelstub --print-config -v shows the kernel boot options, and the ESP's loader entry (/boot/efi/loader/entries/*-current.conf) must carry %s", args),
 		}
+	case grub.KindProxmox:
+		return []string{
+			fmt.Sprintf("likely causes: proxmox-boot-tool refresh did not copy %s to every ESP in %s (it skips an ESP whose /dev/disk/by-uuid link is missing, and stops when the first line of %s lacks root=); the firmware booted another disk's ESP, or another bootloader than the ESPs' %s (efibootmgr -v names it); a kernel pinned with proxmox-boot-tool kernel pin; a choice or an edited command line at the console", src, grub.ProxmoxBootUUIDs, grub.KernelCmdlineFile, espMode(boot)),
+			fmt.Sprintf("check: proxmox-boot-tool status shows what each ESP boots; run proxmox-boot-tool refresh, and the options of loader/entries/proxmox-%s.conf (systemd-boot) or the linux line of grub/grub.cfg (GRUB) on each ESP must carry %s", kver, args),
+		}
 	case grub.KindRpmOstree:
 		return []string{
 			"likely causes: rpm-ostree stages the change in a new deployment, and the node booted the previous one: a rollback (greenboot, or chosen at the boot menu), or the staged deployment failed to finalize at shutdown (journalctl -b -1 -u ostree-finalize-staged)",
@@ -1710,4 +1715,13 @@ func rebootCauses(root *host.Root, boot *grub.Boot, missing []kargs.Param, kver,
 		}
 	}
 	return nil
+}
+
+// espMode names what a proxmox-boot-tool node's ESPs boot, as far as gpuprep
+// can tell.
+func espMode(boot *grub.Boot) string {
+	if boot.ESPMode == "" {
+		return "systemd-boot or GRUB"
+	}
+	return boot.ESPMode
 }

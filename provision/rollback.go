@@ -329,7 +329,8 @@ func Rollback(ctx context.Context, e Env, o RollbackOptions) (*RollbackResult, e
 		switch {
 		case err != nil:
 			res.Failed = append(res.Failed, "kernel arguments: "+err.Error())
-		case boot.Kind == grub.KindGRUB || boot.Kind == grub.KindGRUB2:
+		case boot.Kind == grub.KindGRUB || boot.Kind == grub.KindGRUB2 || boot.Kind == grub.KindProxmox:
+			// proxmox-boot-tool: refresh copies the restored files to the ESPs
 			if boot.Regenerate != nil {
 				e.logf("run: %s", host.ShellQuote(boot.Regenerate))
 				if out, err := e.Runner.Run(ctx, boot.Regenerate...); err != nil {

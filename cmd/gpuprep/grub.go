@@ -73,13 +73,16 @@ type grubCmd struct {
 func newGrubCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "grub",
-		Short: "Show and edit the kernel arguments the bootloader passes (GRUB, BLS, systemd-boot, kernelstub, rpm-ostree)",
+		Short: "Show and edit the kernel arguments the bootloader passes (GRUB, BLS, systemd-boot, kernelstub, rpm-ostree, proxmox-boot-tool)",
 		Long: `grub shows and edits the kernel command line of the next boot, on the
 bootloader it finds under the root: Debian/Ubuntu/Arch GRUB (/etc/default/grub
 and grub.d, then update-grub or grub-mkconfig), openSUSE (grub2-mkconfig),
 RHEL/Rocky/Alma/Fedora with BLS (grubby for installed kernels, plus
 /etc/default/grub and /etc/kernel/cmdline for later ones), systemd-boot
-(/etc/kernel/cmdline, kernel-install), Pop!_OS (kernelstub) and rpm-ostree.
+(/etc/kernel/cmdline, kernel-install), Pop!_OS (kernelstub), rpm-ostree, and
+Proxmox VE whose ESPs proxmox-boot-tool keeps (/etc/kernel/proxmox-boot-uuids):
+the first line of /etc/kernel/cmdline where they boot systemd-boot, or
+/etc/default/grub where they boot GRUB, then proxmox-boot-tool refresh.
 
 Edits keep every other byte of a file, keep its quoting, refuse (naming the
 file and line) what they cannot edit safely, write atomically with a backup
@@ -199,7 +202,11 @@ func (c *grubCmd) edit(cmd *cobra.Command, args []string, remove bool) error {
 		return &exitError{code: exitUnknown, err: err}
 	}
 	out := sanitize.NewWriter(cmd.OutOrStdout())
-	fmt.Fprintf(out, "bootloader: %s\n", boot.Kind)
+	if e := espsSay(boot); e != "" {
+		fmt.Fprintf(out, "bootloader: %s, %s\n", boot.Kind, e)
+	} else {
+		fmt.Fprintf(out, "bootloader: %s\n", boot.Kind)
+	}
 	kver, _ := root.ReadString("/proc/sys/kernel/osrelease")
 	conf, _, _ := boot.ConfiguredArgs(strings.TrimSpace(kver))
 	for _, s := range plan.Satisfied {
@@ -322,6 +329,8 @@ type showReport struct {
 	Kind       string `json:"kind"`
 	Bootloader string `json:"bootloader"`
 	Source     string `json:"source"`
+	// ESPs (proxmox-boot-tool) is what its ESPs boot, and how gpuprep knows
+	ESPs       string `json:"esps,omitempty"`
 	Configured string `json:"configured"`
 	Running    string `json:"running"`
 	// RunningError says why /proc/cmdline could not be read ("" when it was)
@@ -348,13 +357,19 @@ func (c *grubCmd) show(cmd *cobra.Command) error {
 		return &exitError{code: exitUnknown, err: err}
 	}
 	kver, _ := root.ReadString("/proc/sys/kernel/osrelease")
-	conf, src, err := boot.ConfiguredArgs(strings.TrimSpace(kver))
+	// the same reading of the next boot as check's (grub.Configured)
+	source, err := boot.Source(strings.TrimSpace(kver))
 	if err != nil {
 		return &exitError{code: exitUnknown, err: err}
 	}
+	var conf []kargs.Param
+	src := ""
+	if source != nil {
+		conf, src = source.Args(), source.File
+	}
 	raw, rerr := kargs.ReadString(root, "/proc/cmdline")
 	running := kargs.Parse(raw)
-	rep := showReport{APIVersion: "gpuprep/v1", Kind: "KernelArgs", Bootloader: boot.Kind, Source: src, Running: raw, Mode: c.mode}
+	rep := showReport{APIVersion: "gpuprep/v1", Kind: "KernelArgs", Bootloader: boot.Kind, Source: src, ESPs: espsSay(boot), Running: raw, Mode: c.mode}
 	if rerr != nil {
 		rep.RunningError = rerr.Error()
 	}
@@ -363,7 +378,7 @@ func (c *grubCmd) show(cmd *cobra.Command) error {
 		cw = append(cw, p.String())
 	}
 	rep.Configured = strings.Join(cw, " ")
-	srcNewer := configNewerThanBoot(root, boot, src)
+	srcNewer := boot.ChangedSince(root, source, bootTime(root))
 	for _, w := range k.Wanted {
 		a := argState{Wanted: w.String()}
 		// the occurrence that decides, which for iommu=pt can be its
@@ -384,15 +399,15 @@ func (c *grubCmd) show(cmd *cobra.Command) error {
 		isConf, isRun := kargs.Satisfied(conf, w), rerr == nil && kargs.Satisfied(running, w)
 		why, notNeeded := k.NotNeeded[w.String()]
 		menu, menuLacks := "", false // GRUB: the generated menu's content decides, not its age
-		if isConf && (boot.Kind == grub.KindGRUB || boot.Kind == grub.KindGRUB2) {
-			menu, menuLacks = grub.MenuLacks(root, grub.Request{Ensure: []kargs.Param{w}})
+		if isConf {
+			menu, menuLacks = boot.BootMenuLacks(root, grub.Request{Ensure: []kargs.Param{w}})
 		}
 		switch {
 		case notNeeded:
 			a.State, a.Reason = "not-needed", why+": no edit and no reboot is for it"
 		case menuLacks:
 			a.State = "configured-not-in-boot-menu"
-			a.Reason = "configured, but the boot menu " + menu + " does not have it (its first entry): the next boot goes without it until it is regenerated (" + grub.RegenerateCommand(root, menu) + "; gpuprep grub ensure runs it)"
+			a.Reason = "configured, but the boot menu " + menu + " does not have it (" + boot.MenuEntry() + "): the next boot goes without it until it is regenerated (" + boot.MenuRegenerate(root, menu) + "; gpuprep grub ensure runs it)"
 		case isConf && rerr != nil:
 			a.State, a.Reason = "configured-running-unknown", "configured; whether the running kernel has it is unknown: "+rerr.Error()
 		case isConf && isRun:
@@ -426,7 +441,7 @@ func (c *grubCmd) show(cmd *cobra.Command) error {
 		}
 		rep.Args = append(rep.Args, a)
 	}
-	rep.Off = offStates(root, k, c.mode, conf, running, rerr == nil)
+	rep.Off = offStates(root, boot, source, k, c.mode, conf, running, rerr == nil)
 	out := cmd.OutOrStdout()
 	if c.output == "json" {
 		enc := json.NewEncoder(out)
@@ -442,7 +457,11 @@ func showText(out io.Writer, rep showReport) error {
 	if rep.RunningError != "" {
 		running = "unknown (" + rep.RunningError + ")"
 	}
-	fmt.Fprintf(out, "bootloader: %s (%s)\nconfigured: %s\nrunning:    %s\n\n", rep.Bootloader, rep.Source, sanitize.Terminal(rep.Configured), sanitize.Terminal(running))
+	bl := rep.Bootloader
+	if rep.ESPs != "" {
+		bl += ", " + rep.ESPs
+	}
+	fmt.Fprintf(out, "bootloader: %s (%s)\nconfigured: %s\nrunning:    %s\n\n", bl, rep.Source, sanitize.Terminal(rep.Configured), sanitize.Terminal(running))
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "WANTED\tCONFIGURED\tRUNNING\tSTATE")
 	dash := func(s string) string {
@@ -485,9 +504,7 @@ func showText(out io.Writer, rep showReport) error {
 
 // offStates are the arguments, configured for the next boot or running,
 // that turn off what the mode needs (k.NotOff), one per switch.
-func offStates(root *host.Root, k preflight.KernelArgs, mode string, conf, running []kargs.Param, runKnown bool) []offState {
-	kver, _ := root.ReadString("/proc/sys/kernel/osrelease")
-	src, _ := grub.Configured(root, strings.TrimSpace(kver))
+func offStates(root *host.Root, boot *grub.Boot, src *grub.Source, k preflight.KernelArgs, mode string, conf, running []kargs.Param, runKnown bool) []offState {
 	fix := "gpuprep grub ensure --mode " + mode + " removes it"
 	var out []offState
 	for _, key := range k.NotOff {
@@ -524,35 +541,14 @@ func offStates(root *host.Root, k preflight.KernelArgs, mode string, conf, runni
 			o.State, o.Reason = "in-effect", what+" is off now and stays off at the next boot: "+fix+", then reboot"
 		default:
 			o.State, o.Reason = "reboot-drops", what+" is off now; the configuration no longer has it: a reboot drops it"
-			if menu, lacks := grub.MenuLacks(root, grub.Request{NotOff: []string{key}}); lacks && src != nil && src.Kind == "grub" {
+			if menu, lacks := boot.BootMenuLacks(root, grub.Request{NotOff: []string{key}}); lacks && src != nil {
 				o.State = "in-boot-menu"
-				o.Reason = what + " is off now; the configuration no longer has it, but the boot menu " + menu + " still does (its first entry): regenerate it (" + grub.RegenerateCommand(root, menu) + ") before rebooting, or the next boot keeps it"
+				o.Reason = what + " is off now; the configuration no longer has it, but the boot menu " + menu + " still does (" + boot.MenuEntry() + "): regenerate it (" + boot.MenuRegenerate(root, menu) + ") before rebooting, or the next boot keeps it"
 			}
 		}
 		out = append(out, o)
 	}
 	return out
-}
-
-// configNewerThanBoot reports whether the configuration changed after the
-// last boot (so a reboot is pending). Whether the generated boot menu has the
-// change is judged by its content (grub.MenuLacks), not by its age.
-func configNewerThanBoot(root *host.Root, boot *grub.Boot, src string) bool {
-	var newest time.Time
-	files := []string{src}
-	for _, f := range boot.Files {
-		files = append(files, f.Path)
-	}
-	for _, f := range files {
-		if fi, err := root.Stat(f); err == nil && fi.ModTime().After(newest) {
-			newest = fi.ModTime()
-		}
-	}
-	bt := bootTime(root)
-	if bt.IsZero() {
-		return true
-	}
-	return newest.After(bt)
 }
 
 func bootTime(root *host.Root) time.Time {
@@ -568,4 +564,16 @@ func bootTime(root *host.Root) time.Time {
 		}
 	}
 	return time.Time{}
+}
+
+// espsSay is, on a proxmox-boot-tool node, what its ESPs boot and the
+// evidence ("ESPs with systemd-boot: booted by …"), else "".
+func espsSay(boot *grub.Boot) string {
+	if boot.Kind != grub.KindProxmox {
+		return ""
+	}
+	if boot.ESPMode == "" {
+		return "ESPs with systemd-boot or GRUB: " + boot.ESPModeWhy
+	}
+	return "ESPs with " + boot.ESPMode + ": " + boot.ESPModeWhy
 }
