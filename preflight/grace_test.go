@@ -215,8 +215,9 @@ func TestGH200KernelArgs(t *testing.T) {
 	_, res = grace(t, "", func(b *fixture.Builder) {
 		b.File("/proc/cmdline", "BOOT_IMAGE=/boot/vmlinuz root=/dev/nvme0n1p2 ro iommu.passthrough=1\n")
 		b.File("/etc/default/grub", "GRUB_CMDLINE_LINUX_DEFAULT=\"quiet iommu.passthrough=1\"\n")
+		b.File("/boot/grub/grub.cfg", "menuentry 'Ubuntu' {\n\tlinux /boot/vmlinuz root=/dev/nvme0n1p2 ro quiet iommu.passthrough=1\n}\n") // the menu made from it
 	})
-	require.Equal(t, preflight.Pass, only(t, res, "iommu.cmdline").Status)
+	require.Equal(t, preflight.Pass, only(t, res, "iommu.cmdline").Status, only(t, res, "iommu.cmdline").Message)
 	_, res = grace(t, "", func(b *fixture.Builder) {
 		b.File("/proc/cmdline", "BOOT_IMAGE=/boot/vmlinuz root=/dev/nvme0n1p2 ro iommu=pt\n")
 		b.File("/etc/default/grub", "GRUB_CMDLINE_LINUX_DEFAULT=\"quiet iommu=pt\"\n")
