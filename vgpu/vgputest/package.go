@@ -146,7 +146,7 @@ func (h *Host) rpm(ctx context.Context, b *fixture.Builder, args []string) ([]by
 // DKMS build fail as apt-get reports it.
 func (h *Host) installPackage(ctx context.Context, b *fixture.Builder, tool, file string) ([]byte, error) {
 	kver, _ := h.Root.ReadString("/proc/sys/kernel/osrelease")
-	var version string
+	var version, debPkg string
 	var vgpuMgr bool
 	if strings.HasSuffix(file, ".rpm") {
 		f, list, err := readRPM(file)
@@ -190,6 +190,7 @@ func (h *Host) installPackage(ctx context.Context, b *fixture.Builder, tool, fil
 			return nil, fmt.Errorf("%s: dpkg-deb -x: %w: %s", tool, err, out)
 		}
 		vgpuMgr = h.Root.Exists("/usr/bin/nvidia-vgpu-mgr")
+		debPkg = pkg
 	}
 	mods := "/lib/modules/" + kver
 	dep, _ := h.Root.ReadString(mods + "/modules.dep")
@@ -202,6 +203,22 @@ func (h *Host) installPackage(ctx context.Context, b *fixture.Builder, tool, fil
 		}
 	}
 	b.File(mods+"/modules.dep", strings.TrimLeft(dep, "\n"))
+	if debPkg != "" {
+		flavour := ""
+		if vgpuMgr {
+			flavour = "vgpu-kvm"
+		}
+		files := []string{mods + "/updates/dkms/nvidia.ko"}
+		if vgpuMgr {
+			files = append(files, mods+"/updates/dkms/nvidia-vgpu-vfio.ko")
+		}
+		for _, f := range slices.Sorted(maps.Keys(PackageFiles(version, flavour))) {
+			files = append(files, "/"+f)
+		}
+		if err := h.recordDeb(b, debPkg, version, files); err != nil {
+			return nil, err
+		}
+	}
 	return []byte("Setting up ... done\n"), b.Err()
 }
 
@@ -237,6 +254,9 @@ func (h *Host) packageCommand(ctx context.Context, b *fixture.Builder, argv []st
 	case "rpm":
 		return h.rpm(ctx, b, argv[1:])
 	case "apt-get", "dnf":
+		if len(argv) == 4 && argv[0] == "apt-get" && argv[1] == "remove" && argv[2] == "-y" {
+			return h.removeDeb(b, "apt-get", argv[3])
+		}
 		if len(argv) == 4 && argv[1] == "install" && argv[2] == "-y" {
 			if argv[0] == "apt-get" && !strings.Contains(argv[3], "/") {
 				return nil, fmt.Errorf("apt-get: exit status 100: E: Unable to locate package %s", argv[3])
@@ -246,6 +266,9 @@ func (h *Host) packageCommand(ctx context.Context, b *fixture.Builder, argv []st
 	case "dpkg":
 		if len(argv) == 3 && argv[1] == "-i" {
 			return h.installPackage(ctx, b, "dpkg", argv[2])
+		}
+		if len(argv) == 3 && argv[1] == "-r" {
+			return h.removeDeb(b, "dpkg", argv[2])
 		}
 	}
 	return nil, errors.New(strings.Join(argv, " ") + ": not simulated")
