@@ -218,6 +218,10 @@ func (p *Plan) planInstall(ctx context.Context, gpus []vgpu.GPUInfo) (bool, erro
 	// package queries only read the file, so they run on this machine even
 	// when a plan is made for another root
 	ip, err := vgpu.PlanInstall(ctx, &vgpu.Env{Root: p.root, Runner: r, Query: host.ExecRunner{}}, vgpu.InstallOptions{Driver: p.opts.Driver, GPUs: gpus})
+	var held *vgpu.HeldError
+	if errors.As(err, &held) {
+		return false, &PlanError{Step: StepVGPUInstall, Refused: true, Err: err}
+	}
 	if err != nil {
 		return false, usage(StepVGPUInstall, fmt.Errorf("--driver %s: %w", p.opts.Driver, err))
 	}
@@ -317,7 +321,7 @@ func (p *Plan) installVGPU(ctx context.Context, e Env) error {
 			}
 		}
 	}
-	env := &vgpu.Env{Root: e.Root, Runner: e.Runner, Now: func() time.Time { return now }}
+	env := &vgpu.Env{Root: e.Root, Runner: e.Runner, Attrs: e.Sysfs, Now: func() time.Time { return now }}
 	n := 0
 	return ip.Execute(ctx, env, func(s vgpu.Step) {
 		n++

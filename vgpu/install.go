@@ -59,7 +59,11 @@ type Env struct {
 	// Attrs writes sysfs attributes: removing and recreating vGPUs around a
 	// version change (nil: Root, the live host's sysfs).
 	Attrs AttrWriter
-	Sleep func(time.Duration) // nil: time.Sleep
+	// Undoing says the plan undoes what the journal records (gpuprep
+	// rollback running PlanRevert): its commands are not journalled again,
+	// as rollback records only what it undid, once done.
+	Undoing bool
+	Sleep   func(time.Duration) // nil: time.Sleep
 	Now   func() time.Time    // nil: time.Now
 	// SRIOVAttempts bounds sriov-manage runs per GPU (0: 6), waiting
 	// SRIOVBackoff × attempt between them (0: 5 s).
@@ -602,7 +606,7 @@ func (p *InstallPlan) Execute(ctx context.Context, e *Env, done func(Step)) erro
 		return err
 	}
 	for i, s := range p.Steps {
-		if len(s.Commands) > 0 {
+		if len(s.Commands) > 0 && !e.Undoing {
 			if err := journal.Append(e.Root, journal.Entry{Time: e.now().UTC(), Command: "vgpu install", Kind: journal.KindCommandIntent, After: s.Title}); err != nil {
 				return &StepError{N: i + 1, Of: len(p.Steps), Title: s.Title, Err: err}
 			}
@@ -610,7 +614,7 @@ func (p *InstallPlan) Execute(ctx context.Context, e *Env, done func(Step)) erro
 		if err := s.run(ctx, e); err != nil {
 			return &StepError{N: i + 1, Of: len(p.Steps), Title: s.Title, Err: err, Remedy: s.Remedy}
 		}
-		if len(s.Commands) > 0 {
+		if len(s.Commands) > 0 && !e.Undoing {
 			_ = journal.Append(e.Root, journal.Entry{Time: e.now().UTC(), Command: "vgpu install", Kind: "step", After: s.Title})
 		}
 		if done != nil {
