@@ -64,7 +64,7 @@ type Env struct {
 	// as rollback records only what it undid, once done.
 	Undoing bool
 	Sleep   func(time.Duration) // nil: time.Sleep
-	Now   func() time.Time    // nil: time.Now
+	Now     func() time.Time    // nil: time.Now
 	// SRIOVAttempts bounds sriov-manage runs per GPU (0: 6), waiting
 	// SRIOVBackoff × attempt between them (0: 5 s).
 	SRIOVAttempts int
