@@ -233,6 +233,11 @@ func (p *Plan) planInstall(ctx context.Context, gpus []vgpu.GPUInfo) (bool, erro
 	}
 	s := &Step{ID: StepVGPUInstall, Title: fmt.Sprintf("install the vGPU manager %s (%s) as gpuprep vgpu install does", ip.Driver.Version, ip.Driver.Name())}
 	p.addInstallSteps(s, ip)
+	if c := ip.Change; c != nil {
+		s.Title = fmt.Sprintf("change the vGPU manager %s to %s (%s) as gpuprep vgpu install does", c.From.Version, ip.Driver.Version, ip.Driver.Name())
+		s.Notes = append(s.Notes, "gpuprep rollback undoes this change: "+c.From.Version+" installed again, with the vGPUs there are now")
+		return false, nil
+	}
 	s.Notes = append(s.Notes, "gpuprep rollback does not uninstall the vGPU manager (a package operation); it restores the files this step writes")
 	return false, nil
 }

@@ -119,6 +119,9 @@ type InstallPlan struct {
 	SRIOV   []string // GPUs whose VFs are enabled
 	Steps   []Step
 	Notes   []string
+	// Change is the version change the plan makes, nil when none: the
+	// manager installed now is another version (see planChange)
+	Change *UpgradeRecord
 }
 
 // Missing returns the prerequisites that fail, as an error (nil when none).
@@ -359,6 +362,7 @@ func PlanInstall(ctx context.Context, e *Env, opts InstallOptions) (*InstallPlan
 		return nil, err
 	}
 	if ch != nil {
+		p.Change = ch.rec
 		p.Steps = append(p.Steps, ch.before(e)...)
 		p.Notes = append(p.Notes, ch.notes()...)
 	}

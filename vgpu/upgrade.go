@@ -307,8 +307,9 @@ func (c *change) before(e *Env) []Step {
 		rec, prev := c.rec, c.prev
 		data, _ := json.MarshalIndent(rec, "", "  ")
 		data = append(data, '\n')
-		steps = append(steps, Step{Title: fmt.Sprintf("keep the vGPU manager %s for rollback (%s) and record the change to %s", rec.From.Version, rec.From.File, rec.To.Version),
-			File: c.path, New: data,
+		// the record is not a Step.File: rollback must not restore it
+		// (remove it) apart from the change it records
+		steps = append(steps, Step{Title: fmt.Sprintf("keep the vGPU manager %s for rollback (%s) and record the change to %s in %s", rec.From.Version, rec.From.File, rec.To.Version, c.path),
 			Remedy: "check that " + UpgradeDir + " is writable and has room for a copy of " + prev.Path,
 			run: func(_ context.Context, e *Env) error {
 				if err := privateDir(e.Root, UpgradeDir); err != nil {

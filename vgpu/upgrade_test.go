@@ -91,7 +91,7 @@ func TestUpgradeRunAToBThenRevert(t *testing.T) {
 		"recreate the vGPUs that existed: " + uuids[0] + " (GRID T4-4Q on 0000:21:00.0), " + uuids[1] + " (GRID T4-4Q on 0000:21:00.0)",
 		"verify: the vGPU manager 550.127.06 is loaded, nvidia-vgpu-mgr runs, the vGPUs are back",
 	}, titles(p))
-	require.Regexp(t, `^keep the vGPU manager 550\.90\.05 for rollback \(/var/lib/gpuprep/vgpu-manager/550\.90\.05/[0-9a-f]{64}/NVIDIA-Linux-x86_64-550\.90\.05-vgpu-kvm\.run\) and record the change to 550\.127\.06$`, titles(p)[0])
+	require.Regexp(t, `^keep the vGPU manager 550\.90\.05 for rollback \(/var/lib/gpuprep/vgpu-manager/550\.90\.05/[0-9a-f]{64}/NVIDIA-Linux-x86_64-550\.90\.05-vgpu-kvm\.run\) and record the change to 550\.127\.06 in /var/lib/gpuprep/vgpu-manager/upgrade-550\.90\.05-to-550\.127\.06-[0-9]+\.json$`, titles(p)[0])
 	require.Contains(t, r.h.Commands()[before:], "/usr/bin/nvidia-installer --uninstall --silent")
 	require.Equal(t, verB, vgpu.InstalledVersion(r.h.Root))
 	in, err = vgpu.ReadInstalled(ctx, r.h.Root, r.h)

@@ -60,8 +60,7 @@ func TestVGPUInstallUpgradeDryRunThenRollback(t *testing.T) {
 	require.Equal(t, 0, code, stderr)
 	for _, want := range []string{
 		"note: upgrade: the vGPU manager 550.90.05 (.run) → 550.127.06 (.run); record /var/lib/gpuprep/vgpu-manager/upgrade-550.90.05-to-550.127.06-",
-		"  1. keep the vGPU manager 550.90.05 for rollback (/var/lib/gpuprep/vgpu-manager/550.90.05/" + sha256Hex(t, runA) + "/NVIDIA-Linux-x86_64-550.90.05-vgpu-kvm.run) and record the change to 550.127.06\n",
-		"+  \"from\": {\n",
+		"  1. keep the vGPU manager 550.90.05 for rollback (/var/lib/gpuprep/vgpu-manager/550.90.05/" + sha256Hex(t, runA) + "/NVIDIA-Linux-x86_64-550.90.05-vgpu-kvm.run) and record the change to 550.127.06 in /var/lib/gpuprep/vgpu-manager/upgrade-550.90.05-to-550.127.06-",
 		"  2. remove the vGPUs (made again after the change): " + uuids[0] + ", " + uuids[1] + "\n",
 		"  3. stop the running vGPU manager daemons\n",
 		"  6. uninstall the vGPU manager 550.90.05 (its installer's --uninstall)\n       $ /usr/bin/nvidia-installer --uninstall --silent\n",
