@@ -255,7 +255,7 @@ func openChange(root *host.Root, version string) (*change, error) {
 
 // ReadUpgradeRecord reads the record at the host path p.
 func ReadUpgradeRecord(root *host.Root, p string) (*UpgradeRecord, error) {
-	if !strings.HasPrefix(p, UpgradeDir+"/") {
+	if !strings.HasPrefix(p, UpgradeDir+"/") || path.Clean(p) != p {
 		return nil, fmt.Errorf("%s: not under %s", p, UpgradeDir)
 	}
 	b, err := root.ReadFile(p)

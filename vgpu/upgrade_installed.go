@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"sort"
 	"strings"
 	"sync"
 
@@ -65,6 +66,13 @@ func ReadInstalled(ctx context.Context, root *host.Root, r host.Runner) (Install
 		in.Version, in.Format, in.Record = m[1], FormatRun, RunRecord
 		return in, nil
 	}
+	if !root.Exists(vgpuMgrPath) {
+		in.Version = in.Loaded // no manager to own: no package lists it
+		if in.Version != "" {
+			in.Record = "/sys/module/nvidia/version"
+		}
+		return in, nil
+	}
 	if pkg, list := dpkgOwner(root, vgpuMgrPath); pkg != "" {
 		v, err := dpkgVersion(root, pkg)
 		if err != nil {
@@ -77,7 +85,7 @@ func ReadInstalled(ctx context.Context, root *host.Root, r host.Runner) (Install
 		in.Version, in.Format, in.Package, in.Record = m[1], FormatDeb, pkg, list
 		return in, nil
 	}
-	if root.Exists(vgpuMgrPath) && (root.Exists("/var/lib/rpm") || root.Exists("/usr/lib/sysimage/rpm")) {
+	if (root.Exists("/var/lib/rpm") || root.Exists("/usr/lib/sysimage/rpm")) {
 		out, err := r.Run(ctx, "rpm", "-qf", "--qf", "%{NAME} %{VERSION}\n", vgpuMgrPath)
 		if f := strings.Fields(lastLine(string(out))); err == nil && len(f) == 2 {
 			if m := pkgVersionRe().FindStringSubmatch(f[1]); m != nil {
@@ -94,8 +102,13 @@ func ReadInstalled(ctx context.Context, root *host.Root, r host.Runner) (Install
 }
 
 // dpkgOwner is the package whose dpkg file list holds file, and that list.
+// NVIDIA's packages are read first (a Debian host has thousands of lists).
 func dpkgOwner(root *host.Root, file string) (pkg, list string) {
-	for _, n := range root.Names(DpkgInfo) {
+	names := root.Names(DpkgInfo)
+	sort.SliceStable(names, func(a, b int) bool {
+		return strings.Contains(names[a], "nvidia") && !strings.Contains(names[b], "nvidia")
+	})
+	for _, n := range names {
 		if !strings.HasSuffix(n, ".list") {
 			continue
 		}
