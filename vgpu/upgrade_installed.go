@@ -85,7 +85,7 @@ func ReadInstalled(ctx context.Context, root *host.Root, r host.Runner) (Install
 		in.Version, in.Format, in.Package, in.Record = m[1], FormatDeb, pkg, list
 		return in, nil
 	}
-	if (root.Exists("/var/lib/rpm") || root.Exists("/usr/lib/sysimage/rpm")) {
+	if root.Exists("/var/lib/rpm") || root.Exists("/usr/lib/sysimage/rpm") {
 		out, err := r.Run(ctx, "rpm", "-qf", "--qf", "%{NAME} %{VERSION}\n", vgpuMgrPath)
 		if f := strings.Fields(lastLine(string(out))); err == nil && len(f) == 2 {
 			if m := pkgVersionRe().FindStringSubmatch(f[1]); m != nil {
