@@ -269,3 +269,42 @@ func TestUpgradeNeedsThePreviousInstaller(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, titles(p)[0], "keep the vGPU manager 550.90.05 for rollback")
 }
+
+// On the vendor-specific VFIO interface (L40S, kernel 6.8) the vGPUs are VF
+// types: the change removes them (current_vgpu_type 0), enables the VFs
+// again after the reload (sriov-manage -e: a reload loses them), and gives
+// each VF its type back.
+func TestUpgradeSRIOVKeepsVFTypes(t *testing.T) {
+	r := newRig(t, "vgpu-fresh-sriov", l40s...)
+	_, err := r.install(t)
+	require.NoError(t, err)
+	vp, err := vgpu.MakePlan(r.h.Root, []vgpu.Want{{GPU: l40s[0].Address, Type: "L40S-24Q", Count: 2}})
+	require.NoError(t, err)
+	_, err = vgpu.Apply(r.h.Root, r.h, vp)
+	require.NoError(t, err)
+	vfs := func() map[string]string {
+		out := map[string]string{}
+		for _, v := range vgpu.Existing(r.h.Root, l40s[0].Address) {
+			out[v.Device] = v.Type
+		}
+		return out
+	}
+	before := vfs()
+	require.Len(t, before, 2)
+	runB, err := vgputest.WriteInstaller(t.TempDir(), verB, "vgpu-kvm")
+	require.NoError(t, err)
+	r.env.Attrs = r.h
+	r.opts.Driver = runB
+	p, err := r.install(t)
+	require.NoError(t, err)
+	require.Contains(t, titles(p), "enable the SR-IOV VFs of 0000:41:00.0")
+	require.Contains(t, titles(p), "enable the SR-IOV VFs of 0000:61:00.0")
+	require.Equal(t, verB, vgpu.InstalledVersion(r.h.Root))
+	require.Equal(t, before, vfs(), "the same VFs, the same types")
+
+	p, err = vgpu.PlanRevert(context.Background(), r.env, openIntent(t, r).Path)
+	require.NoError(t, err)
+	require.NoError(t, p.Execute(context.Background(), r.env, nil))
+	require.Equal(t, ver, vgpu.InstalledVersion(r.h.Root))
+	require.Equal(t, before, vfs())
+}
