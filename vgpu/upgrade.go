@@ -271,6 +271,9 @@ func ReadUpgradeRecord(root *host.Root, p string) (*UpgradeRecord, error) {
 	if rec.APIVersion != upgradeAPIVersion || rec.Kind != upgradeKind || rec.From.Version == "" || rec.To.Version == "" {
 		return nil, fmt.Errorf("%s: not a gpuprep vGPU manager upgrade record", p)
 	}
+	if f := rec.From.File; !strings.HasPrefix(f, UpgradeDir+"/") || path.Clean(f) != f {
+		return nil, fmt.Errorf("%s: from.file %q is not a file gpuprep kept (under %s)", p, clip(f), UpgradeDir)
+	}
 	return &rec, nil
 }
 
