@@ -217,7 +217,7 @@ func (p *Plan) planInstall(ctx context.Context, gpus []vgpu.GPUInfo) (bool, erro
 	}
 	// package queries only read the file, so they run on this machine even
 	// when a plan is made for another root
-	ip, err := vgpu.PlanInstall(ctx, &vgpu.Env{Root: p.root, Runner: r, Query: host.ExecRunner{}}, vgpu.InstallOptions{Driver: p.opts.Driver, GPUs: gpus})
+	ip, err := vgpu.PlanInstall(ctx, &vgpu.Env{Root: p.root, Runner: r, Query: host.ExecRunner{}}, vgpu.InstallOptions{Driver: p.opts.Driver, Previous: p.opts.PreviousDriver, GPUs: gpus})
 	var held *vgpu.HeldError
 	if errors.As(err, &held) {
 		return false, &PlanError{Step: StepVGPUInstall, Refused: true, Err: err}

@@ -455,6 +455,13 @@ func recreate(e *Env, vs []KeptVGPU) error {
 		}
 		missing[k] = missing[k][1:]
 	}
+	// the names of the VF types, as vgpu apply journals them (a new
+	// version may number a type anew); rollback's own run does not journal
+	if data, changed := TypeNamesFile(e.Root, p); changed && !e.Undoing {
+		if _, err := journal.WriteFile(e.Root, TypeNames, data, 0o644, "vgpu install", e.now()); err != nil {
+			return err
+		}
+	}
 	_, err = ApplyAt(e.Root, e.attrs(), p, e.now())
 	return err
 }

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -22,7 +24,21 @@ func TestApplyVMVGPUChangesVersion(t *testing.T) {
 	runB, err := vgputest.WriteInstaller(t.TempDir(), "550.127.06", "vgpu-kvm")
 	require.NoError(t, err)
 
+	// without gpuprep's copy of A (a node where A was installed by hand)
+	// the change needs A's installer, --previous-driver
+	kept := filepath.Join(root, vgpu.UpgradeDir)
+	require.NoError(t, os.Rename(kept, kept+".away"))
 	out, errs, code := gpuprep(t, append([]string{"plan", "--driver", runB}, args...)...)
+	require.Equal(t, exitUsage, code, out+errs)
+	require.Contains(t, errs, "give its installer or package with --previous-driver FILE")
+	runA, err := vgputest.WriteInstaller(t.TempDir(), "550.90.05", "vgpu-kvm")
+	require.NoError(t, err)
+	out, errs, code = gpuprep(t, append([]string{"plan", "--driver", runB, "--previous-driver", runA}, args...)...)
+	require.Equal(t, exitOK, code, out+errs)
+	require.Contains(t, out, "1. vgpu-install: change the vGPU manager 550.90.05 to 550.127.06")
+	require.NoError(t, os.Rename(kept+".away", kept))
+
+	out, errs, code = gpuprep(t, append([]string{"plan", "--driver", runB}, args...)...)
 	require.Equal(t, exitOK, code, out+errs)
 	require.Contains(t, out, "1. vgpu-install: change the vGPU manager 550.90.05 to 550.127.06 (NVIDIA-Linux-x86_64-550.127.06-vgpu-kvm) as gpuprep vgpu install does\n")
 	require.Contains(t, out, "   run: /usr/bin/nvidia-installer --uninstall --silent\n")

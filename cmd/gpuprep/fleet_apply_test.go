@@ -287,6 +287,10 @@ func TestFleetApplyVGPUFiles(t *testing.T) {
 	require.Equal(t, 0, code, stderr)
 	assert.Contains(t, out, "'--vgpu-config-file' 'upload:"+cfg+"' '--vgpu-config' 'l40s-24q' '--driver' 'upload:"+drv+"'")
 	assert.Contains(t, out, "'--vgpu-config' 'l40s-48q'")
+	prev := writeFile(t, "NVIDIA-Linux-x86_64-570.124.03-vgpu-kvm.run", "#!/bin/sh\n# stand-in\n")
+	code, out, stderr = runCLI(append(base, "--previous-driver", prev, "--dry-run")...)
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, out, "'--driver' 'upload:"+drv+"' '--previous-driver' 'upload:"+prev+"'")
 
 	code, out, stderr = runCLI(append(base, "-o", "json")...)
 	require.Equal(t, 0, code, out+stderr)
