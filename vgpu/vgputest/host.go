@@ -170,7 +170,9 @@ func TarGz(names []string) ([]byte, error) {
 //     FILE, rpm -Uvh [--replacepkgs] FILE: unpack the package into the root
 //     and play DKMS's module build (FailPackage makes it fail); a .deb is
 //     recorded as dpkg does (DpkgStatus, DpkgInfo), and apt-get remove -y
-//     PKG or dpkg -r PKG removes it again.
+//     PKG or dpkg -r PKG removes it again; an .rpm is recorded in RPMDB,
+//     which rpm -qf [--qf FMT] PATH and rpm -q NAME answer from, and
+//     rpm -e NAME or dnf remove -y NAME removes it again.
 //
 // Anything else is an error. WriteAttr plays the vGPU sysfs attributes
 // (current_vgpu_type, mdev create and remove).
