@@ -86,10 +86,13 @@ func ReadInstalled(ctx context.Context, root *host.Root, r host.Runner) (Install
 		return in, nil
 	}
 	if root.Exists("/var/lib/rpm") || root.Exists("/usr/lib/sysimage/rpm") {
-		out, err := r.Run(ctx, "rpm", "-qf", "--qf", "%{NAME} %{VERSION}\n", vgpuMgrPath)
-		if f := strings.Fields(lastLine(string(out))); err == nil && len(f) == 2 {
-			if m := pkgVersionRe().FindStringSubmatch(f[1]); m != nil {
-				in.Version, in.Format, in.Package, in.Record = m[1], FormatRPM, f[0], "rpm -qf "+vgpuMgrPath
+		// the driver's version is in RELEASE for NVIDIA's vGPU manager rpm
+		// (NVIDIA-vGPU-rhel 9.4 550.90.05), in VERSION for others: see
+		// rpmDriverVersion
+		out, err := r.Run(ctx, "rpm", "-qf", "--qf", "%{NAME} %{VERSION} %{RELEASE}\n", vgpuMgrPath)
+		if f := strings.Fields(lastLine(string(out))); err == nil && len(f) == 3 {
+			if v := rpmDriverVersion(f[1], f[2]); v != "" {
+				in.Version, in.Format, in.Package, in.Record = v, FormatRPM, f[0], "rpm -qf "+vgpuMgrPath
 				return in, nil
 			}
 		}

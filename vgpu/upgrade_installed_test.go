@@ -2,6 +2,7 @@ package vgpu_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -48,6 +49,40 @@ func TestReadInstalledRecords(t *testing.T) {
 				require.ErrorContains(t, err, c.err)
 				return
 			}
+			require.NoError(t, err)
+			require.Equal(t, c.want, got)
+		})
+	}
+}
+
+// rpm's answer for the file nvidia-vgpu-mgr: NVIDIA's vGPU manager rpm has
+// the driver's version in RELEASE (NVIDIA-vGPU-rhel-8.9-550.163.02 is
+// NAME-VERSION-RELEASE), another NVIDIA rpm in VERSION; a file no package
+// owns, or an answer that holds no driver version, says nothing of how it
+// was installed (no Format: the change is refused).
+func TestReadInstalledRPM(t *testing.T) {
+	q := "rpm -qf --qf %{NAME} %{VERSION} %{RELEASE}\n /usr/bin/nvidia-vgpu-mgr"
+	for _, c := range []struct {
+		name string
+		resp host.FakeResponse
+		want vgpu.Installed
+	}{
+		{"vGPU manager", host.FakeResponse{Out: []byte("NVIDIA-vGPU-rhel 8.9 550.163.02\n")},
+			vgpu.Installed{Version: "550.163.02", Loaded: "550.163.02", Format: vgpu.FormatRPM, Package: "NVIDIA-vGPU-rhel", Record: "rpm -qf /usr/bin/nvidia-vgpu-mgr"}},
+		{"version in VERSION", host.FakeResponse{Out: []byte("warning: a signature warning\nnvidia-vgpu-kvm 550.163.02 1.el9\n")},
+			vgpu.Installed{Version: "550.163.02", Loaded: "550.163.02", Format: vgpu.FormatRPM, Package: "nvidia-vgpu-kvm", Record: "rpm -qf /usr/bin/nvidia-vgpu-mgr"}},
+		{"not owned", host.FakeResponse{Out: []byte("file /usr/bin/nvidia-vgpu-mgr is not owned by any package\n"), Err: errors.New("exit status 1")},
+			vgpu.Installed{Version: "550.163.02", Loaded: "550.163.02", Record: "/sys/module/nvidia/version"}},
+		{"no driver version", host.FakeResponse{Out: []byte("NVIDIA-vGPU-rhel 8.9 1.el9\n")},
+			vgpu.Installed{Version: "550.163.02", Loaded: "550.163.02", Record: "/sys/module/nvidia/version"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			b := fixture.New(dir).File("/usr/bin/nvidia-vgpu-mgr", "").File("/sys/module/nvidia/version", "550.163.02\n").Mkdir("/var/lib/rpm")
+			require.NoError(t, b.Err())
+			root, err := host.NewRoot(dir)
+			require.NoError(t, err)
+			got, err := vgpu.ReadInstalled(context.Background(), root, &host.FakeRunner{Strict: true, Responses: map[string]host.FakeResponse{q: c.resp}})
 			require.NoError(t, err)
 			require.Equal(t, c.want, got)
 		})

@@ -46,15 +46,15 @@ func TestUpgradeRPMAToBThenRevert(t *testing.T) {
 		dnf    bool
 		remove string
 	}{
-		{"dnf", true, "dnf remove -y NVIDIA-vGPU-rhel-9.4"},
-		{"rpm", false, "rpm -e NVIDIA-vGPU-rhel-9.4"},
+		{"dnf", true, "dnf remove -y NVIDIA-vGPU-rhel"},
+		{"rpm", false, "rpm -e NVIDIA-vGPU-rhel"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r, uuids := rpmRig(t, tc.dnf)
 			ctx := context.Background()
 			in, err := vgpu.ReadInstalled(ctx, r.h.Root, r.h)
 			require.NoError(t, err)
-			require.Equal(t, vgpu.Installed{Version: ver, Loaded: ver, Format: vgpu.FormatRPM, Package: "NVIDIA-vGPU-rhel-9.4", Record: "rpm -qf /usr/bin/nvidia-vgpu-mgr"}, in)
+			require.Equal(t, vgpu.Installed{Version: ver, Loaded: ver, Format: vgpu.FormatRPM, Package: "NVIDIA-vGPU-rhel", Record: "rpm -qf /usr/bin/nvidia-vgpu-mgr"}, in)
 
 			rpmB, err := vgputest.WriteRPM(t.TempDir(), verB, "vgpu-kvm")
 			require.NoError(t, err)
@@ -68,12 +68,12 @@ func TestUpgradeRPMAToBThenRevert(t *testing.T) {
 			require.Contains(t, cmds, tc.remove)
 			in, err = vgpu.ReadInstalled(ctx, r.h.Root, r.h)
 			require.NoError(t, err)
-			require.Equal(t, vgpu.Installed{Version: verB, Loaded: verB, Format: vgpu.FormatRPM, Package: "NVIDIA-vGPU-rhel-9.4", Record: "rpm -qf /usr/bin/nvidia-vgpu-mgr"}, in)
+			require.Equal(t, vgpu.Installed{Version: verB, Loaded: verB, Format: vgpu.FormatRPM, Package: "NVIDIA-vGPU-rhel", Record: "rpm -qf /usr/bin/nvidia-vgpu-mgr"}, in)
 			require.Equal(t, verB, vgpu.InstalledVersion(r.h.Root))
 			require.Equal(t, uuids, liveUUIDs(r), "the same mdev, by UUID")
-			out, err := r.h.Run(ctx, "rpm", "-q", "NVIDIA-vGPU-rhel-9.4")
+			out, err := r.h.Run(ctx, "rpm", "-q", "NVIDIA-vGPU-rhel")
 			require.NoError(t, err)
-			require.Equal(t, "NVIDIA-vGPU-rhel-9.4-550.127.06-1.x86_64\n", string(out), "B alone is installed")
+			require.Equal(t, "NVIDIA-vGPU-rhel-9.4-550.127.06.x86_64\n", string(out), "B alone is installed")
 
 			// done: a re-run plans nothing
 			p, err = r.install(t)
@@ -116,18 +116,18 @@ func TestUpgradeRunToRPMThenRevert(t *testing.T) {
 	require.Contains(t, cmds, "/usr/bin/nvidia-installer --uninstall --silent")
 	in, err := vgpu.ReadInstalled(ctx, r.h.Root, r.h)
 	require.NoError(t, err)
-	require.Equal(t, vgpu.Installed{Version: verB, Loaded: verB, Format: vgpu.FormatRPM, Package: "NVIDIA-vGPU-rhel-9.4", Record: "rpm -qf /usr/bin/nvidia-vgpu-mgr"}, in)
+	require.Equal(t, vgpu.Installed{Version: verB, Loaded: verB, Format: vgpu.FormatRPM, Package: "NVIDIA-vGPU-rhel", Record: "rpm -qf /usr/bin/nvidia-vgpu-mgr"}, in)
 	require.Equal(t, uuids, liveUUIDs(r))
 
 	before = len(r.h.Commands())
 	p, err = vgpu.PlanRevert(ctx, r.env, openIntent(t, r).Path)
 	require.NoError(t, err)
 	require.NoError(t, p.Execute(ctx, r.env, nil))
-	require.Contains(t, r.h.Commands()[before:], "dnf remove -y NVIDIA-vGPU-rhel-9.4")
+	require.Contains(t, r.h.Commands()[before:], "dnf remove -y NVIDIA-vGPU-rhel")
 	in, err = vgpu.ReadInstalled(ctx, r.h.Root, r.h)
 	require.NoError(t, err)
 	require.Equal(t, vgpu.Installed{Version: ver, Loaded: ver, Format: vgpu.FormatRun, Record: vgpu.RunRecord}, in)
-	_, err = r.h.Run(ctx, "rpm", "-q", "NVIDIA-vGPU-rhel-9.4")
+	_, err = r.h.Run(ctx, "rpm", "-q", "NVIDIA-vGPU-rhel")
 	require.Error(t, err, "the package is gone")
 	require.Equal(t, uuids, liveUUIDs(r))
 }

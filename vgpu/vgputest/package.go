@@ -18,13 +18,17 @@ import (
 // RPMMarker follows the RPM lead in the files WriteRPM writes.
 const RPMMarker = "gpuprep-fake-rpm"
 
+// RHELRelease is the VERSION of the packages WriteRPM writes: the RHEL
+// release NVIDIA builds its vGPU manager rpm for.
+const RHELRelease = "9.4"
+
 // packageName is the name NVIDIA gives the package of a flavour ("vgpu-kvm",
 // "grid" or "" for the plain driver) on Debian/Ubuntu and on RHEL.
 func packageName(format, version, flavour string) string {
 	branch, _, _ := strings.Cut(version, ".")
 	switch {
 	case flavour == "vgpu-kvm" && format == "rpm":
-		return "NVIDIA-vGPU-rhel-9.4"
+		return "NVIDIA-vGPU-rhel"
 	case flavour == "vgpu-kvm":
 		return "nvidia-vgpu-ubuntu-" + branch
 	case flavour == "grid":
@@ -92,18 +96,27 @@ func WriteDeb(dir, version, flavour string) (string, error) {
 // theirs (NVIDIA-vGPU-rhel-9.4-550.90.05.x86_64.rpm), into dir. rpmbuild is
 // not needed: the file is an RPM lead followed by RPMMarker, the package's
 // "NAME VERSION RELEASE ARCH" and its file list, which Host's rpm answers
-// queries from (it is not a real RPM: only Host reads it).
+// queries from (it is not a real RPM: only Host reads it). As NVIDIA's
+// vGPU manager rpm, the vgpu-kvm one's VERSION is the RHEL release
+// (RHELRelease) and its RELEASE the driver's version: rpm -iv prints
+// NVIDIA's as "NVIDIA-vGPU-rhel-8.9-550.163.02" (NVIDIA's Virtual GPU
+// Software User Guide, "Installing the Virtual GPU Manager Package for Red
+// Hat Enterprise Linux KVM"). The others carry the driver's version in
+// VERSION, RELEASE 1.
 func WriteRPM(dir, version, flavour string) (string, error) {
-	name := packageName("rpm", version, flavour)
+	head := rpmHeader{packageName("rpm", version, flavour), version, "1", "x86_64"}
+	if flavour == "vgpu-kvm" {
+		head.Version, head.Release = RHELRelease, version
+	}
 	lead := make([]byte, 96)
 	copy(lead, "\xed\xab\xee\xdb\x03\x00")
 	var b bytes.Buffer
 	b.Write(lead)
-	fmt.Fprintf(&b, "%s\n%s %s %s %s\n", RPMMarker, name, version, "1", "x86_64")
+	fmt.Fprintf(&b, "%s\n%s %s %s %s\n", RPMMarker, head.Name, head.Version, head.Release, head.Arch)
 	for _, p := range slices.Sorted(maps.Keys(PackageFiles(version, flavour))) {
 		b.WriteString("/" + p + "\n")
 	}
-	out := filepath.Join(dir, name+"-"+version+".x86_64.rpm")
+	out := filepath.Join(dir, head.nvra()+".rpm")
 	return out, os.WriteFile(out, b.Bytes(), 0o644)
 }
 
@@ -174,6 +187,9 @@ func (h *Host) installPackage(ctx context.Context, b *fixture.Builder, tool, fil
 		}
 		rpmHead = &head
 		version = head.Version
+		if head.Version == RHELRelease {
+			version = head.Release // NVIDIA's vGPU manager rpm: see WriteRPM
+		}
 		files := PackageFiles(version, "")
 		for _, p := range list {
 			if strings.HasSuffix(p, "nvidia-vgpu-mgr") {

@@ -36,25 +36,25 @@ func TestRPMRecordsQueriesAndRemoves(t *testing.T) {
 
 			out, err = h.Run(ctx, "rpm", "-qf", "/usr/bin/nvidia-vgpu-mgr")
 			require.NoError(t, err)
-			require.Equal(t, "NVIDIA-vGPU-rhel-9.4-550.90.05-1.x86_64\n", string(out))
-			out, err = h.Run(ctx, "rpm", "-qf", "--qf", "%{NAME} %{VERSION}\n", "/usr/bin/nvidia-vgpu-mgr")
+			require.Equal(t, "NVIDIA-vGPU-rhel-9.4-550.90.05.x86_64\n", string(out))
+			out, err = h.Run(ctx, "rpm", "-qf", "--qf", "%{NAME} %{VERSION} %{RELEASE}\n", "/usr/bin/nvidia-vgpu-mgr")
 			require.NoError(t, err)
-			require.Equal(t, "NVIDIA-vGPU-rhel-9.4 550.90.05\n", string(out))
+			require.Equal(t, "NVIDIA-vGPU-rhel 9.4 550.90.05\n", string(out))
 			out, err = h.Run(ctx, "rpm", "-qf", "/usr/bin/other")
 			require.EqualError(t, err, "rpm: exit status 1")
 			require.Equal(t, "file /usr/bin/other is not owned by any package\n", string(out))
-			out, err = h.Run(ctx, "rpm", "-q", "NVIDIA-vGPU-rhel-9.4")
+			out, err = h.Run(ctx, "rpm", "-q", "NVIDIA-vGPU-rhel")
 			require.NoError(t, err)
-			require.Equal(t, "NVIDIA-vGPU-rhel-9.4-550.90.05-1.x86_64\n", string(out))
+			require.Equal(t, "NVIDIA-vGPU-rhel-9.4-550.90.05.x86_64\n", string(out))
 			kver, err := h.Root.ReadString("/proc/sys/kernel/osrelease")
 			require.NoError(t, err)
 			require.True(t, h.Root.Exists("/lib/modules/"+kver+"/updates/dkms/nvidia.ko"))
 
 			if tool == "rpm" {
-				_, err = h.Run(ctx, "rpm", "-e", "NVIDIA-vGPU-rhel-9.4")
+				_, err = h.Run(ctx, "rpm", "-e", "NVIDIA-vGPU-rhel")
 			} else {
-				out, err = h.Run(ctx, "dnf", "remove", "-y", "NVIDIA-vGPU-rhel-9.4")
-				require.Contains(t, string(out), "Removed:\n  NVIDIA-vGPU-rhel-9.4-550.90.05-1.x86_64\n")
+				out, err = h.Run(ctx, "dnf", "remove", "-y", "NVIDIA-vGPU-rhel")
+				require.Contains(t, string(out), "Removed:\n  NVIDIA-vGPU-rhel-9.4-550.90.05.x86_64\n")
 			}
 			require.NoError(t, err)
 			for _, f := range []string{"/usr/bin/nvidia-vgpu-mgr", "/usr/lib/nvidia/sriov-manage", "/lib/modules/" + kver + "/updates/dkms/nvidia.ko"} {
@@ -63,18 +63,18 @@ func TestRPMRecordsQueriesAndRemoves(t *testing.T) {
 			dep, _ := os.ReadFile(filepath.Join(dir, "lib/modules", kver, "modules.dep"))
 			require.NotContains(t, string(dep), "updates/dkms/nvidia.ko")
 			require.True(t, h.Root.Exists("/usr/bin/other"))
-			out, err = h.Run(ctx, "rpm", "-q", "NVIDIA-vGPU-rhel-9.4")
+			out, err = h.Run(ctx, "rpm", "-q", "NVIDIA-vGPU-rhel")
 			require.EqualError(t, err, "rpm: exit status 1")
-			require.Equal(t, "package NVIDIA-vGPU-rhel-9.4 is not installed\n", string(out))
+			require.Equal(t, "package NVIDIA-vGPU-rhel is not installed\n", string(out))
 
 			// removing it again: rpm fails, dnf has nothing to do
 			if tool == "rpm" {
-				_, err = h.Run(ctx, "rpm", "-e", "NVIDIA-vGPU-rhel-9.4")
-				require.EqualError(t, err, "rpm: exit status 1: error: package NVIDIA-vGPU-rhel-9.4 is not installed")
+				_, err = h.Run(ctx, "rpm", "-e", "NVIDIA-vGPU-rhel")
+				require.EqualError(t, err, "rpm: exit status 1: error: package NVIDIA-vGPU-rhel is not installed")
 			} else {
-				out, err = h.Run(ctx, "dnf", "remove", "-y", "NVIDIA-vGPU-rhel-9.4")
+				out, err = h.Run(ctx, "dnf", "remove", "-y", "NVIDIA-vGPU-rhel")
 				require.NoError(t, err)
-				require.Contains(t, string(out), "No match for argument: NVIDIA-vGPU-rhel-9.4\nNo packages marked for removal.\n")
+				require.Contains(t, string(out), "No match for argument: NVIDIA-vGPU-rhel\nNo packages marked for removal.\n")
 			}
 		})
 	}
