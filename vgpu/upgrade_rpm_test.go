@@ -131,3 +131,33 @@ func TestUpgradeRunToRPMThenRevert(t *testing.T) {
 	require.Error(t, err, "the package is gone")
 	require.Equal(t, uuids, liveUUIDs(r))
 }
+
+// An rpm change stopped after dnf removed A and before B went in resumes
+// from its record: no second uninstall, B installed, the vGPU back.
+func TestUpgradeRPMResumesAfterStopMidway(t *testing.T) {
+	r, uuids := rpmRig(t, true)
+	rpmB, err := vgputest.WriteRPM(t.TempDir(), verB, "vgpu-kvm")
+	require.NoError(t, err)
+	r.opts.Driver = rpmB
+	k := &killAt{Host: r.h, prefix: "dnf install"}
+	r.env.Runner = k
+	_, err = r.install(t)
+	require.ErrorIs(t, err, context.Canceled)
+	require.True(t, k.killed)
+	require.False(t, r.h.Root.Exists("/usr/bin/nvidia-vgpu-mgr"), "A was removed")
+
+	r.env.Runner = r.h
+	before := len(r.h.Commands())
+	p, err := r.install(t)
+	require.NoError(t, err)
+	for _, s := range titles(p) {
+		require.NotContains(t, s, "uninstall")
+	}
+	require.NotContains(t, r.h.Commands()[before:], "dnf remove -y NVIDIA-vGPU-rhel")
+	require.Contains(t, p.Notes[len(p.Notes)-1], "resume the change: the vGPU manager 550.90.05 (.rpm) → 550.127.06 (.rpm)")
+	in, err := vgpu.ReadInstalled(context.Background(), r.h.Root, r.h)
+	require.NoError(t, err)
+	require.Equal(t, verB, in.Version)
+	require.Equal(t, vgpu.FormatRPM, in.Format)
+	require.Equal(t, uuids, liveUUIDs(r))
+}
