@@ -76,6 +76,7 @@ type Options struct {
 	VGPUConfigFile string
 	VGPUConfig     string
 	Driver         string
+	PreviousDriver string // with a Driver of another version: the installed one's (vgpu.InstallOptions.Previous)
 	Binary         string
 	SelectArgs     []string
 	// Runner answers the read-only queries of planning (systemctl

@@ -192,6 +192,11 @@ func Rollback(ctx context.Context, e Env, o RollbackOptions) (*RollbackResult, e
 			r = get(res_, &order, "vgpu", t, i)
 		case vgpu.KindMode:
 			r = get(res_, &order, "vgpu-mode", en.Device, i)
+		case vgpu.KindUpgradeIntent, vgpu.KindUpgrade:
+			if en.Path == "" {
+				continue
+			}
+			r = get(res_, &order, "vgpu-manager", en.Path, i)
 		case "driver", KindDriverIntent:
 			r = get(res_, &order, "driver", en.Device, i)
 		case KindLabel:
@@ -215,7 +220,7 @@ func Rollback(ctx context.Context, e Env, o RollbackOptions) (*RollbackResult, e
 	}
 	sort.SliceStable(order, func(a, b int) bool { return order[a].newest > order[b].newest })
 	if manager {
-		res.Notes = append(res.Notes, "the vGPU manager stays installed: rollback restores the files gpuprep wrote and removes the vGPUs it created, but uninstalling the driver is a package operation (nvidia-installer --uninstall, or the package manager)")
+		res.Notes = append(res.Notes, "the vGPU manager stays installed: rollback restores the files gpuprep wrote and removes the vGPUs it created, but uninstalling the driver is a package operation (nvidia-installer --uninstall, or the package manager); a version change gpuprep made is undone (the previous version installed again), and the installer of each version gpuprep installed stays in "+vgpu.UpgradeDir+" for a later one")
 	}
 	bootFiles, vfioFiles, units := false, false, false
 	saved := map[string]string{} // file → where rollback saved what it held
@@ -254,6 +259,8 @@ func Rollback(ctx context.Context, e Env, o RollbackOptions) (*RollbackResult, e
 		case "vgpu-mode":
 			// newest first: the vGPUs made after the mode are gone
 			err = resetHeteroMode(ctx, e, r.key, first.Before, res)
+		case "vgpu-manager":
+			err = revertUpgrade(ctx, e, r.key, res)
 		case "driver":
 			var known []string // every driver gpuprep's entries moved it from or to
 			for _, i := range r.all {

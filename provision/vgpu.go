@@ -216,7 +216,11 @@ func (p *Plan) planInstall(ctx context.Context, gpus []vgpu.GPUInfo) (bool, erro
 	}
 	// package queries only read the file, so they run on this machine even
 	// when a plan is made for another root
-	ip, err := vgpu.PlanInstall(ctx, &vgpu.Env{Root: p.root, Runner: r, Query: host.ExecRunner{}}, vgpu.InstallOptions{Driver: p.opts.Driver, GPUs: gpus})
+	ip, err := vgpu.PlanInstall(ctx, &vgpu.Env{Root: p.root, Runner: r, Query: host.ExecRunner{}}, vgpu.InstallOptions{Driver: p.opts.Driver, Previous: p.opts.PreviousDriver, GPUs: gpus})
+	var held *vgpu.HeldError
+	if errors.As(err, &held) {
+		return false, &PlanError{Step: StepVGPUInstall, Refused: true, Err: err}
+	}
 	if err != nil {
 		return false, usage(StepVGPUInstall, fmt.Errorf("--driver %s: %w", p.opts.Driver, err))
 	}
@@ -228,6 +232,11 @@ func (p *Plan) planInstall(ctx context.Context, gpus []vgpu.GPUInfo) (bool, erro
 	}
 	s := &Step{ID: StepVGPUInstall, Title: fmt.Sprintf("install the vGPU manager %s (%s) as gpuprep vgpu install does", ip.Driver.Version, ip.Driver.Name())}
 	p.addInstallSteps(s, ip)
+	if c := ip.Change; c != nil {
+		s.Title = fmt.Sprintf("change the vGPU manager %s to %s (%s) as gpuprep vgpu install does", c.From.Version, ip.Driver.Version, ip.Driver.Name())
+		s.Notes = append(s.Notes, "gpuprep rollback undoes this change: "+c.From.Version+" installed again, with the vGPUs there are now")
+		return false, nil
+	}
 	s.Notes = append(s.Notes, "gpuprep rollback does not uninstall the vGPU manager (a package operation); it restores the files this step writes")
 	return false, nil
 }
@@ -337,7 +346,7 @@ func (p *Plan) installVGPU(ctx context.Context, e Env) error {
 			}
 		}
 	}
-	env := &vgpu.Env{Root: e.Root, Runner: e.Runner, Now: func() time.Time { return now }}
+	env := &vgpu.Env{Root: e.Root, Runner: e.Runner, Attrs: e.Sysfs, Now: func() time.Time { return now }}
 	n := 0
 	return ip.Execute(ctx, env, func(s vgpu.Step) {
 		n++

@@ -25,7 +25,7 @@ type Driver struct {
 	Listed     bool   // the archive listing was read and holds nvidia-vgpu-mgr
 	Format     string // FormatRun, FormatDeb or FormatRPM
 	Package    string // the .deb's or .rpm's package name: nvidia-vgpu-ubuntu-550
-	PkgVersion string // the package's own version field: 550.90.05, 1:550.90.05-1
+	PkgVersion string // the package's own version: a .deb's Version (550.90.05, 1:550.90.05-1), an .rpm's VERSION-RELEASE (9.4-550.90.05)
 	SHA256     string // of the file as verified (hex); the install runs a copy with this hash
 }
 
@@ -153,6 +153,29 @@ const (
 
 var pkgVersionRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^(?:[0-9]+:)?([0-9]+\.[0-9]+(?:\.[0-9]+)?)`) })
 
+// rpmVersionRe is an NVIDIA driver version as an rpm tag holds it whole: a
+// branch of three or more digits (418, 550), then one or two numbers.
+var rpmVersionRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[0-9]{3,}\.[0-9]+(?:\.[0-9]+)?$`) })
+
+// rpmDriverVersion is the NVIDIA driver version an .rpm's VERSION and
+// RELEASE tags carry, "" when neither is one. NVIDIA's vGPU manager for RHEL
+// KVM is NAME NVIDIA-vGPU-rhel, VERSION the RHEL release, RELEASE the
+// driver's version: rpm -iv prints its NAME-VERSION-RELEASE as
+// "NVIDIA-vGPU-rhel-8.9-550.163.02" (NVIDIA's Virtual GPU Software User
+// Guide, "Installing the Virtual GPU Manager Package for Red Hat Enterprise
+// Linux KVM"), and the installed package's name is NVIDIA-vGPU-rhel (the
+// edpm_nvidia_mdev_prepare role of github.com/openstack-k8s-operators/
+// ci-framework). An rpm packaged the usual way carries the driver's version
+// in VERSION (550.90.07, RELEASE 1.el9).
+func rpmDriverVersion(version, release string) string {
+	for _, v := range []string{version, release} {
+		if rpmVersionRe().MatchString(v) {
+			return v
+		}
+	}
+	return ""
+}
+
 // inspectPackage verifies a .deb or .rpm by what it holds, not by its file
 // name: its fields (dpkg-deb -f / rpm -qp --qf) give the name, version and
 // architecture, and its file list (dpkg-deb -c / rpm -qlp) must hold
@@ -171,7 +194,7 @@ func inspectPackage(ctx context.Context, path, format string, r host.Runner) (*D
 	listCmd := []string{"dpkg-deb", "-c", checked}
 	if format == FormatRPM {
 		tool = "rpm"
-		fieldsCmd = []string{"rpm", "-qp", "--qf", "%{NAME} %{VERSION} %{ARCH}", checked}
+		fieldsCmd = []string{"rpm", "-qp", "--qf", "%{NAME} %{VERSION} %{RELEASE} %{ARCH}", checked}
 		listCmd = []string{"rpm", "-qlp", checked}
 	}
 	query := func(argv []string) (string, error) {
@@ -203,8 +226,9 @@ func inspectPackage(ctx context.Context, path, format string, r host.Runner) (*D
 		// the answer is the last line: a Runner that merges stderr puts
 		// rpm's signature warnings (NOKEY) before it
 		lines := strings.Split(strings.TrimSpace(out), "\n")
-		if f := strings.Fields(lines[len(lines)-1]); len(f) == 3 {
-			d.Package, d.PkgVersion, arch = f[0], f[1], f[2]
+		if f := strings.Fields(lines[len(lines)-1]); len(f) == 4 {
+			d.Package, d.PkgVersion, arch = f[0], f[1]+"-"+f[2], f[3]
+			d.Version = rpmDriverVersion(f[1], f[2])
 		}
 	}
 	if d.Package == "" || d.PkgVersion == "" || arch == "" {
@@ -214,11 +238,14 @@ func inspectPackage(ctx context.Context, path, format string, r host.Runner) (*D
 	if d.Arch == "" {
 		d.Arch = arch
 	}
-	m := pkgVersionRe().FindStringSubmatch(d.PkgVersion)
-	if m == nil {
+	if format == FormatDeb {
+		if m := pkgVersionRe().FindStringSubmatch(d.PkgVersion); m != nil {
+			d.Version = m[1]
+		}
+	}
+	if d.Version == "" {
 		return nil, fmt.Errorf("%s: package %s version %q is not an NVIDIA driver version", path, d.Package, d.PkgVersion)
 	}
-	d.Version = m[1]
 	list, err := query(listCmd)
 	if err != nil {
 		return nil, err

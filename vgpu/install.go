@@ -41,6 +41,11 @@ type InstallOptions struct {
 	NoDKMS      bool
 	SigningKey  string // module signing key pair (host paths) for Secure Boot
 	SigningCert string
+	// Previous is the installer (or package) of the vGPU manager installed
+	// now, kept so that rollback can put it back when Driver is another
+	// version (see PlanUpgrade); not needed where gpuprep kept it already.
+	Previous string
+	change   *change // RevertUpgrade's: the version change being undone
 }
 
 // Env is what the install changes the host through.
@@ -51,8 +56,15 @@ type Env struct {
 	// rpm -qp/-qlp) on the machine that holds the file, also for a
 	// --dry-run against another root (nil: Runner).
 	Query host.Runner
-	Sleep func(time.Duration) // nil: time.Sleep
-	Now   func() time.Time    // nil: time.Now
+	// Attrs writes sysfs attributes: removing and recreating vGPUs around a
+	// version change (nil: Root, the live host's sysfs).
+	Attrs AttrWriter
+	// Undoing says the plan undoes what the journal records (gpuprep
+	// rollback running PlanRevert): its commands are not journalled again,
+	// as rollback records only what it undid, once done.
+	Undoing bool
+	Sleep   func(time.Duration) // nil: time.Sleep
+	Now     func() time.Time    // nil: time.Now
 	// SRIOVAttempts bounds sriov-manage runs per GPU (0: 6), waiting
 	// SRIOVBackoff × attempt between them (0: 5 s).
 	SRIOVAttempts int
@@ -65,6 +77,13 @@ func (e *Env) sleep(d time.Duration) {
 		return
 	}
 	time.Sleep(d)
+}
+
+func (e *Env) attrs() AttrWriter {
+	if e.Attrs != nil {
+		return e.Attrs
+	}
+	return e.Root
 }
 
 func (e *Env) query() host.Runner {
@@ -100,6 +119,9 @@ type InstallPlan struct {
 	SRIOV   []string // GPUs whose VFs are enabled
 	Steps   []Step
 	Notes   []string
+	// Change is the version change the plan makes, nil when none: the
+	// manager installed now is another version (see planChange)
+	Change *UpgradeRecord
 }
 
 // Missing returns the prerequisites that fail, as an error (nil when none).
@@ -335,6 +357,15 @@ func PlanInstall(ctx context.Context, e *Env, opts InstallOptions) (*InstallPlan
 			run:    runCmd(ic)})
 	}
 
+	ch, err := planChange(ctx, e, opts, d)
+	if err != nil {
+		return nil, err
+	}
+	if ch != nil {
+		p.Change = ch.rec
+		p.Steps = append(p.Steps, ch.before(e)...)
+		p.Notes = append(p.Notes, ch.notes()...)
+	}
 	installed := InstalledVersion(root) == d.Version && root.Exists("/usr/bin/nvidia-vgpu-mgr")
 	if !installed {
 		var stop []string
@@ -357,6 +388,9 @@ func PlanInstall(ctx context.Context, e *Env, opts InstallOptions) (*InstallPlan
 			p.Steps = append(p.Steps, Step{Title: "unload " + m, Commands: [][]string{argv},
 				Remedy: "something still uses the GPU: stop VMs with vGPUs, nvidia-persistenced, DCGM, a display manager (see `lsof /dev/nvidia*`), or reboot (nouveau is blacklisted now), then run gpuprep vgpu install again",
 				run:    runCmd(argv)})
+		}
+		if ch != nil {
+			p.Steps = append(p.Steps, ch.uninstall(ctx, e)...)
 		}
 		if d.Format != FormatRun {
 			p.Steps = append(p.Steps, packageStep(root, d, kver))
@@ -420,8 +454,13 @@ func PlanInstall(ctx context.Context, e *Env, opts InstallOptions) (*InstallPlan
 			}})
 	}
 
-	if err := planSRIOV(ctx, e, p, installed, d.Version); err != nil {
+	// a version change reloads nvidia, which takes the VFs with it
+	reload := ch != nil && !installed
+	if err := planSRIOV(ctx, e, p, installed, d.Version, reload); err != nil {
 		return nil, err
+	}
+	if ch != nil {
+		p.Steps = append(p.Steps, ch.after()...)
 	}
 	return p, nil
 }
@@ -430,11 +469,14 @@ func PlanInstall(ctx context.Context, e *Env, opts InstallOptions) (*InstallPlan
 // every boot: sriov-manage -e where sriov_numvfs is short of
 // sriov_totalvfs, and SRIOVUnit enabled. installed says the vGPU manager
 // (of version) is installed already, so its sriov-manage must be there.
-func planSRIOV(ctx context.Context, e *Env, p *InstallPlan, installed bool, version string) error {
+//
+// reload says nvidia is unloaded and loaded again before: its VFs go with
+// it (facts §6), so sriov-manage -e is planned for every GPU.
+func planSRIOV(ctx context.Context, e *Env, p *InstallPlan, installed bool, version string, reload bool) error {
 	for _, g := range p.SRIOV {
 		g := g
 		dev := "/sys/bus/pci/devices/" + g
-		if tot := readInt(e.Root, dev+"/sriov_totalvfs"); tot > 0 && readInt(e.Root, dev+"/sriov_numvfs") == tot {
+		if tot := readInt(e.Root, dev+"/sriov_totalvfs"); !reload && tot > 0 && readInt(e.Root, dev+"/sriov_numvfs") == tot {
 			continue
 		}
 		if installed && !e.Root.Exists(SRIOVManage) {
@@ -487,7 +529,7 @@ func PlanEnableVFs(ctx context.Context, e *Env, gpus []GPUInfo) (*InstallPlan, e
 		}
 	}
 	sort.Strings(p.SRIOV)
-	if err := planSRIOV(ctx, e, p, true, InstalledVersion(e.Root)); err != nil {
+	if err := planSRIOV(ctx, e, p, true, InstalledVersion(e.Root), false); err != nil {
 		return nil, err
 	}
 	for _, s := range p.Steps {
@@ -568,7 +610,7 @@ func (p *InstallPlan) Execute(ctx context.Context, e *Env, done func(Step)) erro
 		return err
 	}
 	for i, s := range p.Steps {
-		if len(s.Commands) > 0 {
+		if len(s.Commands) > 0 && !e.Undoing {
 			if err := journal.Append(e.Root, journal.Entry{Time: e.now().UTC(), Command: "vgpu install", Kind: journal.KindCommandIntent, After: s.Title}); err != nil {
 				return &StepError{N: i + 1, Of: len(p.Steps), Title: s.Title, Err: err}
 			}
@@ -576,7 +618,7 @@ func (p *InstallPlan) Execute(ctx context.Context, e *Env, done func(Step)) erro
 		if err := s.run(ctx, e); err != nil {
 			return &StepError{N: i + 1, Of: len(p.Steps), Title: s.Title, Err: err, Remedy: s.Remedy}
 		}
-		if len(s.Commands) > 0 {
+		if len(s.Commands) > 0 && !e.Undoing {
 			_ = journal.Append(e.Root, journal.Entry{Time: e.now().UTC(), Command: "vgpu install", Kind: "step", After: s.Title})
 		}
 		if done != nil {
@@ -605,7 +647,7 @@ func installerStep(root *host.Root, d *Driver, opts InstallOptions, kver string)
 			if !e.Root.Exists("/usr/bin/nvidia-vgpu-mgr") {
 				return errors.New("the installer succeeded but /usr/bin/nvidia-vgpu-mgr is not there")
 			}
-			return nil
+			return keepInstalled(e, d, run)
 		}}
 }
 
@@ -692,6 +734,6 @@ func packageStep(root *host.Root, d *Driver, kver string) Step {
 			if !e.Root.Exists("/usr/bin/nvidia-vgpu-mgr") {
 				return errors.New(tool + " succeeded but /usr/bin/nvidia-vgpu-mgr is not there")
 			}
-			return nil
+			return keepInstalled(e, d, run)
 		}}
 }

@@ -317,8 +317,8 @@ func TestInstallPackageEndToEndThenNoOp(t *testing.T) {
 		cmd          func(file string) string
 	}{
 		{"deb", "nvidia-vgpu-ubuntu-550 550.90.05 (apt-get)", true, func(f string) string { return "env DEBIAN_FRONTEND=noninteractive apt-get install -y " + f }},
-		{"rpm", "NVIDIA-vGPU-rhel-9.4 550.90.05 (dnf)", true, func(f string) string { return "dnf install -y " + f }},
-		{"rpm", "NVIDIA-vGPU-rhel-9.4 550.90.05 (rpm)", false, func(f string) string { return "rpm -Uvh --replacepkgs " + f }},
+		{"rpm", "NVIDIA-vGPU-rhel 9.4-550.90.05 (dnf)", true, func(f string) string { return "dnf install -y " + f }},
+		{"rpm", "NVIDIA-vGPU-rhel 9.4-550.90.05 (rpm)", false, func(f string) string { return "rpm -Uvh --replacepkgs " + f }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := packageRig(t, tc.format, tc.dnf)
@@ -375,9 +375,9 @@ func TestInspectPackageByContents(t *testing.T) {
 	for _, format := range []string{"deb", "rpm"} {
 		t.Run(format, func(t *testing.T) {
 			r := packageRig(t, format, true)
-			write := vgputest.WriteRPM
+			write, pkgVer := vgputest.WriteRPM, ver+"-1" // an rpm's VERSION-RELEASE
 			if format == "deb" {
-				write = vgputest.WriteDeb
+				write, pkgVer = vgputest.WriteDeb, ver
 			}
 			dir := t.TempDir()
 			kvmName := filepath.Base(r.opts.Driver)
@@ -386,12 +386,12 @@ func TestInspectPackageByContents(t *testing.T) {
 			renamed := filepath.Join(t.TempDir(), kvmName)
 			require.NoError(t, os.Rename(grid, renamed))
 			_, err = vgpu.InspectDriver(ctx, renamed, r.h)
-			require.ErrorContains(t, err, "this is the vGPU guest driver (package nvidia-linux-grid-550 550.90.05 holds nvidia-gridd, no nvidia-vgpu-mgr), for inside VMs")
+			require.ErrorContains(t, err, "this is the vGPU guest driver (package nvidia-linux-grid-550 "+pkgVer+" holds nvidia-gridd, no nvidia-vgpu-mgr), for inside VMs")
 
 			plain, err := write(dir, ver, "")
 			require.NoError(t, err)
 			_, err = vgpu.InspectDriver(ctx, plain, r.h)
-			require.ErrorContains(t, err, "this is not the vGPU manager (package nvidia-driver-550 550.90.05 holds no /usr/bin/nvidia-vgpu-mgr")
+			require.ErrorContains(t, err, "this is not the vGPU manager (package nvidia-driver-550 "+pkgVer+" holds no /usr/bin/nvidia-vgpu-mgr")
 
 			odd := filepath.Join(dir, "vgpu-manager.pkg")
 			require.NoError(t, os.Rename(r.opts.Driver, odd))
@@ -419,12 +419,12 @@ func TestInspectRPMQueries(t *testing.T) {
 	body, err := os.ReadFile(f)
 	require.NoError(t, err)
 	fr := &copyQueries{t: t, user: f, want: body, responses: map[string]host.FakeResponse{
-		"rpm -qp --qf %{NAME} %{VERSION} %{ARCH} FILE": {Out: []byte("NVIDIA-vGPU-rhel-9.4 550.90.05 x86_64")},
+		"rpm -qp --qf %{NAME} %{VERSION} %{RELEASE} %{ARCH} FILE": {Out: []byte("NVIDIA-vGPU-rhel 9.4 550.90.05 x86_64")},
 		"rpm -qlp FILE": {Out: []byte("/etc/nvidia/nvidia-vgpud.conf\n/usr/bin/nvidia-smi\n/usr/bin/nvidia-vgpu-mgr\n/usr/bin/nvidia-vgpud\n/usr/lib/nvidia/sriov-manage\n")},
 	}}
 	d, err := vgpu.InspectDriver(context.Background(), f, fr)
 	require.NoError(t, err)
-	require.Equal(t, "NVIDIA-vGPU-rhel-9.4 550.90.05", d.Name())
+	require.Equal(t, "NVIDIA-vGPU-rhel 9.4-550.90.05", d.Name())
 	require.Equal(t, ver, d.Version)
 	require.Equal(t, sha(body), d.SHA256)
 	require.Len(t, fr.calls, 2)

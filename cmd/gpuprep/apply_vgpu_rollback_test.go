@@ -76,7 +76,7 @@ func appliedVGPUNode(t *testing.T, c vgpuCase) (root string, n *vgpuNode, args [
 // manager's own: what its installer writes and its daemons' systemd state.
 // rollback leaves the manager installed.
 func managerFile(p string) bool {
-	for _, d := range []string{"usr/", "lib/", "var/log/"} {
+	for _, d := range []string{"usr/", "lib/", "var/log/", "var/lib/nvidia/"} {
 		if strings.HasPrefix(p, d) {
 			return true
 		}

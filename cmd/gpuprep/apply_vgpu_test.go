@@ -39,7 +39,7 @@ func (n *vgpuNode) Run(ctx context.Context, argv ...string) ([]byte, error) {
 		return nil, os.RemoveAll(filepath.Join(n.dir, "run/fake-systemd/is-enabled", argv[2]))
 	}
 	switch argv[0] {
-	case "sh", "modprobe", "systemctl", vgpu.SRIOVManage, "update-initramfs", vgpu.NVIDIASMI:
+	case "sh", "modprobe", "systemctl", vgpu.SRIOVManage, "update-initramfs", vgpu.NVIDIASMI, vgpu.RunUninstaller:
 		return n.h.Run(ctx, argv...)
 	}
 	return n.k.Run(ctx, argv...)

@@ -37,6 +37,7 @@ type fleetApply struct {
 	vgpuConfigFile string
 	vgpuConfig     string
 	driver         string
+	previousDriver string
 	files          map[string]*fleet.File // by local path
 	// --nvswitch: apply --nvswitch on vm-passthrough hosts
 	nvswitch bool
@@ -90,6 +91,11 @@ vm-vgpu hosts only, with --vgpu-config; the host variables gpuprep_vgpu_config_f
 and gpuprep_driver (paths on the host) and gpuprep_vgpu_config replace them per host.
 The config file, and the config name of each host, are checked before any host is
 contacted; the driver is verified by apply on the host (the canary first).
+A --driver of another version than the hosts have is the vGPU manager's upgrade
+(apply's vgpu-install step changes the version, and rollback changes it back):
+the canary changes version and must end ready before any other host starts.
+--previous-driver (host variable gpuprep_previous_driver) uploads the installer of
+the version the hosts have, for hosts gpuprep did not install it on.
 
 The report shows each host's phase (canary, batch N, skipped) and outcome (ready,
 reboot-needed, failed, rolled-back, rollback-failed, cancelled, skipped), with
@@ -120,6 +126,7 @@ a reboot (including canaries, which then stopped the rollout).`,
 	f.StringVar(&a.vgpuConfigFile, "vgpu-config-file", "", "vm-vgpu: local vgpu-device-manager config file, uploaded to each vm-vgpu host (per host: the variable gpuprep_vgpu_config_file, a path on the host, replaces it)")
 	f.StringVar(&a.vgpuConfig, "vgpu-config", "", "vm-vgpu: the config in it to create and label (per host: the variable gpuprep_vgpu_config replaces it)")
 	f.StringVar(&a.driver, "driver", "", "vm-vgpu: local vGPU manager installer (.run, .deb or .rpm), uploaded to each vm-vgpu host (per host: the variable gpuprep_driver, a path on the host, replaces it)")
+	f.StringVar(&a.previousDriver, "previous-driver", "", "vm-vgpu: with a --driver of another version, the installer of the version the hosts have, uploaded as --driver is, for hosts gpuprep did not install it on (per host: the variable gpuprep_previous_driver)")
 	return cmd
 }
 
@@ -145,6 +152,7 @@ func (a *fleetApply) vgpuArgs(h *fleet.Host) []string {
 		args = append(args, "--vgpu-config", name)
 	}
 	file("--driver", a.driver, "gpuprep_driver")
+	file("--previous-driver", a.previousDriver, "gpuprep_previous_driver")
 	return args
 }
 
@@ -162,7 +170,7 @@ func (a *fleetApply) checkVGPU(hosts []*fleet.Host) error {
 		}
 		cfg = c
 	}
-	for _, p := range []string{a.vgpuConfigFile, a.driver} {
+	for _, p := range []string{a.vgpuConfigFile, a.driver, a.previousDriver} {
 		if p == "" {
 			continue
 		}
@@ -207,7 +215,7 @@ func (a *fleetApply) checkVGPU(hosts []*fleet.Host) error {
 	if len(miss) > 0 {
 		return usageErr("vm-vgpu hosts need:\n  %s", strings.Join(miss, "\n  "))
 	}
-	if !any && (a.vgpuConfigFile != "" || a.vgpuConfig != "" || a.driver != "") {
+	if !any && (a.vgpuConfigFile != "" || a.vgpuConfig != "" || a.driver != "" || a.previousDriver != "") {
 		return usageErr("--vgpu-config-file, --vgpu-config and --driver apply to vm-vgpu hosts, and no selected host has mode vm-vgpu")
 	}
 	if a.nvswitch && !slices.ContainsFunc(hosts, func(h *fleet.Host) bool { return a.hostMode(h) == string(preflight.VMPassthrough) }) {

@@ -287,6 +287,10 @@ func TestFleetApplyVGPUFiles(t *testing.T) {
 	require.Equal(t, 0, code, stderr)
 	assert.Contains(t, out, "'--vgpu-config-file' 'upload:"+cfg+"' '--vgpu-config' 'l40s-24q' '--driver' 'upload:"+drv+"'")
 	assert.Contains(t, out, "'--vgpu-config' 'l40s-48q'")
+	prev := writeFile(t, "NVIDIA-Linux-x86_64-570.124.03-vgpu-kvm.run", "#!/bin/sh\n# stand-in\n")
+	code, out, stderr = runCLI(append(base, "--previous-driver", prev, "--dry-run")...)
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, out, "'--driver' 'upload:"+drv+"' '--previous-driver' 'upload:"+prev+"'")
 
 	code, out, stderr = runCLI(append(base, "-o", "json")...)
 	require.Equal(t, 0, code, out+stderr)
@@ -308,6 +312,21 @@ func TestFleetApplyVGPUFiles(t *testing.T) {
 	}
 	assert.Equal(t, []string{"apply --mode container --yes -o json"}, calls(t, hosts[2].dir))
 
+	// An upgrade over the fleet is this run with a new --driver: the canary
+	// (v1) applies it first, and a canary that fails (a version change it
+	// refused or could not verify) stops the rollout: no other host is
+	// contacted.
+	require.NoError(t, os.WriteFile(filepath.Join(hosts[0].dir, "behaviour"), []byte("fail\n"), 0o644))
+	code, out, stderr = runCLI(append(base, "--canary", "1", "-o", "json")...)
+	assert.Equal(t, exitNotReady, code, out+stderr)
+	v1 := calls(t, hosts[0].dir)
+	require.Len(t, v1, 6)
+	assert.Equal(t, "apply --mode vm-vgpu --yes -o json --vgpu-config-file "+remoteCfg+" --vgpu-config l40s-24q --driver "+remoteDrv, v1[3])
+	assert.Len(t, calls(t, hosts[1].dir), 3, "v2 was contacted although the canary failed")
+	assert.Len(t, calls(t, hosts[2].dir), 1, "c1 was contacted although the canary failed")
+	assert.Contains(t, stderr, "rollout stopped: canary v1 failed")
+	require.NoError(t, os.WriteFile(filepath.Join(hosts[0].dir, "behaviour"), []byte("ready\n"), 0o644))
+
 	// Refused before any host is contacted: a vm-vgpu host without a config
 	// name, a name the file lacks, vGPU flags without a vm-vgpu host.
 	noName := []string{"fleet", "apply", "-i", inv, "--yes", "--vgpu-config-file", cfg, "--limit", "v1"}
@@ -325,7 +344,7 @@ func TestFleetApplyVGPUFiles(t *testing.T) {
 	assert.Equal(t, exitUsage, code)
 	assert.Contains(t, stderr, bad+":5")
 	for _, h := range hosts {
-		assert.Len(t, calls(t, h.dir), map[string]int{"v1": 3, "v2": 3, "c1": 1}[h.name], "%s contacted by a refused run", h.name)
+		assert.Len(t, calls(t, h.dir), map[string]int{"v1": 6, "v2": 3, "c1": 1}[h.name], "%s contacted by a refused run", h.name)
 	}
 }
 

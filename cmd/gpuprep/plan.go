@@ -35,6 +35,7 @@ type provisionFlags struct {
 	vgpuConfigFile string
 	vgpuConfig     string
 	driver         string
+	previousDriver string
 }
 
 // provisionQuery answers plan's read-only queries (systemctl is-active,
@@ -54,6 +55,7 @@ func (f *provisionFlags) add(c *cobra.Command) {
 	fl.StringVar(&f.vgpuConfigFile, "vgpu-config-file", "", "vm-vgpu: vgpu-device-manager config file (version: v1), as gpuprep vgpu apply -f (required with vm-vgpu)")
 	fl.StringVar(&f.vgpuConfig, "vgpu-config", "", "vm-vgpu: the config in --vgpu-config-file to create, as gpuprep vgpu apply -c; also the nvidia.com/vgpu.config label, as gpuprep label --vgpu-config (required with vm-vgpu)")
 	fl.StringVar(&f.driver, "driver", "", "vm-vgpu: the vGPU manager NVIDIA-Linux-x86_64-<ver>-vgpu-kvm.run, as gpuprep vgpu install --driver (needed when the manager is not installed and running)")
+	fl.StringVar(&f.previousDriver, "previous-driver", "", "vm-vgpu: with a --driver of another version than the one installed, that one's installer or package, as gpuprep vgpu install --previous-driver (not needed where gpuprep installed it)")
 }
 
 // plan parses the flags and computes the plan; query answers its read-only
@@ -75,8 +77,8 @@ func (f *provisionFlags) plan(ctx context.Context, query host.Runner) (*host.Roo
 	if f.nvswitch && mode != preflight.VMPassthrough {
 		return nil, nil, usageErr("--nvswitch applies to --mode vm-passthrough only (container and vm-vgpu return NVSwitches on VFIO to the host)")
 	}
-	if mode != preflight.VMVGPU && (f.vgpuConfigFile != "" || f.vgpuConfig != "" || f.driver != "") {
-		return nil, nil, usageErr("--vgpu-config-file, --vgpu-config and --driver apply to --mode vm-vgpu only")
+	if mode != preflight.VMVGPU && (f.vgpuConfigFile != "" || f.vgpuConfig != "" || f.driver != "" || f.previousDriver != "") {
+		return nil, nil, usageErr("--vgpu-config-file, --vgpu-config, --driver and --previous-driver apply to --mode vm-vgpu only")
 	}
 	if mode == preflight.VMVGPU {
 		var miss []string
@@ -105,7 +107,7 @@ func (f *provisionFlags) plan(ctx context.Context, query host.Runner) (*host.Roo
 		query = provisionQuery(root)
 	}
 	p, err := provision.NewPlan(ctx, root, provision.Options{Mode: mode, Selector: sel, Kubeconfig: f.kubeconfig, Node: f.node, Force: f.force, NVSwitch: f.nvswitch,
-		VGPUConfigFile: f.vgpuConfigFile, VGPUConfig: f.vgpuConfig, Driver: f.driver, Binary: gpuprepBinary(), SelectArgs: f.sel, Runner: query})
+		VGPUConfigFile: f.vgpuConfigFile, VGPUConfig: f.vgpuConfig, Driver: f.driver, PreviousDriver: f.previousDriver, Binary: gpuprepBinary(), SelectArgs: f.sel, Runner: query})
 	if err != nil {
 		return root, nil, planErr(err)
 	}

@@ -77,7 +77,11 @@ needed), and the journal keeps their entries, so a later rollback (after the
 boot, or with --force) finishes them.
 
 rollback does not uninstall the vGPU manager: that is a package operation
-(nvidia-installer --uninstall, or the package manager); it says so.
+(nvidia-installer --uninstall, or the package manager); it says so. A version
+change gpuprep vgpu install made (--driver of another version) it undoes: the
+version installed now is uninstalled the way it was installed, the kept
+previous one installed again and its vGPUs made again (refused while a VM
+holds a vGPU: the journal keeps it, run rollback again).
 
 Exit codes: 0 done (or nothing to undo), 1 something could not be undone (a file
 edited since or without its backup, a device moved since, a device or command that

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -59,6 +60,20 @@ verified) and writes a systemd unit that enables them at every boot.
 Steps already in place are skipped: a re-run on an installed host does
 nothing. A failed step stops the install and says what to do.
 
+On a host with another version of the vGPU manager installed (told by
+nvidia-installer's record /var/lib/nvidia/log, or dpkg's or rpm's), --driver
+changes the version, as the GPU Operator's upgrade does: refused while a VM
+holds a vGPU (each named, with its process); the installed version's
+installer or package is kept under /var/lib/gpuprep/vgpu-manager (gpuprep
+keeps a copy of each one it installs; for one installed otherwise, give it
+with --previous-driver) and the change recorded and journalled; the vGPUs
+are removed, the daemons stopped, the modules unloaded, the old manager
+uninstalled the way it was installed (nvidia-installer --uninstall, apt-get
+remove or dpkg -r, dnf remove or rpm -e), the new one installed, the vGPUs
+made again (the same mdev UUIDs, the same VFs, the same types) and the
+result verified. A run stopped on the way resumes from the record; gpuprep
+rollback puts the previous version and its vGPUs back.
+
 Exit codes: 0 done (or nothing to do), 1 a prerequisite is missing or a step
 failed, 2 usage error (including a --driver that is not the vGPU manager).`,
 		Args: cobra.NoArgs,
@@ -77,9 +92,13 @@ failed, 2 usage error (including a --driver that is not the vGPU manager).`,
 			for _, d := range gpus {
 				opts.GPUs = append(opts.GPUs, vgpu.GPUInfo{Address: d.Address, DeviceID: d.DeviceID})
 			}
-			env := &vgpu.Env{Root: root, Runner: runner, Query: vgpuQueryRunner()}
+			env := &vgpu.Env{Root: root, Runner: runner, Query: vgpuQueryRunner(), Attrs: vgpuSysfs(root)}
 			ctx := context.Background()
 			plan, err := vgpu.PlanInstall(ctx, env, opts)
+			var held *vgpu.HeldError
+			if errors.As(err, &held) {
+				return &exitError{code: exitNotReady, err: err}
+			}
 			if err != nil {
 				return usageErr("%v", err)
 			}
@@ -112,6 +131,7 @@ failed, 2 usage error (including a --driver that is not the vGPU manager).`,
 		},
 	}
 	cmd.Flags().StringVar(&opts.Driver, "driver", "", "the vGPU manager: NVIDIA-Linux-x86_64-<ver>-vgpu-kvm.run, or its .deb/.rpm package")
+	cmd.Flags().StringVar(&opts.Previous, "previous-driver", "", "changing the version: the installer or package of the vGPU manager installed now, kept so that rollback can put it back (not needed where gpuprep installed it)")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print the prerequisites and the plan (with file diffs), change nothing")
 	cmd.Flags().StringArrayVar(&sel, "select", nil, "GPUs whose SR-IOV VFs are enabled (PCI address, VVVV:DDDD or VVVV); default every NVIDIA GPU")
 	cmd.Flags().BoolVar(&opts.NoDKMS, "no-dkms", false, "build the modules for the running kernel only, without DKMS (a kernel update then needs a re-run; .run only)")

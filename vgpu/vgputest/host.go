@@ -93,12 +93,26 @@ echo "version=` + version + `" > "$mods/kernel/drivers/video/nvidia.ko"
 dep() { grep -qxF "$1" "$mods/modules.dep" 2>/dev/null || echo "$1" >> "$mods/modules.dep"; }
 dep "kernel/drivers/video/nvidia.ko:"
 echo '#!/bin/sh' > "$R/usr/bin/nvidia-smi"
+echo '#!/bin/sh' > "$R/usr/bin/nvidia-installer"
+# nvidia-installer's own record of what it installed, which its --uninstall
+# reads (backup.c of github.com/NVIDIA/nvidia-installer: BACKUP_LOG
+# /var/lib/nvidia/log; line 1 the version as
+# create_backwards_compatible_version_string writes it, "1.0-<digits>
+# (<version>)", line 2 the description, then "1: <file>" and its CRC for
+# each INSTALLED_FILE, backup.h)
+mkdir -p "$R/var/lib/nvidia"
+log="$R/var/lib/nvidia/log"
+printf '1.0-%s (%s)\n%s\n' "$(echo ` + version + ` | tr -d .)" ` + version + ` "NVIDIA Accelerated Graphics Driver for Linux-x86_64" > "$log"
+inst() { printf '1: %s\n0\n' "$1" >> "$log"; }
+inst "/lib/modules/$kver/kernel/drivers/video/nvidia.ko"; inst /usr/bin/nvidia-smi; inst /usr/bin/nvidia-installer
 `
 	if flavour == "vgpu-kvm" {
 		script += `echo "version=` + version + `" > "$mods/kernel/drivers/video/nvidia-vgpu-vfio.ko"
 if [ "${kver%%.*}" -lt 6 ]; then dep "kernel/drivers/video/nvidia-vgpu-vfio.ko: kernel/drivers/video/nvidia.ko"; fi
 for b in nvidia-vgpu-mgr nvidia-vgpud; do echo '#!/bin/sh' > "$R/usr/bin/$b"; printf '[Unit]\nDescription=%s\n[Service]\nExecStart=/usr/bin/%s\n[Install]\nWantedBy=multi-user.target\n' $b $b > "$R/lib/systemd/system/$b.service"; done
 echo '#!/bin/sh' > "$R/usr/lib/nvidia/sriov-manage"
+inst "/lib/modules/$kver/kernel/drivers/video/nvidia-vgpu-vfio.ko"; inst /usr/lib/nvidia/sriov-manage
+for b in nvidia-vgpu-mgr nvidia-vgpud; do inst "/usr/bin/$b"; inst "/lib/systemd/system/$b.service"; done
 `
 	}
 	script += "exit 0\n"
@@ -130,7 +144,9 @@ func TarGz(names []string) ([]byte, error) {
 // Host is a host.Runner for a fixture root. Commands:
 //
 //   - sh FILE.run ARGS: runs the synthetic installer with RootEnv set (and
-//     InstallerEnv);
+//     InstallerEnv), which records what it installed in /var/lib/nvidia/log
+//     as nvidia-installer does; /usr/bin/nvidia-installer --uninstall
+//     --silent removes that (see uninstallRun);
 //   - modprobe MOD: loads MOD when modules.dep lists it (nvidia's version
 //     comes from its module file; nvidia binds the NVIDIA GPUs no driver
 //     holds); modprobe -r MOD unbinds its devices and unloads it (Busy makes
@@ -152,7 +168,11 @@ func TarGz(names []string) ([]byte, error) {
 //     --qf … FILE and rpm -qlp FILE (answered from a WriteRPM file), and
 //     [env VAR=…] apt-get install -y ./FILE, dpkg -i FILE, dnf install -y
 //     FILE, rpm -Uvh [--replacepkgs] FILE: unpack the package into the root
-//     and play DKMS's module build (FailPackage makes it fail).
+//     and play DKMS's module build (FailPackage makes it fail); a .deb is
+//     recorded as dpkg does (DpkgStatus, DpkgInfo), and apt-get remove -y
+//     PKG or dpkg -r PKG removes it again; an .rpm is recorded in RPMDB,
+//     which rpm -qf [--qf FMT] PATH and rpm -q NAME answer from, and
+//     rpm -e NAME or dnf remove -y NAME removes it again.
 //
 // Anything else is an error. WriteAttr plays the vGPU sysfs attributes
 // (current_vgpu_type, mdev create and remove).
@@ -233,6 +253,8 @@ func (h *Host) Run(ctx context.Context, argv ...string) ([]byte, error) {
 		return nil, b.Initramfs(kver).Err()
 	case "dracut", "mkinitcpio":
 		return nil, nil
+	case "/usr/bin/nvidia-installer":
+		return h.uninstallRun(b, argv[1:])
 	case "dpkg-deb", "rpm", "apt-get", "dnf", "dpkg":
 		return h.packageCommand(ctx, b, argv)
 	}

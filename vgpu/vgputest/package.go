@@ -18,13 +18,17 @@ import (
 // RPMMarker follows the RPM lead in the files WriteRPM writes.
 const RPMMarker = "gpuprep-fake-rpm"
 
+// RHELRelease is the VERSION of the packages WriteRPM writes: the RHEL
+// release NVIDIA builds its vGPU manager rpm for.
+const RHELRelease = "9.4"
+
 // packageName is the name NVIDIA gives the package of a flavour ("vgpu-kvm",
 // "grid" or "" for the plain driver) on Debian/Ubuntu and on RHEL.
 func packageName(format, version, flavour string) string {
 	branch, _, _ := strings.Cut(version, ".")
 	switch {
 	case flavour == "vgpu-kvm" && format == "rpm":
-		return "NVIDIA-vGPU-rhel-9.4"
+		return "NVIDIA-vGPU-rhel"
 	case flavour == "vgpu-kvm":
 		return "nvidia-vgpu-ubuntu-" + branch
 	case flavour == "grid":
@@ -91,50 +95,77 @@ func WriteDeb(dir, version, flavour string) (string, error) {
 // WriteRPM writes a stand-in for an .rpm of flavour, named as NVIDIA names
 // theirs (NVIDIA-vGPU-rhel-9.4-550.90.05.x86_64.rpm), into dir. rpmbuild is
 // not needed: the file is an RPM lead followed by RPMMarker, the package's
-// "NAME VERSION ARCH" and its file list, which Host's rpm answers queries
-// from (it is not a real RPM: only Host reads it).
+// "NAME VERSION RELEASE ARCH" and its file list, which Host's rpm answers
+// queries from (it is not a real RPM: only Host reads it). As NVIDIA's
+// vGPU manager rpm, the vgpu-kvm one's VERSION is the RHEL release
+// (RHELRelease) and its RELEASE the driver's version: rpm -iv prints
+// NVIDIA's as "NVIDIA-vGPU-rhel-8.9-550.163.02" (NVIDIA's Virtual GPU
+// Software User Guide, "Installing the Virtual GPU Manager Package for Red
+// Hat Enterprise Linux KVM"). The others carry the driver's version in
+// VERSION, RELEASE 1.
 func WriteRPM(dir, version, flavour string) (string, error) {
-	name := packageName("rpm", version, flavour)
+	head := rpmHeader{packageName("rpm", version, flavour), version, "1", "x86_64"}
+	if flavour == "vgpu-kvm" {
+		head.Version, head.Release = RHELRelease, version
+	}
 	lead := make([]byte, 96)
 	copy(lead, "\xed\xab\xee\xdb\x03\x00")
 	var b bytes.Buffer
 	b.Write(lead)
-	fmt.Fprintf(&b, "%s\n%s %s %s\n", RPMMarker, name, version, "x86_64")
+	fmt.Fprintf(&b, "%s\n%s %s %s %s\n", RPMMarker, head.Name, head.Version, head.Release, head.Arch)
 	for _, p := range slices.Sorted(maps.Keys(PackageFiles(version, flavour))) {
 		b.WriteString("/" + p + "\n")
 	}
-	out := filepath.Join(dir, name+"-"+version+".x86_64.rpm")
+	out := filepath.Join(dir, head.nvra()+".rpm")
 	return out, os.WriteFile(out, b.Bytes(), 0o644)
 }
 
-// readRPM reads what WriteRPM wrote: "NAME VERSION ARCH" and the file list.
-func readRPM(file string) (fields string, list []string, err error) {
+// readRPM reads what WriteRPM wrote: the header and the file list.
+func readRPM(file string) (head rpmHeader, list []string, err error) {
 	b, err := os.ReadFile(file)
 	if err != nil {
-		return "", nil, err
+		return head, nil, err
 	}
 	if len(b) < 96 || !bytes.HasPrefix(b, []byte("\xed\xab\xee\xdb")) {
-		return "", nil, fmt.Errorf("error: %s: not an rpm package", file)
+		return head, nil, fmt.Errorf("error: %s: not an rpm package", file)
 	}
 	lines := strings.Split(strings.TrimRight(string(b[96:]), "\n"), "\n")
 	if len(lines) < 2 || lines[0] != RPMMarker {
-		return "", nil, fmt.Errorf("error: %s: not a package WriteRPM wrote", file)
+		return head, nil, fmt.Errorf("error: %s: not a package WriteRPM wrote", file)
 	}
-	return lines[1], lines[2:], nil
+	f := strings.Fields(lines[1])
+	if len(f) != 4 {
+		return head, nil, fmt.Errorf("error: %s: not a package WriteRPM wrote", file)
+	}
+	return rpmHeader{f[0], f[1], f[2], f[3]}, lines[2:], nil
 }
 
-// rpm answers `rpm -qp --qf '%{NAME} %{VERSION} %{ARCH}' FILE` and `rpm -qlp
-// FILE` from a WriteRPM file, and installs one with `rpm -Uvh`.
+// rpm answers `rpm -qp --qf FMT FILE` and `rpm -qlp FILE` from a WriteRPM
+// file, installs one with `rpm -Uvh`, answers `rpm -qf [--qf FMT] PATH` and
+// `rpm -q NAME` from what it installed (RPMDB), and removes a package with
+// `rpm -e NAME`.
 func (h *Host) rpm(ctx context.Context, b *fixture.Builder, args []string) ([]byte, error) {
 	switch {
-	case len(args) == 4 && args[0] == "-qp" && args[1] == "--qf" && args[2] == "%{NAME} %{VERSION} %{ARCH}":
-		f, _, err := readRPM(args[3])
-		return []byte(f), err
+	case len(args) == 4 && args[0] == "-qp" && args[1] == "--qf":
+		p, _, err := readRPM(args[3])
+		if err != nil {
+			return nil, err
+		}
+		s, err := p.format(args[2])
+		return []byte(s), err
 	case len(args) == 2 && args[0] == "-qlp":
 		_, l, err := readRPM(args[1])
 		return []byte(strings.Join(l, "\n") + "\n"), err
 	case len(args) >= 2 && args[0] == "-Uvh":
 		return h.installPackage(ctx, b, "rpm", args[len(args)-1])
+	case len(args) == 4 && args[0] == "-qf" && args[1] == "--qf":
+		return h.rpmQueryFile(args[2], args[3])
+	case len(args) == 2 && args[0] == "-qf":
+		return h.rpmQueryFile("%{NAME}-%{VERSION}-%{RELEASE}.%{ARCH}\n", args[1])
+	case len(args) == 2 && args[0] == "-q":
+		return h.rpmQuery(args[1])
+	case len(args) == 2 && args[0] == "-e":
+		return h.removeRPM(b, "rpm", args[1])
 	}
 	return nil, fmt.Errorf("rpm %v: not simulated", args)
 }
@@ -146,15 +177,19 @@ func (h *Host) rpm(ctx context.Context, b *fixture.Builder, args []string) ([]by
 // DKMS build fail as apt-get reports it.
 func (h *Host) installPackage(ctx context.Context, b *fixture.Builder, tool, file string) ([]byte, error) {
 	kver, _ := h.Root.ReadString("/proc/sys/kernel/osrelease")
-	var version string
+	var version, debPkg string
+	var rpmHead *rpmHeader
 	var vgpuMgr bool
 	if strings.HasSuffix(file, ".rpm") {
-		f, list, err := readRPM(file)
+		head, list, err := readRPM(file)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", tool, err)
 		}
-		fields := strings.Fields(f)
-		version = fields[1]
+		rpmHead = &head
+		version = head.Version
+		if head.Version == RHELRelease {
+			version = head.Release // NVIDIA's vGPU manager rpm: see WriteRPM
+		}
 		files := PackageFiles(version, "")
 		for _, p := range list {
 			if strings.HasSuffix(p, "nvidia-vgpu-mgr") {
@@ -164,7 +199,7 @@ func (h *Host) installPackage(ctx context.Context, b *fixture.Builder, tool, fil
 			}
 		}
 		if h.FailPackage {
-			return nil, fmt.Errorf("%s: exit status 1: Error! Bad return status for module build on kernel: %s (x86_64)\nConsult /var/lib/dkms/nvidia/%s/build/make.log for more information.\nwarning: %%post(%s) scriptlet failed, exit status 10", tool, kver, version, fields[0])
+			return nil, fmt.Errorf("%s: exit status 1: Error! Bad return status for module build on kernel: %s (x86_64)\nConsult /var/lib/dkms/nvidia/%s/build/make.log for more information.\nwarning: %%post(%s) scriptlet failed, exit status 10", tool, kver, version, head.Name)
 		}
 		for p, c := range files {
 			b.File("/"+p, c)
@@ -190,6 +225,7 @@ func (h *Host) installPackage(ctx context.Context, b *fixture.Builder, tool, fil
 			return nil, fmt.Errorf("%s: dpkg-deb -x: %w: %s", tool, err, out)
 		}
 		vgpuMgr = h.Root.Exists("/usr/bin/nvidia-vgpu-mgr")
+		debPkg = pkg
 	}
 	mods := "/lib/modules/" + kver
 	dep, _ := h.Root.ReadString(mods + "/modules.dep")
@@ -202,6 +238,28 @@ func (h *Host) installPackage(ctx context.Context, b *fixture.Builder, tool, fil
 		}
 	}
 	b.File(mods+"/modules.dep", strings.TrimLeft(dep, "\n"))
+	if debPkg != "" || rpmHead != nil {
+		flavour := ""
+		if vgpuMgr {
+			flavour = "vgpu-kvm"
+		}
+		files := []string{mods + "/updates/dkms/nvidia.ko"}
+		if vgpuMgr {
+			files = append(files, mods+"/updates/dkms/nvidia-vgpu-vfio.ko")
+		}
+		for _, f := range slices.Sorted(maps.Keys(PackageFiles(version, flavour))) {
+			files = append(files, "/"+f)
+		}
+		var err error
+		if debPkg != "" {
+			err = h.recordDeb(b, debPkg, version, files)
+		} else {
+			err = h.recordRPM(b, *rpmHead, files)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
 	return []byte("Setting up ... done\n"), b.Err()
 }
 
@@ -218,8 +276,8 @@ func stripEnv(argv []string) []string {
 }
 
 // packageCommand plays dpkg-deb's queries (run for real: they only read
-// the file), apt-get install -y FILE, dpkg -i FILE, dnf install -y FILE and
-// rpm.
+// the file), apt-get install -y FILE, dpkg -i FILE, dnf install -y FILE,
+// apt-get remove -y PKG, dpkg -r PKG, dnf remove -y PKG and rpm.
 func (h *Host) packageCommand(ctx context.Context, b *fixture.Builder, argv []string) ([]byte, error) {
 	switch argv[0] {
 	case "dpkg-deb":
@@ -237,6 +295,12 @@ func (h *Host) packageCommand(ctx context.Context, b *fixture.Builder, argv []st
 	case "rpm":
 		return h.rpm(ctx, b, argv[1:])
 	case "apt-get", "dnf":
+		if len(argv) == 4 && argv[0] == "apt-get" && argv[1] == "remove" && argv[2] == "-y" {
+			return h.removeDeb(b, "apt-get", argv[3])
+		}
+		if len(argv) == 4 && argv[0] == "dnf" && argv[1] == "remove" && argv[2] == "-y" {
+			return h.removeRPM(b, "dnf", argv[3])
+		}
 		if len(argv) == 4 && argv[1] == "install" && argv[2] == "-y" {
 			if argv[0] == "apt-get" && !strings.Contains(argv[3], "/") {
 				return nil, fmt.Errorf("apt-get: exit status 100: E: Unable to locate package %s", argv[3])
@@ -246,6 +310,9 @@ func (h *Host) packageCommand(ctx context.Context, b *fixture.Builder, argv []st
 	case "dpkg":
 		if len(argv) == 3 && argv[1] == "-i" {
 			return h.installPackage(ctx, b, "dpkg", argv[2])
+		}
+		if len(argv) == 3 && argv[1] == "-r" {
+			return h.removeDeb(b, "dpkg", argv[2])
 		}
 	}
 	return nil, errors.New(strings.Join(argv, " ") + ": not simulated")
