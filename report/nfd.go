@@ -85,27 +85,12 @@ func NFD(w io.Writer, r *Report, o NFDOptions) error {
 // the modes in report order, the checks sorted, the version.
 func NFDLabels(r *Report, version string) [][2]string {
 	var out [][2]string
-	status := map[string]string{}
 	for _, m := range preflight.Modes {
-		mr := r.Modes[m]
-		if mr == nil {
-			continue
-		}
-		out = append(out, [2]string{NFDReadyLabel(m), fmt.Sprint(mr.Ready)})
-		for _, id := range mr.Blockers {
-			status[id] = string(preflight.Fail)
-		}
-		for _, id := range mr.Unknown {
-			if status[id] == "" {
-				status[id] = string(preflight.Error)
-			}
-		}
-		for _, id := range mr.Skipped {
-			if status[id] == "" {
-				status[id] = string(preflight.Skip)
-			}
+		if mr := r.Modes[m]; mr != nil {
+			out = append(out, [2]string{NFDReadyLabel(m), fmt.Sprint(mr.Ready)})
 		}
 	}
+	status := FailingChecks(r)
 	ids := make([]string, 0, len(status))
 	for id := range status {
 		ids = append(ids, id)
@@ -118,9 +103,32 @@ func NFDLabels(r *Report, version string) [][2]string {
 			continue
 		}
 		seen[k] = true
-		out = append(out, [2]string{k, status[id]})
+		out = append(out, [2]string{k, string(status[id])})
 	}
 	return append(out, [2]string{NFDPrefix + "gpuprep.version", LabelValue(version)})
+}
+
+// FailingChecks are the checks that keep a mode of r from being ready, each
+// with its worst status over the modes: fail, else error (not evaluated),
+// else skip.
+func FailingChecks(r *Report) map[string]preflight.Status {
+	rank := map[preflight.Status]int{preflight.Skip: 1, preflight.Error: 2, preflight.Fail: 3}
+	out := map[string]preflight.Status{}
+	set := func(ids []string, st preflight.Status) {
+		for _, id := range ids {
+			if rank[st] > rank[out[id]] {
+				out[id] = st
+			}
+		}
+	}
+	for _, mr := range r.Modes {
+		if mr != nil {
+			set(mr.Blockers, preflight.Fail)
+			set(mr.Unknown, preflight.Error)
+			set(mr.Skipped, preflight.Skip)
+		}
+	}
+	return out
 }
 
 // labelName makes s the name part of a qualified label key: at most 63

@@ -124,3 +124,13 @@ func TestRenderNFD(t *testing.T) {
 	require.WithinDuration(t, time.Now().Add(NFDTTL), e, time.Minute)
 	require.Error(t, Render(&b, &Document{Fleet: &FleetReport{}}, "nfd"))
 }
+
+// A check's worst status over the modes wins, whatever the modes' order.
+func TestFailingChecksWorstStatus(t *testing.T) {
+	r := &Report{Modes: map[preflight.Mode]*preflight.ModeResult{
+		preflight.Container:     {Skipped: []string{"a"}, Unknown: []string{"b"}},
+		preflight.VMPassthrough: {Unknown: []string{"a"}, Blockers: []string{"b"}},
+		preflight.VMVGPU:        {Skipped: []string{"c"}},
+	}}
+	require.Equal(t, map[string]preflight.Status{"a": preflight.Error, "b": preflight.Fail, "c": preflight.Skip}, FailingChecks(r))
+}
