@@ -73,8 +73,9 @@ the verdict, for nodes that have joined a cluster:
                             gpuprep_check_failing{check,status}, gpuprep_findings{status},
                             gpuprep_evaluation_success, gpuprep_build_info.
 
---once evaluates and publishes once, then exits (0 when published; what a systemd timer
-runs). In a pod, run it with the host's /sys, /proc, /etc, /boot and /lib/modules under
+--once evaluates and publishes once, then exits: 0 when published (whatever the
+verdict), 3 when the node could not be evaluated or a sink refused (what a systemd
+timer runs). A running agent logs such errors and tries again at the next interval. In a pod, run it with the host's /sys, /proc, /etc, /boot and /lib/modules under
 one directory and --root pointing there (deploy/daemonset.yaml).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return c.run(cmd) },
@@ -127,10 +128,16 @@ func (c *agentCmd) run(cmd *cobra.Command) error {
 	a := &agent{c: c, root: root, sel: sel, mode: mode, client: client, metrics: m, log: cmd.ErrOrStderr()}
 	for {
 		err := a.iterate(ctx)
-		if c.once {
-			return err
-		}
-		if err != nil {
+		var ee *exitError
+		switch {
+		case errors.As(err, &ee) && ee.code == exitUsage: // a bad --skip or --ignore: not for retrying
+			return ee
+		case c.once && err != nil:
+			// not published, or not all of it: neither a usage error nor a verdict
+			return &exitError{code: exitUnknown, err: err}
+		case c.once:
+			return nil
+		case err != nil:
 			fmt.Fprintln(a.log, "gpuprep agent:", sanitize.Lines(err.Error()))
 		}
 		select {
@@ -198,6 +205,10 @@ type agent struct {
 // errors of all of them, joined.
 func (a *agent) iterate(ctx context.Context) error {
 	rep, evalErr := a.evaluate()
+	var ee *exitError
+	if errors.As(evalErr, &ee) && ee.code == exitUsage {
+		return evalErr // a bad --skip or --ignore: nothing to publish
+	}
 	now := time.Now()
 	a.metrics.record(rep, evalErr, now)
 	errs := []error{evalErr}

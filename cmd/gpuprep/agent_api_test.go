@@ -165,6 +165,6 @@ func TestAgentOnceUnknownAndForbidden(t *testing.T) {
 
 	view := s.Kubeconfig(t, "viewer", s.View)
 	out, errs, code = gpuprep(t, "agent", "--once", "--root", root, "--kubeconfig", view, "--node", "gpu-2", "--mode", "vm-passthrough")
-	require.NotEqual(t, 0, code, out+errs)
+	require.Equal(t, exitUnknown, code, out+errs)
 	require.Contains(t, errs, `RBAC: grant verb "patch" on resource "nodes/status"`)
 }

@@ -14,16 +14,21 @@ import (
 )
 
 func TestAgentUsage(t *testing.T) {
+	root := fixtureRoot(t, "vfio-bound")
+	orig := tree(t, root)
 	for _, args := range [][]string{
 		{"agent"},
 		{"agent", "--node", "n1"},
 		{"agent", "--node", "n1", "--mode", "vm"},
 		{"agent", "--metrics", ":0", "--once"},
 		{"agent", "--feature-file", "default", "--interval", "10ms"},
+		{"agent", "--feature-file", "default", "--skip", "no.such.check"},
+		{"agent", "--feature-file", "default", "--ignore", "no.such.check", "--once"},
 	} {
-		_, errs, code := gpuprep(t, args...)
+		_, errs, code := gpuprep(t, append(args, "--root", root)...)
 		require.Equal(t, exitUsage, code, "%v: %s", args, errs)
 	}
+	require.Equal(t, orig, tree(t, root), "a usage error publishes nothing")
 }
 
 // --once --feature-file writes the file NFD reads, atomically, and
@@ -54,8 +59,11 @@ func TestAgentOnceWritesTheFeatureFile(t *testing.T) {
 	require.NoError(t, os.Remove(p))
 	require.NoError(t, os.Symlink("/etc/passwd", p))
 	_, errs, code = gpuprep(t, "agent", "--once", "--root", root, "--feature-file", "default")
-	require.NotEqual(t, 0, code)
+	require.Equal(t, exitUnknown, code)
 	require.Contains(t, errs, "feature file "+NFDFeatureFile)
+	target, err := os.Readlink(p)
+	require.NoError(t, err)
+	require.Equal(t, "/etc/passwd", target, "the link stays as it was")
 }
 
 func TestConditionFor(t *testing.T) {
@@ -78,4 +86,31 @@ func TestConditionFor(t *testing.T) {
 	c = conditionFor(nil, preflight.Container, os.ErrPermission)
 	require.Equal(t, "Unknown", c.Status)
 	require.Equal(t, "EvaluationFailed", c.Reason)
+}
+
+// check -o nfd prints the feature file (exit code as for any format); a
+// saved host report renders to it; a fleet report is refused.
+func TestCheckAndRenderNFD(t *testing.T) {
+	root := fixtureRoot(t, "vfio-bound")
+	out, errs, code := gpuprep(t, "check", "--root", root, "-o", "nfd", "--nfd-ttl", "0")
+	require.Equal(t, 0, code, errs)
+	require.NotContains(t, out, "+expiry-time", "--nfd-ttl 0: no expiry")
+	require.Contains(t, out, "\nfeature.node.kubernetes.io/gpuprep.ready.vm-passthrough=true\n")
+	require.Contains(t, out, "\nfeature.node.kubernetes.io/gpuprep.version=dev\n")
+	_, _, code = gpuprep(t, "check", "--root", root, "-o", "nfd", "--mode", "vm-vgpu")
+	require.Equal(t, exitNotReady, code)
+
+	js, _, _ := gpuprep(t, "check", "--root", root, "-o", "json")
+	f := filepath.Join(t.TempDir(), "r.json")
+	require.NoError(t, os.WriteFile(f, []byte(js), 0o644))
+	got, errs, code := gpuprep(t, "report", "render", "-o", "nfd", f)
+	require.Equal(t, 0, code, errs)
+	require.Contains(t, got, "# +expiry-time=")
+	require.Contains(t, got, "\nfeature.node.kubernetes.io/gpuprep.ready.vm-passthrough=true\n")
+
+	fleet := filepath.Join(t.TempDir(), "f.json")
+	require.NoError(t, os.WriteFile(fleet, []byte(`{"apiVersion":"gpuprep/v1","kind":"FleetReport","hosts":[]}`), 0o644))
+	_, errs, code = gpuprep(t, "report", "render", "-o", "nfd", fleet)
+	require.Equal(t, exitUsage, code, errs)
+	require.Contains(t, errs, "nfd, for a host's report")
 }

@@ -40,8 +40,8 @@ view, a table of hosts and each host's findings. FILE "-" reads standard input.`
 			if err != nil {
 				return usageErr("%v", err)
 			}
-			if !validFormat(output) {
-				return usageErr("--output %q: want text, json, junit, markdown, html or nfd (a host's report only)", output)
+			if !validFormat(output) && (output != "nfd" || d.Host == nil) {
+				return usageErr("--output %q: want text, json, junit, markdown or html (or nfd, for a host's report)", output)
 			}
 			return report.Render(cmd.OutOrStdout(), d, output)
 		},
