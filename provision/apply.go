@@ -352,6 +352,8 @@ func (p *Plan) run(ctx context.Context, e Env, s *Step) error {
 		return p.createVGPUs(ctx, e)
 	case StepLabel:
 		return p.label(ctx, e)
+	case StepNFDTimer:
+		return p.installNFDTimer(ctx, e, s)
 	}
 	return fmt.Errorf("unknown step %q", s.ID)
 }

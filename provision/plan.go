@@ -46,10 +46,11 @@ const (
 	StepVGPUInstall = "vgpu-install" // vm-vgpu: vgpu install --driver, when the manager is not installed and running
 	StepVGPUDevices = "vgpu-devices" // vm-vgpu: vgpu apply -f CONFIG -c NAME --persist
 	StepLabel       = "label"        // nvidia.com/gpu.workload.config (and nvidia.com/vgpu.config)
+	// StepNFDTimer (nfd_timer.go): --nfd-timer, the NFD feature file's refresher
 )
 
 // Steps lists every step ID in order.
-var Steps = []string{StepKernelArgs, StepReboot, StepVFIOBind, StepVFIOUnbind, StepNouveau, StepVGPUInstall, StepVGPUDevices, StepLabel}
+var Steps = []string{StepKernelArgs, StepReboot, StepVFIOBind, StepVFIOUnbind, StepNouveau, StepVGPUInstall, StepVGPUDevices, StepLabel, StepNFDTimer}
 
 // Options say what to plan.
 type Options struct {
@@ -79,6 +80,10 @@ type Options struct {
 	PreviousDriver string // with a Driver of another version: the installed one's (vgpu.InstallOptions.Previous)
 	Binary         string
 	SelectArgs     []string
+	// NFDTimer: install the systemd timer that refreshes the Node Feature
+	// Discovery feature file (StepNFDTimer), running a root-owned copy of
+	// Binary.
+	NFDTimer bool
 	// Runner answers the read-only queries of planning (systemctl
 	// is-active, sh FILE --list); nil: none can be asked.
 	Runner host.Runner
@@ -140,6 +145,7 @@ type Plan struct {
 	vfioPlan *vfio.Plan
 	labels   labelPlan
 	vgpu     *vgpuState
+	nfdTimer *nfdTimerPlan
 	resumed  []string // steps an earlier apply started and did not finish
 	// unbindAtBoot: the devices the vfio-unbind step takes off VFIO at the
 	// next boot, not now (a board with NVSwitches: planUnbindAtBoot)
@@ -240,6 +246,9 @@ func NewPlan(ctx context.Context, root *host.Root, opts Options) (*Plan, error) 
 		return nil, err
 	}
 	p.noteBlockers(rebootPending)
+	if err := p.planNFDTimer(ctx); err != nil {
+		return nil, err
+	}
 	if len(p.Unaddressed) > 0 {
 		// the workload label tells the GPU Operator the node is ready for
 		// the mode: not while apply leaves it not ready

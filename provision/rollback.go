@@ -235,6 +235,9 @@ func Rollback(ctx context.Context, e Env, o RollbackOptions) (*RollbackResult, e
 			if u.action == "remove" && isUnit(u.path) {
 				// a unit gpuprep created and enabled: disabled before its file goes
 				argv := []string{"systemctl", "disable", path.Base(u.path)}
+				if strings.HasSuffix(u.path, ".timer") { // a timer runs on until stopped
+					argv = []string{"systemctl", "disable", "--now", path.Base(u.path)}
+				}
 				e.logf("run: %s", host.ShellQuote(argv))
 				if out, err := e.Runner.Run(ctx, argv...); err != nil {
 					res.Notes = append(res.Notes, fmt.Sprintf("%s: %v%s", host.ShellQuote(argv), err, host.OutputTail(out)))
@@ -411,7 +414,7 @@ func removeCreatedDir(e Env, d string, res *RollbackResult) (left bool, err erro
 
 // isUnit reports whether p is a systemd unit file gpuprep writes.
 func isUnit(p string) bool {
-	return strings.HasPrefix(p, "/etc/systemd/system/") && strings.HasSuffix(p, ".service")
+	return strings.HasPrefix(p, "/etc/systemd/system/") && (strings.HasSuffix(p, ".service") || strings.HasSuffix(p, ".timer"))
 }
 
 func get(m map[string]*resource, order *[]*resource, kind, key string, i int) *resource {

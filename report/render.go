@@ -4,10 +4,19 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"time"
 )
 
 // Formats lists what Render can write.
+// Format "nfd" (one host's Node Feature Discovery feature file) is not among
+// them: a fleet has no one feature file.
 var Formats = []string{"text", "json", "junit", "markdown", "html"}
+
+// Version is gpuprep's version (set by main): the nfd format carries it.
+var Version = "dev"
+
+// NFDTTL is how long an nfd feature file written by Render stays valid.
+const NFDTTL = time.Hour
 
 // Document is a saved gpuprep JSON report: a host's ReadinessReport or a
 // FleetReport.
@@ -65,6 +74,8 @@ func Render(w io.Writer, d *Document, format string) error {
 			return Text(w, d.Host)
 		case "json":
 			return JSON(w, d.Host)
+		case "nfd":
+			return NFD(w, d.Host, NFDOptions{Version: Version, Expiry: time.Now().Add(NFDTTL)})
 		}
 		d = &Document{Fleet: AsFleet(d.Host)}
 	}
@@ -79,6 +90,8 @@ func Render(w io.Writer, d *Document, format string) error {
 		return FleetMarkdown(w, d.Fleet)
 	case "html":
 		return FleetHTML(w, d.Fleet)
+	case "nfd":
+		return fmt.Errorf("format nfd is one node's feature file: render a host's report, not a fleet's")
 	}
-	return fmt.Errorf("unknown format %q (want text, json, junit, markdown or html)", format)
+	return fmt.Errorf("unknown format %q (want text, json, junit, markdown, html or nfd)", format)
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"runtime/debug"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -22,6 +23,8 @@ type checkCmd struct {
 	skip   []string
 	// compact: -o json on one line (what fleet check asks its hosts for).
 	compact bool
+	// nfdTTL: with -o nfd, how long NFD keeps the labels.
+	nfdTTL time.Duration
 }
 
 func newCheckCmd(g *globals) *cobra.Command {
@@ -51,10 +54,11 @@ Usage errors exit 2.`,
 	f := cmd.Flags()
 	f.StringVar(&c.mode, "mode", "", "workload type to judge: container, vm-passthrough or vm-vgpu (default: report every mode)")
 	f.StringArrayVar(&c.sel, "select", nil, "devices treated as GPUs: PCI address (0000:41:00.0), VVVV:DDDD or VVVV; repeatable (default: every NVIDIA GPU)")
-	f.StringVarP(&c.output, "output", "o", "text", "output format: text, json, junit, markdown or html")
+	f.StringVarP(&c.output, "output", "o", "text", "output format: text, json, junit, markdown, html or nfd (a Node Feature Discovery feature file)")
 	f.StringSliceVar(&c.ignore, "ignore", nil, "check IDs whose failures (and unevaluable results) become warnings (comma-separated, or all)")
 	f.StringSliceVar(&c.skip, "skip", nil, "check IDs not to run (comma-separated); the modes they belong to are then not evaluated (exit 3)")
 	f.BoolVar(&c.compact, "compact", false, "with -o json, the report on one line (for machines and log shippers)")
+	f.DurationVar(&c.nfdTTL, "nfd-ttl", report.NFDTTL, "with -o nfd, how long Node Feature Discovery keeps the labels (its expiry-time directive; 0: no expiry)")
 	return cmd
 }
 
@@ -67,8 +71,8 @@ func (c *checkCmd) run(cmd *cobra.Command) error {
 		}
 		mode = m
 	}
-	if !validFormat(c.output) {
-		return usageErr("--output %q: want text, json, junit, markdown or html", c.output)
+	if !validFormat(c.output) && c.output != "nfd" {
+		return usageErr("--output %q: want text, json, junit, markdown, html or nfd", c.output)
 	}
 	if c.compact && c.output != "json" {
 		return usageErr("--compact is for -o json, not -o %s", c.output)
@@ -102,6 +106,8 @@ func (c *checkCmd) run(cmd *cobra.Command) error {
 	switch {
 	case c.compact:
 		err = report.CompactJSON(out, rep)
+	case c.output == "nfd":
+		err = report.NFD(out, rep, nfdOptions(c.nfdTTL))
 	case c.output != "text":
 		err = report.Render(out, &report.Document{Host: rep}, c.output)
 	default:
@@ -130,4 +136,13 @@ func exitCode(r *report.Report) int {
 		return exitNotReady
 	}
 	return exitOK
+}
+
+// nfdOptions: this gpuprep's version, and an expiry ttl from now (none for 0).
+func nfdOptions(ttl time.Duration) report.NFDOptions {
+	o := report.NFDOptions{Version: version}
+	if ttl > 0 {
+		o.Expiry = time.Now().Add(ttl)
+	}
+	return o
 }

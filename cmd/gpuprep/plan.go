@@ -36,6 +36,7 @@ type provisionFlags struct {
 	vgpuConfig     string
 	driver         string
 	previousDriver string
+	nfdTimer       bool // the NFD feature file's timer
 }
 
 // provisionQuery answers plan's read-only queries (systemctl is-active,
@@ -51,6 +52,7 @@ func (f *provisionFlags) add(c *cobra.Command) {
 	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "label the Node through the Kubernetes API with this kubeconfig (default: the kubelet environment file's --node-labels)")
 	fl.StringVar(&f.node, "node", "", "Node name with --kubeconfig (default: this host's name, lower-cased)")
 	fl.BoolVar(&f.force, "force", false, "vfio: unbind nvidia (or vfio) even while its device nodes are held open")
+	fl.BoolVar(&f.nfdTimer, "nfd-timer", false, "also install a systemd timer that rewrites Node Feature Discovery's feature file ("+provision.NFDFeatureDir+"/gpuprep) every 5 minutes, so readiness and drift show as node labels")
 	fl.BoolVar(&f.nvswitch, "nvswitch", false, "vm-passthrough: bind the NVSwitches to VFIO with the GPUs, for a VM given the whole board with its NVLink fabric (Fabric Manager then runs in the guest)")
 	fl.StringVar(&f.vgpuConfigFile, "vgpu-config-file", "", "vm-vgpu: vgpu-device-manager config file (version: v1), as gpuprep vgpu apply -f (required with vm-vgpu)")
 	fl.StringVar(&f.vgpuConfig, "vgpu-config", "", "vm-vgpu: the config in --vgpu-config-file to create, as gpuprep vgpu apply -c; also the nvidia.com/vgpu.config label, as gpuprep label --vgpu-config (required with vm-vgpu)")
@@ -107,7 +109,7 @@ func (f *provisionFlags) plan(ctx context.Context, query host.Runner) (*host.Roo
 		query = provisionQuery(root)
 	}
 	p, err := provision.NewPlan(ctx, root, provision.Options{Mode: mode, Selector: sel, Kubeconfig: f.kubeconfig, Node: f.node, Force: f.force, NVSwitch: f.nvswitch,
-		VGPUConfigFile: f.vgpuConfigFile, VGPUConfig: f.vgpuConfig, Driver: f.driver, PreviousDriver: f.previousDriver, Binary: gpuprepBinary(), SelectArgs: f.sel, Runner: query})
+		VGPUConfigFile: f.vgpuConfigFile, VGPUConfig: f.vgpuConfig, Driver: f.driver, PreviousDriver: f.previousDriver, Binary: gpuprepBinary(), SelectArgs: f.sel, Runner: query, NFDTimer: f.nfdTimer})
 	if err != nil {
 		return root, nil, planErr(err)
 	}

@@ -9,14 +9,17 @@ import (
 	"github.com/gpuprep/gpuprep/report"
 )
 
-func init() { register(newReportCmd) }
+func init() {
+	register(newReportCmd)
+	report.Version = version
+}
 
 func newReportCmd(_ *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "report", Short: "Work with saved gpuprep JSON reports"}
 	var output string
 	render := &cobra.Command{
 		Use:   "render FILE.json",
-		Short: "Render a saved report (host or fleet) as text, json, junit, markdown or html",
+		Short: "Render a saved report (host or fleet) as text, json, junit, markdown, html or nfd (a host's report only)",
 		Long: `render turns any saved gpuprep JSON report — a host's ReadinessReport (gpuprep check -o json)
 or a FleetReport (gpuprep fleet check -o json) — into another format. html is one
 self-contained file (no scripts, no external resources) a person can open: the fleet-wide
@@ -37,13 +40,13 @@ view, a table of hosts and each host's findings. FILE "-" reads standard input.`
 			if err != nil {
 				return usageErr("%v", err)
 			}
-			if !validFormat(output) {
-				return usageErr("--output %q: want text, json, junit, markdown or html", output)
+			if !validFormat(output) && (output != "nfd" || d.Host == nil) {
+				return usageErr("--output %q: want text, json, junit, markdown or html (or nfd, for a host's report)", output)
 			}
 			return report.Render(cmd.OutOrStdout(), d, output)
 		},
 	}
-	render.Flags().StringVarP(&output, "output", "o", "text", "output format: text, json, junit, markdown or html")
+	render.Flags().StringVarP(&output, "output", "o", "text", "output format: text, json, junit, markdown, html or nfd (a host's report only)")
 	cmd.AddCommand(render)
 	return cmd
 }
