@@ -137,3 +137,26 @@ func TestCleanLikeThePlugin(t *testing.T) {
 		require.Equal(t, want, name(t, r, id), id)
 	}
 }
+
+// The data-centre GPUs gpuprep names most, as v1.6.0 advertises them (each
+// checked by hand against its line in pci.ids 2025.07.11).
+func TestDefaultNamesDataCentreGPUs(t *testing.T) {
+	r := release(t, Default)
+	for id, want := range map[string]string{
+		"1eb8": "nvidia.com/TU104GL_TESLA_T4",
+		"2236": "nvidia.com/GA102GL_A10",
+		"2330": "nvidia.com/GH100_H100_SXM5_80GB",
+		"2335": "nvidia.com/GH100_H200_SXM_141GB",
+		"26b9": "nvidia.com/AD102GL_L40S",
+		"2901": "nvidia.com/GB100_B200",
+		"20b7": "nvidia.com/GA100GL_A30_PCIE",
+		"2235": "nvidia.com/GA102GL_A40",
+		"20b5": "nvidia.com/GA100_A100_PCIE_80GB",
+		"20f1": "nvidia.com/GA100_A100_PCIE_40GB",
+		"27b8": "nvidia.com/AD104GL_L4",
+		"2331": "nvidia.com/GH100_H100_PCIE",
+		"ffff": "nvidia.com/ffff",
+	} {
+		require.Equal(t, want, name(t, r, id), id)
+	}
+}
