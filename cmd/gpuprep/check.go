@@ -1,12 +1,14 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"runtime/debug"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpuprep/gpuprep/internal/deviceplugin"
 	"github.com/gpuprep/gpuprep/internal/host"
 	"github.com/gpuprep/gpuprep/internal/pci"
 	"github.com/gpuprep/gpuprep/preflight"
@@ -22,6 +24,8 @@ type checkCmd struct {
 	skip   []string
 	// compact: -o json on one line (what fleet check asks its hosts for).
 	compact bool
+	// devicePlugin: --device-plugin-version, the release resource names are for
+	devicePlugin string
 }
 
 func newCheckCmd(g *globals) *cobra.Command {
@@ -55,6 +59,7 @@ Usage errors exit 2.`,
 	f.StringSliceVar(&c.ignore, "ignore", nil, "check IDs whose failures (and unevaluable results) become warnings (comma-separated, or all)")
 	f.StringSliceVar(&c.skip, "skip", nil, "check IDs not to run (comma-separated); the modes they belong to are then not evaluated (exit 3)")
 	f.BoolVar(&c.compact, "compact", false, "with -o json, the report on one line (for machines and log shippers)")
+	addDevicePluginFlag(f, &c.devicePlugin, false)
 	return cmd
 }
 
@@ -72,6 +77,10 @@ func (c *checkCmd) run(cmd *cobra.Command) error {
 	}
 	if c.compact && c.output != "json" {
 		return usageErr("--compact is for -o json, not -o %s", c.output)
+	}
+	rel, err := deviceplugin.Lookup(cmp.Or(c.devicePlugin, deviceplugin.Default))
+	if err != nil {
+		return usageErr("--device-plugin-version: %v", err)
 	}
 	sel, err := pci.ParseSelector(c.sel)
 	if err != nil {
@@ -98,6 +107,9 @@ func (c *checkCmd) run(cmd *cobra.Command) error {
 		return usageErr("%v", err)
 	}
 	rep := report.Build(env, res, mode)
+	for _, n := range rep.NameResources(rel) {
+		fmt.Fprintln(cmd.ErrOrStderr(), "gpuprep: note:", n)
+	}
 	out := cmd.OutOrStdout()
 	switch {
 	case c.compact:

@@ -2,7 +2,6 @@ package deviceplugin
 
 import (
 	"fmt"
-	"regexp"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -20,8 +19,8 @@ const Namespace = "nvidia.com"
 // (the "." there no longer occurs), which drops the brackets of
 // "GB100 [HGX B200 168GB]" and keeps what they enclose.
 var (
-	spaceRuns = regexp.MustCompile(`\s+`)
-	otherRuns = regexp.MustCompile(`[^a-zA-Z0-9_.]+`)
+	spaceRuns = lazyRegexp(`\s+`)
+	otherRuns = lazyRegexp(`[^a-zA-Z0-9_.]+`)
 )
 
 // ResourceName is the extended resource release r advertises for an NVIDIA
@@ -59,8 +58,8 @@ func clean(name, id string) string {
 	n := strings.ToUpper(strings.TrimSpace(name))
 	n = strings.ReplaceAll(n, "/", "_")
 	n = strings.ReplaceAll(n, ".", "_")
-	n = spaceRuns.ReplaceAllString(n, "_")
-	n = otherRuns.ReplaceAllString(n, "")
+	n = spaceRuns().ReplaceAllString(n, "_")
+	n = otherRuns().ReplaceAllString(n, "")
 	if n == "" {
 		return id
 	}

@@ -122,17 +122,20 @@ func TestNameKubeletRefuses(t *testing.T) {
 // The clean-up's corners, on lines in pci.ids' form.
 func TestCleanLikeThePlugin(t *testing.T) {
 	r := Release{Tag: "t", devices: []string{
-		"0001  A  B\tC",       // runs of white space: one "_" each
-		"0002  x.y/z (rev 2)", // lower case, "." and "/", parentheses
-		"0003  [()]",          // nothing left: the device ID
-		"0004  A - B",         // "-" dropped between two "_"
+		"0001  A  B\tC",        // runs of white space: one "_" each
+		"0002  x.y/z (rev 2)",  // lower case, "." and "/", parentheses
+		"0003  [()]",           // nothing left: the device ID
+		"0004  A - B",          // "-" dropped between two "_"
+		"0005  Bridge of 0006", // another device's ID in a name: not its line
+		"0006  Real",
 	}}
 	for id, want := range map[string]string{
 		"0001": "nvidia.com/A_B_C",
 		"0002": "nvidia.com/X_Y_Z_REV_2",
 		"0003": "nvidia.com/0003",
 		"0004": "nvidia.com/A__B",
-		"0005": "nvidia.com/0005",
+		"0006": "nvidia.com/REAL",
+		"0007": "nvidia.com/0007",
 	} {
 		require.Equal(t, want, name(t, r, id), id)
 	}

@@ -2,7 +2,6 @@ package deviceplugin
 
 import (
 	"fmt"
-	"regexp"
 	"strings"
 )
 
@@ -27,7 +26,7 @@ type Release struct {
 // of the whole pci.ids (pkg/device_plugin/device_plugin.go getDeviceName at
 // those tags: the first line containing the ID, or starting with it at
 // v1.2.1), not among NVIDIA's devices; v1.2.2 brought locateVendor.
-var beforeVendorScan = regexp.MustCompile(`^v?1\.(1\.\d+|2\.[01])$`)
+var beforeVendorScan = lazyRegexp(`^v?1\.(1\.\d+|2\.[01])$`)
 
 // Lookup is the release with tag ("v1.6.0"; "1.6.0" is taken as v1.6.0).
 // A release gpuprep has no pci.ids for is an error that says so: its names
@@ -46,11 +45,14 @@ func Lookup(tag string) (Release, error) {
 			return r, nil
 		}
 	}
-	if beforeVendorScan.MatchString(tag) {
+	if beforeVendorScan().MatchString(tag) {
 		return Release{}, fmt.Errorf("sandbox device plugin %s: releases before v1.2.2 look the device ID up anywhere in their pci.ids, not among NVIDIA's devices, and gpuprep does not name resources their way (known: %s)", tag, strings.Join(Known(), ", "))
 	}
 	return Release{}, fmt.Errorf("sandbox device plugin version %q: gpuprep does not know which pci.ids it bundles, so not the names it advertises (known: %s; a new release: add it to scripts/deviceplugin-names.sh)", tag, strings.Join(Known(), ", "))
 }
+
+// Oldest is the oldest release gpuprep names resources for.
+const Oldest = "v1.2.2"
 
 // Known lists the releases Lookup knows, oldest first.
 func Known() []string {

@@ -27,13 +27,32 @@ type table struct {
 	releases []Release
 }
 
+// The forms of the table's fields, compiled on first use (gpuprep's
+// packages compile nothing at start-up).
 var (
-	versionRe    = regexp.MustCompile(`^\d{4}\.\d{2}\.\d{2}$`)
-	commitRe     = regexp.MustCompile(`^[0-9a-f]{40}$`)
-	sha256Re     = regexp.MustCompile(`^[0-9a-f]{64}$`)
-	tagRe        = regexp.MustCompile(`^v\d+\.\d+\.\d+$`)
-	deviceLineRe = regexp.MustCompile(`^[0-9a-f]{4} `)
+	versionRe = lazyRegexp(`^\d{4}\.\d{2}\.\d{2}$`)
+	commitRe  = lazyRegexp(`^[0-9a-f]{40}$`)
+	sha256Re  = lazyRegexp(`^[0-9a-f]{64}$`)
+	tagRe     = lazyRegexp(`^v\d+\.\d+\.\d+$`)
 )
+
+func lazyRegexp(expr string) func() *regexp.Regexp {
+	return sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(expr) })
+}
+
+// deviceLine: a device line of pci.ids without its tab starts with four
+// lower-case hex digits and a space.
+func deviceLine(l string) bool {
+	if len(l) < 5 || l[4] != ' ' {
+		return false
+	}
+	for _, c := range l[:4] {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
 
 // loadTable parses the embedded table once.
 var loadTable = sync.OnceValues(func() (*table, error) { return parseTable(devicesTxt) })
@@ -82,7 +101,7 @@ func parseTable(s string) (*table, error) {
 
 func (t *table) addPCIIDs(line string) error {
 	f := strings.Split(line, "\t")
-	if len(f) != 4 || !versionRe.MatchString(f[1]) || !commitRe.MatchString(f[2]) || !sha256Re.MatchString(f[3]) {
+	if len(f) != 4 || !versionRe().MatchString(f[1]) || !commitRe().MatchString(f[2]) || !sha256Re().MatchString(f[3]) {
 		return fmt.Errorf("want pciids VERSION COMMIT SHA256, got %q", line)
 	}
 	t.pciids = append(t.pciids, PCIIDs{Version: f[1], Commit: f[2], SHA256: f[3]})
@@ -90,7 +109,7 @@ func (t *table) addPCIIDs(line string) error {
 }
 
 func (t *table) addRelease(f []string) error {
-	if len(f) != 3 || !tagRe.MatchString(f[1]) {
+	if len(f) != 3 || !tagRe().MatchString(f[1]) {
 		return fmt.Errorf("want release TAG VERSION, got %q", strings.Join(f, "\t"))
 	}
 	for _, r := range t.releases {
@@ -111,7 +130,7 @@ func (t *table) addDevice(f []string, devices [][]string, seen []map[string]bool
 	if len(f) != 3 || len(f[1]) != len(t.pciids) || strings.Trim(f[1], "01") != "" || !strings.Contains(f[1], "1") {
 		return fmt.Errorf("want device MASK LINE with one 0 or 1 per pci.ids (%d), some 1", len(t.pciids))
 	}
-	if !deviceLineRe.MatchString(f[2]) {
+	if !deviceLine(f[2]) {
 		return fmt.Errorf("device line %q does not start with a device ID and a space", f[2])
 	}
 	for i, c := range f[1] {
