@@ -2,6 +2,7 @@ package kube
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -44,6 +45,13 @@ func TestSandboxDevicePluginAndNodeResourcesAgainstARealAPIServer(t *testing.T) 
 	res, err := admin.NodeResources(ctx)
 	require.NoError(t, err)
 	require.Equal(t, map[string][]string{"gpu-1": {"cpu", "nvidia.com/2909"}, "gpu-2": nil}, res)
+
+	// a DaemonSet of that name that is not the operator's: said, not guessed
+	s.MustDo(t, "POST", "/api/v1/namespaces", "application/json", `{"metadata":{"name":"other"}}`)
+	s.MustDo(t, "POST", "/apis/apps/v1/namespaces/other/daemonsets", "application/json",
+		strings.Replace(sandboxDaemonSetJSON, `"name":"nvidia-sandbox-device-plugin-ctr"`, `"name":"plugin"`, 1))
+	_, err = admin.SandboxDevicePluginImages(ctx)
+	require.ErrorContains(t, err, "DaemonSet other/nvidia-sandbox-device-plugin-daemonset has no container nvidia-sandbox-device-plugin-ctr")
 
 	viewer, err := NewClient(s.Kubeconfig(t, "viewer", s.View))
 	require.NoError(t, err)
