@@ -6,12 +6,12 @@ import (
 	"encoding/json"
 	"io"
 	"path"
+	"slices"
 	"strings"
 
+	"github.com/gpuprep/gpuprep/internal/deviceplugin"
 	"github.com/gpuprep/gpuprep/internal/host"
-
 	"github.com/gpuprep/gpuprep/internal/pci"
-	"github.com/gpuprep/gpuprep/internal/pciids"
 	"github.com/gpuprep/gpuprep/iommu"
 	"github.com/gpuprep/gpuprep/preflight"
 )
@@ -152,23 +152,40 @@ func hostDriver(root *host.Root, kernel string) *HostDriver {
 	return &HostDriver{Evidence: ev}
 }
 
-// resourceNames fills in the sandbox device plugin's resource names.
+// resourceNames fills in the resource names of the sandbox device plugin
+// release the GPU Operator deploys (deviceplugin.Default).
 func resourceNames(gs []GPU) {
-	var ids []pciids.ID
-	for _, g := range gs {
-		if g.VendorID == pci.VendorNVIDIA {
-			ids = append(ids, pciids.ID{Vendor: g.VendorID, Device: g.DeviceID})
-		}
+	rel, err := deviceplugin.Lookup(deviceplugin.Default)
+	if err != nil {
+		return // the embedded table is tested to parse
 	}
-	if len(ids) == 0 {
-		return
-	}
-	names := pciids.Embedded(ids)
+	nameResources(gs, rel)
+}
+
+// NameResources names the report's NVIDIA GPUs and NVSwitches as sandbox
+// device plugin release rel advertises them. A device kubelet would refuse
+// the plugin's name for gets none (the plugin cannot advertise it): the
+// returned notes say which, once per device ID.
+func (r *Report) NameResources(rel deviceplugin.Release) []string {
+	return append(nameResources(r.GPUs, rel), nameResources(r.NVSwitches, rel)...)
+}
+
+func nameResources(gs []GPU, rel deviceplugin.Release) []string {
+	var notes []string
 	for i := range gs {
-		if gs[i].VendorID == pci.VendorNVIDIA {
-			gs[i].ResourceName = pciids.ResourceName(names.Devices[pciids.ID{Vendor: gs[i].VendorID, Device: gs[i].DeviceID}], gs[i].DeviceID)
+		if gs[i].VendorID != pci.VendorNVIDIA {
+			continue
 		}
+		n, err := rel.ResourceName(gs[i].DeviceID)
+		if err != nil {
+			n = ""
+			if !slices.Contains(notes, err.Error()) {
+				notes = append(notes, err.Error())
+			}
+		}
+		gs[i].ResourceName = n
 	}
+	return notes
 }
 
 func gpu(e *preflight.Env, d *pci.Device, sel []*pci.Device) GPU {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"runtime/debug"
 	"strings"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpuprep/gpuprep/internal/deviceplugin"
 	"github.com/gpuprep/gpuprep/internal/host"
 	"github.com/gpuprep/gpuprep/internal/pci"
 	"github.com/gpuprep/gpuprep/preflight"
@@ -25,6 +27,8 @@ type checkCmd struct {
 	compact bool
 	// nfdTTL: with -o nfd, how long NFD keeps the labels.
 	nfdTTL time.Duration
+	// devicePlugin: --device-plugin-version, the release resource names are for
+	devicePlugin string
 }
 
 func newCheckCmd(g *globals) *cobra.Command {
@@ -59,6 +63,7 @@ Usage errors exit 2.`,
 	f.StringSliceVar(&c.skip, "skip", nil, "check IDs not to run (comma-separated); the modes they belong to are then not evaluated (exit 3)")
 	f.BoolVar(&c.compact, "compact", false, "with -o json, the report on one line (for machines and log shippers)")
 	f.DurationVar(&c.nfdTTL, "nfd-ttl", report.NFDTTL, "with -o nfd, how long Node Feature Discovery keeps the labels (its expiry-time directive; 0: no expiry)")
+	addDevicePluginFlag(f, &c.devicePlugin, false)
 	return cmd
 }
 
@@ -76,6 +81,10 @@ func (c *checkCmd) run(cmd *cobra.Command) error {
 	}
 	if c.compact && c.output != "json" {
 		return usageErr("--compact is for -o json, not -o %s", c.output)
+	}
+	rel, err := deviceplugin.Lookup(cmp.Or(c.devicePlugin, deviceplugin.Default))
+	if err != nil {
+		return usageErr("--device-plugin-version: %v", err)
 	}
 	sel, err := pci.ParseSelector(c.sel)
 	if err != nil {
@@ -102,6 +111,9 @@ func (c *checkCmd) run(cmd *cobra.Command) error {
 		return usageErr("%v", err)
 	}
 	rep := report.Build(env, res, mode)
+	for _, n := range rep.NameResources(rel) {
+		fmt.Fprintln(cmd.ErrOrStderr(), "gpuprep: note:", n)
+	}
 	out := cmd.OutOrStdout()
 	switch {
 	case c.compact:

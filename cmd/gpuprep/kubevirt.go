@@ -70,6 +70,7 @@ func newKubeVirtCmd(g *globals) *cobra.Command {
 	var output, kubeconfig, namespace, name string
 	var apply, dryRun, nvswitch, allowPartial bool
 	kubevirtVersion := kube.DefaultKubeVirtVersion.String()
+	var dpVersion string
 	fc := &fleetCmd{g: g}
 	cfg := &cobra.Command{
 		Use:   "config (-i INVENTORY | --from-report FILE…)",
@@ -99,6 +100,11 @@ hosts are left out, with a note. Apply it with:
 or let gpuprep apply it (--apply): then feature gates and devices are added to those the
 KubeVirt CR already has (a plain merge patch would replace the lists), entries for the same
 selector are updated in place, and a second run changes nothing.
+
+Resource names are the ones NVIDIA's sandbox device plugin advertises, made from the pci.ids
+bundled in its image: --device-plugin-version names the release; without it, with --kubeconfig
+(or --apply) the release the cluster's GPU Operator runs, else the one it deploys by default.
+With a cluster, a note names each entry that no node advertises (.status.allocatable).
 
 A GPU whose IOMMU group holds devices outside it (passthroughViable false in its report, a
 fail of check's iommu.groups) cannot be passed through: its model (an entry is per model,
@@ -159,7 +165,13 @@ refused among them); 3 some hosts could not be evaluated and --allow-partial was
 			if err != nil {
 				return err
 			}
+			dp, err := newDevicePlugin(cmd.Context(), dpVersion, kubeconfig, apply || cmd.Flags().Changed("kubeconfig"))
+			if err != nil {
+				return err
+			}
+			dpNotes := dp.name(hosts)
 			p, notes, unusable := kube.KubeVirt(hosts, kube.KubeVirtOptions{NVSwitch: nvswitch, Version: version})
+			notes = append(append(dpNotes, notes...), dp.advertised(cmd.Context(), p)...)
 			if partialNote != "" {
 				notes = append([]string{partialNote}, notes...)
 			}
@@ -207,6 +219,7 @@ refused among them); 3 some hosts could not be evaluated and --allow-partial was
 	cfg.Flags().StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)")
 	cfg.Flags().StringVar(&namespace, "namespace", "", "namespace of the KubeVirt CR (default: find it)")
 	cfg.Flags().StringVar(&name, "name", "", "name of the KubeVirt CR (default: the only one)")
+	addDevicePluginFlag(cfg.Flags(), &dpVersion, true)
 	cmd.AddCommand(cfg)
 	return cmd
 }

@@ -207,26 +207,3 @@ func nextLine(b []byte) (line, rest []byte) {
 	}
 	return b, nil
 }
-
-// ResourceName is the Kubernetes extended resource NVIDIA's sandbox device
-// plugin (kubevirt-gpu-device-plugin) advertises for a passed-through GPU,
-// computed its way: the device's name from pci.ids, upper-cased, with "/",
-// "." and white space turned into "_" and every other character outside
-// [A-Za-z0-9_] dropped, prefixed "nvidia.com/"; the raw device ID when
-// pci.ids has no name. The plugin reads its own bundled pci.ids, so the
-// embedded copy is used here, not the host's.
-func ResourceName(name, deviceID string) string {
-	if name == "" {
-		return "nvidia.com/" + deviceID
-	}
-	var b strings.Builder
-	for _, c := range strings.ToUpper(name) {
-		switch {
-		case c == '/' || c == '.' || c == ' ' || c == '\t':
-			b.WriteByte('_')
-		case c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_':
-			b.WriteRune(c)
-		}
-	}
-	return "nvidia.com/" + b.String()
-}

@@ -52,27 +52,6 @@ func BenchmarkLookupEmbedded(b *testing.B) {
 	}
 }
 
-func TestResourceNameMatchesThePlugin(t *testing.T) {
-	for id, want := range map[string]string{
-		"1eb8": "nvidia.com/TU104GL_TESLA_T4",
-		"2236": "nvidia.com/GA102GL_A10",
-		"2330": "nvidia.com/GH100_H100_SXM5_80GB",
-		"2335": "nvidia.com/GH100_H200_SXM_141GB",
-		"26b9": "nvidia.com/AD102GL_L40S",
-		"2901": "nvidia.com/GB100_B200",
-		"20b7": "nvidia.com/GA100GL_A30_PCIE",
-		"2235": "nvidia.com/GA102GL_A40",
-		"20b5": "nvidia.com/GA100_A100_PCIE_80GB",
-		"20f1": "nvidia.com/GA100_A100_PCIE_40GB",
-		"27b8": "nvidia.com/AD104GL_L4",
-		"2331": "nvidia.com/GH100_H100_PCIE",
-		"ffff": "nvidia.com/ffff",
-	} {
-		n := Embedded([]ID{{"10de", id}})
-		require.Equal(t, want, ResourceName(n.Devices[ID{"10de", id}], id), id)
-	}
-}
-
 // Embedded jumps to each vendor's section; it must name exactly what a scan
 // of the whole file names, for vendors anywhere in it (the first, the last
 // before the device classes, ones missing).
