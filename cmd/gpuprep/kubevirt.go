@@ -165,12 +165,18 @@ refused among them); 3 some hosts could not be evaluated and --allow-partial was
 			if err != nil {
 				return err
 			}
+			from := ""
+			if !cmd.Flags().Changed("kubevirt-version") && (apply || cmd.Flags().Changed("kubeconfig")) {
+				if version, from, err = clusterKubeVirt(cmd.Context(), kubeconfig, namespace, name, version); err != nil {
+					return err
+				}
+			}
 			dp, err := newDevicePlugin(cmd.Context(), dpVersion, kubeconfig, apply || cmd.Flags().Changed("kubeconfig"))
 			if err != nil {
 				return err
 			}
 			dpNotes := dp.name(hosts)
-			p, notes, unusable := kube.KubeVirt(hosts, kube.KubeVirtOptions{NVSwitch: nvswitch, Version: version})
+			p, notes, unusable := kube.KubeVirt(hosts, kube.KubeVirtOptions{NVSwitch: nvswitch, Version: version, VersionFrom: from})
 			notes = append(append(dpNotes, notes...), dp.advertised(cmd.Context(), p)...)
 			if partialNote != "" {
 				notes = append([]string{partialNote}, notes...)
@@ -213,7 +219,7 @@ refused among them); 3 some hosts could not be evaluated and --allow-partial was
 	cfg.Flags().StringVarP(&output, "output", "o", "yaml", "output format: yaml or json")
 	cfg.Flags().BoolVar(&nvswitch, "nvswitch", false, "permit the NVSwitches of passthrough hosts too, for VMs given whole boards with their NVLink fabric (as plan/apply --nvswitch); without it only NVSwitches already on VFIO are")
 	cfg.Flags().BoolVar(&allowPartial, "allow-partial", false, "emit (or --apply) the patch even when some hosts could not be evaluated: their GPUs are left out")
-	cfg.Flags().StringVar(&kubevirtVersion, "kubevirt-version", kubevirtVersion, "the cluster's KubeVirt release (MAJOR.MINOR[.PATCH]): from "+kube.VendorVGPUSince.String()+" on, the VFs of vendor-specific VFIO vGPUs (kernel 6.8+, vGPU 17+) are permitted as pciHostDevices that KubeVirt allocates itself; before it, KubeVirt cannot allocate them and they are left out")
+	cfg.Flags().StringVar(&kubevirtVersion, "kubevirt-version", kubevirtVersion, "the cluster's KubeVirt release (MAJOR.MINOR[.PATCH]; default with --kubeconfig or --apply: the KubeVirt CR's status.observedKubeVirtVersion, else "+kube.DefaultKubeVirtVersion.String()+"): the feature gates and mdev setting it wants; from "+kube.VendorVGPUSince.String()+" on, the VFs of vendor-specific VFIO vGPUs (kernel 6.8+, vGPU 17+) are permitted as pciHostDevices that KubeVirt allocates itself; before it, KubeVirt cannot allocate them and they are left out")
 	cfg.Flags().BoolVar(&apply, "apply", false, "patch the KubeVirt CR through the Kubernetes API instead of printing the patch")
 	cfg.Flags().BoolVar(&dryRun, "dry-run", false, "with --apply: server-side dry run")
 	cfg.Flags().StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)")

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gpuprep/gpuprep/internal/kube/kubetest"
+	"github.com/gpuprep/gpuprep/report"
 )
 
 // nodeLabelsVia reads a node's labels and resourceVersion through this
@@ -144,7 +145,7 @@ func TestApplyKubeVirtAgainstARealAPIServer(t *testing.T) {
 	raw := s.MustDo(t, "GET", "/apis/kubevirt.io/v1/namespaces/kubevirt/kubevirts/kubevirt", "", "")
 	var cr kubeVirtCR
 	require.NoError(t, json.Unmarshal(raw, &cr))
-	require.Equal(t, []string{"LiveMigration", "GPU"}, cr.Spec.Configuration.DeveloperConfiguration.FeatureGates, "existing gates kept")
+	require.Equal(t, []string{"LiveMigration"}, cr.Spec.Configuration.DeveloperConfiguration.FeatureGates, "existing gates kept; KubeVirt 1.9 needs no GPU gate")
 	require.Equal(t, []PCIHostDevice{
 		{"10DE:1EB8", "nvidia.com/TU104GL_TESLA_T4", true}, // the stale mixed-case name corrected in place
 		{"8086:1592", "intel.com/ice", false},              // someone else's device kept
@@ -153,6 +154,37 @@ func TestApplyKubeVirtAgainstARealAPIServer(t *testing.T) {
 	res, err = admin.ApplyKubeVirt(ctx, patch, "", "", false)
 	require.NoError(t, err)
 	require.False(t, res.Changed, "a second apply changes nothing")
+	// the release the CR reports is what kubevirt config assumes with a cluster
+	rel, err := admin.KubeVirtRelease(ctx, "", "")
+	require.NoError(t, err)
+	require.Empty(t, rel, "virt-operator has not reported one yet")
+	s.MustDo(t, "PATCH", "/apis/kubevirt.io/v1/namespaces/kubevirt/kubevirts/kubevirt", "application/merge-patch+json", `{"status":{"observedKubeVirtVersion":"v1.3.1"}}`)
+	rel, err = admin.KubeVirtRelease(ctx, "", "")
+	require.NoError(t, err)
+	require.Equal(t, "v1.3.1", rel)
+	// an older KubeVirt wants the GPU gate, added to the CR's own; and the
+	// mdevs of a vGPU node turn KubeVirt's mdev handling off (v1.8 on: the
+	// field; the CR's other gates and fields stay)
+	old, err := ParseKubeVirtVersion("1.3")
+	require.NoError(t, err)
+	oldPatch, _, _ := KubeVirt(hosts, KubeVirtOptions{Version: old})
+	res, err = admin.ApplyKubeVirt(ctx, oldPatch, "", "", false)
+	require.NoError(t, err)
+	require.Equal(t, []string{"featureGate GPU"}, res.Added)
+	mdev := &report.Report{GPUs: []report.GPU{{VendorID: "10de", DeviceID: "1eb8", ResourceName: "nvidia.com/TU104GL_TESLA_T4",
+		VGPU: &report.VGPU{Interface: "mdev", Types: []report.VGPUType{{Name: "GRID T4-1Q", ResourceName: "nvidia.com/GRID_T4-1Q"}}}}}}
+	mdevPatch, _, _ := KubeVirt([]Host{{Name: "v1", Report: mdev}}, KubeVirtOptions{})
+	res, err = admin.ApplyKubeVirt(ctx, mdevPatch, "", "", false)
+	require.NoError(t, err)
+	require.Contains(t, res.Added, "mediatedDevicesConfiguration.enabled: false")
+	raw = s.MustDo(t, "GET", "/apis/kubevirt.io/v1/namespaces/kubevirt/kubevirts/kubevirt", "", "")
+	cr = kubeVirtCR{}
+	require.NoError(t, json.Unmarshal(raw, &cr))
+	require.Equal(t, []string{"LiveMigration", "GPU"}, cr.Spec.Configuration.DeveloperConfiguration.FeatureGates)
+	require.False(t, *cr.Spec.Configuration.MediatedDevicesConfiguration.Enabled)
+	res, err = admin.ApplyKubeVirt(ctx, mdevPatch, "", "", false)
+	require.NoError(t, err)
+	require.False(t, res.Changed, "mdev handling already off: nothing to change")
 
 	viewer, err := NewClient(s.Kubeconfig(t, "viewer", s.View))
 	require.NoError(t, err)

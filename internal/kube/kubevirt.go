@@ -37,10 +37,13 @@ type MediatedDevice struct {
 type KubeVirtPatch struct {
 	Spec struct {
 		Configuration struct {
-			DeveloperConfiguration struct {
-				FeatureGates []string `json:"featureGates" yaml:"featureGates"`
-			} `json:"developerConfiguration" yaml:"developerConfiguration"`
-			PermittedHostDevices struct {
+			// DeveloperConfiguration is nil where the KubeVirt release needs
+			// no feature gate: a merge patch's list replaces the CR's whole
+			DeveloperConfiguration *DeveloperConfiguration `json:"developerConfiguration,omitempty" yaml:"developerConfiguration,omitempty"`
+			// MediatedDevicesConfiguration turns KubeVirt's own mdev
+			// handling off where the release has the field (v1.8.0 on)
+			MediatedDevicesConfiguration *MediatedDevicesConfiguration `json:"mediatedDevicesConfiguration,omitempty" yaml:"mediatedDevicesConfiguration,omitempty"`
+			PermittedHostDevices         struct {
 				PCIHostDevices  []PCIHostDevice  `json:"pciHostDevices,omitempty" yaml:"pciHostDevices,omitempty"`
 				MediatedDevices []MediatedDevice `json:"mediatedDevices,omitempty" yaml:"mediatedDevices,omitempty"`
 			} `json:"permittedHostDevices" yaml:"permittedHostDevices"`
@@ -144,6 +147,9 @@ type KubeVirtOptions struct {
 	// the vGPUs of the vendor-specific VFIO interface are permitted from
 	// VendorVGPUSince on (vendorVGPUs)
 	Version KubeVirtVersion
+	// VersionFrom says where Version came from, for the note
+	// ("" : --kubevirt-version)
+	VersionFrom string
 }
 
 // KubeVirt builds the KubeVirt CR patch for the GPUs of hosts, permitting
@@ -155,9 +161,8 @@ type KubeVirtOptions struct {
 // go to VMs (o.NVSwitch, or already on a VFIO driver); for vm-vgpu, one
 // mediatedDevices entry per mdev vGPU type and no entry for the GPU itself (a
 // vGPU node's GPUs are not passed whole; on the vendor-specific VFIO
-// framework the PF never is); nothing for container. Feature gate GPU, and
-// DisableMDEVConfiguration when vGPU types are listed (the GPU Operator, not
-// KubeVirt, creates the mdevs). A GPU (or NVSwitch) whose IOMMU group holds
+// framework the PF never is); nothing for container. The feature gates and
+// the mdev switch the KubeVirt release wants (configureFor). A GPU (or NVSwitch) whose IOMMU group holds
 // devices outside it (passthroughViable false in its report) cannot be passed
 // through: its model is permitted when another GPU of it can be (an entry is
 // per model, cluster-wide), and left out when none can; unusable names such
@@ -263,10 +268,7 @@ func KubeVirt(hosts []Host, o KubeVirtOptions) (p *KubeVirtPatch, notes, unusabl
 	for _, k := range slices.Sorted(maps.Keys(mdevs)) {
 		p.Spec.Configuration.PermittedHostDevices.MediatedDevices = append(p.Spec.Configuration.PermittedHostDevices.MediatedDevices, mdevs[k])
 	}
-	p.Spec.Configuration.DeveloperConfiguration.FeatureGates = []string{"GPU"}
-	if len(mdevs) > 0 {
-		p.Spec.Configuration.DeveloperConfiguration.FeatureGates = append(p.Spec.Configuration.DeveloperConfiguration.FeatureGates, "DisableMDEVConfiguration")
-	}
+	notes = append(notes, p.configureFor(o.Version.orDefault(), o.VersionFrom, len(mdevs) > 0)...)
 	if len(sriov) > 0 {
 		notes = append(notes, fmt.Sprintf("%d vGPU type(s) on SR-IOV GPUs (vendor-specific VFIO, vGPU 17+ on kernel 6.8+; hosts %s) are not mediated devices: NVIDIA's sandbox device plugin cannot advertise them yet, so they are left out of mediatedDevices; KubeVirt ≥ %s allocates the VFs that hold one as PCI host devices (--kubevirt-version, now %s)",
 			len(sriov), strings.Join(sriov[slices.Sorted(maps.Keys(sriov))[0]], ", "), VendorVGPUSince, o.Version.orDefault()))
@@ -287,7 +289,11 @@ func KubeVirt(hosts []Host, o KubeVirtOptions) (p *KubeVirtPatch, notes, unusabl
 	if len(pcis) == 0 && len(mdevs) == 0 {
 		notes = append(notes, "no NVIDIA GPU for VMs in the reports: permittedHostDevices is empty")
 	}
-	notes = append(notes, "a merge patch replaces lists whole: the featureGates and permittedHostDevices lists in this patch replace those in the KubeVirt CR: add the feature gates and devices you already use before applying")
+	lists := "the permittedHostDevices lists in this patch replace those"
+	if p.Spec.Configuration.DeveloperConfiguration != nil {
+		lists = "the featureGates and permittedHostDevices lists in this patch replace those"
+	}
+	notes = append(notes, "a merge patch replaces lists whole: "+lists+" in the KubeVirt CR: add the feature gates and devices you already use before applying (or use --apply, which adds to them)")
 	return p, notes, unusable
 }
 

@@ -21,12 +21,16 @@ type kubeVirtCR struct {
 			DeveloperConfiguration struct {
 				FeatureGates []string `json:"featureGates"`
 			} `json:"developerConfiguration"`
-			PermittedHostDevices struct {
+			MediatedDevicesConfiguration *MediatedDevicesConfiguration `json:"mediatedDevicesConfiguration"`
+			PermittedHostDevices         struct {
 				PCIHostDevices  []PCIHostDevice  `json:"pciHostDevices"`
 				MediatedDevices []MediatedDevice `json:"mediatedDevices"`
 			} `json:"permittedHostDevices"`
 		} `json:"configuration"`
 	} `json:"spec"`
+	Status struct {
+		ObservedKubeVirtVersion string `json:"observedKubeVirtVersion"`
+	} `json:"status"`
 }
 
 // ApplyResult says what ApplyKubeVirt changed.
@@ -51,11 +55,19 @@ func (c *Client) ApplyKubeVirt(ctx context.Context, p *KubeVirtPatch, namespace,
 		res.Namespace, res.Name, res.Added, res.Changed = cr.Metadata.Namespace, cr.Metadata.Name, nil, false
 		cfg := cr.Spec.Configuration
 		gates := cfg.DeveloperConfiguration.FeatureGates
-		for _, g := range p.Spec.Configuration.DeveloperConfiguration.FeatureGates {
-			if !contains(gates, g) {
-				gates = append(gates, g)
-				res.Added = append(res.Added, "featureGate "+g)
+		if dc := p.Spec.Configuration.DeveloperConfiguration; dc != nil {
+			for _, g := range dc.FeatureGates {
+				if !contains(gates, g) {
+					gates = append(gates, g)
+					res.Added = append(res.Added, "featureGate "+g)
+				}
 			}
+		}
+		mdc := p.Spec.Configuration.MediatedDevicesConfiguration
+		if cur := cfg.MediatedDevicesConfiguration; mdc != nil && (cur == nil || cur.Enabled == nil || *cur.Enabled != *mdc.Enabled) {
+			res.Added = append(res.Added, fmt.Sprintf("mediatedDevicesConfiguration.enabled: %t", *mdc.Enabled))
+		} else {
+			mdc = nil // as it is: not in the patch
 		}
 		pcis := cfg.PermittedHostDevices.PCIHostDevices
 		for _, d := range p.Spec.Configuration.PermittedHostDevices.PCIHostDevices {
@@ -88,12 +100,16 @@ func (c *Client) ApplyKubeVirt(ctx context.Context, p *KubeVirtPatch, namespace,
 		if len(mdevs) > 0 {
 			phd["mediatedDevices"] = mdevs
 		}
+		conf := map[string]any{"permittedHostDevices": phd}
+		if len(gates) > 0 {
+			conf["developerConfiguration"] = map[string]any{"featureGates": gates}
+		}
+		if mdc != nil {
+			conf["mediatedDevicesConfiguration"] = map[string]any{"enabled": *mdc.Enabled} // a merge patch keeps its other fields
+		}
 		body, _ := json.Marshal(map[string]any{
 			"metadata": map[string]any{"resourceVersion": cr.Metadata.ResourceVersion},
-			"spec": map[string]any{"configuration": map[string]any{
-				"developerConfiguration": map[string]any{"featureGates": gates},
-				"permittedHostDevices":   phd,
-			}},
+			"spec":     map[string]any{"configuration": conf},
 		})
 		req := c.rest.Patch(types.MergePatchType).
 			AbsPath("/apis/kubevirt.io/v1/namespaces", cr.Metadata.Namespace, "kubevirts", cr.Metadata.Name).

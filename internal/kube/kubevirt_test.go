@@ -26,9 +26,50 @@ func TestKubeVirtPatchMergesAndDeduplicates(t *testing.T) {
 	c := p.Spec.Configuration
 	require.Equal(t, []PCIHostDevice{{"10DE:1EB8", "nvidia.com/TU104GL_TESLA_T4", true}, {"10DE:2335", "nvidia.com/GH100_H200_SXM_141GB", true}}, c.PermittedHostDevices.PCIHostDevices)
 	require.Equal(t, []MediatedDevice{{"GRID T4-1Q", "nvidia.com/GRID_T4-1Q", true}}, c.PermittedHostDevices.MediatedDevices)
-	require.Equal(t, []string{"GPU", "DisableMDEVConfiguration"}, c.DeveloperConfiguration.FeatureGates)
-	require.Contains(t, notes[0], "1 vGPU type(s) on SR-IOV GPUs")
-	require.Contains(t, notes[0], "hosts b")
+	require.Nil(t, c.DeveloperConfiguration, "KubeVirt 1.9: no feature gate (GPU is GA)")
+	require.Equal(t, false, *c.MediatedDevicesConfiguration.Enabled)
+	all := strings.Join(notes, "\n")
+	require.Contains(t, all, "1 vGPU type(s) on SR-IOV GPUs")
+	require.Contains(t, all, "hosts b")
+}
+
+// What each KubeVirt release wants (kubevirt_gates.go): the GPU gate before
+// v1.4, DisableMDEVConfiguration before v1.8 where mdevs are permitted,
+// mediatedDevicesConfiguration.enabled: false from v1.8; a release that
+// needs no gate gets no developerConfiguration at all (a merge patch's
+// featureGates list would replace the CR's whole).
+func TestKubeVirtGatesPerRelease(t *testing.T) {
+	mdev := &report.Report{GPUs: []report.GPU{{VendorID: "10de", DeviceID: "1eb8", ResourceName: "nvidia.com/TU104GL_TESLA_T4",
+		VGPU: &report.VGPU{Interface: "mdev", Types: []report.VGPUType{{Name: "GRID T4-1Q", ResourceName: "nvidia.com/GRID_T4-1Q"}}}}}}
+	for _, tc := range []struct {
+		version string
+		hosts   []Host
+		gates   []string
+		mdevOff bool
+		note    string
+	}{
+		{"1.3", []Host{{"a", sampleReport()}}, []string{"GPU"}, false, "KubeVirt 1.3 assumed (--kubevirt-version): feature gate GPU (GA from 1.4)"},
+		{"1.3", []Host{{"a", mdev}}, []string{"GPU", "DisableMDEVConfiguration"}, false, "feature gate DisableMDEVConfiguration"},
+		{"1.4", []Host{{"a", sampleReport()}}, nil, false, "KubeVirt 1.4 assumed (--kubevirt-version): no GPU feature gate (GA since 1.4"},
+		{"v1.7.2", []Host{{"a", mdev}}, []string{"DisableMDEVConfiguration"}, false, "feature gate DisableMDEVConfiguration"},
+		{"1.8", []Host{{"a", mdev}}, nil, true, "mediatedDevicesConfiguration.enabled: false (DisableMDEVConfiguration is deprecated since 1.8)"},
+		{"1.9", []Host{{"a", sampleReport()}}, nil, false, "KubeVirt 1.9 assumed"},
+	} {
+		v, err := ParseKubeVirtVersion(tc.version)
+		require.NoError(t, err)
+		p, notes, _ := KubeVirt(tc.hosts, KubeVirtOptions{Version: v})
+		c := p.Spec.Configuration
+		if tc.gates == nil {
+			require.Nil(t, c.DeveloperConfiguration, tc.version)
+		} else {
+			require.Equal(t, tc.gates, c.DeveloperConfiguration.FeatureGates, tc.version)
+		}
+		require.Equal(t, tc.mdevOff, c.MediatedDevicesConfiguration != nil && !*c.MediatedDevicesConfiguration.Enabled, tc.version)
+		require.Contains(t, strings.Join(notes, "\n"), tc.note, tc.version)
+		var b strings.Builder
+		require.NoError(t, WriteYAML(&b, p, nil))
+		require.Equal(t, tc.gates != nil, strings.Contains(b.String(), "developerConfiguration:"), b.String())
+	}
 }
 
 // Only what can be allocated in each report's mode is permitted: the PF of
