@@ -10,13 +10,13 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
-	"sort"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/gpuprep/gpuprep/internal/fixture"
 	"github.com/gpuprep/gpuprep/internal/fleet/sshdtest"
 )
 
@@ -138,15 +138,6 @@ func recap(out string) map[string]string {
 	return m
 }
 
-func sortedKeys(m map[string]string) []string {
-	var k []string
-	for h := range m {
-		k = append(k, h)
-	}
-	sort.Strings(k)
-	return k
-}
-
 func treeHash(t *testing.T, dir string) string {
 	t.Helper()
 	h := sha256.New()
@@ -254,39 +245,81 @@ func TestAnsibleModulesLocal(t *testing.T) {
 }
 
 // The example playbook (gpuprep.node.prepare: serial [1, "10%", "50%"],
-// max_fail_percentage 0) in check mode on three local hosts: a canary the
-// plan cannot make ready (VT-x off in the firmware) fails and the play
-// stops before the other hosts; with a good canary every host runs.
+// max_fail_percentage 0) in check mode on five local hosts, so batches of
+// 1, 1 (10%), 2 (50%) and 1: a canary the plan cannot make ready (VT-x off
+// in the firmware) fails and the play stops before any other host; with a
+// good canary, one failed host of the third batch ends the play after that
+// batch (its other host runs, the fifth never does).
 func TestAnsibleCanaryStopsPlay(t *testing.T) {
 	dir := ansibleCollection(t)
 	vtx, hgx := fixtureRoot(t, "vtx-disabled"), fixtureRoot(t, "hgx-h200")
 	for _, tc := range []struct {
-		canary string
-		code   int
-		hosts  []string
+		bad   string
+		recap map[string]string // host: failed count
 	}{
-		{vtx, 2, []string{"canary"}},
-		{hgx, 0, []string{"canary", "n2", "n3"}},
+		{"canary", map[string]string{"canary": "1"}},
+		{"n3", map[string]string{"canary": "0", "n2": "0", "n3": "1", "n4": "0"}},
 	} {
-		inv := filepath.Join(dir, "hosts.ini")
-		require.NoError(t, os.WriteFile(inv, []byte(fmt.Sprintf(`[gpu_nodes]
-canary gpuprep_root=%s
-n2 gpuprep_root=%[2]s
-n3 gpuprep_root=%[2]s
-[gpu_nodes:vars]
-ansible_connection=local
-ansible_become=false
-ansible_python_interpreter=/usr/bin/python3
-`, tc.canary, hgx)), 0o600))
-		out, code := ansiblePlaybook(t, "-i", inv, "--check", "gpuprep.node.prepare")
-		assert.Equal(t, tc.code, code, out)
-		hosts := recap(out)
-		assert.Equal(t, tc.hosts, sortedKeys(hosts), out)
-		if tc.code != 0 {
-			assert.Equal(t, "1", hosts["canary"], out)
-			assert.Regexp(t, `fatal: \[canary\]: FAILED! => .*cpu\.virtualization`, out)
-		} else {
-			assert.Equal(t, map[string]string{"canary": "0", "n2": "0", "n3": "0"}, hosts, out)
+		var inv strings.Builder
+		inv.WriteString("[gpu_nodes]\n")
+		for _, h := range []string{"canary", "n2", "n3", "n4", "n5"} {
+			root := hgx
+			if h == tc.bad {
+				root = vtx
+			}
+			fmt.Fprintf(&inv, "%s gpuprep_root=%s\n", h, root)
+		}
+		inv.WriteString("[gpu_nodes:vars]\nansible_connection=local\nansible_become=false\nansible_python_interpreter=/usr/bin/python3\n")
+		file := filepath.Join(dir, "hosts.ini")
+		require.NoError(t, os.WriteFile(file, []byte(inv.String()), 0o600))
+		out, code := ansiblePlaybook(t, "-i", file, "--check", "gpuprep.node.prepare")
+		assert.Equal(t, 2, code, out)
+		assert.Equal(t, tc.recap, recap(out), out)
+		assert.Regexp(t, `fatal: \[`+tc.bad+`\]: FAILED! => .*cpu\.virtualization`, out)
+	}
+}
+
+// The example playbook over SSH, against three loopback sshd hosts (the
+// sshdtest harness), in check mode (apply changes only the running
+// system, not a fixture root): the module is copied over SSH and run as the
+// login user, the canary (VT-x off in the firmware) fails and the play
+// stops before the others (TestAnsibleCanaryStopsPlay has them run with a
+// good canary).
+func TestAnsibleCanaryOverSSH(t *testing.T) {
+	env := sshdtest.Shared(t, "ans")
+	dir := ansibleCollection(t)
+	roots := map[string]string{}
+	for _, name := range []string{"vtx-disabled", "hgx-h200"} {
+		roots[name] = filepath.Join(env.Dir, "ansible-root-"+name)
+		if _, err := os.Stat(roots[name]); err != nil {
+			require.NoError(t, fixture.Build(name, roots[name]))
+			require.NoError(t, exec.Command("chmod", "-R", "a+rX", roots[name]).Run())
 		}
 	}
+	kh := filepath.Join(dir, "known_hosts")
+	var inv strings.Builder
+	inv.WriteString("[gpu_nodes]\n")
+	for i, h := range []struct{ name, root string }{{"canary", "vtx-disabled"}, {"n2", "hgx-h200"}, {"n3", "hgx-h200"}} {
+		s := env.Start(t, fmt.Sprintf("127.0.3.%d", i+1))
+		sshdtest.Trust(t, kh, false, s)
+		fmt.Fprintf(&inv, "%s ansible_host=%s ansible_port=%d gpuprep_root=%s\n", h.name, s.Host, s.Port, roots[h.root])
+	}
+	fmt.Fprintf(&inv, "[gpu_nodes:vars]\nansible_user=%s\nansible_ssh_private_key_file=%s\nansible_become=false\n", env.User, env.ClientKey)
+	fmt.Fprintf(&inv, "ansible_ssh_common_args='-o UserKnownHostsFile=%s -o GlobalKnownHostsFile=/dev/null -o StrictHostKeyChecking=yes'\n", kh)
+	invFile := filepath.Join(dir, "hosts.ini")
+	require.NoError(t, os.WriteFile(invFile, []byte(inv.String()), 0o600))
+	// no ControlPersist master left running after the test; the files go
+	// through the session itself (the harness's sshd has no sftp subsystem);
+	// options of lib/ansible/plugins/connection/ssh.py (ansible-core v2.14.18)
+	t.Setenv("ANSIBLE_SSH_ARGS", "-o ControlMaster=no")
+	t.Setenv("ANSIBLE_SSH_TRANSFER_METHOD", "piped")
+	// the harness's sshd allows no PTY; the remote tmp dir is the login
+	// user's, not the controller's (ansibleCollection)
+	t.Setenv("ANSIBLE_SSH_USETTY", "False")
+	t.Setenv("ANSIBLE_REMOTE_TMP", filepath.Join(env.Home[env.User], ".ansible/tmp"))
+
+	out, code := ansiblePlaybook(t, "-i", invFile, "--check", "gpuprep.node.prepare")
+	assert.Equal(t, 2, code, out)
+	assert.Equal(t, map[string]string{"canary": "1"}, recap(out), out)
+	assert.Regexp(t, `fatal: \[canary\]: FAILED! => .*cpu\.virtualization`, out)
 }
