@@ -161,10 +161,16 @@ func treeHash(t *testing.T, dir string) string {
 // The modules under real ansible-playbook, on localhost with the local
 // connection, against fixture roots: check says what gpuprep check says,
 // apply in check mode is gpuprep plan (its text the --diff) and changes
-// nothing, label in check mode changes nothing and then labels once.
+// nothing, label in check mode changes nothing and then labels once; the
+// binary run is the host architecture's.
 func TestAnsibleModulesLocal(t *testing.T) {
 	dir := ansibleCollection(t)
 	hgx, ready, labelled := fixtureRoot(t, "hgx-h200"), fixtureRoot(t, "vfio-bound"), fixtureRoot(t, "vfio-bound")
+	// the collection has the binary of this machine's architecture only
+	otherMachine, otherModule := "aarch64", "gpuprep_linux_arm64"
+	if runtime.GOARCH == "arm64" {
+		otherMachine, otherModule = "x86_64", "gpuprep_linux_amd64"
+	}
 	pb, results := filepath.Join(dir, "local.yml"), filepath.Join(dir, "results.json")
 	require.NoError(t, os.WriteFile(pb, []byte(fmt.Sprintf(`
 - hosts: localhost
@@ -192,11 +198,21 @@ func TestAnsibleModulesLocal(t *testing.T) {
     - name: label again
       gpuprep.node.label: {mode: vm-vgpu, vgpu_config: A10-12Q, before_join: true, root: %[4]q}
       register: label_again
+    - name: other arch
+      gpuprep.node.check: {mode: vm-passthrough, root: %[1]q}
+      vars: {ansible_facts: {system: Linux, architecture: %[5]s}}
+      ignore_errors: true
+      register: other_arch
+    - name: no arch
+      gpuprep.node.check: {mode: vm-passthrough, root: %[1]q}
+      vars: {ansible_facts: {system: Linux, architecture: riscv64}}
+      ignore_errors: true
+      register: no_arch
     - name: results
       ansible.builtin.copy:
         dest: %[3]q
-        content: "{{ {'check hgx': check_hgx, 'check ready': check_ready, 'plan hgx': plan_hgx, 'label dry': label_dry, 'label': label, 'label again': label_again} | to_json }}"
-`, hgx, ready, results, labelled)), 0o600))
+        content: "{{ {'check hgx': check_hgx, 'check ready': check_ready, 'plan hgx': plan_hgx, 'label dry': label_dry, 'label': label, 'label again': label_again, 'other arch': other_arch, 'no arch': no_arch} | to_json }}"
+`, hgx, ready, results, labelled, otherMachine)), 0o600))
 	hgxBefore := treeHash(t, hgx)
 	kubelet := filepath.Join(labelled, "etc/default/kubelet")
 	kubeletBefore, err := os.ReadFile(kubelet)
@@ -242,6 +258,10 @@ func TestAnsibleModulesLocal(t *testing.T) {
 	require.NoError(t, err)
 	assert.NotEqual(t, kubeletBefore, after)
 	assert.Contains(t, string(after), "nvidia.com/vgpu.config=A10-12Q")
+
+	// the action plugin runs the binary of the host's architecture
+	assert.Contains(t, run["other arch"]["msg"], "gpuprep.node."+otherModule+" was not found")
+	assert.Equal(t, "gpuprep runs on Linux amd64 and arm64, not on Linux riscv64", run["no arch"]["msg"])
 }
 
 // The example playbook (gpuprep.node.prepare: serial [1, "10%", "50%"],
