@@ -17,7 +17,7 @@ DIST     ?= dist
 DIST_ARCHES := amd64 arm64
 DIST_LDFLAGS := -s -w -buildid= -X main.version=$(VERSION)
 
-.PHONY: all build build-host install dist dist-check dist-repro run test unit fuzz crash e2e bench lint deps fixtures kube-apiserver clean
+.PHONY: all build build-host install dist dist-check dist-repro ansible-collection run test unit fuzz crash e2e bench lint deps fixtures kube-apiserver clean
 
 all: build
 
@@ -58,6 +58,12 @@ dist-repro: dist
 	git ls-files -z --cached --others --exclude-standard | tar --null -T - -cf - | tar -C "$$t" -xf - && \
 	GOCACHE="$$t/.gocache" $(MAKE) -C "$$t" dist VERSION='$(VERSION)' >/dev/null && \
 	cmp '$(DIST)'/SHA256SUMS "$$t/dist/SHA256SUMS" && cat '$(DIST)'/SHA256SUMS && echo "dist-repro: identical"
+
+## ansible-collection: the Ansible collection gpuprep.node (modules check, apply, rollback, label; role prepare;
+## playbook prepare) in $(DIST)/ansible_collections/gpuprep/node, with make dist's static binaries as its binary
+## modules; use it with ANSIBLE_COLLECTIONS_PATH=$(DIST)
+ansible-collection: dist
+	ansible/build.sh '$(DIST)/ansible_collections/gpuprep/node' '$(DIST)'
 
 ## run: check this host (and show the bundled example node where there is no NVIDIA GPU)
 run: build-host

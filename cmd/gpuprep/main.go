@@ -10,6 +10,10 @@ import (
 )
 
 func main() {
+	// Ansible runs a binary module as AnsiballZ_NAME ARGSFILE (ansible_module.go).
+	if code, ok := ansibleModuleMain(os.Args, os.Stdout); ok {
+		os.Exit(code)
+	}
 	// A fleet client starts a cached copy of gpuprep with a stamp to verify
 	// first (see fleet.AgentArgs).
 	args, code, done := fleet.AgentArgs(os.Args[1:], os.Stderr)
