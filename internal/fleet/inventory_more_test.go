@@ -127,14 +127,30 @@ func TestExpandHomeOfNamedUser(t *testing.T) {
 // files it cannot read.
 func TestInventoryKeyFileMissing(t *testing.T) {
 	home, _ := writeKey(t)
-	parseErrors(t, []badInventory{
-		{"x.ini", "h ansible_ssh_private_key_file=~/.ssh/nope.pem\n",
+	// In an Ansible inventory it is that host's problem: the others are read
+	// and reached (Ansible fails that host alone, when it connects).
+	for _, tc := range []struct{ name, data, want string }{
+		{"x.ini", "h ansible_ssh_private_key_file=~/.ssh/nope.pem\nok\n",
 			`x.ini:1: ansible_ssh_private_key_file: host "h": key file ` + home + `/.ssh/nope.pem does not exist`},
-		{"x.ini", "[g]\nh\n\n[g:vars]\nansible_private_key_file=/nonexistent/k\n",
-			`x.ini:5: ansible_private_key_file: host "h": key file /nonexistent/k does not exist`},
-		{"x.ini", "h ansible_ssh_private_key_file=~\n", `x.ini:1: ansible_ssh_private_key_file: host "h": key file ` + home + ` is not a regular file`},
-		{"x.yaml", "all:\n  hosts:\n    h:\n      ansible_ssh_private_key_file: ~/.ssh\n",
+		{"x.ini", "[g]\nh\n[o]\nok\n\n[g:vars]\nansible_private_key_file=/nonexistent/k\n",
+			`x.ini:7: ansible_private_key_file: host "h": key file /nonexistent/k does not exist`},
+		{"x.ini", "h ansible_ssh_private_key_file=~\nok\n", `x.ini:1: ansible_ssh_private_key_file: host "h": key file ` + home + ` is not a regular file`},
+		{"x.yaml", "all:\n  hosts:\n    h:\n      ansible_ssh_private_key_file: ~/.ssh\n    ok:\n",
 			`x.yaml:4: ansible_ssh_private_key_file: host "h": key file ` + home + `/.ssh is not a regular file`},
+	} {
+		inv, err := Parse(tc.name, []byte(tc.data))
+		require.NoError(t, err, tc.data)
+		h := byName(t, inv)
+		assert.Equal(t, tc.want, h["h"].Problem, tc.data)
+		assert.Empty(t, h["h"].IdentityFiles)
+		for n, o := range h {
+			if n != "h" {
+				assert.Empty(t, o.Problem, "host %s of %s", n, tc.data)
+			}
+		}
+	}
+	// gpuprep's own inventory names its key files itself: still an error
+	parseErrors(t, []badInventory{
 		{"x.yaml", "hosts:\n  - name: h\n    identityFile:\n      - ~/.ssh/fleet.pem\n      - ~/.ssh/nope.pem\n",
 			`x.yaml:5: hosts[0].identityFile: key file ` + home + `/.ssh/nope.pem does not exist`},
 		{"x.yaml", "defaults:\n  identityFile: nope.pem\nhosts: [h]\n", `x.yaml:2: defaults.identityFile: key file nope.pem does not exist`},
