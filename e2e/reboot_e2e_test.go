@@ -53,8 +53,10 @@ const (
 	rebootImgSize  = "2G" // the tree is ~780 MB; the image is sparse
 )
 
-// rebootUnit runs /test/stage once per boot and reboots when it ends (systemd.service(5):
-// SuccessAction=, FailureAction=; TTYPath= with StandardOutput=tty writes to the serial console).
+// rebootUnit runs /test/stage once per boot (systemd.service(5); TTYPath= with StandardOutput=tty
+// writes to the serial console). The stage reboots with `systemctl reboot --force` itself: the
+// ordinary reboot that SuccessAction=reboot starts left the guest idle, not rebooted, twice under TCG;
+// FailureAction= still reboots when the stage fails.
 const rebootUnit = `[Unit]
 Description=gpuprep e2e: this boot's stage of e2e/reboot_e2e_test.go, then a reboot
 After=systemd-modules-load.service systemd-udev-trigger.service local-fs.target
