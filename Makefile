@@ -96,7 +96,7 @@ unit:
 
 ## e2e: gpuprep check inside a real Debian kernel under QEMU with emulated Intel and AMD IOMMUs
 e2e: deps
-	$(GO) test -tags e2e -count=1 -v -timeout 25m ./e2e/
+	$(GO) test -tags e2e -count=1 -v -timeout 45m ./e2e/
 
 ## bench: Go benchmarks and whole-command timings against virt-host-validate; fleet check vs
 ## parallel-ssh and ansible on 200 loopback sshd hosts (root)

@@ -24,6 +24,9 @@ import (
 
 const grubKernel = "6.1.0-99-amd64" // a stand-in kernel image: grub-mkconfig only needs the file
 
+// debianMirror is the Debian archive debootstrap fetches from (also reboot_e2e_test.go's).
+const debianMirror = "http://deb.debian.org/debian"
+
 func TestGrubMkconfig(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root (debootstrap, chroot, mounts)")
@@ -36,7 +39,7 @@ func TestGrubMkconfig(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(base, "usr/sbin/grub-mkconfig")); err != nil {
 		tmp := base + ".tmp"
 		os.RemoveAll(tmp)
-		grubRunCmd(t, "debootstrap", "--variant=minbase", "--include=grub2-common,grub-pc-bin", "bookworm", tmp, "http://deb.debian.org/debian")
+		grubRunCmd(t, "debootstrap", "--variant=minbase", "--include=grub2-common,grub-pc-bin", "bookworm", tmp, debianMirror)
 		if err := os.Rename(tmp, base); err != nil {
 			t.Fatal(err)
 		}

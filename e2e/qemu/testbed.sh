@@ -8,6 +8,12 @@
 #                                                      exit with the guest's T_EXIT rc
 #   testbed.sh info  intel|amd [KARG...]               boot, print the guest's IOMMU/PCI diagnostics
 #   testbed.sh shell intel|amd [KARG...]               boot to an interactive shell on the console
+#   testbed.sh disk IMAGE VMLINUZ INITRD intel|amd [KARG...]
+#                                                      boot a whole root file system: IMAGE (raw) as the SATA
+#                                                      disk of q35's AHCI (root=/dev/sda), the kernel VMLINUZ
+#                                                      (its uncompressed vmlinux is booted) and INITRD; the
+#                                                      root's own init runs and prints "T_EXIT rc=N" before it
+#                                                      reboots or powers off (qemu exits either way)
 #   testbed.sh ssh AUTHORIZED_KEYS PORT intel|amd [KARG...]
 #                                                      boot with an SSH server (dropbear, user root, the
 #                                                      given authorized_keys) on 127.0.0.1:PORT; the guest
@@ -48,7 +54,7 @@ TMO=${GPUPREP_E2E_TIMEOUT:-240}
 
 log() { printf '[testbed %s] %s\n' "$(date +%T)" "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
-usage() { sed -n '2,20p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '2,26p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 
 # Modules copied into the guest, relative to /lib/modules/$KVER (the real Debian layout). Entries that the
 # kernel package does not have (e.g. vfio_virqfd, merged into vfio in 6.2+) are skipped.
@@ -268,10 +274,10 @@ vm() {
   # --foreground: qemu stays in this script's process group (timeout would make one of its own), so the
   # tests kill the guest with the group, also on a test's failure or interrupt
   timeout --foreground "$TMO" qemu-system-x86_64 \
-    -accel tcg,thread=multi -cpu max -smp 2 -m 1024 \
+    -accel tcg,thread=multi -cpu max -smp "${VM_SMP:-2}" -m 1024 \
     -machine q35,kernel-irqchip=split "${dev[@]+"${dev[@]}"}" \
     -nodefaults -display none -serial stdio -monitor none -no-reboot \
-    -kernel "$KD/vmlinux" -initrd "$initrd" -append "$kargs" \
+    -kernel "${VM_KERNEL:-$KD/vmlinux}" -initrd "$initrd" -append "$kargs" "${VM_DISK[@]+"${VM_DISK[@]}"}" \
     -device edu -device pci-testdev \
     -device e1000e,netdev=n0,romfile= -netdev "user,id=n0,restrict=on${N0_OPTS:-}" \
     -device pcie-root-port,id=rp1,chassis=1,slot=1 \
@@ -366,8 +372,27 @@ cmd_ssh() {
   N0_OPTS=",hostfwd=tcp:127.0.0.1:$port-:22" run_guest ssh "$iommu" "$tmp/initrd" "$@"
 }
 
+# cmd_disk IMAGE VMLINUZ INITRD IOMMU [KARG...]: a root file system's own boot (e2e/reboot_e2e_test.go).
+# The disk is q35's built-in AHCI controller (00:1f.2, already in the topology: no PCI device is added);
+# the uncompressed vmlinux of VMLINUZ is booted through its PVH note, as for the initramfs guest.
+cmd_disk() {
+  [ $# -ge 4 ] || usage
+  local img=$1 vmlinuz=$2 initrd=$3 iommu=$4
+  shift 4
+  [ -f "$img" ] && [ -f "$vmlinuz" ] && [ -f "$initrd" ] || die "disk: missing $img, $vmlinuz or $initrd"
+  tmp=$(mktemp -d "${TMPDIR:-/tmp}/gpuprep-disk.XXXXXX")   # global: the EXIT trap runs after this function returned
+  trap 'rm -rf "$tmp"' EXIT
+  extract_vmlinux "$vmlinuz" "$tmp/vmlinux" || die "no vmlinux in $vmlinuz"
+  VM_KERNEL=$tmp/vmlinux
+  VM_SMP=${VM_SMP:-1}   # a root with systemd: one vCPU (two stalled one under load: RCU "timer wakeup didn't happen")
+  VM_DISK=(-drive "file=$img,format=raw,if=none,id=d0,cache=unsafe" -device ide-hd,drive=d0,bus=ide.0)
+  KD=/nonexistent
+  run_guest disk "$iommu" "$initrd" root=/dev/sda rw "$@"
+}
+
 case "${1:-}" in
   setup) shift; setup ;;
+  disk) shift; cmd_disk "$@" ;;
   ssh) shift; cmd_ssh "$@" ;;
   exec) shift; cmd_exec "$@" ;;
   info|shell)
