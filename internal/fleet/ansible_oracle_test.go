@@ -348,7 +348,7 @@ func ansOracleCompare(t *testing.T, c ansOracleCase) (string, []string) {
 
 	// What gpuprep should make of each host.
 	want := map[string]*Host{}
-	var unusable []string // reasons gpuprep may refuse the inventory
+	var unusable []string          // reasons gpuprep may refuse the inventory
 	problem := map[string]string{} // hosts gpuprep keeps but will not contact, and why
 	if inv != nil {
 		for _, h := range inv.Hosts {
