@@ -16,11 +16,13 @@
 //     bootargs-intent per argument a bootloader's tool changes; a
 //     vgpu-mode before a GPU's mode is turned on; a command-intent before
 //     a command whose change rollback leaves in place, such as the vGPU
-//     manager's installer), appended with Append, which returns only once
-//     it is fsync'd;
+//     manager's installer; a vgpu-manager-intent before a version change
+//     of the vGPU manager, naming its upgrade record and the kept
+//     installer of the version before), appended with Append, which
+//     returns only once it is fsync'd;
 //  2. the change (a file written, a sysfs attribute, a command, a PATCH);
-//  3. the done entry (file, driver, vgpu), appended once the change is
-//     made, where there is one.
+//  3. the done entry (file, driver, vgpu, vgpu-manager), appended once the
+//     change is made, where there is one.
 //
 // A process killed at any instant then leaves either nothing of the change
 // or an intent for it. Rollback treats an intent without its done entry as
