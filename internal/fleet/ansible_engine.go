@@ -156,6 +156,9 @@ type ansibleGroup struct {
 
 // loadByAnsible runs ansible-inventory and turns its answer into hosts.
 func loadByAnsible(ctx context.Context, r host.Runner, file string) (*Inventory, error) {
+	if err := checkAnsibleInventory(file); err != nil {
+		return nil, &Error{File: file, Msg: "not handed to ansible-inventory, which would run its scripts and plugins as root: " + err.Error()}
+	}
 	// env(1) sets what makes an unreadable source an error, not a
 	// warning with an empty inventory; argv only, no shell.
 	out, err := r.Run(ctx, "env", "ANSIBLE_INVENTORY_UNPARSED_FAILED=True", "ANSIBLE_NOCOLOR=1", "ansible-inventory", "-i", file, "--list")

@@ -157,3 +157,28 @@ func TestAnsibleEngineAutoChooses(t *testing.T) {
 	_, err = LoadWith(filepath.Join(dir, "plugin.yml"), LoadOptions{Engine: EngineGpuprep})
 	require.ErrorContains(t, err, "an inventory plugin's configuration (plugin: ansible.builtin.constructed)")
 }
+
+// As root, an inventory another user could change is not handed to
+// ansible-inventory, which would run its scripts as root: a script or a
+// directory writable by others is refused, naming it.
+func TestAnsibleEngineRefusesAnInventoryOthersCanWrite(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the check applies as root")
+	}
+	ansibleEnv(t)
+	dir := writeTree(t, map[string]string{
+		"inv/10-gpu.yml": "gpu:\n  hosts:\n    a1:\n",
+		"inv/30-script":  "#!/bin/sh\necho '{\"cpu\": {\"hosts\": [\"s1\"]}, \"_meta\": {\"hostvars\": {}}}'\n",
+	})
+	inv := filepath.Join(dir, "inv")
+	require.NoError(t, os.Chmod(dir, 0o755))
+	_, err := LoadWith(inv, LoadOptions{})
+	require.NoError(t, err)
+	require.NoError(t, os.Chmod(filepath.Join(inv, "30-script"), 0o757))
+	_, err = LoadWith(inv, LoadOptions{})
+	require.ErrorContains(t, err, "not handed to ansible-inventory, which would run its scripts and plugins as root: "+filepath.Join(inv, "30-script"))
+	require.NoError(t, os.Chmod(filepath.Join(inv, "30-script"), 0o755))
+	require.NoError(t, os.Chmod(inv, 0o777))
+	_, err = LoadWith(inv, LoadOptions{})
+	require.ErrorContains(t, err, inv+" ")
+}
