@@ -479,6 +479,9 @@ func planSRIOV(ctx context.Context, e *Env, p *InstallPlan, installed bool, vers
 		if tot := readInt(e.Root, dev+"/sriov_totalvfs"); !reload && tot > 0 && readInt(e.Root, dev+"/sriov_numvfs") == tot {
 			continue
 		}
+		if err := refuseLiveVGPUs(e, g, reload); err != nil {
+			return err
+		}
 		if installed && !e.Root.Exists(SRIOVManage) {
 			mgr := "the vGPU manager"
 			if version != "" {
