@@ -147,7 +147,7 @@ func nouveauBoundFindings(e *Env, bound []string, bl string) []Finding {
 	} else if e.Manager().Installed {
 		vg.Remedy = manual + "; the vGPU manager's nvidia driver then takes the GPUs"
 	} else {
-		fix := "gpuprep vgpu install --driver NVIDIA-Linux-x86_64-VER-vgpu-kvm.run"
+		fix := "gpuprep vgpu install --driver " + e.vgpuInstaller()
 		vg.Remedy = fix + " (blacklists nouveau, then installs the vGPU manager; reboot if nouveau stays loaded)"
 		vg.Fixable, vg.FixCommand = true, fix
 	}

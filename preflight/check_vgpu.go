@@ -56,8 +56,8 @@ func checkVGPUManager(e *Env) []Finding {
 			Remedy: "none on these GPUs: NVIDIA vGPU runs on data-center and RTX professional boards only; give each GPU to one VM whole instead (gpuprep check --mode vm-passthrough), or use a GPU NVIDIA vGPU supports"}}
 	}
 	return []Finding{{Status: Fail, Subject: "nvidia vGPU manager", Message: msg,
-		Fixable: true, FixCommand: "gpuprep vgpu install --driver NVIDIA-Linux-x86_64-VER-vgpu-kvm.run",
-		Remedy: "install the licensed NVIDIA vGPU manager (gpuprep vgpu install --driver NVIDIA-Linux-x86_64-VER-vgpu-kvm.run), or let the GPU Operator deploy it (vgpuManager.enabled=true with your private image)"}}
+		Fixable: true, FixCommand: "gpuprep vgpu install --driver " + e.vgpuInstaller(),
+		Remedy: "install the licensed NVIDIA vGPU manager (gpuprep vgpu install --driver " + e.vgpuInstaller() + "), or let the GPU Operator deploy it (vgpuManager.enabled=true with your private image)"}}
 }
 
 // vendorVFIO reports whether the GPU g hosts vGPUs through the
@@ -234,7 +234,7 @@ func checkVGPUTypes(e *Env) []Finding {
 		case sriov && s.NumVFs <= 0:
 			// sriov_totalvfs > 0 alone is no proof: a T4 reports 16 and
 			// uses mdev on the PF. UsesSRIOV also weighs the device ID.
-			fix := "gpuprep vgpu install --driver NVIDIA-Linux-x86_64-VER-vgpu-kvm.run --select " + g.Address
+			fix := "gpuprep vgpu install --driver " + e.vgpuInstaller() + " --select " + g.Address
 			f.Status = Fail
 			f.Message = fmt.Sprintf("SR-IOV GPU with 0 of %d VFs enabled: vGPUs are created on VFs", s.TotalVFs)
 			f.Remedy = "/usr/lib/nvidia/sriov-manage -e " + g.Address + " (or " + fix + ", which enables and verifies the VFs)"
@@ -394,7 +394,7 @@ func vgpuDriverRemedy(e *Env, addr, driver string) string {
 	case driver == "nouveau":
 		return "see driver.nouveau: blacklist nouveau so that the vGPU manager's nvidia driver takes it"
 	case !e.Manager().Installed:
-		return "install the vGPU manager (gpuprep vgpu install --driver NVIDIA-Linux-x86_64-VER-vgpu-kvm.run); its nvidia driver takes the GPU"
+		return "install the vGPU manager (gpuprep vgpu install --driver " + e.vgpuInstaller() + "); its nvidia driver takes the GPU"
 	case driver == "":
 		return "bind it to the vGPU manager's driver: modprobe nvidia; echo " + addr + " > /sys/bus/pci/drivers/nvidia/bind"
 	}

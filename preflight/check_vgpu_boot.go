@@ -79,7 +79,7 @@ func checkVGPUBoot(e *Env, live map[string][]vgpu.Instance) []Finding {
 	}
 	if !e.Root.Exists(vgpu.SRIOVUnit) {
 		return warn(fmt.Sprintf("%s wants %s, which enables the VFs at boot before the vGPUs are created on them, and there is none", vgpu.ApplyUnitName, vgpu.SRIOVUnit),
-			"gpuprep vgpu install --driver NVIDIA-Linux-x86_64-VER-vgpu-kvm.run (writes and enables it), or a unit of your own that runs /usr/lib/nvidia/sriov-manage -e for these GPUs before "+vgpu.ApplyUnitName)
+			"gpuprep vgpu install --driver "+e.vgpuInstaller()+" (writes and enables it), or a unit of your own that runs /usr/lib/nvidia/sriov-manage -e for these GPUs before "+vgpu.ApplyUnitName)
 	}
 	return []Finding{{Status: Pass, Subject: vgpuBootSubject,
 		Message: fmt.Sprintf("%s are created again at boot: %s (enabled, after %s) runs the root-owned %s vgpu apply with config %q of %s, which lists them", what, vgpu.ApplyUnitName, vgpu.SRIOVUnitName, bin, args.config, args.file)}}

@@ -326,3 +326,19 @@ func TestGH200X86ArgsSaidToDoNothing(t *testing.T) {
 	}
 	require.True(t, seen["amd_iommu=on"] && seen["iommu=off"], "%v", seen)
 }
+
+// NVIDIA's .run packages are named for uname -m: a Grace host is sent to the
+// aarch64 vGPU manager, never the x86_64 one.
+func TestGH200VGPUManagerRemedyNamesAarch64(t *testing.T) {
+	_, res := grace(t, "", nil)
+	var named int
+	for _, f := range res.Findings {
+		for _, s := range []string{f.Remedy, f.FixCommand} {
+			require.NotContains(t, s, "x86_64", "%s: %s", f.Check, s)
+			if strings.Contains(s, "NVIDIA-Linux-aarch64-VER-vgpu-kvm.run") {
+				named++
+			}
+		}
+	}
+	require.NotZero(t, named, "some remedy names the vGPU manager's installer")
+}
