@@ -81,7 +81,10 @@ func managerFile(p string) bool {
 			return true
 		}
 	}
-	return strings.HasPrefix(p, "run/fake-systemd/") && strings.HasPrefix(path.Base(p), "nvidia-")
+	// the manager's units, enabled by the install (their state in the
+	// fake systemd, their links in the targets' .wants)
+	return (strings.HasPrefix(p, "run/fake-systemd/") || strings.HasPrefix(p, "etc/systemd/system/") && strings.HasSuffix(path.Dir(p), ".wants")) &&
+		strings.HasPrefix(path.Base(p), "nvidia-")
 }
 
 // exceptManager is tr without the vGPU manager's files.
@@ -152,7 +155,8 @@ func TestRollbackToVGPUSteps(t *testing.T) {
 			require.Equal(t, want, vgpusOf(t, root))
 			require.Empty(t, journalVGPUs(t, root))
 			gone := []string{kubelet, strings.TrimPrefix(vgpu.ApplyUnit, "/"), strings.TrimPrefix(vgpu.PersistedConfig, "/"),
-				strings.TrimPrefix(vgpu.InstalledBinary, "/"), "run/fake-systemd/is-enabled/" + vgpu.ApplyUnitName}
+				strings.TrimPrefix(vgpu.InstalledBinary, "/"), "run/fake-systemd/is-enabled/" + vgpu.ApplyUnitName,
+				"etc/systemd/system/multi-user.target.wants/" + vgpu.ApplyUnitName}
 			require.Equal(t, restored(applied, orig, gone...), tree(t, root))
 			require.NoFileExists(t, filepath.Join(root, vgpu.TypeNames))
 			grub, err := os.ReadFile(filepath.Join(root, "etc/default/grub"))

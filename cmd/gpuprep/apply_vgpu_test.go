@@ -35,9 +35,6 @@ type vgpuNode struct {
 }
 
 func (n *vgpuNode) Run(ctx context.Context, argv ...string) ([]byte, error) {
-	if len(argv) == 3 && argv[0] == "systemctl" && argv[1] == "disable" {
-		return nil, os.RemoveAll(filepath.Join(n.dir, "run/fake-systemd/is-enabled", argv[2]))
-	}
 	switch argv[0] {
 	case "sh", "modprobe", "systemctl", vgpu.SRIOVManage, "update-initramfs", vgpu.NVIDIASMI, vgpu.RunUninstaller:
 		return n.h.Run(ctx, argv...)

@@ -154,7 +154,8 @@ func TarGz(names []string) ([]byte, error) {
 //     GPUs on the nvidia driver (see MdevTypes) and starts their
 //     mdevctl-defined mdevs, modprobe -r nvidia_vgpu_vfio unregisters them
 //     (refused while an mdev exists);
-//   - systemctl daemon-reload | enable [--now] UNIT | stop UNIT… | is-enabled
+//   - systemctl daemon-reload | enable [--now] UNIT (linked into its WantedBy=
+//     targets' .wants, as systemctl links it) | disable [--now] UNIT | stop UNIT… | is-enabled
 //     UNIT | is-active UNIT: state kept under /run/fake-systemd in the root;
 //   - /usr/lib/nvidia/sriov-manage -e ADDR: creates every VF of ADDR with
 //     nvidia/creatable_vgpu_types, and resets its heterogeneous vGPU mode;
@@ -378,6 +379,16 @@ func (h *Host) systemctl(b *fixture.Builder, args []string) ([]byte, error) {
 			return []byte(state[0] + "\n"), nil
 		}
 		return []byte(state[1] + "\n"), fmt.Errorf("systemctl: exit status 1")
+	case "disable":
+		for _, u := range units {
+			h.unlinkWants(b, u)
+			b.Remove(sysd + "/is-enabled/" + u)
+			if now {
+				b.Remove(sysd + "/is-active/" + u)
+				daemonProcess(b, u, false)
+			}
+		}
+		return nil, b.Err()
 	case "enable", "stop", "start":
 		for _, u := range units {
 			if !exists(u) {
@@ -388,6 +399,7 @@ func (h *Host) systemctl(b *fixture.Builder, args []string) ([]byte, error) {
 			}
 			switch verb {
 			case "enable":
+				h.linkWants(b, u)
 				b.File(sysd+"/is-enabled/"+u, "")
 				if now {
 					daemonProcess(b, u, true)
@@ -407,6 +419,49 @@ func (h *Host) systemctl(b *fixture.Builder, args []string) ([]byte, error) {
 		return nil, b.Err()
 	}
 	return nil, fmt.Errorf("systemctl %s: not simulated", verb)
+}
+
+// linkWants makes the links systemctl enable makes: one in
+// /etc/systemd/system/TARGET.wants/ per WantedBy= of the unit's [Install]
+// section, to the unit file (systemd's src/shared/install.c).
+func (h *Host) linkWants(b *fixture.Builder, u string) {
+	for _, d := range []string{"/etc/systemd/system", "/usr/lib/systemd/system", "/lib/systemd/system"} {
+		text, err := h.Root.ReadString(d + "/" + u)
+		if err != nil {
+			continue
+		}
+		for _, t := range wantedBy(text) {
+			b.Link("/etc/systemd/system/"+t+".wants/"+u, d+"/"+u)
+		}
+		return
+	}
+}
+
+// unlinkWants removes the links systemctl disable removes: u in every
+// /etc/systemd/system/*.wants directory.
+func (h *Host) unlinkWants(b *fixture.Builder, u string) {
+	for _, d := range h.Root.Names("/etc/systemd/system") {
+		if strings.HasSuffix(d, ".wants") {
+			b.Remove("/etc/systemd/system/" + d + "/" + u)
+		}
+	}
+}
+
+// wantedBy lists the WantedBy= targets of a unit file's [Install] section.
+func wantedBy(text string) []string {
+	var out []string
+	install := false
+	for _, l := range strings.Split(text, "\n") {
+		l = strings.TrimSpace(l)
+		if strings.HasPrefix(l, "[") {
+			install = l == "[Install]"
+			continue
+		}
+		if v, ok := strings.CutPrefix(l, "WantedBy="); ok && install {
+			out = append(out, strings.Fields(v)...)
+		}
+	}
+	return out
 }
 
 // daemonPIDs are the processes the vGPU manager's units run, as a started
