@@ -125,9 +125,11 @@ func flagDefault(f *pflag.Flag) string {
 	return "`" + f.DefValue + "`"
 }
 
-// cell makes s one Markdown table cell.
+// cell makes s one Markdown table cell, shown as written (a <word> is no
+// HTML tag).
 func cell(s string) string {
 	s = strings.ReplaceAll(s, "\n", " ")
+	s = strings.ReplaceAll(s, "<", "&lt;")
 	return strings.ReplaceAll(s, "|", `\|`)
 }
 
