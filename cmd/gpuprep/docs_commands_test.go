@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unicode"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -215,7 +216,17 @@ func TestDocsLinks(t *testing.T) {
 		body, err := os.ReadFile(p)
 		require.NoError(t, err)
 		for _, target := range markdownLinks(string(body)) {
+			target, anchor, _ := strings.Cut(target, "#")
+			if target == "" {
+				target = filepath.Base(p)
+			}
 			full := filepath.Join(filepath.Dir(p), target)
+			if anchor != "" {
+				page, err := os.ReadFile(full)
+				require.NoError(t, err, "%s links to %s#%s", p, target, anchor)
+				require.Contains(t, headingAnchors(string(page)), anchor, "%s links to %s#%s, a heading that is not there", p, target, anchor)
+				continue
+			}
 			_, err := os.Stat(full)
 			if err != nil && writtenElsewhere[filepath.Clean(full)] {
 				t.Logf("%s links to %s, not there yet (another branch writes it)", p, target)
@@ -227,7 +238,7 @@ func TestDocsLinks(t *testing.T) {
 }
 
 // markdownLinks are the relative link targets of body's [text](target)
-// links, anchors cut off (web links and bare anchors left out).
+// links (web links left out), anchors kept.
 func markdownLinks(body string) []string {
 	var out []string
 	for {
@@ -241,9 +252,6 @@ func markdownLinks(body string) []string {
 			return out
 		}
 		target := body[:j]
-		if k := strings.IndexByte(target, '#'); k >= 0 {
-			target = target[:k]
-		}
 		if target != "" && !strings.Contains(target, "://") && !strings.HasPrefix(target, "mailto:") {
 			out = append(out, target)
 		}
@@ -271,4 +279,27 @@ func TestDocsExampleNodes(t *testing.T) {
 		return
 	}
 	require.Equal(t, got, string(old), "docs/example-nodes.md is stale: go test ./cmd/gpuprep -run TestDocsExampleNodes -update")
+}
+
+// headingAnchors are the anchors GitHub gives body's headings: lower case,
+// spaces as -, punctuation other than - and _ dropped.
+func headingAnchors(body string) []string {
+	var out []string
+	for _, l := range strings.Split(body, "\n") {
+		if !strings.HasPrefix(l, "#") {
+			continue
+		}
+		title := strings.TrimSpace(strings.TrimLeft(l, "#"))
+		var b strings.Builder
+		for _, r := range strings.ToLower(title) {
+			switch {
+			case r == ' ':
+				b.WriteRune('-')
+			case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
+				b.WriteRune(r)
+			}
+		}
+		out = append(out, b.String())
+	}
+	return out
 }
