@@ -15,7 +15,7 @@ import (
 	"github.com/gpuprep/gpuprep/internal/snapshot"
 )
 
-// Exit codes (documented in the README).
+// Exit codes (documented in docs/exit-codes.md; TestDocsExitCodes holds the two together).
 const (
 	exitOK         = 0
 	exitNotReady   = 1
