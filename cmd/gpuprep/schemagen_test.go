@@ -2,6 +2,10 @@ package main
 
 import (
 	"encoding/json"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"time"
@@ -21,6 +25,9 @@ type schemaGen struct {
 	docs  map[string]map[string]any
 	kinds map[reflect.Type]string
 	enums map[reflect.Type][]string // a named string type's values
+	// comments: per package directory, the doc comments of its types
+	// ("Type") and struct fields ("Type.Field"): the descriptions
+	comments map[string]map[string]string
 }
 
 var (
@@ -29,7 +36,7 @@ var (
 )
 
 func newSchemaGen(docs map[string]map[string]any, kinds map[reflect.Type]string, enums map[reflect.Type][]string) *schemaGen {
-	return &schemaGen{defs: map[string]any{}, names: map[reflect.Type]string{}, docs: docs, kinds: kinds, enums: enums}
+	return &schemaGen{defs: map[string]any{}, names: map[reflect.Type]string{}, docs: docs, kinds: kinds, enums: enums, comments: map[string]map[string]string{}}
 }
 
 // documentSchema is a document's schema, its keywords in reading order.
@@ -123,7 +130,74 @@ func (g *schemaGen) object(t reflect.Type) map[string]any {
 	if len(required) > 0 {
 		o["required"] = required
 	}
+	if d := g.comment(t, ""); d != "" {
+		o["description"] = d
+	}
 	return o
+}
+
+// comment is the doc comment of t's field (t's own with field ""), as one
+// line; "" where it has none.
+func (g *schemaGen) comment(t reflect.Type, field string) string {
+	dir := "."
+	if p, ok := strings.CutPrefix(t.PkgPath(), "github.com/gpuprep/gpuprep/"); ok {
+		dir = filepath.Join("..", "..", p)
+	}
+	if _, ok := g.comments[dir]; !ok {
+		g.comments[dir] = parseComments(dir)
+	}
+	key := t.Name()
+	if field != "" {
+		key += "." + field
+	}
+	return g.comments[dir][key]
+}
+
+// parseComments reads the doc comments of the struct types and fields of
+// the Go files in dir.
+func parseComments(dir string) map[string]string {
+	out := map[string]string{}
+	pkgs, err := parser.ParseDir(token.NewFileSet(), dir, nil, parser.ParseComments)
+	if err != nil {
+		panic(err)
+	}
+	text := func(gs ...*ast.CommentGroup) string {
+		for _, g := range gs {
+			if g != nil {
+				return strings.Join(strings.Fields(g.Text()), " ")
+			}
+		}
+		return ""
+	}
+	for _, p := range pkgs {
+		for _, f := range p.Files {
+			ast.Inspect(f, func(n ast.Node) bool {
+				gd, ok := n.(*ast.GenDecl)
+				if !ok || gd.Tok != token.TYPE {
+					return true
+				}
+				for _, sp := range gd.Specs {
+					ts := sp.(*ast.TypeSpec)
+					st, ok := ts.Type.(*ast.StructType)
+					if !ok {
+						continue
+					}
+					if d := text(ts.Doc, gd.Doc); d != "" {
+						out[ts.Name.Name] = d
+					}
+					for _, fl := range st.Fields.List {
+						for _, n := range fl.Names {
+							if d := text(fl.Doc, fl.Comment); d != "" {
+								out[ts.Name.Name+"."+n.Name] = d
+							}
+						}
+					}
+				}
+				return true
+			})
+		}
+	}
+	return out
 }
 
 // fields adds t's JSON fields to props (an embedded struct's promoted, as
@@ -157,6 +231,9 @@ func (g *schemaGen) fields(t reflect.Type, props map[string]any, required *[]str
 		extra := g.docs[t.String()+"."+f.Name]
 		if !omit && (nullable(ft) || extra["nullable"] == true) {
 			s = map[string]any{"anyOf": []any{s, map[string]any{"type": "null"}}}
+		}
+		if d := g.comment(t, f.Name); d != "" && extra["description"] == nil {
+			extra = withDescription(extra, d)
 		}
 		if extra != nil {
 			s = withKeywords(s, extra)
@@ -202,6 +279,14 @@ func withKeywords(s any, extra map[string]any) any {
 		if k != "nullable" {
 			out[k] = v
 		}
+	}
+	return out
+}
+
+func withDescription(extra map[string]any, d string) map[string]any {
+	out := map[string]any{"description": d}
+	for k, v := range extra {
+		out[k] = v
 	}
 	return out
 }
