@@ -80,8 +80,8 @@ func schemaKinds() []schemaKind {
 
 // schemaDocs are the keywords the types cannot say.
 var schemaDocs = map[string]map[string]any{
-	"report.VGPUType.Available": {"minimum": 0, "description": "the GPU's free instances of the type; null: not known (a parent's count could not be read)"},
-	"report.VGPUFree.Available": {"minimum": 0, "description": "the parent's free instances of the type; null: not known (unreadable)"},
+	"report.VGPUType.Available": {"description": "the GPU's free instances of the type; null: not known (a parent's count could not be read)"},
+	"report.VGPUFree.Available": {"description": "the parent's free instances of the type; null: not known (unreadable)"},
 	"main.versionDoc.Commit":    {"description": "the commit gpuprep was built from; absent where the build does not say"},
 	"report.Report.Mode":        modeOrNone("the mode judged (--mode); \"\": every mode, see modes"),
 	"report.FleetReport.Mode":   modeOrNone("the --mode given; \"\": each host's own (inventory) mode, else every mode"),
@@ -145,6 +145,11 @@ func TestSchemaFilesMatchTheCode(t *testing.T) {
 	require.NoError(t, err)
 	for _, f := range files {
 		require.Contains(t, names, filepath.Base(f), "a schema of no document kind")
+	}
+	readme, err := os.ReadFile(filepath.Join(schemaDir, "README.md"))
+	require.NoError(t, err)
+	for _, n := range names {
+		require.Contains(t, string(readme), "("+n+")", "docs/schema/README.md lists every kind")
 	}
 }
 

@@ -85,9 +85,11 @@ func (g *schemaGen) schema(t reflect.Type) any {
 		return map[string]any{"type": "string"}
 	case reflect.Bool:
 		return map[string]any{"type": "boolean"}
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		return map[string]any{"type": "integer"}
-	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		// every number in gpuprep's documents is a count, a duration, a
+		// port or an exit code: none is negative (none says "unknown"
+		// with -1)
 		return map[string]any{"type": "integer", "minimum": 0}
 	case reflect.Float32, reflect.Float64:
 		return map[string]any{"type": "number"}
