@@ -241,6 +241,7 @@ func documents(t *testing.T) []emitted {
 	for _, sc := range []string{"hgx-h200", "sriov-vgpu", "mdev-vgpu", "vfio-bound", "consumer-shared-group", "reboot-pending", "no-gpu", "gh200", "boot-grub-rhel-bls"} {
 		root := fixtureRoot(t, sc)
 		emitDoc(t, &docs, "check", "--root", root, "-o", "json")
+		emitDoc(t, &docs, "check", "--root", root, "-o", "json", "--compact") // what fleet reads
 		for _, m := range preflight.Modes {
 			emitDoc(t, &docs, "check", "--root", root, "-o", "json", "--mode", string(m))
 			if m != preflight.VMVGPU {
@@ -278,6 +279,7 @@ func documents(t *testing.T) []emitted {
 	emitDoc(t, &docs, append(append([]string{"fleet", "run", "-o", "json"}, fl...), "--", "checks", "-o", "json")...)
 	emitDoc(t, &docs, append(append([]string{"fleet", "run", "-o", "json", "--dry-run"}, fl...), "--", "vfio", "status")...)
 	emitDoc(t, &docs, append([]string{"fleet", "apply", "-o", "json", "--dry-run", "--canary", "1"}, fl...)...)
+	emitDoc(t, &docs, append([]string{"fleet", "apply", "-o", "json", "--yes", "--canary", "1"}, fl...)...)
 	saved = filepath.Join(t.TempDir(), "fleet.json")
 	require.NoError(t, os.WriteFile(saved, []byte(fleetDoc), 0o644))
 	emitDoc(t, &docs, "report", "render", saved, "-o", "json")
