@@ -6,7 +6,8 @@ export CGO_ENABLED ?= 0
 # -s -w: no symbol table or DWARF (28 -> 20 MiB; panics still print stack traces); this is the binary
 # `gpuprep fleet` uploads to every host. The version is the commit it was built from.
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS  := -s -w -X main.version=$(VERSION)
+COMMIT   ?= $(shell git rev-parse HEAD 2>/dev/null)
+LDFLAGS  := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 PREFIX   ?= /usr/local
 # The architecture this machine's go builds for, and the other one gpuprep ships for (fleet's arm64 or amd64 hosts).
 HOSTARCH := $(shell $(GO) env GOARCH 2>/dev/null)
@@ -15,7 +16,7 @@ AGENTARCH := $(if $(filter arm64,$(HOSTARCH)),amd64,arm64)
 # paths (-trimpath), the baseline instruction sets: the same commit and Go give the same bytes anywhere.
 DIST     ?= dist
 DIST_ARCHES := amd64 arm64
-DIST_LDFLAGS := -s -w -buildid= -X main.version=$(VERSION)
+DIST_LDFLAGS := -s -w -buildid= -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 
 .PHONY: all build build-host install dist dist-check dist-repro ansible-collection run test unit fuzz crash e2e bench lint deps fixtures kube-apiserver clean
 

@@ -167,7 +167,7 @@ func Unfinished(entries []journal.Entry) []string {
 
 // Apply runs the plan's steps in order and stops at the reboot step.
 func Apply(ctx context.Context, e Env, p *Plan, o ApplyOptions) (*Outcome, error) {
-	out := &Outcome{BootID: readBootID(e.Root)}
+	out := &Outcome{Steps: []StepResult{}, BootID: readBootID(e.Root)}
 	entries, jerr := journal.Read(e.Root)
 	if jerr != nil {
 		e.logf("note: %v", jerr)

@@ -203,7 +203,7 @@ func (e *PlanError) Unwrap() error { return e.Err }
 
 // NewPlan computes the plan for the node under root. It only reads.
 func NewPlan(ctx context.Context, root *host.Root, opts Options) (*Plan, error) {
-	p := &Plan{APIVersion: "gpuprep/v1", Kind: "Plan", Mode: string(opts.Mode), opts: opts, root: root}
+	p := &Plan{APIVersion: "gpuprep/v1", Kind: "Plan", Mode: string(opts.Mode), Steps: []*Step{}, opts: opts, root: root}
 	p.Host, _ = root.ReadString("/proc/sys/kernel/hostname")
 	inv, err := pci.Discover(root)
 	if err != nil {

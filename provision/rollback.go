@@ -130,7 +130,7 @@ type resource struct {
 // changed back through that tool. What it undid is recorded ("undone"
 // entries), so a second run is a no-op.
 func Rollback(ctx context.Context, e Env, o RollbackOptions) (*RollbackResult, error) {
-	res := &RollbackResult{}
+	res := &RollbackResult{Undone: []Undo{}}
 	entries, jerr := journal.Read(e.Root)
 	if jerr != nil {
 		res.Notes = append(res.Notes, jerr.Error())

@@ -77,9 +77,12 @@ type VGPU struct {
 // VGPUType is a vGPU type; ResourceName is what KubeVirt's mediated-device
 // resource is called (nvidia.com/ + the type name with spaces as "_").
 type VGPUType struct {
-	ID           string `json:"id"`
-	Name         string `json:"name"`
-	Available    int    `json:"available"`
+	ID   string `json:"id"`
+	Name string `json:"name"`
+	// Available is the GPU's free instances of the type; null when not
+	// known (a parent's count could not be read): never a number that is
+	// not a count (see FreeCount)
+	Available    *int   `json:"available"`
 	ResourceName string `json:"resourceName"`
 }
 

@@ -28,10 +28,21 @@ type VGPUParent struct {
 	Types   []VGPUFree `json:"types"`
 }
 
-// VGPUFree is a parent's free instances of one type (-1: unknown).
+// VGPUFree is a parent's free instances of one type (Available null:
+// unknown, see FreeCount).
 type VGPUFree struct {
 	ID        string `json:"id"`
-	Available int    `json:"available"`
+	Available *int   `json:"available"`
+}
+
+// FreeCount is vgpu's free count n as a report holds it: nil (JSON null)
+// where vgpu says -1, unknown. A JSON consumer that sums or compares
+// counts cannot take an unknown for one (docs/schema/ReadinessReport.json).
+func FreeCount(n int) *int {
+	if n < 0 {
+		return nil
+	}
+	return &n
 }
 
 // NewVGPU is the report's view of a GPU's vGPU state st (nil when no vGPU
@@ -44,7 +55,7 @@ func NewVGPU(root *host.Root, inv *pci.Inventory, st vgpu.GPU) *VGPU {
 	}
 	v := &VGPU{Interface: st.Interface, TotalVFs: max(st.TotalVFs, 0), NumVFs: max(st.NumVFs, 0), Types: []VGPUType{}}
 	for _, t := range st.Types {
-		v.Types = append(v.Types, VGPUType{ID: t.ID, Name: t.Name, Available: t.Available, ResourceName: vgpu.ResourceName(t.Name)})
+		v.Types = append(v.Types, VGPUType{ID: t.ID, Name: t.Name, Available: FreeCount(t.Available), ResourceName: vgpu.ResourceName(t.Name)})
 	}
 	v.Parents = vgpuParents(st)
 	for _, x := range vgpu.Existing(root, st.Address) {
@@ -69,7 +80,7 @@ func vgpuParents(st vgpu.GPU) []VGPUParent {
 	for _, p := range st.Parents {
 		vp := VGPUParent{Address: p.Address, Types: []VGPUFree{}}
 		for _, t := range p.Types {
-			vp.Types = append(vp.Types, VGPUFree{ID: t.ID, Available: t.Available})
+			vp.Types = append(vp.Types, VGPUFree{ID: t.ID, Available: FreeCount(t.Available)})
 		}
 		out = append(out, vp)
 	}

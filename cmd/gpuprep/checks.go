@@ -10,6 +10,7 @@ import (
 
 	"github.com/gpuprep/gpuprep/internal/sanitize"
 	"github.com/gpuprep/gpuprep/preflight"
+	"github.com/gpuprep/gpuprep/report"
 )
 
 func newChecksCmd() *cobra.Command {
@@ -24,7 +25,7 @@ func newChecksCmd() *cobra.Command {
 				Title string           `json:"title"`
 				Modes []preflight.Mode `json:"modes"`
 			}
-			var rows []row
+			rows := []row{}
 			for _, c := range preflight.All() {
 				rows = append(rows, row{c.ID, c.Title, c.Modes})
 			}
@@ -32,7 +33,7 @@ func newChecksCmd() *cobra.Command {
 			case "json":
 				enc := json.NewEncoder(cmd.OutOrStdout())
 				enc.SetIndent("", "  ")
-				return enc.Encode(rows)
+				return enc.Encode(checkList[row]{APIVersion: report.APIVersion, Kind: checkListKind, Checks: rows})
 			case "text":
 				tw := tabwriter.NewWriter(sanitize.NewWriter(cmd.OutOrStdout()), 0, 4, 2, ' ', 0)
 				fmt.Fprintln(tw, "ID\tMODES\tCHECKS")

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gpuprep/gpuprep/internal/sanitize"
 	"github.com/gpuprep/gpuprep/provision"
+	"github.com/gpuprep/gpuprep/report"
 )
 
 func init() { register(newRollbackCmd) }
@@ -129,7 +130,7 @@ func (c *rollbackCmd) run(cmd *cobra.Command) error {
 	if c.output == "json" {
 		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")
-		if err := enc.Encode(res); err != nil {
+		if err := enc.Encode(rollbackDoc{APIVersion: report.APIVersion, Kind: rollbackKind, RollbackResult: res}); err != nil {
 			return err
 		}
 	} else {

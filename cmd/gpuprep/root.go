@@ -164,6 +164,7 @@ drivers, VFIO and vGPU.`,
 		for _, sub := range subcommands {
 			cmd.AddCommand(sub(g))
 		}
+		addCompletions(cmd, g)
 	}
 	return cmd
 }

@@ -37,12 +37,12 @@ func TestVGPUTypesJSONIsOneDocument(t *testing.T) {
 	require.Equal(t, "sriov", g.VGPU.Interface)
 	// free per GPU: the two VFs without a type offer one of each
 	require.Equal(t, []report.VGPUType{
-		{ID: "1428", Name: "NVIDIA H200X-141C", Available: 2, ResourceName: "nvidia.com/NVIDIA_H200X-141C"},
-		{ID: "1429", Name: "NVIDIA H200X-70C", Available: 2, ResourceName: "nvidia.com/NVIDIA_H200X-70C"},
-		{ID: "1430", Name: "NVIDIA H200X-35C", Available: 2, ResourceName: "nvidia.com/NVIDIA_H200X-35C"},
+		{ID: "1428", Name: "NVIDIA H200X-141C", Available: report.FreeCount(2), ResourceName: "nvidia.com/NVIDIA_H200X-141C"},
+		{ID: "1429", Name: "NVIDIA H200X-70C", Available: report.FreeCount(2), ResourceName: "nvidia.com/NVIDIA_H200X-70C"},
+		{ID: "1430", Name: "NVIDIA H200X-35C", Available: report.FreeCount(2), ResourceName: "nvidia.com/NVIDIA_H200X-35C"},
 	}, g.VGPU.Types)
 	// and per parent: a VF holding a vGPU offers none
-	free := []report.VGPUFree{{ID: "1428", Available: 1}, {ID: "1429", Available: 1}, {ID: "1430", Available: 1}}
+	free := []report.VGPUFree{{ID: "1428", Available: report.FreeCount(1)}, {ID: "1429", Available: report.FreeCount(1)}, {ID: "1430", Available: report.FreeCount(1)}}
 	require.Equal(t, []report.VGPUParent{
 		{Address: "0000:41:00.4", Types: []report.VGPUFree{}},
 		{Address: "0000:41:00.5", Types: []report.VGPUFree{}},
@@ -98,14 +98,14 @@ func TestVGPUTypesJSONParentsOnMdevLayouts(t *testing.T) {
 	t4 := types("mdev-vgpu")
 	require.Len(t, t4.VGPU.Parents, 1)
 	require.Equal(t, t4.Address, t4.VGPU.Parents[0].Address)
-	require.Equal(t, report.VGPUFree{ID: "nvidia-222", Available: 16}, t4.VGPU.Parents[0].Types[0])
+	require.Equal(t, report.VGPUFree{ID: "nvidia-222", Available: report.FreeCount(16)}, t4.VGPU.Parents[0].Types[0])
 
 	a16 := types("vfmdev-vgpu")
 	require.Len(t, a16.VGPU.Parents, 16)
 	for _, p := range a16.VGPU.Parents {
 		require.NotEqual(t, a16.Address, p.Address, "the PF is no parent")
-		require.Contains(t, p.Types, report.VGPUFree{ID: "nvidia-711", Available: 1}, p.Address)
+		require.Contains(t, p.Types, report.VGPUFree{ID: "nvidia-711", Available: report.FreeCount(1)}, p.Address)
 	}
 	require.Equal(t, "nvidia-711", a16.VGPU.Types[0].ID)
-	require.Equal(t, 16, a16.VGPU.Types[0].Available)
+	require.Equal(t, report.FreeCount(16), a16.VGPU.Types[0].Available)
 }

@@ -25,8 +25,8 @@ func typesText(out io.Writer, doc *report.VGPUTypes) error {
 		}
 		for _, t := range g.VGPU.Types {
 			free := "?"
-			if t.Available >= 0 {
-				free = fmt.Sprint(t.Available)
+			if t.Available != nil {
+				free = fmt.Sprint(*t.Available)
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", g.Address, g.VGPU.Interface, sanitize.Terminal(t.ID), sanitize.Terminal(t.Name), free, t.ResourceName)
 		}
