@@ -116,18 +116,15 @@ func Operator(hosts []Host) (*OperatorValues, []string, error) {
 }
 
 // hostVGPUManager is the evidence, in a report's vgpu.manager finding, of a
-// vGPU manager installed on the host itself: its files (the operator's vGPU
-// manager container loads the module too, but leaves no files on the host).
+// vGPU manager installed on the host itself: its files (facts.vgpuManager
+// hostFiles; the operator's vGPU manager container loads the module too,
+// but leaves no files on the host).
 func hostVGPUManager(r *report.Report) (string, bool) {
 	for _, f := range r.Findings {
-		if f.Check != "vgpu.manager" || !strings.HasPrefix(f.Message, "installed: ") {
+		if f.Check != "vgpu.manager" || f.Facts == nil || f.Facts.VGPUManager == nil || len(f.Facts.VGPUManager.HostFiles) == 0 {
 			continue
 		}
-		for _, p := range []string{"/usr/bin/nvidia-vgpu-mgr", "/usr/bin/nvidia-vgpud", "/usr/lib/nvidia/sriov-manage"} {
-			if strings.Contains(f.Message, p) {
-				return "vgpu.manager " + string(f.Status) + ": " + f.Message, true
-			}
-		}
+		return "vgpu.manager " + string(f.Status) + ": " + f.Message, true
 	}
 	return "", false
 }
