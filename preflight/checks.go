@@ -95,7 +95,7 @@ func All() []Check {
 				Reads:    "`/sys/module/nvidia_vgpu_vfio`, `/usr/bin/nvidia-vgpu-mgr`, `/usr/bin/nvidia-vgpud`, `/usr/lib/nvidia/sriov-manage`, `/sys/class/mdev_bus`, `/proc/*/comm`, `/sys/module/nvidia/version`, nvidia-installer's `/var/lib/nvidia/log`, dpkg's records.",
 				Matters:  "vGPUs exist only with NVIDIA's licensed vGPU manager, and VMs start them only through its nvidia-vgpu-mgr daemon.",
 			},
-			Remedies: []string{"gpuprep vgpu install --driver NVIDIA-Linux-x86_64-VER-vgpu-kvm.run", "or let the GPU Operator deploy it (vgpuManager.enabled=true with your private image)"}},
+			Remedies: []string{"gpuprep vgpu install --driver NVIDIA-Linux-x86_64-VER-vgpu-kvm.run", "let the GPU Operator deploy it (vgpuManager.enabled=true with your private image)"}},
 		{ID: "vgpu.types", Title: "vGPU types offered by each GPU", Modes: []Mode{VMVGPU}, Run: checkVGPUTypes,
 			ChangedBy: []string{stepVGPUInstall, stepVGPUDevices},
 			Doc: Doc{
