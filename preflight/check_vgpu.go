@@ -16,18 +16,19 @@ func checkVGPUManager(e *Env) []Finding {
 	m := e.Manager()
 	if m.Installed {
 		msg := "installed: " + strings.Join(m.Evidence, ", ")
+		facts := vgpuManagerFacts(e, m)
 		running, known := vgpu.RunningDaemons(e.Root)
 		switch {
 		case !known:
 			// installed is not running: VMs start vGPUs only through
 			// nvidia-vgpu-mgr, and nothing here says whether it runs
 			return []Finding{{Status: Warn, Subject: "nvidia vGPU manager", Message: msg + "; no process list under /proc to tell whether its nvidia-vgpu-mgr daemon runs, without which VMs cannot start vGPUs",
-				Remedy: "on the node: systemctl status nvidia-vgpu-mgr (enable it with systemctl enable --now nvidia-vgpu-mgr); or run gpuprep on the node itself, or give --root a root with /proc"}}
+				Remedy: "on the node: systemctl status nvidia-vgpu-mgr (enable it with systemctl enable --now nvidia-vgpu-mgr); or run gpuprep on the node itself, or give --root a root with /proc", Facts: facts}}
 		case !running["nvidia-vgpu-mgr"]:
 			return []Finding{{Status: Fail, Subject: "nvidia-vgpu-mgr", Message: msg + ", but the nvidia-vgpu-mgr daemon is not running: VMs cannot start vGPUs",
-				Remedy: "systemctl enable --now nvidia-vgpu-mgr (and nvidia-vgpud where the build has it); see journalctl -u nvidia-vgpu-mgr"}}
+				Remedy: "systemctl enable --now nvidia-vgpu-mgr (and nvidia-vgpud where the build has it); see journalctl -u nvidia-vgpu-mgr", Facts: facts}}
 		}
-		return []Finding{{Status: Pass, Subject: "nvidia vGPU manager", Message: msg + "; nvidia-vgpu-mgr running"}}
+		return []Finding{{Status: Pass, Subject: "nvidia vGPU manager", Message: msg + "; nvidia-vgpu-mgr running", Facts: facts}}
 	}
 	var onVFIO, consumer []string
 	nvidia := 0
@@ -52,10 +53,10 @@ func checkVGPUManager(e *Env) []Finding {
 	if len(consumer) > 0 && len(consumer) == nvidia {
 		// The licensed vGPU manager would not help: no remedy sends
 		// the user to buy one for a board it does not run on.
-		return []Finding{{Status: Fail, Subject: "nvidia vGPU manager", Message: msg,
+		return []Finding{{Status: Fail, Subject: "nvidia vGPU manager", Message: msg, Facts: noManagerFacts(),
 			Remedy: "none on these GPUs: NVIDIA vGPU runs on data-center and RTX professional boards only; give each GPU to one VM whole instead (gpuprep check --mode vm-passthrough), or use a GPU NVIDIA vGPU supports"}}
 	}
-	return []Finding{{Status: Fail, Subject: "nvidia vGPU manager", Message: msg,
+	return []Finding{{Status: Fail, Subject: "nvidia vGPU manager", Message: msg, Facts: noManagerFacts(),
 		Fixable: true, FixCommand: "gpuprep vgpu install --driver " + e.vgpuInstaller(),
 		Remedy: "install the licensed NVIDIA vGPU manager (gpuprep vgpu install --driver " + e.vgpuInstaller() + "), or let the GPU Operator deploy it (vgpuManager.enabled=true with your private image)"}}
 }

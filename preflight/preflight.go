@@ -62,6 +62,9 @@ type Finding struct {
 	Modes []Mode `json:"modes,omitempty"`
 	// Ignored: a fail demoted to a warn by --ignore.
 	Ignored bool `json:"ignored,omitempty"`
+	// Facts are typed data the check found, for programs to read instead
+	// of the message.
+	Facts *Facts `json:"facts,omitempty"`
 }
 
 // AppliesTo reports whether f counts for mode m.
@@ -74,12 +77,20 @@ func (f Finding) AppliesTo(m Mode) bool {
 	return false
 }
 
-// Check is one preflight check with a stable ID.
+// Check is one preflight check with a stable ID. It describes itself:
+// what it verifies (Doc), which provision steps change its verdict
+// (ChangedBy) and whether a fail is beyond what a plan changes (Beyond).
 type Check struct {
 	ID    string
 	Title string
 	Modes []Mode
-	Run   func(e *Env) []Finding
+	Doc   Doc
+	// ChangedBy are the provision step IDs whose run can change the verdict.
+	ChangedBy []string
+	Beyond    Beyond
+	// Remedies are the usual fixes of its fails (each finding says its own).
+	Remedies []string
+	Run      func(e *Env) []Finding
 }
 
 // Options control a run.

@@ -45,6 +45,9 @@ func (g GPU) VFParents() bool {
 type Manager struct {
 	Installed bool
 	Evidence  []string
+	// Files are the manager's programs found on the host itself (also in
+	// Evidence).
+	Files []string
 }
 
 // ReadManager looks for the vGPU manager's kernel module and daemons.
@@ -58,6 +61,7 @@ func ReadManager(root *host.Root) Manager {
 	for _, b := range []string{"/usr/bin/nvidia-vgpu-mgr", "/usr/bin/nvidia-vgpud", "/usr/lib/nvidia/sriov-manage"} {
 		if root.Exists(b) {
 			m.Evidence = append(m.Evidence, b)
+			m.Files = append(m.Files, b)
 		}
 	}
 	if len(root.Names("/sys/class/mdev_bus")) > 0 {

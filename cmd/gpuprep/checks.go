@@ -16,39 +16,55 @@ import (
 func newChecksCmd() *cobra.Command {
 	var output string
 	cmd := &cobra.Command{
-		Use:   "checks",
-		Short: "List every check: its stable ID, the modes it applies to, what it checks",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		Use:   "checks [ID...]",
+		Short: "List every check: its stable ID, the modes it applies to, what it checks, which apply steps change it; with IDs, describe those",
+		Args:  cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
 			type row struct {
 				ID    string           `json:"id"`
 				Title string           `json:"title"`
 				Modes []preflight.Mode `json:"modes"`
+				// from the registry: what it verifies, the steps that
+				// change it, whether a fail is beyond a plan
+				Doc        preflight.Doc    `json:"doc"`
+				ChangedBy  []string         `json:"changedBy,omitempty"`
+				BeyondPlan preflight.Beyond `json:"beyondPlan,omitempty"`
+				Remedies   []string         `json:"remedies,omitempty"`
+			}
+			checks, err := namedChecks(args)
+			if err != nil {
+				return err
 			}
 			rows := []row{}
-			for _, c := range preflight.All() {
-				rows = append(rows, row{c.ID, c.Title, c.Modes})
+			for _, c := range checks {
+				rows = append(rows, row{c.ID, c.Title, c.Modes, c.Doc, c.ChangedBy, c.Beyond, c.Remedies})
 			}
 			switch output {
 			case "json":
 				enc := json.NewEncoder(cmd.OutOrStdout())
 				enc.SetIndent("", "  ")
 				return enc.Encode(checkList[row]{APIVersion: report.APIVersion, Kind: checkListKind, Checks: rows})
+			case "markdown":
+				return writeChecksMarkdown(cmd.OutOrStdout(), checks)
 			case "text":
+				if len(args) > 0 {
+					return writeCheckDocs(sanitize.NewWriter(cmd.OutOrStdout()), checks)
+				}
 				tw := tabwriter.NewWriter(sanitize.NewWriter(cmd.OutOrStdout()), 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "ID\tMODES\tCHECKS")
+				fmt.Fprintln(tw, "ID\tMODES\tCHANGED BY\tCHECKS")
 				for _, r := range rows {
 					ms := make([]string, len(r.Modes))
 					for i, m := range r.Modes {
 						ms[i] = string(m)
 					}
-					fmt.Fprintf(tw, "%s\t%s\t%s\n", r.ID, strings.Join(ms, ","), r.Title)
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.ID, strings.Join(ms, ","), changedByShort(r.ChangedBy, r.BeyondPlan), r.Title)
 				}
+				fmt.Fprintln(tw, "\n(gpuprep checks ID describes a check; docs/checks.md describes them all)")
 				return tw.Flush()
 			}
-			return usageErr("--output %q: want text or json", output)
+			return usageErr("--output %q: want text, json or markdown", output)
 		},
 	}
-	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
+	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text, json or markdown (docs/checks.md)")
 	return cmd
 }

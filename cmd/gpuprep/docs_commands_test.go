@@ -200,11 +200,6 @@ func TestDocsCommandIndex(t *testing.T) {
 	require.Equal(t, got, string(old), "docs/commands/README.md is stale: go test ./cmd/gpuprep -run TestDocsCommandIndex -update")
 }
 
-// writtenElsewhere are pages the docs link to that other branches of this
-// session write (docs/checks.md from the check metadata, docs/schema/ from the
-// JSON documents): tolerated while missing; delete this once they are merged.
-var writtenElsewhere = map[string]bool{"../../docs/checks.md": true, "../../docs/schema": true}
-
 // Every page links only to pages and files that exist.
 func TestDocsLinks(t *testing.T) {
 	pages, err := filepath.Glob("../../docs/*.md")
@@ -228,10 +223,6 @@ func TestDocsLinks(t *testing.T) {
 				continue
 			}
 			_, err := os.Stat(full)
-			if err != nil && writtenElsewhere[filepath.Clean(full)] {
-				t.Logf("%s links to %s, not there yet (another branch writes it)", p, target)
-				continue
-			}
 			require.NoError(t, err, "%s links to %s, which is not there", p, target)
 		}
 	}

@@ -31,9 +31,13 @@ var schemaDir = filepath.Join("..", "..", "docs", "schema")
 // the schema is made from this type, and TestSchemaEveryDocument fails
 // when the command's rows differ from it.
 type checkListRow struct {
-	ID    string           `json:"id"`
-	Title string           `json:"title"`
-	Modes []preflight.Mode `json:"modes"`
+	ID         string           `json:"id"`
+	Title      string           `json:"title"`
+	Modes      []preflight.Mode `json:"modes"`
+	Doc        preflight.Doc    `json:"doc"`
+	ChangedBy  []string         `json:"changedBy,omitempty"`
+	BeyondPlan preflight.Beyond `json:"beyondPlan,omitempty"`
+	Remedies   []string         `json:"remedies,omitempty"`
 }
 
 // fleetPlanDoc mirrors what fleet check/run --dry-run -o json (fleet.go

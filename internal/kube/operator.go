@@ -75,6 +75,9 @@ func Operator(hosts []Host) (*OperatorValues, []string, error) {
 	for _, h := range hosts {
 		switch preflight.Mode(h.Report.Mode) {
 		case preflight.VMVGPU:
+			if err := managerFactsKnown(h); err != nil {
+				return nil, nil, err
+			}
 			if ev, ok := hostVGPUManager(h.Report); ok {
 				mgrHosts = append(mgrHosts, h.Name)
 				mgrEvidence = append(mgrEvidence, h.Name+": "+ev)
@@ -116,18 +119,27 @@ func Operator(hosts []Host) (*OperatorValues, []string, error) {
 }
 
 // hostVGPUManager is the evidence, in a report's vgpu.manager finding, of a
-// vGPU manager installed on the host itself: its files (the operator's vGPU
-// manager container loads the module too, but leaves no files on the host).
+// vGPU manager installed on the host itself: its files (facts.vgpuManager
+// hostFiles; the operator's vGPU manager container loads the module too,
+// but leaves no files on the host).
 func hostVGPUManager(r *report.Report) (string, bool) {
 	for _, f := range r.Findings {
-		if f.Check != "vgpu.manager" || !strings.HasPrefix(f.Message, "installed: ") {
+		if f.Check != "vgpu.manager" || f.Facts == nil || f.Facts.VGPUManager == nil || len(f.Facts.VGPUManager.HostFiles) == 0 {
 			continue
 		}
-		for _, p := range []string{"/usr/bin/nvidia-vgpu-mgr", "/usr/bin/nvidia-vgpud", "/usr/lib/nvidia/sriov-manage"} {
-			if strings.Contains(f.Message, p) {
-				return "vgpu.manager " + string(f.Status) + ": " + f.Message, true
-			}
-		}
+		return "vgpu.manager " + string(f.Status) + ": " + f.Message, true
 	}
 	return "", false
+}
+
+// managerFactsKnown refuses a vm-vgpu report whose vgpu.manager finding has
+// no facts: an older gpuprep made it, and its vGPU manager (on the host or
+// not) can only be told from its message, which is not read.
+func managerFactsKnown(h Host) error {
+	for _, f := range h.Report.Findings {
+		if f.Check == "vgpu.manager" && (f.Facts == nil || f.Facts.VGPUManager == nil) {
+			return fmt.Errorf("%s: its report's vgpu.manager finding has no facts (an older gpuprep made it): make the report again with gpuprep check --mode vm-vgpu -o json", h.Name)
+		}
+	}
+	return nil
 }
