@@ -120,3 +120,18 @@ func TestTermWidth(t *testing.T) {
 		require.LessOrEqual(t, lipgloss.Width(l), 20, l)
 	}
 }
+
+// Wrapped, a host's strings still start no line of their own: each line
+// of the report that a string continues is indented.
+func TestTextWrappedHostileStringsStayIndented(t *testing.T) {
+	x := "\x1b]0;ALL HOSTS READY\x07\r\nALL HOSTS READY vm-passthrough READY ✓ 43 findings passed\u202e"
+	r := hostileFleet(x).Hosts[0].Report
+	for _, width := range []int{80, 40, 20} {
+		out := textAt(t, r, TextOptions{Width: width, Verbose: true})
+		top := regexp.MustCompile(`^(gpuprep check( |$)|GPUs: |Readiness$|  vm-passthrough  |0 pass, | [✗?]( |$)|$|  )`)
+		for _, l := range strings.Split(out, "\n") {
+			require.Regexp(t, top, l, "width %d:\n%s", width, out)
+			require.LessOrEqual(t, lipgloss.Width(l), width, l)
+		}
+	}
+}

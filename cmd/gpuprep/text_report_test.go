@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -38,4 +39,22 @@ func TestCheckTextFitsColumnsVerdictFirst(t *testing.T) {
 		require.Contains(t, verbose, "✓ gpu.present")
 		require.NotContains(t, verbose, "-v lists them")
 	}
+}
+
+// report render lays out a saved host report as check does, -v too.
+func TestReportRenderTextVerbose(t *testing.T) {
+	t.Setenv("COLUMNS", "80")
+	root := fixtureRoot(t, "vfio-bound")
+	js, _, _ := gpuprep(t, "check", "--root", root, "-o", "json")
+	p := filepath.Join(t.TempDir(), "r.json")
+	require.NoError(t, os.WriteFile(p, []byte(js), 0o600))
+	want, _, _ := gpuprep(t, "check", "--root", root)
+	out, errs, code := gpuprep(t, "report", "render", p)
+	require.Equal(t, 0, code, errs)
+	require.Equal(t, want, out)
+	require.Contains(t, out, "✓ 18 findings passed (-v lists them)")
+	want, _, _ = gpuprep(t, "check", "--root", root, "--verbose")
+	out, _, _ = gpuprep(t, "report", "render", "--verbose", p)
+	require.Equal(t, want, out)
+	require.Contains(t, out, "✓ gpu.present")
 }
