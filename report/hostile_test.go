@@ -38,7 +38,9 @@ func TestHostStringsCannotActOnTerminalOrMarkdown(t *testing.T) {
 	for name, r := range map[string]render{
 		"check text": func(f *FleetReport) string {
 			var b bytes.Buffer
-			require.NoError(t, Text(&b, f.Hosts[0].Report))
+			// wide enough that no line wraps: a line more is then one a
+			// string added
+			require.NoError(t, TextWith(&b, f.Hosts[0].Report, TextOptions{Width: 1 << 20, Verbose: true}))
 			return b.String()
 		},
 		"fleet text": func(f *FleetReport) string {

@@ -76,22 +76,9 @@ func FleetMarkdown(w io.Writer, f *FleetReport) error {
 				mdText(verdictIcon(h.Verdict)), s.Pass, s.Warn, s.Fail, s.Error, mdText(strings.Join(blockers(h.Report), ", ")))
 		}
 		for _, h := range f.Hosts {
-			if h.Report == nil || h.Verdict == VerdictReady {
-				continue
+			if h.Report != nil {
+				mdFindings(&b, h)
 			}
-			// raw HTML, where Markdown is not parsed: HTML-escaped
-			fmt.Fprintf(&b, "\n<details><summary>%s: %s</summary>\n\n", sanitize.HTML(h.Name), sanitize.HTML(h.Verdict))
-			for _, fd := range h.Report.Findings {
-				if (fd.Status != preflight.Fail && fd.Status != preflight.Error && fd.Status != preflight.Skip) || !Counts(h.Report, fd) {
-					continue
-				}
-				fmt.Fprintf(&b, "- **%s** `%s` %s: %s", mdText(string(fd.Status)), mdCode(fd.Check), mdText(fd.Subject), mdText(fd.Message))
-				if fd.Remedy != "" {
-					fmt.Fprintf(&b, " — fix: %s", mdText(fd.Remedy))
-				}
-				b.WriteString("\n")
-			}
-			b.WriteString("\n</details>\n")
 		}
 	}
 	_, err := io.WriteString(w, b.String())
@@ -114,3 +101,29 @@ func mdText(s string) string { return sanitize.Markdown(s) }
 
 // mdCode is a report's string in a code span.
 func mdCode(s string) string { return sanitize.MarkdownCode(s) }
+
+// mdFindings writes a host's findings that need attention (failures,
+// errors, warnings, skips: the passes are counted in the table) that count
+// for its mode, per-device findings that say the same thing merged, in a
+// collapsed section; nothing for a host with none.
+func mdFindings(b *strings.Builder, h FleetHost) {
+	var fs []preflight.Finding
+	for _, fd := range h.Report.Findings {
+		if fd.Status != preflight.Pass && Counts(h.Report, fd) {
+			fs = append(fs, fd)
+		}
+	}
+	if len(fs) == 0 {
+		return
+	}
+	// raw HTML, where Markdown is not parsed: HTML-escaped
+	fmt.Fprintf(b, "\n<details><summary>%s: %s</summary>\n\n", sanitize.HTML(h.Name), sanitize.HTML(h.Verdict))
+	for _, it := range Items(fs, h.Report.GPUAddresses()) {
+		fmt.Fprintf(b, "- **%s** `%s` %s: %s", mdText(string(it.Status)), mdCode(it.Check), mdText(it.Subject), mdText(it.Message))
+		if it.Remedy != "" {
+			fmt.Fprintf(b, " — fix: %s", mdText(it.Remedy))
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString("\n</details>\n")
+}

@@ -66,12 +66,17 @@ func AsFleet(r *Report) *FleetReport {
 	return f
 }
 
-// Render writes d in format.
+// Render writes d in format, the text report laid out by default.
 func Render(w io.Writer, d *Document, format string) error {
+	return RenderWith(w, d, format, TextOptions{})
+}
+
+// RenderWith writes d in format; o lays out a host's text report.
+func RenderWith(w io.Writer, d *Document, format string, o TextOptions) error {
 	if d.Host != nil {
 		switch format {
 		case "text":
-			return Text(w, d.Host)
+			return TextWith(w, d.Host, o)
 		case "json":
 			return JSON(w, d.Host)
 		case "nfd":

@@ -29,6 +29,8 @@ type checkCmd struct {
 	nfdTTL time.Duration
 	// devicePlugin: --device-plugin-version, the release resource names are for
 	devicePlugin string
+	// verbose: -v, the text report lists the passes too
+	verbose bool
 }
 
 func newCheckCmd(g *globals) *cobra.Command {
@@ -63,6 +65,7 @@ Usage errors exit 2.`,
 	f.StringSliceVar(&c.skip, "skip", nil, "check IDs not to run (comma-separated); the modes they belong to are then not evaluated (exit 3)")
 	f.BoolVar(&c.compact, "compact", false, "with -o json, the report on one line (for machines and log shippers)")
 	f.DurationVar(&c.nfdTTL, "nfd-ttl", report.NFDTTL, "with -o nfd, how long Node Feature Discovery keeps the labels (its expiry-time directive; 0: no expiry)")
+	f.BoolVarP(&c.verbose, "verbose", "v", false, "with -o text, list every finding (by default the passes are one line that counts them)")
 	addDevicePluginFlag(f, &c.devicePlugin, false)
 	return cmd
 }
@@ -123,7 +126,7 @@ func (c *checkCmd) run(cmd *cobra.Command) error {
 	case c.output != "text":
 		err = report.Render(out, &report.Document{Host: rep}, c.output)
 	default:
-		err = report.Text(out, rep)
+		err = report.TextWith(out, rep, report.TextOptions{Verbose: c.verbose})
 		if err == nil && len(rep.GPUs) == 0 && sel.Default() && root.IsLive() {
 			fmt.Fprintln(out, "\nThis host has no NVIDIA GPU. To see the report of a GPU node, run gpuprep against a snapshot or fixture root, e.g. `make run` shows the bundled example node (testdata/roots/hgx-h200).")
 		}

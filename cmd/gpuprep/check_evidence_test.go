@@ -11,12 +11,12 @@ import (
 // passing or failing on what it could not read.
 func TestCheckOnRootsShortOfEvidence(t *testing.T) {
 	t.Setenv("NO_COLOR", "1")
-	out, _, _ := gpuprep(t, "check", "--root", fixtureRoot(t, "vtx-disabled-old-kernel"))
+	out, _, _ := gpuprep(t, "check", "-v", "--root", fixtureRoot(t, "vtx-disabled-old-kernel"))
 	require.Contains(t, out, "⚠ cpu.virtualization         cpu flag vmx: vmx flag present, but kernel 4.15.0-213-generic is older than 5.6")
 
 	out, _, code := gpuprep(t, "check", "--root", fixtureRoot(t, "capture-no-modules"), "--mode", "container")
 	require.Equal(t, 0, code, out)
-	out, _, _ = gpuprep(t, "check", "--root", fixtureRoot(t, "capture-no-modules"))
+	out, _, _ = gpuprep(t, "check", "-v", "--root", fixtureRoot(t, "capture-no-modules"))
 	require.Contains(t, out, "? vfio.modules               /proc/sys/kernel/osrelease: the running kernel's release is unknown")
 	require.NotContains(t, out, "/lib/modules//")
 

@@ -407,14 +407,14 @@ func TestGrubShowNamesTheEquivalentOfIommuPt(t *testing.T) {
 	require.Equal(t, 0, code, errOut)
 	require.Contains(t, out, "already configured: iommu=pt (as iommu.passthrough=1, its equivalent)\n")
 	require.Contains(t, out, "nothing to change\n")
-	out, _, _ = gpuprep(t, "check", "--root", root, "--mode", "vm-passthrough")
+	out, _, _ = gpuprep(t, "check", "-v", "--root", root, "--mode", "vm-passthrough")
 	require.Contains(t, out, "iommu=pt: in effect (/proc/cmdline, as iommu.passthrough=1, its equivalent) and configured in /etc/default/grub (as iommu.passthrough=1, its equivalent)")
 
 	require.NoError(t, fixture.New(root).File("/etc/default/grub", "GRUB_CMDLINE_LINUX=\"iommu=pt intel_iommu=on iommu.passthrough=0\"\n").Err())
 	out, errOut, code = gpuprep(t, "grub", "show", "--root", root)
 	require.Equal(t, 0, code, errOut)
 	require.Contains(t, out, "iommu=pt        iommu.passthrough=0  iommu.passthrough=1  running-not-configured\n")
-	out, _, _ = gpuprep(t, "check", "--root", root, "--mode", "vm-passthrough")
+	out, _, _ = gpuprep(t, "check", "-v", "--root", root, "--mode", "vm-passthrough")
 	require.Contains(t, out, "iommu=pt: in effect now (as iommu.passthrough=1, its equivalent) but not configured in /etc/default/grub: the next boot loses it")
 }
 

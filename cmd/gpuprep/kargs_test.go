@@ -32,7 +32,7 @@ func defaultOnNode(t *testing.T) string {
 // planned now (the IOMMU groups exist).
 func TestPlanLeavesOutWhatCheckCallsNotNeeded(t *testing.T) {
 	root := defaultOnNode(t)
-	out, _, _ := gpuprep(t, "check", "--root", root, "--mode", "vm-passthrough")
+	out, _, _ := gpuprep(t, "check", "-v", "--root", root, "--mode", "vm-passthrough")
 	require.Contains(t, out, "intel_iommu=on: not needed: the IOMMU is active without it (the kernel's default: CONFIG_INTEL_IOMMU_DEFAULT_ON=y)")
 
 	out, errs, code := gpuprep(t, "plan", "--root", root, "--mode", "vm-passthrough", "-o", "json")
@@ -86,7 +86,7 @@ func TestPlanBLSReadyNodePlansNothingForTheNextBoot(t *testing.T) {
 	out, errs, code := gpuprep(t, "grub", "show", "--root", root)
 	require.Equal(t, 0, code, errs)
 	require.Contains(t, out, "iommu=pt  iommu=pt    iommu=pt  not-for-later-kernels\n")
-	out, errs, code = gpuprep(t, "check", "--root", root, "--mode", "vm-passthrough")
+	out, errs, code = gpuprep(t, "check", "-v", "--root", root, "--mode", "vm-passthrough")
 	require.Equal(t, 0, code, out+errs)
 	require.Contains(t, out, "/etc/default/grub (GRUB_CMDLINE_LINUX, from which grub2-mkconfig rewrites /etc/kernel/cmdline and the boot entries' options) lacks it: kernels installed later would go without it")
 	out, errs, code = gpuprep(t, "plan", "--root", root, "--mode", "vm-passthrough", "-o", "json")
@@ -102,7 +102,7 @@ func TestPlanBLSReadyNodePlansNothingForTheNextBoot(t *testing.T) {
 	require.Contains(t, out, "note: every boot entry is right already (no grubby, no reboot)")
 	out, _, _ = gpuprep(t, "grub", "show", "--root", root)
 	require.Contains(t, out, "iommu=pt  iommu=pt    iommu=pt  ok\n")
-	out, _, _ = gpuprep(t, "check", "--root", root, "--mode", "vm-passthrough")
+	out, _, _ = gpuprep(t, "check", "-v", "--root", root, "--mode", "vm-passthrough")
 	require.Contains(t, out, "iommu=pt: in effect (/proc/cmdline) and configured in /boot/loader/entries/abc-5.14.0-427.13.1.el9_4.x86_64.conf — ")
 	out, _, _ = gpuprep(t, "plan", "--root", root, "--mode", "vm-passthrough", "-o", "json")
 	p = planJSON{}
@@ -114,7 +114,7 @@ func TestPlanBLSReadyNodePlansNothingForTheNextBoot(t *testing.T) {
 	require.NoError(t, fixture.New(root).File("/etc/kernel/cmdline", "root=/dev/mapper/rl-root ro crashkernel=1G-4G:192M rhgb quiet\n").Err())
 	out, _, _ = gpuprep(t, "grub", "show", "--root", root)
 	require.Contains(t, out, "not-for-later-kernels\n")
-	out, _, _ = gpuprep(t, "check", "--root", root, "--mode", "vm-passthrough")
+	out, _, _ = gpuprep(t, "check", "-v", "--root", root, "--mode", "vm-passthrough")
 	require.Contains(t, out, "/etc/kernel/cmdline (what kernel-install gives kernels installed later) lacks it")
 	out, errs, code = gpuprep(t, "plan", "--root", root, "--mode", "vm-passthrough", "-o", "json")
 	require.Equal(t, 0, code, errs)

@@ -117,7 +117,7 @@ func TestLabelBeforeJoinRepeatedFlags(t *testing.T) {
 		out, _, code := gpuprep(t, "label", "--root", root, "--before-join", "--mode", "container")
 		require.Equal(t, 0, code)
 		require.Contains(t, out, "nothing to do")
-		out, _, _ = gpuprep(t, "check", "--root", root, "--mode", "container")
+		out, _, _ = gpuprep(t, "check", "-v", "--root", root, "--mode", "container")
 		require.Contains(t, out, "nvidia.com/gpu.workload.config=container: set in /etc/default/kubelet")
 		require.NotContains(t, out, "labels this node for vm-")
 	}

@@ -45,6 +45,7 @@ func golden(t *testing.T, name, got string) {
 
 func TestGoldenReports(t *testing.T) {
 	t.Setenv("NO_COLOR", "1")
+	t.Setenv("COLUMNS", "80") // as where neither a terminal nor COLUMNS says a width
 	for _, sc := range []string{"hgx-h200", "consumer-shared-group", "reboot-pending", "vfio-bound", "sriov-vgpu"} {
 		t.Run(sc, func(t *testing.T) {
 			root := fixtureRoot(t, sc)

@@ -32,7 +32,7 @@ func TestPlanVMVGPUAgreesWithCheckOnTheManager(t *testing.T) {
 	cfg := h200ConfigFile(t)
 	args := []string{"--root", root, "--mode", "vm-vgpu", "--vgpu-config-file", cfg, "--vgpu-config", "h200-141c"}
 
-	out, errs, _ := gpuprep(t, "check", "--root", root, "--mode", "vm-vgpu")
+	out, errs, _ := gpuprep(t, "check", "-v", "--root", root, "--mode", "vm-vgpu")
 	require.Contains(t, out, "nvidia-vgpu-mgr running", errs)
 
 	out, errs, code := gpuprep(t, append([]string{"plan", "-o", "json"}, args...)...)

@@ -17,6 +17,7 @@ func init() {
 func newReportCmd(_ *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "report", Short: "Work with saved gpuprep JSON reports"}
 	var output string
+	var verbose bool
 	render := &cobra.Command{
 		Use:   "render FILE.json",
 		Short: "Render a saved report (host or fleet) as text, json, junit, markdown, html or nfd (a host's report only)",
@@ -43,10 +44,11 @@ view, a table of hosts and each host's findings. FILE "-" reads standard input.`
 			if !validFormat(output) && (output != "nfd" || d.Host == nil) {
 				return usageErr("--output %q: want text, json, junit, markdown or html (or nfd, for a host's report)", output)
 			}
-			return report.Render(cmd.OutOrStdout(), d, output)
+			return report.RenderWith(cmd.OutOrStdout(), d, output, report.TextOptions{Verbose: verbose})
 		},
 	}
 	render.Flags().StringVarP(&output, "output", "o", "text", "output format: text, json, junit, markdown, html or nfd (a host's report only)")
+	render.Flags().BoolVarP(&verbose, "verbose", "v", false, "with -o text, a host's report lists every finding (by default the passes are one line that counts them)")
 	cmd.AddCommand(render)
 	return cmd
 }
