@@ -232,8 +232,8 @@ vgpu-configs:
 	for text, want := range map[string]string{
 		"version: v1\nvgpu-configs:\n  a:\n    - devices: all\n      vgpu-device:\n        A10-4Q: 1\n": "cfg.yaml:5: vgpu-configs.a[0]: field vgpu-device not found",
 		"version: v2\nvgpu-configs: {}\n": `cfg.yaml:1: version "v2": want v1`,
-		"version: v1\nvgpu-configs:\n  a:\n    - devices: some\n      vgpu-devices: {A10-4Q: 1}\n": `cfg.yaml:4: vgpu-configs.a[0]: devices: want all or a list of GPU indices, got "some"`,
-		"version: v1\nvgpu-configs:\n  a:\n    - devices: all\n      vgpu-devices: {A10-4Q: -1}\n": `cfg.yaml:5: vgpu-configs.a[0]: vgpu-devices: line 5: A10-4Q: count -1: want at least 1`,
+		"version: v1\nvgpu-configs:\n  a:\n    - devices: some\n      vgpu-devices: {A10-4Q: 1}\n": `cfg.yaml:4: vgpu-configs.a[0].devices: want all or a list of GPU indices, got "some"`,
+		"version: v1\nvgpu-configs:\n  a:\n    - devices: all\n      vgpu-devices: {A10-4Q: -1}\n": `cfg.yaml:5: vgpu-configs.a[0].vgpu-devices: A10-4Q: count -1: want at least 1`,
 	} {
 		_, err := ParseConfig("cfg.yaml", []byte(text))
 		require.ErrorContains(t, err, want, text)

@@ -146,7 +146,7 @@ func setNotes(file, name string, sets []DeviceSet, ngpus int) []string {
 	var notes []string
 	for _, s := range sets {
 		for _, u := range s.Filter.Unreadable {
-			notes = append(notes, fmt.Sprintf("%s: vgpu-configs.%s[%d]: device-filter %s: it matches no GPU (vgpu-device-manager ignores it the same way)", file, name, s.index, u))
+			notes = append(notes, fmt.Sprintf("%s:%d: vgpu-configs.%s[%d].device-filter: %s: it matches no GPU (vgpu-device-manager ignores it the same way)", file, u.line, name, s.index, u.why))
 		}
 		for k, i := range s.Devices.Indices {
 			if i < 0 || i >= ngpus {
