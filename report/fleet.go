@@ -16,6 +16,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/gpuprep/gpuprep/internal/plural"
 	"github.com/gpuprep/gpuprep/internal/sanitize"
 	"github.com/gpuprep/gpuprep/preflight"
 )
@@ -678,7 +679,7 @@ func summaryLine(f *FleetReport) string {
 		return strings.Join(parts, "; ")
 	}
 	s := f.Summary
-	parts := []string{fmt.Sprintf("%d hosts", s.Hosts)}
+	parts := []string{plural.N(s.Hosts, "host")}
 	if f.Rollout != nil {
 		n := map[string]int{}
 		for _, h := range f.Hosts {

@@ -164,7 +164,7 @@ func TestWantsFromConfig(t *testing.T) {
 	require.Equal(t, []Want{{"0000:02:00.0", "A10-12Q", 2}, {"0000:02:00.0", "A10-4Q", 1}}, w)
 	_, notes, err := Wants("c.yaml", "x", sets, gpus[:1])
 	require.EqualError(t, err, `c.yaml: config "x" matches none of the selected GPUs (0000:01:00.0 (index 0, 0x00000000)): check its device-filter and devices`)
-	require.Equal(t, []string{"c.yaml:4: vgpu-configs.x[0]: GPU index 1: this node has 1 NVIDIA GPU(s); vgpu-device-manager skips it too"}, notes)
+	require.Equal(t, []string{"c.yaml:4: vgpu-configs.x[0]: GPU index 1: this node has 1 NVIDIA GPU; vgpu-device-manager skips it too"}, notes)
 }
 
 func TestApplySRIOVWritesTypeIDsToFreeVFs(t *testing.T) {

@@ -95,7 +95,7 @@ func TestWantsWalkGPUsAsVGPUDeviceManager(t *testing.T) {
 	w, notes, err = plan("    - devices: [0, 7]\n      vgpu-devices: {A10-4Q: 1}\n", gpus)
 	require.NoError(t, err)
 	require.Len(t, w, 1)
-	require.Equal(t, []string{"c.yaml:4: vgpu-configs.c[0]: GPU index 7: this node has 3 NVIDIA GPU(s); vgpu-device-manager skips it too"}, notes)
+	require.Equal(t, []string{"c.yaml:4: vgpu-configs.c[0]: GPU index 7: this node has 3 NVIDIA GPUs; vgpu-device-manager skips it too"}, notes)
 	// --select leaves GPU 1 out: the index still counts it, it is left alone
 	sel := append([]ConfigGPU{}, gpus...)
 	sel[1].Selected = false

@@ -139,7 +139,7 @@ func TestVFIOBindFailureExitsOne(t *testing.T) {
 	root := fixtureRoot(t, "turing-multifunction")
 	_, errs, code := gpuprep(t, "vfio", "bind", "--root", root)
 	require.Equal(t, 1, code)
-	require.Contains(t, errs, "0000:01:00.1: the bind to vfio-pci reported success but the device has no driver; rolled back: 2 device(s) restored")
+	require.Contains(t, errs, "0000:01:00.1: the bind to vfio-pci reported success but the device has no driver; rolled back: 2 devices restored")
 }
 
 // A vfio bind --persist whose initramfs regeneration fails puts the files
