@@ -35,7 +35,7 @@ func TestParseSaysWhatTheFileIsNot(t *testing.T) {
 	}
 }
 
-// TestFleetSummaryCountsInEnglish: one host is "1 host", not "1 host".
+// TestFleetSummaryCountsInEnglish: one host is "1 host", not "1 hosts".
 func TestFleetSummaryCountsInEnglish(t *testing.T) {
 	require.Regexp(t, `^1 host\b`, summaryLine(&FleetReport{Summary: FleetSummary{Hosts: 1}}))
 	require.Regexp(t, `^2 hosts\b`, summaryLine(&FleetReport{Summary: FleetSummary{Hosts: 2}}))
