@@ -52,14 +52,10 @@ func checkGPUPresent(e *Env) []Finding {
 }
 
 func name(d *pci.Device) string {
-	n := d.Name
-	if n == "" {
-		n = "unknown device"
+	if d.Name == "" {
+		return pci.DisplayName(d.VendorName, "unknown device")
 	}
-	if d.VendorName != "" {
-		n = strings.TrimSuffix(strings.TrimSuffix(d.VendorName, " Corporation"), " Corp.") + " " + n
-	}
-	return n
+	return d.DisplayName()
 }
 
 // MSR bits (facts: Intel IA32_FEATURE_CONTROL 0x3A, AMD VM_CR 0xC0010114).
