@@ -466,7 +466,7 @@ var reFunc0 = regexp.MustCompile(`^0000:[0-9a-f]{2}:00\.0$`)
 // assertGPUPair: `check -o json --select 1234:1111` sees the VGA 1234:1111 + HDA 8086:293e pair as one
 // viable group, with the IOMMU and interrupt remapping on.
 func assertGPUPair(t *testing.T, b *boot, name string) {
-	r := b.report(t, name, 0)
+	r := b.report(t, name, 3) // no --mode and no workload label: nothing judged
 	wantFinding(t, b, r, name, "iommu.kernel", "", "pass")
 	wantFinding(t, b, r, name, "iommu.interrupt-remapping", "", "pass")
 	checkAgainstSysfs(t, b, r, name)
@@ -498,7 +498,7 @@ func assertGPUPair(t *testing.T, b *boot, name string) {
 // assertBridge: `check -o json --select 1234:11e8` selects both edu devices; the one behind the
 // PCIe-to-PCI bridge shares its group with a pci-testdev (1b36:0005) and is not viable.
 func assertBridge(t *testing.T, b *boot, name string) {
-	r := b.report(t, name, 0)
+	r := b.report(t, name, 3) // no --mode and no workload label: nothing judged
 	checkAgainstSysfs(t, b, r, name)
 	edus := b.devices("1234:11e8")
 	if len(edus) != 2 {
@@ -557,8 +557,8 @@ func TestCheckIntelIOMMU(t *testing.T) {
 	t.Run("gpu-pair", func(t *testing.T) { assertGPUPair(t, b, "gpu") })
 	t.Run("bridge-group", func(t *testing.T) { assertBridge(t, b, "bridge") })
 	t.Run("text", func(t *testing.T) {
-		if rc := b.rcOf("text"); rc != 0 {
-			t.Errorf("gpuprep check (text) exit code %d, want 0\n%s%s", rc, b.out["text"], b.stderr["text"])
+		if rc := b.rcOf("text"); rc != 3 { // no --mode and no workload label: nothing judged
+			t.Errorf("gpuprep check (text) exit code %d, want 3\n%s%s", rc, b.out["text"], b.stderr["text"])
 		}
 		logText(t, b, "text")
 	})
@@ -604,7 +604,7 @@ func TestCheckIntelIOMMUOff(t *testing.T) {
 		{"modejson", []string{"check", "-o", "json", "--mode", "vm-passthrough", "--select", "1234:1111"}},
 	})
 	t.Run("iommu-kernel-fail", func(t *testing.T) {
-		r := b.report(t, "off", 0)
+		r := b.report(t, "off", 3) // no --mode and no workload label: nothing judged
 		wantFinding(t, b, r, "off", "iommu.kernel", "", "fail")
 		// The platform's IOMMU is Intel (DMAR) even though TCG's CPU says AMD:
 		// the wanted argument is intel_iommu=on, and intel_iommu=off is named.

@@ -9,6 +9,7 @@ import (
 	"github.com/gpuprep/gpuprep/internal/initramfs"
 	"github.com/gpuprep/gpuprep/internal/kargs"
 	"github.com/gpuprep/gpuprep/internal/pci"
+	"github.com/gpuprep/gpuprep/internal/plural"
 	"github.com/gpuprep/gpuprep/internal/snapshot"
 	"github.com/gpuprep/gpuprep/iommu"
 	"github.com/gpuprep/gpuprep/vfio"
@@ -90,7 +91,7 @@ func builtinNouveau(e *Env, bound []string) []Finding {
 		return []Finding{f}
 	}
 	sub := strings.Join(bound, ",")
-	msg := fmt.Sprintf("nouveau drives %d selected GPU(s); %s", len(bound), what)
+	msg := fmt.Sprintf("nouveau drives %d selected %s; %s", len(bound), plural.Word(len(bound), "GPU"), what)
 	if off {
 		msg += "; " + vfio.NouveauOff.String() + " is on /proc/cmdline yet nouveau registered its driver: this kernel does not honour it"
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/gpuprep/gpuprep/internal/pci"
+	"github.com/gpuprep/gpuprep/internal/plural"
 )
 
 func checkGPUPresent(e *Env) []Finding {
@@ -40,7 +41,7 @@ func checkGPUPresent(e *Env) []Finding {
 			on = append(on, fmt.Sprintf("%d %s", drivers[d], d))
 		}
 		out = append(out, Finding{Status: Pass, Subject: strings.Join(addrs, ","),
-			Message: fmt.Sprintf("%d NVSwitch(es): %s (%s); reported separately (vfio.binding says whether they go to VMs with the GPUs)%s", len(e.NVSwitches), name(e.NVSwitches[0]), strings.Join(on, ", "), nameSource(e, e.NVSwitches[0]))})
+			Message: fmt.Sprintf("%s: %s (%s); reported separately (vfio.binding says whether they go to VMs with the GPUs)%s", plural.N(len(e.NVSwitches), "NVSwitch"), name(e.NVSwitches[0]), strings.Join(on, ", "), nameSource(e, e.NVSwitches[0]))})
 	}
 	if len(e.GPUs) == 0 {
 		out = append(out, Finding{Status: Fail, Subject: "/sys/bus/pci/devices",
@@ -51,14 +52,10 @@ func checkGPUPresent(e *Env) []Finding {
 }
 
 func name(d *pci.Device) string {
-	n := d.Name
-	if n == "" {
-		n = "unknown device"
+	if d.Name == "" {
+		return pci.DisplayName(d.VendorName, "unknown device")
 	}
-	if d.VendorName != "" {
-		n = strings.TrimSuffix(strings.TrimSuffix(d.VendorName, " Corporation"), " Corp.") + " " + n
-	}
-	return n
+	return d.DisplayName()
 }
 
 // MSR bits (facts: Intel IA32_FEATURE_CONTROL 0x3A, AMD VM_CR 0xC0010114).
@@ -126,10 +123,10 @@ func checkCPUVirt(e *Env) []Finding {
 		case len(disabled) > 0:
 			v := vals[disabled[0]]
 			out = append(out, Finding{Status: Fail, Subject: "MSR 0x3A (IA32_FEATURE_CONTROL)",
-				Message: fmt.Sprintf("VT-x disabled by BIOS: MSR 0x3A = %#x on %d of %d CPUs (locked, VMX outside SMX off)%s", v, len(disabled), len(vals), vmxFlagNote(c)),
+				Message: fmt.Sprintf("VT-x disabled by BIOS: MSR 0x3A = %#x on %d of %s (locked, VMX outside SMX off)%s", v, len(disabled), plural.N(len(vals), "CPU"), vmxFlagNote(c)),
 				Remedy:  "enable \"Intel Virtualization Technology\" (VT-x, VMX) in the BIOS/UEFI setup and power-cycle the node"})
 		case c.Flags["vmx"] && msrErr == nil:
-			ev := fmt.Sprintf("cpu flag vmx, MSR 0x3A = %#x on %d CPUs (VMX outside SMX allowed)", vals[firstKey(vals)], len(vals))
+			ev := fmt.Sprintf("cpu flag vmx, MSR 0x3A = %#x on %s (VMX outside SMX allowed)", vals[firstKey(vals)], plural.N(len(vals), "CPU"))
 			out = append(out, Finding{Status: Pass, Subject: "cpu flag vmx", Message: "VT-x enabled: " + ev})
 		case c.Flags["vmx"]:
 			out = append(out, vmxFlagVerdict(e, msrErr))
@@ -161,7 +158,7 @@ func checkCPUVirt(e *Env) []Finding {
 				lock = ", locked"
 			}
 			out = append(out, Finding{Status: Fail, Subject: "MSR 0xC0010114 (VM_CR)",
-				Message: fmt.Sprintf("AMD-V disabled by BIOS: VM_CR = %#x on %d of %d CPUs (SVMDIS set%s); the svm flag alone does not show this on older kernels", v, len(disabled), len(vals), lock),
+				Message: fmt.Sprintf("AMD-V disabled by BIOS: VM_CR = %#x on %d of %s (SVMDIS set%s); the svm flag alone does not show this on older kernels", v, len(disabled), plural.N(len(vals), "CPU"), lock),
 				Remedy:  "enable \"SVM Mode\" (AMD-V) in the BIOS/UEFI setup and power-cycle the node"})
 		case c.Flags["svm"] && (msrErr == nil || kvmAMD):
 			ev := "cpu flag svm"

@@ -9,6 +9,7 @@ import (
 	"github.com/gpuprep/gpuprep/internal/host"
 	"github.com/gpuprep/gpuprep/internal/kargs"
 	"github.com/gpuprep/gpuprep/internal/pci"
+	"github.com/gpuprep/gpuprep/internal/plural"
 	"github.com/gpuprep/gpuprep/iommu"
 	"github.com/gpuprep/gpuprep/vfio"
 )
@@ -823,7 +824,7 @@ func checkIOMMUGroups(e *Env) []Finding {
 			for _, d := range v.Shared {
 				sh = append(sh, d.Address)
 			}
-			f.Message = fmt.Sprintf("IOMMU group %s is shared with selected device(s) %s: they must be assigned to the same VM", v.Group, strings.Join(sh, ", "))
+			f.Message = fmt.Sprintf("IOMMU group %s is shared with selected %s %s: they must be assigned to the same VM", v.Group, plural.Word(len(sh), "device"), strings.Join(sh, ", "))
 			if host := hostDevices(e, append([]*pci.Device{g}, v.Shared...)); len(host) > 0 {
 				f.Remedy = "do not select " + strings.Join(host, ", ") + ": gpuprep vfio bind refuses them, as gpuprep does not give storage, network, USB or other host controllers to VMs; to pass the GPU through, move it to a slot with its own IOMMU group (a CPU root port with ACS) or enable ACS in the BIOS"
 			}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/gpuprep/gpuprep/internal/pci"
 	"github.com/gpuprep/gpuprep/internal/pciids"
+	"github.com/gpuprep/gpuprep/internal/plural"
 	"github.com/gpuprep/gpuprep/vfio"
 	"github.com/gpuprep/gpuprep/vgpu"
 )
@@ -194,7 +195,7 @@ func checkVGPUTypes(e *Env) []Finding {
 			}
 			switch n := len(vgpu.Existing(e.Root, g.Address)); {
 			case n > 0:
-				f.Message += fmt.Sprintf("; %d vGPU(s) exist", n)
+				f.Message += "; " + plural.N(n, "vGPU") + exist(n)
 			case s.Interface == "sriov":
 				// Nothing in NVIDIA's stack writes current_vgpu_type:
 				// the GPU Operator's vgpu-device-manager creates mdevs
@@ -231,7 +232,7 @@ func checkVGPUTypes(e *Env) []Finding {
 				have = append(have, fmt.Sprintf("%d× %s", count[t], t))
 			}
 			f.Status = Pass
-			f.Message = fmt.Sprintf("%d vGPU(s) exist (%s); no type is free to create more", len(ex), strings.Join(have, ", "))
+			f.Message = fmt.Sprintf("%s%s (%s); no type is free to create more", plural.N(len(ex), "vGPU"), exist(len(ex)), strings.Join(have, ", "))
 		case sriov && s.NumVFs <= 0:
 			// sriov_totalvfs > 0 alone is no proof: a T4 reports 16 and
 			// uses mdev on the PF. UsesSRIOV also weighs the device ID.
@@ -400,4 +401,12 @@ func vgpuDriverRemedy(e *Env, addr, driver string) string {
 		return "bind it to the vGPU manager's driver: modprobe nvidia; echo " + addr + " > /sys/bus/pci/drivers/nvidia/bind"
 	}
 	return "unbind it from " + driver + " (echo " + addr + " > /sys/bus/pci/devices/" + addr + "/driver/unbind) and bind it to nvidia (echo " + addr + " > /sys/bus/pci/drivers/nvidia/bind)"
+}
+
+// exist is " exists" after one thing, " exist" after more or none.
+func exist(n int) string {
+	if n == 1 {
+		return " exists"
+	}
+	return " exist"
 }

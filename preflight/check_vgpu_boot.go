@@ -12,6 +12,7 @@ import (
 
 	"github.com/gpuprep/gpuprep/internal/host"
 	"github.com/gpuprep/gpuprep/internal/pci"
+	"github.com/gpuprep/gpuprep/internal/plural"
 	"github.com/gpuprep/gpuprep/vgpu"
 )
 
@@ -44,7 +45,7 @@ func checkVGPUBoot(e *Env, live map[string][]vgpu.Instance) []Finding {
 		n += len(live[g])
 		gpus = append(gpus, g)
 	}
-	what := fmt.Sprintf("%d vGPU(s) on the VFs of %s (vendor-specific VFIO)", n, strings.Join(gpus, ", "))
+	what := fmt.Sprintf("%s on the VFs of %s (vendor-specific VFIO)", plural.N(n, "vGPU"), strings.Join(gpus, ", "))
 	fix := "gpuprep vgpu apply -f vgpu-config.yaml -c NAME --persist"
 	warn := func(missing, remedy string) []Finding {
 		return []Finding{{Status: Warn, Subject: vgpuBootSubject,

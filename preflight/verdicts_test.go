@@ -149,7 +149,7 @@ func TestPartlyEnabledVFsWarn(t *testing.T) {
 	require.Equal(t, preflight.Warn, f.Status)
 	require.Contains(t, f.Message, "vendor-specific VFIO, 4/16 VFs enabled (nvidia/creatable_vgpu_types): NVIDIA H200X-141C")
 	require.Contains(t, f.Message, "only 4 of 16 SR-IOV VFs are enabled")
-	require.Contains(t, f.Message, "; 1 vGPU(s) exist")
+	require.Contains(t, f.Message, "; 1 vGPU exists")
 	require.Contains(t, f.Remedy, "/usr/lib/nvidia/sriov-manage -e 0000:41:00.0")
 	require.True(t, res.Modes[preflight.VMVGPU].Ready)
 

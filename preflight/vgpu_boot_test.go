@@ -40,7 +40,7 @@ func TestVGPUBootRecreation(t *testing.T) {
 
 	f := boot(t, nil)
 	require.Equal(t, preflight.Pass, f.Status, f.Message)
-	require.Contains(t, f.Message, "2 vGPU(s) on the VFs of 0000:41:00.0 (vendor-specific VFIO) are created again at boot")
+	require.Contains(t, f.Message, "2 vGPUs on the VFs of 0000:41:00.0 (vendor-specific VFIO) are created again at boot")
 	require.Contains(t, f.Message, `config "h200-35c" of /etc/gpuprep/vgpu-config.yaml`)
 
 	cases := []struct {
@@ -87,7 +87,7 @@ func TestVGPUBootRecreation(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			f := boot(t, c.change)
 			require.Equal(t, preflight.Warn, f.Status, f.Message)
-			require.Contains(t, f.Message, "2 vGPU(s) on the VFs of 0000:41:00.0 (vendor-specific VFIO) exist now, but nothing gpuprep can see creates them again at the next boot")
+			require.Contains(t, f.Message, "2 vGPUs on the VFs of 0000:41:00.0 (vendor-specific VFIO) exist now, but nothing gpuprep can see creates them again at the next boot")
 			require.Contains(t, f.Message, c.msg)
 			require.True(t, f.Fixable)
 			require.Equal(t, "gpuprep vgpu apply -f vgpu-config.yaml -c NAME --persist", f.FixCommand)

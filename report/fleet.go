@@ -16,6 +16,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/gpuprep/gpuprep/internal/plural"
 	"github.com/gpuprep/gpuprep/internal/sanitize"
 	"github.com/gpuprep/gpuprep/preflight"
 )
@@ -547,7 +548,7 @@ func FleetText(w io.Writer, f *FleetReport) error {
 				rb += fmt.Sprintf(" (at most %d times each)", ro.MaxReboots)
 			}
 			if n, hosts := rebootCount(f); n > 0 {
-				rb += fmt.Sprintf(": %d reboot(s) on %d host(s)", n, hosts)
+				rb += ": " + plural.N(n, "reboot") + " on " + plural.N(hosts, "host")
 			}
 		}
 		fmt.Fprintf(&b, "\n%s canary %d, then batches of %d; stop when more than %d host(s) failed%s: %d failed.\n", bold.Render("Rollout"),
@@ -678,7 +679,7 @@ func summaryLine(f *FleetReport) string {
 		return strings.Join(parts, "; ")
 	}
 	s := f.Summary
-	parts := []string{fmt.Sprintf("%d hosts", s.Hosts)}
+	parts := []string{plural.N(s.Hosts, "host")}
 	if f.Rollout != nil {
 		n := map[string]int{}
 		for _, h := range f.Hosts {

@@ -197,7 +197,7 @@ func TestFleetRunOutcomes(t *testing.T) {
 	assert.Equal(t, map[string]int{OutcomeRebootNeeded: 1}, f.Summary.Outcomes)
 	var b bytes.Buffer
 	require.NoError(t, FleetText(&b, f))
-	assert.Contains(t, b.String(), "1 hosts, 0 ok, 1 reboot-needed")
+	assert.Contains(t, b.String(), "1 host, 0 ok, 1 reboot-needed")
 	assert.Regexp(t, `a +evaluated +4 +reboot-needed`, b.String())
 
 	f = mk(0, 4, 1, 2, 3, 130, -1)

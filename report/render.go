@@ -32,7 +32,10 @@ func Parse(name string, b []byte) (*Document, error) {
 		Kind       string `json:"kind"`
 	}
 	if err := json.Unmarshal(b, &head); err != nil {
-		return nil, fmt.Errorf("%s: not a gpuprep JSON report: %w", name, err)
+		return nil, notJSONObject(name, b, err)
+	}
+	if head.APIVersion == "" && head.Kind == "" {
+		return nil, fmt.Errorf("%s: not a gpuprep report: a JSON object without apiVersion and kind; %s", name, wantReport)
 	}
 	if head.APIVersion != APIVersion {
 		return nil, fmt.Errorf("%s: apiVersion %q, want %q", name, head.APIVersion, APIVersion)
@@ -42,12 +45,18 @@ func Parse(name string, b []byte) (*Document, error) {
 	case Kind:
 		d.Host = &Report{}
 		if err := json.Unmarshal(b, d.Host); err != nil {
-			return nil, fmt.Errorf("%s: %w", name, err)
+			return nil, fieldError(name, b, err)
+		}
+		if err := missingFields(name, Kind, b, "host", "findings"); err != nil {
+			return nil, err
 		}
 	case FleetKind:
 		d.Fleet = &FleetReport{}
 		if err := json.Unmarshal(b, d.Fleet); err != nil {
-			return nil, fmt.Errorf("%s: %w", name, err)
+			return nil, fieldError(name, b, err)
+		}
+		if err := missingFields(name, FleetKind, b, "hosts"); err != nil {
+			return nil, err
 		}
 	default:
 		return nil, fmt.Errorf("%s: kind %q, want %s or %s", name, head.Kind, Kind, FleetKind)

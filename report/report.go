@@ -193,7 +193,7 @@ func nameResources(gs []GPU, rel deviceplugin.Release) []string {
 
 func gpu(e *preflight.Env, d *pci.Device, sel []*pci.Device) GPU {
 	v := iommu.Viability(e.Inv, d, sel)
-	g := GPU{Address: d.Address, VendorID: d.VendorID, DeviceID: d.DeviceID, Class: d.Class, Name: d.Name,
+	g := GPU{Address: d.Address, VendorID: d.VendorID, DeviceID: d.DeviceID, Class: d.Class, Name: d.DisplayName(),
 		Driver: d.Driver, IOMMUGroup: d.IOMMUGroup, PassthroughViable: v.Viable, GroupDevices: []GroupDevice{}}
 	for _, m := range v.Members {
 		g.GroupDevices = append(g.GroupDevices, GroupDevice{Address: m.Dev.Address, Class: m.Dev.Class, Driver: m.Dev.Driver, Role: string(m.Role)})

@@ -3,6 +3,7 @@ package report
 import (
 	"cmp"
 	"fmt"
+	"github.com/gpuprep/gpuprep/internal/plural"
 	"io"
 	"os"
 	"strings"
@@ -162,7 +163,7 @@ func findings(b *strings.Builder, r *Report, st styles, verbose bool, width int)
 			b.WriteString("\n")
 		}
 		n := r.Summary.Pass
-		hang(b, " "+st.status[preflight.Pass].Render(symbols[preflight.Pass])+" ", fmt.Sprintf("%d %s passed (-v lists them)", n, plural(n, "finding", "findings")), 3, width)
+		hang(b, " "+st.status[preflight.Pass].Render(symbols[preflight.Pass])+" ", plural.N(n, "finding")+" passed (-v lists them)", 3, width)
 	}
 }
 
@@ -187,13 +188,6 @@ func item(b *strings.Builder, r *Report, it Item, st styles, checkWidth, indent,
 	if it.Remedy != "" && (it.Status == preflight.Fail || it.Status == preflight.Error || it.Status == preflight.Warn) {
 		hang(b, strings.Repeat(" ", indent), st.status[it.Status].Render("→ fix: ")+sanitize.Terminal(it.Remedy), indent, width)
 	}
-}
-
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return one
-	}
-	return many
 }
 
 func orDash(s string) string {
@@ -225,7 +219,7 @@ func gpuLine(r *Report) string {
 	}
 	s := "GPUs: " + strings.Join(parts, ", ")
 	if len(r.NVSwitches) > 0 {
-		s += fmt.Sprintf("; %d NVSwitch(es)", len(r.NVSwitches))
+		s += "; " + plural.N(len(r.NVSwitches), "NVSwitch")
 	}
 	return s
 }

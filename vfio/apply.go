@@ -17,6 +17,7 @@ import (
 	"github.com/gpuprep/gpuprep/internal/host"
 	"github.com/gpuprep/gpuprep/internal/journal"
 	"github.com/gpuprep/gpuprep/internal/pci"
+	"github.com/gpuprep/gpuprep/internal/plural"
 )
 
 // Change is one device moved from one driver to another.
@@ -148,7 +149,7 @@ func Bind(ctx context.Context, e Env, inv *pci.Inventory, p *Plan, opts Options)
 			return res, fmt.Errorf("%w; rollback incomplete: %s", err, strings.Join(rb, "; "))
 		}
 		if len(done) > 0 {
-			return res, fmt.Errorf("%w; rolled back: %d device(s) restored to their drivers", err, len(done))
+			return res, fmt.Errorf("%w; rolled back: %s restored to their drivers", err, plural.N(len(done), "device"))
 		}
 		return res, err
 	}

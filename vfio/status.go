@@ -77,7 +77,7 @@ func GetStatus(root *host.Root, inv *pci.Inventory, sel pci.Selector, nvswitch b
 	inv.Name(root, selected)
 	for _, s := range selected {
 		v := iommu.Viability(inv, s, selected)
-		g := GPUStatus{Address: s.Address, Name: strings.TrimSpace(s.VendorName + " " + s.Name), IOMMUGroup: s.IOMMUGroup, Viable: v.Viable, OnVFIO: true}
+		g := GPUStatus{Address: s.Address, Name: s.DisplayName(), IOMMUGroup: s.IOMMUGroup, Viable: v.Viable, OnVFIO: true}
 		members := v.Members
 		switch {
 		case s.IOMMUGroup == "":

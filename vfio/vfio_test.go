@@ -245,7 +245,7 @@ func TestBindFailureRollsBack(t *testing.T) {
 			}
 			if name == "silent-bind" {
 				require.ErrorContains(t, err, "0000:01:00.2: the bind to vfio-pci reported success but the device has no driver")
-				require.ErrorContains(t, err, "rolled back: 3 device(s)")
+				require.ErrorContains(t, err, "rolled back: 3 devices")
 			}
 			ents, _ := journal.Read(k.Root)
 			before, known := DriverBefore(ents, "0000:01:00.0")

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gpuprep/gpuprep/internal/host"
 	"github.com/gpuprep/gpuprep/internal/pci"
+	"github.com/gpuprep/gpuprep/internal/plural"
 )
 
 // VGPUUse is what of NVIDIA vGPU lives on a GPU (a PF): its enabled SR-IOV
@@ -176,8 +177,8 @@ const (
 func vgpuReason(root *host.Root, u VGPUUse, driver string, nvidia bool) string {
 	if !nvidia && len(u.VGPUs) == 0 {
 		// another vendor's SR-IOV device (a NIC): its VFs, not vGPUs
-		return fmt.Sprintf("%s has %d SR-IOV VF(s) enabled (%s); unbinding %s from it would disable them, under whatever uses them. To give it to VFIO: disable the VFs (echo 0 > /sys/bus/pci/devices/%s/sriov_numvfs), then bind again (--force does not override this)",
-			u.GPU, len(u.VFs), vfRange(u.VFs), driver, u.GPU)
+		return fmt.Sprintf("%s has %s enabled (%s); unbinding %s from it would disable them, under whatever uses them. To give it to VFIO: disable the VFs (echo 0 > /sys/bus/pci/devices/%s/sriov_numvfs), then bind again (--force does not override this)",
+			u.GPU, plural.N(len(u.VFs), "SR-IOV VF"), vfRange(u.VFs), driver, u.GPU)
 	}
 	var what, todo []string
 	if len(u.VGPUs) > 0 {
@@ -187,7 +188,7 @@ func vgpuReason(root *host.Root, u VGPUUse, driver string, nvidia bool) string {
 			vs = append(vs, v.String())
 			held = held || len(v.Holders) > 0
 		}
-		what = append(what, fmt.Sprintf("%d live vGPU(s): %s", len(u.VGPUs), strings.Join(vs, ", ")))
+		what = append(what, fmt.Sprintf("%s: %s", plural.N(len(u.VGPUs), "live vGPU"), strings.Join(vs, ", ")))
 		if held {
 			todo = append(todo, "shut down the VMs that use them")
 		}
@@ -202,7 +203,7 @@ func vgpuReason(root *host.Root, u VGPUUse, driver string, nvidia bool) string {
 		todo = append(todo, "remove the vGPUs ("+strings.Join(rm, "; ")+"; gpuprep vgpu apply --prune removes those not in its config and not in use)")
 	}
 	if len(u.VFs) > 0 {
-		what = append(what, fmt.Sprintf("%d SR-IOV VF(s) enabled (%s)", len(u.VFs), vfRange(u.VFs)))
+		what = append(what, fmt.Sprintf("%s enabled (%s)", plural.N(len(u.VFs), "SR-IOV VF"), vfRange(u.VFs)))
 		todo = append(todo, "disable the VFs: /usr/lib/nvidia/sriov-manage -d "+u.GPU)
 	}
 	var units []string

@@ -26,8 +26,8 @@ func TestBindRefusesAGPUWithLiveSRIOVVGPUs(t *testing.T) {
 		require.Len(t, r.Reasons, 1)
 		msg := r.Reasons[0]
 		for _, want := range []string{
-			"0000:41:00.0 hosts NVIDIA vGPU: 2 live vGPU(s): VF 0000:41:00.4 (vGPU type 1430, in use by 5150 (qemu-system-x86: /dev/vfio/42)), VF 0000:41:00.5 (vGPU type 1430)",
-			"4 SR-IOV VF(s) enabled (0000:41:00.4 … 0000:41:00.7)",
+			"0000:41:00.0 hosts NVIDIA vGPU: 2 live vGPUs: VF 0000:41:00.4 (vGPU type 1430, in use by 5150 (qemu-system-x86: /dev/vfio/42)), VF 0000:41:00.5 (vGPU type 1430)",
+			"4 SR-IOV VFs enabled (0000:41:00.4 … 0000:41:00.7)",
 			"unbinding nvidia from it would destroy the vGPUs (under the VMs that use them) and disable the VFs",
 			"shut down the VMs that use them",
 			"echo 0 > /sys/bus/pci/devices/0000:41:00.4/nvidia/current_vgpu_type; echo 0 > /sys/bus/pci/devices/0000:41:00.5/nvidia/current_vgpu_type",
@@ -40,7 +40,7 @@ func TestBindRefusesAGPUWithLiveSRIOVVGPUs(t *testing.T) {
 	// the VFs alone (no vGPU on them) are refused too: the unbind disables them
 	k = sim(t, "sriov-vgpu")
 	_, err := NewPlan(k.Root, inventory(t, k), pci.Selector{}, opts())
-	require.ErrorContains(t, err, "0000:41:00.0 hosts NVIDIA vGPU: 4 SR-IOV VF(s) enabled (0000:41:00.4 … 0000:41:00.7); unbinding nvidia from it would disable the VFs. To give the whole GPU to VFIO: disable the VFs: /usr/lib/nvidia/sriov-manage -d 0000:41:00.0; then bind again")
+	require.ErrorContains(t, err, "0000:41:00.0 hosts NVIDIA vGPU: 4 SR-IOV VFs enabled (0000:41:00.4 … 0000:41:00.7); unbinding nvidia from it would disable the VFs. To give the whole GPU to VFIO: disable the VFs: /usr/lib/nvidia/sriov-manage -d 0000:41:00.0; then bind again")
 	require.NotContains(t, err.Error(), "live vGPU")
 }
 
@@ -49,7 +49,7 @@ func TestBindRefusesAGPUWithMdevs(t *testing.T) {
 	k := sim(t, "mdev-vgpu", fixture.MdevVGPULive)
 	inv := inventory(t, k)
 	_, err := NewPlan(k.Root, inv, selector(t, "0000:21:00.0"), opts())
-	require.ErrorContains(t, err, "0000:21:00.0 hosts NVIDIA vGPU: 4 live vGPU(s): mdev "+fixture.MdevVGPULiveUUIDs[0]+" (vGPU type GRID T4-4Q, in use by 6160 (qemu-system-x86: /dev/vfio/90)), mdev "+fixture.MdevVGPULiveUUIDs[1]+" (vGPU type GRID T4-4Q)")
+	require.ErrorContains(t, err, "0000:21:00.0 hosts NVIDIA vGPU: 4 live vGPUs: mdev "+fixture.MdevVGPULiveUUIDs[0]+" (vGPU type GRID T4-4Q, in use by 6160 (qemu-system-x86: /dev/vfio/90)), mdev "+fixture.MdevVGPULiveUUIDs[1]+" (vGPU type GRID T4-4Q)")
 	require.ErrorContains(t, err, "echo 1 > /sys/bus/mdev/devices/"+fixture.MdevVGPULiveUUIDs[3]+"/remove")
 	require.NotContains(t, err.Error(), "SR-IOV") // the T4 reports 16 VFs, none enabled
 	// the other T4, with mdev types and no mdev, is the GPU's to give away
@@ -79,7 +79,7 @@ func TestUnbindLeavesLiveVGPUsAlone(t *testing.T) {
 // VFs, in words that fit it: no vGPU, no sriov-manage.
 func TestVFsOfAnotherVendorAreNotVGPU(t *testing.T) {
 	r := vgpuReason(nil, VGPUUse{GPU: "0000:3b:00.0", VFs: []string{"0000:3b:00.2", "0000:3b:00.3"}}, "ice", false)
-	require.Contains(t, r, "0000:3b:00.0 has 2 SR-IOV VF(s) enabled (0000:3b:00.2, 0000:3b:00.3); unbinding ice from it would disable them")
+	require.Contains(t, r, "0000:3b:00.0 has 2 SR-IOV VFs enabled (0000:3b:00.2, 0000:3b:00.3); unbinding ice from it would disable them")
 	require.Contains(t, r, "echo 0 > /sys/bus/pci/devices/0000:3b:00.0/sriov_numvfs")
 	require.NotContains(t, r, "vGPU")
 	require.NotContains(t, r, "sriov-manage")

@@ -164,7 +164,7 @@ func TestWantsFromConfig(t *testing.T) {
 	require.Equal(t, []Want{{"0000:02:00.0", "A10-12Q", 2}, {"0000:02:00.0", "A10-4Q", 1}}, w)
 	_, notes, err := Wants("c.yaml", "x", sets, gpus[:1])
 	require.EqualError(t, err, `c.yaml: config "x" matches none of the selected GPUs (0000:01:00.0 (index 0, 0x00000000)): check its device-filter and devices`)
-	require.Equal(t, []string{"c.yaml:4: vgpu-configs.x[0]: GPU index 1: this node has 1 NVIDIA GPU(s); vgpu-device-manager skips it too"}, notes)
+	require.Equal(t, []string{"c.yaml:4: vgpu-configs.x[0]: GPU index 1: this node has 1 NVIDIA GPU; vgpu-device-manager skips it too"}, notes)
 }
 
 func TestApplySRIOVWritesTypeIDsToFreeVFs(t *testing.T) {
@@ -232,8 +232,8 @@ vgpu-configs:
 	for text, want := range map[string]string{
 		"version: v1\nvgpu-configs:\n  a:\n    - devices: all\n      vgpu-device:\n        A10-4Q: 1\n": "cfg.yaml:5: vgpu-configs.a[0]: field vgpu-device not found",
 		"version: v2\nvgpu-configs: {}\n": `cfg.yaml:1: version "v2": want v1`,
-		"version: v1\nvgpu-configs:\n  a:\n    - devices: some\n      vgpu-devices: {A10-4Q: 1}\n": `cfg.yaml:4: vgpu-configs.a[0]: devices: want all or a list of GPU indices, got "some"`,
-		"version: v1\nvgpu-configs:\n  a:\n    - devices: all\n      vgpu-devices: {A10-4Q: -1}\n": `cfg.yaml:5: vgpu-configs.a[0]: vgpu-devices: line 5: A10-4Q: count -1: want at least 1`,
+		"version: v1\nvgpu-configs:\n  a:\n    - devices: some\n      vgpu-devices: {A10-4Q: 1}\n": `cfg.yaml:4: vgpu-configs.a[0].devices: want all or a list of GPU indices, got "some"`,
+		"version: v1\nvgpu-configs:\n  a:\n    - devices: all\n      vgpu-devices: {A10-4Q: -1}\n": `cfg.yaml:5: vgpu-configs.a[0].vgpu-devices: A10-4Q: count -1: want at least 1`,
 	} {
 		_, err := ParseConfig("cfg.yaml", []byte(text))
 		require.ErrorContains(t, err, want, text)

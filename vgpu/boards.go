@@ -7,6 +7,7 @@ import (
 	"unicode"
 
 	"github.com/gpuprep/gpuprep/internal/host"
+	"github.com/gpuprep/gpuprep/internal/pci"
 	"github.com/gpuprep/gpuprep/internal/pciids"
 )
 
@@ -134,7 +135,7 @@ func WantsFitBoards(file, name string, wants []Want, boards map[string]string, o
 		if offered != nil && slices.ContainsFunc(offered(w.GPU), func(t Type) bool { return TypeMatches(w.Type, t.Name) }) {
 			continue
 		}
-		k := key{w.Type, boardName(n)}
+		k := key{w.Type, pci.DisplayName("NVIDIA Corporation", n)}
 		if len(gpus[k]) == 0 {
 			order = append(order, k)
 		}

@@ -66,7 +66,7 @@ func TestWantsFitBoards(t *testing.T) {
 	boards := map[string]string{"0000:41:00.0": "GH100 [H100 PCIe]", "0000:61:00.0": "GH100 [H100 PCIe]", "0000:81:00.0": "AD102GL [L40S]"}
 	wants := []vgpu.Want{{GPU: "0000:41:00.0", Type: "H200X-141C", Count: 1}, {GPU: "0000:61:00.0", Type: "H200X-141C", Count: 1}, {GPU: "0000:81:00.0", Type: "L40S-24Q", Count: 2}}
 	err := vgpu.WantsFitBoards("vgpu.yaml", "h200", wants, boards, nil)
-	require.EqualError(t, err, `vgpu.yaml: config "h200" asks for vGPU types these GPUs cannot have: "H200X-141C" on H100 PCIe 0000:41:00.0, 0000:61:00.0 (NVIDIA vGPU type names start with the board's name); choose or write a config for these GPUs`)
+	require.EqualError(t, err, `vgpu.yaml: config "h200" asks for vGPU types these GPUs cannot have: "H200X-141C" on NVIDIA GH100 [H100 PCIe] 0000:41:00.0, 0000:61:00.0 (NVIDIA vGPU type names start with the board's name); choose or write a config for these GPUs`)
 	// what a GPU offers wins over its name
 	offered := func(gpu string) []vgpu.Type { return []vgpu.Type{{ID: "1428", Name: "NVIDIA H200X-141C"}} }
 	require.NoError(t, vgpu.WantsFitBoards("vgpu.yaml", "h200", wants, boards, offered))

@@ -12,6 +12,8 @@ import (
 	"sync"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/gpuprep/gpuprep/internal/yamlpos"
 )
 
 // Config is a vgpu-device-manager configuration file (version: v1), read as
@@ -67,7 +69,7 @@ func LoadConfig(path string) (*Config, error) {
 func ParseConfig(file string, b []byte) (*Config, error) {
 	var root yaml.Node
 	if err := yaml.NewDecoder(bytes.NewReader(b)).Decode(&root); err != nil && !errors.Is(err, io.EOF) {
-		return nil, yamlError(file, err)
+		return nil, syntaxError(file, b, err)
 	}
 	c := &Config{file: file}
 	if err := c.decode(&root); err != nil {
@@ -155,7 +157,7 @@ func (s *DeviceSet) decode(n *yaml.Node) error {
 			return fmt.Errorf("line %d: %s: field %s not found (a device set has device-filter, devices and vgpu-devices)", k.Line, where, k.Value)
 		}
 		if err != nil {
-			return fmt.Errorf("line %d: %s: %s: %w", v.Line, where, k.Value, err)
+			return fieldError(v.Line, where+"."+k.Value, err)
 		}
 		return nil
 	})
@@ -204,6 +206,26 @@ func (c *Config) Select(name string) ([]DeviceSet, error) {
 }
 
 var yamlLineRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^(?:yaml: )?line (\d+): (.*)$`) })
+
+// fieldError is err, about field (at line), at the line it names itself
+// when it does ("line 7: …", an entry of a list), once.
+func fieldError(line int, field string, err error) error {
+	msg := err.Error()
+	if g := yamlLineRe().FindStringSubmatch(msg); g != nil {
+		return fmt.Errorf("line %s: %s: %s", g[1], field, g[2])
+	}
+	return fmt.Errorf("line %d: %s: %s", line, field, msg)
+}
+
+// syntaxError is a YAML syntax error at the line the parser stopped at
+// (yamlpos: yaml.v3 names the line above the block it was reading).
+func syntaxError(file string, b []byte, err error) error {
+	ye := yamlpos.Locate(b, err)
+	if ye.Line > 0 {
+		return fmt.Errorf("%s:%d: not valid YAML: %s", file, ye.Line, ye.Msg)
+	}
+	return fmt.Errorf("%s: not valid YAML: %s", file, ye.Msg)
+}
 
 // yamlError rewrites yaml's "line N: msg" errors as "file:N: msg", one per line.
 func yamlError(file string, err error) error {

@@ -67,7 +67,7 @@ func (d DeviceID) Matches(hw DeviceID) bool {
 // matches no GPU, so it does here, and Wants says so.
 type DeviceFilter struct {
 	IDs        []DeviceID
-	Unreadable []string // entries that are no ID, with why
+	Unreadable []unreadable // entries that are no ID, with why
 	entries    int
 }
 
@@ -97,12 +97,18 @@ func (f *DeviceFilter) decode(n *yaml.Node) error {
 		f.entries++
 		id, err := ParseDeviceID(e.Value)
 		if err != nil {
-			f.Unreadable = append(f.Unreadable, fmt.Sprintf("line %d: %v", e.Line, err))
+			f.Unreadable = append(f.Unreadable, unreadable{line: e.Line, why: err.Error()})
 			continue
 		}
 		f.IDs = append(f.IDs, id)
 	}
 	return nil
+}
+
+// unreadable is a device-filter entry that is no device ID: its line, and why.
+type unreadable struct {
+	line int
+	why  string
 }
 
 // Matches reports whether a GPU with these IDs passes the filter.

@@ -86,7 +86,7 @@ func TestWantsWalkGPUsAsVGPUDeviceManager(t *testing.T) {
 	w, notes, err := plan("    - device-filter: \"0x223610DE\"\n      devices: all\n      vgpu-devices: {A10-4Q: 6}\n    - device-filter: [\"0x20B510DE\", MODEL]\n      devices: all\n      vgpu-devices: {A100-20C: 4}\n", gpus)
 	require.NoError(t, err)
 	require.Equal(t, []Want{{"0000:01:00.0", "A10-4Q", 6}, {"0000:41:00.0", "A100-20C", 4}, {"0000:81:00.0", "A100-20C", 4}}, w)
-	require.Equal(t, []string{`c.yaml: vgpu-configs.c[1]: device-filter line 7: "MODEL": not a 32-bit device-and-vendor number (like 0x20B510DE): it matches no GPU (vgpu-device-manager ignores it the same way)`}, notes)
+	require.Equal(t, []string{`c.yaml:7: vgpu-configs.c[1].device-filter: "MODEL": not a 32-bit device-and-vendor number (like 0x20B510DE): it matches no GPU (vgpu-device-manager ignores it the same way)`}, notes)
 	// {} clears a GPU: a Want of none
 	w, _, err = plan("    - devices: [0]\n      vgpu-devices: {}\n", gpus)
 	require.NoError(t, err)
@@ -95,7 +95,7 @@ func TestWantsWalkGPUsAsVGPUDeviceManager(t *testing.T) {
 	w, notes, err = plan("    - devices: [0, 7]\n      vgpu-devices: {A10-4Q: 1}\n", gpus)
 	require.NoError(t, err)
 	require.Len(t, w, 1)
-	require.Equal(t, []string{"c.yaml:4: vgpu-configs.c[0]: GPU index 7: this node has 3 NVIDIA GPU(s); vgpu-device-manager skips it too"}, notes)
+	require.Equal(t, []string{"c.yaml:4: vgpu-configs.c[0]: GPU index 7: this node has 3 NVIDIA GPUs; vgpu-device-manager skips it too"}, notes)
 	// --select leaves GPU 1 out: the index still counts it, it is left alone
 	sel := append([]ConfigGPU{}, gpus...)
 	sel[1].Selected = false

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gpuprep/gpuprep/internal/host"
 	"github.com/gpuprep/gpuprep/internal/pci"
+	"github.com/gpuprep/gpuprep/internal/plural"
 )
 
 // ConfigGPU is a GPU as a vgpu-device-manager config sees it: its index
@@ -146,11 +147,11 @@ func setNotes(file, name string, sets []DeviceSet, ngpus int) []string {
 	var notes []string
 	for _, s := range sets {
 		for _, u := range s.Filter.Unreadable {
-			notes = append(notes, fmt.Sprintf("%s: vgpu-configs.%s[%d]: device-filter %s: it matches no GPU (vgpu-device-manager ignores it the same way)", file, name, s.index, u))
+			notes = append(notes, fmt.Sprintf("%s:%d: vgpu-configs.%s[%d].device-filter: %s: it matches no GPU (vgpu-device-manager ignores it the same way)", file, u.line, name, s.index, u.why))
 		}
 		for k, i := range s.Devices.Indices {
 			if i < 0 || i >= ngpus {
-				notes = append(notes, fmt.Sprintf("%s:%d: vgpu-configs.%s[%d]: GPU index %d: this node has %d NVIDIA GPU(s); vgpu-device-manager skips it too", file, s.Devices.lines[k], name, s.index, i, ngpus))
+				notes = append(notes, fmt.Sprintf("%s:%d: vgpu-configs.%s[%d]: GPU index %d: this node has %d NVIDIA %s; vgpu-device-manager skips it too", file, s.Devices.lines[k], name, s.index, i, ngpus, plural.Word(ngpus, "GPU")))
 			}
 		}
 	}

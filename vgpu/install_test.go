@@ -144,7 +144,7 @@ func TestInstallPrerequisitesMissing(t *testing.T) {
 	require.ErrorAs(t, err, &pe)
 	msg := err.Error()
 	for _, want := range []string{
-		"5 prerequisite(s) of the vGPU manager missing",
+		"5 prerequisites of the vGPU manager missing",
 		"kernel headers: no headers for the running kernel 6.8.0-45-generic",
 		"fix: apt-get install linux-headers-6.8.0-45-generic",
 		"compiler: no C compiler (cc or gcc) on PATH",
@@ -488,7 +488,7 @@ func TestInstallPackagePrerequisites(t *testing.T) {
 	var pe *vgpu.PrereqError
 	require.ErrorAs(t, err, &pe)
 	for _, want := range []string{
-		"3 prerequisite(s) of the vGPU manager missing",
+		"3 prerequisites of the vGPU manager missing",
 		"kernel headers: no headers for the running kernel 6.8.0-45-generic",
 		"package tool: no dpkg: this host does not install .deb packages",
 		"fix: use the vGPU manager package for this distribution (the .rpm) or the .run",

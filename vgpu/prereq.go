@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/gpuprep/gpuprep/internal/host"
+	"github.com/gpuprep/gpuprep/internal/plural"
 )
 
 // Prereq is one prerequisite of installing the vGPU manager.
@@ -285,7 +286,7 @@ type PrereqError struct{ Missing []Prereq }
 
 func (e *PrereqError) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d prerequisite(s) of the vGPU manager missing:", len(e.Missing))
+	fmt.Fprintf(&b, "%s of the vGPU manager missing:", plural.N(len(e.Missing), "prerequisite"))
 	for _, p := range e.Missing {
 		fmt.Fprintf(&b, "\n  - %s: %s", p.Name, p.Detail)
 		if p.Remedy != "" {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/gpuprep/gpuprep/internal/host"
 	"github.com/gpuprep/gpuprep/internal/journal"
+	"github.com/gpuprep/gpuprep/internal/plural"
 )
 
 // A version change of the vGPU manager (gpuprep vgpu install --driver NEW on
@@ -289,7 +290,11 @@ func (c *change) notes() []string {
 	}
 	n := fmt.Sprintf("%s: the vGPU manager %s (.%s) → %s (.%s); record %s", verb, from.Version, from.Format, to.Version, to.Format, c.path)
 	if k := len(c.rec.VGPUs); k > 0 {
-		n += fmt.Sprintf("; %d vGPU(s) are removed and made again: %s", k, keptList(c.rec.VGPUs))
+		are := " are"
+		if k == 1 {
+			are = " is"
+		}
+		n += fmt.Sprintf("; %s%s removed and made again: %s", plural.N(k, "vGPU"), are, keptList(c.rec.VGPUs))
 	}
 	return []string{n}
 }

@@ -106,7 +106,7 @@ func TestApplyVMVGPUInstallsWhatRecreatesVendorVGPUs(t *testing.T) {
 	}
 	status, msg := boot()
 	require.Equal(t, "pass", status, msg)
-	require.Contains(t, msg, "4 vGPU(s) on the VFs of 0000:41:00.0, 0000:61:00.0 (vendor-specific VFIO) are created again at boot")
+	require.Contains(t, msg, "4 vGPUs on the VFs of 0000:41:00.0, 0000:61:00.0 (vendor-specific VFIO) are created again at boot")
 	require.FileExists(t, filepath.Join(root, "etc/systemd/system/multi-user.target.wants", vgpu.ApplyUnitName))
 
 	// the unit disabled by hand: check says so

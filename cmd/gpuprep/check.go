@@ -12,6 +12,7 @@ import (
 	"github.com/gpuprep/gpuprep/internal/deviceplugin"
 	"github.com/gpuprep/gpuprep/internal/host"
 	"github.com/gpuprep/gpuprep/internal/pci"
+	"github.com/gpuprep/gpuprep/internal/sanitize"
 	"github.com/gpuprep/gpuprep/preflight"
 	"github.com/gpuprep/gpuprep/report"
 )
@@ -50,10 +51,18 @@ unevaluable result you checked by hand) use --ignore ID: the check still runs an
 is shown, its fail or error becomes a warning (marked ignored), and the mode can
 be ready.
 
-Exit codes: with --mode, 0 ready, 1 not ready (a check failed), 3 not evaluated:
-a check could not be evaluated or was skipped (and nothing failed); without
---mode, 0 unless a check could not be evaluated or was skipped (3).
-Usage errors exit 2.`,
+The mode judged is --mode; without it, the mode the node's kubelet labels it
+with (nvidia.com/gpu.workload.config in its --node-labels, what the GPU Operator
+reads); without either, none: every mode is shown and none is judged. One line
+on stderr says which ("judged: vm-passthrough (from the node's label …)").
+
+Exit codes:
+  0  ready for the mode judged
+  1  not ready: a check of the mode failed
+  2  usage error
+  3  not evaluated: a check could not be evaluated or was skipped (and nothing
+     failed), or no mode was judged (no --mode and no workload label): a CI
+     gate that names no mode never passes`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return c.run(cmd) },
 	}
@@ -101,6 +110,7 @@ func (c *checkCmd) run(cmd *cobra.Command) error {
 	// garbage collector may wait longer, and resolved directories are cached.
 	debug.SetGCPercent(400)
 	root = root.ReadOnly()
+	mode, judged := judgedMode(root, mode)
 	env, err := preflight.NewEnv(root, host.DefaultRunner(root), sel, mode)
 	if err != nil {
 		if strings.HasPrefix(err.Error(), "--select") {
@@ -134,14 +144,17 @@ func (c *checkCmd) run(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
+	fmt.Fprintln(cmd.ErrOrStderr(), "gpuprep:", sanitize.Terminal(judged))
 	return &exitError{code: exitCode(rep)}
 }
 
 // exitCode: with a mode, a failing check decides (1), else an unevaluated or
-// skipped one (3); without a mode only unevaluated or skipped checks change
-// the exit code.
+// skipped one (3); without a mode nothing was judged (3).
 func exitCode(r *report.Report) int {
-	if r.Mode != "" && len(r.Modes[preflight.Mode(r.Mode)].Blockers) > 0 {
+	if r.Mode == "" {
+		return exitUnknown
+	}
+	if len(r.Modes[preflight.Mode(r.Mode)].Blockers) > 0 {
 		return exitNotReady
 	}
 	if r.Summary.Error > 0 || len(report.Skipped(r)) > 0 {

@@ -24,6 +24,7 @@ import (
 
 	"github.com/gpuprep/gpuprep/internal/fleet"
 	"github.com/gpuprep/gpuprep/internal/pci"
+	"github.com/gpuprep/gpuprep/internal/plural"
 	"github.com/gpuprep/gpuprep/preflight"
 	"github.com/gpuprep/gpuprep/report"
 )
@@ -574,7 +575,7 @@ func (c *fleetCmd) printDryRun(w io.Writer, hosts []*fleet.Host, command []strin
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "\n%d hosts would be contacted (dry run: nothing was).\n", len(list)-len(problems))
+	fmt.Fprintf(w, "\n%s would be contacted (dry run: nothing was).\n", plural.N(len(list)-len(problems), "host"))
 	if len(problems) > 0 {
 		fmt.Fprintf(w, "%d not, for a problem of their own in the inventory:\n", len(problems))
 		for _, p := range problems {

@@ -106,7 +106,7 @@ func TestExitCodes(t *testing.T) {
 		code int
 		err  string
 	}{
-		{[]string{"check", "--root", hgx}, 0, ""},
+		{[]string{"check", "--root", hgx}, 3, ""}, // no --mode, no label: nothing judged
 		{[]string{"check", "--root", hgx, "--mode", "container"}, 0, ""},
 		{[]string{"check", "--root", hgx, "--mode", "vm-passthrough"}, 1, ""},
 		{[]string{"check", "--root", hgx, "--mode", "vm-passthrough", "--ignore", "vfio.binding"}, 0, ""},
@@ -160,7 +160,7 @@ func TestRootFromEnvironment(t *testing.T) {
 
 func TestSelectQEMUStyleDevice(t *testing.T) {
 	out, _, code := gpuprep(t, "check", "--root", fixtureRoot(t, "turing-multifunction"), "--select", "10de:10f8", "-o", "json")
-	require.Equal(t, 0, code)
+	require.Equal(t, exitUnknown, code, "no mode named or labelled: nothing judged")
 	require.Contains(t, out, `"address": "0000:01:00.1"`)
 }
 

@@ -90,11 +90,11 @@ func TestPlanVMVGPURefusesTypesOfAnotherBoard(t *testing.T) {
 	cfg := h200ConfigFile(t)
 	_, errs, code := gpuprep(t, "plan", "--root", fixtureRoot(t, "vfio-bound"), "--mode", "vm-vgpu", "--vgpu-config-file", cfg, "--vgpu-config", "h200-141c")
 	require.Equal(t, exitUsage, code, errs)
-	require.Contains(t, errs, cfg+`: config "h200-141c" asks for vGPU types these GPUs cannot have: "H200X-141C" on H100 PCIe 0000:11:00.0, 0000:21:00.0, 0000:31:00.0, 0000:41:00.0`)
+	require.Contains(t, errs, cfg+`: config "h200-141c" asks for vGPU types these GPUs cannot have: "H200X-141C" on NVIDIA GH100 [H100 PCIe] 0000:11:00.0, 0000:21:00.0, 0000:31:00.0, 0000:41:00.0`)
 
 	root := fixtureRoot(t, "sriov-vgpu")
 	require.NoError(t, fixture.New(root).Mkdir("/sys/module/pci_pf_stub").Err())
 	_, errs, code = gpuprep(t, "plan", "--root", root, "--mode", "vm-vgpu", "--vgpu-config-file", cfg, "--vgpu-config", "h100-80c")
 	require.Equal(t, exitUsage, code, errs)
-	require.Contains(t, errs, `config "h100-80c" asks for vGPU types these GPUs cannot have: "H100-80C" on H200 SXM 141GB 0000:41:00.0`)
+	require.Contains(t, errs, `config "h100-80c" asks for vGPU types these GPUs cannot have: "H100-80C" on NVIDIA GH100 [H200 SXM 141GB] 0000:41:00.0`)
 }

@@ -56,7 +56,7 @@ func TestReportRenderEveryFormat(t *testing.T) {
 	require.Equal(t, 2, code)
 	require.Contains(t, stderr, `--output "pdf"`)
 	_, _, code = gpuprep(t, "check", "--root", fixtureRoot(t, "hgx-h200"), "-o", "junit")
-	require.Equal(t, 0, code)
+	require.Equal(t, exitUnknown, code, "no mode named or labelled: nothing judged")
 }
 
 // The HTML report is checked in a real headless browser: Chromium parses it
@@ -101,9 +101,9 @@ func TestHTMLReportInHeadlessChromium(t *testing.T) {
 func TestCheckCompactJSON(t *testing.T) {
 	root := fixtureRoot(t, "hgx-h200")
 	ind, _, code := gpuprep(t, "check", "--root", root, "-o", "json")
-	require.Equal(t, 0, code)
+	require.Equal(t, exitUnknown, code, "no mode named or labelled: nothing judged")
 	com, _, code := gpuprep(t, "check", "--root", root, "-o", "json", "--compact")
-	require.Equal(t, 0, code)
+	require.Equal(t, exitUnknown, code)
 	require.Equal(t, 1, strings.Count(com, "\n"))
 	var want bytes.Buffer
 	require.NoError(t, json.Compact(&want, []byte(ind)))

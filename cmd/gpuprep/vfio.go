@@ -14,6 +14,7 @@ import (
 	"github.com/gpuprep/gpuprep/internal/diff"
 	"github.com/gpuprep/gpuprep/internal/host"
 	"github.com/gpuprep/gpuprep/internal/pci"
+	"github.com/gpuprep/gpuprep/internal/plural"
 	"github.com/gpuprep/gpuprep/internal/sanitize"
 	"github.com/gpuprep/gpuprep/provision"
 	"github.com/gpuprep/gpuprep/vfio"
@@ -258,7 +259,7 @@ func (c *vfioCmd) bind(cmd *cobra.Command) error {
 		fmt.Fprintln(errw, "gpuprep: warning:", w)
 	}
 	if len(plan.Holders) > 0 {
-		fmt.Fprintf(errw, "gpuprep: warning: --force: unbinding nvidia while /dev/nvidia* is open by %d process(es)\n", len(plan.Holders))
+		fmt.Fprintf(errw, "gpuprep: warning: --force: unbinding nvidia while /dev/nvidia* is open by %s\n", plural.N(len(plan.Holders), "process"))
 	}
 	if c.dryRun {
 		printPlan(out, root, plan)

@@ -71,7 +71,7 @@ func TestVFIOBindStatusUnbind(t *testing.T) {
 
 	out, _, code = gpuprep(t, "vfio", "status", "--root", root)
 	require.Equal(t, 0, code)
-	require.Contains(t, out, "0000:01:00.0 NVIDIA Corporation TU104 [GeForce RTX 2080 Rev. A]: IOMMU group 2, viable for passthrough; not on VFIO")
+	require.Contains(t, out, "0000:01:00.0 NVIDIA TU104 [GeForce RTX 2080 Rev. A]: IOMMU group 2, viable for passthrough; not on VFIO")
 	require.Contains(t, out, "0000:01:00.0 10de:1e87 030000 gpu      driver nvidia, bind would use vfio-pci")
 }
 
@@ -139,7 +139,7 @@ func TestVFIOBindFailureExitsOne(t *testing.T) {
 	root := fixtureRoot(t, "turing-multifunction")
 	_, errs, code := gpuprep(t, "vfio", "bind", "--root", root)
 	require.Equal(t, 1, code)
-	require.Contains(t, errs, "0000:01:00.1: the bind to vfio-pci reported success but the device has no driver; rolled back: 2 device(s) restored")
+	require.Contains(t, errs, "0000:01:00.1: the bind to vfio-pci reported success but the device has no driver; rolled back: 2 devices restored")
 }
 
 // A vfio bind --persist whose initramfs regeneration fails puts the files

@@ -26,7 +26,7 @@ func TestVFIOBindRefusesAGPUWithLiveVGPUs(t *testing.T) {
 		out, errs, code := gpuprep(t, args...)
 		require.NotEqual(t, 0, code, args)
 		require.NotContains(t, out, "driver/unbind", args)
-		require.Contains(t, errs, "0000:41:00.0 hosts NVIDIA vGPU: 2 live vGPU(s): VF 0000:41:00.4 (vGPU type 1430 (NVIDIA H200X-35C), in use by 5150 (qemu-system-x86: /dev/vfio/42))", args)
+		require.Contains(t, errs, "0000:41:00.0 hosts NVIDIA vGPU: 2 live vGPUs: VF 0000:41:00.4 (vGPU type 1430 (NVIDIA H200X-35C), in use by 5150 (qemu-system-x86: /dev/vfio/42))", args)
 		require.Contains(t, errs, "/usr/lib/nvidia/sriov-manage -d 0000:41:00.0", args)
 	}
 	k, err := fixture.NewKernel(root)

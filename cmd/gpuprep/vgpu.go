@@ -14,6 +14,7 @@ import (
 	"github.com/gpuprep/gpuprep/internal/host"
 	"github.com/gpuprep/gpuprep/internal/journal"
 	"github.com/gpuprep/gpuprep/internal/pci"
+	"github.com/gpuprep/gpuprep/internal/plural"
 	"github.com/gpuprep/gpuprep/internal/sanitize"
 	"github.com/gpuprep/gpuprep/provision"
 	"github.com/gpuprep/gpuprep/report"
@@ -214,14 +215,14 @@ func newVGPUApplyCmd(g *globals, assert bool) *cobra.Command {
 				// as vgpu-device-manager's assert: each named GPU has exactly
 				// the config's vGPUs (VGPUConfig.Equals), none missing, none more
 				if len(plan.Actions) == 0 && len(plan.Unwanted) == 0 {
-					fmt.Fprintf(out, "vGPU config %q is applied (%d vGPUs)\n", name, len(plan.Kept))
+					fmt.Fprintf(out, "vGPU config %q is applied (%s)\n", name, plural.N(len(plan.Kept), "vGPU"))
 					return nil
 				}
-				fmt.Fprintf(out, "vGPU config %q is not applied: %d vGPU(s) missing, %d not in the config\n", name, len(plan.Actions), len(plan.Unwanted))
+				fmt.Fprintf(out, "vGPU config %q is not applied: %s missing, %d not in the config\n", name, plural.N(len(plan.Actions), "vGPU"), len(plan.Unwanted))
 				return &exitError{code: exitNotReady}
 			}
 			if len(plan.Actions) == 0 && len(plan.Removals) == 0 {
-				fmt.Fprintf(out, "nothing to do: config %q is applied (%d vGPUs kept)\n", name, len(plan.Kept))
+				fmt.Fprintf(out, "nothing to do: config %q is applied (%s kept)\n", name, plural.N(len(plan.Kept), "vGPU"))
 				return persistDone()
 			}
 			if dryRun {

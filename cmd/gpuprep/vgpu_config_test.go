@@ -69,7 +69,7 @@ func TestVGPUConfigThatClearsAGPU(t *testing.T) {
 	require.NoError(t, os.WriteFile(cfg, []byte("version: v1\nvgpu-configs:\n  none:\n    - devices: all\n      vgpu-devices: {}\n"), 0o644))
 	out, _, code := gpuprep(t, "vgpu", "assert", "--root", root, "-f", cfg, "-c", "none")
 	require.Equal(t, 1, code)
-	require.Contains(t, out, `vGPU config "none" is not applied: 0 vGPU(s) missing, 4 not in the config`)
+	require.Contains(t, out, `vGPU config "none" is not applied: 0 vGPUs missing, 4 not in the config`)
 	out, stderr, code := gpuprep(t, "vgpu", "apply", "--root", root, "-f", cfg, "-c", "none", "--prune", "--dry-run")
 	require.Equal(t, 0, code, stderr)
 	require.Len(t, regexp.MustCompile(`would write 1 > /sys/bus/mdev/devices/[0-9a-f-]+/remove`).FindAllString(out, -1), 3, out)

@@ -75,7 +75,7 @@ func TestVGPUInstallMissingPrerequisiteExits1(t *testing.T) {
 	out, stderr, code := gpuprep(t, "vgpu", "install", "--root", root, "--driver", run)
 	require.Equal(t, 1, code)
 	require.Contains(t, out, "MISSING dkms: no dkms")
-	require.Contains(t, stderr, "1 prerequisite(s) of the vGPU manager missing")
+	require.Contains(t, stderr, "1 prerequisite of the vGPU manager missing")
 	require.Empty(t, h.Commands())
 	_, stderr, code = gpuprep(t, "vgpu", "install", "--root", root, "--driver", run, "--no-dkms")
 	require.Equal(t, 0, code, stderr)

@@ -18,6 +18,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/gpuprep/gpuprep/internal/pci"
+	"github.com/gpuprep/gpuprep/internal/yamlpos"
 )
 
 // Host is one inventory entry, after the inventory's own defaults and group
@@ -117,10 +118,7 @@ func Parse(file string, data []byte) (*Inventory, error) {
 	case yerr == nil && len(doc.Content) == 1 && doc.Content[0].Kind == yaml.MappingNode:
 		inv, err = parseAnsibleYAML(file, doc.Content[0])
 	case looksYAML(file, data):
-		if yerr == nil {
-			yerr = fmt.Errorf("not a mapping")
-		}
-		return nil, &Error{File: file, Msg: "invalid YAML inventory: " + yerr.Error()}
+		return nil, notYAMLInventory(file, data, &doc, yerr)
 	default:
 		inv, err = parseINI(file, data)
 	}
@@ -145,6 +143,21 @@ func Parse(file string, data []byte) (*Inventory, error) {
 		sort.Strings(h.Groups)
 	}
 	return inv, nil
+}
+
+// notYAMLInventory is the error for YAML that is no inventory: the line of a
+// syntax error (yamlpos: the line the parser stopped at, not yaml.v3's
+// context line), or of a document that is not a mapping.
+func notYAMLInventory(file string, data []byte, doc *yaml.Node, yerr error) error {
+	if yerr != nil {
+		ye := yamlpos.Locate(data, yerr)
+		return &Error{File: file, Line: ye.Line, Msg: "not valid YAML: " + ye.Msg}
+	}
+	line := 0
+	if len(doc.Content) == 1 {
+		line = doc.Content[0].Line
+	}
+	return &Error{File: file, Line: line, Msg: "not an inventory: want a mapping (apiVersion: gpuprep/v1 with hosts:, or Ansible's groups)"}
 }
 
 func looksYAML(file string, data []byte) bool {

@@ -45,6 +45,11 @@ func TestBadInventoriesNameFileLineField(t *testing.T) {
 		{"bad.ini", `testdata/bad.ini:5: ansible_port: host "gpu-01": "22x" is not a TCP port`},
 		{"bad-section.ini", `testdata/bad-section.ini:3: section: [rack_a:hostvars]: unknown section type "hostvars"`},
 		{"bad-ansible.yaml", `testdata/bad-ansible.yaml:4: gpu.hostz: unknown group field (want hosts, children, vars)`},
+		// YAML syntax errors name the mis-indented line (counted by hand: each
+		// file's first line says which), as file:line: like the rest
+		{"misindented-less.yaml", `testdata/misindented-less.yaml:8: not valid YAML: did not find expected '-' indicator`},
+		{"misindented-more.yaml", `testdata/misindented-more.yaml:7: not valid YAML: mapping values are not allowed in this context`},
+		{"misindented-ansible.yaml", `testdata/misindented-ansible.yaml:6: not valid YAML: did not find expected key`},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			_, err := Load(filepath.Join("testdata", tc.file))
@@ -59,7 +64,8 @@ func TestMoreBadInventories(t *testing.T) {
 		{"x.yaml", "hosts:\n  - name: a\n  - name: a\n", `x.yaml:3: name: host "a" already defined at x.yaml:2`},
 		{"x.yaml", "hosts:\n  - name: a\n    address: '-oProxyCommand=x'\n", `x.yaml:2: address: host "a"`},
 		{"x.yaml", "apiVersion: gpuprep/v2\nhosts: []\n", `x.yaml:1: apiVersion: "gpuprep/v2": want gpuprep/v1`},
-		{"x.yaml", "hosts: [\n", `x.yaml: invalid YAML inventory`},
+		{"x.yaml", "hosts: [\n", `x.yaml:1: not valid YAML: did not find expected node content`},
+		{"x.yaml", "- a\n- b\n", `x.yaml:1: not an inventory: want a mapping`},
 		{"x.ini", "[a]\nh1 ansible_host\n", `x.ini:2: host: host "h1": "ansible_host": want key=value`},
 		{"x.ini", "[a:children]\nnope\n", `x.ini:2: a.children: group "nope" is not defined`},
 		{"x.ini", "[a:children]\nb\n[b:children]\na\n", `cycle`},

@@ -101,7 +101,7 @@ func Select(hosts []*Host, limit string, groups []string) ([]*Host, error) {
 		out = append(out, h)
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("no host matches --limit %q / --group %v", limit, groups)
+		return nil, noMatch(limit, groups)
 	}
 	return out, nil
 }

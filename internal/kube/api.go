@@ -64,6 +64,9 @@ func NewClient(path string) (*Client, error) {
 	}
 	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{})
 	cfg, err := cc.ClientConfig()
+	if clientcmd.IsEmptyConfig(err) && path == "" {
+		return nil, noKubeconfig(rules)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("kubeconfig: %w", err)
 	}
