@@ -122,3 +122,13 @@ func bootPath(root *host.Root, p string) string {
 	}
 	return ""
 }
+
+// NextRelease is the release of the next boot's kernel (FindNextKernel),
+// else running: the kernel whose entry Boot.Source reads, for check, grub
+// show and the VFIO verdicts alike.
+func NextRelease(root *host.Root, running string) string {
+	if nk := FindNextKernel(root); nk.Release != "" {
+		return nk.Release
+	}
+	return strings.TrimSpace(running)
+}

@@ -178,3 +178,42 @@ func TestVerscmp(t *testing.T) {
 	require.Equal(t, 0, verscmp("6.1.0", "6.1.0"))
 	require.Equal(t, 1, verscmp("6.10", "6.9"))
 }
+
+// fedoraEntry is a BLS entry as Fedora 39's kernel-install
+// (20-grub.install / grubby) writes it for kernel k.
+func fedoraEntry(k, opts string) string {
+	return "title Fedora Linux (" + k + ") 39 (Thirty Nine)\nversion " + k + "\nlinux /vmlinuz-" + k + "\ninitrd /initramfs-" + k + ".img\n" +
+		"options " + opts + "\ngrub_users $grub_users\ngrub_arg --unrestricted\ngrub_class fedora\n"
+}
+
+// GRUB's blscfg with GRUB_DEFAULT=saved (Fedora's default): grubenv's
+// saved_entry (grubby --set-default) picks the entry, and Boot.Source
+// reads that entry's options for the next boot, not the running kernel's.
+func TestNextKernelBLSSavedEntry(t *testing.T) {
+	const mid = "2d1f0c9e8b7a46f5a4e3d2c1b0a99887"
+	newer, older := "6.5.6-300.fc39.x86_64", "6.5.5-200.fc39.x86_64"
+	files := map[string]string{
+		DefaultsFile:                 "GRUB_TIMEOUT=5\nGRUB_DEFAULT=saved\nGRUB_CMDLINE_LINUX=\"rhgb quiet\"\nGRUB_ENABLE_BLSCFG=true\n",
+		"/proc/sys/kernel/osrelease": newer + "\n",
+		"/boot/loader/entries/" + mid + "-" + newer + ".conf": fedoraEntry(newer, "root=UUID=1 ro rhgb quiet"),
+		"/boot/loader/entries/" + mid + "-" + older + ".conf": fedoraEntry(older, "root=UUID=1 ro rhgb quiet intel_iommu=on"),
+		"/lib/modules/" + newer + "/modules.builtin":          "",
+		"/lib/modules/" + older + "/modules.builtin":          "",
+		"/boot/initramfs-" + older + ".img":                   "image",
+	}
+	r := nextRoot(t, files, map[string][]byte{"/boot/grub2/grubenv": []byte(grubenv("saved_entry=" + mid + "-" + older))})
+	nk := FindNextKernel(r)
+	require.Equal(t, older, nk.Release, nk.Missing)
+	require.Equal(t, "/boot/initramfs-"+older+".img", nk.Initrd, "the entry's initrd line")
+	b, err := Detect(r)
+	require.NoError(t, err)
+	require.Equal(t, KindBLS, b.Kind)
+	src, err := b.Source(NextRelease(r, newer))
+	require.NoError(t, err)
+	require.Equal(t, "/boot/loader/entries/"+mid+"-"+older+".conf", src.File)
+	require.Contains(t, src.Cmdline, "intel_iommu=on")
+
+	// no saved_entry: the newest entry
+	r = nextRoot(t, files, nil)
+	require.Equal(t, newer, FindNextKernel(r).Release)
+}
