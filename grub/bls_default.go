@@ -248,7 +248,7 @@ func blsGRUBKernel(root *host.Root) NextKernel {
 	sort.SliceStable(es, func(i, j int) bool { return verscmp(es[i].version+"\x00"+es[i].id, es[j].version+"\x00"+es[j].id) > 0 })
 	env := readGrubenv(root, "/boot/grub2/grubenv")
 	vars := []string{"next_entry", "saved_entry"}
-	if data, err := kargs.ReadFile(root, "/boot/grub2/grub.cfg"); err == nil {
+	if data, err := readMenu(root, "/boot/grub2/grub.cfg"); err == nil {
 		// saved_entry counts only where the menu's default is it (GRUB_DEFAULT=saved)
 		if _, defs, err := parseMenu(data); err == nil && len(defs) > 0 && defs[len(defs)-1] != "${saved_entry}" {
 			vars = vars[:1]

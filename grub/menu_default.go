@@ -44,7 +44,7 @@ func grubMenuKernel(root *host.Root, kind string) NextKernel {
 		dir = "/boot/grub2"
 	}
 	cfg := dir + "/grub.cfg"
-	data, err := kargs.ReadFile(root, cfg)
+	data, err := readMenu(root, cfg)
 	if err != nil {
 		return NextKernel{Missing: "the GRUB menu " + cfg + " is not readable (" + err.Error() + "), so which entry boots next is unknown"}
 	}
@@ -86,6 +86,23 @@ func grubMenuKernel(root *host.Root, kind string) NextKernel {
 		return NextKernel{Missing: fmt.Sprintf("%s: its linux line names %q, whose kernel release is not in its name", from, it.linux)}
 	}
 	return NextKernel{Release: k, Initrd: bootPath(root, it.initrd), From: from}
+}
+
+// maxMenu bounds a grub.cfg read: one with many kernels and os-prober's
+// entries is tens of KiB, more than a command-line file's bound.
+const maxMenu = 1 << 20
+
+// readMenu reads a generated GRUB menu, refusing one larger than maxMenu
+// with an error naming it.
+func readMenu(root *host.Root, p string) ([]byte, error) {
+	if fi, err := root.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Size() > maxMenu {
+		return nil, fmt.Errorf("%s is %d bytes, more than the %d a GRUB menu is read up to", p, fi.Size(), maxMenu)
+	}
+	b, err := root.ReadFile(p)
+	if err == nil && len(b) > maxMenu {
+		return nil, fmt.Errorf("%s is more than the %d bytes a GRUB menu is read up to", p, maxMenu)
+	}
+	return b, err
 }
 
 // readGrubenv reads a GRUB environment block (grub-editenv's format: a

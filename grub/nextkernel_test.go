@@ -217,3 +217,27 @@ func TestNextKernelBLSSavedEntry(t *testing.T) {
 	r = nextRoot(t, files, nil)
 	require.Equal(t, newer, FindNextKernel(r).Release)
 }
+
+// A menu gpuprep cannot follow is no evidence: the next kernel is unknown
+// and the reason names the file and line.
+func TestNextKernelHostileMenu(t *testing.T) {
+	base := map[string]string{DefaultsFile: debianDefaults}
+	for name, menu := range map[string]string{
+		"stray brace": "set default=\"0\"\n}\nmenuentry 'x' {\n\tlinux /boot/vmlinuz-6.1.0-18-amd64\n}\n",
+		"not closed":  "menuentry 'x' {\n\tlinux /boot/vmlinuz-6.1.0-18-amd64\n",
+		"no release":  "menuentry 'x' {\n\tlinux /vmlinuz root=/dev/sda1\n}\n",
+		"a variable":  "set default=\"${chosen}\"\nmenuentry 'x' {\n\tlinux /boot/vmlinuz-6.1.0-18-amd64\n}\n",
+		"too large":   strings.Repeat("#", maxMenu+1),
+		"no entry":    "set default=\"0\"\n",
+	} {
+		files := map[string]string{"/boot/grub/grub.cfg": menu}
+		for k, v := range base {
+			files[k] = v
+		}
+		nk := FindNextKernel(nextRoot(t, files, nil))
+		require.Empty(t, nk.Release, name)
+		require.Contains(t, nk.Missing, "/boot/grub/grub.cfg", name)
+	}
+	nk := FindNextKernel(nextRoot(t, map[string]string{DefaultsFile: debianDefaults, "/boot/grub/grub.cfg": "}\n"}, nil))
+	require.Contains(t, nk.Missing, "line 1")
+}
