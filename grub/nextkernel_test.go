@@ -240,4 +240,9 @@ func TestNextKernelHostileMenu(t *testing.T) {
 	}
 	nk := FindNextKernel(nextRoot(t, map[string]string{DefaultsFile: debianDefaults, "/boot/grub/grub.cfg": "}\n"}, nil))
 	require.Contains(t, nk.Missing, "line 1")
+
+	// a long menu (many kernels, os-prober's entries) is still read
+	long := debianMenu(t, "1>2", "/boot") + strings.Repeat("# os-prober entry padding\n", 4000)
+	nk = FindNextKernel(nextRoot(t, map[string]string{DefaultsFile: debianDefaults, "/boot/grub/grub.cfg": long}, nil))
+	require.Equal(t, "6.1.0-17-amd64", nk.Release, nk.Missing)
 }
