@@ -59,3 +59,28 @@ func TestVFIOBindingReadsTheNextBootsKernel(t *testing.T) {
 	require.Equal(t, preflight.Warn, f.Status, f.Message)
 	require.Contains(t, f.Message, "which kernel the next boot runs is unknown (the GRUB menu /boot/grub/grub.cfg is not readable")
 }
+
+// A udev rule inside the initramfs that sets driver_override to vfio-pci
+// (the rule `vfio bind --persist` writes for per-device binding, copied
+// into a dracut image by install_items) keeps nouveau off the GPU at early
+// boot: the kernel matches only the override's driver
+// (drivers/pci/pci-driver.c, pci_match_device). The image is the stale
+// Turing one (nouveau, no gpuprep modprobe.d file) plus the rule; with the
+// rule for another address, nouveau still takes the GPU.
+func TestVFIOBindingReadsUdevRulesInTheImage(t *testing.T) {
+	mkimage.Need(t, "zstd")
+	rule := func(addr string) []byte {
+		return mkimage.Image(t, mkimage.Microcode, turingImage(map[string]string{
+			"etc/udev/rules.d/40-gpuprep-vfio.rules": "# Written by `gpuprep vfio bind --persist`; `gpuprep vfio unbind` removes it.\n" +
+				"ACTION==\"add\", SUBSYSTEM==\"pci\", KERNEL==\"" + addr + "\", ATTR{driver_override}=\"vfio-pci\"\n"}), "zstd")
+	}
+	_, res := runRoot(t, boundTuring(t, rule("0000:01:00.0"), time.Now()))
+	f := one(t, res, "vfio.binding", "0000:01:00.0", preflight.VMPassthrough)
+	require.Equal(t, preflight.Pass, f.Status, f.Message)
+	require.Contains(t, f.Message, "sets its driver_override to vfio-pci (etc/udev/rules.d/40-gpuprep-vfio.rules:2)")
+
+	_, res = runRoot(t, boundTuring(t, rule("0000:02:00.0"), time.Now()))
+	f = one(t, res, "vfio.binding", "0000:01:00.0", preflight.VMPassthrough)
+	require.Equal(t, preflight.Fail, f.Status, f.Message)
+	require.Contains(t, f.Message, "carries nouveau")
+}

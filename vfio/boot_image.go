@@ -113,6 +113,10 @@ func (b *BootImage) Binding(root *host.Root, d *pci.Device) ImageBinding {
 		}
 	}
 	ib.NoAliases = len(c.Aliases) == 0 && len(c.Modules) > 0
+	if o := b.override(d); o != "" {
+		ib.Binds, ib.How = true, "sets its driver_override to vfio-pci ("+o+"), so no other driver takes it at early boot and vfio-pci binds it when it loads"
+		return ib
+	}
 	builtin := b.builtin || c.Builtin["vfio_pci"]
 	have := builtin || c.Modules["vfio_pci"] != ""
 	// vfio-pci must load before a taker does: by a load that comes before
@@ -171,6 +175,20 @@ func (b *BootImage) Binding(root *host.Root, d *pci.Device) ImageBinding {
 		ib.EarlyNoID = "loads vfio-pci (" + loaded + ") without " + id + " in its ids"
 	}
 	return ib
+}
+
+// override is the source of a udev rule of the image that sets d's
+// driver_override to vfio-pci at its add event, "" when none does.
+func (b *BootImage) override(d *pci.Device) string {
+	if b.Booted.Image == nil {
+		return ""
+	}
+	for _, o := range b.Booted.Image.DriverOverrides() {
+		if o.Driver == "vfio-pci" && o.Matches(d.Address, d.VendorID, d.DeviceID) {
+			return o.Source
+		}
+	}
+	return ""
 }
 
 // fieldWith is the first space-separated field of s with prefix p.
