@@ -11,17 +11,24 @@
 //
 //	go test -tags e2e -count=1 -v -run TestRebootPersistence ./e2e/
 //
-// Three boots of one disk image:
+// Three boots of one disk image (the root's initramfs carries bochs, the GPU's DRM driver, as
+// early-KMS setups do):
 //  1. the root boots as debootstrap left it (the GPU pair 1234:1111 + 8086:293e on bochs-drm and
 //     snd_hda_intel, loaded by udev); `vfio bind` without --persist moves the pair to vfio-pci, and
-//     `check` says the binding lasts until the next boot (vfio.binding warn);
-//  2. the reboot confirms it: the pair is back on its own drivers. `vfio bind --persist` writes its
-//     files and runs the root's update-initramfs, `apply --mode vm-passthrough` runs, check passes;
+//     `check` says the binding lasts until the next boot (vfio.binding warn); then `vfio bind
+//     --persist` is killed (SIGKILL, as a power loss) while its update-initramfs runs: its files
+//     are written, the old image stays, and `check` says vfio.binding fail ("until the next boot:
+//     initramfs … carries bochs");
+//  2. the reboot confirms both verdicts: the GPU is back on bochs-drm from the old image (its audio
+//     function, whose driver is not in the image, goes to vfio-pci by the root's softdep: the split
+//     group of issue #24), the image unchanged. `vfio bind --persist` runs the root's
+//     update-initramfs, `apply --mode vm-passthrough` runs, check passes;
 //  3. the second reboot boots the initramfs update-initramfs regenerated in boot 2 (read back from
 //     the disk): the pair is on vfio-pci before gpuprep runs, and check's vfio.binding passes.
 //
 // Needs root (debootstrap, chroot), debootstrap, mkfs.ext4 and debugfs (e2fsprogs) and, for the first
-// run, the Debian package mirror. The pristine image is cached in $GPUPREP_E2E_DIR/reboot-base.
+// run, the Debian package mirror. The pristine image is cached in $GPUPREP_E2E_DIR/reboot-base-v2 (named by
+// rebootBaseVersion).
 package e2e
 
 import (
@@ -46,7 +53,9 @@ import (
 const (
 	// rebootBaseVersion names the cached image's recipe (rebootConfigure, the packages): a change
 	// of either must change it, so that the image is rebuilt.
-	rebootBaseVersion = "reboot-base v1"
+	// It also names the cache directory, so that a run of another recipe (another branch) does
+	// not replace this one's image under it.
+	rebootBaseVersion = "reboot-base v2"
 	// The root's packages besides debootstrap's minbase: the kernel, its initramfs generator, and
 	// what loads drivers at boot (udev, kmod's modprobe, systemd's modules-load).
 	rebootPackages = "linux-image-amd64,initramfs-tools,kmod,udev,systemd-sysv"
@@ -92,6 +101,41 @@ echo "T_EXIT rc=$rc uptime=$(up) boot=$n"
 systemctl reboot --force || { echo "T_REBOOT_FALLBACK systemctl rc=$?"; sync; echo b >/proc/sysrq-trigger; }
 `
 
+// killedInv defines `killed NAME ARGS...`, which runs gpuprep ARGS as inv does, but in the
+// background: once the initramfs generator has started (mkinitramfs's work directory,
+// ${TMPDIR:-/var/tmp}/mkinitramfs_XXXXXX, appears: initramfs-tools' mkinitramfs), gpuprep,
+// update-initramfs and mkinitramfs (each process by its comm, the script's name truncated to
+// 15 bytes, proc(5)) are killed with SIGKILL, as a power loss ends them: the files gpuprep
+// wrote before it ran the generator stay, the old image stays (update-initramfs moves its
+// .new over the image only when mkinitramfs succeeded). T_KILL says when, or that it never
+// started.
+const killedInv = `killed() {
+  name=$1; shift
+  echo "T_CMD $name gpuprep $*"
+  t0=$(up)
+  /test/gpuprep "$@" >/tmp/out.$name 2>/tmp/err.$name &
+  pid=$!
+  i=0
+  until ls -d /var/tmp/mkinitramfs_* >/dev/null 2>&1 || [ $i -ge 1200 ] || ! kill -0 $pid 2>/dev/null; do sleep 0.5; i=$((i+1)); done
+  if ls -d /var/tmp/mkinitramfs_* >/dev/null 2>&1; then echo "T_KILL $name generator started at $(up)"; else echo "T_KILL $name no generator"; fi
+  for r in 1 2 3 4 5 6 7 8 9 10; do
+    for p in /proc/[0-9]*; do
+      case "$(cat $p/comm 2>/dev/null)" in
+        gpuprep|update-initramf|mkinitramfs) kill -9 "${p#/proc/}" 2>/dev/null ;;
+      esac
+    done
+    sleep 0.3
+  done
+  wait $pid; rc=$?
+  t1=$(up)
+  echo "T_OUT_BEGIN $name"
+  cat /tmp/out.$name
+  echo
+  echo "T_OUT_END $name"
+  sed "s/^/T_STDERR $name: /" /tmp/err.$name
+  echo "T_RC $name $rc $(awk -v a=$t0 -v b=$t1 'BEGIN{printf "%.2f", b-a}')"
+}`
+
 // bootLS prints the initramfs images under /boot with their modification times (T_BOOTLS lines).
 const bootLS = `ls -l --time-style=+%s /boot | sed 's/^/T_BOOTLS /'`
 
@@ -120,11 +164,17 @@ func TestRebootPersistence(t *testing.T) {
 		return inv(name, append([]string{"check", "-o", "json", "--mode", "vm-passthrough"}, sel...)...)
 	}
 	stages := [][]string{
-		{ // boot 1: a live bind, which check calls non-persistent
+		{ // boot 1: a live bind, which check calls non-persistent; then bind --persist killed
+			// during its update-initramfs: files written, the old image (with bochs) kept
 			"snap boot",
 			inv("live", append([]string{"vfio", "bind"}, sel...)...),
 			"snap live",
 			check("check1"),
+			killedInv,
+			"killed" + strings.TrimPrefix(inv("killed", append([]string{"vfio", "bind", "--persist"}, sel...)...), "inv"),
+			"snap killed",
+			check("check1k"),
+			bootLS,
 		},
 		{ // boot 2: back on the host drivers; bind --persist (update-initramfs), apply
 			"snap boot",
@@ -150,7 +200,7 @@ func TestRebootPersistence(t *testing.T) {
 	kver := rebootKernel(t, img)
 	t.Logf("disk image ready (%s) after %.1fs; kernel %s", img, time.Since(t0).Seconds(), kver)
 
-	b1, initrd1 := rebootBoot(t, "reboot-1", img, kver, dir, 1, []string{"live", "check1"})
+	b1, initrd1 := rebootBoot(t, "reboot-1", img, kver, dir, 1, []string{"live", "check1", "killed", "check1k"})
 	b2, initrd2 := rebootBoot(t, "reboot-2", img, kver, dir, 2, []string{"check2", "persist", "apply", "check3"})
 	b3, initrd3 := rebootBoot(t, "reboot-3", img, kver, dir, 3, []string{"check4"})
 	if d := b1.pci[vgaAddr]; d.id != "1234:1111" || b1.pci[hdaAddr].id != "8086:293e" {
@@ -178,15 +228,37 @@ func TestRebootPersistence(t *testing.T) {
 			t.Errorf("check1: vfio.binding does not say the binding ends at the next boot: %q", f.Message)
 		}
 	})
-	t.Run("reboot-undoes-live-bind", func(t *testing.T) {
-		wantDrivers(t, b2, "boot", map[string]string{vgaAddr: own.driver[vgaAddr], hdaAddr: own.driver[hdaAddr]})
+	t.Run("killed-regeneration-called-non-persistent", func(t *testing.T) {
+		if k := b1.grep("T_KILL"); !strings.Contains(k, "generator started") {
+			t.Fatalf("bind --persist was not killed during its initramfs generator: %q\n%s%s", k, b1.out["killed"], b1.stderr["killed"])
+		}
+		if rc := b1.rcOf("killed"); rc != 137 {
+			t.Errorf("killed bind --persist: rc=%d, want 137 (SIGKILL)", rc)
+		}
+		s := b1.snap("killed")
+		if conf := strings.Join(s.files["/etc/modprobe.d/gpuprep-vfio.conf"], "\n"); !strings.Contains(conf, "options vfio-pci ids=1234:1111,8086:293e") {
+			t.Errorf("the killed bind --persist did not leave its modprobe.d file:\n%s", conf)
+		}
+		r := b1.report(t, "check1k", b1.rcOf("check1k"))
+		f := wantFinding(t, b1, r, "check1k", "vfio.binding", vgaAddr, "fail")
+		if f != nil && (!strings.Contains(f.Message, "until the next boot") || !strings.Contains(f.Message, "bochs")) {
+			t.Errorf("check1k: vfio.binding does not say the initramfs's bochs takes the GPU at the next boot: %q", f.Message)
+		}
+		t.Logf("killed bind --persist: %s\n/boot after the kill:\n%s", b1.grep("T_KILL"), b1.grep("T_BOOTLS"))
+	})
+	t.Run("reboot-undoes-live-bind-and-killed-regeneration", func(t *testing.T) {
+		// the GPU comes back on the image's bochs whatever the root's files say; its audio
+		// function, whose driver is not in the image, may go to vfio-pci by the root's softdep
+		// (the split group of issue #24): logged, as the kernel decides it, not gpuprep
+		wantDrivers(t, b2, "boot", map[string]string{vgaAddr: own.driver[vgaAddr]})
 		if initrd2 != initrd1 {
-			t.Errorf("the initramfs changed between boot 1 and boot 2 (nothing regenerated it)")
+			t.Errorf("the initramfs changed between boot 1 and boot 2 (the killed update-initramfs replaced it)")
 		}
 		r := b2.report(t, "check2", b2.rcOf("check2"))
 		if fs := r.findings("vfio.binding", vgaAddr); len(fs) != 1 || fs[0].Status == "pass" {
 			t.Errorf("check2: vfio.binding for %s on %s: %s", vgaAddr, own.driver[vgaAddr], describe(fs))
 		}
+		t.Logf("boot 2: %s on %s, %s on %s", vgaAddr, b2.snap("boot").driver[vgaAddr], hdaAddr, b2.snap("boot").driver[hdaAddr])
 	})
 	t.Run("persist", func(t *testing.T) {
 		wantRC(t, b2, "persist", 0)
@@ -245,7 +317,7 @@ func TestRebootPersistence(t *testing.T) {
 // mkfs.ext4 -d. Only the image is kept (the tree is removed).
 func rebootBaseImage(t *testing.T) string {
 	t.Helper()
-	cache := filepath.Join(tb.workDir, "reboot-base")
+	cache := filepath.Join(tb.workDir, strings.ReplaceAll(rebootBaseVersion, " ", "-"))
 	img := filepath.Join(cache, "disk.img")
 	if v, err := os.ReadFile(filepath.Join(cache, "version")); err == nil && string(v) == rebootBaseVersion {
 		if _, err := os.Stat(img); err == nil {
@@ -302,7 +374,15 @@ func rebootConfigure(t *testing.T, tree string) {
 	grubWrite(t, conf, strings.Replace(string(b), "\nMODULES=most\n", "\nMODULES=list\n", 1))
 	mods := filepath.Join(tree, "etc/initramfs-tools/modules")
 	old, _ := os.ReadFile(mods)
-	grubWrite(t, mods, string(old)+"# gpuprep e2e: q35's AHCI disk and the root file system\nahci\nsd_mod\next4\n")
+	// bochs, the GPU's DRM driver, in the initramfs as on nodes with early KMS: dracut's drm
+	// module puts the DRM driver of each PCI device present in a host-only image and its
+	// plymouth module depends on it (dracutdevs/dracut modules.d/50drm/module-setup.sh,
+	// 50plymouth/module-setup.sh), mkinitcpio's kms hook every DRM driver (archlinux/mkinitcpio
+	// install/kms); with initramfs-tools it is a line in /etc/initramfs-tools/modules, as here.
+	// A GPU driver in the image is what makes an image made before gpuprep's files lose the
+	// binding at the reboot (issue #24's killed update-initramfs).
+	grubWrite(t, mods, string(old)+"# gpuprep e2e: q35's AHCI disk and the root file system\nahci\nsd_mod\next4\n"+
+		"# gpuprep e2e: the GPU's DRM driver (early KMS)\nbochs\n")
 	grubWrite(t, filepath.Join(tree, "etc/hostname"), "e2e-reboot\n")
 	grubWrite(t, filepath.Join(tree, "etc/fstab"), "LABEL=gpuprep-e2e / ext4 rw,errors=remount-ro 0 1\n")
 	sd := filepath.Join(tree, "etc/systemd/system")

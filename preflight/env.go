@@ -86,13 +86,13 @@ func (e *Env) Manager() vgpu.Manager {
 	return f()
 }
 
-// Configured is grub.Configured for the running kernel (the kernel command
+// Configured is grub.Configured for the next boot's kernel (the kernel command
 // line of the next boot), read once: the kernel-argument checks and the
 // VFIO binding's view of the next boot each want it.
 func (e *Env) Configured() (*grub.Source, error) {
 	e.mu.Lock()
 	if e.configured == nil {
-		e.configured = sync.OnceValues(func() (*grub.Source, error) { return grub.Configured(e.Root, e.Host.Kernel) })
+		e.configured = sync.OnceValues(func() (*grub.Source, error) { return grub.Configured(e.Root, grub.NextRelease(e.Root, e.Host.Kernel)) })
 	}
 	f := e.configured
 	e.mu.Unlock()

@@ -22,6 +22,7 @@ func bootImageEvidence(e *Env, img *vfio.BootImage, g *pci.Device, binders []str
 	if f.Status != Pass || len(binders) == 0 {
 		return
 	}
+	defer nextKernelEvidence(img, f)
 	if !img.Readable() {
 		f.Message += "; at the next boot: " + strings.Join(binders, "; ") + " (evidence: the root's files only: " + img.Unread() + ")"
 		if why := vfio.InitramfsStale(e.Root); why != "" {
@@ -51,6 +52,22 @@ func bootImageEvidence(e *Env, img *vfio.BootImage, g *pci.Device, binders []str
 		f.Remedy = regenerateRemedy(e, img)
 	default:
 		f.Message += "; at the next boot: initramfs " + p + " neither takes it nor binds it, and " + strings.Join(binders, "; ") + " binds it after the switch to the root"
+	}
+}
+
+// nextKernelEvidence names the next boot's kernel where it is not the
+// running one, and makes a pass a warning where it is unknown: the verdict
+// then read the running kernel's modules and image, an assumption.
+func nextKernelEvidence(img *vfio.BootImage, f *Finding) {
+	if o := img.OtherKernel(); o != "" {
+		f.Message += " (" + o + ")"
+	}
+	if why := img.KernelUnknown(); why != "" && f.Status == Pass {
+		f.Status = Warn
+		f.Message += "; but " + why
+		if f.Remedy == "" {
+			f.Remedy = "make the bootloader's next entry readable under the root (its menu or loader entries), then run gpuprep check again"
+		}
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/gpuprep/gpuprep/grub"
 	"github.com/gpuprep/gpuprep/internal/host"
 	"github.com/gpuprep/gpuprep/internal/initramfs"
 	"github.com/gpuprep/gpuprep/internal/kargs"
@@ -14,11 +15,15 @@ import (
 
 // BootImage is the initramfs the next boot loads, read: the strongest
 // evidence of what binds a device at that boot, since it is what runs
-// before the root's files are reached. The next boot's kernel is the
-// running one's release, as for NextBootCmdline (grub.Configured).
+// before the root's files are reached. The next boot's kernel is the one
+// the bootloader boots next (grub.FindNextKernel), its image the one its
+// entry names (else the one its release names); where the next kernel
+// cannot be told, the running one, and KernelUnknown says so.
 type BootImage struct {
 	Kernel  string
 	Booted  *initramfs.Booted // nil when no image of Kernel was found
+	Next    grub.NextKernel   // Release "" when the next kernel is unknown
+	running string
 	cmdline []kargs.Param
 	builtin bool // vfio-pci is built into Kernel (the root's modules.builtin)
 }
@@ -26,10 +31,34 @@ type BootImage struct {
 // NewBootImage finds and reads the next boot's initramfs, for a boot with
 // cmdline.
 func NewBootImage(root *host.Root, cmdline []kargs.Param) *BootImage {
-	kver, _ := root.ReadString("/proc/sys/kernel/osrelease")
-	b := &BootImage{Kernel: kver, cmdline: cmdline, builtin: BuiltinModules(root, kver)["vfio_pci"]}
-	b.Booted = initramfs.ImageFor(root, kver)
+	kver, nk := nextKernel(root)
+	running, _ := root.ReadString("/proc/sys/kernel/osrelease")
+	b := &BootImage{Kernel: kver, Next: nk, running: strings.TrimSpace(running), cmdline: cmdline, builtin: BuiltinModules(root, kver)["vfio_pci"]}
+	if nk.Initrd != "" {
+		b.Booted = initramfs.ImageAt(root, nk.Initrd)
+	} else {
+		b.Booted = initramfs.ImageFor(root, kver)
+	}
 	return b
+}
+
+// KernelUnknown says, where the next boot's kernel cannot be told, what
+// was missing and that the verdict read the running kernel's instead; ""
+// when it is known.
+func (b *BootImage) KernelUnknown() string {
+	if b.Next.Release != "" || b.Kernel == "" {
+		return ""
+	}
+	return "which kernel the next boot runs is unknown (" + b.Next.Missing + "): the running kernel " + b.Kernel + "'s modules and initramfs were read in its place"
+}
+
+// OtherKernel says, where the next boot runs another kernel than the
+// running one, which and why; "" otherwise.
+func (b *BootImage) OtherKernel() string {
+	if b.Next.Release == "" || b.Next.Release == b.running {
+		return ""
+	}
+	return "the next boot runs kernel " + b.Next.Release + " (" + b.Next.From + "), not the running " + b.running
 }
 
 // Readable reports whether the image was read whole, so that a verdict
@@ -40,7 +69,7 @@ func (b *BootImage) Readable() bool { return b.Booted != nil && b.Booted.Content
 func (b *BootImage) Unread() string {
 	switch {
 	case b.Kernel == "":
-		return "the next boot's kernel is unknown (/proc/sys/kernel/osrelease not readable), so is its initramfs"
+		return "the next boot's kernel is unknown (" + b.Next.Missing + "; /proc/sys/kernel/osrelease not readable), so is its initramfs"
 	case b.Booted == nil:
 		return "no initramfs image of kernel " + b.Kernel + " in /boot"
 	case b.Booted.Err != nil:
@@ -84,6 +113,10 @@ func (b *BootImage) Binding(root *host.Root, d *pci.Device) ImageBinding {
 		}
 	}
 	ib.NoAliases = len(c.Aliases) == 0 && len(c.Modules) > 0
+	if o := b.override(d); o != "" {
+		ib.Binds, ib.How = true, "sets its driver_override to vfio-pci ("+o+"), so no other driver takes it at early boot and vfio-pci binds it when it loads"
+		return ib
+	}
 	builtin := b.builtin || c.Builtin["vfio_pci"]
 	have := builtin || c.Modules["vfio_pci"] != ""
 	// vfio-pci must load before a taker does: by a load that comes before
@@ -142,6 +175,20 @@ func (b *BootImage) Binding(root *host.Root, d *pci.Device) ImageBinding {
 		ib.EarlyNoID = "loads vfio-pci (" + loaded + ") without " + id + " in its ids"
 	}
 	return ib
+}
+
+// override is the source of a udev rule of the image that sets d's
+// driver_override to vfio-pci at its add event, "" when none does.
+func (b *BootImage) override(d *pci.Device) string {
+	if b.Booted.Image == nil {
+		return ""
+	}
+	for _, o := range b.Booted.Image.DriverOverrides() {
+		if o.Driver == "vfio-pci" && o.Matches(d.Address, d.VendorID, d.DeviceID) {
+			return o.Source
+		}
+	}
+	return ""
 }
 
 // fieldWith is the first space-separated field of s with prefix p.

@@ -318,8 +318,7 @@ type BootView struct {
 // cmdline. loaded says vfio-pci is known to have loaded early at that boot
 // (devices ended up on it): its IDs then count without a loader.
 func NewBootView(root *host.Root, cmdline []kargs.Param, loaded bool) *BootView {
-	kver, _ := root.ReadString("/proc/sys/kernel/osrelease")
-	kver = strings.TrimSpace(kver)
+	kver, _ := nextKernel(root)
 	builtin := BuiltinModules(root, kver)
 	v := &BootView{root: root, cmdline: cmdline, persisted: Persisted(root), modprobe: modprobeFiles(root),
 		builtin: builtin["vfio_pci"], loaded: loaded}
@@ -516,8 +515,8 @@ func modprobeFiles(root *host.Root) []confFile {
 // NextBootCmdline is the kernel command line of the next boot as far as the
 // bootloader configuration says (grub.Configured), else the running one.
 func NextBootCmdline(root *host.Root) []kargs.Param {
-	kver, _ := root.ReadString("/proc/sys/kernel/osrelease")
-	src, err := grub.Configured(root, strings.TrimSpace(kver))
+	kver, _ := nextKernel(root)
+	src, err := grub.Configured(root, kver)
 	raw, _ := kargs.ReadString(root, "/proc/cmdline")
 	return NextBootArgs(src, err, kargs.Parse(raw))
 }

@@ -208,7 +208,7 @@ func (c *grubCmd) edit(cmd *cobra.Command, args []string, remove bool) error {
 		fmt.Fprintf(out, "bootloader: %s\n", boot.Kind)
 	}
 	kver, _ := root.ReadString("/proc/sys/kernel/osrelease")
-	conf, _, _ := boot.ConfiguredArgs(strings.TrimSpace(kver))
+	conf, _, _ := boot.ConfiguredArgs(grub.NextRelease(root, kver))
 	for _, s := range plan.Satisfied {
 		fmt.Fprintf(out, "already configured: %s%s\n", s, kargs.AsEquivalent(conf, s))
 	}
@@ -358,7 +358,7 @@ func (c *grubCmd) show(cmd *cobra.Command) error {
 	}
 	kver, _ := root.ReadString("/proc/sys/kernel/osrelease")
 	// the same reading of the next boot as check's (grub.Configured)
-	source, err := boot.Source(strings.TrimSpace(kver))
+	source, err := boot.Source(grub.NextRelease(root, kver))
 	if err != nil {
 		return &exitError{code: exitUnknown, err: err}
 	}

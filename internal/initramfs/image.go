@@ -112,6 +112,9 @@ func (img *Image) keep(name string) bool {
 			return true
 		}
 	}
+	if udevRulesFile(name) {
+		return true
+	}
 	if _, _, ok := dracutHook(name); ok {
 		return true
 	}

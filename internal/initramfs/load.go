@@ -110,6 +110,15 @@ func ImageFor(root *host.Root, kver string) *Booted {
 	return nil
 }
 
+// ImageAt reads the image at p (a boot entry's initrd), nil when there is
+// no file there.
+func ImageAt(root *host.Root, p string) *Booted {
+	if _, err := root.Lstat(p); err != nil {
+		return nil
+	}
+	return readBooted(root, p)
+}
+
 func readBooted(root *host.Root, p string) *Booted {
 	img, err := ReadImage(root, p, DefaultLimits)
 	b := &Booted{Path: p, Image: img, Err: err}

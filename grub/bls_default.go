@@ -1,0 +1,279 @@
+package grub
+
+import (
+	"fmt"
+	"path"
+	"sort"
+	"strings"
+	"unicode/utf16"
+
+	"github.com/gpuprep/gpuprep/internal/host"
+	"github.com/gpuprep/gpuprep/internal/kargs"
+)
+
+// The default BLS (type #1) entry, as the boot loader that reads the
+// entries picks it.
+//
+// systemd-boot (loader.conf(5), systemd-boot(7); src/boot/efi/boot.c and
+// its mirror src/shared/bootspec.c, boot_entry_compare): the entries are
+// sorted — those with a sort-key first, by sort-key, machine-id, then
+// version newest first; then by id (the file name with ".conf") newest
+// first — and the default is the first entry whose id matches a glob: the
+// one-shot EFI variable LoaderEntryOneShot (systemctl reboot
+// --boot-loader-entry=), else LoaderEntryDefault (bootctl set-default, or a
+// choice made in the menu), else loader.conf's `default`; with none set,
+// or none matching, the first entry of the sorted list.
+//
+// GRUB's blscfg (Fedora, RHEL 8+): the entries sorted newest version first,
+// GRUB_DEFAULT=saved (their default) making grubenv's saved_entry (an id
+// without ".conf", as grubby --set-default writes it) the default.
+
+// loaderEFIVendor is the systemd-boot vendor GUID of its EFI variables
+// (efivarfs file names are NAME-GUID).
+const loaderEFIVendor = "4a67b082-0a4c-41cf-b6c7-440b29bb8c4f"
+
+// blsEntry is one type #1 entry, read.
+type blsEntry struct {
+	id, file                    string
+	sortKey, machineID, version string
+	linux, initrd               string
+}
+
+func readBLSEntries(root *host.Root) []blsEntry {
+	var out []blsEntry
+	seen := map[string]bool{}
+	for _, dir := range entryDirs {
+		names, _ := root.Glob(dir + "/*.conf")
+		for _, n := range names {
+			id := path.Base(n)
+			if seen[id] {
+				continue
+			}
+			data, err := kargs.ReadFile(root, n)
+			if err != nil {
+				continue
+			}
+			seen[id] = true
+			e := blsEntry{id: id, file: n}
+			for _, l := range strings.Split(string(data), "\n") {
+				f := strings.Fields(l)
+				if len(f) < 2 {
+					continue
+				}
+				switch f[0] {
+				case "sort-key":
+					e.sortKey = f[1]
+				case "machine-id":
+					e.machineID = f[1]
+				case "version":
+					e.version = f[1]
+				case "linux":
+					e.linux = f[1]
+				case "initrd":
+					e.initrd = f[len(f)-1] // microcode images come first
+				}
+			}
+			out = append(out, e)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return blsLess(out[i], out[j]) })
+	return out
+}
+
+// blsLess is boot_entry_compare's order.
+func blsLess(a, b blsEntry) bool {
+	if (a.sortKey == "") != (b.sortKey == "") {
+		return a.sortKey != ""
+	}
+	if a.sortKey != "" {
+		if a.sortKey != b.sortKey {
+			return a.sortKey < b.sortKey
+		}
+		if a.machineID != b.machineID {
+			return a.machineID < b.machineID
+		}
+		if c := verscmp(a.version, b.version); c != 0 {
+			return c > 0
+		}
+	}
+	return verscmp(a.id, b.id) > 0
+}
+
+// verscmp compares versions as strverscmp_improved does for the usual
+// shapes: runs of digits by value, other characters by byte, '~' before
+// anything (systemd src/fundamental/string-util-fundamental.c).
+func verscmp(a, b string) int {
+	for a != "" || b != "" {
+		switch {
+		case a != "" && b != "" && isDigit(a[0]) && isDigit(b[0]):
+			da, db := digitRun(a), digitRun(b)
+			na, nb := strings.TrimLeft(a[:da], "0"), strings.TrimLeft(b[:db], "0")
+			if len(na) != len(nb) {
+				return sign(len(na) - len(nb))
+			}
+			if na != nb {
+				return strings.Compare(na, nb)
+			}
+			a, b = a[da:], b[db:]
+		case a == "":
+			if b[0] == '~' {
+				return 1
+			}
+			return -1
+		case b == "":
+			if a[0] == '~' {
+				return -1
+			}
+			return 1
+		case a[0] != b[0]:
+			if a[0] == '~' {
+				return -1
+			}
+			if b[0] == '~' {
+				return 1
+			}
+			return sign(int(a[0]) - int(b[0]))
+		default:
+			a, b = a[1:], b[1:]
+		}
+	}
+	return 0
+}
+
+func isDigit(c byte) bool { return c >= '0' && c <= '9' }
+
+func digitRun(s string) int {
+	n := 0
+	for n < len(s) && isDigit(s[n]) {
+		n++
+	}
+	return n
+}
+
+func sign(n int) int {
+	switch {
+	case n < 0:
+		return -1
+	case n > 0:
+		return 1
+	}
+	return 0
+}
+
+// pickBLS is the first entry whose id matches glob (path.Match, as
+// efi_fnmatch), nil when none does.
+func pickBLS(es []blsEntry, glob string) *blsEntry {
+	for i := range es {
+		if ok, err := path.Match(glob, es[i].id); err == nil && ok {
+			return &es[i]
+		}
+	}
+	return nil
+}
+
+// efiString reads an efivarfs variable holding a UTF-16LE string (4 bytes
+// of attributes first), "" when absent or unreadable.
+func efiString(root *host.Root, name string) string {
+	b, err := kargs.ReadFile(root, "/sys/firmware/efi/efivars/"+name+"-"+loaderEFIVendor)
+	if err != nil || len(b) < 6 {
+		return ""
+	}
+	b = b[4:]
+	u := make([]uint16, 0, len(b)/2)
+	for i := 0; i+1 < len(b); i += 2 {
+		c := uint16(b[i]) | uint16(b[i+1])<<8
+		if c == 0 {
+			break
+		}
+		u = append(u, c)
+	}
+	return string(utf16.Decode(u))
+}
+
+// loaderDefault is loader.conf's `default` (the last one), and the file.
+func loaderDefault(root *host.Root) (string, string) {
+	for _, dir := range entryDirs {
+		conf := path.Dir(dir) + "/loader.conf"
+		data, err := kargs.ReadFile(root, conf)
+		if err != nil {
+			continue
+		}
+		def := ""
+		for _, l := range strings.Split(string(data), "\n") {
+			if f := strings.Fields(l); len(f) >= 2 && f[0] == "default" {
+				def = f[1]
+			}
+		}
+		return def, conf
+	}
+	return "", ""
+}
+
+// sdBootKernel is systemd-boot's default entry.
+func sdBootKernel(root *host.Root) NextKernel {
+	es := readBLSEntries(root)
+	if len(es) == 0 {
+		return NextKernel{Missing: "no boot loader entries (" + strings.Join(entryDirs, ", ") + ") to tell which kernel systemd-boot boots next"}
+	}
+	var e *blsEntry
+	why := ""
+	for _, v := range []string{"LoaderEntryOneShot", "LoaderEntryDefault"} {
+		if g := efiString(root, v); g != "" && e == nil {
+			if e = pickBLS(es, g); e != nil {
+				why = fmt.Sprintf("EFI variable %s %q", v, g)
+			}
+		}
+	}
+	if def, conf := loaderDefault(root); e == nil && def != "" {
+		if def == "@saved" {
+			return NextKernel{Missing: conf + ": default @saved boots the entry last chosen in the menu (EFI variable LoaderEntryLastBooted), not read"}
+		}
+		if e = pickBLS(es, def); e != nil {
+			why = fmt.Sprintf("%s default %q", conf, def)
+		}
+	}
+	if e == nil {
+		e, why = &es[0], "the first of the sorted entries"
+	}
+	return blsNext(root, e, why)
+}
+
+// blsGRUBKernel is the default of GRUB's blscfg.
+func blsGRUBKernel(root *host.Root) NextKernel {
+	es := readBLSEntries(root)
+	if len(es) == 0 {
+		return NextKernel{Missing: "no boot loader entries (/boot/loader/entries) to tell which kernel GRUB's blscfg boots next"}
+	}
+	// blscfg sorts newest version first, whatever the sort keys
+	sort.SliceStable(es, func(i, j int) bool { return verscmp(es[i].version+"\x00"+es[i].id, es[j].version+"\x00"+es[j].id) > 0 })
+	env := readGrubenv(root, "/boot/grub2/grubenv")
+	vars := []string{"next_entry", "saved_entry"}
+	if data, err := readMenu(root, "/boot/grub2/grub.cfg"); err == nil {
+		// saved_entry counts only where the menu's default is it (GRUB_DEFAULT=saved)
+		if _, defs, err := parseMenu(data); err == nil && len(defs) > 0 && defs[len(defs)-1] != "${saved_entry}" {
+			vars = vars[:1]
+		}
+	}
+	for _, v := range vars {
+		if id := env[v]; id != "" {
+			if e := pickBLS(es, id+".conf"); e != nil {
+				return blsNext(root, e, fmt.Sprintf("/boot/grub2/grubenv %s=%s", v, id))
+			}
+		}
+	}
+	return blsNext(root, &es[0], "the newest entry (no grubenv saved_entry naming one)")
+}
+
+func blsNext(root *host.Root, e *blsEntry, why string) NextKernel {
+	from := e.file + " (" + why + ")"
+	k := e.version
+	if k == "" || !root.Exists("/lib/modules/"+k) && !root.Exists("/usr/lib/modules/"+k) {
+		if kk := kernelOfImage(root, e.linux); kk != "" {
+			k = kk
+		}
+	}
+	if k == "" {
+		return NextKernel{Missing: from + ": neither its version nor its linux line " + e.linux + " names a kernel release"}
+	}
+	return NextKernel{Release: k, Initrd: bootPath(root, e.initrd), From: from}
+}
