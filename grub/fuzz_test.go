@@ -28,7 +28,7 @@ func FuzzEnsure(f *testing.F) {
 	needBash(f)
 	ents, _ := os.ReadDir("testdata")
 	for _, e := range ents {
-		if e.Name() == "fuzz" || e.Name() == "hostile" {
+		if e.Name() == "fuzz" || e.Name() == "hostile" || e.Name() == "nextboot" {
 			continue
 		}
 		files := fixtureFiles(f, e.Name())

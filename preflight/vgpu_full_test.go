@@ -44,7 +44,7 @@ func TestVGPUTypesEveryVFTaken(t *testing.T) {
 	}
 	f := check(t, true)
 	require.Equal(t, preflight.Pass, f.Status, f.Message)
-	require.Regexp(t, `^\d+ vGPU\(s\) exist \(\d+× .+\); no type is free to create more$`, f.Message)
+	require.Regexp(t, `^\d+ vGPUs? exists? \(\d+× .+\); no type is free to create more$`, f.Message)
 	f = check(t, false)
 	require.Equal(t, preflight.Fail, f.Status, f.Message)
 	require.Contains(t, f.Message, "no vGPU types offered")

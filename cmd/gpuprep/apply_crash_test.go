@@ -155,10 +155,11 @@ func vgpuSummary(vgpus, foreign map[string]string) []string {
 }
 
 // enableLink says whether p is what systemctl enable makes (a link in a
-// target's .wants, or that directory): systemctl's, undone by the systemctl
+// target's .wants, that directory, /etc/systemd/system itself): systemctl's, undone by the systemctl
 // disable rollback runs before it removes a unit gpuprep wrote.
 func enableLink(p string) bool {
-	return strings.HasPrefix(p, "etc/systemd/system/") && (strings.HasSuffix(path.Dir(p), ".wants") || strings.HasSuffix(p, ".wants/"))
+	return p == "etc/systemd/system/" || // made by the first link where no unit was there before
+		strings.HasPrefix(p, "etc/systemd/system/") && (strings.HasSuffix(path.Dir(p), ".wants") || strings.HasSuffix(p, ".wants/"))
 }
 
 // checkJournalAfterKill: the journal reads, every step recorded done was

@@ -29,7 +29,7 @@ func TestCheckOnRootsShortOfEvidence(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(out), &r))
 	require.NotEmpty(t, r.GPUs)
 	for _, g := range r.GPUs {
-		require.Equal(t, "GH100 [H200 SXM 141GB]", g.Name, g.Address)
+		require.Equal(t, "NVIDIA GH100 [H200 SXM 141GB]", g.Name, g.Address)
 		require.Equal(t, "nvidia.com/GH100_H200_SXM_141GB", g.ResourceName, g.Address)
 	}
 }

@@ -41,7 +41,7 @@ func TestCompleteModeAndOutput(t *testing.T) {
 		{[]string{"grub", "ensure", "--mode", ""}, []string{"vm-passthrough", "vm-vgpu"}},
 		{[]string{"check", "-o", ""}, []string{"text", "json", "junit", "markdown", "html", "nfd"}},
 		{[]string{"fleet", "check", "--output", ""}, []string{"text", "json", "junit", "markdown", "html"}},
-		{[]string{"checks", "-o", ""}, []string{"text", "json"}},
+		{[]string{"checks", "-o", ""}, []string{"text", "json", "markdown"}},
 		{[]string{"version", "-o", ""}, []string{"text", "json"}},
 		{[]string{"kubevirt", "config", "-o", ""}, []string{"yaml", "json"}},
 		{[]string{"operator", "values", "-o", ""}, []string{"yaml", "json"}},

@@ -516,6 +516,6 @@ func TestFleetApplyRebootsAgain(t *testing.T) {
 	assert.Regexp(t, `slow +\S+ +batch 1 +ready +evaluated +0 +ready +rebooted for kernel-args \(\ds\)`, text)
 	assert.Regexp(t, `four +\S+ +batch 1 +reboot-needed +evaluated +4 +- +rebooted 3 times: vfio-unbind, nouveau, kernel-args \(\ds\); apply asks for reboot 4, for nouveau`, text)
 	assert.Regexp(t, `same +\S+ +batch 1 +failed +evaluated +4 +- +rebooted for kernel-args \(\ds\); apply asks again for a reboot for kernel-args`, text)
-	assert.Contains(t, text, "hosts rebooted where needed (at most 3 times each): 9 reboot(s) on 5 host(s): 1 failed.")
+	assert.Contains(t, text, "hosts rebooted where needed (at most 3 times each): 9 reboots on 5 hosts: 1 failed.")
 	// (the canary's reboots are waited for before the batches: TestFleetApplyRebootAndWait)
 }

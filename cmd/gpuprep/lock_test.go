@@ -55,7 +55,7 @@ func TestHostChangingCommandsWaitForNoOne(t *testing.T) {
 	_, err = os.Stat(filepath.Join(root, "etc/default/kubelet"))
 	require.ErrorIs(t, err, os.ErrNotExist)
 
-	for _, args := range [][]string{{"check"}, {"grub", "show"}, {"grub", "ensure", "pci=realloc", "--no-regenerate", "--dry-run"}, {"plan", "--mode", "container"}} {
+	for _, args := range [][]string{{"check", "--mode", "container"}, {"grub", "show"}, {"grub", "ensure", "pci=realloc", "--no-regenerate", "--dry-run"}, {"plan", "--mode", "container"}} {
 		_, errs, code := gpuprep(t, append([]string{"--root", root}, args...)...)
 		require.NotEqual(t, exitUnknown, code, "%v: %s", args, errs)
 		require.NotContains(t, errs, "another gpuprep", args)

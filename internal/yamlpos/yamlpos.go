@@ -18,11 +18,14 @@ package yamlpos
 import (
 	"regexp"
 	"strconv"
+	"sync"
 
 	"gopkg.in/yaml.v3"
 )
 
-var lineRe = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+// lineRe is compiled on first use: gpuprep starts on every fleet host, and a
+// regexp compiled at init costs each start (TestOwnPackageInitsStaySmall).
+var lineRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^yaml: line (\d+): (.*)$`) })
 
 // Error is a YAML syntax error at a line (1-based; 0 when none is known).
 type Error struct {
@@ -41,7 +44,7 @@ func (e *Error) Error() string {
 // yaml.v3 error.
 func split(err error) (int, string) {
 	s := err.Error()
-	if g := lineRe.FindStringSubmatch(s); g != nil {
+	if g := lineRe().FindStringSubmatch(s); g != nil {
 		n, _ := strconv.Atoi(g[1])
 		return n, g[2]
 	}
