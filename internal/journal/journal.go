@@ -21,6 +21,9 @@ const Path = "/var/lib/gpuprep/journal.jsonl"
 
 // Entry is one change.
 type Entry struct {
+	// V is the record's version (Version; Append stamps it): 0 in journals
+	// of a gpuprep from before records had one, which read the same.
+	V       int       `json:"v,omitempty"`
 	Time    time.Time `json:"time"`
 	Command string    `json:"command"`          // e.g. "grub ensure", "vfio bind"
 	Kind    string    `json:"kind"`             // "file", "driver", ...
@@ -172,6 +175,9 @@ func Append(root *host.Root, e Entry) error {
 	if err != nil {
 		return err
 	}
+	if e.V == 0 {
+		e.V = Version
+	}
 	line, err := json.Marshal(e)
 	if err != nil {
 		return err
@@ -222,7 +228,7 @@ func Read(root *host.Root) ([]Entry, error) {
 	}
 	defer f.Close()
 	var out []Entry
-	var bad []int
+	var bad, newer []int
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 64*1024), 4*1024*1024)
 	for n := 1; sc.Scan(); n++ {
@@ -231,6 +237,9 @@ func Read(root *host.Root) ([]Entry, error) {
 			bad = append(bad, n)
 			continue
 		}
+		if e.V > Version {
+			newer = append(newer, n)
+		}
 		out = append(out, e)
 	}
 	if err := sc.Err(); err != nil {
@@ -238,6 +247,10 @@ func Read(root *host.Root) ([]Entry, error) {
 	}
 	if len(bad) > 0 {
 		return out, fmt.Errorf("%s: unreadable lines %v skipped", Path, bad)
+	}
+	if len(newer) > 0 {
+		// read as this version's: what they hold beyond it is not known here
+		return out, fmt.Errorf("%s: lines %v were written by a newer gpuprep (record version above %d)", Path, newer, Version)
 	}
 	return out, nil
 }
