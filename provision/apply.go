@@ -53,12 +53,12 @@ import (
 // Intent entries are written before the change they announce, so that a
 // crash between a change and its own record still leaves rollback enough.
 const (
-	KindStep         = "step"
+	KindStep         = journal.KindStep
 	KindFileIntent   = journal.KindFileIntent
 	KindDriverIntent = journal.KindDriverIntent
-	KindLabel        = "label"
-	KindUndone       = "undone"
-	KindBootArgs     = "bootargs-intent"
+	KindLabel        = journal.KindLabel
+	KindUndone       = journal.KindUndone
+	KindBootArgs     = journal.KindBootArgs
 )
 
 // Env is what Apply and Rollback act through.
@@ -182,96 +182,133 @@ func Apply(ctx context.Context, e Env, p *Plan, o ApplyOptions) (*Outcome, error
 	for _, s := range out.Resumed {
 		e.logf("resuming: step %s was started by an earlier run that did not finish", s)
 	}
-	// Reboots asked for before the boot the node runs now are answered:
-	// this plan found no diagnosis to make (p.rebootErr), so an old ask
-	// never blames a later state on that reboot (a mode switch, a change
-	// made since).
+	if err := answerReboots(e, entries, out); err != nil {
+		return out, err
+	}
+	p.resumeKernelArgs(out.Resumed)
+	for _, s := range p.Steps {
+		stop, err := p.applyStep(ctx, e, s, entries, o, out)
+		if stop || err != nil {
+			return out, err
+		}
+	}
+	return out, nil
+}
+
+// answerReboots records answered the reboots asked for before the boot the
+// node runs now: this plan found no diagnosis to make (p.rebootErr), so an
+// old ask never blames a later state on that reboot (a mode switch, a
+// change made since). out.RebootedFor gets those, and those an earlier
+// apply answered in this same boot: every answer from this boot says so,
+// not only the first (a fleet client may have lost that one with its
+// connection).
+func answerReboots(e Env, entries []journal.Entry, out *Outcome) error {
 	for _, why := range rebootReasons {
 		if _, rebooted, _ := askState(e.Root, entries, why); rebooted {
-			if err := e.record(journal.Entry{Command: "apply", Kind: KindStep, Before: StepReboot, After: "done", Path: why, Device: out.BootID}); err != nil {
-				return out, err
+			s := journal.StepRecord{ID: StepReboot, State: journal.StepDone, Reason: why, BootID: out.BootID}
+			if err := e.record(s.Entry("apply", time.Time{})); err != nil {
+				return err
 			}
 			out.RebootedFor = append(out.RebootedFor, why)
 		}
 	}
-	// and those an earlier apply answered in this same boot: every answer
-	// from this boot says so, not only the first (a fleet client may have
-	// lost that one with its connection)
-	if out.BootID != "" {
-		for _, en := range entries {
-			if en.Kind == KindStep && en.Before == StepReboot && en.After == "done" && en.Device == out.BootID && !slices.Contains(out.RebootedFor, en.Path) {
-				out.RebootedFor = append(out.RebootedFor, en.Path)
-			}
+	if out.BootID == "" {
+		return nil
+	}
+	for _, en := range entries {
+		s := en.Step()
+		if en.Kind == KindStep && s.ID == StepReboot && s.State == journal.StepDone && s.BootID == out.BootID && !slices.Contains(out.RebootedFor, s.Reason) {
+			out.RebootedFor = append(out.RebootedFor, s.Reason)
 		}
 	}
-	// A kernel-args step interrupted after its file edits but before the boot
-	// menu was regenerated: the edit is now "already configured", so the
-	// plan has no step; regenerate again.
-	if slices.Contains(out.Resumed, StepKernelArgs) && p.Step(StepKernelArgs) == nil && p.boot != nil && p.boot.Regenerate != nil {
+	return nil
+}
+
+// resumeKernelArgs: a kernel-args step interrupted after its file edits but
+// before the boot menu was regenerated: the edit is now "already
+// configured", so the plan has no step; regenerate again.
+func (p *Plan) resumeKernelArgs(resumed []string) {
+	if slices.Contains(resumed, StepKernelArgs) && p.Step(StepKernelArgs) == nil && p.boot != nil && p.boot.Regenerate != nil {
 		s := &Step{ID: StepKernelArgs, Title: "regenerate the boot menu (an earlier run was interrupted)", argv: [][]string{p.boot.Regenerate}}
 		p.Steps = append([]*Step{s}, p.Steps...)
 	}
-	for _, s := range p.Steps {
-		if err := ctx.Err(); err != nil {
-			return out, err
-		}
-		if o.Interrupted != nil && o.Interrupted() {
-			out.Steps = append(out.Steps, StepResult{ID: s.ID, Status: "interrupted"})
-			return out, fmt.Errorf("before step %s: %w", s.ID, ErrInterrupted)
-		}
-		if s.Reboot && (len(s.offNouveau) > 0 && len(devicesOn(e.Root, s.offNouveau, isNouveau)) == 0 || len(s.offVFIO) > 0 && len(devicesOn(e.Root, s.offVFIO, pci.DriverIsVFIO)) == 0) &&
-			!askedThisBoot(e.Root, entries, s.rebootFor) {
-			// nouveau was unloaded (or no device is on VFIO any more):
-			// nothing left for a reboot to do. Not once apply asked for the
-			// reboot in this boot: the unload may succeed only because the
-			// node is going down (fleet apply --reboot runs apply again until
-			// it is back), and what apply would then check is a node about
-			// to reboot.
-			out.Steps = append(out.Steps, StepResult{ID: s.ID, Status: "skipped"})
-			continue
-		}
-		if s.Reboot {
-			// the boot ID tells the next run whether the node has booted since
-			if err := e.record(journal.Entry{Command: "apply", Kind: KindStep, Before: s.ID, After: "started", Device: out.BootID, Path: s.rebootFor}); err != nil {
-				return out, err
-			}
-			out.RebootFor = s.rebootFor
-			if !o.Reboot {
-				again := o.Again
-				if again == "" {
-					again = "gpuprep apply"
-				}
-				e.logf("reboot required: reboot the node, then run %s again to continue", again)
-				out.Steps = append(out.Steps, StepResult{ID: s.ID, Status: "stopped"})
-				out.Reboot = true
-				return out, nil
-			}
-			e.logf("run: systemctl reboot")
-			if _, err := e.Runner.Run(ctx, "systemctl", "reboot"); err != nil {
-				out.Steps = append(out.Steps, StepResult{ID: s.ID, Status: "failed", Error: err.Error()})
-				return out, fmt.Errorf("%s: systemctl reboot: %w", s.ID, err)
-			}
-			out.Steps = append(out.Steps, StepResult{ID: s.ID, Status: "rebooting"})
-			out.Reboot = true
-			return out, nil
-		}
-		if s.Deferred && s.ID != StepVGPUDevices { // vgpu-devices is planned when it runs, after the install
-			return out, fmt.Errorf("%s: deferred step reached without the reboot before it", s.ID)
-		}
-		e.logf("step %s: %s", s.ID, s.Title)
-		if err := e.record(journal.Entry{Command: "apply", Kind: KindStep, Before: s.ID, After: "started"}); err != nil {
-			return out, err
-		}
-		if err := p.run(ctx, e, s); err != nil {
-			out.Steps = append(out.Steps, StepResult{ID: s.ID, Status: "failed", Error: err.Error()})
-			return out, fmt.Errorf("%s: %w", s.ID, err)
-		}
-		if err := e.record(journal.Entry{Command: "apply", Kind: KindStep, Before: s.ID, After: "done"}); err != nil {
-			return out, err
-		}
-		out.Steps = append(out.Steps, StepResult{ID: s.ID, Status: "done"})
+}
+
+// applyStep runs s, its start and end journalled; stop says apply ends
+// here (the reboot, or an interrupt).
+func (p *Plan) applyStep(ctx context.Context, e Env, s *Step, entries []journal.Entry, o ApplyOptions, out *Outcome) (stop bool, err error) {
+	if err := ctx.Err(); err != nil {
+		return true, err
 	}
-	return out, nil
+	if o.Interrupted != nil && o.Interrupted() {
+		out.Steps = append(out.Steps, StepResult{ID: s.ID, Status: "interrupted"})
+		return true, fmt.Errorf("before step %s: %w", s.ID, ErrInterrupted)
+	}
+	if s.Reboot && rebootNeedless(e, s) && !askedThisBoot(e.Root, entries, s.rebootFor) {
+		// nouveau was unloaded (or no device is on VFIO any more):
+		// nothing left for a reboot to do. Not once apply asked for the
+		// reboot in this boot: the unload may succeed only because the
+		// node is going down (fleet apply --reboot runs apply again until
+		// it is back), and what apply would then check is a node about
+		// to reboot.
+		out.Steps = append(out.Steps, StepResult{ID: s.ID, Status: "skipped"})
+		return false, nil
+	}
+	if s.Reboot {
+		return true, rebootAt(ctx, e, s, o, out)
+	}
+	if s.Deferred && s.ID != StepVGPUDevices { // vgpu-devices is planned when it runs, after the install
+		return true, fmt.Errorf("%s: deferred step reached without the reboot before it", s.ID)
+	}
+	e.logf("step %s: %s", s.ID, s.Title)
+	if err := e.record(journal.StepRecord{ID: s.ID, State: journal.StepStarted}.Entry("apply", time.Time{})); err != nil {
+		return true, err
+	}
+	if err := p.run(ctx, e, s); err != nil {
+		out.Steps = append(out.Steps, StepResult{ID: s.ID, Status: "failed", Error: err.Error()})
+		return true, fmt.Errorf("%s: %w", s.ID, err)
+	}
+	if err := e.record(journal.StepRecord{ID: s.ID, State: journal.StepDone}.Entry("apply", time.Time{})); err != nil {
+		return true, err
+	}
+	out.Steps = append(out.Steps, StepResult{ID: s.ID, Status: "done"})
+	return false, nil
+}
+
+// rebootNeedless: the reboot step s follows leaves nothing for a reboot to
+// do (no GPU left on nouveau, or on VFIO).
+func rebootNeedless(e Env, s *Step) bool {
+	return len(s.offNouveau) > 0 && len(devicesOn(e.Root, s.offNouveau, isNouveau)) == 0 ||
+		len(s.offVFIO) > 0 && len(devicesOn(e.Root, s.offVFIO, pci.DriverIsVFIO)) == 0
+}
+
+// rebootAt is the reboot step s: the ask journalled with the boot ID (it
+// tells the next run whether the node has booted since), then apply stops,
+// or runs systemctl reboot (o.Reboot).
+func rebootAt(ctx context.Context, e Env, s *Step, o ApplyOptions, out *Outcome) error {
+	ask := journal.StepRecord{ID: s.ID, State: journal.StepStarted, BootID: out.BootID, Reason: s.rebootFor}
+	if err := e.record(ask.Entry("apply", time.Time{})); err != nil {
+		return err
+	}
+	out.RebootFor = s.rebootFor
+	if !o.Reboot {
+		again := o.Again
+		if again == "" {
+			again = "gpuprep apply"
+		}
+		e.logf("reboot required: reboot the node, then run %s again to continue", again)
+		out.Steps = append(out.Steps, StepResult{ID: s.ID, Status: "stopped"})
+		out.Reboot = true
+		return nil
+	}
+	e.logf("run: systemctl reboot")
+	if _, err := e.Runner.Run(ctx, "systemctl", "reboot"); err != nil {
+		out.Steps = append(out.Steps, StepResult{ID: s.ID, Status: "failed", Error: err.Error()})
+		return fmt.Errorf("%s: systemctl reboot: %w", s.ID, err)
+	}
+	out.Steps = append(out.Steps, StepResult{ID: s.ID, Status: "rebooting"})
+	out.Reboot = true
+	return nil
 }
 
 // askedThisBoot tells whether apply asked for a reboot for reason during
@@ -279,83 +316,6 @@ func Apply(ctx context.Context, e Env, p *Plan, o ApplyOptions) (*Outcome, error
 func askedThisBoot(root *host.Root, entries []journal.Entry, reason string) bool {
 	asked, rebooted, _ := askState(root, entries, reason)
 	return asked && !rebooted
-}
-
-func (p *Plan) run(ctx context.Context, e Env, s *Step) error {
-	switch s.ID {
-	case StepKernelArgs:
-		for _, f := range s.Files {
-			if err := writeFile(e, f.Path, f.data); err != nil {
-				return err
-			}
-		}
-		recorded := map[string]bool{}
-		for _, argv := range s.argv {
-			// what the bootloader's own tool is about to change, so that
-			// rollback can run its inverse
-			for _, en := range p.bootArgIntents(argv) {
-				k := en.Before + "\x00" + en.After
-				if recorded[k] {
-					continue
-				}
-				recorded[k] = true
-				if err := e.record(en); err != nil {
-					return err
-				}
-			}
-			e.logf("run: %s", host.ShellQuote(argv))
-			if out, err := e.Runner.Run(ctx, argv...); err != nil {
-				return fmt.Errorf("%s: %w%s", host.ShellQuote(argv), err, host.OutputTail(out))
-			}
-		}
-		return nil
-	case StepVFIOBind:
-		return p.bind(ctx, e)
-	case StepVFIOUnbind:
-		return p.unbind(ctx, e)
-	case StepNouveau:
-		for _, f := range s.Files {
-			if err := writeFile(e, f.Path, f.data); err != nil {
-				return err
-			}
-		}
-		for _, argv := range s.argv {
-			e.logf("run: %s", host.ShellQuote(argv))
-			if out, err := e.Runner.Run(ctx, argv...); err != nil {
-				return fmt.Errorf("%s: %w%s", host.ShellQuote(argv), err, host.OutputTail(out))
-			}
-		}
-		if !e.Root.Exists("/sys/module/nouveau") {
-			return nil
-		}
-		// every device nouveau drives loses it (selected or not): recorded
-		// first, so that rollback knows (it never loads nouveau again, nor
-		// takes a device from a driver that took it since)
-		now := e.now()
-		for _, a := range e.Root.Names("/sys/bus/pci/devices") {
-			if e.Root.LinkBase("/sys/bus/pci/devices/"+a+"/driver") == "nouveau" {
-				if err := e.record(journal.Entry{Time: now, Command: "apply", Kind: KindDriverIntent, Device: a, Before: "nouveau", After: ""}); err != nil {
-					return err
-				}
-			}
-		}
-		// in use (a console, a display server): not a failure, the reboot
-		// step after this one takes it away
-		e.logf("run: %s", host.ShellQuote(unloadNouveau))
-		if out, err := e.Runner.Run(ctx, unloadNouveau...); err != nil {
-			e.logf("note: nouveau could not be unloaded (%v%s): it goes with the reboot", err, host.OutputTail(out))
-		}
-		return nil
-	case StepVGPUInstall:
-		return p.installVGPU(ctx, e)
-	case StepVGPUDevices:
-		return p.createVGPUs(ctx, e)
-	case StepLabel:
-		return p.label(ctx, e)
-	case StepNFDTimer:
-		return p.installNFDTimer(ctx, e, s)
-	}
-	return fmt.Errorf("unknown step %q", s.ID)
 }
 
 // fileIntent records that p is about to be replaced (its backup will be

@@ -129,256 +129,381 @@ type resource struct {
 // kernel-install, kernelstub, rpm-ostree: its bootargs-intent entries)
 // changed back through that tool. What it undid is recorded ("undone"
 // entries), so a second run is a no-op.
+//
+// It is a loop over the journal's entries, each gathered by its kind
+// (undoKinds), then one over what they changed, each undone by its
+// resource kind (undoers), then the commands what was undone needs
+// (afterUndo).
 func Rollback(ctx context.Context, e Env, o RollbackOptions) (*RollbackResult, error) {
-	res := &RollbackResult{}
+	r := &rollbackRun{e: e, o: o, res: &RollbackResult{}, dirEntries: map[string][]int{}, bootArgs: &bootArgsUndo{},
+		resources: map[string]*resource{}, saved: map[string]string{}, pending: map[int]bool{}}
 	entries, jerr := journal.Read(e.Root)
 	if jerr != nil {
-		res.Notes = append(res.Notes, jerr.Error())
+		r.res.Notes = append(r.res.Notes, jerr.Error())
 	}
+	r.entries = entries
 	undone := undoneSet(entries)
-	from := 0
-	if o.To != "" {
-		from = -1
-		for i, en := range entries {
-			if en.Kind == KindStep && en.Before == o.To && en.After == "done" && !undone[i] {
-				from = i + 1
-			}
-		}
-		if from < 0 {
-			return nil, &ToError{Step: o.To, Done: doneSteps(entries, undone)}
+	from, err := rollbackFrom(entries, undone, o.To)
+	if err != nil {
+		return nil, err
+	}
+	for i, en := range entries {
+		r.gather(i, en, i < from || undone[i])
+	}
+	if len(r.idx) == 0 {
+		return r.res, nil
+	}
+	r.undoResources(ctx)
+	r.undoDirs()
+	r.afterUndo(ctx)
+	if len(r.res.Failed) > 0 {
+		return r.res, fmt.Errorf("rollback incomplete: %s", strings.Join(r.res.Failed, "; "))
+	}
+	return r.res, r.recordUndone()
+}
+
+// rollbackFrom is the index of the first entry a rollback --to step undoes
+// (0: every one).
+func rollbackFrom(entries []journal.Entry, undone map[int]bool, to string) (int, error) {
+	if to == "" {
+		return 0, nil
+	}
+	from := -1
+	for i, en := range entries {
+		if s := en.Step(); en.Kind == KindStep && s.ID == to && s.State == journal.StepDone && !undone[i] {
+			from = i + 1
 		}
 	}
-	var idx []int
-	var dirs []string                // directories gpuprep created
-	dirEntries := map[string][]int{} // each directory's KindDir entries
-	manager := false                 // the journal in range records a vGPU manager install
-	bootArgs := &bootArgsUndo{}
+	if from < 0 {
+		return 0, &ToError{Step: to, Done: doneSteps(entries, undone)}
+	}
+	return from, nil
+}
+
+// rollbackRun is one Rollback: what it gathered from the journal and what
+// it did so far.
+type rollbackRun struct {
+	e       Env
+	o       RollbackOptions
+	res     *RollbackResult
+	entries []journal.Entry
+
+	idx        []int            // the entries in range, oldest first
+	dirs       []string         // directories gpuprep created
+	dirEntries map[string][]int // each directory's KindDir entries
+	manager    bool             // the journal in range records a vGPU manager install
+	bootArgs   *bootArgsUndo
 	// gpuprep grub ensure/remove changed files in range, and journalled no
 	// bootloader command (a gpuprep from before they were: those stay)
-	grubFiles, grubIntents := false, false
-	res_ := map[string]*resource{}
-	var order []*resource
-	step := ""
-	for i, en := range entries {
-		if en.Kind == KindStep {
-			if en.After == "started" {
-				step = en.Before
-			} else {
-				step = ""
-			}
-		}
-		if i < from || undone[i] || en.Kind == KindUndone {
-			continue
-		}
-		if en.Kind == KindStep && en.Before == StepVGPUInstall || en.Command == "vgpu install" {
-			manager = true
-		}
-		idx = append(idx, i)
-		var r *resource
-		switch en.Kind {
-		case "file", KindFileIntent:
-			if en.Path == "" {
-				continue
-			}
-			r = get(res_, &order, "file", en.Path, i)
-			grubFiles = grubFiles || strings.HasPrefix(en.Command, "grub ")
-			r.boot = r.boot || step == StepKernelArgs || strings.HasPrefix(en.Command, "grub")
-			r.vfio = r.vfio || en.Path == vfio.ModprobeConf || en.Path == vfio.ModulesLoad || en.Path == vfio.UdevRule || en.Path == vgpu.NouveauBlacklist
-		case KindVGPU, KindVGPUIntent:
-			t := vgpuTarget(en)
-			if t == "" {
-				continue
-			}
-			r = get(res_, &order, "vgpu", t, i)
-		case vgpu.KindMode:
-			r = get(res_, &order, "vgpu-mode", en.Device, i)
-		case vgpu.KindUpgradeIntent, vgpu.KindUpgrade:
-			if en.Path == "" {
-				continue
-			}
-			r = get(res_, &order, "vgpu-manager", en.Path, i)
-		case "driver", KindDriverIntent:
-			r = get(res_, &order, "driver", en.Device, i)
-		case KindLabel:
-			r = get(res_, &order, "label", en.Device, i)
-		case journal.KindDir:
-			dirs = appendNew(dirs, en.Path)
-			dirEntries[en.Path] = append(dirEntries[en.Path], i)
-			continue
-		case KindBootArgs:
-			bootArgs.add(en)
-			grubIntents = grubIntents || strings.HasPrefix(en.Command, "grub ")
-			continue
-		default:
-			continue
-		}
-		r.newest = i
-		r.all = append(r.all, i)
-	}
-	if len(idx) == 0 {
-		return res, nil
-	}
-	sort.SliceStable(order, func(a, b int) bool { return order[a].newest > order[b].newest })
-	if manager {
-		res.Notes = append(res.Notes, "the vGPU manager stays installed: rollback restores the files gpuprep wrote and removes the vGPUs it created, but uninstalling the driver is a package operation (nvidia-installer --uninstall, or the package manager); a version change gpuprep made is undone (the previous version installed again), and the installer of each version gpuprep installed stays in "+vgpu.UpgradeDir+" for a later one")
-	}
-	bootFiles, vfioFiles, units := false, false, false
-	saved := map[string]string{} // file → where rollback saved what it held
-	pending := map[int]bool{}    // entries of devices left for later: not recorded undone
-	var hgx *bool                // an NVSwitch board (nvswitchBoard), read at the first driver to restore
-	for _, r := range order {
-		first := entries[r.oldest]
-		var err error
-		switch r.kind {
-		case "file":
-			u := planFileUndo(e, entries, r.all, o.ForceFiles)
-			if u.action == "remove" && isUnit(u.path) {
-				// a unit gpuprep created and enabled: disabled before its file goes
-				argv := []string{"systemctl", "disable", path.Base(u.path)}
-				if strings.HasSuffix(u.path, ".timer") { // a timer runs on until stopped
-					argv = []string{"systemctl", "disable", "--now", path.Base(u.path)}
-				}
-				e.logf("run: %s", host.ShellQuote(argv))
-				if out, err := e.Runner.Run(ctx, argv...); err != nil {
-					res.Notes = append(res.Notes, fmt.Sprintf("%s: %v%s", host.ShellQuote(argv), err, host.OutputTail(out)))
-				}
-			}
-			err = u.do(e, res, saved)
-			// not only when restored by this run: an earlier rollback that
-			// restored the file and then failed (or was killed) may not have
-			// regenerated the boot menu or initramfs, and its reboot note
-			// was not seen
-			bootFiles = bootFiles || r.boot
-			vfioFiles = vfioFiles || r.vfio
-			units = units || isUnit(r.key)
-		case "vgpu":
-			var wrote []string // the type ids gpuprep wrote to a VF
-			for _, i := range r.all {
-				if entries[i].After != "" {
-					wrote = append(wrote, entries[i].After)
-				}
-			}
-			err = removeVGPU(e, r.key, wrote, o.Force, res)
-		case "vgpu-mode":
-			// newest first: the vGPUs made after the mode are gone
-			err = resetHeteroMode(ctx, e, r.key, first.Before, res)
-		case "vgpu-manager":
-			err = revertUpgrade(ctx, e, r.key, res)
-		case "driver":
-			var known []string // every driver gpuprep's entries moved it from or to
-			for _, i := range r.all {
-				known = append(known, entries[i].Before, entries[i].After)
-			}
-			if hgx == nil {
-				b := nvswitchBoard(e.Root)
-				hgx = &b
-			}
-			var left bool
-			left, err = restoreDriver(e, r.key, first.Before, known, *hgx, o.Force, res)
-			if left {
-				for _, i := range r.all {
-					pending[i] = true
-				}
-			}
-		case "label":
-			err = restoreLabels(ctx, first, o.Kubeconfig, res)
-		}
-		if err != nil {
-			res.Failed = append(res.Failed, err.Error())
+	grubFiles, grubIntents bool
+	resources              map[string]*resource
+	order                  []*resource
+	step                   string // the step in progress at the entry gathered
+
+	bootFiles, vfioFiles, units bool
+	saved                       map[string]string // file → where rollback saved what it held
+	pending                     map[int]bool      // entries of devices left for later: not recorded undone
+	hgx                         *bool             // an NVSwitch board (nvswitchBoard), read at the first driver to restore
+}
+
+// undoKind is how Rollback gathers one kind of journal entry: the resource
+// it changed (nil: none to undo by resource, or the entry is gathered some
+// other way).
+type undoKind func(r *rollbackRun, i int, en journal.Entry) *resource
+
+// undoKinds registers, for each journal kind, how its entries are
+// gathered for their undo; a kind not here (step, command-intent) has
+// nothing of its own to undo.
+var undoKinds = map[string]undoKind{
+	journal.KindFile:              gatherFile,
+	journal.KindFileIntent:        gatherFile,
+	journal.KindVGPU:              gatherVGPU,
+	journal.KindVGPUIntent:        gatherVGPU,
+	journal.KindVGPUMode:          func(r *rollbackRun, i int, en journal.Entry) *resource { return r.get("vgpu-mode", en.Device, i) },
+	journal.KindVGPUManagerIntent: gatherManager,
+	journal.KindVGPUManager:       gatherManager,
+	journal.KindDriver:            gatherDriver,
+	journal.KindDriverIntent:      gatherDriver,
+	journal.KindLabel:             func(r *rollbackRun, i int, en journal.Entry) *resource { return r.get("label", en.Label().Node, i) },
+	journal.KindDir:               gatherDir,
+	journal.KindBootArgs:          gatherBootArgs,
+}
+
+// gather takes entry i into the rollback (unless out of range).
+func (r *rollbackRun) gather(i int, en journal.Entry, out bool) {
+	if en.Kind == KindStep {
+		r.step = ""
+		if s := en.Step(); s.State == journal.StepStarted {
+			r.step = s.ID
 		}
 	}
-	// the directories gpuprep created, once the files in them are gone:
-	// the innermost first
+	if out || en.Kind == KindUndone {
+		return
+	}
+	if en.Kind == KindStep && en.Step().ID == StepVGPUInstall || en.Command == "vgpu install" {
+		r.manager = true
+	}
+	r.idx = append(r.idx, i)
+	g := undoKinds[en.Kind]
+	if g == nil {
+		return
+	}
+	if res := g(r, i, en); res != nil {
+		res.newest = i
+		res.all = append(res.all, i)
+	}
+}
+
+func gatherFile(r *rollbackRun, i int, en journal.Entry) *resource {
+	if en.Path == "" {
+		return nil
+	}
+	res := r.get("file", en.Path, i)
+	r.grubFiles = r.grubFiles || strings.HasPrefix(en.Command, "grub ")
+	res.boot = res.boot || r.step == StepKernelArgs || strings.HasPrefix(en.Command, "grub")
+	res.vfio = res.vfio || en.Path == vfio.ModprobeConf || en.Path == vfio.ModulesLoad || en.Path == vfio.UdevRule || en.Path == vgpu.NouveauBlacklist
+	return res
+}
+
+func gatherVGPU(r *rollbackRun, i int, en journal.Entry) *resource {
+	t := vgpuTarget(en)
+	if t == "" {
+		return nil
+	}
+	return r.get("vgpu", t, i)
+}
+
+func gatherManager(r *rollbackRun, i int, en journal.Entry) *resource {
+	if en.Path == "" {
+		return nil
+	}
+	return r.get("vgpu-manager", en.Path, i)
+}
+
+func gatherDriver(r *rollbackRun, i int, en journal.Entry) *resource {
+	return r.get("driver", en.Driver().Device, i)
+}
+
+func gatherDir(r *rollbackRun, i int, en journal.Entry) *resource {
+	r.dirs = appendNew(r.dirs, en.Path)
+	r.dirEntries[en.Path] = append(r.dirEntries[en.Path], i)
+	return nil
+}
+
+func gatherBootArgs(r *rollbackRun, _ int, en journal.Entry) *resource {
+	r.bootArgs.add(en)
+	r.grubIntents = r.grubIntents || strings.HasPrefix(en.Command, "grub ")
+	return nil
+}
+
+func (r *rollbackRun) get(kind, key string, i int) *resource {
+	return get(r.resources, &r.order, kind, key, i)
+}
+
+// undoer undoes one resource gpuprep changed.
+type undoer func(ctx context.Context, r *rollbackRun, res *resource) error
+
+// undoers registers, for each resource kind, how it is undone.
+var undoers = map[string]undoer{
+	"file": undoFile,
+	"vgpu": undoVGPU,
+	"vgpu-mode": func(ctx context.Context, r *rollbackRun, res *resource) error {
+		return resetHeteroMode(ctx, r.e, res.key, r.entries[res.oldest].Before, r.res)
+	},
+	"vgpu-manager": func(ctx context.Context, r *rollbackRun, res *resource) error {
+		return revertUpgrade(ctx, r.e, res.key, r.res)
+	},
+	"driver": undoDriver,
+	"label": func(ctx context.Context, r *rollbackRun, res *resource) error {
+		return restoreLabels(ctx, r.entries[res.oldest], r.o.Kubeconfig, r.res)
+	},
+}
+
+// undoResources undoes each resource, the one changed last first.
+func (r *rollbackRun) undoResources(ctx context.Context) {
+	sort.SliceStable(r.order, func(a, b int) bool { return r.order[a].newest > r.order[b].newest })
+	if r.manager {
+		r.res.Notes = append(r.res.Notes, "the vGPU manager stays installed: rollback restores the files gpuprep wrote and removes the vGPUs it created, but uninstalling the driver is a package operation (nvidia-installer --uninstall, or the package manager); a version change gpuprep made is undone (the previous version installed again), and the installer of each version gpuprep installed stays in "+vgpu.UpgradeDir+" for a later one")
+	}
+	for _, res := range r.order {
+		if err := undoers[res.kind](ctx, r, res); err != nil {
+			r.res.Failed = append(r.res.Failed, err.Error())
+		}
+	}
+}
+
+func undoFile(ctx context.Context, r *rollbackRun, res *resource) error {
+	e := r.e
+	u := planFileUndo(e, r.entries, res.all, r.o.ForceFiles)
+	if u.action == "remove" && isUnit(u.path) {
+		// a unit gpuprep created and enabled: disabled before its file goes
+		argv := []string{"systemctl", "disable", path.Base(u.path)}
+		if strings.HasSuffix(u.path, ".timer") { // a timer runs on until stopped
+			argv = []string{"systemctl", "disable", "--now", path.Base(u.path)}
+		}
+		r.runNote(ctx, argv)
+	}
+	err := u.do(e, r.res, r.saved)
+	// not only when restored by this run: an earlier rollback that
+	// restored the file and then failed (or was killed) may not have
+	// regenerated the boot menu or initramfs, and its reboot note
+	// was not seen
+	r.bootFiles = r.bootFiles || res.boot
+	r.vfioFiles = r.vfioFiles || res.vfio
+	r.units = r.units || isUnit(res.key)
+	return err
+}
+
+func undoVGPU(_ context.Context, r *rollbackRun, res *resource) error {
+	var wrote []string // the type ids gpuprep wrote to a VF
+	for _, i := range res.all {
+		if r.entries[i].After != "" {
+			wrote = append(wrote, r.entries[i].After)
+		}
+	}
+	return removeVGPU(r.e, res.key, wrote, r.o.Force, r.res)
+}
+
+func undoDriver(_ context.Context, r *rollbackRun, res *resource) error {
+	var known []string // every driver gpuprep's entries moved it from or to
+	for _, i := range res.all {
+		d := r.entries[i].Driver()
+		known = append(known, d.Before, d.After)
+	}
+	if r.hgx == nil {
+		b := nvswitchBoard(r.e.Root)
+		r.hgx = &b
+	}
+	left, err := restoreDriver(r.e, res.key, r.entries[res.oldest].Driver().Before, known, *r.hgx, r.o.Force, r.res)
+	if left {
+		for _, i := range res.all {
+			r.pending[i] = true
+		}
+	}
+	return err
+}
+
+// undoDirs removes the directories gpuprep created, once the files in them
+// are gone: the innermost first.
+func (r *rollbackRun) undoDirs() {
+	dirs := r.dirs
 	sort.SliceStable(dirs, func(a, b int) bool { return strings.Count(dirs[a], "/") > strings.Count(dirs[b], "/") })
 	for _, d := range dirs {
-		left, err := removeCreatedDir(e, d, res)
+		left, err := removeCreatedDir(r.e, d, r.res)
 		if err != nil {
-			res.Failed = append(res.Failed, err.Error())
+			r.res.Failed = append(r.res.Failed, err.Error())
 		}
 		if left { // not undone: a later rollback removes it once it is empty
-			for _, i := range dirEntries[d] {
-				pending[i] = true
+			for _, i := range r.dirEntries[d] {
+				r.pending[i] = true
 			}
 		}
 	}
-	if units {
-		argv := []string{"systemctl", "daemon-reload"}
-		e.logf("run: %s", host.ShellQuote(argv))
-		if out, err := e.Runner.Run(ctx, argv...); err != nil {
-			res.Notes = append(res.Notes, fmt.Sprintf("%s: %v%s", host.ShellQuote(argv), err, host.OutputTail(out)))
-		}
+}
+
+// runNote runs argv; a failure is a note.
+func (r *rollbackRun) runNote(ctx context.Context, argv []string) {
+	r.e.logf("run: %s", host.ShellQuote(argv))
+	if out, err := r.e.Runner.Run(ctx, argv...); err != nil {
+		r.res.Notes = append(r.res.Notes, fmt.Sprintf("%s: %v%s", host.ShellQuote(argv), err, host.OutputTail(out)))
 	}
-	if vfioFiles {
-		if c := initramfs.Command(e.Root); c != nil {
-			e.logf("run: %s", host.ShellQuote(c))
-			if out, err := e.Runner.Run(ctx, c...); err != nil {
-				res.Failed = append(res.Failed, fmt.Sprintf("%s: %v%s", host.ShellQuote(c), err, host.OutputTail(out)))
-			} else {
-				res.Undone = append(res.Undone, Undo{Kind: "command", Target: host.ShellQuote(c), Action: "ran"})
-			}
-		}
-		// the restored configuration binds at boot devices that are not on
-		// VFIO now (an at-boot unbind rolled back after its reboot): the
-		// next boot differs from the running one
-		var off []string
-		for a := range vfio.Persisted(e.Root) {
-			if e.Root.Exists("/sys/bus/pci/devices/"+a) && !pci.DriverIsVFIO(e.Root.LinkBase("/sys/bus/pci/devices/"+a+"/driver")) {
-				off = append(off, a)
-			}
-		}
-		if len(off) > 0 {
-			sort.Strings(off)
-			res.Notes = append(res.Notes, fmt.Sprintf("%s: gpuprep's restored VFIO configuration binds them to vfio-pci at the next boot; they are not on it now (reboot, or gpuprep vfio bind)", strings.Join(off, ", ")))
-			res.rebootFor(fmt.Sprintf("gpuprep's restored VFIO configuration binds %s to vfio-pci at the next boot", strings.Join(off, ", ")))
-		}
+}
+
+// runUndo runs argv, recorded in Undone; a failure fails the rollback.
+func (r *rollbackRun) runUndo(ctx context.Context, argv []string) {
+	r.e.logf("run: %s", host.ShellQuote(argv))
+	if out, err := r.e.Runner.Run(ctx, argv...); err != nil {
+		r.res.Failed = append(r.res.Failed, fmt.Sprintf("%s: %v%s", host.ShellQuote(argv), err, host.OutputTail(out)))
+	} else {
+		r.res.Undone = append(r.res.Undone, Undo{Kind: "command", Target: host.ShellQuote(argv), Action: "ran"})
+	}
+}
+
+// afterUndo runs what the restored files need: systemd reloaded, the
+// initramfs regenerated, the bootloader's arguments changed back and its
+// menu regenerated, and says whether the next boot differs.
+func (r *rollbackRun) afterUndo(ctx context.Context) {
+	if r.units {
+		r.runNote(ctx, []string{"systemctl", "daemon-reload"})
+	}
+	if r.vfioFiles {
+		r.afterVFIOFiles(ctx)
 	}
 	// first, so that the configuration read below is the one they leave
-	cmdReboot := bootArgs.any() && bootArgs.undo(ctx, e, res)
-	if bootFiles {
-		boot, err := grub.Detect(e.Root)
-		switch {
-		case err != nil:
-			res.Failed = append(res.Failed, "kernel arguments: "+err.Error())
-		case boot.Kind == grub.KindGRUB || boot.Kind == grub.KindGRUB2 || boot.Kind == grub.KindProxmox:
-			// proxmox-boot-tool: refresh copies the restored files to the ESPs
-			if boot.Regenerate != nil {
-				e.logf("run: %s", host.ShellQuote(boot.Regenerate))
-				if out, err := e.Runner.Run(ctx, boot.Regenerate...); err != nil {
-					res.Failed = append(res.Failed, fmt.Sprintf("%s: %v%s", host.ShellQuote(boot.Regenerate), err, host.OutputTail(out)))
-				} else {
-					res.Undone = append(res.Undone, Undo{Kind: "command", Target: host.ShellQuote(boot.Regenerate), Action: "ran"})
-				}
-			} else {
-				res.Notes = append(res.Notes, "regenerate the boot menu yourself (no update-grub or grub-mkconfig under the root)")
-			}
-		case !bootArgs.has(boot.Kind):
-			res.Notes = append(res.Notes, boot.Kind+": the files are restored; arguments applied by the bootloader's own tool (grubby, kernel-install, kernelstub, rpm-ostree) are not: remove them with gpuprep grub remove")
-		case grubFiles && !grubIntents:
-			res.Notes = append(res.Notes, boot.Kind+": the files are restored and apply's arguments removed through the bootloader's own tool; those an older gpuprep grub ensure/remove applied with it were not journalled and stay: remove them with gpuprep grub remove")
-		}
-		cmdReboot = cmdReboot || rebootNeeded(e, boot)
+	cmdReboot := r.bootArgs.any() && r.bootArgs.undo(ctx, r.e, r.res)
+	if r.bootFiles {
+		cmdReboot = r.afterBootFiles(ctx) || cmdReboot
 	}
 	if cmdReboot {
-		res.rebootFor("the kernel arguments of the next boot differ from the running ones")
+		r.res.rebootFor("the kernel arguments of the next boot differ from the running ones")
 	}
-	if len(res.Failed) > 0 {
-		return res, fmt.Errorf("rollback incomplete: %s", strings.Join(res.Failed, "; "))
+}
+
+// afterVFIOFiles regenerates the initramfs the VFIO configuration (or the
+// nouveau blacklist) rollback restored is in.
+func (r *rollbackRun) afterVFIOFiles(ctx context.Context) {
+	e, res := r.e, r.res
+	if c := initramfs.Command(e.Root); c != nil {
+		r.runUndo(ctx, c)
 	}
-	now := e.now()
-	for _, i := range idx {
-		if pending[i] {
+	// the restored configuration binds at boot devices that are not on
+	// VFIO now (an at-boot unbind rolled back after its reboot): the
+	// next boot differs from the running one
+	var off []string
+	for a := range vfio.Persisted(e.Root) {
+		if e.Root.Exists("/sys/bus/pci/devices/"+a) && !pci.DriverIsVFIO(e.Root.LinkBase("/sys/bus/pci/devices/"+a+"/driver")) {
+			off = append(off, a)
+		}
+	}
+	if len(off) > 0 {
+		sort.Strings(off)
+		res.Notes = append(res.Notes, fmt.Sprintf("%s: gpuprep's restored VFIO configuration binds them to vfio-pci at the next boot; they are not on it now (reboot, or gpuprep vfio bind)", strings.Join(off, ", ")))
+		res.rebootFor(fmt.Sprintf("gpuprep's restored VFIO configuration binds %s to vfio-pci at the next boot", strings.Join(off, ", ")))
+	}
+}
+
+// afterBootFiles regenerates the boot menu from the restored bootloader
+// files; it reports whether the next boot's arguments differ from the
+// running ones.
+func (r *rollbackRun) afterBootFiles(ctx context.Context) bool {
+	e, res := r.e, r.res
+	boot, err := grub.Detect(e.Root)
+	switch {
+	case err != nil:
+		res.Failed = append(res.Failed, "kernel arguments: "+err.Error())
+	case boot.Kind == grub.KindGRUB || boot.Kind == grub.KindGRUB2 || boot.Kind == grub.KindProxmox:
+		// proxmox-boot-tool: refresh copies the restored files to the ESPs
+		if boot.Regenerate != nil {
+			r.runUndo(ctx, boot.Regenerate)
+		} else {
+			res.Notes = append(res.Notes, "regenerate the boot menu yourself (no update-grub or grub-mkconfig under the root)")
+		}
+	case !r.bootArgs.has(boot.Kind):
+		res.Notes = append(res.Notes, boot.Kind+": the files are restored; arguments applied by the bootloader's own tool (grubby, kernel-install, kernelstub, rpm-ostree) are not: remove them with gpuprep grub remove")
+	case r.grubFiles && !r.grubIntents:
+		res.Notes = append(res.Notes, boot.Kind+": the files are restored and apply's arguments removed through the bootloader's own tool; those an older gpuprep grub ensure/remove applied with it were not journalled and stay: remove them with gpuprep grub remove")
+	}
+	return rebootNeeded(e, boot)
+}
+
+// recordUndone records each entry in range undone, but those of what was
+// left for later.
+func (r *rollbackRun) recordUndone() error {
+	now := r.e.now()
+	for _, i := range r.idx {
+		if r.pending[i] {
 			continue
 		}
-		en := entries[i]
-		un := journal.Entry{Time: now, Command: "rollback", Kind: KindUndone, Before: strconv.Itoa(i), Path: en.Path, Device: en.Device, After: en.Kind}
-		if en.Kind == "file" || en.Kind == KindFileIntent {
-			un.Backup = saved[en.Path]
+		en := r.entries[i]
+		un := journal.UndoneRecord{Index: i, Kind: en.Kind, Path: en.Path, Device: en.Device}
+		if en.Kind == journal.KindFile || en.Kind == KindFileIntent {
+			un.Saved = r.saved[en.Path]
 		}
-		if err := e.record(un); err != nil {
-			return res, err
+		if err := r.e.record(un.Entry("rollback", now)); err != nil {
+			return err
 		}
 	}
-	return res, nil
+	return nil
 }
 
 // removeCreatedDir removes d, a directory gpuprep created (a journal.KindDir
@@ -489,74 +614,26 @@ func planFileUndo(e Env, entries []journal.Entry, idx []int, force bool) fileUnd
 		u.problem = fmt.Sprintf("%s: %v", p, err)
 		return u
 	}
-	done := map[string]bool{} // backups of changes that happened ("file" entries)
-	backedUp := map[string]string{}
-	for _, i := range idx {
-		en := entries[i]
-		if en.Kind == "file" && en.Backup != "" {
-			done[en.Backup] = true
-		}
-		if en.Kind == KindFileIntent && en.Backup != "" && strings.HasPrefix(en.Before, "sha256:") {
-			backedUp[en.Backup] = en.Before
-		}
-	}
-	found, created := false, false
-	origHash, missing, from := "", "", ""
-	var orig []byte
-	for _, i := range idx {
-		en := entries[i]
-		if en.Backup == "" {
-			found, created, origHash = true, true, journal.Absent
-			break
-		}
-		happened := done[en.Backup] || en.Kind == KindFileIntent && en.Wrote != "" && en.Wrote != en.Before && curHash == en.Wrote
-		want := backedUp[en.Backup]
-		b, err := e.Root.ReadFile(en.Backup)
-		switch {
-		case err == nil && (want == "" || journal.Hash(b) == want):
-			orig, from, origHash = b, en.Backup, journal.Hash(b)
-		case !happened:
-			continue
-		case err != nil:
-			missing, origHash = fmt.Sprintf("its backup %s is missing", en.Backup), want
-			if !errors.Is(err, fs.ErrNotExist) {
-				missing = fmt.Sprintf("its backup %s cannot be read (%v)", en.Backup, err)
-			}
-		default:
-			missing, origHash = fmt.Sprintf("its backup %s no longer holds the content it backed up (%s)", en.Backup, want), want
-		}
-		found = true
-		break
-	}
+	o, found := findOrigin(e, entries, idx, curHash)
 	if !found {
 		return u // no change of it happened
 	}
-	if origHash != "" && curHash == origHash {
+	if o.hash != "" && curHash == o.hash {
 		return u // as it was before gpuprep
 	}
 	last := entries[idx[len(idx)-1]]
 	known := last.Wrote != ""
 	asLeft := curHash == last.Wrote || last.Kind == KindFileIntent && curHash == last.Before
-	if missing != "" {
-		state := "changed since gpuprep wrote it"
-		switch {
-		case asLeft:
-			state = "as gpuprep left it"
-		case !known:
-			state = "the journal does not record what gpuprep wrote"
-		}
-		u.problem = fmt.Sprintf("%s: cannot restore it: %s; the file is left as it is (%s): put the backup back and run rollback again", p, missing, state)
-		if origHash != "" {
-			u.problem += fmt.Sprintf(", or restore the file's content from before gpuprep (%s) by hand", origHash)
-		}
+	if o.missing != "" {
+		u.problem = missingBackup(p, o, asLeft, known)
 		return u
 	}
 	changed := known && !asLeft
 	if changed && !force {
-		if created {
+		if o.created {
 			u.problem = fmt.Sprintf("%s: changed since gpuprep created it: not removed; remove it by hand, or pass --force-files (its content is saved first)", p)
 		} else {
-			u.problem = fmt.Sprintf("%s: changed since gpuprep wrote it: not restored; restore it by hand from %s, or pass --force-files (its content is saved first)", p, from)
+			u.problem = fmt.Sprintf("%s: changed since gpuprep wrote it: not restored; restore it by hand from %s, or pass --force-files (its content is saved first)", p, o.from)
 		}
 		return u
 	}
@@ -566,12 +643,87 @@ func planFileUndo(e Env, entries []journal.Entry, idx []int, force bool) fileUnd
 	case !known && !asLeft:
 		u.note = "the journal does not record what gpuprep wrote there (an older gpuprep, or an interrupted change): undone without checking for edits made since"
 	}
-	if created {
+	if o.created {
 		u.action, u.save = "remove", u.note != ""
 	} else {
-		u.action, u.from, u.data = "restore", from, orig
+		u.action, u.from, u.data = "restore", o.from, o.data
 	}
 	return u
+}
+
+// fileOrigin is a file's content before gpuprep, as its entries in range
+// and their backups say.
+type fileOrigin struct {
+	created bool   // gpuprep created it
+	hash    string // its content's hash (journal.Absent: created)
+	from    string // the backup that holds it
+	data    []byte
+	missing string // why the backup of a change that happened cannot give it
+}
+
+// findOrigin finds the content before gpuprep of the file of entries idx
+// (oldest first), which now hashes curHash: that of the first entry that
+// says the file was new or whose backup is whole; found false, no change
+// of it happened.
+func findOrigin(e Env, entries []journal.Entry, idx []int, curHash string) (o fileOrigin, found bool) {
+	done, backedUp := fileBackups(entries, idx)
+	for _, i := range idx {
+		en := entries[i]
+		if en.Backup == "" {
+			return fileOrigin{created: true, hash: journal.Absent}, true
+		}
+		happened := done[en.Backup] || en.Kind == KindFileIntent && en.Wrote != "" && en.Wrote != en.Before && curHash == en.Wrote
+		want := backedUp[en.Backup]
+		b, err := e.Root.ReadFile(en.Backup)
+		switch {
+		case err == nil && (want == "" || journal.Hash(b) == want):
+			return fileOrigin{data: b, from: en.Backup, hash: journal.Hash(b)}, true
+		case !happened:
+			continue
+		case err != nil:
+			o = fileOrigin{missing: fmt.Sprintf("its backup %s is missing", en.Backup), hash: want}
+			if !errors.Is(err, fs.ErrNotExist) {
+				o.missing = fmt.Sprintf("its backup %s cannot be read (%v)", en.Backup, err)
+			}
+			return o, true
+		default:
+			return fileOrigin{missing: fmt.Sprintf("its backup %s no longer holds the content it backed up (%s)", en.Backup, want), hash: want}, true
+		}
+	}
+	return fileOrigin{}, false
+}
+
+// fileBackups are the backups of changes that happened ("file" entries)
+// and the hash each intent announced for its backup.
+func fileBackups(entries []journal.Entry, idx []int) (done map[string]bool, backedUp map[string]string) {
+	done, backedUp = map[string]bool{}, map[string]string{}
+	for _, i := range idx {
+		en := entries[i]
+		if en.Kind == journal.KindFile && en.Backup != "" {
+			done[en.Backup] = true
+		}
+		if en.Kind == KindFileIntent && en.Backup != "" && strings.HasPrefix(en.Before, "sha256:") {
+			backedUp[en.Backup] = en.Before
+		}
+	}
+	return done, backedUp
+}
+
+// missingBackup is why file p, changed by gpuprep, cannot be restored: the
+// backup o names is missing or no longer whole.
+func missingBackup(p string, o fileOrigin, asLeft, known bool) string {
+	state := "changed since gpuprep wrote it"
+	switch {
+	case asLeft:
+		state = "as gpuprep left it"
+	case !known:
+		state = "the journal does not record what gpuprep wrote"
+	}
+	msg := fmt.Sprintf("%s: cannot restore it: %s; the file is left as it is (%s): put the backup back and run rollback again", p, o.missing, state)
+	if o.hash != "" {
+		msg += fmt.Sprintf(", or restore the file's content from before gpuprep (%s) by hand", o.hash)
+	}
+	return msg
 }
 
 // do carries u out. It records in saved where it saved what a file held.
@@ -654,51 +806,19 @@ func restoreDriver(e Env, addr, want string, known []string, hgx, force bool, re
 	}
 	cur := e.Root.LinkBase(dev + "/driver")
 	if cur != "" && cur != want && !slices.Contains(known, cur) && !force {
-		why := fmt.Sprintf("on %s now, a driver gpuprep never moved it to: something moved it since", cur)
-		hint := "rollback --force puts it back on " + orNone(want)
-		if want != "" && !e.Root.Exists("/sys/bus/pci/drivers/"+want) {
-			hint = fmt.Sprintf("rollback --force takes it off %s; %s is not loaded", cur, want)
-		}
-		msg := fmt.Sprintf("%s: left on %s, not put back on %s: %s (%s)", addr, cur, orNone(want), why, hint)
-		e.logf("%s", msg)
-		res.Left = append(res.Left, Left{Kind: "driver", Target: addr, Driver: cur, Want: want, Why: why, Until: LeftUntilForce})
-		return true, errors.New(msg)
+		return true, movedSince(e, addr, cur, want, res)
 	}
 	if pci.DriverIsVFIO(cur) && !pci.DriverIsVFIO(want) && !force && hgx {
-		// not live on a board with NVSwitches (as apply and vfio unbind):
-		// the files restored above leave it to its driver at the next boot
-		why := "on a board with NVSwitches, moving a GPU off vfio-pci while the system runs starts NVLink training that can hang it"
-		e.logf("%s: left on %s until the next boot, which gives it back to %s: %s (rollback --force moves it now)", addr, cur, orNone(want), why)
-		res.Left = append(res.Left, Left{Kind: "driver", Target: addr, Driver: cur, Want: want, Why: why, Until: LeftUntilReboot})
-		res.rebootFor("the devices left on vfio-pci go back to their driver at the next boot")
+		leaveForBoot(e, addr, cur, want, res)
 		return true, nil
 	}
-	ov, _ := e.Root.ReadString(dev + "/driver_override")
-	if ov == "(null)" {
-		ov = ""
-	}
-	wantOv := ""
-	if pci.DriverIsVFIO(want) {
-		wantOv = want
-	}
+	ov, wantOv := overrides(e, dev, want)
 	if cur == want && (ov == wantOv || want != "" && ov == "") {
 		return false, nil
 	}
-	w := func(p, v string) error { return writeAttr(e, p, v) }
 	if cur != "" && cur != want {
-		if pci.DriverIsVFIO(cur) && !force {
-			if g := e.Root.LinkBase(dev + "/iommu_group"); g != "" {
-				if hs := vfio.Holders(e.Root, vfio.GroupNode(g)); len(hs) > 0 {
-					var names []string
-					for _, h := range hs {
-						names = append(names, fmt.Sprintf("%s (pid %d)", h.Comm, h.PID))
-					}
-					return false, fmt.Errorf("%s: IOMMU group %s is in use (a VM?): /dev/vfio/%s is held open by %s; stop it or pass --force", addr, g, g, strings.Join(names, ", "))
-				}
-			}
-		}
-		if err := w(dev+"/driver/unbind", addr); err != nil {
-			return false, fmt.Errorf("%s: unbind from %s: %w", addr, cur, err)
+		if err := unbindFrom(e, dev, addr, cur, force); err != nil {
+			return false, err
 		}
 	}
 	if ov != wantOv {
@@ -706,10 +826,74 @@ func restoreDriver(e Env, addr, want string, known []string, hgx, force bool, re
 		if v == "" {
 			v = "\n"
 		}
-		if err := w(dev+"/driver_override", v); err != nil {
+		if err := writeAttr(e, dev+"/driver_override", v); err != nil {
 			return false, fmt.Errorf("%s: driver_override: %w", addr, err)
 		}
 	}
+	return bindBack(e, dev, addr, cur, want, res)
+}
+
+// movedSince: addr is on cur, a driver gpuprep never moved it to; left
+// there (until rollback --force), said in the error.
+func movedSince(e Env, addr, cur, want string, res *RollbackResult) error {
+	why := fmt.Sprintf("on %s now, a driver gpuprep never moved it to: something moved it since", cur)
+	hint := "rollback --force puts it back on " + orNone(want)
+	if want != "" && !e.Root.Exists("/sys/bus/pci/drivers/"+want) {
+		hint = fmt.Sprintf("rollback --force takes it off %s; %s is not loaded", cur, want)
+	}
+	msg := fmt.Sprintf("%s: left on %s, not put back on %s: %s (%s)", addr, cur, orNone(want), why, hint)
+	e.logf("%s", msg)
+	res.Left = append(res.Left, Left{Kind: "driver", Target: addr, Driver: cur, Want: want, Why: why, Until: LeftUntilForce})
+	return errors.New(msg)
+}
+
+// leaveForBoot leaves addr, on VFIO on a board with NVSwitches, for the
+// next boot.
+func leaveForBoot(e Env, addr, cur, want string, res *RollbackResult) {
+	// not live on a board with NVSwitches (as apply and vfio unbind):
+	// the files restored above leave it to its driver at the next boot
+	why := "on a board with NVSwitches, moving a GPU off vfio-pci while the system runs starts NVLink training that can hang it"
+	e.logf("%s: left on %s until the next boot, which gives it back to %s: %s (rollback --force moves it now)", addr, cur, orNone(want), why)
+	res.Left = append(res.Left, Left{Kind: "driver", Target: addr, Driver: cur, Want: want, Why: why, Until: LeftUntilReboot})
+	res.rebootFor("the devices left on vfio-pci go back to their driver at the next boot")
+}
+
+// overrides are addr's driver_override now and the one want needs.
+func overrides(e Env, dev, want string) (ov, wantOv string) {
+	ov, _ = e.Root.ReadString(dev + "/driver_override")
+	if ov == "(null)" {
+		ov = ""
+	}
+	if pci.DriverIsVFIO(want) {
+		wantOv = want
+	}
+	return ov, wantOv
+}
+
+// unbindFrom takes addr off cur; not off VFIO while its IOMMU group is
+// held open (a VM), unless force.
+func unbindFrom(e Env, dev, addr, cur string, force bool) error {
+	if pci.DriverIsVFIO(cur) && !force {
+		if g := e.Root.LinkBase(dev + "/iommu_group"); g != "" {
+			if hs := vfio.Holders(e.Root, vfio.GroupNode(g)); len(hs) > 0 {
+				var names []string
+				for _, h := range hs {
+					names = append(names, fmt.Sprintf("%s (pid %d)", h.Comm, h.PID))
+				}
+				return fmt.Errorf("%s: IOMMU group %s is in use (a VM?): /dev/vfio/%s is held open by %s; stop it or pass --force", addr, g, g, strings.Join(names, ", "))
+			}
+		}
+	}
+	if err := writeAttr(e, dev+"/driver/unbind", addr); err != nil {
+		return fmt.Errorf("%s: unbind from %s: %w", addr, cur, err)
+	}
+	return nil
+}
+
+// bindBack binds addr, off cur, to want; left: want is not loaded, and
+// addr stays unbound.
+func bindBack(e Env, dev, addr, cur, want string, res *RollbackResult) (left bool, err error) {
+	w := func(p, v string) error { return writeAttr(e, p, v) }
 	action := "left unbound (it had no driver)"
 	if want != "" && e.Root.LinkBase(dev+"/driver") != want {
 		if !e.Root.Exists("/sys/bus/pci/drivers/" + want) {
@@ -907,111 +1091,159 @@ func (b *bootArgsUndo) undo(ctx context.Context, e Env, res *RollbackResult) boo
 	reboot := false
 	for _, kind := range b.kinds {
 		k := b.by[kind]
-		var cmds [][]string
-		var why []string
-		join := strings.Join
-		switch kind {
-		case grub.KindBLS:
-			if len(k.remove) > 0 {
-				cmds = append(cmds, []string{"grubby", "--update-kernel=ALL", "--remove-args=" + join(k.remove, " ")})
-				why = append(why, "removes "+join(k.remove, " ")+" (apply added them)")
-			}
-			if len(k.readd) > 0 {
-				cmds = append(cmds, []string{"grubby", "--update-kernel=ALL", "--args=" + join(k.readd, " ")})
-				why = append(why, "puts back "+join(k.readd, " ")+" (apply removed them)")
-			}
-		case grub.KindKernelstub:
-			if len(k.remove) > 0 {
-				cmds = append(cmds, []string{"kernelstub", "--delete-options", join(k.remove, " ")})
-				why = append(why, "removes "+join(k.remove, " ")+" (apply added them)")
-			}
-			if len(k.readd) > 0 {
-				cmds = append(cmds, []string{"kernelstub", "--add-options", join(k.readd, " ")})
-				why = append(why, "puts back "+join(k.readd, " ")+" (apply removed them)")
-			}
-		case grub.KindRpmOstree:
-			// -if-present / -if-missing: a second run (after a failure
-			// further on) finds them done and changes nothing
-			if len(k.remove) > 0 {
-				argv := []string{"rpm-ostree", "kargs"}
-				for _, a := range k.remove {
-					argv = append(argv, "--delete-if-present="+a)
-				}
-				cmds = append(cmds, argv)
-				why = append(why, "removes "+join(k.remove, " ")+" (apply added them)")
-			}
-			if len(k.readd) > 0 {
-				argv := []string{"rpm-ostree", "kargs"}
-				for _, d := range k.readd {
-					argv = append(argv, "--append-if-missing="+d)
-				}
-				cmds = append(cmds, argv)
-				why = append(why, "puts back "+join(k.readd, " ")+" (apply removed them)")
-			}
-		case grub.KindSystemdBoot:
-			boot, err := grub.Detect(e.Root)
-			switch {
-			case err != nil:
-				res.Failed = append(res.Failed, "systemd-boot: cannot regenerate the boot entries from the restored "+kernelCmdline+": "+err.Error())
-				continue
-			case boot.Kind != grub.KindSystemdBoot:
-				res.Failed = append(res.Failed, fmt.Sprintf("systemd-boot: apply changed the arguments through kernel-install, but this root now looks like %s: regenerate the entries from %s yourself (kernel-install add KVER /lib/modules/KVER/vmlinuz for each kernel)", boot.Kind, kernelCmdline))
-				continue
-			case len(boot.Kernels) == 0:
-				res.Notes = append(res.Notes, "systemd-boot: no kernel image under /lib/modules/*/vmlinuz: run kernel-install add for each installed kernel yourself, so that its entry takes the restored "+kernelCmdline)
-			}
-			for _, kv := range boot.Kernels {
-				// as grub.Boot.PlanEdit runs it: the entry is made again from the restored file
-				cmds = append(cmds, []string{"kernel-install", "add", kv, "/lib/modules/" + kv + "/vmlinuz"})
-				why = append(why, "makes the entry of "+kv+" again from the restored "+kernelCmdline)
-			}
-		default:
+		mk := undoCommands[kind]
+		if mk == nil {
 			res.Notes = append(res.Notes, fmt.Sprintf("%s: the journal records kernel arguments changed through its own tool, which gpuprep cannot undo: check them with gpuprep grub show", kind))
 			continue
 		}
-		ok := true
-		for i, argv := range cmds {
-			e.logf("run: %s", host.ShellQuote(argv))
-			if out, err := e.Runner.Run(ctx, argv...); err != nil {
-				res.Failed = append(res.Failed, fmt.Sprintf("%s: %v%s", host.ShellQuote(argv), err, host.OutputTail(out)))
-				ok = false
-				break
-			}
-			res.Undone = append(res.Undone, Undo{Kind: "command", Target: host.ShellQuote(argv), Action: "ran: " + why[i]})
+		cmds, ok := mk(e, k, res)
+		if !ok {
+			continue
 		}
-		// a reboot is needed when the next boot (as the commands, and the
-		// arguments left alone, make it) differs from the running kernel in
-		// an argument apply touched; the configuration as read now says so
-		// too, once the tool has run
-		if ok {
-			for _, a := range k.remove {
-				reboot = reboot || kargs.Satisfied(running, kargs.ParseOne(a))
-			}
-			for _, d := range k.readd {
-				reboot = reboot || !kargs.Satisfied(running, kargs.ParseOne(d))
-			}
-			if boot, err := grub.Detect(e.Root); err == nil && boot.Kind == kind {
-				reboot = reboot || rebootNeeded(e, boot)
-			}
+		if runBootUndo(ctx, e, cmds, res) {
+			// a reboot is needed when the next boot (as the commands, and
+			// the arguments left alone, make it) differs from the running
+			// kernel in an argument apply touched; the configuration as
+			// read now says so too, once the tool has run
+			reboot = k.changedReboot(e, kind, running) || reboot
 		}
-		for a := range k.keepAdded {
-			reboot = reboot || !kargs.Satisfied(running, kargs.ParseOne(a))
-		}
-		for d := range k.keepRemoved {
-			reboot = reboot || kargs.Satisfied(running, kargs.ParseOne(d))
-		}
-		for _, o := range k.order {
-			arg := o[1:]
-			if o[0] == '+' {
-				res.Notes = append(res.Notes, fmt.Sprintf("%s: %s not removed: %s already had %s before apply, and removing it the way apply added it (%s) would take it from there too: remove it yourself where it should not be (%s)",
-					kind, arg, k.keepAdded[arg], kargs.ParseOne(arg).Key, toolName(kind), removeHint(kind, arg)))
-			} else {
-				res.Notes = append(res.Notes, fmt.Sprintf("%s: %s not put back: %s did not have it before apply, and putting it back the way apply removed it (%s) would add it there: put it back yourself where it was (%s)",
-					kind, arg, k.keepRemoved[arg], toolName(kind), addHint(kind, arg)))
-			}
-		}
+		reboot = k.keptReboot(running) || reboot
+		res.Notes = append(res.Notes, k.keptNotes(kind)...)
 	}
 	return reboot
+}
+
+// bootCmd is one command of a bootloader's tool rollback runs, and why.
+type bootCmd struct {
+	argv []string
+	why  string
+}
+
+// undoCommands are, for each bootloader kind whose own tool changes the
+// kernel arguments, the commands that undo what apply's did; ok false: the
+// kind's undo failed or cannot run (said in res).
+var undoCommands = map[string]func(e Env, k *kindArgs, res *RollbackResult) (cmds []bootCmd, ok bool){
+	grub.KindBLS: func(_ Env, k *kindArgs, _ *RollbackResult) ([]bootCmd, bool) {
+		return k.removeReadd(func(a []string) []string {
+			return []string{"grubby", "--update-kernel=ALL", "--remove-args=" + strings.Join(a, " ")}
+		}, func(a []string) []string {
+			return []string{"grubby", "--update-kernel=ALL", "--args=" + strings.Join(a, " ")}
+		}), true
+	},
+	grub.KindKernelstub: func(_ Env, k *kindArgs, _ *RollbackResult) ([]bootCmd, bool) {
+		return k.removeReadd(func(a []string) []string { return []string{"kernelstub", "--delete-options", strings.Join(a, " ")} },
+			func(a []string) []string { return []string{"kernelstub", "--add-options", strings.Join(a, " ")} }), true
+	},
+	// -if-present / -if-missing: a second run (after a failure further
+	// on) finds them done and changes nothing
+	grub.KindRpmOstree: func(_ Env, k *kindArgs, _ *RollbackResult) ([]bootCmd, bool) {
+		return k.removeReadd(func(a []string) []string { return prefixed([]string{"rpm-ostree", "kargs"}, "--delete-if-present=", a) },
+			func(a []string) []string { return prefixed([]string{"rpm-ostree", "kargs"}, "--append-if-missing=", a) }), true
+	},
+	grub.KindSystemdBoot: systemdBootUndo,
+}
+
+func prefixed(argv []string, prefix string, args []string) []string {
+	for _, a := range args {
+		argv = append(argv, prefix+a)
+	}
+	return argv
+}
+
+// removeReadd are the commands that remove the arguments apply added and
+// put back those it removed, in that order, as separate commands (so no
+// tool's ordering of one command's options matters).
+func (k *kindArgs) removeReadd(remove, readd func([]string) []string) []bootCmd {
+	var cmds []bootCmd
+	if len(k.remove) > 0 {
+		cmds = append(cmds, bootCmd{remove(k.remove), "removes " + strings.Join(k.remove, " ") + " (apply added them)"})
+	}
+	if len(k.readd) > 0 {
+		cmds = append(cmds, bootCmd{readd(k.readd), "puts back " + strings.Join(k.readd, " ") + " (apply removed them)"})
+	}
+	return cmds
+}
+
+// systemdBootUndo: systemd-boot's entries are made from
+// /etc/kernel/cmdline, which the file rollback restored: kernel-install
+// add makes them again for every installed kernel.
+func systemdBootUndo(e Env, _ *kindArgs, res *RollbackResult) ([]bootCmd, bool) {
+	boot, err := grub.Detect(e.Root)
+	switch {
+	case err != nil:
+		res.Failed = append(res.Failed, "systemd-boot: cannot regenerate the boot entries from the restored "+kernelCmdline+": "+err.Error())
+		return nil, false
+	case boot.Kind != grub.KindSystemdBoot:
+		res.Failed = append(res.Failed, fmt.Sprintf("systemd-boot: apply changed the arguments through kernel-install, but this root now looks like %s: regenerate the entries from %s yourself (kernel-install add KVER /lib/modules/KVER/vmlinuz for each kernel)", boot.Kind, kernelCmdline))
+		return nil, false
+	case len(boot.Kernels) == 0:
+		res.Notes = append(res.Notes, "systemd-boot: no kernel image under /lib/modules/*/vmlinuz: run kernel-install add for each installed kernel yourself, so that its entry takes the restored "+kernelCmdline)
+	}
+	var cmds []bootCmd
+	for _, kv := range boot.Kernels {
+		// as grub.Boot.PlanEdit runs it: the entry is made again from the restored file
+		cmds = append(cmds, bootCmd{[]string{"kernel-install", "add", kv, "/lib/modules/" + kv + "/vmlinuz"}, "makes the entry of " + kv + " again from the restored " + kernelCmdline})
+	}
+	return cmds, true
+}
+
+// runBootUndo runs cmds in order until one fails; ok: all ran.
+func runBootUndo(ctx context.Context, e Env, cmds []bootCmd, res *RollbackResult) bool {
+	for _, c := range cmds {
+		e.logf("run: %s", host.ShellQuote(c.argv))
+		if out, err := e.Runner.Run(ctx, c.argv...); err != nil {
+			res.Failed = append(res.Failed, fmt.Sprintf("%s: %v%s", host.ShellQuote(c.argv), err, host.OutputTail(out)))
+			return false
+		}
+		res.Undone = append(res.Undone, Undo{Kind: "command", Target: host.ShellQuote(c.argv), Action: "ran: " + c.why})
+	}
+	return true
+}
+
+// changedReboot: the arguments rollback changed back differ from the
+// running kernel's, or the configuration of kind, read now, does.
+func (k *kindArgs) changedReboot(e Env, kind string, running []kargs.Param) bool {
+	reboot := false
+	for _, a := range k.remove {
+		reboot = reboot || kargs.Satisfied(running, kargs.ParseOne(a))
+	}
+	for _, d := range k.readd {
+		reboot = reboot || !kargs.Satisfied(running, kargs.ParseOne(d))
+	}
+	if boot, err := grub.Detect(e.Root); err == nil && boot.Kind == kind {
+		reboot = reboot || rebootNeeded(e, boot)
+	}
+	return reboot
+}
+
+// keptReboot: an argument rollback left as apply made it differs from the
+// running kernel's.
+func (k *kindArgs) keptReboot(running []kargs.Param) bool {
+	reboot := false
+	for a := range k.keepAdded {
+		reboot = reboot || !kargs.Satisfied(running, kargs.ParseOne(a))
+	}
+	for d := range k.keepRemoved {
+		reboot = reboot || kargs.Satisfied(running, kargs.ParseOne(d))
+	}
+	return reboot
+}
+
+// keptNotes say, for each argument left as apply made it, why and how to
+// undo it by hand.
+func (k *kindArgs) keptNotes(kind string) []string {
+	var notes []string
+	for _, o := range k.order {
+		arg := o[1:]
+		if o[0] == '+' {
+			notes = append(notes, fmt.Sprintf("%s: %s not removed: %s already had %s before apply, and removing it the way apply added it (%s) would take it from there too: remove it yourself where it should not be (%s)",
+				kind, arg, k.keepAdded[arg], kargs.ParseOne(arg).Key, toolName(kind), removeHint(kind, arg)))
+		} else {
+			notes = append(notes, fmt.Sprintf("%s: %s not put back: %s did not have it before apply, and putting it back the way apply removed it (%s) would add it there: put it back yourself where it was (%s)",
+				kind, arg, k.keepRemoved[arg], toolName(kind), addHint(kind, arg)))
+		}
+	}
+	return notes
 }
 
 const kernelCmdline = "/etc/kernel/cmdline"
