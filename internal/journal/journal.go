@@ -21,9 +21,6 @@ const Path = "/var/lib/gpuprep/journal.jsonl"
 
 // Entry is one change.
 type Entry struct {
-	// V is the record's version (Version; Append stamps it): 0 in journals
-	// of a gpuprep from before records had one, which read the same.
-	V       int       `json:"v,omitempty"`
 	Time    time.Time `json:"time"`
 	Command string    `json:"command"`          // e.g. "grub ensure", "vfio bind"
 	Kind    string    `json:"kind"`             // "file", "driver", ...
@@ -37,6 +34,14 @@ type Entry struct {
 	// the file's content then, so that it does not undo edits made since.
 	// Entries written before gpuprep recorded it have none.
 	Wrote string `json:"wrote,omitempty"`
+}
+
+// record is an Entry as a journal line: with the version of the record
+// (Version, "v"), which the journals of a gpuprep from before records had
+// one lack (0): their fields mean the same.
+type record struct {
+	V int `json:"v,omitempty"`
+	Entry
 }
 
 // The kinds of file entries: an intent before a file is written (Path;
@@ -175,10 +180,7 @@ func Append(root *host.Root, e Entry) error {
 	if err != nil {
 		return err
 	}
-	if e.V == 0 {
-		e.V = Version
-	}
-	line, err := json.Marshal(e)
+	line, err := json.Marshal(record{V: Version, Entry: e})
 	if err != nil {
 		return err
 	}
@@ -232,15 +234,15 @@ func Read(root *host.Root) ([]Entry, error) {
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 64*1024), 4*1024*1024)
 	for n := 1; sc.Scan(); n++ {
-		var e Entry
-		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+		var r record
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
 			bad = append(bad, n)
 			continue
 		}
-		if e.V > Version {
+		if r.V > Version {
 			newer = append(newer, n)
 		}
-		out = append(out, e)
+		out = append(out, r.Entry)
 	}
 	if err := sc.Err(); err != nil {
 		return out, err

@@ -18,7 +18,6 @@ func TestAppendRead(t *testing.T) {
 	e2 := Entry{Time: time.Unix(2, 0).UTC(), Command: "vfio bind", Kind: "driver", Device: "0000:41:00.0", Before: "nvidia", After: "vfio-pci"}
 	require.NoError(t, Append(root, e1))
 	require.NoError(t, Append(root, e2))
-	e1.V, e2.V = Version, Version // Append stamps the record's version
 	got, err := Read(root)
 	require.NoError(t, err)
 	require.Equal(t, []Entry{e1, e2}, got)
@@ -41,7 +40,6 @@ func TestWroteRoundTrips(t *testing.T) {
 	e := Entry{Time: time.Unix(1, 0).UTC(), Command: "apply", Kind: "file", Path: "/etc/default/grub", Wrote: Hash([]byte("x\n"))}
 	require.Equal(t, "sha256:"+"73cb3858a687a8494ca3323053016282f3dad39d42cf62ca4e79dda2aac7d9ac", e.Wrote)
 	require.NoError(t, Append(root, e))
-	e.V = Version
 	got, err := Read(root)
 	require.NoError(t, err)
 	require.Equal(t, []Entry{e}, got)
@@ -77,8 +75,8 @@ func TestWriteFileJournalsDirectoriesItMakes(t *testing.T) {
 }
 
 // Records carry their version; those of a gpuprep from before they had one
-// read with V 0 and their fields as they were; one of a newer gpuprep is
-// read and reported.
+// read with their fields as they were; one of a newer gpuprep is read and
+// reported.
 func TestRecordVersion(t *testing.T) {
 	dir := t.TempDir()
 	root, _ := host.NewRoot(dir)
@@ -92,7 +90,6 @@ func TestRecordVersion(t *testing.T) {
 	f.Close()
 	got, err := Read(root)
 	require.NoError(t, err)
-	require.Equal(t, 0, got[1].V)
 	require.Equal(t, LabelRecord{Node: "node-a", Kubeconfig: "/root/.kube/config", Before: "x=y", Keys: "nvidia.com/gpu.workload.config"}, got[1].Label())
 	require.Equal(t, LabelRecord{Node: "n1", Kubeconfig: "/k", Before: "a=b", Keys: "c"}, got[0].Label())
 	f, _ = os.OpenFile(filepath.Join(dir, Path), os.O_APPEND|os.O_WRONLY, 0)

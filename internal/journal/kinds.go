@@ -5,8 +5,8 @@ import (
 	"time"
 )
 
-// Version is the version of the records Append writes (Entry.V). Records
-// without one (V 0) were written by a gpuprep from before records had a
+// Version is the version of the records Append writes ("v" on each line).
+// Records without one were written by a gpuprep from before records had a
 // version: their fields mean what they mean in version 1, so both read the
 // same (provision/testdata/main-journal-*.jsonl holds such journals, and a
 // test rolls them back).
