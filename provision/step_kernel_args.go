@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/gpuprep/gpuprep/grub"
 	"github.com/gpuprep/gpuprep/internal/host"
@@ -312,44 +313,11 @@ func BootArgIntents(boot *grub.Boot, gp *grub.Plan, argv []string, command strin
 	if boot == nil || len(argv) == 0 {
 		return nil
 	}
-	var add, del []string
-	switch {
-	case boot.Kind == grub.KindBLS && argv[0] == "grubby":
-		for _, a := range argv[1:] {
-			if v, ok := strings.CutPrefix(a, "--args="); ok {
-				add = append(add, grub.Words(v)...)
-			} else if v, ok := strings.CutPrefix(a, "--remove-args="); ok {
-				del = append(del, grub.Words(v)...)
-			}
-		}
-	case boot.Kind == grub.KindKernelstub && argv[0] == "kernelstub":
-		for i := 1; i+1 < len(argv); i++ {
-			switch argv[i] {
-			case "--add-options", "-a":
-				add = append(add, strings.Fields(argv[i+1])...) // kernelstub splits them on blanks
-			case "--delete-options", "-d":
-				del = append(del, strings.Fields(argv[i+1])...)
-			}
-		}
-	case boot.Kind == grub.KindRpmOstree && argv[0] == "rpm-ostree":
-		for _, a := range argv[1:] {
-			for _, pre := range []string{"--append-if-missing=", "--append="} {
-				if v, ok := strings.CutPrefix(a, pre); ok {
-					add = append(add, v)
-				}
-			}
-			for _, pre := range []string{"--delete-if-present=", "--delete="} {
-				if v, ok := strings.CutPrefix(a, pre); ok {
-					del = append(del, v)
-				}
-			}
-		}
-	case boot.Kind == grub.KindSystemdBoot && argv[0] == "kernel-install" && gp != nil:
-		// the entries are made from /etc/kernel/cmdline, edited just before
-		add, del = gp.Added, gp.Removed
-	default:
+	parse, ok := toolArgs[boot.Kind]
+	if !ok || parse.tool != argv[0] || parse.needPlan && gp == nil {
 		return nil
 	}
+	add, del := parse.args(argv, gp)
 	multi := boot.Kind == grub.KindBLS || boot.Kind == grub.KindRpmOstree
 	// the step's removals run before its additions (grubby: as an earlier
 	// command): an entry's word they remove is gone when an addition runs
@@ -359,20 +327,82 @@ func BootArgIntents(boot *grub.Boot, gp *grub.Plan, argv []string, command strin
 	}
 	var out []journal.Entry
 	for _, d := range del {
-		en := journal.Entry{Command: command, Kind: KindBootArgs, Device: boot.Kind, Before: d}
+		r := journal.BootArgsRecord{Loader: boot.Kind, Remove: d}
 		if multi {
-			en.Path = strings.Join(entriesWithout(boot, d), " ")
+			r.Kept = strings.Join(entriesWithout(boot, d), " ")
 		}
-		out = append(out, en)
+		out = append(out, r.Entry(command, time.Time{}))
 	}
 	for _, a := range add {
-		en := journal.Entry{Command: command, Kind: KindBootArgs, Device: boot.Kind, After: a}
+		r := journal.BootArgsRecord{Loader: boot.Kind, Add: a}
 		if multi {
-			en.Path = strings.Join(entriesWithKey(boot, a, gone), " ")
+			r.Kept = strings.Join(entriesWithKey(boot, a, gone), " ")
 		}
-		out = append(out, en)
+		out = append(out, r.Entry(command, time.Time{}))
 	}
 	return out
+}
+
+// toolParse reads, from one command of a bootloader's own tool, the
+// arguments it adds and removes.
+type toolParse struct {
+	tool     string // argv[0]
+	needPlan bool   // the arguments are the grub.Plan's, not the command's
+	args     func(argv []string, gp *grub.Plan) (add, del []string)
+}
+
+// toolArgs are the bootloader kinds whose own tool changes the kernel
+// arguments, each with how its commands say which.
+var toolArgs = map[string]toolParse{
+	grub.KindBLS:         {tool: "grubby", args: grubbyArgs},
+	grub.KindKernelstub:  {tool: "kernelstub", args: kernelstubArgs},
+	grub.KindRpmOstree:   {tool: "rpm-ostree", args: rpmOstreeArgs},
+	grub.KindSystemdBoot: {tool: "kernel-install", needPlan: true, args: kernelInstallArgs},
+}
+
+func grubbyArgs(argv []string, _ *grub.Plan) (add, del []string) {
+	for _, a := range argv[1:] {
+		if v, ok := strings.CutPrefix(a, "--args="); ok {
+			add = append(add, grub.Words(v)...)
+		} else if v, ok := strings.CutPrefix(a, "--remove-args="); ok {
+			del = append(del, grub.Words(v)...)
+		}
+	}
+	return add, del
+}
+
+func kernelstubArgs(argv []string, _ *grub.Plan) (add, del []string) {
+	for i := 1; i+1 < len(argv); i++ {
+		switch argv[i] {
+		case "--add-options", "-a":
+			add = append(add, strings.Fields(argv[i+1])...) // kernelstub splits them on blanks
+		case "--delete-options", "-d":
+			del = append(del, strings.Fields(argv[i+1])...)
+		}
+	}
+	return add, del
+}
+
+func rpmOstreeArgs(argv []string, _ *grub.Plan) (add, del []string) {
+	for _, a := range argv[1:] {
+		for _, pre := range []string{"--append-if-missing=", "--append="} {
+			if v, ok := strings.CutPrefix(a, pre); ok {
+				add = append(add, v)
+			}
+		}
+		for _, pre := range []string{"--delete-if-present=", "--delete="} {
+			if v, ok := strings.CutPrefix(a, pre); ok {
+				del = append(del, v)
+			}
+		}
+	}
+	return add, del
+}
+
+// kernelInstallArgs: the entries are made from /etc/kernel/cmdline, edited
+// just before.
+func kernelInstallArgs(_ []string, gp *grub.Plan) (add, del []string) {
+	return gp.Added, gp.Removed
 }
 
 // entryWords are the arguments on a BLS entry's options lines, as written.

@@ -156,3 +156,35 @@ func LabelIntent(command, node, kubeconfig string, set []kube.Label, remove []st
 	return journal.Entry{Command: command, Kind: KindLabel, Device: node, Path: kube.KubeconfigPath(kubeconfig),
 		Before: kube.FormatLabels(was), After: strings.Join(keys, ",")}
 }
+
+func restoreLabels(ctx context.Context, first journal.Entry, kubeconfig string, res *RollbackResult) error {
+	if kubeconfig == "" {
+		kubeconfig = first.Path
+	}
+	was, err := kube.ParseLabels(first.Before)
+	if err != nil {
+		return fmt.Errorf("label %s: journal: %w", first.Device, err)
+	}
+	had := map[string]bool{}
+	for _, l := range was {
+		had[l.Key] = true
+	}
+	var remove []string
+	for _, k := range strings.Split(first.After, ",") {
+		if k != "" && !had[k] {
+			remove = append(remove, k)
+		}
+	}
+	client, err := kube.NewClient(kubeconfig)
+	if err != nil {
+		return fmt.Errorf("label %s: %w", first.Device, err)
+	}
+	r, err := client.LabelNode(ctx, first.Device, was, remove, false)
+	if err != nil {
+		return fmt.Errorf("label %s: %w", first.Device, err)
+	}
+	if r.Changed {
+		res.Undone = append(res.Undone, Undo{Kind: "label", Target: "Node " + first.Device, Action: fmt.Sprintf("restored %s, removed %s", kube.FormatLabels(was), strings.Join(remove, ","))})
+	}
+	return nil
+}
