@@ -44,41 +44,14 @@ func (p *Plan) planBind(rebootPending bool) error {
 	sel, _ := vfio.Selection(p.inv, p.opts.Selector, p.opts.NVSwitch)
 	p.noteNVSwitches()
 	if rebootPending {
-		// refused now, not after the reboot (vfio.NewPlan refuses them too)
-		rs := vfio.SelectedHostDevices(p.inv, sel)
-		rs = append(rs, vfio.VGPURefusals(p.root, sel)...)
-		if len(rs) > 0 {
-			return &PlanError{Step: StepVFIOBind, Refused: true, Err: &vfio.Refused{Reasons: rs}}
-		}
-		var addrs []string
-		for _, d := range sel {
-			addrs = append(addrs, d.Address)
-		}
-		p.Steps = append(p.Steps, &Step{ID: StepVFIOBind, Deferred: true,
-			Title: "bind every endpoint of the IOMMU groups of " + strings.Join(addrs, ", ") + " to VFIO, persistently (the writes are planned after the reboot, once the IOMMU groups and drivers are as it leaves them)",
-			Notes: []string{"persistent: /etc/modprobe.d/gpuprep-vfio.conf, /etc/modules-load.d/gpuprep-vfio.conf (and a udev rule where needed), initramfs regenerated"}})
-		return nil
+		return p.deferBind(sel)
 	}
 	vp, err := vfio.NewPlan(p.root, p.inv, p.opts.Selector, vfio.Options{Persist: true, Force: p.opts.Force, NVSwitch: p.opts.NVSwitch})
 	if err != nil {
 		var r *vfio.Refused
 		return &PlanError{Step: StepVFIOBind, Refused: errors.As(err, &r), Err: err}
 	}
-	var todo []string
-	for _, t := range vp.Targets {
-		if !t.Bound {
-			todo = append(todo, fmt.Sprintf("%s (%s → %s)", t.Dev.Address, orNone(t.Driver), t.VFIO))
-		}
-	}
-	// functions on VFIO now that nothing binds at boot (a vfio bind
-	// without --persist): back on their host drivers after a reboot
-	atBoot := vfio.NewBootView(p.root, vfio.NextBootCmdline(p.root), false)
-	var unpersisted []string
-	for _, t := range vp.Targets {
-		if t.Bound && len(atBoot.Binders(t.Dev)) == 0 {
-			unpersisted = append(unpersisted, t.Dev.Address)
-		}
-	}
+	todo, unpersisted := p.bindTodo(vp)
 	resume := slices.Contains(p.resumed, StepVFIOBind)
 	pp := vp.Persist
 	if len(todo) == 0 && len(unpersisted) == 0 && !resume && (pp == nil || pp.Regenerate == "") {
@@ -91,62 +64,115 @@ func (p *Plan) planBind(rebootPending bool) error {
 	for _, st := range vp.Steps {
 		s.Sysfs = append(s.Sysfs, st.String())
 	}
-	regen := "" // why the initramfs is regenerated although no file changes
-	if pp != nil {
-		changed := false
-		for _, f := range pp.Files {
-			old, rerr := p.root.ReadFile(f.Path)
-			if f.Content == nil && rerr != nil || rerr == nil && string(old) == string(f.Content) {
-				continue
-			}
-			changed = true
-			s.Files = append(s.Files, fileDiff(f.Path, old, f.Content, rerr == nil))
-		}
-		if !changed && pp.Initramfs != nil {
-			// an earlier run that wrote the files and stopped before
-			// regenerating the initramfs (killed): the files are as wanted
-			// now, and only the initramfs's age (InitramfsStale, which
-			// vfio.Bind acts on too) or, where there is no image to
-			// compare, the journal tells
-			if pp.Regenerate == "" && resume {
-				pp.Regenerate = interruptedRegen
-			}
-			regen = pp.Regenerate
-		}
-		if changed && pp.Initramfs != nil {
-			s.Commands = append(s.Commands, host.ShellQuote(pp.Initramfs))
-		}
-		regenerate(s, pp.Initramfs, regen)
-		if c := pp.CmdlinePending(); c != nil {
-			// vfio-pci built in: its IDs go on the kernel command line
-			for _, ch := range c.Plan.Changes {
-				s.Files = append(s.Files, fileDiff(ch.Path, ch.Old, ch.New, ch.Old != nil))
-			}
-			for _, argv := range c.Plan.Commands {
-				s.Commands = append(s.Commands, host.ShellQuote(argv))
-			}
-			s.Notes = append(s.Notes, c.Why)
-		}
-		s.Notes = append(s.Notes, pp.Warnings...)
-	}
+	regen := p.planPersist(s, pp, resume)
 	s.Notes = append(s.Notes, vp.Warnings...)
 	if len(todo) == 0 {
-		switch {
-		case len(s.Files) > 0 && resume:
-			s.Title = "make the VFIO binding persistent (an earlier apply was interrupted)"
-		case len(s.Files) > 0 && len(unpersisted) > 0:
-			s.Title = "make the VFIO binding persistent: nothing binds " + strings.Join(unpersisted, ", ") + " to VFIO at boot (bound live), so a reboot would put them back on their host drivers"
-		case len(s.Files) > 0:
-			s.Title = "make the VFIO binding persistent"
-		case regen != "":
-			s.Title = "regenerate the initramfs: gpuprep's persistent VFIO configuration may not be in it (an earlier run stopped before regenerating it)"
-		default:
+		if s.Title = persistTitle(s, unpersisted, resume, regen); s.Title == "" {
 			return nil
 		}
 	}
 	p.vfioPlan = vp
 	p.Steps = append(p.Steps, s)
 	return nil
+}
+
+// deferBind is the bind step before the reboot the kernel arguments need:
+// its devices refused now, not after the reboot (vfio.NewPlan refuses them
+// too), its writes planned after it.
+func (p *Plan) deferBind(sel []*pci.Device) error {
+	rs := vfio.SelectedHostDevices(p.inv, sel)
+	rs = append(rs, vfio.VGPURefusals(p.root, sel)...)
+	if len(rs) > 0 {
+		return &PlanError{Step: StepVFIOBind, Refused: true, Err: &vfio.Refused{Reasons: rs}}
+	}
+	var addrs []string
+	for _, d := range sel {
+		addrs = append(addrs, d.Address)
+	}
+	p.Steps = append(p.Steps, &Step{ID: StepVFIOBind, Deferred: true,
+		Title: "bind every endpoint of the IOMMU groups of " + strings.Join(addrs, ", ") + " to VFIO, persistently (the writes are planned after the reboot, once the IOMMU groups and drivers are as it leaves them)",
+		Notes: []string{"persistent: /etc/modprobe.d/gpuprep-vfio.conf, /etc/modules-load.d/gpuprep-vfio.conf (and a udev rule where needed), initramfs regenerated"}})
+	return nil
+}
+
+// bindTodo are the functions vp moves to VFIO ("ADDR (FROM → TO)"), and
+// those on VFIO now that nothing binds at boot (a vfio bind without
+// --persist): back on their host drivers after a reboot.
+func (p *Plan) bindTodo(vp *vfio.Plan) (todo, unpersisted []string) {
+	for _, t := range vp.Targets {
+		if !t.Bound {
+			todo = append(todo, fmt.Sprintf("%s (%s → %s)", t.Dev.Address, orNone(t.Driver), t.VFIO))
+		}
+	}
+	atBoot := vfio.NewBootView(p.root, vfio.NextBootCmdline(p.root), false)
+	for _, t := range vp.Targets {
+		if t.Bound && len(atBoot.Binders(t.Dev)) == 0 {
+			unpersisted = append(unpersisted, t.Dev.Address)
+		}
+	}
+	return todo, unpersisted
+}
+
+// planPersist adds to s the persistent configuration pp writes (its files,
+// the initramfs, vfio-pci's IDs on the kernel command line where it is
+// built in); regen says why the initramfs is regenerated although no file
+// changes ("": it is not).
+func (p *Plan) planPersist(s *Step, pp *vfio.Persist, resume bool) (regen string) {
+	if pp == nil {
+		return ""
+	}
+	changed := false
+	for _, f := range pp.Files {
+		old, rerr := p.root.ReadFile(f.Path)
+		if f.Content == nil && rerr != nil || rerr == nil && string(old) == string(f.Content) {
+			continue
+		}
+		changed = true
+		s.Files = append(s.Files, fileDiff(f.Path, old, f.Content, rerr == nil))
+	}
+	if !changed && pp.Initramfs != nil {
+		// an earlier run that wrote the files and stopped before
+		// regenerating the initramfs (killed): the files are as wanted
+		// now, and only the initramfs's age (InitramfsStale, which
+		// vfio.Bind acts on too) or, where there is no image to
+		// compare, the journal tells
+		if pp.Regenerate == "" && resume {
+			pp.Regenerate = interruptedRegen
+		}
+		regen = pp.Regenerate
+	}
+	if changed && pp.Initramfs != nil {
+		s.Commands = append(s.Commands, host.ShellQuote(pp.Initramfs))
+	}
+	regenerate(s, pp.Initramfs, regen)
+	if c := pp.CmdlinePending(); c != nil {
+		// vfio-pci built in: its IDs go on the kernel command line
+		for _, ch := range c.Plan.Changes {
+			s.Files = append(s.Files, fileDiff(ch.Path, ch.Old, ch.New, ch.Old != nil))
+		}
+		for _, argv := range c.Plan.Commands {
+			s.Commands = append(s.Commands, host.ShellQuote(argv))
+		}
+		s.Notes = append(s.Notes, c.Why)
+	}
+	s.Notes = append(s.Notes, pp.Warnings...)
+	return regen
+}
+
+// persistTitle is the title of a bind step that moves no function, only
+// makes the binding persistent ("": there is nothing to do).
+func persistTitle(s *Step, unpersisted []string, resume bool, regen string) string {
+	switch {
+	case len(s.Files) > 0 && resume:
+		return "make the VFIO binding persistent (an earlier apply was interrupted)"
+	case len(s.Files) > 0 && len(unpersisted) > 0:
+		return "make the VFIO binding persistent: nothing binds " + strings.Join(unpersisted, ", ") + " to VFIO at boot (bound live), so a reboot would put them back on their host drivers"
+	case len(s.Files) > 0:
+		return "make the VFIO binding persistent"
+	case regen != "":
+		return "regenerate the initramfs: gpuprep's persistent VFIO configuration may not be in it (an earlier run stopped before regenerating it)"
+	}
+	return ""
 }
 
 // noteNVSwitches says, for vm-passthrough without Options.NVSwitch, that
