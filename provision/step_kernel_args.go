@@ -89,39 +89,12 @@ func (p *Plan) planKernelArgs() (bool, error) {
 	running := len(lacks) == 0 && len(runOff) == 0 // the running kernel is as the mode needs
 	boot, err := grub.Detect(p.root)
 	if err != nil {
-		if errors.Is(err, grub.ErrUnsupported) && running {
-			p.Notes = append(p.Notes, fmt.Sprintf("no bootloader configuration found, but the running kernel already has %s: nothing to configure; make sure whatever builds this node's kernel command line keeps them", argList(want)))
-			return false, nil
-		}
-		if errors.Is(err, grub.ErrUnsupported) {
-			// A node booted over the network or straight by a hypervisor:
-			// its command line is made elsewhere, where gpuprep cannot edit it.
-			fix := "add them"
-			if len(runOff) > 0 {
-				fix = "fix that"
-			}
-			err = fmt.Errorf("%w; the running kernel %s: %s where this node's kernel command line is made (the PXE/iPXE boot configuration, the hypervisor's definition of this VM, a unified kernel image), reboot, and run gpuprep again", err, kernelWrong(lacks, runOff), fix)
-		}
-		return false, &PlanError{Step: StepKernelArgs, Err: err}
+		return false, p.noBootloader(err, want, lacks, runOff, running)
 	}
 	p.boot = boot
-	usual := false // the boot-menu command is the node's usual one, not found under the root
-	if boot.Regenerate == nil && (boot.Kind == grub.KindGRUB || boot.Kind == grub.KindGRUB2) && !p.root.IsLive() {
-		// a snapshot, a fixture, a mounted disk without the tool: plan what
-		// the node itself would run (apply runs only on the node)
-		boot.Regenerate, usual = grub.UsualRegenerate(p.root), true
-	}
-	req := k.Request()
-	req.Ensure = want
-	gp, err := boot.PlanEdit(req, true)
-	if errors.Is(err, grub.ErrNoRegenerate) {
-		err = fmt.Errorf("%w: this node has none, so gpuprep cannot make the change take effect; install its GRUB tools (the package with update-grub or grub-mkconfig), or make the change with gpuprep grub ensure --mode %s --no-regenerate, regenerate the boot menu yourself, and run gpuprep apply again", err, p.opts.Mode)
-	}
+	gp, err := p.planGrubEdit(boot, k.Request(), want)
 	if err != nil {
-		return false, &PlanError{Step: StepKernelArgs, Err: err}
-	}
-	if usual && len(gp.Commands) > 0 {
-		gp.Notes = append(gp.Notes, fmt.Sprintf("no boot-menu tool under this root (a snapshot or a copy of the node): %s is what this node's distribution regenerates its boot menu with; gpuprep apply, which runs on the node itself, runs the tool it finds there", host.ShellQuote(boot.Regenerate)))
+		return false, err
 	}
 	p.grubPlan = gp
 	if !running {
@@ -134,34 +107,8 @@ func (p *Plan) planKernelArgs() (bool, error) {
 			return true, nil
 		}
 	}
-	later := "" // BLS: the entries have the arguments; what the step keeps for later
-	if boot.Kind == grub.KindBLS && len(gp.Commands) == 0 && gp.Changed() {
-		later = p.blsLater(boot, gp, want)
-	}
 	if gp.Changed() {
-		s := &Step{ID: StepKernelArgs, Title: fmt.Sprintf("%s the next boot's kernel command line (%s)", editDesc(gp, " to", " from"), boot.Kind)}
-		switch {
-		case later != "":
-			s.Title = later
-		case boot.Kind == grub.KindBLS && len(gp.EntriesAdded)+len(gp.EntriesRemoved) > 0:
-			// the next boot's arguments are the entries'; the files are
-			// kept in step for entries made later
-			s.Title = fmt.Sprintf("%s the next boot's kernel command line (%s: grubby edits every boot entry", editDesc(&grub.Plan{Added: gp.EntriesAdded, Removed: gp.EntriesRemoved}, " to", " from"), boot.Kind)
-			var files []string
-			for _, c := range gp.Changes {
-				files = append(files, c.Path)
-			}
-			if len(files) > 0 {
-				s.Title += "; " + strings.Join(files, " and ") + " edited to match, for entries made later"
-			}
-			s.Title += ")"
-		case len(gp.Changes) == 0 && gp.MenuStale != "":
-			s.Title = fmt.Sprintf("regenerate the boot menu: %s, so the next boot would not get it", gp.MenuStale)
-		case len(gp.Added) == 0 && len(gp.Removed) == 0:
-			s.Title = fmt.Sprintf("configure %s for the next boot (%s)", argList(want), boot.Kind)
-		}
-		s.addGrub(gp)
-		p.Steps = append(p.Steps, s)
+		p.Steps = append(p.Steps, p.kernelArgsStep(boot, gp, want))
 	}
 	if running {
 		return false, nil
@@ -176,6 +123,80 @@ func (p *Plan) planKernelArgs() (bool, error) {
 	p.Steps = append(p.Steps, &Step{ID: StepReboot, Reboot: true, rebootFor: RebootForKernelArgs,
 		Title: fmt.Sprintf("REBOOT REQUIRED HERE: the running kernel %s; gpuprep apply stops here (exit 4, or reboots with --reboot) and continues when run again after the boot", kernelWrong(lacks, runOff))})
 	return true, nil
+}
+
+// noBootloader is planKernelArgs's answer where no bootloader
+// configuration is found (err): nothing to do when the running kernel is
+// as the mode needs (a note), else an error saying where to make the
+// change.
+func (p *Plan) noBootloader(err error, want, lacks, runOff []kargs.Param, running bool) error {
+	if errors.Is(err, grub.ErrUnsupported) && running {
+		p.Notes = append(p.Notes, fmt.Sprintf("no bootloader configuration found, but the running kernel already has %s: nothing to configure; make sure whatever builds this node's kernel command line keeps them", argList(want)))
+		return nil
+	}
+	if errors.Is(err, grub.ErrUnsupported) {
+		// A node booted over the network or straight by a hypervisor:
+		// its command line is made elsewhere, where gpuprep cannot edit it.
+		fix := "add them"
+		if len(runOff) > 0 {
+			fix = "fix that"
+		}
+		err = fmt.Errorf("%w; the running kernel %s: %s where this node's kernel command line is made (the PXE/iPXE boot configuration, the hypervisor's definition of this VM, a unified kernel image), reboot, and run gpuprep again", err, kernelWrong(lacks, runOff), fix)
+	}
+	return &PlanError{Step: StepKernelArgs, Err: err}
+}
+
+// planGrubEdit is boot's edit that ensures want, as req asks.
+func (p *Plan) planGrubEdit(boot *grub.Boot, req grub.Request, want []kargs.Param) (*grub.Plan, error) {
+	usual := false // the boot-menu command is the node's usual one, not found under the root
+	if boot.Regenerate == nil && (boot.Kind == grub.KindGRUB || boot.Kind == grub.KindGRUB2) && !p.root.IsLive() {
+		// a snapshot, a fixture, a mounted disk without the tool: plan what
+		// the node itself would run (apply runs only on the node)
+		boot.Regenerate, usual = grub.UsualRegenerate(p.root), true
+	}
+	req.Ensure = want
+	gp, err := boot.PlanEdit(req, true)
+	if errors.Is(err, grub.ErrNoRegenerate) {
+		err = fmt.Errorf("%w: this node has none, so gpuprep cannot make the change take effect; install its GRUB tools (the package with update-grub or grub-mkconfig), or make the change with gpuprep grub ensure --mode %s --no-regenerate, regenerate the boot menu yourself, and run gpuprep apply again", err, p.opts.Mode)
+	}
+	if err != nil {
+		return nil, &PlanError{Step: StepKernelArgs, Err: err}
+	}
+	if usual && len(gp.Commands) > 0 {
+		gp.Notes = append(gp.Notes, fmt.Sprintf("no boot-menu tool under this root (a snapshot or a copy of the node): %s is what this node's distribution regenerates its boot menu with; gpuprep apply, which runs on the node itself, runs the tool it finds there", host.ShellQuote(boot.Regenerate)))
+	}
+	return gp, nil
+}
+
+// kernelArgsStep is the step of gp, a change of boot's configuration.
+func (p *Plan) kernelArgsStep(boot *grub.Boot, gp *grub.Plan, want []kargs.Param) *Step {
+	later := "" // BLS: the entries have the arguments; what the step keeps for later
+	if boot.Kind == grub.KindBLS && len(gp.Commands) == 0 && gp.Changed() {
+		later = p.blsLater(boot, gp, want)
+	}
+	s := &Step{ID: StepKernelArgs, Title: fmt.Sprintf("%s the next boot's kernel command line (%s)", editDesc(gp, " to", " from"), boot.Kind)}
+	switch {
+	case later != "":
+		s.Title = later
+	case boot.Kind == grub.KindBLS && len(gp.EntriesAdded)+len(gp.EntriesRemoved) > 0:
+		// the next boot's arguments are the entries'; the files are
+		// kept in step for entries made later
+		s.Title = fmt.Sprintf("%s the next boot's kernel command line (%s: grubby edits every boot entry", editDesc(&grub.Plan{Added: gp.EntriesAdded, Removed: gp.EntriesRemoved}, " to", " from"), boot.Kind)
+		var files []string
+		for _, c := range gp.Changes {
+			files = append(files, c.Path)
+		}
+		if len(files) > 0 {
+			s.Title += "; " + strings.Join(files, " and ") + " edited to match, for entries made later"
+		}
+		s.Title += ")"
+	case len(gp.Changes) == 0 && gp.MenuStale != "":
+		s.Title = fmt.Sprintf("regenerate the boot menu: %s, so the next boot would not get it", gp.MenuStale)
+	case len(gp.Added) == 0 && len(gp.Removed) == 0:
+		s.Title = fmt.Sprintf("configure %s for the next boot (%s)", argList(want), boot.Kind)
+	}
+	s.addGrub(gp)
+	return s
 }
 
 // kernelLacks is what a reboot is for: the arguments of want that running
