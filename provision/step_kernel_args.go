@@ -107,8 +107,12 @@ func (p *Plan) planKernelArgs() (bool, error) {
 			return true, nil
 		}
 	}
+	later := "" // BLS: the entries have the arguments; what the step keeps for later
+	if boot.Kind == grub.KindBLS && len(gp.Commands) == 0 && gp.Changed() {
+		later = p.blsLater(boot, gp, want) // it may leave gp with nothing to change
+	}
 	if gp.Changed() {
-		p.Steps = append(p.Steps, p.kernelArgsStep(boot, gp, want))
+		p.Steps = append(p.Steps, planKernelArgsStep(boot, gp, want, later))
 	}
 	if running {
 		return false, nil
@@ -168,12 +172,9 @@ func (p *Plan) planGrubEdit(boot *grub.Boot, req grub.Request, want []kargs.Para
 	return gp, nil
 }
 
-// kernelArgsStep is the step of gp, a change of boot's configuration.
-func (p *Plan) kernelArgsStep(boot *grub.Boot, gp *grub.Plan, want []kargs.Param) *Step {
-	later := "" // BLS: the entries have the arguments; what the step keeps for later
-	if boot.Kind == grub.KindBLS && len(gp.Commands) == 0 && gp.Changed() {
-		later = p.blsLater(boot, gp, want)
-	}
+// planKernelArgsStep is the step of gp, a change of boot's configuration
+// (later: its title, where blsLater gave one).
+func planKernelArgsStep(boot *grub.Boot, gp *grub.Plan, want []kargs.Param, later string) *Step {
 	s := &Step{ID: StepKernelArgs, Title: fmt.Sprintf("%s the next boot's kernel command line (%s)", editDesc(gp, " to", " from"), boot.Kind)}
 	switch {
 	case later != "":
