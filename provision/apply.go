@@ -9,14 +9,10 @@ import (
 	"path"
 	"path/filepath"
 	"slices"
-	"strings"
 	"time"
 
-	"github.com/gpuprep/gpuprep/grub"
 	"github.com/gpuprep/gpuprep/internal/host"
 	"github.com/gpuprep/gpuprep/internal/journal"
-	"github.com/gpuprep/gpuprep/internal/kargs"
-	"github.com/gpuprep/gpuprep/internal/kube"
 	"github.com/gpuprep/gpuprep/internal/pci"
 	"github.com/gpuprep/gpuprep/vfio"
 )
@@ -53,12 +49,12 @@ import (
 // Intent entries are written before the change they announce, so that a
 // crash between a change and its own record still leaves rollback enough.
 const (
-	KindStep         = "step"
+	KindStep         = journal.KindStep
 	KindFileIntent   = journal.KindFileIntent
 	KindDriverIntent = journal.KindDriverIntent
-	KindLabel        = "label"
-	KindUndone       = "undone"
-	KindBootArgs     = "bootargs-intent"
+	KindLabel        = journal.KindLabel
+	KindUndone       = journal.KindUndone
+	KindBootArgs     = journal.KindBootArgs
 )
 
 // Env is what Apply and Rollback act through.
@@ -182,96 +178,133 @@ func Apply(ctx context.Context, e Env, p *Plan, o ApplyOptions) (*Outcome, error
 	for _, s := range out.Resumed {
 		e.logf("resuming: step %s was started by an earlier run that did not finish", s)
 	}
-	// Reboots asked for before the boot the node runs now are answered:
-	// this plan found no diagnosis to make (p.rebootErr), so an old ask
-	// never blames a later state on that reboot (a mode switch, a change
-	// made since).
+	if err := answerReboots(e, entries, out); err != nil {
+		return out, err
+	}
+	p.resumeKernelArgs(out.Resumed)
+	for _, s := range p.Steps {
+		stop, err := p.applyStep(ctx, e, s, entries, o, out)
+		if stop || err != nil {
+			return out, err
+		}
+	}
+	return out, nil
+}
+
+// answerReboots records answered the reboots asked for before the boot the
+// node runs now: this plan found no diagnosis to make (p.rebootErr), so an
+// old ask never blames a later state on that reboot (a mode switch, a
+// change made since). out.RebootedFor gets those, and those an earlier
+// apply answered in this same boot: every answer from this boot says so,
+// not only the first (a fleet client may have lost that one with its
+// connection).
+func answerReboots(e Env, entries []journal.Entry, out *Outcome) error {
 	for _, why := range rebootReasons {
 		if _, rebooted, _ := askState(e.Root, entries, why); rebooted {
-			if err := e.record(journal.Entry{Command: "apply", Kind: KindStep, Before: StepReboot, After: "done", Path: why, Device: out.BootID}); err != nil {
-				return out, err
+			s := journal.StepRecord{ID: StepReboot, State: journal.StepDone, Reason: why, BootID: out.BootID}
+			if err := e.record(s.Entry("apply", time.Time{})); err != nil {
+				return err
 			}
 			out.RebootedFor = append(out.RebootedFor, why)
 		}
 	}
-	// and those an earlier apply answered in this same boot: every answer
-	// from this boot says so, not only the first (a fleet client may have
-	// lost that one with its connection)
-	if out.BootID != "" {
-		for _, en := range entries {
-			if en.Kind == KindStep && en.Before == StepReboot && en.After == "done" && en.Device == out.BootID && !slices.Contains(out.RebootedFor, en.Path) {
-				out.RebootedFor = append(out.RebootedFor, en.Path)
-			}
+	if out.BootID == "" {
+		return nil
+	}
+	for _, en := range entries {
+		s := en.Step()
+		if en.Kind == KindStep && s.ID == StepReboot && s.State == journal.StepDone && s.BootID == out.BootID && !slices.Contains(out.RebootedFor, s.Reason) {
+			out.RebootedFor = append(out.RebootedFor, s.Reason)
 		}
 	}
-	// A kernel-args step interrupted after its file edits but before the boot
-	// menu was regenerated: the edit is now "already configured", so the
-	// plan has no step; regenerate again.
-	if slices.Contains(out.Resumed, StepKernelArgs) && p.Step(StepKernelArgs) == nil && p.boot != nil && p.boot.Regenerate != nil {
+	return nil
+}
+
+// resumeKernelArgs: a kernel-args step interrupted after its file edits but
+// before the boot menu was regenerated: the edit is now "already
+// configured", so the plan has no step; regenerate again.
+func (p *Plan) resumeKernelArgs(resumed []string) {
+	if slices.Contains(resumed, StepKernelArgs) && p.Step(StepKernelArgs) == nil && p.boot != nil && p.boot.Regenerate != nil {
 		s := &Step{ID: StepKernelArgs, Title: "regenerate the boot menu (an earlier run was interrupted)", argv: [][]string{p.boot.Regenerate}}
 		p.Steps = append([]*Step{s}, p.Steps...)
 	}
-	for _, s := range p.Steps {
-		if err := ctx.Err(); err != nil {
-			return out, err
-		}
-		if o.Interrupted != nil && o.Interrupted() {
-			out.Steps = append(out.Steps, StepResult{ID: s.ID, Status: "interrupted"})
-			return out, fmt.Errorf("before step %s: %w", s.ID, ErrInterrupted)
-		}
-		if s.Reboot && (len(s.offNouveau) > 0 && len(devicesOn(e.Root, s.offNouveau, isNouveau)) == 0 || len(s.offVFIO) > 0 && len(devicesOn(e.Root, s.offVFIO, pci.DriverIsVFIO)) == 0) &&
-			!askedThisBoot(e.Root, entries, s.rebootFor) {
-			// nouveau was unloaded (or no device is on VFIO any more):
-			// nothing left for a reboot to do. Not once apply asked for the
-			// reboot in this boot: the unload may succeed only because the
-			// node is going down (fleet apply --reboot runs apply again until
-			// it is back), and what apply would then check is a node about
-			// to reboot.
-			out.Steps = append(out.Steps, StepResult{ID: s.ID, Status: "skipped"})
-			continue
-		}
-		if s.Reboot {
-			// the boot ID tells the next run whether the node has booted since
-			if err := e.record(journal.Entry{Command: "apply", Kind: KindStep, Before: s.ID, After: "started", Device: out.BootID, Path: s.rebootFor}); err != nil {
-				return out, err
-			}
-			out.RebootFor = s.rebootFor
-			if !o.Reboot {
-				again := o.Again
-				if again == "" {
-					again = "gpuprep apply"
-				}
-				e.logf("reboot required: reboot the node, then run %s again to continue", again)
-				out.Steps = append(out.Steps, StepResult{ID: s.ID, Status: "stopped"})
-				out.Reboot = true
-				return out, nil
-			}
-			e.logf("run: systemctl reboot")
-			if _, err := e.Runner.Run(ctx, "systemctl", "reboot"); err != nil {
-				out.Steps = append(out.Steps, StepResult{ID: s.ID, Status: "failed", Error: err.Error()})
-				return out, fmt.Errorf("%s: systemctl reboot: %w", s.ID, err)
-			}
-			out.Steps = append(out.Steps, StepResult{ID: s.ID, Status: "rebooting"})
-			out.Reboot = true
-			return out, nil
-		}
-		if s.Deferred && s.ID != StepVGPUDevices { // vgpu-devices is planned when it runs, after the install
-			return out, fmt.Errorf("%s: deferred step reached without the reboot before it", s.ID)
-		}
-		e.logf("step %s: %s", s.ID, s.Title)
-		if err := e.record(journal.Entry{Command: "apply", Kind: KindStep, Before: s.ID, After: "started"}); err != nil {
-			return out, err
-		}
-		if err := p.run(ctx, e, s); err != nil {
-			out.Steps = append(out.Steps, StepResult{ID: s.ID, Status: "failed", Error: err.Error()})
-			return out, fmt.Errorf("%s: %w", s.ID, err)
-		}
-		if err := e.record(journal.Entry{Command: "apply", Kind: KindStep, Before: s.ID, After: "done"}); err != nil {
-			return out, err
-		}
-		out.Steps = append(out.Steps, StepResult{ID: s.ID, Status: "done"})
+}
+
+// applyStep runs s, its start and end journalled; stop says apply ends
+// here (the reboot, or an interrupt).
+func (p *Plan) applyStep(ctx context.Context, e Env, s *Step, entries []journal.Entry, o ApplyOptions, out *Outcome) (stop bool, err error) {
+	if err := ctx.Err(); err != nil {
+		return true, err
 	}
-	return out, nil
+	if o.Interrupted != nil && o.Interrupted() {
+		out.Steps = append(out.Steps, StepResult{ID: s.ID, Status: "interrupted"})
+		return true, fmt.Errorf("before step %s: %w", s.ID, ErrInterrupted)
+	}
+	if s.Reboot && rebootNeedless(e, s) && !askedThisBoot(e.Root, entries, s.rebootFor) {
+		// nouveau was unloaded (or no device is on VFIO any more):
+		// nothing left for a reboot to do. Not once apply asked for the
+		// reboot in this boot: the unload may succeed only because the
+		// node is going down (fleet apply --reboot runs apply again until
+		// it is back), and what apply would then check is a node about
+		// to reboot.
+		out.Steps = append(out.Steps, StepResult{ID: s.ID, Status: "skipped"})
+		return false, nil
+	}
+	if s.Reboot {
+		return true, rebootAt(ctx, e, s, o, out)
+	}
+	if s.Deferred && s.ID != StepVGPUDevices { // vgpu-devices is planned when it runs, after the install
+		return true, fmt.Errorf("%s: deferred step reached without the reboot before it", s.ID)
+	}
+	e.logf("step %s: %s", s.ID, s.Title)
+	if err := e.record(journal.StepRecord{ID: s.ID, State: journal.StepStarted}.Entry("apply", time.Time{})); err != nil {
+		return true, err
+	}
+	if err := p.run(ctx, e, s); err != nil {
+		out.Steps = append(out.Steps, StepResult{ID: s.ID, Status: "failed", Error: err.Error()})
+		return true, fmt.Errorf("%s: %w", s.ID, err)
+	}
+	if err := e.record(journal.StepRecord{ID: s.ID, State: journal.StepDone}.Entry("apply", time.Time{})); err != nil {
+		return true, err
+	}
+	out.Steps = append(out.Steps, StepResult{ID: s.ID, Status: "done"})
+	return false, nil
+}
+
+// rebootNeedless: the reboot step s follows leaves nothing for a reboot to
+// do (no GPU left on nouveau, or on VFIO).
+func rebootNeedless(e Env, s *Step) bool {
+	return len(s.offNouveau) > 0 && len(devicesOn(e.Root, s.offNouveau, isNouveau)) == 0 ||
+		len(s.offVFIO) > 0 && len(devicesOn(e.Root, s.offVFIO, pci.DriverIsVFIO)) == 0
+}
+
+// rebootAt is the reboot step s: the ask journalled with the boot ID (it
+// tells the next run whether the node has booted since), then apply stops,
+// or runs systemctl reboot (o.Reboot).
+func rebootAt(ctx context.Context, e Env, s *Step, o ApplyOptions, out *Outcome) error {
+	ask := journal.StepRecord{ID: s.ID, State: journal.StepStarted, BootID: out.BootID, Reason: s.rebootFor}
+	if err := e.record(ask.Entry("apply", time.Time{})); err != nil {
+		return err
+	}
+	out.RebootFor = s.rebootFor
+	if !o.Reboot {
+		again := o.Again
+		if again == "" {
+			again = "gpuprep apply"
+		}
+		e.logf("reboot required: reboot the node, then run %s again to continue", again)
+		out.Steps = append(out.Steps, StepResult{ID: s.ID, Status: "stopped"})
+		out.Reboot = true
+		return nil
+	}
+	e.logf("run: systemctl reboot")
+	if _, err := e.Runner.Run(ctx, "systemctl", "reboot"); err != nil {
+		out.Steps = append(out.Steps, StepResult{ID: s.ID, Status: "failed", Error: err.Error()})
+		return fmt.Errorf("%s: systemctl reboot: %w", s.ID, err)
+	}
+	out.Steps = append(out.Steps, StepResult{ID: s.ID, Status: "rebooting"})
+	out.Reboot = true
+	return nil
 }
 
 // askedThisBoot tells whether apply asked for a reboot for reason during
@@ -279,83 +312,6 @@ func Apply(ctx context.Context, e Env, p *Plan, o ApplyOptions) (*Outcome, error
 func askedThisBoot(root *host.Root, entries []journal.Entry, reason string) bool {
 	asked, rebooted, _ := askState(root, entries, reason)
 	return asked && !rebooted
-}
-
-func (p *Plan) run(ctx context.Context, e Env, s *Step) error {
-	switch s.ID {
-	case StepKernelArgs:
-		for _, f := range s.Files {
-			if err := writeFile(e, f.Path, f.data); err != nil {
-				return err
-			}
-		}
-		recorded := map[string]bool{}
-		for _, argv := range s.argv {
-			// what the bootloader's own tool is about to change, so that
-			// rollback can run its inverse
-			for _, en := range p.bootArgIntents(argv) {
-				k := en.Before + "\x00" + en.After
-				if recorded[k] {
-					continue
-				}
-				recorded[k] = true
-				if err := e.record(en); err != nil {
-					return err
-				}
-			}
-			e.logf("run: %s", host.ShellQuote(argv))
-			if out, err := e.Runner.Run(ctx, argv...); err != nil {
-				return fmt.Errorf("%s: %w%s", host.ShellQuote(argv), err, host.OutputTail(out))
-			}
-		}
-		return nil
-	case StepVFIOBind:
-		return p.bind(ctx, e)
-	case StepVFIOUnbind:
-		return p.unbind(ctx, e)
-	case StepNouveau:
-		for _, f := range s.Files {
-			if err := writeFile(e, f.Path, f.data); err != nil {
-				return err
-			}
-		}
-		for _, argv := range s.argv {
-			e.logf("run: %s", host.ShellQuote(argv))
-			if out, err := e.Runner.Run(ctx, argv...); err != nil {
-				return fmt.Errorf("%s: %w%s", host.ShellQuote(argv), err, host.OutputTail(out))
-			}
-		}
-		if !e.Root.Exists("/sys/module/nouveau") {
-			return nil
-		}
-		// every device nouveau drives loses it (selected or not): recorded
-		// first, so that rollback knows (it never loads nouveau again, nor
-		// takes a device from a driver that took it since)
-		now := e.now()
-		for _, a := range e.Root.Names("/sys/bus/pci/devices") {
-			if e.Root.LinkBase("/sys/bus/pci/devices/"+a+"/driver") == "nouveau" {
-				if err := e.record(journal.Entry{Time: now, Command: "apply", Kind: KindDriverIntent, Device: a, Before: "nouveau", After: ""}); err != nil {
-					return err
-				}
-			}
-		}
-		// in use (a console, a display server): not a failure, the reboot
-		// step after this one takes it away
-		e.logf("run: %s", host.ShellQuote(unloadNouveau))
-		if out, err := e.Runner.Run(ctx, unloadNouveau...); err != nil {
-			e.logf("note: nouveau could not be unloaded (%v%s): it goes with the reboot", err, host.OutputTail(out))
-		}
-		return nil
-	case StepVGPUInstall:
-		return p.installVGPU(ctx, e)
-	case StepVGPUDevices:
-		return p.createVGPUs(ctx, e)
-	case StepLabel:
-		return p.label(ctx, e)
-	case StepNFDTimer:
-		return p.installNFDTimer(ctx, e, s)
-	}
-	return fmt.Errorf("unknown step %q", s.ID)
 }
 
 // fileIntent records that p is about to be replaced (its backup will be
@@ -398,159 +354,6 @@ func backupNote(b string) string {
 	return " (backup " + b + ")"
 }
 
-func (p *Plan) bind(ctx context.Context, e Env) error {
-	vp := p.vfioPlan
-	if vp == nil {
-		return nil
-	}
-	now := e.now()
-	for _, t := range vp.Targets {
-		if t.Bound {
-			continue
-		}
-		if err := e.record(journal.Entry{Time: now, Command: "apply", Kind: KindDriverIntent, Device: t.Dev.Address, Before: t.Driver, After: t.VFIO}); err != nil {
-			return err
-		}
-	}
-	if vp.Persist != nil {
-		for _, f := range vp.Persist.Files {
-			// only the files vfio.Bind changes: one already as wanted (a
-			// re-run that only regenerates the initramfs) is not touched
-			if old, err := e.Root.ReadFile(f.Path); f.Content == nil && err != nil || err == nil && string(old) == string(f.Content) {
-				continue
-			}
-			wrote := journal.Absent
-			if f.Content != nil {
-				wrote = journal.Hash(f.Content)
-			}
-			if err := fileIntentBy(e, f.Path, now, "apply", wrote); err != nil {
-				return err
-			}
-		}
-	}
-	res, err := vfio.Bind(ctx, vfio.Env{Root: e.Root, Sysfs: e.Sysfs, Runner: e.Runner, BootIntents: BootArgIntents}, p.inv, vp,
-		vfio.Options{Persist: true, Force: p.opts.Force, NVSwitch: p.opts.NVSwitch, Now: func() time.Time { return now }})
-	logVFIO(e, res)
-	return err
-}
-
-func logVFIO(e Env, r *vfio.Result) {
-	if r == nil {
-		return
-	}
-	for _, c := range r.Commands {
-		e.logf("ran: %s", host.ShellQuote(c))
-	}
-	for _, c := range r.Changed {
-		e.logf("%s: %s -> %s", c.Device, orNone(c.Before), orNone(c.After))
-	}
-	for _, f := range r.Files {
-		switch {
-		case f.Removed:
-			e.logf("removed %s%s", f.Path, backupNote(f.Backup))
-		default:
-			e.logf("wrote %s%s", f.Path, backupNote(f.Backup))
-		}
-	}
-	for _, n := range r.Notes {
-		e.logf("note: %s", n)
-	}
-}
-
-func (p *Plan) unbind(ctx context.Context, e Env) error {
-	now := e.now()
-	if p.unbindAtBoot != nil {
-		// nothing moves now: the files go, the reboot step does the rest
-		for _, f := range []string{vfio.ModprobeConf, vfio.ModulesLoad, vfio.UdevRule} {
-			if e.Root.Exists(f) {
-				if err := fileIntent(e, f, now); err != nil {
-					return err
-				}
-			}
-		}
-		res, err := vfio.Unpersist(ctx, vfio.Env{Root: e.Root, Sysfs: e.Sysfs, Runner: e.Runner}, p.inv, p.unbindAtBoot,
-			vfio.Options{Regenerate: p.unbindRegen, Now: func() time.Time { return now }})
-		logVFIO(e, res)
-		return err
-	}
-	for _, t := range p.targets(e.Root) {
-		if err := e.record(journal.Entry{Time: now, Command: "apply", Kind: KindDriverIntent, Device: t.addr, Before: t.driver, After: t.restore}); err != nil {
-			return err
-		}
-	}
-	for _, f := range []string{vfio.ModprobeConf, vfio.ModulesLoad, vfio.UdevRule} {
-		if e.Root.Exists(f) {
-			if err := fileIntent(e, f, now); err != nil {
-				return err
-			}
-		}
-	}
-	res, err := vfio.Unbind(ctx, vfio.Env{Root: e.Root, Sysfs: e.Sysfs, Runner: e.Runner}, p.inv, p.opts.Selector,
-		vfio.Options{Force: p.opts.Force, NVSwitch: true, Regenerate: p.unbindRegen, NoRestore: p.noRestore(), Now: func() time.Time { return now }})
-	logVFIO(e, res)
-	if errors.Is(err, vfio.ErrNothing) {
-		return nil
-	}
-	return err
-}
-
-func (p *Plan) label(ctx context.Context, e Env) error {
-	l := p.labels
-	if l.file != "" {
-		edits, err := kube.EditKubeletLabels(e.Root, l.set, l.remove)
-		if err != nil {
-			return err
-		}
-		for _, f := range edits {
-			if err := writeFile(e, f.Path, f.New); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	client, err := kube.NewClient(p.opts.Kubeconfig)
-	if err != nil {
-		return err
-	}
-	before, err := client.LabelNode(ctx, l.node, l.set, l.remove, true)
-	if err != nil {
-		return err
-	}
-	if !before.Changed {
-		return nil
-	}
-	if err := e.record(LabelIntent("apply", l.node, p.opts.Kubeconfig, l.set, l.remove, before.Before)); err != nil {
-		return err
-	}
-	if _, err := client.LabelNode(ctx, l.node, l.set, l.remove, false); err != nil {
-		return err
-	}
-	e.logf("labelled Node %s: %s", l.node, kube.FormatLabels(l.set))
-	return nil
-}
-
-// LabelIntent is the journal entry (kind "label") that command writes before
-// it sets set and removes remove on Node node through the API with
-// kubeconfig: before is the labels the node has (LabelNode's Before, from a
-// server-side dry run). Rollback puts back the keys it lists that the node had
-// and removes those it did not. Path is the kubeconfig file, absolute
-// (kube.KubeconfigPath).
-func LabelIntent(command, node, kubeconfig string, set []kube.Label, remove []string, before map[string]string) journal.Entry {
-	var keys []string
-	for _, x := range set {
-		keys = append(keys, x.Key)
-	}
-	keys = append(keys, remove...)
-	var was []kube.Label
-	for _, k := range keys {
-		if v, ok := before[k]; ok {
-			was = append(was, kube.Label{Key: k, Value: v})
-		}
-	}
-	return journal.Entry{Command: command, Kind: KindLabel, Device: node, Path: kube.KubeconfigPath(kubeconfig),
-		Before: kube.FormatLabels(was), After: strings.Join(keys, ",")}
-}
-
 // removeStaleTemps removes the temporary files a killed atomic write of p
 // left beside it.
 func removeStaleTemps(root *host.Root, p string) {
@@ -570,125 +373,4 @@ func removeIfExists(p string) error {
 		return nil
 	}
 	return err
-}
-
-// bootArgIntents are the intent entries for one command of the kernel-args
-// step: an entry per argument that a bootloader's own tool (grubby,
-// kernel-install, kernelstub, rpm-ostree) adds or removes with it, as
-// grub.Boot.PlanEdit planned it (adding only what was not there). Commands
-// that only regenerate a boot menu from files (update-grub, grub-mkconfig)
-// have none: rollback restores the files and regenerates.
-func (p *Plan) bootArgIntents(argv []string) []journal.Entry {
-	return BootArgIntents(p.boot, p.grubPlan, argv, "apply")
-}
-
-// BootArgIntents are the bootargs-intent entries (see the journal kinds
-// above) of one command of gp, a plan of boot (nil: none), for the journal
-// under command: what rollback needs to undo the arguments that command
-// changes through a bootloader's own tool.
-func BootArgIntents(boot *grub.Boot, gp *grub.Plan, argv []string, command string) []journal.Entry {
-	if boot == nil || len(argv) == 0 {
-		return nil
-	}
-	var add, del []string
-	switch {
-	case boot.Kind == grub.KindBLS && argv[0] == "grubby":
-		for _, a := range argv[1:] {
-			if v, ok := strings.CutPrefix(a, "--args="); ok {
-				add = append(add, grub.Words(v)...)
-			} else if v, ok := strings.CutPrefix(a, "--remove-args="); ok {
-				del = append(del, grub.Words(v)...)
-			}
-		}
-	case boot.Kind == grub.KindKernelstub && argv[0] == "kernelstub":
-		for i := 1; i+1 < len(argv); i++ {
-			switch argv[i] {
-			case "--add-options", "-a":
-				add = append(add, strings.Fields(argv[i+1])...) // kernelstub splits them on blanks
-			case "--delete-options", "-d":
-				del = append(del, strings.Fields(argv[i+1])...)
-			}
-		}
-	case boot.Kind == grub.KindRpmOstree && argv[0] == "rpm-ostree":
-		for _, a := range argv[1:] {
-			for _, pre := range []string{"--append-if-missing=", "--append="} {
-				if v, ok := strings.CutPrefix(a, pre); ok {
-					add = append(add, v)
-				}
-			}
-			for _, pre := range []string{"--delete-if-present=", "--delete="} {
-				if v, ok := strings.CutPrefix(a, pre); ok {
-					del = append(del, v)
-				}
-			}
-		}
-	case boot.Kind == grub.KindSystemdBoot && argv[0] == "kernel-install" && gp != nil:
-		// the entries are made from /etc/kernel/cmdline, edited just before
-		add, del = gp.Added, gp.Removed
-	default:
-		return nil
-	}
-	multi := boot.Kind == grub.KindBLS || boot.Kind == grub.KindRpmOstree
-	// the step's removals run before its additions (grubby: as an earlier
-	// command): an entry's word they remove is gone when an addition runs
-	gone := del
-	if gp != nil {
-		gone = append(slices.Clone(gp.Removed), del...)
-	}
-	var out []journal.Entry
-	for _, d := range del {
-		en := journal.Entry{Command: command, Kind: KindBootArgs, Device: boot.Kind, Before: d}
-		if multi {
-			en.Path = strings.Join(entriesWithout(boot, d), " ")
-		}
-		out = append(out, en)
-	}
-	for _, a := range add {
-		en := journal.Entry{Command: command, Kind: KindBootArgs, Device: boot.Kind, After: a}
-		if multi {
-			en.Path = strings.Join(entriesWithKey(boot, a, gone), " ")
-		}
-		out = append(out, en)
-	}
-	return out
-}
-
-// entryWords are the arguments on a BLS entry's options lines, as written.
-func entryWords(data []byte) []string {
-	var out []string
-	for _, l := range strings.Split(string(data), "\n") {
-		if f := strings.Fields(l); len(f) > 0 && f[0] == "options" {
-			out = append(out, grub.Words(strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(l), "options")))...)
-		}
-	}
-	return out
-}
-
-// entriesWithout are the BLS entries that do not have word d: removing it
-// leaves them as they were, and putting it back everywhere would add it.
-func entriesWithout(b *grub.Boot, d string) []string {
-	var out []string
-	for _, e := range b.Entries {
-		if !slices.Contains(entryWords(e.Data), d) {
-			out = append(out, e.Path)
-		}
-	}
-	return out
-}
-
-// entriesWithKey are the BLS entries that, once the words in del are gone,
-// still have a's key (with a's value or another): adding a keeps or
-// replaces it there, and removing a everywhere would take it from them.
-func entriesWithKey(b *grub.Boot, a string, del []string) []string {
-	key := kargs.Norm(kargs.ParseOne(a).Key)
-	var out []string
-	for _, e := range b.Entries {
-		for _, w := range entryWords(e.Data) {
-			if !slices.Contains(del, w) && kargs.Norm(kargs.ParseOne(w).Key) == key {
-				out = append(out, e.Path)
-				break
-			}
-		}
-	}
-	return out
 }

@@ -376,8 +376,8 @@ func ApplyAt(root *host.Root, w AttrWriter, p *Plan, now time.Time) ([]Action, e
 //	KindWrite:  every write, once made (creations and --prune's removals)
 //	KindMode:   before a GPU's heterogeneous vGPU mode is turned on (ModeStep)
 const (
-	KindWrite  = "vgpu"
-	KindIntent = "vgpu-intent"
+	KindWrite  = journal.KindVGPU
+	KindIntent = journal.KindVGPUIntent
 )
 
 // ApplyJournalled is ApplyAt for callers that keep a journal: each write

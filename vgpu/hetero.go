@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/gpuprep/gpuprep/internal/host"
+	"github.com/gpuprep/gpuprep/internal/journal"
 )
 
 // NVIDIASMI is the command that sets and reads a GPU's heterogeneous vGPU
@@ -18,7 +19,7 @@ const NVIDIASMI = "nvidia-smi"
 // a GPU's heterogeneous vGPU mode: Device = the GPU, Before = the mode
 // nvidia-smi read then ("Disabled"), After = "Enabled". Rollback turns the
 // mode off again (nvidia-smi vgpu -shm 0) once the GPU has no vGPU left.
-const KindMode = "vgpu-mode"
+const KindMode = journal.KindVGPUMode
 
 // ModeStep turns on the heterogeneous vGPU mode of a GPU, which vGPUs of
 // different framebuffer sizes on it need. It runs after sriov-manage -e

@@ -622,7 +622,7 @@ func (p *InstallPlan) Execute(ctx context.Context, e *Env, done func(Step)) erro
 			return &StepError{N: i + 1, Of: len(p.Steps), Title: s.Title, Err: err, Remedy: s.Remedy}
 		}
 		if len(s.Commands) > 0 && !e.Undoing {
-			_ = journal.Append(e.Root, journal.Entry{Time: e.now().UTC(), Command: "vgpu install", Kind: "step", After: s.Title})
+			_ = journal.Append(e.Root, journal.Entry{Time: e.now().UTC(), Command: "vgpu install", Kind: journal.KindStep, After: s.Title})
 		}
 		if done != nil {
 			done(s)

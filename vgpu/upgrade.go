@@ -35,8 +35,8 @@ import (
 //	                   installed, After = the new one, Path = the record
 //	KindUpgrade:       once verified; the same fields
 const (
-	KindUpgradeIntent = "vgpu-manager-intent"
-	KindUpgrade       = "vgpu-manager"
+	KindUpgradeIntent = journal.KindVGPUManagerIntent
+	KindUpgrade       = journal.KindVGPUManager
 )
 
 // ManagerRef is one side of a version change.

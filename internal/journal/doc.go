@@ -4,6 +4,16 @@
 // host root, each with one write(2) and an fsync, so a crash leaves at most
 // one torn last line, which Read skips and reports.
 //
+// # Records
+//
+// Each line is one record: its version ("v", Version; none in journals of
+// a gpuprep from before records had one, which read the same) and one
+// Entry. kinds.go names every kind and, where Device, Path, Before and
+// After mean something else than their names say, a payload type
+// (StepRecord, LabelRecord, DriverRecord, BootArgsRecord, UndoneRecord)
+// to write and read them by. How each kind is undone is registered by
+// provision's Rollback (its undoKinds).
+//
 // # Order of record
 //
 // Every change to a host is made in this order, by every writer:

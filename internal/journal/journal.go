@@ -36,6 +36,14 @@ type Entry struct {
 	Wrote string `json:"wrote,omitempty"`
 }
 
+// record is an Entry as a journal line: with the version of the record
+// (Version, "v"), which the journals of a gpuprep from before records had
+// one lack (0): their fields mean the same.
+type record struct {
+	V int `json:"v,omitempty"`
+	Entry
+}
+
 // The kinds of file entries: an intent before a file is written (Path;
 // Backup, the backup about to be made, and Before, the hash of the content
 // it saves, or Before Absent for a new file; Wrote, what the write is to
@@ -172,7 +180,7 @@ func Append(root *host.Root, e Entry) error {
 	if err != nil {
 		return err
 	}
-	line, err := json.Marshal(e)
+	line, err := json.Marshal(record{V: Version, Entry: e})
 	if err != nil {
 		return err
 	}
@@ -222,22 +230,29 @@ func Read(root *host.Root) ([]Entry, error) {
 	}
 	defer f.Close()
 	var out []Entry
-	var bad []int
+	var bad, newer []int
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 64*1024), 4*1024*1024)
 	for n := 1; sc.Scan(); n++ {
-		var e Entry
-		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+		var r record
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
 			bad = append(bad, n)
 			continue
 		}
-		out = append(out, e)
+		if r.V > Version {
+			newer = append(newer, n)
+		}
+		out = append(out, r.Entry)
 	}
 	if err := sc.Err(); err != nil {
 		return out, err
 	}
 	if len(bad) > 0 {
 		return out, fmt.Errorf("%s: unreadable lines %v skipped", Path, bad)
+	}
+	if len(newer) > 0 {
+		// read as this version's: what they hold beyond it is not known here
+		return out, fmt.Errorf("%s: lines %v were written by a newer gpuprep (record version above %d)", Path, newer, Version)
 	}
 	return out, nil
 }

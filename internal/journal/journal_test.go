@@ -73,3 +73,42 @@ func TestWriteFileJournalsDirectoriesItMakes(t *testing.T) {
 	require.Equal(t, []string{"/etc/c", "/etc/c/d"}, Missing(root, "/etc/c/d"))
 	require.Empty(t, Missing(root, "/etc/a/b"))
 }
+
+// Records carry their version; those of a gpuprep from before they had one
+// read with their fields as they were; one of a newer gpuprep is read and
+// reported.
+func TestRecordVersion(t *testing.T) {
+	dir := t.TempDir()
+	root, _ := host.NewRoot(dir)
+	require.NoError(t, Append(root, LabelRecord{Node: "n1", Kubeconfig: "/k", Before: "a=b", Keys: "c"}.Entry("label", time.Unix(1, 0).UTC())))
+	b, err := os.ReadFile(filepath.Join(dir, Path))
+	require.NoError(t, err)
+	require.Contains(t, string(b), `{"v":1,"time"`)
+	f, _ := os.OpenFile(filepath.Join(dir, Path), os.O_APPEND|os.O_WRONLY, 0)
+	// as main's gpuprep (c1dcee8) wrote a label entry: no "v"
+	f.WriteString(`{"time":"2026-01-02T03:04:10Z","command":"apply","kind":"label","path":"/root/.kube/config","device":"node-a","before":"x=y","after":"nvidia.com/gpu.workload.config"}` + "\n")
+	f.Close()
+	got, err := Read(root)
+	require.NoError(t, err)
+	require.Equal(t, LabelRecord{Node: "node-a", Kubeconfig: "/root/.kube/config", Before: "x=y", Keys: "nvidia.com/gpu.workload.config"}, got[1].Label())
+	require.Equal(t, LabelRecord{Node: "n1", Kubeconfig: "/k", Before: "a=b", Keys: "c"}, got[0].Label())
+	f, _ = os.OpenFile(filepath.Join(dir, Path), os.O_APPEND|os.O_WRONLY, 0)
+	f.WriteString(`{"v":2,"time":"2026-01-02T03:04:10Z","command":"apply","kind":"step","before":"label","after":"done"}` + "\n")
+	f.Close()
+	got, err = Read(root)
+	require.ErrorContains(t, err, "lines [3] were written by a newer gpuprep")
+	require.Len(t, got, 3)
+}
+
+// Each payload type round-trips through its entry.
+func TestPayloadsRoundTrip(t *testing.T) {
+	s := StepRecord{ID: "reboot", State: StepStarted, BootID: "b1", Reason: "kernel-args"}
+	require.Equal(t, s, s.Entry("apply", time.Time{}).Step())
+	b := BootArgsRecord{Loader: "grub-bls", Add: "iommu=pt", Kept: "/boot/loader/entries/x.conf"}
+	require.Equal(t, b, b.Entry("apply", time.Time{}).BootArgs())
+	u := UndoneRecord{Index: 7, Kind: KindFile, Path: "/etc/default/grub", Saved: "/etc/default/grub.bak"}
+	got, ok := u.Entry("rollback", time.Time{}).Undone()
+	require.True(t, ok)
+	require.Equal(t, u, got)
+	require.Equal(t, DriverRecord{Device: "0000:41:00.0", Before: "nvidia", After: "vfio-pci"}, DriverIntent("apply", "0000:41:00.0", "nvidia", "vfio-pci", time.Time{}).Driver())
+}

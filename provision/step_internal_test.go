@@ -1,0 +1,18 @@
+package provision
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// The workflow's step types run in the order Steps lists, one for each.
+func TestStepKindsAreTheWorkflow(t *testing.T) {
+	var ids []string
+	for _, k := range stepKinds {
+		ids = append(ids, k.id())
+	}
+	require.Equal(t, Steps, ids)
+	require.Nil(t, kindOf("no-such-step"))
+	require.Error(t, (&Plan{}).run(t.Context(), Env{}, &Step{ID: "no-such-step"}))
+}

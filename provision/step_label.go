@@ -1,0 +1,190 @@
+package provision
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/gpuprep/gpuprep/internal/host"
+	"github.com/gpuprep/gpuprep/internal/journal"
+	"github.com/gpuprep/gpuprep/internal/kube"
+	"github.com/gpuprep/gpuprep/preflight"
+)
+
+// labelStep (StepLabel): the Node's workload labels set (planned by
+// planLabel), through the API (a label entry with the labels before) or
+// in the kubelet's environment file (a file entry); rollback restores them
+// (restoreLabels) or the file.
+type labelStep struct{}
+
+func (labelStep) id() string { return StepLabel }
+
+func (labelStep) run(ctx context.Context, e Env, p *Plan, _ *Step) error { return p.label(ctx, e) }
+
+type labelPlan struct {
+	set    []kube.Label
+	remove []string
+	file   string // kubelet environment file; "" when through the API
+	node   string
+}
+
+// labelsFor are the labels of mode: the workload label, and for vm-vgpu
+// its nvidia.com/vgpu.config, for other modes a stale nvidia.com/vgpu.config removed.
+func labelsFor(mode preflight.Mode, vgpuConfig string) ([]kube.Label, []string) {
+	set := []kube.Label{{Key: kube.WorkloadLabel, Value: string(mode)}}
+	if mode != preflight.VMVGPU {
+		return set, []string{kube.VGPUConfigLabel}
+	}
+	if vgpuConfig != "" {
+		set = append(set, kube.Label{Key: kube.VGPUConfigLabel, Value: vgpuConfig})
+	}
+	return set, nil
+}
+
+// NodeName is the name the kubelet registers this host under.
+func NodeName(root *host.Root) (string, error) {
+	h, err := root.ReadString("/proc/sys/kernel/hostname")
+	if err != nil || h == "" {
+		return "", fmt.Errorf("cannot tell this host's name (%v): give the node name", err)
+	}
+	return strings.ToLower(h), nil
+}
+
+func (p *Plan) planLabel(ctx context.Context) error {
+	set, remove := labelsFor(p.opts.Mode, p.opts.VGPUConfig)
+	p.labels = labelPlan{set: set, remove: remove}
+	if p.opts.Kubeconfig == "" {
+		file := kube.KubeletEnvFile(p.root)
+		edits, err := kube.EditKubeletLabels(p.root, set, remove)
+		if err != nil {
+			return &PlanError{Step: StepLabel, Err: err}
+		}
+		p.labels.file = file
+		if len(edits) == 0 {
+			return nil
+		}
+		s := &Step{ID: StepLabel,
+			Title: fmt.Sprintf("label the node %s in the kubelet's --node-labels (%s)", kube.FormatLabels(set), file),
+			Notes: []string{"the kubelet applies --node-labels when the node registers; for a node that has joined already, give --kubeconfig to label it through the API"}}
+		for _, e := range edits {
+			s.Files = append(s.Files, fileDiff(e.Path, e.Old, e.New, e.Existed))
+			if e.Path != file {
+				s.Notes = append(s.Notes, e.Path+" also sets these keys in the kubelet's --node-labels: they are removed there, so that the node registers with the labels above only")
+			}
+		}
+		p.Steps = append(p.Steps, s)
+		return nil
+	}
+	name := p.opts.Node
+	if name == "" {
+		n, err := NodeName(p.root)
+		if err != nil {
+			return &PlanError{Step: StepLabel, Err: err}
+		}
+		name = n
+	}
+	p.labels.node = name
+	s := &Step{ID: StepLabel, Title: fmt.Sprintf("label Node %s through the Kubernetes API: %s", name, kube.FormatLabels(set))}
+	client, err := kube.NewClient(p.opts.Kubeconfig)
+	if err != nil {
+		return &PlanError{Step: StepLabel, Err: err}
+	}
+	res, err := client.LabelNode(ctx, name, set, remove, true)
+	switch {
+	case err != nil:
+		s.Notes = append(s.Notes, "could not ask the API server (apply will try again): "+err.Error())
+	case !res.Changed:
+		return nil
+	}
+	p.Steps = append(p.Steps, s)
+	return nil
+}
+
+func (p *Plan) label(ctx context.Context, e Env) error {
+	l := p.labels
+	if l.file != "" {
+		edits, err := kube.EditKubeletLabels(e.Root, l.set, l.remove)
+		if err != nil {
+			return err
+		}
+		for _, f := range edits {
+			if err := writeFile(e, f.Path, f.New); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	client, err := kube.NewClient(p.opts.Kubeconfig)
+	if err != nil {
+		return err
+	}
+	before, err := client.LabelNode(ctx, l.node, l.set, l.remove, true)
+	if err != nil {
+		return err
+	}
+	if !before.Changed {
+		return nil
+	}
+	if err := e.record(LabelIntent("apply", l.node, p.opts.Kubeconfig, l.set, l.remove, before.Before)); err != nil {
+		return err
+	}
+	if _, err := client.LabelNode(ctx, l.node, l.set, l.remove, false); err != nil {
+		return err
+	}
+	e.logf("labelled Node %s: %s", l.node, kube.FormatLabels(l.set))
+	return nil
+}
+
+// LabelIntent is the journal entry (kind "label") that command writes before
+// it sets set and removes remove on Node node through the API with
+// kubeconfig: before is the labels the node has (LabelNode's Before, from a
+// server-side dry run). Rollback puts back the keys it lists that the node had
+// and removes those it did not. Path is the kubeconfig file, absolute
+// (kube.KubeconfigPath).
+func LabelIntent(command, node, kubeconfig string, set []kube.Label, remove []string, before map[string]string) journal.Entry {
+	var keys []string
+	for _, x := range set {
+		keys = append(keys, x.Key)
+	}
+	keys = append(keys, remove...)
+	var was []kube.Label
+	for _, k := range keys {
+		if v, ok := before[k]; ok {
+			was = append(was, kube.Label{Key: k, Value: v})
+		}
+	}
+	return journal.Entry{Command: command, Kind: KindLabel, Device: node, Path: kube.KubeconfigPath(kubeconfig),
+		Before: kube.FormatLabels(was), After: strings.Join(keys, ",")}
+}
+
+func restoreLabels(ctx context.Context, first journal.Entry, kubeconfig string, res *RollbackResult) error {
+	if kubeconfig == "" {
+		kubeconfig = first.Path
+	}
+	was, err := kube.ParseLabels(first.Before)
+	if err != nil {
+		return fmt.Errorf("label %s: journal: %w", first.Device, err)
+	}
+	had := map[string]bool{}
+	for _, l := range was {
+		had[l.Key] = true
+	}
+	var remove []string
+	for _, k := range strings.Split(first.After, ",") {
+		if k != "" && !had[k] {
+			remove = append(remove, k)
+		}
+	}
+	client, err := kube.NewClient(kubeconfig)
+	if err != nil {
+		return fmt.Errorf("label %s: %w", first.Device, err)
+	}
+	r, err := client.LabelNode(ctx, first.Device, was, remove, false)
+	if err != nil {
+		return fmt.Errorf("label %s: %w", first.Device, err)
+	}
+	if r.Changed {
+		res.Undone = append(res.Undone, Undo{Kind: "label", Target: "Node " + first.Device, Action: fmt.Sprintf("restored %s, removed %s", kube.FormatLabels(was), strings.Join(remove, ","))})
+	}
+	return nil
+}
