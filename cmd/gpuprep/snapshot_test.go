@@ -298,7 +298,7 @@ func TestPackedRootIsReadOnly(t *testing.T) {
 func TestPackedRootRunsNothing(t *testing.T) {
 	r, err := host.NewRoot(t.TempDir())
 	require.NoError(t, err)
-	_, err = grubRunner(r.Frozen("packed")).Run(context.Background(), "kernelstub", "--add-options", "iommu=pt")
+	_, err = realDeps().grubRunner(r.Frozen("packed")).Run(context.Background(), "kernelstub", "--add-options", "iommu=pt")
 	require.ErrorContains(t, err, "kernelstub --add-options iommu=pt: write /: packed")
 }
 
