@@ -114,12 +114,11 @@ func TestApplyVMVGPUFreshVFMdev(t *testing.T) {
 func TestVGPUApplyVFMdev(t *testing.T) {
 	root := fixtureRoot(t, "vfmdev-vgpu")
 	n := simulatedVGPUApply(t, root)
-	oldR := vgpuApplyRunner
-	t.Cleanup(func() { vgpuApplyRunner = oldR })
-	vgpuApplyRunner = func(*host.Root) host.Runner { return n }
+	d := realDeps()
+	d.vgpuApplyRunner = func(*host.Root) host.Runner { return n }
 	typesFree := func(typ string) string {
 		t.Helper()
-		out, errs, code := gpuprep(t, "vgpu", "types", "--root", root)
+		out, errs, code := gpuprepWith(t, d, "vgpu", "types", "--root", root)
 		require.Equal(t, 0, code, errs)
 		m := regexp.MustCompile(fixture.A16 + `\s+mdev\s+` + typ + `\s+\S+ \S+\s+(\S+)\s`).FindStringSubmatch(out)
 		require.NotNil(t, m, out)
@@ -128,13 +127,13 @@ func TestVGPUApplyVFMdev(t *testing.T) {
 	require.Equal(t, "4", typesFree("nvidia-713"), "4 A16-4Q fit the GPU, though each of its 16 VFs says 1")
 	require.Equal(t, "16", typesFree("nvidia-711"))
 
-	out, errs, code := gpuprep(t, "vgpu", "apply", "--root", root, "-f", a16ConfigFile(t, 5), "-c", "a16-4q")
+	out, errs, code := gpuprepWith(t, d, "vgpu", "apply", "--root", root, "-f", a16ConfigFile(t, 5), "-c", "a16-4q")
 	require.NotEqual(t, 0, code, out+errs)
 	require.Contains(t, errs, `0000:b2:00.0: 5 more "NVIDIA A16-4Q" wanted, 4 available (the GPU takes 4 more; 16 of its 16 VFs, the mdev parents, have one free)`)
 	require.Empty(t, mdevsOf(t, root))
 
 	cfg := a16ConfigFile(t, 4)
-	out, errs, code = gpuprep(t, "vgpu", "apply", "--root", root, "-f", cfg, "-c", "a16-4q", "--persist")
+	out, errs, code = gpuprepWith(t, d, "vgpu", "apply", "--root", root, "-f", cfg, "-c", "a16-4q", "--persist")
 	require.Equal(t, 0, code, out+errs)
 	onVFs := func() []string {
 		var on []string
@@ -154,21 +153,21 @@ func TestVGPUApplyVFMdev(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, string(unit), "do [ -d /sys/bus/pci/devices/"+fixture.A16+"/virtfn0/mdev_supported_types ] && exit 0; sleep 2; done;",
 		"at boot it waits for the VFs sriov-manage makes to be mdev parents")
-	_, _, code = gpuprep(t, "vgpu", "assert", "--root", root, "-f", cfg, "-c", "a16-4q")
+	_, _, code = gpuprepWith(t, d, "vgpu", "assert", "--root", root, "-f", cfg, "-c", "a16-4q")
 	require.Equal(t, 0, code)
 
 	// a reboot loses the vGPUs; what the unit runs makes them again
 	for u := range mdevsOf(t, root) {
 		require.NoError(t, n.WriteAttr("/sys/bus/mdev/devices/"+u+"/remove", "1"))
 	}
-	_, _, code = gpuprep(t, "vgpu", "assert", "--root", root, "-f", cfg, "-c", "a16-4q")
+	_, _, code = gpuprepWith(t, d, "vgpu", "assert", "--root", root, "-f", cfg, "-c", "a16-4q")
 	require.Equal(t, 1, code)
-	out, errs, code = gpuprep(t, "vgpu", "apply", "--root", root, "-f", filepath.Join(root, vgpu.PersistedConfig), "-c", "a16-4q")
+	out, errs, code = gpuprepWith(t, d, "vgpu", "apply", "--root", root, "-f", filepath.Join(root, vgpu.PersistedConfig), "-c", "a16-4q")
 	require.Equal(t, 0, code, out+errs)
 	require.Equal(t, want, onVFs())
 
 	// --prune: the four A16-4Q go, two A16-8Q take the freed VFs
-	out, errs, code = gpuprep(t, "vgpu", "apply", "--root", root, "-f", writeConfig(t, "a16-4q", "A16-8Q", 2), "-c", "a16-4q", "--prune")
+	out, errs, code = gpuprepWith(t, d, "vgpu", "apply", "--root", root, "-f", writeConfig(t, "a16-4q", "A16-8Q", 2), "-c", "a16-4q", "--prune")
 	require.Equal(t, 0, code, out+errs)
 	require.Equal(t, []string{fixture.A16VFs[0] + " nvidia-714", fixture.A16VFs[1] + " nvidia-714"}, onVFs())
 	require.Equal(t, "0", typesFree("nvidia-714"))

@@ -15,11 +15,14 @@ type deps struct {
 	grubRunner func(*host.Root) host.Runner
 	// grubNow is the time grub's backups and journal entries are stamped with.
 	grubNow func() time.Time
+	// vgpuApplyRunner runs vgpu apply's commands (nvidia-smi for the
+	// heterogeneous mode, --persist's systemctl).
+	vgpuApplyRunner func(*host.Root) host.Runner
 }
 
 // realDeps are the machine's own.
 func realDeps() *deps {
-	return &deps{grubRunner: hostGrubRunner, grubNow: time.Now}
+	return &deps{grubRunner: hostGrubRunner, grubNow: time.Now, vgpuApplyRunner: host.DefaultRunner}
 }
 
 // dep is the command's deps: the ones given, else the real ones.

@@ -22,9 +22,6 @@ import (
 
 func init() { register(newVGPUCmd) }
 
-// vgpuApplyRunner runs --persist's systemctl commands; tests replace it.
-var vgpuApplyRunner = host.DefaultRunner
-
 // vgpuSysfs is what vgpu apply writes the vGPU attributes through: the host
 // root; tests put the vGPU simulator (vgputest.Host) in front of it.
 var vgpuSysfs = func(root *host.Root) vgpu.AttrWriter { return root }
@@ -143,7 +140,7 @@ func newVGPUApplyCmd(g *globals, assert bool) *cobra.Command {
 				return usageErr("%v", err)
 			}
 			// nvidia-smi: a GPU's heterogeneous vGPU mode, for mixed sizes
-			plan, err := vgpu.MakePlanWith(root, wants, vgpu.PlanOptions{Prune: prune, Runner: vgpuApplyRunner(root)})
+			plan, err := vgpu.MakePlanWith(root, wants, vgpu.PlanOptions{Prune: prune, Runner: g.dep().vgpuApplyRunner(root)})
 			if err != nil {
 				return &exitError{code: exitNotReady, err: err}
 			}
@@ -176,7 +173,7 @@ func newVGPUApplyCmd(g *globals, assert bool) *cobra.Command {
 				if prune {
 					args = append(args, "--prune")
 				}
-				runner = vgpuApplyRunner(root)
+				runner = g.dep().vgpuApplyRunner(root)
 				if pp, err = vgpu.PlanPersist(context.Background(), root, runner, gpuprepBinary(), raw, args); err != nil {
 					return &exitError{code: exitNotReady, err: err}
 				}

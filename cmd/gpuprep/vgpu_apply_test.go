@@ -35,16 +35,17 @@ func TestVGPUApplyPruneAndPersist(t *testing.T) {
 	h, err := vgputest.New(root)
 	require.NoError(t, err)
 	require.NoError(t, h.SetHeterogeneous("0000:41:00.0", true))
-	oldR, oldB := vgpuApplyRunner, gpuprepBinary
-	t.Cleanup(func() { vgpuApplyRunner, gpuprepBinary = oldR, oldB })
-	vgpuApplyRunner = func(*host.Root) host.Runner { return h }
+	oldB := gpuprepBinary
+	t.Cleanup(func() { gpuprepBinary = oldB })
+	d := realDeps()
+	d.vgpuApplyRunner = func(*host.Root) host.Runner { return h }
 
 	write("        \"H200X-35C\": 1\n")
-	out, stderr, code := gpuprep(t, "vgpu", "apply", "--root", root, "-f", cfg, "-c", "h200", "--dry-run")
+	out, stderr, code := gpuprepWith(t, d, "vgpu", "apply", "--root", root, "-f", cfg, "-c", "h200", "--dry-run")
 	require.Equal(t, 0, code, stderr)
 	require.Contains(t, stderr, "0000:41:00.5 (NVIDIA H200X-70C) is not in config \"h200\"; left alone (--prune removes it)")
 	require.NotContains(t, out, "> /sys/bus/pci/devices/0000:41:00.5/nvidia/current_vgpu_type")
-	out, stderr, code = gpuprep(t, "vgpu", "apply", "--root", root, "-f", cfg, "-c", "h200", "--dry-run", "--prune")
+	out, stderr, code = gpuprepWith(t, d, "vgpu", "apply", "--root", root, "-f", cfg, "-c", "h200", "--dry-run", "--prune")
 	require.Equal(t, 0, code, stderr)
 	require.Contains(t, stderr, "0000:41:00.4 (NVIDIA H200X-70C) is not in config \"h200\" but in use by 999 (qemu-kvm: /dev/vfio/42); kept")
 	require.Contains(t, out, "would write 0 > /sys/bus/pci/devices/0000:41:00.5/nvidia/current_vgpu_type  (remove the NVIDIA H200X-70C of VF 0000:41:00.5)\n"+
@@ -55,7 +56,7 @@ func TestVGPUApplyPruneAndPersist(t *testing.T) {
 	// in ~/.cache), enabled through systemctl
 	self := fakeGpuprep(t)
 	gpuprepBinary = func() string { return self }
-	out, stderr, code = gpuprep(t, "vgpu", "apply", "--root", root, "-f", cfg, "-c", "h200", "--prune", "--persist", "--dry-run")
+	out, stderr, code = gpuprepWith(t, d, "vgpu", "apply", "--root", root, "-f", cfg, "-c", "h200", "--prune", "--persist", "--dry-run")
 	require.Equal(t, 0, code, stderr)
 	require.Contains(t, out, "would install /usr/local/libexec/gpuprep/gpuprep: this gpuprep (SHA-256 "+sha256Hex(t, self)+"), 0755 root:root\n")
 	require.Contains(t, out, "would write /etc/systemd/system/gpuprep-vgpu-apply.service\n--- /dev/null\n")
@@ -67,7 +68,7 @@ func TestVGPUApplyPruneAndPersist(t *testing.T) {
 
 	b.File("/etc/systemd/system/gpuprep-vgpu-sriov.service", "")
 	require.NoError(t, b.Err())
-	out, stderr, code = gpuprep(t, "vgpu", "apply", "--root", root, "-f", cfg, "-c", "h200", "--persist")
+	out, stderr, code = gpuprepWith(t, d, "vgpu", "apply", "--root", root, "-f", cfg, "-c", "h200", "--persist")
 	require.Equal(t, 0, code, stderr)
 	require.Contains(t, out, "persisted: gpuprep-vgpu-apply.service re-applies config \"h200\" at boot")
 	require.Equal(t, []string{"systemctl daemon-reload", "systemctl enable gpuprep-vgpu-apply.service"}, h.Commands())
@@ -75,7 +76,7 @@ func TestVGPUApplyPruneAndPersist(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, string(c), "H200X-35C")
 	requireInstalledGpuprep(t, root, self)
-	out, stderr, code = gpuprep(t, "vgpu", "apply", "--root", root, "-f", cfg, "-c", "h200", "--persist")
+	out, stderr, code = gpuprepWith(t, d, "vgpu", "apply", "--root", root, "-f", cfg, "-c", "h200", "--persist")
 	require.Equal(t, 0, code, stderr)
 	require.Contains(t, out, "persisted: gpuprep-vgpu-apply.service is in place and enabled")
 	require.Len(t, h.Commands(), 2)
