@@ -30,24 +30,24 @@ func TestApplyVMVGPUFreshVFMdev(t *testing.T) {
 	root := fixtureRoot(t, "vgpu-fresh-vfmdev")
 	withTools(t, root)
 	withoutIOMMUArgs(t, root)
-	n := simulatedVGPUNode(t, root)
+	n, d := simulatedVGPUNode(t, root)
 	run, err := vgputest.WriteInstaller(t.TempDir(), "535.183.04", "vgpu-kvm")
 	require.NoError(t, err)
 	cfg := a16ConfigFile(t, 4)
 	orig := tree(t, root)
 	args := []string{"--root", root, "--mode", "vm-vgpu", "--vgpu-config-file", cfg, "--vgpu-config", "a16-4q", "--driver", run}
 
-	out, errs, code := gpuprep(t, append([]string{"plan"}, args...)...)
+	out, errs, code := gpuprepWith(t, d, append([]string{"plan"}, args...)...)
 	require.Equal(t, 0, code, errs)
 	require.Contains(t, out, "run: modprobe nvidia_vgpu_vfio")
 	require.Contains(t, out, "run: /usr/lib/nvidia/sriov-manage -e "+fixture.A16)
 	require.Contains(t, out, `create the vGPUs of config "a16-4q" (4× A16-4Q on `+fixture.A16+`)`)
 	require.Equal(t, orig, tree(t, root), "plan changes nothing")
 
-	out, errs, code = gpuprep(t, append([]string{"apply", "--yes"}, args...)...)
+	out, errs, code = gpuprepWith(t, d, append([]string{"apply", "--yes"}, args...)...)
 	require.Equal(t, exitNeedReboot, code, out+errs)
 	simulateReboot(t, root)
-	out, errs, code = gpuprep(t, append([]string{"apply", "--yes", "-o", "json"}, args...)...)
+	out, errs, code = gpuprepWith(t, d, append([]string{"apply", "--yes", "-o", "json"}, args...)...)
 	var a applyJSON
 	require.NoError(t, json.Unmarshal([]byte(out), &a), out+errs)
 	require.Equal(t, []struct{ ID, Status string }{{"vgpu-install", "done"}, {"vgpu-devices", "done"}, {"label", "done"}}, a.Outcome.Steps, out+errs)
@@ -79,23 +79,23 @@ func TestApplyVMVGPUFreshVFMdev(t *testing.T) {
 	require.Contains(t, string(unit), "[ -d /sys/bus/pci/devices/"+fixture.A16+"/virtfn0/mdev_supported_types ]")
 
 	// the GPU is full: vgpu types says so, per GPU
-	out, errs, code = gpuprep(t, "vgpu", "types", "--root", root)
+	out, errs, code = gpuprepWith(t, d, "vgpu", "types", "--root", root)
 	require.Equal(t, 0, code, errs)
 	require.Regexp(t, fixture.A16+`\s+mdev\s+nvidia-713\s+NVIDIA A16-4Q\s+0\s`, out)
 
 	// check on its own: ready
-	out, errs, code = gpuprep(t, "check", "--root", root, "--mode", "vm-vgpu")
+	out, errs, code = gpuprepWith(t, d, "check", "--root", root, "--mode", "vm-vgpu")
 	require.Equal(t, 0, code, out+errs)
 
 	// a re-run is a no-op
 	jl, after := journalLen(t, root), tree(t, root)
-	out, errs, _ = gpuprep(t, append([]string{"apply", "--yes"}, args...)...)
+	out, errs, _ = gpuprepWith(t, d, append([]string{"apply", "--yes"}, args...)...)
 	require.Contains(t, out, "Nothing to do", errs)
 	require.Equal(t, jl, journalLen(t, root))
 	require.Equal(t, after, tree(t, root))
 
 	// rollback: the vGPUs gone from the VFs, the files back, the manager stays
-	out, errs, code = gpuprep(t, "rollback", "--root", root)
+	out, errs, code = gpuprepWith(t, d, "rollback", "--root", root)
 	require.Equal(t, exitNeedReboot, code, out+errs)
 	require.Contains(t, out, "the vGPU manager stays installed")
 	require.Empty(t, mdevsOf(t, root))
@@ -104,7 +104,7 @@ func TestApplyVMVGPUFreshVFMdev(t *testing.T) {
 	require.NoFileExists(t, filepath.Join(root, "run/fake-systemd/is-enabled", vgpu.ApplyUnitName))
 	require.Contains(t, n.h.Commands(), "/usr/lib/nvidia/sriov-manage -e "+fixture.A16)
 
-	out, errs, code = gpuprep(t, "rollback", "--root", root)
+	out, errs, code = gpuprepWith(t, d, "rollback", "--root", root)
 	require.Equal(t, 0, code, errs)
 	require.Contains(t, out, "Nothing to roll back.")
 }
@@ -113,8 +113,7 @@ func TestApplyVMVGPUFreshVFMdev(t *testing.T) {
 // are its mdev parents; and what the boot unit runs recreates the vGPUs.
 func TestVGPUApplyVFMdev(t *testing.T) {
 	root := fixtureRoot(t, "vfmdev-vgpu")
-	n := simulatedVGPUApply(t, root)
-	d := realDeps()
+	n, d := simulatedVGPUApply(t, root)
 	d.vgpuApplyRunner = func(*host.Root) host.Runner { return n }
 	typesFree := func(typ string) string {
 		t.Helper()

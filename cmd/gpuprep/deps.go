@@ -18,11 +18,15 @@ type deps struct {
 	// vgpuApplyRunner runs vgpu apply's commands (nvidia-smi for the
 	// heterogeneous mode, --persist's systemctl).
 	vgpuApplyRunner func(*host.Root) host.Runner
+	// provisionQuery answers plan's read-only queries (systemctl
+	// is-active, a package's file list): the host's commands on /, none on
+	// another root.
+	provisionQuery func(*host.Root) host.Runner
 }
 
 // realDeps are the machine's own.
 func realDeps() *deps {
-	return &deps{grubRunner: hostGrubRunner, grubNow: time.Now, vgpuApplyRunner: host.DefaultRunner}
+	return &deps{grubRunner: hostGrubRunner, grubNow: time.Now, vgpuApplyRunner: host.DefaultRunner, provisionQuery: host.DefaultRunner}
 }
 
 // dep is the command's deps: the ones given, else the real ones.

@@ -121,7 +121,7 @@ func TestVGPURollbackOfOlderJournals(t *testing.T) {
 	} {
 		t.Run(c.fixture, func(t *testing.T) {
 			root := fixtureRoot(t, c.fixture)
-			n := simulatedVGPUNode(t, root)
+			n, d := simulatedVGPUNode(t, root)
 			r, err := host.NewRoot(root)
 			require.NoError(t, err)
 			for _, w := range c.writes {
@@ -131,11 +131,11 @@ func TestVGPURollbackOfOlderJournals(t *testing.T) {
 				e.Time = time.Date(2025, 11, 30, 11, 15, 0, 0, time.UTC)
 				require.NoError(t, journal.Append(r, e))
 			}
-			out, errs, code := gpuprep(t, "rollback", "--root", root)
+			out, errs, code := gpuprepWith(t, d, "rollback", "--root", root)
 			require.Equal(t, 0, code, out+errs)
 			require.Contains(t, out, "Rolled back.")
 			require.Equal(t, c.want, vgpusOf(t, root))
-			out, errs, code = gpuprep(t, "rollback", "--root", root)
+			out, errs, code = gpuprepWith(t, d, "rollback", "--root", root)
 			require.Equal(t, 0, code, out+errs)
 			require.Contains(t, out, "Nothing to roll back.")
 		})
@@ -158,7 +158,7 @@ func TestVGPUApplyRollbackRestoresTypeNames(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			root := fixtureRoot(t, "sriov-vgpu")
-			n := simulatedVGPUNode(t, root)
+			n, d := simulatedVGPUNode(t, root)
 			old := vgpuSysfs
 			t.Cleanup(func() { vgpuSysfs = old })
 			vgpuSysfs = func(*host.Root) vgpu.AttrWriter { return n }
@@ -172,7 +172,7 @@ func TestVGPUApplyRollbackRestoresTypeNames(t *testing.T) {
 			orig, origVGPUs := tree(t, root), vgpusOf(t, root)
 			require.Empty(t, origVGPUs)
 
-			out, errs, code := gpuprep(t, "vgpu", "apply", "--root", root, "-f", cfg, "-c", "h200")
+			out, errs, code := gpuprepWith(t, d, "vgpu", "apply", "--root", root, "-f", cfg, "-c", "h200")
 			require.Equal(t, exitOK, code, out+errs)
 			require.Equal(t, map[string]string{"0000:41:00.4": "1429", "0000:41:00.5": "1429"}, vgpusOf(t, root))
 			b, err := os.ReadFile(names)
@@ -195,7 +195,7 @@ func TestVGPUApplyRollbackRestoresTypeNames(t *testing.T) {
 			}
 			require.Equal(t, []string{"file-intent", "file"}, kinds, "the names file journalled before and after its write")
 
-			out, errs, code = gpuprep(t, "rollback", "--root", root)
+			out, errs, code = gpuprepWith(t, d, "rollback", "--root", root)
 			require.Equal(t, exitOK, code, out+errs)
 			require.Contains(t, out, "Rolled back.")
 			require.Empty(t, vgpusOf(t, root))
@@ -208,7 +208,7 @@ func TestVGPUApplyRollbackRestoresTypeNames(t *testing.T) {
 				require.Equal(t, c.before, string(b))
 			}
 
-			out, errs, code = gpuprep(t, "rollback", "--root", root)
+			out, errs, code = gpuprepWith(t, d, "rollback", "--root", root)
 			require.Equal(t, exitOK, code, out+errs)
 			require.Contains(t, out, "Nothing to roll back.")
 			require.Equal(t, orig, tree(t, root))

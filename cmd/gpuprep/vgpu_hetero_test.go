@@ -36,11 +36,10 @@ func heteroMode(t *testing.T, n *vgpuNode) string {
 // written.
 func TestVGPUApplyMixedSizes(t *testing.T) {
 	root := fixtureRoot(t, "sriov-vgpu")
-	n := simulatedVGPUNode(t, root)
+	n, d := simulatedVGPUNode(t, root)
 	oldS := vgpuSysfs
 	t.Cleanup(func() { vgpuSysfs = oldS })
 	vgpuSysfs = func(*host.Root) vgpu.AttrWriter { return n }
-	d := realDeps()
 	d.vgpuApplyRunner = func(*host.Root) host.Runner { return n }
 	cfg := mixedConfigFile(t)
 
@@ -78,10 +77,10 @@ func TestVGPUApplyMixedSizes(t *testing.T) {
 func TestApplyVMVGPUMixedSizesAfterSRIOVManage(t *testing.T) {
 	root := fixtureRoot(t, "sriov-vgpu")
 	require.NoError(t, fixture.New(root).Mkdir("/sys/module/pci_pf_stub").Err())
-	n := simulatedVGPUNode(t, root)
+	n, d := simulatedVGPUNode(t, root)
 	require.NoError(t, n.h.SetHeterogeneous("0000:41:00.0", true)) // sriov-manage resets it
 	cfg := mixedConfigFile(t)
-	out, errs, code := gpuprep(t, "apply", "--yes", "--root", root, "--mode", "vm-vgpu", "--vgpu-config-file", cfg, "--vgpu-config", "m")
+	out, errs, code := gpuprepWith(t, d, "apply", "--yes", "--root", root, "--mode", "vm-vgpu", "--vgpu-config-file", cfg, "--vgpu-config", "m")
 	require.Equal(t, 0, code, out+errs)
 	cmds := n.h.Commands()
 	e := slices.Index(cmds, "/usr/lib/nvidia/sriov-manage -e 0000:41:00.0")
