@@ -224,8 +224,8 @@ func TestApplyCrash(t *testing.T) {
 	}
 	// each root through its simulator: the fixture kernel, or a vm-vgpu node
 	vgpuRoots, initramfsRoots := map[string]bool{}, map[string]bool{}
-	oldK, oldB := provisionKernel, gpuprepBinary
-	t.Cleanup(func() { provisionKernel, gpuprepBinary = oldK, oldB })
+	oldK := provisionKernel
+	t.Cleanup(func() { provisionKernel = oldK })
 	d := realDeps()
 	realQuery := d.provisionQuery
 	provisionKernel = func(root *host.Root) (vfio.Sysfs, host.Runner, error) {
@@ -249,7 +249,7 @@ func TestApplyCrash(t *testing.T) {
 		return realQuery(root)
 	}
 	self := fakeGpuprep(t)
-	gpuprepBinary = func() string { return self }
+	d.gpuprepBinary = func() string { return self }
 
 	vmArgs, containerArgs := "apply --mode vm-passthrough --yes", "apply --mode container --yes"
 	applyContainer := func(t *testing.T, dir string) {

@@ -73,13 +73,13 @@ func TestApplyVMVGPUInstallsWhatRecreatesVendorVGPUs(t *testing.T) {
 	vn, err := newVGPUNode(root)
 	require.NoError(t, err)
 	n := wantsNode{vn}
-	oldK, oldB := provisionKernel, gpuprepBinary
-	t.Cleanup(func() { provisionKernel, gpuprepBinary = oldK, oldB })
+	oldK := provisionKernel
+	t.Cleanup(func() { provisionKernel = oldK })
 	provisionKernel = func(*host.Root) (vfio.Sysfs, host.Runner, error) { return vn, n, nil }
 	d := realDeps()
 	d.provisionQuery = func(*host.Root) host.Runner { return n }
 	self := fakeGpuprep(t)
-	gpuprepBinary = func() string { return self }
+	d.gpuprepBinary = func() string { return self }
 	run, err := vgputest.WriteInstaller(t.TempDir(), "550.90.05", "vgpu-kvm")
 	require.NoError(t, err)
 	args := []string{"--root", root, "--mode", "vm-vgpu", "--vgpu-config-file", vgpuConfigFile(t), "--vgpu-config", "l40s-24q", "--driver", run}

@@ -72,13 +72,13 @@ func simulatedVGPUNode(t *testing.T, root string) (*vgpuNode, *deps) {
 	t.Helper()
 	n, err := newVGPUNode(root)
 	require.NoError(t, err)
-	oldK, oldB := provisionKernel, gpuprepBinary
-	t.Cleanup(func() { provisionKernel, gpuprepBinary = oldK, oldB })
+	oldK := provisionKernel
+	t.Cleanup(func() { provisionKernel = oldK })
 	provisionKernel = func(*host.Root) (vfio.Sysfs, host.Runner, error) { return n, n, nil }
 	d := realDeps()
 	d.provisionQuery = func(*host.Root) host.Runner { return n }
 	self := fakeGpuprep(t)
-	gpuprepBinary = func() string { return self }
+	d.gpuprepBinary = func() string { return self }
 	return n, d
 }
 
@@ -167,7 +167,7 @@ func TestApplyVMVGPUFreshSRIOV(t *testing.T) {
 	unit, err := os.ReadFile(filepath.Join(root, vgpu.ApplyUnit))
 	require.NoError(t, err)
 	require.Contains(t, string(unit), "ExecStart=/usr/local/libexec/gpuprep/gpuprep vgpu apply -f /etc/gpuprep/vgpu-config.yaml -c l40s-24q\n")
-	requireInstalledGpuprep(t, root, gpuprepBinary())
+	requireInstalledGpuprep(t, root, d.gpuprepBinary())
 	kubelet, err := os.ReadFile(filepath.Join(root, "etc/default/kubelet"))
 	require.NoError(t, err)
 	require.Contains(t, string(kubelet), "nvidia.com/gpu.workload.config=vm-vgpu")

@@ -301,7 +301,7 @@ func (a *fleetApply) run(cmd *cobra.Command) error {
 		return a.printPlan(cmd.OutOrStdout(), phases)
 	}
 	if !a.yes {
-		if !stdinTTY() {
+		if !a.g.dep().stdinTTY() {
 			return usageErr("fleet apply changes %d hosts: run it on a terminal to confirm, or pass --yes (--dry-run shows the phases)", len(hosts))
 		}
 		errw := cmd.ErrOrStderr()
@@ -309,7 +309,7 @@ func (a *fleetApply) run(cmd *cobra.Command) error {
 			return err
 		}
 		fmt.Fprint(errw, "\nApply on these hosts, in this order? [y/N] ")
-		ans, _ := bufio.NewReader(confirmInput).ReadString('\n')
+		ans, _ := bufio.NewReader(a.g.dep().confirmInput).ReadString('\n')
 		if s := strings.ToLower(strings.TrimSpace(ans)); s != "y" && s != "yes" {
 			return &exitError{code: exitNotReady, err: errors.New("not confirmed: nothing was changed")}
 		}

@@ -104,7 +104,7 @@ func (f *provisionFlags) plan(ctx context.Context, query host.Runner) (*host.Roo
 		query = f.g.dep().provisionQuery(root)
 	}
 	p, err := provision.NewPlan(ctx, root, provision.Options{Mode: mode, Selector: sel, Kubeconfig: f.kubeconfig, Node: f.node, Force: f.force, NVSwitch: f.nvswitch,
-		VGPUConfigFile: f.vgpuConfigFile, VGPUConfig: f.vgpuConfig, Driver: f.driver, PreviousDriver: f.previousDriver, Binary: gpuprepBinary(), SelectArgs: f.sel, Runner: query, NFDTimer: f.nfdTimer})
+		VGPUConfigFile: f.vgpuConfigFile, VGPUConfig: f.vgpuConfig, Driver: f.driver, PreviousDriver: f.previousDriver, Binary: f.g.dep().gpuprepBinary(), SelectArgs: f.sel, Runner: query, NFDTimer: f.nfdTimer})
 	if err != nil {
 		return root, nil, planErr(err)
 	}

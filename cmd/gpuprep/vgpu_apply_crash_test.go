@@ -59,11 +59,10 @@ func TestVGPUApplyCrashHelper(t *testing.T) {
 	}
 	h, err := vgputest.New(dir)
 	require.NoError(t, err)
-	old := vgpuSysfs
-	t.Cleanup(func() { vgpuSysfs = old })
-	vgpuSysfs = func(*host.Root) vgpu.AttrWriter { return markedSysfs{h} }
+	d := realDeps()
+	d.vgpuSysfs = func(*host.Root) vgpu.AttrWriter { return markedSysfs{h} }
 	args := append([]string{"vgpu", "apply", "--root", dir}, strings.Fields(os.Getenv("GPUPREP_VGPU_CRASH_ARGS"))...)
-	out, errs, code := gpuprep(t, args...)
+	out, errs, code := gpuprepWith(t, d, args...)
 	fmt.Fprintf(os.Stderr, "helper: exit %d\n%s%s", code, out, errs)
 }
 
@@ -143,9 +142,7 @@ func mdevApplyKilledAt(t *testing.T, mark uint64) (dir, cfg string, foreign map[
 func simulatedVGPUApply(t *testing.T, dir string) (*vgpuNode, *deps) {
 	t.Helper()
 	n, d := simulatedVGPUNode(t, dir)
-	old := vgpuSysfs
-	t.Cleanup(func() { vgpuSysfs = old })
-	vgpuSysfs = func(*host.Root) vgpu.AttrWriter { return n }
+	d.vgpuSysfs = func(*host.Root) vgpu.AttrWriter { return n }
 	return n, d
 }
 

@@ -35,8 +35,6 @@ func TestVGPUApplyPruneAndPersist(t *testing.T) {
 	h, err := vgputest.New(root)
 	require.NoError(t, err)
 	require.NoError(t, h.SetHeterogeneous("0000:41:00.0", true))
-	oldB := gpuprepBinary
-	t.Cleanup(func() { gpuprepBinary = oldB })
 	d := realDeps()
 	d.vgpuApplyRunner = func(*host.Root) host.Runner { return h }
 
@@ -55,7 +53,7 @@ func TestVGPUApplyPruneAndPersist(t *testing.T) {
 	// root's own (the running one is, under gpuprep fleet, a user's file
 	// in ~/.cache), enabled through systemctl
 	self := fakeGpuprep(t)
-	gpuprepBinary = func() string { return self }
+	d.gpuprepBinary = func() string { return self }
 	out, stderr, code = gpuprepWith(t, d, "vgpu", "apply", "--root", root, "-f", cfg, "-c", "h200", "--prune", "--persist", "--dry-run")
 	require.Equal(t, 0, code, stderr)
 	require.Contains(t, out, "would install /usr/local/libexec/gpuprep/gpuprep: this gpuprep (SHA-256 "+sha256Hex(t, self)+"), 0755 root:root\n")
@@ -159,9 +157,7 @@ func TestVGPUApplyRollbackRestoresTypeNames(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			root := fixtureRoot(t, "sriov-vgpu")
 			n, d := simulatedVGPUNode(t, root)
-			old := vgpuSysfs
-			t.Cleanup(func() { vgpuSysfs = old })
-			vgpuSysfs = func(*host.Root) vgpu.AttrWriter { return n }
+			d.vgpuSysfs = func(*host.Root) vgpu.AttrWriter { return n }
 			names := filepath.Join(root, vgpu.TypeNames)
 			if c.before != "" {
 				require.NoError(t, os.MkdirAll(filepath.Dir(names), 0o755))

@@ -37,9 +37,7 @@ func heteroMode(t *testing.T, n *vgpuNode) string {
 func TestVGPUApplyMixedSizes(t *testing.T) {
 	root := fixtureRoot(t, "sriov-vgpu")
 	n, d := simulatedVGPUNode(t, root)
-	oldS := vgpuSysfs
-	t.Cleanup(func() { vgpuSysfs = oldS })
-	vgpuSysfs = func(*host.Root) vgpu.AttrWriter { return n }
+	d.vgpuSysfs = func(*host.Root) vgpu.AttrWriter { return n }
 	d.vgpuApplyRunner = func(*host.Root) host.Runner { return n }
 	cfg := mixedConfigFile(t)
 
