@@ -13,7 +13,8 @@ import (
 )
 
 // deps are what commands reach the machine through beyond --root: the
-// runners of its programs and the clock. execute gives the real ones
+// runners of its programs, its sysfs, the clock, the terminal, the
+// process's lifetime. execute gives the real ones
 // (realDeps); tests build their own and pass them in globals, instead of
 // replacing package variables.
 type deps struct {
@@ -49,18 +50,28 @@ type deps struct {
 	stdinTTY     func() bool
 	// agentContext is gpuprep agent's lifetime.
 	agentContext func() (context.Context, context.CancelFunc)
+	// snapshotRun runs one command of gpuprep snapshot's comparison (on
+	// the node, then on the snapshot) and returns what it printed and its
+	// exit code.
+	snapshotRun func(args []string, g *globals) string
 }
 
 // realDeps are the machine's own.
 func realDeps() *deps {
-	return &deps{grubRunner: hostGrubRunner, grubNow: time.Now, vgpuApplyRunner: host.DefaultRunner, provisionQuery: host.DefaultRunner,
+	return &deps{
+		grubRunner:        hostGrubRunner,
+		grubNow:           time.Now,
+		vgpuApplyRunner:   host.DefaultRunner,
+		provisionQuery:    host.DefaultRunner,
 		gpuprepBinary:     func() string { return "/proc/self/exe" },
 		vgpuSysfs:         func(root *host.Root) vgpu.AttrWriter { return root },
 		vgpuInstallRunner: hostVGPUInstallRunner,
 		vgpuQueryRunner:   func() host.Runner { return host.ExecRunner{} },
 		confirmInput:      os.Stdin,
 		stdinTTY:          func() bool { return isatty.IsTerminal(os.Stdin.Fd()) || isatty.IsCygwinTerminal(os.Stdin.Fd()) },
-		agentContext:      agentLifetime}
+		agentContext:      agentLifetime,
+		snapshotRun:       runOnce,
+	}
 }
 
 // dep is the command's deps: the ones given, else the real ones.
