@@ -67,29 +67,30 @@ func cutOff(res *fleet.Result) bool { return res.ConnectionLost || res.CommandTi
 // reboot-needed). A host is rebooted at most once per boot: never twice
 // for the same ask.
 func (r *rollout) waitReboots(results []*fleet.Result, entries []report.FleetHost) {
-	var waits []*rebootWait
+	var idx []int
 	for i, e := range entries {
 		if mayBeRebooting(results[i], e) {
-			waits = append(waits, r.newRebootWait(results[i], &entries[i]))
+			idx = append(idx, i)
 		}
 	}
-	if len(waits) == 0 {
+	if len(idx) == 0 {
 		return
 	}
-	hosts := make([]string, len(waits))
-	for j, w := range waits {
-		hosts[j] = w.h.Name
+	hosts := make([]string, len(idx))
+	for j, i := range idx {
+		hosts[j] = results[i].Host.Name
 	}
 	r.say("gpuprep fleet apply: waiting for %s to reboot (at most %s)\n", strings.Join(hosts, ", "), r.opts.RebootTimeout)
 	start := r.deps.Clock.Now()
 	sem := make(chan struct{}, max(r.opts.Parallel, 1))
 	var wg sync.WaitGroup
-	for _, w := range waits {
+	for _, i := range idx {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			w.start, w.sem = start, sem
-			w.run()
+			// each host's answer read, and its deadline set, in its own
+			// wait: the first tries are not held up by the others'
+			r.newRebootWait(results[i], &entries[i], start, sem).run()
 		}()
 	}
 	wg.Wait()
@@ -119,8 +120,8 @@ type rebootWait struct {
 	sem      chan struct{}
 }
 
-func (r *rollout) newRebootWait(res *fleet.Result, e *report.FleetHost) *rebootWait {
-	w := &rebootWait{r: r, h: res.Host, entry: e, why: stillAsks}
+func (r *rollout) newRebootWait(res *fleet.Result, e *report.FleetHost, start time.Time, sem chan struct{}) *rebootWait {
+	w := &rebootWait{r: r, h: res.Host, entry: e, why: stillAsks, start: start, sem: sem}
 	if o, _ := applyOutcome(*e); o != nil {
 		w.ask = askOf(o)
 	}
