@@ -45,9 +45,9 @@ type agentCmd struct {
 	skip        []string
 }
 
-// agentContext is the agent's lifetime: until SIGINT or SIGTERM (a pod
-// being stopped). Tests replace it.
-var agentContext = func() (context.Context, context.CancelFunc) {
+// agentLifetime is the agent's lifetime (deps.agentContext): until SIGINT
+// or SIGTERM (a pod being stopped).
+func agentLifetime() (context.Context, context.CancelFunc) {
 	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 }
 
@@ -116,7 +116,7 @@ func (c *agentCmd) run(cmd *cobra.Command) error {
 		}
 	}
 	m := &agentMetrics{version: version}
-	ctx, stop := agentContext()
+	ctx, stop := c.g.dep().agentContext()
 	defer stop()
 	if c.metrics != "" {
 		srv, err := serveMetrics(c.metrics, m)

@@ -27,12 +27,12 @@ import (
 func startAgent(t *testing.T, args ...string) (stop func() int) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	old := agentContext
-	agentContext = func() (context.Context, context.CancelFunc) { return ctx, cancel }
+	d := realDeps()
+	d.agentContext = func() (context.Context, context.CancelFunc) { return ctx, cancel }
 	done := make(chan int, 1)
 	var errs strings.Builder
 	go func() {
-		_, e, code := gpuprep(t, append([]string{"agent"}, args...)...)
+		_, e, code := gpuprepWith(t, d, append([]string{"agent"}, args...)...)
 		errs.WriteString(e)
 		done <- code
 	}()
@@ -44,7 +44,6 @@ func startAgent(t *testing.T, args ...string) (stop func() int) {
 		stopped = true
 		cancel()
 		code := <-done
-		agentContext = old
 		t.Log("agent stderr:\n" + errs.String())
 		return code
 	}

@@ -35,18 +35,17 @@ func TestApplyNFDTimerInstallsAndRollsBack(t *testing.T) {
 	root := fixtureRoot(t, "vfio-bound")
 	orig := tree(t, root)
 	self := fakeGpuprep(t)
-	oldB := gpuprepBinary
-	t.Cleanup(func() { gpuprepBinary = oldB })
-	gpuprepBinary = func() string { return self }
+	d := realDeps()
+	d.gpuprepBinary = func() string { return self }
 
-	out, errs, code := gpuprep(t, "plan", "--root", root, "--mode", "vm-passthrough", "--nfd-timer")
+	out, errs, code := gpuprepWith(t, d, "plan", "--root", root, "--mode", "vm-passthrough", "--nfd-timer")
 	require.Equal(t, 0, code, out+errs)
 	require.Contains(t, out, "+++ b"+provision.NFDTimer)
 	require.Contains(t, out, "+ExecStart="+vgpu.InstalledBinary+" agent --once --feature-file default --interval 5m")
 	require.Contains(t, out, "systemctl enable --now "+provision.NFDTimerName)
 	require.Equal(t, orig, tree(t, root), "plan changes nothing")
 
-	out, errs, code = gpuprep(t, "apply", "--root", root, "--mode", "vm-passthrough", "--nfd-timer", "--yes")
+	out, errs, code = gpuprepWith(t, d, "apply", "--root", root, "--mode", "vm-passthrough", "--nfd-timer", "--yes")
 	require.Equal(t, 0, code, out+errs)
 	timer, err := os.ReadFile(filepath.Join(root, provision.NFDTimer))
 	require.NoError(t, err)
@@ -70,12 +69,12 @@ func TestApplyNFDTimerInstallsAndRollsBack(t *testing.T) {
 		s, run, err := oldK(r)
 		return s, enabledTimer{run}, err
 	}
-	out, errs, code = gpuprep(t, "apply", "--root", root, "--mode", "vm-passthrough", "--nfd-timer", "--yes")
+	out, errs, code = gpuprepWith(t, d, "apply", "--root", root, "--mode", "vm-passthrough", "--nfd-timer", "--yes")
 	require.Equal(t, 0, code, out+errs)
 	require.NotContains(t, out, provision.NFDTimerName)
 	require.Equal(t, n, journalLen(t, root))
 
-	out, errs, code = gpuprep(t, "rollback", "--root", root)
+	out, errs, code = gpuprepWith(t, d, "rollback", "--root", root)
 	require.Equal(t, 0, code, out+errs)
 	require.Equal(t, orig, tree(t, root), "units, binary and the directories made for them are gone")
 	ran = nil

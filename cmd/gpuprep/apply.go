@@ -5,11 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"strings"
 
-	"github.com/mattn/go-isatty"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
@@ -35,13 +32,6 @@ var provisionKernel = func(root *host.Root) (vfio.Sysfs, host.Runner, error) {
 	}
 	return root, host.ExecRunner{}, nil
 }
-
-// confirmInput is where apply reads the answer to its question; stdinTTY
-// says whether that is a terminal. Tests replace both.
-var (
-	confirmInput io.Reader = os.Stdin
-	stdinTTY               = func() bool { return isatty.IsTerminal(os.Stdin.Fd()) || isatty.IsCygwinTerminal(os.Stdin.Fd()) }
-)
 
 type applyCmd struct {
 	provisionFlags
@@ -117,12 +107,12 @@ func (c *applyCmd) run(cmd *cobra.Command) error {
 	text := c.output == "text"
 	blocked := p.Blocked() // apply fails before changing anything: nothing to confirm
 	if !p.Empty() && !c.yes && blocked == nil {
-		if !stdinTTY() {
+		if !c.g.dep().stdinTTY() {
 			return usageErr("apply changes this node: run it on a terminal to confirm, or pass --yes (see gpuprep plan --mode %s for what it does)", p.Mode)
 		}
 		printProvisionPlan(errw, p)
 		fmt.Fprint(errw, "\nApply these steps? [y/N] ")
-		ans, _ := bufio.NewReader(confirmInput).ReadString('\n')
+		ans, _ := bufio.NewReader(c.g.dep().confirmInput).ReadString('\n')
 		if a := strings.ToLower(strings.TrimSpace(ans)); a != "y" && a != "yes" {
 			return &exitError{code: exitNotReady, err: errors.New("not confirmed: nothing was changed")}
 		}

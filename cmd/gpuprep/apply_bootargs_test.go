@@ -495,21 +495,20 @@ func TestRollbackUndoesGrubEnsureThroughTheBootloaderTool(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			tools := withBootTools(t)
-			old := grubRunner
-			t.Cleanup(func() { grubRunner = old })
-			grubRunner = func(root *host.Root) host.Runner {
+			d := realDeps()
+			d.grubRunner = func(root *host.Root) host.Runner {
 				k, err := fixture.NewKernel(root.Dir())
 				require.NoError(t, err)
 				tools.kernel = k
 				return tools
 			}
 			root := bootRoot(t, tc.files)
-			out, errs, code := gpuprep(t, "grub", "ensure", "--mode", "vm-passthrough", "--root", root)
+			out, errs, code := gpuprepWith(t, d, "grub", "ensure", "--mode", "vm-passthrough", "--root", root)
 			require.Equal(t, exitNeedReboot, code, out+errs)
 			require.Equal(t, tc.ensure, tools.calls())
 			require.NotEmpty(t, tools.intents[0], "the tool ran with its change journalled")
 
-			out, errs, code = gpuprep(t, "rollback", "--root", root)
+			out, errs, code = gpuprepWith(t, d, "rollback", "--root", root)
 			require.Equal(t, exitOK, code, out+errs) // before the reboot: the running kernel never had them
 			require.Contains(t, out, "Rolled back.")
 			require.NotContains(t, out+errs, "not journalled", "they were")

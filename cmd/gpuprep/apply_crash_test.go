@@ -38,9 +38,10 @@ func TestApplyCrashHelper(t *testing.T) {
 	if dir == "" {
 		t.Skip("helper process for TestApplyCrash")
 	}
+	var d *deps // nil: the real ones
 	switch os.Getenv("GPUPREP_APPLY_CRASH_SIM") {
 	case "vgpu":
-		simulatedVGPUNode(t, dir)
+		_, d = simulatedVGPUNode(t, dir)
 	case "initramfs":
 		simulatedInitramfs(t).before = func() {
 			_, _, _ = syscall.Syscall(syscall.SYS_FCHMOD, ^uintptr(0), markerMode, 0) // fd -1: EBADF, changes nothing
@@ -49,7 +50,7 @@ func TestApplyCrashHelper(t *testing.T) {
 		simulatedKernel(t)
 	}
 	args := append(strings.Fields(os.Getenv("GPUPREP_APPLY_CRASH_ARGS")), "--root", dir)
-	out, errs, code := gpuprep(t, args...)
+	out, errs, code := gpuprepWith(t, d, args...)
 	fmt.Fprintf(os.Stderr, "helper: exit %d\n%s%s", code, out, errs)
 }
 
@@ -232,8 +233,10 @@ func TestApplyCrash(t *testing.T) {
 	}
 	// each root through its simulator: the fixture kernel, or a vm-vgpu node
 	vgpuRoots, initramfsRoots := map[string]bool{}, map[string]bool{}
-	oldK, oldQ, oldB := provisionKernel, provisionQuery, gpuprepBinary
-	t.Cleanup(func() { provisionKernel, provisionQuery, gpuprepBinary = oldK, oldQ, oldB })
+	oldK := provisionKernel
+	t.Cleanup(func() { provisionKernel = oldK })
+	d := realDeps()
+	realQuery := d.provisionQuery
 	provisionKernel = func(root *host.Root) (vfio.Sysfs, host.Runner, error) {
 		if vgpuRoots[root.Dir()] {
 			n, err := newVGPUNode(root.Dir())
@@ -246,24 +249,24 @@ func TestApplyCrash(t *testing.T) {
 		}
 		return k, k, err
 	}
-	provisionQuery = func(root *host.Root) host.Runner {
+	d.provisionQuery = func(root *host.Root) host.Runner {
 		if vgpuRoots[root.Dir()] {
 			if n, err := newVGPUNode(root.Dir()); err == nil {
 				return n
 			}
 		}
-		return oldQ(root)
+		return realQuery(root)
 	}
 	self := fakeGpuprep(t)
-	gpuprepBinary = func() string { return self }
+	d.gpuprepBinary = func() string { return self }
 
 	vmArgs, containerArgs := "apply --mode vm-passthrough --yes", "apply --mode container --yes"
 	applyContainer := func(t *testing.T, dir string) {
-		_, errs, code := gpuprep(t, append(strings.Fields(containerArgs), "--root", dir)...)
+		_, errs, code := gpuprepWith(t, d, append(strings.Fields(containerArgs), "--root", dir)...)
 		require.Equal(t, exitOK, code, errs)
 	}
 	applyVM := func(t *testing.T, dir string, want int) {
-		_, errs, code := gpuprep(t, append(strings.Fields(vmArgs), "--root", dir)...)
+		_, errs, code := gpuprepWith(t, d, append(strings.Fields(vmArgs), "--root", dir)...)
 		require.Equal(t, want, code, errs)
 	}
 	// the initramfs the running kernel booted, made before gpuprep's files
@@ -305,7 +308,7 @@ func TestApplyCrash(t *testing.T) {
 		c := c
 		args := "apply --mode vm-vgpu --yes --vgpu-config-file " + c.configFile(t) + " --vgpu-config " + c.config + " --driver " + run
 		applyVGPU := func(t *testing.T, dir string, want int) {
-			out, errs, code := gpuprep(t, append(strings.Fields(args), "--root", dir)...)
+			out, errs, code := gpuprepWith(t, d, append(strings.Fields(args), "--root", dir)...)
 			require.Equal(t, want, code, out+errs)
 		}
 		scenarios = append(scenarios, crashScenario{name: "vgpu-" + c.name, fixture: c.fixture, args: args, vgpu: &c,
@@ -453,7 +456,7 @@ func TestApplyCrash(t *testing.T) {
 			require.Equal(t, vgpuSummary(p.done.vgpus, foreign), vgpuSummary(got.vgpus, foreign), "%s, then applied", msg)
 			return
 		}
-		_, errs, code := gpuprep(t, "rollback", "--root", dir)
+		_, errs, code := gpuprepWith(t, d, "rollback", "--root", dir)
 		require.Contains(t, []int{exitOK, exitNeedReboot}, code, "%s: rollback: %s", msg, errs)
 		got := crashSnap(t, dir)
 		if sc.vgpu == nil {

@@ -331,39 +331,38 @@ func TestPlanNoBootloaderArgsEffective(t *testing.T) {
 
 func TestApplyConfirmation(t *testing.T) {
 	simulatedKernel(t)
-	oldIn, oldTTY := confirmInput, stdinTTY
-	t.Cleanup(func() { confirmInput, stdinTTY = oldIn, oldTTY })
+	d := realDeps()
 	root := fixtureRoot(t, "turing-multifunction")
 	orig := tree(t, root)
 
-	stdinTTY = func() bool { return false }
-	_, errs, code := gpuprep(t, "apply", "--root", root, "--mode", "vm-passthrough")
+	d.stdinTTY = func() bool { return false }
+	_, errs, code := gpuprepWith(t, d, "apply", "--root", root, "--mode", "vm-passthrough")
 	require.Equal(t, exitUsage, code)
 	require.Contains(t, errs, "run it on a terminal to confirm, or pass --yes")
 
-	stdinTTY = func() bool { return true }
-	confirmInput = strings.NewReader("n\n")
-	_, errs, code = gpuprep(t, "apply", "--root", root, "--mode", "vm-passthrough")
+	d.stdinTTY = func() bool { return true }
+	d.confirmInput = strings.NewReader("n\n")
+	_, errs, code = gpuprepWith(t, d, "apply", "--root", root, "--mode", "vm-passthrough")
 	require.Equal(t, exitNotReady, code)
 	require.Contains(t, errs, "Apply these steps? [y/N]")
 	require.Contains(t, errs, "not confirmed: nothing was changed")
 	require.Equal(t, orig, tree(t, root))
 	require.Equal(t, 0, journalLen(t, root))
 
-	confirmInput = strings.NewReader("y\n")
-	out, errs, code := gpuprep(t, "apply", "--root", root, "--mode", "vm-passthrough")
+	d.confirmInput = strings.NewReader("y\n")
+	out, errs, code := gpuprepWith(t, d, "apply", "--root", root, "--mode", "vm-passthrough")
 	require.Contains(t, []int{0, 1}, code, out+errs)
 	require.Equal(t, "vfio-pci", driverOf(t, root, "0000:01:00.0"))
 
 	// rollback --to keeps the steps up to the named one
-	out, errs, code = gpuprep(t, "rollback", "--root", root, "--to", "nonsense")
+	out, errs, code = gpuprepWith(t, d, "rollback", "--root", root, "--to", "nonsense")
 	require.Equal(t, exitUsage, code, out)
 	require.Contains(t, errs, "done: vfio-bind, label")
-	out, errs, code = gpuprep(t, "rollback", "--root", root, "--to", "vfio-bind")
+	out, errs, code = gpuprepWith(t, d, "rollback", "--root", root, "--to", "vfio-bind")
 	require.Equal(t, 0, code, out+errs)
 	require.NoFileExists(t, filepath.Join(root, "etc/default/kubelet"))
 	require.Equal(t, "vfio-pci", driverOf(t, root, "0000:01:00.0"))
-	out, errs, code = gpuprep(t, "rollback", "--root", root)
+	out, errs, code = gpuprepWith(t, d, "rollback", "--root", root)
 	require.Equal(t, 0, code, out+errs)
 	require.Equal(t, "nvidia", driverOf(t, root, "0000:01:00.0"))
 	require.Equal(t, "snd_hda_intel", driverOf(t, root, "0000:01:00.1"))

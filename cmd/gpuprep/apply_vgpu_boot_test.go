@@ -73,25 +73,26 @@ func TestApplyVMVGPUInstallsWhatRecreatesVendorVGPUs(t *testing.T) {
 	vn, err := newVGPUNode(root)
 	require.NoError(t, err)
 	n := wantsNode{vn}
-	oldK, oldQ, oldB := provisionKernel, provisionQuery, gpuprepBinary
-	t.Cleanup(func() { provisionKernel, provisionQuery, gpuprepBinary = oldK, oldQ, oldB })
+	oldK := provisionKernel
+	t.Cleanup(func() { provisionKernel = oldK })
 	provisionKernel = func(*host.Root) (vfio.Sysfs, host.Runner, error) { return vn, n, nil }
-	provisionQuery = func(*host.Root) host.Runner { return n }
+	d := realDeps()
+	d.provisionQuery = func(*host.Root) host.Runner { return n }
 	self := fakeGpuprep(t)
-	gpuprepBinary = func() string { return self }
+	d.gpuprepBinary = func() string { return self }
 	run, err := vgputest.WriteInstaller(t.TempDir(), "550.90.05", "vgpu-kvm")
 	require.NoError(t, err)
 	args := []string{"--root", root, "--mode", "vm-vgpu", "--vgpu-config-file", vgpuConfigFile(t), "--vgpu-config", "l40s-24q", "--driver", run}
 
-	out, errs, code := gpuprep(t, append([]string{"apply", "--yes"}, args...)...)
+	out, errs, code := gpuprepWith(t, d, append([]string{"apply", "--yes"}, args...)...)
 	require.Equal(t, exitNeedReboot, code, out+errs)
 	simulateReboot(t, root)
-	out, errs, code = gpuprep(t, append([]string{"apply", "--yes"}, args...)...)
+	out, errs, code = gpuprepWith(t, d, append([]string{"apply", "--yes"}, args...)...)
 	require.Equal(t, 0, code, out+errs)
 
 	boot := func() (status, message string) {
 		t.Helper()
-		out, errs, _ := gpuprep(t, "check", "--root", root, "--mode", "vm-vgpu", "-o", "json")
+		out, errs, _ := gpuprepWith(t, d, "check", "--root", root, "--mode", "vm-vgpu", "-o", "json")
 		var r struct {
 			Findings []struct{ Check, Status, Subject, Message string } `json:"findings"`
 		}
@@ -116,7 +117,7 @@ func TestApplyVMVGPUInstallsWhatRecreatesVendorVGPUs(t *testing.T) {
 	require.Equal(t, "warn", status, msg)
 	require.Contains(t, msg, "gpuprep-vgpu-apply.service is not enabled")
 	// apply puts it back
-	out, errs, code = gpuprep(t, append([]string{"apply", "--yes"}, args...)...)
+	out, errs, code = gpuprepWith(t, d, append([]string{"apply", "--yes"}, args...)...)
 	require.Equal(t, 0, code, out+errs)
 	status, msg = boot()
 	require.Equal(t, "pass", status, msg)
@@ -132,17 +133,17 @@ func TestApplyVMVGPUInstallsWhatRecreatesVendorVGPUs(t *testing.T) {
 	require.Equal(t, "warn", status, msg)
 	require.Contains(t, msg, "wants /etc/systemd/system/gpuprep-vgpu-sriov.service, which enables the VFs at boot")
 	noDriver := args[:len(args)-2]
-	out, errs, code = gpuprep(t, append([]string{"plan"}, noDriver...)...)
+	out, errs, code = gpuprepWith(t, d, append([]string{"plan"}, noDriver...)...)
 	require.Equal(t, 0, code, out+errs)
 	require.Contains(t, out, "enable the SR-IOV VFs at every boot (gpuprep-vgpu-sriov.service)")
 	require.NotContains(t, out, "run: /usr/lib/nvidia/sriov-manage")
 	calls := len(vn.h.Commands())
-	out, errs, code = gpuprep(t, append([]string{"apply", "--yes"}, noDriver...)...)
+	out, errs, code = gpuprepWith(t, d, append([]string{"apply", "--yes"}, noDriver...)...)
 	require.Equal(t, 0, code, out+errs)
 	require.NotContains(t, strings.Join(vn.h.Commands()[calls:], "\n"), "sriov-manage")
 	require.FileExists(t, filepath.Join(root, vgpu.SRIOVUnit))
 	status, msg = boot()
 	require.Equal(t, "pass", status, msg)
-	out, errs, _ = gpuprep(t, append([]string{"plan"}, noDriver...)...)
+	out, errs, _ = gpuprepWith(t, d, append([]string{"plan"}, noDriver...)...)
 	require.Contains(t, out, "Nothing to do", errs)
 }

@@ -51,7 +51,7 @@ func vgpusOf(t *testing.T, root string) map[string]string {
 
 // appliedVGPUNode is c's node after apply --mode vm-vgpu across the
 // reboot, with the tree before the apply.
-func appliedVGPUNode(t *testing.T, c vgpuCase) (root string, n *vgpuNode, args []string, orig map[string]string) {
+func appliedVGPUNode(t *testing.T, c vgpuCase) (root string, n *vgpuNode, d *deps, args []string, orig map[string]string) {
 	t.Helper()
 	root = fixtureRoot(t, c.fixture)
 	withTools(t, root)
@@ -59,17 +59,17 @@ func appliedVGPUNode(t *testing.T, c vgpuCase) (root string, n *vgpuNode, args [
 	if c.setup != nil {
 		c.setup(t, root)
 	}
-	n = simulatedVGPUNode(t, root)
+	n, d = simulatedVGPUNode(t, root)
 	run, err := vgputest.WriteInstaller(t.TempDir(), "550.90.05", "vgpu-kvm")
 	require.NoError(t, err)
 	args = []string{"--root", root, "--mode", "vm-vgpu", "--vgpu-config-file", c.configFile(t), "--vgpu-config", c.config}
 	orig = tree(t, root)
-	out, errs, code := gpuprep(t, append([]string{"apply", "--yes", "--driver", run}, args...)...)
+	out, errs, code := gpuprepWith(t, d, append([]string{"apply", "--yes", "--driver", run}, args...)...)
 	require.Equal(t, exitNeedReboot, code, out+errs)
 	simulateReboot(t, root)
-	out, errs, code = gpuprep(t, append([]string{"apply", "--yes", "--driver", run}, args...)...)
+	out, errs, code = gpuprepWith(t, d, append([]string{"apply", "--yes", "--driver", run}, args...)...)
 	require.Equal(t, exitOK, code, out+errs)
-	return root, n, args, orig
+	return root, n, d, args, orig
 }
 
 // managerFile reports whether a path (relative to the root) is the vGPU
@@ -123,7 +123,7 @@ func restored(tr, orig map[string]string, paths ...string) map[string]string {
 func TestRollbackToVGPUSteps(t *testing.T) {
 	for _, c := range vgpuCases {
 		t.Run(c.name, func(t *testing.T) {
-			root, n, args, orig := appliedVGPUNode(t, c)
+			root, n, d, args, orig := appliedVGPUNode(t, c)
 			applied, vgpus := tree(t, root), vgpusOf(t, root)
 			created := journalVGPUs(t, root)
 			require.NotEmpty(t, created)
@@ -133,7 +133,7 @@ func TestRollbackToVGPUSteps(t *testing.T) {
 			grubRuns, initramfsRuns := countCommand(n.k.Commands, "update-grub"), countCommand(splitAll(n.h.Commands()), "update-initramfs -u")
 
 			// --to vgpu-devices: the labels go, everything else stays
-			out, errs, code := gpuprep(t, "rollback", "--root", root, "--to", "vgpu-devices")
+			out, errs, code := gpuprepWith(t, d, "rollback", "--root", root, "--to", "vgpu-devices")
 			require.Equal(t, exitOK, code, out+errs)
 			require.NotContains(t, out, "the vGPU manager stays installed", "the install is not in the range")
 			require.Equal(t, restored(applied, orig, kubelet), tree(t, root))
@@ -142,7 +142,7 @@ func TestRollbackToVGPUSteps(t *testing.T) {
 
 			// --to vgpu-install: the vGPUs gpuprep created and their
 			// persistence go too; the install and the kernel arguments stay
-			out, errs, code = gpuprep(t, "rollback", "--root", root, "--to", "vgpu-install")
+			out, errs, code = gpuprepWith(t, d, "rollback", "--root", root, "--to", "vgpu-install")
 			require.Equal(t, exitOK, code, out+errs)
 			require.NotContains(t, out, "the vGPU manager stays installed")
 			for _, v := range created {
@@ -173,17 +173,17 @@ func TestRollbackToVGPUSteps(t *testing.T) {
 			require.Equal(t, initramfsRuns, countCommand(splitAll(n.h.Commands()), "update-initramfs -u"), "the nouveau blacklist was kept")
 
 			// vgpu-devices is undone now: not a step to keep
-			_, errs, code = gpuprep(t, "rollback", "--root", root, "--to", "vgpu-devices")
+			_, errs, code = gpuprepWith(t, d, "rollback", "--root", root, "--to", "vgpu-devices")
 			require.Equal(t, exitUsage, code, errs)
 			require.Contains(t, errs, "--to vgpu-devices: not a step recorded done in the journal (done: kernel-args, vgpu-install)")
 
 			// apply puts back what was undone, without --driver: the manager runs
-			out, errs, code = gpuprep(t, append([]string{"plan", "-o", "json"}, args...)...)
+			out, errs, code = gpuprepWith(t, d, append([]string{"plan", "-o", "json"}, args...)...)
 			require.Equal(t, exitOK, code, errs)
 			var p planJSON
 			require.NoError(t, json.Unmarshal([]byte(out), &p))
 			require.Equal(t, []string{"vgpu-devices", "label"}, p.ids())
-			out, errs, code = gpuprep(t, append([]string{"apply", "--yes"}, args...)...)
+			out, errs, code = gpuprepWith(t, d, append([]string{"apply", "--yes"}, args...)...)
 			require.Equal(t, exitOK, code, out+errs)
 			require.Equal(t, applied, tree(t, root))
 			again := vgpusOf(t, root)
@@ -193,7 +193,7 @@ func TestRollbackToVGPUSteps(t *testing.T) {
 			}
 
 			// and a whole rollback takes the node back to before the apply
-			out, errs, code = gpuprep(t, "rollback", "--root", root)
+			out, errs, code = gpuprepWith(t, d, "rollback", "--root", root)
 			require.Equal(t, exitNeedReboot, code, out+errs)
 			require.Contains(t, out, "the vGPU manager stays installed")
 			require.Equal(t, want, vgpusOf(t, root))
@@ -217,7 +217,7 @@ func splitAll(cmds []string) [][]string {
 func TestRollbackRestoresVGPUTypeNames(t *testing.T) {
 	root := fixtureRoot(t, "vgpu-fresh-sriov")
 	withTools(t, root)
-	simulatedVGPUNode(t, root)
+	_, d := simulatedVGPUNode(t, root)
 	run, err := vgputest.WriteInstaller(t.TempDir(), "550.90.05", "vgpu-kvm")
 	require.NoError(t, err)
 	cfg := filepath.Join(t.TempDir(), "vgpu.yaml")
@@ -227,14 +227,14 @@ func TestRollbackRestoresVGPUTypeNames(t *testing.T) {
 	require.NoError(t, os.MkdirAll(filepath.Dir(names), 0o755))
 	require.NoError(t, os.WriteFile(names, []byte(before), 0o644))
 
-	out, errs, code := gpuprep(t, "apply", "--yes", "--root", root, "--mode", "vm-vgpu", "--vgpu-config-file", cfg, "--vgpu-config", "mixed", "--driver", run)
+	out, errs, code := gpuprepWith(t, d, "apply", "--yes", "--root", root, "--mode", "vm-vgpu", "--vgpu-config-file", cfg, "--vgpu-config", "mixed", "--driver", run)
 	require.Equal(t, exitOK, code, out+errs)
 	b, err := os.ReadFile(names)
 	require.NoError(t, err)
 	require.Equal(t, before[:strings.Index(before, "1157")]+"1155 : NVIDIA L40S-24Q\n1156 : NVIDIA L40S-48Q\n1157 : NVIDIA L40S-12Q\n", string(b))
 	require.Len(t, journalVGPUs(t, root), 4)
 
-	out, errs, code = gpuprep(t, "rollback", "--root", root)
+	out, errs, code = gpuprepWith(t, d, "rollback", "--root", root)
 	require.Equal(t, exitOK, code, out+errs)
 	require.Empty(t, vgpusOf(t, root))
 	b, err = os.ReadFile(names)

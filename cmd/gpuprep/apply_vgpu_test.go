@@ -63,18 +63,20 @@ func newVGPUNode(dir string) (*vgpuNode, error) {
 }
 
 // simulatedVGPUNode makes apply, rollback and plan act on root through a
-// vgpuNode (the same one for every command of the test).
-func simulatedVGPUNode(t *testing.T, root string) *vgpuNode {
+// vgpuNode (the same one for every command of the test): the commands run
+// through the deps it gives.
+func simulatedVGPUNode(t *testing.T, root string) (*vgpuNode, *deps) {
 	t.Helper()
 	n, err := newVGPUNode(root)
 	require.NoError(t, err)
-	oldK, oldQ, oldB := provisionKernel, provisionQuery, gpuprepBinary
-	t.Cleanup(func() { provisionKernel, provisionQuery, gpuprepBinary = oldK, oldQ, oldB })
+	oldK := provisionKernel
+	t.Cleanup(func() { provisionKernel = oldK })
 	provisionKernel = func(*host.Root) (vfio.Sysfs, host.Runner, error) { return n, n, nil }
-	provisionQuery = func(*host.Root) host.Runner { return n }
+	d := realDeps()
+	d.provisionQuery = func(*host.Root) host.Runner { return n }
 	self := fakeGpuprep(t)
-	gpuprepBinary = func() string { return self }
-	return n
+	d.gpuprepBinary = func() string { return self }
+	return n, d
 }
 
 func vgpuConfigFile(t *testing.T) string {
@@ -113,20 +115,20 @@ func TestApplyVMVGPUFreshSRIOV(t *testing.T) {
 	root := fixtureRoot(t, "vgpu-fresh-sriov")
 	withTools(t, root)
 	withoutIOMMUArgs(t, root)
-	n := simulatedVGPUNode(t, root)
+	n, d := simulatedVGPUNode(t, root)
 	run, err := vgputest.WriteInstaller(t.TempDir(), "550.90.05", "vgpu-kvm")
 	require.NoError(t, err)
 	cfg := vgpuConfigFile(t)
 	orig := tree(t, root)
 	args := []string{"--root", root, "--mode", "vm-vgpu", "--vgpu-config-file", cfg, "--vgpu-config", "l40s-24q", "--driver", run}
 
-	out, errs, code := gpuprep(t, append([]string{"plan", "-o", "json"}, args...)...)
+	out, errs, code := gpuprepWith(t, d, append([]string{"plan", "-o", "json"}, args...)...)
 	require.Equal(t, 0, code, errs)
 	var p planJSON
 	require.NoError(t, json.Unmarshal([]byte(out), &p))
 	require.Equal(t, []string{"kernel-args", "reboot", "vgpu-install", "vgpu-devices", "label"}, p.ids())
 	require.True(t, p.Steps[3].Deferred)
-	out, errs, code = gpuprep(t, append([]string{"plan"}, args...)...)
+	out, errs, code = gpuprepWith(t, d, append([]string{"plan"}, args...)...)
 	require.Equal(t, 0, code, errs)
 	require.Contains(t, out, "run: sh "+run+" --silent --dkms")
 	require.Contains(t, out, "run: /usr/lib/nvidia/sriov-manage -e 0000:41:00.0")
@@ -136,13 +138,13 @@ func TestApplyVMVGPUFreshSRIOV(t *testing.T) {
 	require.Equal(t, 0, journalLen(t, root))
 
 	// before the reboot: kernel arguments only
-	out, errs, code = gpuprep(t, append([]string{"apply", "--yes"}, args...)...)
+	out, errs, code = gpuprepWith(t, d, append([]string{"apply", "--yes"}, args...)...)
 	require.Equal(t, exitNeedReboot, code, out+errs)
 	require.NoFileExists(t, filepath.Join(root, "usr/bin/nvidia-vgpu-mgr"))
 	require.NoFileExists(t, filepath.Join(root, vgpu.NouveauBlacklist))
 
 	simulateReboot(t, root)
-	out, errs, code = gpuprep(t, append([]string{"apply", "--yes", "-o", "json"}, args...)...)
+	out, errs, code = gpuprepWith(t, d, append([]string{"apply", "--yes", "-o", "json"}, args...)...)
 	var a applyJSON
 	require.NoError(t, json.Unmarshal([]byte(out), &a), out+errs)
 	require.Equal(t, []struct{ ID, Status string }{{"vgpu-install", "done"}, {"vgpu-devices", "done"}, {"label", "done"}}, a.Outcome.Steps, out+errs)
@@ -162,7 +164,7 @@ func TestApplyVMVGPUFreshSRIOV(t *testing.T) {
 	unit, err := os.ReadFile(filepath.Join(root, vgpu.ApplyUnit))
 	require.NoError(t, err)
 	require.Contains(t, string(unit), "ExecStart=/usr/local/libexec/gpuprep/gpuprep vgpu apply -f /etc/gpuprep/vgpu-config.yaml -c l40s-24q\n")
-	requireInstalledGpuprep(t, root, gpuprepBinary())
+	requireInstalledGpuprep(t, root, d.gpuprepBinary())
 	kubelet, err := os.ReadFile(filepath.Join(root, "etc/default/kubelet"))
 	require.NoError(t, err)
 	require.Contains(t, string(kubelet), "nvidia.com/gpu.workload.config=vm-vgpu")
@@ -171,9 +173,9 @@ func TestApplyVMVGPUFreshSRIOV(t *testing.T) {
 
 	// a re-run is a no-op, and once the manager runs --driver is not needed
 	jl, after := journalLen(t, root), tree(t, root)
-	out, errs, _ = gpuprep(t, append([]string{"apply", "--yes"}, args...)...)
+	out, errs, _ = gpuprepWith(t, d, append([]string{"apply", "--yes"}, args...)...)
 	require.Contains(t, out, "Nothing to do", errs)
-	out, errs, code = gpuprep(t, "plan", "--root", root, "--mode", "vm-vgpu", "--vgpu-config-file", cfg, "--vgpu-config", "l40s-24q")
+	out, errs, code = gpuprepWith(t, d, "plan", "--root", root, "--mode", "vm-vgpu", "--vgpu-config-file", cfg, "--vgpu-config", "l40s-24q")
 	require.Equal(t, 0, code, errs)
 	require.Contains(t, out, "Nothing to do")
 	require.Equal(t, jl, journalLen(t, root))
@@ -183,7 +185,7 @@ func TestApplyVMVGPUFreshSRIOV(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(root, "sys/bus/pci/devices", vfs[0], "nvidia/current_vgpu_type"), []byte("1156\n"), 0o644))
 
 	// rollback: the vGPUs removed, the files back, the manager stays
-	out, errs, code = gpuprep(t, "rollback", "--root", root)
+	out, errs, code = gpuprepWith(t, d, "rollback", "--root", root)
 	require.Equal(t, exitNeedReboot, code, out+errs)
 	require.Contains(t, out, "the vGPU manager stays installed")
 	require.Contains(t, out, "VF "+vfs[0]+" holds vGPU type 1156, not the type gpuprep gave it (1155")
@@ -198,14 +200,14 @@ func TestApplyVMVGPUFreshSRIOV(t *testing.T) {
 	require.NoFileExists(t, filepath.Join(root, vgpu.TypeNames))
 	require.Contains(t, n.h.Commands(), "update-initramfs -u")
 
-	out, errs, code = gpuprep(t, "rollback", "--root", root)
+	out, errs, code = gpuprepWith(t, d, "rollback", "--root", root)
 	require.Equal(t, 0, code, errs)
 	require.Contains(t, out, "Nothing to roll back.")
 }
 
 func TestPlanVMVGPUUsageErrors(t *testing.T) {
 	root := fixtureRoot(t, "vgpu-fresh-sriov")
-	simulatedVGPUNode(t, root)
+	_, d := simulatedVGPUNode(t, root)
 	cfg := vgpuConfigFile(t)
 	plain, err := vgputest.WriteInstaller(t.TempDir(), "550.90.07", "")
 	require.NoError(t, err)
@@ -227,7 +229,7 @@ func TestPlanVMVGPUUsageErrors(t *testing.T) {
 			if cmd == "apply" {
 				pre = append(pre, "--yes")
 			}
-			_, errs, code := gpuprep(t, append(pre, c.args...)...)
+			_, errs, code := gpuprepWith(t, d, append(pre, c.args...)...)
 			require.Equal(t, exitUsage, code, "%s %v: %s", cmd, c.args, errs)
 			require.Contains(t, errs, c.want, "%s %v", cmd, c.args)
 		}
@@ -320,20 +322,20 @@ func TestApplyVMVGPUFreshMdev(t *testing.T) {
 	withTools(t, root)
 	withoutIOMMUArgs(t, root)
 	withMdevctlDefinition(t, root)
-	n := simulatedVGPUNode(t, root)
+	n, d := simulatedVGPUNode(t, root)
 	run, err := vgputest.WriteInstaller(t.TempDir(), "550.90.05", "vgpu-kvm")
 	require.NoError(t, err)
 	cfg := t4ConfigFile(t)
 	orig := tree(t, root)
 	args := []string{"--root", root, "--mode", "vm-vgpu", "--vgpu-config-file", cfg, "--vgpu-config", "t4-4q", "--driver", run}
 
-	out, errs, code := gpuprep(t, append([]string{"plan", "-o", "json"}, args...)...)
+	out, errs, code := gpuprepWith(t, d, append([]string{"plan", "-o", "json"}, args...)...)
 	require.Equal(t, 0, code, errs)
 	var p planJSON
 	require.NoError(t, json.Unmarshal([]byte(out), &p))
 	require.Equal(t, []string{"kernel-args", "reboot", "vgpu-install", "vgpu-devices", "label"}, p.ids())
 	require.True(t, p.Steps[3].Deferred)
-	out, errs, code = gpuprep(t, append([]string{"plan"}, args...)...)
+	out, errs, code = gpuprepWith(t, d, append([]string{"plan"}, args...)...)
 	require.Equal(t, 0, code, errs)
 	require.Contains(t, out, "run: sh "+run+" --silent --dkms")
 	require.Contains(t, out, "run: modprobe nvidia_vgpu_vfio")
@@ -345,14 +347,14 @@ func TestApplyVMVGPUFreshMdev(t *testing.T) {
 	require.Equal(t, 0, journalLen(t, root))
 
 	// before the reboot: kernel arguments only
-	out, errs, code = gpuprep(t, append([]string{"apply", "--yes"}, args...)...)
+	out, errs, code = gpuprepWith(t, d, append([]string{"apply", "--yes"}, args...)...)
 	require.Equal(t, exitNeedReboot, code, out+errs)
 	require.NoFileExists(t, filepath.Join(root, "usr/bin/nvidia-vgpu-mgr"))
 	require.NoFileExists(t, filepath.Join(root, vgpu.NouveauBlacklist))
 	require.Empty(t, mdevsOf(t, root))
 
 	simulateReboot(t, root)
-	out, errs, code = gpuprep(t, append([]string{"apply", "--yes", "-o", "json"}, args...)...)
+	out, errs, code = gpuprepWith(t, d, append([]string{"apply", "--yes", "-o", "json"}, args...)...)
 	var a applyJSON
 	require.NoError(t, json.Unmarshal([]byte(out), &a), out+errs)
 	require.Equal(t, []struct{ ID, Status string }{{"vgpu-install", "done"}, {"vgpu-devices", "done"}, {"label", "done"}}, a.Outcome.Steps, out+errs)
@@ -407,9 +409,9 @@ func TestApplyVMVGPUFreshMdev(t *testing.T) {
 
 	// a re-run is a no-op, and once the manager runs --driver is not needed
 	jl, after := journalLen(t, root), tree(t, root)
-	out, errs, _ = gpuprep(t, append([]string{"apply", "--yes"}, args...)...)
+	out, errs, _ = gpuprepWith(t, d, append([]string{"apply", "--yes"}, args...)...)
 	require.Contains(t, out, "Nothing to do", errs)
-	out, errs, code = gpuprep(t, "plan", "--root", root, "--mode", "vm-vgpu", "--vgpu-config-file", cfg, "--vgpu-config", "t4-4q")
+	out, errs, code = gpuprepWith(t, d, "plan", "--root", root, "--mode", "vm-vgpu", "--vgpu-config-file", cfg, "--vgpu-config", "t4-4q")
 	require.Equal(t, 0, code, errs)
 	require.Contains(t, out, "Nothing to do")
 	require.Equal(t, jl, journalLen(t, root))
@@ -422,7 +424,7 @@ func TestApplyVMVGPUFreshMdev(t *testing.T) {
 	b := fixture.New(root).File("/proc/999/comm", "qemu-kvm\n").Mkdir("/proc/999/fd")
 	require.NoError(t, b.Err())
 	require.NoError(t, os.Symlink("/dev/vfio/"+path.Base(grp), filepath.Join(root, "proc/999/fd/3")))
-	out, errs, code = gpuprep(t, "rollback", "--root", root)
+	out, errs, code = gpuprepWith(t, d, "rollback", "--root", root)
 	require.Equal(t, exitNotReady, code, out+errs)
 	require.Contains(t, errs, "vGPU "+created[0]+" is in use by 999 (qemu-kvm: /dev/vfio/"+path.Base(grp)+") (a VM?): stop it or pass --force")
 	require.Contains(t, mdevsOf(t, root), created[0])
@@ -434,7 +436,7 @@ func TestApplyVMVGPUFreshMdev(t *testing.T) {
 	// boot menu again, as it cannot know the first got that far)
 	require.NoError(t, os.RemoveAll(filepath.Join(root, "proc/999")))
 	grubRuns := countCommand(n.k.Commands, "update-grub")
-	out, errs, code = gpuprep(t, "rollback", "--root", root)
+	out, errs, code = gpuprepWith(t, d, "rollback", "--root", root)
 	require.Equal(t, exitNeedReboot, code, out+errs)
 	require.Equal(t, grubRuns+1, countCommand(n.k.Commands, "update-grub"))
 	require.Contains(t, out, "the vGPU manager stays installed")
@@ -448,7 +450,7 @@ func TestApplyVMVGPUFreshMdev(t *testing.T) {
 	require.Contains(t, n.h.Commands(), "update-initramfs -u")
 	require.Empty(t, journalVGPUs(t, root))
 
-	out, errs, code = gpuprep(t, "rollback", "--root", root)
+	out, errs, code = gpuprepWith(t, d, "rollback", "--root", root)
 	require.Equal(t, 0, code, errs)
 	require.Contains(t, out, "Nothing to roll back.")
 }
@@ -468,17 +470,17 @@ func TestApplyVMVGPUAfterPassthrough(t *testing.T) {
 	require.Equal(t, exitNotReady, code)
 	require.Contains(t, out, "vfio.binding")
 
-	simulatedVGPUNode(t, root)
+	_, d := simulatedVGPUNode(t, root)
 	run, err := vgputest.WriteInstaller(t.TempDir(), "550.90.05", "vgpu-kvm")
 	require.NoError(t, err)
 	args := []string{"--root", root, "--mode", "vm-vgpu", "--vgpu-config-file", vgpuConfigFile(t), "--vgpu-config", "l40s-24q", "--driver", run}
-	out, errs, code = gpuprep(t, append([]string{"plan", "-o", "json"}, args...)...)
+	out, errs, code = gpuprepWith(t, d, append([]string{"plan", "-o", "json"}, args...)...)
 	require.Equal(t, 0, code, errs)
 	var p planJSON
 	require.NoError(t, json.Unmarshal([]byte(out), &p))
 	require.Equal(t, []string{"vfio-unbind", "vgpu-install", "vgpu-devices", "label"}, p.ids())
 
-	out, errs, code = gpuprep(t, append([]string{"apply", "--yes", "-o", "json"}, args...)...)
+	out, errs, code = gpuprepWith(t, d, append([]string{"apply", "--yes", "-o", "json"}, args...)...)
 	var a applyJSON
 	require.NoError(t, json.Unmarshal([]byte(out), &a), out+errs)
 	require.Equal(t, []struct{ ID, Status string }{{"vfio-unbind", "done"}, {"vgpu-install", "done"}, {"vgpu-devices", "done"}, {"label", "done"}}, a.Outcome.Steps, out+errs)

@@ -18,7 +18,7 @@ import (
 func TestApplyVMVGPUChangesVersion(t *testing.T) {
 	c := vgpuCases[1] // mdev
 	require.Equal(t, "mdev", c.name)
-	root, n, args, _ := appliedVGPUNode(t, c)
+	root, n, d, args, _ := appliedVGPUNode(t, c)
 	before := vgpusOf(t, root)
 	require.Len(t, before, 3) // two of gpuprep's, one mdevctl defines
 	runB, err := vgputest.WriteInstaller(t.TempDir(), "550.127.06", "vgpu-kvm")
@@ -28,27 +28,27 @@ func TestApplyVMVGPUChangesVersion(t *testing.T) {
 	// the change needs A's installer, --previous-driver
 	kept := filepath.Join(root, vgpu.UpgradeDir)
 	require.NoError(t, os.Rename(kept, kept+".away"))
-	out, errs, code := gpuprep(t, append([]string{"plan", "--driver", runB}, args...)...)
+	out, errs, code := gpuprepWith(t, d, append([]string{"plan", "--driver", runB}, args...)...)
 	require.Equal(t, exitUsage, code, out+errs)
 	require.Contains(t, errs, "give its installer or package with --previous-driver FILE")
 	runA, err := vgputest.WriteInstaller(t.TempDir(), "550.90.05", "vgpu-kvm")
 	require.NoError(t, err)
-	out, errs, code = gpuprep(t, append([]string{"plan", "--driver", runB, "--previous-driver", runA}, args...)...)
+	out, errs, code = gpuprepWith(t, d, append([]string{"plan", "--driver", runB, "--previous-driver", runA}, args...)...)
 	require.Equal(t, exitOK, code, out+errs)
 	require.Contains(t, out, "1. vgpu-install: change the vGPU manager 550.90.05 to 550.127.06")
 	require.NoError(t, os.Rename(kept+".away", kept))
 
-	out, errs, code = gpuprep(t, append([]string{"plan", "--driver", runB}, args...)...)
+	out, errs, code = gpuprepWith(t, d, append([]string{"plan", "--driver", runB}, args...)...)
 	require.Equal(t, exitOK, code, out+errs)
 	require.Contains(t, out, "1. vgpu-install: change the vGPU manager 550.90.05 to 550.127.06 (NVIDIA-Linux-x86_64-550.127.06-vgpu-kvm) as gpuprep vgpu install does\n")
 	require.Contains(t, out, "   run: /usr/bin/nvidia-installer --uninstall --silent\n")
 	require.Contains(t, out, "   note: upgrade: the vGPU manager 550.90.05 (.run) → 550.127.06 (.run)")
-	out, errs, code = gpuprep(t, append([]string{"apply", "--yes", "--driver", runB}, args...)...)
+	out, errs, code = gpuprepWith(t, d, append([]string{"apply", "--yes", "--driver", runB}, args...)...)
 	require.Equal(t, exitOK, code, out+errs)
 	require.Equal(t, "550.127.06", vgpu.InstalledVersion(n.h.Root))
 	require.Equal(t, before, vgpusOf(t, root))
 
-	out, errs, code = gpuprep(t, "rollback", "--root", root)
+	out, errs, code = gpuprepWith(t, d, "rollback", "--root", root)
 	require.Equal(t, exitNeedReboot, code, out+errs)
 	require.Contains(t, out, "the vGPU manager is back at 550.90.05")
 	require.Equal(t, "550.90.05", vgpu.InstalledVersion(n.h.Root))

@@ -30,24 +30,24 @@ func TestApplyVMVGPUFreshVFMdev(t *testing.T) {
 	root := fixtureRoot(t, "vgpu-fresh-vfmdev")
 	withTools(t, root)
 	withoutIOMMUArgs(t, root)
-	n := simulatedVGPUNode(t, root)
+	n, d := simulatedVGPUNode(t, root)
 	run, err := vgputest.WriteInstaller(t.TempDir(), "535.183.04", "vgpu-kvm")
 	require.NoError(t, err)
 	cfg := a16ConfigFile(t, 4)
 	orig := tree(t, root)
 	args := []string{"--root", root, "--mode", "vm-vgpu", "--vgpu-config-file", cfg, "--vgpu-config", "a16-4q", "--driver", run}
 
-	out, errs, code := gpuprep(t, append([]string{"plan"}, args...)...)
+	out, errs, code := gpuprepWith(t, d, append([]string{"plan"}, args...)...)
 	require.Equal(t, 0, code, errs)
 	require.Contains(t, out, "run: modprobe nvidia_vgpu_vfio")
 	require.Contains(t, out, "run: /usr/lib/nvidia/sriov-manage -e "+fixture.A16)
 	require.Contains(t, out, `create the vGPUs of config "a16-4q" (4× A16-4Q on `+fixture.A16+`)`)
 	require.Equal(t, orig, tree(t, root), "plan changes nothing")
 
-	out, errs, code = gpuprep(t, append([]string{"apply", "--yes"}, args...)...)
+	out, errs, code = gpuprepWith(t, d, append([]string{"apply", "--yes"}, args...)...)
 	require.Equal(t, exitNeedReboot, code, out+errs)
 	simulateReboot(t, root)
-	out, errs, code = gpuprep(t, append([]string{"apply", "--yes", "-o", "json"}, args...)...)
+	out, errs, code = gpuprepWith(t, d, append([]string{"apply", "--yes", "-o", "json"}, args...)...)
 	var a applyJSON
 	require.NoError(t, json.Unmarshal([]byte(out), &a), out+errs)
 	require.Equal(t, []struct{ ID, Status string }{{"vgpu-install", "done"}, {"vgpu-devices", "done"}, {"label", "done"}}, a.Outcome.Steps, out+errs)
@@ -79,23 +79,23 @@ func TestApplyVMVGPUFreshVFMdev(t *testing.T) {
 	require.Contains(t, string(unit), "[ -d /sys/bus/pci/devices/"+fixture.A16+"/virtfn0/mdev_supported_types ]")
 
 	// the GPU is full: vgpu types says so, per GPU
-	out, errs, code = gpuprep(t, "vgpu", "types", "--root", root)
+	out, errs, code = gpuprepWith(t, d, "vgpu", "types", "--root", root)
 	require.Equal(t, 0, code, errs)
 	require.Regexp(t, fixture.A16+`\s+mdev\s+nvidia-713\s+NVIDIA A16-4Q\s+0\s`, out)
 
 	// check on its own: ready
-	out, errs, code = gpuprep(t, "check", "--root", root, "--mode", "vm-vgpu")
+	out, errs, code = gpuprepWith(t, d, "check", "--root", root, "--mode", "vm-vgpu")
 	require.Equal(t, 0, code, out+errs)
 
 	// a re-run is a no-op
 	jl, after := journalLen(t, root), tree(t, root)
-	out, errs, _ = gpuprep(t, append([]string{"apply", "--yes"}, args...)...)
+	out, errs, _ = gpuprepWith(t, d, append([]string{"apply", "--yes"}, args...)...)
 	require.Contains(t, out, "Nothing to do", errs)
 	require.Equal(t, jl, journalLen(t, root))
 	require.Equal(t, after, tree(t, root))
 
 	// rollback: the vGPUs gone from the VFs, the files back, the manager stays
-	out, errs, code = gpuprep(t, "rollback", "--root", root)
+	out, errs, code = gpuprepWith(t, d, "rollback", "--root", root)
 	require.Equal(t, exitNeedReboot, code, out+errs)
 	require.Contains(t, out, "the vGPU manager stays installed")
 	require.Empty(t, mdevsOf(t, root))
@@ -104,7 +104,7 @@ func TestApplyVMVGPUFreshVFMdev(t *testing.T) {
 	require.NoFileExists(t, filepath.Join(root, "run/fake-systemd/is-enabled", vgpu.ApplyUnitName))
 	require.Contains(t, n.h.Commands(), "/usr/lib/nvidia/sriov-manage -e "+fixture.A16)
 
-	out, errs, code = gpuprep(t, "rollback", "--root", root)
+	out, errs, code = gpuprepWith(t, d, "rollback", "--root", root)
 	require.Equal(t, 0, code, errs)
 	require.Contains(t, out, "Nothing to roll back.")
 }
@@ -113,13 +113,11 @@ func TestApplyVMVGPUFreshVFMdev(t *testing.T) {
 // are its mdev parents; and what the boot unit runs recreates the vGPUs.
 func TestVGPUApplyVFMdev(t *testing.T) {
 	root := fixtureRoot(t, "vfmdev-vgpu")
-	n := simulatedVGPUApply(t, root)
-	oldR := vgpuApplyRunner
-	t.Cleanup(func() { vgpuApplyRunner = oldR })
-	vgpuApplyRunner = func(*host.Root) host.Runner { return n }
+	n, d := simulatedVGPUApply(t, root)
+	d.vgpuApplyRunner = func(*host.Root) host.Runner { return n }
 	typesFree := func(typ string) string {
 		t.Helper()
-		out, errs, code := gpuprep(t, "vgpu", "types", "--root", root)
+		out, errs, code := gpuprepWith(t, d, "vgpu", "types", "--root", root)
 		require.Equal(t, 0, code, errs)
 		m := regexp.MustCompile(fixture.A16 + `\s+mdev\s+` + typ + `\s+\S+ \S+\s+(\S+)\s`).FindStringSubmatch(out)
 		require.NotNil(t, m, out)
@@ -128,13 +126,13 @@ func TestVGPUApplyVFMdev(t *testing.T) {
 	require.Equal(t, "4", typesFree("nvidia-713"), "4 A16-4Q fit the GPU, though each of its 16 VFs says 1")
 	require.Equal(t, "16", typesFree("nvidia-711"))
 
-	out, errs, code := gpuprep(t, "vgpu", "apply", "--root", root, "-f", a16ConfigFile(t, 5), "-c", "a16-4q")
+	out, errs, code := gpuprepWith(t, d, "vgpu", "apply", "--root", root, "-f", a16ConfigFile(t, 5), "-c", "a16-4q")
 	require.NotEqual(t, 0, code, out+errs)
 	require.Contains(t, errs, `0000:b2:00.0: 5 more "NVIDIA A16-4Q" wanted, 4 available (the GPU takes 4 more; 16 of its 16 VFs, the mdev parents, have one free)`)
 	require.Empty(t, mdevsOf(t, root))
 
 	cfg := a16ConfigFile(t, 4)
-	out, errs, code = gpuprep(t, "vgpu", "apply", "--root", root, "-f", cfg, "-c", "a16-4q", "--persist")
+	out, errs, code = gpuprepWith(t, d, "vgpu", "apply", "--root", root, "-f", cfg, "-c", "a16-4q", "--persist")
 	require.Equal(t, 0, code, out+errs)
 	onVFs := func() []string {
 		var on []string
@@ -154,21 +152,21 @@ func TestVGPUApplyVFMdev(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, string(unit), "do [ -d /sys/bus/pci/devices/"+fixture.A16+"/virtfn0/mdev_supported_types ] && exit 0; sleep 2; done;",
 		"at boot it waits for the VFs sriov-manage makes to be mdev parents")
-	_, _, code = gpuprep(t, "vgpu", "assert", "--root", root, "-f", cfg, "-c", "a16-4q")
+	_, _, code = gpuprepWith(t, d, "vgpu", "assert", "--root", root, "-f", cfg, "-c", "a16-4q")
 	require.Equal(t, 0, code)
 
 	// a reboot loses the vGPUs; what the unit runs makes them again
 	for u := range mdevsOf(t, root) {
 		require.NoError(t, n.WriteAttr("/sys/bus/mdev/devices/"+u+"/remove", "1"))
 	}
-	_, _, code = gpuprep(t, "vgpu", "assert", "--root", root, "-f", cfg, "-c", "a16-4q")
+	_, _, code = gpuprepWith(t, d, "vgpu", "assert", "--root", root, "-f", cfg, "-c", "a16-4q")
 	require.Equal(t, 1, code)
-	out, errs, code = gpuprep(t, "vgpu", "apply", "--root", root, "-f", filepath.Join(root, vgpu.PersistedConfig), "-c", "a16-4q")
+	out, errs, code = gpuprepWith(t, d, "vgpu", "apply", "--root", root, "-f", filepath.Join(root, vgpu.PersistedConfig), "-c", "a16-4q")
 	require.Equal(t, 0, code, out+errs)
 	require.Equal(t, want, onVFs())
 
 	// --prune: the four A16-4Q go, two A16-8Q take the freed VFs
-	out, errs, code = gpuprep(t, "vgpu", "apply", "--root", root, "-f", writeConfig(t, "a16-4q", "A16-8Q", 2), "-c", "a16-4q", "--prune")
+	out, errs, code = gpuprepWith(t, d, "vgpu", "apply", "--root", root, "-f", writeConfig(t, "a16-4q", "A16-8Q", 2), "-c", "a16-4q", "--prune")
 	require.Equal(t, 0, code, out+errs)
 	require.Equal(t, []string{fixture.A16VFs[0] + " nvidia-714", fixture.A16VFs[1] + " nvidia-714"}, onVFs())
 	require.Equal(t, "0", typesFree("nvidia-714"))

@@ -125,15 +125,15 @@ func bootChainRoot(t *testing.T, loader, state string) string {
 // journalled with a backup, and undone by rollback, which refreshes the ESPs
 // from the restored file. grub show and plan read and edit the same file.
 func TestGrubEnsureProxmoxSystemdBoot(t *testing.T) {
-	run := fakeGrubRunner(t)
+	run, d := fakeGrubRunner(t)
 	root := bootChainRoot(t, "proxmox-systemd-boot", fixture.BootMissing)
 	grubBefore, cmdBefore := read(t, root, "/etc/default/grub"), read(t, root, "/etc/kernel/cmdline")
 
-	out, errs, code := gpuprep(t, "grub", "show", "--root", root)
+	out, errs, code := gpuprepWith(t, d, "grub", "show", "--root", root)
 	require.Equal(t, 0, code, errs)
 	require.Contains(t, out, "bootloader: proxmox-boot-tool, ESPs with systemd-boot: booted by systemd-boot 252.33-1~deb12u1 (EFI variable LoaderInfo) (/etc/kernel/cmdline)\n")
 
-	out, errs, code = gpuprep(t, "grub", "ensure", "--mode", "vm-passthrough", "--root", root, "--dry-run")
+	out, errs, code = gpuprepWith(t, d, "grub", "ensure", "--mode", "vm-passthrough", "--root", root, "--dry-run")
 	require.Equal(t, 0, code, errs)
 	require.Contains(t, out, "--- a/etc/kernel/cmdline\n+++ b/etc/kernel/cmdline\n")
 	require.Contains(t, out, "-root=ZFS=rpool/ROOT/pve-1 boot=zfs\n+root=ZFS=rpool/ROOT/pve-1 boot=zfs intel_iommu=on iommu=pt\n")
@@ -143,7 +143,7 @@ func TestGrubEnsureProxmoxSystemdBoot(t *testing.T) {
 	require.Equal(t, cmdBefore, read(t, root, "/etc/kernel/cmdline"))
 
 	var p planJSON
-	out, errs, code = gpuprep(t, "plan", "--root", root, "--mode", "vm-passthrough", "-o", "json")
+	out, errs, code = gpuprepWith(t, d, "plan", "--root", root, "--mode", "vm-passthrough", "-o", "json")
 	require.Equal(t, 0, code, errs)
 	require.NoError(t, json.Unmarshal([]byte(out), &p), out)
 	require.Equal(t, "kernel-args", p.ids()[0], out)
@@ -151,7 +151,7 @@ func TestGrubEnsureProxmoxSystemdBoot(t *testing.T) {
 	require.Contains(t, out, "proxmox-boot-tool refresh")
 	require.NotContains(t, out, `"/etc/default/grub"`)
 
-	out, errs, code = gpuprep(t, "grub", "ensure", "--mode", "vm-passthrough", "--root", root)
+	out, errs, code = gpuprepWith(t, d, "grub", "ensure", "--mode", "vm-passthrough", "--root", root)
 	require.Equal(t, exitNeedReboot, code, out+errs)
 	require.Contains(t, out, "wrote /etc/kernel/cmdline\nran: proxmox-boot-tool refresh\n")
 	require.Equal(t, [][]string{{"proxmox-boot-tool", "refresh"}}, run.Calls)
@@ -162,7 +162,7 @@ func TestGrubEnsureProxmoxSystemdBoot(t *testing.T) {
 	require.Equal(t, "/etc/kernel/cmdline", ents[1].Path)
 	require.Equal(t, cmdBefore, read(t, root, ents[1].Backup))
 
-	out, errs, code = gpuprep(t, "grub", "show", "--root", root, "-o", "json")
+	out, errs, code = gpuprepWith(t, d, "grub", "show", "--root", root, "-o", "json")
 	require.Equal(t, 0, code, errs)
 	var show showReport
 	require.NoError(t, json.Unmarshal([]byte(out), &show))
@@ -170,7 +170,7 @@ func TestGrubEnsureProxmoxSystemdBoot(t *testing.T) {
 
 	run.Calls = nil
 	k := simulatedKernel(t)
-	out, errs, code = gpuprep(t, "rollback", "--root", root)
+	out, errs, code = gpuprepWith(t, d, "rollback", "--root", root)
 	require.Equal(t, exitOK, code, out+errs)
 	require.Equal(t, cmdBefore, read(t, root, "/etc/kernel/cmdline"))
 	require.Contains(t, (*k).Commands, []string{"proxmox-boot-tool", "refresh"}, "the ESPs get the restored file")
@@ -207,8 +207,8 @@ func TestSystemdBootEntryNotMadeAgain(t *testing.T) {
 		}
 	}
 
-	run := fakeGrubRunner(t)
-	out, errs, code = gpuprep(t, "grub", "ensure", "--mode", "vm-passthrough", "--root", root, "--dry-run")
+	run, d := fakeGrubRunner(t)
+	out, errs, code = gpuprepWith(t, d, "grub", "ensure", "--mode", "vm-passthrough", "--root", root, "--dry-run")
 	require.Equal(t, 0, code, errs)
 	require.NotContains(t, out, "--- a/")
 	require.Contains(t, out, "would run: kernel-install add 6.9.1-arch1-1 /lib/modules/6.9.1-arch1-1/vmlinuz\n")
@@ -241,8 +241,8 @@ func TestKernelstubEntryNotWrittenAgain(t *testing.T) {
 			}
 		}
 	}
-	run := fakeGrubRunner(t)
-	out, errs, code = gpuprep(t, "grub", "ensure", "--mode", "vm-passthrough", "--root", root, "--dry-run")
+	run, d := fakeGrubRunner(t)
+	out, errs, code = gpuprepWith(t, d, "grub", "ensure", "--mode", "vm-passthrough", "--root", root, "--dry-run")
 	require.Equal(t, 0, code, errs)
 	require.Contains(t, out, "would run: kernelstub\n")
 	require.Empty(t, run.Calls)
@@ -280,8 +280,8 @@ func TestProxmoxUnknownESPMode(t *testing.T) {
 	require.Contains(t, statuses, "error")
 	require.NotContains(t, statuses, "pass")
 
-	fakeGrubRunner(t)
-	out, errs, code = gpuprep(t, "grub", "ensure", "--mode", "vm-passthrough", "--root", root, "--dry-run")
+	_, d := fakeGrubRunner(t)
+	out, errs, code = gpuprepWith(t, d, "grub", "ensure", "--mode", "vm-passthrough", "--root", root, "--dry-run")
 	require.Equal(t, 0, code, errs)
 	require.Contains(t, out, "+++ b/etc/kernel/cmdline\n")
 	require.Contains(t, out, "+++ b/etc/default/grub\n")

@@ -2,24 +2,21 @@ package main
 
 import (
 	"bufio"
-	"cmp"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"slices"
 	"strings"
-	"sync"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/gpuprep/gpuprep/internal/fleet"
+	"github.com/gpuprep/gpuprep/internal/fleet/rollout"
 	"github.com/gpuprep/gpuprep/internal/kube"
 	"github.com/gpuprep/gpuprep/preflight"
-	"github.com/gpuprep/gpuprep/provision"
 	"github.com/gpuprep/gpuprep/report"
 	"github.com/gpuprep/gpuprep/vgpu"
 )
@@ -224,24 +221,6 @@ func (a *fleetApply) checkVGPU(hosts []*fleet.Host) error {
 	return nil
 }
 
-// phase is a group of hosts applied together.
-type phase struct {
-	name  string
-	hosts []*fleet.Host
-}
-
-func (a *fleetApply) phases(hosts []*fleet.Host) []phase {
-	var out []phase
-	n := min(a.canary, len(hosts))
-	if n > 0 {
-		out = append(out, phase{name: "canary", hosts: hosts[:n]})
-	}
-	for i, b := n, 1; i < len(hosts); i, b = i+a.batch, b+1 {
-		out = append(out, phase{name: fmt.Sprintf("batch %d", b), hosts: hosts[i:min(i+a.batch, len(hosts))]})
-	}
-	return out
-}
-
 func (a *fleetApply) applyArgs(h *fleet.Host) ([]string, error) {
 	args := []string{"apply", "--mode", a.hostMode(h), "--yes", "-o", "json"}
 	for _, s := range a.hostSelect(h) {
@@ -317,12 +296,12 @@ func (a *fleetApply) run(cmd *cobra.Command) error {
 	if err := a.checkVGPU(hosts); err != nil {
 		return err
 	}
-	phases := a.phases(hosts)
+	phases := rollout.Phases(hosts, a.canary, a.batch)
 	if a.dryRun {
 		return a.printPlan(cmd.OutOrStdout(), phases)
 	}
 	if !a.yes {
-		if !stdinTTY() {
+		if !a.g.dep().stdinTTY() {
 			return usageErr("fleet apply changes %d hosts: run it on a terminal to confirm, or pass --yes (--dry-run shows the phases)", len(hosts))
 		}
 		errw := cmd.ErrOrStderr()
@@ -330,7 +309,7 @@ func (a *fleetApply) run(cmd *cobra.Command) error {
 			return err
 		}
 		fmt.Fprint(errw, "\nApply on these hosts, in this order? [y/N] ")
-		ans, _ := bufio.NewReader(confirmInput).ReadString('\n')
+		ans, _ := bufio.NewReader(a.g.dep().confirmInput).ReadString('\n')
 		if s := strings.ToLower(strings.TrimSpace(ans)); s != "y" && s != "yes" {
 			return &exitError{code: exitNotReady, err: errors.New("not confirmed: nothing was changed")}
 		}
@@ -343,446 +322,37 @@ func (a *fleetApply) run(cmd *cobra.Command) error {
 	for _, f := range a.files {
 		sess.exec.Files = append(sess.exec.Files, f)
 	}
-	fr := a.rollout(cmd, sess, phases)
+	fr := rollout.Run(sess.ctx, a.deps(cmd, sess), a.options(), a.plan(phases))
 
 	out := cmd.OutOrStdout()
 	err = report.Render(out, &report.Document{Fleet: fr}, a.output)
 	if err != nil {
 		return err
 	}
-	return &exitError{code: applyExitCode(fr)}
+	return &exitError{code: rollout.ExitCode(fr)}
 }
 
-// rollout runs the phases in order and builds the report.
-func (a *fleetApply) rollout(cmd *cobra.Command, sess *fleetSession, phases []phase) *report.FleetReport {
-	ctx, errw := sess.ctx, cmd.ErrOrStderr()
-	ro := &report.Rollout{Canary: a.canary, Batch: a.batch, MaxFailures: a.maxFailures, RollbackOnFailure: a.rollbackOnFailure, Reboot: a.reboot}
-	if a.reboot {
-		ro.MaxReboots = maxReboots
-	}
-	fr := &report.FleetReport{Mode: a.mode, Rollout: ro}
-	runner := func(args func(*fleet.Host) ([]string, error), done func(*fleet.Result, int, int)) *fleet.Runner {
-		return &fleet.Runner{Transport: sess.tr, Exec: sess.exec, Parallel: a.parallel, Retries: a.retries,
-			CommandTimeout: a.commandTimeout, Args: args, Done: done}
-	}
-	for pi, ph := range phases {
-		if ro.Stopped != "" || ctx.Err() != nil {
-			if ro.Stopped == "" {
-				ro.Stopped = "interrupted"
-			}
-			for _, h := range ph.hosts {
-				fr.Hosts = append(fr.Hosts, report.FleetHost{Name: h.Name, Address: h.Target(), Status: report.OutcomeSkipped,
-					Error: "not started: " + ro.Stopped, Mode: a.hostMode(h), Phase: report.OutcomeSkipped, Outcome: report.OutcomeSkipped})
-			}
-			continue
-		}
-		fmt.Fprintf(errw, "gpuprep fleet apply: %s: %d host(s)\n", ph.name, len(ph.hosts))
-		prog := newProgress(errw)
-		results := runner(a.applyArgs, prog.done).Run(ctx, ph.hosts)
-		prog.finish()
-		entries := make([]report.FleetHost, len(results))
-		started := make([]bool, len(results))
-		for i, res := range results {
-			entries[i], started[i] = a.applied(res)
-		}
-		if a.reboot && ctx.Err() == nil {
-			a.waitReboots(ctx, errw, sess, results, entries)
-		}
-		var back []*fleet.Host
-		var backIdx []int
-		var failed, unverified []string
-		for i, res := range results {
-			e := entries[i]
-			e.Phase = ph.name
-			switch e.Outcome {
-			case report.OutcomeFailed:
-				failed = append(failed, e.Name)
-				// not a host whose reboot was never seen through: it may be
-				// booting, and its state is unknown
-				if started[i] && a.rollbackOnFailure && (e.Reboot == nil || e.Reboot.Completed) {
-					back, backIdx = append(back, res.Host), append(backIdx, i)
-				}
-			case report.OutcomeRebootNeeded, report.OutcomeCancelled:
-				unverified = append(unverified, e.Name)
-			}
-			entries[i] = e
-		}
-		ro.Failures += len(failed)
-		if len(back) > 0 && ctx.Err() == nil {
-			fmt.Fprintf(errw, "gpuprep fleet apply: rolling back %s\n", report.Clean(strings.Join(back2names(back), ", ")))
-			prog := newProgress(errw)
-			rb := runner(a.rollbackArgs, prog.done).Run(ctx, back)
-			prog.finish()
-			for j, res := range rb {
-				e := &entries[backIdx[j]]
-				e.Rollback = rolledBack(res)
-				e.Outcome = report.OutcomeRolledBack
-				if e.Rollback.Error != "" {
-					e.Outcome = report.OutcomeRollbackFailed
-				}
-			}
-		}
-		fr.Hosts = append(fr.Hosts, entries...)
-		last := pi == len(phases)-1
-		switch {
-		case ctx.Err() != nil:
-			ro.Stopped = "interrupted"
-		case ph.name == "canary" && len(failed) > 0:
-			ro.Stopped = fmt.Sprintf("canary %s failed: no other host was started", strings.Join(failed, ", "))
-		case ph.name == "canary" && len(unverified) > 0:
-			ro.Stopped = fmt.Sprintf("canary %s not verified ready (reboot needed): reboot it and run fleet apply again", strings.Join(unverified, ", "))
-		case ro.Failures > a.maxFailures && !last:
-			ro.Stopped = fmt.Sprintf("%d host(s) failed, more than --max-failures %d: stopped after %s", ro.Failures, a.maxFailures, ph.name)
-		}
-		if ro.Stopped != "" && !last {
-			fmt.Fprintf(errw, "gpuprep fleet apply: rollout stopped: %s\n", report.Clean(ro.Stopped))
-		}
-	}
-	fr.Interrupted = ctx.Err() != nil
-	if ro.Stopped == "interrupted" {
-		fmt.Fprintln(errw, "gpuprep fleet: interrupted; the report shows the hosts that finished")
-	}
-	fr.Finish()
-	return fr
+func (a *fleetApply) options() rollout.Options {
+	return rollout.Options{Canary: a.canary, Batch: a.batch, MaxFailures: a.maxFailures, RollbackOnFailure: a.rollbackOnFailure,
+		Reboot: a.reboot, RebootTimeout: a.rebootTimeout, RebootPoll: a.rebootPoll,
+		Parallel: a.parallel, Retries: a.retries, CommandTimeout: a.commandTimeout}
 }
 
-// maxReboots is how many times fleet apply --reboot lets apply reboot one
-// host: the first reboot and, each time the host comes back and apply asks
-// for another reboot for another reason, one more.
-const maxReboots = 3
-
-// hostAsk is a reboot apply asked for (and, with --reboot, ran): the boot
-// that asked and why, as apply -o json says them ("" where it does not:
-// an older gpuprep, an unreadable boot ID, an answer lost with the
-// connection).
-type hostAsk struct{ boot, reason string }
-
-// applyOutcome is apply's outcome in e's output; nil without one.
-func applyOutcome(e report.FleetHost) (*provision.Outcome, []string) {
-	var ar applyResult
-	if len(e.Output) == 0 || json.Unmarshal(e.Output, &ar) != nil || ar.Outcome == nil {
-		return nil, nil
-	}
-	return ar.Outcome, ar.Log
+func (a *fleetApply) plan(phases []rollout.Phase) rollout.Plan {
+	return rollout.Plan{Phases: phases, Mode: a.mode, HostMode: a.hostMode, Apply: a.applyArgs, Resume: a.resumeArgs, Rollback: a.rollbackArgs}
 }
 
-// rebootedSince says whether o, an apply's outcome, comes from a boot after
-// the one that asked for ask: its boot ID differs, or apply answered an ask
-// the node has rebooted since.
-func rebootedSince(ask hostAsk, o *provision.Outcome) bool {
-	return o != nil && (ask.boot != "" && o.BootID != "" && o.BootID != ask.boot || len(o.RebootedFor) > 0)
+func (a *fleetApply) deps(cmd *cobra.Command, sess *fleetSession) rollout.Deps {
+	errw := cmd.ErrOrStderr()
+	return rollout.Deps{Runner: rollout.SSH{Transport: sess.tr, Exec: sess.exec}, Log: errw,
+		Progress: func() rollout.Progress { return progressDisplay{newProgress(errw)} }}
 }
 
-// applyNotes are apply's own notes in its log (why the step could not do
-// without the reboot), else its last line.
-func applyNotes(log []string) string {
-	var notes []string
-	for _, l := range log {
-		if n, ok := strings.CutPrefix(l, "note: "); ok {
-			notes = append(notes, n)
-		}
-	}
-	if len(notes) == 0 && len(log) > 0 {
-		notes = log[len(log)-1:]
-	}
-	return strings.Join(notes, "; ")
-}
+// progressDisplay is the fleet commands' progress as the rollout shows it.
+type progressDisplay struct{ *progress }
 
-// waitReboots follows the hosts whose apply (run with --reboot) stopped at
-// the reboot step, or lost its connection as the host went down: it runs
-// apply again (without --reboot) every --reboot-poll until apply answers
-// past the reboot — it then ends with its check, or says the reboot did not
-// make the arguments effective — or until --reboot-timeout. Until then
-// anything short of such an answer means the host is not back yet: it
-// cannot be reached, refuses logins (pam_nologin while booting), its
-// services or home are not up, apply was killed by the shutdown, or apply
-// still asks for the reboot in the boot that asked (its boot ID). Only a
-// changed host key, and an apply that outlives --command-timeout, end the
-// wait early.
-//
-// An apply that answers from a later boot (another boot ID, or an ask it
-// found the node rebooted since) and asks for another reboot: for the
-// reason just served, the reboot did not help (failed, never rebooted
-// again); for another reason, apply --reboot reboots the host once more
-// and the wait starts over, up to maxReboots reboots in all (beyond,
-// reboot-needed). A host is rebooted at most once per boot: never twice
-// for the same ask.
-func (a *fleetApply) waitReboots(ctx context.Context, errw io.Writer, sess *fleetSession, results []*fleet.Result, entries []report.FleetHost) {
-	var idx []int
-	for i, e := range entries {
-		if e.Outcome == report.OutcomeRebootNeeded || e.Outcome == report.OutcomeFailed && (lostConnection(results[i]) || commandTimedOut(results[i])) {
-			idx = append(idx, i)
-		}
-	}
-	if len(idx) == 0 {
-		return
-	}
-	names := make([]string, len(idx))
-	for j, i := range idx {
-		names[j] = results[i].Host.Name
-	}
-	var mu sync.Mutex // errw
-	say := func(format string, args ...any) {
-		mu.Lock()
-		defer mu.Unlock()
-		// one line: a host's name or error cannot add one, nor act on the terminal
-		fmt.Fprintln(errw, report.Clean(strings.TrimSuffix(fmt.Sprintf(format, args...), "\n")))
-	}
-	say("gpuprep fleet apply: waiting for %s to reboot (at most %s)\n", strings.Join(names, ", "), a.rebootTimeout)
-	start := time.Now()
-	sem := make(chan struct{}, a.parallel)
-	var wg sync.WaitGroup
-	for _, i := range idx {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			h := results[i].Host
-			var ask hostAsk
-			if o, _ := applyOutcome(entries[i]); o != nil {
-				ask = hostAsk{boot: o.BootID, reason: o.RebootFor}
-			}
-			rh := &report.HostReboot{Reboots: 1, Reasons: []string{ask.reason}}
-			entries[i].Reboot = rh
-			deadline := time.Now().Add(a.rebootTimeout)
-			stillAsks := "apply still asks for the reboot"
-			why := stillAsks
-			if lostConnection(results[i]) || commandTimedOut(results[i]) {
-				why += "; the connection was lost before apply answered, so the reboot may never have started: run fleet apply --reboot for this host again"
-			}
-			r := &fleet.Runner{Transport: sess.tr, Exec: sess.exec, Parallel: 1, CommandTimeout: a.commandTimeout, Args: a.resumeArgs}
-			// once runs apply (args) on h, one attempt bounded by the
-			// deadline (and the command timeout); ok false: interrupted
-			// or out of time before it could start
-			once := func(args func(*fleet.Host) ([]string, error)) (*fleet.Result, bool) {
-				actx, cancel := context.WithDeadline(ctx, deadline.Add(a.commandTimeout))
-				defer cancel()
-				select {
-				case sem <- struct{}{}:
-				case <-actx.Done():
-					return nil, false
-				}
-				defer func() { <-sem }()
-				r.Args = args
-				return r.Run(actx, []*fleet.Host{h})[0], true
-			}
-			for rh.Error == "" && !rh.Completed {
-				select {
-				case <-ctx.Done():
-				case <-time.After(min(a.rebootPoll, time.Until(deadline))):
-				}
-				switch {
-				case ctx.Err() != nil:
-					rh.Error = "interrupted while waiting for the reboot"
-					continue
-				case !time.Now().Before(deadline):
-					nth := ""
-					if rh.Reboots > 1 {
-						nth = fmt.Sprintf(" (reboot %d, for %s)", rh.Reboots, cmp.Or(ask.reason, "?"))
-					}
-					rh.Error = fmt.Sprintf("not back from the reboot%s within %s (%s)", nth, a.rebootTimeout, why)
-					continue
-				}
-				res, ok := once(a.resumeArgs)
-				if !ok {
-					continue
-				}
-				rh.Attempts++
-				e, _ := a.applied(res)
-				o, log := applyOutcome(e)
-				if last := len(rh.Reasons) - 1; rh.Reasons[last] == "" && rebootedSince(ask, o) {
-					// the reboot whose ask was lost with the connection: why, as the apply after it says
-					rh.Reasons[last] = strings.Join(o.RebootedFor, ", ")
-				}
-				switch {
-				case ctx.Err() != nil:
-				case res.Status == fleet.StatusHostKeyChanged:
-					entries[i] = e
-					rh.Error = "the host came back with another host key: " + firstLineOf(res.Err)
-				case commandTimedOut(res):
-					entries[i] = e
-					rh.Error = "apply did not finish after the reboot: " + firstLineOf(res.Err)
-				case res.Status == fleet.StatusEvaluated && e.Output != nil && e.Outcome != report.OutcomeRebootNeeded:
-					entries[i] = e // apply answered past the reboot: ready, or failed saying why
-					rh.Completed = true
-				case e.Outcome == report.OutcomeRebootNeeded && rebootedSince(ask, o):
-					// back, in a later boot, and apply asks for another reboot
-					entries[i] = e
-					rh.Completed = true
-					served := ask.reason
-					if served == "" {
-						served = strings.Join(o.RebootedFor, ", ")
-					}
-					again := cmp.Or(o.RebootFor, "?")
-					switch {
-					case o.RebootFor != "" && (o.RebootFor == ask.reason || slices.Contains(o.RebootedFor, o.RebootFor)):
-						entries[i].Outcome = report.OutcomeFailed
-						entries[i].Error = fmt.Sprintf("apply asks again for a reboot for %s after its reboot for %s: the reboot did not make the change effective; not rebooted again (apply: %s)",
-							again, served, cmp.Or(applyNotes(log), "no note"))
-					case rh.Reboots >= maxReboots:
-						entries[i].Error = fmt.Sprintf("apply asks for reboot %d, for %s, after %d (%s): fleet apply reboots a host at most %d times; reboot it and run fleet apply again",
-							rh.Reboots+1, again, rh.Reboots, rh.Why(), maxReboots)
-					default:
-						rh.Completed = false
-						say("gpuprep fleet: %s is back after its reboot for %s, and apply asks for another, for %s: apply --reboot reboots it again (reboot %d of at most %d)\n",
-							h.Name, cmp.Or(served, "?"), again, rh.Reboots+1, maxReboots)
-						deadline = time.Now().Add(a.rebootTimeout)
-						res, ok := once(a.applyArgs)
-						if !ok {
-							continue
-						}
-						rh.Attempts++
-						e2, started := a.applied(res)
-						o2, _ := applyOutcome(e2)
-						switch {
-						case ctx.Err() != nil:
-						case !started: // apply did not run: nothing rebooted; the next try asks again
-							why = "last try: " + cmp.Or(firstLineOf(strings.TrimSpace(e2.Error)), res.Status)
-						case res.Status == fleet.StatusEvaluated && e2.Output != nil && e2.Outcome != report.OutcomeRebootNeeded:
-							entries[i] = e2
-							rh.Completed = true
-						default: // rebooting (or cut by the reboot): wait for it
-							ask = hostAsk{boot: o.BootID, reason: o.RebootFor}
-							if o2 != nil {
-								ask = hostAsk{boot: cmp.Or(o2.BootID, o.BootID), reason: cmp.Or(o2.RebootFor, o.RebootFor)}
-							}
-							rh.Reboots++
-							rh.Reasons = append(rh.Reasons, ask.reason)
-							why = stillAsks
-							if lostConnection(res) || commandTimedOut(res) {
-								why += "; the connection was lost before apply answered, so this reboot may never have started"
-							}
-						}
-					}
-				default: // not back yet
-					if e.Outcome != report.OutcomeRebootNeeded {
-						why = "last try: " + cmp.Or(firstLineOf(strings.TrimSpace(e.Error)), res.Status)
-					}
-				}
-			}
-			rh.WaitedMs = time.Since(start).Milliseconds()
-			entries[i].Reboot = rh
-			if rh.Completed {
-				after := "its reboot"
-				if rh.Reboots > 1 {
-					after = fmt.Sprintf("%d reboots", rh.Reboots)
-				}
-				msg := ""
-				if e := entries[i]; e.Outcome != report.OutcomeReady && e.Error != "" {
-					msg = ": " + e.Error
-				}
-				say("gpuprep fleet: %s %s after %s (%s)%s\n", h.Name, entries[i].Outcome, after, time.Since(start).Round(time.Second), msg)
-				return
-			}
-			e := &entries[i]
-			e.Outcome, e.Error = report.OutcomeFailed, "reboot: "+rh.Error
-			if ctx.Err() != nil {
-				e.Outcome = report.OutcomeCancelled
-			}
-			say("gpuprep fleet: %s %s: %s\n", h.Name, e.Outcome, e.Error)
-		}()
-	}
-	wg.Wait()
-}
-
-// commandTimedOut: the host answered, but gpuprep outlived --command-timeout.
-func commandTimedOut(res *fleet.Result) bool { return res.CommandTimedOut }
-
-// lostConnection says whether a run ended because the connection went
-// away mid-command, as it does when the host goes down for its reboot.
-func lostConnection(res *fleet.Result) bool { return res.ConnectionLost }
-
-func back2names(hosts []*fleet.Host) []string {
-	out := make([]string, len(hosts))
-	for i, h := range hosts {
-		out[i] = h.Name
-	}
-	return out
-}
-
-// applied turns a host's apply run into its report entry; started says
-// whether apply may have changed the host (so a rollback makes sense).
-func (a *fleetApply) applied(res *fleet.Result) (report.FleetHost, bool) {
-	h := report.FleetHost{Name: res.Host.Name, Address: res.Host.Target(), Status: res.Status, Error: res.Err,
-		Mode: a.hostMode(res.Host), DurationMs: res.Duration.Milliseconds()}
-	switch res.Status {
-	case fleet.StatusEvaluated:
-	case fleet.StatusCancelled:
-		h.Outcome = report.OutcomeCancelled
-		return h, false
-	case fleet.StatusTimeout, fleet.StatusError: // apply may have run
-		h.Outcome = report.OutcomeFailed
-		return h, true
-	default: // never ran: unreachable, auth, host keys
-		h.Outcome = report.OutcomeFailed
-		return h, false
-	}
-	o := res.Output
-	code := o.ExitCode
-	h.ExitCode, h.Stderr = &code, string(o.Stderr)
-	var ar applyResult
-	if json.Unmarshal(o.Stdout, &ar) != nil || ar.Kind != "ApplyResult" {
-		h.Stdout = string(o.Stdout)
-		h.Outcome = report.OutcomeFailed
-		h.Error = fmt.Sprintf("gpuprep apply exited %d without an ApplyResult: %s", code, tail(o.Stderr))
-		return h, code != exitUsage
-	}
-	h.Output = json.RawMessage(o.Stdout)
-	h.Report = ar.Report
-	switch {
-	case code == exitOK && ar.Report != nil && report.Verdict(ar.Report) == report.VerdictReady:
-		h.Outcome = report.OutcomeReady
-	case code == exitNeedReboot:
-		h.Outcome = report.OutcomeRebootNeeded
-	default:
-		h.Outcome = report.OutcomeFailed
-		switch {
-		case ar.Error != "":
-			h.Error = ar.Error
-		case ar.Report != nil:
-			h.Error = "not ready after apply: " + report.Verdict(ar.Report)
-		default:
-			h.Error = fmt.Sprintf("gpuprep apply exited %d: %s", code, tail(o.Stderr))
-		}
-	}
-	return h, true
-}
-
-func rolledBack(res *fleet.Result) *report.HostRollback {
-	rb := &report.HostRollback{Status: res.Status, Error: res.Err}
-	if res.Status != fleet.StatusEvaluated {
-		return rb
-	}
-	code := res.Output.ExitCode
-	rb.ExitCode, rb.Stderr = &code, string(res.Output.Stderr)
-	if json.Valid(res.Output.Stdout) && strings.TrimSpace(string(res.Output.Stdout)) != "" {
-		rb.Output = json.RawMessage(res.Output.Stdout)
-	}
-	if code != exitOK && code != exitNeedReboot {
-		rb.Error = fmt.Sprintf("gpuprep rollback exited %d: %s", code, tail(res.Output.Stderr))
-	}
-	rb.RebootRequired = code == exitNeedReboot
-	return rb
-}
-
-// applyExitCode: 1 a host failed, else 3 interrupted, else 4 a host needs a
-// reboot (or a rollout stopped on one), else 0.
-func applyExitCode(f *report.FleetReport) int {
-	n := map[string]int{}
-	for _, h := range f.Hosts {
-		n[h.Outcome]++
-	}
-	switch {
-	case f.Rollout.Failures > 0:
-		return exitNotReady
-	case f.Interrupted || n[report.OutcomeCancelled] > 0:
-		return exitUnknown
-	case n[report.OutcomeRebootNeeded] > 0:
-		return exitNeedReboot
-	case n[report.OutcomeSkipped] > 0: // cannot happen without one of the above
-		return exitNotReady
-	}
-	return exitOK
-}
+func (p progressDisplay) Done(r *fleet.Result, done, total int) { p.done(r, done, total) }
+func (p progressDisplay) Finish()                               { p.finish() }
 
 // showFiles names uploaded files in shown arguments: "upload:LOCAL-PATH".
 func (a *fleetApply) showFiles(args []string) []string {
@@ -796,7 +366,7 @@ func (a *fleetApply) showFiles(args []string) []string {
 }
 
 // printPlan lists the phases and what each host would run.
-func (a *fleetApply) printPlan(w io.Writer, phases []phase) error {
+func (a *fleetApply) printPlan(w io.Writer, phases []rollout.Phase) error {
 	type entry struct {
 		*fleet.Host
 		Phase  string   `json:"phase"`
@@ -805,12 +375,12 @@ func (a *fleetApply) printPlan(w io.Writer, phases []phase) error {
 	}
 	var list []entry
 	for _, ph := range phases {
-		for _, h := range ph.hosts {
+		for _, h := range ph.Hosts {
 			args, err := a.applyArgs(h)
 			if err != nil {
 				return err
 			}
-			list = append(list, entry{Host: h, Phase: ph.name, Target: h.Target(), Args: a.showFiles(args)})
+			list = append(list, entry{Host: h, Phase: ph.Name, Target: h.Target(), Args: a.showFiles(args)})
 		}
 	}
 	if a.output == "json" && a.dryRun {

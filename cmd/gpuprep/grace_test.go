@@ -12,13 +12,13 @@ import (
 // On an arm64 GH200 node, grub ensure --mode adds iommu.passthrough=1 and
 // none of x86's intel_iommu=on / iommu=pt (an arm64 kernel parses neither).
 func TestGraceGrubEnsureAddsPassthroughOnly(t *testing.T) {
-	run := fakeGrubRunner(t)
+	run, d := fakeGrubRunner(t)
 	root := fixtureRoot(t, "gh200")
 	require.NoError(t, os.MkdirAll(filepath.Join(root, "usr/sbin"), 0o755))
 	require.NoError(t, os.WriteFile(filepath.Join(root, "usr/sbin/update-grub"), []byte("#!/bin/sh\n"), 0o755))
 	before := read(t, root, "/etc/default/grub")
 
-	out, errOut, code := gpuprep(t, "grub", "ensure", "--mode", "vm-passthrough", "--root", root)
+	out, errOut, code := gpuprepWith(t, d, "grub", "ensure", "--mode", "vm-passthrough", "--root", root)
 	require.Equal(t, exitNeedReboot, code, out+errOut)
 	require.Contains(t, out, "added: iommu.passthrough=1 (to GRUB_CMDLINE_LINUX_DEFAULT)\n")
 	require.Equal(t, [][]string{{"update-grub"}}, run.Calls)

@@ -26,10 +26,10 @@ import (
 
 func init() { register(newGrubCmd) }
 
-// grubRunner runs the regeneration commands: on this machine for /, inside
-// the root (chroot) for a root named a system disk (--system-disk), and
-// for no other root (see rootPrograms). Tests replace it with a FakeRunner.
-var grubRunner = func(root *host.Root) host.Runner {
+// hostGrubRunner runs the regeneration commands: on this machine for /,
+// inside the root (chroot) for a root named a system disk (--system-disk),
+// and for no other root (see rootPrograms). It is deps.grubRunner.
+func hostGrubRunner(root *host.Root) host.Runner {
 	if err := rootPrograms(root); err != nil {
 		return refusingRunner{err}
 	}
@@ -58,9 +58,6 @@ type refusingRunner struct{ err error }
 func (r refusingRunner) Run(_ context.Context, argv ...string) ([]byte, error) {
 	return nil, fmt.Errorf("%s: %w", host.ShellQuote(argv), r.err)
 }
-
-// grubNow is the time backups and journal entries are stamped with.
-var grubNow = time.Now
 
 type grubCmd struct {
 	g            *globals
@@ -218,7 +215,7 @@ func (c *grubCmd) edit(cmd *cobra.Command, args []string, remove bool) error {
 	if boot.Kind == grub.KindBLS && plan.Changed() && len(plan.EntriesAdded)+len(plan.EntriesRemoved) == 0 {
 		plan.Notes = append(plan.Notes, "every boot entry is right already (no grubby, no reboot): the files are edited for kernels installed later, which get their arguments from /etc/kernel/cmdline, itself rewritten from /etc/default/grub by grub2-mkconfig")
 	}
-	runner := grubRunner(root)
+	runner := c.g.dep().grubRunner(root)
 	var refused error
 	if rr, ok := runner.(refusingRunner); ok {
 		refused = rr.err
@@ -248,7 +245,7 @@ func (c *grubCmd) edit(cmd *cobra.Command, args []string, remove bool) error {
 	// what a bootloader's own tool changes goes in the journal too, so
 	// that gpuprep rollback undoes it as it undoes apply's
 	plan.Intents = func(argv []string) []journal.Entry { return provision.BootArgIntents(boot, plan, argv, command) }
-	if err := plan.Apply(context.Background(), root, runner, command, grubNow()); err != nil {
+	if err := plan.Apply(context.Background(), root, runner, command, c.g.dep().grubNow()); err != nil {
 		return &exitError{code: exitUnknown, err: err}
 	}
 	for _, ch := range plan.Changes {

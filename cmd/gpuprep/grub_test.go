@@ -47,15 +47,16 @@ func grubRoot(t *testing.T, name string, extra map[string]string) string {
 	return dir
 }
 
-func fakeGrubRunner(t *testing.T) *host.FakeRunner {
+// fakeGrubRunner gives deps whose grub runs its commands on a FakeRunner,
+// and whose clock ticks a second at each reading.
+func fakeGrubRunner(t *testing.T) (*host.FakeRunner, *deps) {
 	t.Helper()
 	f := &host.FakeRunner{}
-	old, oldNow := grubRunner, grubNow
-	grubRunner = func(*host.Root) host.Runner { return f }
+	d := realDeps()
+	d.grubRunner = func(*host.Root) host.Runner { return f }
 	now := time.Date(2026, 11, 30, 11, 15, 0, 0, time.UTC)
-	grubNow = func() time.Time { now = now.Add(time.Second); return now.Add(-time.Second) }
-	t.Cleanup(func() { grubRunner, grubNow = old, oldNow })
-	return f
+	d.grubNow = func() time.Time { now = now.Add(time.Second); return now.Add(-time.Second) }
+	return f, d
 }
 
 var intelNode = map[string]string{
@@ -72,11 +73,11 @@ func read(t *testing.T, root, p string) string {
 }
 
 func TestGrubEnsureDebian(t *testing.T) {
-	run := fakeGrubRunner(t)
+	run, d := fakeGrubRunner(t)
 	root := grubRoot(t, "debian", intelNode)
 	before := read(t, root, "/etc/default/grub")
 
-	out, errOut, code := gpuprep(t, "grub", "ensure", "--mode", "vm-passthrough", "--root", root, "--dry-run")
+	out, errOut, code := gpuprepWith(t, d, "grub", "ensure", "--mode", "vm-passthrough", "--root", root, "--dry-run")
 	require.Equal(t, 0, code, errOut)
 	require.Contains(t, out, "--- a/etc/default/grub\n+++ b/etc/default/grub\n")
 	require.Contains(t, out, "-GRUB_CMDLINE_LINUX_DEFAULT=\"quiet\"\n+GRUB_CMDLINE_LINUX_DEFAULT=\"quiet intel_iommu=on iommu=pt\"\n")
@@ -84,7 +85,7 @@ func TestGrubEnsureDebian(t *testing.T) {
 	require.Empty(t, run.Calls)
 	require.Equal(t, before, read(t, root, "/etc/default/grub"), "--dry-run changed the file")
 
-	out, errOut, code = gpuprep(t, "grub", "ensure", "--mode", "vm-passthrough", "--root", root)
+	out, errOut, code = gpuprepWith(t, d, "grub", "ensure", "--mode", "vm-passthrough", "--root", root)
 	require.Equal(t, exitNeedReboot, code, errOut)
 	require.Contains(t, out, "wrote /etc/default/grub\nran: update-grub\n")
 	require.Contains(t, out, "added: intel_iommu=on iommu=pt (to GRUB_CMDLINE_LINUX_DEFAULT)\n")
@@ -107,19 +108,19 @@ func TestGrubEnsureDebian(t *testing.T) {
 
 	// second run: nothing to change, still a reboot pending
 	run.Calls = nil
-	out, _, code = gpuprep(t, "grub", "ensure", "--mode", "vm-passthrough", "--root", root)
+	out, _, code = gpuprepWith(t, d, "grub", "ensure", "--mode", "vm-passthrough", "--root", root)
 	require.Equal(t, exitNeedReboot, code)
 	require.Contains(t, out, "already configured: intel_iommu=on\nalready configured: iommu=pt\n")
 	require.Contains(t, out, "nothing to change\n")
 	require.Empty(t, run.Calls)
 
 	// show: configured, reboot pending
-	out, _, code = gpuprep(t, "grub", "show", "--root", root)
+	out, _, code = gpuprepWith(t, d, "grub", "show", "--root", root)
 	require.Equal(t, 0, code)
 	require.Contains(t, out, "intel_iommu=on  intel_iommu=on  -        configured-reboot-pending")
 
 	// remove
-	out, errOut, code = gpuprep(t, "grub", "remove", "intel_iommu", "iommu", "--root", root, "--no-regenerate")
+	out, errOut, code = gpuprepWith(t, d, "grub", "remove", "intel_iommu", "iommu", "--root", root, "--no-regenerate")
 	require.Equal(t, 0, code, errOut) // not in /proc/cmdline: no reboot needed
 	require.Contains(t, out, "note: --no-regenerate: not running update-grub")
 	require.Equal(t, before, read(t, root, "/etc/default/grub"))
@@ -127,13 +128,13 @@ func TestGrubEnsureDebian(t *testing.T) {
 }
 
 func TestGrubEnsureAMDArgs(t *testing.T) {
-	run := fakeGrubRunner(t)
+	run, d := fakeGrubRunner(t)
 	root := grubRoot(t, "ubuntu-cloudimg", map[string]string{
 		"/sys/firmware/acpi/tables/IVRS": "IVRS",
 		"/proc/cmdline":                  "root=/dev/vda1 iommu=pt\n",
 		"/usr/sbin/grub-mkconfig":        "",
 	})
-	out, errOut, code := gpuprep(t, "grub", "ensure", "--mode", "vm-vgpu", "--root", root)
+	out, errOut, code := gpuprepWith(t, d, "grub", "ensure", "--mode", "vm-vgpu", "--root", root)
 	require.Equal(t, exitOK, code, errOut+out) // running already has iommu=pt
 	require.Contains(t, out, "wrote /etc/default/grub.d/kdump-tools.cfg\n")
 	require.Equal(t, [][]string{{"grub-mkconfig", "-o", "/boot/grub/grub.cfg"}}, run.Calls)
@@ -141,7 +142,7 @@ func TestGrubEnsureAMDArgs(t *testing.T) {
 }
 
 func TestGrubEnsureBLS(t *testing.T) {
-	run := fakeGrubRunner(t)
+	run, d := fakeGrubRunner(t)
 	files := map[string]string{
 		"/boot/loader/entries/abc-5.14.0-427.el9.x86_64.conf": "title Rocky Linux\nversion 5.14.0-427.el9.x86_64\nlinux /vmlinuz-5.14.0-427.el9.x86_64\noptions root=/dev/mapper/rl-root ro intel_iommu=off rhgb quiet\n",
 		"/boot/loader/entries/abc-0-rescue.conf":              "title Rescue\nlinux /vmlinuz-0-rescue\noptions root=/dev/mapper/rl-root ro iommu=pt\n",
@@ -150,7 +151,7 @@ func TestGrubEnsureBLS(t *testing.T) {
 		"/sys/firmware/acpi/tables/DMAR":                      "DMAR",
 	}
 	root := grubRoot(t, "rhel", files)
-	out, errOut, code := gpuprep(t, "grub", "ensure", "--mode", "vm-passthrough", "--root", root)
+	out, errOut, code := gpuprepWith(t, d, "grub", "ensure", "--mode", "vm-passthrough", "--root", root)
 	require.Equal(t, exitNeedReboot, code, errOut)
 	require.Equal(t, [][]string{
 		{"grubby", "--update-kernel=ALL", "--remove-args=intel_iommu=off"},
@@ -162,27 +163,27 @@ func TestGrubEnsureBLS(t *testing.T) {
 
 	// remove goes through grubby and both files too
 	run.Calls = nil
-	_, errOut, code = gpuprep(t, "grub", "remove", "intel_iommu", "--root", root)
+	_, errOut, code = gpuprepWith(t, d, "grub", "remove", "intel_iommu", "--root", root)
 	require.Equal(t, exitNeedReboot, code, errOut)
 	require.Equal(t, [][]string{{"grubby", "--update-kernel=ALL", "--remove-args=intel_iommu=off"}}, run.Calls)
 	require.Equal(t, "root=/dev/mapper/rl-root ro rhgb quiet iommu=pt\n", read(t, root, "/etc/kernel/cmdline"))
 }
 
 func TestGrubRefusesUnsafeAndUnsupported(t *testing.T) {
-	fakeGrubRunner(t)
+	_, d := fakeGrubRunner(t)
 	root := grubRoot(t, "refused-command", intelNode)
-	_, errOut, code := gpuprep(t, "grub", "ensure", "iommu=pt", "--root", root)
+	_, errOut, code := gpuprepWith(t, d, "grub", "ensure", "iommu=pt", "--root", root)
 	require.Equal(t, exitUnknown, code)
 	require.Contains(t, errOut, "/etc/default/grub:2: GRUB_CMDLINE_LINUX_DEFAULT: built from a command's output")
 
 	empty := t.TempDir()
-	_, errOut, code = gpuprep(t, "grub", "ensure", "iommu=pt", "--root", empty)
+	_, errOut, code = gpuprepWith(t, d, "grub", "ensure", "iommu=pt", "--root", empty)
 	require.Equal(t, exitUnknown, code)
 	require.Contains(t, errOut, "no bootloader configuration found")
 
 	// no regeneration tool: refuse rather than edit silently
 	root = grubRoot(t, "debian", map[string]string{"/proc/cmdline": "quiet\n"})
-	_, errOut, code = gpuprep(t, "grub", "ensure", "iommu=pt", "--root", root)
+	_, errOut, code = gpuprepWith(t, d, "grub", "ensure", "iommu=pt", "--root", root)
 	require.Equal(t, exitUnknown, code)
 	require.Contains(t, errOut, "no update-grub, grub-mkconfig or grub2-mkconfig")
 
@@ -193,13 +194,13 @@ func TestGrubRefusesUnsafeAndUnsupported(t *testing.T) {
 		{"grub", "ensure", "acpi_osi=!Windows 2012"},
 		{"grub", "remove", "iommu=pt"},
 	} {
-		_, _, code = gpuprep(t, append(args, "--root", root)...)
+		_, _, code = gpuprepWith(t, d, append(args, "--root", root)...)
 		require.Equal(t, exitUsage, code, args)
 	}
 }
 
 func TestGrubSystemdBootKernelstubRpmOstree(t *testing.T) {
-	run := fakeGrubRunner(t)
+	run, d := fakeGrubRunner(t)
 	root := grubRoot(t, "configured", map[string]string{}) // only to get a dir
 	require.NoError(t, os.RemoveAll(filepath.Join(root, "etc/default")))
 	b := fixture.New(root)
@@ -208,7 +209,7 @@ func TestGrubSystemdBootKernelstubRpmOstree(t *testing.T) {
 	b.File("/lib/modules/6.9.1-arch1/vmlinuz", "")
 	b.File("/proc/cmdline", "root=UUID=1 rw quiet\n")
 	require.NoError(t, b.Err())
-	out, errOut, code := gpuprep(t, "grub", "ensure", "iommu=pt", "--root", root)
+	out, errOut, code := gpuprepWith(t, d, "grub", "ensure", "iommu=pt", "--root", root)
 	require.Equal(t, exitNeedReboot, code, errOut)
 	require.Contains(t, out, "bootloader: systemd-boot\n")
 	require.Equal(t, "root=UUID=1 rw quiet iommu=pt", read(t, root, "/etc/kernel/cmdline"))
@@ -219,7 +220,7 @@ func TestGrubSystemdBootKernelstubRpmOstree(t *testing.T) {
 	b = fixture.New(ks)
 	b.File("/etc/kernelstub/configuration", `{"default":{"kernel_options":["quiet","splash"]},"user":{"kernel_options":["quiet","splash","intel_iommu=off"]}}`)
 	require.NoError(t, b.Err())
-	out, errOut, code = gpuprep(t, "grub", "ensure", "intel_iommu=on", "--root", ks, "--dry-run")
+	out, errOut, code = gpuprepWith(t, d, "grub", "ensure", "intel_iommu=on", "--root", ks, "--dry-run")
 	require.Equal(t, 0, code, errOut)
 	require.Contains(t, out, "would run: kernelstub --delete-options intel_iommu=off\nwould run: kernelstub --add-options intel_iommu=on\n")
 
@@ -228,7 +229,7 @@ func TestGrubSystemdBootKernelstubRpmOstree(t *testing.T) {
 	b.File("/run/ostree-booted", "")
 	b.File("/boot/loader/entries/ostree-1-fedora-coreos.conf", "options root=UUID=1 rw ostree=/ostree/boot.1/x iommu=nopt\n")
 	require.NoError(t, b.Err())
-	out, errOut, code = gpuprep(t, "grub", "ensure", "iommu=pt", "--root", os, "--dry-run")
+	out, errOut, code = gpuprepWith(t, d, "grub", "ensure", "iommu=pt", "--root", os, "--dry-run")
 	require.Equal(t, 0, code, errOut)
 	require.Contains(t, out, "would run: rpm-ostree kargs --delete-if-present=iommu=nopt --append-if-missing=iommu=pt\n")
 }
@@ -263,14 +264,14 @@ func TestGrubShowBLSPicksTheRunningKernel(t *testing.T) {
 }
 
 func TestGrubRegenerateCommandPerDistribution(t *testing.T) {
-	fakeGrubRunner(t)
+	_, d := fakeGrubRunner(t)
 	for _, tc := range []struct{ fixture, tool, want string }{
 		{"opensuse", "/usr/sbin/grub2-mkconfig", "would run: grub2-mkconfig -o /boot/grub2/grub.cfg\n"},
 		{"arch", "/usr/bin/grub-mkconfig", "would run: grub-mkconfig -o /boot/grub/grub.cfg\n"},
 		{"proxmox", "/usr/sbin/update-grub", "would run: update-grub\n"},
 	} {
 		root := grubRoot(t, tc.fixture, map[string]string{tc.tool: "", "/sys/firmware/acpi/tables/IVRS": "IVRS"})
-		out, errOut, code := gpuprep(t, "grub", "ensure", "--mode", "vm-passthrough", "--dry-run", "--root", root)
+		out, errOut, code := gpuprepWith(t, d, "grub", "ensure", "--mode", "vm-passthrough", "--dry-run", "--root", root)
 		require.Equal(t, 0, code, errOut)
 		require.Contains(t, out, tc.want, tc.fixture)
 		require.Contains(t, out, " iommu=pt\"\n", tc.fixture)
@@ -282,14 +283,14 @@ func TestGrubRegenerateCommandPerDistribution(t *testing.T) {
 // the same command run again regenerates the menu (older than the file, and lacking the change) instead of saying
 // there is nothing to do; once the menu is regenerated, a run changes nothing.
 func TestGrubEnsureFinishesAFailedRegeneration(t *testing.T) {
-	run := fakeGrubRunner(t)
+	run, d := fakeGrubRunner(t)
 	run.Responses = map[string]host.FakeResponse{"update-grub": {Out: []byte("/usr/sbin/grub-probe: error: failed to get canonical path of `overlay'.\n"), Err: errors.New("exit status 1")}}
 	root := grubRoot(t, "debian", intelNode)
 	menu := "menuentry 'Debian' {\n\tlinux /boot/vmlinuz-6.1.0 root=/dev/sda1 ro quiet\n}\n"
 	b := fixture.New(root).File("/boot/grub/grub.cfg", menu)
 	require.NoError(t, b.Touch("/boot/grub/grub.cfg", time.Now().Add(-time.Hour)).Err())
 
-	out, errs, code := gpuprep(t, "grub", "ensure", "--mode", "vm-passthrough", "--root", root)
+	out, errs, code := gpuprepWith(t, d, "grub", "ensure", "--mode", "vm-passthrough", "--root", root)
 	require.Equal(t, exitUnknown, code, out+errs)
 	require.Contains(t, errs, "update-grub: exit status 1")
 	require.Contains(t, errs, "failed to get canonical path")
@@ -297,11 +298,11 @@ func TestGrubEnsureFinishesAFailedRegeneration(t *testing.T) {
 	require.Contains(t, read(t, root, "/etc/default/grub"), "intel_iommu=on iommu=pt")
 
 	run.Responses, run.Calls = nil, nil
-	out, errs, code = gpuprep(t, "grub", "ensure", "--mode", "vm-passthrough", "--root", root, "--dry-run")
+	out, errs, code = gpuprepWith(t, d, "grub", "ensure", "--mode", "vm-passthrough", "--root", root, "--dry-run")
 	require.Equal(t, 0, code, errs)
 	require.Contains(t, out, "would run: update-grub\n")
 	require.Contains(t, out, "note: /boot/grub/grub.cfg is older than /etc/default/grub and its first entry lacks the change: the boot menu is regenerated\n")
-	out, errs, code = gpuprep(t, "grub", "ensure", "--mode", "vm-passthrough", "--root", root)
+	out, errs, code = gpuprepWith(t, d, "grub", "ensure", "--mode", "vm-passthrough", "--root", root)
 	require.Equal(t, exitNeedReboot, code, errs)
 	require.Contains(t, out, "ran: update-grub\n")
 	require.Equal(t, [][]string{{"update-grub"}}, run.Calls)
@@ -309,7 +310,7 @@ func TestGrubEnsureFinishesAFailedRegeneration(t *testing.T) {
 	// regenerated (by hand, say): the menu has the arguments, whatever its time
 	require.NoError(t, fixture.New(root).File("/boot/grub/grub.cfg", strings.Replace(menu, "ro quiet", "ro quiet intel_iommu=on iommu=pt", 1)).Touch("/boot/grub/grub.cfg", time.Now().Add(-time.Hour)).Err())
 	run.Calls = nil
-	out, _, code = gpuprep(t, "grub", "ensure", "--mode", "vm-passthrough", "--root", root)
+	out, _, code = gpuprepWith(t, d, "grub", "ensure", "--mode", "vm-passthrough", "--root", root)
 	require.Equal(t, exitNeedReboot, code)
 	require.Contains(t, out, "nothing to change\n")
 	require.Empty(t, run.Calls)
@@ -318,11 +319,11 @@ func TestGrubEnsureFinishesAFailedRegeneration(t *testing.T) {
 // grub ensure killed after it replaced /etc/default/grub and before it recorded the change (simulated: the
 // journal's last line, the change's entry, cut off) leaves its intent, and rollback undoes the change from it.
 func TestRollbackUndoesAGrubEnsureKilledBeforeItsRecord(t *testing.T) {
-	fakeGrubRunner(t)
+	_, d := fakeGrubRunner(t)
 	simulatedKernel(t)
 	root := grubRoot(t, "debian", intelNode)
 	before := read(t, root, "/etc/default/grub")
-	_, errs, code := gpuprep(t, "grub", "ensure", "--mode", "vm-passthrough", "--root", root, "--no-regenerate")
+	_, errs, code := gpuprepWith(t, d, "grub", "ensure", "--mode", "vm-passthrough", "--root", root, "--no-regenerate")
 	require.Equal(t, exitNeedReboot, code, errs)
 	jp := filepath.Join(root, journal.Path)
 	b, err := os.ReadFile(jp)
@@ -332,7 +333,7 @@ func TestRollbackUndoesAGrubEnsureKilledBeforeItsRecord(t *testing.T) {
 	require.Contains(t, lines[0], `"kind":"file-intent"`)
 	require.NoError(t, os.WriteFile(jp, []byte(lines[0]), 0o600))
 
-	out, errs, code := gpuprep(t, "rollback", "--root", root)
+	out, errs, code := gpuprepWith(t, d, "rollback", "--root", root)
 	require.Contains(t, []int{exitOK, exitNeedReboot}, code, out+errs)
 	require.Contains(t, out, "/etc/default/grub")
 	require.Equal(t, before, read(t, root, "/etc/default/grub"))
@@ -341,12 +342,12 @@ func TestRollbackUndoesAGrubEnsureKilledBeforeItsRecord(t *testing.T) {
 // With --no-regenerate, a menu older than the file and lacking the change is not regenerated, and the note says so
 // (it said "is regenerated").
 func TestGrubEnsureNoRegenerateSaysTheMenuIsStale(t *testing.T) {
-	run := fakeGrubRunner(t)
+	run, d := fakeGrubRunner(t)
 	root := grubRoot(t, "debian", intelNode)
-	_, errs, code := gpuprep(t, "grub", "ensure", "--mode", "vm-passthrough", "--root", root, "--no-regenerate")
+	_, errs, code := gpuprepWith(t, d, "grub", "ensure", "--mode", "vm-passthrough", "--root", root, "--no-regenerate")
 	require.Equal(t, exitNeedReboot, code, errs)
 	require.NoError(t, fixture.New(root).File("/boot/grub/grub.cfg", "menuentry 'Debian' {\n\tlinux /boot/vmlinuz-6.1.0 root=/dev/sda1 ro quiet\n}\n").Touch("/boot/grub/grub.cfg", time.Now().Add(-time.Hour)).Err())
-	out, errs, code := gpuprep(t, "grub", "ensure", "--mode", "vm-passthrough", "--root", root, "--no-regenerate")
+	out, errs, code := gpuprepWith(t, d, "grub", "ensure", "--mode", "vm-passthrough", "--root", root, "--no-regenerate")
 	require.Equal(t, exitNeedReboot, code, errs)
 	require.Contains(t, out, "note: /boot/grub/grub.cfg is older than /etc/default/grub and its first entry lacks the change: regenerate the boot menu (update-grub) before rebooting, or the next boot goes without it\n")
 	require.NotContains(t, out, "is regenerated")
@@ -385,7 +386,7 @@ func TestCheckOffArgumentFixWorks(t *testing.T) {
 // effect through it; iommu.passthrough=0 after iommu=pt is what the row shows
 // beside "missing".
 func TestGrubShowNamesTheEquivalentOfIommuPt(t *testing.T) {
-	fakeGrubRunner(t)
+	_, d := fakeGrubRunner(t)
 	node := map[string]string{
 		"/etc/default/grub":              "GRUB_CMDLINE_LINUX=\"iommu.passthrough=1 intel_iommu=on\"\n",
 		"/boot/grub/grub.cfg":            "menuentry 'Ubuntu' {\n\tlinux /boot/vmlinuz-6.1.0 root=/dev/sda1 ro iommu.passthrough=1 intel_iommu=on\n}\n",
@@ -399,22 +400,22 @@ func TestGrubShowNamesTheEquivalentOfIommuPt(t *testing.T) {
 		b.File(p, c)
 	}
 	require.NoError(t, b.Err())
-	out, errOut, code := gpuprep(t, "grub", "show", "--root", root)
+	out, errOut, code := gpuprepWith(t, d, "grub", "show", "--root", root)
 	require.Equal(t, 0, code, errOut)
 	require.Contains(t, out, "iommu=pt        iommu.passthrough=1  iommu.passthrough=1  ok\n")
 	require.Contains(t, out, "iommu=pt: met by iommu.passthrough=1 (configured and running), its equivalent\n")
-	out, errOut, code = gpuprep(t, "grub", "ensure", "--mode", "vm-passthrough", "--root", root)
+	out, errOut, code = gpuprepWith(t, d, "grub", "ensure", "--mode", "vm-passthrough", "--root", root)
 	require.Equal(t, 0, code, errOut)
 	require.Contains(t, out, "already configured: iommu=pt (as iommu.passthrough=1, its equivalent)\n")
 	require.Contains(t, out, "nothing to change\n")
-	out, _, _ = gpuprep(t, "check", "-v", "--root", root, "--mode", "vm-passthrough")
+	out, _, _ = gpuprepWith(t, d, "check", "-v", "--root", root, "--mode", "vm-passthrough")
 	require.Contains(t, out, "iommu=pt: in effect (/proc/cmdline, as iommu.passthrough=1, its equivalent) and configured in /etc/default/grub (as iommu.passthrough=1, its equivalent)")
 
 	require.NoError(t, fixture.New(root).File("/etc/default/grub", "GRUB_CMDLINE_LINUX=\"iommu=pt intel_iommu=on iommu.passthrough=0\"\n").Err())
-	out, errOut, code = gpuprep(t, "grub", "show", "--root", root)
+	out, errOut, code = gpuprepWith(t, d, "grub", "show", "--root", root)
 	require.Equal(t, 0, code, errOut)
 	require.Contains(t, out, "iommu=pt        iommu.passthrough=0  iommu.passthrough=1  running-not-configured\n")
-	out, _, _ = gpuprep(t, "check", "-v", "--root", root, "--mode", "vm-passthrough")
+	out, _, _ = gpuprepWith(t, d, "check", "-v", "--root", root, "--mode", "vm-passthrough")
 	require.Contains(t, out, "iommu=pt: in effect now (as iommu.passthrough=1, its equivalent) but not configured in /etc/default/grub: the next boot loses it")
 }
 
@@ -423,7 +424,7 @@ func TestGrubShowNamesTheEquivalentOfIommuPt(t *testing.T) {
 // (show said running-not-configured, ensure ran grubby for what the entries
 // already pass); with kernelopts lacking one, all three say so.
 func TestGrubBLSKerneloptsFromGrubenv(t *testing.T) {
-	run := fakeGrubRunner(t)
+	run, d := fakeGrubRunner(t)
 	root := grubRoot(t, "rhel", map[string]string{
 		"/boot/loader/entries/abc-4.18.0-513.el8.x86_64.conf": "title Rocky Linux\nlinux /vmlinuz-4.18.0-513.el8.x86_64\noptions $kernelopts $tuned_params\n",
 		"/boot/grub2/grubenv":            "# GRUB Environment Block\nkernelopts=root=/dev/mapper/rl-root ro intel_iommu=on iommu=pt\n",
@@ -433,18 +434,18 @@ func TestGrubBLSKerneloptsFromGrubenv(t *testing.T) {
 		"/sys/firmware/acpi/tables/DMAR": "DMAR",
 	})
 	require.NoError(t, fixture.New(root).File("/etc/default/grub", "GRUB_CMDLINE_LINUX=\"intel_iommu=on iommu=pt\"\nGRUB_ENABLE_BLSCFG=true\n").Err())
-	out, errOut, code := gpuprep(t, "grub", "show", "--root", root)
+	out, errOut, code := gpuprepWith(t, d, "grub", "show", "--root", root)
 	require.Equal(t, 0, code, errOut)
 	require.Contains(t, out, "iommu=pt        iommu=pt        iommu=pt        ok\n")
-	out, errOut, code = gpuprep(t, "grub", "ensure", "--mode", "vm-passthrough", "--root", root)
+	out, errOut, code = gpuprepWith(t, d, "grub", "ensure", "--mode", "vm-passthrough", "--root", root)
 	require.Equal(t, 0, code, errOut)
 	require.Contains(t, out, "nothing to change\n")
 	require.Empty(t, run.Calls)
 
 	require.NoError(t, fixture.New(root).File("/boot/grub2/grubenv", "kernelopts=root=/dev/mapper/rl-root ro intel_iommu=on\n").Err())
-	out, _, _ = gpuprep(t, "grub", "show", "--root", root)
+	out, _, _ = gpuprepWith(t, d, "grub", "show", "--root", root)
 	require.Contains(t, out, "iommu=pt        -               iommu=pt        running-not-configured\n")
-	out, _, _ = gpuprep(t, "grub", "ensure", "--mode", "vm-passthrough", "--root", root, "--dry-run")
+	out, _, _ = gpuprepWith(t, d, "grub", "ensure", "--mode", "vm-passthrough", "--root", root, "--dry-run")
 	require.Contains(t, out, "would run: grubby --update-kernel=ALL --args=iommu=pt\n")
 }
 
@@ -453,29 +454,29 @@ func TestGrubBLSKerneloptsFromGrubenv(t *testing.T) {
 // only where it exists). grub show reads it, in text and JSON, and ensure
 // edits the drop-in's assignment, the one grub-mkconfig uses.
 func TestGrubDropinOnly(t *testing.T) {
-	fakeGrubRunner(t)
+	_, d := fakeGrubRunner(t)
 	root := grubRoot(t, "dropin-only", map[string]string{
 		"/sys/firmware/acpi/tables/DMAR": "DMAR",
 		"/proc/cmdline":                  "BOOT_IMAGE=/boot/vmlinuz-6.8.0 root=/dev/sda1 ro console=tty1 console=ttyS0\n",
 		"/usr/sbin/update-grub":          "#!/bin/sh\n",
 	})
-	out, errOut, code := gpuprep(t, "grub", "show", "--root", root, "-o", "json")
+	out, errOut, code := gpuprepWith(t, d, "grub", "show", "--root", root, "-o", "json")
 	require.Equal(t, 0, code, errOut)
 	var doc map[string]any
 	require.NoError(t, json.Unmarshal([]byte(out), &doc), out)
 	require.Equal(t, "grub", doc["bootloader"])
 	require.Contains(t, out, "console=tty1 console=ttyS0")
 
-	out, errOut, code = gpuprep(t, "grub", "show", "--root", root)
+	out, errOut, code = gpuprepWith(t, d, "grub", "show", "--root", root)
 	require.Equal(t, 0, code, errOut)
 	require.Contains(t, out, "/etc/default/grub.d/50-cloudimg-settings.cfg")
 	require.Regexp(t, `\nintel_iommu=on +- +- +missing\n`, out)
 
 	// check reads the same files and agrees
-	out, _, _ = gpuprep(t, "check", "--root", root, "--mode", "vm-passthrough", "-o", "json")
+	out, _, _ = gpuprepWith(t, d, "check", "--root", root, "--mode", "vm-passthrough", "-o", "json")
 	require.Contains(t, out, "missing from /proc/cmdline; missing from /etc/default/grub.d/50-cloudimg-settings.cfg")
 
-	out, errOut, code = gpuprep(t, "grub", "ensure", "intel_iommu=on", "--root", root)
+	out, errOut, code = gpuprepWith(t, d, "grub", "ensure", "intel_iommu=on", "--root", root)
 	require.Equal(t, exitNeedReboot, code, errOut)
 	require.Contains(t, out, "wrote /etc/default/grub.d/50-cloudimg-settings.cfg\n")
 	b, err := os.ReadFile(filepath.Join(root, "etc/default/grub.d/50-cloudimg-settings.cfg"))
@@ -489,16 +490,16 @@ func TestGrubDropinOnly(t *testing.T) {
 // ensure refuses, naming the file and line, and writes nothing; show refuses
 // to report the words after the newline as configured.
 func TestGrubRefusesNewlineInValue(t *testing.T) {
-	run := fakeGrubRunner(t)
+	run, d := fakeGrubRunner(t)
 	root := grubRoot(t, "refused-multiline", intelNode)
 	before := read(t, root, "/etc/default/grub")
-	_, errOut, code := gpuprep(t, "grub", "ensure", "--mode", "vm-passthrough", "--root", root)
+	_, errOut, code := gpuprepWith(t, d, "grub", "ensure", "--mode", "vm-passthrough", "--root", root)
 	require.NotEqual(t, 0, code)
 	require.Contains(t, errOut, "/etc/default/grub:2: GRUB_CMDLINE_LINUX's value goes on past the end of this line")
 	require.Equal(t, before, read(t, root, "/etc/default/grub"))
 	require.Empty(t, run.Calls)
 
-	_, errOut, code = gpuprep(t, "grub", "show", "--root", root)
+	_, errOut, code = gpuprepWith(t, d, "grub", "show", "--root", root)
 	require.NotEqual(t, 0, code)
 	require.Contains(t, errOut, "/etc/default/grub:2:")
 }

@@ -51,8 +51,8 @@ func TestPlanLeavesOutWhatCheckCallsNotNeeded(t *testing.T) {
 	require.Equal(t, "not-needed", show.Args[0].State, out)
 	require.Equal(t, "ok", show.Args[1].State, out)
 
-	run := fakeGrubRunner(t)
-	out, errs, code = gpuprep(t, "grub", "ensure", "--root", root, "--mode", "vm-passthrough")
+	run, d := fakeGrubRunner(t)
+	out, errs, code = gpuprepWith(t, d, "grub", "ensure", "--root", root, "--mode", "vm-passthrough")
 	require.Equal(t, 0, code, errs)
 	require.Contains(t, out, "nothing to change")
 	require.Empty(t, run.Calls)
@@ -80,43 +80,43 @@ func TestPlanRebootTitleNamesOnlyWhatTheKernelLacks(t *testing.T) {
 // is nothing left. A defaults file that only has something to take out (the
 // entries do not have it) stays a plan note.
 func TestPlanBLSReadyNodePlansNothingForTheNextBoot(t *testing.T) {
-	fakeGrubRunner(t)
+	_, d := fakeGrubRunner(t)
 	root := fixtureRoot(t, "amd-ready")
 	require.NoError(t, fixture.New(root).File("/etc/sysconfig/kubelet", "KUBELET_EXTRA_ARGS=--node-labels=nvidia.com/gpu.workload.config=vm-passthrough\n").Err())
-	out, errs, code := gpuprep(t, "grub", "show", "--root", root)
+	out, errs, code := gpuprepWith(t, d, "grub", "show", "--root", root)
 	require.Equal(t, 0, code, errs)
 	require.Contains(t, out, "iommu=pt  iommu=pt    iommu=pt  not-for-later-kernels\n")
-	out, errs, code = gpuprep(t, "check", "-v", "--root", root, "--mode", "vm-passthrough")
+	out, errs, code = gpuprepWith(t, d, "check", "-v", "--root", root, "--mode", "vm-passthrough")
 	require.Equal(t, 0, code, out+errs)
 	require.Contains(t, out, "/etc/default/grub (GRUB_CMDLINE_LINUX, from which grub2-mkconfig rewrites /etc/kernel/cmdline and the boot entries' options) lacks it: kernels installed later would go without it")
-	out, errs, code = gpuprep(t, "plan", "--root", root, "--mode", "vm-passthrough", "-o", "json")
+	out, errs, code = gpuprepWith(t, d, "plan", "--root", root, "--mode", "vm-passthrough", "-o", "json")
 	require.Equal(t, 0, code, errs)
 	var p planJSON
 	require.NoError(t, json.Unmarshal([]byte(out), &p))
 	require.Equal(t, []string{"kernel-args"}, p.ids(), out)
 	require.Equal(t, "keep iommu=pt for kernels installed later: add it to /etc/default/grub (grub-bls; every installed kernel's boot entry has it already, so no reboot is for it)", p.Steps[0].Title)
 	require.Empty(t, p.Steps[0].Commands)
-	out, errs, code = gpuprep(t, "grub", "ensure", "--mode", "vm-passthrough", "--root", root)
+	out, errs, code = gpuprepWith(t, d, "grub", "ensure", "--mode", "vm-passthrough", "--root", root)
 	require.Equal(t, 0, code, errs)
 	require.Contains(t, out, "wrote /etc/default/grub\n")
 	require.Contains(t, out, "note: every boot entry is right already (no grubby, no reboot)")
-	out, _, _ = gpuprep(t, "grub", "show", "--root", root)
+	out, _, _ = gpuprepWith(t, d, "grub", "show", "--root", root)
 	require.Contains(t, out, "iommu=pt  iommu=pt    iommu=pt  ok\n")
-	out, _, _ = gpuprep(t, "check", "-v", "--root", root, "--mode", "vm-passthrough")
+	out, _, _ = gpuprepWith(t, d, "check", "-v", "--root", root, "--mode", "vm-passthrough")
 	require.Contains(t, out, "iommu=pt: in effect (/proc/cmdline) and configured in /boot/loader/entries/abc-5.14.0-427.13.1.el9_4.x86_64.conf — ")
-	out, _, _ = gpuprep(t, "plan", "--root", root, "--mode", "vm-passthrough", "-o", "json")
+	out, _, _ = gpuprepWith(t, d, "plan", "--root", root, "--mode", "vm-passthrough", "-o", "json")
 	p = planJSON{}
 	require.NoError(t, json.Unmarshal([]byte(out), &p))
 	require.Empty(t, p.Steps, out)
-	out, _, _ = gpuprep(t, "grub", "ensure", "--mode", "vm-passthrough", "--root", root, "--dry-run")
+	out, _, _ = gpuprepWith(t, d, "grub", "ensure", "--mode", "vm-passthrough", "--root", root, "--dry-run")
 	require.Contains(t, out, "nothing to change\n")
 
 	require.NoError(t, fixture.New(root).File("/etc/kernel/cmdline", "root=/dev/mapper/rl-root ro crashkernel=1G-4G:192M rhgb quiet\n").Err())
-	out, _, _ = gpuprep(t, "grub", "show", "--root", root)
+	out, _, _ = gpuprepWith(t, d, "grub", "show", "--root", root)
 	require.Contains(t, out, "not-for-later-kernels\n")
-	out, _, _ = gpuprep(t, "check", "-v", "--root", root, "--mode", "vm-passthrough")
+	out, _, _ = gpuprepWith(t, d, "check", "-v", "--root", root, "--mode", "vm-passthrough")
 	require.Contains(t, out, "/etc/kernel/cmdline (what kernel-install gives kernels installed later) lacks it")
-	out, errs, code = gpuprep(t, "plan", "--root", root, "--mode", "vm-passthrough", "-o", "json")
+	out, errs, code = gpuprepWith(t, d, "plan", "--root", root, "--mode", "vm-passthrough", "-o", "json")
 	require.Equal(t, 0, code, errs)
 	p = planJSON{}
 	require.NoError(t, json.Unmarshal([]byte(out), &p))
@@ -127,7 +127,7 @@ func TestPlanBLSReadyNodePlansNothingForTheNextBoot(t *testing.T) {
 	// only something to take out of the defaults file: a note, as before
 	require.NoError(t, fixture.New(root).File("/etc/kernel/cmdline", "root=/dev/mapper/rl-root ro iommu=pt\n").
 		File("/etc/default/grub", "GRUB_CMDLINE_LINUX=\"iommu=pt iommu=off\"\nGRUB_ENABLE_BLSCFG=true\n").Err())
-	out, _, _ = gpuprep(t, "plan", "--root", root, "--mode", "vm-passthrough", "-o", "json")
+	out, _, _ = gpuprepWith(t, d, "plan", "--root", root, "--mode", "vm-passthrough", "-o", "json")
 	p = planJSON{}
 	require.NoError(t, json.Unmarshal([]byte(out), &p))
 	require.Empty(t, p.Steps, out)
@@ -162,11 +162,11 @@ func TestGrubAndPlanTakeOutWhatTurnsItOff(t *testing.T) {
 	require.Equal(t, "remove iommu=off intremap=off from the next boot's kernel command line (grub)", p.Steps[0].Title)
 	require.Equal(t, []string{"update-grub"}, p.Steps[0].Commands)
 
-	run := fakeGrubRunner(t)
-	out, errs, code = gpuprep(t, "grub", "ensure", "--root", root, "--mode", "vm-passthrough", "--dry-run")
+	run, d := fakeGrubRunner(t)
+	out, errs, code = gpuprepWith(t, d, "grub", "ensure", "--root", root, "--mode", "vm-passthrough", "--dry-run")
 	require.Equal(t, 0, code, errs)
 	require.Contains(t, out, "-GRUB_CMDLINE_LINUX_DEFAULT=\"quiet splash intel_iommu=on iommu=pt iommu=off intremap=off\"\n+GRUB_CMDLINE_LINUX_DEFAULT=\"quiet splash intel_iommu=on iommu=pt\"\n")
-	out, errs, code = gpuprep(t, "grub", "ensure", "--root", root, "--mode", "vm-passthrough")
+	out, errs, code = gpuprepWith(t, d, "grub", "ensure", "--root", root, "--mode", "vm-passthrough")
 	require.Equal(t, 0, code, out+errs) // the running kernel does not have them: no reboot
 	require.Contains(t, out, "removed: iommu=off intremap=off\n")
 	require.Equal(t, [][]string{{"update-grub"}}, run.Calls)
@@ -176,7 +176,7 @@ func TestGrubAndPlanTakeOutWhatTurnsItOff(t *testing.T) {
 	// running with iommu=off (the configuration still has it): the reboot is for it
 	require.NoError(t, fixture.New(root).File("/etc/default/grub", grubDefaults).
 		File("/proc/cmdline", "BOOT_IMAGE=/boot/vmlinuz-6.8.0-45-generic root=UUID=2f1c ro quiet splash intel_iommu=on iommu=pt iommu=off\n").Err())
-	out, errs, code = gpuprep(t, "plan", "--root", root, "--mode", "vm-passthrough", "-o", "json")
+	out, errs, code = gpuprepWith(t, d, "plan", "--root", root, "--mode", "vm-passthrough", "-o", "json")
 	require.Equal(t, 0, code, errs)
 	p = planJSON{}
 	require.NoError(t, json.Unmarshal([]byte(out), &p))

@@ -232,11 +232,10 @@ func TestApplyInterruptedAtItsQuestion(t *testing.T) {
 	exitOnSignal = func(code int) { exits <- code }
 	t.Cleanup(func() { exitOnSignal = os.Exit })
 	simulatedKernel(t)
-	oldIn, oldTTY := confirmInput, stdinTTY
-	t.Cleanup(func() { confirmInput, stdinTTY = oldIn, oldTTY })
+	d := realDeps()
 	r, w := io.Pipe()
 	asked := make(chan struct{})
-	confirmInput, stdinTTY = &firstRead{r: r, at: asked}, func() bool { return true }
+	d.confirmInput, d.stdinTTY = &firstRead{r: r, at: asked}, func() bool { return true }
 	root := fixtureRoot(t, "vfio-bound")
 	type result struct {
 		errs string
@@ -244,7 +243,7 @@ func TestApplyInterruptedAtItsQuestion(t *testing.T) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		_, errs, code := gpuprep(t, "apply", "--root", root, "--mode", "container")
+		_, errs, code := gpuprepWith(t, d, "apply", "--root", root, "--mode", "container")
 		done <- result{errs, code}
 	}()
 	select {

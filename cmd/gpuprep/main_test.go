@@ -31,6 +31,14 @@ func gpuprep(t *testing.T, args ...string) (string, string, int) {
 	return out.String(), errb.String(), code
 }
 
+// gpuprepWith runs gpuprep as gpuprep does, through the deps d.
+func gpuprepWith(t *testing.T, d *deps, args ...string) (string, string, int) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := executeWith(args, &out, &errb, &globals{root: os.Getenv("GPUPREP_ROOT"), deps: d})
+	return out.String(), errb.String(), code
+}
+
 func golden(t *testing.T, name, got string) {
 	t.Helper()
 	p := filepath.Join("testdata", name+".golden")

@@ -39,11 +39,6 @@ type provisionFlags struct {
 	nfdTimer       bool // the NFD feature file's timer
 }
 
-// provisionQuery answers plan's read-only queries (systemctl is-active,
-// a package's file list): the host's commands on /, none on another root.
-// Tests replace it.
-var provisionQuery = host.DefaultRunner
-
 func (f *provisionFlags) add(c *cobra.Command) {
 	fl := c.Flags()
 	fl.StringVar(&f.mode, "mode", "", "workload type: container, vm-passthrough or vm-vgpu (required)")
@@ -61,7 +56,7 @@ func (f *provisionFlags) add(c *cobra.Command) {
 }
 
 // plan parses the flags and computes the plan; query answers its read-only
-// questions (nil: provisionQuery).
+// questions (nil: deps.provisionQuery).
 func (f *provisionFlags) plan(ctx context.Context, query host.Runner) (*host.Root, *provision.Plan, error) {
 	if f.output != "text" && f.output != "json" {
 		return nil, nil, usageErr("--output %q: want text or json", f.output)
@@ -106,10 +101,10 @@ func (f *provisionFlags) plan(ctx context.Context, query host.Runner) (*host.Roo
 		return nil, nil, err
 	}
 	if query == nil {
-		query = provisionQuery(root)
+		query = f.g.dep().provisionQuery(root)
 	}
 	p, err := provision.NewPlan(ctx, root, provision.Options{Mode: mode, Selector: sel, Kubeconfig: f.kubeconfig, Node: f.node, Force: f.force, NVSwitch: f.nvswitch,
-		VGPUConfigFile: f.vgpuConfigFile, VGPUConfig: f.vgpuConfig, Driver: f.driver, PreviousDriver: f.previousDriver, Binary: gpuprepBinary(), SelectArgs: f.sel, Runner: query, NFDTimer: f.nfdTimer})
+		VGPUConfigFile: f.vgpuConfigFile, VGPUConfig: f.vgpuConfig, Driver: f.driver, PreviousDriver: f.previousDriver, Binary: f.g.dep().gpuprepBinary(), SelectArgs: f.sel, Runner: query, NFDTimer: f.nfdTimer})
 	if err != nil {
 		return root, nil, planErr(err)
 	}

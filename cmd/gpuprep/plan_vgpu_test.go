@@ -68,9 +68,9 @@ func TestPlanVMVGPUAgreesWithCheckOnTheManager(t *testing.T) {
 func TestApplyVMVGPUEnablesVFsWithoutDriver(t *testing.T) {
 	root := fixtureRoot(t, "sriov-vgpu")
 	require.NoError(t, fixture.New(root).Mkdir("/sys/module/pci_pf_stub").Err())
-	n := simulatedVGPUNode(t, root)
+	n, d := simulatedVGPUNode(t, root)
 	cfg := h200ConfigFile(t)
-	out, errs, code := gpuprep(t, "apply", "--yes", "--root", root, "--mode", "vm-vgpu", "--vgpu-config-file", cfg, "--vgpu-config", "h200-141c")
+	out, errs, code := gpuprepWith(t, d, "apply", "--yes", "--root", root, "--mode", "vm-vgpu", "--vgpu-config-file", cfg, "--vgpu-config", "h200-141c")
 	require.Equal(t, 0, code, out+errs)
 	require.Contains(t, n.h.Commands(), "/usr/lib/nvidia/sriov-manage -e 0000:41:00.0")
 	require.NotContains(t, strings.Join(n.h.Commands(), "\n"), "sh ", "no installer run")

@@ -44,6 +44,7 @@ func usageErr(format string, a ...any) error {
 // globals are the flags every command shares.
 type globals struct {
 	root string
+	deps *deps // what commands reach the machine through (nil: realDeps)
 	// systemDisk: --system-disk, the user names --root a system disk,
 	// whose own programs (update-grub, grubby, …) may run inside it
 	systemDisk bool

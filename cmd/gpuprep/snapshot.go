@@ -101,7 +101,7 @@ func runSnapshot(cmd *cobra.Command, g *globals, dir string, sel []string) error
 	rec := host.NewRecorder()
 	live := make([]string, len(runs))
 	for i, args := range runs {
-		live[i] = runOnce(args, &globals{root: src.Dir(), rec: rec})
+		live[i] = g.dep().snapshotRun(args, &globals{root: src.Dir(), rec: rec, deps: g.deps})
 	}
 	for i, args := range runs {
 		if strings.HasPrefix(live[i], fmt.Sprintf("exit %d\n", exitUsage)) {
@@ -132,7 +132,7 @@ func runSnapshot(cmd *cobra.Command, g *globals, dir string, sel []string) error
 		if tempsStopped() {
 			return interrupted()
 		}
-		if got := runOnce(args, &globals{root: replay}); got != live[i] {
+		if got := g.dep().snapshotRun(args, &globals{root: replay, deps: g.deps}); got != live[i] {
 			differ = append(differ, strings.Join(args, " "))
 		}
 	}
@@ -345,9 +345,8 @@ func renameNoReplace(from, to string) error {
 }
 
 // runOnce runs one gpuprep command in this process and returns what it
-// printed and its exit code, as one string to compare. (A variable: a test
-// makes a replay differ.)
-var runOnce = func(args []string, g *globals) string {
+// printed and its exit code, as one string to compare (deps.snapshotRun).
+func runOnce(args []string, g *globals) string {
 	var o, e bytes.Buffer
 	code := executeWith(args, &o, &e, g)
 	return fmt.Sprintf("exit %d\n%s\n--- stderr\n%s", code, o.String(), e.String())

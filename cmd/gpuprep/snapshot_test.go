@@ -66,22 +66,22 @@ func TestSnapshotReproducesEveryRoot(t *testing.T) {
 // error, not an empty snapshot that "reproduces" an error.
 func TestSnapshotSaysWhatItDoesNotReproduce(t *testing.T) {
 	src := fixtureRoot(t, "hgx-h200")
-	orig := runOnce
-	t.Cleanup(func() { runOnce = orig })
-	runOnce = func(args []string, g *globals) string {
+	d := realDeps()
+	orig := d.snapshotRun
+	d.snapshotRun = func(args []string, g *globals) string {
 		out := orig(args, g)
 		if g.rec == nil && args[0] == "vfio" { // the replay against the snapshot
 			out += "a difference"
 		}
 		return out
 	}
-	out, errs, code := gpuprep(t, "--root", src, "snapshot", filepath.Join(t.TempDir(), "s"))
+	out, errs, code := gpuprepWith(t, d, "--root", src, "snapshot", filepath.Join(t.TempDir(), "s"))
 	require.Equal(t, 1, code, errs)
 	require.Contains(t, out, "NOT reproduced from the snapshot (its output differs from this node's): vfio status -o json\n")
 	require.NotContains(t, out, "Reproduced:")
-	runOnce = orig
+	d.snapshotRun = orig
 
-	_, errs, code = gpuprep(t, "--root", src, "snapshot", "--select", "0000:99:00.0", filepath.Join(t.TempDir(), "s"))
+	_, errs, code = gpuprepWith(t, d, "--root", src, "snapshot", "--select", "0000:99:00.0", filepath.Join(t.TempDir(), "s"))
 	require.Equal(t, 2, code)
 	require.Contains(t, errs, "gpuprep check -o json --select 0000:99:00.0: ")
 }
@@ -298,7 +298,7 @@ func TestPackedRootIsReadOnly(t *testing.T) {
 func TestPackedRootRunsNothing(t *testing.T) {
 	r, err := host.NewRoot(t.TempDir())
 	require.NoError(t, err)
-	_, err = grubRunner(r.Frozen("packed")).Run(context.Background(), "kernelstub", "--add-options", "iommu=pt")
+	_, err = realDeps().grubRunner(r.Frozen("packed")).Run(context.Background(), "kernelstub", "--add-options", "iommu=pt")
 	require.ErrorContains(t, err, "kernelstub --add-options iommu=pt: write /: packed")
 }
 
@@ -306,12 +306,12 @@ func TestPackedRootRunsNothing(t *testing.T) {
 // newcomer stays as it is, and no temporary file or directory is left beside it.
 func TestSnapshotNeverReplacesWhatAppeared(t *testing.T) {
 	src := fixtureRoot(t, "amd-ready")
-	orig := runOnce
-	t.Cleanup(func() { runOnce = orig })
+	d := realDeps()
+	orig := d.snapshotRun
 	for _, name := range []string{"node.tar.gz", "snap"} {
 		dir := t.TempDir()
 		target := filepath.Join(dir, name)
-		runOnce = func(args []string, g *globals) string {
+		d.snapshotRun = func(args []string, g *globals) string {
 			if g.rec == nil && args[0] == "check" { // the first replay
 				if name == "snap" {
 					require.NoError(t, os.MkdirAll(filepath.Join(target, "mine"), 0o755))
@@ -321,7 +321,7 @@ func TestSnapshotNeverReplacesWhatAppeared(t *testing.T) {
 			}
 			return orig(args, g)
 		}
-		out, errs, code := gpuprep(t, "--root", src, "snapshot", target)
+		out, errs, code := gpuprepWith(t, d, "--root", src, "snapshot", target)
 		require.Equal(t, exitUnknown, code, out+errs)
 		require.Contains(t, errs, "snapshot into "+target+": "+target+" appeared while the snapshot was taken, and is left as it is")
 		ents, err := os.ReadDir(dir)
@@ -340,13 +340,13 @@ func TestSnapshotNeverReplacesWhatAppeared(t *testing.T) {
 	}
 	// An empty directory that was there is filled in place (the same directory, its mode kept: a mount point,
 	// which no rename may replace, works), keeping no temporary name.
-	runOnce = orig
+	d.snapshotRun = orig
 	dir := t.TempDir()
 	target := filepath.Join(dir, "snap")
 	require.NoError(t, os.Mkdir(target, 0o700))
 	before, err := os.Stat(target)
 	require.NoError(t, err)
-	_, errs, code := gpuprep(t, "--root", src, "snapshot", target)
+	_, errs, code := gpuprepWith(t, d, "--root", src, "snapshot", target)
 	require.Equal(t, 0, code, errs)
 	ents, err := os.ReadDir(dir)
 	require.NoError(t, err)
@@ -412,8 +412,8 @@ func TestSnapshotInterruptedLeavesNothing(t *testing.T) {
 	exitOnSignal = func(code int) { exits <- code }
 	t.Cleanup(func() { exitOnSignal = os.Exit })
 	src := fixtureRoot(t, "amd-ready")
-	orig := runOnce
-	t.Cleanup(func() { runOnce = orig })
+	d := realDeps()
+	orig := d.snapshotRun
 	for _, existing := range []bool{false, true} {
 		dir := t.TempDir()
 		target := filepath.Join(dir, "snap")
@@ -421,7 +421,7 @@ func TestSnapshotInterruptedLeavesNothing(t *testing.T) {
 			require.NoError(t, os.Mkdir(target, 0o755))
 		}
 		sent := false
-		runOnce = func(args []string, g *globals) string {
+		d.snapshotRun = func(args []string, g *globals) string {
 			if g.rec == nil && !sent { // the first replay: the tree is written
 				sent = true
 				require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGHUP))
@@ -432,7 +432,7 @@ func TestSnapshotInterruptedLeavesNothing(t *testing.T) {
 			}
 			return orig(args, g)
 		}
-		out, errs, code := gpuprep(t, "--root", src, "snapshot", target)
+		out, errs, code := gpuprepWith(t, d, "--root", src, "snapshot", target)
 		require.Equal(t, 129, code, out+errs)
 		require.Contains(t, errs, "interrupted: nothing was written")
 		require.Equal(t, 129, <-exits)

@@ -23,18 +23,6 @@ import (
 
 func init() { register(newVGPUCmd) }
 
-// vgpuApplyRunner runs --persist's systemctl commands; tests replace it.
-var vgpuApplyRunner = host.DefaultRunner
-
-// vgpuSysfs is what vgpu apply writes the vGPU attributes through: the host
-// root; tests put the vGPU simulator (vgputest.Host) in front of it.
-var vgpuSysfs = func(root *host.Root) vgpu.AttrWriter { return root }
-
-// gpuprepBinary is the file the --persist unit's gpuprep is copied from
-// (vgpu.InstalledBinary, which the unit runs): the running image itself,
-// whatever has been put at its path since it started. Tests replace it.
-var gpuprepBinary = func() string { return "/proc/self/exe" }
-
 func newVGPUCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "vgpu", Short: "NVIDIA vGPU: install the vGPU manager, list types, create vGPUs from a vgpu-device-manager config"}
 	cmd.AddCommand(newVGPUInstallCmd(g), newVGPUTypesCmd(g), newVGPUApplyCmd(g, false), newVGPUApplyCmd(g, true))
@@ -144,7 +132,7 @@ func newVGPUApplyCmd(g *globals, assert bool) *cobra.Command {
 				return usageErr("%v", err)
 			}
 			// nvidia-smi: a GPU's heterogeneous vGPU mode, for mixed sizes
-			plan, err := vgpu.MakePlanWith(root, wants, vgpu.PlanOptions{Prune: prune, Runner: vgpuApplyRunner(root)})
+			plan, err := vgpu.MakePlanWith(root, wants, vgpu.PlanOptions{Prune: prune, Runner: g.dep().vgpuApplyRunner(root)})
 			if err != nil {
 				return &exitError{code: exitNotReady, err: err}
 			}
@@ -177,8 +165,8 @@ func newVGPUApplyCmd(g *globals, assert bool) *cobra.Command {
 				if prune {
 					args = append(args, "--prune")
 				}
-				runner = vgpuApplyRunner(root)
-				if pp, err = vgpu.PlanPersist(context.Background(), root, runner, gpuprepBinary(), raw, args); err != nil {
+				runner = g.dep().vgpuApplyRunner(root)
+				if pp, err = vgpu.PlanPersist(context.Background(), root, runner, g.dep().gpuprepBinary(), raw, args); err != nil {
 					return &exitError{code: exitNotReady, err: err}
 				}
 				for _, n := range pp.Notes {
@@ -247,7 +235,7 @@ func newVGPUApplyCmd(g *globals, assert bool) *cobra.Command {
 			if err := provision.WriteVGPUTypeNames(root, plan, now, "vgpu apply"); err != nil {
 				return &exitError{code: exitNotReady, err: fmt.Errorf("recording the names of vGPU types: %w", err)}
 			}
-			done, err := vgpu.ApplyJournalled(root, vgpuSysfs(root), plan, now, "vgpu apply", record)
+			done, err := vgpu.ApplyJournalled(root, g.dep().vgpuSysfs(root), plan, now, "vgpu apply", record)
 			for _, a := range done[:min(len(done), len(plan.Removals))] {
 				fmt.Fprintf(out, "wrote %s > %s  (%s)\n", a.Value, a.Path, a.About)
 			}

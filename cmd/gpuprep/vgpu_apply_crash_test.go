@@ -59,11 +59,10 @@ func TestVGPUApplyCrashHelper(t *testing.T) {
 	}
 	h, err := vgputest.New(dir)
 	require.NoError(t, err)
-	old := vgpuSysfs
-	t.Cleanup(func() { vgpuSysfs = old })
-	vgpuSysfs = func(*host.Root) vgpu.AttrWriter { return markedSysfs{h} }
+	d := realDeps()
+	d.vgpuSysfs = func(*host.Root) vgpu.AttrWriter { return markedSysfs{h} }
 	args := append([]string{"vgpu", "apply", "--root", dir}, strings.Fields(os.Getenv("GPUPREP_VGPU_CRASH_ARGS"))...)
-	out, errs, code := gpuprep(t, args...)
+	out, errs, code := gpuprepWith(t, d, args...)
 	fmt.Fprintf(os.Stderr, "helper: exit %d\n%s%s", code, out, errs)
 }
 
@@ -140,13 +139,11 @@ func mdevApplyKilledAt(t *testing.T, mark uint64) (dir, cfg string, foreign map[
 
 // simulatedVGPUApply makes vgpu apply (and apply, rollback, plan) act on
 // dir through one vgpuNode.
-func simulatedVGPUApply(t *testing.T, dir string) *vgpuNode {
+func simulatedVGPUApply(t *testing.T, dir string) (*vgpuNode, *deps) {
 	t.Helper()
-	n := simulatedVGPUNode(t, dir)
-	old := vgpuSysfs
-	t.Cleanup(func() { vgpuSysfs = old })
-	vgpuSysfs = func(*host.Root) vgpu.AttrWriter { return n }
-	return n
+	n, d := simulatedVGPUNode(t, dir)
+	d.vgpuSysfs = func(*host.Root) vgpu.AttrWriter { return n }
+	return n, d
 }
 
 // vgpu apply killed right after the write that created an mdev, before it
@@ -168,13 +165,13 @@ func TestVGPUApplyKilledAfterCreate(t *testing.T) {
 	require.Equal(t, journal.Entry{Time: es[0].Time, Command: "vgpu apply", Kind: provision.KindVGPUIntent,
 		Path: "/sys/bus/pci/devices/0000:21:00.0/mdev_supported_types/nvidia-224/create", Device: "0000:21:00.0", After: created}, es[0])
 
-	simulatedVGPUApply(t, dir)
-	out, errs, code := gpuprep(t, "rollback", "--root", dir)
+	_, d := simulatedVGPUApply(t, dir)
+	out, errs, code := gpuprepWith(t, d, "rollback", "--root", dir)
 	require.Equal(t, exitOK, code, out+errs)
 	require.Contains(t, out, "Rolled back.")
 	require.Equal(t, foreign, mdevsOf(t, dir), "exactly gpuprep's mdev removed")
 	require.Equal(t, "3", availableInstances(t, dir, "nvidia-224"))
-	out, errs, code = gpuprep(t, "rollback", "--root", dir)
+	out, errs, code = gpuprepWith(t, d, "rollback", "--root", dir)
 	require.Equal(t, exitOK, code, out+errs)
 	require.Contains(t, out, "Nothing to roll back.")
 	require.Equal(t, foreign, mdevsOf(t, dir))
@@ -196,8 +193,8 @@ func TestVGPUApplyKilledAfterCreateOnVF(t *testing.T) {
 	require.Equal(t, "/sys/bus/pci/devices/"+fixture.A16VFs[1]+"/mdev_supported_types/nvidia-713/create", es[0].Path)
 	require.Equal(t, fixture.A16VFs[1]+" nvidia-713", ms[es[0].After])
 
-	simulatedVGPUApply(t, dir)
-	out, errs, code := gpuprep(t, "rollback", "--root", dir)
+	_, d := simulatedVGPUApply(t, dir)
+	out, errs, code := gpuprepWith(t, d, "rollback", "--root", dir)
 	require.Equal(t, exitOK, code, out+errs)
 	require.Equal(t, foreign, mdevsOf(t, dir), "exactly gpuprep's mdev removed")
 	g := vgpu.Read(mustRoot(t, dir), fixture.A16)
@@ -222,18 +219,18 @@ func TestVGPUApplyKilledAtCreate(t *testing.T) {
 	require.Equal(t, provision.KindVGPUIntent, es[0].Kind)
 	require.NotContains(t, foreign, es[0].After)
 
-	n := simulatedVGPUApply(t, dir)
-	out, errs, code := gpuprep(t, "rollback", "--root", dir)
+	n, d := simulatedVGPUApply(t, dir)
+	out, errs, code := gpuprepWith(t, d, "rollback", "--root", dir)
 	require.Equal(t, exitOK, code, out+errs)
 	require.Contains(t, out, "Nothing to roll back.")
 	require.Equal(t, foreign, mdevsOf(t, dir))
 	require.Empty(t, n.k.Commands)
 	require.Empty(t, n.h.Commands())
 	// and a re-run creates the mdev (another UUID), which rollback removes
-	out, errs, code = gpuprep(t, "vgpu", "apply", "--root", dir, "-f", cfg, "-c", "t4")
+	out, errs, code = gpuprepWith(t, d, "vgpu", "apply", "--root", dir, "-f", cfg, "-c", "t4")
 	require.Equal(t, exitOK, code, out+errs)
 	require.Len(t, mdevsOf(t, dir), 2)
-	out, errs, code = gpuprep(t, "rollback", "--root", dir)
+	out, errs, code = gpuprepWith(t, d, "rollback", "--root", dir)
 	require.Equal(t, exitOK, code, out+errs)
 	require.Equal(t, foreign, mdevsOf(t, dir))
 }
@@ -290,8 +287,8 @@ func TestVGPUApplyCrash(t *testing.T) {
 				msg := fmt.Sprintf("%s killed at %d", sc.name, at)
 				checkJournalAfterKill(t, dir, before, crashSnap(t, dir), foreign, msg)
 
-				simulatedVGPUNode(t, dir)
-				out, errs, code := gpuprep(t, "rollback", "--root", dir)
+				_, d := simulatedVGPUNode(t, dir)
+				out, errs, code := gpuprepWith(t, d, "rollback", "--root", dir)
 				require.Equal(t, exitOK, code, "%s: rollback: %s", msg, out+errs)
 				require.Equal(t, before.vgpus, vgpusOf(t, dir), "%s, then rolled back", msg)
 			}

@@ -35,16 +35,15 @@ func TestVGPUApplyPruneAndPersist(t *testing.T) {
 	h, err := vgputest.New(root)
 	require.NoError(t, err)
 	require.NoError(t, h.SetHeterogeneous("0000:41:00.0", true))
-	oldR, oldB := vgpuApplyRunner, gpuprepBinary
-	t.Cleanup(func() { vgpuApplyRunner, gpuprepBinary = oldR, oldB })
-	vgpuApplyRunner = func(*host.Root) host.Runner { return h }
+	d := realDeps()
+	d.vgpuApplyRunner = func(*host.Root) host.Runner { return h }
 
 	write("        \"H200X-35C\": 1\n")
-	out, stderr, code := gpuprep(t, "vgpu", "apply", "--root", root, "-f", cfg, "-c", "h200", "--dry-run")
+	out, stderr, code := gpuprepWith(t, d, "vgpu", "apply", "--root", root, "-f", cfg, "-c", "h200", "--dry-run")
 	require.Equal(t, 0, code, stderr)
 	require.Contains(t, stderr, "0000:41:00.5 (NVIDIA H200X-70C) is not in config \"h200\"; left alone (--prune removes it)")
 	require.NotContains(t, out, "> /sys/bus/pci/devices/0000:41:00.5/nvidia/current_vgpu_type")
-	out, stderr, code = gpuprep(t, "vgpu", "apply", "--root", root, "-f", cfg, "-c", "h200", "--dry-run", "--prune")
+	out, stderr, code = gpuprepWith(t, d, "vgpu", "apply", "--root", root, "-f", cfg, "-c", "h200", "--dry-run", "--prune")
 	require.Equal(t, 0, code, stderr)
 	require.Contains(t, stderr, "0000:41:00.4 (NVIDIA H200X-70C) is not in config \"h200\" but in use by 999 (qemu-kvm: /dev/vfio/42); kept")
 	require.Contains(t, out, "would write 0 > /sys/bus/pci/devices/0000:41:00.5/nvidia/current_vgpu_type  (remove the NVIDIA H200X-70C of VF 0000:41:00.5)\n"+
@@ -54,8 +53,8 @@ func TestVGPUApplyPruneAndPersist(t *testing.T) {
 	// root's own (the running one is, under gpuprep fleet, a user's file
 	// in ~/.cache), enabled through systemctl
 	self := fakeGpuprep(t)
-	gpuprepBinary = func() string { return self }
-	out, stderr, code = gpuprep(t, "vgpu", "apply", "--root", root, "-f", cfg, "-c", "h200", "--prune", "--persist", "--dry-run")
+	d.gpuprepBinary = func() string { return self }
+	out, stderr, code = gpuprepWith(t, d, "vgpu", "apply", "--root", root, "-f", cfg, "-c", "h200", "--prune", "--persist", "--dry-run")
 	require.Equal(t, 0, code, stderr)
 	require.Contains(t, out, "would install /usr/local/libexec/gpuprep/gpuprep: this gpuprep (SHA-256 "+sha256Hex(t, self)+"), 0755 root:root\n")
 	require.Contains(t, out, "would write /etc/systemd/system/gpuprep-vgpu-apply.service\n--- /dev/null\n")
@@ -67,7 +66,7 @@ func TestVGPUApplyPruneAndPersist(t *testing.T) {
 
 	b.File("/etc/systemd/system/gpuprep-vgpu-sriov.service", "")
 	require.NoError(t, b.Err())
-	out, stderr, code = gpuprep(t, "vgpu", "apply", "--root", root, "-f", cfg, "-c", "h200", "--persist")
+	out, stderr, code = gpuprepWith(t, d, "vgpu", "apply", "--root", root, "-f", cfg, "-c", "h200", "--persist")
 	require.Equal(t, 0, code, stderr)
 	require.Contains(t, out, "persisted: gpuprep-vgpu-apply.service re-applies config \"h200\" at boot")
 	require.Equal(t, []string{"systemctl daemon-reload", "systemctl enable gpuprep-vgpu-apply.service"}, h.Commands())
@@ -75,7 +74,7 @@ func TestVGPUApplyPruneAndPersist(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, string(c), "H200X-35C")
 	requireInstalledGpuprep(t, root, self)
-	out, stderr, code = gpuprep(t, "vgpu", "apply", "--root", root, "-f", cfg, "-c", "h200", "--persist")
+	out, stderr, code = gpuprepWith(t, d, "vgpu", "apply", "--root", root, "-f", cfg, "-c", "h200", "--persist")
 	require.Equal(t, 0, code, stderr)
 	require.Contains(t, out, "persisted: gpuprep-vgpu-apply.service is in place and enabled")
 	require.Len(t, h.Commands(), 2)
@@ -120,7 +119,7 @@ func TestVGPURollbackOfOlderJournals(t *testing.T) {
 	} {
 		t.Run(c.fixture, func(t *testing.T) {
 			root := fixtureRoot(t, c.fixture)
-			n := simulatedVGPUNode(t, root)
+			n, d := simulatedVGPUNode(t, root)
 			r, err := host.NewRoot(root)
 			require.NoError(t, err)
 			for _, w := range c.writes {
@@ -130,11 +129,11 @@ func TestVGPURollbackOfOlderJournals(t *testing.T) {
 				e.Time = time.Date(2025, 11, 30, 11, 15, 0, 0, time.UTC)
 				require.NoError(t, journal.Append(r, e))
 			}
-			out, errs, code := gpuprep(t, "rollback", "--root", root)
+			out, errs, code := gpuprepWith(t, d, "rollback", "--root", root)
 			require.Equal(t, 0, code, out+errs)
 			require.Contains(t, out, "Rolled back.")
 			require.Equal(t, c.want, vgpusOf(t, root))
-			out, errs, code = gpuprep(t, "rollback", "--root", root)
+			out, errs, code = gpuprepWith(t, d, "rollback", "--root", root)
 			require.Equal(t, 0, code, out+errs)
 			require.Contains(t, out, "Nothing to roll back.")
 		})
@@ -157,10 +156,8 @@ func TestVGPUApplyRollbackRestoresTypeNames(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			root := fixtureRoot(t, "sriov-vgpu")
-			n := simulatedVGPUNode(t, root)
-			old := vgpuSysfs
-			t.Cleanup(func() { vgpuSysfs = old })
-			vgpuSysfs = func(*host.Root) vgpu.AttrWriter { return n }
+			n, d := simulatedVGPUNode(t, root)
+			d.vgpuSysfs = func(*host.Root) vgpu.AttrWriter { return n }
 			names := filepath.Join(root, vgpu.TypeNames)
 			if c.before != "" {
 				require.NoError(t, os.MkdirAll(filepath.Dir(names), 0o755))
@@ -171,7 +168,7 @@ func TestVGPUApplyRollbackRestoresTypeNames(t *testing.T) {
 			orig, origVGPUs := tree(t, root), vgpusOf(t, root)
 			require.Empty(t, origVGPUs)
 
-			out, errs, code := gpuprep(t, "vgpu", "apply", "--root", root, "-f", cfg, "-c", "h200")
+			out, errs, code := gpuprepWith(t, d, "vgpu", "apply", "--root", root, "-f", cfg, "-c", "h200")
 			require.Equal(t, exitOK, code, out+errs)
 			require.Equal(t, map[string]string{"0000:41:00.4": "1429", "0000:41:00.5": "1429"}, vgpusOf(t, root))
 			b, err := os.ReadFile(names)
@@ -194,7 +191,7 @@ func TestVGPUApplyRollbackRestoresTypeNames(t *testing.T) {
 			}
 			require.Equal(t, []string{"file-intent", "file"}, kinds, "the names file journalled before and after its write")
 
-			out, errs, code = gpuprep(t, "rollback", "--root", root)
+			out, errs, code = gpuprepWith(t, d, "rollback", "--root", root)
 			require.Equal(t, exitOK, code, out+errs)
 			require.Contains(t, out, "Rolled back.")
 			require.Empty(t, vgpusOf(t, root))
@@ -207,7 +204,7 @@ func TestVGPUApplyRollbackRestoresTypeNames(t *testing.T) {
 				require.Equal(t, c.before, string(b))
 			}
 
-			out, errs, code = gpuprep(t, "rollback", "--root", root)
+			out, errs, code = gpuprepWith(t, d, "rollback", "--root", root)
 			require.Equal(t, exitOK, code, out+errs)
 			require.Contains(t, out, "Nothing to roll back.")
 			require.Equal(t, orig, tree(t, root))

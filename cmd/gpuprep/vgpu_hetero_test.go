@@ -36,27 +36,25 @@ func heteroMode(t *testing.T, n *vgpuNode) string {
 // written.
 func TestVGPUApplyMixedSizes(t *testing.T) {
 	root := fixtureRoot(t, "sriov-vgpu")
-	n := simulatedVGPUNode(t, root)
-	oldS, oldR := vgpuSysfs, vgpuApplyRunner
-	t.Cleanup(func() { vgpuSysfs, vgpuApplyRunner = oldS, oldR })
-	vgpuSysfs = func(*host.Root) vgpu.AttrWriter { return n }
-	vgpuApplyRunner = func(*host.Root) host.Runner { return n }
+	n, d := simulatedVGPUNode(t, root)
+	d.vgpuSysfs = func(*host.Root) vgpu.AttrWriter { return n }
+	d.vgpuApplyRunner = func(*host.Root) host.Runner { return n }
 	cfg := mixedConfigFile(t)
 
-	out, errs, code := gpuprep(t, "vgpu", "apply", "--root", root, "-f", cfg, "-c", "m", "--dry-run")
+	out, errs, code := gpuprepWith(t, d, "vgpu", "apply", "--root", root, "-f", cfg, "-c", "m", "--dry-run")
 	require.Equal(t, 0, code, errs)
 	require.Equal(t, "would run nvidia-smi vgpu -shm 1 -i 00000000:41:00.0  (turn on the heterogeneous vGPU mode of 0000:41:00.0 for vGPUs of framebuffer sizes 35 and 70; then check nvidia-smi -q reads vGPU Heterogeneous Mode: Enabled)\n"+
 		"would write 1430 > /sys/bus/pci/devices/0000:41:00.4/nvidia/current_vgpu_type  (make VF 0000:41:00.4 a NVIDIA H200X-35C)\n"+
 		"would write 1429 > /sys/bus/pci/devices/0000:41:00.5/nvidia/current_vgpu_type  (make VF 0000:41:00.5 a NVIDIA H200X-70C)\n", out)
 	require.Equal(t, "Disabled", heteroMode(t, n))
 
-	out, errs, code = gpuprep(t, "vgpu", "apply", "--root", root, "-f", cfg, "-c", "m")
+	out, errs, code = gpuprepWith(t, d, "vgpu", "apply", "--root", root, "-f", cfg, "-c", "m")
 	require.Equal(t, 0, code, out+errs)
 	require.Contains(t, out, "ran nvidia-smi vgpu -shm 1 -i 00000000:41:00.0  (turn on the heterogeneous vGPU mode of 0000:41:00.0 for vGPUs of framebuffer sizes 35 and 70; nvidia-smi -q reads vGPU Heterogeneous Mode: Enabled)\nwrote 1430 > ")
 	require.Equal(t, map[string]string{"0000:41:00.4": "1430", "0000:41:00.5": "1429"}, vgpusOf(t, root))
 	require.Equal(t, "Enabled", heteroMode(t, n))
 
-	out, errs, code = gpuprep(t, "rollback", "--root", root)
+	out, errs, code = gpuprepWith(t, d, "rollback", "--root", root)
 	require.Equal(t, 0, code, out+errs)
 	require.Contains(t, out, "nvidia-smi vgpu -shm 0 -i 00000000:41:00.0")
 	require.Empty(t, vgpusOf(t, root))
@@ -65,7 +63,7 @@ func TestVGPUApplyMixedSizes(t *testing.T) {
 
 	// no capability: refused, nothing written
 	require.NoError(t, n.h.SetHeterogeneousUnsupported("0000:41:00.0"))
-	out, errs, code = gpuprep(t, "vgpu", "apply", "--root", root, "-f", cfg, "-c", "m")
+	out, errs, code = gpuprepWith(t, d, "vgpu", "apply", "--root", root, "-f", cfg, "-c", "m")
 	require.Equal(t, exitNotReady, code, out+errs)
 	require.Contains(t, errs, "0000:41:00.0: vGPUs of different framebuffer sizes (NVIDIA H200X-35C, NVIDIA H200X-70C) on one GPU need its heterogeneous vGPU mode (nvidia-smi vgpu -shm 1 -i 00000000:41:00.0), which it does not support (nvidia-smi -q: Heterogenous Multi-vGPU: Not Supported): give it types of one framebuffer size")
 	require.Empty(t, out)
@@ -77,10 +75,10 @@ func TestVGPUApplyMixedSizes(t *testing.T) {
 func TestApplyVMVGPUMixedSizesAfterSRIOVManage(t *testing.T) {
 	root := fixtureRoot(t, "sriov-vgpu")
 	require.NoError(t, fixture.New(root).Mkdir("/sys/module/pci_pf_stub").Err())
-	n := simulatedVGPUNode(t, root)
+	n, d := simulatedVGPUNode(t, root)
 	require.NoError(t, n.h.SetHeterogeneous("0000:41:00.0", true)) // sriov-manage resets it
 	cfg := mixedConfigFile(t)
-	out, errs, code := gpuprep(t, "apply", "--yes", "--root", root, "--mode", "vm-vgpu", "--vgpu-config-file", cfg, "--vgpu-config", "m")
+	out, errs, code := gpuprepWith(t, d, "apply", "--yes", "--root", root, "--mode", "vm-vgpu", "--vgpu-config-file", cfg, "--vgpu-config", "m")
 	require.Equal(t, 0, code, out+errs)
 	cmds := n.h.Commands()
 	e := slices.Index(cmds, "/usr/lib/nvidia/sriov-manage -e 0000:41:00.0")

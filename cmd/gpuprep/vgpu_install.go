@@ -15,10 +15,10 @@ import (
 	"github.com/gpuprep/gpuprep/vgpu"
 )
 
-// vgpuInstallRunner gives the runner an install runs commands through.
-// Tests replace it with a simulated host; against a root other than /
-// only --dry-run works.
-var vgpuInstallRunner = func(root *host.Root, dryRun bool) (host.Runner, error) {
+// hostVGPUInstallRunner gives the runner an install runs commands through
+// (deps.vgpuInstallRunner): against a root other than / only --dry-run
+// works.
+func hostVGPUInstallRunner(root *host.Root, dryRun bool) (host.Runner, error) {
 	if root.IsLive() {
 		return host.ExecRunner{}, nil
 	}
@@ -27,11 +27,6 @@ var vgpuInstallRunner = func(root *host.Root, dryRun bool) (host.Runner, error) 
 	}
 	return nil, usageErr("--root %s: installing changes the running system; against another root only --dry-run works", root.Name())
 }
-
-// vgpuQueryRunner runs the read-only queries of a .deb or .rpm --driver
-// (dpkg-deb -f/-c, rpm -qp/-qlp) on this machine, also for a --dry-run
-// against another root. Tests replace it.
-var vgpuQueryRunner = func() host.Runner { return host.ExecRunner{} }
 
 func newVGPUInstallCmd(g *globals) *cobra.Command {
 	var opts vgpu.InstallOptions
@@ -85,14 +80,14 @@ failed, 2 usage error (including a --driver that is not the vGPU manager).`,
 			if err != nil {
 				return err
 			}
-			runner, err := vgpuInstallRunner(root, dryRun)
+			runner, err := g.dep().vgpuInstallRunner(root, dryRun)
 			if err != nil {
 				return err
 			}
 			for _, d := range gpus {
 				opts.GPUs = append(opts.GPUs, vgpu.GPUInfo{Address: d.Address, DeviceID: d.DeviceID})
 			}
-			env := &vgpu.Env{Root: root, Runner: runner, Query: vgpuQueryRunner(), Attrs: vgpuSysfs(root)}
+			env := &vgpu.Env{Root: root, Runner: runner, Query: g.dep().vgpuQueryRunner(), Attrs: g.dep().vgpuSysfs(root)}
 			ctx := context.Background()
 			plan, err := vgpu.PlanInstall(ctx, env, opts)
 			var held *vgpu.HeldError

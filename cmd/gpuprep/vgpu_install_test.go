@@ -39,25 +39,24 @@ func TestVGPUInstall(t *testing.T) {
 	require.Contains(t, stderr, "only --dry-run works")
 
 	// a simulated host: install, then a re-run does nothing
-	old := vgpuInstallRunner
-	t.Cleanup(func() { vgpuInstallRunner = old })
 	h, err := vgputest.New(root)
 	require.NoError(t, err)
-	vgpuInstallRunner = func(*host.Root, bool) (host.Runner, error) { return h, nil }
-	out, stderr, code = gpuprep(t, "vgpu", "install", "--root", root, "--driver", run)
+	d := realDeps()
+	d.vgpuInstallRunner = func(*host.Root, bool) (host.Runner, error) { return h, nil }
+	out, stderr, code = gpuprepWith(t, d, "vgpu", "install", "--root", root, "--driver", run)
 	require.Equal(t, 0, code, stderr)
 	require.Contains(t, out, "done 12/12: enable gpuprep-vgpu-sriov.service")
-	out, stderr, code = gpuprep(t, "vgpu", "install", "--root", root, "--driver", run)
+	out, stderr, code = gpuprepWith(t, d, "vgpu", "install", "--root", root, "--driver", run)
 	require.Equal(t, 0, code, stderr)
 	require.Contains(t, out, "nothing to do: the vGPU manager 550.90.05 is installed, loaded and running, VFs enabled on 0000:41:00.0, 0000:61:00.0")
-	out, _, code = gpuprep(t, "vgpu", "types", "--root", root, "--select", "0000:41:00.0")
+	out, _, code = gpuprepWith(t, d, "vgpu", "types", "--root", root, "--select", "0000:41:00.0")
 	require.Equal(t, 0, code)
 	require.Contains(t, out, "NVIDIA L40S-24Q")
 
-	_, stderr, code = gpuprep(t, "vgpu", "install", "--root", root, "--driver", filepath.Join(t.TempDir(), "nvidia-vgpu-ubuntu-550_550.90.05_amd64.deb"))
+	_, stderr, code = gpuprepWith(t, d, "vgpu", "install", "--root", root, "--driver", filepath.Join(t.TempDir(), "nvidia-vgpu-ubuntu-550_550.90.05_amd64.deb"))
 	require.Equal(t, 2, code)
 	require.Contains(t, stderr, "no such file or directory")
-	_, stderr, code = gpuprep(t, "vgpu", "install", "--root", root)
+	_, stderr, code = gpuprepWith(t, d, "vgpu", "install", "--root", root)
 	require.Equal(t, 2, code)
 	require.Contains(t, stderr, "--driver is required")
 }
@@ -69,15 +68,14 @@ func TestVGPUInstallMissingPrerequisiteExits1(t *testing.T) {
 	h, err := vgputest.New(root)
 	require.NoError(t, err)
 	require.NoError(t, h.Root.RemoveFile("/usr/sbin/dkms"))
-	old := vgpuInstallRunner
-	t.Cleanup(func() { vgpuInstallRunner = old })
-	vgpuInstallRunner = func(*host.Root, bool) (host.Runner, error) { return h, nil }
-	out, stderr, code := gpuprep(t, "vgpu", "install", "--root", root, "--driver", run)
+	d := realDeps()
+	d.vgpuInstallRunner = func(*host.Root, bool) (host.Runner, error) { return h, nil }
+	out, stderr, code := gpuprepWith(t, d, "vgpu", "install", "--root", root, "--driver", run)
 	require.Equal(t, 1, code)
 	require.Contains(t, out, "MISSING dkms: no dkms")
 	require.Contains(t, stderr, "1 prerequisite of the vGPU manager missing")
 	require.Empty(t, h.Commands())
-	_, stderr, code = gpuprep(t, "vgpu", "install", "--root", root, "--driver", run, "--no-dkms")
+	_, stderr, code = gpuprepWith(t, d, "vgpu", "install", "--root", root, "--driver", run, "--no-dkms")
 	require.Equal(t, 0, code, stderr)
 	require.Contains(t, h.Commands(), "sh "+vgputest.InstallerCopy(root, run)+" --silent")
 }
@@ -118,16 +116,15 @@ func TestVGPUInstallDeb(t *testing.T) {
 	require.Contains(t, stderr, "--no-dkms applies to the .run only")
 
 	// a simulated host: install, then a re-run does nothing
-	old := vgpuInstallRunner
-	t.Cleanup(func() { vgpuInstallRunner = old })
 	h, err := vgputest.New(root)
 	require.NoError(t, err)
-	vgpuInstallRunner = func(*host.Root, bool) (host.Runner, error) { return h, nil }
-	out, stderr, code = gpuprep(t, "vgpu", "install", "--root", root, "--driver", deb)
+	d := realDeps()
+	d.vgpuInstallRunner = func(*host.Root, bool) (host.Runner, error) { return h, nil }
+	out, stderr, code = gpuprepWith(t, d, "vgpu", "install", "--root", root, "--driver", deb)
 	require.Equal(t, 0, code, stderr)
 	require.Contains(t, out, "done 4/12: install the package nvidia-vgpu-ubuntu-550 550.90.05 (apt-get)")
 	require.Contains(t, out, "done 12/12: enable gpuprep-vgpu-sriov.service")
-	out, stderr, code = gpuprep(t, "vgpu", "install", "--root", root, "--driver", deb)
+	out, stderr, code = gpuprepWith(t, d, "vgpu", "install", "--root", root, "--driver", deb)
 	require.Equal(t, 0, code, stderr)
 	require.Contains(t, out, "nothing to do: the vGPU manager 550.90.05 is installed, loaded and running")
 }

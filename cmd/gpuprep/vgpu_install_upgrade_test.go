@@ -14,17 +14,18 @@ import (
 
 // upgradeNode is a T4 (mdev) fixture root whose commands and vGPU
 // attributes the simulated host answers, for vgpu install and rollback.
-func upgradeNode(t *testing.T) (string, *vgputest.Host) {
+func upgradeNode(t *testing.T) (string, *vgputest.Host, *deps) {
 	t.Helper()
 	root := fixtureRoot(t, "vgpu-fresh-mdev")
 	h, err := vgputest.New(root)
 	require.NoError(t, err)
-	oldR, oldS, oldK := vgpuInstallRunner, vgpuSysfs, provisionKernel
-	t.Cleanup(func() { vgpuInstallRunner, vgpuSysfs, provisionKernel = oldR, oldS, oldK })
-	vgpuInstallRunner = func(*host.Root, bool) (host.Runner, error) { return h, nil }
-	vgpuSysfs = func(*host.Root) vgpu.AttrWriter { return h }
+	oldK := provisionKernel
+	t.Cleanup(func() { provisionKernel = oldK })
+	d := realDeps()
+	d.vgpuInstallRunner = func(*host.Root, bool) (host.Runner, error) { return h, nil }
+	d.vgpuSysfs = func(*host.Root) vgpu.AttrWriter { return h }
 	provisionKernel = func(*host.Root) (vfio.Sysfs, host.Runner, error) { return h, h, nil }
-	return root, h
+	return root, h, d
 }
 
 func t4UUIDs(h *vgputest.Host) []string {
@@ -41,12 +42,12 @@ func t4UUIDs(h *vgputest.Host) []string {
 // install changes the version and makes the vGPUs again; rollback puts A
 // back with the same vGPUs, and a second rollback has nothing to do.
 func TestVGPUInstallUpgradeDryRunThenRollback(t *testing.T) {
-	root, h := upgradeNode(t)
+	root, h, d := upgradeNode(t)
 	runA, err := vgputest.WriteInstaller(t.TempDir(), "550.90.05", "vgpu-kvm")
 	require.NoError(t, err)
 	runB, err := vgputest.WriteInstaller(t.TempDir(), "550.127.06", "vgpu-kvm")
 	require.NoError(t, err)
-	_, stderr, code := gpuprep(t, "vgpu", "install", "--root", root, "--driver", runA)
+	_, stderr, code := gpuprepWith(t, d, "vgpu", "install", "--root", root, "--driver", runA)
 	require.Equal(t, 0, code, stderr)
 	p, err := vgpu.MakePlan(h.Root, []vgpu.Want{{GPU: "0000:21:00.0", Type: "T4-4Q", Count: 2}})
 	require.NoError(t, err)
@@ -56,7 +57,7 @@ func TestVGPUInstallUpgradeDryRunThenRollback(t *testing.T) {
 	require.Len(t, uuids, 2)
 
 	calls := len(h.Commands())
-	out, stderr, code := gpuprep(t, "vgpu", "install", "--root", root, "--driver", runB, "--dry-run")
+	out, stderr, code := gpuprepWith(t, d, "vgpu", "install", "--root", root, "--driver", runB, "--dry-run")
 	require.Equal(t, 0, code, stderr)
 	for _, want := range []string{
 		"note: upgrade: the vGPU manager 550.90.05 (.run) → 550.127.06 (.run); record /var/lib/gpuprep/vgpu-manager/upgrade-550.90.05-to-550.127.06-",
@@ -74,13 +75,13 @@ func TestVGPUInstallUpgradeDryRunThenRollback(t *testing.T) {
 	require.Equal(t, "550.90.05", vgpu.InstalledVersion(h.Root))
 	require.Empty(t, h.Root.Names(vgpu.UpgradeDir+"/550.90.05/"+sha256Hex(t, runA)+"/x"))
 
-	out, stderr, code = gpuprep(t, "vgpu", "install", "--root", root, "--driver", runB)
+	out, stderr, code = gpuprepWith(t, d, "vgpu", "install", "--root", root, "--driver", runB)
 	require.Equal(t, 0, code, out+stderr)
 	require.Contains(t, out, "done 13/13: verify: the vGPU manager 550.127.06 is loaded")
 	require.Equal(t, "550.127.06", vgpu.InstalledVersion(h.Root))
 	require.Equal(t, uuids, t4UUIDs(h))
 
-	out, stderr, code = gpuprep(t, "rollback", "--root", root)
+	out, stderr, code = gpuprepWith(t, d, "rollback", "--root", root)
 	require.Contains(t, []int{exitOK, exitNeedReboot}, code, out+stderr)
 	require.Contains(t, out, "note: the vGPU manager is back at 550.90.05 (NVIDIA-Linux-x86_64-550.90.05-vgpu-kvm), with the vGPUs it had")
 	require.Equal(t, "550.90.05", vgpu.InstalledVersion(h.Root))
@@ -89,7 +90,7 @@ func TestVGPUInstallUpgradeDryRunThenRollback(t *testing.T) {
 	require.Equal(t, "550.90.05", in.Version)
 	require.Equal(t, uuids, t4UUIDs(h))
 
-	out, stderr, code = gpuprep(t, "rollback", "--root", root)
+	out, stderr, code = gpuprepWith(t, d, "rollback", "--root", root)
 	require.Equal(t, exitOK, code, out+stderr)
 	require.Contains(t, out, "Nothing to roll back.")
 }

@@ -1,0 +1,235 @@
+// Package rollout is gpuprep fleet apply's rollout: gpuprep apply on the
+// canary hosts first, then in batches, waiting for the hosts apply reboots,
+// rolling back the hosts that fail, and stopping when too many do. It runs
+// gpuprep on hosts through a Runner (SSH in gpuprep, a fake in tests), so
+// it is driven without the command line.
+package rollout
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gpuprep/gpuprep/internal/fleet"
+	"github.com/gpuprep/gpuprep/report"
+)
+
+// Options are the rollout's settings (fleet apply's flags).
+type Options struct {
+	Canary            int // as Phases was given them; for the report
+	Batch             int
+	MaxFailures       int
+	RollbackOnFailure bool
+	// Reboot: apply reboots hosts at the reboot step; the rollout waits
+	// for each (RebootTimeout), trying every RebootPoll.
+	Reboot        bool
+	RebootTimeout time.Duration
+	RebootPoll    time.Duration
+	Parallel      int
+	Retries       int
+	// CommandTimeout bounds one gpuprep run on a host, after connecting.
+	CommandTimeout time.Duration
+}
+
+// ArgsFunc gives the gpuprep arguments for a host.
+type ArgsFunc func(*fleet.Host) ([]string, error)
+
+// Plan is what the rollout runs: the phases, and each host's gpuprep
+// command lines.
+type Plan struct {
+	Phases []Phase
+	// Mode is the fleet's mode for the report ("": each host's own).
+	Mode string
+	// HostMode is the mode a host is applied for.
+	HostMode func(*fleet.Host) string
+	// Apply is apply's arguments (with --reboot when Options.Reboot).
+	Apply ArgsFunc
+	// Resume is apply's arguments after a reboot: never --reboot.
+	Resume ArgsFunc
+	// Rollback is rollback's arguments.
+	Rollback ArgsFunc
+}
+
+// Deps are what the rollout works with.
+type Deps struct {
+	// Runner runs gpuprep on hosts.
+	Runner Runner
+	// Clock tells the time and sleeps (the reboot waits); nil: the real one.
+	Clock Clock
+	// Log gets the progress lines (stderr).
+	Log io.Writer
+	// Progress, when set, makes a progress display for one run of hosts.
+	Progress func() Progress
+}
+
+// Progress shows hosts finishing in one run.
+type Progress interface {
+	Done(r *fleet.Result, done, total int)
+	Finish()
+}
+
+// rollout is one Run under way.
+type rollout struct {
+	ctx  context.Context
+	deps Deps
+	opts Options
+	plan Plan
+	ro   *report.Rollout
+	fr   *report.FleetReport
+	mu   sync.Mutex // deps.Log, while reboot waits run at once
+}
+
+// Run runs the phases in order and returns the fleet report. When ctx
+// ends, no new host is started and the report says which finished.
+func Run(ctx context.Context, deps Deps, opts Options, plan Plan) *report.FleetReport {
+	if deps.Clock == nil {
+		deps.Clock = realClock{}
+	}
+	if deps.Log == nil {
+		deps.Log = io.Discard
+	}
+	ro := &report.Rollout{Canary: opts.Canary, Batch: opts.Batch, MaxFailures: opts.MaxFailures,
+		RollbackOnFailure: opts.RollbackOnFailure, Reboot: opts.Reboot}
+	if opts.Reboot {
+		ro.MaxReboots = MaxReboots
+	}
+	r := &rollout{ctx: ctx, deps: deps, opts: opts, plan: plan, ro: ro, fr: &report.FleetReport{Mode: plan.Mode, Rollout: ro}}
+	for i, ph := range plan.Phases {
+		if r.stopped() {
+			r.skip(ph)
+			continue
+		}
+		r.phase(ph, i == len(plan.Phases)-1)
+	}
+	r.fr.Interrupted = ctx.Err() != nil
+	if ro.Stopped == "interrupted" {
+		fmt.Fprintln(deps.Log, "gpuprep fleet: interrupted; the report shows the hosts that finished")
+	}
+	r.fr.Finish()
+	return r.fr
+}
+
+// stopped says whether the rollout has stopped (an earlier phase, or an
+// interrupt, which it then records).
+func (r *rollout) stopped() bool {
+	if r.ro.Stopped == "" && r.ctx.Err() != nil {
+		r.ro.Stopped = "interrupted"
+	}
+	return r.ro.Stopped != ""
+}
+
+// skip reports the hosts of a phase never started.
+func (r *rollout) skip(ph Phase) {
+	for _, h := range ph.Hosts {
+		r.fr.Hosts = append(r.fr.Hosts, report.FleetHost{Name: h.Name, Address: h.Target(), Status: report.OutcomeSkipped,
+			Error: "not started: " + r.ro.Stopped, Mode: r.plan.HostMode(h), Phase: report.OutcomeSkipped, Outcome: report.OutcomeSkipped})
+	}
+}
+
+// phase applies one phase's hosts, waits for their reboots, rolls back
+// those that failed, and decides whether the rollout goes on.
+func (r *rollout) phase(ph Phase, last bool) {
+	fmt.Fprintf(r.deps.Log, "gpuprep fleet apply: %s: %d host(s)\n", ph.Name, len(ph.Hosts))
+	results := r.runAll(r.plan.Apply, ph.Hosts)
+	entries := make([]report.FleetHost, len(results))
+	started := make([]bool, len(results))
+	for i, res := range results {
+		entries[i], started[i] = r.applied(res)
+	}
+	if r.opts.Reboot && r.ctx.Err() == nil {
+		r.waitReboots(results, entries)
+	}
+	v := r.judge(ph, results, entries, started)
+	r.ro.Failures += len(v.failed)
+	if len(v.back) > 0 && r.ctx.Err() == nil {
+		r.rollBack(v.back, v.backIdx, entries)
+	}
+	r.fr.Hosts = append(r.fr.Hosts, entries...)
+	r.stopAfter(ph, v, last)
+}
+
+// runAll runs gpuprep (args) on hosts, showing progress.
+func (r *rollout) runAll(args ArgsFunc, hosts []*fleet.Host) []*fleet.Result {
+	job := Job{Args: args, Parallel: r.opts.Parallel, Retries: r.opts.Retries, CommandTimeout: r.opts.CommandTimeout}
+	var prog Progress
+	if r.deps.Progress != nil {
+		prog = r.deps.Progress()
+		job.Done = prog.Done
+	}
+	results := r.deps.Runner.Run(r.ctx, job, hosts)
+	if prog != nil {
+		prog.Finish()
+	}
+	return results
+}
+
+// verdict is how a phase's hosts ended.
+type verdict struct {
+	failed, unverified []string
+	back               []*fleet.Host // to roll back
+	backIdx            []int         // their entries
+}
+
+// judge names the phase's failed and unverified hosts, and those to roll
+// back, and sets each entry's phase.
+func (r *rollout) judge(ph Phase, results []*fleet.Result, entries []report.FleetHost, started []bool) verdict {
+	var v verdict
+	for i, res := range results {
+		e := &entries[i]
+		e.Phase = ph.Name
+		switch e.Outcome {
+		case report.OutcomeFailed:
+			v.failed = append(v.failed, e.Name)
+			// not a host whose reboot was never seen through: it may be
+			// booting, and its state is unknown
+			if started[i] && r.opts.RollbackOnFailure && (e.Reboot == nil || e.Reboot.Completed) {
+				v.back, v.backIdx = append(v.back, res.Host), append(v.backIdx, i)
+			}
+		case report.OutcomeRebootNeeded, report.OutcomeCancelled:
+			v.unverified = append(v.unverified, e.Name)
+		}
+	}
+	return v
+}
+
+// rollBack runs gpuprep rollback on hosts (entries[idx[j]] is hosts[j]'s).
+func (r *rollout) rollBack(hosts []*fleet.Host, idx []int, entries []report.FleetHost) {
+	fmt.Fprintf(r.deps.Log, "gpuprep fleet apply: rolling back %s\n", report.Clean(strings.Join(names(hosts), ", ")))
+	for j, res := range r.runAll(r.plan.Rollback, hosts) {
+		e := &entries[idx[j]]
+		e.Rollback = rolledBack(res)
+		e.Outcome = report.OutcomeRolledBack
+		if e.Rollback.Error != "" {
+			e.Outcome = report.OutcomeRollbackFailed
+		}
+	}
+}
+
+// stopAfter stops the rollout after ph when it must: interrupted, a canary
+// not ready, or more than MaxFailures failures with phases left.
+func (r *rollout) stopAfter(ph Phase, v verdict, last bool) {
+	switch {
+	case r.ctx.Err() != nil:
+		r.ro.Stopped = "interrupted"
+	case ph.Name == CanaryPhase && len(v.failed) > 0:
+		r.ro.Stopped = fmt.Sprintf("canary %s failed: no other host was started", strings.Join(v.failed, ", "))
+	case ph.Name == CanaryPhase && len(v.unverified) > 0:
+		r.ro.Stopped = fmt.Sprintf("canary %s not verified ready (reboot needed): reboot it and run fleet apply again", strings.Join(v.unverified, ", "))
+	case r.ro.Failures > r.opts.MaxFailures && !last:
+		r.ro.Stopped = fmt.Sprintf("%d host(s) failed, more than --max-failures %d: stopped after %s", r.ro.Failures, r.opts.MaxFailures, ph.Name)
+	}
+	if r.ro.Stopped != "" && !last {
+		fmt.Fprintf(r.deps.Log, "gpuprep fleet apply: rollout stopped: %s\n", report.Clean(r.ro.Stopped))
+	}
+}
+
+func names(hosts []*fleet.Host) []string {
+	out := make([]string, len(hosts))
+	for i, h := range hosts {
+		out[i] = h.Name
+	}
+	return out
+}
