@@ -105,11 +105,12 @@ bench:
 	bash bench/bench.sh
 	bash bench/fleet.sh
 
-## lint: gofmt, go vet (also with the e2e tag), and the committed example root is up to date
+## lint: gofmt, go vet (also with the e2e tag), golangci-lint with .golangci.yml (scripts/golangci-lint.sh: built once into /var/tmp/gpuprep-tools, ~1.5 min cold), and the committed example root is up to date
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
 	$(GO) vet -tags e2e ./e2e/
+	scripts/golangci-lint.sh
 
 deps:
 	@scripts/deps.sh

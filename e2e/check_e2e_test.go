@@ -183,7 +183,7 @@ func goTool() string {
 	if r := os.Getenv("GOROOT"); r != "" {
 		return filepath.Join(r, "bin", "go")
 	}
-	return filepath.Join(runtime.GOROOT(), "bin", "go")
+	return filepath.Join(runtime.GOROOT(), "bin", "go") //nolint:staticcheck // a test binary runs where it was built: its GOROOT is the go that built it
 }
 
 func requireTestbed(t *testing.T) {

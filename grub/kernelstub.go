@@ -12,18 +12,6 @@ import (
 // KernelstubConfig is Pop!_OS's kernelstub configuration.
 const KernelstubConfig = "/etc/kernelstub/configuration"
 
-// readKernelstub returns the kernel options kernelstub writes into the boot
-// entry (after its own "root=UUID=… ro"), read as pop-os/kernelstub
-// kernelstub/config.py reads them: JSON with a "default" and a "user"
-// section; a configuration without "user" uses a copy of "default"; an
-// OEM's kernel_options written as one string (not a list) is split on
-// blanks. kernelstub/application.py then builds the entry's options as
-// 'root=UUID=%s ro %s' % (root_uuid, " ".join(kernel_opts)).
-func readKernelstub(root *host.Root) ([]string, error) {
-	opts, _, err := readKernelstubConfig(root)
-	return opts, err
-}
-
 // kernelstubSection is the part of a configuration section gpuprep reads.
 type kernelstubSection struct {
 	KernelOptions json.RawMessage `json:"kernel_options"`
@@ -31,7 +19,14 @@ type kernelstubSection struct {
 	SetupLoader   bool            `json:"setup_loader"`
 }
 
-// readKernelstubConfig is readKernelstub, and the section it reads.
+// readKernelstubConfig returns the kernel options kernelstub writes into the boot
+// entry (after its own "root=UUID=… ro"), read as pop-os/kernelstub
+// kernelstub/config.py reads them: JSON with a "default" and a "user"
+// section; a configuration without "user" uses a copy of "default"; an
+// OEM's kernel_options written as one string (not a list) is split on
+// blanks. kernelstub/application.py then builds the entry's options as
+// 'root=UUID=%s ro %s' % (root_uuid, " ".join(kernel_opts)). It returns the
+// section it read too.
 func readKernelstubConfig(root *host.Root) ([]string, kernelstubSection, error) {
 	data, err := kargs.ReadFile(root, KernelstubConfig)
 	if err != nil {

@@ -275,15 +275,6 @@ func runningArgs(root *host.Root) []kargs.Param {
 	return kargs.Parse(raw)
 }
 
-func argsSatisfied(have, want []kargs.Param) bool {
-	for _, w := range want {
-		if !kargs.Satisfied(have, w) {
-			return false
-		}
-	}
-	return true
-}
-
 func argList(ps []kargs.Param) string {
 	var s []string
 	for _, p := range ps {

@@ -148,7 +148,7 @@ const (
 )
 
 // Outcomes of a host in fleet run besides failed and reboot-needed: what
-// gpuprep's exit code there says (README, "Exit codes").
+// gpuprep's exit code there says (docs/exit-codes.md).
 const (
 	OutcomeOK          = "ok"          // 0
 	OutcomeUsageError  = "usage-error" // 2: gpuprep there refused the command line

@@ -556,13 +556,6 @@ func writeFile(e *Env, p string, content []byte) error {
 	return err
 }
 
-func dirOf(p string) string {
-	if i := strings.LastIndex(p, "/"); i > 0 {
-		return p[:i]
-	}
-	return "/"
-}
-
 // enableVFs runs sriov-manage -e on g until sriov_numvfs == sriov_totalvfs:
 // it retries on "Cannot obtain unbindLock" (an NVML client holds the GPU for
 // a moment) and on a run that reports success without enabling the VFs (vGPU

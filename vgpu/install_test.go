@@ -249,10 +249,10 @@ func TestInstallRejectsWrongPackages(t *testing.T) {
 	require.ErrorContains(t, err, "the archive holds no nvidia-vgpu-mgr")
 
 	// the listing is read without commands: where none can run too
-	d, err := vgpu.InspectDriver(ctx, renamed, host.NoRunner{})
+	_, err = vgpu.InspectDriver(ctx, renamed, host.NoRunner{})
 	require.Error(t, err)
 	require.NoError(t, os.Rename(renamed, kvm))
-	d, err = vgpu.InspectDriver(ctx, kvm, host.NoRunner{})
+	d, err := vgpu.InspectDriver(ctx, kvm, host.NoRunner{})
 	require.NoError(t, err)
 	require.True(t, d.Listed)
 	require.Equal(t, ver, d.Version)

@@ -140,7 +140,7 @@ func (c *applyCmd) run(cmd *cobra.Command) error {
 	if s := strings.TrimSpace(log.String()); s != "" {
 		res.Log = strings.Split(s, "\n")
 	}
-	code := exitOK
+	var code int
 	switch {
 	case aerr != nil:
 		res.Error = aerr.Error()

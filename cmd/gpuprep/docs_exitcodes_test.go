@@ -77,7 +77,7 @@ func codeExitCodes(t *testing.T) []string {
 	return out
 }
 
-var exitCodeRow = regexp.MustCompile("(?m)^\\| (\\d+|128\\+N) \\| (.*) \\|$")
+var exitCodeRow = regexp.MustCompile(`(?m)^\| (\d+|128\+N) \| (.*) \|$`)
 
 // docs/exit-codes.md documents exactly the codes the source defines, and
 // each fleet run outcome by the name report.RunOutcome gives it.

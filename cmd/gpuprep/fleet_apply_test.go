@@ -183,7 +183,7 @@ func TestFleetApplyBatchesAndMaxFailures(t *testing.T) {
 	assert.Equal(t, []string{"apply --mode container --yes -o json"}, calls(t, hosts[2].dir), "no rollback without --rollback-on-failure")
 	assert.Nil(t, calls(t, hosts[5].dir))
 	assert.Equal(t, 2, fr.Rollout.Failures)
-	assert.Contains(t, fr.Rollout.Stopped, "2 host(s) failed, more than --max-failures 1: stopped after batch 2")
+	assert.Contains(t, fr.Rollout.Stopped, "2 hosts failed, more than --max-failures 1: stopped after batch 2")
 	assert.Equal(t, 2, fr.Summary.Ready)
 	assert.Equal(t, 3, fr.Summary.NotReady, "by outcome: b failed (no report), c needs a reboot, d failed its check")
 	assert.Equal(t, 0, fr.Summary.Unknown)

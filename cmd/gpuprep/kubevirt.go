@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/gpuprep/gpuprep/internal/plural"
 	"io"
 	"strings"
 	"time"
@@ -59,9 +60,9 @@ func partialView(missing []kube.Unevaluated, evaluated int, allow bool, what, ha
 	case evaluated == 0:
 		return "", &exitError{code: exitUnknown, err: fmt.Errorf("no host could be evaluated: %s", list)}
 	case !allow:
-		return "", &exitError{code: exitUnknown, err: fmt.Errorf("%d host(s) could not be evaluated: %s: %s; nothing emitted: make them reachable and run again, or give --allow-partial to use the %d host(s) that were", len(missing), list, harm, evaluated)}
+		return "", &exitError{code: exitUnknown, err: fmt.Errorf("%s could not be evaluated: %s: %s; nothing emitted: make them reachable and run again, or give --allow-partial to use the %s that were", plural.N(len(missing), "host"), list, harm, plural.N(evaluated, "host"))}
 	}
-	return fmt.Sprintf("--allow-partial: %d host(s) not evaluated, %s: %s", len(missing), what, list), nil
+	return fmt.Sprintf("--allow-partial: %s not evaluated, %s: %s", plural.N(len(missing), "host"), what, list), nil
 }
 
 func newKubeVirtCmd(g *globals) *cobra.Command {

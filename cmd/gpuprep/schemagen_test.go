@@ -159,9 +159,19 @@ func (g *schemaGen) comment(t reflect.Type, field string) string {
 // the Go files in dir.
 func parseComments(dir string) map[string]string {
 	out := map[string]string{}
-	pkgs, err := parser.ParseDir(token.NewFileSet(), dir, nil, parser.ParseComments)
+	// every Go file of dir, as parser.ParseDir (deprecated) read them
+	names, err := filepath.Glob(filepath.Join(dir, "*.go"))
 	if err != nil {
 		panic(err)
+	}
+	fset := token.NewFileSet()
+	var files []*ast.File
+	for _, name := range names {
+		f, err := parser.ParseFile(fset, name, nil, parser.ParseComments)
+		if err != nil {
+			panic(err)
+		}
+		files = append(files, f)
 	}
 	text := func(gs ...*ast.CommentGroup) string {
 		for _, g := range gs {
@@ -171,33 +181,31 @@ func parseComments(dir string) map[string]string {
 		}
 		return ""
 	}
-	for _, p := range pkgs {
-		for _, f := range p.Files {
-			ast.Inspect(f, func(n ast.Node) bool {
-				gd, ok := n.(*ast.GenDecl)
-				if !ok || gd.Tok != token.TYPE {
-					return true
+	for _, f := range files {
+		ast.Inspect(f, func(n ast.Node) bool {
+			gd, ok := n.(*ast.GenDecl)
+			if !ok || gd.Tok != token.TYPE {
+				return true
+			}
+			for _, sp := range gd.Specs {
+				ts := sp.(*ast.TypeSpec)
+				st, ok := ts.Type.(*ast.StructType)
+				if !ok {
+					continue
 				}
-				for _, sp := range gd.Specs {
-					ts := sp.(*ast.TypeSpec)
-					st, ok := ts.Type.(*ast.StructType)
-					if !ok {
-						continue
-					}
-					if d := text(ts.Doc, gd.Doc); d != "" {
-						out[ts.Name.Name] = d
-					}
-					for _, fl := range st.Fields.List {
-						for _, n := range fl.Names {
-							if d := text(fl.Doc, fl.Comment); d != "" {
-								out[ts.Name.Name+"."+n.Name] = d
-							}
+				if d := text(ts.Doc, gd.Doc); d != "" {
+					out[ts.Name.Name] = d
+				}
+				for _, fl := range st.Fields.List {
+					for _, n := range fl.Names {
+						if d := text(fl.Doc, fl.Comment); d != "" {
+							out[ts.Name.Name+"."+n.Name] = d
 						}
 					}
 				}
-				return true
-			})
-		}
+			}
+			return true
+		})
 	}
 	return out
 }

@@ -547,7 +547,7 @@ func ownHost(file string, n *yaml.Node, where string, isDefaults bool) (*Host, e
 	return h, nil
 }
 
-// gpuprepVars checks the gpuprep_* host variables gpuprep reads (README:
+// gpuprepVars checks the gpuprep_* host variables gpuprep reads (docs/commands/fleet.md:
 // "Host variables gpuprep reads") and applies gpuprep_mode and
 // gpuprep_jump to h, the same way in every inventory format; at gives a
 // variable's line and field name for errors. Other gpuprep_* variables

@@ -302,7 +302,7 @@ func TestAnsibleYAMLAliasLoopsAndMergeOrder(t *testing.T) {
 	assert.Equal(t, "ua", inv.Hosts[1].User, "a list: the earlier wins")
 }
 
-// The host variables gpuprep reads (README) mean the same in every
+// The host variables gpuprep reads (docs/commands/fleet.md) mean the same in every
 // inventory format: gpuprep_mode and gpuprep_jump set the host's mode and
 // jump host in gpuprep's YAML too, and bad values of each are errors naming
 // file, line and field.

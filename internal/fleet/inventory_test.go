@@ -40,7 +40,7 @@ func TestOwnFormat(t *testing.T) {
 func TestBadInventoriesNameFileLineField(t *testing.T) {
 	for _, tc := range []struct{ file, want string }{
 		{"bad-port.yaml", `testdata/bad-port.yaml:7: hosts[1].port: "twenty-two" is not a TCP port`},
-		{"bad-field.yaml", `testdata/bad-field.yaml:5: hosts[0].adress: unknown field`},
+		{"bad-field.yaml", `testdata/bad-field.yaml:5: hosts[0].adress: unknown field`}, //nolint:misspell // the misspelt field is the test
 		{"bad-mode.yaml", `testdata/bad-mode.yaml:3: hosts[0].mode: "vm-passthru": want container, vm-passthrough or vm-vgpu`},
 		{"bad.ini", `testdata/bad.ini:5: ansible_port: host "gpu-01": "22x" is not a TCP port`},
 		{"bad-section.ini", `testdata/bad-section.ini:3: section: [rack_a:hostvars]: unknown section type "hostvars"`},

@@ -70,7 +70,7 @@ func TestSSHConfigMatchBlocksTheLibraryRejects(t *testing.T) {
 	h, err = sshCfgApply(t, cfg, "z.corp", "")
 	require.NoError(t, err, "Match host x.corp,y.corp is a list: z.corp is not in it")
 	assert.Equal(t, "", h.Jump)
-	h, err = sshCfgApply(t, cfg, "Y.CORP", "")
+	_, err = sshCfgApply(t, cfg, "Y.CORP", "")
 	require.ErrorContains(t, err, "Y.CORP", "Match host is case-insensitive")
 
 	h, err = sshCfgApply(t, cfg, "z.lab", "")

@@ -229,7 +229,7 @@ func startReaper(owner string) error {
 	return nil
 }
 
-var reaperPipe *os.File // kept open (and referenced) until exit
+var reaperPipe *os.File //nolint:unused // never read: referenced so the pipe stays open (not finalized) until exit
 
 func withoutOwner(env []string) []string {
 	var out []string

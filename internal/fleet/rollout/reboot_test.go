@@ -142,5 +142,5 @@ func TestRebootCanaryWaitedForBeforeOthers(t *testing.T) {
 	assert.Equal(t, report.OutcomeReady, hosts["a"].Outcome)
 	assert.Equal(t, report.OutcomeReady, hosts["b"].Outcome)
 	log := r.log.String()
-	assert.Less(t, indexOf(log, "a ready after its reboot"), indexOf(log, "batch 1: 1 host(s)"))
+	assert.Less(t, indexOf(log, "a ready after its reboot"), indexOf(log, "batch 1: 1 host"))
 }

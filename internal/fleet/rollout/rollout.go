@@ -8,6 +8,7 @@ package rollout
 import (
 	"context"
 	"fmt"
+	"github.com/gpuprep/gpuprep/internal/plural"
 	"io"
 	"strings"
 	"sync"
@@ -132,7 +133,7 @@ func (r *rollout) skip(ph Phase) {
 // phase applies one phase's hosts, waits for their reboots, rolls back
 // those that failed, and decides whether the rollout goes on.
 func (r *rollout) phase(ph Phase, last bool) {
-	fmt.Fprintf(r.deps.Log, "gpuprep fleet apply: %s: %d host(s)\n", ph.Name, len(ph.Hosts))
+	fmt.Fprintf(r.deps.Log, "gpuprep fleet apply: %s: %s\n", ph.Name, plural.N(len(ph.Hosts), "host"))
 	results := r.runAll(r.plan.Apply, ph.Hosts)
 	entries := make([]report.FleetHost, len(results))
 	started := make([]bool, len(results))
@@ -219,7 +220,7 @@ func (r *rollout) stopAfter(ph Phase, v verdict, last bool) {
 	case ph.Name == CanaryPhase && len(v.unverified) > 0:
 		r.ro.Stopped = fmt.Sprintf("canary %s not verified ready (reboot needed): reboot it and run fleet apply again", strings.Join(v.unverified, ", "))
 	case r.ro.Failures > r.opts.MaxFailures && !last:
-		r.ro.Stopped = fmt.Sprintf("%d host(s) failed, more than --max-failures %d: stopped after %s", r.ro.Failures, r.opts.MaxFailures, ph.Name)
+		r.ro.Stopped = fmt.Sprintf("%s failed, more than --max-failures %d: stopped after %s", plural.N(r.ro.Failures, "host"), r.opts.MaxFailures, ph.Name)
 	}
 	if r.ro.Stopped != "" && !last {
 		fmt.Fprintf(r.deps.Log, "gpuprep fleet apply: rollout stopped: %s\n", report.Clean(r.ro.Stopped))

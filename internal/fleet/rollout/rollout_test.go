@@ -56,7 +56,7 @@ func TestRolloutAllReadyRunsEveryPhase(t *testing.T) {
 	assert.Equal(t, map[string]string{"a": "canary", "b": "batch 1", "c": "batch 1", "d": "batch 2", "e": "batch 2"}, phases)
 	assert.Empty(t, fr.Rollout.Stopped)
 	assert.Equal(t, ExitOK, ExitCode(fr))
-	assert.Contains(t, r.log.String(), "gpuprep fleet apply: batch 2: 2 host(s)")
+	assert.Contains(t, r.log.String(), "gpuprep fleet apply: batch 2: 2 hosts")
 }
 
 func TestRolloutFailingCanaryStopsIt(t *testing.T) {
@@ -103,7 +103,7 @@ func TestRolloutStopsAfterBatchOverMaxFailures(t *testing.T) {
 	assert.Equal(t, report.OutcomeSkipped, hosts["f"].Outcome)
 	assert.Empty(t, r.fake.callsOf("f"))
 	assert.Equal(t, 2, fr.Rollout.Failures)
-	assert.Equal(t, "2 host(s) failed, more than --max-failures 1: stopped after batch 2", fr.Rollout.Stopped)
+	assert.Equal(t, "2 hosts failed, more than --max-failures 1: stopped after batch 2", fr.Rollout.Stopped)
 	assert.Equal(t, ExitNotReady, ExitCode(fr))
 }
 
