@@ -9,7 +9,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpuprep/gpuprep/internal/sanitize"
-	"github.com/gpuprep/gpuprep/preflight"
 	"github.com/gpuprep/gpuprep/report"
 )
 
@@ -20,30 +19,19 @@ func newChecksCmd() *cobra.Command {
 		Short: "List every check: its stable ID, the modes it applies to, what it checks, which apply steps change it; with IDs, describe those",
 		Args:  cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			type row struct {
-				ID    string           `json:"id"`
-				Title string           `json:"title"`
-				Modes []preflight.Mode `json:"modes"`
-				// from the registry: what it verifies, the steps that
-				// change it, whether a fail is beyond a plan
-				Doc        preflight.Doc    `json:"doc"`
-				ChangedBy  []string         `json:"changedBy,omitempty"`
-				BeyondPlan preflight.Beyond `json:"beyondPlan,omitempty"`
-				Remedies   []string         `json:"remedies,omitempty"`
-			}
 			checks, err := namedChecks(args)
 			if err != nil {
 				return err
 			}
-			rows := []row{}
+			rows := []checkRow{}
 			for _, c := range checks {
-				rows = append(rows, row{c.ID, c.Title, c.Modes, c.Doc, c.ChangedBy, c.Beyond, c.Remedies})
+				rows = append(rows, checkRow{c.ID, c.Title, c.Modes, c.Doc, c.ChangedBy, c.Beyond, c.Remedies})
 			}
 			switch output {
 			case "json":
 				enc := json.NewEncoder(cmd.OutOrStdout())
 				enc.SetIndent("", "  ")
-				return enc.Encode(checkList[row]{APIVersion: report.APIVersion, Kind: checkListKind, Checks: rows})
+				return enc.Encode(checkList[checkRow]{APIVersion: report.APIVersion, Kind: checkListKind, Checks: rows})
 			case "markdown":
 				return writeChecksMarkdown(cmd.OutOrStdout(), checks)
 			case "text":

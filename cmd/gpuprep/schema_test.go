@@ -27,19 +27,6 @@ import (
 // scripts that read it).
 var schemaDir = filepath.Join("..", "..", "docs", "schema")
 
-// checkListRow mirrors the row gpuprep checks -o json lists (checks.go):
-// the schema is made from this type, and TestSchemaEveryDocument fails
-// when the command's rows differ from it.
-type checkListRow struct {
-	ID         string           `json:"id"`
-	Title      string           `json:"title"`
-	Modes      []preflight.Mode `json:"modes"`
-	Doc        preflight.Doc    `json:"doc"`
-	ChangedBy  []string         `json:"changedBy,omitempty"`
-	BeyondPlan preflight.Beyond `json:"beyondPlan,omitempty"`
-	Remedies   []string         `json:"remedies,omitempty"`
-}
-
 // fleetPlanDoc mirrors what fleet check/run --dry-run -o json (fleet.go
 // printDryRun) and fleet apply --dry-run -o json (fleet_apply.go, with
 // each host's phase and the rollout) print.
@@ -77,7 +64,7 @@ func schemaKinds() []schemaKind {
 		{"VGPUTypes", "gpuprep vgpu types -o json: per GPU, the vGPU types it can create and their free instances", reflect.TypeFor[report.VGPUTypes]()},
 		{"VFIOStatus", "gpuprep vfio status -o json: per GPU, its IOMMU group's devices and drivers, and the persistent VFIO configuration", reflect.TypeFor[vfio.Status]()},
 		{"KernelArgs", "gpuprep grub show -o json: the kernel arguments a mode wants, configured in the bootloader and running", reflect.TypeFor[showReport]()},
-		{"CheckList", "gpuprep checks -o json: every check, its stable ID, the modes it applies to", reflect.TypeFor[checkList[checkListRow]]()},
+		{"CheckList", "gpuprep checks -o json: every check, its stable ID, the modes it applies to", reflect.TypeFor[checkList[checkRow]]()},
 		{"Version", "gpuprep version -o json: the version, the commit it was built from, the Go release and the platform", reflect.TypeFor[versionDoc]()},
 	}
 }
