@@ -3,6 +3,8 @@ package vgpu
 import (
 	"fmt"
 	"strings"
+
+	"github.com/gpuprep/gpuprep/internal/plural"
 )
 
 // refuseLiveVGPUs refuses to plan sriov-manage -e on a GPU that has some of
@@ -25,7 +27,7 @@ func refuseLiveVGPUs(e *Env, g string, reload bool) error {
 		"(sriov-manage -e) disables these first and destroys the vGPUs with them; remove them "+
 		"(gpuprep vgpu apply with a config without them, after stopping their VMs) or enable the VFs in a maintenance window",
 		g, readInt(e.Root, dev+"/sriov_numvfs"), readInt(e.Root, dev+"/sriov_totalvfs"),
-		vgpuCount(len(live)), liveNames(live))
+		plural.N(len(live), "vGPU"), liveNames(live))
 }
 
 func liveNames(live []Instance) string {
@@ -38,11 +40,4 @@ func liveNames(live []Instance) string {
 		out = append(out, name+" on "+in.Parent)
 	}
 	return strings.Join(out, ", ")
-}
-
-func vgpuCount(n int) string {
-	if n == 1 {
-		return "1 vGPU"
-	}
-	return fmt.Sprintf("%d vGPUs", n)
 }

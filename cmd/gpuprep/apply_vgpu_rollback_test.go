@@ -82,11 +82,7 @@ func managerFile(p string) bool {
 		}
 	}
 	// the manager's units, enabled by the install (their state in the
-	// fake systemd, their links in the targets' .wants, and the directories
-	// the first of those links made)
-	if p == "etc/systemd/" || p == "etc/systemd/system/" || strings.HasPrefix(p, "etc/systemd/system/") && strings.HasSuffix(p, ".wants/") {
-		return true
-	}
+	// fake systemd, their links in the targets' .wants)
 	return (strings.HasPrefix(p, "run/fake-systemd/") || strings.HasPrefix(p, "etc/systemd/system/") && strings.HasSuffix(path.Dir(p), ".wants")) &&
 		strings.HasPrefix(path.Base(p), "nvidia-")
 }
