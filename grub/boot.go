@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
+	"github.com/gpuprep/gpuprep/internal/change"
 	"slices"
 	"sort"
 	"strings"
@@ -261,7 +261,7 @@ func blsOptions(data []byte) string {
 // Plan is what an ensure or remove will do: file edits, then commands.
 type Plan struct {
 	Kind      string
-	Changes   []FileChange
+	Changes   []change.File
 	Commands  [][]string
 	Satisfied []kargs.Param // ensured arguments already configured everywhere
 	Added     []string
@@ -519,7 +519,7 @@ func LaterLackSays(files []string) string {
 // editPlainCmdline edits a file that holds kernel arguments as plain text
 // (/etc/kernel/cmdline): words removed with the blanks before them,
 // arguments appended to the last line; every other byte kept.
-func editPlainCmdline(f File, req Request) (*FileChange, []string, []string, error) {
+func editPlainCmdline(f File, req Request) (*change.File, []string, []string, error) {
 	s := string(f.Data)
 	ws := splitWords(s)
 	var words []string
@@ -561,15 +561,15 @@ func editPlainCmdline(f File, req Request) (*FileChange, []string, []string, err
 			out += "\n"
 		}
 	}
-	return &FileChange{f.Path, f.Data, []byte(out)}, add, del, nil
+	ch := changeOf(f, []byte(out))
+	return &ch, add, del, nil
 }
 
 // Apply writes the plan's files (atomically, with backups recorded in the
 // journal under command) and then runs its commands through run.
 func (p *Plan) Apply(ctx context.Context, root *host.Root, run host.Runner, command string, now time.Time) error {
 	for _, c := range p.Changes {
-		perm := fs.FileMode(0o644)
-		if _, err := journal.WriteFile(root, c.Path, c.New, perm, command, now); err != nil {
+		if _, err := journal.WriteFile(root, c.Path, c.New, c.Perm(), command, now); err != nil {
 			return fmt.Errorf("write %s: %w", c.Path, err)
 		}
 	}

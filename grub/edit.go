@@ -2,6 +2,7 @@ package grub
 
 import (
 	"fmt"
+	"github.com/gpuprep/gpuprep/internal/change"
 	"sort"
 	"strings"
 
@@ -61,18 +62,12 @@ func kept(args []kargs.Param, gone []bool) []kargs.Param {
 // Edit is the outcome of an edit of the defaults files.
 type Edit struct {
 	Var       string        // the variable arguments were appended to ("" when none were)
-	Changes   []FileChange  // files whose content changes, in source order
+	Changes   []change.File // files whose content changes, in source order
 	Satisfied []kargs.Param // Ensure arguments already in effect
 	Added     []string      // arguments appended
 	Removed   []string      // arguments removed (as written)
 	Before    Cmdline
 	After     Cmdline
-}
-
-// FileChange is one file's old and new content.
-type FileChange struct {
-	Path     string
-	Old, New []byte
 }
 
 // Cmdline is the value of both GRUB_CMDLINE variables.
@@ -458,10 +453,15 @@ func EditFiles(files []File, req Request) (*Edit, error) {
 	ed.After = after
 	for i := range files {
 		if string(newData[i]) != string(files[i].Data) {
-			ed.Changes = append(ed.Changes, FileChange{files[i].Path, files[i].Data, newData[i]})
+			ed.Changes = append(ed.Changes, changeOf(files[i], newData[i]))
 		}
 	}
 	return ed, nil
 }
 
 func isBlank(c byte) bool { return c == ' ' || c == '\t' || c == '\n' }
+
+// changeOf is f's change to data (f not there: its Data nil).
+func changeOf(f File, data []byte) change.File {
+	return change.Between(f.Path, f.Data, f.Data != nil, data)
+}

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"github.com/gpuprep/gpuprep/internal/change"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -209,7 +210,7 @@ func otherLines(t testing.TB, files []File, i int) []string {
 	return out
 }
 
-func applyChanges(files []File, ch []FileChange) []File {
+func applyChanges(files []File, ch []change.File) []File {
 	out := make([]File, len(files))
 	copy(out, files)
 	for _, c := range ch {

@@ -2,6 +2,7 @@ package grub
 
 import (
 	"fmt"
+	"github.com/gpuprep/gpuprep/internal/change"
 	"regexp"
 	"slices"
 	"strings"
@@ -175,7 +176,7 @@ func proxmoxCmdlineErr(f File) error {
 // editFirstLine is editPlainCmdline on the first line of f only (what
 // proxmox-boot-tool reads), every other byte kept; a CR ending the line
 // stays last.
-func editFirstLine(f File, req Request) (*FileChange, []string, []string, error) {
+func editFirstLine(f File, req Request) (*change.File, []string, []string, error) {
 	s := string(f.Data)
 	line, end := cmdlineFirstLine(s)
 	cr := ""
@@ -190,7 +191,8 @@ func editFirstLine(f File, req Request) (*FileChange, []string, []string, error)
 	if end == len(s) && len(f.Data) == 0 {
 		out = strings.TrimRight(string(ch.New), "\n") + "\n"
 	}
-	return &FileChange{f.Path, f.Data, []byte(out)}, add, del, nil
+	edited := changeOf(f, []byte(out))
+	return &edited, add, del, nil
 }
 
 // proxmoxCmdline is the first line of /etc/kernel/cmdline, as

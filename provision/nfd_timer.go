@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/gpuprep/gpuprep/internal/change"
 	"io"
 	"io/fs"
 	"os"
@@ -105,7 +106,7 @@ func (p *Plan) planNFDTimer(ctx context.Context) error {
 		if err == nil && string(old) == string(f.data) {
 			continue
 		}
-		s.Files = append(s.Files, fileDiff(f.path, old, f.data, err == nil))
+		s.Files = append(s.Files, change.Between(f.path, old, err == nil, f.data))
 	}
 	out, err := p.runner().Run(ctx, "systemctl", "is-enabled", NFDTimerName)
 	enabled := err == nil && strings.TrimSpace(string(out)) == "enabled"
@@ -192,7 +193,7 @@ func (p *Plan) installNFDTimer(ctx context.Context, e Env, s *Step) error {
 		return err
 	}
 	for _, f := range s.Files {
-		if err := writeFile(e, f.Path, f.data); err != nil {
+		if err := writeFile(e, f.Path, f.New); err != nil {
 			return err
 		}
 	}

@@ -15,11 +15,11 @@ package provision
 
 import (
 	"context"
+	"github.com/gpuprep/gpuprep/internal/change"
 	"slices"
 	"strings"
 
 	"github.com/gpuprep/gpuprep/grub"
-	"github.com/gpuprep/gpuprep/internal/diff"
 	"github.com/gpuprep/gpuprep/internal/host"
 	"github.com/gpuprep/gpuprep/internal/journal"
 	"github.com/gpuprep/gpuprep/internal/kargs"
@@ -81,26 +81,16 @@ type Options struct {
 	Runner host.Runner
 }
 
-// FileDiff is one planned file change.
-type FileDiff struct {
-	Path   string `json:"path"`
-	New    bool   `json:"new,omitempty"`
-	Remove bool   `json:"remove,omitempty"`
-	Diff   string `json:"diff"`
-	old    []byte
-	data   []byte // nil for Remove
-}
-
 // Step is one step of a plan.
 type Step struct {
-	ID       string     `json:"id"`
-	Title    string     `json:"title"`
-	Files    []FileDiff `json:"files,omitempty"`
-	Prepare  []string   `json:"prepare,omitempty"`  // commands run before the sysfs writes (modprobe), as a shell would show them
-	Sysfs    []string   `json:"sysfs,omitempty"`    // writes, in order: `write "VALUE" > PATH`
-	Commands []string   `json:"commands,omitempty"` // as a shell would show them
-	Reboot   bool       `json:"reboot,omitempty"`   // a reboot is required here
-	Deferred bool       `json:"deferred,omitempty"` // planned in full once the step before it is done (after the reboot)
+	ID       string        `json:"id"`
+	Title    string        `json:"title"`
+	Files    []change.File `json:"files,omitempty"`
+	Prepare  []string      `json:"prepare,omitempty"`  // commands run before the sysfs writes (modprobe), as a shell would show them
+	Sysfs    []string      `json:"sysfs,omitempty"`    // writes, in order: `write "VALUE" > PATH`
+	Commands []string      `json:"commands,omitempty"` // as a shell would show them
+	Reboot   bool          `json:"reboot,omitempty"`   // a reboot is required here
+	Deferred bool          `json:"deferred,omitempty"` // planned in full once the step before it is done (after the reboot)
 	// Error says why the step cannot run: apply fails here without running
 	// anything (the reboot step when a reboot since apply asked for one did
 	// not make the kernel arguments effective; its notes hold the diagnosis).
@@ -281,12 +271,6 @@ func argList(ps []kargs.Param) string {
 		s = append(s, p.String())
 	}
 	return strings.Join(s, " ")
-}
-
-func fileDiff(path string, old, data []byte, existed bool) FileDiff {
-	f := FileDiff{Path: path, New: !existed, Remove: data == nil, old: old, data: data}
-	f.Diff = diff.Unified(path, old, data, existed)
-	return f
 }
 
 // interruptedRegen is why a step regenerates the initramfs when only the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/gpuprep/gpuprep/internal/change"
 	"slices"
 	"strings"
 	"time"
@@ -51,9 +52,9 @@ func (kernelArgsStep) run(ctx context.Context, e Env, p *Plan, s *Step) error {
 }
 
 // writeFiles writes each planned file, journalled (writeFile).
-func writeFiles(e Env, fs []FileDiff) error {
+func writeFiles(e Env, fs []change.File) error {
 	for _, f := range fs {
-		if err := writeFile(e, f.Path, f.data); err != nil {
+		if err := writeFile(e, f.Path, f.New); err != nil {
 			return err
 		}
 	}
@@ -308,7 +309,7 @@ func (p *Plan) blsLater(boot *grub.Boot, gp *grub.Plan, want []kargs.Param) stri
 // addGrub puts a bootloader plan's file changes, commands and notes in s.
 func (s *Step) addGrub(gp *grub.Plan) {
 	for _, c := range gp.Changes {
-		s.Files = append(s.Files, fileDiff(c.Path, c.Old, c.New, c.Old != nil))
+		s.Files = append(s.Files, c)
 	}
 	for _, c := range gp.Commands {
 		s.argv = append(s.argv, c)

@@ -67,7 +67,7 @@ func (p *Plan) planLabel(ctx context.Context) error {
 			Title: fmt.Sprintf("label the node %s in the kubelet's --node-labels (%s)", kube.FormatLabels(set), file),
 			Notes: []string{"the kubelet applies --node-labels when the node registers; for a node that has joined already, give --kubeconfig to label it through the API"}}
 		for _, e := range edits {
-			s.Files = append(s.Files, fileDiff(e.Path, e.Old, e.New, e.Existed))
+			s.Files = append(s.Files, e)
 			if e.Path != file {
 				s.Notes = append(s.Notes, e.Path+" also sets these keys in the kubelet's --node-labels: they are removed there, so that the node registers with the labels above only")
 			}

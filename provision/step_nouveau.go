@@ -3,6 +3,7 @@ package provision
 import (
 	"context"
 	"fmt"
+	"github.com/gpuprep/gpuprep/internal/change"
 	"slices"
 	"strings"
 
@@ -229,7 +230,7 @@ func (p *Plan) planNouveauArg(on, others []string) {
 func (p *Plan) blacklistNouveau(s *Step, w vgpu.NouveauWork) {
 	if w.Write {
 		old, err := p.root.ReadFile(vgpu.NouveauBlacklist)
-		s.Files = append(s.Files, fileDiff(vgpu.NouveauBlacklist, old, vgpu.NouveauBlacklistContent, err == nil))
+		s.Files = append(s.Files, change.Between(vgpu.NouveauBlacklist, old, err == nil, vgpu.NouveauBlacklistContent))
 	}
 	if w.Regenerate && w.Initramfs != nil {
 		s.argv = append(s.argv, w.Initramfs)

@@ -123,12 +123,11 @@ func (p *Plan) planPersist(s *Step, pp *vfio.Persist, resume bool) (regen string
 	}
 	changed := false
 	for _, f := range pp.Files {
-		old, rerr := p.root.ReadFile(f.Path)
-		if f.Content == nil && rerr != nil || rerr == nil && string(old) == string(f.Content) {
+		if !f.Pending() { // vfio planned it against the file as it is
 			continue
 		}
 		changed = true
-		s.Files = append(s.Files, fileDiff(f.Path, old, f.Content, rerr == nil))
+		s.Files = append(s.Files, f)
 	}
 	if !changed && pp.Initramfs != nil {
 		// an earlier run that wrote the files and stopped before
@@ -148,7 +147,7 @@ func (p *Plan) planPersist(s *Step, pp *vfio.Persist, resume bool) (regen string
 	if c := pp.CmdlinePending(); c != nil {
 		// vfio-pci built in: its IDs go on the kernel command line
 		for _, ch := range c.Plan.Changes {
-			s.Files = append(s.Files, fileDiff(ch.Path, ch.Old, ch.New, ch.Old != nil))
+			s.Files = append(s.Files, ch)
 		}
 		for _, argv := range c.Plan.Commands {
 			s.Commands = append(s.Commands, host.ShellQuote(argv))
@@ -501,12 +500,12 @@ func (p *Plan) bind(ctx context.Context, e Env) error {
 		for _, f := range vp.Persist.Files {
 			// only the files vfio.Bind changes: one already as wanted (a
 			// re-run that only regenerates the initramfs) is not touched
-			if old, err := e.Root.ReadFile(f.Path); f.Content == nil && err != nil || err == nil && string(old) == string(f.Content) {
+			if old, err := e.Root.ReadFile(f.Path); f.Removed && err != nil || err == nil && string(old) == string(f.New) {
 				continue
 			}
 			wrote := journal.Absent
-			if f.Content != nil {
-				wrote = journal.Hash(f.Content)
+			if !f.Removed {
+				wrote = journal.Hash(f.New)
 			}
 			if err := fileIntentBy(e, f.Path, now, "apply", wrote); err != nil {
 				return err

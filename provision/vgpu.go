@@ -265,8 +265,8 @@ func (p *Plan) planSRIOVUnit(ctx context.Context, gpus []vgpu.GPUInfo) (bool, er
 // addInstallSteps makes s the vgpu-install step that runs ip.
 func (p *Plan) addInstallSteps(s *Step, ip *vgpu.InstallPlan) {
 	for _, st := range ip.Steps {
-		if st.File != "" {
-			s.Files = append(s.Files, fileDiff(st.File, st.Old, st.New, st.OldExist))
+		if st.File != nil {
+			s.Files = append(s.Files, *st.File)
 		}
 		for _, c := range st.Commands {
 			s.Commands = append(s.Commands, host.ShellQuote(c))
@@ -308,7 +308,7 @@ func (p *Plan) planDevices(ctx context.Context, r host.Runner) error {
 		s.Sysfs = append(s.Sysfs, vfio.Step{Path: a.Path, Value: a.Value}.String()+"  ("+a.About+")")
 	}
 	for _, f := range pp.Files {
-		s.Files = append(s.Files, fileDiff(f.Path, f.Old, f.New, f.Exists))
+		s.Files = append(s.Files, f)
 	}
 	if pp.Enable {
 		s.Commands = append(s.Commands, "systemctl daemon-reload", "systemctl enable "+vgpu.ApplyUnitName)
@@ -340,8 +340,8 @@ func (p *Plan) installVGPU(ctx context.Context, e Env) error {
 	}
 	now := e.now()
 	for _, st := range ip.Steps {
-		if st.File != "" {
-			if err := fileIntent(e, st.File, now); err != nil {
+		if st.File != nil {
+			if err := fileIntent(e, st.File.Path, now); err != nil {
 				return err
 			}
 		}

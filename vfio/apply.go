@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/gpuprep/gpuprep/internal/change"
 	"io/fs"
 	"os/exec"
 	"path"
@@ -25,21 +26,11 @@ type Change struct {
 	Device, Before, After string
 }
 
-// FileChange is one persistent file written or removed.
-type FileChange struct {
-	Path    string
-	Backup  string // backup of the previous content; "" when the file was new
-	Removed bool
-	// Made are the directories made for a new file, outermost first:
-	// restoreFiles removes them again (when empty).
-	Made []string `json:"-"`
-}
-
 // Result says what Bind or Unbind did.
 type Result struct {
 	Changed   []Change
-	Unchanged []string // devices left alone (already on a VFIO driver)
-	Files     []FileChange
+	Unchanged []string      // devices left alone (already on a VFIO driver)
+	Files     []change.File // as written: with the Backup and the directories Made
 	Commands  [][]string
 	Groups    map[string]bool // IOMMU group → /dev/vfio/<group> present
 	Notes     []string
@@ -250,14 +241,15 @@ func rollback(e Env, w writer, done []*Target) []string {
 // journalled, then regenerates the initramfs (also when no file changed but
 // p.Regenerate says it must). It returns the files changed, for
 // restoreFiles on a later failure.
-func applyPersist(ctx context.Context, e Env, p *Persist, command string, opts Options, res *Result) ([]FileChange, error) {
-	var changed []FileChange
+func applyPersist(ctx context.Context, e Env, p *Persist, command string, opts Options, res *Result) ([]change.File, error) {
+	var changed []change.File
 	now := opts.now()
 	for _, f := range p.Files {
-		if f.Content == nil {
+		if f.Removed {
 			bak, err := journal.RemoveFile(e.Root, f.Path, command, now)
 			if bak != "" && (err == nil || !e.Root.Exists(f.Path)) {
-				fc := FileChange{Path: f.Path, Backup: bak, Removed: true}
+				fc := f
+				fc.Backup = bak
 				changed = append(changed, fc)
 				res.Files = append(res.Files, fc)
 			}
@@ -267,9 +259,10 @@ func applyPersist(ctx context.Context, e Env, p *Persist, command string, opts O
 			continue
 		}
 		made := journal.Missing(e.Root, path.Dir(f.Path))
-		wr, err := journal.WriteFile(e.Root, f.Path, f.Content, 0o644, command, now)
+		wr, err := journal.WriteFile(e.Root, f.Path, f.New, f.Perm(), command, now)
 		if wr.Changed {
-			fc := FileChange{Path: f.Path, Backup: wr.Backup, Made: made}
+			fc := f
+			fc.Backup, fc.Made = wr.Backup, made
 			changed = append(changed, fc)
 			res.Files = append(res.Files, fc)
 		}
@@ -297,7 +290,7 @@ func applyPersist(ctx context.Context, e Env, p *Persist, command string, opts O
 // get their backup's content back, each atomically (WriteFileAtomic: what
 // gpuprep had written there is backed up in turn) with the mode the file had
 // (a removed file: its backup's). It returns what it could not restore.
-func restoreFiles(e Env, files []FileChange) []string {
+func restoreFiles(e Env, files []change.File) []string {
 	var failed []string
 	for i := len(files) - 1; i >= 0; i-- {
 		f := files[i]
@@ -412,7 +405,7 @@ func Unbind(ctx context.Context, e Env, inv *pci.Inventory, sel pci.Selector, op
 		// An earlier unbind killed while it removed the files (its
 		// modprobe.d file gone, the others not): no device is persisted,
 		// and what is left of gpuprep's files goes.
-		var left []FileEdit
+		var left []change.File
 		if len(Persisted(e.Root)) == 0 {
 			left, _ = pp.Pending(e.Root)
 		}

@@ -51,8 +51,8 @@ func TestPersistOnBuiltinVFIOPCIUsesTheKernelCommandLine(t *testing.T) {
 	require.Equal(t, [][]string{{"update-grub"}}, c.Plan.Commands)
 	for _, f := range p.Persist.Files {
 		if f.Path == ModprobeConf {
-			require.NotContains(t, string(f.Content), "options vfio-pci ids=", "modprobe.d options never reach a built-in module")
-			require.Contains(t, string(f.Content), cmdlineHeader+" 10de:10f8,10de:1ad8,10de:1ad9,10de:1e87\n")
+			require.NotContains(t, string(f.New), "options vfio-pci ids=", "modprobe.d options never reach a built-in module")
+			require.Contains(t, string(f.New), cmdlineHeader+" 10de:10f8,10de:1ad8,10de:1ad9,10de:1e87\n")
 		}
 	}
 

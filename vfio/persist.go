@@ -2,6 +2,7 @@ package vfio
 
 import (
 	"fmt"
+	"github.com/gpuprep/gpuprep/internal/change"
 	"maps"
 	"slices"
 	"sort"
@@ -25,19 +26,13 @@ const (
 
 const devicesHeader = "# gpuprep-devices:"
 
-// FileEdit is one planned file change: Content nil removes the file.
-type FileEdit struct {
-	Path    string
-	Content []byte
-}
-
 // Persist is the persistent configuration after a bind or unbind.
 type Persist struct {
 	Devices   map[string]string // address → VFIO driver, every device bound at boot
 	IDs       []string          // vendor:device bound by `options vfio-pci ids=` (every device of the ID is in Devices)
 	PerDevice []string          // addresses bound by the udev rule (driver_override at device add)
-	Files     []FileEdit
-	Initramfs []string // the distro's initramfs command; nil when none was found
+	Files     []change.File     // each against the file as planning read it
+	Initramfs []string          // the distro's initramfs command; nil when none was found
 	// Regenerate says why the initramfs is regenerated even when no file
 	// changes ("" when it is not): planPersist sets it when the initramfs is
 	// older than gpuprep's files (InitramfsStale); a caller that knows more
@@ -53,13 +48,9 @@ type Persist struct {
 // it: the files whose content differs (or, to remove, that exist), and
 // whether the initramfs command runs (a file changes, or Regenerate says
 // why it must).
-func (p *Persist) Pending(root *host.Root) (files []FileEdit, initramfs bool) {
+func (p *Persist) Pending(root *host.Root) (files []change.File, initramfs bool) {
 	for _, f := range p.Files {
-		old, err := root.ReadFile(f.Path)
-		switch {
-		case f.Content == nil && err != nil: // nothing to remove
-		case f.Content != nil && err == nil && string(old) == string(f.Content): // as it should be
-		default:
+		if f := persistFile(root, f.Path, f.New); f.Pending() {
 			files = append(files, f)
 		}
 	}
@@ -135,7 +126,7 @@ func planPersist(root *host.Root, inv *pci.Inventory, add []*Target, remove []st
 		p.Warnings = append(p.Warnings, ws...)
 		for _, f := range []string{ModprobeConf, ModulesLoad, UdevRule} {
 			if _, err := root.Lstat(f); err == nil {
-				p.Files = append(p.Files, FileEdit{Path: f})
+				p.Files = append(p.Files, persistFile(root, f, nil))
 			}
 		}
 		return p, nil
@@ -223,11 +214,11 @@ func planPersist(root *host.Root, inv *pci.Inventory, add []*Target, remove []st
 	var ws []string
 	p.Cmdline, ws = planCmdlineIDs(root, p.IDs)
 	p.Warnings = append(p.Warnings, ws...)
-	p.Files = append(p.Files, FileEdit{Path: ModprobeConf, Content: []byte(mp.String())})
+	p.Files = append(p.Files, persistFile(root, ModprobeConf, []byte(mp.String())))
 
 	ml := "# Written by `gpuprep vfio bind --persist`; `gpuprep vfio unbind` removes it.\nvfio\nvfio_iommu_type1\n" +
 		strings.Join(vfioMods, "\n") + "\n"
-	p.Files = append(p.Files, FileEdit{Path: ModulesLoad, Content: []byte(ml)})
+	p.Files = append(p.Files, persistFile(root, ModulesLoad, []byte(ml)))
 
 	if len(p.PerDevice) > 0 {
 		var ur strings.Builder
@@ -236,9 +227,9 @@ func planPersist(root *host.Root, inv *pci.Inventory, add []*Target, remove []st
 		for _, a := range p.PerDevice {
 			fmt.Fprintf(&ur, "ACTION==\"add\", SUBSYSTEM==\"pci\", KERNEL==\"%s\", ATTR{driver_override}=\"%s\"\n", a, p.Devices[a])
 		}
-		p.Files = append(p.Files, FileEdit{Path: UdevRule, Content: []byte(ur.String())})
+		p.Files = append(p.Files, persistFile(root, UdevRule, []byte(ur.String())))
 	} else if _, err := root.Lstat(UdevRule); err == nil {
-		p.Files = append(p.Files, FileEdit{Path: UdevRule})
+		p.Files = append(p.Files, persistFile(root, UdevRule, nil))
 	}
 	return p, nil
 }
@@ -539,4 +530,12 @@ func idListHas(list, id string) bool {
 		}
 	}
 	return false
+}
+
+// persistFile is the change of gpuprep's file p under root to content (nil:
+// removed), against what it holds now; a file that cannot be read counts
+// as not there.
+func persistFile(root *host.Root, p string, content []byte) change.File {
+	old, err := root.ReadFile(p)
+	return change.Between(p, old, err == nil, content)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/gpuprep/gpuprep/internal/change"
 	"io"
 	"os"
 	"slices"
@@ -45,7 +46,7 @@ type InstallOptions struct {
 	// now, kept so that rollback can put it back when Driver is another
 	// version (see PlanUpgrade); not needed where gpuprep kept it already.
 	Previous string
-	change   *change // RevertUpgrade's: the version change being undone
+	change   *managerChange // RevertUpgrade's: the version change being undone
 }
 
 // Env is what the install changes the host through.
@@ -102,13 +103,10 @@ func (e *Env) now() time.Time {
 
 // Step is one planned change.
 type Step struct {
-	Title    string     `json:"title"`
-	Commands [][]string `json:"commands,omitempty"` // what it runs (some only where needed, see Title)
-	File     string     `json:"file,omitempty"`     // a file it writes
-	Old      []byte     `json:"-"`
-	New      []byte     `json:"-"`
-	OldExist bool       `json:"-"`
-	Remedy   string     `json:"remedy"` // what to do when it fails
+	Title    string       `json:"title"`
+	Commands [][]string   `json:"commands,omitempty"` // what it runs (some only where needed, see Title)
+	File     *change.File `json:"file,omitempty"`     // a file it writes
+	Remedy   string       `json:"remedy"`             // what to do when it fails
 	run      func(ctx context.Context, e *Env) error
 }
 
@@ -336,7 +334,7 @@ func PlanInstall(ctx context.Context, e *Env, opts InstallOptions) (*InstallPlan
 
 	if !nouveauBlacklisted(root) {
 		content := NouveauBlacklistContent
-		p.Steps = append(p.Steps, Step{Title: "blacklist nouveau", File: NouveauBlacklist, New: content,
+		p.Steps = append(p.Steps, Step{Title: "blacklist nouveau", File: ptr(change.Between(NouveauBlacklist, nil, false, content)),
 			Remedy: "check that /etc/modprobe.d is writable",
 			run: func(_ context.Context, e *Env) error {
 				return writeFile(e, NouveauBlacklist, content)
@@ -497,10 +495,10 @@ func planSRIOV(ctx context.Context, e *Env, p *InstallPlan, installed bool, vers
 	if len(p.SRIOV) > 0 {
 		content := SRIOVUnitContent(p.SRIOV)
 		old, err := e.Root.ReadFile(SRIOVUnit)
-		exists := err == nil
-		changed := !exists || string(old) != string(content)
+		unit := change.Between(SRIOVUnit, old, err == nil, content)
+		changed := unit.Pending()
 		if changed {
-			p.Steps = append(p.Steps, Step{Title: "make the VFs survive reboots (" + SRIOVUnitName + ")", File: SRIOVUnit, Old: old, New: content, OldExist: exists,
+			p.Steps = append(p.Steps, Step{Title: "make the VFs survive reboots (" + SRIOVUnitName + ")", File: &unit,
 				Remedy: "check that /etc/systemd/system is writable",
 				run:    func(_ context.Context, e *Env) error { return writeFile(e, SRIOVUnit, content) }})
 		}
@@ -733,3 +731,5 @@ func packageStep(root *host.Root, d *Driver, kver string) Step {
 			return keepInstalled(e, d, run)
 		}}
 }
+
+func ptr[T any](v T) *T { return &v }

@@ -3,6 +3,7 @@ package vgpu
 import (
 	"context"
 	"fmt"
+	"github.com/gpuprep/gpuprep/internal/change"
 	"sort"
 	"strings"
 	"time"
@@ -19,19 +20,11 @@ const (
 	PersistedConfig = "/etc/gpuprep/vgpu-config.yaml"
 )
 
-// FileChange is one planned file write.
-type FileChange struct {
-	Path   string
-	Old    []byte
-	New    []byte
-	Exists bool
-}
-
 // PersistPlan makes a vGPU config re-apply at every boot.
 type PersistPlan struct {
-	Binary *BinaryCopy  // the gpuprep the unit runs, to install as InstalledBinary; nil: in place
-	Files  []FileChange // only those whose content changes
-	Enable bool         // the unit is not enabled yet (or changed)
+	Binary *BinaryCopy   // the gpuprep the unit runs, to install as InstalledBinary; nil: in place
+	Files  []change.File // only those whose content changes
+	Enable bool          // the unit is not enabled yet (or changed)
 	Notes  []string
 }
 
@@ -115,13 +108,14 @@ func PlanPersist(ctx context.Context, root *host.Root, r host.Runner, binary str
 	}
 	p.Binary = bin
 	unit := ApplyUnitContent(InstalledBinary, append([]string{"vgpu", "apply", "-f", PersistedConfig}, args...), VFParentGPUs(root))
-	for _, f := range []FileChange{{Path: PersistedConfig, New: config}, {Path: ApplyUnit, New: unit}} {
-		old, err := root.ReadFile(f.Path)
-		f.Old, f.Exists = old, err == nil
-		if f.Exists && string(old) == string(f.New) {
-			continue
+	for _, w := range []struct {
+		path string
+		data []byte
+	}{{PersistedConfig, config}, {ApplyUnit, unit}} {
+		old, err := root.ReadFile(w.path)
+		if f := change.Between(w.path, old, err == nil, w.data); f.Pending() {
+			p.Files = append(p.Files, f)
 		}
-		p.Files = append(p.Files, f)
 	}
 	en, _ := unitState(ctx, r, ApplyUnitName)
 	p.Enable = !en || len(p.Files) > 0 || p.Binary != nil
@@ -143,7 +137,7 @@ func (p *PersistPlan) Apply(ctx context.Context, root *host.Root, r host.Runner,
 		}
 	}
 	for _, f := range p.Files {
-		if _, err := journal.WriteFile(root, f.Path, f.New, 0o644, "vgpu apply --persist", now); err != nil {
+		if _, err := journal.WriteFile(root, f.Path, f.New, f.Perm(), "vgpu apply --persist", now); err != nil {
 			return fmt.Errorf("write %s: %w", f.Path, err)
 		}
 	}

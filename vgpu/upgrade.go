@@ -71,9 +71,9 @@ const (
 	upgradeKind       = "VGPUManagerUpgrade"
 )
 
-// change is a version change being planned: rec, recorded at path (new:
+// managerChange is a version change being planned: rec, recorded at path (new:
 // not yet); revert says it is being undone (to rec.From).
-type change struct {
+type managerChange struct {
 	rec    *UpgradeRecord
 	path   string
 	new    bool
@@ -84,7 +84,7 @@ type change struct {
 }
 
 // target is the side a change ends on.
-func (c *change) target() ManagerRef {
+func (c *managerChange) target() ManagerRef {
 	if c.revert {
 		return c.rec.From
 	}
@@ -92,7 +92,7 @@ func (c *change) target() ManagerRef {
 }
 
 // leaving is the side a change leaves.
-func (c *change) leaving() ManagerRef {
+func (c *managerChange) leaving() ManagerRef {
 	if c.revert {
 		return c.rec.To
 	}
@@ -101,7 +101,7 @@ func (c *change) leaving() ManagerRef {
 
 // planChange says whether installing d changes the version of an
 // installed vGPU manager, and what that needs; nil when it does not.
-func planChange(ctx context.Context, e *Env, opts InstallOptions, d *Driver) (*change, error) {
+func planChange(ctx context.Context, e *Env, opts InstallOptions, d *Driver) (*managerChange, error) {
 	inst, err := ReadInstalled(ctx, e.Root, e.Runner)
 	if err != nil {
 		return nil, err
@@ -132,7 +132,7 @@ func planChange(ctx context.Context, e *Env, opts InstallOptions, d *Driver) (*c
 	if err != nil {
 		return nil, err
 	}
-	c := &change{new: true, inst: inst, prev: prev, live: live}
+	c := &managerChange{new: true, inst: inst, prev: prev, live: live}
 	c.rec = &UpgradeRecord{APIVersion: upgradeAPIVersion, Kind: upgradeKind,
 		From: ManagerRef{Version: inst.Version, Format: inst.Format, Package: inst.Package,
 			File: keptPath(prev.Version, prev.SHA256, prev.Path), SHA256: prev.SHA256},
@@ -226,7 +226,7 @@ func heldVGPUs(root *host.Root, live []Instance) error {
 // openChange finds, in the journal, a version change to version that began
 // (KindUpgradeIntent) and was neither done (KindUpgrade) nor undone by
 // rollback (an "undone" entry naming its index), and reads its record.
-func openChange(root *host.Root, version string) (*change, error) {
+func openChange(root *host.Root, version string) (*managerChange, error) {
 	entries, _ := journal.Read(root)
 	undone := map[int]bool{}
 	done := map[string]bool{}
@@ -249,7 +249,7 @@ func openChange(root *host.Root, version string) (*change, error) {
 		if err != nil {
 			return nil, fmt.Errorf("a change of the vGPU manager to %s began (journal entry %d) and did not finish, but its record cannot be read: %w", version, i+1, err)
 		}
-		return &change{rec: rec, path: en.Path}, nil
+		return &managerChange{rec: rec, path: en.Path}, nil
 	}
 	return nil, nil
 }
@@ -279,7 +279,7 @@ func ReadUpgradeRecord(root *host.Root, p string) (*UpgradeRecord, error) {
 }
 
 // notes say what the change is.
-func (c *change) notes() []string {
+func (c *managerChange) notes() []string {
 	from, to := c.leaving(), c.target()
 	verb := "upgrade"
 	switch {
@@ -309,7 +309,7 @@ func keptList(vs []KeptVGPU) string {
 
 // before are the steps ahead of stopping the daemons: keep and record (a
 // new change), remove the vGPUs there are.
-func (c *change) before(e *Env) []Step {
+func (c *managerChange) before(e *Env) []Step {
 	var steps []Step
 	if c.new {
 		rec, prev := c.rec, c.prev
@@ -362,7 +362,7 @@ func removeLive(e *Env, pfs []string) error {
 
 // uninstall is the step that removes the version the change leaves, the
 // way it was installed, while it is still the one installed.
-func (c *change) uninstall(ctx context.Context, e *Env) []Step {
+func (c *managerChange) uninstall(ctx context.Context, e *Env) []Step {
 	old := c.leaving()
 	if c.inst.Version != old.Version || c.inst.Format != old.Format {
 		return nil // gone already (a resumed change)
@@ -400,7 +400,7 @@ func (c *change) uninstall(ctx context.Context, e *Env) []Step {
 
 // after are the steps once the new version runs: the vGPUs made again,
 // then the check that the change is complete.
-func (c *change) after() []Step {
+func (c *managerChange) after() []Step {
 	var steps []Step
 	if len(c.rec.VGPUs) > 0 {
 		steps = append(steps, Step{Title: "recreate the vGPUs that existed: " + keptList(c.rec.VGPUs),

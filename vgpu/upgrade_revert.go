@@ -27,7 +27,7 @@ func PlanRevert(ctx context.Context, e *Env, recordPath string) (*InstallPlan, e
 		dev, _ := e.Root.ReadString("/sys/bus/pci/devices/" + g + "/device")
 		gpus = append(gpus, GPUInfo{Address: g, DeviceID: trimHex(dev)})
 	}
-	c := &change{rec: rec, path: recordPath, revert: true, live: existingOn(e.Root, nvidiaPFs(e.Root))}
+	c := &managerChange{rec: rec, path: recordPath, revert: true, live: existingOn(e.Root, nvidiaPFs(e.Root))}
 	p, err := PlanInstall(ctx, e, InstallOptions{Driver: kept, GPUs: gpus, change: c})
 	if err != nil {
 		return nil, err

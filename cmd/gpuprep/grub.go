@@ -15,7 +15,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpuprep/gpuprep/grub"
-	"github.com/gpuprep/gpuprep/internal/diff"
 	"github.com/gpuprep/gpuprep/internal/host"
 	"github.com/gpuprep/gpuprep/internal/journal"
 	"github.com/gpuprep/gpuprep/internal/kargs"
@@ -222,7 +221,7 @@ func (c *grubCmd) edit(cmd *cobra.Command, args []string, remove bool) error {
 	}
 	if c.dryRun {
 		for _, ch := range plan.Changes {
-			fmt.Fprint(out, diff.Unified(ch.Path, ch.Old, ch.New, ch.Old != nil))
+			fmt.Fprint(out, ch.Diff)
 		}
 		for _, argv := range plan.Commands {
 			fmt.Fprintf(out, "would run: %s\n", host.ShellQuote(argv))

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/gpuprep/gpuprep/internal/change"
 	"path"
 	"path/filepath"
 	"slices"
@@ -11,7 +12,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gpuprep/gpuprep/internal/diff"
 	"github.com/gpuprep/gpuprep/internal/host"
 	"github.com/gpuprep/gpuprep/internal/journal"
 	"github.com/gpuprep/gpuprep/internal/kube"
@@ -140,9 +140,9 @@ func (c *labelCmd) run(cmd *cobra.Command) error {
 		if err != nil {
 			return usageErr("%v", err)
 		}
-		var edits []kube.FileEdit
+		var edits []change.File
 		if string(out) != string(b) {
-			edits = append(edits, kube.FileEdit{Path: file, Old: b, New: out, Existed: true})
+			edits = append(edits, change.Edit(file, b, out))
 		}
 		return c.write(cmd, root, file, append(edits, env...))
 	}
@@ -155,7 +155,7 @@ func (c *labelCmd) run(cmd *cobra.Command) error {
 
 // write writes edits (none: shown already has the labels), each
 // journalled, atomically, with a backup; --dry-run shows their diffs.
-func (c *labelCmd) write(cmd *cobra.Command, root *host.Root, shown string, edits []kube.FileEdit) error {
+func (c *labelCmd) write(cmd *cobra.Command, root *host.Root, shown string, edits []change.File) error {
 	w := sanitize.NewWriter(cmd.OutOrStdout())
 	if len(edits) == 0 {
 		fmt.Fprintf(w, "%s already has these labels: nothing to do\n", shown)
@@ -163,7 +163,7 @@ func (c *labelCmd) write(cmd *cobra.Command, root *host.Root, shown string, edit
 	}
 	if c.dryRun {
 		for _, e := range edits {
-			fmt.Fprint(w, diff.Unified(e.Path, e.Old, e.New, e.Existed))
+			fmt.Fprint(w, e.Diff)
 		}
 		return nil
 	}
@@ -172,7 +172,7 @@ func (c *labelCmd) write(cmd *cobra.Command, root *host.Root, shown string, edit
 		if err != nil {
 			return &exitError{code: exitNotReady, err: fmt.Errorf("write %s: %w", e.Path, err)}
 		}
-		fmt.Fprint(w, diff.Unified(e.Path, e.Old, e.New, e.Existed))
+		fmt.Fprint(w, e.Diff)
 		if res.Backup != "" {
 			fmt.Fprintf(w, "wrote %s (backup %s)\n", e.Path, res.Backup)
 		} else {

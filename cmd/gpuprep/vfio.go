@@ -11,7 +11,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gpuprep/gpuprep/internal/diff"
 	"github.com/gpuprep/gpuprep/internal/host"
 	"github.com/gpuprep/gpuprep/internal/pci"
 	"github.com/gpuprep/gpuprep/internal/plural"
@@ -305,12 +304,12 @@ func printPlan(w io.Writer, root *host.Root, p *vfio.Plan) {
 			pending++
 		}
 		for _, f := range files {
-			if f.Content == nil {
+			if f.Removed {
 				fmt.Fprintf(w, "remove (backed up): %s\n", f.Path)
 				continue
 			}
 			fmt.Fprintf(w, "write (atomic, backed up): %s\n", f.Path)
-			for _, l := range strings.Split(strings.TrimSuffix(string(f.Content), "\n"), "\n") {
+			for _, l := range strings.Split(strings.TrimSuffix(string(f.New), "\n"), "\n") {
 				fmt.Fprintln(w, "    "+l)
 			}
 		}
@@ -326,7 +325,7 @@ func printPlan(w io.Writer, root *host.Root, p *vfio.Plan) {
 			pending++
 			fmt.Fprintf(w, "kernel command line (%s): %s\n", c.Boot.Kind, c.Why)
 			for _, ch := range c.Plan.Changes {
-				fmt.Fprint(w, diff.Unified(ch.Path, ch.Old, ch.New, ch.Old != nil))
+				fmt.Fprint(w, ch.Diff)
 			}
 			for _, argv := range c.Plan.Commands {
 				fmt.Fprintf(w, "run: %s\n", host.ShellQuote(argv))

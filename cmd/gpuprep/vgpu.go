@@ -10,7 +10,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gpuprep/gpuprep/internal/diff"
 	"github.com/gpuprep/gpuprep/internal/host"
 	"github.com/gpuprep/gpuprep/internal/journal"
 	"github.com/gpuprep/gpuprep/internal/pci"
@@ -186,7 +185,7 @@ func newVGPUApplyCmd(g *globals, assert bool) *cobra.Command {
 						fmt.Fprintf(out, "would install %s: this gpuprep (SHA-256 %s), 0755 root:root\n", vgpu.InstalledBinary, b.SHA256)
 					}
 					for _, f := range pp.Files {
-						fmt.Fprintf(out, "would write %s\n%s", f.Path, diff.Unified(f.Path, f.Old, f.New, f.Exists))
+						fmt.Fprintf(out, "would write %s\n%s", f.Path, f.Diff)
 					}
 					if pp.Enable {
 						fmt.Fprintf(out, "would run systemctl daemon-reload; systemctl enable %s\n", vgpu.ApplyUnitName)

@@ -9,7 +9,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gpuprep/gpuprep/internal/diff"
 	"github.com/gpuprep/gpuprep/internal/host"
 	"github.com/gpuprep/gpuprep/internal/sanitize"
 	"github.com/gpuprep/gpuprep/vgpu"
@@ -168,10 +167,10 @@ func printInstallPlan(w io.Writer, p *vgpu.InstallPlan, dryRun bool) {
 		for _, c := range s.Commands {
 			fmt.Fprintf(w, "       $ %s\n", strings.Join(c, " "))
 		}
-		if s.File != "" {
-			fmt.Fprintf(w, "       write %s\n", s.File)
+		if s.File != nil {
+			fmt.Fprintf(w, "       write %s\n", s.File.Path)
 			if dryRun {
-				for _, l := range strings.Split(strings.TrimRight(diff.Unified(s.File, s.Old, s.New, s.OldExist), "\n"), "\n") {
+				for _, l := range strings.Split(strings.TrimRight(s.File.Diff, "\n"), "\n") {
 					fmt.Fprintf(w, "       %s\n", l)
 				}
 			}

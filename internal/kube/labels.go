@@ -2,6 +2,7 @@ package kube
 
 import (
 	"fmt"
+	"github.com/gpuprep/gpuprep/internal/change"
 	"regexp"
 	"sync"
 
@@ -32,9 +33,6 @@ type Label = kubeletargs.Label
 // EditError names the file and line gpuprep refuses to edit.
 type EditError = kubeletargs.EditError
 
-// FileEdit is the new content of one file.
-type FileEdit = kubeletargs.FileEdit
-
 // ParseLabels parses a --node-labels value: "k=v,k2=v2".
 func ParseLabels(s string) ([]Label, error) { return kubeletargs.ParseLabels(s) }
 
@@ -54,13 +52,13 @@ func FormatLabels(ls []Label) string { return kubeletargs.FormatLabels(ls) }
 // and lack remove: set goes into KubeletEnvFile's KUBELET_EXTRA_ARGS, the
 // last on the command line, and the keys leave every other --node-labels.
 // It returns the files that change.
-func EditKubeletLabels(root *host.Root, set []Label, remove []string) ([]FileEdit, error) {
+func EditKubeletLabels(root *host.Root, set []Label, remove []string) ([]change.File, error) {
 	return kubeletargs.Edit(root, KubeletEnvFile(root), set, remove)
 }
 
 // RemoveKubeletLabels removes keys from every --node-labels of the kubelet's
 // environment files, for labels set elsewhere (a kubeadm JoinConfiguration,
 // whose kubeletExtraArgs come before KUBELET_EXTRA_ARGS on the command line).
-func RemoveKubeletLabels(root *host.Root, keys []string) ([]FileEdit, error) {
+func RemoveKubeletLabels(root *host.Root, keys []string) ([]change.File, error) {
 	return kubeletargs.Edit(root, "", nil, keys)
 }

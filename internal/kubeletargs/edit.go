@@ -2,6 +2,7 @@ package kubeletargs
 
 import (
 	"fmt"
+	"github.com/gpuprep/gpuprep/internal/change"
 	"slices"
 	"strings"
 
@@ -78,13 +79,6 @@ func (e *EditError) Error() string { return fmt.Sprintf("%s:%d: %s", e.File, e.L
 // flags.
 const ExtraArgs = "KUBELET_EXTRA_ARGS"
 
-// FileEdit is the new content of one file.
-type FileEdit struct {
-	Path     string
-	Old, New []byte
-	Existed  bool
-}
-
 // Edit makes the labels the kubelet registers with have set and lack remove:
 // it removes the keys of set and remove from every --node-labels flag of the
 // environment files the kubelet reads (a flag left with no labels goes), and
@@ -96,7 +90,7 @@ type FileEdit struct {
 // built from other variables, and labels set where gpuprep does not edit (a
 // unit's Environment= or ExecStart=), checking that the result has the
 // wanted labels as the kubelet reads them.
-func Edit(root *host.Root, target string, set []Label, remove []string) ([]FileEdit, error) {
+func Edit(root *host.Root, target string, set []Label, remove []string) ([]change.File, error) {
 	c := Read(root)
 	if target != "" && !slices.Contains(c.EnvFiles, target) {
 		return nil, fmt.Errorf("the kubelet's unit (%s) does not read %s (its environment files: %s): gpuprep does not know where to add the labels", strings.Join(c.Units, ", "), target, strings.Join(c.EnvFiles, ", "))
@@ -112,7 +106,7 @@ func Edit(root *host.Root, target string, set []Label, remove []string) ([]FileE
 	for _, v := range c.ArgVars {
 		argVar[v] = true
 	}
-	var edits []FileEdit
+	var edits []change.File
 	overlay := map[string][]byte{}
 	files := slices.Clone(c.EnvFiles)
 	if target != "" && !slices.Contains(files, target) {
@@ -136,7 +130,7 @@ func Edit(root *host.Root, target string, set []Label, remove []string) ([]FileE
 		}
 		overlay[f] = out
 		if rerr != nil || string(out) != string(old) {
-			edits = append(edits, FileEdit{Path: f, Old: old, New: out, Existed: rerr == nil})
+			edits = append(edits, change.Between(f, old, rerr == nil, out))
 		}
 	}
 	// the result, as the kubelet reads it

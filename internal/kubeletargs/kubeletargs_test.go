@@ -1,6 +1,7 @@
 package kubeletargs
 
 import (
+	"github.com/gpuprep/gpuprep/internal/change"
 	"os"
 	"path/filepath"
 	"testing"
@@ -79,7 +80,7 @@ func TestReadEffectiveLabels(t *testing.T) {
 	}
 }
 
-func apply(t *testing.T, r *host.Root, edits []FileEdit) {
+func apply(t *testing.T, r *host.Root, edits []change.File) {
 	t.Helper()
 	for _, e := range edits {
 		p, err := r.Path(e.Path)
