@@ -308,9 +308,7 @@ func (p *Plan) blsLater(boot *grub.Boot, gp *grub.Plan, want []kargs.Param) stri
 
 // addGrub puts a bootloader plan's file changes, commands and notes in s.
 func (s *Step) addGrub(gp *grub.Plan) {
-	for _, c := range gp.Changes {
-		s.Files = append(s.Files, c)
-	}
+	s.Files = append(s.Files, gp.Changes...)
 	for _, c := range gp.Commands {
 		s.argv = append(s.argv, c)
 		s.Commands = append(s.Commands, host.ShellQuote(c))

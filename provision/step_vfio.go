@@ -146,9 +146,7 @@ func (p *Plan) planPersist(s *Step, pp *vfio.Persist, resume bool) (regen string
 	regenerate(s, pp.Initramfs, regen)
 	if c := pp.CmdlinePending(); c != nil {
 		// vfio-pci built in: its IDs go on the kernel command line
-		for _, ch := range c.Plan.Changes {
-			s.Files = append(s.Files, ch)
-		}
+		s.Files = append(s.Files, c.Plan.Changes...)
 		for _, argv := range c.Plan.Commands {
 			s.Commands = append(s.Commands, host.ShellQuote(argv))
 		}

@@ -307,9 +307,7 @@ func (p *Plan) planDevices(ctx context.Context, r host.Runner) error {
 	for _, a := range dp.Actions {
 		s.Sysfs = append(s.Sysfs, vfio.Step{Path: a.Path, Value: a.Value}.String()+"  ("+a.About+")")
 	}
-	for _, f := range pp.Files {
-		s.Files = append(s.Files, f)
-	}
+	s.Files = append(s.Files, pp.Files...)
 	if pp.Enable {
 		s.Commands = append(s.Commands, "systemctl daemon-reload", "systemctl enable "+vgpu.ApplyUnitName)
 	}
