@@ -27,10 +27,22 @@ func init() { register(newApplyCmd) }
 // simulator (internal/fixture.Kernel), which reacts to sysfs writes as the
 // kernel does and records commands.
 var provisionKernel = func(root *host.Root) (vfio.Sysfs, host.Runner, error) {
+	if root.IsSystemDisk() {
+		// rollback of an offline image (rootRule): its files, its own
+		// programs run inside it; it has no running kernel
+		return noKernel{root.Name()}, hostGrubRunner(root), nil
+	}
 	if !root.IsLive() {
 		return nil, nil, usageErr("--root %s: apply and rollback change the running kernel; against another root only gpuprep plan works", root.Name())
 	}
 	return root, host.ExecRunner{}, nil
+}
+
+// noKernel is the sysfs of a system disk: none; every write is refused.
+type noKernel struct{ name string }
+
+func (k noKernel) WriteAttr(p, _ string) error {
+	return fmt.Errorf("write %s: --root %s is a system disk, not a running kernel: gpuprep changes no sysfs there", p, k.name)
 }
 
 type applyCmd struct {

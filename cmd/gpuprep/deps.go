@@ -54,7 +54,16 @@ type deps struct {
 	// the node, then on the snapshot) and returns what it printed and its
 	// exit code.
 	snapshotRun func(args []string, g *globals) string
+	// fixtureRootsWritable lets a writing command change a --root other
+	// than / that is not a system disk (rootRule): the tests' fixture
+	// roots, whose sysfs is the kernel simulator. Never true in gpuprep
+	// itself (fixtureRoots is set only by the tests' own init).
+	fixtureRootsWritable bool
 }
+
+// fixtureRoots is set by cmd/gpuprep's tests (fixture_roots_test.go) and by
+// nothing else: realDeps' fixtureRootsWritable in a test binary.
+var fixtureRoots bool
 
 // realDeps are the machine's own.
 func realDeps() *deps {
@@ -71,6 +80,8 @@ func realDeps() *deps {
 		stdinTTY:          func() bool { return isatty.IsTerminal(os.Stdin.Fd()) || isatty.IsCygwinTerminal(os.Stdin.Fd()) },
 		agentContext:      agentLifetime,
 		snapshotRun:       runOnce,
+
+		fixtureRootsWritable: fixtureRoots,
 	}
 }
 

@@ -191,6 +191,15 @@ func (c *grubCmd) edit(cmd *cobra.Command, args []string, remove bool) error {
 		return &exitError{code: exitUnknown, err: err}
 	}
 	plan, err := boot.PlanEdit(req, !c.noRegenerate)
+	var noRegenerate error
+	if errors.Is(err, grub.ErrNoRegenerate) && c.dryRun {
+		// a dry run shows the diff all the same (as plan does), and says
+		// why the run itself would stop
+		noRegenerate = err
+		if plan, err = boot.PlanEdit(req, false); err == nil {
+			plan.Notes = slices.DeleteFunc(plan.Notes, func(n string) bool { return strings.HasPrefix(n, "--no-regenerate:") })
+		}
+	}
 	if errors.Is(err, grub.ErrNoRegenerate) {
 		err = fmt.Errorf("%w (use --no-regenerate and regenerate it yourself)", err)
 	}
@@ -228,6 +237,9 @@ func (c *grubCmd) edit(cmd *cobra.Command, args []string, remove bool) error {
 		}
 		if len(plan.Commands) > 0 && refused != nil {
 			fmt.Fprintf(out, "note: without --dry-run this is refused: %v (or give --no-regenerate and regenerate it yourself)\n", refused)
+		}
+		if noRegenerate != nil && plan.Changed() {
+			fmt.Fprintf(out, "note: without --dry-run this stops before any change: %v (give --no-regenerate and regenerate it yourself)\n", noRegenerate)
 		}
 		for _, n := range plan.Notes {
 			fmt.Fprintf(out, "note: %s\n", n)

@@ -14,6 +14,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
+
+	"github.com/gpuprep/gpuprep/internal/host"
 )
 
 // changesHost are the commands that change the host they run on (files,
@@ -35,7 +37,8 @@ var changesHost = map[string]bool{
 const lockFile = "/var/lib/gpuprep/lock"
 
 // hostLock takes the host's gpuprep lock for cmd when cmd changes the host
-// (not for a --dry-run, nor for a packed --root, which refuses every write).
+// (not for a --dry-run, nor for a packed --root, which refuses every write),
+// once rootRule has accepted the command for its --root.
 // A lock another gpuprep holds is an error naming that process: waiting could
 // mean acting on what it has just changed. The lock is an flock(2) on the
 // file, released when the command ends or the process dies; the file holds
@@ -53,6 +56,10 @@ func hostLock(cmd *cobra.Command, g *globals) error {
 	}
 	root, err := g.hostRoot()
 	if err != nil {
+		return err
+	}
+	// accepted before the lock: a refused run leaves no lock file behind
+	if err := rootRule(name, root, g.dep()); err != nil {
 		return err
 	}
 	if root.Writable(lockFile) != nil {
@@ -96,6 +103,42 @@ func hostLock(cmd *cobra.Command, g *globals) error {
 	g.changing.Store(name != "apply")
 	g.stopsBetweenSteps = name == "apply"
 	return nil
+}
+
+// offlineWrites are the writing commands that may change a system disk
+// (--root DIR --system-disk, an offline system image): their changes are
+// files only (kernel arguments, labels in the kubelet's arguments), and
+// rollback undoes them there. The others change the running kernel (sysfs,
+// drivers, daemons) of the machine gpuprep runs on.
+var offlineWrites = map[string]bool{
+	"grub ensure": true, "grub remove": true,
+	"label":    true, // --before-join: through the API, hostLock never asks
+	"rollback": true,
+}
+
+// rootRule is the one rule for a command that writes (changesHost) and
+// --root (docs/root.md): it changes / — the machine gpuprep runs on — or,
+// for the file-only commands (offlineWrites), a root named a system disk
+// with --system-disk. Against any other root it only shows its changes
+// (--dry-run; gpuprep plan for apply) and is refused, with this one
+// message, before the lock and before anything is read or written.
+func rootRule(name string, root *host.Root, d *deps) error {
+	switch {
+	case root.IsLive():
+		return nil
+	case root.IsSystemDisk() && offlineWrites[name]:
+		return nil
+	case d.fixtureRootsWritable && !root.IsSystemDisk():
+		return nil // the tests' fixture roots (deps.fixtureRootsWritable)
+	}
+	how := "here --dry-run shows its changes"
+	switch name {
+	case "apply":
+		how = "here gpuprep plan shows its changes"
+	case "rollback", "vfio unbind":
+		how = "here nothing is changed"
+	}
+	return usageErr("--root %s: gpuprep %s changes only / (or, for grub ensure, grub remove, label --before-join and rollback, a system disk named with --system-disk); %s; see docs/root.md", root.Name(), name, how)
 }
 
 // interruptNoted, when set, is called once an interrupt is noted (tests
