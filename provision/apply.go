@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"os"
 	"path"
 	"path/filepath"
 	"slices"
@@ -368,7 +369,7 @@ func removeStaleTemps(root *host.Root, p string) {
 }
 
 func removeIfExists(p string) error {
-	err := osRemove(p)
+	err := os.Remove(p)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}

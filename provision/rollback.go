@@ -3,7 +3,6 @@ package provision
 import (
 	"context"
 	"fmt"
-	"os"
 	"path"
 	"slices"
 	"sort"
@@ -19,8 +18,6 @@ import (
 	"github.com/gpuprep/gpuprep/vfio"
 	"github.com/gpuprep/gpuprep/vgpu"
 )
-
-var osRemove = os.Remove
 
 // RollbackOptions tune Rollback.
 type RollbackOptions struct {

@@ -31,11 +31,11 @@ func (r enabledTimer) Run(ctx context.Context, argv ...string) ([]byte, error) {
 // journalled, idempotent, and taken away whole by rollback (the timer
 // disabled and stopped first).
 func TestApplyNFDTimerInstallsAndRollsBack(t *testing.T) {
-	kern := simulatedKernel(t)
+	d := realDeps()
+	kern := simulatedKernel(t, d)
 	root := fixtureRoot(t, "vfio-bound")
 	orig := tree(t, root)
 	self := fakeGpuprep(t)
-	d := realDeps()
 	d.gpuprepBinary = func() string { return self }
 
 	out, errs, code := gpuprepWith(t, d, "plan", "--root", root, "--mode", "vm-passthrough", "--nfd-timer")
@@ -63,9 +63,8 @@ func TestApplyNFDTimerInstallsAndRollsBack(t *testing.T) {
 	n := journalLen(t, root)
 
 	// in place: nothing to do, nothing journalled
-	oldK := provisionKernel
-	t.Cleanup(func() { provisionKernel = oldK })
-	provisionKernel = func(r *host.Root) (vfio.Sysfs, host.Runner, error) {
+	oldK := d.provisionKernel
+	d.provisionKernel = func(r *host.Root) (vfio.Sysfs, host.Runner, error) {
 		s, run, err := oldK(r)
 		return s, enabledTimer{run}, err
 	}

@@ -21,12 +21,9 @@ import (
 
 func init() { register(newApplyCmd) }
 
-// provisionKernel gives what apply and rollback change the running kernel
-// through: sysfs and commands of this machine. Against a root other than /
-// they refuse. Tests (and only tests) replace it with the fixture kernel
-// simulator (internal/fixture.Kernel), which reacts to sysfs writes as the
-// kernel does and records commands.
-var provisionKernel = func(root *host.Root) (vfio.Sysfs, host.Runner, error) {
+// hostProvisionKernel is deps.provisionKernel on a real machine: its sysfs
+// and commands; against a root other than / apply and rollback refuse.
+func hostProvisionKernel(root *host.Root) (vfio.Sysfs, host.Runner, error) {
 	if root.IsSystemDisk() {
 		// rollback of an offline image (rootRule): its files, its own
 		// programs run inside it; it has no running kernel
@@ -109,7 +106,7 @@ func (c *applyCmd) run(cmd *cobra.Command) error {
 	var runner host.Runner
 	kerr := error(nil)
 	if root, err := c.g.hostRoot(); err == nil {
-		sysfs, runner, kerr = provisionKernel(root)
+		sysfs, runner, kerr = c.g.dep().provisionKernel(root)
 	}
 	root, p, err := c.plan(cmd.Context(), runner)
 	if err != nil {

@@ -35,12 +35,10 @@ type bootTools struct {
 
 var bootTool = map[string]bool{"grubby": true, "kernelstub": true, "rpm-ostree": true, "kernel-install": true}
 
-func withBootTools(t *testing.T) *bootTools {
+func withBootTools(t *testing.T, d *deps) *bootTools {
 	t.Helper()
 	bt := &bootTools{t: t, fake: &host.FakeRunner{}}
-	old := provisionKernel
-	t.Cleanup(func() { provisionKernel = old })
-	provisionKernel = func(root *host.Root) (vfio.Sysfs, host.Runner, error) {
+	d.provisionKernel = func(root *host.Root) (vfio.Sysfs, host.Runner, error) {
 		k, err := fixture.NewKernel(root.Dir())
 		bt.kernel = k
 		return k, bt, err
@@ -357,11 +355,12 @@ func TestRollbackUndoesBootloaderCommands(t *testing.T) {
 		},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
-			tools := withBootTools(t)
+			d := realDeps()
+			tools := withBootTools(t, d)
 			root := bootRoot(t, tc.files)
 			orig := tree(t, root)
 
-			out, errs, code := gpuprep(t, "apply", "--root", root, "--mode", "vm-passthrough", "--yes")
+			out, errs, code := gpuprepWith(t, d, "apply", "--root", root, "--mode", "vm-passthrough", "--yes")
 			require.Equal(t, exitNeedReboot, code, out+errs)
 			require.Equal(t, tc.apply, tools.calls())
 			require.Equal(t, tc.intents, bootIntents(t, root))
@@ -381,17 +380,17 @@ func TestRollbackUndoesBootloaderCommands(t *testing.T) {
 			// the reboot makes them effective; apply goes on
 			simulateReboot(t, root)
 			setBootTime(t, root, rebootAsk(t, root).Time.Add(time.Minute))
-			out, errs, code = gpuprep(t, "plan", "--root", root, "--mode", "vm-passthrough", "-o", "json")
+			out, errs, code = gpuprepWith(t, d, "plan", "--root", root, "--mode", "vm-passthrough", "-o", "json")
 			require.Equal(t, exitOK, code, errs)
 			var p planJSON
 			require.NoError(t, json.Unmarshal([]byte(out), &p))
 			require.Equal(t, []string{"vfio-bind", "label"}, p.ids(), "the tool's change is what the configuration now says")
-			out, errs, code = gpuprep(t, "apply", "--root", root, "--mode", "vm-passthrough", "--yes")
+			out, errs, code = gpuprepWith(t, d, "apply", "--root", root, "--mode", "vm-passthrough", "--yes")
 			require.Contains(t, []int{exitOK, exitNotReady}, code, out+errs)
 			require.Equal(t, "vfio-pci", driverOf(t, root, offGPU))
 			require.Len(t, tools.calls(), len(tc.apply), "no bootloader command after the reboot")
 
-			out, errs, code = gpuprep(t, "rollback", "--root", root)
+			out, errs, code = gpuprepWith(t, d, "rollback", "--root", root)
 			require.Equal(t, exitNeedReboot, code, out+errs)
 			require.Contains(t, out, "reboot the node")
 			require.NotContains(t, out, "are not: remove them with gpuprep grub remove")
@@ -402,7 +401,7 @@ func TestRollbackUndoesBootloaderCommands(t *testing.T) {
 
 			n := journalLen(t, root)
 			before := len(tools.fake.Calls)
-			out, errs, code = gpuprep(t, "rollback", "--root", root)
+			out, errs, code = gpuprepWith(t, d, "rollback", "--root", root)
 			require.Equal(t, exitOK, code, errs)
 			require.Contains(t, out, "Nothing to roll back.")
 			require.Len(t, tools.fake.Calls, before)
@@ -414,15 +413,16 @@ func TestRollbackUndoesBootloaderCommands(t *testing.T) {
 // Rolled back before the reboot, the next boot is the running one again:
 // no reboot is needed, and rollback says so truthfully.
 func TestRollbackBootloaderCommandsBeforeReboot(t *testing.T) {
-	tools := withBootTools(t)
+	d := realDeps()
+	tools := withBootTools(t, d)
 	root := bootRoot(t, map[string]string{
 		"/etc/default/grub":                          "GRUB_CMDLINE_LINUX=\"root=UUID=2f1c ro quiet splash\"\nGRUB_ENABLE_BLSCFG=true\n",
 		"/boot/loader/entries/abc-" + kver + ".conf": "title Ubuntu\nlinux /vmlinuz-" + kver + "\noptions root=UUID=2f1c ro quiet splash\n",
 	})
 	orig := tree(t, root)
-	_, errs, code := gpuprep(t, "apply", "--root", root, "--mode", "vm-passthrough", "--yes")
+	_, errs, code := gpuprepWith(t, d, "apply", "--root", root, "--mode", "vm-passthrough", "--yes")
 	require.Equal(t, exitNeedReboot, code, errs)
-	out, errs, code := gpuprep(t, "rollback", "--root", root)
+	out, errs, code := gpuprepWith(t, d, "rollback", "--root", root)
 	require.Equal(t, exitOK, code, out+errs)
 	require.Contains(t, out, "Rolled back.\n")
 	require.Equal(t, [][]string{
@@ -437,14 +437,15 @@ func TestRollbackBootloaderCommandsBeforeReboot(t *testing.T) {
 // already had is not removed from all of them, nor one that only some had
 // put back in all of them; rollback says so and how to finish by hand.
 func TestRollbackBootloaderCommandsPartial(t *testing.T) {
-	tools := withBootTools(t)
+	d := realDeps()
+	tools := withBootTools(t, d)
 	rescue := "/boot/loader/entries/abc-0-rescue.conf"
 	root := bootRoot(t, map[string]string{
 		"/etc/default/grub":                          "GRUB_CMDLINE_LINUX=\"root=UUID=2f1c ro quiet splash\"\nGRUB_ENABLE_BLSCFG=true\n",
 		"/boot/loader/entries/abc-" + kver + ".conf": "title Ubuntu\nlinux /vmlinuz-" + kver + "\noptions root=UUID=2f1c ro quiet splash intel_iommu=off\n",
 		rescue: "title Rescue\nlinux /vmlinuz-0-rescue\noptions root=UUID=2f1c ro iommu=pt\n",
 	})
-	_, errs, code := gpuprep(t, "apply", "--root", root, "--mode", "vm-passthrough", "--yes")
+	_, errs, code := gpuprepWith(t, d, "apply", "--root", root, "--mode", "vm-passthrough", "--yes")
 	require.Equal(t, exitNeedReboot, code, errs)
 	require.Equal(t, []intent{
 		{"grub-bls", "intel_iommu=off", "", rescue},
@@ -452,7 +453,7 @@ func TestRollbackBootloaderCommandsPartial(t *testing.T) {
 		{"grub-bls", "", "iommu=pt", rescue},
 	}, bootIntents(t, root))
 
-	out, errs, code := gpuprep(t, "rollback", "--root", root)
+	out, errs, code := gpuprepWith(t, d, "rollback", "--root", root)
 	require.Equal(t, exitNeedReboot, code, out+errs) // iommu=pt stays in the kernel's entry
 	require.Equal(t, []string{"grubby", "--update-kernel=ALL", "--remove-args=intel_iommu=on"}, tools.calls()[len(tools.calls())-1])
 	require.Contains(t, out, "note: grub-bls: iommu=pt not removed: "+rescue+" already had iommu before apply, and removing it the way apply added it (grubby --update-kernel=ALL) would take it from there too")
@@ -494,8 +495,8 @@ func TestRollbackUndoesGrubEnsureThroughTheBootloaderTool(t *testing.T) {
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
-			tools := withBootTools(t)
 			d := realDeps()
+			tools := withBootTools(t, d)
 			d.grubRunner = func(root *host.Root) host.Runner {
 				k, err := fixture.NewKernel(root.Dir())
 				require.NoError(t, err)

@@ -36,14 +36,15 @@ func bootWithNouveauOff(t *testing.T, root, gpu, bootID string) {
 // not bring the argument is diagnosed as that, not as "loaded by name"; the
 // boot with it finishes ready; rollback takes the argument out.
 func TestApplyContainerBuiltinNouveau(t *testing.T) {
-	sim := simulatedKernel(t)
+	d := realDeps()
+	sim := simulatedKernel(t, d)
 	root := fixtureRoot(t, "nouveau-builtin")
 	withTools(t, root)
 	orig := tree(t, root)
 	setBootID(t, root, "11111111-1111-1111-1111-111111111111")
 	const gpu = "0000:21:00.0"
 
-	out, errs, code := gpuprep(t, "plan", "--root", root, "--mode", "container", "-o", "json")
+	out, errs, code := gpuprepWith(t, d, "plan", "--root", root, "--mode", "container", "-o", "json")
 	require.Equal(t, 0, code, errs)
 	var p planJSON
 	require.NoError(t, json.Unmarshal([]byte(out), &p))
@@ -55,7 +56,7 @@ func TestApplyContainerBuiltinNouveau(t *testing.T) {
 	require.NotContains(t, out, `"modprobe -r nouveau"`, "no unload: a built-in module cannot be removed")
 	require.NotContains(t, out, vgpu.NouveauBlacklist, "no blacklist: it does nothing to a built-in module")
 
-	out, errs, code = gpuprep(t, "apply", "--root", root, "--mode", "container", "--yes")
+	out, errs, code = gpuprepWith(t, d, "apply", "--root", root, "--mode", "container", "--yes")
 	require.Equal(t, exitNeedReboot, code, out+errs)
 	b, err := os.ReadFile(filepath.Join(root, "etc/default/grub"))
 	require.NoError(t, err)
@@ -68,7 +69,7 @@ func TestApplyContainerBuiltinNouveau(t *testing.T) {
 
 	// rebooted, but not with the argument (another boot entry, say)
 	setBootID(t, root, "22222222-2222-2222-2222-222222222222")
-	_, errs, code = gpuprep(t, "apply", "--root", root, "--mode", "container", "--yes")
+	_, errs, code = gpuprepWith(t, d, "apply", "--root", root, "--mode", "container", "--yes")
 	require.Equal(t, exitNotReady, code, errs)
 	require.Contains(t, errs, "nouveau still drives 0000:21:00.0")
 	require.Contains(t, errs, "the boot lacked nouveau.modeset=0 (/proc/cmdline), though bootloader grub: /etc/default/grub has it for the next boot, so the boot did not use that configuration")
@@ -76,14 +77,14 @@ func TestApplyContainerBuiltinNouveau(t *testing.T) {
 	require.NotContains(t, errs, "blacklists nouveau")
 
 	bootWithNouveauOff(t, root, gpu, "33333333-3333-3333-3333-333333333333")
-	out, errs, code = gpuprep(t, "apply", "--root", root, "--mode", "container", "--yes", "-o", "json")
+	out, errs, code = gpuprepWith(t, d, "apply", "--root", root, "--mode", "container", "--yes", "-o", "json")
 	var a applyJSON
 	require.NoError(t, json.Unmarshal([]byte(out), &a), out+errs)
 	require.Equal(t, exitOK, code, out+errs)
 	require.True(t, a.Report.Ready, out)
 	require.Equal(t, "pass", findingStatus(a, "driver.nouveau", ""))
 
-	out, errs, code = gpuprep(t, "rollback", "--root", root)
+	out, errs, code = gpuprepWith(t, d, "rollback", "--root", root)
 	require.Contains(t, []int{exitOK, exitNeedReboot}, code, out+errs)
 	require.Equal(t, orig, tree(t, root), "the argument and the kubelet label gone, every file as before")
 }

@@ -38,16 +38,16 @@ func TestApplyCrashHelper(t *testing.T) {
 	if dir == "" {
 		t.Skip("helper process for TestApplyCrash")
 	}
-	var d *deps // nil: the real ones
+	d := realDeps()
 	switch os.Getenv("GPUPREP_APPLY_CRASH_SIM") {
 	case "vgpu":
 		_, d = simulatedVGPUNode(t, dir)
 	case "initramfs":
-		simulatedInitramfs(t).before = func() {
+		simulatedInitramfs(t, d).before = func() {
 			_, _, _ = syscall.Syscall(syscall.SYS_FCHMOD, ^uintptr(0), markerMode, 0) // fd -1: EBADF, changes nothing
 		}
 	default:
-		simulatedKernel(t)
+		simulatedKernel(t, d)
 	}
 	args := append(strings.Fields(os.Getenv("GPUPREP_APPLY_CRASH_ARGS")), "--root", dir)
 	out, errs, code := gpuprepWith(t, d, args...)
@@ -233,11 +233,9 @@ func TestApplyCrash(t *testing.T) {
 	}
 	// each root through its simulator: the fixture kernel, or a vm-vgpu node
 	vgpuRoots, initramfsRoots := map[string]bool{}, map[string]bool{}
-	oldK := provisionKernel
-	t.Cleanup(func() { provisionKernel = oldK })
 	d := realDeps()
 	realQuery := d.provisionQuery
-	provisionKernel = func(root *host.Root) (vfio.Sysfs, host.Runner, error) {
+	d.provisionKernel = func(root *host.Root) (vfio.Sysfs, host.Runner, error) {
 		if vgpuRoots[root.Dir()] {
 			n, err := newVGPUNode(root.Dir())
 			return n, n, err

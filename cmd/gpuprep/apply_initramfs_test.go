@@ -49,18 +49,16 @@ type initramfsSim struct {
 	before func()
 }
 
-func simulatedInitramfs(t *testing.T) *initramfsSim {
+func simulatedInitramfs(t *testing.T, d *deps) *initramfsSim {
 	t.Helper()
 	sim := &initramfsSim{}
-	oldP, oldV := provisionKernel, vfioKernel
-	t.Cleanup(func() { provisionKernel, vfioKernel = oldP, oldV })
 	mk := func(root *host.Root) (vfio.Sysfs, host.Runner, error) {
 		k, err := fixture.NewKernel(root.Dir())
 		sim.last = k
 		r := initramfsKernel{Kernel: k, before: sim.before}
 		return r, r, err
 	}
-	provisionKernel, vfioKernel = mk, mk
+	d.provisionKernel, d.vfioKernel = mk, mk
 	return sim
 }
 
@@ -116,16 +114,16 @@ func passthroughNode(t *testing.T, image bool) string {
 
 // toReboot runs the first apply (kernel arguments, stop at the reboot) and
 // reboots the node.
-func toReboot(t *testing.T, root string) {
+func toReboot(t *testing.T, d *deps, root string) {
 	t.Helper()
-	out, errs, code := gpuprep(t, "apply", "--root", root, "--mode", "vm-passthrough", "--yes")
+	out, errs, code := gpuprepWith(t, d, "apply", "--root", root, "--mode", "vm-passthrough", "--yes")
 	require.Equal(t, exitNeedReboot, code, out+errs)
 	simulateReboot(t, root)
 }
 
-func applyPassthrough(t *testing.T, root string) string {
+func applyPassthrough(t *testing.T, d *deps, root string) string {
 	t.Helper()
-	out, errs, code := gpuprep(t, "apply", "--root", root, "--mode", "vm-passthrough", "--yes")
+	out, errs, code := gpuprepWith(t, d, "apply", "--root", root, "--mode", "vm-passthrough", "--yes")
 	require.Contains(t, []int{exitOK, exitNotReady}, code, out+errs)
 	require.NotContains(t, out+errs, "failed", out+errs)
 	return out
@@ -146,9 +144,9 @@ func planMode(t *testing.T, root, mode string) planJSON {
 // at update-initramfs: it resumes step, regenerates the initramfs once and
 // ends as an uninterrupted apply (want, the GPU on driver); run again, it
 // does nothing: no command, no journal entry, an empty plan.
-func (s *initramfsSim) resumes(t *testing.T, root, mode, step string, want map[string]string, driver string, apply func(*testing.T, string) string) {
+func (s *initramfsSim) resumes(t *testing.T, root, mode, step string, want map[string]string, driver string, d *deps, apply func(*testing.T, *deps, string) string) {
 	t.Helper()
-	require.Contains(t, apply(t, root), "resuming: step "+step)
+	require.Contains(t, apply(t, d, root), "resuming: step "+step)
 	require.Equal(t, 1, s.ran("update-initramfs", "-u"), "regenerated once")
 	require.Equal(t, want, tree(t, root), "as after an uninterrupted apply")
 	require.Equal(t, driver, driverOf(t, root, offGPU))
@@ -156,7 +154,7 @@ func (s *initramfsSim) resumes(t *testing.T, root, mode, step string, want map[s
 
 	// finished: a re-run does nothing
 	n := journalLen(t, root)
-	require.Contains(t, apply(t, root), "Nothing to do")
+	require.Contains(t, apply(t, d, root), "Nothing to do")
 	require.Empty(t, s.last.Commands)
 	require.Equal(t, n, journalLen(t, root))
 	require.Empty(t, planMode(t, root, mode).Steps)
@@ -190,19 +188,20 @@ func readImage(t *testing.T, root string) string {
 func TestApplyRegeneratesInitramfsAfterKill(t *testing.T) {
 	for _, image := range []bool{true, false} {
 		t.Run(map[bool]string{true: "image-older", false: "no-image"}[image], func(t *testing.T) {
-			sim := simulatedInitramfs(t)
+			d := realDeps()
+			sim := simulatedInitramfs(t, d)
 
 			// what an uninterrupted apply leaves
 			ref := passthroughNode(t, image)
-			toReboot(t, ref)
-			applyPassthrough(t, ref)
+			toReboot(t, d, ref)
+			applyPassthrough(t, d, ref)
 			require.Equal(t, 1, sim.ran("update-initramfs", "-u"))
 			want := tree(t, ref)
 			require.Contains(t, want[strings.TrimPrefix(offImage, "/")], "== etc/modprobe.d/gpuprep-vfio.conf\n")
 
 			root := passthroughNode(t, image)
 			orig := tree(t, root)
-			toReboot(t, root)
+			toReboot(t, d, root)
 			sim.killedAtInitramfs(t, "apply", "--root", root, "--mode", "vm-passthrough", "--yes")
 			require.FileExists(t, filepath.Join(root, vfio.ModprobeConf))
 			require.Equal(t, "vfio-pci", driverOf(t, root, offGPU))
@@ -222,9 +221,9 @@ func TestApplyRegeneratesInitramfsAfterKill(t *testing.T) {
 			}
 			require.Contains(t, strings.Join(s.Notes, "\n"), why)
 
-			sim.resumes(t, root, "vm-passthrough", provision.StepVFIOBind, want, "vfio-pci", applyPassthrough)
+			sim.resumes(t, root, "vm-passthrough", provision.StepVFIOBind, want, "vfio-pci", d, applyPassthrough)
 
-			_, errs, code := gpuprep(t, "rollback", "--root", root)
+			_, errs, code := gpuprepWith(t, d, "rollback", "--root", root)
 			require.Equal(t, exitNeedReboot, code, errs)
 			require.Equal(t, 1, sim.ran("update-initramfs", "-u"))
 			require.Equal(t, "nvidia", driverOf(t, root, offGPU))
@@ -236,7 +235,7 @@ func TestApplyRegeneratesInitramfsAfterKill(t *testing.T) {
 				delete(got, strings.TrimPrefix(offImage, "/"))
 				require.Equal(t, orig, got)
 			}
-			out, _, code := gpuprep(t, "rollback", "--root", root)
+			out, _, code := gpuprepWith(t, d, "rollback", "--root", root)
 			require.Equal(t, 0, code)
 			require.Contains(t, out, "Nothing to roll back.")
 		})
@@ -248,9 +247,10 @@ func TestApplyRegeneratesInitramfsAfterKill(t *testing.T) {
 // vfio-pci, and only the initramfs's age says it lacks them. apply plans
 // and runs the regeneration, once; vfio bind, run again instead, does too.
 func TestApplyRegeneratesInitramfsOlderThanVFIOFiles(t *testing.T) {
-	sim := simulatedInitramfs(t)
+	d := realDeps()
+	sim := simulatedInitramfs(t, d)
 	root := passthroughNode(t, true)
-	toReboot(t, root)
+	toReboot(t, d, root)
 	sim.killedAtInitramfs(t, "vfio", "bind", "--persist", "--root", root)
 	require.FileExists(t, filepath.Join(root, vfio.ModulesLoad))
 	require.Equal(t, "vfio-pci", driverOf(t, root, offGPU))
@@ -258,12 +258,12 @@ func TestApplyRegeneratesInitramfsOlderThanVFIOFiles(t *testing.T) {
 	stale := tree(t, root)
 
 	// vfio bind again: it regenerates
-	out, errs, code := gpuprep(t, "vfio", "bind", "--persist", "--root", root)
+	out, errs, code := gpuprepWith(t, d, "vfio", "bind", "--persist", "--root", root)
 	require.Equal(t, 0, code, errs)
 	require.Equal(t, 1, sim.ran("update-initramfs", "-u"), out)
 	require.Contains(t, out, "note: regenerated the initramfs: the initramfs ("+offImage+") is older than /etc/")
 	require.Contains(t, readImage(t, root), "== etc/modprobe.d/gpuprep-vfio.conf\n")
-	_, _, code = gpuprep(t, "vfio", "bind", "--persist", "--root", root)
+	_, _, code = gpuprepWith(t, d, "vfio", "bind", "--persist", "--root", root)
 	require.Equal(t, 0, code)
 	require.Zero(t, sim.ran("update-initramfs", "-u"), "the initramfs is newer now")
 
@@ -276,10 +276,10 @@ func TestApplyRegeneratesInitramfsOlderThanVFIOFiles(t *testing.T) {
 	require.Equal(t, []string{"vfio-bind", "label"}, p.ids())
 	require.Equal(t, []string{"update-initramfs -u"}, p.Steps[0].Commands)
 	require.Empty(t, p.Steps[0].Files)
-	applyPassthrough(t, root)
+	applyPassthrough(t, d, root)
 	require.Equal(t, 1, sim.ran("update-initramfs", "-u"))
 	require.Contains(t, readImage(t, root), "== etc/modprobe.d/gpuprep-vfio.conf\n")
-	out = applyPassthrough(t, root)
+	out = applyPassthrough(t, d, root)
 	require.Contains(t, out, "Nothing to do")
 	require.Empty(t, sim.last.Commands)
 }
@@ -287,20 +287,21 @@ func TestApplyRegeneratesInitramfsOlderThanVFIOFiles(t *testing.T) {
 // update-initramfs failing: vfio bind undoes the step (files and driver),
 // so the re-run plans and runs it whole, with update-initramfs once.
 func TestApplyInitramfsFailureRetried(t *testing.T) {
-	sim := simulatedInitramfs(t)
+	d := realDeps()
+	sim := simulatedInitramfs(t, d)
 	root := passthroughNode(t, true)
-	toReboot(t, root)
+	toReboot(t, d, root)
 	before := tree(t, root)
 	fail := true
-	old := provisionKernel
-	provisionKernel = func(r *host.Root) (vfio.Sysfs, host.Runner, error) {
+	old := d.provisionKernel
+	d.provisionKernel = func(r *host.Root) (vfio.Sysfs, host.Runner, error) {
 		s, run, err := old(r)
 		if fail {
 			sim.last.Fail["update-initramfs -u"] = os.ErrPermission
 		}
 		return s, run, err
 	}
-	_, errs, code := gpuprep(t, "apply", "--root", root, "--mode", "vm-passthrough", "--yes")
+	_, errs, code := gpuprepWith(t, d, "apply", "--root", root, "--mode", "vm-passthrough", "--yes")
 	require.Equal(t, exitNotReady, code)
 	require.Contains(t, errs, "regenerate the initramfs")
 	require.Equal(t, before, tree(t, root), "undone")
@@ -308,15 +309,15 @@ func TestApplyInitramfsFailureRetried(t *testing.T) {
 
 	fail = false
 	require.Len(t, planPassthrough(t, root).Steps[0].Files, 2)
-	applyPassthrough(t, root)
+	applyPassthrough(t, d, root)
 	require.Equal(t, 1, sim.ran("update-initramfs", "-u"))
 	require.Contains(t, readImage(t, root), "== etc/modprobe.d/gpuprep-vfio.conf\n")
 	require.Equal(t, "vfio-pci", driverOf(t, root, offGPU))
 }
 
-func applyContainer(t *testing.T, root string) string {
+func applyContainer(t *testing.T, d *deps, root string) string {
 	t.Helper()
-	out, errs, code := gpuprep(t, "apply", "--root", root, "--mode", "container", "--yes")
+	out, errs, code := gpuprepWith(t, d, "apply", "--root", root, "--mode", "container", "--yes")
 	require.Equal(t, exitOK, code, out+errs)
 	require.NotContains(t, out+errs, "failed", out+errs)
 	return out
@@ -331,11 +332,12 @@ func applyContainer(t *testing.T, root string) string {
 func TestApplyContainerRegeneratesInitramfsAfterKill(t *testing.T) {
 	for _, image := range []bool{true, false} {
 		t.Run(map[bool]string{true: "image", false: "no-image"}[image], func(t *testing.T) {
-			sim := simulatedInitramfs(t)
+			d := realDeps()
+			sim := simulatedInitramfs(t, d)
 			bound := func() string {
 				root := passthroughNode(t, image)
-				toReboot(t, root)
-				applyPassthrough(t, root)
+				toReboot(t, d, root)
+				applyPassthrough(t, d, root)
 				require.Equal(t, "vfio-pci", driverOf(t, root, offGPU))
 				require.Contains(t, readImage(t, root), "== etc/modprobe.d/gpuprep-vfio.conf\n")
 				return root
@@ -343,7 +345,7 @@ func TestApplyContainerRegeneratesInitramfsAfterKill(t *testing.T) {
 
 			// what an uninterrupted apply leaves
 			ref := bound()
-			applyContainer(t, ref)
+			applyContainer(t, d, ref)
 			require.Equal(t, 1, sim.ran("update-initramfs", "-u"))
 			want := tree(t, ref)
 			require.NotContains(t, want[strings.TrimPrefix(offImage, "/")], "gpuprep-vfio.conf")
@@ -366,7 +368,7 @@ func TestApplyContainerRegeneratesInitramfsAfterKill(t *testing.T) {
 			require.Contains(t, s.Title, "regenerate the initramfs")
 			require.Contains(t, strings.Join(s.Notes, "\n"), "the journal shows it started and not done")
 
-			sim.resumes(t, root, "container", provision.StepVFIOUnbind, want, "nvidia", applyContainer)
+			sim.resumes(t, root, "container", provision.StepVFIOUnbind, want, "nvidia", d, applyContainer)
 		})
 	}
 }

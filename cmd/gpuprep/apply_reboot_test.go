@@ -55,11 +55,11 @@ func hasCommand(cmds [][]string, argv ...string) bool {
 
 // firstApply runs apply on a fresh iommu-off-kernel root up to the reboot
 // step (exit 4) and returns the root.
-func firstApply(t *testing.T) string {
+func firstApply(t *testing.T, d *deps) string {
 	t.Helper()
 	root := fixtureRoot(t, "iommu-off-kernel")
 	withTools(t, root)
-	out, errs, code := gpuprep(t, "apply", "--root", root, "--mode", "vm-passthrough", "--yes")
+	out, errs, code := gpuprepWith(t, d, "apply", "--root", root, "--mode", "vm-passthrough", "--yes")
 	require.Equal(t, exitNeedReboot, code, out+errs)
 	return root
 }
@@ -67,19 +67,20 @@ func firstApply(t *testing.T) string {
 // (a) the node rebooted after apply asked and the arguments are in effect:
 // apply goes on as it always did.
 func TestApplyRebootedArgsEffectiveContinues(t *testing.T) {
-	simulatedKernel(t)
-	root := firstApply(t)
+	d := realDeps()
+	simulatedKernel(t, d)
+	root := firstApply(t, d)
 	ask := rebootAsk(t, root)
 	simulateReboot(t, root)
 	setBootTime(t, root, ask.Time.Add(2*time.Minute))
 
-	out, errs, code := gpuprep(t, "plan", "--root", root, "--mode", "vm-passthrough", "-o", "json")
+	out, errs, code := gpuprepWith(t, d, "plan", "--root", root, "--mode", "vm-passthrough", "-o", "json")
 	require.Equal(t, 0, code, errs)
 	var p planJSON
 	require.NoError(t, json.Unmarshal([]byte(out), &p))
 	require.Equal(t, []string{"vfio-bind", "label"}, p.ids())
 
-	out, errs, code = gpuprep(t, "apply", "--root", root, "--mode", "vm-passthrough", "--yes")
+	out, errs, code = gpuprepWith(t, d, "apply", "--root", root, "--mode", "vm-passthrough", "--yes")
 	require.Contains(t, []int{exitOK, exitNotReady}, code, out+errs) // the check decides
 	require.NotContains(t, out+errs, "NOT EFFECTIVE")
 	require.Equal(t, "vfio-pci", driverOf(t, root, offGPU))
@@ -90,15 +91,16 @@ func TestApplyRebootedArgsEffectiveContinues(t *testing.T) {
 // reboot, apply fails (exit 1) with the diagnosis, changes nothing, and
 // does not reboot with --reboot.
 func TestApplyRebootedArgsNotEffective(t *testing.T) {
-	sim := simulatedKernel(t)
-	root := firstApply(t)
+	d := realDeps()
+	sim := simulatedKernel(t, d)
+	root := firstApply(t, d)
 	ask := rebootAsk(t, root)
 	booted := ask.Time.Add(3 * time.Minute)
 	setBootTime(t, root, booted) // rebooted; /proc/cmdline unchanged: the boot did not use the new configuration
 	n := journalLen(t, root)
 	before := tree(t, root)
 
-	out, errs, code := gpuprep(t, "plan", "--root", root, "--mode", "vm-passthrough")
+	out, errs, code := gpuprepWith(t, d, "plan", "--root", root, "--mode", "vm-passthrough")
 	require.Equal(t, exitNotReady, code, out+errs)
 	require.NotContains(t, out, "REBOOT REQUIRED HERE")
 	require.Contains(t, out, "1. reboot: NOT EFFECTIVE AFTER THE REBOOT")
@@ -106,7 +108,7 @@ func TestApplyRebootedArgsNotEffective(t *testing.T) {
 	require.NotContains(t, out, "kernel-args:", "the configuration already has them")
 	require.Contains(t, errs, "gpuprep apply would fail")
 
-	out, errs, code = gpuprep(t, "plan", "--root", root, "--mode", "vm-passthrough", "-o", "json")
+	out, errs, code = gpuprepWith(t, d, "plan", "--root", root, "--mode", "vm-passthrough", "-o", "json")
 	require.Equal(t, exitNotReady, code, errs)
 	var p struct {
 		Steps []struct {
@@ -123,7 +125,7 @@ func TestApplyRebootedArgsNotEffective(t *testing.T) {
 	require.Contains(t, p.Steps[0].Error, "still lacks intel_iommu=on iommu=pt")
 
 	for _, args := range [][]string{{}, {"--reboot"}} {
-		out, errs, code = gpuprep(t, append([]string{"apply", "--root", root, "--mode", "vm-passthrough", "--yes"}, args...)...)
+		out, errs, code = gpuprepWith(t, d, append([]string{"apply", "--root", root, "--mode", "vm-passthrough", "--yes"}, args...)...)
 		require.Equal(t, exitNotReady, code, "%v: %s", args, out+errs)
 		for _, want := range []string{
 			"the node has rebooted since gpuprep apply asked for a reboot, and the running kernel still lacks intel_iommu=on iommu=pt",
@@ -142,7 +144,7 @@ func TestApplyRebootedArgsNotEffective(t *testing.T) {
 		require.Equal(t, before, tree(t, root), "%v: nothing changed", args)
 	}
 
-	out, errs, code = gpuprep(t, "apply", "--root", root, "--mode", "vm-passthrough", "--yes", "--reboot", "-o", "json")
+	out, errs, code = gpuprepWith(t, d, "apply", "--root", root, "--mode", "vm-passthrough", "--yes", "--reboot", "-o", "json")
 	require.Equal(t, exitNotReady, code, errs)
 	var a struct {
 		Outcome struct {
@@ -162,9 +164,9 @@ func TestApplyRebootedArgsNotEffective(t *testing.T) {
 	require.Empty(t, (*sim).Commands)
 
 	// rollback undoes the ask with the rest: apply starts over
-	_, errs, code = gpuprep(t, "rollback", "--root", root)
+	_, errs, code = gpuprepWith(t, d, "rollback", "--root", root)
 	require.Equal(t, exitOK, code, errs) // the running kernel never had the arguments
-	out, errs, code = gpuprep(t, "plan", "--root", root, "--mode", "vm-passthrough")
+	out, errs, code = gpuprepWith(t, d, "plan", "--root", root, "--mode", "vm-passthrough")
 	require.Equal(t, exitOK, code, errs)
 	require.Contains(t, out, "2. reboot: REBOOT REQUIRED HERE")
 }
@@ -173,22 +175,23 @@ func TestApplyRebootedArgsNotEffective(t *testing.T) {
 // older than the ask): apply still stops at the reboot step, and --reboot
 // reboots.
 func TestApplyNotRebootedYetStillStops(t *testing.T) {
-	sim := simulatedKernel(t)
-	root := firstApply(t)
+	d := realDeps()
+	sim := simulatedKernel(t, d)
+	root := firstApply(t, d)
 	ask := rebootAsk(t, root)
 	setBootTime(t, root, ask.Time.Add(-time.Hour))
 
-	out, errs, code := gpuprep(t, "plan", "--root", root, "--mode", "vm-passthrough")
+	out, errs, code := gpuprepWith(t, d, "plan", "--root", root, "--mode", "vm-passthrough")
 	require.Equal(t, exitOK, code, errs)
 	require.Contains(t, out, "reboot: REBOOT REQUIRED HERE")
 
-	out, errs, code = gpuprep(t, "apply", "--root", root, "--mode", "vm-passthrough", "--yes")
+	out, errs, code = gpuprepWith(t, d, "apply", "--root", root, "--mode", "vm-passthrough", "--yes")
 	require.Equal(t, exitNeedReboot, code, out+errs)
 	require.Contains(t, out, "reboot required")
 
 	// the boot within the ask's own second is not the reboot it asked for
 	setBootTime(t, root, rebootAsk(t, root).Time.Truncate(time.Second))
-	_, errs, code = gpuprep(t, "apply", "--root", root, "--mode", "vm-passthrough", "--yes", "--reboot")
+	_, errs, code = gpuprepWith(t, d, "apply", "--root", root, "--mode", "vm-passthrough", "--yes", "--reboot")
 	require.Equal(t, exitNeedReboot, code, errs)
 	require.True(t, hasCommand((*sim).Commands, "systemctl", "reboot"))
 }
@@ -197,24 +200,25 @@ func TestApplyNotRebootedYetStillStops(t *testing.T) {
 // forward past the ask without a reboot is not a reboot, and a reboot with
 // a clock set back is one.
 func TestApplyRebootBootIDBeatsClock(t *testing.T) {
-	simulatedKernel(t)
+	d := realDeps()
+	simulatedKernel(t, d)
 	root := fixtureRoot(t, "iommu-off-kernel")
 	withTools(t, root)
 	setBootID(t, root, "0b9a7c1e-5f8d-4c44-9a51-6f2f3f1d8a01")
-	_, errs, code := gpuprep(t, "apply", "--root", root, "--mode", "vm-passthrough", "--yes")
+	_, errs, code := gpuprepWith(t, d, "apply", "--root", root, "--mode", "vm-passthrough", "--yes")
 	require.Equal(t, exitNeedReboot, code, errs)
 	ask := rebootAsk(t, root)
 	require.Equal(t, "0b9a7c1e-5f8d-4c44-9a51-6f2f3f1d8a01", ask.Device)
 
 	// same boot, NTP stepped the clock forward: btime moved past the ask
 	setBootTime(t, root, ask.Time.Add(time.Hour))
-	out, errs, code := gpuprep(t, "apply", "--root", root, "--mode", "vm-passthrough", "--yes")
+	out, errs, code := gpuprepWith(t, d, "apply", "--root", root, "--mode", "vm-passthrough", "--yes")
 	require.Equal(t, exitNeedReboot, code, out+errs)
 
 	// a new boot whose clock is behind: btime before the ask
 	setBootID(t, root, "5d1e2f3a-0c4b-4e6d-8f70-1a2b3c4d5e6f")
 	setBootTime(t, root, rebootAsk(t, root).Time.Add(-time.Hour))
-	_, errs, code = gpuprep(t, "apply", "--root", root, "--mode", "vm-passthrough", "--yes")
+	_, errs, code = gpuprepWith(t, d, "apply", "--root", root, "--mode", "vm-passthrough", "--yes")
 	require.Equal(t, exitNotReady, code, errs)
 	require.Contains(t, errs, "the boot ID changed from 0b9a7c1e-5f8d-4c44-9a51-6f2f3f1d8a01 to 5d1e2f3a-0c4b-4e6d-8f70-1a2b3c4d5e6f")
 	require.Contains(t, errs, "the clock was set between the two, and the boot ID decides")
@@ -222,7 +226,8 @@ func TestApplyRebootBootIDBeatsClock(t *testing.T) {
 
 // What the diagnosis says about the boot menu follows what it holds.
 func TestApplyRebootDiagnosisGrubMenu(t *testing.T) {
-	simulatedKernel(t)
+	d := realDeps()
+	simulatedKernel(t, d)
 	for _, tc := range []struct{ menu, want string }{
 		{"menuentry 'Ubuntu' {\n\tlinux /boot/vmlinuz-5.15.0-91-generic root=UUID=2f1c ro quiet splash\n}\n",
 			"likely cause: the boot menu /boot/grub/grub.cfg does not contain intel_iommu=on iommu=pt: it was not regenerated after the change (it is older than /etc/default/grub); run update-grub, check with grep -c -- intel_iommu=on /boot/grub/grub.cfg"},
@@ -234,10 +239,10 @@ func TestApplyRebootDiagnosisGrubMenu(t *testing.T) {
 		b := fixture.New(root).File("/boot/grub/grub.cfg", tc.menu).File("/boot/vmlinuz-6.8.0-45-generic", "")
 		b.Touch("/boot/grub/grub.cfg", fixture.BootTime)
 		require.NoError(t, b.Err())
-		_, errs, code := gpuprep(t, "apply", "--root", root, "--mode", "vm-passthrough", "--yes")
+		_, errs, code := gpuprepWith(t, d, "apply", "--root", root, "--mode", "vm-passthrough", "--yes")
 		require.Equal(t, exitNeedReboot, code, errs)
 		setBootTime(t, root, rebootAsk(t, root).Time.Add(time.Minute))
-		_, errs, code = gpuprep(t, "apply", "--root", root, "--mode", "vm-passthrough", "--yes")
+		_, errs, code = gpuprepWith(t, d, "apply", "--root", root, "--mode", "vm-passthrough", "--yes")
 		require.Equal(t, exitNotReady, code, errs)
 		require.Contains(t, errs, tc.want)
 		require.Contains(t, errs, "other kernels are installed (6.8.0-45-generic)")
@@ -247,18 +252,19 @@ func TestApplyRebootDiagnosisGrubMenu(t *testing.T) {
 // When the configuration lost the arguments after apply configured them,
 // the diagnosis says so rather than plan the edit and another reboot.
 func TestApplyRebootConfigurationRewritten(t *testing.T) {
-	sim := simulatedKernel(t)
-	root := firstApply(t)
+	d := realDeps()
+	sim := simulatedKernel(t, d)
+	root := firstApply(t, d)
 	setBootTime(t, root, rebootAsk(t, root).Time.Add(time.Minute))
 	orig := "GRUB_DEFAULT=0\nGRUB_CMDLINE_LINUX_DEFAULT=\"quiet splash\"\nGRUB_CMDLINE_LINUX=\"\"\n"
 	require.NoError(t, os.WriteFile(filepath.Join(root, "etc/default/grub"), []byte(orig), 0o644))
 
-	out, errs, code := gpuprep(t, "plan", "--root", root, "--mode", "vm-passthrough")
+	out, errs, code := gpuprepWith(t, d, "plan", "--root", root, "--mode", "vm-passthrough")
 	require.Equal(t, exitNotReady, code, out+errs)
 	require.NotContains(t, out, "kernel-args:")
 	require.Contains(t, out, "bootloader grub: /etc/default/grub lacks intel_iommu=on, iommu=pt now; gpuprep apply's kernel-args step configured them at ")
 	require.Contains(t, out, "gpuprep grub ensure --mode vm-passthrough puts them back")
-	_, _, code = gpuprep(t, "apply", "--root", root, "--mode", "vm-passthrough", "--yes", "--reboot")
+	_, _, code = gpuprepWith(t, d, "apply", "--root", root, "--mode", "vm-passthrough", "--yes", "--reboot")
 	require.Equal(t, exitNotReady, code)
 	require.Empty(t, (*sim).Commands)
 	got, err := os.ReadFile(filepath.Join(root, "etc/default/grub"))
@@ -271,11 +277,12 @@ func TestApplyRebootConfigurationRewritten(t *testing.T) {
 // regenerates it before the reboot, and apply runs that, else the reboot
 // would boot without them. A menu that has them, however old, is left alone.
 func TestPlanRegeneratesAStaleBootMenuBeforeTheReboot(t *testing.T) {
-	sim := simulatedKernel(t)
+	d := realDeps()
+	sim := simulatedKernel(t, d)
 	root := fixtureRoot(t, "reboot-pending")
 	withTools(t, root)
 	require.NoError(t, fixture.New(root).Touch("/boot/grub/grub.cfg", fixture.BootTime.Add(-time.Hour)).Err())
-	out, errs, code := gpuprep(t, "plan", "--root", root, "--mode", "vm-passthrough", "-o", "json")
+	out, errs, code := gpuprepWith(t, d, "plan", "--root", root, "--mode", "vm-passthrough", "-o", "json")
 	require.Equal(t, 0, code, errs)
 	var has planJSON
 	require.NoError(t, json.Unmarshal([]byte(out), &has))
@@ -284,7 +291,7 @@ func TestPlanRegeneratesAStaleBootMenuBeforeTheReboot(t *testing.T) {
 	b := fixture.New(root).File("/boot/grub/grub.cfg", "menuentry 'Ubuntu' {\n\tlinux /boot/vmlinuz-5.15.0-91-generic root=UUID=2f1c ro quiet splash\n}\n")
 	require.NoError(t, b.Touch("/boot/grub/grub.cfg", fixture.BootTime.Add(-time.Hour)).Err())
 
-	out, errs, code = gpuprep(t, "plan", "--root", root, "--mode", "vm-passthrough", "-o", "json")
+	out, errs, code = gpuprepWith(t, d, "plan", "--root", root, "--mode", "vm-passthrough", "-o", "json")
 	require.Equal(t, 0, code, errs)
 	var p planJSON
 	require.NoError(t, json.Unmarshal([]byte(out), &p))
@@ -293,7 +300,7 @@ func TestPlanRegeneratesAStaleBootMenuBeforeTheReboot(t *testing.T) {
 	require.Equal(t, []string{"update-grub"}, p.Steps[0].Commands)
 	require.Empty(t, p.Steps[0].Files)
 
-	out, errs, code = gpuprep(t, "apply", "--root", root, "--mode", "vm-passthrough", "--yes")
+	out, errs, code = gpuprepWith(t, d, "apply", "--root", root, "--mode", "vm-passthrough", "--yes")
 	require.Equal(t, exitNeedReboot, code, out+errs)
 	require.True(t, hasCommand((*sim).Commands, "update-grub"), "%v", (*sim).Commands)
 }
@@ -307,14 +314,15 @@ func TestPlanRegeneratesAStaleBootMenuBeforeTheReboot(t *testing.T) {
 // the node has rebooted since (rebootedFor): what fleet apply --reboot
 // tells a host that needs a second reboot from one not back yet by.
 func TestApplySecondRebootForAnotherReason(t *testing.T) {
-	simulatedKernel(t)
+	d := realDeps()
+	simulatedKernel(t, d)
 	root := fixtureRoot(t, "hgx-h200")
 	withTools(t, root)
 	require.NoError(t, fixture.New(root).Module("nouveau", nil).Err())
-	out, errs, code := gpuprep(t, "apply", "--root", root, "--mode", "vm-passthrough", "--select", hgxGPUs[0], "--yes")
+	out, errs, code := gpuprepWith(t, d, "apply", "--root", root, "--mode", "vm-passthrough", "--select", hgxGPUs[0], "--yes")
 	require.Equal(t, exitOK, code, out+errs)
 	rebind(t, root, hgxGPUs[1], "nouveau")
-	nouveauInUse(t)
+	nouveauInUse(t, d)
 	type outcome struct {
 		Outcome struct {
 			Steps []struct {
@@ -328,14 +336,14 @@ func TestApplySecondRebootForAnotherReason(t *testing.T) {
 	}
 	apply := func(want int) outcome {
 		t.Helper()
-		out, errs, code := gpuprep(t, "apply", "--root", root, "--mode", "container", "--yes", "-o", "json")
+		out, errs, code := gpuprepWith(t, d, "apply", "--root", root, "--mode", "container", "--yes", "-o", "json")
 		require.Equal(t, want, code, out+errs)
 		var a outcome
 		require.NoError(t, json.Unmarshal([]byte(out), &a), out)
 		return a
 	}
 	setBootID(t, root, "11111111-1111-1111-1111-111111111111")
-	out, errs, code = gpuprep(t, "plan", "--root", root, "--mode", "container", "-o", "json")
+	out, errs, code = gpuprepWith(t, d, "plan", "--root", root, "--mode", "container", "-o", "json")
 	require.Equal(t, 0, code, out+errs)
 	var p planJSON
 	require.NoError(t, json.Unmarshal([]byte(out), &p))

@@ -23,12 +23,10 @@ import (
 // simulatedKernel makes apply and rollback act on fixture roots through the
 // kernel simulator (a new one per command, as a new process would see the
 // tree), and returns a pointer to the last simulator, for its commands.
-func simulatedKernel(t *testing.T) **fixture.Kernel {
+func simulatedKernel(t *testing.T, d *deps) **fixture.Kernel {
 	t.Helper()
-	old := provisionKernel
-	t.Cleanup(func() { provisionKernel = old })
 	last := new(*fixture.Kernel)
-	provisionKernel = func(root *host.Root) (vfio.Sysfs, host.Runner, error) {
+	d.provisionKernel = func(root *host.Root) (vfio.Sysfs, host.Runner, error) {
 		k, err := fixture.NewKernel(root.Dir())
 		*last = k
 		return k, k, err
@@ -169,12 +167,13 @@ func findingStatus(a applyJSON, check, subject string) string {
 const offGPU = "0000:17:00.0" // the GPU of iommu-off-kernel
 
 func TestPlanAndApplyVMPassthroughAcrossReboot(t *testing.T) {
-	sim := simulatedKernel(t)
+	d := realDeps()
+	sim := simulatedKernel(t, d)
 	root := fixtureRoot(t, "iommu-off-kernel")
 	withTools(t, root)
 	orig := tree(t, root)
 
-	out, errs, code := gpuprep(t, "plan", "--root", root, "--mode", "vm-passthrough", "-o", "json")
+	out, errs, code := gpuprepWith(t, d, "plan", "--root", root, "--mode", "vm-passthrough", "-o", "json")
 	require.Equal(t, 0, code, errs)
 	var p planJSON
 	require.NoError(t, json.Unmarshal([]byte(out), &p))
@@ -184,14 +183,14 @@ func TestPlanAndApplyVMPassthroughAcrossReboot(t *testing.T) {
 	require.Equal(t, orig, tree(t, root), "plan changes nothing")
 	require.Equal(t, 0, journalLen(t, root))
 
-	out, errs, code = gpuprep(t, "plan", "--root", root, "--mode", "vm-passthrough")
+	out, errs, code = gpuprepWith(t, d, "plan", "--root", root, "--mode", "vm-passthrough")
 	require.Equal(t, 0, code, errs)
 	require.Contains(t, out, `+GRUB_CMDLINE_LINUX_DEFAULT="quiet splash intel_iommu=on iommu=pt"`)
 	require.Contains(t, out, "run: update-grub")
 	require.Contains(t, out, "2. reboot: REBOOT REQUIRED HERE")
 
 	// first apply: kernel arguments, then it stops at the reboot
-	out, errs, code = gpuprep(t, "apply", "--root", root, "--mode", "vm-passthrough", "--yes")
+	out, errs, code = gpuprepWith(t, d, "apply", "--root", root, "--mode", "vm-passthrough", "--yes")
 	require.Equal(t, exitNeedReboot, code, out+errs)
 	require.Contains(t, out, "reboot required")
 	grubFile, err := os.ReadFile(filepath.Join(root, "etc/default/grub"))
@@ -203,19 +202,19 @@ func TestPlanAndApplyVMPassthroughAcrossReboot(t *testing.T) {
 
 	// again before the reboot: still stops there, changes nothing
 	n := journalLen(t, root)
-	_, _, code = gpuprep(t, "apply", "--root", root, "--mode", "vm-passthrough", "--yes")
+	_, _, code = gpuprepWith(t, d, "apply", "--root", root, "--mode", "vm-passthrough", "--yes")
 	require.Equal(t, exitNeedReboot, code)
 	require.Empty(t, (*sim).Commands)
 	require.Equal(t, n+1, journalLen(t, root), "only the reboot step is recorded again")
 
 	simulateReboot(t, root)
-	out, errs, code = gpuprep(t, "plan", "--root", root, "--mode", "vm-passthrough", "-o", "json")
+	out, errs, code = gpuprepWith(t, d, "plan", "--root", root, "--mode", "vm-passthrough", "-o", "json")
 	require.Equal(t, 0, code, errs)
 	p = planJSON{}
 	require.NoError(t, json.Unmarshal([]byte(out), &p))
 	require.Equal(t, []string{"vfio-bind", "label"}, p.ids(), "after the reboot: no kernel-args, no reboot")
 
-	out, errs, code = gpuprep(t, "apply", "--root", root, "--mode", "vm-passthrough", "--yes", "-o", "json")
+	out, errs, code = gpuprepWith(t, d, "apply", "--root", root, "--mode", "vm-passthrough", "--yes", "-o", "json")
 	var a applyJSON
 	require.NoError(t, json.Unmarshal([]byte(out), &a), out+errs)
 	require.NotNil(t, a.Report, out)
@@ -236,7 +235,7 @@ func TestPlanAndApplyVMPassthroughAcrossReboot(t *testing.T) {
 	// a re-run is a no-op
 	n = journalLen(t, root)
 	after := tree(t, root)
-	out, errs, code = gpuprep(t, "apply", "--root", root, "--mode", "vm-passthrough", "--yes")
+	out, errs, code = gpuprepWith(t, d, "apply", "--root", root, "--mode", "vm-passthrough", "--yes")
 	require.Contains(t, out, "Nothing to do", errs)
 	require.Equal(t, n, journalLen(t, root))
 	require.Equal(t, after, tree(t, root))
@@ -244,7 +243,7 @@ func TestPlanAndApplyVMPassthroughAcrossReboot(t *testing.T) {
 	_ = code
 
 	// rollback: every file byte-identical, the driver back, a reboot needed
-	out, errs, code = gpuprep(t, "rollback", "--root", root)
+	out, errs, code = gpuprepWith(t, d, "rollback", "--root", root)
 	require.Equal(t, exitNeedReboot, code, out+errs)
 	require.Contains(t, out, "reboot the node")
 	require.Equal(t, orig, tree(t, root))
@@ -252,19 +251,20 @@ func TestPlanAndApplyVMPassthroughAcrossReboot(t *testing.T) {
 	require.Contains(t, (*sim).Commands, []string{"update-grub"})
 	require.Contains(t, (*sim).Commands, []string{"update-initramfs", "-u"})
 
-	out, errs, code = gpuprep(t, "rollback", "--root", root)
+	out, errs, code = gpuprepWith(t, d, "rollback", "--root", root)
 	require.Equal(t, 0, code, errs)
 	require.Contains(t, out, "Nothing to roll back.")
 	require.Equal(t, orig, tree(t, root))
 }
 
 func TestApplyContainerOnVFIOBound(t *testing.T) {
-	simulatedKernel(t)
+	d := realDeps()
+	simulatedKernel(t, d)
 	root := fixtureRoot(t, "vfio-bound")
 	orig := tree(t, root)
 	gpus := []string{"0000:11:00.0", "0000:21:00.0", "0000:31:00.0", "0000:41:00.0"}
 
-	out, errs, code := gpuprep(t, "apply", "--root", root, "--mode", "container", "--yes", "-o", "json")
+	out, errs, code := gpuprepWith(t, d, "apply", "--root", root, "--mode", "container", "--yes", "-o", "json")
 	var a applyJSON
 	require.NoError(t, json.Unmarshal([]byte(out), &a), out+errs)
 	require.NotNil(t, a.Report, out)
@@ -278,17 +278,17 @@ func TestApplyContainerOnVFIOBound(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "KUBELET_EXTRA_ARGS=\"--node-labels=nvidia.com/gpu.workload.config=container,topology.kubernetes.io/zone=r1\"\n", string(kubelet))
 
-	out, _, code = gpuprep(t, "apply", "--root", root, "--mode", "container", "--yes")
+	out, _, code = gpuprepWith(t, d, "apply", "--root", root, "--mode", "container", "--yes")
 	require.Equal(t, 0, code)
 	require.Contains(t, out, "Nothing to do")
 
-	out, errs, code = gpuprep(t, "rollback", "--root", root)
+	out, errs, code = gpuprepWith(t, d, "rollback", "--root", root)
 	require.Equal(t, 0, code, out+errs)
 	require.Equal(t, orig, tree(t, root))
 	for _, g := range gpus {
 		require.Equal(t, "vfio-pci", driverOf(t, root, g))
 	}
-	out, _, code = gpuprep(t, "rollback", "--root", root)
+	out, _, code = gpuprepWith(t, d, "rollback", "--root", root)
 	require.Equal(t, 0, code)
 	require.Contains(t, out, "Nothing to roll back.")
 }
@@ -330,8 +330,8 @@ func TestPlanNoBootloaderArgsEffective(t *testing.T) {
 }
 
 func TestApplyConfirmation(t *testing.T) {
-	simulatedKernel(t)
 	d := realDeps()
+	simulatedKernel(t, d)
 	root := fixtureRoot(t, "turing-multifunction")
 	orig := tree(t, root)
 
@@ -389,23 +389,24 @@ func TestApplyRefusesOtherRoots(t *testing.T) {
 // removes the blacklist (regenerating the initramfs) and leaves nouveau
 // unloaded.
 func TestApplyContainerUnloadsNouveau(t *testing.T) {
-	sim := simulatedKernel(t)
+	d := realDeps()
+	sim := simulatedKernel(t, d)
 	root := fixtureRoot(t, "vgpu-fresh-mdev")
 	withTools(t, root)
 	orig := tree(t, root)
 	const gpu = "0000:21:00.0"
-	out, errs, code := gpuprep(t, "plan", "--root", root, "--mode", "container", "-o", "json")
+	out, errs, code := gpuprepWith(t, d, "plan", "--root", root, "--mode", "container", "-o", "json")
 	require.Equal(t, 0, code, errs)
 	var p planJSON
 	require.NoError(t, json.Unmarshal([]byte(out), &p))
 	require.Equal(t, []string{"nouveau", "reboot", "label"}, p.ids())
 	require.Equal(t, []string{"update-initramfs -u", "modprobe -r nouveau"}, p.Steps[0].Commands)
 	require.True(t, p.Steps[1].Reboot)
-	out, _, _ = gpuprep(t, "plan", "--root", root, "--mode", "container")
+	out, _, _ = gpuprepWith(t, d, "plan", "--root", root, "--mode", "container")
 	require.Contains(t, out, "REBOOT REQUIRED HERE unless nouveau could be unloaded: nouveau drives "+gpu)
 	require.NotContains(t, out, "not ready after apply")
 
-	out, errs, code = gpuprep(t, "apply", "--root", root, "--mode", "container", "--yes", "-o", "json")
+	out, errs, code = gpuprepWith(t, d, "apply", "--root", root, "--mode", "container", "--yes", "-o", "json")
 	var a applyJSON
 	require.NoError(t, json.Unmarshal([]byte(out), &a), out+errs)
 	require.Equal(t, exitOK, code, out+errs)
@@ -419,7 +420,7 @@ func TestApplyContainerUnloadsNouveau(t *testing.T) {
 	require.Equal(t, string(vgpu.NouveauBlacklistContent), string(b))
 	require.True(t, hasCommand((*sim).Commands, "update-initramfs", "-u"), "%v", (*sim).Commands)
 
-	out, errs, code = gpuprep(t, "rollback", "--root", root)
+	out, errs, code = gpuprepWith(t, d, "rollback", "--root", root)
 	require.Contains(t, []int{exitOK, exitNeedReboot}, code, out+errs)
 	require.NoFileExists(t, filepath.Join(root, vgpu.NouveauBlacklist))
 	require.True(t, hasCommand((*sim).Commands, "update-initramfs", "-u"), "rollback regenerates it without the blacklist: %v", (*sim).Commands)
@@ -429,11 +430,9 @@ func TestApplyContainerUnloadsNouveau(t *testing.T) {
 
 // nouveauInUse makes every simulated kernel of the test fail modprobe -r
 // nouveau, as a console or display server using it does.
-func nouveauInUse(t *testing.T) {
+func nouveauInUse(t *testing.T, d *deps) {
 	t.Helper()
-	old := provisionKernel
-	t.Cleanup(func() { provisionKernel = old })
-	provisionKernel = func(root *host.Root) (vfio.Sysfs, host.Runner, error) {
+	d.provisionKernel = func(root *host.Root) (vfio.Sysfs, host.Runner, error) {
 		k, err := fixture.NewKernel(root.Dir())
 		if err == nil {
 			k.Fail["modprobe -r nouveau"] = errors.New("modprobe: FATAL: Module nouveau is in use.")
@@ -458,12 +457,13 @@ func rebootWithoutNouveau(t *testing.T, root, gpu string) {
 // the reboot tries the unload again and stops again) and, after a reboot
 // that left nouveau out, finishes ready.
 func TestApplyContainerNouveauInUseReboots(t *testing.T) {
-	nouveauInUse(t)
+	d := realDeps()
+	nouveauInUse(t, d)
 	root := fixtureRoot(t, "vgpu-fresh-mdev")
 	withTools(t, root)
 	setBootID(t, root, "11111111-1111-1111-1111-111111111111")
 	const gpu = "0000:21:00.0"
-	out, errs, code := gpuprep(t, "apply", "--root", root, "--mode", "container", "--select", "10de", "--yes", "--reboot=false", "--force=false")
+	out, errs, code := gpuprepWith(t, d, "apply", "--root", root, "--mode", "container", "--select", "10de", "--yes", "--reboot=false", "--force=false")
 	require.Equal(t, exitNeedReboot, code, out+errs)
 	require.Contains(t, out, "nouveau could not be unloaded")
 	require.Contains(t, out, "reboot required: reboot the node, then run gpuprep apply --force=false --mode=container --root="+root+" --select=10de --yes again to continue", "the same flags, --reboot left out, a false one kept false")
@@ -472,18 +472,18 @@ func TestApplyContainerNouveauInUseReboots(t *testing.T) {
 
 	// not rebooted yet: the blacklist and initramfs stand, the unload is tried again
 	require.NoError(t, fixture.New(root).Touch("/boot/initrd.img-5.15.0-91-generic", time.Now().Add(time.Minute)).Err())
-	out, errs, code = gpuprep(t, "plan", "--root", root, "--mode", "container", "-o", "json")
+	out, errs, code = gpuprepWith(t, d, "plan", "--root", root, "--mode", "container", "-o", "json")
 	require.Equal(t, 0, code, errs)
 	var p planJSON
 	require.NoError(t, json.Unmarshal([]byte(out), &p))
 	require.Equal(t, []string{"nouveau", "reboot", "label"}, p.ids())
 	require.Empty(t, p.Steps[0].Files)
 	require.Equal(t, []string{"modprobe -r nouveau"}, p.Steps[0].Commands)
-	out, errs, code = gpuprep(t, "apply", "--root", root, "--mode", "container", "--yes")
+	out, errs, code = gpuprepWith(t, d, "apply", "--root", root, "--mode", "container", "--yes")
 	require.Equal(t, exitNeedReboot, code, out+errs)
 
 	rebootWithoutNouveau(t, root, gpu)
-	out, errs, code = gpuprep(t, "apply", "--root", root, "--mode", "container", "--yes", "-o", "json")
+	out, errs, code = gpuprepWith(t, d, "apply", "--root", root, "--mode", "container", "--yes", "-o", "json")
 	var a applyJSON
 	require.NoError(t, json.Unmarshal([]byte(out), &a), out+errs)
 	require.Equal(t, exitOK, code, out+errs)
@@ -499,22 +499,23 @@ func TestApplyContainerNouveauInUseReboots(t *testing.T) {
 // A reboot apply asked for that left nouveau on the GPU: no further reboot
 // (not even with --reboot), exit 1 with the diagnosis, from plan too.
 func TestApplyContainerNouveauStillLoadedAfterReboot(t *testing.T) {
-	nouveauInUse(t)
+	d := realDeps()
+	nouveauInUse(t, d)
 	root := fixtureRoot(t, "vgpu-fresh-mdev")
 	withTools(t, root)
 	setBootID(t, root, "11111111-1111-1111-1111-111111111111")
-	out, errs, code := gpuprep(t, "apply", "--root", root, "--mode", "container", "--yes")
+	out, errs, code := gpuprepWith(t, d, "apply", "--root", root, "--mode", "container", "--yes")
 	require.Equal(t, exitNeedReboot, code, out+errs)
 	setBootID(t, root, "22222222-2222-2222-2222-222222222222")
 
-	out, errs, code = gpuprep(t, "plan", "--root", root, "--mode", "container")
+	out, errs, code = gpuprepWith(t, d, "plan", "--root", root, "--mode", "container")
 	require.Equal(t, exitNotReady, code, out+errs)
 	require.Contains(t, out, "NOT EFFECTIVE AFTER THE REBOOT")
 	require.Contains(t, out, "the boot ID changed from 11111111-1111-1111-1111-111111111111 to 22222222-2222-2222-2222-222222222222")
 	require.Contains(t, errs, "nouveau still drives 0000:21:00.0")
 
-	sim := simulatedKernel(t)
-	out, errs, code = gpuprep(t, "apply", "--root", root, "--mode", "container", "--yes", "--reboot")
+	sim := simulatedKernel(t, d)
+	out, errs, code = gpuprepWith(t, d, "apply", "--root", root, "--mode", "container", "--yes", "--reboot")
 	require.Equal(t, exitNotReady, code, out+errs)
 	require.Contains(t, errs, "nouveau still drives 0000:21:00.0")
 	require.Contains(t, errs, "the initramfs (/boot/initrd.img-5.15.0-91-generic) is older than /etc/modprobe.d/gpuprep-blacklist-nouveau.conf, so early boot loads nouveau from it: regenerate it (update-initramfs -u)")
@@ -527,11 +528,11 @@ func TestApplyContainerNouveauStillLoadedAfterReboot(t *testing.T) {
 	// the cause fixed (the initramfs regenerated after the blacklist): the
 	// diagnosis names the next suspects
 	require.NoError(t, fixture.New(root).Touch("/boot/initrd.img-5.15.0-91-generic", time.Now().Add(time.Minute)).Err())
-	_, errs, code = gpuprep(t, "apply", "--root", root, "--mode", "container", "--yes")
+	_, errs, code = gpuprepWith(t, d, "apply", "--root", root, "--mode", "container", "--yes")
 	require.Equal(t, exitNotReady, code)
 	require.Contains(t, errs, "something loads it by name")
 	// and rollback starts over
-	out, errs, code = gpuprep(t, "rollback", "--root", root)
+	out, errs, code = gpuprepWith(t, d, "rollback", "--root", root)
 	require.Contains(t, []int{exitOK, exitNeedReboot}, code, out+errs)
 	require.NoFileExists(t, filepath.Join(root, vgpu.NouveauBlacklist))
 }
@@ -542,28 +543,29 @@ func TestApplyContainerNouveauStillLoadedAfterReboot(t *testing.T) {
 // whose Fabric Manager needs them, with the GPUs. Without --nvswitch the
 // plan leaves them and says so; rollback undoes both applies.
 func TestApplyNVSwitchesWithTheBoard(t *testing.T) {
-	simulatedKernel(t)
+	d := realDeps()
+	simulatedKernel(t, d)
 	root := fixtureRoot(t, "hgx-h200")
 	orig := tree(t, root)
 	const sw = "0000:91:00.0,0000:93:00.0,0000:95:00.0,0000:97:00.0"
 	switches := strings.Split(sw, ",")
 
-	out, errs, code := gpuprep(t, "plan", "--root", root, "--mode", "vm-passthrough")
+	out, errs, code := gpuprepWith(t, d, "plan", "--root", root, "--mode", "vm-passthrough")
 	require.Equal(t, 0, code, errs)
 	require.Contains(t, out, "note: the NVSwitches 0000:91:00.0, 0000:93:00.0, 0000:95:00.0, 0000:97:00.0 stay with this host")
 	require.NotContains(t, out, "0000:91:00.0 (nvidia-nvswitch → vfio-pci)")
-	_, errs, code = gpuprep(t, "plan", "--root", root, "--mode", "container", "--nvswitch")
+	_, errs, code = gpuprepWith(t, d, "plan", "--root", root, "--mode", "container", "--nvswitch")
 	require.Equal(t, 2, code)
 	require.Contains(t, errs, "--nvswitch applies to --mode vm-passthrough only")
 	// a switch selected by address goes with the GPUs: the note leaves it out
-	out, _, _ = gpuprep(t, "plan", "--root", root, "--mode", "vm-passthrough", "--select", "0000:13:00.0,0000:91:00.0")
+	out, _, _ = gpuprepWith(t, d, "plan", "--root", root, "--mode", "vm-passthrough", "--select", "0000:13:00.0,0000:91:00.0")
 	require.Contains(t, out, "note: the NVSwitches 0000:93:00.0, 0000:95:00.0, 0000:97:00.0 stay with this host")
 	// every switch to VFIO with only some GPUs: the others lose the fabric
-	out, _, _ = gpuprep(t, "plan", "--root", root, "--mode", "vm-passthrough", "--select", "0000:13:00.0", "--nvswitch")
+	out, _, _ = gpuprepWith(t, d, "plan", "--root", root, "--mode", "vm-passthrough", "--select", "0000:13:00.0", "--nvswitch")
 	require.Contains(t, out, "note: --nvswitch gives every NVSwitch to VFIO, but 0000:23:00.0, ")
 	require.Contains(t, out, "0000:83:00.0 stay on the host: they lose the NVLink fabric")
 
-	out, errs, code = gpuprep(t, "apply", "--root", root, "--mode", "vm-passthrough", "--nvswitch", "--yes", "-o", "json")
+	out, errs, code = gpuprepWith(t, d, "apply", "--root", root, "--mode", "vm-passthrough", "--nvswitch", "--yes", "-o", "json")
 	var a applyJSON
 	require.NoError(t, json.Unmarshal([]byte(out), &a), out+errs)
 	require.NotNil(t, a.Report, out+errs)
@@ -582,10 +584,10 @@ func TestApplyNVSwitchesWithTheBoard(t *testing.T) {
 	// does not rebind anything live (NVLink training can hang an SXM GPU
 	// moved from vfio-pci to nvidia while the system runs): gpuprep's
 	// persistent configuration goes and the reboot returns them
-	out, _, _ = gpuprep(t, "check", "--root", root, "--mode", "container", "-o", "json")
+	out, _, _ = gpuprepWith(t, d, "check", "--root", root, "--mode", "container", "-o", "json")
 	require.Contains(t, out, "4 of 4 NVSwitch(es) on a VFIO driver")
 	setBootID(t, root, "11111111-1111-1111-1111-111111111111")
-	out, errs, code = gpuprep(t, "apply", "--root", root, "--mode", "container", "--yes", "-o", "json")
+	out, errs, code = gpuprepWith(t, d, "apply", "--root", root, "--mode", "container", "--yes", "-o", "json")
 	require.Equal(t, exitNeedReboot, code, out+errs)
 	require.Contains(t, out, "not now: on a board with NVSwitches")
 	for _, d := range append([]string{"0000:13:00.0"}, switches...) {
@@ -594,7 +596,7 @@ func TestApplyNVSwitchesWithTheBoard(t *testing.T) {
 	require.NoFileExists(t, filepath.Join(root, vfio.ModprobeConf))
 	require.Equal(t, "vfio-unbind", rebootAsk(t, root).Path)
 	// the same boot: it stops at the reboot again, and changes nothing
-	out, errs, code = gpuprep(t, "apply", "--root", root, "--mode", "container", "--yes")
+	out, errs, code = gpuprepWith(t, d, "apply", "--root", root, "--mode", "container", "--yes")
 	require.Equal(t, exitNeedReboot, code, out+errs)
 
 	// the boot: every device on its own driver
@@ -604,7 +606,7 @@ func TestApplyNVSwitchesWithTheBoard(t *testing.T) {
 		"0000:91:00.0": "nvidia-nvswitch", "0000:93:00.0": "nvidia-nvswitch", "0000:95:00.0": "nvidia-nvswitch", "0000:97:00.0": "nvidia-nvswitch"} {
 		rebind(t, root, d, drv)
 	}
-	out, errs, code = gpuprep(t, "apply", "--root", root, "--mode", "container", "--yes", "-o", "json")
+	out, errs, code = gpuprepWith(t, d, "apply", "--root", root, "--mode", "container", "--yes", "-o", "json")
 	a = applyJSON{}
 	require.NoError(t, json.Unmarshal([]byte(out), &a), out+errs)
 	require.NotNil(t, a.Report, out+errs)
@@ -613,7 +615,7 @@ func TestApplyNVSwitchesWithTheBoard(t *testing.T) {
 	require.Equal(t, 0, code, errs)
 
 	for i := 0; i < 2; i++ {
-		out, errs, code = gpuprep(t, "rollback", "--root", root)
+		out, errs, code = gpuprepWith(t, d, "rollback", "--root", root)
 		require.Equal(t, 0, code, out+errs)
 		if i == 0 {
 			require.Contains(t, out, "/etc/modules-load.d: left (gpuprep created it; it holds gpuprep-vfio.conf.gpuprep-")
@@ -634,17 +636,18 @@ func TestApplyNVSwitchesWithTheBoard(t *testing.T) {
 // nouveau that has become unloadable does not skip the reboot (a node
 // going down frees it: fleet apply --reboot runs apply until it is back).
 func TestNouveauRebootIsNotKernelArgsReboot(t *testing.T) {
-	nouveauInUse(t)
+	d := realDeps()
+	nouveauInUse(t, d)
 	root := fixtureRoot(t, "vgpu-fresh-mdev")
 	withTools(t, root)
 	setBootID(t, root, "11111111-1111-1111-1111-111111111111")
 	const gpu = "0000:21:00.0"
-	out, errs, code := gpuprep(t, "apply", "--root", root, "--mode", "container", "--yes")
+	out, errs, code := gpuprepWith(t, d, "apply", "--root", root, "--mode", "container", "--yes")
 	require.Equal(t, exitNeedReboot, code, out+errs)
 	require.Equal(t, "nouveau", rebootAsk(t, root).Path)
 
-	simulatedKernel(t) // the unload works now, in the same boot
-	out, errs, code = gpuprep(t, "apply", "--root", root, "--mode", "container", "--yes", "-o", "json")
+	simulatedKernel(t, d) // the unload works now, in the same boot
+	out, errs, code = gpuprepWith(t, d, "apply", "--root", root, "--mode", "container", "--yes", "-o", "json")
 	require.Equal(t, exitNeedReboot, code, out+errs)
 	var a applyJSON
 	require.NoError(t, json.Unmarshal([]byte(out), &a), out+errs)
@@ -652,13 +655,13 @@ func TestNouveauRebootIsNotKernelArgsReboot(t *testing.T) {
 	require.Equal(t, "", driverOf(t, root, gpu), "unloaded")
 
 	rebootWithoutNouveau(t, root, gpu)
-	out, errs, code = gpuprep(t, "apply", "--root", root, "--mode", "container", "--yes")
+	out, errs, code = gpuprepWith(t, d, "apply", "--root", root, "--mode", "container", "--yes")
 	require.Equal(t, exitOK, code, out+errs)
 
 	// no IOMMU arguments running or configured
 	require.NoError(t, fixture.New(root).File("/proc/cmdline", "BOOT_IMAGE=/vmlinuz-5.15.0-91-generic root=/dev/sda1 ro\n").
 		File("/etc/default/grub", "GRUB_CMDLINE_LINUX_DEFAULT=\"quiet\"\nGRUB_CMDLINE_LINUX=\"\"\n").Err())
-	out, errs, code = gpuprep(t, "plan", "--root", root, "--mode", "vm-passthrough", "-o", "json")
+	out, errs, code = gpuprepWith(t, d, "plan", "--root", root, "--mode", "vm-passthrough", "-o", "json")
 	require.Equal(t, 0, code, out+errs)
 	require.NotContains(t, out, "NOT EFFECTIVE")
 	var p planJSON
@@ -671,14 +674,15 @@ func TestNouveauRebootIsNotKernelArgsReboot(t *testing.T) {
 // knows; rollback never takes a GPU from a driver that took it since (the
 // GPU Operator's driver container binding it to nvidia) without --force.
 func TestNouveauUnloadNamesEveryDeviceAndRollbackLeavesNewDrivers(t *testing.T) {
-	simulatedKernel(t)
+	d := realDeps()
+	simulatedKernel(t, d)
 	root := fixtureRoot(t, "vgpu-fresh-sriov")
 	withTools(t, root)
 	const sel, other = "0000:41:00.0", "0000:61:00.0"
-	out, errs, code := gpuprep(t, "plan", "--root", root, "--mode", "container", "--select", sel)
+	out, errs, code := gpuprepWith(t, d, "plan", "--root", root, "--mode", "container", "--select", sel)
 	require.Equal(t, 0, code, out+errs)
 	require.Contains(t, out, "take nouveau off "+sel+" for the GPU Operator's driver container: blacklist it, regenerate the initramfs, unload it (which takes it off "+other+" too, not selected")
-	out, errs, code = gpuprep(t, "apply", "--root", root, "--mode", "container", "--select", sel, "--yes")
+	out, errs, code = gpuprepWith(t, d, "apply", "--root", root, "--mode", "container", "--select", sel, "--yes")
 	require.Equal(t, exitOK, code, out+errs)
 	require.Equal(t, "", driverOf(t, root, other))
 	r, err := host.NewRoot(root)
@@ -703,7 +707,7 @@ func TestNouveauUnloadNamesEveryDeviceAndRollbackLeavesNewDrivers(t *testing.T) 
 	require.Equal(t, "nvidia", driverOf(t, root, sel))
 	// as for a file edited since: not undone, and the rollback is
 	// incomplete (exit 1), each device's line saying what became of it
-	out, errs, code = gpuprep(t, "rollback", "--root", root)
+	out, errs, code = gpuprepWith(t, d, "rollback", "--root", root)
 	require.Equal(t, exitNotReady, code, out+errs)
 	require.Equal(t, "nvidia", driverOf(t, root, sel))
 	require.Contains(t, out, sel+": left on nvidia, not put back on nouveau: on nvidia now, a driver gpuprep never moved it to: something moved it since (rollback --force takes it off nvidia; nouveau is not loaded)\n")
@@ -716,7 +720,7 @@ func TestNouveauUnloadNamesEveryDeviceAndRollbackLeavesNewDrivers(t *testing.T) 
 
 	// the journal kept it: --force does what the line said; both are left
 	// unbound for the next boot, which loads nouveau (exit 4)
-	out, errs, code = gpuprep(t, "rollback", "--root", root, "--force", "-o", "json")
+	out, errs, code = gpuprepWith(t, d, "rollback", "--root", root, "--force", "-o", "json")
 	require.Equal(t, exitNeedReboot, code, out+errs)
 	var res rollbackJSON
 	require.NoError(t, json.Unmarshal([]byte(out), &res), out)
@@ -736,7 +740,7 @@ func TestNouveauUnloadNamesEveryDeviceAndRollbackLeavesNewDrivers(t *testing.T) 
 	require.Equal(t, "", driverOf(t, root, sel))
 
 	// before the boot: nothing more to do, still said
-	out, errs, code = gpuprep(t, "rollback", "--root", root)
+	out, errs, code = gpuprepWith(t, d, "rollback", "--root", root)
 	require.Equal(t, exitNeedReboot, code, out+errs)
 	require.Contains(t, out, "Nothing more to roll back now; 2 devices not yet back on their driver from before gpuprep: unbound (was nouveau): "+sel+", "+other+".\n")
 	require.NotContains(t, out, "-> ")
@@ -744,7 +748,7 @@ func TestNouveauUnloadNamesEveryDeviceAndRollbackLeavesNewDrivers(t *testing.T) 
 
 	// the boot loads nouveau, which takes them both: rollback is done
 	bootWithNouveau(t, root, sel, other)
-	out, errs, code = gpuprep(t, "rollback", "--root", root)
+	out, errs, code = gpuprepWith(t, d, "rollback", "--root", root)
 	require.Equal(t, exitOK, code, out+errs)
 	require.Equal(t, "Nothing to roll back.\n", out)
 	require.Equal(t, "nouveau", driverOf(t, root, sel))
@@ -781,21 +785,22 @@ func bootWithNouveau(t *testing.T, root string, gpus ...string) {
 // returns them to it, and the nouveau step after it, planned for that,
 // takes it off again: one apply leaves the node ready.
 func TestApplyContainerAfterPassthroughFromNouveau(t *testing.T) {
-	simulatedKernel(t)
+	d := realDeps()
+	simulatedKernel(t, d)
 	root := fixtureRoot(t, "vgpu-fresh-sriov")
 	withTools(t, root)
-	out, errs, code := gpuprep(t, "apply", "--root", root, "--mode", "vm-passthrough", "--yes")
+	out, errs, code := gpuprepWith(t, d, "apply", "--root", root, "--mode", "vm-passthrough", "--yes")
 	require.Equal(t, exitOK, code, out+errs)
 	require.Equal(t, "vfio-pci", driverOf(t, root, "0000:41:00.0"))
 
-	out, errs, code = gpuprep(t, "plan", "--root", root, "--mode", "container", "-o", "json")
+	out, errs, code = gpuprepWith(t, d, "plan", "--root", root, "--mode", "container", "-o", "json")
 	require.Equal(t, 0, code, out+errs)
 	var p planJSON
 	require.NoError(t, json.Unmarshal([]byte(out), &p))
 	require.Equal(t, []string{"vfio-unbind", "nouveau", "reboot", "label"}, p.ids(), out)
 	// not bound to nouveau on the way (a console it brings up would keep it loaded)
 	require.NotContains(t, strings.Join(p.Steps[0].Sysfs, "\n"), "drivers/nouveau/bind")
-	out, errs, code = gpuprep(t, "apply", "--root", root, "--mode", "container", "--yes")
+	out, errs, code = gpuprepWith(t, d, "apply", "--root", root, "--mode", "container", "--yes")
 	require.Equal(t, exitOK, code, out+errs)
 	require.NotContains(t, out, "-> nouveau")
 	for _, g := range []string{"0000:41:00.0", "0000:61:00.0"} {
@@ -882,20 +887,21 @@ func rebind(t *testing.T, root, addr, drv string) {
 // board, devices still on vfio-pci are diagnosed (what binds them at boot:
 // here vfio-pci.ids on the kernel command line), not rebooted again.
 func TestApplyUnbindAtBootStillOnVFIO(t *testing.T) {
-	simulatedKernel(t)
+	d := realDeps()
+	simulatedKernel(t, d)
 	root := fixtureRoot(t, "hgx-h200")
 	withTools(t, root)
-	out, errs, code := gpuprep(t, "apply", "--root", root, "--mode", "vm-passthrough", "--yes")
+	out, errs, code := gpuprepWith(t, d, "apply", "--root", root, "--mode", "vm-passthrough", "--yes")
 	require.Equal(t, exitOK, code, out+errs)
 	setBootID(t, root, "11111111-1111-1111-1111-111111111111")
-	out, errs, code = gpuprep(t, "apply", "--root", root, "--mode", "container", "--yes")
+	out, errs, code = gpuprepWith(t, d, "apply", "--root", root, "--mode", "container", "--yes")
 	require.Equal(t, exitNeedReboot, code, out+errs)
 
 	setBootID(t, root, "22222222-2222-2222-2222-222222222222")
 	raw, err := os.ReadFile(filepath.Join(root, "proc/cmdline"))
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(root, "proc/cmdline"), []byte(strings.TrimSpace(string(raw))+" vfio-pci.ids=10de:2335\n"), 0o644))
-	out, errs, code = gpuprep(t, "apply", "--root", root, "--mode", "container", "--yes", "--reboot")
+	out, errs, code = gpuprepWith(t, d, "apply", "--root", root, "--mode", "container", "--yes", "--reboot")
 	require.Equal(t, exitNotReady, code, out+errs)
 	require.Contains(t, errs, "are still on VFIO")
 	require.Contains(t, errs, `the next boot's kernel command line "vfio-pci.ids=10de:2335" (vfio-pci: binds every device with ID 10de:2335 when vfio-pci initialises) (0000:13:00.0, 0000:23:00.0, `)
@@ -908,12 +914,13 @@ func TestApplyUnbindAtBootStillOnVFIO(t *testing.T) {
 // old ask was answered by the apply after it, so the second container apply
 // asks for its own reboot instead of blaming the first one.
 func TestAnsweredRebootIsNotDiagnosedAgain(t *testing.T) {
-	simulatedKernel(t)
+	d := realDeps()
+	simulatedKernel(t, d)
 	root := fixtureRoot(t, "hgx-h200")
 	withTools(t, root)
 	gpus := hgxGPUs
 	apply := func(mode string, want int) string {
-		out, errs, code := gpuprep(t, "apply", "--root", root, "--mode", mode, "--yes")
+		out, errs, code := gpuprepWith(t, d, "apply", "--root", root, "--mode", mode, "--yes")
 		require.Equal(t, want, code, out+errs)
 		return out + errs
 	}
@@ -936,7 +943,8 @@ func TestAnsweredRebootIsNotDiagnosedAgain(t *testing.T) {
 // configuration (and its nouveau blacklist) goes, blacklists nouveau itself
 // before that reboot: the boot must not give them to nouveau.
 func TestUnbindAtBootKeepsNouveauOff(t *testing.T) {
-	simulatedKernel(t)
+	d := realDeps()
+	simulatedKernel(t, d)
 	root := fixtureRoot(t, "hgx-h200")
 	withTools(t, root)
 	require.NoError(t, fixture.New(root).Module("nouveau", nil).Remove("/etc/modprobe.d/blacklist-nouveau.conf").Err())
@@ -944,14 +952,14 @@ func TestUnbindAtBootKeepsNouveauOff(t *testing.T) {
 	for _, g := range gpus {
 		rebind(t, root, g, "nouveau")
 	}
-	out, errs, code := gpuprep(t, "apply", "--root", root, "--mode", "vm-passthrough", "--yes")
+	out, errs, code := gpuprepWith(t, d, "apply", "--root", root, "--mode", "vm-passthrough", "--yes")
 	require.Equal(t, exitOK, code, out+errs)
-	out, errs, code = gpuprep(t, "plan", "--root", root, "--mode", "container", "-o", "json")
+	out, errs, code = gpuprepWith(t, d, "plan", "--root", root, "--mode", "container", "-o", "json")
 	require.Equal(t, 0, code, out+errs)
 	var p planJSON
 	require.NoError(t, json.Unmarshal([]byte(out), &p))
 	require.Equal(t, []string{"vfio-unbind", "nouveau", "reboot", "label"}, p.ids(), out)
-	out, errs, code = gpuprep(t, "apply", "--root", root, "--mode", "container", "--yes")
+	out, errs, code = gpuprepWith(t, d, "apply", "--root", root, "--mode", "container", "--yes")
 	require.Equal(t, exitNeedReboot, code, out+errs)
 	require.FileExists(t, filepath.Join(root, vgpu.NouveauBlacklist), "written before the reboot")
 }
@@ -965,31 +973,31 @@ func TestUnbindAtBootRegeneratesAfterAFailedInitramfs(t *testing.T) {
 	root := fixtureRoot(t, "hgx-h200")
 	withTools(t, root)
 	require.NoError(t, fixture.New(root).Initramfs(kernel).Touch("/boot/initrd.img-"+kernel, time.Now().Add(-time.Hour)).Err())
-	simulatedKernel(t)
-	out, errs, code := gpuprep(t, "apply", "--root", root, "--mode", "vm-passthrough", "--yes")
+	d := realDeps()
+	simulatedKernel(t, d)
+	out, errs, code := gpuprepWith(t, d, "apply", "--root", root, "--mode", "vm-passthrough", "--yes")
 	require.Equal(t, exitOK, code, out+errs)
 	require.NoError(t, fixture.New(root).Touch("/boot/initrd.img-"+kernel, time.Now().Add(-time.Minute)).Err())
 
-	old := provisionKernel
-	t.Cleanup(func() { provisionKernel = old })
-	provisionKernel = func(r *host.Root) (vfio.Sysfs, host.Runner, error) {
+	old := d.provisionKernel
+	d.provisionKernel = func(r *host.Root) (vfio.Sysfs, host.Runner, error) {
 		k, err := fixture.NewKernel(r.Dir())
 		if err == nil {
 			k.Fail["update-initramfs -u"] = errors.New("update-initramfs: failed")
 		}
 		return k, k, err
 	}
-	out, errs, code = gpuprep(t, "apply", "--root", root, "--mode", "container", "--yes")
+	out, errs, code = gpuprepWith(t, d, "apply", "--root", root, "--mode", "container", "--yes")
 	require.Equal(t, exitNotReady, code, out+errs)
 	require.NotContains(t, out, "ran: update-initramfs")
 	require.NoFileExists(t, filepath.Join(root, vfio.ModprobeConf))
 
-	provisionKernel = old
-	sim := simulatedKernel(t)
-	out, errs, code = gpuprep(t, "plan", "--root", root, "--mode", "container")
+	d.provisionKernel = old
+	sim := simulatedKernel(t, d)
+	out, errs, code = gpuprepWith(t, d, "plan", "--root", root, "--mode", "container")
 	require.Equal(t, 0, code, out+errs)
 	require.Contains(t, out, "run: update-initramfs -u")
-	out, errs, code = gpuprep(t, "apply", "--root", root, "--mode", "container", "--yes")
+	out, errs, code = gpuprepWith(t, d, "apply", "--root", root, "--mode", "container", "--yes")
 	require.Equal(t, exitNeedReboot, code, out+errs)
 	require.True(t, hasCommand((*sim).Commands, "update-initramfs", "-u"), "%v", (*sim).Commands)
 }
@@ -998,13 +1006,14 @@ func TestUnbindAtBootRegeneratesAfterAFailedInitramfs(t *testing.T) {
 // (the journal has no driver of theirs from before VFIO) fail the check, and
 // the plan after it says so instead of "nothing to do".
 func TestPlanAfterUnbindLeftUnboundSaysNotReady(t *testing.T) {
-	simulatedKernel(t)
+	d := realDeps()
+	simulatedKernel(t, d)
 	root := fixtureRoot(t, "vfio-bound")
 	require.NoError(t, fixture.New(root).Module("nvidia", nil).Mkdir("/sys/bus/pci/drivers/nvidia").Err())
-	out, errs, code := gpuprep(t, "apply", "--root", root, "--mode", "container", "--yes")
+	out, errs, code := gpuprepWith(t, d, "apply", "--root", root, "--mode", "container", "--yes")
 	require.Equal(t, exitNotReady, code, out+errs)
 	require.Equal(t, "", driverOf(t, root, "0000:11:00.0"))
-	out, errs, code = gpuprep(t, "plan", "--root", root, "--mode", "container")
+	out, errs, code = gpuprepWith(t, d, "plan", "--root", root, "--mode", "container")
 	require.Equal(t, 0, code, out+errs)
 	require.Contains(t, out, "Nothing gpuprep can do on vfio-node for container, but it is not ready")
 	require.Contains(t, out, "not ready after apply: vfio.binding 0000:11:00.0: no driver bound while nvidia is loaded")
@@ -1014,19 +1023,20 @@ func TestPlanAfterUnbindLeftUnboundSaysNotReady(t *testing.T) {
 // configuration while the GPUs run on nvidia: rollback says the next boot
 // differs (exit 4) instead of "rolled back" with drivers and files at odds.
 func TestRollbackOfUnbindAtBootAfterItsReboot(t *testing.T) {
-	simulatedKernel(t)
+	d := realDeps()
+	simulatedKernel(t, d)
 	root := fixtureRoot(t, "hgx-h200")
 	withTools(t, root)
 	setBootID(t, root, "11111111-1111-1111-1111-111111111111")
-	out, errs, code := gpuprep(t, "apply", "--root", root, "--mode", "vm-passthrough", "--yes")
+	out, errs, code := gpuprepWith(t, d, "apply", "--root", root, "--mode", "vm-passthrough", "--yes")
 	require.Equal(t, exitOK, code, out+errs)
-	out, errs, code = gpuprep(t, "apply", "--root", root, "--mode", "container", "--yes")
+	out, errs, code = gpuprepWith(t, d, "apply", "--root", root, "--mode", "container", "--yes")
 	require.Equal(t, exitNeedReboot, code, out+errs)
 	setBootID(t, root, "22222222-2222-2222-2222-222222222222")
 	for _, g := range hgxGPUs {
 		rebind(t, root, g, "nvidia")
 	}
-	out, errs, code = gpuprep(t, "rollback", "--root", root, "--to", "vfio-bind")
+	out, errs, code = gpuprepWith(t, d, "rollback", "--root", root, "--to", "vfio-bind")
 	require.Equal(t, exitNeedReboot, code, out+errs)
 	require.FileExists(t, filepath.Join(root, vfio.ModprobeConf))
 	require.Contains(t, out+errs, "binds them to vfio-pci at the next boot; they are not on it now")
@@ -1046,25 +1056,26 @@ func TestPlanVGPURefusesGeForce(t *testing.T) {
 // host drivers at the next boot: plan makes the binding persistent, apply
 // does it, and check then no longer warns.
 func TestPlanPersistsALiveVFIOBinding(t *testing.T) {
-	simulatedKernel(t)
+	d := realDeps()
+	simulatedKernel(t, d)
 	root := fixtureRoot(t, "vfio-bound") // bound live: nothing binds the GPUs at boot
 	withTools(t, root)
-	out, errs, code := gpuprep(t, "check", "--root", root, "--mode", "vm-passthrough", "-o", "json")
+	out, errs, code := gpuprepWith(t, d, "check", "--root", root, "--mode", "vm-passthrough", "-o", "json")
 	require.Equal(t, 0, code, errs)
 	require.Contains(t, out, "bound to vfio-pci until the next boot")
-	out, errs, code = gpuprep(t, "plan", "--root", root, "--mode", "vm-passthrough", "-o", "json")
+	out, errs, code = gpuprepWith(t, d, "plan", "--root", root, "--mode", "vm-passthrough", "-o", "json")
 	require.Equal(t, 0, code, errs)
 	var p planJSON
 	require.NoError(t, json.Unmarshal([]byte(out), &p))
 	require.Len(t, p.Steps, 1, out)
 	require.Equal(t, "vfio-bind", p.Steps[0].ID)
 	require.Contains(t, p.Steps[0].Title, "nothing binds 0000:11:00.0, 0000:21:00.0, 0000:31:00.0, 0000:41:00.0 to VFIO at boot")
-	_, errs, code = gpuprep(t, "apply", "--root", root, "--mode", "vm-passthrough", "--yes")
+	_, errs, code = gpuprepWith(t, d, "apply", "--root", root, "--mode", "vm-passthrough", "--yes")
 	require.Equal(t, 0, code, errs)
-	out, errs, code = gpuprep(t, "check", "--root", root, "--mode", "vm-passthrough", "-o", "json")
+	out, errs, code = gpuprepWith(t, d, "check", "--root", root, "--mode", "vm-passthrough", "-o", "json")
 	require.Equal(t, 0, code, errs)
 	require.NotContains(t, out, "until the next boot")
-	out, _, code = gpuprep(t, "plan", "--root", root, "--mode", "vm-passthrough", "-o", "json")
+	out, _, code = gpuprepWith(t, d, "plan", "--root", root, "--mode", "vm-passthrough", "-o", "json")
 	require.Equal(t, 0, code)
 	require.NoError(t, json.Unmarshal([]byte(out), &p))
 	require.Empty(t, p.Steps, "applied: nothing more to do")

@@ -73,10 +73,8 @@ func TestApplyVMVGPUInstallsWhatRecreatesVendorVGPUs(t *testing.T) {
 	vn, err := newVGPUNode(root)
 	require.NoError(t, err)
 	n := wantsNode{vn}
-	oldK := provisionKernel
-	t.Cleanup(func() { provisionKernel = oldK })
-	provisionKernel = func(*host.Root) (vfio.Sysfs, host.Runner, error) { return vn, n, nil }
 	d := realDeps()
+	d.provisionKernel = func(*host.Root) (vfio.Sysfs, host.Runner, error) { return vn, n, nil }
 	d.provisionQuery = func(*host.Root) host.Runner { return n }
 	self := fakeGpuprep(t)
 	d.gpuprepBinary = func() string { return self }

@@ -69,10 +69,8 @@ func simulatedVGPUNode(t *testing.T, root string) (*vgpuNode, *deps) {
 	t.Helper()
 	n, err := newVGPUNode(root)
 	require.NoError(t, err)
-	oldK := provisionKernel
-	t.Cleanup(func() { provisionKernel = oldK })
-	provisionKernel = func(*host.Root) (vfio.Sysfs, host.Runner, error) { return n, n, nil }
 	d := realDeps()
+	d.provisionKernel = func(*host.Root) (vfio.Sysfs, host.Runner, error) { return n, n, nil }
 	d.provisionQuery = func(*host.Root) host.Runner { return n }
 	self := fakeGpuprep(t)
 	d.gpuprepBinary = func() string { return self }
@@ -462,15 +460,16 @@ func TestApplyVMVGPUAfterPassthrough(t *testing.T) {
 	root := fixtureRoot(t, "vgpu-fresh-sriov")
 	withTools(t, root)
 	// bound to vfio-pci and persisted, as vfio bind --persist leaves it (journal: nouveau before)
-	simulated(t)
-	_, errs, code := gpuprep(t, "vfio", "bind", "--root", root, "--persist")
+	d := realDeps()
+	simulated(t, d)
+	_, errs, code := gpuprepWith(t, d, "vfio", "bind", "--root", root, "--persist")
 	require.Equal(t, 0, code, errs)
 	require.Equal(t, "vfio-pci", driverOf(t, root, "0000:41:00.0"))
-	out, _, code := gpuprep(t, "check", "--root", root, "--mode", "vm-vgpu")
+	out, _, code := gpuprepWith(t, d, "check", "--root", root, "--mode", "vm-vgpu")
 	require.Equal(t, exitNotReady, code)
 	require.Contains(t, out, "vfio.binding")
 
-	_, d := simulatedVGPUNode(t, root)
+	_, d = simulatedVGPUNode(t, root)
 	run, err := vgputest.WriteInstaller(t.TempDir(), "550.90.05", "vgpu-kvm")
 	require.NoError(t, err)
 	args := []string{"--root", root, "--mode", "vm-vgpu", "--vgpu-config-file", vgpuConfigFile(t), "--vgpu-config", "l40s-24q", "--driver", run}

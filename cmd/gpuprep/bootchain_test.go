@@ -169,7 +169,7 @@ func TestGrubEnsureProxmoxSystemdBoot(t *testing.T) {
 	require.Equal(t, "configured-reboot-pending", show.Args[0].State, out)
 
 	run.Calls = nil
-	k := simulatedKernel(t)
+	k := simulatedKernel(t, d)
 	out, errs, code = gpuprepWith(t, d, "rollback", "--root", root)
 	require.Equal(t, exitOK, code, out+errs)
 	require.Equal(t, cmdBefore, read(t, root, "/etc/kernel/cmdline"))
@@ -294,18 +294,19 @@ func TestProxmoxUnknownESPMode(t *testing.T) {
 // refresh, leaves /etc/default/grub alone, and stops for the reboot;
 // rollback restores the file and refreshes the ESPs from it.
 func TestApplyProxmoxSystemdBoot(t *testing.T) {
-	k := simulatedKernel(t)
+	d := realDeps()
+	k := simulatedKernel(t, d)
 	root := bootChainRoot(t, "proxmox-systemd-boot", fixture.BootMissing)
 	withTools(t, root)
 	grubBefore, cmdBefore := read(t, root, "/etc/default/grub"), read(t, root, "/etc/kernel/cmdline")
-	out, errs, code := gpuprep(t, "apply", "--root", root, "--mode", "vm-passthrough", "--yes")
+	out, errs, code := gpuprepWith(t, d, "apply", "--root", root, "--mode", "vm-passthrough", "--yes")
 	require.Equal(t, exitNeedReboot, code, out+errs)
 	require.Equal(t, "root=ZFS=rpool/ROOT/pve-1 boot=zfs intel_iommu=on iommu=pt\n", read(t, root, "/etc/kernel/cmdline"))
 	require.Equal(t, grubBefore, read(t, root, "/etc/default/grub"))
 	require.Contains(t, (*k).Commands, []string{"proxmox-boot-tool", "refresh"})
 	require.NotContains(t, (*k).Commands, []string{"update-grub"})
 
-	out, errs, code = gpuprep(t, "rollback", "--root", root)
+	out, errs, code = gpuprepWith(t, d, "rollback", "--root", root)
 	require.Equal(t, exitOK, code, out+errs)
 	require.Equal(t, cmdBefore, read(t, root, "/etc/kernel/cmdline"))
 	require.Equal(t, []string{"proxmox-boot-tool", "refresh"}, (*k).Commands[len((*k).Commands)-1])

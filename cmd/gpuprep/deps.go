@@ -9,6 +9,7 @@ import (
 	"github.com/mattn/go-isatty"
 
 	"github.com/gpuprep/gpuprep/internal/host"
+	"github.com/gpuprep/gpuprep/vfio"
 	"github.com/gpuprep/gpuprep/vgpu"
 )
 
@@ -59,6 +60,19 @@ type deps struct {
 	// roots, whose sysfs is the kernel simulator. Never true in gpuprep
 	// itself (fixtureRoots is set only by the tests' own init).
 	fixtureRootsWritable bool
+	// provisionKernel gives what apply and rollback change the running
+	// kernel through: sysfs and commands of this machine; against a root
+	// other than / it refuses. Tests give the fixture kernel simulator
+	// (internal/fixture.Kernel), which reacts to sysfs writes as the kernel
+	// does and records commands.
+	provisionKernel func(*host.Root) (vfio.Sysfs, host.Runner, error)
+	// vfioKernel gives what vfio bind and unbind change the kernel
+	// through; on a root other than / only --dry-run and status are
+	// possible.
+	vfioKernel func(*host.Root) (vfio.Sysfs, host.Runner, error)
+	// exitOnSignal ends the process after an interrupt (tests deliver a
+	// real signal and keep the test process).
+	exitOnSignal func(code int)
 }
 
 // fixtureRoots is set by cmd/gpuprep's tests (fixture_roots_test.go) and by
@@ -80,6 +94,9 @@ func realDeps() *deps {
 		stdinTTY:          func() bool { return isatty.IsTerminal(os.Stdin.Fd()) || isatty.IsCygwinTerminal(os.Stdin.Fd()) },
 		agentContext:      agentLifetime,
 		snapshotRun:       runOnce,
+		provisionKernel:   hostProvisionKernel,
+		vfioKernel:        hostVFIOKernel,
+		exitOnSignal:      os.Exit,
 
 		fixtureRootsWritable: fixtureRoots,
 	}

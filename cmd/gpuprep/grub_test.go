@@ -320,7 +320,7 @@ func TestGrubEnsureFinishesAFailedRegeneration(t *testing.T) {
 // journal's last line, the change's entry, cut off) leaves its intent, and rollback undoes the change from it.
 func TestRollbackUndoesAGrubEnsureKilledBeforeItsRecord(t *testing.T) {
 	_, d := fakeGrubRunner(t)
-	simulatedKernel(t)
+	simulatedKernel(t, d)
 	root := grubRoot(t, "debian", intelNode)
 	before := read(t, root, "/etc/default/grub")
 	_, errs, code := gpuprepWith(t, d, "grub", "ensure", "--mode", "vm-passthrough", "--root", root, "--no-regenerate")

@@ -25,7 +25,8 @@ func labelEntries(t *testing.T, root string) []journal.Entry {
 
 func TestLabelThroughAPIJournalsAndRollsBack(t *testing.T) {
 	s := kubetest.Start(t)
-	simulatedKernel(t) // rollback acts on the fixture root
+	d := realDeps()
+	simulatedKernel(t, d) // rollback acts on the fixture root
 	root := fixtureRoot(t, "hgx-h200")
 	kc := s.AdminKubeconfig(t)
 	// n1: the workload label with another value, a stale vGPU config; n2: neither
@@ -35,7 +36,7 @@ func TestLabelThroughAPIJournalsAndRollsBack(t *testing.T) {
 	s.CreateNode(t, "n2", n2)
 
 	// --dry-run changes and journals nothing
-	out, errs, code := gpuprep(t, "label", "--root", root, "--kubeconfig", kc, "--node", "n1", "--mode", "vm-passthrough", "--dry-run")
+	out, errs, code := gpuprepWith(t, d, "label", "--root", root, "--kubeconfig", kc, "--node", "n1", "--mode", "vm-passthrough", "--dry-run")
 	require.Equal(t, 0, code, out+errs)
 	require.Contains(t, out, "would label (server-side dry run) node n1")
 	got, _ := s.NodeLabels(t, "n1")
@@ -48,14 +49,14 @@ func TestLabelThroughAPIJournalsAndRollsBack(t *testing.T) {
 	bad := fixtureRoot(t, "hgx-h200")
 	require.NoError(t, os.MkdirAll(filepath.Join(bad, "var/lib"), 0o755))
 	require.NoError(t, os.WriteFile(filepath.Join(bad, "var/lib/gpuprep"), nil, 0o644))
-	out, errs, code = gpuprep(t, "label", "--root", bad, "--kubeconfig", kc, "--node", "n3", "--mode", "vm-passthrough")
+	out, errs, code = gpuprepWith(t, d, "label", "--root", bad, "--kubeconfig", kc, "--node", "n3", "--mode", "vm-passthrough")
 	require.Equal(t, 0, code, out+errs)
 	require.Contains(t, errs, "gpuprep: warning: the change is not recorded for gpuprep rollback (journal: ")
 	require.Contains(t, errs, "the labels before it: "+kube.WorkloadLabel+"=container\n")
 	got, _ = s.NodeLabels(t, "n3")
 	require.Equal(t, map[string]string{"zone": "r3", kube.WorkloadLabel: "vm-passthrough"}, got)
 
-	out, errs, code = gpuprep(t, "label", "--root", root, "--kubeconfig", kc, "--node", "n1", "--mode", "vm-passthrough")
+	out, errs, code = gpuprepWith(t, d, "label", "--root", root, "--kubeconfig", kc, "--node", "n1", "--mode", "vm-passthrough")
 	require.Equal(t, 0, code, out+errs)
 	require.Equal(t, "labelled node n1: nvidia.com/gpu.workload.config=vm-passthrough, removed nvidia.com/vgpu.config\n", out)
 	got, _ = s.NodeLabels(t, "n1")
@@ -63,7 +64,7 @@ func TestLabelThroughAPIJournalsAndRollsBack(t *testing.T) {
 
 	// the default kubeconfig ($KUBECONFIG) is journalled as the file it is
 	t.Setenv("KUBECONFIG", kc)
-	out, errs, code = gpuprep(t, "label", "--root", root, "--node", "n2", "--mode", "vm-passthrough")
+	out, errs, code = gpuprepWith(t, d, "label", "--root", root, "--node", "n2", "--mode", "vm-passthrough")
 	require.Equal(t, 0, code, out+errs)
 	got, _ = s.NodeLabels(t, "n2")
 	require.Equal(t, map[string]string{"zone": "r2", kube.WorkloadLabel: "vm-passthrough"}, got)
@@ -79,13 +80,13 @@ func TestLabelThroughAPIJournalsAndRollsBack(t *testing.T) {
 	require.Equal(t, "", es[1].Before)
 
 	// nothing to change: nothing journalled
-	out, errs, code = gpuprep(t, "label", "--root", root, "--node", "n2", "--mode", "vm-passthrough")
+	out, errs, code = gpuprepWith(t, d, "label", "--root", root, "--node", "n2", "--mode", "vm-passthrough")
 	require.Equal(t, 0, code, out+errs)
 	require.Contains(t, out, "nothing to do")
 	require.Equal(t, 2, journalLen(t, root))
 	t.Setenv("KUBECONFIG", filepath.Join(t.TempDir(), "none")) // rollback gets it from --kubeconfig
 
-	out, errs, code = gpuprep(t, "rollback", "--root", root, "--kubeconfig", kc)
+	out, errs, code = gpuprepWith(t, d, "rollback", "--root", root, "--kubeconfig", kc)
 	require.Equal(t, 0, code, out+errs)
 	require.Contains(t, out, "Rolled back.")
 	got, rv1 := s.NodeLabels(t, "n1")
@@ -93,7 +94,7 @@ func TestLabelThroughAPIJournalsAndRollsBack(t *testing.T) {
 	got, rv2 := s.NodeLabels(t, "n2")
 	require.Equal(t, n2, got, "the label it added is gone")
 
-	out, errs, code = gpuprep(t, "rollback", "--root", root, "--kubeconfig", kc)
+	out, errs, code = gpuprepWith(t, d, "rollback", "--root", root, "--kubeconfig", kc)
 	require.Equal(t, 0, code, out+errs)
 	require.Contains(t, out, "Nothing to roll back.")
 	_, rv := s.NodeLabels(t, "n1")
@@ -104,20 +105,21 @@ func TestLabelThroughAPIJournalsAndRollsBack(t *testing.T) {
 
 func TestApplyLabelThroughAPIRollsBack(t *testing.T) {
 	s := kubetest.Start(t)
-	simulatedKernel(t)
+	d := realDeps()
+	simulatedKernel(t, d)
 	root := fixtureRoot(t, "hgx-h200")
 	orig := tree(t, root)
 	kc := s.AdminKubeconfig(t)
 	before := map[string]string{"zone": "r1", kube.WorkloadLabel: "vm-vgpu", kube.VGPUConfigLabel: "H200-35C"}
 	s.CreateNode(t, "gpu-7", before)
 
-	out, errs, code := gpuprep(t, "plan", "--root", root, "--mode", "container", "--kubeconfig", kc, "--node", "gpu-7", "-o", "json")
+	out, errs, code := gpuprepWith(t, d, "plan", "--root", root, "--mode", "container", "--kubeconfig", kc, "--node", "gpu-7", "-o", "json")
 	require.Equal(t, 0, code, errs)
 	var p planJSON
 	require.NoError(t, json.Unmarshal([]byte(out), &p))
 	require.Equal(t, []string{"label"}, p.ids(), out)
 
-	out, errs, code = gpuprep(t, "apply", "--root", root, "--mode", "container", "--kubeconfig", kc, "--node", "gpu-7", "--yes")
+	out, errs, code = gpuprepWith(t, d, "apply", "--root", root, "--mode", "container", "--kubeconfig", kc, "--node", "gpu-7", "--yes")
 	require.Equal(t, 0, code, out+errs)
 	got, _ := s.NodeLabels(t, "gpu-7")
 	require.Equal(t, map[string]string{"zone": "r1", kube.WorkloadLabel: "container"}, got)
@@ -128,14 +130,14 @@ func TestApplyLabelThroughAPIRollsBack(t *testing.T) {
 	require.Equal(t, kc, es[0].Path)
 
 	// without --kubeconfig: the one apply journalled
-	out, errs, code = gpuprep(t, "rollback", "--root", root)
+	out, errs, code = gpuprepWith(t, d, "rollback", "--root", root)
 	require.Equal(t, 0, code, out+errs)
 	require.Contains(t, out, "Rolled back.")
 	got, rv := s.NodeLabels(t, "gpu-7")
 	require.Equal(t, before, got)
 	require.Equal(t, orig, tree(t, root))
 
-	out, errs, code = gpuprep(t, "rollback", "--root", root)
+	out, errs, code = gpuprepWith(t, d, "rollback", "--root", root)
 	require.Equal(t, 0, code, out+errs)
 	require.Contains(t, out, "Nothing to roll back.")
 	_, rv2 := s.NodeLabels(t, "gpu-7")

@@ -63,15 +63,16 @@ func TestLabelNewEnvFileAndErrors(t *testing.T) {
 }
 
 func TestLabelKubeadmConfig(t *testing.T) {
+	d := realDeps()
 	root := fixtureRoot(t, "hgx-h200")
 	f := filepath.Join(root, "etc/kubeadm/join.yaml")
 	require.NoError(t, os.MkdirAll(filepath.Dir(f), 0o755))
 	in := "apiVersion: kubeadm.k8s.io/v1beta4\nkind: JoinConfiguration\nnodeRegistration:\n  kubeletExtraArgs:\n  - name: max-pods\n    value: \"250\"\n"
 	require.NoError(t, os.WriteFile(f, []byte(in), 0o600))
-	_, stderr, code := gpuprep(t, "label", "--root", root, "--before-join", "--kubeadm-config", "etc/kubeadm/join.yaml", "--mode", "vm-passthrough")
+	_, stderr, code := gpuprepWith(t, d, "label", "--root", root, "--before-join", "--kubeadm-config", "etc/kubeadm/join.yaml", "--mode", "vm-passthrough")
 	require.Equal(t, exitUsage, code)
 	require.Contains(t, stderr, "with --root, give the file's absolute path inside the root")
-	out, stderr, code := gpuprep(t, "label", "--root", root, "--before-join", "--kubeadm-config", "/etc/kubeadm/join.yaml", "--mode", "vm-passthrough")
+	out, stderr, code := gpuprepWith(t, d, "label", "--root", root, "--before-join", "--kubeadm-config", "/etc/kubeadm/join.yaml", "--mode", "vm-passthrough")
 	require.Equal(t, 0, code, stderr)
 	require.Contains(t, out, "+  - name: node-labels\n+    value: \"nvidia.com/gpu.workload.config=vm-passthrough\"\n")
 	require.Contains(t, out, "wrote /etc/kubeadm/join.yaml (backup /etc/kubeadm/join.yaml.gpuprep-")
@@ -89,8 +90,8 @@ func TestLabelKubeadmConfig(t *testing.T) {
 	require.Equal(t, "/etc/kubeadm/join.yaml", ents[1].Path)
 	_, err = os.Stat(filepath.Join(root, "etc/kubeadm/var"))
 	require.ErrorIs(t, err, os.ErrNotExist)
-	simulatedKernel(t)
-	out, stderr, code = gpuprep(t, "rollback", "--root", root)
+	simulatedKernel(t, d)
+	out, stderr, code = gpuprepWith(t, d, "rollback", "--root", root)
 	require.Equal(t, 0, code, out+stderr)
 	require.Contains(t, out, "/etc/kubeadm/join.yaml")
 	b, _ = os.ReadFile(f)

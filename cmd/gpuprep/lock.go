@@ -168,7 +168,7 @@ func (g *globals) deferInterrupts(stderr io.Writer) {
 			case s := <-sig:
 				if n == 0 && !g.changing.Load() {
 					fmt.Fprintf(stderr, "\ngpuprep: %v: nothing was changed\n", s)
-					exitOnSignal(128 + signalNumber(s))
+					g.dep().exitOnSignal(128 + signalNumber(s))
 					return
 				}
 				if n == 0 {
@@ -184,7 +184,7 @@ func (g *globals) deferInterrupts(stderr io.Writer) {
 					continue
 				}
 				fmt.Fprintf(stderr, "gpuprep: %v again: stopping at once; commands gpuprep started go on; run the same command again, or gpuprep rollback\n", s)
-				exitOnSignal(128 + signalNumber(s))
+				g.dep().exitOnSignal(128 + signalNumber(s))
 				return
 			}
 		}

@@ -170,12 +170,10 @@ func (s *interruptingSysfs) WriteAttr(p, v string) error {
 // moved), the next step does not start, and apply ends with 130 saying how to go on; running it again finishes.
 func TestApplyFinishesTheStepItWasInterruptedIn(t *testing.T) {
 	exits := make(chan int, 1)
-	exitOnSignal = func(code int) { exits <- code }
-	t.Cleanup(func() { exitOnSignal = os.Exit })
+	d := realDeps()
+	d.exitOnSignal = func(code int) { exits <- code }
 	var sysfs *interruptingSysfs
-	old := provisionKernel
-	t.Cleanup(func() { provisionKernel = old })
-	provisionKernel = func(root *host.Root) (vfio.Sysfs, host.Runner, error) {
+	d.provisionKernel = func(root *host.Root) (vfio.Sysfs, host.Runner, error) {
 		k, err := fixture.NewKernel(root.Dir())
 		sysfs = &interruptingSysfs{Kernel: k, at: "/sys/bus/pci/devices/0000:21:00.0/driver/unbind"}
 		return sysfs, k, err
@@ -183,7 +181,7 @@ func TestApplyFinishesTheStepItWasInterruptedIn(t *testing.T) {
 	root := fixtureRoot(t, "vfio-bound")
 	gpus := []string{"0000:11:00.0", "0000:21:00.0", "0000:31:00.0", "0000:41:00.0"}
 
-	out, errs, code := gpuprep(t, "apply", "--root", root, "--mode", "container", "--yes")
+	out, errs, code := gpuprepWith(t, d, "apply", "--root", root, "--mode", "container", "--yes")
 	require.Equal(t, 1, sysfs.sent)
 	require.Equal(t, 130, code, out+errs)
 	require.Contains(t, errs, "gpuprep: hangup: finishing the step in progress, then stopping")
@@ -200,7 +198,7 @@ func TestApplyFinishesTheStepItWasInterruptedIn(t *testing.T) {
 	default:
 	}
 
-	out, errs, code = gpuprep(t, "apply", "--root", root, "--mode", "container", "--yes")
+	out, errs, code = gpuprepWith(t, d, "apply", "--root", root, "--mode", "container", "--yes")
 	require.Equal(t, 0, code, out+errs)
 	kubelet, err = os.ReadFile(filepath.Join(root, "etc/default/kubelet"))
 	require.NoError(t, err)
@@ -229,10 +227,9 @@ func TestHostLockRefusesASymlink(t *testing.T) {
 // deferred interrupts; deferring starts once the steps do.
 func TestApplyInterruptedAtItsQuestion(t *testing.T) {
 	exits := make(chan int, 1)
-	exitOnSignal = func(code int) { exits <- code }
-	t.Cleanup(func() { exitOnSignal = os.Exit })
-	simulatedKernel(t)
 	d := realDeps()
+	d.exitOnSignal = func(code int) { exits <- code }
+	simulatedKernel(t, d)
 	r, w := io.Pipe()
 	asked := make(chan struct{})
 	d.confirmInput, d.stdinTTY = &firstRead{r: r, at: asked}, func() bool { return true }

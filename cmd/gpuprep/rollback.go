@@ -109,7 +109,7 @@ func (c *rollbackCmd) run(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
-	sysfs, runner, err := provisionKernel(root)
+	sysfs, runner, err := c.g.dep().provisionKernel(root)
 	if err != nil {
 		return err
 	}

@@ -19,13 +19,13 @@ import (
 
 // appliedUntilReboot is an iommu-off-kernel node (simulated) that apply
 // --mode vm-passthrough took up to its reboot, and the node's files before.
-func appliedUntilReboot(t *testing.T) (string, map[string]string) {
+func appliedUntilReboot(t *testing.T, d *deps) (string, map[string]string) {
 	t.Helper()
-	simulatedKernel(t)
+	simulatedKernel(t, d)
 	root := fixtureRoot(t, "iommu-off-kernel")
 	withTools(t, root)
 	orig := tree(t, root)
-	out, errs, code := gpuprep(t, "apply", "--root", root, "--mode", "vm-passthrough", "--yes")
+	out, errs, code := gpuprepWith(t, d, "apply", "--root", root, "--mode", "vm-passthrough", "--yes")
 	require.Equal(t, exitNeedReboot, code, out+errs)
 	return root, orig
 }
@@ -60,7 +60,8 @@ func grubBackup(t *testing.T, root string) string {
 // the file and the backup, exits 1, leaves the file and records nothing
 // undone, so that once the backup is back a rollback restores it.
 func TestRollbackMissingBackup(t *testing.T) {
-	root, orig := appliedUntilReboot(t)
+	d := realDeps()
+	root, orig := appliedUntilReboot(t, d)
 	var out, errs string
 	var code int
 	bak := grubBackup(t, root)
@@ -70,7 +71,7 @@ func TestRollbackMissingBackup(t *testing.T) {
 	applied := tree(t, root)
 
 	for range 2 {
-		out, errs, code = gpuprep(t, "rollback", "--root", root)
+		out, errs, code = gpuprepWith(t, d, "rollback", "--root", root)
 		require.Equal(t, exitNotReady, code, out+errs)
 		require.NotContains(t, out, "Rolled back")
 		require.NotContains(t, out, "Nothing to roll back")
@@ -83,11 +84,11 @@ func TestRollbackMissingBackup(t *testing.T) {
 
 	// the backup back: rollback restores the file, saving what it held
 	require.NoError(t, os.WriteFile(bak, saved, 0o644))
-	out, errs, code = gpuprep(t, "rollback", "--root", root)
+	out, errs, code = gpuprepWith(t, d, "rollback", "--root", root)
 	require.Contains(t, []int{exitOK, exitNeedReboot}, code, out+errs)
 	require.Contains(t, out, "/etc/default/grub: restored from /"+strings.TrimPrefix(bak, root+"/")+"; what it held is saved in /etc/default/grub.gpuprep-")
 	require.Equal(t, orig, tree(t, root))
-	out, _, code = gpuprep(t, "rollback", "--root", root)
+	out, _, code = gpuprepWith(t, d, "rollback", "--root", root)
 	require.Equal(t, exitOK, code)
 	require.Contains(t, out, "Nothing to roll back.")
 }
@@ -96,7 +97,8 @@ func TestRollbackMissingBackup(t *testing.T) {
 // and its backup, exits 1 and records nothing undone; --force-files
 // restores it, saving the edited content first, and says where.
 func TestRollbackKeepsLaterEdit(t *testing.T) {
-	root, orig := appliedUntilReboot(t)
+	d := realDeps()
+	root, orig := appliedUntilReboot(t, d)
 	var errs string
 	var code int
 	bak := "/" + strings.TrimPrefix(grubBackup(t, root), root+"/")
@@ -106,7 +108,7 @@ func TestRollbackKeepsLaterEdit(t *testing.T) {
 	edited := string(g) + "GRUB_TIMEOUT=30 # admin edit\n"
 	require.NoError(t, os.WriteFile(p, []byte(edited), 0o644))
 
-	out, errs, code := gpuprep(t, "rollback", "--root", root)
+	out, errs, code := gpuprepWith(t, d, "rollback", "--root", root)
 	require.Equal(t, exitNotReady, code, out+errs)
 	require.Contains(t, errs, "/etc/default/grub: changed since gpuprep wrote it: not restored; restore it by hand from "+bak+", or pass --force-files")
 	g, err = os.ReadFile(p)
@@ -114,7 +116,7 @@ func TestRollbackKeepsLaterEdit(t *testing.T) {
 	require.Equal(t, edited, string(g))
 	require.Empty(t, undoneEntries(t, root))
 
-	out, errs, code = gpuprep(t, "rollback", "--root", root, "--force-files", "-o", "json")
+	out, errs, code = gpuprepWith(t, d, "rollback", "--root", root, "--force-files", "-o", "json")
 	require.Contains(t, []int{exitOK, exitNeedReboot}, code, out+errs)
 	var res provision.RollbackResult
 	require.NoError(t, json.Unmarshal([]byte(out), &res), out)
@@ -141,7 +143,7 @@ func TestRollbackKeepsLaterEdit(t *testing.T) {
 	require.NotEmpty(t, saved)
 	require.Equal(t, u.Backup, saved[0])
 
-	out, _, code = gpuprep(t, "rollback", "--root", root)
+	out, _, code = gpuprepWith(t, d, "rollback", "--root", root)
 	require.Equal(t, exitOK, code)
 	require.Contains(t, out, "Nothing to roll back.")
 }
@@ -150,11 +152,12 @@ func TestRollbackKeepsLaterEdit(t *testing.T) {
 // anything recorded undone); what else rollback restored it leaves
 // restored, and a rollback --force-files then removes the file, saving it.
 func TestRollbackKeepsEditedCreatedFile(t *testing.T) {
-	root, orig := appliedUntilReboot(t)
+	d := realDeps()
+	root, orig := appliedUntilReboot(t, d)
 	var errs string
 	var code int
 	simulateReboot(t, root)
-	_, errs, code = gpuprep(t, "apply", "--root", root, "--mode", "vm-passthrough", "--yes")
+	_, errs, code = gpuprepWith(t, d, "apply", "--root", root, "--mode", "vm-passthrough", "--yes")
 	require.Contains(t, []int{exitOK, exitNotReady}, code, errs)
 	conf := filepath.Join(root, vfio.ModprobeConf)
 	c, err := os.ReadFile(conf)
@@ -163,7 +166,7 @@ func TestRollbackKeepsEditedCreatedFile(t *testing.T) {
 	require.NoError(t, os.WriteFile(conf, []byte(edited), 0o600))
 	require.NoError(t, os.Chmod(conf, 0o600))
 
-	out, errs, code := gpuprep(t, "rollback", "--root", root)
+	out, errs, code := gpuprepWith(t, d, "rollback", "--root", root)
 	require.Equal(t, exitNotReady, code, out+errs)
 	require.Contains(t, errs, vfio.ModprobeConf+": changed since gpuprep created it: not removed; remove it by hand, or pass --force-files")
 	c, err = os.ReadFile(conf)
@@ -172,7 +175,7 @@ func TestRollbackKeepsEditedCreatedFile(t *testing.T) {
 	require.Empty(t, undoneEntries(t, root))
 	require.NotContains(t, tree(t, root)["etc/default/grub"], "intel_iommu", "the other files are restored")
 
-	out, errs, code = gpuprep(t, "rollback", "--root", root, "--force-files")
+	out, errs, code = gpuprepWith(t, d, "rollback", "--root", root, "--force-files")
 	require.Contains(t, []int{exitOK, exitNeedReboot}, code, out+errs)
 	require.NoFileExists(t, conf)
 	m, err := filepath.Glob(conf + ".gpuprep-*.bak")
@@ -195,7 +198,8 @@ func TestRollbackKeepsEditedCreatedFile(t *testing.T) {
 // restores as it did (an edit made since included), says it could not
 // check, and saves what the file held.
 func TestRollbackOlderJournalWithoutHashes(t *testing.T) {
-	root, orig := appliedUntilReboot(t)
+	d := realDeps()
+	root, orig := appliedUntilReboot(t, d)
 	var errs string
 	var code int
 	// the journal as an older gpuprep wrote it: no "wrote"
@@ -219,7 +223,7 @@ func TestRollbackOlderJournalWithoutHashes(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(p, append(g, "# admin edit\n"...), 0o644))
 
-	out, errs, code := gpuprep(t, "rollback", "--root", root)
+	out, errs, code := gpuprepWith(t, d, "rollback", "--root", root)
 	require.Contains(t, []int{exitOK, exitNeedReboot}, code, out+errs)
 	require.Contains(t, out, "note: /etc/default/grub: the journal does not record what gpuprep wrote there")
 	require.Contains(t, out, "what it held is saved in /etc/default/grub.gpuprep-")
@@ -230,18 +234,19 @@ func TestRollbackOlderJournalWithoutHashes(t *testing.T) {
 // taken it out of the next boot's configuration) says a reboot is needed:
 // the next boot differs from the running one.
 func TestRollbackOfAnOffArgumentNeedsAReboot(t *testing.T) {
-	simulatedKernel(t)
+	d := realDeps()
+	simulatedKernel(t, d)
 	root := fixtureRoot(t, "hgx-h200")
 	withTools(t, root)
 	grub, err := os.ReadFile(filepath.Join(root, "etc/default/grub"))
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(root, "etc/default/grub"), []byte(strings.Replace(string(grub), "iommu=pt\"", "iommu=pt iommu=off\"", 1)), 0o644))
-	out, errs, code := gpuprep(t, "apply", "--root", root, "--mode", "vm-passthrough", "--yes")
+	out, errs, code := gpuprepWith(t, d, "apply", "--root", root, "--mode", "vm-passthrough", "--yes")
 	require.Equal(t, exitOK, code, out+errs)
 	grub, err = os.ReadFile(filepath.Join(root, "etc/default/grub"))
 	require.NoError(t, err)
 	require.NotContains(t, string(grub), "iommu=off")
-	out, errs, code = gpuprep(t, "rollback", "--root", root)
+	out, errs, code = gpuprepWith(t, d, "rollback", "--root", root)
 	require.Equal(t, exitNeedReboot, code, out+errs)
 	grub, err = os.ReadFile(filepath.Join(root, "etc/default/grub"))
 	require.NoError(t, err)
@@ -252,12 +257,13 @@ func TestRollbackOfAnOffArgumentNeedsAReboot(t *testing.T) {
 // the system runs (as apply and vfio unbind do not): it restores the files
 // and says the reboot returns them; --force moves them now.
 func TestRollbackOnNVSwitchBoardLeavesVFIOForTheBoot(t *testing.T) {
-	simulatedKernel(t)
+	d := realDeps()
+	simulatedKernel(t, d)
 	root := fixtureRoot(t, "hgx-h200")
 	withTools(t, root)
-	out, errs, code := gpuprep(t, "apply", "--root", root, "--mode", "vm-passthrough", "--yes")
+	out, errs, code := gpuprepWith(t, d, "apply", "--root", root, "--mode", "vm-passthrough", "--yes")
 	require.Equal(t, exitOK, code, out+errs)
-	out, errs, code = gpuprep(t, "rollback", "--root", root)
+	out, errs, code = gpuprepWith(t, d, "rollback", "--root", root)
 	require.Equal(t, exitNeedReboot, code, out+errs)
 	require.Contains(t, out+errs, "0000:13:00.0: left on vfio-pci until the next boot, which gives it back to nvidia")
 	require.Equal(t, "vfio-pci", driverOf(t, root, "0000:13:00.0"))
@@ -267,19 +273,19 @@ func TestRollbackOnNVSwitchBoardLeavesVFIOForTheBoot(t *testing.T) {
 	require.Contains(t, out, "The devices left on vfio-pci go back to their driver at the next boot: reboot the node.\n")
 	require.NotContains(t, out, "kernel arguments")
 	// the journal keeps them: --force, as the line says, moves them now
-	out, errs, code = gpuprep(t, "rollback", "--root", root, "--force")
+	out, errs, code = gpuprepWith(t, d, "rollback", "--root", root, "--force")
 	require.Equal(t, exitOK, code, out+errs)
 	require.Contains(t, out, "0000:13:00.0: vfio-pci -> nvidia\n")
 	require.Equal(t, "nvidia", driverOf(t, root, "0000:13:00.0"))
-	out, errs, code = gpuprep(t, "rollback", "--root", root)
+	out, errs, code = gpuprepWith(t, d, "rollback", "--root", root)
 	require.Equal(t, exitOK, code, out+errs)
 	require.Equal(t, "Nothing to roll back.\n", out)
 
 	root = fixtureRoot(t, "hgx-h200")
 	withTools(t, root)
-	out, errs, code = gpuprep(t, "apply", "--root", root, "--mode", "vm-passthrough", "--yes")
+	out, errs, code = gpuprepWith(t, d, "apply", "--root", root, "--mode", "vm-passthrough", "--yes")
 	require.Equal(t, exitOK, code, out+errs)
-	out, errs, code = gpuprep(t, "rollback", "--root", root, "--force")
+	out, errs, code = gpuprepWith(t, d, "rollback", "--root", root, "--force")
 	require.Equal(t, exitOK, code, out+errs)
 	require.Equal(t, "nvidia", driverOf(t, root, "0000:13:00.0"))
 }
@@ -289,7 +295,8 @@ func TestRollbackOnNVSwitchBoardLeavesVFIOForTheBoot(t *testing.T) {
 // apply, directories and symlinks included (diff -r). A directory that was
 // there before, or that holds anything by then, stays.
 func TestRollbackRemovesDirectoriesApplyCreated(t *testing.T) {
-	simulatedKernel(t)
+	d := realDeps()
+	simulatedKernel(t, d)
 	root := fixtureRoot(t, "turing-multifunction")
 	withTools(t, root)
 	// the journal's own directory is gpuprep's state, not compared
@@ -299,7 +306,7 @@ func TestRollbackRemovesDirectoriesApplyCreated(t *testing.T) {
 	orig := tree(t, root)
 	require.NotContains(t, orig, "etc/modules-load.d/")
 
-	out, errs, code := gpuprep(t, "apply", "--root", root, "--mode", "vm-passthrough", "--yes")
+	out, errs, code := gpuprepWith(t, d, "apply", "--root", root, "--mode", "vm-passthrough", "--yes")
 	require.Equal(t, exitOK, code, out+errs)
 	require.FileExists(t, filepath.Join(root, vfio.ModulesLoad))
 	r, err := host.NewRoot(root)
@@ -314,27 +321,27 @@ func TestRollbackRemovesDirectoriesApplyCreated(t *testing.T) {
 	}
 	require.Equal(t, []string{"/etc/modules-load.d"}, dirs, "only the directory it made; not the journal's")
 
-	out, errs, code = gpuprep(t, "rollback", "--root", root)
+	out, errs, code = gpuprepWith(t, d, "rollback", "--root", root)
 	require.Equal(t, exitOK, code, out+errs)
 	require.Contains(t, out, "/etc/modules-load.d: removed (gpuprep created it; empty)\n")
 	require.Equal(t, orig, tree(t, root))
 	diffTrees(t, before, root)
-	out, errs, code = gpuprep(t, "rollback", "--root", root)
+	out, errs, code = gpuprepWith(t, d, "rollback", "--root", root)
 	require.Equal(t, exitOK, code, out+errs)
 	require.Equal(t, "Nothing to roll back.\n", out)
 
 	// made again, and someone's file put there: it stays, with the file
-	out, errs, code = gpuprep(t, "apply", "--root", root, "--mode", "vm-passthrough", "--yes")
+	out, errs, code = gpuprepWith(t, d, "apply", "--root", root, "--mode", "vm-passthrough", "--yes")
 	require.Equal(t, exitOK, code, out+errs)
 	require.NoError(t, os.WriteFile(filepath.Join(root, "etc/modules-load.d/admin.conf"), []byte("kvm\n"), 0o644))
-	out, errs, code = gpuprep(t, "rollback", "--root", root)
+	out, errs, code = gpuprepWith(t, d, "rollback", "--root", root)
 	require.Equal(t, exitOK, code, out+errs)
 	require.Contains(t, out, "note: /etc/modules-load.d: left (gpuprep created it; it holds admin.conf now)\n")
 	require.FileExists(t, filepath.Join(root, "etc/modules-load.d/admin.conf"))
 	require.NoFileExists(t, filepath.Join(root, vfio.ModulesLoad))
 	// left, not undone: once the file is gone, the next rollback removes it
 	require.NoError(t, os.Remove(filepath.Join(root, "etc/modules-load.d/admin.conf")))
-	out, errs, code = gpuprep(t, "rollback", "--root", root)
+	out, errs, code = gpuprepWith(t, d, "rollback", "--root", root)
 	require.Equal(t, exitOK, code, out+errs)
 	require.Contains(t, out, "/etc/modules-load.d: removed (gpuprep created it; empty)")
 	require.NoDirExists(t, filepath.Join(root, "etc/modules-load.d"))
@@ -344,9 +351,9 @@ func TestRollbackRemovesDirectoriesApplyCreated(t *testing.T) {
 	withTools(t, root)
 	require.NoError(t, os.MkdirAll(filepath.Join(root, "etc/modules-load.d"), 0o755))
 	orig = tree(t, root)
-	out, errs, code = gpuprep(t, "apply", "--root", root, "--mode", "vm-passthrough", "--yes")
+	out, errs, code = gpuprepWith(t, d, "apply", "--root", root, "--mode", "vm-passthrough", "--yes")
 	require.Equal(t, exitOK, code, out+errs)
-	out, errs, code = gpuprep(t, "rollback", "--root", root)
+	out, errs, code = gpuprepWith(t, d, "rollback", "--root", root)
 	require.Equal(t, exitOK, code, out+errs)
 	require.NotContains(t, out, "/etc/modules-load.d:")
 	require.DirExists(t, filepath.Join(root, "etc/modules-load.d"))

@@ -89,7 +89,7 @@ func (g *globals) rootDir() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	g.unpacked, g.release = dir, removeOnSignal(dir)
+	g.unpacked, g.release = dir, removeOnSignal(dir, g.dep().exitOnSignal)
 	done := tempsBusy()
 	err = snapshot.UnpackUntil(g.root, dir, tempsStopped)
 	done()

@@ -191,7 +191,13 @@ type emitted struct {
 // disable) prints none.
 func emitDoc(t *testing.T, docs *[]emitted, args ...string) string {
 	t.Helper()
-	out, errs, code := gpuprep(t, args...)
+	return emitDocWith(t, nil, docs, args...)
+}
+
+// emitDocWith is emitDoc through the deps d (nil: the real ones).
+func emitDocWith(t *testing.T, d *deps, docs *[]emitted, args ...string) string {
+	t.Helper()
+	out, errs, code := gpuprepWith(t, d, args...)
 	if out == "" && code == exitNotReady && args[0] == "plan" {
 		return ""
 	}
@@ -276,15 +282,16 @@ func documents(t *testing.T) []emitted {
 	emitDoc(t, &docs, "report", "render", saved, "-o", "json")
 
 	// apply and rollback, on the simulated kernel
-	simulatedKernel(t)
+	d := realDeps()
+	simulatedKernel(t, d)
 	root = fixtureRoot(t, "vfio-bound")
-	emitDoc(t, &docs, "apply", "--root", root, "--mode", "container", "--yes", "-o", "json")
-	emitDoc(t, &docs, "apply", "--root", root, "--mode", "container", "--yes", "-o", "json")
-	emitDoc(t, &docs, "rollback", "--root", root, "-o", "json")
-	emitDoc(t, &docs, "rollback", "--root", root, "-o", "json")
+	emitDocWith(t, d, &docs, "apply", "--root", root, "--mode", "container", "--yes", "-o", "json")
+	emitDocWith(t, d, &docs, "apply", "--root", root, "--mode", "container", "--yes", "-o", "json")
+	emitDocWith(t, d, &docs, "rollback", "--root", root, "-o", "json")
+	emitDocWith(t, d, &docs, "rollback", "--root", root, "-o", "json")
 
-	emitDoc(t, &docs, "checks", "-o", "json")
-	emitDoc(t, &docs, "version", "-o", "json")
+	emitDocWith(t, d, &docs, "checks", "-o", "json")
+	emitDocWith(t, d, &docs, "version", "-o", "json")
 	return docs
 }
 

@@ -80,7 +80,7 @@ func runSnapshot(cmd *cobra.Command, g *globals, dir string, sel []string) error
 	// Everything is made under temporary names beside the target (checked
 	// here, before any command runs) and put in place at the end: the
 	// target is whole or absent, also after an interrupt or a failure.
-	t, err := newSnapshotTarget(abs)
+	t, err := newSnapshotTarget(abs, g.dep().exitOnSignal)
 	if err != nil {
 		return err
 	}
@@ -186,7 +186,7 @@ type snapshotTarget struct {
 	release []func()
 }
 
-func newSnapshotTarget(abs string) (*snapshotTarget, error) {
+func newSnapshotTarget(abs string, exit func(code int)) (*snapshotTarget, error) {
 	t := &snapshotTarget{abs: abs, packed: isTarball(abs)}
 	fi, err := os.Lstat(abs)
 	switch {
@@ -211,7 +211,7 @@ func newSnapshotTarget(abs string) (*snapshotTarget, error) {
 		if err != nil {
 			return nil, usageErr("cannot write %s: %v", abs, unwrapPath(err))
 		}
-		t.release = append(t.release, removeOnSignal(t.file.Name()))
+		t.release = append(t.release, removeOnSignal(t.file.Name(), exit))
 		if t.tmpDir, err = os.MkdirTemp("", "gpuprep-snapshot-"); err != nil {
 			t.discard()
 			return nil, &exitError{code: exitUnknown, err: err}
@@ -230,7 +230,7 @@ func newSnapshotTarget(abs string) (*snapshotTarget, error) {
 		}
 		t.tree = t.tmpDir
 	}
-	t.release = append(t.release, removeOnSignal(t.tmpDir))
+	t.release = append(t.release, removeOnSignal(t.tmpDir, exit))
 	return t, nil
 }
 

@@ -370,14 +370,13 @@ func TestSnapshotNeverReplacesWhatAppeared(t *testing.T) {
 // ends the process with 128 + the signal, as a shell reports a process a signal ended.
 func TestInterruptRemovesTemporaryFiles(t *testing.T) {
 	codes := make(chan int, 1)
-	exitOnSignal = func(code int) { codes <- code }
-	t.Cleanup(func() { exitOnSignal = os.Exit })
+	exit := func(code int) { codes <- code }
 	dir := filepath.Join(t.TempDir(), "gpuprep-root-x")
 	require.NoError(t, os.MkdirAll(filepath.Join(dir, "sys", "bus"), 0o755))
 	kept := filepath.Join(t.TempDir(), "kept")
 	require.NoError(t, os.Mkdir(kept, 0o755))
-	release := removeOnSignal(dir)
-	removeOnSignal(kept)() // released: an interrupt leaves it
+	release := removeOnSignal(dir, exit)
+	removeOnSignal(kept, exit)() // released: an interrupt leaves it
 	defer release()
 	require.Equal(t, 129, hangUp(t, codes))
 	_, err := os.Stat(dir)
@@ -385,7 +384,7 @@ func TestInterruptRemovesTemporaryFiles(t *testing.T) {
 	_, err = os.Stat(kept)
 	require.NoError(t, err)
 	// After the last release, the signals are no longer taken: a later registration takes it again.
-	release2 := removeOnSignal(dir)
+	release2 := removeOnSignal(dir, exit)
 	release2()
 	temps.Lock()
 	require.Nil(t, temps.sig)
@@ -409,10 +408,9 @@ func hangUp(t *testing.T, exits <-chan int) int {
 // nothing is put in place, a directory that was there stays empty, and no temporary file or directory is left.
 func TestSnapshotInterruptedLeavesNothing(t *testing.T) {
 	exits := make(chan int, 1)
-	exitOnSignal = func(code int) { exits <- code }
-	t.Cleanup(func() { exitOnSignal = os.Exit })
 	src := fixtureRoot(t, "amd-ready")
 	d := realDeps()
+	d.exitOnSignal = func(code int) { exits <- code }
 	orig := d.snapshotRun
 	for _, existing := range []bool{false, true} {
 		dir := t.TempDir()

@@ -56,13 +56,11 @@ func interrupted() error {
 // interruptSignals are the signals gpuprep treats as an interrupt.
 var interruptSignals = []os.Signal{os.Interrupt, syscall.SIGTERM, syscall.SIGHUP}
 
-// exitOnSignal ends the process after an interrupt (a variable: tests
-// deliver a real signal and keep the test process).
-var exitOnSignal = os.Exit
-
 // removeOnSignal has p removed if the process is interrupted, until
-// release is called (which does not remove it).
-func removeOnSignal(p string) (release func()) {
+// release is called (which does not remove it). After an interrupt the
+// process ends through exit (deps.exitOnSignal) given by the registration
+// that started listening.
+func removeOnSignal(p string, exit func(code int)) (release func()) {
 	temps.Lock()
 	defer temps.Unlock()
 	if temps.paths == nil {
@@ -72,7 +70,7 @@ func removeOnSignal(p string) (release func()) {
 	if temps.sig == nil {
 		temps.sig = make(chan os.Signal, 1)
 		signal.Notify(temps.sig, interruptSignals...)
-		go removeTemps(temps.sig)
+		go removeTemps(temps.sig, exit)
 	}
 	sig := temps.sig
 	var once sync.Once
@@ -94,7 +92,7 @@ func removeOnSignal(p string) (release func()) {
 	}
 }
 
-func removeTemps(sig chan os.Signal) {
+func removeTemps(sig chan os.Signal, exit func(code int)) {
 	s, ok := <-sig
 	if !ok {
 		return
@@ -108,8 +106,8 @@ func removeTemps(sig chan os.Signal) {
 	for p := range temps.paths {
 		os.RemoveAll(p)
 	}
-	exitOnSignal(128 + signalNumber(s))
-	// Only a test's exitOnSignal returns.
+	exit(128 + signalNumber(s))
+	// Only a test's exit returns.
 	signal.Stop(sig)
 	temps.paths, temps.sig = nil, nil
 	temps.stopped.Store(false)

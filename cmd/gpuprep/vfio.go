@@ -21,10 +21,9 @@ import (
 
 func init() { register(newVFIOCmd) }
 
-// vfioKernel gives what bind and unbind change the kernel through. Tests
-// replace it with a simulator; on a root other than / only --dry-run and
-// status are possible.
-var vfioKernel = func(root *host.Root) (vfio.Sysfs, host.Runner, error) {
+// hostVFIOKernel is deps.vfioKernel on a real machine: its sysfs and
+// commands; on a root other than / only --dry-run and status are possible.
+func hostVFIOKernel(root *host.Root) (vfio.Sysfs, host.Runner, error) {
 	if !root.IsLive() {
 		return nil, nil, usageErr("--root %s: binding changes the running kernel; against another root only `vfio status` and `vfio bind --dry-run` work", root.Name())
 	}
@@ -264,7 +263,7 @@ func (c *vfioCmd) bind(cmd *cobra.Command) error {
 		printPlan(out, root, plan)
 		return nil
 	}
-	fs, runner, err := vfioKernel(root)
+	fs, runner, err := c.g.dep().vfioKernel(root)
 	if err != nil {
 		return err
 	}
@@ -386,7 +385,7 @@ func (c *vfioCmd) unbind(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
-	fs, runner, err := vfioKernel(root)
+	fs, runner, err := c.g.dep().vfioKernel(root)
 	if err != nil {
 		return err
 	}

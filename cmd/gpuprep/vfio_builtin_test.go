@@ -20,13 +20,12 @@ import (
 // and no useless `options vfio-pci ids=`; the bind makes that edit; gpuprep
 // rollback takes it out again.
 func TestVFIOBindPersistOnBuiltinVFIOPCI(t *testing.T) {
-	old := vfioKernel
-	t.Cleanup(func() { vfioKernel = old })
-	vfioKernel = func(root *host.Root) (vfio.Sysfs, host.Runner, error) {
+	d := realDeps()
+	d.vfioKernel = func(root *host.Root) (vfio.Sysfs, host.Runner, error) {
 		k, err := fixture.NewKernel(root.Dir())
 		return k, k, err
 	}
-	simulatedKernel(t)
+	simulatedKernel(t, d)
 	root := fixtureRoot(t, "turing-multifunction")
 	withTools(t, root)
 	b := fixture.New(root)
@@ -39,7 +38,7 @@ func TestVFIOBindPersistOnBuiltinVFIOPCI(t *testing.T) {
 	const arg = "vfio-pci.ids=10de:10f8,10de:1ad8,10de:1ad9,10de:1e87"
 
 	// plan shows the same bootloader edit in its vfio-bind step
-	out, errs, code := gpuprep(t, "plan", "--root", root, "--mode", "vm-passthrough", "-o", "json")
+	out, errs, code := gpuprepWith(t, d, "plan", "--root", root, "--mode", "vm-passthrough", "-o", "json")
 	require.Equal(t, 0, code, errs)
 	var p planJSON
 	require.NoError(t, json.Unmarshal([]byte(out), &p))
@@ -58,7 +57,7 @@ func TestVFIOBindPersistOnBuiltinVFIOPCI(t *testing.T) {
 	}
 	require.True(t, found, out)
 
-	out, errs, code = gpuprep(t, "vfio", "bind", "--root", root, "--persist", "--dry-run")
+	out, errs, code = gpuprepWith(t, d, "vfio", "bind", "--root", root, "--persist", "--dry-run")
 	require.Equal(t, 0, code, errs)
 	require.Contains(t, out, "kernel command line (grub): vfio-pci is built into kernel 6.1.0-18-amd64 (modules.builtin): modprobe never loads it")
 	require.Contains(t, out, "+++ b/etc/default/grub")
@@ -69,7 +68,7 @@ func TestVFIOBindPersistOnBuiltinVFIOPCI(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, string(grubBefore), string(got), "a dry run changes nothing")
 
-	out, errs, code = gpuprep(t, "vfio", "bind", "--root", root, "--persist")
+	out, errs, code = gpuprepWith(t, d, "vfio", "bind", "--root", root, "--persist")
 	require.Equal(t, 0, code, out+errs)
 	require.Contains(t, out, "ran: update-grub\n")
 	require.Contains(t, out, "note: put "+arg+" on the next boot's kernel command line (grub)")
@@ -77,7 +76,7 @@ func TestVFIOBindPersistOnBuiltinVFIOPCI(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, string(got), arg)
 
-	out, errs, code = gpuprep(t, "rollback", "--root", root)
+	out, errs, code = gpuprepWith(t, d, "rollback", "--root", root)
 	require.Equal(t, 0, code, out+errs)
 	got, err = os.ReadFile(filepath.Join(root, "etc/default/grub"))
 	require.NoError(t, err)

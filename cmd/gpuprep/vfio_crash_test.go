@@ -27,9 +27,10 @@ func TestVFIOCrashHelper(t *testing.T) {
 	if dir == "" {
 		t.Skip("helper process for TestVFIOCrash")
 	}
-	simulated(t)
+	d := realDeps()
+	simulated(t, d)
 	args := append(strings.Fields(os.Getenv("GPUPREP_VFIO_CRASH_ARGS")), "--root", dir)
-	out, errs, code := gpuprep(t, args...)
+	out, errs, code := gpuprepWith(t, d, args...)
 	fmt.Fprintf(os.Stderr, "helper: exit %d\n%s%s", code, out, errs)
 }
 
@@ -103,11 +104,12 @@ func TestVFIOCrash(t *testing.T) {
 	if testing.Short() {
 		t.Skip("kills vfio bind and unbind at 32 points")
 	}
-	simulated(t)
-	simulatedKernel(t) // rollback's
+	d := realDeps()
+	simulated(t, d)
+	simulatedKernel(t, d) // rollback's
 	bind := func(args ...string) func(t *testing.T, dir string) {
 		return func(t *testing.T, dir string) {
-			_, errs, code := gpuprep(t, append([]string{"vfio", "bind", "--root", dir}, args...)...)
+			_, errs, code := gpuprepWith(t, d, append([]string{"vfio", "bind", "--root", dir}, args...)...)
 			require.Equal(t, exitOK, code, errs)
 		}
 	}
@@ -159,7 +161,7 @@ func TestVFIOCrash(t *testing.T) {
 				checkDriversJournalled(t, dir, command, before, vfioSnap(t, dir), msg)
 
 				if i%2 == 1 {
-					out, errs, code := gpuprep(t, append(strings.Fields(sc.args), "--root", dir)...)
+					out, errs, code := gpuprepWith(t, d, append(strings.Fields(sc.args), "--root", dir)...)
 					require.Equal(t, exitOK, code, "%s: run again: %s", msg, out+errs)
 					got := vfioSnap(t, dir)
 					require.Equal(t, after.drivers, got.drivers, "%s, then run again: %s", msg, out)
@@ -167,7 +169,7 @@ func TestVFIOCrash(t *testing.T) {
 					require.Equal(t, after.files, got.files, "%s, then run again", msg)
 					continue
 				}
-				out, errs, code := gpuprep(t, "rollback", "--root", dir)
+				out, errs, code := gpuprepWith(t, d, "rollback", "--root", dir)
 				require.Contains(t, []int{exitOK, exitNeedReboot}, code, "%s: rollback: %s", msg, out+errs)
 				got := vfioSnap(t, dir)
 				require.Equal(t, pristine.drivers, got.drivers, "%s, then rolled back: %s", msg, out)

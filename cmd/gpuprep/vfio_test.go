@@ -17,39 +17,38 @@ import (
 
 // simulated runs bind and unbind against fixture roots through the kernel
 // simulator, as if the fixture were the live host.
-func simulated(t *testing.T) {
+func simulated(t *testing.T, d *deps) {
 	t.Helper()
-	old := vfioKernel
-	t.Cleanup(func() { vfioKernel = old })
-	vfioKernel = func(root *host.Root) (vfio.Sysfs, host.Runner, error) {
+	d.vfioKernel = func(root *host.Root) (vfio.Sysfs, host.Runner, error) {
 		k, err := fixture.NewKernel(root.Dir())
 		return k, k, err
 	}
 }
 
 func TestVFIOBindStatusUnbind(t *testing.T) {
-	simulated(t)
+	d := realDeps()
+	simulated(t, d)
 	root := fixtureRoot(t, "turing-multifunction")
 
-	out, errs, code := gpuprep(t, "vfio", "bind", "--root", root, "--dry-run")
+	out, errs, code := gpuprepWith(t, d, "vfio", "bind", "--root", root, "--dry-run")
 	require.Equal(t, 0, code, errs)
 	require.Contains(t, out, "Dry run: nothing is changed.")
 	require.Contains(t, out, "0000:01:00.1 (function, group 2): snd_hda_intel -> vfio-pci (module vfio_pci, modules.alias vfio_pci:v*d*sv*sd*bc*sc*i*)")
 	require.Contains(t, out, "run: modprobe vfio_pci\n")
 	require.Contains(t, out, `write "vfio-pci" > /sys/bus/pci/devices/0000:01:00.3/driver_override`)
 
-	out, errs, code = gpuprep(t, "vfio", "bind", "--root", root)
+	out, errs, code = gpuprepWith(t, d, "vfio", "bind", "--root", root)
 	require.Equal(t, 0, code, errs)
 	require.Contains(t, out, "0000:01:00.0: nvidia -> vfio-pci\n")
 	require.Contains(t, out, "0000:01:00.3: nvidia-gpu -> vfio-pci\n")
 	require.Contains(t, out, "/dev/vfio/2 ready\n")
 
-	out, errs, code = gpuprep(t, "vfio", "bind", "--root", root)
+	out, errs, code = gpuprepWith(t, d, "vfio", "bind", "--root", root)
 	require.Equal(t, 0, code, errs)
 	require.NotContains(t, out, "->", "a second bind changes nothing")
 	require.Contains(t, out, "0000:01:00.2: already on a VFIO driver, left alone")
 
-	out, errs, code = gpuprep(t, "vfio", "status", "--root", root, "-o", "json")
+	out, errs, code = gpuprepWith(t, d, "vfio", "status", "--root", root, "-o", "json")
 	require.Equal(t, 0, code, errs)
 	var st vfio.Status
 	require.NoError(t, json.Unmarshal([]byte(out), &st))
@@ -58,18 +57,18 @@ func TestVFIOBindStatusUnbind(t *testing.T) {
 	require.True(t, st.GPUs[0].Node.Present)
 
 	// bound without --persist: ready, but not after a reboot
-	out, errs, code = gpuprep(t, "check", "--root", root, "--mode", "vm-passthrough", "-o", "json")
+	out, errs, code = gpuprepWith(t, d, "check", "--root", root, "--mode", "vm-passthrough", "-o", "json")
 	require.Contains(t, out, `"check": "vfio.binding",
       "status": "warn",
       "subject": "0000:01:00.0",
       "message": "bound to vfio-pci until the next boot`, errs)
 	require.Equal(t, 0, code, errs)
 
-	out, errs, code = gpuprep(t, "vfio", "unbind", "--root", root)
+	out, errs, code = gpuprepWith(t, d, "vfio", "unbind", "--root", root)
 	require.Equal(t, 0, code, errs)
 	require.Contains(t, out, "0000:01:00.1: vfio-pci -> snd_hda_intel\n")
 
-	out, _, code = gpuprep(t, "vfio", "status", "--root", root)
+	out, _, code = gpuprepWith(t, d, "vfio", "status", "--root", root)
 	require.Equal(t, 0, code)
 	require.Contains(t, out, "0000:01:00.0 NVIDIA TU104 [GeForce RTX 2080 Rev. A]: IOMMU group 2, viable for passthrough; not on VFIO")
 	require.Contains(t, out, "0000:01:00.0 10de:1e87 030000 gpu      driver nvidia, bind would use vfio-pci")
@@ -78,18 +77,19 @@ func TestVFIOBindStatusUnbind(t *testing.T) {
 // vfio status says why a GPU is not viable, and only the reason that holds: a GPU with no group (IOMMU off) was
 // once reported as sharing its group with a foreign endpoint (seen on a real H200 in a VM).
 func TestVFIOStatusSaysWhyNotViable(t *testing.T) {
-	simulated(t)
+	d := realDeps()
+	simulated(t, d)
 	for _, tc := range []struct{ scenario, text, why string }{
 		{"consumer-shared-group", "IOMMU group 5, NOT viable: the group holds endpoints that are not this GPU's: 0000:00:14.0, ",
 			"the group holds endpoints that are not this GPU's: 0000:00:14.0, "},
 		{"iommu-off-kernel", "NOT viable: no IOMMU group: the IOMMU is not active in the kernel", "no IOMMU group: the IOMMU is not active in the kernel"},
 	} {
 		root := fixtureRoot(t, tc.scenario)
-		out, errs, code := gpuprep(t, "vfio", "status", "--root", root)
+		out, errs, code := gpuprepWith(t, d, "vfio", "status", "--root", root)
 		require.Equal(t, 0, code, errs)
 		require.Contains(t, out, tc.text, tc.scenario)
 		require.NotContains(t, out, "sharing", tc.scenario)
-		out, errs, code = gpuprep(t, "vfio", "status", "--root", root, "-o", "json")
+		out, errs, code = gpuprepWith(t, d, "vfio", "status", "--root", root, "-o", "json")
 		require.Equal(t, 0, code, errs)
 		var st vfio.Status
 		require.NoError(t, json.Unmarshal([]byte(out), &st))
@@ -99,23 +99,24 @@ func TestVFIOStatusSaysWhyNotViable(t *testing.T) {
 			require.Contains(t, g.WhyNot, tc.why, tc.scenario)
 		}
 	}
-	out, errs, code := gpuprep(t, "vfio", "status", "--root", fixtureRoot(t, "hgx-h200"), "-o", "json")
+	out, errs, code := gpuprepWith(t, d, "vfio", "status", "--root", fixtureRoot(t, "hgx-h200"), "-o", "json")
 	require.Equal(t, 0, code, errs)
 	require.NotContains(t, out, "notViable", "a viable GPU carries no reason")
 }
 
 func TestVFIOBindRefusals(t *testing.T) {
-	simulated(t)
+	d := realDeps()
+	simulated(t, d)
 	root := fixtureRoot(t, "consumer-shared-group")
-	_, errs, code := gpuprep(t, "vfio", "bind", "--root", root)
+	_, errs, code := gpuprepWith(t, d, "vfio", "bind", "--root", root)
 	require.Equal(t, 1, code)
 	require.Contains(t, errs, "IOMMU group 5 also holds 0000:00:14.0 [8086:7ae0 class 0c0330, driver xhci_hcd]")
 
-	_, errs, code = gpuprep(t, "vfio", "bind", "--root", root, "--select", "1234:5678")
+	_, errs, code = gpuprepWith(t, d, "vfio", "bind", "--root", root, "--select", "1234:5678")
 	require.Equal(t, 2, code, errs)
-	_, errs, code = gpuprep(t, "vfio", "bind", "--root", root, "--select", "nonsense")
+	_, errs, code = gpuprepWith(t, d, "vfio", "bind", "--root", root, "--select", "nonsense")
 	require.Equal(t, 2, code, errs)
-	_, errs, code = gpuprep(t, "vfio", "status", "--root", root, "-o", "yaml")
+	_, errs, code = gpuprepWith(t, d, "vfio", "status", "--root", root, "-o", "yaml")
 	require.Equal(t, 2, code, errs)
 }
 
@@ -129,15 +130,14 @@ func TestVFIOOnlyDryRunAgainstAnotherRoot(t *testing.T) {
 }
 
 func TestVFIOBindFailureExitsOne(t *testing.T) {
-	old := vfioKernel
-	t.Cleanup(func() { vfioKernel = old })
-	vfioKernel = func(root *host.Root) (vfio.Sysfs, host.Runner, error) {
+	d := realDeps()
+	d.vfioKernel = func(root *host.Root) (vfio.Sysfs, host.Runner, error) {
 		k, err := fixture.NewKernel(root.Dir())
 		k.Silent["0000:01:00.1"] = true
 		return k, k, err
 	}
 	root := fixtureRoot(t, "turing-multifunction")
-	_, errs, code := gpuprep(t, "vfio", "bind", "--root", root)
+	_, errs, code := gpuprepWith(t, d, "vfio", "bind", "--root", root)
 	require.Equal(t, 1, code)
 	require.Contains(t, errs, "0000:01:00.1: the bind to vfio-pci reported success but the device has no driver; rolled back: 2 devices restored")
 }
@@ -145,9 +145,8 @@ func TestVFIOBindFailureExitsOne(t *testing.T) {
 // A vfio bind --persist whose initramfs regeneration fails puts the files
 // back: a file it replaced keeps its mode (it came back 0644), atomically.
 func TestVFIOBindPersistFailureRestoresFiles(t *testing.T) {
-	old := vfioKernel
-	t.Cleanup(func() { vfioKernel = old })
-	vfioKernel = func(root *host.Root) (vfio.Sysfs, host.Runner, error) {
+	d := realDeps()
+	d.vfioKernel = func(root *host.Root) (vfio.Sysfs, host.Runner, error) {
 		k, err := fixture.NewKernel(root.Dir())
 		k.Fail["update-initramfs -u"] = syscall.EIO
 		return k, k, err
@@ -156,7 +155,7 @@ func TestVFIOBindPersistFailureRestoresFiles(t *testing.T) {
 	conf := filepath.Join(root, vfio.ModprobeConf)
 	require.NoError(t, fixture.New(root).File("/usr/sbin/update-initramfs", "").File(vfio.ModprobeConf, "# the admin's\n").Err())
 	require.NoError(t, os.Chmod(conf, 0o600))
-	_, errs, code := gpuprep(t, "vfio", "bind", "--root", root, "--persist")
+	_, errs, code := gpuprepWith(t, d, "vfio", "bind", "--root", root, "--persist")
 	require.Equal(t, 1, code, errs)
 	require.Contains(t, errs, "regenerate the initramfs")
 	require.NotContains(t, errs, "not restored")
@@ -173,11 +172,10 @@ func TestVFIOBindPersistFailureRestoresFiles(t *testing.T) {
 // changed and the initramfs did not; run again (no device left on VFIO, no file left), it regenerates the initramfs
 // instead of saying there is nothing to do; once regenerated, there is.
 func TestVFIOUnbindFinishesAFailedInitramfs(t *testing.T) {
+	d := realDeps()
 	fail := true
 	var last *fixture.Kernel
-	old := vfioKernel
-	t.Cleanup(func() { vfioKernel = old })
-	vfioKernel = func(root *host.Root) (vfio.Sysfs, host.Runner, error) {
+	d.vfioKernel = func(root *host.Root) (vfio.Sysfs, host.Runner, error) {
 		k, err := fixture.NewKernel(root.Dir())
 		if fail {
 			k.Fail["update-initramfs -u"] = syscall.EIO
@@ -188,14 +186,14 @@ func TestVFIOUnbindFinishesAFailedInitramfs(t *testing.T) {
 	root := fixtureRoot(t, "turing-multifunction")
 	require.NoError(t, fixture.New(root).File("/usr/sbin/update-initramfs", "").File("/boot/initrd.img-6.1.0-18-amd64", "old image\n").Err())
 	fail = false
-	_, errs, code := gpuprep(t, "vfio", "bind", "--root", root, "--persist")
+	_, errs, code := gpuprepWith(t, d, "vfio", "bind", "--root", root, "--persist")
 	require.Equal(t, 0, code, errs)
 	require.FileExists(t, filepath.Join(root, vfio.ModprobeConf))
 	// the image made by that bind's update-initramfs (the simulator records it, and does not write one)
 	require.NoError(t, fixture.New(root).Touch("/boot/initrd.img-6.1.0-18-amd64", fixture.BootTime.Add(24*time.Hour*365*2)).Err())
 
 	fail = true
-	_, errs, code = gpuprep(t, "vfio", "unbind", "--root", root)
+	_, errs, code = gpuprepWith(t, d, "vfio", "unbind", "--root", root)
 	require.Equal(t, 1, code, errs)
 	require.Contains(t, errs, "regenerate the initramfs")
 	require.Contains(t, errs, "persistent VFIO files changed (backed up, in the journal) but the initramfs still holds the old ones")
@@ -204,46 +202,45 @@ func TestVFIOUnbindFinishesAFailedInitramfs(t *testing.T) {
 	require.NoError(t, fixture.New(root).Touch("/boot/initrd.img-6.1.0-18-amd64", time.Now().Add(-time.Minute)).Err())
 
 	fail = false
-	out, errs, code := gpuprep(t, "vfio", "unbind", "--root", root)
+	out, errs, code := gpuprepWith(t, d, "vfio", "unbind", "--root", root)
 	require.Equal(t, 0, code, out+errs)
 	require.NotContains(t, out, "Nothing to unbind")
 	require.Contains(t, last.Commands, []string{"update-initramfs", "-u"})
 
 	require.NoError(t, fixture.New(root).Touch("/boot/initrd.img-6.1.0-18-amd64", time.Now().Add(time.Minute)).Err())
-	out, _, code = gpuprep(t, "vfio", "unbind", "--root", root)
+	out, _, code = gpuprepWith(t, d, "vfio", "unbind", "--root", root)
 	require.Equal(t, 0, code, out)
 	require.Contains(t, out, "Nothing to unbind")
 }
 
 // vfio bind --persist --dry-run on a node already bound and persisted shows what the real run does: nothing.
 func TestVFIOBindPersistDryRunMatchesTheRun(t *testing.T) {
+	d := realDeps()
 	var last *fixture.Kernel
-	old := vfioKernel
-	t.Cleanup(func() { vfioKernel = old })
-	vfioKernel = func(root *host.Root) (vfio.Sysfs, host.Runner, error) {
+	d.vfioKernel = func(root *host.Root) (vfio.Sysfs, host.Runner, error) {
 		k, err := fixture.NewKernel(root.Dir())
 		last = k
 		return k, k, err
 	}
 	root := fixtureRoot(t, "turing-multifunction")
 	require.NoError(t, fixture.New(root).File("/usr/sbin/update-initramfs", "").Err())
-	out, errs, code := gpuprep(t, "vfio", "bind", "--root", root, "--persist", "--dry-run")
+	out, errs, code := gpuprepWith(t, d, "vfio", "bind", "--root", root, "--persist", "--dry-run")
 	require.Equal(t, 0, code, errs)
 	require.Contains(t, out, "write (atomic, backed up): "+vfio.ModprobeConf)
 	require.Contains(t, out, "run: update-initramfs -u\n")
-	_, errs, code = gpuprep(t, "vfio", "bind", "--root", root, "--persist")
+	_, errs, code = gpuprepWith(t, d, "vfio", "bind", "--root", root, "--persist")
 	require.Equal(t, 0, code, errs)
 	// the image the bind's update-initramfs made (the simulator does not write one)
 	require.NoError(t, fixture.New(root).File("/boot/initrd.img-6.1.0-18-amd64", "image\n").Touch("/boot/initrd.img-6.1.0-18-amd64", time.Now().Add(time.Minute)).Err())
 
-	out, errs, code = gpuprep(t, "vfio", "bind", "--root", root, "--persist", "--dry-run")
+	out, errs, code = gpuprepWith(t, d, "vfio", "bind", "--root", root, "--persist", "--dry-run")
 	require.Equal(t, 0, code, errs)
 	require.NotContains(t, out, "write (atomic")
 	require.NotContains(t, out, "run: update-initramfs")
 	require.Contains(t, out, "persistent configuration: already as it should be\n")
 	require.Contains(t, out, "Nothing to do.\n")
 	last = nil
-	out, errs, code = gpuprep(t, "vfio", "bind", "--root", root, "--persist")
+	out, errs, code = gpuprepWith(t, d, "vfio", "bind", "--root", root, "--persist")
 	require.Equal(t, 0, code, errs)
 	require.NotContains(t, out, "update-initramfs", "the real run does nothing either")
 	require.Empty(t, last.Commands)
@@ -265,7 +262,8 @@ func TestVFIOBindPersistDryRunWithoutInitramfsTool(t *testing.T) {
 // plan, apply and vfio bind refuse it, naming each device, its class and
 // driver; only vfio bind --allow-host-devices lets them go.
 func TestVFIOHostDevicesRefused(t *testing.T) {
-	simulatedKernel(t)
+	d := realDeps()
+	simulatedKernel(t, d)
 	root := fixtureRoot(t, "consumer-shared-group")
 	orig := tree(t, root)
 	sel := []string{"--select", "0000:02:00.0", "--select", "0000:00:14.0", "--select", "0000:00:17.0", "--select", "0000:03:00.0"}
@@ -280,7 +278,7 @@ func TestVFIOHostDevicesRefused(t *testing.T) {
 		{"apply", "--mode", "vm-passthrough", "--yes"},
 		{"vfio", "bind", "--dry-run", "--persist"},
 	} {
-		out, errs, code := gpuprep(t, append(append(args, "--root", root), sel...)...)
+		out, errs, code := gpuprepWith(t, d, append(append(args, "--root", root), sel...)...)
 		require.Equal(t, exitNotReady, code, "%v: %s%s", args, out, errs)
 		for _, w := range wants {
 			require.Contains(t, errs, w, args)
@@ -288,17 +286,17 @@ func TestVFIOHostDevicesRefused(t *testing.T) {
 		require.NotContains(t, out, "options vfio-pci", args)
 		require.Equal(t, orig, tree(t, root), args)
 	}
-	_, errs, code := gpuprep(t, "apply", "--root", root, "--mode", "vm-passthrough", "--yes", "--allow-host-devices")
+	_, errs, code := gpuprepWith(t, d, "apply", "--root", root, "--mode", "vm-passthrough", "--yes", "--allow-host-devices")
 	require.Equal(t, exitUsage, code, "plan and apply have no override: %s", errs)
 
-	out, errs, code := gpuprep(t, append([]string{"vfio", "bind", "--root", root, "--dry-run", "--persist", "--allow-host-devices"}, sel...)...)
+	out, errs, code := gpuprepWith(t, d, append([]string{"vfio", "bind", "--root", root, "--dry-run", "--persist", "--allow-host-devices"}, sel...)...)
 	require.Equal(t, 0, code, errs)
 	require.Contains(t, errs, "gpuprep: warning: --allow-host-devices: 0000:00:17.0 (SATA controller, driver ahci) goes to VFIO: the host loses it")
 	require.Contains(t, out, "options vfio-pci ids=10de:22ba,10de:2684,8086:15f3,8086:7ae0,8086:7ae2")
 	require.Equal(t, orig, tree(t, root))
 
 	// and check no longer suggests selecting them
-	out, errs, _ = gpuprep(t, "check", "--root", root, "--mode", "vm-passthrough")
+	out, errs, _ = gpuprepWith(t, d, "check", "--root", root, "--mode", "vm-passthrough")
 	require.Contains(t, out, "move the GPU to a slot with its own IOMMU group", errs)
 	require.NotContains(t, out, "--select the other devices")
 }
@@ -307,31 +305,32 @@ func TestVFIOHostDevicesRefused(t *testing.T) {
 // to nvidia while the system runs unless --live: --at-boot drops them from
 // gpuprep's persistent configuration and leaves them on VFIO until the boot.
 func TestVFIOUnbindOnNVSwitchBoard(t *testing.T) {
-	simulated(t)
+	d := realDeps()
+	simulated(t, d)
 	root := fixtureRoot(t, "hgx-h200")
 	withTools(t, root)
-	out, errs, code := gpuprep(t, "vfio", "bind", "--root", root, "--persist", "--select", "0000:13:00.0")
+	out, errs, code := gpuprepWith(t, d, "vfio", "bind", "--root", root, "--persist", "--select", "0000:13:00.0")
 	require.Equal(t, 0, code, out+errs)
 	require.Equal(t, "vfio-pci", driverOf(t, root, "0000:13:00.0"))
 
 	// check's fix for containers is the command that works here
-	out, _, _ = gpuprep(t, "check", "--root", root, "--mode", "container", "-o", "json")
+	out, _, _ = gpuprepWith(t, d, "check", "--root", root, "--mode", "container", "-o", "json")
 	require.Contains(t, out, `"fixCommand": "gpuprep vfio unbind --at-boot --select 0000:13:00.0"`)
 
-	out, errs, code = gpuprep(t, "vfio", "unbind", "--root", root, "--select", "0000:13:00.0")
+	out, errs, code = gpuprepWith(t, d, "vfio", "unbind", "--root", root, "--select", "0000:13:00.0")
 	require.Equal(t, exitNotReady, code, out+errs)
 	require.Contains(t, errs, "refused: 0000:13:00.0 are on VFIO on a board with NVSwitches")
 	require.Contains(t, errs, "run gpuprep vfio unbind --at-boot --select 0000:13:00.0 and reboot")
 	require.Equal(t, "vfio-pci", driverOf(t, root, "0000:13:00.0"))
 	require.FileExists(t, filepath.Join(root, vfio.ModprobeConf))
 
-	out, errs, code = gpuprep(t, "vfio", "unbind", "--root", root, "--at-boot")
+	out, errs, code = gpuprepWith(t, d, "vfio", "unbind", "--root", root, "--at-boot")
 	require.Equal(t, 0, code, out+errs)
 	require.Contains(t, out, "0000:13:00.0 stay on VFIO until the next boot")
 	require.Equal(t, "vfio-pci", driverOf(t, root, "0000:13:00.0"))
 	require.NoFileExists(t, filepath.Join(root, vfio.ModprobeConf))
 
-	out, errs, code = gpuprep(t, "vfio", "unbind", "--root", root, "--live")
+	out, errs, code = gpuprepWith(t, d, "vfio", "unbind", "--root", root, "--live")
 	require.Equal(t, 0, code, out+errs)
 	require.Equal(t, "nvidia", driverOf(t, root, "0000:13:00.0"))
 }
@@ -341,16 +340,17 @@ func TestVFIOUnbindOnNVSwitchBoard(t *testing.T) {
 // not try to bind it again (which failed with "busy" and said it was left
 // unbound).
 func TestVFIOUnbindDeviceAlreadyOnItsDriver(t *testing.T) {
-	simulatedInitramfs(t)
+	d := realDeps()
+	simulatedInitramfs(t, d)
 	root := passthroughNode(t, false)
-	toReboot(t, root)
-	applyPassthrough(t, root)
+	toReboot(t, d, root)
+	applyPassthrough(t, d, root)
 	require.Equal(t, "vfio-pci", driverOf(t, root, offGPU))
 	rebind(t, root, offGPU, "nvidia")
 	dev, err := filepath.EvalSymlinks(filepath.Join(root, "sys/bus/pci/devices", offGPU))
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(dev, "driver_override"), []byte("vfio-pci\n"), 0o644))
-	out, errs, code := gpuprep(t, "vfio", "unbind", "--root", root)
+	out, errs, code := gpuprepWith(t, d, "vfio", "unbind", "--root", root)
 	require.Equal(t, 0, code, out+errs)
 	require.NotContains(t, out, "could not restore")
 	require.NotContains(t, out, offGPU+": nvidia ->")

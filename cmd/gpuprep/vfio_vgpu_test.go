@@ -12,7 +12,8 @@ import (
 // vfio bind (dry run too) and plan --mode vm-passthrough refuse a GPU whose
 // vGPUs VMs run on; plan --mode container leaves it (and its VFs) alone.
 func TestVFIOBindRefusesAGPUWithLiveVGPUs(t *testing.T) {
-	simulated(t)
+	d := realDeps()
+	simulated(t, d)
 	root := fixtureRoot(t, "sriov-vgpu")
 	b := fixture.New(root)
 	fixture.SRIOVVGPULive(b)
@@ -23,7 +24,7 @@ func TestVFIOBindRefusesAGPUWithLiveVGPUs(t *testing.T) {
 		{"vfio", "bind", "--root", root, "--select", "0000:41:00.0", "--force"},
 		{"plan", "--root", root, "--mode", "vm-passthrough"},
 	} {
-		out, errs, code := gpuprep(t, args...)
+		out, errs, code := gpuprepWith(t, d, args...)
 		require.NotEqual(t, 0, code, args)
 		require.NotContains(t, out, "driver/unbind", args)
 		require.Contains(t, errs, "0000:41:00.0 hosts NVIDIA vGPU: 2 live vGPUs: VF 0000:41:00.4 (vGPU type 1430 (NVIDIA H200X-35C), in use by 5150 (qemu-system-x86: /dev/vfio/42))", args)
@@ -33,7 +34,7 @@ func TestVFIOBindRefusesAGPUWithLiveVGPUs(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "nvidia", k.Driver("0000:41:00.0"))
 
-	out, errs, code := gpuprep(t, "plan", "--root", root, "--mode", "container")
+	out, errs, code := gpuprepWith(t, d, "plan", "--root", root, "--mode", "container")
 	require.Equal(t, 0, code, errs)
 	require.NotContains(t, out, "/sys/bus/pci/devices/0000:41:00.", "container mode does not touch the GPU, its VFs or vGPUs")
 	// and says the node is not ready for containers: the GPU is on the vGPU

@@ -19,12 +19,10 @@ func upgradeNode(t *testing.T) (string, *vgputest.Host, *deps) {
 	root := fixtureRoot(t, "vgpu-fresh-mdev")
 	h, err := vgputest.New(root)
 	require.NoError(t, err)
-	oldK := provisionKernel
-	t.Cleanup(func() { provisionKernel = oldK })
 	d := realDeps()
 	d.vgpuInstallRunner = func(*host.Root, bool) (host.Runner, error) { return h, nil }
 	d.vgpuSysfs = func(*host.Root) vgpu.AttrWriter { return h }
-	provisionKernel = func(*host.Root) (vfio.Sysfs, host.Runner, error) { return h, h, nil }
+	d.provisionKernel = func(*host.Root) (vfio.Sysfs, host.Runner, error) { return h, h, nil }
 	return root, h, d
 }
 
