@@ -40,6 +40,9 @@ type Host struct {
 	// that is not there, a connection that is not SSH, a value that could
 	// not be rendered): the host's own error, reported for it alone.
 	Problem string `json:"problem,omitempty"`
+	// Local: ansible_connection local: gpuprep runs on this machine itself,
+	// without SSH (see Local); Address, Port, User and Jump are not used.
+	Local bool `json:"local,omitempty"`
 }
 
 // Var returns a host variable.
@@ -47,6 +50,9 @@ func (h *Host) Var(k string) string { return h.Vars[k] }
 
 // Target is host:port as dialled.
 func (h *Host) Target() string {
+	if h.Local {
+		return LocalTarget
+	}
 	p := h.Port
 	if p == 0 {
 		p = 22
