@@ -119,6 +119,8 @@ func Parse(file string, data []byte) (*Inventory, error) {
 		// Named INI: read as INI even where the text also reads as YAML
 		// (h1 x="a: b" is a YAML mapping), as Ansible's ini plugin does.
 		inv, err = parseINI(file, data)
+	case yerr == nil && len(doc.Content) == 1 && isSavedList(doc.Content[0]):
+		return parseSavedList(file, data) // its hosts' problems are their own
 	case yerr == nil && len(doc.Content) == 1 && doc.Content[0].Kind == yaml.MappingNode && isGpuprep(doc.Content[0]):
 		inv, err = parseOwn(file, doc.Content[0])
 	case yerr == nil && len(doc.Content) == 1 && doc.Content[0].Kind == yaml.MappingNode:
