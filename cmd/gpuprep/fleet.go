@@ -569,7 +569,11 @@ func (c *fleetCmd) printDryRun(w io.Writer, hosts []*fleet.Host, command []strin
 			via = "-"
 		}
 		q, _ := fleet.QuoteArgs(e.Args...)
-		fmt.Fprintf(tw, "%s\t%s@%s\t%s\t%s\t%s\n", report.Clean(e.Name), report.Clean(e.User), report.Clean(e.Target), report.Clean(via),
+		connect := e.User + "@" + e.Target
+		if e.Local {
+			connect, via = "local (this machine, no SSH)", "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", report.Clean(e.Name), report.Clean(connect), report.Clean(via),
 			report.Clean(strings.Join(e.Groups, ",")), report.Clean(q))
 	}
 	if err := tw.Flush(); err != nil {

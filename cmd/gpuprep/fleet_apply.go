@@ -283,6 +283,10 @@ func (a *fleetApply) run(cmd *cobra.Command) error {
 	}
 	var noMode []string
 	for _, h := range hosts {
+		if h.Local && a.reboot {
+			// apply --reboot on it would reboot the machine running the rollout
+			return usageErr("host %s has connection local (this machine): --reboot would reboot the machine running fleet apply; leave it out (--limit '!%s') or reboot it yourself", h.Name, h.Name)
+		}
 		m := a.hostMode(h)
 		if m == "" {
 			noMode = append(noMode, h.Name)

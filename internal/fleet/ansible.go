@@ -384,6 +384,7 @@ func (a *aInv) applyVars(h *Host, vars map[string]aVar) error {
 	}
 	if v, ok := vars["ansible_connection"]; ok && h.Problem == "" {
 		h.Problem = connectionProblem(a.file, h.Name, v)
+		h.Local = h.Problem == "" && isLocalConnection(v.val)
 	}
 	// gpuprep_mode, gpuprep_jump, … as in every inventory format
 	if err := gpuprepVars(a.file, h, h.Vars, func(k string) (int, string) { return vars[k].line, k }); err != nil {

@@ -67,7 +67,7 @@ func LoadWith(file string, o LoadOptions) (*Inventory, error) {
 			return nil, err
 		}
 		inv, err := Parse(file, data)
-		if err != nil || inv.Format == "gpuprep" || engine == EngineGpuprep || !anyTemplate(inv) || !ansibleInstalled(r) {
+		if err != nil || inv.Format == "gpuprep" || inv.Format == "ansible-list" || engine == EngineGpuprep || !anyTemplate(inv) || !ansibleInstalled(r) {
 			return inv, err
 		}
 		why = "a template" // rendered by Ansible, as a play would see it
@@ -168,6 +168,14 @@ func loadByAnsible(ctx context.Context, r host.Runner, file string) (*Inventory,
 	if len(out) > maxInventoryFile {
 		return nil, &Error{File: file, Msg: fmt.Sprintf("ansible-inventory printed %d bytes: more than an inventory gpuprep reads (%d)", len(out), maxInventoryFile)}
 	}
+	return fromList(ctx, r, file, out, "ansible-inventory")
+}
+
+// fromList turns ansible-inventory --list's JSON into hosts: format
+// "ansible-inventory" for its live answer, whose templates Ansible then
+// renders (renderTemplates); "ansible-list" for a saved answer read without
+// Ansible (see parseSavedList), where a template is the host's problem.
+func fromList(ctx context.Context, r host.Runner, file string, out []byte, format string) (*Inventory, error) {
 	var list inventoryList
 	if err := json.Unmarshal(out, &list); err != nil {
 		return nil, &Error{File: file, Msg: "ansible-inventory --list: not its JSON: " + err.Error()}
@@ -192,7 +200,7 @@ func loadByAnsible(ctx context.Context, r host.Runner, file string) (*Inventory,
 		}
 	}
 	order, member := walkGroups(groups)
-	inv := &Inventory{File: file, Format: "ansible-inventory"}
+	inv := &Inventory{File: file, Format: format}
 	a := &aInv{file: file, format: inv.Format}
 	for _, name := range order {
 		h := &Host{Name: name, Source: file, Vars: map[string]string{}}
@@ -214,8 +222,10 @@ func loadByAnsible(ctx context.Context, r host.Runner, file string) (*Inventory,
 		inv.Hosts = append(inv.Hosts, h)
 		inv.vars = append(inv.vars, vars)
 	}
-	if err := renderTemplates(ctx, r, file, inv); err != nil {
-		return nil, err
+	if format == "ansible-inventory" {
+		if err := renderTemplates(ctx, r, file, inv); err != nil {
+			return nil, err
+		}
 	}
 	for i, h := range inv.Hosts {
 		if h.Problem != "" {
@@ -227,7 +237,7 @@ func loadByAnsible(ctx context.Context, r host.Runner, file string) (*Inventory,
 	}
 	inv.vars = nil
 	if len(inv.Hosts) == 0 {
-		return nil, &Error{File: file, Msg: "no hosts (ansible-inventory lists none)"}
+		return nil, &Error{File: file, Msg: "no hosts (the --list JSON lists none)"}
 	}
 	for _, h := range inv.Hosts {
 		if h.Address == "" {

@@ -40,6 +40,9 @@ type Host struct {
 	// that is not there, a connection that is not SSH, a value that could
 	// not be rendered): the host's own error, reported for it alone.
 	Problem string `json:"problem,omitempty"`
+	// Local: ansible_connection local: gpuprep runs on this machine itself,
+	// without SSH (see Local); Address, Port, User and Jump are not used.
+	Local bool `json:"local,omitempty"`
 }
 
 // Var returns a host variable.
@@ -47,6 +50,9 @@ func (h *Host) Var(k string) string { return h.Vars[k] }
 
 // Target is host:port as dialled.
 func (h *Host) Target() string {
+	if h.Local {
+		return LocalTarget
+	}
 	p := h.Port
 	if p == 0 {
 		p = 22
@@ -113,6 +119,8 @@ func Parse(file string, data []byte) (*Inventory, error) {
 		// Named INI: read as INI even where the text also reads as YAML
 		// (h1 x="a: b" is a YAML mapping), as Ansible's ini plugin does.
 		inv, err = parseINI(file, data)
+	case yerr == nil && len(doc.Content) == 1 && isSavedList(doc.Content[0]):
+		return parseSavedList(file, data) // its hosts' problems are their own
 	case yerr == nil && len(doc.Content) == 1 && doc.Content[0].Kind == yaml.MappingNode && isGpuprep(doc.Content[0]):
 		inv, err = parseOwn(file, doc.Content[0])
 	case yerr == nil && len(doc.Content) == 1 && doc.Content[0].Kind == yaml.MappingNode:

@@ -33,6 +33,9 @@ type Result struct {
 type Runner struct {
 	Transport *Transport
 	Exec      *Exec
+	// Local runs the hosts whose connection is local (Host.Local) on this
+	// machine (nil: the defaults of Local).
+	Local *Local
 	// Parallel is how many hosts are worked on at once (default 32).
 	Parallel int
 	// Retries is how many more times a connection that failed before the
@@ -122,6 +125,9 @@ func (r *Runner) one(ctx context.Context, h *Host) *Result {
 	args, err := r.Args(h)
 	if err != nil {
 		return fail(err)
+	}
+	if h.Local {
+		return r.oneLocal(ctx, h, args, res, fail)
 	}
 	backoff := r.Backoff
 	if backoff == 0 {
