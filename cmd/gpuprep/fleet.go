@@ -254,6 +254,13 @@ func (c *fleetCmd) collect(cmd *cobra.Command, command []string) (*report.FleetR
 		Args: func(h *fleet.Host) ([]string, error) { return c.remoteArgs(h, command) },
 		Done: prog.done,
 	}
+	fr := c.gather(ctx, r, hosts, command)
+	prog.finish()
+	return fr, nil
+}
+
+// gather runs r on hosts and merges the results into the fleet report.
+func (c *fleetCmd) gather(ctx context.Context, r *fleet.Runner, hosts []*fleet.Host, command []string) *report.FleetReport {
 	var mu sync.Mutex
 	reports := map[*fleet.Host]*report.Report{} // each host's, parsed once, as it finishes
 	if command == nil {
@@ -268,14 +275,13 @@ func (c *fleetCmd) collect(cmd *cobra.Command, command []string) (*report.FleetR
 		}
 	}
 	results := r.Run(ctx, hosts)
-	prog.finish()
 
 	fr := &report.FleetReport{Mode: c.mode, Command: command, Interrupted: ctx.Err() != nil}
 	for _, res := range results {
 		fr.Hosts = append(fr.Hosts, c.fleetHost(res, command, reports[res.Host]))
 	}
 	fr.Finish()
-	return fr, nil
+	return fr
 }
 
 // checkConnectionFlags validates --parallel, --timeout, --retries,
