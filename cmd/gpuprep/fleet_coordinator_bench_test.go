@@ -12,7 +12,6 @@ import (
 
 	"github.com/gpuprep/gpuprep/internal/fixture"
 	"github.com/gpuprep/gpuprep/internal/fleet"
-	"github.com/gpuprep/gpuprep/report"
 )
 
 // cannedCheck is one hgx-h200 host's `check -o json --compact`, as the
@@ -127,10 +126,14 @@ func peakHeap() (stop func() uint64) {
 // io.Discard; answered runs once every host has answered, before the
 // report is written.
 func (c *fleetCmd) benchRun(ctx context.Context, r *fleet.Runner, hosts []*fleet.Host, answered func()) (int, error) {
-	fr := c.gather(ctx, r, hosts, nil)
-	answered()
-	if err := report.Render(io.Discard, &report.Document{Fleet: fr}, c.output); err != nil {
+	st, err := c.gather(ctx, r, hosts, nil, "")
+	if err != nil {
 		return 0, err
 	}
-	return len(fr.Hosts), nil
+	defer st.Close(false)
+	answered()
+	if err := st.WriteJSON(io.Discard, false); err != nil {
+		return 0, err
+	}
+	return st.Summary().Hosts, nil
 }
