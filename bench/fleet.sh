@@ -2,7 +2,10 @@
 # bench/fleet.sh: `gpuprep fleet check` on N loopback hosts against parallel-ssh and Ansible.
 #
 # Run from the repository root as root: bash bench/fleet.sh   (`make bench` runs it)
-#   BENCH_FLEET_N=200        hosts (one OpenSSH sshd each, on 127.77.X.Y:20022)
+#   BENCH_FLEET_N="100 200 400 1000"  the curve: one whole run per N hosts (one OpenSSH sshd each, on
+#                            127.77.X.Y:20022), then a table of wall, client CPU per host and peak RSS per N;
+#                            an N larger than this machine holds (its memory, 8 MiB per sshd and session, or its
+#                            open-file limit) is lowered to what it holds, and says so. One N: that run alone.
 #   BENCH_FLEET_PARALLEL=50  hosts at once, for every tool (gpuprep --parallel, parallel-ssh -p, ansible -f)
 #   BENCH_STRICT=1           exit 1 when a target below is missed (default: report only)
 #   BENCH_FLEET_KEEP=1       keep the work directory (outputs of every run) for a look afterwards
@@ -29,7 +32,31 @@ set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-N=${BENCH_FLEET_N:-200}
+# --- the curve: one run of this script per N, then one table -------------------
+NS=${BENCH_FLEET_N:-100 200 400 1000}
+if [ "$(wc -w <<<"$NS")" -gt 1 ]; then
+	[ "$(id -u)" = 0 ] || { echo "bench/fleet.sh: needs root" >&2; exit 1; }
+	avail=$(awk '/^MemAvailable:/{print int($2/1024)}' /proc/meminfo)
+	most=$((avail / 8)) # MiB: an sshd listening plus its session's sshd, sudo and gpuprep
+	[ "$most" -le $(($(ulimit -n) / 4)) ] || most=$(($(ulimit -n) / 4))
+	CURVE=$(mktemp /tmp/gpuprep-fleet-curve.XXXXXX)
+	trap 'rm -f "$CURVE"' EXIT
+	status=0
+	for n in $NS; do
+		if [ "$n" -gt "$most" ]; then
+			echo "bench/fleet.sh: N=$n is more than this machine holds ($avail MiB available, open files $(ulimit -n)): N=$most" >&2
+			n=$most
+		fi
+		printf '\n######## N=%s (load: %s)\n' "$n" "$(cut -d' ' -f1-3 /proc/loadavg)"
+		BENCH_FLEET_N=$n BENCH_FLEET_CURVE_OUT=$CURVE bash "$0" || status=$?
+	done
+	printf '\n== the curve (%s cores; load at the end %s)\n' "$(nproc)" "$(cut -d' ' -f1-3 /proc/loadavg)"
+	printf '| %5s | %-34s | %7s | %12s | %8s |\n' N client "wall s" "CPU ms/host" "RSS MiB"
+	printf '|------:|%s|--------:|-------------:|---------:|\n' "------------------------------------"
+	awk -F'\t' '{printf "| %5d | %-34s | %7.2f | %12.2f | %8.1f |\n", $1, $2, $3, $4, $5}' "$CURVE"
+	exit $status
+fi
+N=$NS
 P=${BENCH_FLEET_PARALLEL:-50}
 PORT=20022
 KEX=curve25519-sha256
@@ -288,6 +315,14 @@ echo "(gpuprep's wall over parallel-ssh's in the same round, median: $RATIO agai
 row "\`gpuprep fleet check --no-sudo\` (warm)" gp-nosudo
 row "\`gpuprep fleet run -- --version\` (warm, sudo)" gp-version
 row "\`ansible -m raw -a 'cat /proc/cmdline'\`" ansible
+if [ -n "${BENCH_FLEET_CURVE_OUT:-}" ]; then # one line per client for the curve's table
+	for pair in "gpuprep fleet check, warm:gp-warm" "gpuprep fleet check, cold:gp-cold" "parallel-ssh cat:pssh" \
+		"parallel-ssh sudo -n cat:psshsudo" "gpuprep check --no-sudo, warm:gp-nosudo" "gpuprep fleet run -- --version:gp-version"; do
+		read -r wall user sys rss <"$TMP/${pair##*:}.time"
+		awk -v n="$N" -v l="${pair%:*}" -v w="$wall" -v u="$user" -v s="$sys" -v r="$rss" \
+			'BEGIN{printf "%d\t%s\t%.2f\t%.2f\t%.1f\n", n, l, w, (u+s)*1000/n, r/1024}' >>"$BENCH_FLEET_CURVE_OUT"
+	done
+fi
 
 read -r cold_w _ _ cold_rss <"$TMP/gp-cold.time"
 read -r warm_w _ _ warm_rss <"$TMP/gp-warm.time"

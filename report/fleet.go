@@ -2,7 +2,6 @@ package report
 
 import (
 	"bufio"
-	"bytes"
 	"cmp"
 	"encoding/json"
 	"fmt"
@@ -294,73 +293,114 @@ func (f *FleetReport) Finish() {
 	if f.Hosts == nil {
 		f.Hosts = []FleetHost{}
 	}
-	s := FleetSummary{Hosts: len(f.Hosts), Statuses: map[string]int{}, Checks: []CheckSpread{}}
-	type key struct{ check, status string }
-	spread := map[key][]string{}
-	judged := map[string]int{} // check → hosts that judged it (for their mode)
+	sb := newSummaryBuilder(f)
 	for i := range f.Hosts {
-		h := &f.Hosts[i]
-		s.Statuses[h.Status]++
-		if len(f.Command) > 0 && f.Rollout == nil && h.ExitCode != nil {
-			h.Outcome = RunOutcome(*h.ExitCode)
+		sb.add(i, &f.Hosts[i])
+	}
+	f.Summary = sb.summary()
+}
+
+// summaryBuilder makes a fleet's summary host by host, in any order (a
+// streamed fleet adds each host as it finishes): it keeps the counts and,
+// per failing check, the names of its hosts, nothing else of a host.
+type summaryBuilder struct {
+	f      *FleetReport // Command and Rollout: what kind of fleet report
+	s      FleetSummary
+	spread map[spreadKey][]indexedName
+	judged map[string]int // check → hosts that judged it (for their mode)
+}
+
+type spreadKey struct{ check, status string }
+
+// indexedName is a host's name and its place in the inventory (the order
+// the summary lists hosts in).
+type indexedName struct {
+	i    int
+	name string
+}
+
+func newSummaryBuilder(f *FleetReport) *summaryBuilder {
+	return &summaryBuilder{f: f, s: FleetSummary{Statuses: map[string]int{}, Checks: []CheckSpread{}},
+		spread: map[spreadKey][]indexedName{}, judged: map[string]int{}}
+}
+
+// add counts host h, the i-th of the inventory, and fills its verdict
+// (and a fleet run's outcome).
+func (sb *summaryBuilder) add(i int, h *FleetHost) {
+	f, s := sb.f, &sb.s
+	s.Hosts++
+	s.Statuses[h.Status]++
+	if len(f.Command) > 0 && f.Rollout == nil && h.ExitCode != nil {
+		h.Outcome = RunOutcome(*h.ExitCode)
+	}
+	if h.Outcome != "" {
+		if s.Outcomes == nil {
+			s.Outcomes = map[string]int{}
 		}
-		if h.Outcome != "" {
-			if s.Outcomes == nil {
-				s.Outcomes = map[string]int{}
-			}
-			s.Outcomes[h.Outcome]++
+		s.Outcomes[h.Outcome]++
+	}
+	if h.Report != nil {
+		h.Verdict = Verdict(h.Report)
+	}
+	verdict := h.Verdict
+	if f.Rollout != nil && h.Outcome != "" && h.Outcome != OutcomeSkipped {
+		// fleet apply: the outcome is the host's verdict (its
+		// report, if any, is apply's closing check)
+		switch h.Outcome {
+		case OutcomeReady:
+			verdict = VerdictReady
+		case OutcomeCancelled:
+			verdict = VerdictUnknown
+		default: // failed, reboot-needed, rolled back
+			verdict = VerdictNotReady
 		}
-		if h.Report != nil {
-			h.Verdict = Verdict(h.Report)
+	} else if h.Report == nil {
+		return
+	}
+	switch verdict {
+	case VerdictReady:
+		s.Ready++
+	case VerdictNotReady:
+		s.NotReady++
+	default:
+		s.Unknown++
+	}
+	if h.Report == nil || h.Rollback != nil {
+		return // no report, or one of the node before its rollback
+	}
+	seen := map[spreadKey]bool{}
+	seenCheck := map[string]bool{}
+	for _, fd := range h.Report.Findings {
+		if !Counts(h.Report, fd) || fd.Status == preflight.Skip {
+			continue // a skip judged nothing (--skip, no GPU selected)
 		}
-		verdict := h.Verdict
-		if f.Rollout != nil && h.Outcome != "" && h.Outcome != OutcomeSkipped {
-			// fleet apply: the outcome is the host's verdict (its
-			// report, if any, is apply's closing check)
-			switch h.Outcome {
-			case OutcomeReady:
-				verdict = VerdictReady
-			case OutcomeCancelled:
-				verdict = VerdictUnknown
-			default: // failed, reboot-needed, rolled back
-				verdict = VerdictNotReady
-			}
-		} else if h.Report == nil {
+		if !seenCheck[fd.Check] {
+			seenCheck[fd.Check] = true
+			sb.judged[fd.Check]++
+		}
+		if fd.Status != preflight.Fail && fd.Status != preflight.Error {
 			continue
 		}
-		switch verdict {
-		case VerdictReady:
-			s.Ready++
-		case VerdictNotReady:
-			s.NotReady++
-		default:
-			s.Unknown++
-		}
-		if h.Report == nil || h.Rollback != nil {
-			continue // no report, or one of the node before its rollback
-		}
-		seen := map[key]bool{}
-		seenCheck := map[string]bool{}
-		for _, fd := range h.Report.Findings {
-			if !Counts(h.Report, fd) || fd.Status == preflight.Skip {
-				continue // a skip judged nothing (--skip, no GPU selected)
-			}
-			if !seenCheck[fd.Check] {
-				seenCheck[fd.Check] = true
-				judged[fd.Check]++
-			}
-			if fd.Status != preflight.Fail && fd.Status != preflight.Error {
-				continue
-			}
-			k := key{fd.Check, string(fd.Status)}
-			if !seen[k] {
-				seen[k] = true
-				spread[k] = append(spread[k], h.Name)
-			}
+		k := spreadKey{fd.Check, string(fd.Status)}
+		if !seen[k] {
+			seen[k] = true
+			sb.spread[k] = append(sb.spread[k], indexedName{i, h.Name})
 		}
 	}
-	for k, hosts := range spread {
-		s.Checks = append(s.Checks, CheckSpread{Check: k.check, Status: k.status, Hosts: hosts, Of: judged[k.check]})
+}
+
+// summary is the summary of the hosts added, their names in inventory
+// order.
+func (sb *summaryBuilder) summary() FleetSummary {
+	s := sb.s
+	s.Checks = []CheckSpread{}
+	for k, hosts := range sb.spread {
+		slices.SortFunc(hosts, func(a, b indexedName) int { return a.i - b.i })
+		names := make([]string, len(hosts))
+		for j, h := range hosts {
+			names[j] = h.name
+		}
+		s.Checks = append(s.Checks, CheckSpread{Check: k.check, Status: k.status, Hosts: names, Of: sb.judged[k.check]})
 	}
 	sort.Slice(s.Checks, func(i, j int) bool {
 		a, b := s.Checks[i], s.Checks[j]
@@ -372,7 +412,7 @@ func (f *FleetReport) Finish() {
 		}
 		return a.Check < b.Check
 	})
-	f.Summary = s
+	return s
 }
 
 // ExitCode is the fleet's exit code: 1 when a host is not ready, else 3
@@ -397,9 +437,7 @@ func FleetJSON(w io.Writer, f *FleetReport) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(f)
 	}
-	head := *f
-	head.Hosts = []FleetHost{}
-	b, err := json.MarshalIndent(&head, "", "  ")
+	pre, post, err := fleetHead(f)
 	if err != nil {
 		return err
 	}
@@ -408,16 +446,8 @@ func FleetJSON(w io.Writer, f *FleetReport) error {
 	if err != nil {
 		return err
 	}
-	// The hosts' place: a key at the top level is the only one indented by
-	// two spaces right after a newline (inside strings newlines are escaped).
-	const empty = "\n  \"hosts\": []"
-	i := bytes.Index(b, []byte(empty))
-	if i < 0 {
-		return fmt.Errorf("fleet JSON: no hosts field in %.80q", b)
-	}
-	i += len(empty) - 1 // at the "]"
 	bw := bufio.NewWriterSize(w, 64<<10)
-	bw.Write(b[:i])
+	bw.Write(pre)
 	for k, hb := range hosts {
 		if k > 0 {
 			bw.WriteByte(',')
@@ -428,7 +458,7 @@ func FleetJSON(w io.Writer, f *FleetReport) error {
 	if len(f.Hosts) > 0 {
 		bw.WriteString("\n  ")
 	}
-	bw.Write(b[i:])
+	bw.Write(post)
 	bw.WriteByte('\n')
 	return bw.Flush()
 }

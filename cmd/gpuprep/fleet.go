@@ -50,6 +50,7 @@ type fleetCmd struct {
 	noSudo         bool
 	remoteRoot     string
 	output         string
+	reportFile     string
 	sshCfg         *fleet.SSHConfig
 
 	// check only
@@ -101,6 +102,7 @@ evaluated (and none is not ready), 2 usage errors.`,
 	f.StringArrayVar(&c.sel, "select", nil, "passed to gpuprep check on every host (per host: the inventory variable gpuprep_select, comma-separated, replaces it)")
 	f.StringSliceVar(&c.ignore, "ignore", nil, "passed to gpuprep check on every host (check IDs are checked here first)")
 	f.StringSliceVar(&c.skip, "skip", nil, "passed to gpuprep check on every host (check IDs are checked here first)")
+	c.reportFlag(f)
 
 	run := &cobra.Command{
 		Use:   "run -i INVENTORY -- SUBCOMMAND [ARGS...]",
@@ -119,8 +121,14 @@ outcome is unknown or interrupted, else 4 a host needs a reboot, else 0.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error { return c.run(cmd, args) },
 	}
+	c.reportFlag(run.Flags())
 	cmd.AddCommand(check, run, c.applyCommand(), c.sudoersCommand())
 	return cmd
+}
+
+// reportFlag registers --report.
+func (c *fleetCmd) reportFlag(f *pflag.FlagSet) {
+	f.StringVar(&c.reportFile, "report", "", "also write the JSON report to this file, each host's entry as it finishes (the file ends as -o json's document, hosts in inventory order; gpuprep report render reads it)")
 }
 
 // connectionFlags registers the inventory, selection and SSH flags (used by
@@ -204,18 +212,29 @@ func (c *fleetCmd) run(cmd *cobra.Command, command []string) error {
 	if !validFormat(c.output) {
 		return usageErr("--output %q: want text, json, junit, markdown or html", c.output)
 	}
-	fr, err := c.collect(cmd, command)
-	if err != nil || fr == nil {
+	st, interrupted, err := c.stream(cmd, command, c.reportFile)
+	if err != nil || st == nil {
 		return err
 	}
 	out := cmd.OutOrStdout()
-	err = report.Render(out, &report.Document{Fleet: fr}, c.output)
+	if c.output == "json" {
+		err = st.WriteJSON(out, interrupted)
+	} else {
+		var fr *report.FleetReport
+		if fr, err = st.Load(interrupted); err == nil {
+			err = report.Render(out, &report.Document{Fleet: fr}, c.output)
+		}
+	}
+	if cerr := st.Close(interrupted); err == nil && cerr != nil {
+		err = fmt.Errorf("--report %s: %w", c.reportFile, cerr)
+	}
 	if err != nil {
 		return err
 	}
-	if fr.Interrupted {
+	if interrupted {
 		fmt.Fprintln(cmd.ErrOrStderr(), "gpuprep fleet: interrupted; the report shows the hosts that finished")
 	}
+	fr := st.Report(interrupted)
 	if command != nil {
 		return &exitError{code: fr.RunExitCode()}
 	}
@@ -223,26 +242,39 @@ func (c *fleetCmd) run(cmd *cobra.Command, command []string) error {
 }
 
 // collect runs gpuprep (check, or command) on every selected host and
-// returns the fleet report; nil after a --dry-run listing.
+// returns the fleet report, every host's entry in it; nil after a
+// --dry-run listing.
 func (c *fleetCmd) collect(cmd *cobra.Command, command []string) (*report.FleetReport, error) {
+	st, interrupted, err := c.stream(cmd, command, "")
+	if err != nil || st == nil {
+		return nil, err
+	}
+	defer st.Close(interrupted)
+	return st.Load(interrupted)
+}
+
+// stream runs gpuprep (check, or command) on every selected host, each
+// host's entry written to the fleet report's stream (in reportFile, or a
+// temporary file) as it finishes; nil after a --dry-run listing.
+func (c *fleetCmd) stream(cmd *cobra.Command, command []string, reportFile string) (_ *report.FleetStream, interrupted bool, _ error) {
 	if c.mode != "" {
 		if _, err := preflight.ParseMode(c.mode); err != nil {
-			return nil, usageErr("--mode: %v", err)
+			return nil, false, usageErr("--mode: %v", err)
 		}
 	}
 	if err := c.checkConnectionFlags(); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	hosts, err := c.hosts()
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if c.dryRun {
-		return nil, c.printDryRun(cmd.OutOrStdout(), hosts, command)
+		return nil, false, c.printDryRun(cmd.OutOrStdout(), hosts, command)
 	}
 	sess, err := c.connect(cmd)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	defer sess.close()
 	ctx := sess.ctx
@@ -254,8 +286,25 @@ func (c *fleetCmd) collect(cmd *cobra.Command, command []string) (*report.FleetR
 		Args: func(h *fleet.Host) ([]string, error) { return c.remoteArgs(h, command) },
 		Done: prog.done,
 	}
+	st, err := c.gather(ctx, r, hosts, command, reportFile)
+	prog.finish()
+	if err != nil && reportFile != "" {
+		err = fmt.Errorf("--report %s: %w", reportFile, err)
+	}
+	return st, ctx.Err() != nil, err
+}
+
+// gather runs r on hosts: each host's entry goes to the fleet report's
+// stream as it finishes, and nothing of it is kept here (its output is
+// dropped).
+func (c *fleetCmd) gather(ctx context.Context, runner *fleet.Runner, hosts []*fleet.Host, command []string, reportFile string) (*report.FleetStream, error) {
+	r := *runner // its Done and Evaluated are this run's
+	st, err := report.NewFleetStream(reportFile, &report.FleetReport{Mode: c.mode, Command: command}, len(hosts))
+	if err != nil {
+		return nil, err
+	}
 	var mu sync.Mutex
-	reports := map[*fleet.Host]*report.Report{} // each host's, parsed once, as it finishes
+	reports := map[*fleet.Host]*report.Report{} // each host's, parsed once, as it finishes, until added
 	if command == nil {
 		r.Evaluated = func(h *fleet.Host, o fleet.Output) error {
 			rep, err := parseReport(o)
@@ -267,15 +316,35 @@ func (c *fleetCmd) collect(cmd *cobra.Command, command []string) (*report.FleetR
 			return err
 		}
 	}
-	results := r.Run(ctx, hosts)
-	prog.finish()
-
-	fr := &report.FleetReport{Mode: c.mode, Command: command, Interrupted: ctx.Err() != nil}
-	for _, res := range results {
-		fr.Hosts = append(fr.Hosts, c.fleetHost(res, command, reports[res.Host]))
+	var addErr error
+	add := func(res *fleet.Result) {
+		mu.Lock()
+		rep := reports[res.Host]
+		delete(reports, res.Host)
+		mu.Unlock()
+		h := c.fleetHost(res, command, rep)
+		if err := st.Add(res.Index, &h); err != nil && addErr == nil {
+			addErr = err
+		}
+		res.Output = fleet.Output{}
 	}
-	fr.Finish()
-	return fr, nil
+	done := r.Done
+	r.Done = func(res *fleet.Result, n, total int) {
+		add(res)
+		if done != nil {
+			done(res, n, total)
+		}
+	}
+	for _, res := range r.Run(ctx, hosts) {
+		if !st.Added(res.Index) { // never started (interrupted)
+			add(res)
+		}
+	}
+	if addErr != nil {
+		st.Close(true)
+		return nil, addErr
+	}
+	return st, nil
 }
 
 // checkConnectionFlags validates --parallel, --timeout, --retries,

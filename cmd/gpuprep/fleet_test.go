@@ -520,7 +520,8 @@ func TestFleetInterrupt(t *testing.T) {
 	}
 	inv := writeFile(t, "hosts.ini", strings.Join(lines, "\n")+fmt.Sprintf("\n[all:vars]\nansible_user=%s\ngpuprep_root=%s\n", r.env.User, r.hgx))
 	args := append([]string{"fleet", "check", "-i", inv, "-o", "json", "--parallel", "2", "--mode", "container"}, r.args()...)
-	args = append(args, "--timeout", "5m")
+	saved := filepath.Join(t.TempDir(), "fleet.json")
+	args = append(args, "--timeout", "5m", "--report", saved)
 	cmd := exec.Command(r.bin, args...)
 	var out bytes.Buffer
 	cmd.Stdout = &out
@@ -531,6 +532,15 @@ func TestFleetInterrupt(t *testing.T) {
 	start := time.Now()
 	for sc.Scan() {
 		if strings.Contains(sc.Text(), " ok evaluated") {
+			// the report file has the finished host while hung hangs
+			b, err := os.ReadFile(saved)
+			require.NoError(t, err)
+			var inFile []string
+			for _, h := range hostsSoFar(t, b) {
+				inFile = append(inFile, h.Name+"/"+h.Status)
+			}
+			assert.Contains(t, inFile, "ok/evaluated")
+			assert.NotContains(t, strings.Join(inFile, " "), "hung/")
 			require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
 			break
 		}
@@ -560,6 +570,9 @@ func TestFleetInterrupt(t *testing.T) {
 	assert.Equal(t, "evaluated", st["ok"])
 	assert.Equal(t, 6, fr.Summary.Hosts)
 	assert.GreaterOrEqual(t, fr.Summary.Statuses["cancelled"], 4, "no new hosts after the interrupt: %v", st)
+	b, err := os.ReadFile(saved)
+	require.NoError(t, err)
+	assert.Equal(t, out.String(), string(b), "the report file ends as the report printed")
 }
 
 // kubevirt config -i gathers the reports over SSH, as fleet check does.

@@ -15,7 +15,9 @@ import (
 
 // Result is what happened on one host.
 type Result struct {
-	Host     *Host
+	Host *Host
+	// Index is the host's place in the hosts Run was given.
+	Index    int
 	Status   string // StatusEvaluated once gpuprep ran and answered
 	Err      string
 	Output   Output
@@ -48,11 +50,16 @@ type Runner struct {
 	CommandTimeout time.Duration
 	// Args returns the gpuprep arguments for a host.
 	Args func(h *Host) ([]string, error)
-	// Done is called (serialized) as each host finishes.
+	// Done is called (serialized) as each host finishes. It may take what
+	// it needs from r and clear r.Output: Run keeps r, and its output would
+	// otherwise be held until every host finished.
 	Done func(r *Result, done, total int)
 	// Evaluated decides whether an Output counts as evaluated; a non-nil
 	// error makes the host's status StatusError with that message.
 	Evaluated func(h *Host, o Output) error
+	// Remote, when set, runs gpuprep on a host instead of Transport and
+	// Exec (a fake fleet, for tests and benchmarks of the coordinator).
+	Remote func(ctx context.Context, h *Host, args []string) (Output, error)
 }
 
 // Run works through hosts with at most Parallel at once. When ctx ends
@@ -73,6 +80,7 @@ func (r *Runner) Run(ctx context.Context, hosts []*Host) []*Result {
 	finish := func(i int, res *Result) {
 		mu.Lock()
 		defer mu.Unlock()
+		res.Index = i
 		results[i] = res
 		done++
 		if r.Done != nil {
@@ -101,7 +109,7 @@ feed:
 	wg.Wait()
 	for i, res := range results {
 		if res == nil {
-			results[i] = &Result{Host: hosts[i], Status: StatusCancelled, Err: "not started: interrupted"}
+			results[i] = &Result{Host: hosts[i], Index: i, Status: StatusCancelled, Err: "not started: interrupted"}
 		}
 	}
 	return results
@@ -111,20 +119,16 @@ func (r *Runner) one(ctx context.Context, h *Host) *Result {
 	start := time.Now()
 	res := &Result{Host: h}
 	defer func() { res.Duration = time.Since(start) }()
-	fail := func(err error) *Result {
-		res.Status, res.Err = StatusOf(err), err.Error()
-		if ctx.Err() != nil && res.Status != StatusEvaluated {
-			res.Status = StatusCancelled
-			res.Err = "interrupted: " + res.Err
-		}
-		return res
-	}
+	fail := func(err error) *Result { return failed(ctx, res, err) }
 	if h.Problem != "" {
 		return fail(&HostError{Status: StatusError, Err: errors.New(h.Problem)}) // not contacted
 	}
 	args, err := r.Args(h)
 	if err != nil {
 		return fail(err)
+	}
+	if r.Remote != nil {
+		return r.finishRun(ctx, res, h, func(ctx context.Context) (Output, error) { return r.Remote(ctx, h, args) })
 	}
 	if h.Local {
 		return r.oneLocal(ctx, h, args, res, fail)
@@ -154,13 +158,20 @@ func (r *Runner) one(ctx context.Context, h *Host) *Result {
 		}
 	}
 	defer conn.Close()
+	return r.finishRun(ctx, res, h, func(cctx context.Context) (Output, error) { return r.Exec.Run(cctx, conn.Client, h, args) })
+}
+
+// finishRun runs gpuprep on h (run, under CommandTimeout) and judges what
+// came back.
+func (r *Runner) finishRun(ctx context.Context, res *Result, h *Host, run func(context.Context) (Output, error)) *Result {
+	fail := func(err error) *Result { return failed(ctx, res, err) }
 	cctx := ctx
 	if r.CommandTimeout > 0 {
 		var cancel context.CancelFunc
 		cctx, cancel = context.WithTimeout(ctx, r.CommandTimeout)
 		defer cancel()
 	}
-	out, err := r.Exec.Run(cctx, conn.Client, h, args)
+	out, err := run(cctx)
 	res.Output = out
 	switch {
 	case ctx.Err() != nil:
@@ -178,6 +189,16 @@ func (r *Runner) one(ctx context.Context, h *Host) *Result {
 		}
 	}
 	res.Status = StatusEvaluated
+	return res
+}
+
+// failed records err as res's status (cancelled once ctx ended).
+func failed(ctx context.Context, res *Result, err error) *Result {
+	res.Status, res.Err = StatusOf(err), err.Error()
+	if ctx.Err() != nil && res.Status != StatusEvaluated {
+		res.Status = StatusCancelled
+		res.Err = "interrupted: " + res.Err
+	}
 	return res
 }
 
