@@ -18,7 +18,7 @@ DIST     ?= dist
 DIST_ARCHES := amd64 arm64
 DIST_LDFLAGS := -s -w -buildid= -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 
-.PHONY: all build build-host install dist dist-check dist-repro ansible-collection run test unit fuzz crash e2e bench lint deps fixtures kube-apiserver clean
+.PHONY: all build build-host install dist dist-check dist-repro image ansible-collection run test unit fuzz crash e2e bench lint deps fixtures kube-apiserver clean
 
 all: build
 
@@ -59,6 +59,14 @@ dist-repro: dist
 	git ls-files -z --cached --others --exclude-standard | tar --null -T - -cf - | tar -C "$$t" -xf - && \
 	GOCACHE="$$t/.gocache" $(MAKE) -C "$$t" dist VERSION='$(VERSION)' >/dev/null && \
 	cmp '$(DIST)'/SHA256SUMS "$$t/dist/SHA256SUMS" && cat '$(DIST)'/SHA256SUMS && echo "dist-repro: identical"
+
+## image: gpuprep agent's container image, without a container engine: an OCI image layout in $(DIST)/image
+## (tools/ociimage: one image per make dist binary, named by architecture; the same binaries give the same digests),
+## read back with skopeo where it is installed; push with e.g. skopeo copy oci:$(DIST)/image:amd64 docker://REGISTRY/gpuprep:TAG
+image: dist
+	rm -rf '$(DIST)/image'
+	$(GO) run ./tools/ociimage '$(DIST)/image' $(foreach a,$(DIST_ARCHES),'$(DIST)/gpuprep-linux-$(a)')
+	@if command -v skopeo >/dev/null; then for a in $(DIST_ARCHES); do skopeo inspect --format '{{.Os}}/{{.Architecture}} {{.Digest}}' 'oci:$(DIST)/image:'$$a || exit 1; done; fi
 
 ## ansible-collection: the Ansible collection gpuprep.node (modules check, apply, rollback, label; role prepare;
 ## playbook prepare) in $(DIST)/ansible_collections/gpuprep/node, with make dist's static binaries as its binary

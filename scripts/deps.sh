@@ -3,6 +3,7 @@
 #   pci.ids                     device names on the live host
 #   qemu-system-x86 busybox-static cpio xz-utils   the real-kernel e2e testbed
 #   etcd-server                 the real kube-apiserver's store (labelling tests)
+#   skopeo, umoci               independent OCI readers of make image's layout (tools/ociimage tests)
 #   openssh-server sudo         real sshd hosts on loopback (fleet tests)
 #   openssh-client              ssh -G, the ssh_config oracle
 #   ansible-core                the Ansible inventory oracle (ansible-inventory --list)
@@ -11,7 +12,7 @@
 #   chromium                    the HTML report opened in a real headless browser
 # Needs root for apt-get; as another user it only says what is missing.
 set -euo pipefail
-pkgs=(pci.ids qemu-system-x86 busybox-static cpio xz-utils etcd-server openssh-server openssh-client sudo debootstrap chromium dropbear-bin ansible-core)
+pkgs=(pci.ids qemu-system-x86 busybox-static cpio xz-utils etcd-server openssh-server openssh-client sudo debootstrap chromium dropbear-bin ansible-core skopeo umoci)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
