@@ -131,7 +131,7 @@ func (r *Runner) one(ctx context.Context, h *Host) *Result {
 		return r.finishRun(ctx, res, h, func(ctx context.Context) (Output, error) { return r.Remote(ctx, h, args) })
 	}
 	if h.Local {
-		return r.oneLocal(ctx, h, args, res, fail)
+		return r.oneLocal(ctx, h, args, res)
 	}
 	backoff := r.Backoff
 	if backoff == 0 {

@@ -146,30 +146,7 @@ func sameHash(p, sha string) error {
 
 // oneLocal is Runner.one for a local host: no connection to make or
 // retry; the command's bound, cancellation and judging are the SSH path's.
-func (r *Runner) oneLocal(ctx context.Context, h *Host, args []string, res *Result, fail func(error) *Result) *Result {
+func (r *Runner) oneLocal(ctx context.Context, h *Host, args []string, res *Result) *Result {
 	res.Attempts = 1
-	cctx := ctx
-	if r.CommandTimeout > 0 {
-		var cancel context.CancelFunc
-		cctx, cancel = context.WithTimeout(ctx, r.CommandTimeout)
-		defer cancel()
-	}
-	out, err := r.Exec.RunLocal(cctx, r.Local, h, args)
-	res.Output = out
-	switch {
-	case ctx.Err() != nil:
-		return fail(&HostError{Status: StatusCancelled, Err: errors.New("interrupted while running")})
-	case cctx.Err() != nil:
-		res.CommandTimedOut = true
-		return fail(&HostError{Status: StatusTimeout, Err: fmt.Errorf("gpuprep did not finish within %s", r.CommandTimeout)})
-	case err != nil:
-		return fail(err)
-	}
-	if r.Evaluated != nil {
-		if err := r.Evaluated(h, out); err != nil {
-			return fail(err)
-		}
-	}
-	res.Status = StatusEvaluated
-	return res
+	return r.finishRun(ctx, res, h, func(ctx context.Context) (Output, error) { return r.Exec.RunLocal(ctx, r.Local, h, args) })
 }
