@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # leftovers.sh: lists what gpuprep's tests left behind and exits 1 if anything: test users, their sudoers
-# files, directories under /tmp and /var/lib/gpuprep-test, and processes (sshd, etcd, kube-apiserver, the
+# files, directories under /tmp and /var/lib/gpuprep-test, Go tests' t.TempDirs no running test owns, and processes (sshd, etcd, kube-apiserver, the
 # QEMU guest). The tests tag each with the test process that made them, its owner "PID-STARTTIME"
 # (internal/testrun): users in their GECOS field, processes in GPUPREP_TEST_OWNER, directories in their
 # names. What a test process still running owns is in use, not left over; anything of the harness without an
@@ -55,6 +55,28 @@ dirs() {
   if [ -d /var/lib/gpuprep-test ] && [ -z "$(ls -A /var/lib/gpuprep-test)" ]; then echo "directory /var/lib/gpuprep-test (empty)"; fi
 }
 
+# gotemps: directories Go's t.TempDir made under /tmp (named for the test: TestName<digits>) that no running
+# test binary can own: older than the oldest *.test process running (a killed helper process, whose cleanups
+# never ran, leaves them; crashtest gives its helpers a TMPDIR of the parent test's for that reason).
+gotemps() {
+  local f pid oldest now btime tck start d
+  now=$(date +%s); oldest=$now
+  btime=$(awk '/^btime/ {print $2}' /proc/stat); tck=$(getconf CLK_TCK)
+  for f in /proc/[0-9]*/cmdline; do
+    pid=${f#/proc/}; pid=${pid%/cmdline}
+    [[ $(tr '\0' '\n' <"$f" 2>/dev/null | head -1) == *.test ]] || continue
+    start=$(sed 's/.*) //' "/proc/$pid/stat" 2>/dev/null | awk '{print $20}') || continue
+    [ -n "$start" ] || continue
+    start=$((btime + start / tck))
+    [ "$start" -lt "$oldest" ] && oldest=$start
+  done
+  for d in /tmp/Test* /tmp/Fuzz*; do
+    [ -d "$d" ] || continue
+    [[ ${d#/tmp/} =~ ^(Test|Fuzz)[A-Za-z0-9_]*[0-9]+$ ]] || continue
+    [ "$(stat -c %Y "$d" 2>/dev/null || echo "$now")" -lt "$oldest" ] && echo "directory $d (a Go test's t.TempDir, older than every test binary running)"
+  done
+}
+
 procs() {
   local f pid o cmd
   # one grep over all processes: a process per process is slow on a loaded machine
@@ -77,9 +99,9 @@ procs() {
 
 scan() {
   if [ "${LEFTOVERS_LEGACY:-1}" = 0 ]; then
-    { users; sudoers; dirs; procs; } | grep -v 'an older harness'
+    { users; sudoers; dirs; gotemps; procs; } | grep -v 'an older harness'
   else
-    users; sudoers; dirs; procs
+    users; sudoers; dirs; gotemps; procs
   fi
 }
 

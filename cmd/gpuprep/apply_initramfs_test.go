@@ -47,11 +47,12 @@ func (k initramfsKernel) Run(ctx context.Context, argv ...string) ([]byte, error
 type initramfsSim struct {
 	last   *fixture.Kernel
 	before func()
+	deps   *deps // the deps simulatedInitramfs set the kernel in
 }
 
 func simulatedInitramfs(t *testing.T, d *deps) *initramfsSim {
 	t.Helper()
-	sim := &initramfsSim{}
+	sim := &initramfsSim{deps: d}
 	mk := func(root *host.Root) (vfio.Sysfs, host.Runner, error) {
 		k, err := fixture.NewKernel(root.Dir())
 		sim.last = k
@@ -86,7 +87,7 @@ func (s *initramfsSim) killedAtInitramfs(t *testing.T, args ...string) {
 	go func() {
 		defer close(done)
 		var out, errb strings.Builder
-		execute(args, &out, &errb)
+		executeWith(args, &out, &errb, &globals{root: os.Getenv("GPUPREP_ROOT"), deps: s.deps})
 		finished = true
 	}()
 	<-done

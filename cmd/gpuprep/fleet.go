@@ -51,6 +51,7 @@ type fleetCmd struct {
 	remoteRoot     string
 	output         string
 	reportFile     string
+	judged         *judgedTally // fleet check: the modes the hosts were judged for
 	sshCfg         *fleet.SSHConfig
 
 	// check only
@@ -231,6 +232,10 @@ func (c *fleetCmd) run(cmd *cobra.Command, command []string) error {
 	if err != nil {
 		return err
 	}
+	if command == nil {
+		// as a local check's: which mode(s) the verdicts are for
+		fmt.Fprintln(cmd.ErrOrStderr(), "gpuprep fleet:", report.Clean(c.judged.line()))
+	}
 	if interrupted {
 		fmt.Fprintln(cmd.ErrOrStderr(), "gpuprep fleet: interrupted; the report shows the hosts that finished")
 	}
@@ -316,6 +321,7 @@ func (c *fleetCmd) gather(ctx context.Context, runner *fleet.Runner, hosts []*fl
 			return err
 		}
 	}
+	c.judged = &judgedTally{}
 	var addErr error
 	add := func(res *fleet.Result) {
 		mu.Lock()
@@ -323,6 +329,9 @@ func (c *fleetCmd) gather(ctx context.Context, runner *fleet.Runner, hosts []*fl
 		delete(reports, res.Host)
 		mu.Unlock()
 		h := c.fleetHost(res, command, rep)
+		if command == nil {
+			c.judged.add(&h, c.mode != "")
+		}
 		if err := st.Add(res.Index, &h); err != nil && addErr == nil {
 			addErr = err
 		}

@@ -48,13 +48,17 @@ func Mutating(regs *syscall.PtraceRegs) bool {
 // and calls kill on entry to every system call of every thread; the first
 // time it returns true the helper is SIGKILLed there. It returns whether it
 // was killed and the helper's output. It skips the test where ptrace is not
-// permitted.
+// permitted. The helper's TMPDIR is a t.TempDir, so that what a killed
+// helper's t.TempDir and os.MkdirTemp made goes with the test.
 func Run(t *testing.T, helperTest string, env []string, kill func(regs *syscall.PtraceRegs) bool) (bool, string) {
 	t.Helper()
 	runtime.LockOSThread() // every ptrace call must come from the tracing thread
 	defer runtime.UnlockOSThread()
 	cmd := exec.Command(os.Args[0], "-test.run=^"+helperTest+"$", "-test.count=1")
-	cmd.Env = append(os.Environ(), env...)
+	// The helper is killed: its own cleanups (t.TempDir's removal) never
+	// run. Its temporary files go under a directory of this test's, which
+	// this test removes.
+	cmd.Env = append(append(os.Environ(), env...), "TMPDIR="+t.TempDir())
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Ptrace: true}
