@@ -131,11 +131,14 @@ func gpuprepInProcess(args ...string) (code int, stdout, stderr string) {
 }
 
 // commonArgv is the command line of the arguments every module shares:
-// root, mode, select.
+// root (and system_disk), mode, select.
 func (a *ansibleArgs) commonArgv(cmd ...string) []string {
 	argv := append([]string(nil), cmd...)
 	if a.str("root") != "" {
 		argv = append(argv, "--root", a.str("root"))
+	}
+	if a.flag("system_disk") {
+		argv = append(argv, "--system-disk") // an offline image (docs/root.md)
 	}
 	if a.str("mode") != "" {
 		argv = append(argv, "--mode", a.str("mode"))

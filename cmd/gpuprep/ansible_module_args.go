@@ -38,15 +38,15 @@ var ansibleParamKinds = map[string]ansibleParamKind{
 	"nvswitch": paramBool, "vgpu_config_file": paramStr, "vgpu_config": paramStr, "driver": paramStr,
 	"kubeconfig": paramStr, "node": paramStr, "force": paramBool,
 	"to": paramStr, "force_files": paramBool,
-	"before_join": paramBool, "kubeadm_config": paramStr,
+	"before_join": paramBool, "kubeadm_config": paramStr, "system_disk": paramBool,
 }
 
 // ansibleParams: the parameters each module takes.
 var ansibleParams = map[string][]string{
 	"check":    {"root", "mode", "select", "ignore", "skip"},
 	"apply":    {"root", "mode", "select", "nvswitch", "vgpu_config_file", "vgpu_config", "driver", "kubeconfig", "node", "force"},
-	"rollback": {"root", "to", "force", "force_files", "kubeconfig"},
-	"label":    {"root", "mode", "vgpu_config", "node", "kubeconfig", "before_join", "kubeadm_config"},
+	"rollback": {"root", "system_disk", "to", "force", "force_files", "kubeconfig"},
+	"label":    {"root", "system_disk", "mode", "vgpu_config", "node", "kubeconfig", "before_join", "kubeadm_config"},
 }
 
 func parseAnsibleArgs(b []byte) (*ansibleArgs, error) {

@@ -188,15 +188,15 @@ func TestAnsibleModulesLocal(t *testing.T) {
       check_mode: true
       diff: true
     - name: label dry
-      gpuprep.node.label: {mode: vm-vgpu, vgpu_config: A10-12Q, before_join: true, root: %[4]q}
+      gpuprep.node.label: {mode: vm-vgpu, vgpu_config: A10-12Q, before_join: true, system_disk: true, root: %[4]q}
       register: label_dry
       check_mode: true
       diff: true
     - name: label
-      gpuprep.node.label: {mode: vm-vgpu, vgpu_config: A10-12Q, before_join: true, root: %[4]q}
+      gpuprep.node.label: {mode: vm-vgpu, vgpu_config: A10-12Q, before_join: true, system_disk: true, root: %[4]q}
       register: label
     - name: label again
-      gpuprep.node.label: {mode: vm-vgpu, vgpu_config: A10-12Q, before_join: true, root: %[4]q}
+      gpuprep.node.label: {mode: vm-vgpu, vgpu_config: A10-12Q, before_join: true, system_disk: true, root: %[4]q}
       register: label_again
     - name: other arch
       gpuprep.node.check: {mode: vm-passthrough, root: %[1]q}

@@ -109,7 +109,7 @@ func TestConcurrentRunsLoseNoChange(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				cmd := exec.Command(bin, "--root", root, "grub", "ensure", fmt.Sprintf("gpuprep_test_%d=1", i), "--no-regenerate")
+				cmd := exec.Command(bin, "--root", root, "--system-disk", "grub", "ensure", fmt.Sprintf("gpuprep_test_%d=1", i), "--no-regenerate")
 				out, _ := cmd.CombinedOutput()
 				res[i] = result{cmd.ProcessState.ExitCode(), string(out)}
 			}()

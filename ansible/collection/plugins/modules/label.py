@@ -39,6 +39,11 @@ options:
   root:
     description: With I(before_join), edit the kubelet configuration under this root instead of C(/).
     type: path
+  system_disk:
+    description: I(root) is a system disk (an offline image, C(--system-disk)); gpuprep writes file changes only into
+      such a root, never into another one (docs/root.md).
+    type: bool
+    default: false
 attributes:
   check_mode:
     support: full

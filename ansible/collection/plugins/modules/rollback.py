@@ -31,6 +31,11 @@ options:
   root:
     description: The root (only C(/): rollback changes the running system).
     type: path
+  system_disk:
+    description: I(root) is a system disk (an offline image, C(--system-disk)); gpuprep writes file changes only into
+      such a root, never into another one (docs/root.md).
+    type: bool
+    default: false
 attributes:
   check_mode:
     support: none
