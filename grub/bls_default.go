@@ -2,8 +2,10 @@ package grub
 
 import (
 	"fmt"
+	"math"
 	"path"
 	"sort"
+	"strconv"
 	"strings"
 	"unicode/utf16"
 
@@ -37,6 +39,35 @@ type blsEntry struct {
 	id, file                    string
 	sortKey, machineID, version string
 	linux, initrd               string
+	// triesLeft and triesDone are the boot counter of a file named
+	// NAME+LEFT[-DONE].conf (-1 when it has none): systemd-boot's
+	// boot_entry_parse_tries; the id is then NAME.conf.
+	triesLeft, triesDone int
+}
+
+// parseTries splits a type #1 entry's file name as systemd-boot's
+// boot_entry_parse_tries does (src/boot/boot.c; the Boot Loader
+// Specification's "Boot counting"): the counter follows the last '+' and
+// is LEFT or LEFT-DONE right before ".conf"; the id drops it and is
+// lower-cased (strtolower16), as the default globs are.
+func parseTries(name string) (id string, left, done int) {
+	id, left, done = strings.ToLower(name), -1, -1
+	i := strings.LastIndexByte(name, '+')
+	if i < 0 || !strings.HasSuffix(strings.ToLower(name), ".conf") {
+		return id, left, done
+	}
+	c := name[i+1 : len(name)-len(".conf")]
+	l, d, hasDone := strings.Cut(c, "-")
+	nl, err1 := strconv.Atoi(l)
+	nd := 0
+	var err2 error
+	if hasDone {
+		nd, err2 = strconv.Atoi(d)
+	}
+	if err1 != nil || err2 != nil || l == "" || l[0] == '+' || l[0] == '-' || hasDone && (d == "" || d[0] == '+' || d[0] == '-') || nl > math.MaxInt32 || nd > math.MaxInt32 {
+		return id, left, done
+	}
+	return strings.ToLower(name[:i] + ".conf"), nl, nd
 }
 
 func readBLSEntries(root *host.Root) []blsEntry {
@@ -45,16 +76,16 @@ func readBLSEntries(root *host.Root) []blsEntry {
 	for _, dir := range entryDirs {
 		names, _ := root.Glob(dir + "/*.conf")
 		for _, n := range names {
-			id := path.Base(n)
-			if seen[id] {
-				continue
+			id, left, done := parseTries(path.Base(n))
+			if b := path.Base(n); strings.HasPrefix(b, ".") || strings.HasPrefix(strings.ToLower(b), "auto-") || seen[id] {
+				continue // valid_type1_filename
 			}
 			data, err := kargs.ReadFile(root, n)
 			if err != nil {
 				continue
 			}
 			seen[id] = true
-			e := blsEntry{id: id, file: n}
+			e := blsEntry{id: id, file: n, triesLeft: left, triesDone: done}
 			for _, l := range strings.Split(string(data), "\n") {
 				f := strings.Fields(l)
 				if len(f) < 2 {
@@ -80,8 +111,13 @@ func readBLSEntries(root *host.Root) []blsEntry {
 	return out
 }
 
-// blsLess is boot_entry_compare's order.
+// blsLess is boot_entry_compare's order: entries with no tries left
+// last, then sort keys, ids, and between equal ids more tries left first,
+// then fewer done.
 func blsLess(a, b blsEntry) bool {
+	if (a.triesLeft == 0) != (b.triesLeft == 0) {
+		return b.triesLeft == 0
+	}
 	if (a.sortKey == "") != (b.sortKey == "") {
 		return a.sortKey != ""
 	}
@@ -96,7 +132,13 @@ func blsLess(a, b blsEntry) bool {
 			return c > 0
 		}
 	}
-	return verscmp(a.id, b.id) > 0
+	if c := verscmp(a.id, b.id); c != 0 || a.triesLeft < 0 || b.triesLeft < 0 {
+		return c > 0
+	}
+	if a.triesLeft != b.triesLeft {
+		return a.triesLeft > b.triesLeft
+	}
+	return a.triesDone < b.triesDone
 }
 
 // verscmp compares versions as strverscmp_improved does for the usual
@@ -164,7 +206,7 @@ func sign(n int) int {
 // efi_fnmatch), nil when none does.
 func pickBLS(es []blsEntry, glob string) *blsEntry {
 	for i := range es {
-		if ok, err := path.Match(glob, es[i].id); err == nil && ok {
+		if ok, err := path.Match(strings.ToLower(glob), es[i].id); err == nil && ok {
 			return &es[i]
 		}
 	}
@@ -215,22 +257,37 @@ func sdBootKernel(root *host.Root) NextKernel {
 	if len(es) == 0 {
 		return NextKernel{Missing: "no boot loader entries (" + strings.Join(entryDirs, ", ") + ") to tell which kernel systemd-boot boots next"}
 	}
+	// config_select_default_entry: the one-shot entry, then
+	// LoaderEntryDefault (its "@saved": LoaderEntryLastBooted), then
+	// loader.conf's default (its "@saved": LoaderEntryLastBooted too),
+	// each only when it matches an entry.
 	var e *blsEntry
 	why := ""
-	for _, v := range []string{"LoaderEntryOneShot", "LoaderEntryDefault"} {
-		if g := efiString(root, v); g != "" && e == nil {
-			if e = pickBLS(es, g); e != nil {
-				why = fmt.Sprintf("EFI variable %s %q", v, g)
+	try := func(glob, what string) {
+		if e == nil && glob != "" {
+			if e = pickBLS(es, glob); e != nil {
+				why = fmt.Sprintf("%s %q", what, glob)
 			}
 		}
 	}
-	if def, conf := loaderDefault(root); e == nil && def != "" {
-		if def == "@saved" {
-			return NextKernel{Missing: conf + ": default @saved boots the entry last chosen in the menu (EFI variable LoaderEntryLastBooted), not read"}
+	try(efiString(root, "LoaderEntryOneShot"), "EFI variable LoaderEntryOneShot")
+	def, conf := loaderDefault(root)
+	saved := efiString(root, "LoaderEntryLastBooted")
+	efiDef := efiString(root, "LoaderEntryDefault")
+	savedEFI := strings.EqualFold(efiDef, "@saved")
+	if savedEFI {
+		try(saved, "EFI variable LoaderEntryLastBooted (LoaderEntryDefault @saved)")
+	} else {
+		try(efiDef, "EFI variable LoaderEntryDefault")
+	}
+	switch {
+	case strings.EqualFold(def, "@saved") && !savedEFI:
+		if e == nil && saved == "" {
+			return NextKernel{Missing: conf + ": default @saved boots the entry booted last (EFI variable LoaderEntryLastBooted), which is not readable"}
 		}
-		if e = pickBLS(es, def); e != nil {
-			why = fmt.Sprintf("%s default %q", conf, def)
-		}
+		try(saved, conf+" default @saved: EFI variable LoaderEntryLastBooted")
+	case !strings.EqualFold(def, "@saved"):
+		try(def, conf+" default")
 	}
 	if e == nil {
 		e, why = &es[0], "the first of the sorted entries"

@@ -246,3 +246,34 @@ func TestNextKernelHostileMenu(t *testing.T) {
 	nk = FindNextKernel(nextRoot(t, map[string]string{DefaultsFile: debianDefaults, "/boot/grub/grub.cfg": long}, nil))
 	require.Equal(t, "6.1.0-17-amd64", nk.Release, nk.Missing)
 }
+
+// systemd-boot's boot counting (src/boot/boot.c boot_entry_parse_tries,
+// boot_entry_compare): an entry NAME+0-3.conf has no tries left and sorts
+// last, so the older kernel boots; @saved follows LoaderEntryLastBooted.
+func TestNextKernelSystemdBootCountingAndSaved(t *testing.T) {
+	const mid = "8a6e1c0b2d3f4e5a9b7c6d5e4f3a2b1c"
+	files := map[string]string{
+		KernelCmdlineFile:         "root=UUID=3f2c9a0e-5b1d-4c7e-9f0a-2d6b8e4c1a77 ro quiet\n",
+		"/efi/loader/loader.conf": "timeout 3\n",
+		"/efi/loader/entries/" + mid + "-6.1.0-17-amd64.conf":     sdEntry("6.1.0-17-amd64"),
+		"/efi/loader/entries/" + mid + "-6.1.0-18-amd64+0-3.conf": sdEntry("6.1.0-18-amd64"),
+	}
+	nk := FindNextKernel(nextRoot(t, files, nil))
+	require.Equal(t, "6.1.0-17-amd64", nk.Release, nk.Missing)
+
+	id, left, done := parseTries("Fedora+3-1.conf")
+	require.Equal(t, "fedora.conf", id)
+	require.Equal(t, []int{3, 1}, []int{left, done})
+
+	// @saved: LoaderEntryLastBooted names the entry (its id without the counter)
+	files["/efi/loader/entries/"+mid+"-6.1.0-18-amd64+2-1.conf"] = files["/efi/loader/entries/"+mid+"-6.1.0-18-amd64+0-3.conf"]
+	delete(files, "/efi/loader/entries/"+mid+"-6.1.0-18-amd64+0-3.conf")
+	files["/efi/loader/loader.conf"] = "default @saved\n"
+	efi := map[string][]byte{"/sys/firmware/efi/efivars/LoaderEntryLastBooted-" + loaderEFIVendor: efiVarBytes(mid + "-6.1.0-17-amd64.conf")}
+	nk = FindNextKernel(nextRoot(t, files, efi))
+	require.Equal(t, "6.1.0-17-amd64", nk.Release, nk.Missing)
+	require.Contains(t, nk.From, "LoaderEntryLastBooted")
+	efi = map[string][]byte{"/sys/firmware/efi/efivars/LoaderEntryLastBooted-" + loaderEFIVendor: efiVarBytes(mid + "-6.1.0-18-amd64.conf")}
+	nk = FindNextKernel(nextRoot(t, files, efi))
+	require.Equal(t, "6.1.0-18-amd64", nk.Release, nk.Missing)
+}
