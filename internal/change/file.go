@@ -1,6 +1,6 @@
 // Package change is gpuprep's one vocabulary for a change to a host: a
 // file that changes (File), as every planner returns it and every writer
-// takes it, and how a dry run shows a change (dryrun.go).
+// takes it.
 package change
 
 import (

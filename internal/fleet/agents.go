@@ -18,13 +18,25 @@ import (
 // build's bin/gpuprep-linux-arm64, make dist's dist/gpuprep-linux-amd64.
 const AgentPrefix = "gpuprep-linux-"
 
+// goArches is the GOARCH of each uname -m architecture gpuprep names.
+var goArches = map[string]string{
+	"x86_64": "amd64", "aarch64": "arm64", "i686": "386",
+	"ppc64le": "ppc64le", "s390x": "s390x", "riscv64": "riscv64",
+}
+
 // goArch is the GOARCH of a uname -m architecture (the names in AgentPrefix
 // files), "" when gpuprep has no name for it.
-func goArch(uname string) string {
-	return map[string]string{
-		"x86_64": "amd64", "aarch64": "arm64", "i686": "386",
-		"ppc64le": "ppc64le", "s390x": "s390x", "riscv64": "riscv64",
-	}[uname]
+func goArch(uname string) string { return goArches[uname] }
+
+// unameArch is the uname -m name of a GOARCH (goArches read backwards); the
+// GOARCH itself when gpuprep has no other name for it.
+func unameArch(goarch string) string {
+	for u, g := range goArches {
+		if g == goarch {
+			return u
+		}
+	}
+	return goarch
 }
 
 // AgentName is the file name of a gpuprep for hosts of arch (uname -m).

@@ -50,19 +50,7 @@ func (l *Local) euid() int {
 
 // localArch is this machine's architecture as uname -m names it (the
 // names Binary.Arch holds).
-func localArch() string {
-	switch runtime.GOARCH {
-	case "amd64":
-		return "x86_64"
-	case "arm64":
-		return "aarch64"
-	case "386":
-		return "i686"
-	case "ppc64le", "s390x", "riscv64":
-		return runtime.GOARCH
-	}
-	return runtime.GOARCH
-}
+func localArch() string { return unameArch(runtime.GOARCH) }
 
 // RunLocal runs the gpuprep built for this machine's architecture with
 // args, on this machine, as Exec.Run does on a host: the binary is hashed
