@@ -79,6 +79,33 @@ type nfdTimerPlan struct {
 	binary []byte // the running gpuprep, to install as vgpu.InstalledBinary; nil: in place
 }
 
+// nfdUnitChanges are the writes that give the root the service and timer
+// units as gpuprep writes them; none for a unit already so.
+func (p *Plan) nfdUnitChanges() ([]change.File, error) {
+	var files []change.File
+	for _, f := range []struct {
+		path string
+		data []byte
+	}{{NFDService, NFDServiceContent()}, {NFDTimer, NFDTimerContent()}} {
+		old, err := p.root.ReadFile(f.path)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, &PlanError{Step: StepNFDTimer, Err: err}
+		}
+		if err == nil && string(old) == string(f.data) {
+			continue
+		}
+		files = append(files, change.Between(f.path, old, err == nil, f.data))
+	}
+	return files, nil
+}
+
+// nfdTimerEnabled is whether systemd, where commands run, says the timer
+// is enabled.
+func (p *Plan) nfdTimerEnabled(ctx context.Context) bool {
+	out, err := p.runner().Run(ctx, "systemctl", "is-enabled", NFDTimerName)
+	return err == nil && strings.TrimSpace(string(out)) == "enabled"
+}
+
 // planNFDTimer plans the step: the root-owned gpuprep, the two units (a
 // diff each), and enabling the timer; nothing when all is in place.
 func (p *Plan) planNFDTimer(ctx context.Context) error {
@@ -95,22 +122,10 @@ func (p *Plan) planNFDTimer(ctx context.Context) error {
 		tp.binary = bin
 		s.Notes = append(s.Notes, fmt.Sprintf("installs this gpuprep (SHA-256 %s) as %s, root's own, which the service runs", sum, vgpu.InstalledBinary))
 	}
-	for _, f := range []struct {
-		path string
-		data []byte
-	}{{NFDService, NFDServiceContent()}, {NFDTimer, NFDTimerContent()}} {
-		old, err := p.root.ReadFile(f.path)
-		if err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return &PlanError{Step: StepNFDTimer, Err: err}
-		}
-		if err == nil && string(old) == string(f.data) {
-			continue
-		}
-		s.Files = append(s.Files, change.Between(f.path, old, err == nil, f.data))
+	if s.Files, err = p.nfdUnitChanges(); err != nil {
+		return err
 	}
-	out, err := p.runner().Run(ctx, "systemctl", "is-enabled", NFDTimerName)
-	enabled := err == nil && strings.TrimSpace(string(out)) == "enabled"
-	if len(s.Files) > 0 || tp.binary != nil || !enabled {
+	if len(s.Files) > 0 || tp.binary != nil || !p.nfdTimerEnabled(ctx) {
 		s.argv = [][]string{{"systemctl", "daemon-reload"}, {"systemctl", "enable", "--now", NFDTimerName}}
 		for _, a := range s.argv {
 			s.Commands = append(s.Commands, host.ShellQuote(a))

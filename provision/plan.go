@@ -197,25 +197,8 @@ func NewPlan(ctx context.Context, root *host.Root, opts Options) (*Plan, error) 
 			return nil, err
 		}
 	}
-	switch opts.Mode {
-	case preflight.VMPassthrough:
-		if err := p.planBind(rebootPending); err != nil {
-			return nil, err
-		}
-	case preflight.Container:
-		if err := p.planUnbind(entries); err != nil {
-			return nil, err
-		}
-		p.planNouveau(selected, entries)
-	case preflight.VMVGPU:
-		// GPUs on VFIO first go back to their drivers, as for containers:
-		// the vGPU manager's nvidia driver must take them
-		if err := p.planUnbind(entries); err != nil {
-			return nil, err
-		}
-		if err := p.planVGPU(ctx); err != nil {
-			return nil, err
-		}
+	if err := p.planModeSteps(ctx, selected, entries, rebootPending); err != nil {
+		return nil, err
 	}
 	if err := p.planLabel(ctx); err != nil {
 		return nil, err
@@ -224,15 +207,44 @@ func NewPlan(ctx context.Context, root *host.Root, opts Options) (*Plan, error) 
 	if err := p.planNFDTimer(ctx); err != nil {
 		return nil, err
 	}
-	if len(p.Unaddressed) > 0 {
-		// the workload label tells the GPU Operator the node is ready for
-		// the mode: not while apply leaves it not ready
-		if i := slices.IndexFunc(p.Steps, func(s *Step) bool { return s.ID == StepLabel }); i >= 0 {
-			p.Steps = slices.Delete(p.Steps, i, i+1)
-			p.Notes = append(p.Notes, "the node is not labelled for "+string(opts.Mode)+" while something below keeps it from being ready: fix that and run gpuprep apply again")
-		}
-	}
+	p.dropLabelUnlessReady()
 	return p, nil
+}
+
+// planModeSteps plans the driver steps of the mode: vfio-bind for VMs
+// with whole GPUs; vfio-unbind and nouveau for containers; vfio-unbind and
+// the vGPU steps for vGPU VMs.
+func (p *Plan) planModeSteps(ctx context.Context, selected []*pci.Device, entries []journal.Entry, rebootPending bool) error {
+	switch p.opts.Mode {
+	case preflight.VMPassthrough:
+		return p.planBind(rebootPending)
+	case preflight.Container:
+		if err := p.planUnbind(entries); err != nil {
+			return err
+		}
+		p.planNouveau(selected, entries)
+	case preflight.VMVGPU:
+		// GPUs on VFIO first go back to their drivers, as for containers:
+		// the vGPU manager's nvidia driver must take them
+		if err := p.planUnbind(entries); err != nil {
+			return err
+		}
+		return p.planVGPU(ctx)
+	}
+	return nil
+}
+
+// dropLabelUnlessReady takes the label step out of a plan that leaves the
+// node not ready (Unaddressed): the workload label tells the GPU Operator
+// the node is ready for the mode.
+func (p *Plan) dropLabelUnlessReady() {
+	if len(p.Unaddressed) == 0 {
+		return
+	}
+	if i := slices.IndexFunc(p.Steps, func(s *Step) bool { return s.ID == StepLabel }); i >= 0 {
+		p.Steps = slices.Delete(p.Steps, i, i+1)
+		p.Notes = append(p.Notes, "the node is not labelled for "+string(p.opts.Mode)+" while something below keeps it from being ready: fix that and run gpuprep apply again")
+	}
 }
 
 // unloadNouveau is how the nouveau step unloads it.

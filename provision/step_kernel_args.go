@@ -80,11 +80,7 @@ func (p *Plan) planKernelArgs() (bool, error) {
 		return false, &PlanError{Step: StepKernelArgs, Err: err}
 	}
 	want := append(append([]kargs.Param{}, k.Needed...), p.nouveauArgs()...)
-	for _, w := range k.Wanted {
-		if why, ok := k.NotNeeded[w.String()]; ok {
-			p.Notes = append(p.Notes, fmt.Sprintf("%s is not needed: %s", w, why))
-		}
-	}
+	p.noteNotNeeded(k)
 	runningPs := runningArgs(p.root)
 	lacks, runOff := kernelLacks(runningPs, want, k.NotOff)
 	running := len(lacks) == 0 && len(runOff) == 0 // the running kernel is as the mode needs
@@ -102,9 +98,7 @@ func (p *Plan) planKernelArgs() (bool, error) {
 		if d := p.diagnoseReboot(boot, gp, want, k.NotOff); d != nil {
 			// rebooted since apply asked, and still not in effect: no other
 			// reboot (nor the kernel-args step) until that is explained
-			p.rebootErr = d
-			p.Steps = append(p.Steps, &Step{ID: StepReboot, Error: d.Summary, Notes: d.Details,
-				Title: fmt.Sprintf("NOT EFFECTIVE AFTER THE REBOOT: the node rebooted since gpuprep apply asked for it and the running kernel still %s; apply fails here (exit 1) and neither asks for nor runs another reboot", kernelWrong(d.Missing, d.Off))})
+			p.planNotEffective(d)
 			return true, nil
 		}
 	}
@@ -118,6 +112,33 @@ func (p *Plan) planKernelArgs() (bool, error) {
 	if running {
 		return false, nil
 	}
+	p.planRebootForArgs(gp, lacks, runOff)
+	return true, nil
+}
+
+// noteNotNeeded notes each argument the mode asks for that this node does
+// not need (intel_iommu=on where the IOMMU is active without it).
+func (p *Plan) noteNotNeeded(k preflight.KernelArgs) {
+	for _, w := range k.Wanted {
+		if why, ok := k.NotNeeded[w.String()]; ok {
+			p.Notes = append(p.Notes, fmt.Sprintf("%s is not needed: %s", w, why))
+		}
+	}
+}
+
+// planNotEffective plans the reboot step that fails apply: the node
+// rebooted since apply asked for it, and the arguments are still not in
+// effect (d says why).
+func (p *Plan) planNotEffective(d *RebootError) {
+	p.rebootErr = d
+	p.Steps = append(p.Steps, &Step{ID: StepReboot, Error: d.Summary, Notes: d.Details,
+		Title: fmt.Sprintf("NOT EFFECTIVE AFTER THE REBOOT: the node rebooted since gpuprep apply asked for it and the running kernel still %s; apply fails here (exit 1) and neither asks for nor runs another reboot", kernelWrong(d.Missing, d.Off))})
+}
+
+// planRebootForArgs plans the reboot that brings the configured arguments
+// into effect: the running kernel lacks some (lacks) or still has some
+// that turn the IOMMU off (runOff).
+func (p *Plan) planRebootForArgs(gp *grub.Plan, lacks, runOff []kargs.Param) {
 	if !gp.Changed() && gp.MenuStale != "" {
 		// Configured already, but the boot menu was not regenerated since,
 		// and no tool to regenerate it was found (boot.PlanEdit runs it
@@ -127,7 +148,6 @@ func (p *Plan) planKernelArgs() (bool, error) {
 	}
 	p.Steps = append(p.Steps, &Step{ID: StepReboot, Reboot: true, rebootFor: RebootForKernelArgs,
 		Title: fmt.Sprintf("REBOOT REQUIRED HERE: the running kernel %s; gpuprep apply stops here (exit 4, or reboots with --reboot) and continues when run again after the boot", kernelWrong(lacks, runOff))})
-	return true, nil
 }
 
 // noBootloader is planKernelArgs's answer where no bootloader

@@ -177,6 +177,43 @@ func (p *Plan) diagnoseReboot(boot *grub.Boot, gp *grub.Plan, want []kargs.Param
 	d.Details = append(d.Details, evidence, fmt.Sprintf("running kernel %s, /proc/cmdline: %s", orNone(kver), strings.TrimSpace(raw)))
 
 	conf, src, cerr := boot.ConfiguredArgs(kver)
+	if cerr != nil {
+		d.Details = append(d.Details, fmt.Sprintf("bootloader %s: cannot read what it configures for the next boot: %v", boot.Kind, cerr))
+	} else {
+		d.Details = append(d.Details, p.configDetails(boot, gp, conf, src, kver, missing, off, entries, ask)...)
+	}
+	if others := otherKernels(root, kver); len(others) > 0 {
+		d.Details = append(d.Details, fmt.Sprintf("other kernels are installed (%s): if the default boot entry is one of them, or the arguments went only to the entries of another kernel, the kernel that boots lacks them; check that uname -r is the kernel you expect",
+			strings.Join(others, ", ")))
+	}
+	d.Details = append(d.Details, "apply does not ask for another reboot for this, nor run one with --reboot: fix the cause, reboot the node yourself and run gpuprep apply again; or run gpuprep rollback to undo what apply changed and start over")
+	return d
+}
+
+// configDetails says whether the bootloader configuration conf (read from
+// src) is right for the next boot and, either way, what is likely wrong.
+func (p *Plan) configDetails(boot *grub.Boot, gp *grub.Plan, conf []kargs.Param, src, kver string, missing, off []kargs.Param, entries []journal.Entry, ask journal.Entry) []string {
+	lacks, still := configLacks(conf, missing), configStillOff(conf, off)
+	if len(lacks) > 0 || len(still) > 0 {
+		return []string{p.configWrongLine(boot, gp, src, lacks, still, entries, ask)}
+	}
+	right := []string{}
+	if len(missing) > 0 {
+		right = append(right, "has "+argList(missing))
+	}
+	if len(off) > 0 {
+		right = append(right, "does not have "+argList(off))
+	}
+	out := []string{fmt.Sprintf("bootloader %s: %s %s for the next boot, so the configuration is right and the boot did not use it", boot.Kind, src, strings.Join(right, " and "))}
+	if len(missing) > 0 {
+		return append(out, rebootCauses(p.root, boot, missing, kver, src)...)
+	}
+	return append(out, offCauses(p.root, boot, off)...)
+}
+
+// configLacks are the arguments of missing that conf does not satisfy,
+// each with the value conf has for its key, if any.
+func configLacks(conf, missing []kargs.Param) []string {
 	var lacks []string
 	for _, w := range missing {
 		if kargs.Satisfied(conf, w) {
@@ -188,7 +225,13 @@ func (p *Plan) diagnoseReboot(boot *grub.Boot, gp *grub.Plan, want []kargs.Param
 		}
 		lacks = append(lacks, s)
 	}
-	var still []string // what turns the IOMMU or remapping off and the configuration still has
+	return lacks
+}
+
+// configStillOff are the arguments of off (turning the IOMMU or remapping
+// off) that conf still has.
+func configStillOff(conf, off []kargs.Param) []string {
+	var still []string
 	for _, o := range off {
 		k := kargs.Norm(o.Key)
 		if k == "nointremap" {
@@ -198,48 +241,29 @@ func (p *Plan) diagnoseReboot(boot *grub.Boot, gp *grub.Plan, want []kargs.Param
 			still = append(still, o.String())
 		}
 	}
-	switch {
-	case cerr != nil:
-		d.Details = append(d.Details, fmt.Sprintf("bootloader %s: cannot read what it configures for the next boot: %v", boot.Kind, cerr))
-	case len(lacks) == 0 && len(still) == 0:
-		right := []string{}
-		if len(missing) > 0 {
-			right = append(right, "has "+argList(missing))
-		}
-		if len(off) > 0 {
-			right = append(right, "does not have "+argList(off))
-		}
-		d.Details = append(d.Details, fmt.Sprintf("bootloader %s: %s %s for the next boot, so the configuration is right and the boot did not use it", boot.Kind, src, strings.Join(right, " and ")))
-		if len(missing) > 0 {
-			d.Details = append(d.Details, rebootCauses(root, boot, missing, kver, src)...)
-		} else {
-			d.Details = append(d.Details, offCauses(root, boot, off)...)
-		}
-	default:
-		var wrong []string
-		if len(lacks) > 0 {
-			wrong = append(wrong, "lacks "+strings.Join(lacks, ", "))
-		}
-		if len(still) > 0 {
-			wrong = append(wrong, "still has "+strings.Join(still, ", "))
-		}
-		line := fmt.Sprintf("bootloader %s: %s %s now", boot.Kind, src, strings.Join(wrong, " and "))
-		if at, ok := kernelArgsDone(entries, ask); ok {
-			line += fmt.Sprintf("; gpuprep apply's kernel-args step configured them at %s, so something rewrote the configuration since (configuration management, a package's scripts, cloud-init, a hand edit): find what, then gpuprep grub ensure --mode %s puts them back", stamp(at), p.opts.Mode)
-		} else {
-			line += fmt.Sprintf(": gpuprep grub ensure --mode %s configures them", p.opts.Mode)
-		}
-		if gp.Changed() {
-			line += " (gpuprep plan shows no kernel-args step while this stands: apply does not change the configuration until the reboot is explained)"
-		}
-		d.Details = append(d.Details, line)
+	return still
+}
+
+// configWrongLine says what the configuration lacks or still has, and how
+// it came to be so: rewritten since the kernel-args step, or never set.
+func (p *Plan) configWrongLine(boot *grub.Boot, gp *grub.Plan, src string, lacks, still []string, entries []journal.Entry, ask journal.Entry) string {
+	var wrong []string
+	if len(lacks) > 0 {
+		wrong = append(wrong, "lacks "+strings.Join(lacks, ", "))
 	}
-	if others := otherKernels(root, kver); len(others) > 0 {
-		d.Details = append(d.Details, fmt.Sprintf("other kernels are installed (%s): if the default boot entry is one of them, or the arguments went only to the entries of another kernel, the kernel that boots lacks them; check that uname -r is the kernel you expect",
-			strings.Join(others, ", ")))
+	if len(still) > 0 {
+		wrong = append(wrong, "still has "+strings.Join(still, ", "))
 	}
-	d.Details = append(d.Details, "apply does not ask for another reboot for this, nor run one with --reboot: fix the cause, reboot the node yourself and run gpuprep apply again; or run gpuprep rollback to undo what apply changed and start over")
-	return d
+	line := fmt.Sprintf("bootloader %s: %s %s now", boot.Kind, src, strings.Join(wrong, " and "))
+	if at, ok := kernelArgsDone(entries, ask); ok {
+		line += fmt.Sprintf("; gpuprep apply's kernel-args step configured them at %s, so something rewrote the configuration since (configuration management, a package's scripts, cloud-init, a hand edit): find what, then gpuprep grub ensure --mode %s puts them back", stamp(at), p.opts.Mode)
+	} else {
+		line += fmt.Sprintf(": gpuprep grub ensure --mode %s configures them", p.opts.Mode)
+	}
+	if gp.Changed() {
+		line += " (gpuprep plan shows no kernel-args step while this stands: apply does not change the configuration until the reboot is explained)"
+	}
+	return line
 }
 
 // kernelArgsDone is when the newest kernel-args step recorded done before
@@ -296,10 +320,7 @@ func offCauses(root *host.Root, boot *grub.Boot, off []kargs.Param) []string {
 			if data, err := root.ReadFile(cfg); err == nil {
 				for _, o := range off {
 					if strings.Contains(string(data), o.String()) {
-						regen := "update-grub (or grub-mkconfig -o /boot/grub/grub.cfg, grub2-mkconfig -o /boot/grub2/grub.cfg)"
-						if boot.Regenerate != nil {
-							regen = host.ShellQuote(boot.Regenerate)
-						}
+						regen := regenCommand(boot)
 						return []string{fmt.Sprintf("likely cause: the boot menu %s still has %s: it was not regenerated after the change; run %s, check with grep -c -- %s %s, then reboot", cfg, o, regen, host.ShellQuote([]string{o.String()}), cfg)}
 					}
 				}
@@ -314,46 +335,12 @@ func offCauses(root *host.Root, boot *grub.Boot, off []kargs.Param) []string {
 // that has the arguments, for each kind of bootloader, with how to check.
 func rebootCauses(root *host.Root, boot *grub.Boot, missing []kargs.Param, kver, src string) []string {
 	args := argList(missing)
-	first := missing[0].String()
 	if kver == "" {
 		kver = "$(uname -r)"
 	}
 	switch boot.Kind {
 	case grub.KindGRUB, grub.KindGRUB2:
-		regen := "update-grub (or grub-mkconfig -o /boot/grub/grub.cfg, grub2-mkconfig -o /boot/grub2/grub.cfg)"
-		if boot.Regenerate != nil {
-			regen = host.ShellQuote(boot.Regenerate)
-		}
-		cfg := ""
-		for _, c := range []string{"/boot/grub/grub.cfg", "/boot/grub2/grub.cfg"} {
-			if root.Exists(c) {
-				cfg = c
-				break
-			}
-		}
-		if cfg == "" {
-			return []string{fmt.Sprintf("likely cause: the boot menu was not regenerated, or lives elsewhere: there is no /boot/grub/grub.cfg or /boot/grub2/grub.cfg here; run %s, or find the menu the firmware loads (efibootmgr -v names the loader; an EFI system partition's grub.cfg may point to another disk) and check it has %s", regen, args)}
-		}
-		data, _ := root.ReadFile(cfg)
-		var absent []string
-		for _, w := range missing {
-			if !strings.Contains(string(data), w.String()) {
-				absent = append(absent, w.String())
-			}
-		}
-		if len(absent) > 0 {
-			s := fmt.Sprintf("likely cause: the boot menu %s does not contain %s: it was not regenerated after the change", cfg, strings.Join(absent, " "))
-			if cf, err := root.Stat(cfg); err == nil {
-				if df, err := root.Stat(grub.DefaultsFile); err == nil && df.ModTime().After(cf.ModTime()) {
-					s += fmt.Sprintf(" (it is older than %s)", grub.DefaultsFile)
-				}
-			}
-			return []string{s + fmt.Sprintf("; run %s, check with grep -c -- %s %s, then reboot", regen, host.ShellQuote([]string{first}), cfg)}
-		}
-		return []string{
-			fmt.Sprintf("%s contains %s, so the node booted another entry or another menu; likely causes: the recovery entry (it gets GRUB_CMDLINE_LINUX only, not GRUB_CMDLINE_LINUX_DEFAULT); an entry picked by GRUB_DEFAULT or a saved default (grub-editenv list); a custom entry (/etc/grub.d/40_custom) with its own linux line; a choice or an edited command line at the console; on UEFI, a grub.cfg on the EFI system partition or on another disk (efibootmgr -v)", cfg, args),
-			fmt.Sprintf("check: the menuentry in %s whose linux line loads the kernel of BOOT_IMAGE in /proc/cmdline must carry %s", cfg, args),
-		}
+		return grubRebootCauses(root, boot, missing)
 	case grub.KindBLS:
 		return []string{
 			fmt.Sprintf("likely causes: the default entry is not %s (grubby --default-kernel; grubby --info=DEFAULT shows its args); grubby did not update the entry that booted (grubby --info=ALL); entries whose options are $kernelopts take them from /boot/grub2/grubenv (grub2-editenv - list); a choice or an edited command line at the console", src),
@@ -381,6 +368,69 @@ func rebootCauses(root *host.Root, boot *grub.Boot, missing []kargs.Param, kver,
 		}
 	}
 	return nil
+}
+
+// grubRebootCauses are the likely reasons a GRUB boot did not use a
+// configuration that has the arguments missing, read from its boot menu.
+func grubRebootCauses(root *host.Root, boot *grub.Boot, missing []kargs.Param) []string {
+	args := argList(missing)
+	regen := regenCommand(boot)
+	cfg := grubMenu(root)
+	if cfg == "" {
+		return []string{fmt.Sprintf("likely cause: the boot menu was not regenerated, or lives elsewhere: there is no /boot/grub/grub.cfg or /boot/grub2/grub.cfg here; run %s, or find the menu the firmware loads (efibootmgr -v names the loader; an EFI system partition's grub.cfg may point to another disk) and check it has %s", regen, args)}
+	}
+	data, _ := root.ReadFile(cfg)
+	if absent := absentArgs(string(data), missing); len(absent) > 0 {
+		s := fmt.Sprintf("likely cause: the boot menu %s does not contain %s: it was not regenerated after the change", cfg, strings.Join(absent, " "))
+		if menuOlderThanDefaults(root, cfg) {
+			s += fmt.Sprintf(" (it is older than %s)", grub.DefaultsFile)
+		}
+		return []string{s + fmt.Sprintf("; run %s, check with grep -c -- %s %s, then reboot", regen, host.ShellQuote([]string{missing[0].String()}), cfg)}
+	}
+	return []string{
+		fmt.Sprintf("%s contains %s, so the node booted another entry or another menu; likely causes: the recovery entry (it gets GRUB_CMDLINE_LINUX only, not GRUB_CMDLINE_LINUX_DEFAULT); an entry picked by GRUB_DEFAULT or a saved default (grub-editenv list); a custom entry (/etc/grub.d/40_custom) with its own linux line; a choice or an edited command line at the console; on UEFI, a grub.cfg on the EFI system partition or on another disk (efibootmgr -v)", cfg, args),
+		fmt.Sprintf("check: the menuentry in %s whose linux line loads the kernel of BOOT_IMAGE in /proc/cmdline must carry %s", cfg, args),
+	}
+}
+
+// regenCommand is how to regenerate boot's GRUB menu, as a shell line.
+func regenCommand(boot *grub.Boot) string {
+	if boot.Regenerate != nil {
+		return host.ShellQuote(boot.Regenerate)
+	}
+	return "update-grub (or grub-mkconfig -o /boot/grub/grub.cfg, grub2-mkconfig -o /boot/grub2/grub.cfg)"
+}
+
+// grubMenu is the GRUB boot menu that exists, or "" for none.
+func grubMenu(root *host.Root) string {
+	for _, c := range []string{"/boot/grub/grub.cfg", "/boot/grub2/grub.cfg"} {
+		if root.Exists(c) {
+			return c
+		}
+	}
+	return ""
+}
+
+// absentArgs are the arguments of missing that the menu text lacks.
+func absentArgs(menu string, missing []kargs.Param) []string {
+	var absent []string
+	for _, w := range missing {
+		if !strings.Contains(menu, w.String()) {
+			absent = append(absent, w.String())
+		}
+	}
+	return absent
+}
+
+// menuOlderThanDefaults is whether the menu cfg was last written before
+// grub.DefaultsFile.
+func menuOlderThanDefaults(root *host.Root, cfg string) bool {
+	cf, err := root.Stat(cfg)
+	if err != nil {
+		return false
+	}
+	df, err := root.Stat(grub.DefaultsFile)
+	return err == nil && df.ModTime().After(cf.ModTime())
 }
 
 // espMode names what a proxmox-boot-tool node's ESPs boot, as far as gpuprep

@@ -31,32 +31,55 @@ func restoreDriver(e Env, addr, want string, known []string, hgx, force bool, re
 		return false, fmt.Errorf("%s: no such device", addr)
 	}
 	cur := e.Root.LinkBase(dev + "/driver")
-	if cur != "" && cur != want && !slices.Contains(known, cur) && !force {
-		return true, movedSince(e, addr, cur, want, res)
-	}
-	if pci.DriverIsVFIO(cur) && !pci.DriverIsVFIO(want) && !force && hgx {
-		leaveForBoot(e, addr, cur, want, res)
-		return true, nil
+	if held, err := holdBack(e, addr, cur, want, known, hgx, force, res); held {
+		return true, err
 	}
 	ov, wantOv := overrides(e, dev, want)
 	if cur == want && (ov == wantOv || want != "" && ov == "") {
 		return false, nil
 	}
-	if cur != "" && cur != want {
-		if err := unbindFrom(e, dev, addr, cur, force); err != nil {
-			return false, err
-		}
-	}
-	if ov != wantOv {
-		v := wantOv
-		if v == "" {
-			v = "\n"
-		}
-		if err := writeAttr(e, dev+"/driver_override", v); err != nil {
-			return false, fmt.Errorf("%s: driver_override: %w", addr, err)
-		}
+	if err := clearForBind(e, dev, addr, cur, want, ov, wantOv, force); err != nil {
+		return false, err
 	}
 	return bindBack(e, dev, addr, cur, want, res)
+}
+
+// holdBack reports whether addr, on cur, stays where it is (unless force):
+// on a driver gpuprep never moved it to (an error, movedSince), or on VFIO
+// on a board with NVSwitches (hgx: until the next boot, leaveForBoot).
+func holdBack(e Env, addr, cur, want string, known []string, hgx, force bool, res *RollbackResult) (bool, error) {
+	if force {
+		return false, nil
+	}
+	if cur != "" && cur != want && !slices.Contains(known, cur) {
+		return true, movedSince(e, addr, cur, want, res)
+	}
+	if pci.DriverIsVFIO(cur) && !pci.DriverIsVFIO(want) && hgx {
+		leaveForBoot(e, addr, cur, want, res)
+		return true, nil
+	}
+	return false, nil
+}
+
+// clearForBind takes addr off cur when that is not want, and sets its
+// driver_override from ov to wantOv ("\n" clears it) when they differ.
+func clearForBind(e Env, dev, addr, cur, want, ov, wantOv string, force bool) error {
+	if cur != "" && cur != want {
+		if err := unbindFrom(e, dev, addr, cur, force); err != nil {
+			return err
+		}
+	}
+	if ov == wantOv {
+		return nil
+	}
+	v := wantOv
+	if v == "" {
+		v = "\n"
+	}
+	if err := writeAttr(e, dev+"/driver_override", v); err != nil {
+		return fmt.Errorf("%s: driver_override: %w", addr, err)
+	}
+	return nil
 }
 
 // movedSince: addr is on cur, a driver gpuprep never moved it to; left

@@ -73,12 +73,8 @@ type fileUndo struct {
 func planFileUndo(e Env, entries []journal.Entry, idx []int, force bool) fileUndo {
 	p := entries[idx[0]].Path
 	u := fileUndo{path: p}
-	cur, err := e.Root.ReadFile(p)
-	curHash := journal.Absent
-	switch {
-	case err == nil:
-		curHash = journal.Hash(cur)
-	case !errors.Is(err, fs.ErrNotExist):
+	curHash, err := currentHash(e, p)
+	if err != nil {
 		u.problem = fmt.Sprintf("%s: %v", p, err)
 		return u
 	}
@@ -98,25 +94,50 @@ func planFileUndo(e Env, entries []journal.Entry, idx []int, force bool) fileUnd
 	}
 	changed := known && !asLeft
 	if changed && !force {
-		if o.created {
-			u.problem = fmt.Sprintf("%s: changed since gpuprep created it: not removed; remove it by hand, or pass --force-files (its content is saved first)", p)
-		} else {
-			u.problem = fmt.Sprintf("%s: changed since gpuprep wrote it: not restored; restore it by hand from %s, or pass --force-files (its content is saved first)", p, o.from)
-		}
+		u.problem = changedSince(p, o)
 		return u
 	}
-	switch {
-	case changed:
-		u.note = "changed since gpuprep wrote it: undone anyway (--force-files)"
-	case !known && !asLeft:
-		u.note = "the journal does not record what gpuprep wrote there (an older gpuprep, or an interrupted change): undone without checking for edits made since"
-	}
+	u.note = undoNote(changed, known, asLeft)
 	if o.created {
 		u.action, u.save = "remove", u.note != ""
 	} else {
 		u.action, u.from, u.data = "restore", o.from, o.data
 	}
 	return u
+}
+
+// currentHash is the hash of file p's content now (journal.Absent: there
+// is none).
+func currentHash(e Env, p string) (string, error) {
+	cur, err := e.Root.ReadFile(p)
+	switch {
+	case err == nil:
+		return journal.Hash(cur), nil
+	case errors.Is(err, fs.ErrNotExist):
+		return journal.Absent, nil
+	}
+	return "", err
+}
+
+// changedSince is why file p, edited since gpuprep last wrote it, is not
+// undone without --force-files.
+func changedSince(p string, o fileOrigin) string {
+	if o.created {
+		return fmt.Sprintf("%s: changed since gpuprep created it: not removed; remove it by hand, or pass --force-files (its content is saved first)", p)
+	}
+	return fmt.Sprintf("%s: changed since gpuprep wrote it: not restored; restore it by hand from %s, or pass --force-files (its content is saved first)", p, o.from)
+}
+
+// undoNote is the note on undoing a file changed since (force), or one
+// whose entries do not record what gpuprep wrote; "" for neither.
+func undoNote(changed, known, asLeft bool) string {
+	switch {
+	case changed:
+		return "changed since gpuprep wrote it: undone anyway (--force-files)"
+	case !known && !asLeft:
+		return "the journal does not record what gpuprep wrote there (an older gpuprep, or an interrupted change): undone without checking for edits made since"
+	}
+	return ""
 }
 
 // fileOrigin is a file's content before gpuprep, as its entries in range

@@ -59,10 +59,29 @@ func usage(step string, err error) error { return &PlanError{Step: step, Usage: 
 // the manager is not installed yet, the devices step is deferred: the types
 // a GPU offers are known only once the manager runs (and its VFs exist).
 func (p *Plan) planVGPU(ctx context.Context) error {
-	o := p.opts
-	// GeForce/TITAN boards host no NVIDIA vGPU, whatever is installed
-	// (check: vgpu.support): no install is planned for them
-	sel, _ := vfio.Selection(p.inv, o.Selector, false)
+	if err := p.refuseConsumerBoards(); err != nil {
+		return err
+	}
+	wants, infos, raw, err := p.vgpuWants()
+	if err != nil {
+		return err
+	}
+	p.vgpu = &vgpuState{wants: wants, raw: raw}
+	installed, err := p.planInstall(ctx, infos)
+	if err != nil {
+		return err
+	}
+	if !installed || p.Step(StepReboot) != nil {
+		p.deferDevices(wants)
+		return nil
+	}
+	return p.planDevices(ctx, p.runner())
+}
+
+// refuseConsumerBoards refuses vm-vgpu when every selected GPU is a
+// GeForce/TITAN board (check: vgpu.support), whatever is installed.
+func (p *Plan) refuseConsumerBoards() error {
+	sel, _ := vfio.Selection(p.inv, p.opts.Selector, false)
 	p.inv.Name(p.root, sel)
 	var consumer []string
 	for _, d := range sel {
@@ -73,24 +92,26 @@ func (p *Plan) planVGPU(ctx context.Context) error {
 	if len(sel) > 0 && len(consumer) == len(sel) {
 		return &PlanError{Step: StepVGPUInstall, Refused: true, Err: fmt.Errorf("%s: consumer GeForce/TITAN boards cannot host NVIDIA vGPU, whatever the driver or license: give these GPUs to VMs whole (--mode vm-passthrough) or use a vGPU-capable board", strings.Join(consumer, ", "))}
 	}
+	return nil
+}
+
+// vgpuWants reads the vGPU config the options name and judges it against
+// the selected GPUs: the vGPUs wanted, the GPUs, and the config file's
+// bytes. Before the manager runs no GPU lists its types: the config's
+// types are judged by the boards' names (what a GPU offers, once it does,
+// wins).
+func (p *Plan) vgpuWants() ([]vgpu.Want, []vgpu.GPUInfo, []byte, error) {
+	o := p.opts
 	if o.VGPUConfigFile == "" || o.VGPUConfig == "" {
-		return usage(StepVGPUDevices, fmt.Errorf("vm-vgpu needs --vgpu-config-file FILE (a vgpu-device-manager config) and --vgpu-config NAME (the config in it)"))
+		return nil, nil, nil, usage(StepVGPUDevices, fmt.Errorf("vm-vgpu needs --vgpu-config-file FILE (a vgpu-device-manager config) and --vgpu-config NAME (the config in it)"))
 	}
-	cfg, err := vgpu.LoadConfig(o.VGPUConfigFile)
+	sets, raw, err := loadVGPUConfig(o.VGPUConfigFile, o.VGPUConfig)
 	if err != nil {
-		return usage(StepVGPUDevices, err)
-	}
-	raw, err := os.ReadFile(o.VGPUConfigFile)
-	if err != nil {
-		return usage(StepVGPUDevices, err)
-	}
-	sets, err := cfg.Select(o.VGPUConfig)
-	if err != nil {
-		return usage(StepVGPUDevices, err)
+		return nil, nil, nil, usage(StepVGPUDevices, err)
 	}
 	gpus, err := o.Selector.Select(p.inv)
 	if err != nil {
-		return usage(StepVGPUDevices, err)
+		return nil, nil, nil, usage(StepVGPUDevices, err)
 	}
 	var infos []vgpu.GPUInfo
 	for _, d := range gpus {
@@ -98,35 +119,48 @@ func (p *Plan) planVGPU(ctx context.Context) error {
 	}
 	wants, notes, err := vgpu.Wants(o.VGPUConfigFile, o.VGPUConfig, sets, vgpu.ConfigGPUs(p.root, p.inv.Devices, gpus))
 	if err != nil {
-		return usage(StepVGPUDevices, err)
+		return nil, nil, nil, usage(StepVGPUDevices, err)
 	}
 	p.Notes = append(p.Notes, notes...)
-	// Before the manager runs no GPU lists its types: judge the config's
-	// types by the boards' names (what a GPU offers, once it does, wins).
 	offered := func(gpu string) []vgpu.Type { return vgpu.Read(p.root, gpu).Types }
 	if err := vgpu.WantsFitBoards(o.VGPUConfigFile, o.VGPUConfig, wants, vgpu.BoardNames(p.root, infos), offered); err != nil {
-		return usage(StepVGPUDevices, err)
+		return nil, nil, nil, usage(StepVGPUDevices, err)
 	}
-	p.vgpu = &vgpuState{wants: wants, raw: raw}
-	installed, err := p.planInstall(ctx, infos)
+	return wants, infos, raw, nil
+}
+
+// loadVGPUConfig loads the vgpu-device-manager config file, selects the
+// config name in it, and returns its sets with the file's bytes.
+func loadVGPUConfig(file, name string) ([]vgpu.DeviceSet, []byte, error) {
+	cfg, err := vgpu.LoadConfig(file)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	if !installed || p.Step(StepReboot) != nil {
-		var ws []string
-		for _, w := range wants {
-			ws = append(ws, w.String())
-		}
-		when := "once the vGPU manager runs"
-		if ip := p.vgpu.install; ip != nil && ip.Driver == nil {
-			when = "once the VFs are enabled" // vgpu.PlanEnableVFs: the manager runs
-		}
-		p.Steps = append(p.Steps, &Step{ID: StepVGPUDevices, Deferred: true,
-			Title: fmt.Sprintf("create the vGPUs of config %q (%s), persistently (the writes are planned %s)", o.VGPUConfig, strings.Join(ws, ", "), when),
-			Notes: []string{"persistent: " + vgpu.PersistedConfig + " and " + vgpu.ApplyUnit + " (gpuprep vgpu apply at boot)"}})
-		return nil
+	raw, err := os.ReadFile(file)
+	if err != nil {
+		return nil, nil, err
 	}
-	return p.planDevices(ctx, p.runner())
+	sets, err := cfg.Select(name)
+	if err != nil {
+		return nil, nil, err
+	}
+	return sets, raw, nil
+}
+
+// deferDevices plans vgpu-devices as deferred: its writes are planned once
+// the manager runs (or its VFs are enabled).
+func (p *Plan) deferDevices(wants []vgpu.Want) {
+	var ws []string
+	for _, w := range wants {
+		ws = append(ws, w.String())
+	}
+	when := "once the vGPU manager runs"
+	if ip := p.vgpu.install; ip != nil && ip.Driver == nil {
+		when = "once the VFs are enabled" // vgpu.PlanEnableVFs: the manager runs
+	}
+	p.Steps = append(p.Steps, &Step{ID: StepVGPUDevices, Deferred: true,
+		Title: fmt.Sprintf("create the vGPUs of config %q (%s), persistently (the writes are planned %s)", p.opts.VGPUConfig, strings.Join(ws, ", "), when),
+		Notes: []string{"persistent: " + vgpu.PersistedConfig + " and " + vgpu.ApplyUnit + " (gpuprep vgpu apply at boot)"}})
 }
 
 // managerState is what plan knows of the vGPU manager: what keeps it from
@@ -152,19 +186,40 @@ func readManager(ctx context.Context, root *host.Root, r host.Runner, gpus []vgp
 	if !root.Exists("/usr/bin/nvidia-vgpu-mgr") {
 		m.missing = append(m.missing, "no /usr/bin/nvidia-vgpu-mgr")
 	}
-	running, known := vgpu.RunningDaemons(root)
-	if !running["nvidia-vgpu-mgr"] {
-		out, err := r.Run(ctx, "systemctl", "is-active", "nvidia-vgpu-mgr.service")
-		switch {
-		case err == nil && strings.TrimSpace(string(out)) == "active":
-		case errors.Is(err, host.ErrNoCommands) && !known:
-			m.note = "whether nvidia-vgpu-mgr runs is not known: the root has no process list under /proc and systemctl does not run against it"
-		case known:
-			m.missing = append(m.missing, "the nvidia-vgpu-mgr daemon is not running (no such process under /proc)")
-		default:
-			m.missing = append(m.missing, "nvidia-vgpu-mgr.service is not active")
-		}
+	if miss, note := daemonState(ctx, root, r); miss != "" {
+		m.missing = append(m.missing, miss)
+	} else {
+		m.note = note
 	}
+	m.vfs = vfsNotEnabled(root, gpus)
+	return m
+}
+
+// daemonState is what keeps the nvidia-vgpu-mgr daemon from counting as
+// running (miss), or a note when whether it runs cannot be told: its
+// process in the root's /proc, else systemd's answer where commands run.
+func daemonState(ctx context.Context, root *host.Root, r host.Runner) (miss, note string) {
+	running, known := vgpu.RunningDaemons(root)
+	if running["nvidia-vgpu-mgr"] {
+		return "", ""
+	}
+	out, err := r.Run(ctx, "systemctl", "is-active", "nvidia-vgpu-mgr.service")
+	switch {
+	case err == nil && strings.TrimSpace(string(out)) == "active":
+		return "", ""
+	case errors.Is(err, host.ErrNoCommands) && !known:
+		return "", "whether nvidia-vgpu-mgr runs is not known: the root has no process list under /proc and systemctl does not run against it"
+	case known:
+		return "the nvidia-vgpu-mgr daemon is not running (no such process under /proc)", ""
+	default:
+		return "nvidia-vgpu-mgr.service is not active", ""
+	}
+}
+
+// vfsNotEnabled are the SR-IOV GPUs of gpus whose VFs are not all enabled,
+// each with how many are.
+func vfsNotEnabled(root *host.Root, gpus []vgpu.GPUInfo) []string {
+	var vfs []string
 	for _, g := range gpus {
 		dev := "/sys/bus/pci/devices/" + g.Address
 		if !vgpu.UsesSRIOV(root, g) {
@@ -176,10 +231,10 @@ func readManager(ctx context.Context, root *host.Root, r host.Runner, gpus []vgp
 			if num == "" {
 				num = "?"
 			}
-			m.vfs = append(m.vfs, fmt.Sprintf("%s (%s of %s VFs enabled)", g.Address, num, tot))
+			vfs = append(vfs, fmt.Sprintf("%s (%s of %s VFs enabled)", g.Address, num, tot))
 		}
 	}
-	return m
+	return vfs
 }
 
 // planInstall plans the vgpu-install step and reports whether the manager
