@@ -66,26 +66,7 @@ func (nouveauStep) run(ctx context.Context, e Env, _ *Plan, s *Step) error {
 // for, nouveau still on a GPU is diagnosed (diagnoseNouveau) instead of
 // asking for another reboot.
 func (p *Plan) planNouveau(selected []*pci.Device, entries []journal.Entry) {
-	var on []string
-	for _, d := range selected {
-		if d.Driver == "nouveau" {
-			on = append(on, d.Address)
-		}
-	}
-	// GPUs the vfio-unbind step before this one returns to nouveau (their
-	// driver before vfio bind); when it leaves them for the reboot, nouveau
-	// would take them then
-	atBoot := false
-	for _, t := range unbindTargets(p.root, p.inv, p.opts.Selector) {
-		if !t.known || t.restore != "nouveau" || slices.Contains(on, t.addr) {
-			continue
-		}
-		if p.unbindAtBoot != nil {
-			atBoot = true
-			continue
-		}
-		on = append(on, t.addr)
-	}
+	on, atBoot := p.nouveauOn(selected)
 	// the vfio-unbind step before this one removes gpuprep's VFIO
 	// configuration, whose blacklist kept nouveau off at boot
 	var gone []string
@@ -93,36 +74,10 @@ func (p *Plan) planNouveau(selected []*pci.Device, entries []journal.Entry) {
 		gone = []string{vfio.ModprobeConf}
 	}
 	if len(on) == 0 {
-		if atBoot && vfio.NouveauBuiltin(p.root) {
-			// the GPUs leave VFIO at the next boot, and a built-in nouveau
-			// takes them then unless that boot has nouveau.modeset=0
-			p.planNouveauArg(nil, nil)
-			return
-		}
-		if w := vgpu.PlanNouveauBlacklist(p.root, gone...); atBoot && w.Write {
-			// nouveau drives nothing now, but the GPUs it drove before
-			// gpuprep bound them leave VFIO at the next boot, and without a
-			// blacklist it takes them then: keep it off (no unload, no
-			// reboot of its own)
-			s := &Step{ID: StepNouveau, Title: "keep nouveau off the GPUs at the next boot (the vfio-unbind step removes " + vfio.ModprobeConf + ", whose blacklist did): blacklist it, regenerate the initramfs"}
-			p.blacklistNouveau(s, w)
-			// before the reboot that takes the GPUs off VFIO
-			i := slices.IndexFunc(p.Steps, func(x *Step) bool { return x.Reboot && x.rebootFor == RebootForVFIO })
-			if i < 0 {
-				i = len(p.Steps)
-			}
-			p.Steps = slices.Insert(p.Steps, i, s)
-		}
+		p.planNouveauAtBoot(atBoot, gone)
 		return
 	}
-	// unloading nouveau takes it off every device it drives, selected or
-	// not (as the blacklist does at the next boot)
-	var others []string
-	for _, d := range p.inv.Devices {
-		if d.Driver == "nouveau" && !slices.Contains(on, d.Address) {
-			others = append(others, d.Address)
-		}
-	}
+	others := p.nouveauOthers(on)
 	if d := p.diagnoseNouveau(on, entries); d != nil {
 		p.rebootErr = d
 		p.Steps = append(p.Steps, &Step{ID: StepReboot, Error: d.Summary, Notes: d.Details,
@@ -147,6 +102,70 @@ func (p *Plan) planNouveau(selected []*pci.Device, entries []journal.Entry) {
 	p.Steps = append(p.Steps, s)
 	p.Steps = append(p.Steps, &Step{ID: StepReboot, Reboot: true, rebootFor: RebootForNouveau, offNouveau: on,
 		Title: "REBOOT REQUIRED HERE unless nouveau could be unloaded: nouveau drives " + strings.Join(on, ", ") + " until it is gone; gpuprep apply stops here (exit 4, or reboots with --reboot) and continues when run again after the boot"})
+}
+
+// nouveauOn are the GPUs nouveau drives now or takes back from the
+// vfio-unbind step before this one (their driver before vfio bind);
+// atBoot: that step leaves some for the reboot, and nouveau would take
+// them then.
+func (p *Plan) nouveauOn(selected []*pci.Device) (on []string, atBoot bool) {
+	for _, d := range selected {
+		if d.Driver == "nouveau" {
+			on = append(on, d.Address)
+		}
+	}
+	for _, t := range unbindTargets(p.root, p.inv, p.opts.Selector) {
+		if !t.known || t.restore != "nouveau" || slices.Contains(on, t.addr) {
+			continue
+		}
+		if p.unbindAtBoot != nil {
+			atBoot = true
+			continue
+		}
+		on = append(on, t.addr)
+	}
+	return on, atBoot
+}
+
+// planNouveauAtBoot keeps nouveau, which drives nothing now, off the GPUs
+// that leave VFIO at the next boot (atBoot), with no unload and no reboot
+// of its own: a built-in nouveau by nouveau.modeset=0, a module by the
+// blacklist, which the vfio-unbind step's removal of gone would otherwise
+// lift.
+func (p *Plan) planNouveauAtBoot(atBoot bool, gone []string) {
+	if atBoot && vfio.NouveauBuiltin(p.root) {
+		p.planNouveauArg(nil, nil)
+		return
+	}
+	w := vgpu.PlanNouveauBlacklist(p.root, gone...)
+	if !atBoot || !w.Write {
+		return
+	}
+	s := &Step{ID: StepNouveau, Title: "keep nouveau off the GPUs at the next boot (the vfio-unbind step removes " + vfio.ModprobeConf + ", whose blacklist did): blacklist it, regenerate the initramfs"}
+	p.blacklistNouveau(s, w)
+	p.insertBeforeVFIOReboot(s)
+}
+
+// insertBeforeVFIOReboot puts steps before the reboot that takes the GPUs
+// off VFIO (at the end when there is none).
+func (p *Plan) insertBeforeVFIOReboot(steps ...*Step) {
+	i := slices.IndexFunc(p.Steps, func(x *Step) bool { return x.Reboot && x.rebootFor == RebootForVFIO })
+	if i < 0 {
+		i = len(p.Steps)
+	}
+	p.Steps = slices.Insert(p.Steps, i, steps...)
+}
+
+// nouveauOthers are the devices not in on that nouveau drives: unloading
+// it takes it off them too (as the blacklist does at the next boot).
+func (p *Plan) nouveauOthers(on []string) []string {
+	var others []string
+	for _, d := range p.inv.Devices {
+		if d.Driver == "nouveau" && !slices.Contains(on, d.Address) {
+			others = append(others, d.Address)
+		}
+	}
+	return others
 }
 
 // nouveauArgs is, for the VM modes, nouveau.modeset=0 when a built-in
@@ -178,10 +197,35 @@ func (p *Plan) planNouveauArg(on, others []string) {
 	fail := func(err error) {
 		p.Unaddressed = append(p.Unaddressed, fmt.Sprintf("driver.nouveau: %s, and gpuprep cannot add %s to this node's kernel command line: %v; add it where the command line is made, reboot, and run gpuprep apply again", why, vfio.NouveauOff, err))
 	}
-	boot, err := grub.Detect(p.root)
+	boot, gp, err := p.planNouveauOff()
 	if err != nil {
 		fail(err)
 		return
+	}
+	p.boot, p.grubPlan = boot, gp
+	var steps []*Step
+	if gp.Changed() {
+		steps = append(steps, nouveauArgStep(boot, gp, why, others))
+	} else {
+		p.Notes = append(p.Notes, gp.Notes...)
+	}
+	if len(on) == 0 {
+		// before the reboot that takes the GPUs off VFIO, which brings it
+		p.insertBeforeVFIOReboot(steps...)
+		return
+	}
+	p.Steps = append(p.Steps, steps...)
+	p.Steps = append(p.Steps, &Step{ID: StepReboot, Reboot: true, rebootFor: RebootForNouveau, offNouveau: on,
+		Title: "REBOOT REQUIRED HERE: nouveau, built into the kernel, drives " + strings.Join(on, ", ") + " until a boot with " + vfio.NouveauOff.String() + "; gpuprep apply stops here (exit 4, or reboots with --reboot) and continues when run again after the boot"})
+}
+
+// planNouveauOff plans the bootloader edit that puts nouveau.modeset=0 on
+// the next boot's command line; a GRUB root that is not the live node
+// without a boot-menu tool gets its distribution's usual one, noted.
+func (p *Plan) planNouveauOff() (*grub.Boot, *grub.Plan, error) {
+	boot, err := grub.Detect(p.root)
+	if err != nil {
+		return nil, nil, err
 	}
 	usual := false
 	if boot.Regenerate == nil && (boot.Kind == grub.KindGRUB || boot.Kind == grub.KindGRUB2) && !p.root.IsLive() {
@@ -189,40 +233,28 @@ func (p *Plan) planNouveauArg(on, others []string) {
 	}
 	gp, err := boot.PlanEdit(grub.Request{Ensure: []kargs.Param{vfio.NouveauOff}}, true)
 	if err != nil {
-		fail(err)
-		return
+		return nil, nil, err
 	}
 	if usual && len(gp.Commands) > 0 {
 		gp.Notes = append(gp.Notes, fmt.Sprintf("no boot-menu tool under this root (a snapshot or a copy of the node): %s is what this node's distribution regenerates its boot menu with; gpuprep apply, which runs on the node itself, runs the tool it finds there", host.ShellQuote(boot.Regenerate)))
 	}
-	p.boot, p.grubPlan = boot, gp
-	var steps []*Step
-	if gp.Changed() {
-		s := &Step{ID: StepKernelArgs, Title: fmt.Sprintf("add %s to the next boot's kernel command line (%s), so that nouveau's init registers no driver: %s", vfio.NouveauOff, boot.Kind, why)}
-		if len(gp.Added) == 0 && gp.MenuStale != "" {
-			s.Title = fmt.Sprintf("regenerate the boot menu: %s, so the next boot would not get it (%s)", gp.MenuStale, why)
-		}
-		s.addGrub(gp)
-		if len(others) > 0 {
-			s.Notes = append(s.Notes, "nouveau then takes no device at all: "+strings.Join(others, ", ")+" (not selected) lose it too")
-		}
-		s.Notes = append(s.Notes, "rollback takes "+vfio.NouveauOff.String()+" out again (nouveau takes the GPUs at the boot after it)")
-		steps = append(steps, s)
-	} else {
-		p.Notes = append(p.Notes, gp.Notes...)
+	return boot, gp, nil
+}
+
+// nouveauArgStep is the kernel-args step that carries out gp, the edit
+// that adds nouveau.modeset=0 (why: nouveau is built in); others are the
+// devices not selected that lose nouveau too.
+func nouveauArgStep(boot *grub.Boot, gp *grub.Plan, why string, others []string) *Step {
+	s := &Step{ID: StepKernelArgs, Title: fmt.Sprintf("add %s to the next boot's kernel command line (%s), so that nouveau's init registers no driver: %s", vfio.NouveauOff, boot.Kind, why)}
+	if len(gp.Added) == 0 && gp.MenuStale != "" {
+		s.Title = fmt.Sprintf("regenerate the boot menu: %s, so the next boot would not get it (%s)", gp.MenuStale, why)
 	}
-	if len(on) == 0 {
-		// before the reboot that takes the GPUs off VFIO, which brings it
-		i := slices.IndexFunc(p.Steps, func(x *Step) bool { return x.Reboot && x.rebootFor == RebootForVFIO })
-		if i < 0 {
-			i = len(p.Steps)
-		}
-		p.Steps = slices.Insert(p.Steps, i, steps...)
-		return
+	s.addGrub(gp)
+	if len(others) > 0 {
+		s.Notes = append(s.Notes, "nouveau then takes no device at all: "+strings.Join(others, ", ")+" (not selected) lose it too")
 	}
-	p.Steps = append(p.Steps, steps...)
-	p.Steps = append(p.Steps, &Step{ID: StepReboot, Reboot: true, rebootFor: RebootForNouveau, offNouveau: on,
-		Title: "REBOOT REQUIRED HERE: nouveau, built into the kernel, drives " + strings.Join(on, ", ") + " until a boot with " + vfio.NouveauOff.String() + "; gpuprep apply stops here (exit 4, or reboots with --reboot) and continues when run again after the boot"})
+	s.Notes = append(s.Notes, "rollback takes "+vfio.NouveauOff.String()+" out again (nouveau takes the GPUs at the boot after it)")
+	return s
 }
 
 // blacklistNouveau adds to s the work w says is left: the blacklist file

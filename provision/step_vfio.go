@@ -234,12 +234,7 @@ func (p *Plan) planUnbindAtBoot(ts []unbindTarget, onVFIO []string, entries []jo
 	}
 	s := &Step{ID: StepVFIOUnbind, Title: "return to their drivers from VFIO at the next boot: " + strings.Join(names, ", ") +
 		" (not now: on a board with NVSwitches, moving a GPU from vfio-pci to nvidia while the system runs starts NVLink training that can hang and leave it to no driver)"}
-	var files []string
-	for _, f := range []string{vfio.ModprobeConf, vfio.ModulesLoad, vfio.UdevRule} {
-		if p.root.Exists(f) {
-			files = append(files, f)
-		}
-	}
+	files := persistFiles(p.root)
 	cmd := initramfs.Command(p.root)
 	switch {
 	case len(files) > 0:
@@ -378,12 +373,7 @@ func (p *Plan) planUnbind(entries []journal.Entry) error {
 	// can hang for long and leave it to no driver (facts §1). gpuprep's
 	// persistent configuration drops them now; the reboot gives each its
 	// own driver.
-	var onVFIO []string
-	for _, t := range ts {
-		if pci.DriverIsVFIO(t.driver) {
-			onVFIO = append(onVFIO, t.addr)
-		}
-	}
+	onVFIO := vfioAddrs(ts)
 	p.noteForeignBinders(onVFIO)
 	if len(onVFIO) > 0 && len(pci.NVSwitches(p.inv)) > 0 {
 		return p.planUnbindAtBoot(ts, onVFIO, entries)
@@ -391,32 +381,10 @@ func (p *Plan) planUnbind(entries []journal.Entry) error {
 	var names []string
 	s := &Step{ID: StepVFIOUnbind}
 	for _, t := range ts {
-		dev := "/sys/bus/pci/devices/" + t.addr
-		to := "unbound"
-		if t.known && t.restore != "" {
-			to = t.restore
-		}
-		names = append(names, fmt.Sprintf("%s (%s → %s)", t.addr, orNone(t.driver), to))
-		if pci.DriverIsVFIO(t.driver) {
-			s.Sysfs = append(s.Sysfs, vfio.Step{Path: dev + "/driver/unbind", Value: t.addr}.String())
-		}
-		if t.override != "" {
-			s.Sysfs = append(s.Sysfs, vfio.Step{Path: dev + "/driver_override", Value: "\n"}.String())
-		}
-		switch {
-		case !t.known:
-			s.Notes = append(s.Notes, t.addr+": the journal has no record of its driver before VFIO: left unbound (a driver loaded later takes it, as the GPU Operator's driver container does; one loaded already does not: echo "+t.addr+" > /sys/bus/pci/drivers_probe)")
-		case t.restore != "":
-			s.Sysfs = append(s.Sysfs, vfio.Step{Path: "/sys/bus/pci/drivers/" + t.restore + "/bind", Value: t.addr}.String())
-		}
+		names = append(names, s.addUnbind(t))
 	}
 	s.Title = "return to their drivers from VFIO: " + strings.Join(names, ", ")
-	var files []string
-	for _, f := range []string{vfio.ModprobeConf, vfio.ModulesLoad, vfio.UdevRule} {
-		if p.root.Exists(f) {
-			files = append(files, f)
-		}
-	}
+	files := persistFiles(p.root)
 	cmd := initramfs.Command(p.root)
 	if regen != "" {
 		if cmd == nil {
@@ -574,4 +542,50 @@ func (p *Plan) unbind(ctx context.Context, e Env) error {
 		return nil
 	}
 	return err
+}
+
+// vfioAddrs are the addresses of the targets on a VFIO driver now.
+func vfioAddrs(ts []unbindTarget) []string {
+	var addrs []string
+	for _, t := range ts {
+		if pci.DriverIsVFIO(t.driver) {
+			addrs = append(addrs, t.addr)
+		}
+	}
+	return addrs
+}
+
+// addUnbind adds to s the sysfs writes that move t off VFIO to the driver
+// it had before (none: left unbound, noted), and names the move.
+func (s *Step) addUnbind(t unbindTarget) string {
+	dev := "/sys/bus/pci/devices/" + t.addr
+	to := "unbound"
+	if t.known && t.restore != "" {
+		to = t.restore
+	}
+	if pci.DriverIsVFIO(t.driver) {
+		s.Sysfs = append(s.Sysfs, vfio.Step{Path: dev + "/driver/unbind", Value: t.addr}.String())
+	}
+	if t.override != "" {
+		s.Sysfs = append(s.Sysfs, vfio.Step{Path: dev + "/driver_override", Value: "\n"}.String())
+	}
+	switch {
+	case !t.known:
+		s.Notes = append(s.Notes, t.addr+": the journal has no record of its driver before VFIO: left unbound (a driver loaded later takes it, as the GPU Operator's driver container does; one loaded already does not: echo "+t.addr+" > /sys/bus/pci/drivers_probe)")
+	case t.restore != "":
+		s.Sysfs = append(s.Sysfs, vfio.Step{Path: "/sys/bus/pci/drivers/" + t.restore + "/bind", Value: t.addr}.String())
+	}
+	return fmt.Sprintf("%s (%s → %s)", t.addr, orNone(t.driver), to)
+}
+
+// persistFiles are the files of gpuprep's persistent VFIO configuration
+// that root has.
+func persistFiles(root *host.Root) []string {
+	var files []string
+	for _, f := range []string{vfio.ModprobeConf, vfio.ModulesLoad, vfio.UdevRule} {
+		if root.Exists(f) {
+			files = append(files, f)
+		}
+	}
+	return files
 }
