@@ -47,9 +47,9 @@ var errBinaryChanged = errors.New(changedMsg + " (and before it ran): something 
 // closeExecFD marks descriptor 3 close-on-exec when it is the running
 // binary (it was executed through it): the commands gpuprep starts (a
 // driver installer) need no descriptor of it.
-func closeExecFD() {
+func (s self) closeExecFD() {
 	var a, b syscall.Stat_t
-	if syscall.Fstat(3, &a) != nil || syscall.Stat(selfExe, &b) != nil {
+	if syscall.Fstat(3, &a) != nil || syscall.Stat(s.exe, &b) != nil {
 		return
 	}
 	if a.Dev == b.Dev && a.Ino == b.Ino {

@@ -13,6 +13,8 @@ import (
 	"time"
 )
 
+// A hashCache keeps the SHA-256 of local files, to hash each only once.
+//
 // Every fleet run names the cache directory on its hosts by its own
 // binary's SHA-256, and fleet apply names a driver installer's the same way:
 // hashing 20 MB (or an installer's 400 MB) again on each run costs the
@@ -26,7 +28,7 @@ import (
 // A file changed twice within one tick of the file system's clock can keep
 // the same times (Linux stamps files with a coarse clock), so, as git does
 // for its index ("racy git"), a hash is recorded only for a file whose
-// ctime is older than hashRaceWindow: a later change then gets a later time.
+// ctime is older than the race window: a later change then gets a later time.
 // The window is measured against this machine's clock, so the cache is
 // used only on local file systems (ext4, XFS, Btrfs, tmpfs, overlay, ZFS,
 // F2FS): on NFS, SMB or FUSE the server stamps the times, by its own clock.
@@ -35,12 +37,30 @@ import (
 // exactly. A wrong hash would matter: a host whose cache already holds a
 // file of that hash would run it without an upload, which is why the
 // identity, the window and the file system are all required.
-var hashRaceWindow = 2 * time.Second
+type hashCache struct {
+	dir    string            // where the hashes are kept ("": no cache)
+	window time.Duration     // how old a file's ctime must be to be recorded
+	local  func(uint64) bool // whether a statfs magic number is a file system the cache trusts
+}
 
-// localFS are the statfs magic numbers of the file systems the hash cache
-// trusts (linux/magic.h).
-var localFS = map[int64]bool{0xEF53: true, 0x58465342: true, 0x9123683E: true, 0x01021994: true,
-	0x794c7630: true, 0x2fc12fc1: true, 0xF2F52010: true}
+// hashRaceWindow is the race window of the user's hash cache.
+const hashRaceWindow = 2 * time.Second
+
+// userHashCache is the hash cache in the user's cache directory.
+func userHashCache() hashCache {
+	return hashCache{dir: hashCacheDir(), window: hashRaceWindow, local: localFS}
+}
+
+// localFS reports whether magic is the statfs magic number of a file
+// system the hash cache trusts (linux/magic.h): ext4, XFS, Btrfs, tmpfs,
+// overlay, ZFS, F2FS.
+func localFS(magic uint64) bool {
+	switch magic {
+	case 0xEF53, 0x58465342, 0x9123683E, 0x01021994, 0x794c7630, 0x2fc12fc1, 0xF2F52010:
+		return true
+	}
+	return false
+}
 
 const hashCacheVersion = "gpuprep-hash/1"
 
@@ -67,18 +87,22 @@ func fileIdentity(fi os.FileInfo) (id, entry string, ctime time.Time, ok bool) {
 }
 
 // hashOpenFile returns the SHA-256 (hex) of the open regular file f (read
-// from its start), from the local hash cache when it holds f's identity.
-func hashOpenFile(f *os.File) (string, error) {
+// from its start), from the user's hash cache when it holds f's identity.
+func hashOpenFile(f *os.File) (string, error) { return userHashCache().hash(f) }
+
+// hash returns the SHA-256 (hex) of the open regular file f (read from its
+// start), from the cache when it holds f's identity.
+func (c hashCache) hash(f *os.File) (string, error) {
 	fi, err := f.Stat()
 	if err != nil {
 		return "", err
 	}
 	id, entry, ctime, ok := fileIdentity(fi)
 	var st syscall.Statfs_t
-	if ok && (syscall.Fstatfs(int(f.Fd()), &st) != nil || !localFS[int64(st.Type)]) {
+	if ok && (syscall.Fstatfs(int(f.Fd()), &st) != nil || !c.local(uint64(st.Type))) {
 		ok = false // not a file system whose times this machine's clock stamps
 	}
-	dir := hashCacheDir()
+	dir := c.dir
 	if ok && dir != "" {
 		if sum, hit := readHashEntry(filepath.Join(dir, entry), id); hit {
 			return sum, nil
@@ -89,7 +113,7 @@ func hashOpenFile(f *os.File) (string, error) {
 		return "", err
 	}
 	sum := hex.EncodeToString(h.Sum(nil))
-	if ok && dir != "" && time.Since(ctime) > hashRaceWindow {
+	if ok && dir != "" && time.Since(ctime) > c.window {
 		// The identity again: a file written while it was read is not
 		// recorded under either identity.
 		if fi2, err := f.Stat(); err == nil {

@@ -13,15 +13,11 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// hashCacheRig points the hash cache at a directory of the test's own and
-// makes every file old enough to be recorded (the race window is tested
-// on its own).
-func hashCacheRig(t *testing.T) (dir string) {
-	t.Setenv("XDG_CACHE_HOME", t.TempDir())
-	old := hashRaceWindow
-	hashRaceWindow = -time.Hour
-	t.Cleanup(func() { hashRaceWindow = old })
-	return hashCacheDir()
+// hashCacheRig is a hash cache in a directory of the test's own for which
+// every file is old enough to be recorded (the race window is tested on
+// its own).
+func hashCacheRig(t *testing.T) hashCache {
+	return hashCache{dir: filepath.Join(t.TempDir(), "sha256"), window: -time.Hour, local: localFS}
 }
 
 func sha(b []byte) string { s := sha256.Sum256(b); return hex.EncodeToString(s[:]) }
@@ -40,12 +36,13 @@ func cacheEntries(t *testing.T, dir string) []string {
 }
 
 func TestLoadFileHashCache(t *testing.T) {
-	dir := hashCacheRig(t)
+	c := hashCacheRig(t)
+	dir := c.dir
 	p := filepath.Join(t.TempDir(), "installer.run")
 	content := []byte("driver installer, version 1\n")
 	require.NoError(t, os.WriteFile(p, content, 0o644))
 
-	f, err := LoadFile(p)
+	f, err := loadFile(p, c)
 	require.NoError(t, err)
 	assert.Equal(t, sha(content), f.SHA256)
 	entries := cacheEntries(t, dir)
@@ -59,7 +56,7 @@ func TestLoadFileHashCache(t *testing.T) {
 	id, _, _ := strings.Cut(string(b), "\n")
 	fake := strings.Repeat("ab", sha256.Size)
 	require.NoError(t, os.WriteFile(entry, []byte(id+"\n"+fake+"\n"), 0o600))
-	f, err = LoadFile(p)
+	f, err = loadFile(p, c)
 	require.NoError(t, err)
 	assert.Equal(t, fake, f.SHA256, "the cached hash is used while the identity holds")
 
@@ -71,23 +68,24 @@ func TestLoadFileHashCache(t *testing.T) {
 	require.Len(t, changed, len(content))
 	require.NoError(t, os.WriteFile(p, changed, 0o644))
 	require.NoError(t, os.Chtimes(p, fi.ModTime(), fi.ModTime()))
-	f, err = LoadFile(p)
+	f, err = loadFile(p, c)
 	require.NoError(t, err)
 	assert.Equal(t, sha(changed), f.SHA256)
 	// and a chmod alone too
 	require.NoError(t, os.WriteFile(entry, []byte(id+"\n"+fake+"\n"), 0o600))
 	require.NoError(t, os.Chmod(p, 0o600))
-	f, err = LoadFile(p)
+	f, err = loadFile(p, c)
 	require.NoError(t, err)
 	assert.Equal(t, sha(changed), f.SHA256)
 }
 
 func TestHashCacheBadEntries(t *testing.T) {
-	dir := hashCacheRig(t)
+	c := hashCacheRig(t)
+	dir := c.dir
 	p := filepath.Join(t.TempDir(), "file")
 	content := []byte("content\n")
 	require.NoError(t, os.WriteFile(p, content, 0o644))
-	_, err := LoadFile(p)
+	_, err := loadFile(p, c)
 	require.NoError(t, err)
 	entries := cacheEntries(t, dir)
 	require.Len(t, entries, 1)
@@ -105,7 +103,7 @@ func TestHashCacheBadEntries(t *testing.T) {
 		"another version": strings.Replace(id, hashCacheVersion, "gpuprep-hash/0", 1) + "\n" + strings.Repeat("ab", sha256.Size) + "\n",
 	} {
 		require.NoError(t, os.WriteFile(entry, []byte(bad), 0o600))
-		f, err := LoadFile(p)
+		f, err := loadFile(p, c)
 		require.NoError(t, err, name)
 		assert.Equal(t, sha(content), f.SHA256, name)
 	}
@@ -115,11 +113,12 @@ func TestHashCacheBadEntries(t *testing.T) {
 // recorded: a second change in the same tick of the file system's clock
 // could keep its identity.
 func TestHashCacheRaceWindow(t *testing.T) {
-	dir := hashCacheRig(t)
-	hashRaceWindow = time.Hour
+	c := hashCacheRig(t)
+	dir := c.dir
+	c.window = time.Hour
 	p := filepath.Join(t.TempDir(), "file")
 	require.NoError(t, os.WriteFile(p, []byte("new\n"), 0o644))
-	f, err := LoadFile(p)
+	f, err := loadFile(p, c)
 	require.NoError(t, err)
 	assert.Equal(t, sha([]byte("new\n")), f.SHA256)
 	assert.Empty(t, cacheEntries(t, dir))
@@ -127,18 +126,22 @@ func TestHashCacheRaceWindow(t *testing.T) {
 
 // No cache directory, or one that cannot be written: the hash all the same.
 func TestHashCacheUnusable(t *testing.T) {
-	hashCacheRig(t)
 	p := filepath.Join(t.TempDir(), "file")
 	require.NoError(t, os.WriteFile(p, []byte("x\n"), 0o644))
 	blocker := filepath.Join(t.TempDir(), "not-a-dir")
 	require.NoError(t, os.WriteFile(blocker, nil, 0o644))
-	t.Setenv("XDG_CACHE_HOME", blocker) // gpuprep/sha256 cannot be made under a file
-	f, err := LoadFile(p)
+	c := hashCacheRig(t)
+	c.dir = filepath.Join(blocker, "gpuprep", "sha256") // cannot be made under a file
+	f, err := loadFile(p, c)
 	require.NoError(t, err)
 	assert.Equal(t, sha([]byte("x\n")), f.SHA256)
-	t.Setenv("XDG_CACHE_HOME", "relative/dir") // not absolute: no cache
+	// the user's cache directory not absolute: no cache
+	t.Setenv("XDG_CACHE_HOME", "relative/dir")
 	t.Setenv("HOME", "")
-	f, err = LoadFile(p)
+	c = userHashCache()
+	require.Empty(t, c.dir)
+	c.window = -time.Hour
+	f, err = loadFile(p, c)
 	require.NoError(t, err)
 	assert.Equal(t, sha([]byte("x\n")), f.SHA256)
 	_, err = os.Stat("relative")
@@ -146,16 +149,17 @@ func TestHashCacheUnusable(t *testing.T) {
 }
 
 func TestLoadBinaryHashCache(t *testing.T) {
-	dir := hashCacheRig(t)
+	c := hashCacheRig(t)
+	dir := c.dir
 	self, err := os.Executable()
 	require.NoError(t, err)
-	b1, err := LoadBinary(self)
+	b1, err := loadBinary(self, c)
 	require.NoError(t, err)
 	content, err := os.ReadFile(self)
 	require.NoError(t, err)
 	assert.Equal(t, sha(content), b1.SHA256)
 	require.Len(t, cacheEntries(t, dir), 1)
-	b2, err := LoadBinary(self)
+	b2, err := loadBinary(self, c)
 	require.NoError(t, err)
 	assert.Equal(t, b1, b2)
 }
@@ -164,10 +168,11 @@ func TestLoadBinaryHashCache(t *testing.T) {
 // stamps the times, by its own clock) nothing is read from the cache or
 // written to it.
 func TestHashCacheOnlyOnLocalFileSystems(t *testing.T) {
-	dir := hashCacheRig(t)
+	c := hashCacheRig(t)
+	dir := c.dir
 	p := filepath.Join(t.TempDir(), "file")
 	require.NoError(t, os.WriteFile(p, []byte("x\n"), 0o644))
-	_, err := LoadFile(p)
+	_, err := loadFile(p, c)
 	require.NoError(t, err)
 	entries := cacheEntries(t, dir)
 	require.Len(t, entries, 1)
@@ -177,14 +182,12 @@ func TestHashCacheOnlyOnLocalFileSystems(t *testing.T) {
 	id, _, _ := strings.Cut(string(b), "\n")
 	require.NoError(t, os.WriteFile(entry, []byte(id+"\n"+strings.Repeat("ab", sha256.Size)+"\n"), 0o600))
 
-	old := localFS
-	localFS = map[int64]bool{} // as if the file were on NFS
-	t.Cleanup(func() { localFS = old })
-	f, err := LoadFile(p)
+	c.local = func(uint64) bool { return false } // as if the file were on NFS
+	f, err := loadFile(p, c)
 	require.NoError(t, err)
 	assert.Equal(t, sha([]byte("x\n")), f.SHA256, "the entry is not read")
 	require.NoError(t, os.Remove(entry))
-	_, err = LoadFile(p)
+	_, err = loadFile(p, c)
 	require.NoError(t, err)
 	assert.Empty(t, cacheEntries(t, dir), "nor written")
 }

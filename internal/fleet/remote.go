@@ -52,13 +52,16 @@ type Binary struct {
 
 // LoadBinary hashes an ELF executable (see hashOpenFile) and notes its
 // architecture.
-func LoadBinary(p string) (*Binary, error) {
+func LoadBinary(p string) (*Binary, error) { return loadBinary(p, userHashCache()) }
+
+// loadBinary is LoadBinary with the hash cache c.
+func loadBinary(p string, c hashCache) (*Binary, error) {
 	f, err := os.Open(p)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	sum, err := hashOpenFile(f)
+	sum, err := c.hash(f)
 	if err != nil {
 		return nil, err
 	}
@@ -149,7 +152,10 @@ type File struct {
 }
 
 // LoadFile hashes a local file for Exec.Files (see hashOpenFile).
-func LoadFile(p string) (*File, error) {
+func LoadFile(p string) (*File, error) { return loadFile(p, userHashCache()) }
+
+// loadFile is LoadFile with the hash cache c.
+func loadFile(p string, c hashCache) (*File, error) {
 	f, err := os.Open(p)
 	if err != nil {
 		return nil, err
@@ -162,7 +168,7 @@ func LoadFile(p string) (*File, error) {
 	if !fi.Mode().IsRegular() {
 		return nil, fmt.Errorf("%s: not a regular file", p)
 	}
-	sum, err := hashOpenFile(f)
+	sum, err := c.hash(f)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", p, err)
 	}
@@ -584,7 +590,7 @@ func (e *Exec) runStamped(ctx context.Context, c *ssh.Client, h *Host, args []st
 	if err != nil {
 		return Output{}, false, err
 	}
-	script := stampedScript(base, e.agents(), qargs, e.NoSudo)
+	script := stampedScript(base, e.agents(), qargs, e.NoSudo, kernelArchFile)
 	o, err := sessionMax(ctx, c, script, nil, e.maxStdout())
 	var big *OutputLimitError
 	if errors.As(err, &big) {
@@ -604,13 +610,13 @@ func (e *Exec) runStamped(ctx context.Context, c *ssh.Client, h *Host, args []st
 	return o, true, nil
 }
 
-// kernelArchFile is where stampedScript reads the host's architecture
-// (tests give another file).
-var kernelArchFile = "/proc/sys/kernel/arch"
+// kernelArchFile is where stampedScript reads the host's architecture.
+const kernelArchFile = "/proc/sys/kernel/arch"
 
 // stampedScript is runStamped's shell script: base is the cache directory
 // as shell text (quoted, or "$HOME"/…), bins the binaries by architecture,
-// qargs the quoted arguments.
+// qargs the quoted arguments, archFile where the host's architecture is
+// read (kernelArchFile; tests give another file).
 //
 // It forks nothing before the binary (each fork costs a host about a
 // millisecond and a half): the host's architecture (a binary of another
@@ -622,7 +628,7 @@ var kernelArchFile = "/proc/sys/kernel/arch"
 // read builtin: about a hundred one-byte reads, 0.2 ms; owners of files such
 // as "/" were wrong in sandboxes and user namespaces). Without /proc, sudo
 // -n runs, which root may use too.
-func stampedScript(base string, bins []*Binary, qargs string, noSudo bool) string {
+func stampedScript(base string, bins []*Binary, qargs string, noSudo bool, archFile string) string {
 	qargs = StampFlag + ` "$d"/` + stampName + ` ` + qargs
 	// without sudo, the opened file is what is checked and run (see
 	// fdExecScript); a shell that cannot open it exits, and the full path
@@ -638,7 +644,7 @@ func stampedScript(base string, bins []*Binary, qargs string, noSudo bool) strin
 	return strings.Join([]string{
 		`no() { echo ` + Quote(notStampedMsg) + ` >&2; exit ` + fmt.Sprint(NotStampedRC) + `; }`,
 		`case "$HOME" in /*) ;; *) no ;; esac`,
-		`{ read -r a < ` + Quote(kernelArchFile) + `; } 2>/dev/null || a=$(uname -m)`,
+		`{ read -r a < ` + Quote(archFile) + `; } 2>/dev/null || a=$(uname -m)`,
 		archCase(base, bins),
 		`b="$d"/gpuprep`,
 		`[ -f "$b" ] && [ -f "$d"/` + stampName + ` ] && [ ! -L "$d" ] && [ -O "$d" ] && [ -O "$b" ] && [ -O "$d"/` + stampName + ` ] && ! [ "$b" -nt "$d"/` + stampName + ` ] || no`,

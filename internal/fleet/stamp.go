@@ -39,18 +39,22 @@ const (
 	stampVersion   = "gpuprep-stamp/1"
 )
 
-// selfExe is the file the kernel runs for this process.
-var selfExe = "/proc/self/exe"
+// procSelfExe is the file the kernel runs for this process.
+const procSelfExe = "/proc/self/exe"
+
+// self is the running executable, as the stamp flags see it: exe is the
+// file the kernel runs for this process (procSelfExe; tests give another).
+type self struct{ exe string }
 
 // identity describes the running executable's inode.
-func identity() (string, error) {
-	fi, err := os.Stat(selfExe)
+func (s self) identity() (string, error) {
+	fi, err := os.Stat(s.exe)
 	if err != nil {
 		return "", err
 	}
 	st, ok := fi.Sys().(*syscall.Stat_t)
 	if !ok {
-		return "", errors.New("no stat data for " + selfExe)
+		return "", errors.New("no stat data for " + s.exe)
 	}
 	// No device number: an NFS mount's is assigned by each client, and a
 	// stamp written by one host of a shared home must hold on the others.
@@ -60,11 +64,13 @@ func identity() (string, error) {
 
 // WriteStamp records the running executable's identity in file, through a
 // temporary file and a rename (hosts sharing a home never read half a stamp).
-func WriteStamp(file string) error {
-	if err := besideSelf(file); err != nil {
+func WriteStamp(file string) error { return self{exe: procSelfExe}.writeStamp(file) }
+
+func (s self) writeStamp(file string) error {
+	if err := s.besideSelf(file); err != nil {
 		return err
 	}
-	id, err := identity()
+	id, err := s.identity()
 	if err != nil {
 		return err
 	}
@@ -85,8 +91,8 @@ func WriteStamp(file string) error {
 // executable: the flag writes nowhere else. A user who may run this binary as
 // root (the digest-pinned sudoers rule) could otherwise have it replace any
 // file (/etc/shadow) with a stamp.
-func besideSelf(file string) error {
-	exe, err := filepath.EvalSymlinks(selfExe)
+func (s self) besideSelf(file string) error {
+	exe, err := filepath.EvalSymlinks(s.exe)
 	if err != nil {
 		return err
 	}
@@ -101,12 +107,12 @@ func besideSelf(file string) error {
 }
 
 // checkStamp reports whether file holds the running executable's identity.
-func checkStamp(file string) bool {
+func (s self) checkStamp(file string) bool {
 	want, err := os.ReadFile(file)
 	if err != nil {
 		return false
 	}
-	id, err := identity()
+	id, err := s.identity()
 	return err == nil && string(want) == id
 }
 
@@ -136,22 +142,26 @@ func checkCacheChain(stampFile string) error {
 // subcommand. It returns the arguments left to run, or done with the exit
 // code when the process must end here.
 func AgentArgs(args []string, stderr io.Writer) (rest []string, code int, done bool) {
+	return self{exe: procSelfExe}.agentArgs(args, stderr)
+}
+
+func (s self) agentArgs(args []string, stderr io.Writer) (rest []string, code int, done bool) {
 	if len(args) < 2 || !strings.HasPrefix(args[0], "--fleet-stamp") {
 		return args, 0, false
 	}
 	switch args[0] {
 	case StampWriteFlag:
-		if err := WriteStamp(args[1]); err != nil {
+		if err := s.writeStamp(args[1]); err != nil {
 			fmt.Fprintf(stderr, "gpuprep-fleet: writing the stamp: %v\n", err)
 			return nil, 1, true
 		}
 		return nil, 0, true
 	case StampFlag:
-		if !checkStamp(args[1]) {
+		if !s.checkStamp(args[1]) {
 			fmt.Fprintln(stderr, notStampedMsg)
 			return nil, NotStampedRC, true
 		}
-		closeExecFD()
+		s.closeExecFD()
 		if err := checkCacheChain(args[1]); err != nil {
 			fmt.Fprintf(stderr, "%s: %v\n", notStampedMsg, err)
 			return nil, NotStampedRC, true

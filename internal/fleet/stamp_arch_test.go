@@ -36,12 +36,9 @@ func TestStampedScriptPicksByArch(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(fakes, "sudo"), []byte("#!/bin/sh\necho ran \"$(basename \"$(dirname \"$3\")\")\"\n"), 0o755))
 
 	archFile := filepath.Join(top, "arch")
-	oldArch := kernelArchFile
-	kernelArchFile = archFile
-	t.Cleanup(func() { kernelArchFile = oldArch })
 	run := func(hostArch string) (string, int) {
 		require.NoError(t, os.WriteFile(archFile, []byte(hostArch+"\n"), 0o644))
-		cmd := exec.Command("/bin/sh", "-c", stampedScript(Quote(base), bins, "check", false))
+		cmd := exec.Command("/bin/sh", "-c", stampedScript(Quote(base), bins, "check", false, archFile))
 		cmd.Env = []string{"HOME=/nonexistent", "PATH=" + fakes + ":/usr/bin:/bin"}
 		out, _ := cmd.CombinedOutput()
 		return strings.TrimSpace(string(out)), cmd.ProcessState.ExitCode()
@@ -57,6 +54,6 @@ func TestStampedScriptPicksByArch(t *testing.T) {
 
 	// the script forks nothing before the binary: no command substitution
 	// but uname's fallback, no other program named
-	script := stampedScript(Quote(base), bins, "check", false)
+	script := stampedScript(Quote(base), bins, "check", false, archFile)
 	assert.Equal(t, 1, strings.Count(script, "$("), script)
 }

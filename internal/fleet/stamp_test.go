@@ -26,30 +26,28 @@ func safeTempDir(t *testing.T) string {
 	return dir
 }
 
-// fakeExe points the stamp code at a file standing in for /proc/self/exe.
-func fakeExe(t *testing.T) string {
+// fakeExe is a running executable whose file, standing in for
+// /proc/self/exe, is exe.
+func fakeExe(t *testing.T) (exe string, s self) {
 	t.Helper()
-	exe := filepath.Join(safeTempDir(t), "gpuprep")
+	exe = filepath.Join(safeTempDir(t), "gpuprep")
 	require.NoError(t, os.WriteFile(exe, []byte("binary"), 0o700))
-	old := selfExe
-	selfExe = exe
-	t.Cleanup(func() { selfExe = old })
-	return exe
+	return exe, self{exe: exe}
 }
 
 func TestStampWriteAndCheck(t *testing.T) {
-	exe := fakeExe(t)
+	exe, s := fakeExe(t)
 	stamp := filepath.Join(filepath.Dir(exe), stampName)
 	var errb bytes.Buffer
 
 	// No stamp: the run stops with NotStampedRC and says why.
-	rest, code, done := AgentArgs([]string{StampFlag, stamp, "check", "-o", "json"}, &errb)
+	rest, code, done := s.agentArgs([]string{StampFlag, stamp, "check", "-o", "json"}, &errb)
 	assert.True(t, done)
 	assert.Equal(t, NotStampedRC, code)
 	assert.Nil(t, rest)
 	assert.Equal(t, notStampedMsg+"\n", errb.String())
 
-	_, code, done = AgentArgs([]string{StampWriteFlag, stamp}, &errb)
+	_, code, done = s.agentArgs([]string{StampWriteFlag, stamp}, &errb)
 	require.True(t, done)
 	require.Equal(t, 0, code, errb.String())
 	data, err := os.ReadFile(stamp)
@@ -60,7 +58,7 @@ func TestStampWriteAndCheck(t *testing.T) {
 
 	// Stamped: the subcommand's arguments are left to run, after the marker.
 	errb.Reset()
-	rest, code, done = AgentArgs([]string{StampFlag, stamp, "check", "-o", "json"}, &errb)
+	rest, code, done = s.agentArgs([]string{StampFlag, stamp, "check", "-o", "json"}, &errb)
 	assert.False(t, done)
 	assert.Equal(t, 0, code)
 	assert.Equal(t, []string{"check", "-o", "json"}, rest)
@@ -70,33 +68,33 @@ func TestStampWriteAndCheck(t *testing.T) {
 	// back both break the stamp.
 	time.Sleep(10 * time.Millisecond)
 	require.NoError(t, os.Chmod(exe, 0o700))
-	assert.False(t, checkStamp(stamp), "ctime changed")
-	require.NoError(t, WriteStamp(stamp))
-	assert.True(t, checkStamp(stamp))
+	assert.False(t, s.checkStamp(stamp), "ctime changed")
+	require.NoError(t, s.writeStamp(stamp))
+	assert.True(t, s.checkStamp(stamp))
 	fi, err := os.Stat(exe)
 	require.NoError(t, err)
 	time.Sleep(10 * time.Millisecond)
 	require.NoError(t, os.WriteFile(exe, []byte("BINARY"), 0o700))
 	require.NoError(t, os.Chtimes(exe, fi.ModTime(), fi.ModTime()))
-	assert.False(t, checkStamp(stamp), "content changed, mtime restored")
+	assert.False(t, s.checkStamp(stamp), "content changed, mtime restored")
 	// A replacement (new inode).
-	require.NoError(t, WriteStamp(stamp))
+	require.NoError(t, s.writeStamp(stamp))
 	require.NoError(t, os.WriteFile(exe+".new", []byte("binary"), 0o700))
 	require.NoError(t, os.Rename(exe+".new", exe))
-	assert.False(t, checkStamp(stamp), "replaced")
+	assert.False(t, s.checkStamp(stamp), "replaced")
 }
 
 // The stamp flag writes only the stamp beside the running binary: run as
 // root under a sudoers rule, it would otherwise replace any file with a
 // stamp (found by the #18 review).
 func TestStampWriteOnlyBesideTheBinary(t *testing.T) {
-	exe := fakeExe(t)
+	exe, s := fakeExe(t)
 	other := safeTempDir(t)
 	victim := filepath.Join(other, "shadow")
 	require.NoError(t, os.WriteFile(victim, []byte("root:x:0:0\n"), 0o600))
 	for _, file := range []string{victim, filepath.Join(other, stampName), filepath.Join(filepath.Dir(exe), "shadow")} {
 		var errb bytes.Buffer
-		_, code, done := AgentArgs([]string{StampWriteFlag, file}, &errb)
+		_, code, done := s.agentArgs([]string{StampWriteFlag, file}, &errb)
 		require.True(t, done)
 		require.Equal(t, 1, code, file)
 		require.Contains(t, errb.String(), "is not the stamp beside this binary")
@@ -152,7 +150,7 @@ func TestStampedScriptUnderSh(t *testing.T) {
 		return
 	}
 	run := func(t *testing.T, uid int, base string, fakes, arch string) (string, int) {
-		script := stampedScript(Quote(base), []*Binary{{Arch: arch, SHA256: sha}}, "check -o json", false)
+		script := stampedScript(Quote(base), []*Binary{{Arch: arch, SHA256: sha}}, "check -o json", false, kernelArchFile)
 		argv := []string{"/bin/sh", "-c", script}
 		if uid != 0 {
 			argv = append([]string{"setpriv", "--reuid", fmt.Sprint(uid), "--regid", fmt.Sprint(uid), "--clear-groups", "--"}, argv...)
