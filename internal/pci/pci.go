@@ -117,7 +117,17 @@ func (inv *Inventory) Upstream(d *Device) []*Device {
 // ghw (the test oracle, see pci_test.go) reads the same files but resolves
 // each from the top and reads more of them: 4.5 ms against 0.6 ms for the
 // 57 functions of an HGX H200 node, most of a check's own time.
-func Discover(root *host.Root) (*Inventory, error) {
+func Discover(root *host.Root) (*Inventory, error) { return discovery{}.discover(root) }
+
+// discovery is how Discover reads the devices; its hooks, nil but in
+// tests, run before each device is read (beforeRead: a device that goes
+// away between the listing and the reading) and once a device's directory
+// is open (afterOpen: a device removed and added again while it is read).
+type discovery struct {
+	beforeRead, afterOpen func(addr string)
+}
+
+func (dc discovery) discover(root *host.Root) (*Inventory, error) {
 	const devices = "/sys/bus/pci/devices"
 	inv := &Inventory{byAddr: map[string]*Device{}}
 	bus, err := root.OpenDir(devices)
@@ -136,8 +146,10 @@ func Discover(root *host.Root) (*Inventory, error) {
 		if !IsAddress(addr) {
 			return nil, fmt.Errorf("PCI discovery: %s/%s: not a PCI address (domain:bus:device.function)", devices, addr)
 		}
-		beforeRead(addr)
-		d, err := readDevice(root, bus, addr)
+		if dc.beforeRead != nil {
+			dc.beforeRead(addr)
+		}
+		d, err := dc.readDevice(root, bus, addr)
 		for try := 0; err != nil; try++ {
 			if _, lerr := bus.Readlink(addr); errors.Is(lerr, fs.ErrNotExist) {
 				break // removed while we read it (VFs torn down, a hot unplug): not there
@@ -147,7 +159,7 @@ func Discover(root *host.Root) (*Inventory, error) {
 			}
 			// Still listed: removed and added again while we read it (VFs
 			// re-created at the same address). Once more, afresh.
-			d, err = readDevice(root, bus, addr)
+			d, err = dc.readDevice(root, bus, addr)
 		}
 		if d == nil {
 			continue
@@ -159,15 +171,7 @@ func Discover(root *host.Root) (*Inventory, error) {
 	return inv, nil
 }
 
-// beforeRead runs before each device is read (tests: a device that goes
-// away between the listing and the reading).
-var beforeRead = func(addr string) {}
-
-// afterOpen runs once a device's directory is open (tests: a device removed
-// and added again while it is read).
-var afterOpen = func(addr string) {}
-
-func readDevice(root *host.Root, bus *host.Dir, addr string) (*Device, error) {
+func (dc discovery) readDevice(root *host.Root, bus *host.Dir, addr string) (*Device, error) {
 	d := &Device{Address: addr}
 	if t, err := bus.Readlink(addr); err == nil {
 		if p := path.Base(path.Dir(t)); IsAddress(p) {
@@ -179,7 +183,9 @@ func readDevice(root *host.Root, bus *host.Dir, addr string) (*Device, error) {
 		return nil, err
 	}
 	defer dir.Close()
-	afterOpen(addr)
+	if dc.afterOpen != nil {
+		dc.afterOpen(addr)
+	}
 	if !d.identityFromModalias(dir) {
 		if err := d.identityFromAttributes(dir); err != nil {
 			return nil, err

@@ -42,9 +42,15 @@ func ghwInventory(t *testing.T, dir string) map[string]Device {
 
 func ours(t *testing.T, dir string) map[string]Device {
 	t.Helper()
+	return oursWith(t, dir, discovery{})
+}
+
+// oursWith is ours, read by dc.
+func oursWith(t *testing.T, dir string, dc discovery) map[string]Device {
+	t.Helper()
 	root, err := host.NewRoot(dir)
 	require.NoError(t, err)
-	inv, err := Discover(root)
+	inv, err := dc.discover(root)
 	require.NoError(t, err)
 	out := map[string]Device{}
 	for i, d := range inv.Devices {
@@ -161,15 +167,12 @@ func TestDiscoverSkipsADeviceRemovedMeanwhile(t *testing.T) {
 	require.NoError(t, err)
 	devDir := filepath.Join(filepath.Dir(link), target)
 
-	old := beforeRead
-	t.Cleanup(func() { beforeRead = old })
-	beforeRead = func(addr string) {
+	got := oursWith(t, dir, discovery{beforeRead: func(addr string) {
 		if addr == "0000:13:00.0" {
 			require.NoError(t, os.Remove(link))
 			require.NoError(t, os.RemoveAll(devDir))
 		}
-	}
-	got := ours(t, dir)
+	}})
 	delete(want, "0000:13:00.0")
 	require.Equal(t, want, got)
 }
@@ -195,18 +198,15 @@ func TestDiscoverRereadsADeviceAddedAgainMeanwhile(t *testing.T) {
 	}
 	recreate("0x2335")
 
-	old := afterOpen
-	t.Cleanup(func() { afterOpen = old })
 	opens := 0
-	afterOpen = func(a string) {
+	inv, err := discovery{afterOpen: func(a string) {
 		if a == addr {
 			opens++
 			if opens == 1 { // the open directory is gone; a new device is there
 				recreate("0x2336")
 			}
 		}
-	}
-	inv, err := Discover(root)
+	}}.discover(root)
 	require.NoError(t, err)
 	require.Equal(t, 2, opens, "read once more")
 	d := inv.Get(addr)
@@ -214,13 +214,12 @@ func TestDiscoverRereadsADeviceAddedAgainMeanwhile(t *testing.T) {
 	require.Equal(t, "2336", d.DeviceID, "the device that is there now")
 
 	opens = 0
-	afterOpen = func(a string) {
+	_, err = discovery{afterOpen: func(a string) {
 		if a == addr {
 			opens++
 			recreate(fmt.Sprintf("0x%04x", 0x2340+opens))
 		}
-	}
-	_, err = Discover(root)
+	}}.discover(root)
 	require.ErrorContains(t, err, "PCI discovery: ")
 	require.ErrorContains(t, err, addr)
 	require.Equal(t, 2, opens, "not read a third time")
