@@ -231,7 +231,7 @@ func decompressor(part *bufio.Reader) (io.Reader, func(), error) {
 		if err != nil {
 			return nil, none, fmt.Errorf("gzip: %w", err)
 		}
-		return z, func() { z.Close() }, nil
+		return z, func() { _ = z.Close() }, nil
 	case bytes.HasPrefix(magic, []byte{0xfd, '7', 'z', 'X', 'Z', 0}):
 		z, err := xz.NewReader(part)
 		if err != nil {

@@ -20,7 +20,7 @@ func packageCopy(src string) (copyPath, sum string, done func(), err error) {
 	if err != nil {
 		return "", "", nil, fmt.Errorf("%s: a private copy to check: %w", src, err)
 	}
-	done = func() { os.RemoveAll(dir) }
+	done = func() { _ = os.RemoveAll(dir) }
 	if err := safeTempParent(dir); err != nil {
 		done()
 		return "", "", nil, fmt.Errorf("%s: a private copy to check: %w", src, err)

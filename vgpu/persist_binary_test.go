@@ -48,7 +48,9 @@ func TestPersistRunsARootOwnedCopy(t *testing.T) {
 			return os.Chmod(filepath.Dir(f), 0o777)
 		},
 		"a symlink": func(f string) error {
-			os.Remove(f)
+			if err := os.Remove(f); err != nil {
+				return err
+			}
 			return os.Symlink(src, f)
 		},
 	} {

@@ -43,14 +43,14 @@ func keepFile(root *host.Root, src, sum, dst string) error {
 		return err
 	}
 	tmp := real + ".partial"
-	os.Remove(tmp)
+	_ = os.Remove(tmp) // a stale one; copyHashing fails on one it cannot replace
 	got, err := copyHashing(src, tmp)
 	if err != nil {
-		os.Remove(tmp)
+		_ = os.Remove(tmp) // the error is the copy's
 		return err
 	}
 	if got != sum {
-		os.Remove(tmp)
+		_ = os.Remove(tmp) // the error is the mismatch
 		return fmt.Errorf("%s changed since it was checked (SHA-256 %s then, %s now): not kept", src, sum, got)
 	}
 	if err := os.Rename(tmp, real); err != nil {

@@ -42,7 +42,7 @@ func verifiedCopy(src, want string, root *host.Root) (copyPath string, done func
 	if err := os.Mkdir(sub, 0o700); err != nil {
 		return "", nil, err
 	}
-	done = func() { os.RemoveAll(sub) }
+	done = func() { _ = os.RemoveAll(sub) }
 	copyPath = filepath.Join(sub, filepath.Base(src))
 	got, err := copyHashing(src, copyPath)
 	if err != nil {

@@ -191,7 +191,7 @@ func Append(root *host.Root, e Entry) error {
 	}
 	if errors.Is(statErr, fs.ErrNotExist) { // made now: its directory entry too must reach the disk
 		if err := root.SyncDir(Dir); err != nil {
-			f.Close()
+			_ = f.Close() // the error is the SyncDir's
 			return fmt.Errorf("journal: %w", err)
 		}
 	}
@@ -204,15 +204,15 @@ func Append(root *host.Root, e Entry) error {
 			if _, err := r.ReadAt(last[:], st.Size()-1); err == nil && last[0] != '\n' {
 				rec = append([]byte{'\n'}, rec...)
 			}
-			r.Close()
+			_ = r.Close() // only read
 		}
 	}
 	if _, err := f.Write(rec); err != nil {
-		f.Close()
+		_ = f.Close() // the error is the write's
 		return fmt.Errorf("journal %s: %w", Path, err)
 	}
 	if err := f.Sync(); err != nil {
-		f.Close()
+		_ = f.Close() // the error is the sync's
 		return err
 	}
 	return f.Close()

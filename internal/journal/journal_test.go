@@ -22,9 +22,7 @@ func TestAppendRead(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []Entry{e1, e2}, got)
 	// a torn last line (crash mid-write) is skipped and reported
-	f, _ := os.OpenFile(filepath.Join(dir, Path), os.O_APPEND|os.O_WRONLY, 0)
-	f.WriteString(`{"time":"2026-`)
-	f.Close()
+	appendTo(t, filepath.Join(dir, Path), `{"time":"2026-`)
 	got, err = Read(root)
 	require.ErrorContains(t, err, "unreadable lines [3]")
 	require.Len(t, got, 2)
@@ -84,17 +82,13 @@ func TestRecordVersion(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join(dir, Path))
 	require.NoError(t, err)
 	require.Contains(t, string(b), `{"v":1,"time"`)
-	f, _ := os.OpenFile(filepath.Join(dir, Path), os.O_APPEND|os.O_WRONLY, 0)
 	// as main's gpuprep (c1dcee8) wrote a label entry: no "v"
-	f.WriteString(`{"time":"2026-01-02T03:04:10Z","command":"apply","kind":"label","path":"/root/.kube/config","device":"node-a","before":"x=y","after":"nvidia.com/gpu.workload.config"}` + "\n")
-	f.Close()
+	appendTo(t, filepath.Join(dir, Path), `{"time":"2026-01-02T03:04:10Z","command":"apply","kind":"label","path":"/root/.kube/config","device":"node-a","before":"x=y","after":"nvidia.com/gpu.workload.config"}`+"\n")
 	got, err := Read(root)
 	require.NoError(t, err)
 	require.Equal(t, LabelRecord{Node: "node-a", Kubeconfig: "/root/.kube/config", Before: "x=y", Keys: "nvidia.com/gpu.workload.config"}, got[1].Label())
 	require.Equal(t, LabelRecord{Node: "n1", Kubeconfig: "/k", Before: "a=b", Keys: "c"}, got[0].Label())
-	f, _ = os.OpenFile(filepath.Join(dir, Path), os.O_APPEND|os.O_WRONLY, 0)
-	f.WriteString(`{"v":2,"time":"2026-01-02T03:04:10Z","command":"apply","kind":"step","before":"label","after":"done"}` + "\n")
-	f.Close()
+	appendTo(t, filepath.Join(dir, Path), `{"v":2,"time":"2026-01-02T03:04:10Z","command":"apply","kind":"step","before":"label","after":"done"}`+"\n")
 	got, err = Read(root)
 	require.ErrorContains(t, err, "lines [3] were written by a newer gpuprep")
 	require.Len(t, got, 3)
@@ -111,4 +105,14 @@ func TestPayloadsRoundTrip(t *testing.T) {
 	require.True(t, ok)
 	require.Equal(t, u, got)
 	require.Equal(t, DriverRecord{Device: "0000:41:00.0", Before: "nvidia", After: "vfio-pci"}, DriverIntent("apply", "0000:41:00.0", "nvidia", "vfio-pci", time.Time{}).Driver())
+}
+
+// appendTo appends text to the file p, as a writer other than Append.
+func appendTo(t *testing.T, p, text string) {
+	t.Helper()
+	f, err := os.OpenFile(p, os.O_APPEND|os.O_WRONLY, 0)
+	require.NoError(t, err)
+	_, err = f.WriteString(text)
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
 }

@@ -16,7 +16,7 @@ func TestNoKubeconfigSaysWhereToGiveOne(t *testing.T) {
 	missing := filepath.Join(t.TempDir(), "none")
 	t.Setenv("KUBECONFIG", missing)
 	t.Setenv("KUBERNETES_SERVICE_HOST", "") // not in a pod
-	os.Unsetenv("KUBERNETES_SERVICE_HOST")
+	require.NoError(t, os.Unsetenv("KUBERNETES_SERVICE_HOST"))
 	_, err := NewClient("")
 	require.EqualError(t, err, "no kubeconfig: no --kubeconfig given, $KUBECONFIG ("+missing+") names no readable file, "+
 		"and this is not a pod with a service account; name one with --kubeconfig FILE or KUBECONFIG=FILE")

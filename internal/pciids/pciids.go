@@ -46,7 +46,7 @@ func Lookup(root *host.Root, ids []ID) Names {
 	for _, p := range Paths {
 		if f, err := root.Open(p); err == nil {
 			n := scan(f, ids)
-			f.Close()
+			_ = f.Close() // only read
 			n.Source = p
 			n.fillFromEmbedded(ids)
 			return n

@@ -114,7 +114,7 @@ func writeEntry(out *os.Root, name string, mode os.FileMode, r io.Reader) error 
 		return err
 	}
 	if _, err := io.Copy(w, r); err != nil {
-		w.Close()
+		_ = w.Close() // the error is the copy's
 		return err
 	}
 	return w.Close()

@@ -554,14 +554,14 @@ func AddVFs(b *fixture.Builder, root *host.Root, addr string) error {
 	}
 	tot, _ := root.ReadString(pfDir + "/sriov_totalvfs")
 	var n int
-	fmt.Sscan(tot, &n)
+	_, _ = fmt.Sscan(tot, &n) // none: 0
 	var dom, bus, dev, fn int
 	if _, err := fmt.Sscanf(addr, "%04x:%02x:%02x.%d", &dom, &bus, &dev, &fn); err != nil {
 		return err
 	}
 	devID, _ := root.ReadString(pfDir + "/device")
 	var id uint16
-	fmt.Sscanf(devID, "0x%x", &id)
+	_, _ = fmt.Sscanf(devID, "0x%x", &id) // none: 0
 	// the types are the GPU's: those its enabled VFs offer, else an L40S's
 	creatable := L40SCreatable
 	for _, l := range root.Names(pfDir) {

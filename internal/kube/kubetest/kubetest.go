@@ -95,7 +95,7 @@ func Start(t testing.TB) *Server {
 		t.Cleanup(func() {
 			_ = cmd.Process.Kill()
 			_, _ = cmd.Process.Wait()
-			log.Close()
+			_ = log.Close() // read again by name below
 			if t.Failed() {
 				b, _ := os.ReadFile(log.Name())
 				t.Logf("%s log (tail):\n%s", name, tail(string(b), 3000))
