@@ -81,41 +81,48 @@ func Isolation(root *host.Root, inv *pci.Inventory, d *pci.Device) []string {
 	}
 	var out []string
 	for _, p := range up {
-		cfg, err := root.ReadFile("/sys/bus/pci/devices/" + p.Address + "/config")
-		if err != nil {
-			out = append(out, fmt.Sprintf("cannot read the config space of %s: %v", p.Address, err))
-			continue
-		}
-		typ, isPCIe := pcieType(cfg)
-		switch {
-		case len(cfg) < 0x40:
-			out = append(out, fmt.Sprintf("cannot read the config space of %s (%d bytes)", p.Address, len(cfg)))
-		case !isPCIe && len(cfg) >= 0x100 || isPCIe && typ == 0x7:
-			out = append(out, fmt.Sprintf("%s is a PCIe-to-PCI bridge: devices behind it share its requester ID and cannot be isolated from each other", p.Address))
-		case isPCIe && typ == 0x5 && !multifunction(cfg, inv, p):
-			// The kernel asks ACS of a switch's upstream port only when it
-			// is part of a multi-function device (pci_acs_enabled, after
-			// PCIe 6.12.1.2): a single-function one isolates nothing and
-			// splits nothing.
-		case len(cfg) <= 0x100:
-			out = append(out, fmt.Sprintf("cannot read the extended config space of %s (only %d bytes readable: run as root to read ACS)", p.Address, len(cfg)))
-		default:
-			ctrl, capab, ok := acs(cfg)
-			kind := portKind(typ)
-			if !ok {
-				out = append(out, fmt.Sprintf("%s (%s) has no ACS capability", p.Address, kind))
-				continue
-			}
-			need := uint16(acsSV|acsRR|acsCR|acsUF) & capab
-			if missing := need &^ ctrl; missing != 0 {
-				out = append(out, fmt.Sprintf("%s (%s) has ACS but %s disabled (control %#04x)", p.Address, kind, acsNames(missing), ctrl))
-			}
+		if why := portIsolation(root, inv, p); why != "" {
+			out = append(out, why)
 		}
 	}
 	if len(out) == 0 {
 		out = append(out, "every port above it has ACS isolation enabled; the group is shared below them (a multi-function device or a switch without ACS quirk)")
 	}
 	return out
+}
+
+// portIsolation says why the port p above a device does not isolate it,
+// or "" when it does (ACS enabled, or a port the kernel asks no ACS of).
+func portIsolation(root *host.Root, inv *pci.Inventory, p *pci.Device) string {
+	cfg, err := root.ReadFile("/sys/bus/pci/devices/" + p.Address + "/config")
+	if err != nil {
+		return fmt.Sprintf("cannot read the config space of %s: %v", p.Address, err)
+	}
+	typ, isPCIe := pcieType(cfg)
+	switch {
+	case len(cfg) < 0x40:
+		return fmt.Sprintf("cannot read the config space of %s (%d bytes)", p.Address, len(cfg))
+	case !isPCIe && len(cfg) >= 0x100 || isPCIe && typ == 0x7:
+		return fmt.Sprintf("%s is a PCIe-to-PCI bridge: devices behind it share its requester ID and cannot be isolated from each other", p.Address)
+	case isPCIe && typ == 0x5 && !multifunction(cfg, inv, p):
+		// The kernel asks ACS of a switch's upstream port only when it
+		// is part of a multi-function device (pci_acs_enabled, after
+		// PCIe 6.12.1.2): a single-function one isolates nothing and
+		// splits nothing.
+		return ""
+	case len(cfg) <= 0x100:
+		return fmt.Sprintf("cannot read the extended config space of %s (only %d bytes readable: run as root to read ACS)", p.Address, len(cfg))
+	}
+	ctrl, capab, ok := acs(cfg)
+	kind := portKind(typ)
+	if !ok {
+		return fmt.Sprintf("%s (%s) has no ACS capability", p.Address, kind)
+	}
+	need := uint16(acsSV|acsRR|acsCR|acsUF) & capab
+	if missing := need &^ ctrl; missing != 0 {
+		return fmt.Sprintf("%s (%s) has ACS but %s disabled (control %#04x)", p.Address, kind, acsNames(missing), ctrl)
+	}
+	return ""
 }
 
 const (

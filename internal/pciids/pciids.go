@@ -69,14 +69,7 @@ func isHex4(s []byte) bool {
 
 func scan(r io.Reader, ids []ID) Names {
 	n := Names{Vendors: map[string]string{}, Devices: map[ID]string{}}
-	wantV := map[string]bool{}
-	wantD := map[ID]bool{}
-	for _, id := range ids {
-		wantV[id.Vendor] = true
-		if id.Device != "" {
-			wantD[id] = true
-		}
-	}
+	wantV, wantD := wanted(ids)
 	left := len(wantV) + len(wantD)
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 4096), 1024*1024) // lines are short: a page, grown if ever needed
@@ -103,6 +96,19 @@ func scan(r io.Reader, ids []ID) Names {
 		}
 	}
 	return n
+}
+
+// wanted are the vendors and the devices ids asks to name.
+func wanted(ids []ID) (map[string]bool, map[ID]bool) {
+	wantV := map[string]bool{}
+	wantD := map[ID]bool{}
+	for _, id := range ids {
+		wantV[id.Vendor] = true
+		if id.Device != "" {
+			wantD[id] = true
+		}
+	}
+	return wantV, wantD
 }
 
 // Embedded names the given IDs from the embedded copy only. It reads no
