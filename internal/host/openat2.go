@@ -36,7 +36,7 @@ func (r *Root) rootFD() (int, bool) {
 		r.rfd.fd, r.rfd.err = unix.Open(r.dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 		if r.rfd.err == nil {
 			// closed when no Root uses it any more: tests make thousands
-			runtime.AddCleanup(r.rfd, func(fd int) { unix.Close(fd) }, r.rfd.fd)
+			runtime.AddCleanup(r.rfd, func(fd int) { _ = unix.Close(fd) }, r.rfd.fd)
 		}
 	})
 	if r.rfd.err != nil {
@@ -165,7 +165,7 @@ func (r *Root) readDirIn(p string) ([]fs.DirEntry, bool, error) {
 	}
 	real, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(fd))
 	if err != nil || !strings.HasPrefix(real, r.dir+"/") && real != r.dir {
-		unix.Close(fd)
+		_ = unix.Close(fd)     // a directory opened to read: nothing to lose
 		return nil, false, nil // no /proc, or moved meanwhile: the walk
 	}
 	d := os.NewFile(uintptr(fd), real)

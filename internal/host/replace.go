@@ -32,17 +32,17 @@ func (r *Root) ReplaceFile(p string, data []byte, perm fs.FileMode) (bool, error
 		return false, err
 	}
 	name := tmp.Name()
-	defer os.Remove(name) // gone after the rename; the leftover otherwise
+	defer func() { _ = os.Remove(name) }() // gone after the rename; the leftover otherwise
 	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
+		_ = tmp.Close() // removed: the error is the one before
 		return false, err
 	}
 	if err := tmp.Chmod(perm); err != nil {
-		tmp.Close()
+		_ = tmp.Close() // removed: the error is the one before
 		return false, err
 	}
 	if err := tmp.Sync(); err != nil {
-		tmp.Close()
+		_ = tmp.Close() // removed: the error is the one before
 		return false, err
 	}
 	if err := tmp.Close(); err != nil {

@@ -319,7 +319,7 @@ func (r *Root) open(p string) (*os.File, error) {
 			return nil, r.hostErr(err, p)
 		}
 		if err := readable(fd, name); err != nil {
-			unix.Close(fd)
+			_ = unix.Close(fd) // only opened to read: nothing to lose
 			return nil, r.hostErr(err, p)
 		}
 		return os.NewFile(uintptr(fd), name), nil

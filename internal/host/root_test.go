@@ -202,7 +202,7 @@ func TestRecorderNotesWhatWasRead(t *testing.T) {
 	require.Equal(t, "0x10de", v)
 	_, err = d.ReadString("missing")
 	require.Error(t, err)
-	d.Close()
+	require.NoError(t, d.Close())
 	require.False(t, r.Exists("/sys/nothing"))
 	_, err = r.ReadFile("/sys/dev/unread")
 	require.NoError(t, err)

@@ -73,7 +73,7 @@ func openFile(rp string) (*os.File, error) {
 		return nil, err
 	}
 	if err := readable(fd, rp); err != nil {
-		unix.Close(fd)
+		_ = unix.Close(fd) // only opened to read: nothing to lose
 		return nil, err
 	}
 	return os.NewFile(uintptr(fd), rp), nil

@@ -46,7 +46,7 @@ func TestReadsRefuseFIFOsWithoutBlocking(t *testing.T) {
 			"Open": func() error {
 				f, err := r.Open("/etc/default/grub")
 				if err == nil {
-					f.Close()
+					err = f.Close()
 				}
 				return err
 			},

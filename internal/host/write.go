@@ -115,31 +115,31 @@ func (r *Root) WriteFileAtomic(p string, data []byte, perm fs.FileMode, now time
 	ok := false
 	defer func() {
 		if !ok {
-			os.Remove(tmpName)
+			_ = os.Remove(tmpName) // the error is the one returned
 		}
 	}()
 	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
+		_ = tmp.Close() // removed: the error is the one before
 		return res, err
 	}
 	if err := tmp.Chmod(mode); err != nil {
-		tmp.Close()
+		_ = tmp.Close() // removed: the error is the one before
 		return res, err
 	}
 	if uid >= 0 {
 		if err := tmp.Chown(uid, gid); err != nil && !errors.Is(err, fs.ErrPermission) {
-			tmp.Close()
+			_ = tmp.Close() // removed: the error is the one before
 			return res, err
 		}
 	}
 	if exists {
 		if err := copyXattrs(rp, tmp); err != nil {
-			tmp.Close()
+			_ = tmp.Close() // removed: the error is the one before
 			return res, fmt.Errorf("%s: keeping its extended attributes: %w", path.Clean("/"+p), err)
 		}
 	}
 	if err := tmp.Sync(); err != nil {
-		tmp.Close()
+		_ = tmp.Close() // removed: the error is the one before
 		return res, err
 	}
 	if err := tmp.Close(); err != nil {
@@ -224,14 +224,14 @@ func writeSynced(path string, data []byte, mode fs.FileMode, uid, gid int) error
 		return err
 	}
 	if _, err := f.Write(data); err != nil {
-		f.Close()
+		_ = f.Close() // the error is the one before
 		return err
 	}
 	if uid >= 0 {
 		_ = f.Chown(uid, gid)
 	}
 	if err := f.Sync(); err != nil {
-		f.Close()
+		_ = f.Close() // the error is the one before
 		return err
 	}
 	if err := f.Close(); err != nil {
