@@ -92,26 +92,36 @@ func Run(t *testing.T, helperTest string, env []string, kill func(regs *syscall.
 		if !ws.Stopped() || killed {
 			continue
 		}
-		sig := ws.StopSignal()
-		switch {
-		case sig == syscall.SIGTRAP|0x80: // a syscall stop: entry and exit alternate per thread
-			entry := !inSyscall[wpid]
-			inSyscall[wpid] = entry
-			if entry {
-				var regs syscall.PtraceRegs
-				if syscall.PtraceGetRegs(wpid, &regs) == nil && kill(&regs) {
-					require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
-					killed = true
-					continue
-				}
-			}
-			_ = syscall.PtraceSyscall(wpid, 0)
-		case sig == syscall.SIGTRAP || sig == syscall.SIGSTOP:
-			_ = syscall.PtraceSyscall(wpid, 0) // clone events, new threads
-		default:
-			_ = syscall.PtraceSyscall(wpid, int(sig)) // deliver the signal
+		if killAt(wpid, ws.StopSignal(), inSyscall, kill) {
+			require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
+			killed = true
 		}
 	}
 	_ = cmd.Wait()
 	return killed, out.String()
+}
+
+// killAt handles the stop of thread wpid by signal sig: it reports whether
+// the thread is entering a system call kill picks (the process is then to
+// be killed, the thread left stopped); otherwise it lets the thread go on,
+// delivering a signal that is not ptrace's own. inSyscall tracks, per
+// thread, whether the next syscall stop is an exit.
+func killAt(wpid int, sig syscall.Signal, inSyscall map[int]bool, kill func(regs *syscall.PtraceRegs) bool) bool {
+	switch {
+	case sig == syscall.SIGTRAP|0x80: // a syscall stop: entry and exit alternate per thread
+		entry := !inSyscall[wpid]
+		inSyscall[wpid] = entry
+		if entry {
+			var regs syscall.PtraceRegs
+			if syscall.PtraceGetRegs(wpid, &regs) == nil && kill(&regs) {
+				return true
+			}
+		}
+		_ = syscall.PtraceSyscall(wpid, 0)
+	case sig == syscall.SIGTRAP || sig == syscall.SIGSTOP:
+		_ = syscall.PtraceSyscall(wpid, 0) // clone events, new threads
+	default:
+		_ = syscall.PtraceSyscall(wpid, int(sig)) // deliver the signal
+	}
+	return false
 }

@@ -44,32 +44,10 @@ func Norm(key string) string { return strings.ReplaceAll(key, "-", "_") }
 // "=a" set to "b"; no parameter has an empty key.
 func Parse(s string) []Param {
 	var out []Param
-	i := 0
-	for i < len(s) {
-		for i < len(s) && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n') {
-			i++
-		}
-		if i >= len(s) {
-			break
-		}
-		var b strings.Builder
-		inq := false
-		eq := -1
-		for ; i < len(s); i++ {
-			c := s[i]
-			if c == '"' {
-				inq = !inq
-				continue
-			}
-			if !inq && (c == ' ' || c == '\t' || c == '\n') {
-				break
-			}
-			if c == '=' && eq < 0 && b.Len() > 0 {
-				eq = b.Len() // a leading '=' is part of the key (keyOnly)
-			}
-			b.WriteByte(c)
-		}
-		w := b.String()
+	for i := skipBlanks(s, 0); i < len(s); i = skipBlanks(s, i) {
+		var w string
+		var eq int
+		w, eq, i = word(s, i)
 		if w == "" {
 			continue
 		}
@@ -83,6 +61,41 @@ func Parse(s string) []Param {
 		}
 	}
 	return out
+}
+
+// isBlank is whether c separates the command line's words.
+func isBlank(c byte) bool { return c == ' ' || c == '\t' || c == '\n' }
+
+// skipBlanks is the index of the first byte of s from i that is not blank.
+func skipBlanks(s string, i int) int {
+	for i < len(s) && isBlank(s[i]) {
+		i++
+	}
+	return i
+}
+
+// word reads the word of s that starts at i, up to a blank outside double
+// quotes: the word without its quotes, where its first '=' is in it (-1:
+// none; a leading '=' is part of the key, keyOnly), and the index after it.
+func word(s string, i int) (w string, eq, next int) {
+	var b strings.Builder
+	inq := false
+	eq = -1
+	for ; i < len(s); i++ {
+		c := s[i]
+		if c == '"' {
+			inq = !inq
+			continue
+		}
+		if !inq && isBlank(c) {
+			break
+		}
+		if c == '=' && eq < 0 && b.Len() > 0 {
+			eq = b.Len()
+		}
+		b.WriteByte(c)
+	}
+	return b.String(), eq, i
 }
 
 // ParseOne parses a single "key=value" or "key" argument, as Parse does:
