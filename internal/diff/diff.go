@@ -30,48 +30,50 @@ func Unified(name string, old, new []byte, oldExists bool) string {
 		}
 		// a hunk: from ctx lines before this change to ctx lines after the
 		// last change that is within 2*ctx of the previous one
-		start := i - ctx
-		if start < 0 {
-			start = 0
-		}
-		end := i
-		for j := i; j < len(ops); j++ {
-			if ops[j].kind != ' ' {
-				end = j
-			} else if j-end > 2*ctx {
-				break
-			}
-		}
-		stop := end + ctx + 1
-		if stop > len(ops) {
-			stop = len(ops)
-		}
-		h := ops[start:stop]
-		// the hunk starts at the smallest positions in it (removals are moved
-		// before additions, so the first op need not hold them)
-		aStart, bStart, aLen, bLen := h[0].ai, h[0].bi, 0, 0
-		for _, o := range h {
-			aStart, bStart = min(aStart, o.ai), min(bStart, o.bi)
-		}
-		for _, o := range h {
-			if o.kind != '+' {
-				aLen++
-			}
-			if o.kind != '-' {
-				bLen++
-			}
-		}
-		fmt.Fprintf(&sb, "@@ -%s +%s @@\n", rng(aStart, aLen), rng(bStart, bLen))
-		for _, o := range h {
-			sb.WriteByte(o.kind)
-			sb.WriteString(o.text)
-			if !strings.HasSuffix(o.text, "\n") {
-				sb.WriteString("\n\\ No newline at end of file\n")
-			}
-		}
+		start := max(i-ctx, 0)
+		stop := min(lastChange(ops, i, ctx)+ctx+1, len(ops))
+		writeHunk(&sb, ops[start:stop])
 		i = stop
 	}
 	return sb.String()
+}
+
+// lastChange is the last change of the hunk whose first change is ops[i]:
+// the last within 2*ctx lines of the one before it.
+func lastChange(ops []op, i, ctx int) int {
+	end := i
+	for j := i; j < len(ops); j++ {
+		if ops[j].kind != ' ' {
+			end = j
+		} else if j-end > 2*ctx {
+			break
+		}
+	}
+	return end
+}
+
+// writeHunk writes the hunk h: its header, then its lines.
+func writeHunk(sb *strings.Builder, h []op) {
+	// the hunk starts at the smallest positions in it (removals are moved
+	// before additions, so the first op need not hold them)
+	aStart, bStart, aLen, bLen := h[0].ai, h[0].bi, 0, 0
+	for _, o := range h {
+		aStart, bStart = min(aStart, o.ai), min(bStart, o.bi)
+		if o.kind != '+' {
+			aLen++
+		}
+		if o.kind != '-' {
+			bLen++
+		}
+	}
+	fmt.Fprintf(sb, "@@ -%s +%s @@\n", rng(aStart, aLen), rng(bStart, bLen))
+	for _, o := range h {
+		sb.WriteByte(o.kind)
+		sb.WriteString(o.text)
+		if !strings.HasSuffix(o.text, "\n") {
+			sb.WriteString("\n\\ No newline at end of file\n")
+		}
+	}
 }
 
 func rng(start, n int) string {
@@ -105,6 +107,12 @@ type op struct {
 // editScript is a longest-common-subsequence diff; the files gpuprep edits
 // are small (configuration files), so the quadratic table is cheap.
 func editScript(a, b []string) []op {
+	return removalsFirst(walk(a, b, lcsTable(a, b)))
+}
+
+// lcsTable is, at [i][j], the length of the longest common subsequence of
+// a[i:] and b[j:].
+func lcsTable(a, b []string) [][]int32 {
 	n, m := len(a), len(b)
 	lcs := make([][]int32, n+1)
 	for i := range lcs {
@@ -119,6 +127,13 @@ func editScript(a, b []string) []op {
 			}
 		}
 	}
+	return lcs
+}
+
+// walk is the edit script the table lcs of a and b gives, additions
+// preferred where both are as short.
+func walk(a, b []string, lcs [][]int32) []op {
+	n, m := len(a), len(b)
 	var ops []op
 	i, j := 0, 0
 	for i < n || j < m {
@@ -135,8 +150,12 @@ func editScript(a, b []string) []op {
 			i++
 		}
 	}
-	// within each run of changes show the removals before the additions, as
-	// diff -u does, keeping each side's order
+	return ops
+}
+
+// removalsFirst shows, within each run of changes, the removals before
+// the additions, as diff -u does, keeping each side's order.
+func removalsFirst(ops []op) []op {
 	out := make([]op, 0, len(ops))
 	for i := 0; i < len(ops); {
 		if ops[i].kind == ' ' {
