@@ -31,8 +31,10 @@ func waitDead(owner string) {
 func Sweep(stale func(owner string) bool) {
 	killProcs(stale)
 	for _, u := range Users(stale) {
-		DeleteUser(u)
-		os.Remove(Sudoers + u)
+		// best effort, as every removal of the sweep: what is left is
+		// swept again by the next run
+		_ = DeleteUser(u)
+		_ = os.Remove(Sudoers + u)
 	}
 	removeOrphanSudoers()
 	removeDirs(stale)
@@ -66,7 +68,7 @@ func removeOrphanSudoers() {
 	files, _ := filepath.Glob(Sudoers + "gpuprep-*")
 	for _, f := range files {
 		if _, err := user.Lookup(strings.TrimPrefix(f, Sudoers)); err != nil {
-			os.Remove(f)
+			_ = os.Remove(f) // best effort
 		}
 	}
 }
@@ -80,7 +82,7 @@ func killProcs(stale func(string) bool) {
 			return
 		}
 		for _, pid := range pids {
-			syscall.Kill(pid, syscall.SIGKILL)
+			_ = syscall.Kill(pid, syscall.SIGKILL) // gone already, or the next pass
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -144,17 +146,17 @@ func removeDirs(stale func(string) bool) {
 	olds, _ := filepath.Glob(filepath.Join(os.TempDir(), TmpPrefix+"*"))
 	for _, d := range olds {
 		if o := strings.TrimPrefix(filepath.Base(d), TmpPrefix); isOwner(o) && stale(o) {
-			os.RemoveAll(d)
+			_ = os.RemoveAll(d) // best effort
 		}
 	}
 	for _, base := range varBases() {
 		ents, _ := os.ReadDir(base)
 		for _, e := range ents {
 			if isOwner(e.Name()) && stale(e.Name()) {
-				os.RemoveAll(filepath.Join(base, e.Name()))
+				_ = os.RemoveAll(filepath.Join(base, e.Name())) // best effort
 			}
 		}
-		os.Remove(base) // only when empty
+		_ = os.Remove(base) // only when empty
 	}
 }
 

@@ -81,7 +81,10 @@ func MainFunc(run func() int) int {
 		fmt.Fprintln(os.Stderr, "testrun:", err)
 		return 1
 	}
-	os.Setenv(EnvOwner, owner)
+	if err := os.Setenv(EnvOwner, owner); err != nil {
+		fmt.Fprintln(os.Stderr, "testrun:", err)
+		return 1
+	}
 	Sweep(func(o string) bool { return !Alive(o) })
 	if err := startReaper(owner); err != nil {
 		fmt.Fprintln(os.Stderr, "testrun: no reaper:", err)
@@ -91,7 +94,10 @@ func MainFunc(run func() int) int {
 		fmt.Fprintln(os.Stderr, "testrun:", err)
 		return 1
 	}
-	os.Setenv("XDG_CACHE_HOME", cache)
+	if err := os.Setenv("XDG_CACHE_HOME", cache); err != nil {
+		fmt.Fprintln(os.Stderr, "testrun:", err)
+		return 1
+	}
 	handleSignals(owner)
 	code := run()
 	cleanUp(owner)
@@ -221,10 +227,10 @@ func startReaper(owner string) error {
 	cmd.Stdin = r
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
-		w.Close()
+		_ = w.Close() // the error is the start's
 		return err
 	}
-	go cmd.Wait() // a zombie until then; the reaper outlives this process
+	go func() { _ = cmd.Wait() }() // a zombie until then; the reaper outlives this process
 	reaperPipe = w
 	return nil
 }

@@ -104,7 +104,7 @@ func runHelper(t *testing.T, how string, signal os.Signal) (made, int) {
 			}
 		}
 	}
-	cmd.Wait()
+	_ = cmd.Wait() // the exit code is read below
 	require.NotEmpty(t, m.dirs, "the helper made nothing")
 	return m, cmd.ProcessState.ExitCode()
 }
