@@ -70,7 +70,7 @@ func bootSSHGuest(t *testing.T, name, iommu, authorizedKeys string, port int) *s
 	if err := os.MkdirAll(filepath.Dir(g.log), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	os.Remove(g.log)
+	_ = os.Remove(g.log) // the last run's, if any
 	g.cmd = exec.Command(tb.script, "ssh", authorizedKeys, fmt.Sprint(port), iommu)
 	g.cmd.Env = append(os.Environ(), "GPUPREP_E2E_LOG="+g.log)
 	g.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // qemu (timeout --foreground keeps it in the group) and tee go with it
@@ -80,13 +80,13 @@ func bootSSHGuest(t *testing.T, name, iommu, authorizedKeys string, port int) *s
 	if err := g.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	go func() { g.cmd.Wait(); close(g.exited) }()
+	go func() { _ = g.cmd.Wait(); close(g.exited) }() // killed by the cleanup: its error says so
 	t.Cleanup(func() {
-		syscall.Kill(-g.cmd.Process.Pid, syscall.SIGTERM)
+		_ = syscall.Kill(-g.cmd.Process.Pid, syscall.SIGTERM) // exited already, or killed below
 		select {
 		case <-g.exited:
 		case <-time.After(10 * time.Second):
-			syscall.Kill(-g.cmd.Process.Pid, syscall.SIGKILL)
+			_ = syscall.Kill(-g.cmd.Process.Pid, syscall.SIGKILL)
 			<-g.exited
 		}
 	})
@@ -318,7 +318,7 @@ func appendFile(name, s string) error {
 		return err
 	}
 	if _, err := f.WriteString(s); err != nil {
-		f.Close()
+		_ = f.Close() // the error is the write's
 		return err
 	}
 	return f.Close()

@@ -83,7 +83,7 @@ func bootScript(t *testing.T, name, iommu string, kargs []string, script string,
 	if *keepPayloads {
 		t.Logf("payload dir %s", payload)
 	} else {
-		t.Cleanup(func() { os.RemoveAll(payload) })
+		t.Cleanup(func() { _ = os.RemoveAll(payload) }) // best effort
 	}
 	if err := copyFile(tb.bin, filepath.Join(payload, "gpuprep"), 0o755); err != nil {
 		t.Fatal(err)
