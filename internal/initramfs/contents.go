@@ -179,6 +179,17 @@ func (img *Image) early(c *Contents) {
 		m, args, _ := strings.Cut(l.text, " ")
 		c.Early = append(c.Early, Load{Module: norm(m), Args: strings.TrimSpace(args), Source: l.source})
 	}
+	img.cmdlineLoads(c)
+	img.hookLoads(c)
+	if c.Generator == "mkinitcpio" {
+		img.mkinitcpioLoads(c)
+	}
+	img.modulesLoadD(c)
+}
+
+// cmdlineLoads adds dracut's rd.driver.pre (loaded before udev) and
+// rd.driver.blacklist of the image's etc/cmdline.d to c.
+func (img *Image) cmdlineLoads(c *Contents) {
 	for _, n := range img.confFiles("etc/cmdline.d") {
 		for _, l := range img.lines(n) {
 			for _, w := range strings.Fields(l.text) {
@@ -198,16 +209,21 @@ func (img *Image) early(c *Contents) {
 			}
 		}
 	}
-	img.hookLoads(c)
-	if c.Generator == "mkinitcpio" {
-		for _, l := range img.lines("config") {
-			if v, ok := strings.CutPrefix(l.text, "MODULES="); ok {
-				for _, m := range strings.Fields(strings.Trim(v, "'\"()")) {
-					c.Early = append(c.Early, Load{Module: norm(m), Source: l.source, BeforeUdev: true})
-				}
+}
+
+// mkinitcpioLoads adds mkinitcpio's MODULES (in /config) to c.
+func (img *Image) mkinitcpioLoads(c *Contents) {
+	for _, l := range img.lines("config") {
+		if v, ok := strings.CutPrefix(l.text, "MODULES="); ok {
+			for _, m := range strings.Fields(strings.Trim(v, "'\"()")) {
+				c.Early = append(c.Early, Load{Module: norm(m), Source: l.source, BeforeUdev: true})
 			}
 		}
 	}
+}
+
+// modulesLoadD adds the modules of the image's modules-load.d to c.
+func (img *Image) modulesLoadD(c *Contents) {
 	for _, n := range img.dropIns("modules-load.d") {
 		for _, l := range img.lines(n) {
 			if !strings.HasPrefix(l.text, ";") {
