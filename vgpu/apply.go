@@ -391,7 +391,7 @@ const (
 // runs: rollback reads the mode and turns it off if it is on. Entries are stamped now, with command; a
 // record that fails stops the run before the next write. TypeNames is not
 // journalled here: a caller writes TypeNamesFile first, as a journalled
-// file (provision.WriteVGPUTypeNames), and this finds the names there.
+// file (ApplyRecorded; apply's vgpu-devices step), and this finds the names there.
 func ApplyJournalled(root *host.Root, w AttrWriter, p *Plan, now time.Time, command string, record func(journal.Entry) error) ([]Action, error) {
 	rec := func(a Action) journal.VGPURecord { return journal.VGPURecord{Attr: a.Path, GPU: a.GPU, Value: a.Value} }
 	return apply(root, w, p, now, &journalHooks{
