@@ -135,3 +135,19 @@ func TestWriteFilesRollBack(t *testing.T) {
 	b, _ = os.ReadFile(env)
 	require.Equal(t, was, string(b))
 }
+
+// A label entry as main's gpuprep (a32c023) wrote it, with no record
+// version, rolls back as one of this version.
+func TestRollbackOfAnOldLabelEntry(t *testing.T) {
+	s := kubetest.Start(t)
+	kc := s.AdminKubeconfig(t)
+	s.CreateNode(t, "n1", map[string]string{"zone": "r1", kube.WorkloadLabel: "vm-passthrough"})
+	root, dir := newRoot(t)
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "var/lib/gpuprep"), 0o700))
+	old := `{"time":"2026-01-02T03:04:10Z","command":"label","kind":"label","path":"` + kc + `","device":"n1","before":"nvidia.com/gpu.workload.config=container,nvidia.com/vgpu.config=A10-12Q","after":"nvidia.com/gpu.workload.config,nvidia.com/vgpu.config"}` + "\n"
+	require.NoError(t, os.WriteFile(filepath.Join(dir, journal.Path), []byte(old), 0o600))
+	_, err := provision.Rollback(context.Background(), provision.Env{Root: root}, provision.RollbackOptions{})
+	require.NoError(t, err)
+	got, _ := s.NodeLabels(t, "n1")
+	require.Equal(t, map[string]string{"zone": "r1", kube.WorkloadLabel: "container", kube.VGPUConfigLabel: "A10-12Q"}, got)
+}
