@@ -239,3 +239,16 @@ func (s *FleetStream) Close(interrupted bool) error {
 }
 
 func dirOf(p string) string { return filepath.Dir(p) }
+
+// Render writes the complete fleet report in format (text, junit,
+// markdown, html; json is WriteJSON's).
+func (s *FleetStream) Render(w io.Writer, format string, interrupted bool) error {
+	if format == "json" {
+		return s.WriteJSON(w, interrupted)
+	}
+	f, err := s.Load(interrupted)
+	if err != nil {
+		return err
+	}
+	return Render(w, &Document{Fleet: f}, format)
+}
