@@ -44,6 +44,11 @@ type FleetReport struct {
 	Interrupted bool `json:"interrupted,omitempty"`
 	// Rollout (fleet apply): how the hosts were rolled out and why it stopped.
 	Rollout *Rollout     `json:"rollout,omitempty"`
+	// Planned is how many hosts the run set out to finish: written only
+	// in the head of a --report file while the run goes on (so that a file
+	// cut off by a killed run says how many hosts it lacks), never in a
+	// finished report.
+	Planned int          `json:"planned,omitempty"`
 	Hosts   []FleetHost  `json:"hosts"`
 	Summary FleetSummary `json:"summary"`
 	// single: one host's check report rendered in a fleet format (AsFleet):

@@ -58,7 +58,9 @@ func NewFleetStream(path string, head *FleetReport, n int) (*FleetStream, error)
 		}
 		return nil, err
 	}
-	pre, _, err := fleetHead(&s.head)
+	running := s.head
+	running.Planned = n
+	pre, _, err := fleetHead(&running)
 	if err != nil {
 		s.f.Close()
 		return nil, err
