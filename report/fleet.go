@@ -43,7 +43,7 @@ type FleetReport struct {
 	// Interrupted: the run was stopped (Ctrl-C) before every host finished.
 	Interrupted bool `json:"interrupted,omitempty"`
 	// Rollout (fleet apply): how the hosts were rolled out and why it stopped.
-	Rollout *Rollout     `json:"rollout,omitempty"`
+	Rollout *Rollout `json:"rollout,omitempty"`
 	// Planned is how many hosts the run set out to finish: written only
 	// in the head of a --report file while the run goes on (so that a file
 	// cut off by a killed run says how many hosts it lacks), never in a
