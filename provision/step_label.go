@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/gpuprep/gpuprep/internal/change"
 	"github.com/gpuprep/gpuprep/internal/host"
 	"github.com/gpuprep/gpuprep/internal/journal"
 	"github.com/gpuprep/gpuprep/internal/kube"
+	"github.com/gpuprep/gpuprep/label"
 	"github.com/gpuprep/gpuprep/preflight"
 )
 
@@ -107,54 +109,23 @@ func (p *Plan) label(ctx context.Context, e Env) error {
 		if err != nil {
 			return err
 		}
-		for _, f := range edits {
-			if err := writeFile(e, f.Path, f.New); err != nil {
-				return err
+		return label.WriteFiles(e.Root, edits, "apply", e.now(), func(f change.File, res host.WriteResult) {
+			if res.Changed {
+				e.logf("wrote %s%s", f.Path, backupNote(res.Backup))
 			}
-		}
-		return nil
+		})
 	}
 	client, err := kube.NewClient(p.opts.Kubeconfig)
 	if err != nil {
 		return err
 	}
-	before, err := client.LabelNode(ctx, l.node, l.set, l.remove, true)
-	if err != nil {
-		return err
-	}
-	if !before.Changed {
-		return nil
-	}
-	if err := e.record(LabelIntent("apply", l.node, p.opts.Kubeconfig, l.set, l.remove, before.Before)); err != nil {
-		return err
-	}
-	if _, err := client.LabelNode(ctx, l.node, l.set, l.remove, false); err != nil {
+	res, err := label.Change{Node: l.node, Kubeconfig: p.opts.Kubeconfig, Set: l.set, Remove: l.remove}.Apply(ctx, client,
+		label.Options{Root: e.Root, Command: "apply", Now: e.now()})
+	if err != nil || !res.Changed {
 		return err
 	}
 	e.logf("labelled Node %s: %s", l.node, kube.FormatLabels(l.set))
 	return nil
-}
-
-// LabelIntent is the journal entry (kind "label") that command writes before
-// it sets set and removes remove on Node node through the API with
-// kubeconfig: before is the labels the node has (LabelNode's Before, from a
-// server-side dry run). Rollback puts back the keys it lists that the node had
-// and removes those it did not. Path is the kubeconfig file, absolute
-// (kube.KubeconfigPath).
-func LabelIntent(command, node, kubeconfig string, set []kube.Label, remove []string, before map[string]string) journal.Entry {
-	var keys []string
-	for _, x := range set {
-		keys = append(keys, x.Key)
-	}
-	keys = append(keys, remove...)
-	var was []kube.Label
-	for _, k := range keys {
-		if v, ok := before[k]; ok {
-			was = append(was, kube.Label{Key: k, Value: v})
-		}
-	}
-	return journal.Entry{Command: command, Kind: KindLabel, Device: node, Path: kube.KubeconfigPath(kubeconfig),
-		Before: kube.FormatLabels(was), After: strings.Join(keys, ",")}
 }
 
 func restoreLabels(ctx context.Context, first journal.Entry, kubeconfig string, res *RollbackResult) error {

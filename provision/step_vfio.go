@@ -458,7 +458,7 @@ func (p *Plan) bind(ctx context.Context, e Env) error {
 		if t.Bound {
 			continue
 		}
-		if err := e.record(journal.Entry{Time: now, Command: "apply", Kind: KindDriverIntent, Device: t.Dev.Address, Before: t.Driver, After: t.VFIO}); err != nil {
+		if err := e.record(journal.DriverIntent("apply", t.Dev.Address, t.Driver, t.VFIO, now)); err != nil {
 			return err
 		}
 	}
@@ -524,7 +524,7 @@ func (p *Plan) unbind(ctx context.Context, e Env) error {
 		return err
 	}
 	for _, t := range p.targets(e.Root) {
-		if err := e.record(journal.Entry{Time: now, Command: "apply", Kind: KindDriverIntent, Device: t.addr, Before: t.driver, After: t.restore}); err != nil {
+		if err := e.record(journal.DriverIntent("apply", t.addr, t.driver, t.restore, now)); err != nil {
 			return err
 		}
 	}

@@ -463,14 +463,6 @@ func writeTypeNames(e Env, dp *vgpu.Plan, command string) error {
 	return writeFileBy(e, vgpu.TypeNames, names, command)
 }
 
-// WriteVGPUTypeNames is for gpuprep vgpu apply what apply's vgpu-devices
-// step does before its vGPU writes: vgpu.TypeNames written at now and
-// journalled with command, so that gpuprep rollback restores it
-// byte-identical (removes it when it was new) with the vGPUs.
-func WriteVGPUTypeNames(root *host.Root, dp *vgpu.Plan, now time.Time, command string) error {
-	return writeTypeNames(Env{Root: root, Now: func() time.Time { return now }}, dp, command)
-}
-
 // vgpuTarget is the vGPU a vgpu entry created: an mdev's UUID, or a VF's
 // address; "" for entries that removed one (vgpu apply --prune).
 func vgpuTarget(en journal.Entry) string {

@@ -9,10 +9,10 @@ import (
 	"runtime"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"text/tabwriter"
 	"time"
 
 	"github.com/gpuprep/gpuprep/internal/plural"
@@ -43,12 +43,20 @@ type FleetReport struct {
 	// Interrupted: the run was stopped (Ctrl-C) before every host finished.
 	Interrupted bool `json:"interrupted,omitempty"`
 	// Rollout (fleet apply): how the hosts were rolled out and why it stopped.
-	Rollout *Rollout     `json:"rollout,omitempty"`
+	Rollout *Rollout `json:"rollout,omitempty"`
+	// Planned is how many hosts the run set out to finish: written only
+	// in the head of a --report file while the run goes on (so that a file
+	// cut off by a killed run says how many hosts it lacks), never in a
+	// finished report.
+	Planned int          `json:"planned,omitempty"`
 	Hosts   []FleetHost  `json:"hosts"`
 	Summary FleetSummary `json:"summary"`
 	// single: one host's check report rendered in a fleet format (AsFleet):
 	// titled as gpuprep check, with the host's per-mode readiness
 	single bool
+	// from: a report rendered from its stream (FleetStream.Render), its
+	// hosts read back from there one at a time (Hosts nil)
+	from *FleetStream
 }
 
 // title names what made the report.
@@ -526,47 +534,34 @@ func firstLine(s string, max int) string {
 	return s
 }
 
-// FleetText writes the terminal fleet report.
+// FleetText writes the terminal fleet report, host by host (its table
+// measured in a first pass over the hosts, written in a second).
 func FleetText(w io.Writer, f *FleetReport) error {
 	re := Renderer(w)
 	bold := re.NewStyle().Bold(true)
 	faint := re.NewStyle().Faint(true)
-	var b strings.Builder
-	fmt.Fprintf(&b, "%s  %s\n\n", bold.Render(Clean(f.title())), Clean(summaryLine(f)))
-	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-	if f.Rollout != nil {
-		rolloutTable(tw, f)
-	} else if len(f.Command) > 0 {
-		fmt.Fprintln(tw, "HOST\tADDRESS\tSTATUS\tEXIT\tOUTCOME\tOUTPUT / ERROR")
-		for _, h := range f.Hosts {
-			code, detail := "-", firstLine(h.Error, 100)
-			if h.ExitCode != nil {
-				code = fmt.Sprint(*h.ExitCode)
-			}
-			if h.Status == "evaluated" {
-				detail = firstLine(h.Stdout, 100)
-				if len(h.Output) > 0 {
-					detail = "(JSON output)"
-				}
-				if detail == "" {
-					detail = firstLine(h.Stderr, 100)
-				}
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", Clean(h.Name), Clean(h.Address), Clean(h.Status), code, Clean(orDash(h.Outcome)), detail)
-		}
-	} else {
-		fmt.Fprintln(tw, "HOST\tADDRESS\tSTATUS\tVERDICT\tPASS\tWARN\tFAIL\tERROR\tBLOCKERS / ERROR")
-		for _, h := range f.Hosts {
-			if h.Report == nil {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t-\t\t\t\t\t%s\n", Clean(h.Name), Clean(h.Address), Clean(h.Status), firstLine(h.Error, 100))
-				continue
-			}
-			s := h.Report.Summary
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\n", Clean(h.Name), Clean(h.Address), Clean(h.Status), Clean(h.Verdict),
-				s.Pass, s.Warn, s.Fail, s.Error, Clean(strings.Join(blockers(h.Report), ", ")))
-		}
+	line, err := summaryLine(f)
+	if err != nil {
+		return err
 	}
-	tw.Flush()
+	b := bufio.NewWriterSize(w, 64<<10)
+	fmt.Fprintf(b, "%s  %s\n\n", bold.Render(Clean(f.title())), Clean(line))
+	head, row := textCheckHead, textCheckRow
+	switch {
+	case f.Rollout != nil:
+		head, row = textRolloutHead, textRolloutRow
+	case len(f.Command) > 0:
+		head, row = textRunHead, textRunRow
+	}
+	var t table
+	t.measure(head...)
+	if err := f.eachHost(func(_ int, h *FleetHost) error { t.measure(row(h)...); return nil }); err != nil {
+		return err
+	}
+	t.write(b, head...)
+	if err := f.eachHost(func(_ int, h *FleetHost) error { t.write(b, row(h)...); return nil }); err != nil {
+		return err
+	}
 	if ro := f.Rollout; ro != nil {
 		rb := ""
 		if ro.RollbackOnFailure {
@@ -577,51 +572,86 @@ func FleetText(w io.Writer, f *FleetReport) error {
 			if ro.MaxReboots > 0 {
 				rb += fmt.Sprintf(" (at most %d times each)", ro.MaxReboots)
 			}
-			if n, hosts := rebootCount(f); n > 0 {
+			n, hosts, err := rebootCount(f)
+			if err != nil {
+				return err
+			}
+			if n > 0 {
 				rb += ": " + plural.N(n, "reboot") + " on " + plural.N(hosts, "host")
 			}
 		}
-		fmt.Fprintf(&b, "\n%s canary %d, then batches of %d; stop when more than %d host(s) failed%s: %d failed.\n", bold.Render("Rollout"),
+		fmt.Fprintf(b, "\n%s canary %d, then batches of %d; stop when more than %d host(s) failed%s: %d failed.\n", bold.Render("Rollout"),
 			ro.Canary, ro.Batch, ro.MaxFailures, rb, ro.Failures)
 		if ro.Stopped != "" {
-			fmt.Fprintf(&b, "Stopped: %s\n", Clean(ro.Stopped))
+			fmt.Fprintf(b, "Stopped: %s\n", Clean(ro.Stopped))
 		}
 	}
 	if len(f.Summary.Checks) > 0 {
-		fmt.Fprintf(&b, "\n%s\n", bold.Render("Across the fleet"))
+		fmt.Fprintf(b, "\n%s\n", bold.Render("Across the fleet"))
 		for _, c := range f.Summary.Checks {
-			fmt.Fprintf(&b, "  %s\n", Clean(c.Sentence(8)))
+			fmt.Fprintf(b, "  %s\n", Clean(c.Sentence(8)))
 		}
 	}
 	if f.Interrupted {
-		fmt.Fprintf(&b, "\n%s\n", faint.Render("Interrupted: hosts marked cancelled were not (fully) run."))
+		fmt.Fprintf(b, "\n%s\n", faint.Render("Interrupted: hosts marked cancelled were not (fully) run."))
 	}
-	_, err := io.WriteString(w, b.String())
-	return err
+	return b.Flush()
 }
 
-// rolloutTable is fleet apply's host table: phase and outcome, then the
-// verdict of the check apply ended with, and what went wrong.
-func rolloutTable(tw io.Writer, f *FleetReport) {
-	fmt.Fprintln(tw, "HOST\tADDRESS\tPHASE\tOUTCOME\tSTATUS\tEXIT\tVERDICT\tBLOCKERS / ERROR")
-	for _, h := range f.Hosts {
-		code, verdict, detail := "-", "-", firstLine(h.Error, 100)
-		if h.ExitCode != nil {
-			code = fmt.Sprint(*h.ExitCode)
-		}
-		if h.Report != nil {
-			verdict = h.Verdict
-			if bl := blockers(h.Report); len(bl) > 0 && detail == "" {
-				detail = strings.Join(bl, ", ")
-			}
-		}
-		if rebooted := h.RebootNote(); rebooted != "" {
-			detail = joinNotes(rebooted, detail)
-		}
-		detail = joinNotes(detail, h.RollbackNote())
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", Clean(h.Name), Clean(h.Address), Clean(h.Phase), Clean(h.Outcome),
-			Clean(h.Status), code, Clean(verdict), Clean(detail))
+var textCheckHead = []string{"HOST", "ADDRESS", "STATUS", "VERDICT", "PASS", "WARN", "FAIL", "ERROR", "BLOCKERS / ERROR"}
+
+// textCheckRow is a fleet check's host in the terminal table.
+func textCheckRow(h *FleetHost) []string {
+	if h.Report == nil {
+		return []string{Clean(h.Name), Clean(h.Address), Clean(h.Status), "-", "", "", "", "", firstLine(h.Error, 100)}
 	}
+	s := h.Report.Summary
+	return []string{Clean(h.Name), Clean(h.Address), Clean(h.Status), Clean(h.Verdict),
+		strconv.Itoa(s.Pass), strconv.Itoa(s.Warn), strconv.Itoa(s.Fail), strconv.Itoa(s.Error), Clean(strings.Join(blockers(h.Report), ", "))}
+}
+
+var textRunHead = []string{"HOST", "ADDRESS", "STATUS", "EXIT", "OUTCOME", "OUTPUT / ERROR"}
+
+// textRunRow is a fleet run's host in the terminal table.
+func textRunRow(h *FleetHost) []string {
+	code, detail := "-", firstLine(h.Error, 100)
+	if h.ExitCode != nil {
+		code = strconv.Itoa(*h.ExitCode)
+	}
+	if h.Status == "evaluated" {
+		detail = firstLine(h.Stdout, 100)
+		if len(h.Output) > 0 {
+			detail = "(JSON output)"
+		}
+		if detail == "" {
+			detail = firstLine(h.Stderr, 100)
+		}
+	}
+	return []string{Clean(h.Name), Clean(h.Address), Clean(h.Status), code, Clean(orDash(h.Outcome)), detail}
+}
+
+var textRolloutHead = []string{"HOST", "ADDRESS", "PHASE", "OUTCOME", "STATUS", "EXIT", "VERDICT", "BLOCKERS / ERROR"}
+
+// textRolloutRow is fleet apply's host in the terminal table: phase and
+// outcome, then the verdict of the check apply ended with, and what went
+// wrong.
+func textRolloutRow(h *FleetHost) []string {
+	code, verdict, detail := "-", "-", firstLine(h.Error, 100)
+	if h.ExitCode != nil {
+		code = strconv.Itoa(*h.ExitCode)
+	}
+	if h.Report != nil {
+		verdict = h.Verdict
+		if bl := blockers(h.Report); len(bl) > 0 && detail == "" {
+			detail = strings.Join(bl, ", ")
+		}
+	}
+	if rebooted := h.RebootNote(); rebooted != "" {
+		detail = joinNotes(rebooted, detail)
+	}
+	detail = joinNotes(detail, h.RollbackNote())
+	return []string{Clean(h.Name), Clean(h.Address), Clean(h.Phase), Clean(h.Outcome),
+		Clean(h.Status), code, Clean(verdict), Clean(detail)}
 }
 
 // RebootNote says how a host's reboots in fleet apply --reboot went when
@@ -662,14 +692,15 @@ func (h *FleetHost) RollbackNote() string {
 
 // rebootCount is the reboots fleet apply --reboot had apply run, and on
 // how many hosts.
-func rebootCount(f *FleetReport) (n, hosts int) {
-	for _, h := range f.Hosts {
+func rebootCount(f *FleetReport) (n, hosts int, err error) {
+	err = f.eachHost(func(_ int, h *FleetHost) error {
 		if rh := h.Reboot; rh != nil {
 			n += max(rh.Reboots, 1)
 			hosts++
 		}
-	}
-	return n, hosts
+		return nil
+	})
+	return n, hosts, err
 }
 
 func joinNotes(a, b string) string {
@@ -682,7 +713,9 @@ func joinNotes(a, b string) string {
 	return a + "; " + b
 }
 
-func summaryLine(f *FleetReport) string {
+// summaryLine is the fleet's counts in one line (fleet apply's outcomes
+// counted over its hosts).
+func summaryLine(f *FleetReport) (string, error) {
 	if f.single && f.Mode == "" && len(f.Hosts) == 1 && f.Hosts[0].Report != nil {
 		// one host judged for every mode: each mode's readiness, as check's
 		// own report says it (its "ready" is for every mode at once)
@@ -706,21 +739,21 @@ func summaryLine(f *FleetReport) string {
 				parts = append(parts, string(m)+" not evaluated (skipped: "+strings.Join(mr.Skipped, ", ")+")")
 			}
 		}
-		return strings.Join(parts, "; ")
+		return strings.Join(parts, "; "), nil
 	}
 	s := f.Summary
 	parts := []string{plural.N(s.Hosts, "host")}
 	if f.Rollout != nil {
 		n := map[string]int{}
-		for _, h := range f.Hosts {
-			n[h.Outcome]++
+		if err := f.eachHost(func(_ int, h *FleetHost) error { n[h.Outcome]++; return nil }); err != nil {
+			return "", err
 		}
 		for _, o := range []string{OutcomeReady, OutcomeRebootNeeded, OutcomeFailed, OutcomeRolledBack, OutcomeRollbackFailed, OutcomeCancelled, OutcomeSkipped} {
 			if n[o] > 0 || o == OutcomeReady {
 				parts = append(parts, fmt.Sprintf("%d %s", n[o], o))
 			}
 		}
-		return strings.Join(parts, ", ")
+		return strings.Join(parts, ", "), nil
 	}
 	if len(f.Command) > 0 {
 		for _, o := range runOutcomes {
@@ -744,7 +777,7 @@ func summaryLine(f *FleetReport) string {
 	if len(st) > 0 {
 		parts = append(parts, "not evaluated: "+strings.Join(st, ", "))
 	}
-	return strings.Join(parts, ", ")
+	return strings.Join(parts, ", "), nil
 }
 
 // Counts reports whether a finding counts for the report's mode (every

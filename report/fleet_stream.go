@@ -58,7 +58,9 @@ func NewFleetStream(path string, head *FleetReport, n int) (*FleetStream, error)
 		}
 		return nil, err
 	}
-	pre, _, err := fleetHead(&s.head)
+	running := s.head
+	running.Planned = n
+	pre, _, err := fleetHead(&running)
 	if err != nil {
 		s.f.Close()
 		return nil, err
@@ -185,15 +187,25 @@ func growTo(b []byte, n int) []byte {
 // Host reads the i-th host's entry back from the file.
 func (s *FleetStream) Host(i int) (FleetHost, error) {
 	var h FleetHost
+	_, err := s.hostInto(i, nil, &h)
+	return h, err
+}
+
+// hostInto reads the i-th host's entry back into h, through buf (grown
+// as needed, and returned for the next).
+func (s *FleetStream) hostInto(i int, buf []byte, h *FleetHost) ([]byte, error) {
 	if err := s.flush(); err != nil {
-		return h, err
+		return buf, err
 	}
 	sp := s.at[i]
-	b := make([]byte, sp.n)
-	if _, err := s.f.ReadAt(b, sp.off); err != nil {
-		return h, fmt.Errorf("fleet report: reading back host %d: %w", i, err)
+	if sp.n == 0 {
+		return buf, fmt.Errorf("fleet report: host %d never added", i)
 	}
-	return h, json.Unmarshal(b, &h)
+	buf = growTo(buf, sp.n)
+	if _, err := s.f.ReadAt(buf, sp.off); err != nil {
+		return buf, fmt.Errorf("fleet report: reading back host %d: %w", i, err)
+	}
+	return buf, json.Unmarshal(buf, h)
 }
 
 // Load is the complete fleet report with every host read back (for the
@@ -239,3 +251,23 @@ func (s *FleetStream) Close(interrupted bool) error {
 }
 
 func dirOf(p string) string { return filepath.Dir(p) }
+
+// Render writes the complete fleet report in format (text, json, junit,
+// markdown, html), hosts in inventory order, byte for byte what Render
+// writes for the report held whole; each host's entry is read back from
+// the file when its turn comes, and dropped (a format laid out from every
+// host, as the text table's columns and JUnit's totals are, reads them
+// twice). Every host must have been added.
+func (s *FleetStream) Render(w io.Writer, format string, interrupted bool) error {
+	if format == "json" {
+		return s.WriteJSON(w, interrupted)
+	}
+	for i := range s.at {
+		if !s.Added(i) {
+			return fmt.Errorf("fleet report: host %d never added", i)
+		}
+	}
+	f := s.Report(interrupted)
+	f.from = s
+	return Render(w, &Document{Fleet: f}, format)
+}

@@ -1,9 +1,11 @@
 package report
 
 import (
+	"bufio"
 	"fmt"
 	"html/template"
 	"io"
+	"iter"
 	"strings"
 	"sync"
 
@@ -13,8 +15,25 @@ import (
 // FleetHTML writes one self-contained HTML page (no scripts, no external
 // resources): the fleet-wide view, a table of hosts, and each host's
 // findings in a collapsible section, failures open.
+// The page is written host by host: the template ranges over the hosts as
+// eachHost gives them.
 func FleetHTML(w io.Writer, f *FleetReport) error {
-	return htmlTmpl().Execute(w, f)
+	var err error
+	b := bufio.NewWriterSize(w, 64<<10)
+	if xerr := htmlTmpl().Execute(b, htmlFleet{f, f.hostSeq(&err)}); xerr != nil {
+		return xerr
+	}
+	if err != nil {
+		return err
+	}
+	return b.Flush()
+}
+
+// htmlFleet is what the page's template is given: the report, its hosts
+// an iterator.
+type htmlFleet struct {
+	*FleetReport
+	Hosts iter.Seq2[int, *FleetHost]
 }
 
 // htmlTmpl is parsed on first use, not at start-up: most gpuprep runs never
@@ -35,7 +54,7 @@ func parseHTML() *template.Template {
 			return strings.Join(s, ", ")
 		},
 		"hostID":       func(i int) string { return fmt.Sprintf("host-%d", i) },
-		"open":         func(h FleetHost) bool { return h.Verdict != VerdictReady },
+		"open":         func(h *FleetHost) bool { return h.Verdict != VerdictReady },
 		"orDash":       orDash,
 		"blockers":     func(r *Report) string { return strings.Join(blockers(r), ", ") },
 		"notEvaluated": func(s FleetSummary) int { return s.Hosts - s.Ready - s.NotReady - s.Unknown },
@@ -56,7 +75,7 @@ details{border:1px solid #d8dee4;border-radius:6px;margin:.6rem 0;padding:.3rem 
 <h1>gpuprep readiness report</h1>
 <p class="muted">{{.Summary.Hosts}} host(s){{if .Mode}}, mode <code>{{.Mode}}</code>{{end}}: <span class="ready">{{.Summary.Ready}} ready</span>, <span class="not-ready">{{.Summary.NotReady}} not ready</span>, <span class="unknown">{{.Summary.Unknown}} unknown</span>{{with notEvaluated .Summary}}, <span class="error">{{.}} not evaluated</span>{{end}}{{if .Interrupted}} — interrupted before every host finished{{end}}</p>
 {{with .Rollout}}<h2>Rollout</h2><p>Canary {{.Canary}}, then batches of {{.Batch}}; stop when more than {{.MaxFailures}} host(s) failed{{if .RollbackOnFailure}}, rolling failed hosts back{{end}}: {{.Failures}} failed.{{if .Stopped}} <span class="fail">Stopped: {{.Stopped}}</span>{{end}}</p>
-<table><thead><tr><th>Host</th><th>Phase</th><th>Outcome</th><th>Reboot / rollback</th></tr></thead><tbody>{{range $.Hosts}}<tr><td>{{.Name}}</td><td>{{.Phase}}</td><td>{{.Outcome}}</td><td>{{.RebootNote}}{{if and .RebootNote .RollbackNote}}; {{end}}{{.RollbackNote}}</td></tr>{{end}}</tbody></table>{{end}}
+<table><thead><tr><th>Host</th><th>Phase</th><th>Outcome</th><th>Reboot / rollback</th></tr></thead><tbody>{{range $i, $h := $.Hosts}}<tr><td>{{.Name}}</td><td>{{.Phase}}</td><td>{{.Outcome}}</td><td>{{.RebootNote}}{{if and .RebootNote .RollbackNote}}; {{end}}{{.RollbackNote}}</td></tr>{{end}}</tbody></table>{{end}}
 {{if .Summary.Checks}}<h2>Across the fleet</h2><ul>{{range .Summary.Checks}}<li class="{{.Status}}">{{sentence .}}</li>{{end}}</ul>{{end}}
 <h2>Hosts</h2>
 <table><thead><tr><th>Host</th><th>Address</th><th>Status</th><th>Verdict</th><th>Blockers</th><th>Summary</th></tr></thead><tbody>

@@ -1,9 +1,11 @@
 package report
 
 import (
+	"bufio"
 	"encoding/xml"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 
 	"github.com/gpuprep/gpuprep/preflight"
@@ -72,83 +74,112 @@ type junitProblem struct {
 	Text    string `xml:",chardata"`
 }
 
-// FleetJUnit writes the fleet report as JUnit XML.
+// FleetJUnit writes the fleet report as JUnit XML, host by host: a first
+// pass over the hosts counts the totals the root element carries, a second
+// writes each host's testsuite.
 func FleetJUnit(w io.Writer, f *FleetReport) error {
 	root := junitSuites{Name: f.title()}
-	for _, h := range f.Hosts {
-		s := junitSuite{Name: h.Name, Hostname: h.Address, Time: seconds(h.DurationMs),
-			Properties: []junitProperty{{"status", h.Status}}}
-		if h.Verdict != "" {
-			s.Properties = append(s.Properties, junitProperty{"verdict", h.Verdict})
-		}
-		if h.Report != nil {
-			if sk := Skipped(h.Report); len(sk) > 0 {
-				s.Properties = append(s.Properties, junitProperty{"skipped", strings.Join(sk, ",")})
-			}
-		}
-		if h.Mode != "" {
-			s.Properties = append(s.Properties, junitProperty{"mode", h.Mode})
-		}
-		if h.Phase != "" {
-			s.Properties = append(s.Properties, junitProperty{"phase", h.Phase})
-		}
-		if h.Outcome != "" {
-			s.Properties = append(s.Properties, junitProperty{"outcome", h.Outcome})
-		}
-		if n := h.RebootNote(); n != "" {
-			s.Properties = append(s.Properties, junitProperty{"reboot", n})
-		}
-		if n := h.RollbackNote(); n != "" {
-			s.Properties = append(s.Properties, junitProperty{"rollback", n})
-		}
-		class := "gpuprep." + h.Name
-		names := map[string]int{}
-		add := func(c junitCase) {
-			names[c.Name]++
-			if n := names[c.Name]; n > 1 {
-				c.Name = fmt.Sprintf("%s (%d)", c.Name, n)
-			}
-			switch {
-			case c.Failure != nil:
-				s.Failures++
-			case c.Error != nil:
-				s.Errors++
-			case c.Skipped != nil:
-				s.Skipped++
-			}
-			s.Cases = append(s.Cases, c)
-		}
-		switch {
-		case f.Rollout != nil:
-			add(applyCase(h, class))
-		case len(f.Command) > 0 && h.Status == "evaluated":
-			add(runCase(f, h, class))
-		case h.Report == nil:
-			add(junitCase{Name: "connect and run gpuprep", Classname: class, Time: seconds(h.DurationMs),
-				Error: &junitProblem{Message: h.Error, Type: h.Status, Text: h.Error}})
-		}
-		if h.Report != nil {
-			for _, fd := range h.Report.Findings {
-				add(findingCase(h.Report, fd, class))
-			}
-		}
-		s.Tests = len(s.Cases)
+	if err := f.eachHost(func(_ int, h *FleetHost) error {
+		s := hostSuite(f, h)
 		root.Tests += s.Tests
 		root.Failures += s.Failures
 		root.Errors += s.Errors
 		root.Skipped += s.Skipped
-		root.Suites = append(root.Suites, s)
-	}
-	if _, err := io.WriteString(w, xml.Header); err != nil {
+		return nil
+	}); err != nil {
 		return err
 	}
-	enc := xml.NewEncoder(w)
+	b := bufio.NewWriterSize(w, 64<<10)
+	b.WriteString(xml.Header)
+	enc := xml.NewEncoder(b)
 	enc.Indent("", "  ")
-	if err := enc.Encode(root); err != nil {
+	start := xml.StartElement{Name: xml.Name{Local: "testsuites"}, Attr: []xml.Attr{
+		{Name: xml.Name{Local: "name"}, Value: root.Name},
+		{Name: xml.Name{Local: "tests"}, Value: strconv.Itoa(root.Tests)},
+		{Name: xml.Name{Local: "failures"}, Value: strconv.Itoa(root.Failures)},
+		{Name: xml.Name{Local: "errors"}, Value: strconv.Itoa(root.Errors)},
+		{Name: xml.Name{Local: "skipped"}, Value: strconv.Itoa(root.Skipped)},
+	}}
+	if err := enc.EncodeToken(start); err != nil {
 		return err
 	}
-	_, err := io.WriteString(w, "\n")
-	return err
+	suite := xml.StartElement{Name: xml.Name{Local: "testsuite"}}
+	if err := f.eachHost(func(_ int, h *FleetHost) error { return enc.EncodeElement(hostSuite(f, h), suite) }); err != nil {
+		return err
+	}
+	if err := enc.EncodeToken(start.End()); err != nil {
+		return err
+	}
+	if err := enc.Flush(); err != nil {
+		return err
+	}
+	b.WriteString("\n")
+	return b.Flush()
+}
+
+// hostSuite is a host's testsuite: its properties, then a testcase for
+// what fleet apply or fleet run did there (or why gpuprep did not run),
+// then one per finding.
+func hostSuite(f *FleetReport, hp *FleetHost) junitSuite {
+	h := *hp
+	s := junitSuite{Name: h.Name, Hostname: h.Address, Time: seconds(h.DurationMs),
+		Properties: []junitProperty{{"status", h.Status}}}
+	if h.Verdict != "" {
+		s.Properties = append(s.Properties, junitProperty{"verdict", h.Verdict})
+	}
+	if h.Report != nil {
+		if sk := Skipped(h.Report); len(sk) > 0 {
+			s.Properties = append(s.Properties, junitProperty{"skipped", strings.Join(sk, ",")})
+		}
+	}
+	if h.Mode != "" {
+		s.Properties = append(s.Properties, junitProperty{"mode", h.Mode})
+	}
+	if h.Phase != "" {
+		s.Properties = append(s.Properties, junitProperty{"phase", h.Phase})
+	}
+	if h.Outcome != "" {
+		s.Properties = append(s.Properties, junitProperty{"outcome", h.Outcome})
+	}
+	if n := h.RebootNote(); n != "" {
+		s.Properties = append(s.Properties, junitProperty{"reboot", n})
+	}
+	if n := h.RollbackNote(); n != "" {
+		s.Properties = append(s.Properties, junitProperty{"rollback", n})
+	}
+	class := "gpuprep." + h.Name
+	names := map[string]int{}
+	add := func(c junitCase) {
+		names[c.Name]++
+		if n := names[c.Name]; n > 1 {
+			c.Name = fmt.Sprintf("%s (%d)", c.Name, n)
+		}
+		switch {
+		case c.Failure != nil:
+			s.Failures++
+		case c.Error != nil:
+			s.Errors++
+		case c.Skipped != nil:
+			s.Skipped++
+		}
+		s.Cases = append(s.Cases, c)
+	}
+	switch {
+	case f.Rollout != nil:
+		add(applyCase(h, class))
+	case len(f.Command) > 0 && h.Status == "evaluated":
+		add(runCase(f, h, class))
+	case h.Report == nil:
+		add(junitCase{Name: "connect and run gpuprep", Classname: class, Time: seconds(h.DurationMs),
+			Error: &junitProblem{Message: h.Error, Type: h.Status, Text: h.Error}})
+	}
+	if h.Report != nil {
+		for _, fd := range h.Report.Findings {
+			add(findingCase(h.Report, fd, class))
+		}
+	}
+	s.Tests = len(s.Cases)
+	return s
 }
 
 // findingCase is a finding's testcase: named check, subject and, when

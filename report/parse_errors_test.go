@@ -37,6 +37,9 @@ func TestParseSaysWhatTheFileIsNot(t *testing.T) {
 
 // TestFleetSummaryCountsInEnglish: one host is "1 host", not "1 hosts".
 func TestFleetSummaryCountsInEnglish(t *testing.T) {
-	require.Regexp(t, `^1 host\b`, summaryLine(&FleetReport{Summary: FleetSummary{Hosts: 1}}))
-	require.Regexp(t, `^2 hosts\b`, summaryLine(&FleetReport{Summary: FleetSummary{Hosts: 2}}))
+	for n, want := range map[int]string{1: `^1 host\b`, 2: `^2 hosts\b`} {
+		line, err := summaryLine(&FleetReport{Summary: FleetSummary{Hosts: n}})
+		require.NoError(t, err)
+		require.Regexp(t, want, line)
+	}
 }

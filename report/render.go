@@ -23,6 +23,9 @@ const NFDTTL = time.Hour
 type Document struct {
 	Host  *Report
 	Fleet *FleetReport
+	// Cut: a fleet report file cut off before its run finished (the run
+	// was killed): Fleet holds the hosts it has.
+	Cut *Cut
 }
 
 // Parse reads a saved report; name is used in errors.
@@ -32,6 +35,12 @@ func Parse(name string, b []byte) (*Document, error) {
 		Kind       string `json:"kind"`
 	}
 	if err := json.Unmarshal(b, &head); err != nil {
+		if d := cutFleet(b); d != nil {
+			if err := checkWidths(name, d); err != nil {
+				return nil, err
+			}
+			return d, nil
+		}
 		return nil, notJSONObject(name, b, err)
 	}
 	if head.APIVersion == "" && head.Kind == "" {

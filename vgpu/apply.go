@@ -391,31 +391,29 @@ const (
 // runs: rollback reads the mode and turns it off if it is on. Entries are stamped now, with command; a
 // record that fails stops the run before the next write. TypeNames is not
 // journalled here: a caller writes TypeNamesFile first, as a journalled
-// file (provision.WriteVGPUTypeNames), and this finds the names there.
+// file (ApplyRecorded; apply's vgpu-devices step), and this finds the names there.
 func ApplyJournalled(root *host.Root, w AttrWriter, p *Plan, now time.Time, command string, record func(journal.Entry) error) ([]Action, error) {
-	entry := func(kind string, a Action) journal.Entry {
-		return journal.Entry{Time: now.UTC(), Command: command, Kind: kind, Path: a.Path, Device: a.GPU, After: a.Value}
-	}
+	rec := func(a Action) journal.VGPURecord { return journal.VGPURecord{Attr: a.Path, GPU: a.GPU, Value: a.Value} }
 	return apply(root, w, p, now, &journalHooks{
 		intent: func(a Action) error {
-			en := entry(KindIntent, a)
+			r := rec(a)
 			if !strings.HasSuffix(a.Path, "/create") {
 				cur, err := root.ReadString(a.Path)
 				if err != nil {
 					return fmt.Errorf("%s: reading %s before writing it: %w", a.GPU, a.Path, err)
 				}
-				en.Before = cur
+				r.Before = cur
 			}
-			return record(en)
+			return record(r.Intent(command, now))
 		},
 		removing: func(a Action) error {
-			en := entry(KindIntent, a)
-			en.Before = a.Type
-			return record(en)
+			r := rec(a)
+			r.Before = a.Type
+			return record(r.Intent(command, now))
 		},
-		done: func(a Action) error { return record(entry(KindWrite, a)) },
+		done: func(a Action) error { return record(rec(a).Done(command, now)) },
 		mode: func(m ModeStep) error {
-			return record(journal.Entry{Time: now.UTC(), Command: command, Kind: KindMode, Device: m.GPU, Before: m.Mode, After: "Enabled"})
+			return record(journal.VGPUModeRecord{GPU: m.GPU, Mode: m.Mode}.Entry(command, now))
 		},
 	})
 }

@@ -605,7 +605,7 @@ func (p *InstallPlan) Execute(ctx context.Context, e *Env, done func(Step)) erro
 	}
 	for i, s := range p.Steps {
 		if len(s.Commands) > 0 && !e.Undoing {
-			if err := journal.Append(e.Root, journal.Entry{Time: e.now().UTC(), Command: "vgpu install", Kind: journal.KindCommandIntent, After: s.Title}); err != nil {
+			if err := journal.Append(e.Root, journal.CommandRecord{What: s.Title}.Intent("vgpu install", e.now())); err != nil {
 				return &StepError{N: i + 1, Of: len(p.Steps), Title: s.Title, Err: err}
 			}
 		}
@@ -613,7 +613,7 @@ func (p *InstallPlan) Execute(ctx context.Context, e *Env, done func(Step)) erro
 			return &StepError{N: i + 1, Of: len(p.Steps), Title: s.Title, Err: err, Remedy: s.Remedy}
 		}
 		if len(s.Commands) > 0 && !e.Undoing {
-			_ = journal.Append(e.Root, journal.Entry{Time: e.now().UTC(), Command: "vgpu install", Kind: journal.KindStep, After: s.Title})
+			_ = journal.Append(e.Root, journal.CommandRecord{What: s.Title}.Ran("vgpu install", e.now()))
 		}
 		if done != nil {
 			done(s)

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"path"
 	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/gpuprep/gpuprep/internal/host"
@@ -232,24 +231,24 @@ func openChange(root *host.Root, version string) (*managerChange, error) {
 	done := map[string]bool{}
 	for _, en := range entries {
 		switch en.Kind {
-		case "undone": // provision.KindUndone: Before is the index undone
-			if i, err := strconv.Atoi(en.Before); err == nil {
-				undone[i] = true
+		case journal.KindUndone:
+			if u, ok := en.Undone(); ok {
+				undone[u.Index] = true
 			}
 		case KindUpgrade:
-			done[en.Path] = true
+			done[en.VGPUManager().Record] = true
 		}
 	}
 	for i := len(entries) - 1; i >= 0; i-- {
-		en := entries[i]
-		if en.Kind != KindUpgradeIntent || undone[i] || done[en.Path] || en.After != version {
+		m := entries[i].VGPUManager()
+		if entries[i].Kind != KindUpgradeIntent || undone[i] || done[m.Record] || m.To != version {
 			continue
 		}
-		rec, err := ReadUpgradeRecord(root, en.Path)
+		rec, err := ReadUpgradeRecord(root, m.Record)
 		if err != nil {
 			return nil, fmt.Errorf("a change of the vGPU manager to %s began (journal entry %d) and did not finish, but its record cannot be read: %w", version, i+1, err)
 		}
-		return &managerChange{rec: rec, path: en.Path}, nil
+		return &managerChange{rec: rec, path: m.Record}, nil
 	}
 	return nil, nil
 }
@@ -329,8 +328,7 @@ func (c *managerChange) before(e *Env) []Step {
 				if _, err := e.Root.WriteFileAtomic(c.path, data, 0o600, e.now()); err != nil {
 					return err
 				}
-				return journal.Append(e.Root, journal.Entry{Time: e.now().UTC(), Command: "vgpu install", Kind: KindUpgradeIntent,
-					Before: rec.From.Version, After: rec.To.Version, Path: c.path})
+				return journal.Append(e.Root, journal.VGPUManagerRecord{From: rec.From.Version, To: rec.To.Version, Record: c.path}.Intent("vgpu install", e.now()))
 			}})
 	}
 	if len(c.live) > 0 {
@@ -417,8 +415,7 @@ func (c *managerChange) after() []Step {
 			if c.revert {
 				return nil // rollback records the entries undone
 			}
-			return journal.Append(e.Root, journal.Entry{Time: e.now().UTC(), Command: "vgpu install", Kind: KindUpgrade,
-				Before: c.rec.From.Version, After: c.rec.To.Version, Path: c.path})
+			return journal.Append(e.Root, journal.VGPUManagerRecord{From: c.rec.From.Version, To: c.rec.To.Version, Record: c.path}.Done("vgpu install", e.now()))
 		}})
 	return steps
 }

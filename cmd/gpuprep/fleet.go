@@ -218,14 +218,7 @@ func (c *fleetCmd) run(cmd *cobra.Command, command []string) error {
 		return err
 	}
 	out := cmd.OutOrStdout()
-	if c.output == "json" {
-		err = st.WriteJSON(out, interrupted)
-	} else {
-		var fr *report.FleetReport
-		if fr, err = st.Load(interrupted); err == nil {
-			err = report.Render(out, &report.Document{Fleet: fr}, c.output)
-		}
-	}
+	err = st.Render(out, c.output, interrupted) // host by host, none kept
 	if cerr := st.Close(interrupted); err == nil && cerr != nil {
 		err = fmt.Errorf("--report %s: %w", c.reportFile, cerr)
 	}

@@ -16,8 +16,8 @@ import (
 	"github.com/gpuprep/gpuprep/internal/journal"
 	"github.com/gpuprep/gpuprep/internal/kube"
 	"github.com/gpuprep/gpuprep/internal/sanitize"
+	"github.com/gpuprep/gpuprep/label"
 	"github.com/gpuprep/gpuprep/preflight"
-	"github.com/gpuprep/gpuprep/provision"
 )
 
 func init() { register(newLabelCmd) }
@@ -167,17 +167,16 @@ func (c *labelCmd) write(cmd *cobra.Command, root *host.Root, shown string, edit
 		}
 		return nil
 	}
-	for _, e := range edits {
-		res, err := journal.WriteFile(root, e.Path, e.New, 0o644, "label --before-join", time.Now())
-		if err != nil {
-			return &exitError{code: exitNotReady, err: fmt.Errorf("write %s: %w", e.Path, err)}
-		}
+	err := label.WriteFiles(root, edits, "label --before-join", time.Now(), func(e change.File, res host.WriteResult) {
 		fmt.Fprint(w, e.Diff)
 		if res.Backup != "" {
 			fmt.Fprintf(w, "wrote %s (backup %s)\n", e.Path, res.Backup)
 		} else {
 			fmt.Fprintf(w, "wrote %s\n", e.Path)
 		}
+	})
+	if err != nil {
+		return &exitError{code: exitNotReady, err: err}
 	}
 	fmt.Fprintln(w, "the kubelet applies --node-labels when the node registers")
 	return nil
@@ -205,25 +204,15 @@ func (c *labelCmd) viaAPI(cmd *cobra.Command, set []kube.Label, remove []string)
 	}
 	ctx, cancel := context.WithTimeout(cmd.Context(), c.timeout)
 	defer cancel()
-	// what the node has: a server-side dry run, which is also all --dry-run does
-	res, err := client.LabelNode(ctx, name, set, remove, true)
+	// --dry-run: only the server-side dry run that tells what the node has
+	res, err := label.Change{Node: name, Kubeconfig: c.kubeconfig, Set: set, Remove: remove}.Apply(ctx, client, label.Options{
+		Root: root, Command: "label", Now: time.Now(), DryRun: c.dryRun,
+		Unrecorded: func(rec journal.LabelRecord, err error) error {
+			fmt.Fprintf(sanitize.NewWriter(cmd.ErrOrStderr()), "gpuprep: warning: the change is not recorded for gpuprep rollback (%v); the labels before it: %s\n", err, orNoLabels(rec.Before))
+			return nil
+		}})
 	if err != nil {
 		return &exitError{code: exitNotReady, err: err}
-	}
-	if res.Changed && !c.dryRun {
-		// the intent first, as apply does: a crash between the patch and a
-		// record after it would leave a change rollback does not know of
-		en := provision.LabelIntent("label", name, c.kubeconfig, set, remove, res.Before)
-		en.Time = time.Now().UTC()
-		if err := journal.Append(root, en); err != nil {
-			// not root on an admin's workstation, typically: labelling
-			// through the API needs no host, and the cluster is changed
-			// all the same, only not recorded for rollback here
-			fmt.Fprintf(sanitize.NewWriter(cmd.ErrOrStderr()), "gpuprep: warning: the change is not recorded for gpuprep rollback (%v); the labels before it: %s\n", err, orNoLabels(en.Before))
-		}
-		if res, err = client.LabelNode(ctx, name, set, remove, false); err != nil {
-			return &exitError{code: exitNotReady, err: err}
-		}
 	}
 	w := sanitize.NewWriter(cmd.OutOrStdout())
 	verb := "labelled"

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"io"
 	"os"
 
@@ -44,7 +45,16 @@ view, a table of hosts and each host's findings. FILE "-" reads standard input.`
 			if !validFormat(output) && (output != "nfd" || d.Host == nil) {
 				return usageErr("--output %q: want text, json, junit, markdown or html (or nfd, for a host's report)", output)
 			}
-			return report.RenderWith(cmd.OutOrStdout(), d, output, report.TextOptions{Verbose: verbose})
+			if err := report.RenderWith(cmd.OutOrStdout(), d, output, report.TextOptions{Verbose: verbose}); err != nil {
+				return err
+			}
+			if d.Cut != nil {
+				// a fleet run killed before it finished: what it has, said
+				// to be incomplete, and exit 3 (not every host evaluated)
+				fmt.Fprintf(cmd.ErrOrStderr(), "gpuprep report: %s: %s\n", report.Clean(args[0]), d.Cut)
+				return &exitError{code: 3}
+			}
+			return nil
 		},
 	}
 	render.Flags().StringVarP(&output, "output", "o", "text", "output format: text, json, junit, markdown, html or nfd (a host's report only)")

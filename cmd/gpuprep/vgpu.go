@@ -11,11 +11,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpuprep/gpuprep/internal/host"
-	"github.com/gpuprep/gpuprep/internal/journal"
 	"github.com/gpuprep/gpuprep/internal/pci"
 	"github.com/gpuprep/gpuprep/internal/plural"
 	"github.com/gpuprep/gpuprep/internal/sanitize"
-	"github.com/gpuprep/gpuprep/provision"
 	"github.com/gpuprep/gpuprep/report"
 	"github.com/gpuprep/gpuprep/vgpu"
 )
@@ -224,17 +222,7 @@ func newVGPUApplyCmd(g *globals, assert bool) *cobra.Command {
 				}
 				return persistDone()
 			}
-			// each creation journalled before its write too: a kill between
-			// the write and its record leaves rollback the new mdev's UUID
-			// (or the VF)
-			record := func(e journal.Entry) error { return journal.Append(root, e) }
-			now := time.Now()
-			// the names of the VFs' types, journalled as apply journals a
-			// file, so that rollback restores it with the vGPUs
-			if err := provision.WriteVGPUTypeNames(root, plan, now, "vgpu apply"); err != nil {
-				return &exitError{code: exitNotReady, err: fmt.Errorf("recording the names of vGPU types: %w", err)}
-			}
-			done, err := vgpu.ApplyJournalled(root, g.dep().vgpuSysfs(root), plan, now, "vgpu apply", record)
+			done, err := vgpu.ApplyRecorded(root, g.dep().vgpuSysfs(root), plan, time.Now(), "vgpu apply")
 			for _, a := range done[:min(len(done), len(plan.Removals))] {
 				fmt.Fprintf(out, "wrote %s > %s  (%s)\n", a.Value, a.Path, a.About)
 			}

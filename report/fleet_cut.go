@@ -1,0 +1,75 @@
+package report
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+)
+
+// Cut says how much of a fleet run a report file cut off mid-run holds.
+type Cut struct {
+	Hosts int // hosts whose entries are whole in the file
+	Of    int // hosts the run set out to finish (0: the file does not say)
+}
+
+// String is "incomplete: 5 of 200 hosts, cut off".
+func (c *Cut) String() string {
+	if c.Of > 0 {
+		return fmt.Sprintf("incomplete: %d of %d hosts, cut off", c.Hosts, c.Of)
+	}
+	return fmt.Sprintf("incomplete: %d hosts, cut off", c.Hosts)
+}
+
+// cutFleet reads a fleet report file its run did not finish (a
+// FleetStream's file when the process was killed): the head, then every
+// host entry written whole, up to where the file ends; nil when b is not
+// the start of a gpuprep FleetReport ending early. The report is marked
+// interrupted and its summary made from the hosts it has.
+func cutFleet(b []byte) *Document {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return nil
+	}
+	head := map[string]json.RawMessage{}
+	var hosts []FleetHost
+	inHosts := false
+	for dec.More() {
+		tok, err := dec.Token()
+		key, ok := tok.(string)
+		if err != nil || !ok {
+			break
+		}
+		if key != "hosts" {
+			var v json.RawMessage
+			if dec.Decode(&v) != nil {
+				break
+			}
+			head[key] = v
+			continue
+		}
+		if tok, err := dec.Token(); err != nil || tok != json.Delim('[') {
+			break
+		}
+		inHosts = true
+		for dec.More() {
+			var h FleetHost
+			if dec.Decode(&h) != nil {
+				break
+			}
+			hosts = append(hosts, h)
+		}
+		break
+	}
+	hb, err := json.Marshal(head)
+	if err != nil || !inHosts {
+		return nil
+	}
+	f := &FleetReport{}
+	if json.Unmarshal(hb, f) != nil || f.APIVersion != APIVersion || f.Kind != FleetKind {
+		return nil
+	}
+	cut := &Cut{Hosts: len(hosts), Of: f.Planned}
+	f.Planned, f.Hosts, f.Interrupted = 0, hosts, true
+	f.Finish()
+	return &Document{Fleet: f, Cut: cut}
+}
