@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
@@ -125,10 +126,21 @@ func TestVGPURollbackOfOlderJournals(t *testing.T) {
 			for _, w := range c.writes {
 				require.NoError(t, n.WriteAttr(w[0], w[1]))
 			}
+			// as main's gpuprep (c1dcee8) wrote them: each line an Entry,
+			// with no record version ("v")
+			var old []byte
 			for _, e := range c.entries {
 				e.Time = time.Date(2025, 11, 30, 11, 15, 0, 0, time.UTC)
-				require.NoError(t, journal.Append(r, e))
+				line, err := json.Marshal(e)
+				require.NoError(t, err)
+				require.NotContains(t, string(line), `"v":`)
+				old = append(append(old, line...), '\n')
 			}
+			require.NoError(t, os.MkdirAll(filepath.Join(root, journal.Dir), 0o700))
+			require.NoError(t, os.WriteFile(filepath.Join(root, journal.Path), old, 0o600))
+			es, err := journal.Read(r)
+			require.NoError(t, err)
+			require.Len(t, es, len(c.entries))
 			out, errs, code := gpuprepWith(t, d, "rollback", "--root", root)
 			require.Equal(t, 0, code, out+errs)
 			require.Contains(t, out, "Rolled back.")
