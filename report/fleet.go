@@ -276,15 +276,18 @@ func (c CheckSpread) Sentence(maxNames int) string {
 	return fmt.Sprintf("%s %s on %d of %d %s: %s%s", c.Check, verb, len(c.Hosts), c.Of, noun, strings.Join(names, ", "), more)
 }
 
-// Verdict is a host's readiness from its report, as `gpuprep check`
-// decides its exit code with --mode: a failing check makes it not ready;
-// otherwise a check that could not be evaluated, or was skipped (--skip),
-// makes it unknown. Without a mode, ready means ready for every mode.
+// Verdict is a host's readiness from its report, exactly as `gpuprep check`
+// decides its exit code (cmd/gpuprep exitCode maps this verdict): without a
+// judged mode nothing was judged (unknown: a report of every mode is not a
+// verdict, however many modes are ready); with one, a failing check of that
+// mode makes it not ready; otherwise a check that could not be evaluated, or
+// was skipped (--skip), makes it unknown.
 func Verdict(r *Report) string {
-	for _, m := range r.Modes {
-		if m != nil && len(m.Blockers) > 0 {
-			return VerdictNotReady
-		}
+	if r.Mode == "" {
+		return VerdictUnknown
+	}
+	if mr := r.Modes[preflight.Mode(r.Mode)]; mr != nil && len(mr.Blockers) > 0 {
+		return VerdictNotReady
 	}
 	if r.Summary.Error > 0 || len(Skipped(r)) > 0 {
 		return VerdictUnknown

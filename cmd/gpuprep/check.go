@@ -148,22 +148,17 @@ func (c *checkCmd) run(cmd *cobra.Command) error {
 	return &exitError{code: exitCode(rep)}
 }
 
-// exitCode: with a mode, a failing check decides (1), else an unevaluated or
-// skipped one (3); without a mode nothing was judged (3).
+// exitCode is the verdict's exit code (report.Verdict, which fleet check
+// gives each host too): 0 ready, 1 not ready, 3 not judged (no mode, an
+// unevaluated or skipped check).
 func exitCode(r *report.Report) int {
-	if r.Mode == "" {
-		return exitUnknown
-	}
-	if len(r.Modes[preflight.Mode(r.Mode)].Blockers) > 0 {
+	switch report.Verdict(r) {
+	case report.VerdictReady:
+		return exitOK
+	case report.VerdictNotReady:
 		return exitNotReady
 	}
-	if r.Summary.Error > 0 || len(report.Skipped(r)) > 0 {
-		return exitUnknown
-	}
-	if r.Mode != "" && !r.Ready {
-		return exitNotReady
-	}
-	return exitOK
+	return exitUnknown
 }
 
 // nfdOptions: this gpuprep's version, and an expiry ttl from now (none for 0).

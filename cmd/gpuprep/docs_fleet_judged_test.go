@@ -45,6 +45,8 @@ func TestDocsFleetJudged(t *testing.T) {
 		assert.NotContains(t, d, "else for every mode", file)
 		assert.NotContains(t, d, "inventory mode, else every mode", file)
 		assert.NotContains(t, d, "stricter than a local `check` without `--mode`", file)
+		assert.NotContains(t, d, "only when it is ready for every mode", file) // report.Verdict: none judged is unknown
+		assert.NotContains(t, d, "exits 0 when every check could be evaluated", file)
 	}
 	codes, _ := os.ReadFile("../../docs/exit-codes.md")
 	assert.Contains(t, strings.Join(strings.Fields(string(codes)), " "), "else the node's workload label's mode")

@@ -92,7 +92,10 @@ func answer(code int, o *provision.Outcome, errMsg string, rep *report.Report, l
 	}
 }
 
-func readyReport() *report.Report { return &report.Report{Kind: report.Kind, Ready: true} }
+// readyReport is apply's closing check of a ready node: judged for its mode.
+func readyReport() *report.Report {
+	return &report.Report{Kind: report.Kind, Mode: "vm-passthrough", Ready: true}
+}
 
 // ready: apply changed what it had to, and its check says ready (exit 0).
 func ready(boot string) reply {
