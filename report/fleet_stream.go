@@ -208,6 +208,24 @@ func (s *FleetStream) hostInto(i int, buf []byte, h *FleetHost) ([]byte, error) 
 	return buf, json.Unmarshal(buf, h)
 }
 
+// Each reads the hosts back one at a time, in inventory order, and gives
+// each to fn (a fresh FleetHost each time: what fn keeps of it is its own),
+// so a caller that needs only part of each host holds only that part.
+func (s *FleetStream) Each(fn func(h *FleetHost) error) error {
+	var buf []byte
+	for i := range s.at {
+		var h FleetHost
+		var err error
+		if buf, err = s.hostInto(i, buf, &h); err != nil {
+			return err
+		}
+		if err := fn(&h); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Load is the complete fleet report with every host read back (for the
 // formats rendered from the whole report: text, JUnit, Markdown, HTML).
 func (s *FleetStream) Load(interrupted bool) (*FleetReport, error) {

@@ -239,16 +239,16 @@ func (c *fleetCmd) run(cmd *cobra.Command, command []string) error {
 	return &exitError{code: fr.ExitCode()}
 }
 
-// collect runs gpuprep (check, or command) on every selected host and
-// returns the fleet report, every host's entry in it; nil after a
-// --dry-run listing.
-func (c *fleetCmd) collect(cmd *cobra.Command, command []string) (*report.FleetReport, error) {
-	st, interrupted, err := c.stream(cmd, command, "")
+// each runs check on every selected host and gives fn each host's entry,
+// one at a time, read back from the fleet report's stream (nothing of the
+// fleet is held but what fn keeps); false after a --dry-run listing.
+func (c *fleetCmd) each(cmd *cobra.Command, fn func(h *report.FleetHost) error) (bool, error) {
+	st, interrupted, err := c.stream(cmd, nil, "")
 	if err != nil || st == nil {
-		return nil, err
+		return false, err
 	}
 	defer st.Close(interrupted)
-	return st.Load(interrupted)
+	return true, st.Each(fn)
 }
 
 // stream runs gpuprep (check, or command) on every selected host, each

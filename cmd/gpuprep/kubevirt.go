@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/gpuprep/gpuprep/internal/plural"
 	"io"
 	"strings"
 	"time"
@@ -12,7 +11,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpuprep/gpuprep/internal/kube"
+	"github.com/gpuprep/gpuprep/internal/plural"
 	"github.com/gpuprep/gpuprep/internal/sanitize"
+	"github.com/gpuprep/gpuprep/report"
 )
 
 func init() {
@@ -138,20 +139,20 @@ refused among them); 3 some hosts could not be evaluated and --allow-partial was
 			case fc.inventory != "" && len(from) > 0:
 				return usageErr("give -i INVENTORY or --from-report, not both")
 			case fc.inventory != "":
-				fr, err := fc.collect(cmd, nil)
-				if err != nil {
-					return err
-				}
-				for _, h := range fr.Hosts {
+				ran, err := fc.each(cmd, func(h *report.FleetHost) error {
 					if h.Report == nil {
 						missing = append(missing, kube.Unevaluated{Name: h.Name, Status: h.Status, Error: h.Error})
-						continue
+						return nil
 					}
-					host := kube.Host{Name: h.Name, Report: h.Report}
+					host := kube.PatchHost(h.Name, h.Report) // not the findings: a fleet's worth of them
 					if err := kube.CheckHost(host); err != nil {
 						return &exitError{code: exitUnknown, err: fmt.Errorf("%v: nothing emitted or applied", err)}
 					}
 					hosts = append(hosts, host)
+					return nil
+				})
+				if err != nil || !ran {
+					return err
 				}
 			case len(from) > 0:
 				if hosts, missing, err = kube.ReadReports(from); err != nil {
