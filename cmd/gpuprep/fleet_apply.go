@@ -326,14 +326,15 @@ func (a *fleetApply) run(cmd *cobra.Command) error {
 	for _, f := range a.files {
 		sess.exec.Files = append(sess.exec.Files, f)
 	}
-	fr := rollout.Run(sess.ctx, a.deps(cmd, sess), a.options(), a.plan(phases))
-
-	out := cmd.OutOrStdout()
-	err = report.Render(out, &report.Document{Fleet: fr}, a.output)
+	st, interrupted, err := rollout.Run(sess.ctx, a.deps(cmd, sess), a.options(), a.plan(phases))
 	if err != nil {
 		return err
 	}
-	return &exitError{code: rollout.ExitCode(fr)}
+	defer st.Close(interrupted)
+	if err := st.Render(cmd.OutOrStdout(), a.output, interrupted); err != nil {
+		return err
+	}
+	return &exitError{code: rollout.ExitCode(st.Report(interrupted))}
 }
 
 func (a *fleetApply) options() rollout.Options {

@@ -16,10 +16,7 @@ const (
 // else 3 interrupted, else 4 a host needs a reboot (or a rollout stopped
 // on one), else 0.
 func ExitCode(f *report.FleetReport) int {
-	n := map[string]int{}
-	for _, h := range f.Hosts {
-		n[h.Outcome]++
-	}
+	n := f.Summary.Outcomes // the hosts' outcomes, counted as they were added
 	switch {
 	case f.Rollout.Failures > 0:
 		return ExitNotReady

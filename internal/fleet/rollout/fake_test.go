@@ -1,6 +1,7 @@
 package rollout
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"strings"
@@ -211,7 +212,48 @@ func (r *rig) run(t *testing.T, hosts []*fleet.Host) *report.FleetReport {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	return Run(ctx, Deps{Runner: r.fake, Clock: r.clock, Log: &r.log}, r.opts, plan)
+	st, interrupted, err := Run(ctx, Deps{Runner: r.fake, Clock: r.clock, Log: &r.log}, r.opts, plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close(interrupted)
+	fr, err := st.Load(interrupted)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameFromStream(t, st, fr, interrupted)
+	return fr
+}
+
+// sameFromStream: every format fleet apply prints from the stream is what
+// the report held whole renders (fleet apply once held every host's entry,
+// its apply check and rollback reports, to the end), and the exit code made
+// from the stream's summary is the one made from every host's entry.
+func sameFromStream(t *testing.T, st *report.FleetStream, whole *report.FleetReport, interrupted bool) {
+	t.Helper()
+	for _, format := range []string{"text", "json", "junit", "markdown", "html"} {
+		var a, b bytes.Buffer
+		if err := st.Render(&a, format, interrupted); err != nil {
+			t.Fatalf("%s from the stream: %v", format, err)
+		}
+		w := *whole
+		w.Finish()
+		if err := report.Render(&b, &report.Document{Fleet: &w}, format); err != nil {
+			t.Fatalf("%s whole: %v", format, err)
+		}
+		if a.String() != b.String() {
+			t.Fatalf("fleet apply -o %s from the stream differs from the whole report's:\n%s\n---\n%s", format, a.String(), b.String())
+		}
+	}
+	n := map[string]int{}
+	for _, h := range whole.Hosts {
+		n[h.Outcome]++
+	}
+	for o, k := range st.Report(interrupted).Summary.Outcomes {
+		if n[o] != k {
+			t.Fatalf("summary outcome %s: %d, the hosts' entries say %d", o, k, n[o])
+		}
+	}
 }
 
 func byName(fr *report.FleetReport) map[string]report.FleetHost {

@@ -79,13 +79,20 @@ type rollout struct {
 	opts Options
 	plan Plan
 	ro   *report.Rollout
-	fr   *report.FleetReport
-	mu   sync.Mutex // deps.Log, while reboot waits run at once
+	st   *report.FleetStream // each phase's entries, written as the phase ends
+	n    int                 // entries written
+	err  error               // the first write to st that failed
+	mu   sync.Mutex          // deps.Log, while reboot waits run at once
 }
 
-// Run runs the phases in order and returns the fleet report. When ctx
-// ends, no new host is started and the report says which finished.
-func Run(ctx context.Context, deps Deps, opts Options, plan Plan) *report.FleetReport {
+// Run runs the phases in order. Each host's entry goes to the fleet
+// report's stream (a temporary file) as its phase ends, and is dropped:
+// what a rollout holds does not grow with the phases it has finished, only
+// with the hosts of the phase under way (their reboot waits and rollbacks
+// need them). The stream's entries are in the order the hosts were
+// applied, canary first. When ctx ends, no new host is started and the
+// report says which finished (interrupted).
+func Run(ctx context.Context, deps Deps, opts Options, plan Plan) (_ *report.FleetStream, interrupted bool, _ error) {
 	if deps.Clock == nil {
 		deps.Clock = realClock{}
 	}
@@ -97,7 +104,15 @@ func Run(ctx context.Context, deps Deps, opts Options, plan Plan) *report.FleetR
 	if opts.Reboot {
 		ro.MaxReboots = MaxReboots
 	}
-	r := &rollout{ctx: ctx, deps: deps, opts: opts, plan: plan, ro: ro, fr: &report.FleetReport{Mode: plan.Mode, Rollout: ro}}
+	total := 0
+	for _, ph := range plan.Phases {
+		total += len(ph.Hosts)
+	}
+	st, err := report.NewFleetStream("", &report.FleetReport{Mode: plan.Mode, Rollout: ro}, total)
+	if err != nil {
+		return nil, false, fmt.Errorf("fleet apply: its report: %w", err)
+	}
+	r := &rollout{ctx: ctx, deps: deps, opts: opts, plan: plan, ro: ro, st: st}
 	for i, ph := range plan.Phases {
 		if r.stopped() {
 			r.skip(ph)
@@ -105,12 +120,24 @@ func Run(ctx context.Context, deps Deps, opts Options, plan Plan) *report.FleetR
 		}
 		r.phase(ph, i == len(plan.Phases)-1)
 	}
-	r.fr.Interrupted = ctx.Err() != nil
 	if ro.Stopped == "interrupted" {
 		fmt.Fprintln(deps.Log, "gpuprep fleet: interrupted; the report shows the hosts that finished")
 	}
-	r.fr.Finish()
-	return r.fr
+	if r.err != nil {
+		st.Close(true)
+		return nil, true, fmt.Errorf("fleet apply: writing its report: %w", r.err)
+	}
+	return st, ctx.Err() != nil, nil
+}
+
+// emit writes entries to the report's stream, in turn.
+func (r *rollout) emit(entries []report.FleetHost) {
+	for i := range entries {
+		if err := r.st.Add(r.n, &entries[i]); err != nil && r.err == nil {
+			r.err = err
+		}
+		r.n++
+	}
 }
 
 // stopped says whether the rollout has stopped (an earlier phase, or an
@@ -124,10 +151,12 @@ func (r *rollout) stopped() bool {
 
 // skip reports the hosts of a phase never started.
 func (r *rollout) skip(ph Phase) {
+	entries := make([]report.FleetHost, 0, len(ph.Hosts))
 	for _, h := range ph.Hosts {
-		r.fr.Hosts = append(r.fr.Hosts, report.FleetHost{Name: h.Name, Address: h.Target(), Status: report.OutcomeSkipped,
+		entries = append(entries, report.FleetHost{Name: h.Name, Address: h.Target(), Status: report.OutcomeSkipped,
 			Error: "not started: " + r.ro.Stopped, Mode: r.plan.HostMode(h), Phase: report.OutcomeSkipped, Outcome: report.OutcomeSkipped})
 	}
+	r.emit(entries)
 }
 
 // phase applies one phase's hosts, waits for their reboots, rolls back
@@ -148,7 +177,7 @@ func (r *rollout) phase(ph Phase, last bool) {
 	if len(v.back) > 0 && r.ctx.Err() == nil {
 		r.rollBack(v.back, v.backIdx, entries)
 	}
-	r.fr.Hosts = append(r.fr.Hosts, entries...)
+	r.emit(entries)
 	r.stopAfter(ph, v, last)
 }
 
