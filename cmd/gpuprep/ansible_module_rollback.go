@@ -29,7 +29,7 @@ func ansibleRollback(a *ansibleArgs) ansibleResult {
 			argv = append(argv, "--"+dashed(k))
 		}
 	}
-	code, out, stderr := gpuprepInProcess(argv...)
+	code, out, stderr := a.gpuprep(argv...)
 	var res provision.RollbackResult
 	if err := json.Unmarshal([]byte(out), &res); err != nil {
 		return failedRun("gpuprep rollback", code, stderr)

@@ -31,7 +31,7 @@ func ansibleModuleRun(t *testing.T, args map[string]any) (map[string]any, int) {
 	f := filepath.Join(t.TempDir(), "args")
 	require.NoError(t, os.WriteFile(f, b, 0o600))
 	var out strings.Builder
-	code, ok := ansibleModuleMain([]string{"/tmp/x/AnsiballZ_gpuprep_linux_amd64", f}, &out)
+	code, ok := ansibleModuleMain([]string{"/tmp/x/AnsiballZ_gpuprep_linux_amd64", f}, &out, nil)
 	require.True(t, ok)
 	var res map[string]any
 	require.NoError(t, json.Unmarshal([]byte(out.String()), &res), out.String())
@@ -40,9 +40,9 @@ func ansibleModuleRun(t *testing.T, args map[string]any) (map[string]any, int) {
 }
 
 func TestAnsibleModuleProtocol(t *testing.T) {
-	_, ok := ansibleModuleMain([]string{"gpuprep", "check"}, &strings.Builder{})
+	_, ok := ansibleModuleMain([]string{"gpuprep", "check"}, &strings.Builder{}, nil)
 	assert.False(t, ok, "the command line is not a module")
-	_, ok = ansibleModuleMain([]string{"/x/AnsiballZ_check"}, &strings.Builder{})
+	_, ok = ansibleModuleMain([]string{"/x/AnsiballZ_check"}, &strings.Builder{}, nil)
 	assert.False(t, ok, "a module has its arguments file")
 
 	root := fixtureRoot(t, "vfio-bound")
@@ -79,8 +79,15 @@ func ansibleCollection(t *testing.T) string {
 	if _, err := os.Stat(ansiblePlaybookBin); err != nil {
 		ansibleOracleMissing(t, "ansible-playbook is not installed (apt-get install ansible-core)")
 	}
+	return ansibleCollectionOf(t, sshdtest.Gpuprep(t))
+}
+
+// ansibleCollectionOf is ansibleCollection with the binary gpuprep as the
+// module.
+func ansibleCollectionOf(t *testing.T, gpuprep string) string {
+	t.Helper()
 	bins := t.TempDir()
-	bin, err := os.ReadFile(sshdtest.Gpuprep(t))
+	bin, err := os.ReadFile(gpuprep)
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(bins, "gpuprep-linux-"+runtime.GOARCH), bin, 0o755))
 	dir := t.TempDir()
