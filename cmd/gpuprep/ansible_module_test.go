@@ -331,10 +331,27 @@ func TestAnsibleCanaryOverSSH(t *testing.T) {
 		sshdtest.Trust(t, kh, false, s)
 		fmt.Fprintf(&inv, "%s ansible_host=%s ansible_port=%d gpuprep_root=%s\n", h.name, s.Host, s.Port, roots[h.root])
 	}
-	fmt.Fprintf(&inv, "[gpu_nodes:vars]\nansible_user=%s\nansible_ssh_private_key_file=%s\nansible_become=false\n", env.User, env.ClientKey)
-	fmt.Fprintf(&inv, "ansible_ssh_common_args='-o UserKnownHostsFile=%s -o GlobalKnownHostsFile=/dev/null -o StrictHostKeyChecking=yes'\n", kh)
+	sshGroupVars(&inv, env, kh)
 	invFile := filepath.Join(dir, "hosts.ini")
 	require.NoError(t, os.WriteFile(invFile, []byte(inv.String()), 0o600))
+	ansibleOverSSH(t, env)
+
+	out, code := ansiblePlaybook(t, "-i", invFile, "--check", "gpuprep.node.prepare")
+	assert.Equal(t, 2, code, out)
+	assert.Equal(t, map[string]string{"canary": "1"}, recap(out), out)
+	assert.Regexp(t, `fatal: \[canary\]: FAILED! => .*cpu\.virtualization`, out)
+}
+
+// sshGroupVars: group gpu_nodes' variables for the harness's hosts: its
+// login user and key, the host keys in known_hosts kh, no become.
+func sshGroupVars(inv *strings.Builder, env *sshdtest.Env, kh string) {
+	fmt.Fprintf(inv, "[gpu_nodes:vars]\nansible_user=%s\nansible_ssh_private_key_file=%s\nansible_become=false\n", env.User, env.ClientKey)
+	fmt.Fprintf(inv, "ansible_ssh_common_args='-o UserKnownHostsFile=%s -o GlobalKnownHostsFile=/dev/null -o StrictHostKeyChecking=yes'\n", kh)
+}
+
+// ansibleOverSSH sets ansible-playbook up for the harness's sshd hosts.
+func ansibleOverSSH(t *testing.T, env *sshdtest.Env) {
+	t.Helper()
 	// no ControlPersist master left running after the test; the files go
 	// through the session itself (the harness's sshd has no sftp subsystem);
 	// options of lib/ansible/plugins/connection/ssh.py (ansible-core v2.14.18)
@@ -344,9 +361,4 @@ func TestAnsibleCanaryOverSSH(t *testing.T) {
 	// user's, not the controller's (ansibleCollection)
 	t.Setenv("ANSIBLE_SSH_USETTY", "False")
 	t.Setenv("ANSIBLE_REMOTE_TMP", filepath.Join(env.Home[env.User], ".ansible/tmp"))
-
-	out, code := ansiblePlaybook(t, "-i", invFile, "--check", "gpuprep.node.prepare")
-	assert.Equal(t, 2, code, out)
-	assert.Equal(t, map[string]string{"canary": "1"}, recap(out), out)
-	assert.Regexp(t, `fatal: \[canary\]: FAILED! => .*cpu\.virtualization`, out)
 }
