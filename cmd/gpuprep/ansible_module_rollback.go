@@ -18,6 +18,9 @@ func ansibleRollback(a *ansibleArgs) ansibleResult {
 	if a.str("root") != "" {
 		argv = append(argv, "--root", a.str("root"))
 	}
+	if a.flag("system_disk") {
+		argv = append(argv, "--system-disk") // an offline image: rollback undoes its files (docs/root.md)
+	}
 	if a.str("to") != "" {
 		argv = append(argv, "--to", a.str("to"))
 	}

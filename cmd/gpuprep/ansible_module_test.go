@@ -71,6 +71,24 @@ func TestAnsibleModuleProtocol(t *testing.T) {
 	assert.NotContains(t, res, "rc", "Ansible takes a result's nonzero rc for a failure")
 }
 
+// rollback takes system_disk as label does: label --before-join on a
+// system disk, then rollback there, gives the kubelet's file back.
+func TestAnsibleRollbackSystemDisk(t *testing.T) {
+	root := fixtureRoot(t, "vfio-bound")
+	kubelet := filepath.Join(root, "etc/default/kubelet")
+	before, err := os.ReadFile(kubelet)
+	require.NoError(t, err)
+	res, code := ansibleModuleRun(t, map[string]any{"_gpuprep_module": "label", "mode": "vm-vgpu", "vgpu_config": "A10-12Q", "before_join": true, "system_disk": true, "root": root})
+	require.Equal(t, 0, code, res)
+	require.Equal(t, true, res["changed"], res)
+	res, code = ansibleModuleRun(t, map[string]any{"_gpuprep_module": "rollback", "system_disk": true, "root": root})
+	require.Equal(t, 0, code, res)
+	assert.Equal(t, true, res["changed"], res)
+	after, err := os.ReadFile(kubelet)
+	require.NoError(t, err)
+	assert.Equal(t, string(before), string(after))
+}
+
 // ansibleCollection builds gpuprep and the collection with it as the
 // module of this architecture (ansible/build.sh, as make
 // ansible-collection does) and returns ANSIBLE_COLLECTIONS_PATH.
