@@ -45,12 +45,13 @@ const ansibleModulePrefix = "AnsiballZ_"
 const maxAnsibleArgs = 1 << 20
 
 // ansibleModuleMain runs gpuprep as an Ansible module when argv says it is
-// one (see above): ok false leaves argv to the command line.
-func ansibleModuleMain(argv []string, stdout io.Writer) (code int, ok bool) {
+// one (see above): ok false leaves argv to the command line. The module's
+// commands reach the machine through d (nil: realDeps).
+func ansibleModuleMain(argv []string, stdout io.Writer, d *deps) (code int, ok bool) {
 	if len(argv) != 2 || !strings.HasPrefix(filepath.Base(argv[0]), ansibleModulePrefix) {
 		return 0, false
 	}
-	res := runAnsibleModule(argv[1])
+	res := runAnsibleModule(argv[1], d)
 	b, err := json.Marshal(res)
 	if err != nil {
 		b, _ = json.Marshal(map[string]any{"failed": true, "msg": "gpuprep: encoding the result: " + err.Error()})
@@ -78,7 +79,7 @@ var ansibleModules = map[string]func(*ansibleArgs) ansibleResult{
 	"label":    ansibleLabel,
 }
 
-func runAnsibleModule(argsFile string) ansibleResult {
+func runAnsibleModule(argsFile string, d *deps) ansibleResult {
 	b, err := readBounded(argsFile, maxAnsibleArgs)
 	if err != nil {
 		return ansibleFail("gpuprep: reading the module arguments: %v", err)
@@ -87,6 +88,7 @@ func runAnsibleModule(argsFile string) ansibleResult {
 	if err != nil {
 		return ansibleFail("gpuprep: %v", err)
 	}
+	a.deps = d
 	run, ok := ansibleModules[a.module]
 	if !ok {
 		return ansibleFail("gpuprep: _gpuprep_module %q: want one of %s (run it through the gpuprep.node collection's modules)", a.module, strings.Join(ansibleModuleNames(), ", "))
@@ -122,11 +124,11 @@ func readBounded(name string, max int64) ([]byte, error) {
 	return b, nil
 }
 
-// gpuprepInProcess runs a gpuprep command line in this process, its output
-// captured.
-func gpuprepInProcess(args ...string) (code int, stdout, stderr string) {
+// gpuprep runs a gpuprep command line in this process, through the
+// module's deps, its output captured.
+func (a *ansibleArgs) gpuprep(args ...string) (code int, stdout, stderr string) {
 	var out, errb bytes.Buffer
-	code = executeWith(args, &out, &errb, &globals{})
+	code = executeWith(args, &out, &errb, &globals{deps: a.deps})
 	return code, out.String(), strings.TrimSpace(errb.String())
 }
 

@@ -20,7 +20,7 @@ func ansibleApply(a *ansibleArgs) ansibleResult {
 	}
 	var diff ansibleResult
 	if a.diff || a.checkMode {
-		code, text, stderr := gpuprepInProcess(a.provisionArgv("plan", "-o", "text")...)
+		code, text, stderr := a.gpuprep(a.provisionArgv("plan", "-o", "text")...)
 		if code != exitOK {
 			return failedRun("gpuprep plan", code, stderr)
 		}
@@ -29,7 +29,7 @@ func ansibleApply(a *ansibleArgs) ansibleResult {
 	if a.checkMode {
 		return ansiblePlan(a, diff)
 	}
-	code, out, stderr := gpuprepInProcess(a.provisionArgv("apply", "--yes", "-o", "json")...)
+	code, out, stderr := a.gpuprep(a.provisionArgv("apply", "--yes", "-o", "json")...)
 	var res applyResult
 	if err := json.Unmarshal([]byte(out), &res); err != nil || res.Outcome == nil {
 		return failedRun("gpuprep apply", code, stderr)
@@ -73,7 +73,7 @@ func ansibleApply(a *ansibleArgs) ansibleResult {
 
 // ansiblePlan is apply in check mode: the plan, nothing changed.
 func ansiblePlan(a *ansibleArgs, diff ansibleResult) ansibleResult {
-	code, out, stderr := gpuprepInProcess(a.provisionArgv("plan", "-o", "json")...)
+	code, out, stderr := a.gpuprep(a.provisionArgv("plan", "-o", "json")...)
 	var p provision.Plan
 	if code != exitOK || json.Unmarshal([]byte(out), &p) != nil {
 		return failedRun("gpuprep plan", code, stderr)

@@ -21,6 +21,7 @@ type ansibleArgs struct {
 	lists     map[string][]string
 	bools     map[string]bool
 	raw       map[string]json.RawMessage
+	deps      *deps // what the module's commands reach the machine through (nil: realDeps)
 }
 
 type ansibleParamKind int

@@ -22,7 +22,7 @@ func ansibleCheck(a *ansibleArgs) ansibleResult {
 	if l := a.list("skip"); len(l) > 0 {
 		argv = append(argv, "--skip", strings.Join(l, ","))
 	}
-	code, out, stderr := gpuprepInProcess(argv...)
+	code, out, stderr := a.gpuprep(argv...)
 	if code != exitOK && code != exitNotReady && code != exitUnknown {
 		return failedRun("gpuprep check", code, stderr)
 	}

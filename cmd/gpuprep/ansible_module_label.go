@@ -27,7 +27,7 @@ func ansibleLabel(a *ansibleArgs) ansibleResult {
 	if a.checkMode {
 		argv = append(argv, "--dry-run")
 	}
-	code, out, stderr := gpuprepInProcess(argv...)
+	code, out, stderr := a.gpuprep(argv...)
 	if code != exitOK {
 		return failedRun("gpuprep label", code, stderr)
 	}

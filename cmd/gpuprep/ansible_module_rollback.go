@@ -18,6 +18,9 @@ func ansibleRollback(a *ansibleArgs) ansibleResult {
 	if a.str("root") != "" {
 		argv = append(argv, "--root", a.str("root"))
 	}
+	if a.flag("system_disk") {
+		argv = append(argv, "--system-disk") // an offline image: rollback undoes its files (docs/root.md)
+	}
 	if a.str("to") != "" {
 		argv = append(argv, "--to", a.str("to"))
 	}
@@ -29,7 +32,7 @@ func ansibleRollback(a *ansibleArgs) ansibleResult {
 			argv = append(argv, "--"+dashed(k))
 		}
 	}
-	code, out, stderr := gpuprepInProcess(argv...)
+	code, out, stderr := a.gpuprep(argv...)
 	var res provision.RollbackResult
 	if err := json.Unmarshal([]byte(out), &res); err != nil {
 		return failedRun("gpuprep rollback", code, stderr)

@@ -31,7 +31,7 @@ func ansibleModuleRun(t *testing.T, args map[string]any) (map[string]any, int) {
 	f := filepath.Join(t.TempDir(), "args")
 	require.NoError(t, os.WriteFile(f, b, 0o600))
 	var out strings.Builder
-	code, ok := ansibleModuleMain([]string{"/tmp/x/AnsiballZ_gpuprep_linux_amd64", f}, &out)
+	code, ok := ansibleModuleMain([]string{"/tmp/x/AnsiballZ_gpuprep_linux_amd64", f}, &out, nil)
 	require.True(t, ok)
 	var res map[string]any
 	require.NoError(t, json.Unmarshal([]byte(out.String()), &res), out.String())
@@ -40,9 +40,9 @@ func ansibleModuleRun(t *testing.T, args map[string]any) (map[string]any, int) {
 }
 
 func TestAnsibleModuleProtocol(t *testing.T) {
-	_, ok := ansibleModuleMain([]string{"gpuprep", "check"}, &strings.Builder{})
+	_, ok := ansibleModuleMain([]string{"gpuprep", "check"}, &strings.Builder{}, nil)
 	assert.False(t, ok, "the command line is not a module")
-	_, ok = ansibleModuleMain([]string{"/x/AnsiballZ_check"}, &strings.Builder{})
+	_, ok = ansibleModuleMain([]string{"/x/AnsiballZ_check"}, &strings.Builder{}, nil)
 	assert.False(t, ok, "a module has its arguments file")
 
 	root := fixtureRoot(t, "vfio-bound")
@@ -71,6 +71,24 @@ func TestAnsibleModuleProtocol(t *testing.T) {
 	assert.NotContains(t, res, "rc", "Ansible takes a result's nonzero rc for a failure")
 }
 
+// rollback takes system_disk as label does: label --before-join on a
+// system disk, then rollback there, gives the kubelet's file back.
+func TestAnsibleRollbackSystemDisk(t *testing.T) {
+	root := fixtureRoot(t, "vfio-bound")
+	kubelet := filepath.Join(root, "etc/default/kubelet")
+	before, err := os.ReadFile(kubelet)
+	require.NoError(t, err)
+	res, code := ansibleModuleRun(t, map[string]any{"_gpuprep_module": "label", "mode": "vm-vgpu", "vgpu_config": "A10-12Q", "before_join": true, "system_disk": true, "root": root})
+	require.Equal(t, 0, code, res)
+	require.Equal(t, true, res["changed"], res)
+	res, code = ansibleModuleRun(t, map[string]any{"_gpuprep_module": "rollback", "system_disk": true, "root": root})
+	require.Equal(t, 0, code, res)
+	assert.Equal(t, true, res["changed"], res)
+	after, err := os.ReadFile(kubelet)
+	require.NoError(t, err)
+	assert.Equal(t, string(before), string(after))
+}
+
 // ansibleCollection builds gpuprep and the collection with it as the
 // module of this architecture (ansible/build.sh, as make
 // ansible-collection does) and returns ANSIBLE_COLLECTIONS_PATH.
@@ -79,8 +97,15 @@ func ansibleCollection(t *testing.T) string {
 	if _, err := os.Stat(ansiblePlaybookBin); err != nil {
 		ansibleOracleMissing(t, "ansible-playbook is not installed (apt-get install ansible-core)")
 	}
+	return ansibleCollectionOf(t, sshdtest.Gpuprep(t))
+}
+
+// ansibleCollectionOf is ansibleCollection with the binary gpuprep as the
+// module.
+func ansibleCollectionOf(t *testing.T, gpuprep string) string {
+	t.Helper()
 	bins := t.TempDir()
-	bin, err := os.ReadFile(sshdtest.Gpuprep(t))
+	bin, err := os.ReadFile(gpuprep)
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(bins, "gpuprep-linux-"+runtime.GOARCH), bin, 0o755))
 	dir := t.TempDir()
@@ -324,10 +349,27 @@ func TestAnsibleCanaryOverSSH(t *testing.T) {
 		sshdtest.Trust(t, kh, false, s)
 		fmt.Fprintf(&inv, "%s ansible_host=%s ansible_port=%d gpuprep_root=%s\n", h.name, s.Host, s.Port, roots[h.root])
 	}
-	fmt.Fprintf(&inv, "[gpu_nodes:vars]\nansible_user=%s\nansible_ssh_private_key_file=%s\nansible_become=false\n", env.User, env.ClientKey)
-	fmt.Fprintf(&inv, "ansible_ssh_common_args='-o UserKnownHostsFile=%s -o GlobalKnownHostsFile=/dev/null -o StrictHostKeyChecking=yes'\n", kh)
+	sshGroupVars(&inv, env, kh)
 	invFile := filepath.Join(dir, "hosts.ini")
 	require.NoError(t, os.WriteFile(invFile, []byte(inv.String()), 0o600))
+	ansibleOverSSH(t, env)
+
+	out, code := ansiblePlaybook(t, "-i", invFile, "--check", "gpuprep.node.prepare")
+	assert.Equal(t, 2, code, out)
+	assert.Equal(t, map[string]string{"canary": "1"}, recap(out), out)
+	assert.Regexp(t, `fatal: \[canary\]: FAILED! => .*cpu\.virtualization`, out)
+}
+
+// sshGroupVars: group gpu_nodes' variables for the harness's hosts: its
+// login user and key, the host keys in known_hosts kh, no become.
+func sshGroupVars(inv *strings.Builder, env *sshdtest.Env, kh string) {
+	fmt.Fprintf(inv, "[gpu_nodes:vars]\nansible_user=%s\nansible_ssh_private_key_file=%s\nansible_become=false\n", env.User, env.ClientKey)
+	fmt.Fprintf(inv, "ansible_ssh_common_args='-o UserKnownHostsFile=%s -o GlobalKnownHostsFile=/dev/null -o StrictHostKeyChecking=yes'\n", kh)
+}
+
+// ansibleOverSSH sets ansible-playbook up for the harness's sshd hosts.
+func ansibleOverSSH(t *testing.T, env *sshdtest.Env) {
+	t.Helper()
 	// no ControlPersist master left running after the test; the files go
 	// through the session itself (the harness's sshd has no sftp subsystem);
 	// options of lib/ansible/plugins/connection/ssh.py (ansible-core v2.14.18)
@@ -337,9 +379,4 @@ func TestAnsibleCanaryOverSSH(t *testing.T) {
 	// user's, not the controller's (ansibleCollection)
 	t.Setenv("ANSIBLE_SSH_USETTY", "False")
 	t.Setenv("ANSIBLE_REMOTE_TMP", filepath.Join(env.Home[env.User], ".ansible/tmp"))
-
-	out, code := ansiblePlaybook(t, "-i", invFile, "--check", "gpuprep.node.prepare")
-	assert.Equal(t, 2, code, out)
-	assert.Equal(t, map[string]string{"canary": "1"}, recap(out), out)
-	assert.Regexp(t, `fatal: \[canary\]: FAILED! => .*cpu\.virtualization`, out)
 }

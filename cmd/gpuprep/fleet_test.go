@@ -28,8 +28,13 @@ import (
 
 // TestMain: testrun points the fleet client's local hash cache (see
 // fleet.hashOpenFile) into a directory of the tests' own, not the user's,
-// and removes it, the sshd users and processes on every exit path.
+// and removes it, the sshd users and processes on every exit path. The
+// binary run as the gpuprep.node collection's module, or as a fixture's
+// boot, is that and no test run (fixtureHostMain).
 func TestMain(m *testing.M) {
+	if code, ok := fixtureHostMain(os.Args, os.Stdout, os.Stderr); ok {
+		os.Exit(code)
+	}
 	os.Exit(testrun.Main(m))
 }
 

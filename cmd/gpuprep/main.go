@@ -11,7 +11,7 @@ import (
 
 func main() {
 	// Ansible runs a binary module as AnsiballZ_NAME ARGSFILE (ansible_module.go).
-	if code, ok := ansibleModuleMain(os.Args, os.Stdout); ok {
+	if code, ok := ansibleModuleMain(os.Args, os.Stdout, nil); ok {
 		os.Exit(code)
 	}
 	// A fleet client starts a cached copy of gpuprep with a stamp to verify

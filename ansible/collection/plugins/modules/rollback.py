@@ -29,7 +29,7 @@ options:
     description: The kubeconfig for labels set through the API.
     type: path
   root:
-    description: The root (only C(/): rollback changes the running system).
+    description: The root to roll back, C(/) (the running system) or, with I(system_disk), a system disk.
     type: path
   system_disk:
     description: I(root) is a system disk (an offline image, C(--system-disk)); gpuprep writes file changes only into
