@@ -30,7 +30,8 @@ type NextKernel struct {
 // of the BLS entries (GRUB's blscfg, or systemd-boot with loader.conf's
 // default and its EFI variables), and where no bootloader says it, the one
 // kernel installed. On a proxmox-boot-tool node the menu is on its ESPs,
-// which are not mounted: unknown unless one kernel is installed.
+// usually not mounted: read from the pin files and kernels refresh writes
+// it from (proxmox_next.go).
 func FindNextKernel(root *host.Root) NextKernel {
 	b, err := Detect(root)
 	var nk NextKernel
@@ -59,7 +60,7 @@ func (b *Boot) nextKernel(root *host.Root) NextKernel {
 	case KindSystemdBoot, KindKernelstub:
 		return sdBootKernel(root)
 	case KindProxmox:
-		return NextKernel{Missing: "proxmox-boot-tool boots the menu it writes on its ESPs (" + ProxmoxBootUUIDs + "), which are not mounted: which kernel it boots next is not read"}
+		return proxmoxNextKernel(root, b)
 	}
 	return NextKernel{Missing: b.Kind + ": which kernel it boots next is not read"}
 }
