@@ -124,12 +124,21 @@ func bootPath(root *host.Root, p string) string {
 	return ""
 }
 
-// NextRelease is the release of the next boot's kernel (FindNextKernel),
-// else running: the kernel whose entry Boot.Source reads, for check, grub
-// show and the VFIO verdicts alike.
-func NextRelease(root *host.Root, running string) string {
-	if nk := FindNextKernel(root); nk.Release != "" {
-		return nk.Release
+// NextBoot is the one reading of what the next boot gets, which check (its
+// kernel-argument and VFIO verdicts, through NextRelease) and grub show
+// (which prints it) both serve from: the next boot's kernel
+// (FindNextKernel), and the release whose configuration Boot.Source reads
+// for it: that kernel's, else running's where it is unknown.
+func NextBoot(root *host.Root, running string) (NextKernel, string) {
+	nk := FindNextKernel(root)
+	if nk.Release != "" {
+		return nk, nk.Release
 	}
-	return strings.TrimSpace(running)
+	return nk, strings.TrimSpace(running)
+}
+
+// NextRelease is NextBoot's release.
+func NextRelease(root *host.Root, running string) string {
+	_, k := NextBoot(root, running)
+	return k
 }
