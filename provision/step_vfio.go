@@ -64,6 +64,7 @@ func (p *Plan) planBind(rebootPending bool) error {
 	for _, st := range vp.Steps {
 		s.Sysfs = append(s.Sysfs, st.String())
 	}
+	p.idsInKernelArgs(pp) // one bootloader edit, the kernel-args step's
 	regen := p.planPersist(s, pp, resume)
 	s.Notes = append(s.Notes, vp.Warnings...)
 	if len(todo) == 0 {
