@@ -1,6 +1,7 @@
 package provision_test
 
 import (
+	"context"
 	"strings"
 	"testing"
 
@@ -104,4 +105,30 @@ func TestPlanBuiltinVFIOIDsInBindStep(t *testing.T) {
 		}
 	}
 	require.Contains(t, diff, turingIDs)
+}
+
+// Before the reboot that turns the IOMMU on (Ubuntu 22.04's 5.15 kernel,
+// which builds vfio-pci in), the vfio-bind step waits for the IOMMU
+// groups, and with them which IDs: the kernel-args step's edit has the
+// IOMMU arguments only, and the deferred step says it puts vfio-pci.ids=
+// on the kernel command line itself after the reboot, and why.
+func TestPlanBuiltinVFIODeferredBind(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, fixture.Build("iommu-off-kernel", dir))
+	b := fixture.New(dir)
+	b.ModuleFiles("5.15.0-91-generic", []string{"kernel/drivers/vfio/vfio_iommu_type1.ko"},
+		[]string{"kernel/drivers/vfio/vfio.ko", "kernel/drivers/vfio/pci/vfio-pci-core.ko", "kernel/drivers/vfio/pci/vfio-pci.ko"}, nil)
+	b.BuiltinModule("vfio_pci", "vfio-pci")
+	require.NoError(t, b.Err())
+	k, err := fixture.NewKernel(dir)
+	require.NoError(t, err)
+	p, err := provision.NewPlan(context.Background(), k.Root, provision.Options{Mode: preflight.VMPassthrough, Runner: k})
+	require.NoError(t, err)
+	ka, vb := p.Step(provision.StepKernelArgs), p.Step(provision.StepVFIOBind)
+	require.NotNil(t, ka)
+	require.NotNil(t, vb)
+	require.True(t, vb.Deferred)
+	require.NotContains(t, ka.Files[0].Diff, "vfio-pci.ids")
+	require.Contains(t, strings.Join(vb.Notes, "\n"), "vfio-pci is built into kernel 5.15.0-91-generic (modules.builtin)")
+	require.Contains(t, strings.Join(vb.Notes, "\n"), "after the reboot this step puts vfio-pci.ids= for the devices it binds on the kernel command line")
 }
