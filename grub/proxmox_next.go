@@ -38,6 +38,10 @@ import (
 //     answer is made from the pin files and the kernels in /boot, as the
 //     last refresh wrote them (proxmox-boot-tool kernel pin asks for a
 //     refresh, and without one the ESPs keep what they had).
+//   - The initramfs an ESP boots is refresh's copy of /boot/initrd.img-KVER
+//     (src/proxmox-boot/proxmox-boot-sync, an initramfs-tools post-update
+//     hook, runs refresh after each update-initramfs), so the next kernel's
+//     Initrd is that file where the ESPs are not read.
 //   - proxmox-boot-cleanup.service (ConditionPathExists=
 //     /etc/kernel/next-boot-pin) runs `kernel unpin --next-boot` and
 //     refresh at each boot: a next-boot pin lasts one boot.
