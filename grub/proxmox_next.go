@@ -178,6 +178,9 @@ func proxmoxSDBootKernel(root *host.Root) NextKernel {
 	def, says := "proxmox-*", "nothing pinned ("+pinFrom+")"
 	if pin != "" {
 		def, says = "proxmox-"+pin+".conf", "pinned by "+pinFrom
+		if pinFrom == ProxmoxNextBootPin {
+			says += " for one boot (proxmox-boot-cleanup.service unpins it at that boot)"
+		}
 	}
 	conf := "the ESPs' loader/loader.conf (not mounted: as proxmox-boot-tool refresh writes it, " + says + "; entries for the kernels in /boot with their initrd.img)"
 	return sdBootSelect(root, es, def, conf, false)
