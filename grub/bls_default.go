@@ -70,10 +70,14 @@ func parseTries(name string) (id string, left, done int) {
 	return strings.ToLower(name[:i] + ".conf"), nl, nd
 }
 
-func readBLSEntries(root *host.Root) []blsEntry {
+func readBLSEntries(root *host.Root) []blsEntry { return readBLSEntriesIn(root, entryDirs) }
+
+// readBLSEntriesIn reads the type #1 entries of dirs, sorted as
+// systemd-boot sorts them.
+func readBLSEntriesIn(root *host.Root, dirs []string) []blsEntry {
 	var out []blsEntry
 	seen := map[string]bool{}
-	for _, dir := range entryDirs {
+	for _, dir := range dirs {
 		names, _ := root.Glob(dir + "/*.conf")
 		for _, n := range names {
 			id, left, done := parseTries(path.Base(n))
@@ -235,20 +239,26 @@ func efiString(root *host.Root, name string) string {
 // loaderDefault is loader.conf's `default` (the last one), and the file.
 func loaderDefault(root *host.Root) (string, string) {
 	for _, dir := range entryDirs {
-		conf := path.Dir(dir) + "/loader.conf"
-		data, err := kargs.ReadFile(root, conf)
-		if err != nil {
-			continue
+		if def, conf, ok := loaderDefaultOf(root, path.Dir(dir)+"/loader.conf"); ok {
+			return def, conf
 		}
-		def := ""
-		for _, l := range strings.Split(string(data), "\n") {
-			if f := strings.Fields(l); len(f) >= 2 && f[0] == "default" {
-				def = f[1]
-			}
-		}
-		return def, conf
 	}
 	return "", ""
+}
+
+// loaderDefaultOf is conf's last `default` ("" when it has none); ok false
+// when conf cannot be read.
+func loaderDefaultOf(root *host.Root, conf string) (def, file string, ok bool) {
+	data, err := kargs.ReadFile(root, conf)
+	if err != nil {
+		return "", "", false
+	}
+	for _, l := range strings.Split(string(data), "\n") {
+		if f := strings.Fields(l); len(f) >= 2 && f[0] == "default" {
+			def = f[1]
+		}
+	}
+	return def, conf, true
 }
 
 // sdBootKernel is systemd-boot's default entry.
@@ -257,42 +267,69 @@ func sdBootKernel(root *host.Root) NextKernel {
 	if len(es) == 0 {
 		return NextKernel{Missing: "no boot loader entries (" + strings.Join(entryDirs, ", ") + ") to tell which kernel systemd-boot boots next"}
 	}
-	// config_select_default_entry: the one-shot entry, then
-	// LoaderEntryDefault (its "@saved": LoaderEntryLastBooted), then
-	// loader.conf's default (its "@saved": LoaderEntryLastBooted too),
-	// each only when it matches an entry.
-	var e *blsEntry
-	why := ""
-	try := func(glob, what string) {
-		if e == nil && glob != "" {
-			if e = pickBLS(es, glob); e != nil {
-				why = fmt.Sprintf("%s %q", what, glob)
-			}
-		}
-	}
-	try(efiString(root, "LoaderEntryOneShot"), "EFI variable LoaderEntryOneShot")
 	def, conf := loaderDefault(root)
+	return sdBootSelect(root, es, def, conf, true)
+}
+
+// sdBootSelect is systemd-boot's config_select_default_entry over es
+// (sorted), with loader.conf's default def read from conf: the one-shot
+// entry, then LoaderEntryDefault (its "@saved": LoaderEntryLastBooted),
+// then def (its "@saved": LoaderEntryLastBooted too), each only when it
+// matches an entry; else the first entry. complete says es are all the
+// entries the boot loader sees; where they are not (the ESP not read, its
+// entries inferred), an EFI variable or default matching none of them is
+// unknown, not skipped.
+func sdBootSelect(root *host.Root, es []blsEntry, def, conf string, complete bool) NextKernel {
+	pk := &sdPick{es: es, complete: complete}
+	pk.try(efiString(root, "LoaderEntryOneShot"), "EFI variable LoaderEntryOneShot")
 	saved := efiString(root, "LoaderEntryLastBooted")
 	efiDef := efiString(root, "LoaderEntryDefault")
 	savedEFI := strings.EqualFold(efiDef, "@saved")
 	if savedEFI {
-		try(saved, "EFI variable LoaderEntryLastBooted (LoaderEntryDefault @saved)")
+		pk.try(saved, "EFI variable LoaderEntryLastBooted (LoaderEntryDefault @saved)")
 	} else {
-		try(efiDef, "EFI variable LoaderEntryDefault")
+		pk.try(efiDef, "EFI variable LoaderEntryDefault")
 	}
 	switch {
 	case strings.EqualFold(def, "@saved") && !savedEFI:
-		if e == nil && saved == "" {
+		if pk.e == nil && saved == "" {
 			return NextKernel{Missing: conf + ": default @saved boots the entry booted last (EFI variable LoaderEntryLastBooted), which is not readable"}
 		}
-		try(saved, conf+" default @saved: EFI variable LoaderEntryLastBooted")
+		pk.try(saved, conf+" default @saved: EFI variable LoaderEntryLastBooted")
 	case !strings.EqualFold(def, "@saved"):
-		try(def, conf+" default")
+		pk.try(def, conf+" default")
 	}
-	if e == nil {
-		e, why = &es[0], "the first of the sorted entries"
+	if pk.e == nil && !complete && pk.unmatched != "" {
+		return NextKernel{Missing: pk.unmatched + " names no entry gpuprep knows the ESP to hold, and the ESP's entries were not read: which kernel systemd-boot boots next is unknown"}
 	}
-	return blsNext(root, e, why)
+	if pk.e == nil {
+		pk.e, pk.why = &es[0], "the first of the sorted entries"
+	}
+	return blsNext(root, pk.e, pk.why)
+}
+
+// sdPick is sdBootSelect's choice so far: the entry (nil: none yet), why,
+// and the first glob that matched none of es.
+type sdPick struct {
+	es        []blsEntry
+	complete  bool
+	e         *blsEntry
+	why       string
+	unmatched string
+}
+
+// try picks the first entry glob matches (what names the glob), unless
+// one is picked already; where es are not complete, nothing after a glob
+// that matched none counts (it may match an entry not read).
+func (pk *sdPick) try(glob, what string) {
+	if pk.e != nil || glob == "" || !pk.complete && pk.unmatched != "" {
+		return
+	}
+	if pk.e = pickBLS(pk.es, glob); pk.e != nil {
+		pk.why = fmt.Sprintf("%s %q", what, glob)
+	} else if pk.unmatched == "" {
+		pk.unmatched = fmt.Sprintf("%s %q", what, glob)
+	}
 }
 
 // blsGRUBKernel is the default of GRUB's blscfg.

@@ -30,7 +30,8 @@ type NextKernel struct {
 // of the BLS entries (GRUB's blscfg, or systemd-boot with loader.conf's
 // default and its EFI variables), and where no bootloader says it, the one
 // kernel installed. On a proxmox-boot-tool node the menu is on its ESPs,
-// which are not mounted: unknown unless one kernel is installed.
+// usually not mounted: read from the pin files and kernels refresh writes
+// it from (proxmox_next.go).
 func FindNextKernel(root *host.Root) NextKernel {
 	b, err := Detect(root)
 	var nk NextKernel
@@ -59,7 +60,7 @@ func (b *Boot) nextKernel(root *host.Root) NextKernel {
 	case KindSystemdBoot, KindKernelstub:
 		return sdBootKernel(root)
 	case KindProxmox:
-		return NextKernel{Missing: "proxmox-boot-tool boots the menu it writes on its ESPs (" + ProxmoxBootUUIDs + "), which are not mounted: which kernel it boots next is not read"}
+		return proxmoxNextKernel(root, b)
 	}
 	return NextKernel{Missing: b.Kind + ": which kernel it boots next is not read"}
 }
@@ -123,12 +124,21 @@ func bootPath(root *host.Root, p string) string {
 	return ""
 }
 
-// NextRelease is the release of the next boot's kernel (FindNextKernel),
-// else running: the kernel whose entry Boot.Source reads, for check, grub
-// show and the VFIO verdicts alike.
-func NextRelease(root *host.Root, running string) string {
-	if nk := FindNextKernel(root); nk.Release != "" {
-		return nk.Release
+// NextBoot is the one reading of what the next boot gets, which check (its
+// kernel-argument and VFIO verdicts, through NextRelease) and grub show
+// (which prints it) both serve from: the next boot's kernel
+// (FindNextKernel), and the release whose configuration Boot.Source reads
+// for it: that kernel's, else running's where it is unknown.
+func NextBoot(root *host.Root, running string) (NextKernel, string) {
+	nk := FindNextKernel(root)
+	if nk.Release != "" {
+		return nk, nk.Release
 	}
-	return strings.TrimSpace(running)
+	return nk, strings.TrimSpace(running)
+}
+
+// NextRelease is NextBoot's release.
+func NextRelease(root *host.Root, running string) string {
+	_, k := NextBoot(root, running)
+	return k
 }

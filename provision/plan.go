@@ -124,6 +124,9 @@ type Plan struct {
 	inv      *pci.Inventory
 	boot     *grub.Boot
 	grubPlan *grub.Plan
+	// kargs is what the kernel-args step was planned from (for the
+	// vfio-bind step's IDs to join its edit: kernel_args_ids.go)
+	kargs    kargsPlanned
 	vfioPlan *vfio.Plan
 	labels   labelPlan
 	vgpu     *vgpuState

@@ -108,6 +108,7 @@ func (p *Plan) planKernelArgs() (bool, error) {
 	}
 	if gp.Changed() {
 		p.Steps = append(p.Steps, planKernelArgsStep(boot, gp, want, later))
+		p.kargs = kargsPlanned{req: k.Request(), want: want, later: later}
 	}
 	if running {
 		return false, nil

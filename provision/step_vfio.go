@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gpuprep/gpuprep/grub"
 	"github.com/gpuprep/gpuprep/internal/host"
 	"github.com/gpuprep/gpuprep/internal/initramfs"
 	"github.com/gpuprep/gpuprep/internal/journal"
@@ -64,6 +65,7 @@ func (p *Plan) planBind(rebootPending bool) error {
 	for _, st := range vp.Steps {
 		s.Sysfs = append(s.Sysfs, st.String())
 	}
+	p.idsInKernelArgs(pp) // one bootloader edit, the kernel-args step's
 	regen := p.planPersist(s, pp, resume)
 	s.Notes = append(s.Notes, vp.Warnings...)
 	if len(todo) == 0 {
@@ -91,8 +93,20 @@ func (p *Plan) deferBind(sel []*pci.Device) error {
 	}
 	p.Steps = append(p.Steps, &Step{ID: StepVFIOBind, Deferred: true,
 		Title: "bind every endpoint of the IOMMU groups of " + strings.Join(addrs, ", ") + " to VFIO, persistently (the writes are planned after the reboot, once the IOMMU groups and drivers are as it leaves them)",
-		Notes: []string{"persistent: /etc/modprobe.d/gpuprep-vfio.conf, /etc/modules-load.d/gpuprep-vfio.conf (and a udev rule where needed), initramfs regenerated"}})
+		Notes: append([]string{"persistent: /etc/modprobe.d/gpuprep-vfio.conf, /etc/modules-load.d/gpuprep-vfio.conf (and a udev rule where needed), initramfs regenerated"}, p.deferredIDsNote()...)})
 	return nil
+}
+
+// deferredIDsNote says, where the kernel the reboot boots has vfio-pci
+// built in, that the deferred bind step puts the IDs on the kernel command
+// line itself, after the reboot (see kernel_args_ids.go).
+func (p *Plan) deferredIDsNote() []string {
+	running, _ := p.root.ReadString("/proc/sys/kernel/osrelease")
+	k := grub.NextRelease(p.root, running)
+	if !vfio.BuiltinModules(p.root, k)["vfio_pci"] {
+		return nil
+	}
+	return []string{vfio.CmdlineWhy(k) + ": after the reboot this step puts vfio-pci.ids= for the devices it binds on the kernel command line, through the bootloader editor (shown, journalled and rolled back as the kernel-args step's edit is), not in the kernel-args step's edit now: which devices, and so which IDs, only the IOMMU groups tell; they are bound live meanwhile, and the IDs bind them at the boot after"}
 }
 
 // bindTodo are the functions vp moves to VFIO ("ADDR (FROM → TO)"), and

@@ -86,9 +86,11 @@ func splitIDs(v string) []string {
 	return out
 }
 
-// vfioBuiltin reports whether the running kernel has vfio-pci built in.
+// vfioBuiltin reports whether the next boot's kernel (nextKernel, as the
+// persistence verdicts read it; the running one where that is unknown)
+// has vfio-pci built in: the persistent binding is for that boot.
 func vfioBuiltin(root *host.Root) (bool, string) {
-	k := strings.TrimSpace(kernel(root))
+	k, _ := nextKernel(root)
 	return BuiltinModules(root, k)["vfio_pci"], k
 }
 

@@ -93,3 +93,42 @@ func TestPersistOnBuiltinVFIOPCIWithoutABootloaderToEdit(t *testing.T) {
 	require.Nil(t, p.Persist.CmdlinePending())
 	require.Contains(t, strings.Join(p.Persist.Warnings, "\n"), "put vfio-pci.ids=10de:10f8,10de:1ad8,10de:1ad9,10de:1e87 on the kernel command line yourself")
 }
+
+// The persistent binding is for the next boot, so the next boot's kernel
+// (its GRUB menu's default entry) decides whether vfio-pci is built in,
+// not the running one: running 6.1.0-18-amd64 with vfio-pci a module, and
+// a menu that boots 6.1.0-28-amd64 with it built in, the IDs go on the
+// kernel command line; the other way round, into modprobe.d.
+func TestPersistBuiltinIsTheNextKernels(t *testing.T) {
+	const next = "6.1.0-28-amd64"
+	menu := "menuentry 'Debian GNU/Linux' --class debian --class gnu-linux --class gnu --class os $menuentry_id_option 'gnulinux-simple-1' {\n\tlinux\t/boot/vmlinuz-" + next + " root=UUID=1 ro quiet intel_iommu=on iommu=pt\n\tinitrd\t/boot/initrd.img-" + next + "\n}\n"
+	nextBuiltin := func(b *fixture.Builder) {
+		b.ModuleFiles(next, []string{"kernel/drivers/vfio/vfio_iommu_type1.ko"},
+			[]string{"kernel/drivers/vfio/vfio.ko", "kernel/drivers/vfio/pci/vfio-pci-core.ko", "kernel/drivers/vfio/pci/vfio-pci.ko"}, nil)
+		b.File("/boot/vmlinuz-"+next, "").File("/boot/grub/grub.cfg", menu).File("/usr/sbin/update-grub", "")
+	}
+	k := sim(t, "turing-multifunction", nextBuiltin)
+	o := opts()
+	o.Persist = true
+	_, p := plan(t, k, o)
+	c := p.Persist.CmdlinePending()
+	require.NotNil(t, c, "%q", p.Warnings)
+	require.Contains(t, c.Why, "vfio-pci is built into kernel "+next+" (modules.builtin)")
+
+	nextModule := func(b *fixture.Builder) {
+		b.ModuleFiles(next, vfioModuleFiles, nil, nil)
+		b.File("/boot/vmlinuz-"+next, "").File("/boot/grub/grub.cfg", menu).File("/usr/sbin/update-grub", "")
+	}
+	k = sim(t, "turing-multifunction", builtinVFIOPCI, nextModule)
+	_, p = plan(t, k, o)
+	require.Nil(t, p.Persist.Cmdline, "%+v", p.Persist.Cmdline)
+	for _, f := range p.Persist.Files {
+		if f.Path == ModprobeConf {
+			require.Contains(t, string(f.New), "options vfio-pci ids=10de:10f8,10de:1ad8,10de:1ad9,10de:1e87\n")
+		}
+	}
+}
+
+// vfioModuleFiles are the VFIO modules of a kernel that builds them as
+// modules (Debian 12's).
+var vfioModuleFiles = []string{"kernel/drivers/vfio/vfio.ko", "kernel/drivers/vfio/vfio_iommu_type1.ko", "kernel/drivers/vfio/pci/vfio-pci-core.ko", "kernel/drivers/vfio/pci/vfio-pci.ko"}

@@ -332,15 +332,29 @@ type offState struct {
 	Reason     string `json:"reason,omitempty"`
 }
 
+// nextBootState is, in `grub show`, the kernel the next boot runs, as
+// grub.NextBoot reads it for check too.
+type nextBootState struct {
+	Kernel  string `json:"kernel"`            // its release, "" when it cannot be told
+	Initrd  string `json:"initrd,omitempty"`  // the initramfs its boot entry loads, "" when none was found
+	From    string `json:"from,omitempty"`    // the file and setting that decided (a menu entry and GRUB_DEFAULT or grubenv, loader.conf's default, a pin file)
+	Missing string `json:"missing,omitempty"` // when kernel is "": what was missing to tell
+	// Read is the kernel whose configuration "configured" is: the next
+	// boot's, else (unknown) the running kernel's
+	Read string `json:"read"`
+}
+
 type showReport struct {
 	APIVersion string `json:"apiVersion"`
 	Kind       string `json:"kind"`
 	Bootloader string `json:"bootloader"`
 	Source     string `json:"source"`
 	// ESPs (proxmox-boot-tool) is what its ESPs boot, and how gpuprep knows
-	ESPs       string `json:"esps,omitempty"`
-	Configured string `json:"configured"`
-	Running    string `json:"running"`
+	ESPs string `json:"esps,omitempty"`
+	// NextBoot is the kernel the next boot runs and what decided it
+	NextBoot   nextBootState `json:"nextBoot"`
+	Configured string        `json:"configured"`
+	Running    string        `json:"running"`
 	// RunningError says why /proc/cmdline could not be read ("" when it was)
 	RunningError string     `json:"runningError,omitempty"`
 	Mode         string     `json:"mode"`
@@ -365,8 +379,10 @@ func (c *grubCmd) show(cmd *cobra.Command) error {
 		return &exitError{code: exitUnknown, err: err}
 	}
 	kver, _ := root.ReadString("/proc/sys/kernel/osrelease")
-	// the same reading of the next boot as check's (grub.Configured)
-	source, err := boot.Source(grub.NextRelease(root, kver))
+	// the same reading of the next boot as check's (grub.Configured
+	// through grub.NextRelease)
+	nk, rel := grub.NextBoot(root, kver)
+	source, err := boot.Source(rel)
 	if err != nil {
 		return &exitError{code: exitUnknown, err: err}
 	}
@@ -377,7 +393,8 @@ func (c *grubCmd) show(cmd *cobra.Command) error {
 	}
 	raw, rerr := kargs.ReadString(root, "/proc/cmdline")
 	running := kargs.Parse(raw)
-	rep := showReport{APIVersion: "gpuprep/v1", Kind: "KernelArgs", Bootloader: boot.Kind, Source: src, ESPs: espsSay(boot), Running: raw, Mode: c.mode}
+	rep := showReport{APIVersion: "gpuprep/v1", Kind: "KernelArgs", Bootloader: boot.Kind, Source: src, ESPs: espsSay(boot), Running: raw, Mode: c.mode,
+		NextBoot: nextBootState{Kernel: nk.Release, Initrd: nk.Initrd, From: nk.From, Missing: nk.Missing, Read: rel}}
 	if rerr != nil {
 		rep.RunningError = rerr.Error()
 	}
@@ -469,7 +486,7 @@ func showText(out io.Writer, rep showReport) error {
 	if rep.ESPs != "" {
 		bl += ", " + rep.ESPs
 	}
-	fmt.Fprintf(out, "bootloader: %s (%s)\nconfigured: %s\nrunning:    %s\n\n", bl, rep.Source, sanitize.Terminal(rep.Configured), sanitize.Terminal(running))
+	fmt.Fprintf(out, "bootloader: %s (%s)\nnext boot:  %s\nconfigured: %s\nrunning:    %s\n\n", bl, rep.Source, sanitize.Terminal(nextBootSays(rep.NextBoot)), sanitize.Terminal(rep.Configured), sanitize.Terminal(running))
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "WANTED\tCONFIGURED\tRUNNING\tSTATE")
 	dash := func(s string) string {
@@ -508,6 +525,24 @@ func showText(out io.Writer, rep showReport) error {
 		fmt.Fprintf(out, "%s: %s\n", sanitize.Terminal(o.Arg), sanitize.Terminal(o.Reason))
 	}
 	return nil
+}
+
+// nextBootSays is the next boot's kernel in grub show's text: its release
+// and what decided it, or unknown with what was missing (and whose
+// configuration is read instead).
+func nextBootSays(n nextBootState) string {
+	if n.Kernel == "" {
+		s := "kernel unknown (" + n.Missing + ")"
+		if n.Read != "" {
+			s += "; the configuration read is the running kernel's, " + n.Read
+		}
+		return s
+	}
+	s := "kernel " + n.Kernel + ", " + n.From
+	if n.Initrd != "" {
+		s += "; initramfs " + n.Initrd
+	}
+	return s
 }
 
 // offStates are the arguments, configured for the next boot or running,
