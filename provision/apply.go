@@ -325,9 +325,7 @@ func fileIntent(e Env, p string, now time.Time) error {
 // is what the change is to leave there (journal.Entry.Wrote).
 func fileIntentBy(e Env, p string, now time.Time, command, wrote string) error {
 	old, err := e.Root.ReadFile(p)
-	en := journal.FileIntent(p, old, err == nil, command, wrote, now)
-	en.Time = now
-	return e.record(en)
+	return e.record(journal.ReplaceIntent(p, old, err == nil, wrote, now).Intent(command, now))
 }
 
 // writeFile replaces p with data, atomically and backed up, with an intent

@@ -248,14 +248,20 @@ func (r *rollbackRun) gather(i int, en journal.Entry, out bool) {
 }
 
 func gatherFile(r *rollbackRun, i int, en journal.Entry) *resource {
-	if en.Path == "" {
+	f := en.File()
+	if f.Path == "" {
 		return nil
 	}
-	res := r.get("file", en.Path, i)
+	res := r.get("file", f.Path, i)
 	r.grubFiles = r.grubFiles || strings.HasPrefix(en.Command, "grub ")
 	res.boot = res.boot || r.step == StepKernelArgs || strings.HasPrefix(en.Command, "grub")
-	res.vfio = res.vfio || en.Path == vfio.ModprobeConf || en.Path == vfio.ModulesLoad || en.Path == vfio.UdevRule || en.Path == vgpu.NouveauBlacklist
+	res.vfio = res.vfio || isVFIOFile(f.Path) || f.Path == vgpu.NouveauBlacklist
 	return res
+}
+
+// isVFIOFile reports whether p is one of gpuprep's persistent VFIO files.
+func isVFIOFile(p string) bool {
+	return p == vfio.ModprobeConf || p == vfio.ModulesLoad || p == vfio.UdevRule
 }
 
 func gatherVGPU(r *rollbackRun, i int, en journal.Entry) *resource {
@@ -267,10 +273,11 @@ func gatherVGPU(r *rollbackRun, i int, en journal.Entry) *resource {
 }
 
 func gatherManager(r *rollbackRun, i int, en journal.Entry) *resource {
-	if en.Path == "" {
+	rec := en.VGPUManager().Record
+	if rec == "" {
 		return nil
 	}
-	return r.get("vgpu-manager", en.Path, i)
+	return r.get("vgpu-manager", rec, i)
 }
 
 func gatherDriver(r *rollbackRun, i int, en journal.Entry) *resource {
@@ -278,8 +285,9 @@ func gatherDriver(r *rollbackRun, i int, en journal.Entry) *resource {
 }
 
 func gatherDir(r *rollbackRun, i int, en journal.Entry) *resource {
-	r.dirs = appendNew(r.dirs, en.Path)
-	r.dirEntries[en.Path] = append(r.dirEntries[en.Path], i)
+	d := en.Dir().Path
+	r.dirs = appendNew(r.dirs, d)
+	r.dirEntries[d] = append(r.dirEntries[d], i)
 	return nil
 }
 
@@ -490,7 +498,7 @@ func (r *rollbackRun) recordUndone() error {
 		en := r.entries[i]
 		un := journal.UndoneRecord{Index: i, Kind: en.Kind, Path: en.Path, Device: en.Device}
 		if en.Kind == journal.KindFile || en.Kind == KindFileIntent {
-			un.Saved = r.saved[en.Path]
+			un.Saved = r.saved[en.File().Path]
 		}
 		if err := r.e.record(un.Entry("rollback", now)); err != nil {
 			return err

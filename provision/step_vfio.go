@@ -436,12 +436,12 @@ func persistIntents(entries []journal.Entry, step string) bool {
 	for i, e := range entries {
 		switch {
 		case undone[i]:
-		case e.Kind == KindStep && e.Before == step:
-			in = e.After == "started"
+		case e.Kind == KindStep && e.Step().ID == step:
+			in = e.Step().State == journal.StepStarted
 			if !in {
 				found = false
 			}
-		case in && e.Kind == KindFileIntent && (e.Path == vfio.ModprobeConf || e.Path == vfio.ModulesLoad || e.Path == vfio.UdevRule):
+		case in && e.Kind == KindFileIntent && isVFIOFile(e.File().Path):
 			found = true
 		}
 	}

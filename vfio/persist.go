@@ -259,9 +259,10 @@ func InitramfsStale(root *host.Root) string {
 	}
 	if entries, err := journal.Read(root); err == nil {
 		for _, en := range entries {
-			gone := en.Kind == "file" && (en.Wrote == journal.Absent || en.After == "removed") && !root.Exists(en.Path)
-			if gone && slices.Contains([]string{ModprobeConf, ModulesLoad, UdevRule}, en.Path) && en.Time.After(newest) {
-				newest, file = en.Time, "the removal of "+en.Path+" (journal)"
+			f := en.File()
+			gone := en.Kind == journal.KindFile && f.Gone() && !root.Exists(f.Path)
+			if gone && slices.Contains([]string{ModprobeConf, ModulesLoad, UdevRule}, f.Path) && en.Time.After(newest) {
+				newest, file = en.Time, "the removal of "+f.Path+" (journal)"
 			}
 		}
 	}
