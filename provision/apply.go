@@ -140,17 +140,18 @@ func Unfinished(entries []journal.Entry) []string {
 	var order []string
 	undone := undoneSet(entries)
 	for i, e := range entries {
-		if e.Kind != KindStep || undone[i] || e.Before == StepReboot {
+		s := e.Step()
+		if e.Kind != KindStep || undone[i] || s.ID == StepReboot {
 			continue
 		}
-		switch e.After {
-		case "started":
-			if !open[e.Before] {
-				order = append(order, e.Before)
+		switch s.State {
+		case journal.StepStarted:
+			if !open[s.ID] {
+				order = append(order, s.ID)
 			}
-			open[e.Before] = true
-		case "done":
-			open[e.Before] = false
+			open[s.ID] = true
+		case journal.StepDone:
+			open[s.ID] = false
 		}
 	}
 	var out []string
