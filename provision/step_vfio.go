@@ -458,7 +458,7 @@ func (p *Plan) bind(ctx context.Context, e Env) error {
 		if t.Bound {
 			continue
 		}
-		if err := e.record(journal.DriverIntent("apply", t.Dev.Address, t.Driver, t.VFIO, now)); err != nil {
+		if err := e.record(journal.DriverRecord{Device: t.Dev.Address, Before: t.Driver, After: t.VFIO}.Intent("apply", now)); err != nil {
 			return err
 		}
 	}
@@ -524,7 +524,7 @@ func (p *Plan) unbind(ctx context.Context, e Env) error {
 		return err
 	}
 	for _, t := range p.targets(e.Root) {
-		if err := e.record(journal.DriverIntent("apply", t.addr, t.driver, t.restore, now)); err != nil {
+		if err := e.record(journal.DriverRecord{Device: t.addr, Before: t.driver, After: t.restore}.Intent("apply", now)); err != nil {
 			return err
 		}
 	}

@@ -132,7 +132,7 @@ func Bind(ctx context.Context, e Env, inv *pci.Inventory, p *Plan, opts Options)
 		rb := rollback(e, w, done)
 		for _, t := range done {
 			if d := e.driver(t.Dev.Address); d == t.Driver {
-				_ = journal.Append(e.Root, journal.DriverDone("vfio bind (rolled back)", t.Dev.Address, t.VFIO, t.Driver, opts.now()))
+				_ = journal.Append(e.Root, journal.DriverRecord{Device: t.Dev.Address, Before: t.VFIO, After: t.Driver}.Done("vfio bind (rolled back)", opts.now()))
 			}
 		}
 		res.Changed = nil
@@ -147,7 +147,7 @@ func Bind(ctx context.Context, e Env, inv *pci.Inventory, p *Plan, opts Options)
 	for _, t := range todo {
 		// the intent first (durable): killed after the driver changed,
 		// the journal still names the driver to restore
-		if err := journal.Append(e.Root, journal.DriverIntent("vfio bind", t.Dev.Address, t.Driver, t.VFIO, opts.now())); err != nil {
+		if err := journal.Append(e.Root, journal.DriverRecord{Device: t.Dev.Address, Before: t.Driver, After: t.VFIO}.Intent("vfio bind", opts.now())); err != nil {
 			return fail(err)
 		}
 		done = append(done, t)
@@ -155,7 +155,7 @@ func Bind(ctx context.Context, e Env, inv *pci.Inventory, p *Plan, opts Options)
 			return fail(err)
 		}
 		res.Changed = append(res.Changed, Change{Device: t.Dev.Address, Before: t.Driver, After: t.VFIO})
-		if err := journal.Append(e.Root, journal.DriverDone("vfio bind", t.Dev.Address, t.Driver, t.VFIO, opts.now())); err != nil {
+		if err := journal.Append(e.Root, journal.DriverRecord{Device: t.Dev.Address, Before: t.Driver, After: t.VFIO}.Done("vfio bind", opts.now())); err != nil {
 			return fail(err)
 		}
 	}
@@ -438,7 +438,7 @@ func Unbind(ctx context.Context, e Env, inv *pci.Inventory, sel pci.Selector, op
 		before, known := DriverBefore(entries, a)
 		// the intent first (durable): killed after the unbind, the journal
 		// still says the device is to go back to before
-		if err := journal.Append(e.Root, journal.DriverIntent("vfio unbind", a, drv, restoreTo(before, known, opts.NoRestore), opts.now())); err != nil {
+		if err := journal.Append(e.Root, journal.DriverRecord{Device: a, Before: drv, After: restoreTo(before, known, opts.NoRestore)}.Intent("vfio unbind", opts.now())); err != nil {
 			failed = append(failed, fmt.Sprintf("%s: journal: %v (not unbound)", a, err))
 			continue
 		}
@@ -485,7 +485,7 @@ func Unbind(ctx context.Context, e Env, inv *pci.Inventory, sel pci.Selector, op
 			res.Changed = append(res.Changed, Change{Device: a, Before: drv, After: after})
 		}
 		unbound = append(unbound, a)
-		_ = journal.Append(e.Root, journal.DriverDone("vfio unbind", a, drv, after, opts.now()))
+		_ = journal.Append(e.Root, journal.DriverRecord{Device: a, Before: drv, After: after}.Done("vfio unbind", opts.now()))
 	}
 	if len(unbound) > 0 && len(Persisted(e.Root)) > 0 {
 		pp, err := planPersist(e.Root, inv, nil, unbound)
