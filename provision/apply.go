@@ -140,17 +140,18 @@ func Unfinished(entries []journal.Entry) []string {
 	var order []string
 	undone := undoneSet(entries)
 	for i, e := range entries {
-		if e.Kind != KindStep || undone[i] || e.Before == StepReboot {
+		s := e.Step()
+		if e.Kind != KindStep || undone[i] || s.ID == StepReboot {
 			continue
 		}
-		switch e.After {
-		case "started":
-			if !open[e.Before] {
-				order = append(order, e.Before)
+		switch s.State {
+		case journal.StepStarted:
+			if !open[s.ID] {
+				order = append(order, s.ID)
 			}
-			open[e.Before] = true
-		case "done":
-			open[e.Before] = false
+			open[s.ID] = true
+		case journal.StepDone:
+			open[s.ID] = false
 		}
 	}
 	var out []string
@@ -325,9 +326,7 @@ func fileIntent(e Env, p string, now time.Time) error {
 // is what the change is to leave there (journal.Entry.Wrote).
 func fileIntentBy(e Env, p string, now time.Time, command, wrote string) error {
 	old, err := e.Root.ReadFile(p)
-	en := journal.FileIntent(p, old, err == nil, command, wrote, now)
-	en.Time = now
-	return e.record(en)
+	return e.record(journal.ReplaceIntent(p, old, err == nil, wrote, now).Intent(command, now))
 }
 
 // writeFile replaces p with data, atomically and backed up, with an intent

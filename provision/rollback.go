@@ -6,7 +6,6 @@ import (
 	"path"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -93,10 +92,8 @@ func (res *RollbackResult) rebootFor(why string) {
 func undoneSet(entries []journal.Entry) map[int]bool {
 	m := map[int]bool{}
 	for _, e := range entries {
-		if e.Kind == KindUndone {
-			if i, err := strconv.Atoi(e.Before); err == nil {
-				m[i] = true
-			}
+		if u, ok := e.Undone(); e.Kind == KindUndone && ok {
+			m[u.Index] = true
 		}
 	}
 	return m
@@ -208,11 +205,13 @@ type undoKind func(r *rollbackRun, i int, en journal.Entry) *resource
 // gathered for their undo; a kind not here (step, command-intent) has
 // nothing of its own to undo.
 var undoKinds = map[string]undoKind{
-	journal.KindFile:              gatherFile,
-	journal.KindFileIntent:        gatherFile,
-	journal.KindVGPU:              gatherVGPU,
-	journal.KindVGPUIntent:        gatherVGPU,
-	journal.KindVGPUMode:          func(r *rollbackRun, i int, en journal.Entry) *resource { return r.get("vgpu-mode", en.Device, i) },
+	journal.KindFile:       gatherFile,
+	journal.KindFileIntent: gatherFile,
+	journal.KindVGPU:       gatherVGPU,
+	journal.KindVGPUIntent: gatherVGPU,
+	journal.KindVGPUMode: func(r *rollbackRun, i int, en journal.Entry) *resource {
+		return r.get("vgpu-mode", en.VGPUMode().GPU, i)
+	},
 	journal.KindVGPUManagerIntent: gatherManager,
 	journal.KindVGPUManager:       gatherManager,
 	journal.KindDriver:            gatherDriver,
@@ -248,18 +247,24 @@ func (r *rollbackRun) gather(i int, en journal.Entry, out bool) {
 }
 
 func gatherFile(r *rollbackRun, i int, en journal.Entry) *resource {
-	if en.Path == "" {
+	f := en.File()
+	if f.Path == "" {
 		return nil
 	}
-	res := r.get("file", en.Path, i)
+	res := r.get("file", f.Path, i)
 	r.grubFiles = r.grubFiles || strings.HasPrefix(en.Command, "grub ")
 	res.boot = res.boot || r.step == StepKernelArgs || strings.HasPrefix(en.Command, "grub")
-	res.vfio = res.vfio || en.Path == vfio.ModprobeConf || en.Path == vfio.ModulesLoad || en.Path == vfio.UdevRule || en.Path == vgpu.NouveauBlacklist
+	res.vfio = res.vfio || isVFIOFile(f.Path) || f.Path == vgpu.NouveauBlacklist
 	return res
 }
 
+// isVFIOFile reports whether p is one of gpuprep's persistent VFIO files.
+func isVFIOFile(p string) bool {
+	return p == vfio.ModprobeConf || p == vfio.ModulesLoad || p == vfio.UdevRule
+}
+
 func gatherVGPU(r *rollbackRun, i int, en journal.Entry) *resource {
-	t := vgpuTarget(en)
+	t := vgpuTarget(en.VGPU())
 	if t == "" {
 		return nil
 	}
@@ -267,10 +272,11 @@ func gatherVGPU(r *rollbackRun, i int, en journal.Entry) *resource {
 }
 
 func gatherManager(r *rollbackRun, i int, en journal.Entry) *resource {
-	if en.Path == "" {
+	rec := en.VGPUManager().Record
+	if rec == "" {
 		return nil
 	}
-	return r.get("vgpu-manager", en.Path, i)
+	return r.get("vgpu-manager", rec, i)
 }
 
 func gatherDriver(r *rollbackRun, i int, en journal.Entry) *resource {
@@ -278,8 +284,9 @@ func gatherDriver(r *rollbackRun, i int, en journal.Entry) *resource {
 }
 
 func gatherDir(r *rollbackRun, i int, en journal.Entry) *resource {
-	r.dirs = appendNew(r.dirs, en.Path)
-	r.dirEntries[en.Path] = append(r.dirEntries[en.Path], i)
+	d := en.Dir().Path
+	r.dirs = appendNew(r.dirs, d)
+	r.dirEntries[d] = append(r.dirEntries[d], i)
 	return nil
 }
 
@@ -301,7 +308,7 @@ var undoers = map[string]undoer{
 	"file": undoFile,
 	"vgpu": undoVGPU,
 	"vgpu-mode": func(ctx context.Context, r *rollbackRun, res *resource) error {
-		return resetHeteroMode(ctx, r.e, res.key, r.entries[res.oldest].Before, r.res)
+		return resetHeteroMode(ctx, r.e, res.key, r.entries[res.oldest].VGPUMode().Mode, r.res)
 	},
 	"vgpu-manager": func(ctx context.Context, r *rollbackRun, res *resource) error {
 		return revertUpgrade(ctx, r.e, res.key, r.res)
@@ -350,8 +357,8 @@ func undoFile(ctx context.Context, r *rollbackRun, res *resource) error {
 func undoVGPU(_ context.Context, r *rollbackRun, res *resource) error {
 	var wrote []string // the type ids gpuprep wrote to a VF
 	for _, i := range res.all {
-		if r.entries[i].After != "" {
-			wrote = append(wrote, r.entries[i].After)
+		if v := r.entries[i].VGPU().Value; v != "" {
+			wrote = append(wrote, v)
 		}
 	}
 	return removeVGPU(r.e, res.key, wrote, r.o.Force, r.res)
@@ -490,7 +497,7 @@ func (r *rollbackRun) recordUndone() error {
 		en := r.entries[i]
 		un := journal.UndoneRecord{Index: i, Kind: en.Kind, Path: en.Path, Device: en.Device}
 		if en.Kind == journal.KindFile || en.Kind == KindFileIntent {
-			un.Saved = r.saved[en.Path]
+			un.Saved = r.saved[en.File().Path]
 		}
 		if err := r.e.record(un.Entry("rollback", now)); err != nil {
 			return err
@@ -527,9 +534,10 @@ func doneSteps(entries []journal.Entry, undone map[int]bool) []string {
 	seen := map[string]bool{}
 	var out []string
 	for i, en := range entries {
-		if en.Kind == KindStep && en.After == "done" && !undone[i] && !seen[en.Before] {
-			seen[en.Before] = true
-			out = append(out, en.Before)
+		s := en.Step()
+		if en.Kind == KindStep && s.State == journal.StepDone && !undone[i] && !seen[s.ID] {
+			seen[s.ID] = true
+			out = append(out, s.ID)
 		}
 	}
 	return out

@@ -35,7 +35,8 @@ func (kernelArgsStep) run(ctx context.Context, e Env, p *Plan, s *Step) error {
 		// what the bootloader's own tool is about to change, so that
 		// rollback can run its inverse
 		for _, en := range p.bootArgIntents(argv) {
-			k := en.Before + "\x00" + en.After
+			a := en.BootArgs()
+			k := a.Remove + "\x00" + a.Add
 			if recorded[k] {
 				continue
 			}

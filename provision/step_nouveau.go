@@ -42,7 +42,7 @@ func (nouveauStep) run(ctx context.Context, e Env, _ *Plan, s *Step) error {
 	now := e.now()
 	for _, a := range e.Root.Names("/sys/bus/pci/devices") {
 		if e.Root.LinkBase("/sys/bus/pci/devices/"+a+"/driver") == "nouveau" {
-			if err := e.record(journal.DriverIntent("apply", a, "nouveau", "", now)); err != nil {
+			if err := e.record(journal.DriverRecord{Device: a, Before: "nouveau"}.Intent("apply", now)); err != nil {
 				return err
 			}
 		}

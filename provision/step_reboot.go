@@ -52,17 +52,18 @@ func lastRebootAsk(entries []journal.Entry, reason string) (journal.Entry, bool)
 	var last journal.Entry
 	found := false
 	for i, e := range entries {
-		why := e.Path
+		s := e.Step()
+		why := s.Reason
 		if why == "" {
 			why = RebootForKernelArgs
 		}
-		if e.Kind != KindStep || e.Command != "apply" || e.Before != StepReboot || why != reason || undone[i] {
+		if e.Kind != KindStep || e.Command != "apply" || s.ID != StepReboot || why != reason || undone[i] {
 			continue
 		}
-		switch e.After {
-		case "started":
+		switch s.State {
+		case journal.StepStarted:
 			last, found = e, true
-		case "done": // answered: an apply after that reboot found it had done its work
+		case journal.StepDone: // answered: an apply after that reboot found it had done its work
 			found = false
 		}
 	}
@@ -276,7 +277,7 @@ func kernelArgsDone(entries []journal.Entry, ask journal.Entry) (time.Time, bool
 		if e.Time.After(ask.Time) {
 			break
 		}
-		if e.Kind == KindStep && e.Command == "apply" && e.Before == StepKernelArgs && e.After == "done" && !undone[i] {
+		if s := e.Step(); e.Kind == KindStep && e.Command == "apply" && s.ID == StepKernelArgs && s.State == journal.StepDone && !undone[i] {
 			at, ok = e.Time, true
 		}
 	}

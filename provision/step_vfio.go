@@ -450,12 +450,12 @@ func persistIntents(entries []journal.Entry, step string) bool {
 	for i, e := range entries {
 		switch {
 		case undone[i]:
-		case e.Kind == KindStep && e.Before == step:
-			in = e.After == "started"
+		case e.Kind == KindStep && e.Step().ID == step:
+			in = e.Step().State == journal.StepStarted
 			if !in {
 				found = false
 			}
-		case in && e.Kind == KindFileIntent && (e.Path == vfio.ModprobeConf || e.Path == vfio.ModulesLoad || e.Path == vfio.UdevRule):
+		case in && e.Kind == KindFileIntent && isVFIOFile(e.File().Path):
 			found = true
 		}
 	}
@@ -472,7 +472,7 @@ func (p *Plan) bind(ctx context.Context, e Env) error {
 		if t.Bound {
 			continue
 		}
-		if err := e.record(journal.DriverIntent("apply", t.Dev.Address, t.Driver, t.VFIO, now)); err != nil {
+		if err := e.record(journal.DriverRecord{Device: t.Dev.Address, Before: t.Driver, After: t.VFIO}.Intent("apply", now)); err != nil {
 			return err
 		}
 	}
@@ -538,7 +538,7 @@ func (p *Plan) unbind(ctx context.Context, e Env) error {
 		return err
 	}
 	for _, t := range p.targets(e.Root) {
-		if err := e.record(journal.DriverIntent("apply", t.addr, t.driver, t.restore, now)); err != nil {
+		if err := e.record(journal.DriverRecord{Device: t.addr, Before: t.driver, After: t.restore}.Intent("apply", now)); err != nil {
 			return err
 		}
 	}

@@ -61,27 +61,28 @@ func (b *bootArgsUndo) add(en journal.Entry) {
 	if b.by == nil {
 		b.by = map[string]*kindArgs{}
 	}
-	k := b.by[en.Device]
+	a := en.BootArgs()
+	k := b.by[a.Loader]
 	if k == nil {
 		k = &kindArgs{keepAdded: map[string]string{}, keepRemoved: map[string]string{}}
-		b.by[en.Device] = k
-		b.kinds = append(b.kinds, en.Device)
+		b.by[a.Loader] = k
+		b.kinds = append(b.kinds, a.Loader)
 	}
 	switch {
-	case en.After != "" && en.Path != "":
-		if _, ok := k.keepAdded[en.After]; !ok {
-			k.order = append(k.order, "+"+en.After)
+	case a.Add != "" && a.Kept != "":
+		if _, ok := k.keepAdded[a.Add]; !ok {
+			k.order = append(k.order, "+"+a.Add)
 		}
-		k.keepAdded[en.After] = en.Path
-	case en.After != "":
-		k.remove = appendNew(k.remove, en.After)
-	case en.Before != "" && en.Path != "":
-		if _, ok := k.keepRemoved[en.Before]; !ok {
-			k.order = append(k.order, "-"+en.Before)
+		k.keepAdded[a.Add] = a.Kept
+	case a.Add != "":
+		k.remove = appendNew(k.remove, a.Add)
+	case a.Remove != "" && a.Kept != "":
+		if _, ok := k.keepRemoved[a.Remove]; !ok {
+			k.order = append(k.order, "-"+a.Remove)
 		}
-		k.keepRemoved[en.Before] = en.Path
-	case en.Before != "":
-		k.readd = appendNew(k.readd, en.Before)
+		k.keepRemoved[a.Remove] = a.Kept
+	case a.Remove != "":
+		k.readd = appendNew(k.readd, a.Remove)
 	}
 }
 

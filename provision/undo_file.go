@@ -66,12 +66,12 @@ type fileUndo struct {
 // holds what it backed up) cannot be undone: the file is left as it is. A
 // file already as it was before gpuprep is left alone (an earlier rollback
 // that failed further on restored it). Otherwise the file must still hold
-// what gpuprep last wrote there (journal.Entry.Wrote): an edit made since
+// what gpuprep last wrote there (journal.FileRecord.Wrote): an edit made since
 // is not undone unless force, and then saved first. Entries from before
 // gpuprep recorded what it wrote cannot tell: the file is restored as
 // before, its content saved, with a note.
 func planFileUndo(e Env, entries []journal.Entry, idx []int, force bool) fileUndo {
-	p := entries[idx[0]].Path
+	p := entries[idx[0]].File().Path
 	u := fileUndo{path: p}
 	curHash, err := currentHash(e, p)
 	if err != nil {
@@ -86,8 +86,9 @@ func planFileUndo(e Env, entries []journal.Entry, idx []int, force bool) fileUnd
 		return u // as it was before gpuprep
 	}
 	last := entries[idx[len(idx)-1]]
-	known := last.Wrote != ""
-	asLeft := curHash == last.Wrote || last.Kind == KindFileIntent && curHash == last.Before
+	lf := last.File()
+	known := lf.Wrote != ""
+	asLeft := curHash == lf.Wrote || last.Kind == KindFileIntent && curHash == lf.Before
 	if o.missing != "" {
 		u.problem = missingBackup(p, o, asLeft, known)
 		return u
@@ -157,26 +158,26 @@ type fileOrigin struct {
 func findOrigin(e Env, entries []journal.Entry, idx []int, curHash string) (o fileOrigin, found bool) {
 	done, backedUp := fileBackups(entries, idx)
 	for _, i := range idx {
-		en := entries[i]
-		if en.Backup == "" {
+		en, f := entries[i], entries[i].File()
+		if f.Backup == "" {
 			return fileOrigin{created: true, hash: journal.Absent}, true
 		}
-		happened := done[en.Backup] || en.Kind == KindFileIntent && en.Wrote != "" && en.Wrote != en.Before && curHash == en.Wrote
-		want := backedUp[en.Backup]
-		b, err := e.Root.ReadFile(en.Backup)
+		happened := done[f.Backup] || en.Kind == KindFileIntent && f.Wrote != "" && f.Wrote != f.Before && curHash == f.Wrote
+		want := backedUp[f.Backup]
+		b, err := e.Root.ReadFile(f.Backup)
 		switch {
 		case err == nil && (want == "" || journal.Hash(b) == want):
-			return fileOrigin{data: b, from: en.Backup, hash: journal.Hash(b)}, true
+			return fileOrigin{data: b, from: f.Backup, hash: journal.Hash(b)}, true
 		case !happened:
 			continue
 		case err != nil:
-			o = fileOrigin{missing: fmt.Sprintf("its backup %s is missing", en.Backup), hash: want}
+			o = fileOrigin{missing: fmt.Sprintf("its backup %s is missing", f.Backup), hash: want}
 			if !errors.Is(err, fs.ErrNotExist) {
-				o.missing = fmt.Sprintf("its backup %s cannot be read (%v)", en.Backup, err)
+				o.missing = fmt.Sprintf("its backup %s cannot be read (%v)", f.Backup, err)
 			}
 			return o, true
 		default:
-			return fileOrigin{missing: fmt.Sprintf("its backup %s no longer holds the content it backed up (%s)", en.Backup, want), hash: want}, true
+			return fileOrigin{missing: fmt.Sprintf("its backup %s no longer holds the content it backed up (%s)", f.Backup, want), hash: want}, true
 		}
 	}
 	return fileOrigin{}, false
@@ -187,12 +188,12 @@ func findOrigin(e Env, entries []journal.Entry, idx []int, curHash string) (o fi
 func fileBackups(entries []journal.Entry, idx []int) (done map[string]bool, backedUp map[string]string) {
 	done, backedUp = map[string]bool{}, map[string]string{}
 	for _, i := range idx {
-		en := entries[i]
-		if en.Kind == journal.KindFile && en.Backup != "" {
-			done[en.Backup] = true
+		en, f := entries[i], entries[i].File()
+		if en.Kind == journal.KindFile && f.Backup != "" {
+			done[f.Backup] = true
 		}
-		if en.Kind == KindFileIntent && en.Backup != "" && strings.HasPrefix(en.Before, "sha256:") {
-			backedUp[en.Backup] = en.Before
+		if h := f.BackedUp(); en.Kind == KindFileIntent && h != "" {
+			backedUp[f.Backup] = h
 		}
 	}
 	return done, backedUp

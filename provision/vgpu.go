@@ -463,14 +463,14 @@ func writeTypeNames(e Env, dp *vgpu.Plan, command string) error {
 	return writeFileBy(e, vgpu.TypeNames, names, command)
 }
 
-// vgpuTarget is the vGPU a vgpu entry created: an mdev's UUID, or a VF's
-// address; "" for entries that removed one (vgpu apply --prune).
-func vgpuTarget(en journal.Entry) string {
+// vgpuTarget is the vGPU a vgpu record created: an mdev's UUID, or a VF's
+// address; "" for records that removed one (vgpu apply --prune).
+func vgpuTarget(v journal.VGPURecord) string {
 	switch {
-	case strings.HasSuffix(en.Path, "/create") && en.After != "":
-		return en.After
-	case strings.HasSuffix(en.Path, "/nvidia/current_vgpu_type") && en.After != "0" && en.After != "":
-		return strings.TrimSuffix(strings.TrimPrefix(en.Path, "/sys/bus/pci/devices/"), "/nvidia/current_vgpu_type")
+	case strings.HasSuffix(v.Attr, "/create") && v.Value != "":
+		return v.Value
+	case strings.HasSuffix(v.Attr, "/nvidia/current_vgpu_type") && v.Value != "0" && v.Value != "":
+		return strings.TrimSuffix(strings.TrimPrefix(v.Attr, "/sys/bus/pci/devices/"), "/nvidia/current_vgpu_type")
 	}
 	return ""
 }

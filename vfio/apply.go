@@ -108,46 +108,20 @@ func (e Env) driver(addr string) string {
 func Bind(ctx context.Context, e Env, inv *pci.Inventory, p *Plan, opts Options) (*Result, error) {
 	res := &Result{Groups: map[string]bool{}}
 	w := writer{fs: e.Sysfs, timeout: opts.timeout()}
-	for _, m := range p.Modules {
-		argv, err := e.loadModule(ctx, m)
-		res.Commands = append(res.Commands, argv)
-		if err != nil {
-			return res, fmt.Errorf("load %s: %w (nothing was changed)", m, err)
-		}
-	}
-	var todo []*Target
-	for _, t := range p.Targets {
-		if t.Bound {
-			res.Unchanged = append(res.Unchanged, t.Dev.Address)
-			continue
-		}
-		t.VFIO = driverName(e.Root, t.Module) // the loaded module names its driver
-		if !e.Root.Exists("/sys/bus/pci/drivers/" + t.VFIO) {
-			return res, fmt.Errorf("%s: driver %s (module %s) is not registered in /sys/bus/pci/drivers (nothing was changed)", t.Dev.Address, t.VFIO, t.Module)
-		}
-		todo = append(todo, t)
-	}
-	var done []*Target
-	fail := func(err error) (*Result, error) {
-		rb := rollback(e, w, done)
-		for _, t := range done {
-			if d := e.driver(t.Dev.Address); d == t.Driver {
-				_ = journal.Append(e.Root, journal.DriverDone("vfio bind (rolled back)", t.Dev.Address, t.VFIO, t.Driver, opts.now()))
-			}
-		}
-		res.Changed = nil
-		if len(rb) > 0 {
-			return res, fmt.Errorf("%w; rollback incomplete: %s", err, strings.Join(rb, "; "))
-		}
-		if len(done) > 0 {
-			return res, fmt.Errorf("%w; rolled back: %s restored to their drivers", err, plural.N(len(done), "device"))
-		}
+	if err := loadModules(ctx, e, p.Modules, res); err != nil {
 		return res, err
 	}
+	todo, err := bindTargets(e, p, res)
+	if err != nil {
+		return res, err
+	}
+	var done []*Target
+	fail := func(err error) (*Result, error) { return res, undoBind(e, w, done, opts, res, err) }
 	for _, t := range todo {
 		// the intent first (durable): killed after the driver changed,
 		// the journal still names the driver to restore
-		if err := journal.Append(e.Root, journal.DriverIntent("vfio bind", t.Dev.Address, t.Driver, t.VFIO, opts.now())); err != nil {
+		rec := journal.DriverRecord{Device: t.Dev.Address, Before: t.Driver, After: t.VFIO}
+		if err := journal.Append(e.Root, rec.Intent("vfio bind", opts.now())); err != nil {
 			return fail(err)
 		}
 		done = append(done, t)
@@ -155,7 +129,7 @@ func Bind(ctx context.Context, e Env, inv *pci.Inventory, p *Plan, opts Options)
 			return fail(err)
 		}
 		res.Changed = append(res.Changed, Change{Device: t.Dev.Address, Before: t.Driver, After: t.VFIO})
-		if err := journal.Append(e.Root, journal.DriverDone("vfio bind", t.Dev.Address, t.Driver, t.VFIO, opts.now())); err != nil {
+		if err := journal.Append(e.Root, rec.Done("vfio bind", opts.now())); err != nil {
 			return fail(err)
 		}
 	}
@@ -170,6 +144,56 @@ func Bind(ctx context.Context, e Env, inv *pci.Inventory, p *Plan, opts Options)
 	}
 	waitGroups(e, p.Targets, res)
 	return res, nil
+}
+
+// loadModules loads the modules Bind needs, before any change.
+func loadModules(ctx context.Context, e Env, modules []string, res *Result) error {
+	for _, m := range modules {
+		argv, err := e.loadModule(ctx, m)
+		res.Commands = append(res.Commands, argv)
+		if err != nil {
+			return fmt.Errorf("load %s: %w (nothing was changed)", m, err)
+		}
+	}
+	return nil
+}
+
+// bindTargets are the targets of p that Bind moves (those on VFIO
+// already are Unchanged), each with the VFIO driver its loaded module
+// registers; an error when one is not registered.
+func bindTargets(e Env, p *Plan, res *Result) ([]*Target, error) {
+	var todo []*Target
+	for _, t := range p.Targets {
+		if t.Bound {
+			res.Unchanged = append(res.Unchanged, t.Dev.Address)
+			continue
+		}
+		t.VFIO = driverName(e.Root, t.Module) // the loaded module names its driver
+		if !e.Root.Exists("/sys/bus/pci/drivers/" + t.VFIO) {
+			return nil, fmt.Errorf("%s: driver %s (module %s) is not registered in /sys/bus/pci/drivers (nothing was changed)", t.Dev.Address, t.VFIO, t.Module)
+		}
+		todo = append(todo, t)
+	}
+	return todo, nil
+}
+
+// undoBind puts the devices done back on their drivers after Bind failed
+// with err, journalling each one restored, and returns err saying so.
+func undoBind(e Env, w writer, done []*Target, opts Options, res *Result, err error) error {
+	rb := rollback(e, w, done)
+	for _, t := range done {
+		if d := e.driver(t.Dev.Address); d == t.Driver {
+			_ = journal.Append(e.Root, journal.DriverRecord{Device: t.Dev.Address, Before: t.VFIO, After: t.Driver}.Done("vfio bind (rolled back)", opts.now()))
+		}
+	}
+	res.Changed = nil
+	if len(rb) > 0 {
+		return fmt.Errorf("%w; rollback incomplete: %s", err, strings.Join(rb, "; "))
+	}
+	if len(done) > 0 {
+		return fmt.Errorf("%w; rolled back: %s restored to their drivers", err, plural.N(len(done), "device"))
+	}
+	return err
 }
 
 func bindOne(e Env, w writer, t *Target) error {
@@ -389,114 +413,30 @@ func Unbind(ctx context.Context, e Env, inv *pci.Inventory, sel pci.Selector, op
 		return nil, err
 	}
 	res := &Result{Groups: map[string]bool{}}
-	w := writer{fs: e.Sysfs, timeout: opts.timeout()}
 	targets := UnbindTargets(e.Root, inv, selected)
 	if len(targets) == 0 {
-		if opts.Regenerate == "" {
-			// An earlier unbind that removed the files and then failed
-			// to regenerate the initramfs left one that still binds the
-			// GPUs to VFIO at boot.
-			opts.Regenerate = InitramfsStale(e.Root)
-		}
-		pp, err := planPersist(e.Root, inv, nil, nil)
-		if err != nil {
-			return res, err
-		}
-		// An earlier unbind killed while it removed the files (its
-		// modprobe.d file gone, the others not): no device is persisted,
-		// and what is left of gpuprep's files goes.
-		var left []change.File
-		if len(Persisted(e.Root)) == 0 {
-			left, _ = pp.Pending(e.Root)
-		}
-		if opts.Regenerate == "" && len(left) == 0 {
-			return res, ErrNothing
-		}
-		pp.Regenerate = opts.Regenerate
-		_, err = applyPersist(ctx, e, pp, "vfio unbind", opts, res)
-		return res, err
+		return res, unbindLeftovers(ctx, e, inv, opts, res)
 	}
-	var refused []string
-	for _, g := range uniqGroups(targets) {
-		if hs := Holders(e.Root, GroupNode(g)); len(hs) > 0 && !opts.Force {
-			refused = append(refused, fmt.Sprintf("IOMMU group %s is in use (a VM?): /dev/vfio/%s is held open by %s; stop it or pass --force", g, g, holderList(hs)))
-		}
-	}
-	if len(refused) > 0 {
+	if refused := groupsInUse(e.Root, targets, opts.Force); len(refused) > 0 {
 		return res, &Refused{Reasons: refused}
 	}
 	entries, jerr := journal.Read(e.Root)
 	if jerr != nil {
 		res.Notes = append(res.Notes, "journal: "+jerr.Error())
 	}
-	var failed []string
-	var unbound []string
+	u := unbinder{e: e, w: writer{fs: e.Sysfs, timeout: opts.timeout()}, opts: opts, res: res, entries: entries}
+	var failed, unbound []string
 	for _, d := range targets {
-		a := d.Address
-		dev := "/sys/bus/pci/devices/" + a
-		drv, ov := current(e.Root, a)
-		before, known := DriverBefore(entries, a)
-		// the intent first (durable): killed after the unbind, the journal
-		// still says the device is to go back to before
-		if err := journal.Append(e.Root, journal.DriverIntent("vfio unbind", a, drv, restoreTo(before, known, opts.NoRestore), opts.now())); err != nil {
-			failed = append(failed, fmt.Sprintf("%s: journal: %v (not unbound)", a, err))
+		if msg := u.unbind(d.Address); msg != "" {
+			failed = append(failed, msg)
 			continue
 		}
-		if pci.DriverIsVFIO(drv) {
-			if err := w.write(dev+"/driver/unbind", a); err != nil {
-				failed = append(failed, fmt.Sprintf("%s: unbind from %s: %v", a, drv, err))
-				continue
-			}
-			if cur := e.driver(a); cur != "" {
-				failed = append(failed, fmt.Sprintf("%s: still on %s after unbind", a, cur))
-				continue
-			}
-		}
-		if ov != "" {
-			if err := w.write(dev+"/driver_override", "\n"); err != nil {
-				failed = append(failed, fmt.Sprintf("%s: clear driver_override: %v", a, err))
-				continue
-			}
-		}
-		after := ""
-		switch {
-		case !known:
-			res.Notes = append(res.Notes, fmt.Sprintf("%s: the journal has no record of its driver before bind: left unbound (`echo %s > /sys/bus/pci/drivers_probe` lets the kernel choose)", a, a))
-		case before == "":
-			res.Notes = append(res.Notes, fmt.Sprintf("%s: had no driver before bind: left unbound", a))
-		case e.driver(a) == before:
-			after = before // on it already (a boot gave it back): nothing to bind
-		case slices.Contains(opts.NoRestore, before):
-			res.Notes = append(res.Notes, fmt.Sprintf("%s: its driver before bind, %s, is not wanted back here: left unbound", a, before))
-		case !e.Root.Exists("/sys/bus/pci/drivers/" + before):
-			res.Notes = append(res.Notes, fmt.Sprintf("%s: its driver before bind, %s, is not loaded: left unbound", a, before))
-		default:
-			err := w.write("/sys/bus/pci/drivers/"+before+"/bind", a)
-			if cur := e.driver(a); err == nil && cur == before {
-				after = before
-			} else {
-				if err == nil {
-					err = fmt.Errorf("bind reported success, the device is on %q", cur)
-				}
-				res.Notes = append(res.Notes, fmt.Sprintf("%s: could not restore %s (%v): left unbound", a, before, err))
-			}
-		}
-		if drv != after {
-			res.Changed = append(res.Changed, Change{Device: a, Before: drv, After: after})
-		}
-		unbound = append(unbound, a)
-		_ = journal.Append(e.Root, journal.DriverDone("vfio unbind", a, drv, after, opts.now()))
+		unbound = append(unbound, d.Address)
 	}
 	if len(unbound) > 0 && len(Persisted(e.Root)) > 0 {
-		pp, err := planPersist(e.Root, inv, nil, unbound)
-		if err != nil {
+		if msg, err := unpersistUnbound(ctx, e, inv, unbound, opts, res); err != nil {
 			return res, err
-		}
-		if changed, err := applyPersist(ctx, e, pp, "vfio unbind", opts, res); err != nil {
-			msg := err.Error()
-			if len(changed) > 0 {
-				msg += "\ngpuprep's persistent VFIO files changed (backed up, in the journal) but the initramfs still holds the old ones, which early boot applies: fix the cause and run vfio unbind again (it regenerates an initramfs older than the change)"
-			}
+		} else if msg != "" {
 			failed = append(failed, msg)
 		}
 	}
@@ -504,6 +444,135 @@ func Unbind(ctx context.Context, e Env, inv *pci.Inventory, sel pci.Selector, op
 		return res, fmt.Errorf("unbind failed: %s", strings.Join(failed, "; "))
 	}
 	return res, nil
+}
+
+// unbindLeftovers is Unbind with no device on VFIO: what an earlier
+// unbind left undone, or ErrNothing.
+func unbindLeftovers(ctx context.Context, e Env, inv *pci.Inventory, opts Options, res *Result) error {
+	if opts.Regenerate == "" {
+		// An earlier unbind that removed the files and then failed
+		// to regenerate the initramfs left one that still binds the
+		// GPUs to VFIO at boot.
+		opts.Regenerate = InitramfsStale(e.Root)
+	}
+	pp, err := planPersist(e.Root, inv, nil, nil)
+	if err != nil {
+		return err
+	}
+	// An earlier unbind killed while it removed the files (its
+	// modprobe.d file gone, the others not): no device is persisted,
+	// and what is left of gpuprep's files goes.
+	var left []change.File
+	if len(Persisted(e.Root)) == 0 {
+		left, _ = pp.Pending(e.Root)
+	}
+	if opts.Regenerate == "" && len(left) == 0 {
+		return ErrNothing
+	}
+	pp.Regenerate = opts.Regenerate
+	_, err = applyPersist(ctx, e, pp, "vfio unbind", opts, res)
+	return err
+}
+
+// groupsInUse says, for each IOMMU group of targets whose /dev/vfio node a
+// process holds open, why it is not unbound (nothing with force).
+func groupsInUse(root *host.Root, targets []*pci.Device, force bool) []string {
+	var refused []string
+	for _, g := range uniqGroups(targets) {
+		if hs := Holders(root, GroupNode(g)); len(hs) > 0 && !force {
+			refused = append(refused, fmt.Sprintf("IOMMU group %s is in use (a VM?): /dev/vfio/%s is held open by %s; stop it or pass --force", g, g, holderList(hs)))
+		}
+	}
+	return refused
+}
+
+// unpersistUnbound drops the devices unbound from gpuprep's persistent
+// configuration; msg is why that failed (err: it could not be planned).
+func unpersistUnbound(ctx context.Context, e Env, inv *pci.Inventory, unbound []string, opts Options, res *Result) (msg string, err error) {
+	pp, err := planPersist(e.Root, inv, nil, unbound)
+	if err != nil {
+		return "", err
+	}
+	changed, err := applyPersist(ctx, e, pp, "vfio unbind", opts, res)
+	if err == nil {
+		return "", nil
+	}
+	msg = err.Error()
+	if len(changed) > 0 {
+		msg += "\ngpuprep's persistent VFIO files changed (backed up, in the journal) but the initramfs still holds the old ones, which early boot applies: fix the cause and run vfio unbind again (it regenerates an initramfs older than the change)"
+	}
+	return msg, nil
+}
+
+// unbinder takes devices off VFIO for Unbind.
+type unbinder struct {
+	e       Env
+	w       writer
+	opts    Options
+	res     *Result
+	entries []journal.Entry
+}
+
+// unbind takes the device a off its VFIO driver and gives it back the
+// driver the journal recorded before bind, journalled before and after;
+// it returns why it failed ("" done).
+func (u unbinder) unbind(a string) string {
+	e, w := u.e, u.w
+	dev := "/sys/bus/pci/devices/" + a
+	drv, ov := current(e.Root, a)
+	before, known := DriverBefore(u.entries, a)
+	// the intent first (durable): killed after the unbind, the journal
+	// still says the device is to go back to before
+	if err := journal.Append(e.Root, journal.DriverRecord{Device: a, Before: drv, After: restoreTo(before, known, u.opts.NoRestore)}.Intent("vfio unbind", u.opts.now())); err != nil {
+		return fmt.Sprintf("%s: journal: %v (not unbound)", a, err)
+	}
+	if pci.DriverIsVFIO(drv) {
+		if err := w.write(dev+"/driver/unbind", a); err != nil {
+			return fmt.Sprintf("%s: unbind from %s: %v", a, drv, err)
+		}
+		if cur := e.driver(a); cur != "" {
+			return fmt.Sprintf("%s: still on %s after unbind", a, cur)
+		}
+	}
+	if ov != "" {
+		if err := w.write(dev+"/driver_override", "\n"); err != nil {
+			return fmt.Sprintf("%s: clear driver_override: %v", a, err)
+		}
+	}
+	after := u.restore(a, before, known)
+	if drv != after {
+		u.res.Changed = append(u.res.Changed, Change{Device: a, Before: drv, After: after})
+	}
+	_ = journal.Append(e.Root, journal.DriverRecord{Device: a, Before: drv, After: after}.Done("vfio unbind", u.opts.now()))
+	return ""
+}
+
+// restore binds the unbound device a to before, its driver before bind
+// (known: the journal records it), where that is wanted and possible,
+// noting why not; it returns the driver a ends on ("" none).
+func (u unbinder) restore(a, before string, known bool) string {
+	e, res := u.e, u.res
+	switch {
+	case !known:
+		res.Notes = append(res.Notes, fmt.Sprintf("%s: the journal has no record of its driver before bind: left unbound (`echo %s > /sys/bus/pci/drivers_probe` lets the kernel choose)", a, a))
+	case before == "":
+		res.Notes = append(res.Notes, fmt.Sprintf("%s: had no driver before bind: left unbound", a))
+	case e.driver(a) == before:
+		return before // on it already (a boot gave it back): nothing to bind
+	case slices.Contains(u.opts.NoRestore, before):
+		res.Notes = append(res.Notes, fmt.Sprintf("%s: its driver before bind, %s, is not wanted back here: left unbound", a, before))
+	case !e.Root.Exists("/sys/bus/pci/drivers/" + before):
+		res.Notes = append(res.Notes, fmt.Sprintf("%s: its driver before bind, %s, is not loaded: left unbound", a, before))
+	default:
+		err := u.w.write("/sys/bus/pci/drivers/"+before+"/bind", a)
+		if cur := e.driver(a); err == nil && cur == before {
+			return before
+		} else if err == nil {
+			err = fmt.Errorf("bind reported success, the device is on %q", cur)
+		}
+		res.Notes = append(res.Notes, fmt.Sprintf("%s: could not restore %s (%v): left unbound", a, before, err))
+	}
+	return ""
 }
 
 // Unpersist removes addrs from gpuprep's persistent VFIO configuration and

@@ -100,18 +100,8 @@ func (b *BootImage) Binding(root *host.Root, d *pci.Device) ImageBinding {
 	var ib ImageBinding
 	id := d.VendorID + ":" + d.DeviceID
 	modalias, _ := root.ReadString("/sys/bus/pci/devices/" + d.Address + "/modalias")
-	takers := map[string]bool{}
-	for _, a := range c.Aliases {
-		if a.Module == "vfio_pci" || c.Modules[a.Module] == "" || c.Blacklist[a.Module] != "" {
-			continue
-		}
-		if ok, err := path.Match(a.Pattern, modalias); err == nil && ok && !takers[a.Module] {
-			takers[a.Module] = true
-			if ib.Taker == "" {
-				ib.Taker = a.Module
-			}
-		}
-	}
+	takers := imageTakers(c, modalias)
+	ib.Taker = takers.first
 	ib.NoAliases = len(c.Aliases) == 0 && len(c.Modules) > 0
 	if o := b.override(d); o != "" {
 		ib.Binds, ib.How = true, "sets its driver_override to vfio-pci ("+o+"), so no other driver takes it at early boot and vfio-pci binds it when it loads"
@@ -119,62 +109,116 @@ func (b *BootImage) Binding(root *host.Root, d *pci.Device) ImageBinding {
 	}
 	builtin := b.builtin || c.Builtin["vfio_pci"]
 	have := builtin || c.Modules["vfio_pci"] != ""
-	// vfio-pci must load before a taker does: by a load that comes before
-	// udev's coldplug, or by a softdep on every taker (udev's modprobe of
-	// the taker loads it first). With no taker, any load in the image
-	// finds the device free.
-	early, loaded := "", ""
-	for _, l := range c.Early {
-		if l.Module == "vfio_pci" {
-			if early == "" && (l.BeforeUdev || len(takers) == 0) {
-				early = l.Source
-			}
-			if loaded == "" {
-				loaded = l.Source
+	early, loaded := vfioLoads(c, takers.all)
+	ids := ""
+	if IDsOnCmdline(b.cmdline, d) {
+		ids = "vfio-pci.ids= on the kernel command line"
+	} else if !builtin {
+		ids = imageIDs(c, id)
+	}
+	if have {
+		ib.verdict(builtin, early, loaded, ids, id)
+	}
+	return ib
+}
+
+// verdict sets whether an image that has vfio-pci (builtin, or a module
+// loaded early and loaded at all, "" none) binds the device of id, given
+// the ids= that name it ("" none), or loads vfio-pci without it.
+func (ib *ImageBinding) verdict(builtin bool, early, loaded, ids, id string) {
+	switch {
+	case builtin && ids != "":
+		ib.Binds, ib.How = true, "has vfio-pci built into the kernel, with "+ids
+	case early != "" && ids != "":
+		ib.Binds, ib.How = true, "loads vfio-pci ("+early+") with "+ids
+	case loaded != "" && !builtin && ids == "":
+		ib.EarlyNoID = "loads vfio-pci (" + loaded + ") without " + id + " in its ids"
+	}
+}
+
+// takers are the modules of an image whose modules.alias entry matches a
+// device (not vfio-pci, nor one the image lacks or blacklists): first, the
+// first of them in alias order.
+type takers struct {
+	all   map[string]bool
+	first string
+}
+
+// imageTakers are the takers of the device of modalias in c.
+func imageTakers(c *initramfs.Contents, modalias string) takers {
+	t := takers{all: map[string]bool{}}
+	for _, a := range c.Aliases {
+		if a.Module == "vfio_pci" || c.Modules[a.Module] == "" || c.Blacklist[a.Module] != "" {
+			continue
+		}
+		if ok, err := path.Match(a.Pattern, modalias); err == nil && ok && !t.all[a.Module] {
+			t.all[a.Module] = true
+			if t.first == "" {
+				t.first = a.Module
 			}
 		}
 	}
+	return t
+}
+
+// vfioLoads says where c loads vfio-pci in time (early: before udev's
+// coldplug, or, with no taker, at all; else by a softdep on every taker:
+// udev's modprobe of the taker loads it first), and where it loads it at
+// all (loaded; early when that is all there is); "" for none.
+func vfioLoads(c *initramfs.Contents, takers map[string]bool) (early, loaded string) {
+	for _, l := range c.Early {
+		if l.Module != "vfio_pci" {
+			continue
+		}
+		if early == "" && (l.BeforeUdev || len(takers) == 0) {
+			early = l.Source
+		}
+		if loaded == "" {
+			loaded = l.Source
+		}
+	}
 	if early == "" && len(takers) > 0 {
-		var via []string
-		for t := range takers {
-			for _, s := range c.Softdeps {
-				if s.Module == t && slices.Contains(s.Pre, "vfio_pci") {
-					via = append(via, s.Source+" (softdep "+s.Module+" pre: vfio-pci)")
-					break
-				}
-			}
-		}
-		if len(via) == len(takers) {
-			slices.Sort(via)
-			early = strings.Join(via, ", ")
-		}
+		early = softdepLoads(c, takers)
 	}
 	if loaded == "" {
 		loaded = early
 	}
-	ids := ""
-	if IDsOnCmdline(b.cmdline, d) {
-		ids = "vfio-pci.ids= on the kernel command line"
+	return early, loaded
+}
+
+// softdepLoads are the softdeps of c that load vfio-pci before each of
+// takers, "" unless every taker has one.
+func softdepLoads(c *initramfs.Contents, takers map[string]bool) string {
+	var via []string
+	for t := range takers {
+		for _, s := range c.Softdeps {
+			if s.Module == t && slices.Contains(s.Pre, "vfio_pci") {
+				via = append(via, s.Source+" (softdep "+s.Module+" pre: vfio-pci)")
+				break
+			}
+		}
 	}
+	if len(via) != len(takers) {
+		return ""
+	}
+	slices.Sort(via)
+	return strings.Join(via, ", ")
+}
+
+// imageIDs is the first ids= of vfio-pci (a module) in c naming id: on
+// the line that loads it early, or in its modprobe options; "" for none.
+func imageIDs(c *initramfs.Contents, id string) string {
 	for _, l := range c.Early {
-		if v, ok := strings.CutPrefix(fieldWith(l.Args, "ids="), "ids="); ok && l.Module == "vfio_pci" && !builtin && idListHas(v, id) && ids == "" {
-			ids = "ids=" + v + " (" + l.Source + ")"
+		if v, ok := strings.CutPrefix(fieldWith(l.Args, "ids="), "ids="); ok && l.Module == "vfio_pci" && idListHas(v, id) {
+			return "ids=" + v + " (" + l.Source + ")"
 		}
 	}
 	for _, o := range c.Options {
-		if v, ok := strings.CutPrefix(o.Value, "ids="); ok && o.Module == "vfio_pci" && !builtin && idListHas(v, id) && ids == "" {
-			ids = "ids=" + v + " (" + o.Source + ")"
+		if v, ok := strings.CutPrefix(o.Value, "ids="); ok && o.Module == "vfio_pci" && idListHas(v, id) {
+			return "ids=" + v + " (" + o.Source + ")"
 		}
 	}
-	switch {
-	case have && builtin && ids != "":
-		ib.Binds, ib.How = true, "has vfio-pci built into the kernel, with "+ids
-	case have && early != "" && ids != "":
-		ib.Binds, ib.How = true, "loads vfio-pci ("+early+") with "+ids
-	case have && loaded != "" && !builtin && ids == "":
-		ib.EarlyNoID = "loads vfio-pci (" + loaded + ") without " + id + " in its ids"
-	}
-	return ib
+	return ""
 }
 
 // override is the source of a udev rule of the image that sets d's

@@ -251,16 +251,7 @@ var modulesLoadDirs = []string{"/etc/modules-load.d", "/run/modules-load.d", "/u
 // dracut initramfs, rd.modules-load=); /etc/modules only through a
 // modules-load.d link to it.
 func (f *bootFacts) modulesLoad(el *earlyLoad) {
-	const by = "systemd-modules-load"
-	bl := f.blacklist("vfio_pci")
-	add := func(e Evidence) {
-		if bl != nil {
-			e.Says = "does nothing: vfio_pci is blacklisted (" + bl.Where() + " " + strings.TrimSpace(bl.Text) + ") and systemd-modules-load applies the blacklist"
-			el.discounted = append(el.discounted, e)
-			return
-		}
-		el.loaders = append(el.loaders, e)
-	}
+	add := f.modulesLoadAdd(el)
 	seen := map[string]bool{}
 	etcModules := false
 	for _, dir := range modulesLoadDirs {
@@ -269,67 +260,104 @@ func (f *bootFacts) modulesLoad(el *earlyLoad) {
 				continue
 			}
 			seen[n] = true
-			p := dir + "/" + n
-			src := p
-			if t, err := f.root.Readlink(p); err == nil {
-				if !path.IsAbs(t) {
-					t = path.Join(dir, t)
-				}
-				if path.Clean(t) == "/etc/modules" {
-					etcModules = true
-					src = p + " (-> /etc/modules)"
-				}
-			}
-			b, err := f.root.ReadFile(p)
-			if err != nil {
-				continue
-			}
-			for i, l := range strings.Split(string(b), "\n") {
-				t := strings.TrimSpace(l)
-				if t == "" || t[0] == '#' || t[0] == ';' {
-					continue
-				}
-				first := strings.Fields(t)[0]
-				if !isVFIOPCI(first) {
-					continue
-				}
-				e := newEvidence(src, i+1, l, by, "loads vfio-pci as the root's systemd starts (alongside udev's coldplug)")
-				if first != t {
-					// systemd-modules-load takes the whole line as one name
-					e.Says = "does nothing: systemd-modules-load takes the whole line as one module name, and no module is called " + strings.TrimSpace(t)
-					el.discounted = append(el.discounted, e)
-					continue
-				}
-				add(e)
-			}
+			etcModules = f.modulesLoadFile(el, dir, n, add) || etcModules
 		}
 	}
 	if !etcModules {
-		if b, err := f.root.ReadFile("/etc/modules"); err == nil {
-			for i, l := range strings.Split(string(b), "\n") {
-				if w := strings.Fields(l); len(w) > 0 && w[0][0] != '#' && isVFIOPCI(w[0]) {
-					el.discounted = append(el.discounted, newEvidence("/etc/modules", i+1, l, "nothing",
-						"does nothing: no modules-load.d file links to /etc/modules (Debian's kmod package ships /etc/modules-load.d/modules.conf -> ../modules), and systemd-modules-load reads only modules-load.d"))
-				}
-			}
-		}
+		f.etcModulesUnread(el)
 	}
 	for _, p := range f.cmdline {
-		k := kargs.Norm(p.Key)
-		if (k != "modules_load" && k != "rd.modules_load") || !listHas(p.Value, "vfio_pci") {
+		f.modulesLoadParam(el, p, add)
+	}
+}
+
+// modulesLoadAdd is how systemd-modules-load's evidence is taken in: as a
+// loader, or discounted while vfio_pci is blacklisted (it applies the
+// blacklist).
+func (f *bootFacts) modulesLoadAdd(el *earlyLoad) func(Evidence) {
+	bl := f.blacklist("vfio_pci")
+	return func(e Evidence) {
+		if bl != nil {
+			e.Says = "does nothing: vfio_pci is blacklisted (" + bl.Where() + " " + strings.TrimSpace(bl.Text) + ") and systemd-modules-load applies the blacklist"
+			el.discounted = append(el.discounted, e)
+			return
+		}
+		el.loaders = append(el.loaders, e)
+	}
+}
+
+// modulesLoadFile takes in the lines of the modules-load.d file n of dir
+// that name vfio-pci; it reports whether the file links to /etc/modules.
+func (f *bootFacts) modulesLoadFile(el *earlyLoad, dir, n string, add func(Evidence)) (etcModules bool) {
+	const by = "systemd-modules-load"
+	p := dir + "/" + n
+	src := p
+	if t, err := f.root.Readlink(p); err == nil {
+		if !path.IsAbs(t) {
+			t = path.Join(dir, t)
+		}
+		if path.Clean(t) == "/etc/modules" {
+			etcModules = true
+			src = p + " (-> /etc/modules)"
+		}
+	}
+	b, err := f.root.ReadFile(p)
+	if err != nil {
+		return etcModules
+	}
+	for i, l := range strings.Split(string(b), "\n") {
+		t := strings.TrimSpace(l)
+		if t == "" || t[0] == '#' || t[0] == ';' {
 			continue
 		}
-		e := newEvidence(NextCmdline, 0, p.String(), by, "loads vfio-pci at boot")
-		if k == "rd.modules_load" {
-			if f.tool != "dracut" && !(f.tool == "mkinitcpio" && f.mkinitcpioSystemd()) {
-				e.Says = "does nothing here: rd.modules-load= is read by systemd-modules-load inside an initramfs that runs systemd (dracut's, mkinitcpio's with the systemd hook); this node's initramfs tool is " + orNoTool(f.tool)
-				el.discounted = append(el.discounted, e)
-				continue
-			}
-			e.Says = "loads vfio-pci in the initramfs, before udev starts there"
+		first := strings.Fields(t)[0]
+		if !isVFIOPCI(first) {
+			continue
+		}
+		e := newEvidence(src, i+1, l, by, "loads vfio-pci as the root's systemd starts (alongside udev's coldplug)")
+		if first != t {
+			// systemd-modules-load takes the whole line as one name
+			e.Says = "does nothing: systemd-modules-load takes the whole line as one module name, and no module is called " + strings.TrimSpace(t)
+			el.discounted = append(el.discounted, e)
+			continue
 		}
 		add(e)
 	}
+	return etcModules
+}
+
+// etcModulesUnread discounts the lines of /etc/modules that name vfio-pci
+// where no modules-load.d file links to it.
+func (f *bootFacts) etcModulesUnread(el *earlyLoad) {
+	b, err := f.root.ReadFile("/etc/modules")
+	if err != nil {
+		return
+	}
+	for i, l := range strings.Split(string(b), "\n") {
+		if w := strings.Fields(l); len(w) > 0 && w[0][0] != '#' && isVFIOPCI(w[0]) {
+			el.discounted = append(el.discounted, newEvidence("/etc/modules", i+1, l, "nothing",
+				"does nothing: no modules-load.d file links to /etc/modules (Debian's kmod package ships /etc/modules-load.d/modules.conf -> ../modules), and systemd-modules-load reads only modules-load.d"))
+		}
+	}
+}
+
+// modulesLoadParam takes in p, a parameter of the next boot's command
+// line, where it is a modules-load= (or rd.modules-load=) naming vfio-pci.
+func (f *bootFacts) modulesLoadParam(el *earlyLoad, p kargs.Param, add func(Evidence)) {
+	k := kargs.Norm(p.Key)
+	if (k != "modules_load" && k != "rd.modules_load") || !listHas(p.Value, "vfio_pci") {
+		return
+	}
+	e := newEvidence(NextCmdline, 0, p.String(), "systemd-modules-load", "loads vfio-pci at boot")
+	if k == "rd.modules_load" {
+		if f.tool != "dracut" && !(f.tool == "mkinitcpio" && f.mkinitcpioSystemd()) {
+			e.Says = "does nothing here: rd.modules-load= is read by systemd-modules-load inside an initramfs that runs systemd (dracut's, mkinitcpio's with the systemd hook); this node's initramfs tool is " + orNoTool(f.tool)
+			el.discounted = append(el.discounted, e)
+			return
+		}
+		e.Says = "loads vfio-pci in the initramfs, before udev starts there"
+	}
+	add(e)
 }
 
 func orNoTool(t string) string {

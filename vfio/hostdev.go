@@ -54,61 +54,51 @@ func hostUse(d *pci.Device) HostUse {
 	if len(c) < 4 {
 		return HostUse{"device of unknown class", "is not a GPU, accelerator or multimedia device"}
 	}
-	storage, network := "holds host storage", "carries host network traffic"
-	switch c[:2] {
-	case "01":
-		kind := map[string]string{"00": "SCSI controller", "01": "IDE controller", "04": "RAID controller", "05": "ATA controller",
-			"06": "SATA controller", "07": "SAS controller", "08": "NVMe controller"}[c[2:4]]
-		if kind == "" {
-			kind = "mass storage controller"
-		}
-		return HostUse{kind, storage}
-	case "02":
-		switch c[2:4] {
-		case "00":
-			return HostUse{"Ethernet controller", network}
-		case "07":
-			return HostUse{"InfiniBand controller", network}
-		}
-		return HostUse{"network controller", network}
-	case "0d":
-		return HostUse{"wireless controller", network}
-	case "0c":
-		switch c[2:4] {
-		case "03":
-			return HostUse{"USB controller", "drives host USB ports: keyboard, console, virtual media"}
-		case "04":
-			return HostUse{"Fibre Channel controller", storage}
-		case "06":
-			return HostUse{"InfiniBand controller", network}
-		case "05":
-			return HostUse{"SMBus controller", "serves host sensors and memory"}
-		case "07":
-			return HostUse{"IPMI interface", "connects the host to its BMC"}
-		}
-		return HostUse{"serial bus controller", "drives a host bus"}
-	case "06":
-		switch c[2:4] {
-		case "01":
-			return HostUse{"ISA/LPC bridge", "connects host firmware devices (TPM, Super I/O)"}
-		case "00":
-			return HostUse{"host bridge", "connects the host's CPU to its PCI devices"}
-		case "04", "09":
-			return HostUse{"PCI bridge", "connects the devices behind it to the host"}
-		}
-		return HostUse{"bridge", "connects host devices"}
-	case "05":
-		return HostUse{"memory controller", "serves host memory"}
-	case "08":
-		if c[2:4] == "06" {
-			return HostUse{"IOMMU", "isolates host devices"}
-		}
-		return HostUse{"system peripheral", "is a platform device of the host"}
-	case "09":
-		return HostUse{"input device controller", "serves host keyboard and mouse"}
+	if u, ok := hostSubclasses[c[:4]]; ok {
+		return u
+	}
+	if u, ok := hostClasses[c[:2]]; ok {
+		return u
 	}
 	return HostUse{"class " + c[:4] + " device", "is not a GPU, accelerator or multimedia device"}
 }
+
+const (
+	holdsStorage   = "holds host storage"
+	carriesNetwork = "carries host network traffic"
+)
+
+// hostSubclasses are the host devices by PCI class and subclass
+// ("0108"), hostClasses those of a class whose subclass is not there.
+var (
+	hostSubclasses = map[string]HostUse{
+		"0100": {"SCSI controller", holdsStorage}, "0101": {"IDE controller", holdsStorage},
+		"0104": {"RAID controller", holdsStorage}, "0105": {"ATA controller", holdsStorage},
+		"0106": {"SATA controller", holdsStorage}, "0107": {"SAS controller", holdsStorage},
+		"0108": {"NVMe controller", holdsStorage},
+		"0200": {"Ethernet controller", carriesNetwork}, "0207": {"InfiniBand controller", carriesNetwork},
+		"0c03": {"USB controller", "drives host USB ports: keyboard, console, virtual media"},
+		"0c04": {"Fibre Channel controller", holdsStorage},
+		"0c06": {"InfiniBand controller", carriesNetwork},
+		"0c05": {"SMBus controller", "serves host sensors and memory"},
+		"0c07": {"IPMI interface", "connects the host to its BMC"},
+		"0601": {"ISA/LPC bridge", "connects host firmware devices (TPM, Super I/O)"},
+		"0600": {"host bridge", "connects the host's CPU to its PCI devices"},
+		"0604": {"PCI bridge", "connects the devices behind it to the host"},
+		"0609": {"PCI bridge", "connects the devices behind it to the host"},
+		"0806": {"IOMMU", "isolates host devices"},
+	}
+	hostClasses = map[string]HostUse{
+		"01": {"mass storage controller", holdsStorage},
+		"02": {"network controller", carriesNetwork},
+		"0d": {"wireless controller", carriesNetwork},
+		"0c": {"serial bus controller", "drives a host bus"},
+		"06": {"bridge", "connects host devices"},
+		"05": {"memory controller", "serves host memory"},
+		"08": {"system peripheral", "is a platform device of the host"},
+		"09": {"input device controller", "serves host keyboard and mouse"},
+	}
+)
 
 // SelectedHostDevices returns the refusals for the host devices among the
 // selected ones (as NewPlan would say them), before any IOMMU group exists

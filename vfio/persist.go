@@ -90,6 +90,41 @@ func Persisted(root *host.Root) map[string]string {
 // persisted plus add, minus remove.
 func planPersist(root *host.Root, inv *pci.Inventory, add []*Target, remove []string) (*Persist, error) {
 	p := &Persist{Devices: Persisted(root)}
+	softdeps := persistSoftdeps(root, add)
+	for _, t := range add {
+		p.Devices[t.Dev.Address] = t.VFIO
+	}
+	for _, a := range remove {
+		delete(p.Devices, a)
+	}
+	p.planInitramfs(root)
+	if len(p.Devices) == 0 {
+		p.planNone(root)
+		return p, nil
+	}
+	addrs := slices.Sorted(maps.Keys(p.Devices))
+	nvidia, modules := p.sortDevices(inv, addrs)
+	if nvidia {
+		softdeps["nvidia"], softdeps["nouveau"] = true, true
+	}
+	var ws []string
+	p.Cmdline, ws = planCmdlineIDs(root, p.IDs)
+	p.Warnings = append(p.Warnings, ws...)
+	p.Files = append(p.Files, persistFile(root, ModprobeConf, []byte(p.modprobeConf(root, addrs, softdeps, modules, nvidia))))
+	ml := "# Written by `gpuprep vfio bind --persist`; `gpuprep vfio unbind` removes it.\nvfio\nvfio_iommu_type1\n" +
+		strings.Join(uniq(append([]string{"vfio_pci"}, modules...)), "\n") + "\n"
+	p.Files = append(p.Files, persistFile(root, ModulesLoad, []byte(ml)))
+	if len(p.PerDevice) > 0 {
+		p.Files = append(p.Files, persistFile(root, UdevRule, []byte(p.udevRule())))
+	} else if _, err := root.Lstat(UdevRule); err == nil {
+		p.Files = append(p.Files, persistFile(root, UdevRule, nil))
+	}
+	return p, nil
+}
+
+// persistSoftdeps are the modules gpuprep's modprobe.d file makes wait for
+// vfio-pci: those it names now, and the drivers add takes devices from.
+func persistSoftdeps(root *host.Root, add []*Target) map[string]bool {
 	softdeps := map[string]bool{}
 	if b, err := root.ReadFile(ModprobeConf); err == nil {
 		for _, l := range strings.Split(string(b), "\n") {
@@ -99,47 +134,51 @@ func planPersist(root *host.Root, inv *pci.Inventory, add []*Target, remove []st
 		}
 	}
 	for _, t := range add {
-		p.Devices[t.Dev.Address] = t.VFIO
-		if t.Driver != "" && !pci.DriverIsVFIO(t.Driver) {
-			if m := root.LinkBase("/sys/bus/pci/drivers/" + t.Driver + "/module"); m != "" {
-				softdeps[m] = true
-			} else if t.Driver == "nvidia" || t.Driver == "nouveau" {
-				softdeps[t.Driver] = true
-			}
+		if t.Driver == "" || pci.DriverIsVFIO(t.Driver) {
+			continue
+		}
+		if m := root.LinkBase("/sys/bus/pci/drivers/" + t.Driver + "/module"); m != "" {
+			softdeps[m] = true
+		} else if t.Driver == "nvidia" || t.Driver == "nouveau" {
+			softdeps[t.Driver] = true
 		}
 	}
-	for _, a := range remove {
-		delete(p.Devices, a)
-	}
+	return softdeps
+}
+
+// planInitramfs sets the initramfs command p runs, and why the image is
+// regenerated although no file changes.
+func (p *Persist) planInitramfs(root *host.Root) {
 	p.Initramfs = initramfs.Command(root)
 	if p.Initramfs == nil {
 		p.Warnings = append(p.Warnings, "no initramfs tool (update-initramfs, dracut, mkinitcpio) found: the initramfs is not regenerated; if it loads the NVIDIA or nouveau driver, the GPU is taken before vfio-pci at boot")
-	} else {
-		// a bind that wrote the files and stopped (killed, or its initramfs
-		// command failed) before regenerating: the files are as wanted now,
-		// so nothing else would regenerate it
-		p.Regenerate = InitramfsStale(root)
+		return
 	}
-	if len(p.Devices) == 0 {
-		var ws []string
-		p.Cmdline, ws = planCmdlineIDs(root, nil)
-		p.Warnings = append(p.Warnings, ws...)
-		for _, f := range []string{ModprobeConf, ModulesLoad, UdevRule} {
-			if _, err := root.Lstat(f); err == nil {
-				p.Files = append(p.Files, persistFile(root, f, nil))
-			}
-		}
-		return p, nil
-	}
+	// a bind that wrote the files and stopped (killed, or its initramfs
+	// command failed) before regenerating: the files are as wanted now,
+	// so nothing else would regenerate it
+	p.Regenerate = InitramfsStale(root)
+}
 
-	addrs := make([]string, 0, len(p.Devices))
-	for a := range p.Devices {
-		addrs = append(addrs, a)
+// planNone plans the removal of gpuprep's persistent files (no device left
+// to persist) and of vfio-pci.ids= from the kernel command line.
+func (p *Persist) planNone(root *host.Root) {
+	var ws []string
+	p.Cmdline, ws = planCmdlineIDs(root, nil)
+	p.Warnings = append(p.Warnings, ws...)
+	for _, f := range []string{ModprobeConf, ModulesLoad, UdevRule} {
+		if _, err := root.Lstat(f); err == nil {
+			p.Files = append(p.Files, persistFile(root, f, nil))
+		}
 	}
-	sort.Strings(addrs)
-	nvidia := false
+}
+
+// sortDevices sorts the persisted devices addrs into the IDs vfio-pci
+// takes by ids= (every device of the ID persisted) and those bound one by
+// one (PerDevice); nvidia says one is NVIDIA's, modules are their VFIO
+// drivers' modules, in addrs order.
+func (p *Persist) sortDevices(inv *pci.Inventory, addrs []string) (nvidia bool, modules []string) {
 	byID := map[string][]string{}
-	var modules []string
 	for _, a := range addrs {
 		d := inv.Get(a)
 		if d == nil {
@@ -156,36 +195,38 @@ func planPersist(root *host.Root, inv *pci.Inventory, add []*Target, remove []st
 		id := d.VendorID + ":" + d.DeviceID
 		byID[id] = append(byID[id], a)
 	}
-	ids := make([]string, 0, len(byID))
-	for id := range byID {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-	for _, id := range ids {
-		all := true
-		for _, d := range inv.Devices {
-			if d.VendorID+":"+d.DeviceID == id && p.Devices[d.Address] == "" {
-				all = false
-			}
-		}
-		if all {
+	for _, id := range slices.Sorted(maps.Keys(byID)) {
+		if p.allPersisted(inv, id) {
 			p.IDs = append(p.IDs, id)
 		} else {
 			p.PerDevice = append(p.PerDevice, byID[id]...)
 		}
 	}
 	sort.Strings(p.PerDevice)
-	if nvidia {
-		softdeps["nvidia"], softdeps["nouveau"] = true, true
+	return nvidia, modules
+}
+
+// allPersisted reports whether every device of inv with id is persisted.
+func (p *Persist) allPersisted(inv *pci.Inventory, id string) bool {
+	for _, d := range inv.Devices {
+		if d.VendorID+":"+d.DeviceID == id && p.Devices[d.Address] == "" {
+			return false
+		}
 	}
-	vfioMods := uniq(append([]string{"vfio_pci"}, modules...))
+	return true
+}
+
+// modprobeConf is gpuprep's modprobe.d file for the devices addrs: their
+// list, a softdep on vfio-pci and modules for each of softdeps, nouveau
+// blacklisted on an NVIDIA device, and the IDs (on the kernel command line
+// where vfio-pci is built in).
+func (p *Persist) modprobeConf(root *host.Root, addrs []string, softdeps map[string]bool, modules []string, nvidia bool) string {
 	pre := []string{"vfio-pci"}
 	for _, m := range uniq(modules) {
 		if m != "vfio_pci" {
 			pre = append(pre, m)
 		}
 	}
-
 	var mp strings.Builder
 	mp.WriteString("# Written by `gpuprep vfio bind --persist`; `gpuprep vfio unbind` removes it. Do not edit:\n")
 	mp.WriteString("# gpuprep reads the device list below.\n")
@@ -211,27 +252,19 @@ func planPersist(root *host.Root, inv *pci.Inventory, add []*Target, remove []st
 	case len(p.IDs) > 0:
 		fmt.Fprintf(&mp, "options vfio-pci ids=%s\n", strings.Join(p.IDs, ","))
 	}
-	var ws []string
-	p.Cmdline, ws = planCmdlineIDs(root, p.IDs)
-	p.Warnings = append(p.Warnings, ws...)
-	p.Files = append(p.Files, persistFile(root, ModprobeConf, []byte(mp.String())))
+	return mp.String()
+}
 
-	ml := "# Written by `gpuprep vfio bind --persist`; `gpuprep vfio unbind` removes it.\nvfio\nvfio_iommu_type1\n" +
-		strings.Join(vfioMods, "\n") + "\n"
-	p.Files = append(p.Files, persistFile(root, ModulesLoad, []byte(ml)))
-
-	if len(p.PerDevice) > 0 {
-		var ur strings.Builder
-		ur.WriteString("# Written by `gpuprep vfio bind --persist`; `gpuprep vfio unbind` removes it.\n")
-		ur.WriteString("# Only these devices go to VFIO (other devices with the same IDs stay on their drivers).\n")
-		for _, a := range p.PerDevice {
-			fmt.Fprintf(&ur, "ACTION==\"add\", SUBSYSTEM==\"pci\", KERNEL==\"%s\", ATTR{driver_override}=\"%s\"\n", a, p.Devices[a])
-		}
-		p.Files = append(p.Files, persistFile(root, UdevRule, []byte(ur.String())))
-	} else if _, err := root.Lstat(UdevRule); err == nil {
-		p.Files = append(p.Files, persistFile(root, UdevRule, nil))
+// udevRule is gpuprep's udev rule that gives each of PerDevice its VFIO
+// driver by driver_override.
+func (p *Persist) udevRule() string {
+	var ur strings.Builder
+	ur.WriteString("# Written by `gpuprep vfio bind --persist`; `gpuprep vfio unbind` removes it.\n")
+	ur.WriteString("# Only these devices go to VFIO (other devices with the same IDs stay on their drivers).\n")
+	for _, a := range p.PerDevice {
+		fmt.Fprintf(&ur, "ACTION==\"add\", SUBSYSTEM==\"pci\", KERNEL==\"%s\", ATTR{driver_override}=\"%s\"\n", a, p.Devices[a])
 	}
-	return p, nil
+	return ur.String()
 }
 
 // InitramfsStale says why the initramfs predates gpuprep's persistent VFIO
@@ -259,9 +292,10 @@ func InitramfsStale(root *host.Root) string {
 	}
 	if entries, err := journal.Read(root); err == nil {
 		for _, en := range entries {
-			gone := en.Kind == "file" && (en.Wrote == journal.Absent || en.After == "removed") && !root.Exists(en.Path)
-			if gone && slices.Contains([]string{ModprobeConf, ModulesLoad, UdevRule}, en.Path) && en.Time.After(newest) {
-				newest, file = en.Time, "the removal of "+en.Path+" (journal)"
+			f := en.File()
+			gone := en.Kind == journal.KindFile && f.Gone() && !root.Exists(f.Path)
+			if gone && slices.Contains([]string{ModprobeConf, ModulesLoad, UdevRule}, f.Path) && en.Time.After(newest) {
+				newest, file = en.Time, "the removal of "+f.Path+" (journal)"
 			}
 		}
 	}
@@ -435,18 +469,7 @@ func (v *BootView) foreign(d *pci.Device) []Binder {
 		out = append(out, Binder{Kind: BinderCmdlineIDs, At: e, LoadedBy: v.loadedBy()})
 	}
 	if !v.builtin && v.isEarly() { // a built-in module takes no modprobe.d options
-		for _, f := range v.modprobe {
-			if f.path == ModprobeConf {
-				continue
-			}
-			for i, l := range f.lines {
-				if ids := optionsIDs(l); ids != "" && idListHas(ids, id) {
-					e := newEvidence(f.path, i+1, l, "modprobe", "gives vfio-pci ID "+id+" when it loads")
-					e.IDs = ids
-					out = append(out, Binder{Kind: BinderOptionsIDs, At: e, LoadedBy: v.loadedBy()})
-				}
-			}
-		}
+		out = append(out, v.optionsBinders(id)...)
 		for _, l := range v.early.loaders {
 			if l.IDs != "" && idListHas(l.IDs, id) {
 				out = append(out, Binder{Kind: BinderLoaderIDs, At: l})
@@ -457,9 +480,35 @@ func (v *BootView) foreign(d *pci.Device) []Binder {
 		p := "/etc/driverctl.d/pci-" + d.Address
 		out = append(out, Binder{Kind: BinderDriverctl, At: newEvidence(p, 1, "", "driverctl", "a driverctl override (its boot service binds "+d.Address+" to VFIO)")})
 	}
+	return append(out, v.udevBinders(d.Address)...)
+}
+
+// optionsBinders are the `options vfio-pci ids=` lines naming id in the
+// modprobe.d files but gpuprep's.
+func (v *BootView) optionsBinders(id string) []Binder {
+	var out []Binder
+	for _, f := range v.modprobe {
+		if f.path == ModprobeConf {
+			continue
+		}
+		for i, l := range f.lines {
+			if ids := optionsIDs(l); ids != "" && idListHas(ids, id) {
+				e := newEvidence(f.path, i+1, l, "modprobe", "gives vfio-pci ID "+id+" when it loads")
+				e.IDs = ids
+				out = append(out, Binder{Kind: BinderOptionsIDs, At: e, LoadedBy: v.loadedBy()})
+			}
+		}
+	}
+	return out
+}
+
+// udevBinders are the udev rules (the first of each file) that give the
+// device addr to VFIO.
+func (v *BootView) udevBinders(addr string) []Binder {
+	var out []Binder
 	for _, f := range v.udev {
 		for i, l := range f.lines { // one rule a line
-			if !strings.HasPrefix(strings.TrimSpace(l), "#") && strings.Contains(l, d.Address) && strings.Contains(l, "vfio") {
+			if !strings.HasPrefix(strings.TrimSpace(l), "#") && strings.Contains(l, addr) && strings.Contains(l, "vfio") {
 				out = append(out, Binder{Kind: BinderUdev, At: newEvidence(f.path, i+1, l, "udev", "a udev rule")})
 				break
 			}

@@ -165,61 +165,10 @@ func NewPlan(root *host.Root, inv *pci.Inventory, sel pci.Selector, opts Options
 	if aerr != nil {
 		p.Warnings = append(p.Warnings, aerr.Error()+": using "+DefaultModule)
 	}
+	pl := planner{root: root, inv: inv, opts: opts, p: p, aliases: aliases, selected: selected, seen: map[string]bool{}}
 	var refused []string
-	seen := map[string]bool{}
 	for _, s := range selected {
-		if s.IOMMUGroup == "" {
-			refused = append(refused, fmt.Sprintf("%s has no IOMMU group: the IOMMU is off in the kernel (see gpuprep check --mode vm-passthrough)", s.Address))
-			continue
-		}
-		v := iommu.Viability(inv, s, selected)
-		var names, hostDevs []string
-		for _, f := range v.Foreign {
-			if !covered(selected, f) {
-				names = append(names, describe(f))
-				if u, ok := HostDevice(inv, f); ok {
-					hostDevs = append(hostDevs, fmt.Sprintf("%s (%s) %s", f.Address, u.Kind, u.Why))
-				}
-			}
-		}
-		if len(names) > 0 {
-			hint := "select it too, or move the card to a slot with its own group"
-			if len(hostDevs) > 0 && !opts.AllowHostDevices {
-				hint = "move the card to a slot with its own IOMMU group: a CPU root port with ACS, or ACS enabled in the BIOS; " +
-					strings.Join(hostDevs, ", ") + ", and gpuprep does not give storage, network, USB or other host controllers to VMs"
-			}
-			refused = append(refused, fmt.Sprintf("%s: IOMMU group %s also holds %s, which would have to leave the host with it (%s)",
-				s.Address, v.Group, strings.Join(names, ", "), hint))
-			continue
-		}
-		for _, m := range v.Members {
-			if m.Role == iommu.RoleBridge || seen[m.Dev.Address] {
-				continue
-			}
-			seen[m.Dev.Address] = true
-			if m.Dev.IsBridge() {
-				// selected itself: vfio-pci takes no bridge
-				refused = append(refused, fmt.Sprintf("%s is a PCI bridge (class %s, %s): vfio-pci does not take bridges; select the devices behind it", m.Dev.Address, m.Dev.Class, driverLabel(m.Dev.Driver)))
-				continue
-			}
-			if u, ok := HostDevice(inv, m.Dev); ok {
-				if !opts.AllowHostDevices {
-					refused = append(refused, hostDeviceReason(m.Dev, u, containsDev(selected, m.Dev), s.Address))
-					continue
-				}
-				p.Warnings = append(p.Warnings, fmt.Sprintf("--allow-host-devices: %s (%s, %s) goes to VFIO: the host loses it (it %s)",
-					m.Dev.Address, u.Kind, driverLabel(m.Dev.Driver), u.Why))
-			}
-			t := &Target{Dev: m.Dev, Role: m.Role, For: s.Address}
-			t.Driver, t.Override = current(root, m.Dev.Address)
-			t.Module, t.Alias = chooseModule(aliases, modalias(root, m.Dev.Address))
-			t.VFIO = driverName(root, t.Module)
-			t.Bound = pci.DriverIsVFIO(t.Driver)
-			if t.Bound && t.Driver != t.VFIO {
-				p.Warnings = append(p.Warnings, fmt.Sprintf("%s is on %s while modules.alias names %s: left alone (unbind it first to switch)", t.Dev.Address, t.Driver, t.VFIO))
-			}
-			p.Targets = append(p.Targets, t)
-		}
+		refused = append(refused, pl.group(s)...)
 	}
 	if len(refused) > 0 {
 		return nil, &Refused{Reasons: refused}
@@ -234,6 +183,113 @@ func NewPlan(root *host.Root, inv *pci.Inventory, sel pci.Selector, opts Options
 	if refused = VGPURefusals(root, devs); len(refused) > 0 {
 		return nil, &Refused{Reasons: refused}
 	}
+	p.planSteps(root)
+	if len(p.Holders) > 0 && !opts.Force {
+		return nil, &Refused{Reasons: []string{"the NVIDIA driver is in use: /dev/nvidia* is held open by " + holderList(p.Holders) +
+			"; stop them (nvidia-persistenced, nv-fabricmanager, dcgm, GPU containers; systemctl disable --now for the services, or they start again at boot) or pass --force (unbinds under them: what holds the GPU may fail)"}}
+	}
+	if opts.Persist {
+		p.Persist, err = planPersist(root, inv, p.Targets, nil)
+		if err != nil {
+			return nil, err
+		}
+		p.Warnings = append(p.Warnings, builtinWarnings(root, p.Targets, p.Persist)...)
+	}
+	return p, nil
+}
+
+// planner is NewPlan's state while it takes in the groups of the selected
+// devices.
+type planner struct {
+	root     *host.Root
+	inv      *pci.Inventory
+	opts     Options
+	p        *Plan
+	aliases  []alias
+	selected []*pci.Device
+	seen     map[string]bool // endpoints already targets
+}
+
+// group adds the endpoints of the IOMMU group of the selected device s as
+// targets, and returns why those that cannot go are refused.
+func (pl *planner) group(s *pci.Device) []string {
+	if s.IOMMUGroup == "" {
+		return []string{fmt.Sprintf("%s has no IOMMU group: the IOMMU is off in the kernel (see gpuprep check --mode vm-passthrough)", s.Address)}
+	}
+	v := iommu.Viability(pl.inv, s, pl.selected)
+	if r := pl.foreign(s, v); r != "" {
+		return []string{r}
+	}
+	var refused []string
+	for _, m := range v.Members {
+		if m.Role == iommu.RoleBridge || pl.seen[m.Dev.Address] {
+			continue
+		}
+		pl.seen[m.Dev.Address] = true
+		if r := pl.member(s, m); r != "" {
+			refused = append(refused, r)
+		}
+	}
+	return refused
+}
+
+// foreign is why the group of s (verdict v) is refused for the endpoints
+// it holds that are neither selected nor functions of a selected device;
+// "" for none.
+func (pl *planner) foreign(s *pci.Device, v iommu.Verdict) string {
+	var names, hostDevs []string
+	for _, f := range v.Foreign {
+		if covered(pl.selected, f) {
+			continue
+		}
+		names = append(names, describe(f))
+		if u, ok := HostDevice(pl.inv, f); ok {
+			hostDevs = append(hostDevs, fmt.Sprintf("%s (%s) %s", f.Address, u.Kind, u.Why))
+		}
+	}
+	if len(names) == 0 {
+		return ""
+	}
+	hint := "select it too, or move the card to a slot with its own group"
+	if len(hostDevs) > 0 && !pl.opts.AllowHostDevices {
+		hint = "move the card to a slot with its own IOMMU group: a CPU root port with ACS, or ACS enabled in the BIOS; " +
+			strings.Join(hostDevs, ", ") + ", and gpuprep does not give storage, network, USB or other host controllers to VMs"
+	}
+	return fmt.Sprintf("%s: IOMMU group %s also holds %s, which would have to leave the host with it (%s)",
+		s.Address, v.Group, strings.Join(names, ", "), hint)
+}
+
+// member adds the group member m (of selected device s's group) as a
+// target, or returns why it is refused.
+func (pl *planner) member(s *pci.Device, m iommu.Member) string {
+	if m.Dev.IsBridge() {
+		// selected itself: vfio-pci takes no bridge
+		return fmt.Sprintf("%s is a PCI bridge (class %s, %s): vfio-pci does not take bridges; select the devices behind it", m.Dev.Address, m.Dev.Class, driverLabel(m.Dev.Driver))
+	}
+	if u, ok := HostDevice(pl.inv, m.Dev); ok {
+		if !pl.opts.AllowHostDevices {
+			return hostDeviceReason(m.Dev, u, containsDev(pl.selected, m.Dev), s.Address)
+		}
+		pl.p.Warnings = append(pl.p.Warnings, fmt.Sprintf("--allow-host-devices: %s (%s, %s) goes to VFIO: the host loses it (it %s)",
+			m.Dev.Address, u.Kind, driverLabel(m.Dev.Driver), u.Why))
+	}
+	root := pl.root
+	t := &Target{Dev: m.Dev, Role: m.Role, For: s.Address}
+	t.Driver, t.Override = current(root, m.Dev.Address)
+	t.Module, t.Alias = chooseModule(pl.aliases, modalias(root, m.Dev.Address))
+	t.VFIO = driverName(root, t.Module)
+	t.Bound = pci.DriverIsVFIO(t.Driver)
+	if t.Bound && t.Driver != t.VFIO {
+		pl.p.Warnings = append(pl.p.Warnings, fmt.Sprintf("%s is on %s while modules.alias names %s: left alone (unbind it first to switch)", t.Dev.Address, t.Driver, t.VFIO))
+	}
+	pl.p.Targets = append(pl.p.Targets, t)
+	return ""
+}
+
+// planSteps plans the sysfs writes that bind the targets not on VFIO yet,
+// the modules to load first, and (for one on nvidia) the processes that
+// hold the NVIDIA driver.
+func (p *Plan) planSteps(root *host.Root) {
 	var mods []string
 	for _, t := range p.Targets {
 		if t.Bound {
@@ -253,18 +309,6 @@ func NewPlan(root *host.Root, inv *pci.Inventory, sel pci.Selector, opts Options
 			p.Modules = append(p.Modules, m)
 		}
 	}
-	if len(p.Holders) > 0 && !opts.Force {
-		return nil, &Refused{Reasons: []string{"the NVIDIA driver is in use: /dev/nvidia* is held open by " + holderList(p.Holders) +
-			"; stop them (nvidia-persistenced, nv-fabricmanager, dcgm, GPU containers; systemctl disable --now for the services, or they start again at boot) or pass --force (unbinds under them: what holds the GPU may fail)"}}
-	}
-	if opts.Persist {
-		p.Persist, err = planPersist(root, inv, p.Targets, nil)
-		if err != nil {
-			return nil, err
-		}
-		p.Warnings = append(p.Warnings, builtinWarnings(root, p.Targets, p.Persist)...)
-	}
-	return p, nil
 }
 
 // bindSteps: clear driver_override → unbind from the current driver → set

@@ -17,16 +17,17 @@ import (
 // device) the first says what the device had.
 func DriverBefore(entries []journal.Entry, addr string) (before string, known bool) {
 	for _, en := range entries {
-		if en.Device != addr || en.Kind != journal.KindDriver && en.Kind != journal.KindDriverIntent {
+		d := en.Driver()
+		if !isDriverEntry(en) || d.Device != addr {
 			continue
 		}
 		switch {
-		case pci.DriverIsVFIO(en.After):
+		case pci.DriverIsVFIO(d.After):
 			if !known {
-				before, known = en.Before, true
+				before, known = d.Before, true
 			}
 		case en.Kind == journal.KindDriver:
-			before, known = en.Before, false
+			before, known = d.Before, false
 		}
 	}
 	return before, known
@@ -39,12 +40,18 @@ func DriverBefore(entries []journal.Entry, addr string) (before string, known bo
 func unbindPending(entries []journal.Entry, addr string) bool {
 	pending := false
 	for _, en := range entries {
-		if en.Device != addr || en.Kind != journal.KindDriver && en.Kind != journal.KindDriverIntent {
+		d := en.Driver()
+		if !isDriverEntry(en) || d.Device != addr {
 			continue
 		}
-		pending = en.Kind == journal.KindDriverIntent && pci.DriverIsVFIO(en.Before) && !pci.DriverIsVFIO(en.After)
+		pending = en.Kind == journal.KindDriverIntent && pci.DriverIsVFIO(d.Before) && !pci.DriverIsVFIO(d.After)
 	}
 	return pending
+}
+
+// isDriverEntry reports whether en records a driver change (DriverRecord).
+func isDriverEntry(en journal.Entry) bool {
+	return en.Kind == journal.KindDriver || en.Kind == journal.KindDriverIntent
 }
 
 // restoreTo is the driver Unbind means to give a device back: the one it

@@ -50,38 +50,11 @@ func (v *shellVar) assign(file string, lines []string, name string) {
 			continue
 		}
 		start := i
-		val := m[3]
-		var closer string
-		switch {
-		case strings.HasPrefix(val, "("):
-			closer = ")"
-		case strings.HasPrefix(val, `"`):
-			closer = `"`
-		case strings.HasPrefix(val, "'"):
-			closer = "'"
-		}
-		body := val
-		if closer != "" {
-			// a value that spans lines up to its closing character: each
-			// line looked at once (a hostile file without one stays linear)
-			parts := []string{stripArrayComments(val[1:], closer)}
-			for !strings.Contains(parts[len(parts)-1], closer) && i+1 < len(lines) {
-				i++
-				parts = append(parts, stripArrayComments(lines[i], closer))
-			}
-			body = strings.Join(parts, "\n")
-			end := strings.Index(body, closer)
-			if end < 0 || strings.ContainsAny(body[:end], "$`") || strings.TrimSpace(stripComment(body[end+1:])) != "" {
-				v.unread = append(v.unread, shellWord{line: start + 1, text: l, file: file})
-				continue
-			}
-			body = body[:end]
-		} else {
-			body = stripComment(body)
-			if strings.ContainsAny(body, "$`\"'") || len(strings.Fields(body)) > 1 {
-				v.unread = append(v.unread, shellWord{line: start + 1, text: l, file: file})
-				continue
-			}
+		body, last, ok := shellValue(lines, i, m[3])
+		i = last
+		if !ok {
+			v.unread = append(v.unread, shellWord{line: start + 1, text: l, file: file})
+			continue
 		}
 		if m[2] == "=" {
 			v.words = nil
@@ -93,6 +66,46 @@ func (v *shellVar) assign(file string, lines []string, name string) {
 			}
 		}
 	}
+}
+
+// shellValue is the value val assigned on line i of lines, up to its
+// closing character on a later line for a quoted or parenthesised one:
+// last is the line it ends on; ok is false for a value gpuprep does not
+// read (an expansion, quotes or several words unquoted, text after the
+// closing character, or none).
+func shellValue(lines []string, i int, val string) (body string, last int, ok bool) {
+	closer := valueCloser(val)
+	if closer == "" {
+		body = stripComment(val)
+		return body, i, !strings.ContainsAny(body, "$`\"'") && len(strings.Fields(body)) <= 1
+	}
+	// a value that spans lines up to its closing character: each line
+	// looked at once (a hostile file without one stays linear)
+	parts := []string{stripArrayComments(val[1:], closer)}
+	for !strings.Contains(parts[len(parts)-1], closer) && i+1 < len(lines) {
+		i++
+		parts = append(parts, stripArrayComments(lines[i], closer))
+	}
+	body = strings.Join(parts, "\n")
+	end := strings.Index(body, closer)
+	if end < 0 || strings.ContainsAny(body[:end], "$`") || strings.TrimSpace(stripComment(body[end+1:])) != "" {
+		return "", i, false
+	}
+	return body[:end], i, true
+}
+
+// valueCloser is the character that closes a value opening with "(" or a
+// quote, "" for one that opens with neither.
+func valueCloser(val string) string {
+	switch {
+	case strings.HasPrefix(val, "("):
+		return ")"
+	case strings.HasPrefix(val, `"`):
+		return `"`
+	case strings.HasPrefix(val, "'"):
+		return "'"
+	}
+	return ""
 }
 
 // stripComment drops a trailing " # comment".

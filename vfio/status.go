@@ -79,48 +79,19 @@ func GetStatus(root *host.Root, inv *pci.Inventory, sel pci.Selector, nvswitch b
 		v := iommu.Viability(inv, s, selected)
 		g := GPUStatus{Address: s.Address, Name: s.DisplayName(), IOMMUGroup: s.IOMMUGroup, Viable: v.Viable, OnVFIO: true}
 		members := v.Members
-		switch {
-		case s.IOMMUGroup == "":
+		if s.IOMMUGroup == "" {
 			members = []iommu.Member{{Dev: s, Role: iommu.RoleGPU}}
-			g.WhyNot = "no IOMMU group: the IOMMU is not active in the kernel (see gpuprep check --mode vm-passthrough)"
-			if iommu.ReadKernel(root).Active() {
-				g.WhyNot = "no IOMMU group: the active IOMMU does not translate for this device (see gpuprep check --mode vm-passthrough)"
-			}
-		case !v.Viable:
-			var foreign []string
-			for _, f := range v.Foreign {
-				foreign = append(foreign, f.Address)
-			}
-			g.WhyNot = "the group holds endpoints that are not this GPU's: " + strings.Join(foreign, ", ")
 		}
+		g.WhyNot = whyNotViable(root, s, v)
 		for _, m := range members {
-			ds := DeviceStatus{Address: m.Dev.Address, VendorID: m.Dev.VendorID, DeviceID: m.Dev.DeviceID, Class: m.Dev.Class,
-				Role: string(m.Role), Persisted: persisted[m.Dev.Address]}
-			ds.Driver, ds.Override = current(root, m.Dev.Address)
+			ds := memberStatus(root, aliases, m, persisted)
 			if m.Role != iommu.RoleBridge {
-				ds.Module, ds.Alias = chooseModule(aliases, modalias(root, m.Dev.Address))
-				ds.VFIODriver = driverName(root, ds.Module)
 				g.OnVFIO = g.OnVFIO && pci.DriverIsVFIO(ds.Driver)
 			}
 			g.Members = append(g.Members, ds)
 		}
 		if s.IOMMUGroup != "" {
-			n := &g.Node
-			n.Path = "/dev/vfio/" + s.IOMMUGroup
-			n.Present = root.Exists(n.Path)
-			// The kernel's own answer (an ioctl): not while a snapshot
-			// records, which could not hold it.
-			if n.Present && root.IsLive() && !root.IsRecording() {
-				ok, err := GroupViable(s.IOMMUGroup)
-				if err != nil {
-					n.Error = err.Error()
-				} else {
-					n.Viable = &ok
-				}
-			}
-			for _, h := range Holders(root, GroupNode(s.IOMMUGroup)) {
-				n.Holders = append(n.Holders, h.String())
-			}
+			g.Node = groupNodeStatus(root, s.IOMMUGroup)
 		} else {
 			g.OnVFIO = false
 		}
@@ -128,6 +99,59 @@ func GetStatus(root *host.Root, inv *pci.Inventory, sel pci.Selector, nvswitch b
 	}
 	st.Persistent = persistStatus(root, persisted)
 	return st, nil
+}
+
+// whyNotViable is why the group of s (verdict v) cannot go to a VM whole,
+// "" when it can.
+func whyNotViable(root *host.Root, s *pci.Device, v iommu.Verdict) string {
+	switch {
+	case s.IOMMUGroup == "":
+		if iommu.ReadKernel(root).Active() {
+			return "no IOMMU group: the active IOMMU does not translate for this device (see gpuprep check --mode vm-passthrough)"
+		}
+		return "no IOMMU group: the IOMMU is not active in the kernel (see gpuprep check --mode vm-passthrough)"
+	case !v.Viable:
+		var foreign []string
+		for _, f := range v.Foreign {
+			foreign = append(foreign, f.Address)
+		}
+		return "the group holds endpoints that are not this GPU's: " + strings.Join(foreign, ", ")
+	}
+	return ""
+}
+
+// memberStatus is the status of the group member m: its driver and
+// override, and, but for a bridge, the VFIO driver bind would give it.
+func memberStatus(root *host.Root, aliases []alias, m iommu.Member, persisted map[string]string) DeviceStatus {
+	ds := DeviceStatus{Address: m.Dev.Address, VendorID: m.Dev.VendorID, DeviceID: m.Dev.DeviceID, Class: m.Dev.Class,
+		Role: string(m.Role), Persisted: persisted[m.Dev.Address]}
+	ds.Driver, ds.Override = current(root, m.Dev.Address)
+	if m.Role != iommu.RoleBridge {
+		ds.Module, ds.Alias = chooseModule(aliases, modalias(root, m.Dev.Address))
+		ds.VFIODriver = driverName(root, ds.Module)
+	}
+	return ds
+}
+
+// groupNodeStatus is the state of /dev/vfio/<group>: there, viable as the
+// kernel says (live, not recording), and who holds it open.
+func groupNodeStatus(root *host.Root, group string) GroupNodeStatus {
+	n := GroupNodeStatus{Path: "/dev/vfio/" + group}
+	n.Present = root.Exists(n.Path)
+	// The kernel's own answer (an ioctl): not while a snapshot
+	// records, which could not hold it.
+	if n.Present && root.IsLive() && !root.IsRecording() {
+		ok, err := GroupViable(group)
+		if err != nil {
+			n.Error = err.Error()
+		} else {
+			n.Viable = &ok
+		}
+	}
+	for _, h := range Holders(root, GroupNode(group)) {
+		n.Holders = append(n.Holders, h.String())
+	}
+	return n
 }
 
 func persistStatus(root *host.Root, persisted map[string]string) PersistStatus {
@@ -141,16 +165,8 @@ func persistStatus(root *host.Root, persisted map[string]string) PersistStatus {
 	for _, dir := range []string{"/etc/modprobe.d", "/usr/lib/modprobe.d", "/lib/modprobe.d"} {
 		for _, n := range root.Names(dir) {
 			p := dir + "/" + n
-			if p == ModprobeConf || !strings.HasSuffix(n, ".conf") {
-				continue
-			}
-			b, _ := root.ReadFile(p)
-			for _, l := range strings.Split(string(b), "\n") {
-				l = strings.TrimSpace(l)
-				if f := strings.Fields(l); len(f) >= 2 && f[0] != "#" && (strings.Contains(f[1], "vfio") ||
-					(f[0] == "softdep" && strings.Contains(l, "vfio"))) {
-					other = append(other, p+": "+l)
-				}
+			if p != ModprobeConf && strings.HasSuffix(n, ".conf") {
+				other = append(other, vfioModprobeLines(root, p)...)
 			}
 		}
 	}
@@ -164,4 +180,19 @@ func persistStatus(root *host.Root, persisted map[string]string) PersistStatus {
 	sort.Strings(other)
 	ps.Other = append(ps.Other, other...)
 	return ps
+}
+
+// vfioModprobeLines are the lines of the modprobe.d file p that name a
+// VFIO module ("p: line").
+func vfioModprobeLines(root *host.Root, p string) []string {
+	var out []string
+	b, _ := root.ReadFile(p)
+	for _, l := range strings.Split(string(b), "\n") {
+		l = strings.TrimSpace(l)
+		if f := strings.Fields(l); len(f) >= 2 && f[0] != "#" && (strings.Contains(f[1], "vfio") ||
+			(f[0] == "softdep" && strings.Contains(l, "vfio"))) {
+			out = append(out, p+": "+l)
+		}
+	}
+	return out
 }

@@ -50,6 +50,31 @@ func (v LiveVGPU) String() string {
 // group (/dev/vfio/<group>) or iommufd node (/dev/vfio/devices/vfioN).
 func ReadVGPUUse(root *host.Root, addr string) VGPUUse {
 	u := VGPUUse{GPU: addr}
+	parents := map[string]bool{addr: true}
+	var typeNames map[string]string // read at the first VF with a type
+	for _, v := range enabledVFs(root, addr) {
+		u.VFs = append(u.VFs, v)
+		parents[v] = true
+		vdev := "/sys/bus/pci/devices/" + v
+		cur, err := root.ReadString(vdev + "/nvidia/current_vgpu_type")
+		if err != nil || cur == "" || cur == "0" {
+			continue
+		}
+		if typeNames == nil {
+			typeNames = ReadVGPUTypeNames(root)
+		}
+		if n := typeNames[cur]; n != "" {
+			cur += " (" + n + ")"
+		}
+		u.VGPUs = append(u.VGPUs, LiveVGPU{Device: v, Type: cur, Holders: DeviceHolders(root, vdev)})
+	}
+	u.VGPUs = append(u.VGPUs, mdevsOf(root, parents)...)
+	return u
+}
+
+// enabledVFs are the addresses of the VFs enabled on the GPU at addr, by
+// VF number.
+func enabledVFs(root *host.Root, addr string) []string {
 	dev := "/sys/bus/pci/devices/" + addr
 	type vf struct {
 		n    int
@@ -73,24 +98,16 @@ func ReadVGPUUse(root *host.Root, addr string) VGPUUse {
 		}
 	}
 	sort.Slice(vfs, func(i, j int) bool { return vfs[i].n < vfs[j].n })
-	parents := map[string]bool{addr: true}
-	var typeNames map[string]string // read at the first VF with a type
+	out := make([]string, 0, len(vfs))
 	for _, v := range vfs {
-		u.VFs = append(u.VFs, v.addr)
-		parents[v.addr] = true
-		vdev := "/sys/bus/pci/devices/" + v.addr
-		cur, err := root.ReadString(vdev + "/nvidia/current_vgpu_type")
-		if err != nil || cur == "" || cur == "0" {
-			continue
-		}
-		if typeNames == nil {
-			typeNames = ReadVGPUTypeNames(root)
-		}
-		if n := typeNames[cur]; n != "" {
-			cur += " (" + n + ")"
-		}
-		u.VGPUs = append(u.VGPUs, LiveVGPU{Device: v.addr, Type: cur, Holders: DeviceHolders(root, vdev)})
+		out = append(out, v.addr)
 	}
+	return out
+}
+
+// mdevsOf are the mdevs whose parent is one of parents, by UUID, with
+// their types and holders.
+func mdevsOf(root *host.Root, parents map[string]bool) []LiveVGPU {
 	var mdevs []string
 	for _, m := range root.Names("/sys/bus/mdev/devices") {
 		real, err := root.Realpath("/sys/bus/mdev/devices/" + m)
@@ -99,15 +116,16 @@ func ReadVGPUUse(root *host.Root, addr string) VGPUUse {
 		}
 	}
 	sort.Strings(mdevs)
+	var out []LiveVGPU
 	for _, m := range mdevs {
 		mdev := "/sys/bus/mdev/devices/" + m
 		name, _ := root.ReadString(mdev + "/mdev_type/name")
 		if name == "" {
 			name = root.LinkBase(mdev + "/mdev_type")
 		}
-		u.VGPUs = append(u.VGPUs, LiveVGPU{Device: m, Type: name, Holders: DeviceHolders(root, mdev)})
+		out = append(out, LiveVGPU{Device: m, Type: name, Holders: DeviceHolders(root, mdev)})
 	}
-	return u
+	return out
 }
 
 // VGPURefusals are NewPlan's refusals of the devices of ds, not on a VFIO

@@ -231,120 +231,175 @@ func MakePlanWith(root *host.Root, wants []Want, opts PlanOptions) (*Plan, error
 		byGPU[w.GPU] = append(byGPU[w.GPU], w)
 	}
 	for _, addr := range order {
-		g := Read(root, addr)
-		if g.Interface == "" && clearsOnly(byGPU[addr]) {
-			continue // a GPU with no vGPU interface has no vGPUs to clear
-		}
-		if g.Interface == "" {
-			return nil, fmt.Errorf("%s: no vGPU interface (no mdev_supported_types, no VF with nvidia/creatable_vgpu_types): is the vGPU manager installed and are the VFs enabled?", addr)
-		}
-		existing := Existing(root, addr)
-		kept0, unwanted0, actions0 := len(p.Kept), len(p.Unwanted), len(p.Actions)
-		used := make([]bool, len(existing))
-		// keep the existing vGPUs that match, up to the wanted count
-		need := make([]int, len(byGPU[addr]))
-		for j, w := range byGPU[addr] {
-			have := 0
-			for i, e := range existing {
-				if !used[i] && TypeMatches(w.Type, e.Type) && have < w.Count {
-					used[i] = true
-					have++
-					p.Kept = append(p.Kept, e)
-				}
-			}
-			need[j] = w.Count - have
-		}
-		// the rest is unwanted: removed with Prune unless in use
-		freed := map[string]bool{}
-		freedOn := map[string]int{} // parent → mdevs removed from it
-		for i, e := range existing {
-			if used[i] {
-				continue
-			}
-			if !opts.Prune {
-				p.Unwanted = append(p.Unwanted, e)
-				continue
-			}
-			if hs := Holders(root, e); len(hs) > 0 {
-				p.Unwanted = append(p.Unwanted, e)
-				p.InUse[e.Device] = hs
-				continue
-			}
-			p.Removals = append(p.Removals, removal(e))
-			freed[e.Device] = true
-			freedOn[e.Parent]++
-		}
-		var room *mdevRoom
-		if g.Interface == "mdev" {
-			room = newMdevRoom(g, freedOn)
-		}
-		var freeVFs []string
-		if g.Interface == "sriov" {
-			busy := map[string]bool{}
-			for _, e := range existing {
-				busy[e.Device] = !freed[e.Device]
-			}
-			for _, vf := range g.VFs {
-				if !busy[vf] {
-					freeVFs = append(freeVFs, vf)
-				}
-			}
-		}
-		for j, w := range byGPU[addr] {
-			if need[j] <= 0 {
-				continue
-			}
-			t := FindType(g.Types, w.Type)
-			if t == nil {
-				var names []string
-				for _, x := range g.Types {
-					names = append(names, x.Name)
-				}
-				why := ""
-				if g.Interface == "sriov" {
-					why = notOffered(addr, w.Type, existing)
-				}
-				return nil, fmt.Errorf("%s cannot create vGPU type %q (it offers: %s)%s", addr, w.Type, strings.Join(names, ", "), why)
-			}
-			switch g.Interface {
-			case "mdev":
-				// on the PF (Turing) or on the VFs (Ampere), parent by
-				// parent; removals change what is available: the kernel
-				// has the last word then
-				on, err := room.place(*t, need[j])
-				if err != nil {
-					return nil, err
-				}
-				for _, par := range on {
-					about := "create an mdev of " + t.ID
-					if par != addr {
-						about += " on VF " + par
-					}
-					p.Actions = append(p.Actions, Action{GPU: addr, Type: t.Name,
-						Path:  "/sys/bus/pci/devices/" + par + "/mdev_supported_types/" + t.ID + "/create",
-						Value: "<uuid>", About: about})
-				}
-			case "sriov":
-				if len(freeVFs) < need[j] {
-					return nil, fmt.Errorf("%s: %d more %q wanted, %d free VFs", addr, need[j], t.Name, len(freeVFs))
-				}
-				for i := 0; i < need[j]; i++ {
-					vf := freeVFs[0]
-					freeVFs = freeVFs[1:]
-					p.Actions = append(p.Actions, Action{GPU: addr, Type: t.Name,
-						Path:  "/sys/bus/pci/devices/" + vf + "/nvidia/current_vgpu_type",
-						Value: t.ID, About: "make VF " + vf + " a " + t.Name})
-				}
-			}
-		}
-		if g.Interface == "sriov" {
-			stay := append(append([]Instance{}, p.Kept[kept0:]...), p.Unwanted[unwanted0:]...)
-			if err := p.planMode(context.Background(), addr, stay, p.Actions[actions0:]); err != nil {
-				return nil, err
-			}
+		if err := p.planGPU(root, addr, byGPU[addr], opts); err != nil {
+			return nil, err
 		}
 	}
 	return p, nil
+}
+
+// gpuPlace is what the vGPUs wanted on one GPU are placed in: its
+// interface and types, its vGPUs now, the room left on its mdev parents
+// (mdev) or its free VFs (sriov).
+type gpuPlace struct {
+	addr     string
+	g        GPU
+	existing []Instance
+	room     *mdevRoom
+	freeVFs  []string
+}
+
+// planGPU plans the wants of the GPU at addr: the vGPUs kept, those
+// unwanted (removed with Prune), those to create, and its mode.
+func (p *Plan) planGPU(root *host.Root, addr string, wants []Want, opts PlanOptions) error {
+	g := Read(root, addr)
+	if g.Interface == "" && clearsOnly(wants) {
+		return nil // a GPU with no vGPU interface has no vGPUs to clear
+	}
+	if g.Interface == "" {
+		return fmt.Errorf("%s: no vGPU interface (no mdev_supported_types, no VF with nvidia/creatable_vgpu_types): is the vGPU manager installed and are the VFs enabled?", addr)
+	}
+	existing := Existing(root, addr)
+	kept0, unwanted0, actions0 := len(p.Kept), len(p.Unwanted), len(p.Actions)
+	used, need := p.keep(existing, wants)
+	freed, freedOn := p.prune(root, existing, used, opts.Prune)
+	at := &gpuPlace{addr: addr, g: g, existing: existing}
+	switch g.Interface {
+	case "mdev":
+		at.room = newMdevRoom(g, freedOn)
+	case "sriov":
+		at.freeVFs = freeVFs(g, existing, freed)
+	}
+	for j, w := range wants {
+		if need[j] <= 0 {
+			continue
+		}
+		if err := p.create(at, w, need[j]); err != nil {
+			return err
+		}
+	}
+	if g.Interface != "sriov" {
+		return nil
+	}
+	stay := append(append([]Instance{}, p.Kept[kept0:]...), p.Unwanted[unwanted0:]...)
+	return p.planMode(context.Background(), addr, stay, p.Actions[actions0:])
+}
+
+// keep keeps the existing vGPUs that match wants, up to each wanted
+// count: used marks them, need is how many more of each want to create.
+func (p *Plan) keep(existing []Instance, wants []Want) (used []bool, need []int) {
+	used = make([]bool, len(existing))
+	need = make([]int, len(wants))
+	for j, w := range wants {
+		have := 0
+		for i, e := range existing {
+			if !used[i] && TypeMatches(w.Type, e.Type) && have < w.Count {
+				used[i] = true
+				have++
+				p.Kept = append(p.Kept, e)
+			}
+		}
+		need[j] = w.Count - have
+	}
+	return used, need
+}
+
+// prune takes the existing vGPUs not used as unwanted: removed with prune
+// unless in use. freed are the vGPUs removed, freedOn how many mdevs each
+// parent loses.
+func (p *Plan) prune(root *host.Root, existing []Instance, used []bool, prune bool) (freed map[string]bool, freedOn map[string]int) {
+	freed, freedOn = map[string]bool{}, map[string]int{}
+	for i, e := range existing {
+		if used[i] {
+			continue
+		}
+		if !prune {
+			p.Unwanted = append(p.Unwanted, e)
+			continue
+		}
+		if hs := Holders(root, e); len(hs) > 0 {
+			p.Unwanted = append(p.Unwanted, e)
+			p.InUse[e.Device] = hs
+			continue
+		}
+		p.Removals = append(p.Removals, removal(e))
+		freed[e.Device] = true
+		freedOn[e.Parent]++
+	}
+	return freed, freedOn
+}
+
+// freeVFs are the VFs of g with no vGPU once the freed ones are removed.
+func freeVFs(g GPU, existing []Instance, freed map[string]bool) []string {
+	busy := map[string]bool{}
+	for _, e := range existing {
+		busy[e.Device] = !freed[e.Device]
+	}
+	var out []string
+	for _, vf := range g.VFs {
+		if !busy[vf] {
+			out = append(out, vf)
+		}
+	}
+	return out
+}
+
+// create plans n more vGPUs of w's type on the GPU at.
+func (p *Plan) create(at *gpuPlace, w Want, n int) error {
+	t := FindType(at.g.Types, w.Type)
+	if t == nil {
+		var names []string
+		for _, x := range at.g.Types {
+			names = append(names, x.Name)
+		}
+		why := ""
+		if at.g.Interface == "sriov" {
+			why = notOffered(at.addr, w.Type, at.existing)
+		}
+		return fmt.Errorf("%s cannot create vGPU type %q (it offers: %s)%s", at.addr, w.Type, strings.Join(names, ", "), why)
+	}
+	switch at.g.Interface {
+	case "mdev":
+		return p.createMdevs(at, *t, n)
+	case "sriov":
+		return p.createOnVFs(at, *t, n)
+	}
+	return nil
+}
+
+// createMdevs plans n mdevs of t on the GPU at: on the PF (Turing) or on
+// the VFs (Ampere), parent by parent; removals change what is available:
+// the kernel has the last word then.
+func (p *Plan) createMdevs(at *gpuPlace, t Type, n int) error {
+	on, err := at.room.place(t, n)
+	if err != nil {
+		return err
+	}
+	for _, par := range on {
+		about := "create an mdev of " + t.ID
+		if par != at.addr {
+			about += " on VF " + par
+		}
+		p.Actions = append(p.Actions, Action{GPU: at.addr, Type: t.Name,
+			Path:  "/sys/bus/pci/devices/" + par + "/mdev_supported_types/" + t.ID + "/create",
+			Value: "<uuid>", About: about})
+	}
+	return nil
+}
+
+// createOnVFs plans n free VFs of the GPU at given the type t.
+func (p *Plan) createOnVFs(at *gpuPlace, t Type, n int) error {
+	if len(at.freeVFs) < n {
+		return fmt.Errorf("%s: %d more %q wanted, %d free VFs", at.addr, n, t.Name, len(at.freeVFs))
+	}
+	for i := 0; i < n; i++ {
+		vf := at.freeVFs[0]
+		at.freeVFs = at.freeVFs[1:]
+		p.Actions = append(p.Actions, Action{GPU: at.addr, Type: t.Name,
+			Path:  "/sys/bus/pci/devices/" + vf + "/nvidia/current_vgpu_type",
+			Value: t.ID, About: "make VF " + vf + " a " + t.Name})
+	}
+	return nil
 }
 
 // Apply performs the plan's writes, removals first. Before each write to current_vgpu_type
@@ -426,9 +481,18 @@ type journalHooks struct {
 	mode                   func(ModeStep) error
 }
 
+// noHooks are the hooks of an apply that journals nothing.
+func noHooks() *journalHooks {
+	none := func(Action) error { return nil }
+	return &journalHooks{intent: none, removing: none, done: none, mode: func(ModeStep) error { return nil }}
+}
+
 func apply(root *host.Root, w AttrWriter, p *Plan, now time.Time, j *journalHooks) ([]Action, error) {
 	if err := rememberTypeNames(root, p, now); err != nil {
 		return nil, fmt.Errorf("recording the names of vGPU types: %w", err)
+	}
+	if j == nil {
+		j = noHooks()
 	}
 	var done []Action
 	write := func(a Action) error {
@@ -436,26 +500,19 @@ func apply(root *host.Root, w AttrWriter, p *Plan, now time.Time, j *journalHook
 			return fmt.Errorf("%s: %s: %w", a.GPU, a.About, err)
 		}
 		done = append(done, a)
-		if j != nil {
-			return j.done(a)
-		}
-		return nil
+		return j.done(a)
 	}
 	for _, a := range p.Removals {
-		if j != nil {
-			if err := j.removing(a); err != nil {
-				return done, err
-			}
+		if err := j.removing(a); err != nil {
+			return done, err
 		}
 		if err := write(a); err != nil {
 			return done, err
 		}
 	}
 	for _, m := range p.Modes {
-		if j != nil {
-			if err := j.mode(m); err != nil {
-				return done, err
-			}
+		if err := j.mode(m); err != nil {
+			return done, err
 		}
 		if err := p.runMode(context.Background(), m); err != nil {
 			return done, err
@@ -463,36 +520,43 @@ func apply(root *host.Root, w AttrWriter, p *Plan, now time.Time, j *journalHook
 		p.modesRan++
 	}
 	for _, a := range p.Actions {
-		if strings.HasSuffix(a.Path, "/create") {
-			// the parent's room, read again: creating on one VF of an
-			// Ampere GPU takes room from its siblings
-			if n := readInt(root, path.Dir(a.Path)+"/available_instances"); n == 0 {
-				return done, fmt.Errorf("%s: no %s instance left on %s (available_instances 0: the GPU's room used up?)", a.GPU, a.Type, parentOf(a.Path))
-			}
-			if a.Value == "<uuid>" {
-				a.Value = newUUID() // before its intent is recorded: the journal names it
-			}
-		} else {
-			vf := strings.TrimSuffix(strings.TrimPrefix(a.Path, "/sys/bus/pci/devices/"), "/nvidia/current_vgpu_type")
-			b, _ := root.ReadFile("/sys/bus/pci/devices/" + vf + "/nvidia/creatable_vgpu_types")
-			ok := false
-			for _, t := range ParseCreatable(string(b)) {
-				ok = ok || t.ID == a.Value
-			}
-			if !ok {
-				return done, fmt.Errorf("%s: %s is no longer creatable on VF %s (capacity used up?)", a.GPU, a.Type, vf)
-			}
+		a, err := readyToCreate(root, a)
+		if err != nil {
+			return done, err
 		}
-		if j != nil {
-			if err := j.intent(a); err != nil {
-				return done, err
-			}
+		if err := j.intent(a); err != nil {
+			return done, err
 		}
 		if err := write(a); err != nil {
 			return done, err
 		}
 	}
 	return done, nil
+}
+
+// readyToCreate checks, just before the creation a, that its parent still
+// has room (an mdev: available_instances; creating on one VF of an Ampere
+// GPU takes room from its siblings) or that its VF can still take the
+// type, and gives a new mdev its UUID (before its intent is recorded: the
+// journal names it).
+func readyToCreate(root *host.Root, a Action) (Action, error) {
+	if !strings.HasSuffix(a.Path, "/create") {
+		vf := strings.TrimSuffix(strings.TrimPrefix(a.Path, "/sys/bus/pci/devices/"), "/nvidia/current_vgpu_type")
+		b, _ := root.ReadFile("/sys/bus/pci/devices/" + vf + "/nvidia/creatable_vgpu_types")
+		for _, t := range ParseCreatable(string(b)) {
+			if t.ID == a.Value {
+				return a, nil
+			}
+		}
+		return a, fmt.Errorf("%s: %s is no longer creatable on VF %s (capacity used up?)", a.GPU, a.Type, vf)
+	}
+	if n := readInt(root, path.Dir(a.Path)+"/available_instances"); n == 0 {
+		return a, fmt.Errorf("%s: no %s instance left on %s (available_instances 0: the GPU's room used up?)", a.GPU, a.Type, parentOf(a.Path))
+	}
+	if a.Value == "<uuid>" {
+		a.Value = newUUID()
+	}
+	return a, nil
 }
 
 // parentOf is the device of a …/<dev>/mdev_supported_types/<type>/create path.

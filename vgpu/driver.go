@@ -102,31 +102,22 @@ func InspectDriver(ctx context.Context, path string, r host.Runner) (*Driver, er
 	case strings.HasSuffix(base, ".rpm"):
 		return nil, fmt.Errorf("%s: not an RPM package (no RPM lead)", path)
 	}
+	return inspectRun(path, f, st.Size(), head)
+}
+
+// inspectRun verifies the .run at path (open as f, of size, its first
+// bytes head): its makeself header names the vGPU manager build for this
+// machine, and its archive holds nvidia-vgpu-mgr.
+func inspectRun(path string, f *os.File, size int64, head []byte) (*Driver, error) {
 	h, err := parseRunHeader(head)
 	if err != nil {
 		return nil, fmt.Errorf("%s: not an NVIDIA .run file (%v)", path, err)
 	}
 	d := &Driver{Path: path, Format: FormatRun, Label: h.Label, TargetDir: h.TargetDir}
-	tm := targetDirRe().FindStringSubmatch(d.TargetDir)
-	if tm == nil {
-		return nil, fmt.Errorf("%s: not an NVIDIA driver .run file (makeself targetdir %q)", path, d.TargetDir)
+	if err := d.checkTargetDir(path); err != nil {
+		return nil, err
 	}
-	d.Arch, d.Version = tm[1], tm[2]
-	flavour := tm[3]
-	switch {
-	case strings.Contains(flavour, "vgpu-kvm"):
-	case strings.Contains(flavour, "grid"):
-		return nil, fmt.Errorf("%s: this is the vGPU guest driver (%s), for inside VMs; the host needs the vGPU manager, NVIDIA-Linux-%s-%s-vgpu-kvm.run from the same NVIDIA vGPU download", path, d.TargetDir, d.Arch, d.Version)
-	default:
-		return nil, fmt.Errorf("%s: this is not the vGPU manager (%s is a plain NVIDIA driver build); the host needs NVIDIA-Linux-<arch>-<ver>-vgpu-kvm.run from the licensed NVIDIA vGPU download", path, d.TargetDir)
-	}
-	if nm := runNameRe().FindStringSubmatch(base); nm != nil && (nm[1] != d.Arch || nm[2] != d.Version) {
-		return nil, fmt.Errorf("%s: file name says %s %s but the archive holds %s: renamed or damaged file", path, nm[1], nm[2], d.TargetDir)
-	}
-	if want := map[string]string{"amd64": "x86_64", "arm64": "aarch64"}[runtime.GOARCH]; want != "" && want != d.Arch {
-		return nil, fmt.Errorf("%s: built for %s, this machine is %s", path, d.Arch, want)
-	}
-	list, err := listRun(io.NewSectionReader(f, 0, st.Size()), st.Size(), h)
+	list, err := listRun(io.NewSectionReader(f, 0, size), size, h)
 	if err != nil {
 		return nil, fmt.Errorf("%s: reading the archive: %w", path, err)
 	}
@@ -135,6 +126,38 @@ func InspectDriver(ctx context.Context, path string, r host.Runner) (*Driver, er
 	}
 	d.Listed, d.SHA256 = true, list.SHA256
 	return d, nil
+}
+
+// checkTargetDir reads the arch and version of the .run at path from its
+// makeself targetdir, which must name a vGPU manager build (vgpu-kvm) for
+// this machine, as the file name says where it says.
+func (d *Driver) checkTargetDir(path string) error {
+	tm := targetDirRe().FindStringSubmatch(d.TargetDir)
+	if tm == nil {
+		return fmt.Errorf("%s: not an NVIDIA driver .run file (makeself targetdir %q)", path, d.TargetDir)
+	}
+	d.Arch, d.Version = tm[1], tm[2]
+	flavour := tm[3]
+	switch {
+	case strings.Contains(flavour, "vgpu-kvm"):
+	case strings.Contains(flavour, "grid"):
+		return fmt.Errorf("%s: this is the vGPU guest driver (%s), for inside VMs; the host needs the vGPU manager, NVIDIA-Linux-%s-%s-vgpu-kvm.run from the same NVIDIA vGPU download", path, d.TargetDir, d.Arch, d.Version)
+	default:
+		return fmt.Errorf("%s: this is not the vGPU manager (%s is a plain NVIDIA driver build); the host needs NVIDIA-Linux-<arch>-<ver>-vgpu-kvm.run from the licensed NVIDIA vGPU download", path, d.TargetDir)
+	}
+	if nm := runNameRe().FindStringSubmatch(filepath.Base(path)); nm != nil && (nm[1] != d.Arch || nm[2] != d.Version) {
+		return fmt.Errorf("%s: file name says %s %s but the archive holds %s: renamed or damaged file", path, nm[1], nm[2], d.TargetDir)
+	}
+	return checkArch(path, d.Arch)
+}
+
+// checkArch refuses a driver at path built for arch other than this
+// machine's.
+func checkArch(path, arch string) error {
+	if want := map[string]string{"amd64": "x86_64", "arm64": "aarch64"}[runtime.GOARCH]; want != "" && want != arch {
+		return fmt.Errorf("%s: built for %s, this machine is %s", path, arch, want)
+	}
+	return nil
 }
 
 // The first bytes of a .deb (an ar archive) and of an .rpm (its lead).
@@ -209,19 +232,29 @@ func inspectPackage(ctx context.Context, path, format string, r host.Runner) (*D
 		return nil, err
 	}
 	d := &Driver{Path: path, Format: format, Listed: true, SHA256: sum}
+	if err := d.readPackageFields(format, out); err != nil {
+		return nil, fmt.Errorf("%s: %w (%s answered %q)", path, err, strings.Join(fieldsCmd[:2], " "), strings.TrimSpace(out))
+	}
+	if d.Version == "" {
+		return nil, fmt.Errorf("%s: package %s version %q is not an NVIDIA driver version", path, d.Package, d.PkgVersion)
+	}
+	list, err := query(listCmd)
+	if err != nil {
+		return nil, err
+	}
+	if err := d.checkPackageList(list); err != nil {
+		return nil, err
+	}
+	return d, checkArch(path, d.Arch)
+}
+
+// readPackageFields reads d's package name, version, architecture and
+// driver version from out, what the fields query of a package of format
+// answered.
+func (d *Driver) readPackageFields(format, out string) error {
 	var arch string
 	if format == FormatDeb {
-		for _, l := range strings.Split(out, "\n") {
-			k, v, _ := strings.Cut(l, ":")
-			switch strings.TrimSpace(k) {
-			case "Package":
-				d.Package = strings.TrimSpace(v)
-			case "Version":
-				d.PkgVersion = strings.TrimSpace(v)
-			case "Architecture":
-				arch = strings.TrimSpace(v)
-			}
-		}
+		arch = d.readDebFields(out)
 	} else {
 		// the answer is the last line: a Runner that merges stderr puts
 		// rpm's signature warnings (NOKEY) before it
@@ -232,7 +265,7 @@ func inspectPackage(ctx context.Context, path, format string, r host.Runner) (*D
 		}
 	}
 	if d.Package == "" || d.PkgVersion == "" || arch == "" {
-		return nil, fmt.Errorf("%s: the package has no name, version or architecture (%s answered %q)", path, strings.Join(fieldsCmd[:2], " "), strings.TrimSpace(out))
+		return errors.New("the package has no name, version or architecture")
 	}
 	d.Arch = map[string]string{"amd64": "x86_64", "arm64": "aarch64"}[arch]
 	if d.Arch == "" {
@@ -243,32 +276,46 @@ func inspectPackage(ctx context.Context, path, format string, r host.Runner) (*D
 			d.Version = m[1]
 		}
 	}
-	if d.Version == "" {
-		return nil, fmt.Errorf("%s: package %s version %q is not an NVIDIA driver version", path, d.Package, d.PkgVersion)
+	return nil
+}
+
+// readDebFields reads dpkg-deb -f's Package and Version into d, and
+// returns its Architecture.
+func (d *Driver) readDebFields(out string) (arch string) {
+	for _, l := range strings.Split(out, "\n") {
+		k, v, _ := strings.Cut(l, ":")
+		switch strings.TrimSpace(k) {
+		case "Package":
+			d.Package = strings.TrimSpace(v)
+		case "Version":
+			d.PkgVersion = strings.TrimSpace(v)
+		case "Architecture":
+			arch = strings.TrimSpace(v)
+		}
 	}
-	list, err := query(listCmd)
-	if err != nil {
-		return nil, err
+	return arch
+}
+
+// checkPackageList refuses a package whose file list (list) has no
+// nvidia-vgpu-mgr: the vGPU guest driver (nvidia-gridd), or another one.
+func (d *Driver) checkPackageList(list string) error {
+	switch {
+	case listHolds(list, vgpuMgrFile):
+		return nil
+	case listHolds(list, griddFile):
+		return fmt.Errorf("%s: this is the vGPU guest driver (package %s %s holds nvidia-gridd, no nvidia-vgpu-mgr), for inside VMs; the host needs the vGPU manager package for KVM (the vgpu-kvm .%s, or NVIDIA-Linux-%s-%s-vgpu-kvm.run) from the same NVIDIA vGPU download", d.Path, d.Package, d.PkgVersion, d.Format, d.Arch, d.Version)
 	}
-	has := func(f string) bool {
-		for _, l := range strings.Split(list, "\n") {
-			for _, field := range strings.Fields(l) {
-				if strings.TrimLeft(field, "./") == f {
-					return true
-				}
+	return fmt.Errorf("%s: this is not the vGPU manager (package %s %s holds no /%s: a plain NVIDIA driver or another package); the host needs the vGPU manager for KVM from the licensed NVIDIA vGPU download", d.Path, d.Package, d.PkgVersion, vgpuMgrFile)
+}
+
+// listHolds reports whether a package's file list names the file f.
+func listHolds(list, f string) bool {
+	for _, l := range strings.Split(list, "\n") {
+		for _, field := range strings.Fields(l) {
+			if strings.TrimLeft(field, "./") == f {
+				return true
 			}
 		}
-		return false
 	}
-	switch {
-	case has(vgpuMgrFile):
-	case has(griddFile):
-		return nil, fmt.Errorf("%s: this is the vGPU guest driver (package %s %s holds nvidia-gridd, no nvidia-vgpu-mgr), for inside VMs; the host needs the vGPU manager package for KVM (the vgpu-kvm .%s, or NVIDIA-Linux-%s-%s-vgpu-kvm.run) from the same NVIDIA vGPU download", path, d.Package, d.PkgVersion, format, d.Arch, d.Version)
-	default:
-		return nil, fmt.Errorf("%s: this is not the vGPU manager (package %s %s holds no /%s: a plain NVIDIA driver or another package); the host needs the vGPU manager for KVM from the licensed NVIDIA vGPU download", path, d.Package, d.PkgVersion, vgpuMgrFile)
-	}
-	if want := map[string]string{"amd64": "x86_64", "arm64": "aarch64"}[runtime.GOARCH]; want != "" && want != d.Arch {
-		return nil, fmt.Errorf("%s: built for %s, this machine is %s", path, d.Arch, want)
-	}
-	return d, nil
+	return false
 }

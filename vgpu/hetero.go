@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -115,24 +116,7 @@ func (p *Plan) planMode(ctx context.Context, addr string, stay []Instance, creat
 	if len(created) == 0 {
 		return nil
 	}
-	sizes := map[string][]string{}
-	add := func(name string) {
-		k := sizeOf(name)
-		for _, n := range sizes[k] {
-			if n == name {
-				return
-			}
-		}
-		sizes[k] = append(sizes[k], name)
-	}
-	staySizes := map[string]bool{}
-	for _, e := range stay {
-		add(e.Type)
-		staySizes[sizeOf(e.Type)] = true
-	}
-	for _, a := range created {
-		add(a.Type)
-	}
+	sizes, staySizes := typeSizes(stay, created)
 	if len(sizes) < 2 {
 		return nil
 	}
@@ -144,25 +128,8 @@ func (p *Plan) planMode(ctx context.Context, addr string, stay []Instance, creat
 	mixed := fmt.Sprintf("%s: vGPUs of different framebuffer sizes (%s) on one GPU need its heterogeneous vGPU mode (%s vgpu -shm 1 -i %s)",
 		addr, strings.Join(names, ", "), NVIDIASMI, SMIAddress(addr))
 	h, err := QueryHetero(ctx, p.runner, addr)
-	switch {
-	case err != nil && len(staySizes) > 1:
-		return nil // vGPUs of different sizes exist: the GPU is in the mode
-	case errors.Is(err, host.ErrNoCommands) && len(stay) == 0:
-		p.Notes = append(p.Notes, mixed+"; nvidia-smi does not run against this root, so whether the GPU supports it is not checked")
-	case err != nil:
-		return fmt.Errorf("%s, and whether it has it cannot be told: %w", mixed, err)
-	case h.Mode == "Enabled":
-		return nil
-	case h.Capability != "Supported":
-		c := h.Capability
-		if c == "" {
-			c = "no such line"
-		}
-		return fmt.Errorf("%s, which it does not support (nvidia-smi -q: Heterogenous Multi-vGPU: %s): give it types of one framebuffer size", mixed, c)
-	case len(stay) > 0:
-		have, rm := removals(stay)
-		return fmt.Errorf("%s, which is off (vGPU Heterogeneous Mode: %s) and can only be turned on while the GPU has no vGPU; it has %s: remove them (%s; --prune removes those not in the config that no VM holds) and apply again, or give the GPU types of one framebuffer size",
-			mixed, h.Mode, have, rm)
+	if need, err := p.modeNeeded(h, err, mixed, stay, staySizes); !need || err != nil {
+		return err
 	}
 	var sz []string
 	for k := range sizes {
@@ -172,6 +139,53 @@ func (p *Plan) planMode(ctx context.Context, addr string, stay []Instance, creat
 	p.Modes = append(p.Modes, ModeStep{GPU: addr, Argv: []string{NVIDIASMI, "vgpu", "-shm", "1", "-i", SMIAddress(addr)}, Mode: h.Mode,
 		About: "turn on the heterogeneous vGPU mode of " + addr + " for vGPUs of framebuffer sizes " + strings.Join(sz, " and ")})
 	return nil
+}
+
+// typeSizes are the type names of stay and created by framebuffer size
+// (sizeOf), each once, and the sizes of stay's.
+func typeSizes(stay []Instance, created []Action) (sizes map[string][]string, staySizes map[string]bool) {
+	sizes, staySizes = map[string][]string{}, map[string]bool{}
+	add := func(name string) {
+		k := sizeOf(name)
+		if !slices.Contains(sizes[k], name) {
+			sizes[k] = append(sizes[k], name)
+		}
+	}
+	for _, e := range stay {
+		add(e.Type)
+		staySizes[sizeOf(e.Type)] = true
+	}
+	for _, a := range created {
+		add(a.Type)
+	}
+	return sizes, staySizes
+}
+
+// modeNeeded says whether a GPU that needs its heterogeneous mode (mixed
+// says why), whose mode query answered h or err, gets a step turning it
+// on, or why it cannot have it; a mode that cannot be checked is noted.
+func (p *Plan) modeNeeded(h Hetero, err error, mixed string, stay []Instance, staySizes map[string]bool) (bool, error) {
+	switch {
+	case err != nil && len(staySizes) > 1:
+		return false, nil // vGPUs of different sizes exist: the GPU is in the mode
+	case errors.Is(err, host.ErrNoCommands) && len(stay) == 0:
+		p.Notes = append(p.Notes, mixed+"; nvidia-smi does not run against this root, so whether the GPU supports it is not checked")
+	case err != nil:
+		return false, fmt.Errorf("%s, and whether it has it cannot be told: %w", mixed, err)
+	case h.Mode == "Enabled":
+		return false, nil
+	case h.Capability != "Supported":
+		c := h.Capability
+		if c == "" {
+			c = "no such line"
+		}
+		return false, fmt.Errorf("%s, which it does not support (nvidia-smi -q: Heterogenous Multi-vGPU: %s): give it types of one framebuffer size", mixed, c)
+	case len(stay) > 0:
+		have, rm := removals(stay)
+		return false, fmt.Errorf("%s, which is off (vGPU Heterogeneous Mode: %s) and can only be turned on while the GPU has no vGPU; it has %s: remove them (%s; --prune removes those not in the config that no VM holds) and apply again, or give the GPU types of one framebuffer size",
+			mixed, h.Mode, have, rm)
+	}
+	return true, nil
 }
 
 // runMode runs a mode step and verifies through nvidia-smi -q that the mode

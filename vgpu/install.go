@@ -303,15 +303,10 @@ func PlanInstall(ctx context.Context, e *Env, opts InstallOptions) (*InstallPlan
 	if err != nil {
 		return nil, err
 	}
-	if d.Format != FormatRun {
-		switch {
-		case opts.NoDKMS:
-			return nil, fmt.Errorf("--no-dkms applies to the .run only: the .%s builds its modules with DKMS, which it depends on", d.Format)
-		case opts.SigningKey != "" || opts.SigningCert != "":
-			return nil, fmt.Errorf("--signing-key/--signing-cert apply to the .run only: DKMS signs the modules the .%s builds with its own key (mok_signing_key in /etc/dkms/framework.conf, by default /var/lib/dkms/mok.key)", d.Format)
-		}
-	}
 	root := e.Root
+	if err := checkInstallOptions(root, d, opts); err != nil {
+		return nil, err
+	}
 	p := &InstallPlan{Driver: d}
 	for _, g := range opts.GPUs {
 		if UsesSRIOV(root, g) {
@@ -319,42 +314,9 @@ func PlanInstall(ctx context.Context, e *Env, opts InstallOptions) (*InstallPlan
 		}
 	}
 	sort.Strings(p.SRIOV)
-	if opts.SigningKey != "" || opts.SigningCert != "" {
-		if opts.SigningKey == "" || opts.SigningCert == "" {
-			return nil, errors.New("--signing-key and --signing-cert go together")
-		}
-		for _, f := range []string{opts.SigningKey, opts.SigningCert} {
-			if !root.Exists(f) {
-				return nil, fmt.Errorf("module signing file %s: not found", f)
-			}
-		}
-	}
 	p.Prereqs = CheckPrereqs(root, opts, d.Format, p.SRIOV)
 	kver := KernelRelease(root)
-
-	if !nouveauBlacklisted(root) {
-		content := NouveauBlacklistContent
-		p.Steps = append(p.Steps, Step{Title: "blacklist nouveau", File: ptr(change.Between(NouveauBlacklist, nil, false, content)),
-			Remedy: "check that /etc/modprobe.d is writable",
-			run: func(_ context.Context, e *Env) error {
-				return writeFile(e, NouveauBlacklist, content)
-			}})
-		if ic := initramfs.Command(root); ic != nil {
-			p.Steps = append(p.Steps, Step{Title: "regenerate the initramfs (so nouveau stays out of early boot)", Commands: [][]string{ic},
-				Remedy: "run `" + strings.Join(ic, " ") + "` by hand and read its errors",
-				run:    runCmd(ic)})
-		} else {
-			p.Notes = append(p.Notes, "no initramfs tool (update-initramfs, dracut, mkinitcpio) found: if the initramfs loads nouveau, regenerate it by hand")
-		}
-	} else if ic := initramfs.Command(root); ic != nil && len(InitramfsOlderThanBlacklist(root)) > 0 {
-		// an install that wrote the blacklist stopped (failed, killed)
-		// before the initramfs was regenerated: the blacklist is there,
-		// so the step above is not planned again
-		p.Steps = append(p.Steps, Step{Title: "regenerate the initramfs (it is older than " + NouveauBlacklist + ")", Commands: [][]string{ic},
-			Remedy: "run `" + strings.Join(ic, " ") + "` by hand and read its errors",
-			run:    runCmd(ic)})
-	}
-
+	p.planNouveau(root)
 	ch, err := planChange(ctx, e, opts, d)
 	if err != nil {
 		return nil, err
@@ -366,37 +328,119 @@ func PlanInstall(ctx context.Context, e *Env, opts InstallOptions) (*InstallPlan
 	}
 	installed := InstalledVersion(root) == d.Version && root.Exists("/usr/bin/nvidia-vgpu-mgr")
 	if !installed {
-		var stop []string
-		for _, s := range Services {
-			if unitPath(root, s) != "" {
-				stop = append(stop, s)
-			}
-		}
-		if len(stop) > 0 {
-			argv := append([]string{"systemctl", "stop"}, stop...)
-			p.Steps = append(p.Steps, Step{Title: "stop the running vGPU manager daemons", Commands: [][]string{argv},
-				Remedy: "stop them by hand (" + strings.Join(argv, " ") + ") and read `journalctl -u nvidia-vgpu-mgr`",
-				run:    runCmd(argv)})
-		}
-		for _, m := range conflicting {
-			if !root.Exists("/sys/module/" + m) {
-				continue
-			}
-			argv := []string{"modprobe", "-r", m}
-			p.Steps = append(p.Steps, Step{Title: "unload " + m, Commands: [][]string{argv},
-				Remedy: "something still uses the GPU: stop VMs with vGPUs, nvidia-persistenced, DCGM, a display manager (see `lsof /dev/nvidia*`), or reboot (nouveau is blacklisted now), then run gpuprep vgpu install again",
-				run:    runCmd(argv)})
-		}
-		if ch != nil {
-			p.Steps = append(p.Steps, ch.uninstall(ctx, e)...)
-		}
-		if d.Format != FormatRun {
-			p.Steps = append(p.Steps, packageStep(root, d, kver))
-		} else {
-			p.Steps = append(p.Steps, installerStep(root, d, opts, kver))
+		p.planInstaller(ctx, e, d, opts, kver, ch)
+	}
+	p.planModules(root, d, kver, installed)
+	p.planServices(ctx, e, installed)
+	// a version change reloads nvidia, which takes the VFs with it
+	reload := ch != nil && !installed
+	if err := planSRIOV(ctx, e, p, installed, d.Version, reload); err != nil {
+		return nil, err
+	}
+	if ch != nil {
+		p.Steps = append(p.Steps, ch.after()...)
+	}
+	return p, nil
+}
+
+// checkInstallOptions refuses the options that do not apply to driver d's
+// format, and module signing files that do not go together or are not
+// there.
+func checkInstallOptions(root *host.Root, d *Driver, opts InstallOptions) error {
+	signing := opts.SigningKey != "" || opts.SigningCert != ""
+	if d.Format != FormatRun {
+		switch {
+		case opts.NoDKMS:
+			return fmt.Errorf("--no-dkms applies to the .run only: the .%s builds its modules with DKMS, which it depends on", d.Format)
+		case signing:
+			return fmt.Errorf("--signing-key/--signing-cert apply to the .run only: DKMS signs the modules the .%s builds with its own key (mok_signing_key in /etc/dkms/framework.conf, by default /var/lib/dkms/mok.key)", d.Format)
 		}
 	}
+	if !signing {
+		return nil
+	}
+	if opts.SigningKey == "" || opts.SigningCert == "" {
+		return errors.New("--signing-key and --signing-cert go together")
+	}
+	for _, f := range []string{opts.SigningKey, opts.SigningCert} {
+		if !root.Exists(f) {
+			return fmt.Errorf("module signing file %s: not found", f)
+		}
+	}
+	return nil
+}
 
+// planNouveau plans nouveau blacklisted and kept out of early boot (the
+// initramfs regenerated), or only the initramfs regenerated where an
+// earlier install stopped between the two.
+func (p *InstallPlan) planNouveau(root *host.Root) {
+	ic := initramfs.Command(root)
+	regen := func(title string) {
+		p.Steps = append(p.Steps, Step{Title: title, Commands: [][]string{ic},
+			Remedy: "run `" + strings.Join(ic, " ") + "` by hand and read its errors",
+			run:    runCmd(ic)})
+	}
+	if nouveauBlacklisted(root) {
+		if ic != nil && len(InitramfsOlderThanBlacklist(root)) > 0 {
+			// an install that wrote the blacklist stopped (failed, killed)
+			// before the initramfs was regenerated: the blacklist is there,
+			// so the step below is not planned again
+			regen("regenerate the initramfs (it is older than " + NouveauBlacklist + ")")
+		}
+		return
+	}
+	content := NouveauBlacklistContent
+	p.Steps = append(p.Steps, Step{Title: "blacklist nouveau", File: ptr(change.Between(NouveauBlacklist, nil, false, content)),
+		Remedy: "check that /etc/modprobe.d is writable",
+		run: func(_ context.Context, e *Env) error {
+			return writeFile(e, NouveauBlacklist, content)
+		}})
+	if ic != nil {
+		regen("regenerate the initramfs (so nouveau stays out of early boot)")
+	} else {
+		p.Notes = append(p.Notes, "no initramfs tool (update-initramfs, dracut, mkinitcpio) found: if the initramfs loads nouveau, regenerate it by hand")
+	}
+}
+
+// planInstaller plans the install of d where it is not installed: the
+// daemons stopped, the conflicting modules unloaded, the version before
+// uninstalled (a change ch), and the installer or package run.
+func (p *InstallPlan) planInstaller(ctx context.Context, e *Env, d *Driver, opts InstallOptions, kver string, ch *managerChange) {
+	root := e.Root
+	var stop []string
+	for _, s := range Services {
+		if unitPath(root, s) != "" {
+			stop = append(stop, s)
+		}
+	}
+	if len(stop) > 0 {
+		argv := append([]string{"systemctl", "stop"}, stop...)
+		p.Steps = append(p.Steps, Step{Title: "stop the running vGPU manager daemons", Commands: [][]string{argv},
+			Remedy: "stop them by hand (" + strings.Join(argv, " ") + ") and read `journalctl -u nvidia-vgpu-mgr`",
+			run:    runCmd(argv)})
+	}
+	for _, m := range conflicting {
+		if !root.Exists("/sys/module/" + m) {
+			continue
+		}
+		argv := []string{"modprobe", "-r", m}
+		p.Steps = append(p.Steps, Step{Title: "unload " + m, Commands: [][]string{argv},
+			Remedy: "something still uses the GPU: stop VMs with vGPUs, nvidia-persistenced, DCGM, a display manager (see `lsof /dev/nvidia*`), or reboot (nouveau is blacklisted now), then run gpuprep vgpu install again",
+			run:    runCmd(argv)})
+	}
+	if ch != nil {
+		p.Steps = append(p.Steps, ch.uninstall(ctx, e)...)
+	}
+	if d.Format != FormatRun {
+		p.Steps = append(p.Steps, packageStep(root, d, kver))
+	} else {
+		p.Steps = append(p.Steps, installerStep(root, d, opts, kver))
+	}
+}
+
+// planModules plans nvidia (of d's version) and, where the build has it,
+// nvidia_vgpu_vfio loaded.
+func (p *InstallPlan) planModules(root *host.Root, d *Driver, kver string, installed bool) {
 	if !installed || !root.Exists("/sys/module/nvidia") {
 		p.Steps = append(p.Steps, Step{Title: "load nvidia", Commands: [][]string{{"modprobe", "nvidia"}},
 			Remedy: "read `dmesg | grep -i nvidia` (Secure Boot refusing an unsigned module, or nouveau still holding the GPU, are the usual causes)",
@@ -421,11 +465,14 @@ func PlanInstall(ctx context.Context, e *Env, opts InstallOptions) (*InstallPlan
 				return runCmd([]string{"modprobe", "nvidia_vgpu_vfio"})(ctx, e)
 			}})
 	}
+}
 
+// planServices plans each vGPU manager service enabled and started, but
+// those already so on an installed manager.
+func (p *InstallPlan) planServices(ctx context.Context, e *Env, installed bool) {
 	for _, s := range Services {
-		s := s
 		if installed {
-			if unitPath(root, s) == "" {
+			if unitPath(e.Root, s) == "" {
 				if s == "nvidia-vgpu-mgr.service" {
 					p.Notes = append(p.Notes, "nvidia-vgpu-mgr.service has no unit file: the daemon is not managed by systemd")
 				}
@@ -435,32 +482,27 @@ func PlanInstall(ctx context.Context, e *Env, opts InstallOptions) (*InstallPlan
 				continue
 			}
 		}
-		argv := []string{"systemctl", "enable", "--now", s}
-		p.Steps = append(p.Steps, Step{Title: "enable and start " + s, Commands: [][]string{{"systemctl", "daemon-reload"}, argv},
-			Remedy: "read `journalctl -u " + s + "` (nvidia-vgpu-mgr needs the nvidia module of the same version loaded)",
-			run: func(ctx context.Context, e *Env) error {
-				if unitPath(e.Root, s) == "" {
-					if s == "nvidia-vgpud.service" {
-						return nil // not in every build
-					}
-					return fmt.Errorf("no unit file for %s after the install", s)
-				}
-				if err := runCmd([]string{"systemctl", "daemon-reload"})(ctx, e); err != nil {
-					return err
-				}
-				return runCmd(argv)(ctx, e)
-			}})
+		p.Steps = append(p.Steps, serviceStep(s))
 	}
+}
 
-	// a version change reloads nvidia, which takes the VFs with it
-	reload := ch != nil && !installed
-	if err := planSRIOV(ctx, e, p, installed, d.Version, reload); err != nil {
-		return nil, err
-	}
-	if ch != nil {
-		p.Steps = append(p.Steps, ch.after()...)
-	}
-	return p, nil
+// serviceStep enables and starts the service s.
+func serviceStep(s string) Step {
+	argv := []string{"systemctl", "enable", "--now", s}
+	return Step{Title: "enable and start " + s, Commands: [][]string{{"systemctl", "daemon-reload"}, argv},
+		Remedy: "read `journalctl -u " + s + "` (nvidia-vgpu-mgr needs the nvidia module of the same version loaded)",
+		run: func(ctx context.Context, e *Env) error {
+			if unitPath(e.Root, s) == "" {
+				if s == "nvidia-vgpud.service" {
+					return nil // not in every build
+				}
+				return fmt.Errorf("no unit file for %s after the install", s)
+			}
+			if err := runCmd([]string{"systemctl", "daemon-reload"})(ctx, e); err != nil {
+				return err
+			}
+			return runCmd(argv)(ctx, e)
+		}}
 }
 
 // planSRIOV plans what makes the VFs of p.SRIOV's GPUs enabled, now and at

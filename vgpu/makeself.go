@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bufio"
 	"bytes"
+	"cmp"
 	"compress/bzip2"
 	"compress/gzip"
 	"crypto/sha256"
@@ -72,59 +73,79 @@ func parseRunHeader(head []byte) (*runHeader, error) {
 	for _, m := range headerVarRe().FindAllSubmatch(head, -1) {
 		switch string(m[1]) {
 		case "label":
-			if h.Label == "" {
-				h.Label = string(m[2])
-			}
+			h.Label = cmp.Or(h.Label, string(m[2]))
 		case "targetdir":
-			if h.TargetDir == "" {
-				h.TargetDir = string(m[2])
-			}
+			h.TargetDir = cmp.Or(h.TargetDir, string(m[2]))
 		}
 	}
+	n, err := headerLines(head)
+	if err != nil {
+		return nil, err
+	}
+	h.Offset = lineEnd(head, n)
+	if h.Offset < 0 {
+		return nil, fmt.Errorf("makeself header: the payload starts after line %d, beyond the first %d KiB", n, maxRunHeader>>10)
+	}
+	h.head = head[:h.Offset]
+	if h.Sizes, err = fileSizes(head); err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+// headerLines is how many lines a makeself header says it has (its
+// offset=`head -n N "$0" …`, N literal or its skip variable).
+func headerLines(head []byte) (int, error) {
 	m := skipLinesRe().FindSubmatch(head)
 	if m == nil {
-		return nil, errors.New("no makeself payload offset (offset=`head -n N \"$0\" ...`) in the header")
+		return 0, errors.New("no makeself payload offset (offset=`head -n N \"$0\" ...`) in the header")
 	}
 	lines := string(m[1])
 	if lines[0] < '0' || lines[0] > '9' {
 		v := skipVarRe().FindSubmatch(head)
 		if v == nil {
-			return nil, errors.New("the makeself header reads its offset from skip, which it does not set")
+			return 0, errors.New("the makeself header reads its offset from skip, which it does not set")
 		}
 		lines = string(v[1])
 	}
 	n, err := strconv.Atoi(lines)
 	if err != nil || n <= 0 {
-		return nil, fmt.Errorf("makeself header: %q lines is not a line count", lines)
+		return 0, fmt.Errorf("makeself header: %q lines is not a line count", lines)
 	}
-	h.Offset = -1
-	for i, seen := 0, 0; i < len(head); i++ {
-		if head[i] == '\n' {
+	return n, nil
+}
+
+// lineEnd is the offset just after the n-th newline of b, -1 when b has
+// fewer.
+func lineEnd(b []byte, n int) int64 {
+	for i, seen := 0, 0; i < len(b); i++ {
+		if b[i] == '\n' {
 			if seen++; seen == n {
-				h.Offset = int64(i + 1)
-				break
+				return int64(i + 1)
 			}
 		}
 	}
-	if h.Offset < 0 {
-		return nil, fmt.Errorf("makeself header: the payload starts after line %d, beyond the first %d KiB", n, maxRunHeader>>10)
-	}
-	h.head = head[:h.Offset]
+	return -1
+}
+
+// fileSizes are the payload lengths of a makeself header's filesizes.
+func fileSizes(head []byte) ([]int64, error) {
 	fs := fileSizesRe().FindSubmatch(head)
 	if fs == nil {
 		return nil, errors.New("makeself header: no filesizes")
 	}
+	var sizes []int64
 	for _, f := range strings.Fields(string(fs[1])) {
 		s, err := strconv.ParseInt(f, 10, 64)
 		if err != nil || s <= 0 {
 			return nil, fmt.Errorf("makeself header: filesizes %q", fs[1])
 		}
-		h.Sizes = append(h.Sizes, s)
+		sizes = append(sizes, s)
 	}
-	if len(h.Sizes) == 0 || len(h.Sizes) > maxRunPayloads {
-		return nil, fmt.Errorf("makeself header: %d payloads in filesizes", len(h.Sizes))
+	if len(sizes) == 0 || len(sizes) > maxRunPayloads {
+		return nil, fmt.Errorf("makeself header: %d payloads in filesizes", len(sizes))
 	}
-	return h, nil
+	return sizes, nil
 }
 
 // runListing is what reading a .run whole gives: how many files its

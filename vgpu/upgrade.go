@@ -424,20 +424,7 @@ func (c *managerChange) after() []Step {
 // MakePlan/Apply: an mdev with its UUID, a vGPU of a VF on that VF (when
 // free), each of its type.
 func recreate(e *Env, vs []KeptVGPU) error {
-	var wants []Want
-	idx := map[[2]string]int{}
-	missing := map[[2]string][]string{}
-	for _, v := range vs {
-		k := [2]string{v.GPU, v.Type}
-		if _, ok := idx[k]; !ok {
-			idx[k] = len(wants)
-			wants = append(wants, Want{GPU: v.GPU, Type: v.Type})
-		}
-		wants[idx[k]].Count++
-		if !vgpuExists(e.Root, v) {
-			missing[k] = append(missing[k], v.Device)
-		}
-	}
+	wants, missing := keptWants(e.Root, vs)
 	p, err := MakePlan(e.Root, wants)
 	if err != nil {
 		return err
@@ -447,14 +434,7 @@ func recreate(e *Env, vs []KeptVGPU) error {
 		if len(missing[k]) == 0 {
 			continue
 		}
-		dev := missing[k][0]
-		switch {
-		case a.Value == "<uuid>" && !strings.Contains(dev, ":"):
-			p.Actions[i].Value = dev
-		case strings.Contains(dev, ":") && strings.HasSuffix(a.Path, "/nvidia/current_vgpu_type") && vfFree(e.Root, dev) && !planned(p.Actions, dev):
-			p.Actions[i].Path = "/sys/bus/pci/devices/" + dev + "/nvidia/current_vgpu_type"
-			p.Actions[i].About = "make VF " + dev + " a " + a.Type
-		}
+		reuse(e.Root, p, i, missing[k][0])
 		missing[k] = missing[k][1:]
 	}
 	// the names of the VF types, as vgpu apply journals them (a new
@@ -466,6 +446,39 @@ func recreate(e *Env, vs []KeptVGPU) error {
 	}
 	_, err = ApplyAt(e.Root, e.attrs(), p, e.now())
 	return err
+}
+
+// keptWants are the wants that make the kept vGPUs vs again, one per GPU
+// and type, and the devices (mdev UUIDs, VFs) of each that are gone.
+func keptWants(root *host.Root, vs []KeptVGPU) ([]Want, map[[2]string][]string) {
+	var wants []Want
+	idx := map[[2]string]int{}
+	missing := map[[2]string][]string{}
+	for _, v := range vs {
+		k := [2]string{v.GPU, v.Type}
+		if _, ok := idx[k]; !ok {
+			idx[k] = len(wants)
+			wants = append(wants, Want{GPU: v.GPU, Type: v.Type})
+		}
+		wants[idx[k]].Count++
+		if !vgpuExists(root, v) {
+			missing[k] = append(missing[k], v.Device)
+		}
+	}
+	return wants, missing
+}
+
+// reuse makes action i of p create the vGPU dev had: an mdev with its
+// UUID, or its VF (when free, and not planned already).
+func reuse(root *host.Root, p *Plan, i int, dev string) {
+	a := p.Actions[i]
+	switch {
+	case a.Value == "<uuid>" && !strings.Contains(dev, ":"):
+		p.Actions[i].Value = dev
+	case strings.Contains(dev, ":") && strings.HasSuffix(a.Path, "/nvidia/current_vgpu_type") && vfFree(root, dev) && !planned(p.Actions, dev):
+		p.Actions[i].Path = "/sys/bus/pci/devices/" + dev + "/nvidia/current_vgpu_type"
+		p.Actions[i].About = "make VF " + dev + " a " + a.Type
+	}
 }
 
 func vfFree(root *host.Root, vf string) bool {

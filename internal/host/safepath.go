@@ -67,19 +67,40 @@ func JudgePath(entries []PathEntry, owners Owners, missingOK, file bool) error {
 				return &UnsafePathError{Path: e.Path, Why: "is missing from the resolved path"}
 			}
 			continue
-		case i == 0 && file && e.Mode&sIFMT == sIFLNK:
-			return &UnsafePathError{Path: e.Path, Why: "is a symbolic link; gpuprep runs only a file that is not one"}
-		case i == 0 && file && e.Mode&sIFMT != sIFREG:
-			return &UnsafePathError{Path: e.Path, Why: "is not a regular file"}
+		case i == 0 && file:
+			if err := judgeFile(e); err != nil {
+				return err
+			}
 		case e.Mode&sIFMT == sIFLNK:
 			continue // its directory (the next entry) decides who can change it
 		}
-		if !owners.Allow(e.UID) {
-			return &UnsafePathError{Path: e.Path, Why: fmt.Sprintf("belongs to %s, not to %s", ownerString(e), owners.Name)}
+		if err := judgeOwner(e, owners); err != nil {
+			return err
 		}
-		if e.Mode&0o022 != 0 && !(owners.Sticky && e.Mode&sIFMT == sIFDIR && e.Mode&sISVTX != 0) {
-			return &UnsafePathError{Path: e.Path, Why: fmt.Sprintf("is writable by its group or by others (mode %04o, owner %s)", e.Mode&0o7777, ownerString(e))}
-		}
+	}
+	return nil
+}
+
+// judgeFile refuses e, the file to run, unless it is a regular file (a
+// symbolic link to one is not).
+func judgeFile(e PathEntry) error {
+	switch {
+	case e.Mode&sIFMT == sIFLNK:
+		return &UnsafePathError{Path: e.Path, Why: "is a symbolic link; gpuprep runs only a file that is not one"}
+	case e.Mode&sIFMT != sIFREG:
+		return &UnsafePathError{Path: e.Path, Why: "is not a regular file"}
+	}
+	return nil
+}
+
+// judgeOwner refuses e unless owners own it and no one else can write it
+// (a sticky directory aside, where owners allow it).
+func judgeOwner(e PathEntry, owners Owners) error {
+	if !owners.Allow(e.UID) {
+		return &UnsafePathError{Path: e.Path, Why: fmt.Sprintf("belongs to %s, not to %s", ownerString(e), owners.Name)}
+	}
+	if e.Mode&0o022 != 0 && !(owners.Sticky && e.Mode&sIFMT == sIFDIR && e.Mode&sISVTX != 0) {
+		return &UnsafePathError{Path: e.Path, Why: fmt.Sprintf("is writable by its group or by others (mode %04o, owner %s)", e.Mode&0o7777, ownerString(e))}
 	}
 	return nil
 }

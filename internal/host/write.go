@@ -55,17 +55,9 @@ type WriteResult struct {
 // the content p already has changes nothing.
 func (r *Root) WriteFileAtomic(p string, data []byte, perm fs.FileMode, now time.Time) (WriteResult, error) {
 	var res WriteResult
-	if err := r.Writable(p); err != nil {
-		return res, err
-	}
-	rp, err := r.Path(p)
+	rp, err := r.writePath(p)
 	if err != nil {
 		return res, err
-	}
-	if r.live { // a fixture root's Path resolves links already
-		if rp, err = followLinks(rp); err != nil {
-			return res, err
-		}
 	}
 	old, err := os.ReadFile(rp)
 	exists := err == nil
@@ -75,82 +67,138 @@ func (r *Root) WriteFileAtomic(p string, data []byte, perm fs.FileMode, now time
 	if exists && string(old) == string(data) {
 		return res, nil
 	}
-	if !exists { // a link that leads nowhere: the file it names is not gpuprep's to create
-		if lp, err := r.lpath(p); err == nil {
-			if fi, err := os.Lstat(lp); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
-				return res, fmt.Errorf("%s is a symbolic link to no file: gpuprep neither replaces it nor creates what it names", path.Clean("/"+p))
-			}
-		}
-	}
-	mode, uid, gid := perm, -1, -1
-	if exists {
-		st, err := os.Stat(rp)
-		if err != nil {
+	if !exists {
+		if err := r.refuseDanglingLink(p); err != nil {
 			return res, err
 		}
-		mode = st.Mode().Perm()
-		if sys, ok := st.Sys().(*syscall.Stat_t); ok {
-			uid, gid = int(sys.Uid), int(sys.Gid)
+	}
+	o := owner{mode: perm, uid: -1, gid: -1}
+	if exists {
+		if o, err = ownerOf(rp); err != nil {
+			return res, err
 		}
 		bak := BackupName(p, now)
-		if err := writeSynced(r.join(mustResolve(r, bak)), old, mode, uid, gid); err != nil {
+		if err := writeSynced(r.join(mustResolve(r, bak)), old, o.mode, o.uid, o.gid); err != nil {
 			return res, fmt.Errorf("back up %s: %w", p, err)
 		}
 		res.Backup = bak
 	}
 	dir := filepath.Dir(rp)
-	// A crash between write and rename leaves a temporary file; the original
-	// is intact, and the leftover goes now. (Not another run's write in
-	// progress: commands that write hold the host's gpuprep lock.)
-	if stale, _ := filepath.Glob(filepath.Join(dir, "."+filepath.Base(rp)+".gpuprep-tmp-*")); len(stale) > 0 {
+	removeStaleTemps(dir, filepath.Base(rp))
+	tmpName, err := writeTemp(dir, rp, path.Clean("/"+p), data, o, exists)
+	if err != nil {
+		return res, err
+	}
+	if err := os.Rename(tmpName, rp); err != nil {
+		_ = os.Remove(tmpName) // the error is the one returned
+		return res, err
+	}
+	res.Changed = true
+	return res, syncDir(dir)
+}
+
+// writePath is the path WriteFileAtomic writes for the host path p, which
+// must be writable: on a live root, the file a link at p leads to.
+func (r *Root) writePath(p string) (string, error) {
+	if err := r.Writable(p); err != nil {
+		return "", err
+	}
+	rp, err := r.Path(p)
+	if err != nil {
+		return "", err
+	}
+	if r.live { // a fixture root's Path resolves links already
+		return followLinks(rp)
+	}
+	return rp, nil
+}
+
+// refuseDanglingLink refuses p, not there, when it is a link that leads
+// nowhere: the file it names is not gpuprep's to create.
+func (r *Root) refuseDanglingLink(p string) error {
+	lp, err := r.lpath(p)
+	if err != nil {
+		return nil
+	}
+	if fi, err := os.Lstat(lp); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+		return fmt.Errorf("%s is a symbolic link to no file: gpuprep neither replaces it nor creates what it names", path.Clean("/"+p))
+	}
+	return nil
+}
+
+// owner is the mode and owner a written file gets (uid -1: left as the
+// writer's).
+type owner struct {
+	mode     fs.FileMode
+	uid, gid int
+}
+
+// ownerOf is the mode and owner of the file at rp.
+func ownerOf(rp string) (owner, error) {
+	st, err := os.Stat(rp)
+	if err != nil {
+		return owner{}, err
+	}
+	o := owner{mode: st.Mode().Perm(), uid: -1, gid: -1}
+	if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+		o.uid, o.gid = int(sys.Uid), int(sys.Gid)
+	}
+	return o, nil
+}
+
+// removeStaleTemps removes the temporary files of base in dir: a crash
+// between write and rename leaves one; the original is intact, and the
+// leftover goes now. (Not another run's write in progress: commands that
+// write hold the host's gpuprep lock.)
+func removeStaleTemps(dir, base string) {
+	if stale, _ := filepath.Glob(filepath.Join(dir, "."+base+".gpuprep-tmp-*")); len(stale) > 0 {
 		for _, f := range stale {
 			_ = os.Remove(f)
 		}
 	}
+}
+
+// writeTemp writes data to a new temporary file beside rp (the host file
+// name) in dir, with o's mode and owner and (keep) rp's extended
+// attributes, synced and closed, and returns its name; on an error it is
+// removed.
+func writeTemp(dir, rp, name string, data []byte, o owner, keep bool) (string, error) {
 	tmp, err := os.CreateTemp(dir, "."+filepath.Base(rp)+".gpuprep-tmp-*")
 	if err != nil {
-		return res, err
+		return "", err
 	}
-	tmpName := tmp.Name()
-	ok := false
-	defer func() {
-		if !ok {
-			_ = os.Remove(tmpName) // the error is the one returned
-		}
-	}()
-	if _, err := tmp.Write(data); err != nil {
-		_ = tmp.Close() // removed: the error is the one before
-		return res, err
-	}
-	if err := tmp.Chmod(mode); err != nil {
-		_ = tmp.Close() // removed: the error is the one before
-		return res, err
-	}
-	if uid >= 0 {
-		if err := tmp.Chown(uid, gid); err != nil && !errors.Is(err, fs.ErrPermission) {
-			_ = tmp.Close() // removed: the error is the one before
-			return res, err
-		}
-	}
-	if exists {
-		if err := copyXattrs(rp, tmp); err != nil {
-			_ = tmp.Close() // removed: the error is the one before
-			return res, fmt.Errorf("%s: keeping its extended attributes: %w", path.Clean("/"+p), err)
-		}
-	}
-	if err := tmp.Sync(); err != nil {
-		_ = tmp.Close() // removed: the error is the one before
-		return res, err
+	if err := fillTemp(tmp, rp, name, data, o, keep); err != nil {
+		_ = tmp.Close()           // removed: the error is the one before
+		_ = os.Remove(tmp.Name()) // the error is the one returned
+		return "", err
 	}
 	if err := tmp.Close(); err != nil {
-		return res, err
+		_ = os.Remove(tmp.Name()) // the error is the one returned
+		return "", err
 	}
-	if err := os.Rename(tmpName, rp); err != nil {
-		return res, err
+	return tmp.Name(), nil
+}
+
+// fillTemp writes data to tmp, gives it o's mode and owner and (keep)
+// rp's extended attributes, and syncs it.
+func fillTemp(tmp *os.File, rp, name string, data []byte, o owner, keep bool) error {
+	if _, err := tmp.Write(data); err != nil {
+		return err
 	}
-	ok = true
-	res.Changed = true
-	return res, syncDir(dir)
+	if err := tmp.Chmod(o.mode); err != nil {
+		return err
+	}
+	if o.uid >= 0 {
+		if err := tmp.Chown(o.uid, o.gid); err != nil && !errors.Is(err, fs.ErrPermission) {
+			return err
+		}
+	}
+	if keep {
+		if err := copyXattrs(rp, tmp); err != nil {
+			return fmt.Errorf("%s: keeping its extended attributes: %w", name, err)
+		}
+	}
+	return tmp.Sync()
 }
 
 // BackupName is the backup WriteFileAtomic makes of p at now.

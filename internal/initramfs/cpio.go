@@ -161,6 +161,23 @@ func (img *Image) oneArchive(r *bufio.Reader) error {
 	}
 }
 
+// putRegular records the regular file name (e, of header h): a hard link
+// of others shares the data of the entry that carries it (size above 0),
+// which gives it to every name of the link seen so far.
+func (img *Image) putRegular(h header, name string, e entry, links map[hardlink][]string) {
+	if h.nlink > 1 {
+		id := hardlink{h.ino, h.major, h.minor}
+		links[id] = append(links[id], name)
+		if h.size > 0 {
+			for _, other := range links[id] {
+				img.put(other, e)
+			}
+			return
+		}
+	}
+	img.put(name, e)
+}
+
 // record takes one entry's data: kept for a wanted regular file, a
 // symlink's target, skipped for everything else (device nodes, FIFOs and
 // sockets carry no data img reads).
@@ -194,18 +211,7 @@ func (img *Image) record(r *bufio.Reader, h header, name string, links map[hardl
 	}
 	switch h.mode & modeType {
 	case modeRegular:
-		e := entry{kind: Regular, data: data, kept: kept, tooBig: !kept && img.keep(name)}
-		if h.nlink > 1 {
-			id := hardlink{h.ino, h.major, h.minor}
-			links[id] = append(links[id], name)
-			if size > 0 {
-				for _, other := range links[id] {
-					img.put(other, e)
-				}
-				return nil
-			}
-		}
-		img.put(name, e)
+		img.putRegular(h, name, entry{kind: Regular, data: data, kept: kept, tooBig: !kept && img.keep(name)}, links)
 	case modeDir:
 		img.put(name, entry{kind: Dir})
 	case modeSymlink: // a target longer than PATH_MAX

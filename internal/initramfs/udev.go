@@ -98,23 +98,37 @@ func parseOverrideRule(l string) (Override, bool) {
 		if !ok {
 			return o, false
 		}
-		switch {
-		case key == "ATTR{driver_override}" && op == "=":
-			o.Driver, set = val, true
-		case key == "ACTION" && op == "==" && val == "add":
-		case key == "SUBSYSTEM" && op == "==" && val == "pci":
-			pci = true
-		case key == "KERNEL" && op == "==":
-			o.Kernel = val
-		case key == "ATTR{vendor}" && op == "==":
-			o.Vendor = val
-		case key == "ATTR{device}" && op == "==":
-			o.Device = val
-		default:
+		s, p, ok := o.take(key, op, val)
+		if !ok {
 			return o, false
 		}
+		set, pci = set || s, pci || p
 	}
 	return o, set && pci && o.Driver != ""
+}
+
+// take reads one KEY op "value" of a driver_override rule into o: set,
+// it sets the override; pci, it matches PCI devices; ok false, a key
+// gpuprep does not read there.
+func (o *Override) take(key, op, val string) (set, pci, ok bool) {
+	switch key + " " + op {
+	case "ATTR{driver_override} =":
+		o.Driver = val
+		return true, false, true
+	case "ACTION ==":
+		return false, false, val == "add"
+	case "SUBSYSTEM ==":
+		return false, val == "pci", val == "pci"
+	case "KERNEL ==":
+		o.Kernel = val
+	case "ATTR{vendor} ==":
+		o.Vendor = val
+	case "ATTR{device} ==":
+		o.Device = val
+	default:
+		return false, false, false
+	}
+	return false, false, true
 }
 
 // udevKey splits KEY op "value" (op ==, !=, =, +=, :=).

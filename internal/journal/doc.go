@@ -10,9 +10,9 @@
 // a gpuprep from before records had one, which read the same) and one
 // Entry. kinds.go names every kind and, where Device, Path, Before and
 // After mean something else than their names say, a payload type
-// (StepRecord, LabelRecord, DriverRecord, BootArgsRecord, UndoneRecord,
-// VGPURecord, VGPUModeRecord, VGPUManagerRecord, CommandRecord) to write
-// and read them by. How each kind is undone is registered by
+// (FileRecord, DirRecord, StepRecord, LabelRecord, DriverRecord,
+// BootArgsRecord, UndoneRecord, VGPURecord, VGPUModeRecord,
+// VGPUManagerRecord, CommandRecord) to write and read them by. How each kind is undone is registered by
 // provision's Rollback (its undoKinds).
 //
 // # Order of record

@@ -104,7 +104,9 @@ func TestPayloadsRoundTrip(t *testing.T) {
 	got, ok := u.Entry("rollback", time.Time{}).Undone()
 	require.True(t, ok)
 	require.Equal(t, u, got)
-	require.Equal(t, DriverRecord{Device: "0000:41:00.0", Before: "nvidia", After: "vfio-pci"}, DriverIntent("apply", "0000:41:00.0", "nvidia", "vfio-pci", time.Time{}).Driver())
+	d := DriverRecord{Device: "0000:41:00.0", Before: "nvidia", After: "vfio-pci"}
+	require.Equal(t, d, d.Intent("apply", time.Time{}).Driver())
+	require.Equal(t, d, d.Done("apply", time.Time{}).Driver())
 }
 
 // appendTo appends text to the file p, as a writer other than Append.

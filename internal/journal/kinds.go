@@ -82,17 +82,6 @@ func (r LabelRecord) Entry(command string, now time.Time) Entry {
 	return Entry{Time: now, Command: command, Kind: KindLabel, Device: r.Node, Path: r.Kubeconfig, Before: r.Before, After: r.Keys}
 }
 
-// DriverRecord is a KindDriverIntent or KindDriver entry: Device from
-// driver Before ("" unbound) to After.
-type DriverRecord struct {
-	Device, Before, After string
-}
-
-// Driver is en's driver payload.
-func (en Entry) Driver() DriverRecord {
-	return DriverRecord{Device: en.Device, Before: en.Before, After: en.After}
-}
-
 // BootArgsRecord is a KindBootArgs entry: Loader (Device, a grub.Kind*)
 // is about to get argument Add (After) or lose Remove (Before); Kept
 // (Path), the boot entries already as the change leaves them for that

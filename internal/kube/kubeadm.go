@@ -16,37 +16,16 @@ import (
 // the line holding the value changes, or lines are inserted; every other
 // byte stays. Flow-style mappings are refused with file and line.
 func EditKubeadmConfig(file string, content []byte, set []Label, remove []string) ([]byte, error) {
-	dec := yaml.NewDecoder(bytes.NewReader(content))
-	var target *yaml.Node
-	var apiVersion string
-	for {
-		var doc yaml.Node
-		if err := dec.Decode(&doc); err != nil {
-			if err.Error() == "EOF" {
-				break
-			}
-			return nil, fmt.Errorf("%s: %v", file, err)
-		}
-		if len(doc.Content) == 0 || doc.Content[0].Kind != yaml.MappingNode {
-			continue
-		}
-		m := doc.Content[0]
-		kind := scalar(m, "kind")
-		if kind == "JoinConfiguration" || kind == "InitConfiguration" && target == nil {
-			target, apiVersion = m, scalar(m, "apiVersion")
-		}
-	}
-	if target == nil {
-		return nil, fmt.Errorf("%s: no JoinConfiguration or InitConfiguration document", file)
-	}
-	if !strings.HasPrefix(apiVersion, "kubeadm.k8s.io/") {
-		return nil, fmt.Errorf("%s: apiVersion %q is not kubeadm.k8s.io/*", file, apiVersion)
+	target, apiVersion, err := kubeadmTarget(file, content)
+	if err != nil {
+		return nil, err
 	}
 	list := apiVersion >= "kubeadm.k8s.io/v1beta4"
 	lines := strings.SplitAfter(string(content), "\n")
+	fresh := func() string { return FormatLabels(MergeLabels(nil, set, remove)) }
 	nr := value(target, "nodeRegistration")
 	if nr == nil {
-		return insertAfter(lines, target, 0, keyLine(target, "kind"), nodeRegistrationBlock(list, FormatLabels(MergeLabels(nil, set, remove))))
+		return insertAfter(lines, target, 0, keyLine(target, "kind"), nodeRegistrationBlock(list, fresh()))
 	}
 	if nr.Style&yaml.FlowStyle != 0 {
 		return nil, &EditError{File: file, Line: nr.Line, Msg: "nodeRegistration is a flow-style mapping; gpuprep edits block style only"}
@@ -54,33 +33,14 @@ func EditKubeadmConfig(file string, content []byte, set []Label, remove []string
 	args := value(nr, "kubeletExtraArgs")
 	if args == nil {
 		// a new first child, before the first line of the existing ones
-		return insertAfter(lines, nr, nr.Content[0].Column-1, nr.Content[0].Line-2, kubeletExtraArgsBlock(list, FormatLabels(MergeLabels(nil, set, remove))))
+		return insertAfter(lines, nr, nr.Content[0].Column-1, nr.Content[0].Line-2, kubeletExtraArgsBlock(list, fresh()))
 	}
 	if args.Style&yaml.FlowStyle != 0 || (args.Kind != yaml.MappingNode && args.Kind != yaml.SequenceNode) {
 		return nil, &EditError{File: file, Line: args.Line, Msg: "kubeletExtraArgs is empty or flow-style; gpuprep edits block style only"}
 	}
-	var valNode *yaml.Node
-	if args.Kind == yaml.MappingNode {
-		valNode = value(args, "node-labels")
-	} else {
-		for _, item := range args.Content {
-			if scalar(item, "name") == "node-labels" {
-				valNode = value(item, "value")
-			}
-		}
-	}
+	valNode := nodeLabelsValue(args)
 	if valNode == nil {
-		// a new first entry, before the first line of the existing ones
-		first := args.Content[0].Line - 1
-		col := args.Content[0].Column - 1
-		var add string
-		if args.Kind == yaml.MappingNode {
-			add = strings.Repeat(" ", col) + "node-labels: " + strconv.Quote(FormatLabels(MergeLabels(nil, set, remove))) + "\n"
-		} else {
-			dash := strings.IndexByte(lines[first], '-')
-			add = strings.Repeat(" ", dash) + "- name: node-labels\n" + strings.Repeat(" ", col) + "value: " + strconv.Quote(FormatLabels(MergeLabels(nil, set, remove))) + "\n"
-		}
-		return []byte(strings.Join(insert(lines, first-1, add), "")), nil
+		return addNodeLabels(lines, args, fresh()), nil
 	}
 	if valNode.Kind != yaml.ScalarNode || valNode.Style&(yaml.LiteralStyle|yaml.FoldedStyle) != 0 {
 		return nil, &EditError{File: file, Line: valNode.Line, Msg: "node-labels is not a one-line string"}
@@ -96,15 +56,76 @@ func EditKubeadmConfig(file string, content []byte, set []Label, remove []string
 	if err != nil {
 		return nil, &EditError{File: file, Line: valNode.Line, Msg: err.Error()}
 	}
-	var repl string
-	switch {
-	case valNode.Style&yaml.SingleQuotedStyle != 0:
+	repl := strconv.Quote(merged)
+	if valNode.Style&yaml.SingleQuotedStyle != 0 {
 		repl = "'" + strings.ReplaceAll(merged, "'", "''") + "'"
-	default:
-		repl = strconv.Quote(merged)
 	}
 	lines[valNode.Line-1] = l[:start] + repl + l[end:]
 	return []byte(strings.Join(lines, "")), nil
+}
+
+// kubeadmTarget is the document of content (the kubeadm config file) whose
+// labels change: its JoinConfiguration, or else its InitConfiguration,
+// with its apiVersion, which must be kubeadm's.
+func kubeadmTarget(file string, content []byte) (*yaml.Node, string, error) {
+	dec := yaml.NewDecoder(bytes.NewReader(content))
+	var target *yaml.Node
+	var apiVersion string
+	for {
+		var doc yaml.Node
+		if err := dec.Decode(&doc); err != nil {
+			if err.Error() == "EOF" {
+				break
+			}
+			return nil, "", fmt.Errorf("%s: %v", file, err)
+		}
+		if len(doc.Content) == 0 || doc.Content[0].Kind != yaml.MappingNode {
+			continue
+		}
+		m := doc.Content[0]
+		kind := scalar(m, "kind")
+		if kind == "JoinConfiguration" || kind == "InitConfiguration" && target == nil {
+			target, apiVersion = m, scalar(m, "apiVersion")
+		}
+	}
+	if target == nil {
+		return nil, "", fmt.Errorf("%s: no JoinConfiguration or InitConfiguration document", file)
+	}
+	if !strings.HasPrefix(apiVersion, "kubeadm.k8s.io/") {
+		return nil, "", fmt.Errorf("%s: apiVersion %q is not kubeadm.k8s.io/*", file, apiVersion)
+	}
+	return target, apiVersion, nil
+}
+
+// nodeLabelsValue is the node-labels value of kubeletExtraArgs (args: a
+// map in v1beta3, a list of {name, value} in v1beta4); nil for none.
+func nodeLabelsValue(args *yaml.Node) *yaml.Node {
+	if args.Kind == yaml.MappingNode {
+		return value(args, "node-labels")
+	}
+	var v *yaml.Node
+	for _, item := range args.Content {
+		if scalar(item, "name") == "node-labels" {
+			v = value(item, "value")
+		}
+	}
+	return v
+}
+
+// addNodeLabels is lines with a node-labels entry of labels added to
+// kubeletExtraArgs (args) as its new first entry, before the first line of
+// the existing ones.
+func addNodeLabels(lines []string, args *yaml.Node, labels string) []byte {
+	first := args.Content[0].Line - 1
+	col := args.Content[0].Column - 1
+	var add string
+	if args.Kind == yaml.MappingNode {
+		add = strings.Repeat(" ", col) + "node-labels: " + strconv.Quote(labels) + "\n"
+	} else {
+		dash := strings.IndexByte(lines[first], '-')
+		add = strings.Repeat(" ", dash) + "- name: node-labels\n" + strings.Repeat(" ", col) + "value: " + strconv.Quote(labels) + "\n"
+	}
+	return []byte(strings.Join(insert(lines, first-1, add), ""))
 }
 
 // scalarEnd finds where the scalar starting at start on line l ends.

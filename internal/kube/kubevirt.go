@@ -69,69 +69,96 @@ func ReadReports(files []string) ([]Host, []Unevaluated, error) {
 	var out []Host
 	var missing []Unevaluated
 	for _, f := range files {
-		var b []byte
-		var err error
-		if f == "-" {
-			b, err = io.ReadAll(os.Stdin)
-		} else {
-			b, err = os.ReadFile(f)
-		}
+		hs, ms, err := readReport(f)
 		if err != nil {
 			return nil, nil, err
 		}
-		var head struct {
-			APIVersion string `json:"apiVersion"`
-			Kind       string `json:"kind"`
+		out, missing = append(out, hs...), append(missing, ms...)
+	}
+	return out, missing, nil
+}
+
+// readReport reads the report file f ("-": standard input): its hosts
+// evaluated, and those of a fleet report that were not.
+func readReport(f string) ([]Host, []Unevaluated, error) {
+	var b []byte
+	var err error
+	if f == "-" {
+		b, err = io.ReadAll(os.Stdin)
+	} else {
+		b, err = os.ReadFile(f)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	var head struct {
+		APIVersion string `json:"apiVersion"`
+		Kind       string `json:"kind"`
+	}
+	if err := json.Unmarshal(b, &head); err != nil {
+		return nil, nil, fmt.Errorf("%s: not a gpuprep JSON report: %w", f, err)
+	}
+	if head.APIVersion != report.APIVersion {
+		return nil, nil, fmt.Errorf("%s: apiVersion %q, want %q", f, head.APIVersion, report.APIVersion)
+	}
+	switch head.Kind {
+	case report.Kind:
+		h, err := readHostReport(f, b)
+		if err != nil {
+			return nil, nil, err
 		}
-		if err := json.Unmarshal(b, &head); err != nil {
-			return nil, nil, fmt.Errorf("%s: not a gpuprep JSON report: %w", f, err)
+		return []Host{h}, nil, nil
+	case "FleetReport":
+		return readFleetReport(f, b)
+	}
+	return nil, nil, fmt.Errorf("%s: kind %q, want %s or FleetReport", f, head.Kind, report.Kind)
+}
+
+// readHostReport reads b, the ReadinessReport in file f: a report without
+// a host name is named after its file.
+func readHostReport(f string, b []byte) (Host, error) {
+	var r report.Report
+	if err := json.Unmarshal(b, &r); err != nil {
+		return Host{}, fmt.Errorf("%s: %w", f, err)
+	}
+	h, check := Host{Name: r.Host.Name, Report: &r}, CheckHost
+	if h.Name == "" {
+		h.Name, check = f, checkReport
+	}
+	if err := check(h); err != nil {
+		return Host{}, fmt.Errorf("%s: %w", f, err)
+	}
+	return h, nil
+}
+
+// readFleetReport reads b, the FleetReport in file f.
+func readFleetReport(f string, b []byte) ([]Host, []Unevaluated, error) {
+	var fr struct {
+		Hosts []struct {
+			Name   string         `json:"name"`
+			Status string         `json:"status"`
+			Error  string         `json:"error"`
+			Report *report.Report `json:"report"`
+		} `json:"hosts"`
+	}
+	if err := json.Unmarshal(b, &fr); err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", f, err)
+	}
+	var out []Host
+	var missing []Unevaluated
+	for _, h := range fr.Hosts {
+		if h.Report == nil {
+			if err := checkHostName(h.Name); err != nil {
+				return nil, nil, fmt.Errorf("%s: %w", f, &RefusedError{Host: h.Name, Field: "name", Value: h.Name, Why: err.Error()})
+			}
+			missing = append(missing, Unevaluated{h.Name, h.Status, h.Error})
+			continue
 		}
-		if head.APIVersion != report.APIVersion {
-			return nil, nil, fmt.Errorf("%s: apiVersion %q, want %q", f, head.APIVersion, report.APIVersion)
+		host := Host{Name: h.Name, Report: h.Report}
+		if err := CheckHost(host); err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", f, err)
 		}
-		switch head.Kind {
-		case report.Kind:
-			var r report.Report
-			if err := json.Unmarshal(b, &r); err != nil {
-				return nil, nil, fmt.Errorf("%s: %w", f, err)
-			}
-			h, check := Host{Name: r.Host.Name, Report: &r}, CheckHost
-			if h.Name == "" {
-				h.Name, check = f, checkReport
-			}
-			if err := check(h); err != nil {
-				return nil, nil, fmt.Errorf("%s: %w", f, err)
-			}
-			out = append(out, h)
-		case "FleetReport":
-			var fr struct {
-				Hosts []struct {
-					Name   string         `json:"name"`
-					Status string         `json:"status"`
-					Error  string         `json:"error"`
-					Report *report.Report `json:"report"`
-				} `json:"hosts"`
-			}
-			if err := json.Unmarshal(b, &fr); err != nil {
-				return nil, nil, fmt.Errorf("%s: %w", f, err)
-			}
-			for _, h := range fr.Hosts {
-				if h.Report == nil {
-					if err := checkHostName(h.Name); err != nil {
-						return nil, nil, fmt.Errorf("%s: %w", f, &RefusedError{Host: h.Name, Field: "name", Value: h.Name, Why: err.Error()})
-					}
-					missing = append(missing, Unevaluated{h.Name, h.Status, h.Error})
-					continue
-				}
-				host := Host{Name: h.Name, Report: h.Report}
-				if err := CheckHost(host); err != nil {
-					return nil, nil, fmt.Errorf("%s: %w", f, err)
-				}
-				out = append(out, host)
-			}
-		default:
-			return nil, nil, fmt.Errorf("%s: kind %q, want %s or FleetReport", f, head.Kind, report.Kind)
-		}
+		out = append(out, host)
 	}
 	return out, missing, nil
 }
@@ -169,82 +196,139 @@ type KubeVirtOptions struct {
 // GPUs ("host address (why)"). Notes tell what was left out and why, naming them.
 func KubeVirt(hosts []Host, o KubeVirtOptions) (p *KubeVirtPatch, notes, unusable []string) {
 	p = &KubeVirtPatch{}
-	type model struct {
-		dev     PCIHostDevice
-		ok      []string // hosts that can pass it through (or may: IOMMU groups not known yet)
-		blocked []string // "host address (why)"
-	}
-	models := map[string]*model{}
-	permit := func(h Host, g report.GPU) {
-		sel := strings.ToUpper(g.VendorID + ":" + g.DeviceID)
-		m := models[sel]
-		if m == nil {
-			m = &model{dev: PCIHostDevice{PCIVendorSelector: sel, ResourceName: g.ResourceName, ExternalResourceProvider: true}}
-			models[sel] = m
-		}
-		if g.IOMMUGroup == "" || g.PassthroughViable {
-			m.ok = appendOnce(m.ok, h.Name)
-			return
-		}
-		var foreign []string
-		for _, d := range g.GroupDevices {
-			if d.Role == "foreign" {
-				foreign = append(foreign, d.Address)
-			}
-		}
-		why := "IOMMU group " + g.IOMMUGroup + " not viable"
-		if len(foreign) > 0 {
-			why = "IOMMU group " + g.IOMMUGroup + " shared with " + strings.Join(foreign, ", ")
-		}
-		m.blocked = append(m.blocked, h.Name+" "+g.Address+" ("+why+")")
-	}
-	pcis := map[string]PCIHostDevice{}
-	mdevs := map[string]MediatedDevice{}
-	sriov := map[string][]string{}
-	var containerHosts, vgpuPFHosts, noTypesHosts, switchHosts []string
+	b := &kvBuild{o: o, models: map[string]*kvModel{}, mdevs: map[string]MediatedDevice{}, sriov: map[string][]string{}}
 	for _, h := range hosts {
-		mode := h.Report.Mode
-		if mode == "container" {
-			containerHosts = appendOnce(containerHosts, h.Name)
+		b.host(h)
+	}
+	pcis, notes, unusable := b.pciModels()
+	vfs, vfNotes := vendorVGPUs(hosts, o.Version.orDefault(), pcis)
+	for _, d := range vfs {
+		pcis[d.PCIVendorSelector] = d
+	}
+	for _, k := range slices.Sorted(maps.Keys(pcis)) {
+		p.Spec.Configuration.PermittedHostDevices.PCIHostDevices = append(p.Spec.Configuration.PermittedHostDevices.PCIHostDevices, pcis[k])
+	}
+	for _, k := range slices.Sorted(maps.Keys(b.mdevs)) {
+		p.Spec.Configuration.PermittedHostDevices.MediatedDevices = append(p.Spec.Configuration.PermittedHostDevices.MediatedDevices, b.mdevs[k])
+	}
+	notes = append(notes, p.configureFor(o.Version.orDefault(), o.VersionFrom, len(b.mdevs) > 0)...)
+	if len(b.sriov) > 0 {
+		notes = append(notes, fmt.Sprintf("%d vGPU type(s) on SR-IOV GPUs (vendor-specific VFIO, vGPU 17+ on kernel 6.8+; hosts %s) are not mediated devices: NVIDIA's sandbox device plugin cannot advertise them yet, so they are left out of mediatedDevices; KubeVirt ≥ %s allocates the VFs that hold one as PCI host devices (--kubevirt-version, now %s)",
+			len(b.sriov), strings.Join(b.sriov[slices.Sorted(maps.Keys(b.sriov))[0]], ", "), VendorVGPUSince, o.Version.orDefault()))
+	}
+	notes = append(notes, vfNotes...)
+	notes = append(notes, b.hostNotes()...)
+	if len(pcis) == 0 && len(b.mdevs) == 0 {
+		notes = append(notes, "no NVIDIA GPU for VMs in the reports: permittedHostDevices is empty")
+	}
+	lists := "the permittedHostDevices lists in this patch replace those"
+	if p.Spec.Configuration.DeveloperConfiguration != nil {
+		lists = "the featureGates and permittedHostDevices lists in this patch replace those"
+	}
+	notes = append(notes, "a merge patch replaces lists whole: "+lists+" in the KubeVirt CR: add the feature gates and devices you already use before applying (or use --apply, which adds to them)")
+	return p, notes, unusable
+}
+
+// kvModel is one GPU or NVSwitch model KubeVirt may permit as a PCI host
+// device: the hosts that can pass it through (or may: IOMMU groups not
+// known yet), and those that cannot ("host address (why)").
+type kvModel struct {
+	dev     PCIHostDevice
+	ok      []string
+	blocked []string
+}
+
+// kvBuild is what KubeVirt gathers from the hosts' reports.
+type kvBuild struct {
+	o      KubeVirtOptions
+	models map[string]*kvModel
+	mdevs  map[string]MediatedDevice
+	sriov  map[string][]string // vGPU type on SR-IOV GPUs → hosts
+	// the hosts left out, each for its note
+	containerHosts, vgpuPFHosts, noTypesHosts, switchHosts []string
+}
+
+// host takes in the GPUs and NVSwitches of h's report.
+func (b *kvBuild) host(h Host) {
+	mode := h.Report.Mode
+	if mode == "container" {
+		b.containerHosts = appendOnce(b.containerHosts, h.Name)
+		return
+	}
+	for _, g := range h.Report.GPUs {
+		if g.VendorID != "10de" || g.ResourceName == "" {
 			continue
 		}
-		for _, g := range h.Report.GPUs {
-			if g.VendorID != "10de" || g.ResourceName == "" {
-				continue
-			}
-			if mode == "vm-vgpu" || mode == "" && g.VGPU != nil {
-				vgpuPFHosts = appendOnce(vgpuPFHosts, h.Name)
-				if g.VGPU == nil {
-					noTypesHosts = appendOnce(noTypesHosts, h.Name)
-					continue
-				}
-				for _, t := range g.VGPU.Types {
-					if g.VGPU.Interface == "mdev" {
-						mdevs[t.Name] = MediatedDevice{MdevNameSelector: t.Name, ResourceName: t.ResourceName, ExternalResourceProvider: true}
-					} else {
-						sriov[t.Name] = appendOnce(sriov[t.Name], h.Name)
-					}
-				}
-				continue
-			}
-			permit(h, g)
+		if mode == "vm-vgpu" || mode == "" && g.VGPU != nil {
+			b.vgpuTypes(h, g)
+			continue
 		}
-		if mode == "vm-vgpu" {
-			continue // NVSwitches stay with the host's Fabric Manager
+		b.permit(h, g)
+	}
+	if mode == "vm-vgpu" {
+		return // NVSwitches stay with the host's Fabric Manager
+	}
+	for _, s := range h.Report.NVSwitches {
+		if s.VendorID != "10de" || s.ResourceName == "" {
+			continue
 		}
-		for _, s := range h.Report.NVSwitches {
-			if s.VendorID != "10de" || s.ResourceName == "" {
-				continue
-			}
-			if !o.NVSwitch && !pci.DriverIsVFIO(s.Driver) {
-				switchHosts = appendOnce(switchHosts, h.Name)
-				continue
-			}
-			permit(h, s)
+		if !b.o.NVSwitch && !pci.DriverIsVFIO(s.Driver) {
+			b.switchHosts = appendOnce(b.switchHosts, h.Name)
+			continue
+		}
+		b.permit(h, s)
+	}
+}
+
+// vgpuTypes takes in the vGPU types of g, a GPU of the vGPU host h: mdev
+// types as mediated devices, those of SR-IOV GPUs for their note.
+func (b *kvBuild) vgpuTypes(h Host, g report.GPU) {
+	b.vgpuPFHosts = appendOnce(b.vgpuPFHosts, h.Name)
+	if g.VGPU == nil {
+		b.noTypesHosts = appendOnce(b.noTypesHosts, h.Name)
+		return
+	}
+	for _, t := range g.VGPU.Types {
+		if g.VGPU.Interface == "mdev" {
+			b.mdevs[t.Name] = MediatedDevice{MdevNameSelector: t.Name, ResourceName: t.ResourceName, ExternalResourceProvider: true}
+		} else {
+			b.sriov[t.Name] = appendOnce(b.sriov[t.Name], h.Name)
 		}
 	}
-	for _, sel := range slices.Sorted(maps.Keys(models)) {
-		m := models[sel]
+}
+
+// permit counts g's model as passed through by h, or blocked there by its
+// IOMMU group.
+func (b *kvBuild) permit(h Host, g report.GPU) {
+	sel := strings.ToUpper(g.VendorID + ":" + g.DeviceID)
+	m := b.models[sel]
+	if m == nil {
+		m = &kvModel{dev: PCIHostDevice{PCIVendorSelector: sel, ResourceName: g.ResourceName, ExternalResourceProvider: true}}
+		b.models[sel] = m
+	}
+	if g.IOMMUGroup == "" || g.PassthroughViable {
+		m.ok = appendOnce(m.ok, h.Name)
+		return
+	}
+	var foreign []string
+	for _, d := range g.GroupDevices {
+		if d.Role == "foreign" {
+			foreign = append(foreign, d.Address)
+		}
+	}
+	why := "IOMMU group " + g.IOMMUGroup + " not viable"
+	if len(foreign) > 0 {
+		why = "IOMMU group " + g.IOMMUGroup + " shared with " + strings.Join(foreign, ", ")
+	}
+	m.blocked = append(m.blocked, h.Name+" "+g.Address+" ("+why+")")
+}
+
+// pciModels are the models permitted (by selector), with notes on those
+// some hosts or all cannot pass through, and those GPUs.
+func (b *kvBuild) pciModels() (pcis map[string]PCIHostDevice, notes, unusable []string) {
+	pcis = map[string]PCIHostDevice{}
+	for _, sel := range slices.Sorted(maps.Keys(b.models)) {
+		m := b.models[sel]
 		unusable = append(unusable, m.blocked...)
 		switch {
 		case len(m.ok) > 0:
@@ -258,43 +342,25 @@ func KubeVirt(hosts []Host, o KubeVirtOptions) (p *KubeVirtPatch, notes, unusabl
 				sel, m.dev.ResourceName, strings.Join(m.blocked, "; ")))
 		}
 	}
-	vfs, vfNotes := vendorVGPUs(hosts, o.Version.orDefault(), pcis)
-	for _, d := range vfs {
-		pcis[d.PCIVendorSelector] = d
+	return pcis, notes, unusable
+}
+
+// hostNotes say which hosts' GPUs or NVSwitches were left out, and why.
+func (b *kvBuild) hostNotes() []string {
+	var notes []string
+	if len(b.vgpuPFHosts) > 0 {
+		notes = append(notes, "the GPUs of vGPU hosts ("+strings.Join(b.vgpuPFHosts, ", ")+") are left out of pciHostDevices: a vm-vgpu node's GPUs are not passed to VMs whole (the PF of an SR-IOV vGPU GPU never is)")
 	}
-	for _, k := range slices.Sorted(maps.Keys(pcis)) {
-		p.Spec.Configuration.PermittedHostDevices.PCIHostDevices = append(p.Spec.Configuration.PermittedHostDevices.PCIHostDevices, pcis[k])
+	if len(b.noTypesHosts) > 0 {
+		notes = append(notes, "hosts "+strings.Join(b.noTypesHosts, ", ")+" (vm-vgpu) show no vGPU types yet (no vGPU manager set up): run kubevirt config again with reports made once it is")
 	}
-	for _, k := range slices.Sorted(maps.Keys(mdevs)) {
-		p.Spec.Configuration.PermittedHostDevices.MediatedDevices = append(p.Spec.Configuration.PermittedHostDevices.MediatedDevices, mdevs[k])
+	if len(b.switchHosts) > 0 {
+		notes = append(notes, "the NVSwitches of hosts "+strings.Join(b.switchHosts, ", ")+" are left out of pciHostDevices: they stay with the host's Fabric Manager, as gpuprep plan/apply leaves them without --nvswitch (give --nvswitch when VMs get whole boards with their NVLink fabric)")
 	}
-	notes = append(notes, p.configureFor(o.Version.orDefault(), o.VersionFrom, len(mdevs) > 0)...)
-	if len(sriov) > 0 {
-		notes = append(notes, fmt.Sprintf("%d vGPU type(s) on SR-IOV GPUs (vendor-specific VFIO, vGPU 17+ on kernel 6.8+; hosts %s) are not mediated devices: NVIDIA's sandbox device plugin cannot advertise them yet, so they are left out of mediatedDevices; KubeVirt ≥ %s allocates the VFs that hold one as PCI host devices (--kubevirt-version, now %s)",
-			len(sriov), strings.Join(sriov[slices.Sorted(maps.Keys(sriov))[0]], ", "), VendorVGPUSince, o.Version.orDefault()))
+	if len(b.containerHosts) > 0 {
+		notes = append(notes, "hosts "+strings.Join(b.containerHosts, ", ")+": reports made for --mode container, whose GPUs go to no VM: left out")
 	}
-	notes = append(notes, vfNotes...)
-	if len(vgpuPFHosts) > 0 {
-		notes = append(notes, "the GPUs of vGPU hosts ("+strings.Join(vgpuPFHosts, ", ")+") are left out of pciHostDevices: a vm-vgpu node's GPUs are not passed to VMs whole (the PF of an SR-IOV vGPU GPU never is)")
-	}
-	if len(noTypesHosts) > 0 {
-		notes = append(notes, "hosts "+strings.Join(noTypesHosts, ", ")+" (vm-vgpu) show no vGPU types yet (no vGPU manager set up): run kubevirt config again with reports made once it is")
-	}
-	if len(switchHosts) > 0 {
-		notes = append(notes, "the NVSwitches of hosts "+strings.Join(switchHosts, ", ")+" are left out of pciHostDevices: they stay with the host's Fabric Manager, as gpuprep plan/apply leaves them without --nvswitch (give --nvswitch when VMs get whole boards with their NVLink fabric)")
-	}
-	if len(containerHosts) > 0 {
-		notes = append(notes, "hosts "+strings.Join(containerHosts, ", ")+": reports made for --mode container, whose GPUs go to no VM: left out")
-	}
-	if len(pcis) == 0 && len(mdevs) == 0 {
-		notes = append(notes, "no NVIDIA GPU for VMs in the reports: permittedHostDevices is empty")
-	}
-	lists := "the permittedHostDevices lists in this patch replace those"
-	if p.Spec.Configuration.DeveloperConfiguration != nil {
-		lists = "the featureGates and permittedHostDevices lists in this patch replace those"
-	}
-	notes = append(notes, "a merge patch replaces lists whole: "+lists+" in the KubeVirt CR: add the feature gates and devices you already use before applying (or use --apply, which adds to them)")
-	return p, notes, unusable
+	return notes
 }
 
 func appendOnce(s []string, v string) []string {

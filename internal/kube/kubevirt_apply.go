@@ -53,59 +53,9 @@ func (c *Client) ApplyKubeVirt(ctx context.Context, p *KubeVirtPatch, namespace,
 			return err
 		}
 		res.Namespace, res.Name, res.Added, res.Changed = cr.Metadata.Namespace, cr.Metadata.Name, nil, false
-		cfg := cr.Spec.Configuration
-		gates := cfg.DeveloperConfiguration.FeatureGates
-		if dc := p.Spec.Configuration.DeveloperConfiguration; dc != nil {
-			for _, g := range dc.FeatureGates {
-				if !contains(gates, g) {
-					gates = append(gates, g)
-					res.Added = append(res.Added, "featureGate "+g)
-				}
-			}
-		}
-		mdc := p.Spec.Configuration.MediatedDevicesConfiguration
-		if cur := cfg.MediatedDevicesConfiguration; mdc != nil && (cur == nil || cur.Enabled == nil || *cur.Enabled != *mdc.Enabled) {
-			res.Added = append(res.Added, fmt.Sprintf("mediatedDevicesConfiguration.enabled: %t", *mdc.Enabled))
-		} else {
-			mdc = nil // as it is: not in the patch
-		}
-		pcis := cfg.PermittedHostDevices.PCIHostDevices
-		for _, d := range p.Spec.Configuration.PermittedHostDevices.PCIHostDevices {
-			i := indexOf(len(pcis), func(i int) bool { return pcis[i].PCIVendorSelector == d.PCIVendorSelector })
-			switch {
-			case i < 0:
-				pcis = append(pcis, d)
-				res.Added = append(res.Added, "pciHostDevice "+d.PCIVendorSelector+" "+d.ResourceName)
-			case pcis[i] != d:
-				pcis[i] = d
-				res.Added = append(res.Added, "pciHostDevice "+d.PCIVendorSelector+" "+d.ResourceName+" (updated)")
-			}
-		}
-		mdevs := cfg.PermittedHostDevices.MediatedDevices
-		for _, d := range p.Spec.Configuration.PermittedHostDevices.MediatedDevices {
-			i := indexOf(len(mdevs), func(i int) bool { return mdevs[i].MdevNameSelector == d.MdevNameSelector })
-			switch {
-			case i < 0:
-				mdevs = append(mdevs, d)
-				res.Added = append(res.Added, "mediatedDevice "+d.MdevNameSelector)
-			case mdevs[i] != d:
-				mdevs[i] = d
-				res.Added = append(res.Added, "mediatedDevice "+d.MdevNameSelector+" (updated)")
-			}
-		}
+		conf := mergeKubeVirt(cr, p, res)
 		if len(res.Added) == 0 {
 			return nil
-		}
-		phd := map[string]any{"pciHostDevices": pcis}
-		if len(mdevs) > 0 {
-			phd["mediatedDevices"] = mdevs
-		}
-		conf := map[string]any{"permittedHostDevices": phd}
-		if len(gates) > 0 {
-			conf["developerConfiguration"] = map[string]any{"featureGates": gates}
-		}
-		if mdc != nil {
-			conf["mediatedDevicesConfiguration"] = map[string]any{"enabled": *mdc.Enabled} // a merge patch keeps its other fields
 		}
 		body, _ := json.Marshal(map[string]any{
 			"metadata": map[string]any{"resourceVersion": cr.Metadata.ResourceVersion},
@@ -124,6 +74,61 @@ func (c *Client) ApplyKubeVirt(ctx context.Context, p *KubeVirtPatch, namespace,
 		return nil
 	})
 	return res, err
+}
+
+// mergeKubeVirt is the configuration of the merge patch that adds p to the
+// CR cr, recording in res.Added what it adds or updates.
+func mergeKubeVirt(cr *kubeVirtCR, p *KubeVirtPatch, res *ApplyResult) map[string]any {
+	cfg := cr.Spec.Configuration
+	gates := cfg.DeveloperConfiguration.FeatureGates
+	if dc := p.Spec.Configuration.DeveloperConfiguration; dc != nil {
+		for _, g := range dc.FeatureGates {
+			if !contains(gates, g) {
+				gates = append(gates, g)
+				res.Added = append(res.Added, "featureGate "+g)
+			}
+		}
+	}
+	mdc := p.Spec.Configuration.MediatedDevicesConfiguration
+	if cur := cfg.MediatedDevicesConfiguration; mdc != nil && (cur == nil || cur.Enabled == nil || *cur.Enabled != *mdc.Enabled) {
+		res.Added = append(res.Added, fmt.Sprintf("mediatedDevicesConfiguration.enabled: %t", *mdc.Enabled))
+	} else {
+		mdc = nil // as it is: not in the patch
+	}
+	pcis := mergeDevices(cfg.PermittedHostDevices.PCIHostDevices, p.Spec.Configuration.PermittedHostDevices.PCIHostDevices,
+		func(d PCIHostDevice) string { return d.PCIVendorSelector }, func(d PCIHostDevice) string { return "pciHostDevice " + d.PCIVendorSelector + " " + d.ResourceName }, res)
+	mdevs := mergeDevices(cfg.PermittedHostDevices.MediatedDevices, p.Spec.Configuration.PermittedHostDevices.MediatedDevices,
+		func(d MediatedDevice) string { return d.MdevNameSelector }, func(d MediatedDevice) string { return "mediatedDevice " + d.MdevNameSelector }, res)
+	phd := map[string]any{"pciHostDevices": pcis}
+	if len(mdevs) > 0 {
+		phd["mediatedDevices"] = mdevs
+	}
+	conf := map[string]any{"permittedHostDevices": phd}
+	if len(gates) > 0 {
+		conf["developerConfiguration"] = map[string]any{"featureGates": gates}
+	}
+	if mdc != nil {
+		conf["mediatedDevicesConfiguration"] = map[string]any{"enabled": *mdc.Enabled} // a merge patch keeps its other fields
+	}
+	return conf
+}
+
+// mergeDevices adds each of add to have, in place of the entry with the
+// same selector (sel), recording in res.Added each added (named by what)
+// or updated.
+func mergeDevices[D comparable](have, add []D, sel, what func(D) string, res *ApplyResult) []D {
+	for _, d := range add {
+		i := indexOf(len(have), func(i int) bool { return sel(have[i]) == sel(d) })
+		switch {
+		case i < 0:
+			have = append(have, d)
+			res.Added = append(res.Added, what(d))
+		case have[i] != d:
+			have[i] = d
+			res.Added = append(res.Added, what(d)+" (updated)")
+		}
+	}
+	return have
 }
 
 func (c *Client) findKubeVirt(ctx context.Context, namespace, name string) (*kubeVirtCR, error) {

@@ -38,8 +38,51 @@ type toggle struct {
 // the operator's daemonset off. Notes list the hosts whose label must differ
 // from the default, and say why a component is off.
 func Operator(hosts []Host) (*OperatorValues, []string, error) {
-	count := map[string]int{}
-	byMode := map[string][]string{}
+	count, byMode, err := hostModes(hosts)
+	if err != nil {
+		return nil, nil, err
+	}
+	v := &OperatorValues{}
+	v.SandboxWorkloads.Enabled = true
+	v.SandboxWorkloads.DefaultWorkload = string(preflight.Container)
+	best := -1
+	for _, m := range preflight.Modes { // fixed order breaks ties
+		if count[string(m)] > best {
+			best, v.SandboxWorkloads.DefaultWorkload = count[string(m)], string(m)
+		}
+	}
+	v.SandboxDevicePlugin.Enabled = count[string(preflight.VMPassthrough)]+count[string(preflight.VMVGPU)] > 0
+	v.VFIOManager.Enabled = count[string(preflight.VMPassthrough)] > 0
+	v.VGPUDeviceManager.Enabled = count[string(preflight.VMVGPU)] > 0
+	// the operator's vGPU manager / driver daemonsets against what the hosts
+	// have installed themselves
+	inst, err := hostInstalled(hosts)
+	if err != nil {
+		return nil, nil, err
+	}
+	nVGPU, nContainer := count[string(preflight.VMVGPU)], count[string(preflight.Container)]
+	v.VGPUManager.Enabled = nVGPU > len(inst.mgrHosts)
+	v.Driver.Enabled = nContainer == 0 || nContainer > len(inst.drvHosts)
+	var notes []string
+	for _, m := range preflight.Modes {
+		hs := byMode[string(m)]
+		if string(m) == v.SandboxWorkloads.DefaultWorkload || len(hs) == 0 {
+			continue
+		}
+		sort.Strings(hs)
+		notes = append(notes, fmt.Sprintf("label %d node(s) nvidia.com/gpu.workload.config=%s (gpuprep label --mode %s): %s", len(hs), m, m, strings.Join(hs, ", ")))
+	}
+	notes = append(notes, inst.notes(v)...)
+	if v.VGPUManager.Enabled {
+		notes = append(notes, "vgpuManager needs your licensed vGPU manager image: set vgpuManager.repository, image and version (or install the manager on the hosts with gpuprep vgpu install and leave vgpuManager disabled)")
+	}
+	return v, notes, nil
+}
+
+// hostModes counts the hosts of each mode and names them; a report
+// without a mode, or with one that is none, is refused.
+func hostModes(hosts []Host) (count map[string]int, byMode map[string][]string, err error) {
+	count, byMode = map[string]int{}, map[string][]string{}
 	var unknown []string
 	for _, h := range hosts {
 		m := h.Report.Mode
@@ -56,66 +99,57 @@ func Operator(hosts []Host) (*OperatorValues, []string, error) {
 	if len(unknown) > 0 {
 		return nil, nil, fmt.Errorf("reports of %s have no mode: make them with gpuprep check --mode MODE -o json", strings.Join(unknown, ", "))
 	}
-	v := &OperatorValues{}
-	v.SandboxWorkloads.Enabled = true
-	v.SandboxWorkloads.DefaultWorkload = string(preflight.Container)
-	best := -1
-	for _, m := range preflight.Modes { // fixed order breaks ties
-		if count[string(m)] > best {
-			best, v.SandboxWorkloads.DefaultWorkload = count[string(m)], string(m)
-		}
-	}
-	v.SandboxDevicePlugin.Enabled = count[string(preflight.VMPassthrough)]+count[string(preflight.VMVGPU)] > 0
-	v.VFIOManager.Enabled = count[string(preflight.VMPassthrough)] > 0
-	v.VGPUDeviceManager.Enabled = count[string(preflight.VMVGPU)] > 0
-	var notes []string
-	// the operator's vGPU manager / driver daemonsets against what the hosts
-	// have installed themselves
-	var mgrHosts, mgrEvidence, drvHosts, drvEvidence []string
+	return count, byMode, nil
+}
+
+// installed are the hosts that have the vGPU manager (vm-vgpu) or the
+// NVIDIA driver (container) installed on the host itself, with the
+// evidence of each.
+type installed struct {
+	mgrHosts, mgrEvidence, drvHosts, drvEvidence []string
+}
+
+// hostInstalled reads from the reports what the hosts installed
+// themselves.
+func hostInstalled(hosts []Host) (installed, error) {
+	var in installed
 	for _, h := range hosts {
 		switch preflight.Mode(h.Report.Mode) {
 		case preflight.VMVGPU:
 			if err := managerFactsKnown(h); err != nil {
-				return nil, nil, err
+				return in, err
 			}
 			if ev, ok := hostVGPUManager(h.Report); ok {
-				mgrHosts = append(mgrHosts, h.Name)
-				mgrEvidence = append(mgrEvidence, h.Name+": "+ev)
+				in.mgrHosts = append(in.mgrHosts, h.Name)
+				in.mgrEvidence = append(in.mgrEvidence, h.Name+": "+ev)
 			}
 		case preflight.Container:
 			if d := h.Report.HostDriver; d != nil {
-				drvHosts = append(drvHosts, h.Name)
-				drvEvidence = append(drvEvidence, h.Name+": "+strings.Join(d.Evidence, ", "))
+				in.drvHosts = append(in.drvHosts, h.Name)
+				in.drvEvidence = append(in.drvEvidence, h.Name+": "+strings.Join(d.Evidence, ", "))
 			}
 		}
 	}
-	nVGPU, nContainer := count[string(preflight.VMVGPU)], count[string(preflight.Container)]
-	v.VGPUManager.Enabled = nVGPU > len(mgrHosts)
-	v.Driver.Enabled = nContainer == 0 || nContainer > len(drvHosts)
-	for _, m := range preflight.Modes {
-		hs := byMode[string(m)]
-		if string(m) == v.SandboxWorkloads.DefaultWorkload || len(hs) == 0 {
-			continue
-		}
-		sort.Strings(hs)
-		notes = append(notes, fmt.Sprintf("label %d node(s) nvidia.com/gpu.workload.config=%s (gpuprep label --mode %s): %s", len(hs), m, m, strings.Join(hs, ", ")))
+	return in, nil
+}
+
+// notes say why v's vGPU manager or driver is off, or which nodes to keep
+// its daemonset off.
+func (in installed) notes(v *OperatorValues) []string {
+	var notes []string
+	switch {
+	case len(in.mgrHosts) > 0 && !v.VGPUManager.Enabled:
+		notes = append(notes, "vgpuManager is disabled: every vm-vgpu host has the vGPU manager installed on the host itself, which the operator's vGPU manager daemonset would conflict with ("+strings.Join(in.mgrEvidence, "; ")+")")
+	case len(in.mgrHosts) > 0:
+		notes = append(notes, fmt.Sprintf("label %d node(s) nvidia.com/gpu.deploy.vgpu-manager=false: they have the vGPU manager installed on the host, which the operator's vGPU manager daemonset would conflict with: %s", len(in.mgrHosts), strings.Join(in.mgrEvidence, "; ")))
 	}
 	switch {
-	case len(mgrHosts) > 0 && !v.VGPUManager.Enabled:
-		notes = append(notes, "vgpuManager is disabled: every vm-vgpu host has the vGPU manager installed on the host itself, which the operator's vGPU manager daemonset would conflict with ("+strings.Join(mgrEvidence, "; ")+")")
-	case len(mgrHosts) > 0:
-		notes = append(notes, fmt.Sprintf("label %d node(s) nvidia.com/gpu.deploy.vgpu-manager=false: they have the vGPU manager installed on the host, which the operator's vGPU manager daemonset would conflict with: %s", len(mgrHosts), strings.Join(mgrEvidence, "; ")))
+	case len(in.drvHosts) > 0 && !v.Driver.Enabled:
+		notes = append(notes, "driver is disabled: every container host has the NVIDIA driver installed on the host itself, which the operator's driver daemonset would conflict with ("+strings.Join(in.drvEvidence, "; ")+")")
+	case len(in.drvHosts) > 0:
+		notes = append(notes, fmt.Sprintf("label %d node(s) nvidia.com/gpu.deploy.driver=false: they have the NVIDIA driver installed on the host, which the operator's driver daemonset would conflict with: %s", len(in.drvHosts), strings.Join(in.drvEvidence, "; ")))
 	}
-	switch {
-	case len(drvHosts) > 0 && !v.Driver.Enabled:
-		notes = append(notes, "driver is disabled: every container host has the NVIDIA driver installed on the host itself, which the operator's driver daemonset would conflict with ("+strings.Join(drvEvidence, "; ")+")")
-	case len(drvHosts) > 0:
-		notes = append(notes, fmt.Sprintf("label %d node(s) nvidia.com/gpu.deploy.driver=false: they have the NVIDIA driver installed on the host, which the operator's driver daemonset would conflict with: %s", len(drvHosts), strings.Join(drvEvidence, "; ")))
-	}
-	if v.VGPUManager.Enabled {
-		notes = append(notes, "vgpuManager needs your licensed vGPU manager image: set vgpuManager.repository, image and version (or install the manager on the hosts with gpuprep vgpu install and leave vgpuManager disabled)")
-	}
-	return v, notes, nil
+	return notes
 }
 
 // hostVGPUManager is the evidence, in a report's vgpu.manager finding, of a

@@ -3,6 +3,7 @@ package kubeletargs
 import (
 	"fmt"
 	"github.com/gpuprep/gpuprep/internal/change"
+	"maps"
 	"slices"
 	"strings"
 
@@ -95,13 +96,7 @@ func Edit(root *host.Root, target string, set []Label, remove []string) ([]chang
 	if target != "" && !slices.Contains(c.EnvFiles, target) {
 		return nil, fmt.Errorf("the kubelet's unit (%s) does not read %s (its environment files: %s): gpuprep does not know where to add the labels", strings.Join(c.Units, ", "), target, strings.Join(c.EnvFiles, ", "))
 	}
-	keys := map[string]bool{}
-	for _, l := range set {
-		keys[l.Key] = true
-	}
-	for _, k := range remove {
-		keys[k] = true
-	}
+	keys := labelKeys(set, remove)
 	argVar := map[string]bool{}
 	for _, v := range c.ArgVars {
 		argVar[v] = true
@@ -134,7 +129,28 @@ func Edit(root *host.Root, target string, set []Label, remove []string) ([]chang
 		}
 	}
 	// the result, as the kubelet reads it
-	eff := read(root, overlay).Effective()
+	if err := checkEffective(read(root, overlay).Effective(), c, keys, target, set); err != nil {
+		return nil, err
+	}
+	return edits, nil
+}
+
+// labelKeys are the keys of set and remove.
+func labelKeys(set []Label, remove []string) map[string]bool {
+	keys := map[string]bool{}
+	for _, l := range set {
+		keys[l.Key] = true
+	}
+	for _, k := range remove {
+		keys[k] = true
+	}
+	return keys
+}
+
+// checkEffective refuses an edit after which the kubelet (its labels eff,
+// c read before) would not register each key of keys as set says (with a
+// target), or would still register one removed.
+func checkEffective(eff map[string]Located, c *Config, keys map[string]bool, target string, set []Label) error {
 	for k := range keys {
 		want, wanted := "", false
 		for _, l := range set {
@@ -146,12 +162,12 @@ func Edit(root *host.Root, target string, set []Label, remove []string) ([]chang
 		switch {
 		case wanted && has && got.Value == want:
 		case has:
-			return nil, &EditError{got.At.File, got.At.Line, fmt.Sprintf("the kubelet would still register %s=%s from here (%s): gpuprep edits the --node-labels of the kubelet's environment files only; change it there by hand", k, got.Value, where(got.At))}
+			return &EditError{got.At.File, got.At.Line, fmt.Sprintf("the kubelet would still register %s=%s from here (%s): gpuprep edits the --node-labels of the kubelet's environment files only; change it there by hand", k, got.Value, where(got.At))}
 		case wanted:
-			return nil, fmt.Errorf("the kubelet would not register %s=%s: %s is not on its command line (%s)", k, want, ExtraArgs, strings.Join(c.ArgVars, " "))
+			return fmt.Errorf("the kubelet would not register %s=%s: %s is not on its command line (%s)", k, want, ExtraArgs, strings.Join(c.ArgVars, " "))
 		}
 	}
-	return edits, nil
+	return nil
 }
 
 func where(o Occurrence) string {
@@ -168,13 +184,7 @@ func where(o Occurrence) string {
 // KUBELET_EXTRA_ARGS assignment, the keys of set and remove removed from
 // every other --node-labels of the kubeadm drop-in's command-line variables.
 func EditEnv(file string, content []byte, set []Label, remove []string) ([]byte, error) {
-	keys := map[string]bool{}
-	for _, l := range set {
-		keys[l.Key] = true
-	}
-	for _, k := range remove {
-		keys[k] = true
-	}
+	keys := labelKeys(set, remove)
 	vars := map[string]bool{}
 	for _, v := range DefaultArgVars {
 		vars[v] = true
@@ -186,26 +196,9 @@ func EditEnv(file string, content []byte, set []Label, remove []string) ([]byte,
 // variable of vars, and with isTarget sets set in the last assignment of
 // KUBELET_EXTRA_ARGS (added where missing).
 func editEnvFile(file string, content []byte, vars, keys map[string]bool, set []Label, remove []string, isTarget bool) ([]byte, error) {
-	text := string(content)
-	lines := strings.SplitAfter(text, "\n")
-	last := -1
-	var assigns []int
-	for i, l := range lines {
-		t := strings.TrimPrefix(strings.TrimSpace(l), "export ")
-		name, _, ok := strings.Cut(t, "=")
-		if !ok || strings.HasPrefix(t, "#") || !vars[strings.TrimSpace(name)] {
-			continue
-		}
-		assigns = append(assigns, i)
-		if strings.TrimSpace(name) == ExtraArgs {
-			last = i
-		}
-	}
-	var dropKeys []string
-	for k := range keys {
-		dropKeys = append(dropKeys, k)
-	}
-	slices.Sort(dropKeys)
+	lines := strings.SplitAfter(string(content), "\n")
+	assigns, last := assignments(lines, vars)
+	dropKeys := slices.Sorted(maps.Keys(keys))
 	for _, i := range assigns {
 		if isTarget && i == last {
 			continue
@@ -226,16 +219,7 @@ func editEnvFile(file string, content []byte, vars, keys map[string]bool, set []
 		return []byte(strings.Join(lines, "")), nil
 	}
 	if last < 0 {
-		value := FormatLabels(MergeLabels(nil, set, remove))
-		text = strings.Join(lines, "")
-		if value == "" {
-			return []byte(text), nil
-		}
-		sep := ""
-		if text != "" && !strings.HasSuffix(text, "\n") {
-			sep = "\n"
-		}
-		return []byte(text + sep + ExtraArgs + "=\"--node-labels=" + value + "\"\n"), nil
+		return appendExtraArgs(strings.Join(lines, ""), set, remove), nil
 	}
 	out, err := editAssignment(file, lines, last, func(rhs string) (string, error) {
 		return editNodeLabelsFlags(rhs, set, remove, true)
@@ -245,6 +229,38 @@ func editEnvFile(file string, content []byte, vars, keys map[string]bool, set []
 	}
 	lines[last] = out
 	return []byte(strings.Join(lines, "")), nil
+}
+
+// assignments are the lines of an environment file that assign a variable
+// of vars, and last, the last that assigns KUBELET_EXTRA_ARGS (-1: none).
+func assignments(lines []string, vars map[string]bool) (assigns []int, last int) {
+	last = -1
+	for i, l := range lines {
+		t := strings.TrimPrefix(strings.TrimSpace(l), "export ")
+		name, _, ok := strings.Cut(t, "=")
+		if !ok || strings.HasPrefix(t, "#") || !vars[strings.TrimSpace(name)] {
+			continue
+		}
+		assigns = append(assigns, i)
+		if strings.TrimSpace(name) == ExtraArgs {
+			last = i
+		}
+	}
+	return assigns, last
+}
+
+// appendExtraArgs is text with a KUBELET_EXTRA_ARGS assignment of the
+// labels set added, on a line of its own (none when there are none).
+func appendExtraArgs(text string, set []Label, remove []string) []byte {
+	value := FormatLabels(MergeLabels(nil, set, remove))
+	if value == "" {
+		return []byte(text)
+	}
+	sep := ""
+	if text != "" && !strings.HasSuffix(text, "\n") {
+		sep = "\n"
+	}
+	return []byte(text + sep + ExtraArgs + "=\"--node-labels=" + value + "\"\n")
 }
 
 // editAssignment edits the value of the assignment on lines[idx] with edit,
@@ -266,26 +282,11 @@ func editAssignment(file string, lines []string, idx int, edit func(string) (str
 		quote, rhs = rhs[:1], rhs[1:len(rhs)-1]
 	}
 	name := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(prefix[:eq]), "export "))
-	if onlyKeys != nil {
-		mentions := false
-		for k := range onlyKeys {
-			if strings.Contains(rhs, k+"=") {
-				mentions = true
-			}
-		}
-		if !mentions && !strings.HasSuffix(rhs, "\\") {
-			return lines[idx], nil
-		}
+	if onlyKeys != nil && !mentionsAny(rhs, onlyKeys) && !strings.HasSuffix(rhs, "\\") {
+		return lines[idx], nil
 	}
-	switch {
-	case strings.HasSuffix(rhs, "\\"):
-		return "", &EditError{file, idx + 1, name + " continues on the next line; gpuprep edits single-line values only"}
-	case quote == "" && (strings.HasPrefix(rhs, "\"") || strings.HasPrefix(rhs, "'")):
-		return "", &EditError{file, idx + 1, name + " has an unterminated quote or continues on the next line; gpuprep edits single-line values only"}
-	case strings.ContainsAny(rhs, "$`"):
-		return "", &EditError{file, idx + 1, name + " refers to variables or commands; gpuprep will not guess its value"}
-	case quote == "" && strings.ContainsAny(rhs, "\"'"):
-		return "", &EditError{file, idx + 1, name + " has quotes inside its value; gpuprep will not guess its value"}
+	if why := unreadValue(rhs, quote); why != "" {
+		return "", &EditError{file, idx + 1, name + why}
 	}
 	newRHS, err := edit(rhs)
 	if err != nil {
@@ -297,6 +298,32 @@ func editAssignment(file string, lines []string, idx int, edit func(string) (str
 	return prefix + quote + newRHS + quote + trail + nl, nil
 }
 
+// mentionsAny reports whether the value rhs sets one of keys (key=).
+func mentionsAny(rhs string, keys map[string]bool) bool {
+	for k := range keys {
+		if strings.Contains(rhs, k+"=") {
+			return true
+		}
+	}
+	return false
+}
+
+// unreadValue is why gpuprep does not edit the value rhs (quoted by quote,
+// "" unquoted), after the variable's name; "" when it does.
+func unreadValue(rhs, quote string) string {
+	switch {
+	case strings.HasSuffix(rhs, "\\"):
+		return " continues on the next line; gpuprep edits single-line values only"
+	case quote == "" && (strings.HasPrefix(rhs, "\"") || strings.HasPrefix(rhs, "'")):
+		return " has an unterminated quote or continues on the next line; gpuprep edits single-line values only"
+	case strings.ContainsAny(rhs, "$`"):
+		return " refers to variables or commands; gpuprep will not guess its value"
+	case quote == "" && strings.ContainsAny(rhs, "\"'"):
+		return " has quotes inside its value; gpuprep will not guess its value"
+	}
+	return ""
+}
+
 // editNodeLabelsFlags edits every --node-labels flag (--node-labels=V or
 // --node-labels V) of a kubelet argument string: each loses the keys of
 // remove and of set, except that with last the last flag gets set instead
@@ -304,33 +331,7 @@ func editAssignment(file string, lines []string, idx int, edit func(string) (str
 // when there is none. A flag left with no labels goes, with the space before
 // it.
 func editNodeLabelsFlags(args string, set []Label, remove []string, last bool) (string, error) {
-	type span struct{ start, end int }
-	var words []span
-	for i := 0; i < len(args); {
-		for i < len(args) && (args[i] == ' ' || args[i] == '\t') {
-			i++
-		}
-		s := i
-		for i < len(args) && args[i] != ' ' && args[i] != '\t' {
-			i++
-		}
-		if i > s {
-			words = append(words, span{s, i})
-		}
-	}
-	type flag struct{ flag, val span }
-	var flags []flag
-	for k := 0; k < len(words); k++ {
-		w := words[k]
-		word := args[w.start:w.end]
-		switch {
-		case strings.HasPrefix(word, "--node-labels="):
-			flags = append(flags, flag{w, span{w.start + len("--node-labels="), w.end}})
-		case word == "--node-labels" && k+1 < len(words):
-			flags = append(flags, flag{w, words[k+1]})
-			k++
-		}
-	}
+	flags := nodeLabelFlags(args)
 	drop := slices.Clone(remove)
 	for _, l := range set {
 		drop = append(drop, l.Key)
@@ -349,21 +350,11 @@ func editNodeLabelsFlags(args string, set []Label, remove []string, last bool) (
 		} else {
 			merged = FormatLabels(MergeLabels(have, nil, drop))
 		}
-		if merged != "" {
-			if merged != args[f.val.start:f.val.end] {
-				out = out[:f.val.start] + merged + out[f.val.end:]
-			}
-			continue
-		}
-		// no labels left: drop the flag and the space before it
-		start := f.flag.start
-		for start > 0 && (args[start-1] == ' ' || args[start-1] == '\t') {
-			start--
-		}
-		if start == 0 {
-			out = strings.TrimLeft(out[f.val.end:], " \t")
-		} else {
-			out = out[:start] + out[f.val.end:]
+		switch {
+		case merged == "": // no labels left
+			out = dropFlag(args, out, f)
+		case merged != args[f.val.start:f.val.end]:
+			out = out[:f.val.start] + merged + out[f.val.end:]
 		}
 	}
 	if last && len(flags) == 0 {
@@ -377,4 +368,54 @@ func editNodeLabelsFlags(args string, set []Label, remove []string, last bool) (
 		return out + " --node-labels=" + merged, nil
 	}
 	return out, nil
+}
+
+// span is a byte range of a kubelet argument string.
+type span struct{ start, end int }
+
+// labelFlag is one --node-labels flag of an argument string: the flag and
+// its value (the same word for --node-labels=V).
+type labelFlag struct{ flag, val span }
+
+// nodeLabelFlags are the --node-labels flags of args, in order.
+func nodeLabelFlags(args string) []labelFlag {
+	var words []span
+	for i := 0; i < len(args); {
+		for i < len(args) && (args[i] == ' ' || args[i] == '\t') {
+			i++
+		}
+		s := i
+		for i < len(args) && args[i] != ' ' && args[i] != '\t' {
+			i++
+		}
+		if i > s {
+			words = append(words, span{s, i})
+		}
+	}
+	var flags []labelFlag
+	for k := 0; k < len(words); k++ {
+		w := words[k]
+		word := args[w.start:w.end]
+		switch {
+		case strings.HasPrefix(word, "--node-labels="):
+			flags = append(flags, labelFlag{w, span{w.start + len("--node-labels="), w.end}})
+		case word == "--node-labels" && k+1 < len(words):
+			flags = append(flags, labelFlag{w, words[k+1]})
+			k++
+		}
+	}
+	return flags
+}
+
+// dropFlag is out (args as edited after f) without the flag f, left with
+// no labels, and the space before it.
+func dropFlag(args, out string, f labelFlag) string {
+	start := f.flag.start
+	for start > 0 && (args[start-1] == ' ' || args[start-1] == '\t') {
+		start--
+	}
+	if start == 0 {
+		return strings.TrimLeft(out[f.val.end:], " \t")
+	}
+	return out[:start] + out[f.val.end:]
 }

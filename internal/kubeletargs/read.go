@@ -109,11 +109,7 @@ func read(root *host.Root, overlay map[string][]byte) *Config {
 		return root.ReadFile(p)
 	}
 	c := &Config{}
-	vars := map[string]assign{}
-	var exec []word // the last ExecStart, as written
-	var execAt assign
-	var envFiles []string
-	unitEnv := false
+	sc := unitScan{vars: map[string]assign{}}
 	for _, u := range units(root) {
 		b, err := readFile(u)
 		if err != nil {
@@ -121,37 +117,12 @@ func read(root *host.Root, overlay map[string][]byte) *Config {
 		}
 		c.Units = append(c.Units, u)
 		for _, ll := range logicalLines(string(b)) {
-			k, v, ok := strings.Cut(ll.text, "=")
-			if !ok {
-				continue
-			}
-			v = strings.TrimSpace(v)
-			switch strings.TrimSpace(k) {
-			case "EnvironmentFile":
-				unitEnv = true
-				if v == "" {
-					envFiles = nil
-				}
-				for _, f := range strings.Fields(v) {
-					envFiles = append(envFiles, strings.TrimPrefix(f, "-"))
-				}
-			case "Environment":
-				for _, a := range unitWords(v) {
-					if name, val, ok := strings.Cut(a, "="); ok {
-						vars[name] = assign{val, u, ll.line}
-					}
-				}
-			case "ExecStart":
-				exec, execAt = nil, assign{v, u, ll.line}
-				for _, w := range unitWords(strings.TrimLeft(v, "@-:+!")) {
-					exec = append(exec, word{text: w, from: execAt})
-				}
-			}
+			sc.line(u, ll)
 		}
 	}
 	c.EnvFiles = DefaultEnvFiles
-	if unitEnv {
-		c.EnvFiles = envFiles
+	if sc.unitEnv {
+		c.EnvFiles = sc.envFiles
 	}
 	for _, f := range c.EnvFiles {
 		b, err := readFile(f)
@@ -159,18 +130,65 @@ func read(root *host.Root, overlay map[string][]byte) *Config {
 			continue
 		}
 		for _, a := range envAssignments(string(b)) {
-			vars[a.name] = assign{a.value, f, a.line}
+			sc.vars[a.name] = assign{a.value, f, a.line}
 		}
 	}
-	if execAt.file == "" {
+	if sc.execAt.file == "" {
 		for _, v := range DefaultArgVars {
-			exec = append(exec, word{text: "$" + v})
+			sc.exec = append(sc.exec, word{text: "$" + v})
 		}
 	}
-	// the command line: $VAR splits into words, ${VAR} is one
+	c.nodeLabels(sc.args(c))
+	return c
+}
+
+// unitScan is what the kubelet's unit files say, line by line: its
+// Environment= variables, its last ExecStart (as written, and where), and
+// its EnvironmentFile=s (unitEnv: the units name some).
+type unitScan struct {
+	vars     map[string]assign
+	exec     []word
+	execAt   assign
+	envFiles []string
+	unitEnv  bool
+}
+
+// line takes in the logical line ll of the unit file u.
+func (sc *unitScan) line(u string, ll logical) {
+	k, v, ok := strings.Cut(ll.text, "=")
+	if !ok {
+		return
+	}
+	v = strings.TrimSpace(v)
+	switch strings.TrimSpace(k) {
+	case "EnvironmentFile":
+		sc.unitEnv = true
+		if v == "" {
+			sc.envFiles = nil
+		}
+		for _, f := range strings.Fields(v) {
+			sc.envFiles = append(sc.envFiles, strings.TrimPrefix(f, "-"))
+		}
+	case "Environment":
+		for _, a := range unitWords(v) {
+			if name, val, ok := strings.Cut(a, "="); ok {
+				sc.vars[name] = assign{val, u, ll.line}
+			}
+		}
+	case "ExecStart":
+		sc.exec, sc.execAt = nil, assign{v, u, ll.line}
+		for _, w := range unitWords(strings.TrimLeft(v, "@-:+!")) {
+			sc.exec = append(sc.exec, word{text: w, from: sc.execAt})
+		}
+	}
+}
+
+// args is the kubelet's command line but the program: $VAR splits into
+// words, ${VAR} is one; each variable named is recorded in c.ArgVars.
+func (sc *unitScan) args(c *Config) []word {
 	var args []word
-	for i, w := range exec {
-		if i == 0 && execAt.file != "" {
+	for i, w := range sc.exec {
+		if i == 0 && sc.execAt.file != "" {
 			continue // the program
 		}
 		m := varRef().FindStringSubmatch(w.text)
@@ -180,7 +198,7 @@ func read(root *host.Root, overlay map[string][]byte) *Config {
 		}
 		name := m[2] + m[3]
 		c.ArgVars = append(c.ArgVars, name)
-		a, ok := vars[name]
+		a, ok := sc.vars[name]
 		if !ok {
 			continue
 		}
@@ -192,6 +210,11 @@ func read(root *host.Root, overlay map[string][]byte) *Config {
 			args = append(args, word{f, a, name})
 		}
 	}
+	return args
+}
+
+// nodeLabels records each --node-labels of args in c.Occurrences.
+func (c *Config) nodeLabels(args []word) {
 	for i := 0; i < len(args); i++ {
 		w := args[i]
 		var val string
@@ -208,7 +231,6 @@ func read(root *host.Root, overlay map[string][]byte) *Config {
 		o.Labels, o.Err = kubeletLabels(val)
 		c.Occurrences = append(c.Occurrences, o)
 	}
-	return c
 }
 
 // kubeletLabels parses a --node-labels value as the kubelet does

@@ -119,56 +119,74 @@ func (c *copier) take() error {
 	// Structure first (links, directories and their entries), then content,
 	// which replaces the stand-ins.
 	for _, p := range paths {
-		if c.opts.Stop != nil && c.opts.Stop() {
+		if c.stopped() {
 			return ErrStopped
 		}
-		a := acc[p]
-		if a&host.AccessLink != 0 { // the path itself: a symlink, or what is there
-			final, fi, err := c.walkTo(p, false)
-			if err != nil {
-				return err
-			}
-			if fi != nil && fi.Mode()&fs.ModeSymlink == 0 {
-				if err := c.stub(final, fi); err != nil {
-					return err
-				}
-			}
-		}
-		if a&(host.AccessStat|host.AccessList|host.AccessFile) != 0 {
-			final, fi, err := c.walkTo(p, true)
-			if err != nil {
-				return err
-			}
-			if fi == nil {
-				continue // absent on the host: absent in the snapshot
-			}
-			if a&host.AccessList != 0 && fi.IsDir() {
-				if err := c.entries(final); err != nil {
-					return err
-				}
-			}
-			if err := c.stub(final, fi); err != nil {
-				return err
-			}
+		if err := c.structure(p, acc[p]); err != nil {
+			return err
 		}
 	}
 	for _, p := range paths {
-		if c.opts.Stop != nil && c.opts.Stop() {
+		if c.stopped() {
 			return ErrStopped
 		}
 		if acc[p]&host.AccessFile == 0 {
 			continue
 		}
-		final, fi, err := c.walkTo(p, true)
+		if err := c.fileContent(p); err != nil {
+			return err
+		}
+	}
+	return c.spans()
+}
+
+// stopped reports whether the caller asks Take to stop.
+func (c *copier) stopped() bool { return c.opts.Stop != nil && c.opts.Stop() }
+
+// structure copies what was read of the host path p (accessed as a): the
+// link itself, or the directory with its entries, or a stand-in for the
+// file.
+func (c *copier) structure(p string, a host.Access) error {
+	if a&host.AccessLink != 0 { // the path itself: a symlink, or what is there
+		final, fi, err := c.walkTo(p, false)
 		if err != nil {
 			return err
 		}
-		if fi != nil && fi.Mode().IsRegular() {
-			if err := c.content(p, final, fi); err != nil {
+		if fi != nil && fi.Mode()&fs.ModeSymlink == 0 {
+			if err := c.stub(final, fi); err != nil {
 				return err
 			}
 		}
 	}
+	if a&(host.AccessStat|host.AccessList|host.AccessFile) == 0 {
+		return nil
+	}
+	final, fi, err := c.walkTo(p, true)
+	if err != nil || fi == nil {
+		return err // absent on the host: absent in the snapshot
+	}
+	if a&host.AccessList != 0 && fi.IsDir() {
+		if err := c.entries(final); err != nil {
+			return err
+		}
+	}
+	return c.stub(final, fi)
+}
+
+// fileContent copies the content of the regular file at the host path p.
+func (c *copier) fileContent(p string) error {
+	final, fi, err := c.walkTo(p, true)
+	if err != nil {
+		return err
+	}
+	if fi != nil && fi.Mode().IsRegular() {
+		return c.content(p, final, fi)
+	}
+	return nil
+}
+
+// spans writes the files read only in part: what was read of each.
+func (c *copier) spans() error {
 	for p, spans := range c.rec.Spans() {
 		final, fi, err := c.walkTo(p, true)
 		if err != nil {
@@ -203,45 +221,29 @@ func emptyDir(dst string) error {
 // the host path it ends at and what is there (nil when nothing is); with
 // followLast false a final symlink is copied, not followed.
 func (c *copier) walkTo(p string, followLast bool) (string, fs.FileInfo, error) {
-	todo := strings.Split(path.Clean("/"+p), "/")
-	cur := "/"
-	links := 0
-	for len(todo) > 0 {
-		name := todo[0]
-		todo = todo[1:]
+	w := &walk{todo: strings.Split(path.Clean("/"+p), "/"), cur: "/"}
+	for len(w.todo) > 0 {
+		name := w.todo[0]
+		w.todo = w.todo[1:]
 		switch name {
 		case "", ".":
 			continue
 		case "..":
-			cur = path.Dir(cur)
+			w.cur = path.Dir(w.cur)
 			continue
 		}
-		next := path.Join(cur, name)
+		next := path.Join(w.cur, name)
 		fi, err := c.src.Lstat(next)
 		if err != nil {
 			return next, nil, nil
 		}
 		if fi.Mode()&fs.ModeSymlink != 0 {
-			target, err := c.src.Readlink(next)
-			if err != nil || c.isPrivate(next, target) {
-				return next, nil, nil
+			if done, at, lfi, err := c.throughLink(w, next, fi, followLast); done {
+				return at, lfi, err
 			}
-			if err := c.link(next, target); err != nil {
-				return "", nil, err
-			}
-			if len(todo) == 0 && !followLast {
-				return next, fi, nil
-			}
-			if links++; links > maxLinks {
-				return next, nil, nil
-			}
-			if path.IsAbs(target) {
-				cur = "/"
-			}
-			todo = append(strings.Split(target, "/"), todo...)
 			continue
 		}
-		if len(todo) == 0 {
+		if len(w.todo) == 0 {
 			return next, fi, nil
 		}
 		if !fi.IsDir() {
@@ -250,13 +252,46 @@ func (c *copier) walkTo(p string, followLast bool) (string, fs.FileInfo, error) 
 		if err := c.mkdir(next); err != nil {
 			return "", nil, err
 		}
-		cur = next
+		w.cur = next
 	}
-	fi, err := c.src.Lstat(cur)
+	fi, err := c.src.Lstat(w.cur)
 	if err != nil {
-		return cur, nil, nil
+		return w.cur, nil, nil
 	}
-	return cur, fi, c.mkdir(cur)
+	return w.cur, fi, c.mkdir(w.cur)
+}
+
+// walk is walkTo's state: the names still to walk, the directory it is
+// in, and the symlinks followed so far.
+type walk struct {
+	todo  []string
+	cur   string
+	links int
+}
+
+// throughLink copies the symlink next (fi) met on walk w and goes on
+// through its target; done says the walk ends, at what walkTo returns:
+// the link itself (the path's last name, not followed), or nothing there
+// (its target unreadable or private, or one link too many).
+func (c *copier) throughLink(w *walk, next string, fi fs.FileInfo, followLast bool) (done bool, at string, _ fs.FileInfo, _ error) {
+	target, err := c.src.Readlink(next)
+	if err != nil || c.isPrivate(next, target) {
+		return true, next, nil, nil
+	}
+	if err := c.link(next, target); err != nil {
+		return true, "", nil, err
+	}
+	if len(w.todo) == 0 && !followLast {
+		return true, next, fi, nil
+	}
+	if w.links++; w.links > maxLinks {
+		return true, next, nil, nil
+	}
+	if path.IsAbs(target) {
+		w.cur = "/"
+	}
+	w.todo = append(strings.Split(target, "/"), w.todo...)
+	return false, "", nil, nil
 }
 
 // procPath splits /proc/PID/REST.

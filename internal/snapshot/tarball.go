@@ -49,7 +49,7 @@ func UnpackUntil(tarball, dir string, stop func() bool) error {
 	}
 	defer out.Close()
 	tr := tar.NewReader(&boundedReader{r: zr, left: MaxUnpackStream})
-	var entries, bytes int64
+	var n unpacked
 	for {
 		if stop != nil && stop() {
 			return ErrStopped
@@ -61,42 +61,59 @@ func UnpackUntil(tarball, dir string, stop func() bool) error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", tarball, err)
 		}
-		entries++
-		if h.Typeflag == tar.TypeReg {
-			bytes += h.Size
+		if err := n.admit(h); err != nil {
+			return fmt.Errorf("%s: %w", tarball, err)
 		}
-		if entries > MaxUnpackEntries || bytes > MaxUnpackBytes {
-			return fmt.Errorf("%s: more than %d entries or %d MiB unpacked at entry %q: not a gpuprep snapshot, or not one to unpack here", tarball, MaxUnpackEntries, MaxUnpackBytes>>20, h.Name)
-		}
-		if slices.Contains(strings.Split(h.Name, "/"), "..") {
-			return fmt.Errorf("%s: entry %q leaves the root", tarball, h.Name)
-		}
-		name := strings.TrimPrefix(path.Clean("/"+h.Name), "/")
-		if name == "" {
-			continue
-		}
-		if d := path.Dir(name); d != "." {
-			if err := out.MkdirAll(d, 0o755); err != nil {
-				return fmt.Errorf("%s: entry %q: %w", tarball, h.Name, err)
-			}
-		}
-		switch h.Typeflag {
-		case tar.TypeDir:
-			err = out.MkdirAll(name, 0o755)
-		case tar.TypeSymlink:
-			err = out.Symlink(h.Linkname, name)
-		case tar.TypeReg:
-			err = writeEntry(out, name, os.FileMode(h.Mode).Perm()|0o200, tr)
-			if err == nil && !h.ModTime.IsZero() {
-				err = out.Chtimes(name, h.ModTime, h.ModTime)
-			}
-		default:
-			err = fmt.Errorf("type %q not supported", h.Typeflag)
-		}
-		if err != nil {
+		if err := unpackEntry(out, h, tr); err != nil {
 			return fmt.Errorf("%s: entry %q: %w", tarball, h.Name, err)
 		}
 	}
+}
+
+// unpacked counts what UnpackUntil unpacked so far.
+type unpacked struct{ entries, bytes int64 }
+
+// admit counts the entry h, refusing it beyond Unpack's limits or when it
+// leaves the root.
+func (n *unpacked) admit(h *tar.Header) error {
+	n.entries++
+	if h.Typeflag == tar.TypeReg {
+		n.bytes += h.Size
+	}
+	if n.entries > MaxUnpackEntries || n.bytes > MaxUnpackBytes {
+		return fmt.Errorf("more than %d entries or %d MiB unpacked at entry %q: not a gpuprep snapshot, or not one to unpack here", MaxUnpackEntries, MaxUnpackBytes>>20, h.Name)
+	}
+	if slices.Contains(strings.Split(h.Name, "/"), "..") {
+		return fmt.Errorf("entry %q leaves the root", h.Name)
+	}
+	return nil
+}
+
+// unpackEntry writes the entry h (its content read from tr) under out,
+// with the directories above it.
+func unpackEntry(out *os.Root, h *tar.Header, tr io.Reader) error {
+	name := strings.TrimPrefix(path.Clean("/"+h.Name), "/")
+	if name == "" {
+		return nil
+	}
+	if d := path.Dir(name); d != "." {
+		if err := out.MkdirAll(d, 0o755); err != nil {
+			return err
+		}
+	}
+	switch h.Typeflag {
+	case tar.TypeDir:
+		return out.MkdirAll(name, 0o755)
+	case tar.TypeSymlink:
+		return out.Symlink(h.Linkname, name)
+	case tar.TypeReg:
+		err := writeEntry(out, name, os.FileMode(h.Mode).Perm()|0o200, tr)
+		if err == nil && !h.ModTime.IsZero() {
+			err = out.Chtimes(name, h.ModTime, h.ModTime)
+		}
+		return err
+	}
+	return fmt.Errorf("type %q not supported", h.Typeflag)
 }
 
 // Unpack's limits (variables: tests lower them). MaxUnpackStream bounds the decompressed stream as a whole, headers

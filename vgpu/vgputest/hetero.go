@@ -71,32 +71,45 @@ func (h *Host) nvidiaSMI(args []string) ([]byte, error) {
 		return []byte("No devices were found\n"), fmt.Errorf("nvidia-smi: exit status 6: no GPU %q", id)
 	}
 	supported := !h.Root.Exists(HeteroDir + "/unsupported/" + pf)
-	on := h.Root.Exists(HeteroDir + "/mode/" + pf)
 	switch {
 	case len(args) == 3 && args[0] == "-q":
-		cap, mode := "Supported", "Disabled"
-		if !supported {
-			cap = "Not Supported"
-		}
-		if on {
-			mode = "Enabled"
-		}
-		return []byte(fmt.Sprintf("\n==============NVSMI LOG==============\n\nAttached GPUs                             : 1\nGPU %s\n    Product Name                          : NVIDIA H200 NVL\n    vGPU Device Capability\n        Fractional Multi-vGPU             : Supported\n        Heterogenous Multi-vGPU           : %s\n    vGPU Heterogeneous Mode               : %s\n", id, cap, mode)), nil
+		return h.smiQuery(id, pf, supported), nil
 	case len(args) == 5 && args[0] == "vgpu" && args[1] == "-shm":
-		if !supported {
-			return []byte("Setting vGPU heterogeneous mode is not supported for GPU " + id + "\n"), errors.New("nvidia-smi: exit status 3")
-		}
-		if len(h.vfTypes(pf)) > 0 {
-			return []byte("Failed to set vGPU heterogeneous mode for GPU " + id + ": In use by another client\n"), errors.New("nvidia-smi: exit status 19")
-		}
-		switch args[2] {
-		case "1":
-			return []byte("Enabled vGPU heterogeneous mode for GPU " + id + "\n"), h.SetHeterogeneous(pf, true)
-		case "0":
-			return []byte("Disabled vGPU heterogeneous mode for GPU " + id + "\n"), h.SetHeterogeneous(pf, false)
+		if out, err, ok := h.smiSetMode(id, pf, args[2], supported); ok {
+			return out, err
 		}
 	}
 	return nil, fmt.Errorf("nvidia-smi %v: not simulated", args)
+}
+
+// smiQuery is nvidia-smi -q -i id's vGPU lines for the PF pf.
+func (h *Host) smiQuery(id, pf string, supported bool) []byte {
+	cap, mode := "Supported", "Disabled"
+	if !supported {
+		cap = "Not Supported"
+	}
+	if h.Root.Exists(HeteroDir + "/mode/" + pf) {
+		mode = "Enabled"
+	}
+	return []byte(fmt.Sprintf("\n==============NVSMI LOG==============\n\nAttached GPUs                             : 1\nGPU %s\n    Product Name                          : NVIDIA H200 NVL\n    vGPU Device Capability\n        Fractional Multi-vGPU             : Supported\n        Heterogenous Multi-vGPU           : %s\n    vGPU Heterogeneous Mode               : %s\n", id, cap, mode))
+}
+
+// smiSetMode plays nvidia-smi vgpu -shm to -i id for the PF pf; ok is
+// false for a to other than 0 or 1 (on a GPU that can change its mode).
+func (h *Host) smiSetMode(id, pf, to string, supported bool) (out []byte, err error, ok bool) {
+	if !supported {
+		return []byte("Setting vGPU heterogeneous mode is not supported for GPU " + id + "\n"), errors.New("nvidia-smi: exit status 3"), true
+	}
+	if len(h.vfTypes(pf)) > 0 {
+		return []byte("Failed to set vGPU heterogeneous mode for GPU " + id + ": In use by another client\n"), errors.New("nvidia-smi: exit status 19"), true
+	}
+	switch to {
+	case "1":
+		return []byte("Enabled vGPU heterogeneous mode for GPU " + id + "\n"), h.SetHeterogeneous(pf, true), true
+	case "0":
+		return []byte("Disabled vGPU heterogeneous mode for GPU " + id + "\n"), h.SetHeterogeneous(pf, false), true
+	}
+	return nil, nil, false
 }
 
 // vfTypes returns the VFs of the PF pf that have a vGPU type, and that type
@@ -180,21 +193,30 @@ func (h *Host) setVFType(p, vfDir, v string) error {
 		vf := h.Root.LinkBase(pfDir + "/" + l)
 		list := "ID    : vGPU Name\n"
 		if _, has := types[vf]; !has {
-			for _, x := range strings.Split(all, "\n") {
-				id, name, ok := strings.Cut(x, ":")
-				if id = strings.TrimSpace(id); !ok || id == "" || strings.Trim(id, "0123456789") != "" {
-					continue
-				}
-				if hetero || size == "" || fbSize(strings.TrimSpace(name)) == size {
-					list += x + "\n"
-				}
-			}
+			list += creatableOf(all, size, hetero)
 		}
 		if err := h.attr("/sys/bus/pci/devices/"+vf+"/nvidia/creatable_vgpu_types", list); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// creatableOf are the type lines of all (a creatable_vgpu_types text) a VF
+// without a type lists: those of framebuffer size, or every one in
+// heterogeneous mode or while no VF of the GPU has a type (size "").
+func creatableOf(all, size string, hetero bool) string {
+	var list string
+	for _, x := range strings.Split(all, "\n") {
+		id, name, ok := strings.Cut(x, ":")
+		if id = strings.TrimSpace(id); !ok || id == "" || strings.Trim(id, "0123456789") != "" {
+			continue
+		}
+		if hetero || size == "" || fbSize(strings.TrimSpace(name)) == size {
+			list += x + "\n"
+		}
+	}
+	return list
 }
 
 // allTypes returns the types the GPU (device directory pfDir) offers with

@@ -274,30 +274,7 @@ func (h *Host) modprobe(b *fixture.Builder, args []string) error {
 		}
 	}
 	if remove {
-		if h.Busy[mod] {
-			return fmt.Errorf("modprobe: exit status 1: modprobe: FATAL: Module %s is in use.", mod)
-		}
-		if !h.Root.Exists("/sys/module/" + mod) {
-			return nil
-		}
-		if mod == "nvidia_vgpu_vfio" {
-			if err := h.unregisterMdev(); err != nil {
-				return err
-			}
-		}
-		// its devices are unbound before it goes from the list
-		for _, a := range h.Root.Names("/sys/bus/pci/drivers/" + mod) {
-			if !strings.HasPrefix(a, "0000:") {
-				continue // bind, unbind, module
-			}
-			if dev, err := h.Root.Realpath("/sys/bus/pci/devices/" + a); err == nil {
-				b.Remove(dev + "/driver").Remove("/sys/bus/pci/drivers/" + mod + "/" + a)
-			}
-		}
-		if err := b.Err(); err != nil {
-			return err
-		}
-		return os.RemoveAll(filepath.Join(h.Dir, "sys/module", mod))
+		return h.unload(b, mod)
 	}
 	if h.Root.Exists("/sys/module/" + mod) {
 		return nil
@@ -308,27 +285,59 @@ func (h *Host) modprobe(b *fixture.Builder, args []string) error {
 		f, _, _ := strings.Cut(l, ":")
 		base := path.Base(f)
 		if i := strings.Index(base, ".ko"); i > 0 && strings.ReplaceAll(base[:i], "-", "_") == mod {
-			// the module's init runs whole before it shows as loaded: a
-			// modprobe killed half-way never leaves it listed with its
-			// devices unprobed or its mdev parents unregistered
-			switch mod {
-			case "nvidia":
-				if err := h.probeNVIDIA(b); err != nil {
-					return err
-				}
-			case "nvidia_vgpu_vfio":
-				if err := h.registerMdev(); err != nil {
-					return err
-				}
-			}
-			if c, err := h.Root.ReadString("/lib/modules/" + kver + "/" + f); err == nil && strings.HasPrefix(c, "version=") {
-				b.File("/sys/module/"+mod+"/version", strings.TrimPrefix(c, "version=")+"\n")
-			}
-			b.Module(mod, nil)
-			return b.Err()
+			return h.load(b, mod, "/lib/modules/"+kver+"/"+f)
 		}
 	}
 	return fmt.Errorf("modprobe: exit status 1: modprobe: FATAL: Module %s not found in directory /lib/modules/%s", mod, kver)
+}
+
+// load loads the module mod from its file ko: its init runs whole before
+// it shows as loaded, so a modprobe killed half-way never leaves it
+// listed with its devices unprobed or its mdev parents unregistered.
+func (h *Host) load(b *fixture.Builder, mod, ko string) error {
+	switch mod {
+	case "nvidia":
+		if err := h.probeNVIDIA(b); err != nil {
+			return err
+		}
+	case "nvidia_vgpu_vfio":
+		if err := h.registerMdev(); err != nil {
+			return err
+		}
+	}
+	if c, err := h.Root.ReadString(ko); err == nil && strings.HasPrefix(c, "version=") {
+		b.File("/sys/module/"+mod+"/version", strings.TrimPrefix(c, "version=")+"\n")
+	}
+	b.Module(mod, nil)
+	return b.Err()
+}
+
+// unload plays modprobe -r mod: refused while Busy, its devices unbound
+// before it goes from the list.
+func (h *Host) unload(b *fixture.Builder, mod string) error {
+	if h.Busy[mod] {
+		return fmt.Errorf("modprobe: exit status 1: modprobe: FATAL: Module %s is in use.", mod)
+	}
+	if !h.Root.Exists("/sys/module/" + mod) {
+		return nil
+	}
+	if mod == "nvidia_vgpu_vfio" {
+		if err := h.unregisterMdev(); err != nil {
+			return err
+		}
+	}
+	for _, a := range h.Root.Names("/sys/bus/pci/drivers/" + mod) {
+		if !strings.HasPrefix(a, "0000:") {
+			continue // bind, unbind, module
+		}
+		if dev, err := h.Root.Realpath("/sys/bus/pci/devices/" + a); err == nil {
+			b.Remove(dev + "/driver").Remove("/sys/bus/pci/drivers/" + mod + "/" + a)
+		}
+	}
+	if err := b.Err(); err != nil {
+		return err
+	}
+	return os.RemoveAll(filepath.Join(h.Dir, "sys/module", mod))
 }
 
 // probeNVIDIA binds to nvidia every NVIDIA display controller (not a VF)
@@ -357,14 +366,6 @@ func (h *Host) systemctl(b *fixture.Builder, args []string) ([]byte, error) {
 	if len(args) == 0 {
 		return nil, errors.New("systemctl: no verb")
 	}
-	exists := func(u string) bool {
-		for _, d := range []string{"/etc/systemd/system", "/usr/lib/systemd/system", "/lib/systemd/system"} {
-			if h.Root.Exists(d + "/" + u) {
-				return true
-			}
-		}
-		return false
-	}
 	verb, units := args[0], args[1:]
 	now := false
 	if len(units) > 0 && units[0] == "--now" {
@@ -391,34 +392,53 @@ func (h *Host) systemctl(b *fixture.Builder, args []string) ([]byte, error) {
 		return nil, b.Err()
 	case "enable", "stop", "start":
 		for _, u := range units {
-			if !exists(u) {
-				if verb == "stop" {
-					return nil, fmt.Errorf("systemctl: exit status 5: Failed to stop %s: Unit %s not loaded.", u, u)
-				}
-				return nil, fmt.Errorf("systemctl: exit status 1: Failed to %s unit: Unit file %s does not exist.", verb, u)
-			}
-			switch verb {
-			case "enable":
-				h.linkWants(b, u)
-				b.File(sysd+"/is-enabled/"+u, "")
-				if now {
-					daemonProcess(b, u, true)
-					b.File(sysd+"/is-active/"+u, "")
-				}
-			case "start":
-				// the process before the unit's state, as systemd has it:
-				// a kill between (the crash tests kill at every write)
-				// never leaves a unit "active" with no process
-				daemonProcess(b, u, true)
-				b.File(sysd+"/is-active/"+u, "")
-			case "stop":
-				b.Remove(sysd + "/is-active/" + u)
-				daemonProcess(b, u, false)
+			if err := h.unitVerb(b, verb, u, now); err != nil {
+				return nil, err
 			}
 		}
 		return nil, b.Err()
 	}
 	return nil, fmt.Errorf("systemctl %s: not simulated", verb)
+}
+
+// unitExists reports whether a unit file u is installed.
+func (h *Host) unitExists(u string) bool {
+	for _, d := range []string{"/etc/systemd/system", "/usr/lib/systemd/system", "/lib/systemd/system"} {
+		if h.Root.Exists(d + "/" + u) {
+			return true
+		}
+	}
+	return false
+}
+
+// unitVerb plays systemctl enable (now: --now), start or stop of the unit
+// u, failing as systemctl does for a unit that is not installed.
+func (h *Host) unitVerb(b *fixture.Builder, verb, u string, now bool) error {
+	if !h.unitExists(u) {
+		if verb == "stop" {
+			return fmt.Errorf("systemctl: exit status 5: Failed to stop %s: Unit %s not loaded.", u, u)
+		}
+		return fmt.Errorf("systemctl: exit status 1: Failed to %s unit: Unit file %s does not exist.", verb, u)
+	}
+	switch verb {
+	case "enable":
+		h.linkWants(b, u)
+		b.File(sysd+"/is-enabled/"+u, "")
+		if now {
+			daemonProcess(b, u, true)
+			b.File(sysd+"/is-active/"+u, "")
+		}
+	case "start":
+		// the process before the unit's state, as systemd has it:
+		// a kill between (the crash tests kill at every write)
+		// never leaves a unit "active" with no process
+		daemonProcess(b, u, true)
+		b.File(sysd+"/is-active/"+u, "")
+	case "stop":
+		b.Remove(sysd + "/is-active/" + u)
+		daemonProcess(b, u, false)
+	}
+	return nil
 }
 
 // linkWants makes the links systemctl enable makes: one in

@@ -147,27 +147,45 @@ func readRPM(file string) (head rpmHeader, list []string, err error) {
 func (h *Host) rpm(ctx context.Context, b *fixture.Builder, args []string) ([]byte, error) {
 	switch {
 	case len(args) == 4 && args[0] == "-qp" && args[1] == "--qf":
-		p, _, err := readRPM(args[3])
-		if err != nil {
-			return nil, err
-		}
-		s, err := p.format(args[2])
-		return []byte(s), err
-	case len(args) == 2 && args[0] == "-qlp":
-		_, l, err := readRPM(args[1])
-		return []byte(strings.Join(l, "\n") + "\n"), err
+		return rpmQueryPackage(args)
 	case len(args) >= 2 && args[0] == "-Uvh":
 		return h.installPackage(ctx, b, "rpm", args[len(args)-1])
 	case len(args) == 4 && args[0] == "-qf" && args[1] == "--qf":
 		return h.rpmQueryFile(args[2], args[3])
-	case len(args) == 2 && args[0] == "-qf":
-		return h.rpmQueryFile("%{NAME}-%{VERSION}-%{RELEASE}.%{ARCH}\n", args[1])
-	case len(args) == 2 && args[0] == "-q":
-		return h.rpmQuery(args[1])
-	case len(args) == 2 && args[0] == "-e":
-		return h.removeRPM(b, "rpm", args[1])
+	case len(args) == 2:
+		return h.rpmOne(b, args[0], args[1])
 	}
 	return nil, fmt.Errorf("rpm %v: not simulated", args)
+}
+
+// rpmOne answers rpm OPTION ARG: -qlp FILE, -qf PATH, -q NAME, -e NAME.
+func (h *Host) rpmOne(b *fixture.Builder, opt, arg string) ([]byte, error) {
+	switch opt {
+	case "-qlp":
+		return rpmQueryPackage([]string{opt, arg})
+	case "-qf":
+		return h.rpmQueryFile("%{NAME}-%{VERSION}-%{RELEASE}.%{ARCH}\n", arg)
+	case "-q":
+		return h.rpmQuery(arg)
+	case "-e":
+		return h.removeRPM(b, "rpm", arg)
+	}
+	return nil, fmt.Errorf("rpm %v: not simulated", []string{opt, arg})
+}
+
+// rpmQueryPackage answers rpm -qp --qf FMT FILE and rpm -qlp FILE from a
+// WriteRPM file.
+func rpmQueryPackage(args []string) ([]byte, error) {
+	if args[0] == "-qlp" {
+		_, l, err := readRPM(args[1])
+		return []byte(strings.Join(l, "\n") + "\n"), err
+	}
+	p, _, err := readRPM(args[3])
+	if err != nil {
+		return nil, err
+	}
+	s, err := p.format(args[2])
+	return []byte(s), err
 }
 
 // installPackage plays apt-get, dpkg, dnf or rpm installing file into the
@@ -177,90 +195,117 @@ func (h *Host) rpm(ctx context.Context, b *fixture.Builder, args []string) ([]by
 // DKMS build fail as apt-get reports it.
 func (h *Host) installPackage(ctx context.Context, b *fixture.Builder, tool, file string) ([]byte, error) {
 	kver, _ := h.Root.ReadString("/proc/sys/kernel/osrelease")
-	var version, debPkg string
-	var rpmHead *rpmHeader
-	var vgpuMgr bool
+	var in unpackedPackage
+	var out []byte
+	var err error
 	if strings.HasSuffix(file, ".rpm") {
-		head, list, err := readRPM(file)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", tool, err)
-		}
-		rpmHead = &head
-		version = head.Version
-		if head.Version == RHELRelease {
-			version = head.Release // NVIDIA's vGPU manager rpm: see WriteRPM
-		}
-		files := PackageFiles(version, "")
-		for _, p := range list {
-			if strings.HasSuffix(p, "nvidia-vgpu-mgr") {
-				files = PackageFiles(version, "vgpu-kvm")
-			} else if strings.HasSuffix(p, "nvidia-gridd") {
-				files = PackageFiles(version, "grid")
-			}
-		}
-		if h.FailPackage {
-			return nil, fmt.Errorf("%s: exit status 1: Error! Bad return status for module build on kernel: %s (x86_64)\nConsult /var/lib/dkms/nvidia/%s/build/make.log for more information.\nwarning: %%post(%s) scriptlet failed, exit status 10", tool, kver, version, head.Name)
-		}
-		for p, c := range files {
-			b.File("/"+p, c)
-		}
-		vgpuMgr = files["usr/bin/nvidia-vgpu-mgr"] != ""
+		in, err = h.unpackRPM(b, tool, file, kver)
 	} else {
-		out, err := exec.CommandContext(ctx, "dpkg-deb", "-f", file, "Version", "Package").Output()
-		if err != nil {
-			return nil, fmt.Errorf("%s: dpkg-deb: %w", tool, err)
-		}
-		var pkg string
-		for _, l := range strings.Split(string(out), "\n") {
-			if k, v, ok := strings.Cut(l, ": "); ok && k == "Version" {
-				version = v
-			} else if ok && k == "Package" {
-				pkg = v
-			}
-		}
-		if h.FailPackage {
-			return []byte("Setting up " + pkg + " (" + version + ") ...\n"), fmt.Errorf("%s: exit status 100: Error! Bad return status for module build on kernel: %s (x86_64)\nConsult /var/lib/dkms/nvidia/%s/build/make.log for more information.\ndpkg: error processing package %s (--configure):\n installed %s package post-installation script subprocess returned error exit status 10\nE: Sub-process /usr/bin/dpkg returned an error code (1)", tool, kver, version, pkg, pkg)
-		}
-		if out, err := exec.CommandContext(ctx, "dpkg-deb", "-x", file, h.Dir).CombinedOutput(); err != nil {
-			return nil, fmt.Errorf("%s: dpkg-deb -x: %w: %s", tool, err, out)
-		}
-		vgpuMgr = h.Root.Exists("/usr/bin/nvidia-vgpu-mgr")
-		debPkg = pkg
+		in, out, err = h.unpackDeb(ctx, tool, file, kver)
+	}
+	if err != nil {
+		return out, err
 	}
 	mods := "/lib/modules/" + kver
 	dep, _ := h.Root.ReadString(mods + "/modules.dep")
 	dep += "\nupdates/dkms/nvidia.ko:\n"
-	b.File(mods+"/updates/dkms/nvidia.ko", "version="+version)
-	if vgpuMgr {
-		b.File(mods+"/updates/dkms/nvidia-vgpu-vfio.ko", "version="+version)
+	b.File(mods+"/updates/dkms/nvidia.ko", "version="+in.version)
+	if in.vgpuMgr {
+		b.File(mods+"/updates/dkms/nvidia-vgpu-vfio.ko", "version="+in.version)
 		if !strings.HasPrefix(kver, "6.") {
 			dep += "updates/dkms/nvidia-vgpu-vfio.ko: updates/dkms/nvidia.ko\n"
 		}
 	}
 	b.File(mods+"/modules.dep", strings.TrimLeft(dep, "\n"))
-	if debPkg != "" || rpmHead != nil {
-		flavour := ""
-		if vgpuMgr {
-			flavour = "vgpu-kvm"
-		}
-		files := []string{mods + "/updates/dkms/nvidia.ko"}
-		if vgpuMgr {
-			files = append(files, mods+"/updates/dkms/nvidia-vgpu-vfio.ko")
-		}
-		for _, f := range slices.Sorted(maps.Keys(PackageFiles(version, flavour))) {
-			files = append(files, "/"+f)
-		}
-		var err error
-		if debPkg != "" {
-			err = h.recordDeb(b, debPkg, version, files)
-		} else {
-			err = h.recordRPM(b, *rpmHead, files)
-		}
-		if err != nil {
-			return nil, err
-		}
+	if err := h.recordPackage(b, in, mods); err != nil {
+		return nil, err
 	}
 	return []byte("Setting up ... done\n"), b.Err()
+}
+
+// unpackedPackage is a package installPackage unpacked: its driver
+// version, whether it is the vGPU manager, and its name in dpkg's database
+// (debPkg) or its rpm header.
+type unpackedPackage struct {
+	version, debPkg string
+	rpmHead         *rpmHeader
+	vgpuMgr         bool
+}
+
+// unpackRPM unpacks the WriteRPM file from its list, its DKMS build failed
+// with FailPackage.
+func (h *Host) unpackRPM(b *fixture.Builder, tool, file, kver string) (unpackedPackage, error) {
+	head, list, err := readRPM(file)
+	if err != nil {
+		return unpackedPackage{}, fmt.Errorf("%s: %w", tool, err)
+	}
+	in := unpackedPackage{rpmHead: &head, version: head.Version}
+	if head.Version == RHELRelease {
+		in.version = head.Release // NVIDIA's vGPU manager rpm: see WriteRPM
+	}
+	files := PackageFiles(in.version, "")
+	for _, p := range list {
+		if strings.HasSuffix(p, "nvidia-vgpu-mgr") {
+			files = PackageFiles(in.version, "vgpu-kvm")
+		} else if strings.HasSuffix(p, "nvidia-gridd") {
+			files = PackageFiles(in.version, "grid")
+		}
+	}
+	if h.FailPackage {
+		return in, fmt.Errorf("%s: exit status 1: Error! Bad return status for module build on kernel: %s (x86_64)\nConsult /var/lib/dkms/nvidia/%s/build/make.log for more information.\nwarning: %%post(%s) scriptlet failed, exit status 10", tool, kver, in.version, head.Name)
+	}
+	for p, c := range files {
+		b.File("/"+p, c)
+	}
+	in.vgpuMgr = files["usr/bin/nvidia-vgpu-mgr"] != ""
+	return in, nil
+}
+
+// unpackDeb unpacks the .deb with dpkg-deb -x, its DKMS build failed with
+// FailPackage (out: what apt-get printed then).
+func (h *Host) unpackDeb(ctx context.Context, tool, file, kver string) (in unpackedPackage, out []byte, err error) {
+	fields, err := exec.CommandContext(ctx, "dpkg-deb", "-f", file, "Version", "Package").Output()
+	if err != nil {
+		return in, nil, fmt.Errorf("%s: dpkg-deb: %w", tool, err)
+	}
+	var pkg string
+	for _, l := range strings.Split(string(fields), "\n") {
+		if k, v, ok := strings.Cut(l, ": "); ok && k == "Version" {
+			in.version = v
+		} else if ok && k == "Package" {
+			pkg = v
+		}
+	}
+	if h.FailPackage {
+		return in, []byte("Setting up " + pkg + " (" + in.version + ") ...\n"), fmt.Errorf("%s: exit status 100: Error! Bad return status for module build on kernel: %s (x86_64)\nConsult /var/lib/dkms/nvidia/%s/build/make.log for more information.\ndpkg: error processing package %s (--configure):\n installed %s package post-installation script subprocess returned error exit status 10\nE: Sub-process /usr/bin/dpkg returned an error code (1)", tool, kver, in.version, pkg, pkg)
+	}
+	if out, err := exec.CommandContext(ctx, "dpkg-deb", "-x", file, h.Dir).CombinedOutput(); err != nil {
+		return in, nil, fmt.Errorf("%s: dpkg-deb -x: %w: %s", tool, err, out)
+	}
+	in.vgpuMgr = h.Root.Exists("/usr/bin/nvidia-vgpu-mgr")
+	in.debPkg = pkg
+	return in, nil, nil
+}
+
+// recordPackage records the package in in the database of its tool, with
+// its files and the modules DKMS built under mods.
+func (h *Host) recordPackage(b *fixture.Builder, in unpackedPackage, mods string) error {
+	if in.debPkg == "" && in.rpmHead == nil {
+		return nil
+	}
+	flavour := ""
+	files := []string{mods + "/updates/dkms/nvidia.ko"}
+	if in.vgpuMgr {
+		flavour = "vgpu-kvm"
+		files = append(files, mods+"/updates/dkms/nvidia-vgpu-vfio.ko")
+	}
+	for _, f := range slices.Sorted(maps.Keys(PackageFiles(in.version, flavour))) {
+		files = append(files, "/"+f)
+	}
+	if in.debPkg != "" {
+		return h.recordDeb(b, in.debPkg, in.version, files)
+	}
+	return h.recordRPM(b, *in.rpmHead, files)
 }
 
 // stripEnv drops a leading `env VAR=VALUE…` from argv.
@@ -281,31 +326,12 @@ func stripEnv(argv []string) []string {
 func (h *Host) packageCommand(ctx context.Context, b *fixture.Builder, argv []string) ([]byte, error) {
 	switch argv[0] {
 	case "dpkg-deb":
-		if len(argv) < 3 || (argv[1] != "-f" && argv[1] != "-c") {
-			return nil, fmt.Errorf("dpkg-deb %v: not simulated", argv[1:])
-		}
-		var stderr bytes.Buffer
-		cmd := exec.CommandContext(ctx, "dpkg-deb", argv[1:]...)
-		cmd.Stderr = &stderr
-		out, err := cmd.Output()
-		if err != nil {
-			return out, fmt.Errorf("dpkg-deb: %w: %s", err, strings.TrimSpace(stderr.String()))
-		}
-		return out, nil
+		return dpkgDeb(ctx, argv)
 	case "rpm":
 		return h.rpm(ctx, b, argv[1:])
 	case "apt-get", "dnf":
-		if len(argv) == 4 && argv[0] == "apt-get" && argv[1] == "remove" && argv[2] == "-y" {
-			return h.removeDeb(b, "apt-get", argv[3])
-		}
-		if len(argv) == 4 && argv[0] == "dnf" && argv[1] == "remove" && argv[2] == "-y" {
-			return h.removeRPM(b, "dnf", argv[3])
-		}
-		if len(argv) == 4 && argv[1] == "install" && argv[2] == "-y" {
-			if argv[0] == "apt-get" && !strings.Contains(argv[3], "/") {
-				return nil, fmt.Errorf("apt-get: exit status 100: E: Unable to locate package %s", argv[3])
-			}
-			return h.installPackage(ctx, b, argv[0], argv[3])
+		if out, err, ok := h.aptOrDNF(ctx, b, argv); ok {
+			return out, err
 		}
 	case "dpkg":
 		if len(argv) == 3 && argv[1] == "-i" {
@@ -316,4 +342,41 @@ func (h *Host) packageCommand(ctx context.Context, b *fixture.Builder, argv []st
 		}
 	}
 	return nil, errors.New(strings.Join(argv, " ") + ": not simulated")
+}
+
+// dpkgDeb runs dpkg-deb's queries (-f, -c) for real: they only read the
+// file.
+func dpkgDeb(ctx context.Context, argv []string) ([]byte, error) {
+	if len(argv) < 3 || (argv[1] != "-f" && argv[1] != "-c") {
+		return nil, fmt.Errorf("dpkg-deb %v: not simulated", argv[1:])
+	}
+	var stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, "dpkg-deb", argv[1:]...)
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return out, fmt.Errorf("dpkg-deb: %w: %s", err, strings.TrimSpace(stderr.String()))
+	}
+	return out, nil
+}
+
+// aptOrDNF plays apt-get or dnf install -y FILE and remove -y PKG; ok is
+// false for any other command line.
+func (h *Host) aptOrDNF(ctx context.Context, b *fixture.Builder, argv []string) (out []byte, err error, ok bool) {
+	if len(argv) != 4 || argv[2] != "-y" {
+		return nil, nil, false
+	}
+	switch {
+	case argv[0] == "apt-get" && argv[1] == "remove":
+		out, err = h.removeDeb(b, "apt-get", argv[3])
+	case argv[0] == "dnf" && argv[1] == "remove":
+		out, err = h.removeRPM(b, "dnf", argv[3])
+	case argv[1] != "install":
+		return nil, nil, false
+	case argv[0] == "apt-get" && !strings.Contains(argv[3], "/"):
+		err = fmt.Errorf("apt-get: exit status 100: E: Unable to locate package %s", argv[3])
+	default:
+		out, err = h.installPackage(ctx, b, argv[0], argv[3])
+	}
+	return out, err, true
 }

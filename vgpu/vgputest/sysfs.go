@@ -353,30 +353,40 @@ func (h *Host) registerMdev() error {
 		return err
 	}
 	for _, a := range parents {
-		defs := h.Root.Names(MdevctlDir + "/" + a)
-		sort.Strings(defs)
-		for _, u := range defs {
-			raw, err := h.Root.ReadFile(MdevctlDir + "/" + a + "/" + u)
-			if err != nil {
-				return err
-			}
-			var def struct {
-				Type  string `json:"mdev_type"`
-				Start string `json:"start"`
-			}
-			if err := json.Unmarshal(raw, &def); err != nil {
-				return fmt.Errorf("mdevctl: %s/%s/%s: %w", MdevctlDir, a, u, err)
-			}
-			if def.Start != "auto" || h.Root.Exists("/sys/bus/mdev/devices/"+u) {
-				continue
-			}
-			dev, err := h.Root.Realpath("/sys/bus/pci/devices/" + a)
-			if err != nil {
-				return err
-			}
-			if err := h.createMdev(dev, def.Type, u); err != nil {
-				return fmt.Errorf("mdevctl start-parent-mdevs %s: %w", a, err)
-			}
+		if err := h.startParentMdevs(a); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// startParentMdevs creates the mdevs defined in MdevctlDir for the parent
+// a with "start": "auto" that do not exist, as mdevctl's udev rule does
+// when the parent registers.
+func (h *Host) startParentMdevs(a string) error {
+	defs := h.Root.Names(MdevctlDir + "/" + a)
+	sort.Strings(defs)
+	for _, u := range defs {
+		raw, err := h.Root.ReadFile(MdevctlDir + "/" + a + "/" + u)
+		if err != nil {
+			return err
+		}
+		var def struct {
+			Type  string `json:"mdev_type"`
+			Start string `json:"start"`
+		}
+		if err := json.Unmarshal(raw, &def); err != nil {
+			return fmt.Errorf("mdevctl: %s/%s/%s: %w", MdevctlDir, a, u, err)
+		}
+		if def.Start != "auto" || h.Root.Exists("/sys/bus/mdev/devices/"+u) {
+			continue
+		}
+		dev, err := h.Root.Realpath("/sys/bus/pci/devices/" + a)
+		if err != nil {
+			return err
+		}
+		if err := h.createMdev(dev, def.Type, u); err != nil {
+			return fmt.Errorf("mdevctl start-parent-mdevs %s: %w", a, err)
 		}
 	}
 	return nil
