@@ -580,8 +580,8 @@ func FleetText(w io.Writer, f *FleetReport) error {
 				rb += ": " + plural.N(n, "reboot") + " on " + plural.N(hosts, "host")
 			}
 		}
-		fmt.Fprintf(b, "\n%s canary %d, then batches of %d; stop when more than %d host(s) failed%s: %d failed.\n", bold.Render("Rollout"),
-			ro.Canary, ro.Batch, ro.MaxFailures, rb, ro.Failures)
+		fmt.Fprintf(b, "\n%s canary %d, then batches of %d; stop when more than %s failed%s: %d failed.\n", bold.Render("Rollout"),
+			ro.Canary, ro.Batch, plural.N(ro.MaxFailures, "host"), rb, ro.Failures)
 		if ro.Stopped != "" {
 			fmt.Fprintf(b, "Stopped: %s\n", Clean(ro.Stopped))
 		}

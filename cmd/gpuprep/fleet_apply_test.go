@@ -226,7 +226,7 @@ hosts:
 	assert.Regexp(t, `canary +a +`, out)
 	assert.Regexp(t, `batch 1 +b +.*'apply' '--mode' 'vm-passthrough' '--yes' '-o' 'json' '--select' '1234:1111'`, out)
 	assert.Regexp(t, `batch 2 +d +.*'--root=/' 'apply'`, out)
-	assert.Contains(t, out, "4 hosts in 3 phase(s)")
+	assert.Contains(t, out, "4 hosts in 3 phases")
 
 	code, out, _ = runCLI(append(base, "--mode", "container", "--canary", "0", "--batch", "3", "--dry-run", "-o", "json")...)
 	require.Equal(t, 0, code)

@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/gpuprep/gpuprep/internal/plural"
 	"github.com/gpuprep/gpuprep/preflight"
 	"github.com/gpuprep/gpuprep/report"
 )
@@ -98,19 +99,19 @@ func Operator(hosts []Host) (*OperatorValues, []string, error) {
 			continue
 		}
 		sort.Strings(hs)
-		notes = append(notes, fmt.Sprintf("label %d node(s) nvidia.com/gpu.workload.config=%s (gpuprep label --mode %s): %s", len(hs), m, m, strings.Join(hs, ", ")))
+		notes = append(notes, fmt.Sprintf("label %s nvidia.com/gpu.workload.config=%s (gpuprep label --mode %s): %s", plural.N(len(hs), "node"), m, m, strings.Join(hs, ", ")))
 	}
 	switch {
 	case len(mgrHosts) > 0 && !v.VGPUManager.Enabled:
 		notes = append(notes, "vgpuManager is disabled: every vm-vgpu host has the vGPU manager installed on the host itself, which the operator's vGPU manager daemonset would conflict with ("+strings.Join(mgrEvidence, "; ")+")")
 	case len(mgrHosts) > 0:
-		notes = append(notes, fmt.Sprintf("label %d node(s) nvidia.com/gpu.deploy.vgpu-manager=false: they have the vGPU manager installed on the host, which the operator's vGPU manager daemonset would conflict with: %s", len(mgrHosts), strings.Join(mgrEvidence, "; ")))
+		notes = append(notes, fmt.Sprintf("label %s nvidia.com/gpu.deploy.vgpu-manager=false: the vGPU manager is installed on the host, which the operator's vGPU manager daemonset would conflict with: %s", plural.N(len(mgrHosts), "node"), strings.Join(mgrEvidence, "; ")))
 	}
 	switch {
 	case len(drvHosts) > 0 && !v.Driver.Enabled:
 		notes = append(notes, "driver is disabled: every container host has the NVIDIA driver installed on the host itself, which the operator's driver daemonset would conflict with ("+strings.Join(drvEvidence, "; ")+")")
 	case len(drvHosts) > 0:
-		notes = append(notes, fmt.Sprintf("label %d node(s) nvidia.com/gpu.deploy.driver=false: they have the NVIDIA driver installed on the host, which the operator's driver daemonset would conflict with: %s", len(drvHosts), strings.Join(drvEvidence, "; ")))
+		notes = append(notes, fmt.Sprintf("label %s nvidia.com/gpu.deploy.driver=false: the NVIDIA driver is installed on the host, which the operator's driver daemonset would conflict with: %s", plural.N(len(drvHosts), "node"), strings.Join(drvEvidence, "; ")))
 	}
 	if v.VGPUManager.Enabled {
 		notes = append(notes, "vgpuManager needs your licensed vGPU manager image: set vgpuManager.repository, image and version (or install the manager on the hosts with gpuprep vgpu install and leave vgpuManager disabled)")
