@@ -11,6 +11,7 @@ import (
 
 	"github.com/gpuprep/gpuprep/internal/host"
 	"github.com/gpuprep/gpuprep/internal/journal"
+	"github.com/gpuprep/gpuprep/internal/plural"
 	"github.com/gpuprep/gpuprep/vfio"
 )
 
@@ -326,7 +327,7 @@ func MakePlanWith(root *host.Root, wants []Want, opts PlanOptions) (*Plan, error
 				}
 			case "sriov":
 				if len(freeVFs) < need[j] {
-					return nil, fmt.Errorf("%s: %d more %q wanted, %d free VFs", addr, need[j], t.Name, len(freeVFs))
+					return nil, fmt.Errorf("%s: %d more %q wanted, %s", addr, need[j], t.Name, plural.N(len(freeVFs), "free VF"))
 				}
 				for i := 0; i < need[j]; i++ {
 					vf := freeVFs[0]
