@@ -7,6 +7,7 @@ import (
 
 	"github.com/gpuprep/gpuprep/internal/host"
 	"github.com/gpuprep/gpuprep/internal/kargs"
+	"github.com/gpuprep/gpuprep/internal/plural"
 )
 
 // The default entry of a generated GRUB menu, as GRUB picks it at boot.
@@ -189,7 +190,7 @@ func parseMenu(data []byte) ([]*menuItem, []string, error) {
 		}
 	}
 	if len(stack) != 0 {
-		return nil, nil, fmt.Errorf("%d blocks not closed", len(stack))
+		return nil, nil, fmt.Errorf("%s not closed", plural.N(len(stack), "block"))
 	}
 	return top, defs, nil
 }

@@ -126,7 +126,7 @@ const blacklistRemedy = "blacklist nouveau (`blacklist nouveau` and `options nou
 // last two.
 func nouveauBoundFindings(e *Env, bound []string, bl string) []Finding {
 	subject := strings.Join(bound, ",")
-	msg := fmt.Sprintf("nouveau drives %d selected GPU(s) (%s)", len(bound), bl)
+	msg := fmt.Sprintf("nouveau drives %s (%s)", plural.N(len(bound), "selected GPU"), bl)
 	manual := blacklistRemedy
 	if bl != "not blacklisted" {
 		manual = "regenerate the initramfs (update-initramfs -u, dracut -f or mkinitcpio -P) so that it holds the blacklist, and reboot"
@@ -473,7 +473,7 @@ func vgpuHostDriver(e *Env, g *pci.Device) []string {
 		}
 	}
 	if s := e.VGPU(g.Address); len(s.Types) > 0 {
-		ev = append(ev, fmt.Sprintf("%s offers %d vGPU type(s)", g.Address, len(s.Types)))
+		ev = append(ev, fmt.Sprintf("%s offers %s", g.Address, plural.N(len(s.Types), "vGPU type")))
 	}
 	return ev
 }

@@ -45,7 +45,7 @@ func checkGPUPresent(e *Env) []Finding {
 	}
 	if len(e.GPUs) == 0 {
 		out = append(out, Finding{Status: Fail, Subject: "/sys/bus/pci/devices",
-			Message: fmt.Sprintf("no NVIDIA GPU (vendor 10de, class 0300/0302) among %d PCI devices", len(e.Inv.Devices)),
+			Message: fmt.Sprintf("no NVIDIA GPU (vendor 10de, class 0300/0302) among %s", plural.N(len(e.Inv.Devices), "PCI device")),
 			Remedy:  "check that the GPUs are seated and powered and visible to the kernel (lspci -d 10de:); use --select to treat other devices as GPUs"})
 	}
 	return out

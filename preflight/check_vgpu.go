@@ -49,7 +49,7 @@ func checkVGPUManager(e *Env) []Finding {
 		msg += "; GPUs " + strings.Join(onVFIO, ", ") + " are on vfio-pci, which the vGPU manager cannot use"
 	}
 	if len(consumer) > 0 {
-		msg += "; " + strings.Join(consumer, ", ") + ": consumer GeForce/TITAN board(s), which NVIDIA vGPU does not support (see vgpu.support)"
+		msg += "; " + strings.Join(consumer, ", ") + ": " + plural.Word(len(consumer), "consumer GeForce/TITAN board") + ", which NVIDIA vGPU does not support (see vgpu.support)"
 	}
 	if len(consumer) > 0 && len(consumer) == nvidia {
 		// The licensed vGPU manager would not help: no remedy sends

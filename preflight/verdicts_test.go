@@ -422,7 +422,7 @@ func TestGeForceCannotHostVGPU(t *testing.T) {
 	require.Contains(t, f.Remedy, "--mode vm-passthrough")
 	m := one(t, res, "vgpu.manager", "nvidia vGPU manager", preflight.VMVGPU)
 	require.Equal(t, preflight.Fail, m.Status)
-	require.Contains(t, m.Message, "0000:02:00.0 (GeForce RTX 4090): consumer GeForce/TITAN board(s), which NVIDIA vGPU does not support")
+	require.Contains(t, m.Message, "0000:02:00.0 (GeForce RTX 4090): consumer GeForce/TITAN board, which NVIDIA vGPU does not support")
 	require.NotContains(t, m.Remedy, "licensed")
 	require.NotContains(t, m.Remedy, "vgpu install")
 	require.False(t, m.Fixable)

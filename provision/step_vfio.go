@@ -14,6 +14,7 @@ import (
 	"github.com/gpuprep/gpuprep/internal/journal"
 	"github.com/gpuprep/gpuprep/internal/kargs"
 	"github.com/gpuprep/gpuprep/internal/pci"
+	"github.com/gpuprep/gpuprep/internal/plural"
 	"github.com/gpuprep/gpuprep/preflight"
 	"github.com/gpuprep/gpuprep/vfio"
 )
@@ -434,8 +435,8 @@ func (p *Plan) noteForeignBinders(addrs []string) {
 			continue
 		}
 		if bs := atBoot.Foreign(d); len(bs) > 0 {
-			p.Unaddressed = append(p.Unaddressed, fmt.Sprintf("vfio.binding %s: %s bind(s) it to VFIO again at the next boot (gpuprep removes only its own VFIO configuration): remove that for it, regenerate the initramfs, and run gpuprep apply again",
-				a, strings.Join(bs, " and ")))
+			p.Unaddressed = append(p.Unaddressed, fmt.Sprintf("vfio.binding %s: %s %s it to VFIO again at the next boot (gpuprep removes only its own VFIO configuration): remove that for it, regenerate the initramfs, and run gpuprep apply again",
+				a, strings.Join(bs, " and "), plural.Verb(len(bs), "binds", "bind")))
 		}
 	}
 }

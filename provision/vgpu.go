@@ -11,6 +11,7 @@ import (
 
 	"github.com/gpuprep/gpuprep/internal/host"
 	"github.com/gpuprep/gpuprep/internal/journal"
+	"github.com/gpuprep/gpuprep/internal/plural"
 	"github.com/gpuprep/gpuprep/vfio"
 	"github.com/gpuprep/gpuprep/vgpu"
 )
@@ -354,7 +355,7 @@ func (p *Plan) planDevices(ctx context.Context, r host.Runner) error {
 		p.Steps = append(p.Steps, s)
 	}
 	s.Deferred = false
-	s.Title = fmt.Sprintf("create %d vGPU(s) of config %q (%d kept), re-created at boot by %s", len(dp.Actions), p.opts.VGPUConfig, len(dp.Kept), vgpu.ApplyUnitName)
+	s.Title = fmt.Sprintf("create %s of config %q (%d kept), re-created at boot by %s", plural.N(len(dp.Actions), "vGPU"), p.opts.VGPUConfig, len(dp.Kept), vgpu.ApplyUnitName)
 	s.Sysfs, s.Files, s.Commands, s.Notes = nil, nil, nil, nil
 	for _, m := range dp.Modes {
 		s.Prepare = append(s.Prepare, host.ShellQuote(m.Argv)+"  ("+m.About+"; checked with nvidia-smi -q)")
@@ -537,7 +538,7 @@ func resetHeteroMode(ctx context.Context, e Env, gpu, before string, res *Rollba
 		return nil
 	}
 	if ex := vgpu.Existing(e.Root, gpu); len(ex) > 0 {
-		res.Notes = append(res.Notes, fmt.Sprintf("%s: heterogeneous vGPU mode left on: the GPU still has %d vGPU(s), and the mode only changes while it has none", gpu, len(ex)))
+		res.Notes = append(res.Notes, fmt.Sprintf("%s: heterogeneous vGPU mode left on: the GPU still has %s, and the mode only changes while it has none", gpu, plural.N(len(ex), "vGPU")))
 		return nil
 	}
 	argv := []string{vgpu.NVIDIASMI, "vgpu", "-shm", "0", "-i", vgpu.SMIAddress(gpu)}

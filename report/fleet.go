@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/charmbracelet/lipgloss"
+
 	"github.com/gpuprep/gpuprep/internal/plural"
 	"github.com/gpuprep/gpuprep/internal/sanitize"
 	"github.com/gpuprep/gpuprep/preflight"
@@ -537,18 +539,42 @@ func firstLine(s string, max int) string {
 	return s
 }
 
-// FleetText writes the terminal fleet report, host by host (its table
-// measured in a first pass over the hosts, written in a second).
-func FleetText(w io.Writer, f *FleetReport) error {
+// FleetText writes the terminal fleet report as FleetTextWith does by
+// default.
+func FleetText(w io.Writer, f *FleetReport) error { return FleetTextWith(w, f, TextOptions{}) }
+
+// FleetTextWith writes the terminal fleet report, host by host (its table
+// measured in a first pass over the hosts, written in a second), every
+// line wrapped to o.Width (0: TermWidth of w; at least 20), never wider.
+func FleetTextWith(w io.Writer, f *FleetReport, o TextOptions) error {
+	width := o.Width
+	if width <= 0 {
+		width = TermWidth(w)
+	}
+	width = max(width, minWidth)
 	re := Renderer(w)
 	bold := re.NewStyle().Bold(true)
-	faint := re.NewStyle().Faint(true)
 	line, err := summaryLine(f)
 	if err != nil {
 		return err
 	}
 	b := bufio.NewWriterSize(w, 64<<10)
-	fmt.Fprintf(b, "%s  %s\n\n", bold.Render(Clean(f.title())), Clean(line))
+	var s strings.Builder
+	para(&s, bold.Render(Clean(f.title()))+"  "+Clean(line), 2, width)
+	b.WriteString(s.String() + "\n")
+	if err := fleetTable(b, f, width); err != nil {
+		return err
+	}
+	s.Reset()
+	if err := fleetTextEnd(&s, f, re, width); err != nil {
+		return err
+	}
+	b.WriteString(s.String())
+	return b.Flush()
+}
+
+// fleetTable writes the table of hosts: a fleet check's, run's or apply's.
+func fleetTable(b *bufio.Writer, f *FleetReport, width int) error {
 	head, row := textCheckHead, textCheckRow
 	switch {
 	case f.Rollout != nil:
@@ -556,61 +582,77 @@ func FleetText(w io.Writer, f *FleetReport) error {
 	case len(f.Command) > 0:
 		head, row = textRunHead, textRunRow
 	}
-	var t table
+	t := table{width: width}
 	t.measure(head...)
 	if err := f.eachHost(func(_ int, h *FleetHost) error { t.measure(row(h)...); return nil }); err != nil {
 		return err
 	}
-	t.write(b, head...)
-	if err := f.eachHost(func(_ int, h *FleetHost) error { t.write(b, row(h)...); return nil }); err != nil {
-		return err
-	}
+	t.writeHead(b, head...)
+	return f.eachHost(func(_ int, h *FleetHost) error { t.write(b, row(h)...); return nil })
+}
+
+// fleetTextEnd writes what follows the table: the rollout, what the fleet
+// has in common, and whether the run was interrupted.
+func fleetTextEnd(b *strings.Builder, f *FleetReport, re *lipgloss.Renderer, width int) error {
+	bold := re.NewStyle().Bold(true)
 	if ro := f.Rollout; ro != nil {
-		rb := ""
-		if ro.RollbackOnFailure {
-			rb = ", failed hosts rolled back"
+		rb, err := rolloutText(f)
+		if err != nil {
+			return err
 		}
-		if ro.Reboot {
-			rb += ", hosts rebooted where needed"
-			if ro.MaxReboots > 0 {
-				rb += fmt.Sprintf(" (at most %d times each)", ro.MaxReboots)
-			}
-			n, hosts, err := rebootCount(f)
-			if err != nil {
-				return err
-			}
-			if n > 0 {
-				rb += ": " + plural.N(n, "reboot") + " on " + plural.N(hosts, "host")
-			}
-		}
-		fmt.Fprintf(b, "\n%s canary %d, then batches of %d; stop when more than %d host(s) failed%s: %d failed.\n", bold.Render("Rollout"),
-			ro.Canary, ro.Batch, ro.MaxFailures, rb, ro.Failures)
+		b.WriteString("\n")
+		para(b, fmt.Sprintf("%s canary %d, then batches of %d; stop when more than %s failed%s: %d failed.", bold.Render("Rollout"),
+			ro.Canary, ro.Batch, plural.N(ro.MaxFailures, "host"), rb, ro.Failures), 2, width)
 		if ro.Stopped != "" {
-			fmt.Fprintf(b, "Stopped: %s\n", Clean(ro.Stopped))
+			para(b, "Stopped: "+Clean(ro.Stopped), 2, width)
 		}
 	}
 	if len(f.Summary.Checks) > 0 {
-		fmt.Fprintf(b, "\n%s\n", bold.Render("Across the fleet"))
+		b.WriteString("\n" + bold.Render("Across the fleet") + "\n")
 		for _, c := range f.Summary.Checks {
-			fmt.Fprintf(b, "  %s\n", Clean(c.Sentence(8)))
+			hang(b, "  ", Clean(c.Sentence(8)), 2, width)
 		}
 	}
 	if f.Interrupted {
-		fmt.Fprintf(b, "\n%s\n", faint.Render("Interrupted: hosts marked cancelled were not (fully) run."))
+		b.WriteString("\n")
+		para(b, re.NewStyle().Faint(true).Render("Interrupted: hosts marked cancelled were not (fully) run."), 2, width)
 	}
-	return b.Flush()
+	return nil
 }
 
-var textCheckHead = []string{"HOST", "ADDRESS", "STATUS", "VERDICT", "PASS", "WARN", "FAIL", "ERROR", "BLOCKERS / ERROR"}
+// rolloutText is what fleet apply did besides applying: rollbacks and
+// reboots.
+func rolloutText(f *FleetReport) (string, error) {
+	ro, rb := f.Rollout, ""
+	if ro.RollbackOnFailure {
+		rb = ", failed hosts rolled back"
+	}
+	if !ro.Reboot {
+		return rb, nil
+	}
+	rb += ", hosts rebooted where needed"
+	if ro.MaxReboots > 0 {
+		rb += fmt.Sprintf(" (at most %d times each)", ro.MaxReboots)
+	}
+	n, hosts, err := rebootCount(f)
+	if n > 0 {
+		rb += ": " + plural.N(n, "reboot") + " on " + plural.N(hosts, "host")
+	}
+	return rb, err
+}
 
-// textCheckRow is a fleet check's host in the terminal table.
+var textCheckHead = []string{"HOST", "ADDRESS", "VERDICT", "FAIL", "WARN", "ERROR", "BLOCKERS / ERROR"}
+
+// textCheckRow is a fleet check's host in the terminal table: its verdict,
+// or why it has none (unreachable, timeout, …), and the findings that need
+// attention (passes are counted in the JSON, Markdown and HTML reports).
 func textCheckRow(h *FleetHost) []string {
 	if h.Report == nil {
-		return []string{Clean(h.Name), Clean(h.Address), Clean(h.Status), "-", "", "", "", "", firstLine(h.Error, 100)}
+		return []string{Clean(h.Name), Clean(h.Address), Clean(h.Status), "", "", "", firstLine(h.Error, 100)}
 	}
 	s := h.Report.Summary
-	return []string{Clean(h.Name), Clean(h.Address), Clean(h.Status), Clean(h.Verdict),
-		strconv.Itoa(s.Pass), strconv.Itoa(s.Warn), strconv.Itoa(s.Fail), strconv.Itoa(s.Error), Clean(strings.Join(blockers(h.Report), ", "))}
+	return []string{Clean(h.Name), Clean(h.Address), Clean(h.Verdict),
+		strconv.Itoa(s.Fail), strconv.Itoa(s.Warn), strconv.Itoa(s.Error), Clean(strings.Join(blockers(h.Report), ", "))}
 }
 
 var textRunHead = []string{"HOST", "ADDRESS", "STATUS", "EXIT", "OUTCOME", "OUTPUT / ERROR"}
@@ -633,11 +675,12 @@ func textRunRow(h *FleetHost) []string {
 	return []string{Clean(h.Name), Clean(h.Address), Clean(h.Status), code, Clean(orDash(h.Outcome)), detail}
 }
 
-var textRolloutHead = []string{"HOST", "ADDRESS", "PHASE", "OUTCOME", "STATUS", "EXIT", "VERDICT", "BLOCKERS / ERROR"}
+var textRolloutHead = []string{"HOST", "ADDRESS", "PHASE", "OUTCOME", "EXIT", "VERDICT", "BLOCKERS / ERROR"}
 
 // textRolloutRow is fleet apply's host in the terminal table: phase and
 // outcome, then the verdict of the check apply ended with, and what went
-// wrong.
+// wrong (led by the host's status where gpuprep did not run there to the
+// end: unreachable, timeout, …).
 func textRolloutRow(h *FleetHost) []string {
 	code, verdict, detail := "-", "-", firstLine(h.Error, 100)
 	if h.ExitCode != nil {
@@ -653,8 +696,11 @@ func textRolloutRow(h *FleetHost) []string {
 		detail = joinNotes(rebooted, detail)
 	}
 	detail = joinNotes(detail, h.RollbackNote())
+	if h.Status != "evaluated" && h.Status != OutcomeSkipped && h.Status != h.Outcome {
+		detail = joinNotes(h.Status, detail)
+	}
 	return []string{Clean(h.Name), Clean(h.Address), Clean(h.Phase), Clean(h.Outcome),
-		Clean(h.Status), code, Clean(verdict), Clean(detail)}
+		code, Clean(verdict), Clean(detail)}
 }
 
 // RebootNote says how a host's reboots in fleet apply --reboot went when

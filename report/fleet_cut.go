@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+
+	"github.com/gpuprep/gpuprep/internal/plural"
 )
 
 // Cut says how much of a fleet run a report file cut off mid-run holds.
@@ -15,9 +17,9 @@ type Cut struct {
 // String is "incomplete: 5 of 200 hosts, cut off".
 func (c *Cut) String() string {
 	if c.Of > 0 {
-		return fmt.Sprintf("incomplete: %d of %d hosts, cut off", c.Hosts, c.Of)
+		return fmt.Sprintf("incomplete: %d of %s, cut off", c.Hosts, plural.N(c.Of, "host"))
 	}
-	return fmt.Sprintf("incomplete: %d hosts, cut off", c.Hosts)
+	return fmt.Sprintf("incomplete: %s, cut off", plural.N(c.Hosts, "host"))
 }
 
 // cutFleet reads a fleet report file its run did not finish (a

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -87,11 +88,18 @@ func streamed(t *testing.T, f *FleetReport) *FleetStream {
 
 // Every fleet format is byte for byte what it was when the whole report
 // was held in memory (testdata/fleet-*.golden, written by that renderer),
-// rendered from the report in memory and from a stream of it alike.
+// rendered from the report in memory and from a stream of it alike; the
+// text at 80 columns ($COLUMNS, as where gpuprep's output is no terminal)
+// and at 40, where the table's columns do not fit (text-40), and 120.
 func TestFleetFormatsGolden(t *testing.T) {
 	for name, mk := range goldenFleets() {
-		for _, format := range []string{"text", "junit", "markdown", "html"} {
+		for _, format := range []string{"text", "text-40", "text-120", "junit", "markdown", "html"} {
 			file := filepath.Join("testdata", "fleet-"+name+"."+format+".golden")
+			t.Setenv("COLUMNS", "80")
+			if w, ok := strings.CutPrefix(format, "text-"); ok {
+				format = "text"
+				t.Setenv("COLUMNS", w)
+			}
 			var mem bytes.Buffer
 			require.NoError(t, Render(&mem, &Document{Fleet: mk()}, format), file)
 			if *update {

@@ -110,7 +110,7 @@ func TestFleetApplySummaryAddsUp(t *testing.T) {
 func TestFleetFormats(t *testing.T) {
 	f := sample()
 	var b bytes.Buffer
-	require.NoError(t, FleetText(&b, f))
+	require.NoError(t, FleetTextWith(&b, f, TextOptions{Width: 200}))
 	assert.Contains(t, b.String(), "4 hosts, 1 ready, 2 not ready, not evaluated: 1 unreachable")
 	assert.Contains(t, b.String(), `c\x1b[31m|evil`, "control characters are escaped on the terminal")
 	assert.NotContains(t, b.String(), "\x1b[31m")

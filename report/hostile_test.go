@@ -45,7 +45,7 @@ func TestHostStringsCannotActOnTerminalOrMarkdown(t *testing.T) {
 		},
 		"fleet text": func(f *FleetReport) string {
 			var b bytes.Buffer
-			require.NoError(t, FleetText(&b, f))
+			require.NoError(t, FleetTextWith(&b, f, TextOptions{Width: 1 << 20}))
 			return b.String()
 		},
 		"markdown": func(f *FleetReport) string {

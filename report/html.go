@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/gpuprep/gpuprep/internal/plural"
 	"github.com/gpuprep/gpuprep/preflight"
 )
 
@@ -58,6 +59,7 @@ func parseHTML() *template.Template {
 		"orDash":       orDash,
 		"blockers":     func(r *Report) string { return strings.Join(blockers(r), ", ") },
 		"notEvaluated": func(s FleetSummary) int { return s.Hosts - s.Ready - s.NotReady - s.Unknown },
+		"count":        plural.N,
 	}).Parse(`<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
@@ -73,8 +75,8 @@ details{border:1px solid #d8dee4;border-radius:6px;margin:.6rem 0;padding:.3rem 
 .muted{color:#57606a}
 </style></head><body>
 <h1>gpuprep readiness report</h1>
-<p class="muted">{{.Summary.Hosts}} host(s){{if .Mode}}, mode <code>{{.Mode}}</code>{{end}}: <span class="ready">{{.Summary.Ready}} ready</span>, <span class="not-ready">{{.Summary.NotReady}} not ready</span>, <span class="unknown">{{.Summary.Unknown}} unknown</span>{{with notEvaluated .Summary}}, <span class="error">{{.}} not evaluated</span>{{end}}{{if .Interrupted}} — interrupted before every host finished{{end}}</p>
-{{with .Rollout}}<h2>Rollout</h2><p>Canary {{.Canary}}, then batches of {{.Batch}}; stop when more than {{.MaxFailures}} host(s) failed{{if .RollbackOnFailure}}, rolling failed hosts back{{end}}: {{.Failures}} failed.{{if .Stopped}} <span class="fail">Stopped: {{.Stopped}}</span>{{end}}</p>
+<p class="muted">{{count .Summary.Hosts "host"}}{{if .Mode}}, mode <code>{{.Mode}}</code>{{end}}: <span class="ready">{{.Summary.Ready}} ready</span>, <span class="not-ready">{{.Summary.NotReady}} not ready</span>, <span class="unknown">{{.Summary.Unknown}} unknown</span>{{with notEvaluated .Summary}}, <span class="error">{{.}} not evaluated</span>{{end}}{{if .Interrupted}} — interrupted before every host finished{{end}}</p>
+{{with .Rollout}}<h2>Rollout</h2><p>Canary {{.Canary}}, then batches of {{.Batch}}; stop when more than {{count .MaxFailures "host"}} failed{{if .RollbackOnFailure}}, rolling failed hosts back{{end}}: {{.Failures}} failed.{{if .Stopped}} <span class="fail">Stopped: {{.Stopped}}</span>{{end}}</p>
 <table><thead><tr><th>Host</th><th>Phase</th><th>Outcome</th><th>Reboot / rollback</th></tr></thead><tbody>{{range $i, $h := $.Hosts}}<tr><td>{{.Name}}</td><td>{{.Phase}}</td><td>{{.Outcome}}</td><td>{{.RebootNote}}{{if and .RebootNote .RollbackNote}}; {{end}}{{.RollbackNote}}</td></tr>{{end}}</tbody></table>{{end}}
 {{if .Summary.Checks}}<h2>Across the fleet</h2><ul>{{range .Summary.Checks}}<li class="{{.Status}}">{{sentence .}}</li>{{end}}</ul>{{end}}
 <h2>Hosts</h2>
@@ -84,7 +86,7 @@ details{border:1px solid #d8dee4;border-radius:6px;margin:.6rem 0;padding:.3rem 
 <td>{{with $h.Report}}{{.Summary.Pass}} pass, {{.Summary.Warn}} warn, {{.Summary.Fail}} fail, {{.Summary.Skip}} skip, {{.Summary.Error}} error{{end}}</td></tr>
 {{end}}</tbody></table>
 {{range $i, $h := .Hosts}}<details id="{{hostID $i}}"{{if open $h}} open{{end}}><summary>{{$h.Name}} — <span class="{{$h.Verdict}}">{{orDash $h.Verdict}}</span></summary>
-{{with $h.Report}}<p class="muted">{{.Host.OS}}, kernel {{.Host.Kernel}}{{if .GPUs}}; {{len .GPUs}} GPU(s){{end}}</p>
+{{with $h.Report}}<p class="muted">{{.Host.OS}}, kernel {{.Host.Kernel}}{{if .GPUs}}; {{count (len .GPUs) "GPU"}}{{end}}</p>
 <table><thead><tr><th></th><th>Check</th><th>Subject</th><th>Finding</th><th>Modes</th></tr></thead><tbody>
 {{range .Findings}}<tr><td class="{{.Status}}">{{symbol .Status}}</td><td><code>{{.Check}}</code></td><td><code>{{.Subject}}</code></td>
 <td>{{.Message}}{{if and .Remedy (ne .Status "pass")}}<div class="remedy">→ {{.Remedy}}</div>{{end}}</td><td class="muted">{{modes .Modes}}</td></tr>

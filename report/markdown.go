@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/gpuprep/gpuprep/internal/plural"
 	"github.com/gpuprep/gpuprep/internal/sanitize"
 	"github.com/gpuprep/gpuprep/preflight"
 )
@@ -20,7 +21,7 @@ func FleetMarkdown(w io.Writer, f *FleetReport) error {
 	b := bufio.NewWriterSize(w, 64<<10)
 	if f.Rollout != nil {
 		ro := f.Rollout
-		fmt.Fprintf(b, "## gpuprep fleet apply\n\nCanary %d, then batches of %d; stop when more than %d host(s) failed; %d failed", ro.Canary, ro.Batch, ro.MaxFailures, ro.Failures)
+		fmt.Fprintf(b, "## gpuprep fleet apply\n\nCanary %d, then batches of %d; stop when more than %s failed; %d failed", ro.Canary, ro.Batch, plural.N(ro.MaxFailures, "host"), ro.Failures)
 		if ro.Stopped != "" {
 			fmt.Fprintf(b, "; **stopped**: %s", mdText(ro.Stopped))
 		}

@@ -104,7 +104,7 @@ func RenderWith(w io.Writer, d *Document, format string, o TextOptions) error {
 	}
 	switch format {
 	case "text":
-		return FleetText(w, d.Fleet)
+		return FleetTextWith(w, d.Fleet, o)
 	case "json":
 		return FleetJSON(w, d.Fleet)
 	case "junit":

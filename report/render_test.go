@@ -44,8 +44,9 @@ func TestFleetApplyRebootAndRollbackInEveryFormat(t *testing.T) {
 		var b bytes.Buffer
 		require.NoError(t, Render(&b, &Document{Fleet: f}, format), format)
 		out := b.String()
+		flat := strings.Join(strings.Fields(out), " ") // the text wrapped to the width
 		for _, want := range []string{"rebooted (42s)", "rolled back (reboot needed to complete)", "rollback failed: grub.cfg: permission denied"} {
-			require.True(t, strings.Contains(out, want), "%s lacks %q:\n%s", format, want, out)
+			require.True(t, strings.Contains(flat, want), "%s lacks %q:\n%s", format, want, out)
 		}
 		require.NotContains(t, out, "second line", format)
 	}

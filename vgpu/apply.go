@@ -11,6 +11,7 @@ import (
 
 	"github.com/gpuprep/gpuprep/internal/host"
 	"github.com/gpuprep/gpuprep/internal/journal"
+	"github.com/gpuprep/gpuprep/internal/plural"
 	"github.com/gpuprep/gpuprep/vfio"
 )
 
@@ -390,7 +391,7 @@ func (p *Plan) createMdevs(at *gpuPlace, t Type, n int) error {
 // createOnVFs plans n free VFs of the GPU at given the type t.
 func (p *Plan) createOnVFs(at *gpuPlace, t Type, n int) error {
 	if len(at.freeVFs) < n {
-		return fmt.Errorf("%s: %d more %q wanted, %d free VFs", at.addr, n, t.Name, len(at.freeVFs))
+		return fmt.Errorf("%s: %d more %q wanted, %s", at.addr, n, t.Name, plural.N(len(at.freeVFs), "free VF"))
 	}
 	for i := 0; i < n; i++ {
 		vf := at.freeVFs[0]

@@ -269,7 +269,7 @@ func TestPruneSRIOVKeepsVFsInUse(t *testing.T) {
 
 	wants := []Want{{"0000:41:00.0", "H200X-35C", 2}}
 	_, err = MakePlan(s.root, wants)
-	require.EqualError(t, err, `0000:41:00.0: 2 more "NVIDIA H200X-35C" wanted, 1 free VFs`, "without --prune nothing is freed")
+	require.EqualError(t, err, `0000:41:00.0: 2 more "NVIDIA H200X-35C" wanted, 1 free VF`, "without --prune nothing is freed")
 	p, err = s.plan([]Want{{"0000:41:00.0", "H200X-35C", 1}}, false)
 	require.NoError(t, err)
 	require.Empty(t, p.Removals)

@@ -1,6 +1,10 @@
 package vgpu
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/gpuprep/gpuprep/internal/plural"
+)
 
 // mdevRoom is what the mdev parents of one GPU have room for while a plan
 // places vGPUs on them: per parent (in the GPU's order) and type ID, the
@@ -106,7 +110,7 @@ func (r *mdevRoom) short(t Type, n, have int) error {
 	if !r.vf {
 		return fmt.Errorf("%s: %d more %q wanted, %d available", r.gpu, n, t.Name, have)
 	}
-	why := fmt.Sprintf("%d of its %d VFs, the mdev parents, have one free", with, len(r.order))
+	why := fmt.Sprintf("%d of its %s, the mdev parents, %s one free", with, plural.N(len(r.order), "VF"), plural.Verb(with, "has", "have"))
 	if g := r.gpuFree[t.ID]; g >= 0 && g < with {
 		why = fmt.Sprintf("the GPU takes %d more; %s", g, why)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/gpuprep/gpuprep/internal/plural"
 	"github.com/gpuprep/gpuprep/provision"
 )
 
@@ -86,7 +87,7 @@ func ansiblePlan(a *ansibleArgs, diff ansibleResult) ansibleResult {
 		"changed":         len(p.Steps) > 0,
 		"reboot_required": reboot,
 		"plan":            json.RawMessage(out),
-		"msg":             fmt.Sprintf("check mode: %d step(s) planned, nothing changed", len(p.Steps)),
+		"msg":             fmt.Sprintf("check mode: %s planned, nothing changed", plural.N(len(p.Steps), "step")),
 	}
 	if a.diff && len(p.Steps) > 0 {
 		r["diff"] = diff

@@ -362,7 +362,7 @@ func TestApplyVMVGPUFreshMdev(t *testing.T) {
 	}
 	require.True(t, a.Report.Ready, out)
 	require.Equal(t, 0, code, errs)
-	require.Contains(t, out, `create 2 vGPU(s) of config \"t4-4q\" (1 kept)`, "the mdevctl-defined T4-4Q counts")
+	require.Contains(t, out, `create 2 vGPUs of config \"t4-4q\" (1 kept)`, "the mdevctl-defined T4-4Q counts")
 	require.Equal(t, "nvidia", driverOf(t, root, t4))
 	require.FileExists(t, filepath.Join(root, "sys/module/nvidia_vgpu_vfio/initstate"))
 

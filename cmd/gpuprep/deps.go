@@ -73,6 +73,10 @@ type deps struct {
 	// exitOnSignal ends the process after an interrupt (tests deliver a
 	// real signal and keep the test process).
 	exitOnSignal func(code int)
+	// thisMachine is / — the root of the machine gpuprep runs on, where
+	// a change that is not a --root's (a label through the API) is
+	// journalled (labelJournal). Tests give a fixture root for it.
+	thisMachine func() (*host.Root, error)
 }
 
 // fixtureRoots is set by cmd/gpuprep's tests (fixture_roots_test.go) and by
@@ -97,6 +101,7 @@ func realDeps() *deps {
 		provisionKernel:   hostProvisionKernel,
 		vfioKernel:        hostVFIOKernel,
 		exitOnSignal:      os.Exit,
+		thisMachine:       func() (*host.Root, error) { return host.NewRoot("/") },
 
 		fixtureRootsWritable: fixtureRoots,
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/gpuprep/gpuprep/internal/fleet"
 	"github.com/gpuprep/gpuprep/internal/fleet/rollout"
 	"github.com/gpuprep/gpuprep/internal/kube"
+	"github.com/gpuprep/gpuprep/internal/plural"
 	"github.com/gpuprep/gpuprep/preflight"
 	"github.com/gpuprep/gpuprep/report"
 	"github.com/gpuprep/gpuprep/vgpu"
@@ -306,7 +307,7 @@ func (a *fleetApply) run(cmd *cobra.Command) error {
 	}
 	if !a.yes {
 		if !a.g.dep().stdinTTY() {
-			return usageErr("fleet apply changes %d hosts: run it on a terminal to confirm, or pass --yes (--dry-run shows the phases)", len(hosts))
+			return usageErr("fleet apply changes %s: run it on a terminal to confirm, or pass --yes (--dry-run shows the phases)", plural.N(len(hosts), "host"))
 		}
 		errw := cmd.ErrOrStderr()
 		if err := a.printPlan(errw, phases); err != nil {
@@ -407,8 +408,8 @@ func (a *fleetApply) printPlan(w io.Writer, phases []rollout.Phase) error {
 	if a.rollbackOnFailure {
 		rb = "; gpuprep rollback on each host that fails"
 	}
-	fmt.Fprintf(w, "\n%d hosts in %d phase(s): every canary must end ready; then stop after a batch once more than %d host(s) failed%s.\n",
-		len(list), len(phases), a.maxFailures, rb)
+	fmt.Fprintf(w, "\n%s in %s: every canary must end ready; then stop after a batch once more than %s failed%s.\n",
+		plural.N(len(list), "host"), plural.N(len(phases), "phase"), plural.N(a.maxFailures, "host"), rb)
 	if a.dryRun {
 		fmt.Fprintln(w, "Dry run: no host was contacted.")
 	}

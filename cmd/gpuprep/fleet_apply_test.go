@@ -148,11 +148,12 @@ func TestFleetApplyCanaryStopsRollout(t *testing.T) {
 
 	// The text report of the saved JSON shows the phases.
 	saved := writeFile(t, "fleet-apply.json", out)
+	t.Setenv("COLUMNS", "400") // no line of the table wrapped
 	code, text, stderr := runCLI("report", "render", saved, "-o", "text")
 	require.Equal(t, 0, code, stderr)
 	assert.Contains(t, text, "gpuprep fleet apply  4 hosts, 0 ready, 1 rolled-back, 3 skipped")
-	assert.Regexp(t, `gpu-01 +\S+ +canary +rolled-back +evaluated +1 +- +vfio-bind: 0000:3b:00.0: .*; rolled back`, text)
-	assert.Regexp(t, `gpu-02 +\S+ +skipped +skipped +skipped`, text)
+	assert.Regexp(t, `gpu-01 +\S+ +canary +rolled-back +1 +- +vfio-bind: 0000:3b:00.0: .*; rolled back`, text)
+	assert.Regexp(t, `gpu-02 +\S+ +skipped +skipped +- +-`, text)
 	assert.Contains(t, text, "Stopped: canary gpu-01 failed")
 }
 
@@ -160,6 +161,7 @@ func TestFleetApplyCanaryStopsRollout(t *testing.T) {
 // a not-ready host (verified by the check apply embeds), no rollback
 // without --rollback-on-failure.
 func TestFleetApplyBatchesAndMaxFailures(t *testing.T) {
+	t.Setenv("COLUMNS", "400") // no line of the text report wrapped
 	r := newApplyRig(t)
 	hosts := []*simHost{{name: "c1", behaviour: "ready"}, {name: "a", behaviour: "ready"}, {name: "b", behaviour: "fail"},
 		{name: "c", behaviour: "reboot"}, {name: "d", behaviour: "not-ready"}, {name: "e", behaviour: "ready"}}
@@ -226,7 +228,7 @@ hosts:
 	assert.Regexp(t, `canary +a +`, out)
 	assert.Regexp(t, `batch 1 +b +.*'apply' '--mode' 'vm-passthrough' '--yes' '-o' 'json' '--select' '1234:1111'`, out)
 	assert.Regexp(t, `batch 2 +d +.*'--root=/' 'apply'`, out)
-	assert.Contains(t, out, "4 hosts in 3 phase(s)")
+	assert.Contains(t, out, "4 hosts in 3 phases")
 
 	code, out, _ = runCLI(append(base, "--mode", "container", "--canary", "0", "--batch", "3", "--dry-run", "-o", "json")...)
 	require.Equal(t, 0, code)
@@ -409,9 +411,10 @@ func TestFleetApplyRebootAndWait(t *testing.T) {
 	assert.Contains(t, stderr, "d error: wait: remote command exited without exit status", "d's connection was cut by its reboot")
 
 	saved := writeFile(t, "fleet-reboot.json", out)
+	t.Setenv("COLUMNS", "400") // no line of the table wrapped
 	code, text, _ := runCLI("report", "render", saved, "-o", "text")
 	require.Equal(t, 0, code)
-	assert.Regexp(t, `c +\S+ +canary +ready +evaluated +0 +ready +rebooted \(\ds\)`, text)
+	assert.Regexp(t, `c +\S+ +canary +ready +0 +ready +rebooted \(\ds\)`, text)
 	assert.Contains(t, text, "hosts rebooted where needed")
 	assert.Regexp(t, `n +\S+ +batch 1 +rolled-back .*rolled back \(reboot needed to complete\)`, text)
 }
@@ -510,12 +513,13 @@ func TestFleetApplyRebootsAgain(t *testing.T) {
 	assert.Equal(t, 1, fr.Rollout.Failures)
 
 	saved := writeFile(t, "fleet-reboots.json", out)
+	t.Setenv("COLUMNS", "400") // no line of the table wrapped
 	code, text, _ := runCLI("report", "render", saved, "-o", "text")
 	require.Equal(t, 0, code)
-	assert.Regexp(t, `two +\S+ +batch 1 +ready +evaluated +0 +ready +rebooted 2 times: vfio-unbind, nouveau \(\ds\)`, text)
-	assert.Regexp(t, `slow +\S+ +batch 1 +ready +evaluated +0 +ready +rebooted for kernel-args \(\ds\)`, text)
-	assert.Regexp(t, `four +\S+ +batch 1 +reboot-needed +evaluated +4 +- +rebooted 3 times: vfio-unbind, nouveau, kernel-args \(\ds\); apply asks for reboot 4, for nouveau`, text)
-	assert.Regexp(t, `same +\S+ +batch 1 +failed +evaluated +4 +- +rebooted for kernel-args \(\ds\); apply asks again for a reboot for kernel-args`, text)
+	assert.Regexp(t, `two +\S+ +batch 1 +ready +0 +ready +rebooted 2 times: vfio-unbind, nouveau \(\ds\)`, text)
+	assert.Regexp(t, `slow +\S+ +batch 1 +ready +0 +ready +rebooted for kernel-args \(\ds\)`, text)
+	assert.Regexp(t, `four +\S+ +batch 1 +reboot-needed +4 +- +rebooted 3 times: vfio-unbind, nouveau, kernel-args \(\ds\); apply asks for reboot 4, for nouveau`, text)
+	assert.Regexp(t, `same +\S+ +batch 1 +failed +4 +- +rebooted for kernel-args \(\ds\); apply asks again for a reboot for kernel-args`, text)
 	assert.Contains(t, text, "hosts rebooted where needed (at most 3 times each): 9 reboots on 5 hosts: 1 failed.")
 	// (the canary's reboots are waited for before the batches: TestFleetApplyRebootAndWait)
 }

@@ -185,7 +185,7 @@ refused among them); 3 some hosts could not be evaluated and --allow-partial was
 			}
 			var result error // exit 1 when some GPUs cannot be passed through
 			if len(unusable) > 0 {
-				result = &exitError{code: exitNotReady, err: fmt.Errorf("%d GPU(s) of vm-passthrough hosts cannot be passed through, their IOMMU group holding other devices (the patch permits a model only for hosts that can pass it through): %s", len(unusable), strings.Join(unusable, "; "))}
+				result = &exitError{code: exitNotReady, err: fmt.Errorf("%s of vm-passthrough hosts cannot be passed through, the IOMMU group holding other devices (the patch permits a model only for hosts that can pass it through): %s", plural.N(len(unusable), "GPU"), strings.Join(unusable, "; "))}
 			}
 			if !apply {
 				if err := emit(cmd.OutOrStdout(), cmd.ErrOrStderr(), output, p, notes); err != nil {

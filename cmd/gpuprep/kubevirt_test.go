@@ -129,7 +129,7 @@ func TestKubeVirtConfigNonViableGPUs(t *testing.T) {
 	require.Equal(t, exitNotReady, code, stderr)
 	require.NotContains(t, out, "pciVendorSelector: 10DE:2684")
 	require.Contains(t, out, "# 10DE:2684 (nvidia.com/AD102_GEFORCE_RTX_4090) is left out of pciHostDevices: no host can pass it through: desktop 0000:02:00.0 (IOMMU group 5 shared with 0000:00:14.0, 0000:00:17.0, 0000:03:00.0)")
-	require.Contains(t, stderr, "1 GPU(s) of vm-passthrough hosts cannot be passed through")
+	require.Contains(t, stderr, "1 GPU of vm-passthrough hosts cannot be passed through")
 	require.Contains(t, stderr, "desktop 0000:02:00.0")
 
 	// another host of the same model that can pass it through
@@ -171,7 +171,7 @@ func TestOperatorValuesHostInstalledDrivers(t *testing.T) {
 	out, stderr, code = gpuprep(t, "operator", "values", "--from-report", mdev, "--from-report", fresh)
 	require.Equal(t, 0, code, stderr)
 	require.Contains(t, out, "vgpuManager:\n  enabled: true\n")
-	require.Contains(t, out, "# label 1 node(s) nvidia.com/gpu.deploy.vgpu-manager=false: they have the vGPU manager installed on the host")
+	require.Contains(t, out, "# label 1 node nvidia.com/gpu.deploy.vgpu-manager=false: the vGPU manager is installed on the host")
 
 	root := fixtureRoot(t, "hgx-h200")
 	require.NoError(t, os.MkdirAll(filepath.Join(root, "usr/bin"), 0o755))

@@ -47,10 +47,11 @@ $KUBECONFIG or ~/.kube/config; the node name defaults to what the kubelet regist
 host name, lower-cased). Nothing changes when the labels are already right; a conflict is
 retried; --dry-run asks the API server to validate without persisting. Needs RBAC verbs
 get and patch on nodes. The change is journalled first (/var/lib/gpuprep/journal.jsonl
-in the host root: the labels the node had, and the kubeconfig file used), so gpuprep
-rollback puts the labels back; where the journal cannot be written (it needs root on
-this machine's own root: an admin's workstation, say), the node is labelled all the same
-and a warning names the labels it had, for undoing by hand.
+of this machine — also with --root, which only names the node: the change is the
+cluster's — the labels the node had, and the kubeconfig file used), so gpuprep rollback
+on this machine puts the labels back; where the journal cannot be written (it needs
+root: an admin's workstation, say), the node is labelled all the same and a warning names
+the labels it had, for undoing by hand.
 
 With --before-join the labels go into the kubelet's --node-labels, so the node registers
 with them (kubelets may set nvidia.com/* labels under NodeRestriction): in the kubelet
@@ -205,8 +206,12 @@ func (c *labelCmd) viaAPI(cmd *cobra.Command, set []kube.Label, remove []string)
 	ctx, cancel := context.WithTimeout(cmd.Context(), c.timeout)
 	defer cancel()
 	// --dry-run: only the server-side dry run that tells what the node has
+	journalRoot, err := labelJournal(root, c.g.dep())
+	if err != nil {
+		return &exitError{code: exitUnknown, err: fmt.Errorf("this machine's root: %w", err)}
+	}
 	res, err := label.Change{Node: name, Kubeconfig: c.kubeconfig, Set: set, Remove: remove}.Apply(ctx, client, label.Options{
-		Root: root, Command: "label", Now: time.Now(), DryRun: c.dryRun,
+		Root: journalRoot, Command: "label", Now: time.Now(), DryRun: c.dryRun,
 		Unrecorded: func(rec journal.LabelRecord, err error) error {
 			fmt.Fprintf(sanitize.NewWriter(cmd.ErrOrStderr()), "gpuprep: warning: the change is not recorded for gpuprep rollback (%v); the labels before it: %s\n", err, orNoLabels(rec.Before))
 			return nil
@@ -231,6 +236,19 @@ func (c *labelCmd) viaAPI(cmd *cobra.Command, set []kube.Label, remove []string)
 	}
 	fmt.Fprintln(w)
 	return nil
+}
+
+// labelJournal is the root a label through the API journals in: the
+// change is the cluster's, made from this machine, never a --root's (which
+// only names the node), so it is journalled where gpuprep rollback on
+// this machine looks for it (docs/root.md): /, or the tests' fixture root
+// standing for it (deps.fixtureRootsWritable). A snapshot or a system
+// disk given as --root is left as it is.
+func labelJournal(root *host.Root, d *deps) (*host.Root, error) {
+	if root.IsLive() || d.fixtureRootsWritable && !root.IsSystemDisk() {
+		return root, nil
+	}
+	return d.thisMachine()
 }
 
 func orNoLabels(s string) string {

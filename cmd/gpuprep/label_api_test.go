@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/gpuprep/gpuprep/internal/host"
 	"github.com/gpuprep/gpuprep/internal/journal"
 	"github.com/gpuprep/gpuprep/internal/kube"
 	"github.com/gpuprep/gpuprep/internal/kube/kubetest"
@@ -142,4 +143,44 @@ func TestApplyLabelThroughAPIRollsBack(t *testing.T) {
 	require.Contains(t, out, "Nothing to roll back.")
 	_, rv2 := s.NodeLabels(t, "gpu-7")
 	require.Equal(t, rv, rv2)
+}
+
+// A label through the API changes the cluster, not --root (docs/root.md):
+// with a system disk or another root as --root, which only names the
+// node, the change is journalled on this machine (deps.thisMachine, a
+// fixture root standing for /), the root is left as it was, and gpuprep
+// rollback on this machine puts the labels back.
+func TestLabelThroughAPIWithRootJournalsOnThisMachine(t *testing.T) {
+	s := kubetest.Start(t)
+	kc := s.AdminKubeconfig(t)
+	had := map[string]string{"zone": "r1", kube.WorkloadLabel: "container"}
+	s.CreateNode(t, "n1", had)
+	img := fixtureRoot(t, "hgx-h200")
+	orig := treeOf(t, img) // every file, the journal too
+	here := fixtureRoot(t, "hgx-h200")
+	d := withoutFixtureRoots()
+	d.thisMachine = func() (*host.Root, error) { return host.NewRoot(here) }
+
+	out, errs, code := gpuprepWith(t, d, "label", "--root", img, "--system-disk", "--kubeconfig", kc, "--node", "n1", "--mode", "vm-passthrough")
+	require.Equal(t, 0, code, out+errs)
+	out, errs, code = gpuprepWith(t, d, "label", "--root", img, "--kubeconfig", kc, "--node", "n1", "--mode", "vm-vgpu", "--vgpu-config", "H200-35C")
+	require.Equal(t, 0, code, out+errs)
+	got, _ := s.NodeLabels(t, "n1")
+	require.Equal(t, map[string]string{"zone": "r1", kube.WorkloadLabel: "vm-vgpu", kube.VGPUConfigLabel: "H200-35C"}, got)
+	require.Equal(t, orig, treeOf(t, img), "--root is left as it was: no journal, no lock")
+	require.NoFileExists(t, filepath.Join(img, "var/lib/gpuprep/journal.jsonl"))
+	es := labelEntries(t, here)
+	require.Len(t, es, 2, "journalled on this machine")
+	require.Equal(t, "nvidia.com/gpu.workload.config=container", es[0].Before)
+
+	out, errs, code = gpuprepWith(t, withoutFixtureRoots(), "rollback", "--root", img, "--system-disk")
+	require.Equal(t, 0, code, out+errs)
+	require.Contains(t, out, "Nothing to roll back.", "the image has nothing of it")
+	rd := realDeps()
+	simulatedKernel(t, rd)
+	out, errs, code = gpuprepWith(t, rd, "rollback", "--root", here, "--kubeconfig", kc)
+	require.Equal(t, 0, code, out+errs)
+	require.Contains(t, out, "Rolled back.")
+	got, _ = s.NodeLabels(t, "n1")
+	require.Equal(t, had, got)
 }

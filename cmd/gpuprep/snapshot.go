@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/gpuprep/gpuprep/internal/host"
+	"github.com/gpuprep/gpuprep/internal/plural"
 	"github.com/gpuprep/gpuprep/internal/sanitize"
 	"github.com/gpuprep/gpuprep/internal/snapshot"
 	"github.com/gpuprep/gpuprep/vgpu"
@@ -145,8 +146,8 @@ func runSnapshot(cmd *cobra.Command, g *globals, dir string, sel []string) error
 	done()
 
 	out := sanitize.NewWriter(cmd.OutOrStdout())
-	fmt.Fprintf(out, "Snapshot in %s: %d files (%s), %d symlinks, %d directories, %d stand-ins for entries gpuprep listed but did not read.\n",
-		where, st.Files, size(st.Bytes), st.Links, st.Dirs, st.Stubs)
+	fmt.Fprintf(out, "Snapshot in %s: %s (%s), %s, %s, %s for entries gpuprep listed but did not read.\n",
+		where, plural.N(st.Files, "file"), size(st.Bytes), plural.N(st.Links, "symlink"), plural.N(st.Dirs, "directory"), plural.N(st.Stubs, "stand-in"))
 	if len(st.Other) > 0 {
 		fmt.Fprintf(out, "Configuration files copied (read them before you share the snapshot): %s\n", sanitize.Terminal(strings.Join(st.Other, ", ")))
 	}

@@ -227,7 +227,7 @@ func printStatus(w io.Writer, st *vfio.Status) {
 	case len(p.Files) == 0:
 		fmt.Fprintln(w, "Persistent configuration: none by gpuprep.")
 	default:
-		fmt.Fprintf(w, "Persistent configuration: %s (%d device(s))\n", strings.Join(p.Files, ", "), len(p.Devices))
+		fmt.Fprintf(w, "Persistent configuration: %s (%s)\n", strings.Join(p.Files, ", "), plural.N(len(p.Devices), "device"))
 	}
 	for _, o := range p.Other {
 		fmt.Fprintln(w, "  also: "+o)

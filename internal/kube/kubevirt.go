@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/gpuprep/gpuprep/internal/pci"
+	"github.com/gpuprep/gpuprep/internal/plural"
 	"github.com/gpuprep/gpuprep/report"
 )
 
@@ -213,8 +214,8 @@ func KubeVirt(hosts []Host, o KubeVirtOptions) (p *KubeVirtPatch, notes, unusabl
 	}
 	notes = append(notes, p.configureFor(o.Version.orDefault(), o.VersionFrom, len(b.mdevs) > 0)...)
 	if len(b.sriov) > 0 {
-		notes = append(notes, fmt.Sprintf("%d vGPU type(s) on SR-IOV GPUs (vendor-specific VFIO, vGPU 17+ on kernel 6.8+; hosts %s) are not mediated devices: NVIDIA's sandbox device plugin cannot advertise them yet, so they are left out of mediatedDevices; KubeVirt ≥ %s allocates the VFs that hold one as PCI host devices (--kubevirt-version, now %s)",
-			len(b.sriov), strings.Join(b.sriov[slices.Sorted(maps.Keys(b.sriov))[0]], ", "), VendorVGPUSince, o.Version.orDefault()))
+		notes = append(notes, fmt.Sprintf("%s on SR-IOV GPUs (vendor-specific VFIO, vGPU 17+ on kernel 6.8+; hosts %s) are not mediated devices: NVIDIA's sandbox device plugin cannot advertise them yet, so they are left out of mediatedDevices; KubeVirt ≥ %s allocates the VFs that hold one as PCI host devices (--kubevirt-version, now %s)",
+			plural.N(len(b.sriov), "vGPU type"), strings.Join(b.sriov[slices.Sorted(maps.Keys(b.sriov))[0]], ", "), VendorVGPUSince, o.Version.orDefault()))
 	}
 	notes = append(notes, vfNotes...)
 	notes = append(notes, b.hostNotes()...)

@@ -29,7 +29,7 @@ func TestKubeVirtPatchMergesAndDeduplicates(t *testing.T) {
 	require.Nil(t, c.DeveloperConfiguration, "KubeVirt 1.9: no feature gate (GPU is GA)")
 	require.Equal(t, false, *c.MediatedDevicesConfiguration.Enabled)
 	all := strings.Join(notes, "\n")
-	require.Contains(t, all, "1 vGPU type(s) on SR-IOV GPUs")
+	require.Contains(t, all, "1 vGPU type on SR-IOV GPUs")
 	require.Contains(t, all, "hosts b")
 }
 

@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/gpuprep/gpuprep/internal/plural"
 	"github.com/gpuprep/gpuprep/preflight"
 	"github.com/gpuprep/gpuprep/report"
 )
@@ -70,7 +71,7 @@ func Operator(hosts []Host) (*OperatorValues, []string, error) {
 			continue
 		}
 		sort.Strings(hs)
-		notes = append(notes, fmt.Sprintf("label %d node(s) nvidia.com/gpu.workload.config=%s (gpuprep label --mode %s): %s", len(hs), m, m, strings.Join(hs, ", ")))
+		notes = append(notes, fmt.Sprintf("label %s nvidia.com/gpu.workload.config=%s (gpuprep label --mode %s): %s", plural.N(len(hs), "node"), m, m, strings.Join(hs, ", ")))
 	}
 	notes = append(notes, inst.notes(v)...)
 	if v.VGPUManager.Enabled {
@@ -141,13 +142,13 @@ func (in installed) notes(v *OperatorValues) []string {
 	case len(in.mgrHosts) > 0 && !v.VGPUManager.Enabled:
 		notes = append(notes, "vgpuManager is disabled: every vm-vgpu host has the vGPU manager installed on the host itself, which the operator's vGPU manager daemonset would conflict with ("+strings.Join(in.mgrEvidence, "; ")+")")
 	case len(in.mgrHosts) > 0:
-		notes = append(notes, fmt.Sprintf("label %d node(s) nvidia.com/gpu.deploy.vgpu-manager=false: they have the vGPU manager installed on the host, which the operator's vGPU manager daemonset would conflict with: %s", len(in.mgrHosts), strings.Join(in.mgrEvidence, "; ")))
+		notes = append(notes, fmt.Sprintf("label %s nvidia.com/gpu.deploy.vgpu-manager=false: the vGPU manager is installed on the host, which the operator's vGPU manager daemonset would conflict with: %s", plural.N(len(in.mgrHosts), "node"), strings.Join(in.mgrEvidence, "; ")))
 	}
 	switch {
 	case len(in.drvHosts) > 0 && !v.Driver.Enabled:
 		notes = append(notes, "driver is disabled: every container host has the NVIDIA driver installed on the host itself, which the operator's driver daemonset would conflict with ("+strings.Join(in.drvEvidence, "; ")+")")
 	case len(in.drvHosts) > 0:
-		notes = append(notes, fmt.Sprintf("label %d node(s) nvidia.com/gpu.deploy.driver=false: they have the NVIDIA driver installed on the host, which the operator's driver daemonset would conflict with: %s", len(in.drvHosts), strings.Join(in.drvEvidence, "; ")))
+		notes = append(notes, fmt.Sprintf("label %s nvidia.com/gpu.deploy.driver=false: the NVIDIA driver is installed on the host, which the operator's driver daemonset would conflict with: %s", plural.N(len(in.drvHosts), "node"), strings.Join(in.drvEvidence, "; ")))
 	}
 	return notes
 }

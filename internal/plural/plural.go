@@ -35,3 +35,12 @@ func Of(word string) string {
 	}
 	return word + "s"
 }
+
+// Verb is the verb that agrees with n things: one (the third person
+// singular, "has", "binds") when n is 1, else many ("have", "bind").
+func Verb(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}

@@ -16,3 +16,9 @@ func TestN(t *testing.T) {
 		require.Equal(t, want, n)
 	}
 }
+
+func TestVerb(t *testing.T) {
+	require.Equal(t, "1 VF has", N(1, "VF")+" "+Verb(1, "has", "have"))
+	require.Equal(t, "4 VFs have", N(4, "VF")+" "+Verb(4, "has", "have"))
+	require.Equal(t, "0 VFs have", N(0, "VF")+" "+Verb(0, "has", "have"))
+}
