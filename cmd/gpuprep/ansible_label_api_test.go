@@ -122,7 +122,8 @@ func TestAnsibleLabelThroughAPI(t *testing.T) {
 		assert.Equal(t, true, r["failed"], "%s: %v", n, r)
 		assert.Equal(t, false, r["changed"], n)
 		msg, _ := r["msg"].(string)
-		assert.True(t, strings.HasPrefix(msg, "gpuprep label: gpuprep: "), "%s: %q", n, msg)
+		assert.True(t, strings.HasPrefix(msg, "gpuprep label: "), "%s: %q", n, msg)
+		assert.NotContains(t, msg, "gpuprep: ", "gpuprep named once")
 		assert.Contains(t, msg, want, n)
 		for _, bad := range []string{"KUBERNETES_MASTER", "goroutine", "panic", ".go:"} {
 			assert.NotContains(t, msg, bad, n)
