@@ -239,65 +239,6 @@ func TestNFDMatchExpressionAsNFDTestsIt(t *testing.T) {
 	}
 }
 
-// nfdLocalLabels reads a feature file as NFD v0.19.0's local source does at
-// time now (source/local/local.go getFileContent, parseFeatureFile,
-// parseDirectives): a file over 65536 bytes is ignored whole; lines are split
-// on "\n" and trimmed; "#" lines are comments, "# +<directive>" ones
-// directives (expiry-time=<RFC3339>, no-label, no-feature; any other is an
-// error NFD logs, and a bad expiry leaves the previous one); lines after an
-// expiry-time that is past are dropped; key=value, a bare key is "true".
-// The errors are what nfd-worker would log.
-func nfdLocalLabels(content []byte, now time.Time) (map[string]string, []string) {
-	labels := map[string]string{}
-	if len(content) > report.NFDMaxFile {
-		return labels, []string{"file size limit exceeded"}
-	}
-	var errs []string
-	expiry, skipLabel := now, false
-	for _, raw := range bytes.Split(content, []byte("\n")) {
-		line := strings.TrimSpace(string(raw))
-		if line == "" {
-			continue
-		}
-		if strings.HasPrefix(line, "#") {
-			d, ok := strings.CutPrefix(line, "# +")
-			if !ok {
-				continue
-			}
-			key, value, hasValue := strings.Cut(d, "=")
-			switch key {
-			case "expiry-time":
-				ts, err := time.Parse(time.RFC3339, strings.TrimSpace(value))
-				if !hasValue || err != nil {
-					errs = append(errs, fmt.Sprintf("%q: bad expiry-time (%v)", line, err))
-					continue
-				}
-				expiry = ts
-			case "no-label":
-				skipLabel = true
-			case "no-feature":
-			default:
-				errs = append(errs, fmt.Sprintf("unknown feature file directive %q", key))
-			}
-			continue
-		}
-		if expiry.Before(now) {
-			continue
-		}
-		key, value, hasValue := strings.Cut(line, "=")
-		if !hasValue {
-			value = "true"
-		}
-		if skipLabel {
-			delete(labels, key)
-		} else {
-			labels[key] = value
-		}
-		skipLabel = false
-	}
-	return labels, errs
-}
-
 // pciDevices are the pci.device instances NFD's pci source reads from root's
 // sysfs (source/pci/utils.go readSinglePciAttribute: "0x" stripped, class cut
 // to its first four hex digits).
@@ -411,6 +352,9 @@ func TestFeatureFileExpiresAsNFDReadsIt(t *testing.T) {
 	for k := range labels {
 		require.True(t, strings.HasPrefix(k, report.NFDPrefix+"gpuprep."), k)
 	}
+	kept, dropped := nfdNodeLabels(labels)
+	require.Empty(t, dropped, "NFD's worker and master keep every label")
+	require.Equal(t, labels, kept)
 	// still there a little after one interval (a late refresh does not flap), gone well after
 	var lastSeen, firstGone time.Duration
 	for d := time.Duration(0); d <= time.Hour; d += time.Minute {

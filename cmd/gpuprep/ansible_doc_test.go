@@ -97,6 +97,11 @@ func TestAnsibleDoc(t *testing.T) {
 		}
 	}
 	assert.Equal(t, binary, docs["gpuprep.node."+binary].Doc.Module, "the binary's sidecar documentation")
+	// label's two ways, each an example (through the API: TestAnsibleLabelThroughAPI)
+	label := *docs["gpuprep.node.label"].Examples
+	assert.Contains(t, label, "before_join: true")
+	assert.Contains(t, label, "kubeconfig: ")
+	assert.Contains(t, docs["gpuprep.node.label"].Return, "msg")
 
 	pb := filepath.Join(dir, "examples.yml")
 	require.NoError(t, os.WriteFile(pb, []byte("- hosts: localhost\n  gather_facts: false\n  tasks:\n"+examples.String()), 0o600))

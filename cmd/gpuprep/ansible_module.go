@@ -151,12 +151,18 @@ func (a *ansibleArgs) commonArgv(cmd ...string) []string {
 	return argv
 }
 
-// failedRun is the result of a command that did not give its JSON.
+// failedRun is the result of a command that did not give its JSON: what
+// failed, then its error output with gpuprep's "gpuprep: " taken off each
+// line (what already names gpuprep).
 func failedRun(what string, code int, stderr string) ansibleResult {
 	if stderr == "" {
 		stderr = fmt.Sprintf("exit %d", code)
 	}
-	r := ansibleFail("%s: %s", what, stderr)
+	lines := strings.Split(stderr, "\n")
+	for i, l := range lines {
+		lines[i] = strings.TrimPrefix(l, "gpuprep: ")
+	}
+	r := ansibleFail("%s: %s", what, strings.Join(lines, "\n"))
 	r["exit_code"] = code
 	return r
 }

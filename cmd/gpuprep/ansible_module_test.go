@@ -69,6 +69,8 @@ func TestAnsibleModuleProtocol(t *testing.T) {
 	assert.Equal(t, 1, code)
 	assert.Equal(t, true, res["failed"])
 	assert.NotContains(t, res, "rc", "Ansible takes a result's nonzero rc for a failure")
+	assert.True(t, strings.HasPrefix(res["msg"].(string), "gpuprep check: "), res["msg"])
+	assert.NotContains(t, res["msg"], "gpuprep: ", "gpuprep named once")
 }
 
 // rollback takes system_disk as label does: label --before-join on a
