@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -45,12 +46,26 @@ func fixtureHostMain(argv []string, stdout, stderr io.Writer) (code int, ok bool
 	return ansibleModuleMain(argv, stdout, fixtureModuleDeps())
 }
 
+// fixtureThisMachineEnv names the fixture root that stands in for the
+// machine the test binary's module runs on (deps.thisMachine).
+const fixtureThisMachineEnv = "GPUPREP_TEST_THIS_MACHINE"
+
 // fixtureModuleDeps: gpuprep's own deps (the test binary's, so a fixture
 // root is writable: fixtureRoots), apply and rollback changing the running
 // kernel through the simulator, a new one per command as a new process
 // sees the tree; / is refused.
 func fixtureModuleDeps() *deps {
 	d := realDeps()
+	// a label through the API journals on this machine (docs/root.md): in a
+	// test, the fixture root the test names as this machine, never the
+	// real /
+	d.thisMachine = func() (*host.Root, error) {
+		dir := os.Getenv(fixtureThisMachineEnv)
+		if dir == "" {
+			return nil, errors.New("the test binary's module journals on this machine only where the test names a fixture root as it (" + fixtureThisMachineEnv + ")")
+		}
+		return host.NewRoot(dir)
+	}
 	d.provisionKernel = func(root *host.Root) (vfio.Sysfs, host.Runner, error) {
 		if root.IsLive() {
 			return nil, nil, errors.New("the test binary's module changes fixture roots only, not /")

@@ -17,9 +17,10 @@ import (
 // gpuprep.node.label through the Kubernetes API under real ansible-playbook
 // (ansible-core v2.14.18, localhost, local connection), against the real
 // kube-apiserver of internal/kube/kubetest, with this test binary as the
-// module (ansibleFixtureCollection: the journal is the fixture root's, as
-// gpuprep label --root journals it, so that gpuprep.node.rollback with the
-// same root undoes it). Check mode is a server-side dry run: changed
+// module (ansibleFixtureCollection). A label through the API is journalled
+// on the machine the module runs on, never under its root (docs/root.md):
+// here the fixture root stands in for that machine (fixtureThisMachineEnv),
+// so gpuprep.node.rollback of that root undoes it. Check mode is a server-side dry run: changed
 // predicted, the Node untouched (labels and resourceVersion), nothing
 // journalled. The real run sets nvidia.com/gpu.workload.config (and
 // nvidia.com/vgpu.config for vm-vgpu, a stale one removed for the other
@@ -30,6 +31,7 @@ func TestAnsibleLabelThroughAPI(t *testing.T) {
 	s := kubetest.Start(t)
 	dir := ansibleFixtureCollection(t)
 	root := fixtureRoot(t, "vfio-bound")
+	t.Setenv(fixtureThisMachineEnv, root) // the module's this machine
 	host, err := os.ReadFile(filepath.Join(root, "proc/sys/kernel/hostname"))
 	require.NoError(t, err)
 	hostNode := strings.ToLower(strings.TrimSpace(string(host)))
@@ -75,7 +77,7 @@ func TestAnsibleLabelThroughAPI(t *testing.T) {
 	got, rvVG = s.NodeLabels(t, "gpu-vgpu")
 	assert.Equal(t, wantVG, got)
 	es := labelEntries(t, root)
-	require.Len(t, es, 2, "each change journalled in the root")
+	require.Len(t, es, 2, "each change journalled on this machine")
 	assert.Equal(t, []string{hostNode, "gpu-vgpu"}, []string{es[0].Device, es[1].Device})
 	assert.Equal(t, kc, es[0].Path, "the kubeconfig rollback will use")
 

@@ -15,8 +15,9 @@ description:
   - Check mode is C(gpuprep label --dry-run) (for the API, a server-side dry run); with C(--diff) and
     I(before_join) the files' diffs are the task's diff.
   - Through the API (no I(before_join)) the host needs a kubeconfig (I(kubeconfig)) with RBAC verbs get and patch on
-    nodes; the change is journalled in the host root's C(/var/lib/gpuprep/journal.jsonl) (the labels the Node had,
-    and the kubeconfig file, absolute), so C(gpuprep.node.rollback) on that host puts the labels back. A missing
+    nodes; the change is journalled on the host itself, in C(/var/lib/gpuprep/journal.jsonl) of C(/) (the labels the
+    Node had, and the kubeconfig file, absolute), never under I(root), so C(gpuprep.node.rollback) on that host
+    (without I(root)) puts the labels back. A missing
     Node, or a kubeconfig that is missing or does not load, fails the task with gpuprep's message.
 options:
   mode:
@@ -44,7 +45,7 @@ options:
     type: path
   root:
     description: With I(before_join), edit the kubelet configuration under this root instead of C(/); through the
-      API, the root whose journal records the change and whose host name is the default I(node) (docs/root.md).
+      API, only the root whose host name is the default I(node); the change is journalled on C(/) (docs/root.md).
     type: path
   system_disk:
     description: I(root) is a system disk (an offline image, C(--system-disk)); gpuprep writes file changes only into
