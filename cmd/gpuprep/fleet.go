@@ -35,6 +35,7 @@ type fleetCmd struct {
 	g              *globals
 	inventory      string
 	engine         string
+	inventoryNote  string // which reader read the inventory (fleet.Inventory.Note), said on stderr
 	limit          string
 	groups         []string
 	dryRun         bool
@@ -172,6 +173,7 @@ func (c *fleetCmd) hosts() ([]*fleet.Host, error) {
 		}
 		return nil, usageErr("inventory %s: %v", c.inventory, err)
 	}
+	c.inventoryNote = inv.Note
 	hosts, err := fleet.Select(inv.Hosts, c.limit, c.groups)
 	if err != nil {
 		return nil, usageErr("%v", err)
@@ -266,6 +268,9 @@ func (c *fleetCmd) stream(cmd *cobra.Command, command []string, reportFile strin
 	hosts, err := c.hosts()
 	if err != nil {
 		return nil, false, err
+	}
+	if c.inventoryNote != "" {
+		fmt.Fprintf(cmd.ErrOrStderr(), "gpuprep fleet: inventory %s: %s\n", c.inventory, c.inventoryNote)
 	}
 	if c.dryRun {
 		return nil, false, c.printDryRun(cmd.OutOrStdout(), hosts, command)

@@ -30,20 +30,24 @@ type LoadOptions struct {
 	Runner host.Runner // runs ansible-inventory and ansible (nil: host.ExecRunner{})
 }
 
-// LoadWith reads an inventory as Load does, or where only Ansible can read
-// it, by `ansible-inventory -i FILE --list`, which does all of Ansible's own
-// work: group_vars/ and host_vars/ beside the inventory with Ansible's
-// precedence, inventory directories, executable inventory scripts,
-// inventory plugins (a YAML file with plugin:), and connection variables
-// holding a template, which ansible itself renders (renderTemplates).
+// LoadWith reads an inventory as Load does, with group_vars/ and host_vars/
+// beside it, or an inventory directory; or where only Ansible can read it,
+// by `ansible-inventory -i FILE --list`, which does all of Ansible's own
+// work: executable inventory scripts, inventory plugins (a YAML file with
+// plugin:), and connection variables holding a template, which ansible
+// itself renders (renderTemplates).
 //
 // Engine auto reads a static inventory file with gpuprep's own reader,
 // which ansible_oracle_test.go holds equal to ansible-inventory, and which
 // names the file and line of what it refuses; it hands the inventory to
-// ansible-inventory where it holds any of the above. Engine ansible always
-// does; engine gpuprep never does, and refuses what only Ansible reads
-// rather than contacting hosts at addresses Ansible would not use.
-// gpuprep's own inventory format is read by gpuprep.
+// ansible-inventory where that is installed and the inventory holds any of
+// the above, group_vars/ or host_vars/, or is a directory. Engine ansible
+// always does; engine gpuprep never does: it reads group_vars/, host_vars/
+// and directories itself (ansible_varsdirs.go, ansible_dir.go), says per
+// host which values it could not resolve (a template, a vault), and
+// refuses what only Ansible reads rather than contacting hosts at addresses
+// Ansible would not use. gpuprep's own inventory format is read by gpuprep.
+// Inventory.Note says which engine read it.
 func LoadWith(file string, o LoadOptions) (*Inventory, error) {
 	r := o.Runner
 	if r == nil {
@@ -58,28 +62,108 @@ func LoadWith(file string, o LoadOptions) (*Inventory, error) {
 		return nil, err
 	}
 	if engine == EngineAnsible {
-		return loadByAnsible(context.Background(), r, file)
+		return noted(loadByAnsible(context.Background(), r, file))("read by ansible-inventory (--inventory-engine ansible)")
 	}
 	why := needsAnsible(file, st)
-	if why == "" {
-		data, err := readBounded(file, maxInventoryFile)
+	if why != "" {
+		if engine == EngineGpuprep || !ansibleInstalled(r) {
+			return nil, refuseOwn(file, why, engine)
+		}
+		return noted(loadByAnsible(context.Background(), r, file))("read by ansible-inventory (" + why + ")")
+	}
+	extra := ownExtras(file, st)
+	if extra != "" && engine == EngineAuto && ansibleInstalled(r) {
+		return noted(loadByAnsible(context.Background(), r, file))("read by ansible-inventory (" + extra + ")")
+	}
+	inv, err := loadOwn(file, st)
+	if err != nil || inv.Format == "gpuprep" {
+		return inv, err
+	}
+	if inv.Format != "ansible-list" && engine == EngineAuto && anyTemplate(inv) && ansibleInstalled(r) {
+		// rendered by Ansible, as a play would see it
+		return noted(loadByAnsible(context.Background(), r, file))("read by ansible-inventory (a template in a connection variable)")
+	}
+	inv.Note = ownNote(inv, extra, engine)
+	return inv, nil
+}
+
+// noted sets the Note of an inventory read by ansible-inventory.
+func noted(inv *Inventory, err error) func(string) (*Inventory, error) {
+	return func(note string) (*Inventory, error) {
 		if err != nil {
 			return nil, err
 		}
-		inv, err := Parse(file, data)
-		if err != nil || inv.Format == "gpuprep" || inv.Format == "ansible-list" || engine == EngineGpuprep || !anyTemplate(inv) || !ansibleInstalled(r) {
-			return inv, err
-		}
-		why = "a template" // rendered by Ansible, as a play would see it
+		inv.Note = note
+		return inv, nil
 	}
-	if engine == EngineGpuprep || !ansibleInstalled(r) {
-		how := "is not installed (install ansible-core, or write the hosts in gpuprep's inventory format)"
-		if engine == EngineGpuprep {
-			how = "is not used (--inventory-engine gpuprep)"
-		}
-		return nil, &Error{File: file, Msg: why + ": gpuprep's own reader does not apply it, and ansible-inventory " + how + "; refusing rather than contacting hosts at addresses Ansible would not use"}
+}
+
+// refuseOwn is the error for what only Ansible reads, without Ansible.
+func refuseOwn(file, why, engine string) error {
+	how := "is not installed (install ansible-core, or write the hosts in gpuprep's inventory format)"
+	if engine == EngineGpuprep {
+		how = "is not used (--inventory-engine gpuprep)"
 	}
-	return loadByAnsible(context.Background(), r, file)
+	return &Error{File: file, Msg: why + ": gpuprep's own reader does not apply it, and ansible-inventory " + how + "; refusing rather than contacting hosts at addresses Ansible would not use"}
+}
+
+// loadOwn reads an inventory with gpuprep's own reader: a directory, or a
+// file with group_vars/ and host_vars/ beside it.
+func loadOwn(file string, st os.FileInfo) (*Inventory, error) {
+	if st.IsDir() {
+		return parseDir(file)
+	}
+	data, err := readBounded(file, maxInventoryFile)
+	if err != nil {
+		return nil, err
+	}
+	vd, err := openVarsDirs(filepath.Dir(file))
+	if err != nil {
+		return nil, err
+	}
+	return parseWith(file, data, vd)
+}
+
+// ownExtras says what of an inventory gpuprep's own reader reads beyond
+// one file ("" for nothing): an inventory directory, group_vars/ or
+// host_vars/ beside the file.
+func ownExtras(file string, st os.FileInfo) string {
+	base := filepath.Dir(file)
+	what := ""
+	if st.IsDir() {
+		base, what = file, "an inventory directory"
+	}
+	var dirs []string
+	for _, d := range []string{"group_vars", "host_vars"} {
+		if _, err := os.Stat(filepath.Join(base, d)); err == nil {
+			dirs = append(dirs, d+"/")
+		}
+	}
+	if len(dirs) > 0 {
+		beside := strings.Join(dirs, " and ") + " beside the inventory"
+		if what != "" {
+			beside = what + " with " + strings.Join(dirs, " and ")
+		}
+		what = beside
+	}
+	return what
+}
+
+// ownNote is the Note of an inventory gpuprep's own reader read.
+func ownNote(inv *Inventory, extra, engine string) string {
+	why := "ansible-inventory is not installed"
+	if engine == EngineGpuprep {
+		why = "--inventory-engine gpuprep"
+	}
+	switch {
+	case inv.Format == "ansible-list":
+		return "read by gpuprep's own reader (a saved ansible-inventory --list answer)"
+	case extra != "":
+		return "read by gpuprep's own reader (" + why + "), " + extra + " applied with Ansible's precedence"
+	case engine == EngineGpuprep:
+		return "read by gpuprep's own reader (--inventory-engine gpuprep)"
+	}
+	return "read by gpuprep's own reader"
 }
 
 // anyTemplate reports whether a host was left with a template to render.
@@ -102,25 +186,38 @@ func ansibleInstalled(r host.Runner) bool {
 	return !errors.As(err, &ee)
 }
 
-// needsAnsible says what in an inventory only Ansible's reader applies:
-// a directory, an executable file (Ansible's script plugin runs it, before
-// any other plugin reads it), an inventory plugin's configuration, or
-// group_vars/ or host_vars/ beside the file; "" when none.
+// needsAnsible says what in an inventory only Ansible's reader applies: an
+// executable file (Ansible's script plugin runs it, before any other plugin
+// reads it) or an inventory plugin's configuration, given or in the
+// inventory directory; "" when none.
 func needsAnsible(file string, st os.FileInfo) string {
-	if st.IsDir() {
-		return "an inventory directory"
+	if !st.IsDir() {
+		return onlyAnsible(file, st)
 	}
-	if st.Mode().IsRegular() && st.Mode().Perm()&0o111 != 0 {
+	files, err := inventoryDirFiles(file)
+	if err != nil {
+		return "" // gpuprep's reader says what is wrong with it
+	}
+	for _, f := range files {
+		if fi, err := os.Stat(f); err == nil {
+			if why := onlyAnsible(f, fi); why != "" {
+				return why + " in the inventory directory: " + f
+			}
+		}
+	}
+	return ""
+}
+
+// onlyAnsible says why Ansible alone reads one inventory file.
+func onlyAnsible(file string, st os.FileInfo) string {
+	if !st.Mode().IsRegular() {
+		return "" // a pipe is read once, by the reader
+	}
+	if st.Mode().Perm()&0o111 != 0 {
 		return "an executable inventory (Ansible runs it as an inventory script)"
 	}
 	if p := pluginConfig(file); p != "" {
 		return "an inventory plugin's configuration (plugin: " + p + ")"
-	}
-	base := filepath.Dir(file)
-	for _, d := range []string{"group_vars", "host_vars"} {
-		if st, err := os.Stat(filepath.Join(base, d)); err == nil && st.IsDir() {
-			return d + "/ beside the inventory"
-		}
 	}
 	return ""
 }
