@@ -131,8 +131,15 @@ func (a *aInv) addHosts(g *aGroup, pat string, line int, field string, vars map[
 		if isNew && port != "" {
 			h.vars["ansible_port"] = aVar{val: port, line: line, file: a.file}
 		}
+		// As InventoryData.set_variable, which looks the name up among
+		// the groups first: the variables of a host named as a group
+		// that exists are that group's (so group_vars/all beats them).
+		into := h.vars
+		if same := a.groups[n]; same != nil {
+			into = same.vars
+		}
 		for k, v := range vars {
-			h.vars[k] = v
+			into[k] = v
 		}
 		a.addHostToGroup(g, n)
 	}

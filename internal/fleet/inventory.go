@@ -655,8 +655,10 @@ func varsMap(file string, v *yaml.Node, field string) (map[string]string, map[st
 		k, val := v.Content[i], v.Content[i+1]
 		lines[k.Value] = val.Line
 		if val.Kind != yaml.ScalarNode {
-			// Structured variables are kept as their YAML text; gpuprep reads only scalars.
-			b, _ := yaml.Marshal(val)
+			// Structured variables are kept as their YAML text; gpuprep
+			// reads only scalars. Merge keys and aliases in it are
+			// resolved first, as PyYAML reads them.
+			b, _ := yaml.Marshal(resolvedYAML(val))
 			out[k.Value] = strings.TrimSpace(string(b))
 			continue
 		}
@@ -667,4 +669,33 @@ func varsMap(file string, v *yaml.Node, field string) (map[string]string, map[st
 		out[k.Value] = val.Value
 	}
 	return out, lines, nil
+}
+
+// resolvedYAML is n, or where it holds a merge key (<<) or an alias, the
+// data it reads as (merges applied, aliases followed), for its text.
+func resolvedYAML(n *yaml.Node) any {
+	if !yamlIndirect(n, 0) {
+		return n
+	}
+	var v any
+	if err := n.Decode(&v); err != nil {
+		return n
+	}
+	return v
+}
+
+// yamlIndirect reports whether n holds a merge key or an alias.
+func yamlIndirect(n *yaml.Node, depth int) bool {
+	if n == nil || depth > 64 || n.Kind == yaml.AliasNode {
+		return n != nil
+	}
+	for i, c := range n.Content {
+		if n.Kind == yaml.MappingNode && i%2 == 0 && c.Kind == yaml.ScalarNode && c.Value == "<<" && c.Tag == "!!merge" {
+			return true
+		}
+		if yamlIndirect(c, depth+1) {
+			return true
+		}
+	}
+	return false
 }
