@@ -136,8 +136,8 @@ func (c *fleetCmd) reportFlag(f *pflag.FlagSet) {
 // connectionFlags registers the inventory, selection and SSH flags (used by
 // fleet and by commands that gather reports from a fleet).
 func (c *fleetCmd) connectionFlags(pf *pflag.FlagSet, withDryRun bool) {
-	pf.StringVarP(&c.inventory, "inventory", "i", "", "inventory file: gpuprep YAML, Ansible INI or Ansible YAML (required)")
-	pf.StringVar(&c.engine, "inventory-engine", fleet.EngineAuto, "how an Ansible inventory is read: auto (ansible-inventory where it is installed, else gpuprep's reader), ansible, or gpuprep")
+	pf.StringVarP(&c.inventory, "inventory", "i", "", "inventory: gpuprep YAML, Ansible INI or YAML (with group_vars/ and host_vars/ beside it), or an Ansible inventory directory (required)")
+	pf.StringVar(&c.engine, "inventory-engine", fleet.EngineAuto, "how an Ansible inventory is read: auto (ansible-inventory where it is installed and needed, else gpuprep's reader), ansible, or gpuprep (its own reader: group_vars/, host_vars/ and directories too, no scripts or plugins)")
 	pf.StringVar(&c.limit, "limit", "", "host patterns (globs on name, address or group; comma-separated; !x excludes, &x also required)")
 	pf.StringArrayVar(&c.groups, "group", nil, "only hosts in this inventory group (repeatable)")
 	if withDryRun {
