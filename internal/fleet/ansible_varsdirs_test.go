@@ -115,9 +115,9 @@ func TestVarsDirsUnresolvedPerHost(t *testing.T) {
 	writeFiles(t, root, map[string]string{
 		"hosts.ini": "[vaulted]\nv1\n[gpu]\ng1\ng2\ng3\nplain ansible_host=192.0.2.9\n",
 		// as ansible-vault encrypt writes it
-		"group_vars/vaulted.yml": "$ANSIBLE_VAULT;1.1;AES256\n3936363961326363313333343366353063633964393531396364656337373236\n",
-		"host_vars/g1.yml": "ansible_user: !vault |\n  $ANSIBLE_VAULT;1.1;AES256\n  3163633537306232396336343439366436383337653862336464\n",
-		"host_vars/g2.yml": "ansible_host: 192.0.2.2\nansible_ssh_common_args: ''\nansible_become_password: !vault |\n  $ANSIBLE_VAULT;1.1;AES256\n  3163633537306232396336343439366436383337653862336464\n",
+		"group_vars/vaulted.yml":  "$ANSIBLE_VAULT;1.1;AES256\n3936363961326363313333343366353063633964393531396364656337373236\n",
+		"host_vars/g1.yml":        "ansible_user: !vault |\n  $ANSIBLE_VAULT;1.1;AES256\n  3163633537306232396336343439366436383337653862336464\n",
+		"host_vars/g2.yml":        "ansible_host: 192.0.2.2\nansible_ssh_common_args: ''\nansible_become_password: !vault |\n  $ANSIBLE_VAULT;1.1;AES256\n  3163633537306232396336343439366436383337653862336464\n",
 		"group_vars/gpu/conn.yml": "\nansible_ssh_common_args: '-o ProxyJump={{ bastion }}'\n",
 		"host_vars/plain.yml":     "ansible_ssh_common_args: ''\n",
 	})
@@ -166,4 +166,3 @@ type noAnsible struct{}
 func (noAnsible) Run(_ context.Context, argv ...string) ([]byte, error) {
 	return nil, &exec.Error{Name: argv[0], Err: exec.ErrNotFound}
 }
-
