@@ -1,7 +1,6 @@
 package fleet
 
 import (
-	"errors"
 	"fmt"
 	"maps"
 	"math/big"
@@ -364,14 +363,8 @@ func first(vars map[string]aVar, keys ...string) (aVar, string, bool) {
 }
 
 func (a *aInv) applyVars(h *Host, vars map[string]aVar) error {
-	if k, v, ok := vaultedVar(vars); ok {
-		// that host's problem: Ansible would decrypt it, gpuprep's reader cannot
-		h.Problem = (&Error{File: a.at(v), Line: v.line, Field: k, Msg: fmt.Sprintf("host %q: a !vault value (encrypted): gpuprep's own reader has no vault password and cannot resolve it; with ansible-inventory installed (ansible-core) and the vault password configured, --inventory-engine auto or ansible has Ansible read it", h.Name)}).Error()
-		return nil
-	}
-	if k, v, ok := templatedVar(vars); ok {
-		// that host's problem: Ansible would render it, gpuprep's reader cannot
-		h.Problem = (&Error{File: a.at(v), Line: v.line, Field: k, Msg: fmt.Sprintf("host %q: %q is a template: gpuprep's own reader renders no Jinja; with ansible-inventory installed (ansible-core), --inventory-engine auto or ansible has Ansible render it", h.Name, v.val)}).Error()
+	if p := a.unresolved(h.Name, vars); p != "" {
+		h.Problem = p // that host's problem: Ansible would resolve it, gpuprep's reader cannot
 		return nil
 	}
 	if v, k, ok := first(vars, "ansible_ssh_host", "ansible_host"); ok {
@@ -405,11 +398,7 @@ func (a *aInv) applyVars(h *Host, vars map[string]aVar) error {
 	}
 	// gpuprep_mode, gpuprep_jump, … as in every inventory format
 	if err := gpuprepVars(a.file, h, h.Vars, func(k string) (int, string) { return vars[k].line, k }); err != nil {
-		var e *Error
-		if errors.As(err, &e) {
-			e.File = a.at(vars[e.Field]) // the file that sets it
-		}
-		return err
+		return a.setBy(err, vars)
 	}
 	if _, ok := vars["gpuprep_jump"]; ok {
 		return nil

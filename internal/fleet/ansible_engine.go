@@ -63,27 +63,36 @@ func LoadWith(file string, o LoadOptions) (*Inventory, error) {
 		return nil, err
 	}
 	ansibleInstalled := sync.OnceValue(func() bool { return ansibleInstalled(r) }) // asked once
-	if engine == EngineAnsible {
-		return noted(loadByAnsible(context.Background(), r, file))("read by ansible-inventory (--inventory-engine ansible)")
+	byAnsible := func(why string) (*Inventory, error) {
+		return noted(loadByAnsible(context.Background(), r, file))("read by ansible-inventory (" + why + ")")
 	}
-	why := needsAnsible(file, st)
-	if why != "" {
+	if engine == EngineAnsible {
+		return byAnsible("--inventory-engine ansible")
+	}
+	if why := needsAnsible(file, st); why != "" {
 		if engine == EngineGpuprep || !ansibleInstalled() {
 			return nil, refuseOwn(file, why, engine)
 		}
-		return noted(loadByAnsible(context.Background(), r, file))("read by ansible-inventory (" + why + ")")
+		return byAnsible(why)
 	}
+	return loadOwnElseAnsible(file, st, engine, ansibleInstalled, byAnsible)
+}
+
+// loadOwnElseAnsible reads an inventory that needs no inventory script or
+// plugin: with gpuprep's own reader, or under engine auto, where
+// ansible-inventory is installed, by it when the inventory has group_vars/,
+// host_vars/, is a directory, or holds a template.
+func loadOwnElseAnsible(file string, st os.FileInfo, engine string, installed func() bool, byAnsible func(string) (*Inventory, error)) (*Inventory, error) {
 	extra := ownExtras(file, st)
-	if extra != "" && engine == EngineAuto && ansibleInstalled() {
-		return noted(loadByAnsible(context.Background(), r, file))("read by ansible-inventory (" + extra + ")")
+	if extra != "" && engine == EngineAuto && installed() {
+		return byAnsible(extra)
 	}
 	inv, err := loadOwn(file, st)
 	if err != nil || inv.Format == "gpuprep" {
 		return inv, err
 	}
-	if inv.Format != "ansible-list" && engine == EngineAuto && anyTemplate(inv) && ansibleInstalled() {
-		// rendered by Ansible, as a play would see it
-		return noted(loadByAnsible(context.Background(), r, file))("read by ansible-inventory (a template in a connection variable)")
+	if inv.Format != "ansible-list" && engine == EngineAuto && anyTemplate(inv) && installed() {
+		return byAnsible("a template in a connection variable") // rendered by Ansible, as a play would see it
 	}
 	inv.Note = ownNote(inv, extra, engine)
 	return inv, nil
@@ -309,12 +318,7 @@ func fromList(ctx context.Context, r host.Runner, file string, out []byte, forma
 			}
 		}
 		sort.Strings(h.Groups)
-		vars := map[string]aVar{}
-		for k, raw := range meta.Hostvars[name] {
-			v := jsonScalar(raw)
-			h.Vars[k] = v
-			vars[k] = aVar{val: v}
-		}
+		vars := listVars(h, meta.Hostvars[name])
 		inv.Hosts = append(inv.Hosts, h)
 		inv.vars = append(inv.vars, vars)
 	}
@@ -425,4 +429,31 @@ func jsonScalar(raw json.RawMessage) string {
 		return b.String()
 	}
 	return string(raw)
+}
+
+// listVars are a host's variables in a --list answer, each also in
+// h.Vars as "{{ var }}" renders it; a !vault value is none.
+func listVars(h *Host, hostvars map[string]json.RawMessage) map[string]aVar {
+	vars := map[string]aVar{}
+	for k, raw := range hostvars {
+		if isVaultJSON(raw) { // {"__ansible_vault": …}: encrypted, no value
+			vars[k] = aVar{vault: true}
+			continue
+		}
+		v := jsonScalar(raw)
+		h.Vars[k] = v
+		vars[k] = aVar{val: v}
+	}
+	return vars
+}
+
+// isVaultJSON reports whether a --list value is a !vault value, as
+// ansible-inventory writes one it has not decrypted.
+func isVaultJSON(raw json.RawMessage) bool {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(raw, &m) != nil || len(m) != 1 {
+		return false
+	}
+	_, ok := m["__ansible_vault"]
+	return ok
 }

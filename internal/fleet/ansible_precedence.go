@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -112,4 +113,29 @@ func vaultedVar(vars map[string]aVar) (string, aVar, bool) {
 	}
 	sort.Strings(names)
 	return names[0], vars[names[0]], true
+}
+
+// unresolved is a host's problem with a variable gpuprep reads that its own
+// reader cannot resolve: a !vault value (Ansible would decrypt it), a
+// template (Ansible would render it); "" for none.
+func (a *aInv) unresolved(name string, vars map[string]aVar) string {
+	if k, v, ok := vaultedVar(vars); ok {
+		return (&Error{File: a.at(v), Line: v.line, Field: k, Msg: fmt.Sprintf("host %q: a !vault value (encrypted): gpuprep's own reader has no vault password and cannot resolve it; with ansible-inventory installed (ansible-core) and the vault password configured, --inventory-engine auto or ansible has Ansible read it", name)}).Error()
+	}
+	if k, v, ok := templatedVar(vars); ok {
+		return (&Error{File: a.at(v), Line: v.line, Field: k, Msg: fmt.Sprintf("host %q: %q is a template: gpuprep's own reader renders no Jinja; with ansible-inventory installed (ansible-core), --inventory-engine auto or ansible has Ansible render it", name, v.val)}).Error()
+	}
+	return ""
+}
+
+// setBy makes an error about a variable (its Field) name the file that
+// sets it.
+func (a *aInv) setBy(err error, vars map[string]aVar) error {
+	var e *Error
+	if errors.As(err, &e) {
+		if v, ok := vars[e.Field]; ok {
+			e.File = a.at(v)
+		}
+	}
+	return err
 }

@@ -201,26 +201,32 @@ func (v *varsDirs) walk(dir string, depth int, out *[]string) error {
 		if strings.HasPrefix(n, ".") || strings.HasSuffix(n, "~") {
 			continue
 		}
-		p := filepath.Join(dir, n)
-		fi, err := os.Stat(p)
-		if err != nil {
-			continue // a dangling link: neither a directory nor a file, as Ansible sees it
+		if err := v.walkEntry(filepath.Join(dir, n), depth, out); err != nil {
+			return err
 		}
-		ext := filepath.Ext(n)
-		switch {
-		case fi.IsDir() && ext == "":
-			if err := v.inside(p); err != nil {
-				return err
-			}
-			if err := v.walk(p, depth+1, out); err != nil {
-				return err
-			}
-		case fi.Mode().IsRegular() && (ext == "" || contains(varsExts, ext)):
-			if err := v.inside(p); err != nil {
-				return err
-			}
-			*out = append(*out, p)
+	}
+	return nil
+}
+
+// walkEntry reads one entry of a vars directory: a directory without an
+// extension, or a file without one or with a vars extension; else nothing.
+func (v *varsDirs) walkEntry(p string, depth int, out *[]string) error {
+	fi, err := os.Stat(p)
+	if err != nil {
+		return nil // a dangling link: neither a directory nor a file, as Ansible sees it
+	}
+	ext := filepath.Ext(p)
+	switch {
+	case fi.IsDir() && ext == "":
+		if err := v.inside(p); err != nil {
+			return err
 		}
+		return v.walk(p, depth+1, out)
+	case fi.Mode().IsRegular() && (ext == "" || contains(varsExts, ext)):
+		if err := v.inside(p); err != nil {
+			return err
+		}
+		*out = append(*out, p)
 	}
 	return nil
 }

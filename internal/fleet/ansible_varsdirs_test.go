@@ -166,3 +166,18 @@ type noAnsible struct{}
 func (noAnsible) Run(_ context.Context, argv ...string) ([]byte, error) {
 	return nil, &exec.Error{Name: argv[0], Err: exec.ErrNotFound}
 }
+
+// A saved --list answer holds a !vault value as ansible-inventory writes one
+// it has not decrypted ({"__ansible_vault": …}): the host's problem when
+// gpuprep reads it, never the JSON as a user name.
+func TestSavedListVaultValue(t *testing.T) {
+	data := `{"_meta": {"hostvars": {"h1": {"ansible_user": {"__ansible_vault": "$ANSIBLE_VAULT;1.1;AES256\n3163"}}, "h2": {"ansible_user": "ops"}}},
+"all": {"children": ["ungrouped"]}, "ungrouped": {"hosts": ["h1", "h2"]}}`
+	inv, err := Parse("hosts.json", []byte(data))
+	require.NoError(t, err)
+	h := byName(t, inv)
+	require.Contains(t, h["h1"].Problem, `hosts.json: ansible_user: host "h1": a !vault value (encrypted)`)
+	require.Empty(t, h["h1"].User)
+	require.NotContains(t, h["h1"].Vars, "ansible_user")
+	require.Equal(t, "ops", h["h2"].User)
+}
