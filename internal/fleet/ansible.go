@@ -1014,6 +1014,9 @@ func (a *aInv) yamlVars(n *yaml.Node, field string) (map[string]aVar, error) {
 			}
 		}
 		out[k] = aVar{val: val, line: n.Content[i+1].Line, file: a.file}
+		if hasVaultTag(v, 0) { // encrypted: no value rather than its ciphertext
+			out[k] = aVar{line: n.Content[i+1].Line, file: a.file, vault: true}
+		}
 	}
 	return out, nil
 }

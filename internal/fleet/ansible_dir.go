@@ -77,10 +77,14 @@ func parseDir(dir string) (*Inventory, error) {
 		return nil, err
 	}
 	a := newAInv(dir, "ansible-dir")
+	total := 0
 	for _, f := range files {
 		data, err := readRegular(f, maxInventoryFile)
 		if err != nil {
 			return nil, err
+		}
+		if total += len(data); total > maxInventoryFile {
+			return nil, &Error{File: f, Msg: fmt.Sprintf("the inventory directory's files hold more than %d bytes: more than gpuprep reads", maxInventoryFile)}
 		}
 		if err := a.readSource(f, data); err != nil {
 			return nil, err

@@ -301,21 +301,9 @@ func parseVarsFile(p string, data []byte) (varsFile, error) {
 	case m.Kind != yaml.MappingNode:
 		return varsFile{}, &Error{File: p, Line: m.Line, Msg: "want a mapping of variables (Ansible: failed to combine variables, expected dicts)"}
 	}
-	a := newAInv(p, "vars")
-	m, err := a.yamlMerged(m, "vars", nil)
+	vars, err := newAInv(p, "vars").yamlVars(m, "vars")
 	if err != nil {
 		return varsFile{}, err
-	}
-	vars, err := a.yamlVars(m, "vars")
-	if err != nil {
-		return varsFile{}, err
-	}
-	for i := 0; i+1 < len(m.Content); i += 2 {
-		if k := m.Content[i].Value; hasVaultTag(m.Content[i+1], 0) {
-			v := vars[k]
-			v.vault, v.val = true, ""
-			vars[k] = v
-		}
 	}
 	return varsFile{vars: vars}, nil
 }

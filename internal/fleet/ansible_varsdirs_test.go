@@ -181,3 +181,15 @@ func TestSavedListVaultValue(t *testing.T) {
 	require.NotContains(t, h["h1"].Vars, "ansible_user")
 	require.Equal(t, "ops", h["h2"].User)
 }
+
+// A !vault value in the inventory file itself is as one in group_vars:
+// the host's problem, never its ciphertext as the user name.
+func TestInventoryVaultValue(t *testing.T) {
+	inv, err := Parse("hosts.yml", []byte("all:\n  hosts:\n    h1:\n      ansible_user: !vault |\n        $ANSIBLE_VAULT;1.1;AES256\n        3163\n    h2:\n      ansible_user: ops\n"))
+	require.NoError(t, err)
+	h := byName(t, inv)
+	require.Contains(t, h["h1"].Problem, `hosts.yml:4: ansible_user: host "h1": a !vault value (encrypted)`)
+	require.NotContains(t, h["h1"].Vars, "ansible_user")
+	require.Empty(t, h["h1"].User)
+	require.Equal(t, "ops", h["h2"].User)
+}
