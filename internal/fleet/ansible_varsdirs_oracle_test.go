@@ -132,6 +132,15 @@ var ansVarsCases = []ansVarsCase{
 		"host_vars/n2.yml":   "ansible_ssh_host: 10.0.0.2\nansible_ssh_port: 2202\nansible_ssh_user: u2\ngpuprep_jump: ''\n",
 		"host_vars/n3.yml":   "ansible_connection: local\n",
 	}},
+	// A port in the host pattern is the host's own inventory variable:
+	// host_vars beats it, group_vars does not; YAML 1.1 numbers for the
+	// port (022 is 18).
+	{name: "pattern-port-and-yaml11-port", inv: "hosts.ini", tree: map[string]string{
+		"hosts.ini":        "[g]\nh1:2222\nh2:2223\nh3\n",
+		"group_vars/g.yml": "ansible_port: 2200\n",
+		"host_vars/h2.yml": "ansible_port: 022\n",
+		"host_vars/h3.yml": "ansible_port: '022'\nansible_user: \"0x10\"\n",
+	}},
 	// ungrouped has its group_vars too.
 	{name: "ungrouped", inv: "hosts.ini", tree: map[string]string{
 		"hosts.ini":              "h1\n[g]\nh2\n",

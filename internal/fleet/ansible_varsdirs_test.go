@@ -133,6 +133,14 @@ func TestVarsDirsUnresolvedPerHost(t *testing.T) {
 	require.Contains(t, h["g3"].Problem, filepath.Join(root, "group_vars/gpu/conn.yml")+`:2: ansible_ssh_common_args: host "g3": "-o ProxyJump={{ bastion }}" is a template: gpuprep's own reader renders no Jinja`)
 	require.Empty(t, h["plain"].Problem)
 	require.Equal(t, "192.0.2.9", h["plain"].Address)
+
+	// Ansible itself cannot read the inventory without the vault password:
+	// no value gpuprep could have used instead.
+	if _, err := os.Stat(ansibleInventoryBin); err != nil {
+		oracleMissing(t, "no ansible-inventory at %s (ansible-core): %v", ansibleInventoryBin, err)
+	}
+	_, aerr := ansibleList(t.TempDir(), filepath.Join(root, "hosts.ini"), "ini")
+	require.ErrorContains(t, aerr, "Attempting to decrypt but no vault secrets found")
 }
 
 // Without ansible-core (a runner that says ansible-inventory is not
