@@ -98,7 +98,7 @@ func TestExampleAnsibleInventory(t *testing.T) {
 	}
 	_, errOut, code := gpuprep(t, "fleet", "check", "--dry-run", "--ssh-config", "none", "--inventory-engine", "gpuprep", "-i", inv)
 	require.Equal(t, exitOK, code, errOut)
-	require.Contains(t, errOut, "gpuprep fleet: inventory "+inv+": read by gpuprep's own reader (--inventory-engine gpuprep), group_vars/ beside the inventory applied with Ansible's precedence\n")
+	require.Contains(t, errOut, "gpuprep fleet: inventory "+inv+": read by gpuprep's own reader (--inventory-engine gpuprep), group_vars/ beside the inventory read with Ansible's rules and precedence\n")
 	_, errOut, code = gpuprep(t, "fleet", "check", "--dry-run", "--ssh-config", "none", "-i", inv)
 	require.Equal(t, exitOK, code, errOut)
 	require.Contains(t, errOut, "gpuprep fleet: inventory "+inv+": read by ansible-inventory (group_vars/ beside the inventory)\n")

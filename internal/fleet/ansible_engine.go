@@ -170,7 +170,7 @@ func ownNote(inv *Inventory, extra, engine string) string {
 	case inv.Format == "ansible-list":
 		return "read by gpuprep's own reader (a saved ansible-inventory --list answer)"
 	case extra != "":
-		return "read by gpuprep's own reader (" + why + "), " + extra + " applied with Ansible's precedence"
+		return "read by gpuprep's own reader (" + why + "), " + extra + " read with Ansible's rules and precedence"
 	case engine == EngineGpuprep:
 		return "read by gpuprep's own reader (--inventory-engine gpuprep)"
 	}

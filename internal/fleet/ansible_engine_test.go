@@ -74,7 +74,7 @@ func TestAnsibleEngineGroupAndHostVars(t *testing.T) {
 
 	inv, err = LoadWith(file, LoadOptions{Engine: EngineGpuprep})
 	require.NoError(t, err)
-	require.Equal(t, "read by gpuprep's own reader (--inventory-engine gpuprep), group_vars/ and host_vars/ beside the inventory applied with Ansible's precedence", inv.Note)
+	require.Equal(t, "read by gpuprep's own reader (--inventory-engine gpuprep), group_vars/ and host_vars/ beside the inventory read with Ansible's rules and precedence", inv.Note)
 	h = byName(t, inv)
 	require.Equal(t, "10.0.0.2", h["node2"].Address)
 	require.Equal(t, 2222, h["node2"].Port)

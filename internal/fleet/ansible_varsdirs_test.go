@@ -151,7 +151,7 @@ func TestLoadWithNote(t *testing.T) {
 	writeFiles(t, root, map[string]string{"hosts.ini": "[g]\nh1\n", "group_vars/g.yml": "ansible_user: ops\n", "plain/hosts.ini": "h1\n"})
 	inv, err := LoadWith(filepath.Join(root, "hosts.ini"), LoadOptions{Runner: noAnsible{}})
 	require.NoError(t, err)
-	require.Equal(t, "read by gpuprep's own reader (ansible-inventory is not installed), group_vars/ beside the inventory applied with Ansible's precedence", inv.Note)
+	require.Equal(t, "read by gpuprep's own reader (ansible-inventory is not installed), group_vars/ beside the inventory read with Ansible's rules and precedence", inv.Note)
 	require.Equal(t, "ops", inv.Hosts[0].User)
 	inv, err = LoadWith(filepath.Join(root, "plain/hosts.ini"), LoadOptions{Runner: noAnsible{}})
 	require.NoError(t, err)
