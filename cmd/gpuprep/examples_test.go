@@ -67,9 +67,10 @@ func TestExampleInventory(t *testing.T) {
 	require.Equal(t, []string{"hgx-a01", "l40s-b01", "l40s-b02", "a10-c01"}, hostNames(fleetDryRun(t, "-i", inv, "--limit", "gpu,!hgx-a02")))
 }
 
-// The Ansible inventory has group_vars/ beside it, which only Ansible reads:
-// gpuprep hands it to ansible-inventory, the oracle, and must get the fleet
-// inventory.yaml describes.
+// The Ansible inventory has group_vars/ beside it: gpuprep hands it to
+// ansible-inventory, the oracle, and must get the fleet inventory.yaml
+// describes; gpuprep's own reader (--inventory-engine gpuprep, as without
+// ansible-core) must get the same, and say which reader read it.
 func TestExampleAnsibleInventory(t *testing.T) {
 	if _, err := exec.LookPath("ansible-inventory"); err != nil {
 		ansibleOracleMissing(t, "ansible-inventory not installed: %v", err)
@@ -87,10 +88,20 @@ func TestExampleAnsibleInventory(t *testing.T) {
 		require.Equal(t, "ops@bastion.gpu.example.net", h.Jump, h.Name)
 	}
 	require.Equal(t, []string{"hgx-a01", "hgx-a02"}, hostNames(fleetDryRun(t, "-i", inv, "--group", "hgx")))
-	// gpuprep's own reader does not apply group_vars/ and says so.
+	own := fleetDryRun(t, "-i", inv, "--inventory-engine", "gpuprep")
+	require.Equal(t, hostModes(all), hostModes(own))
+	for i, h := range own {
+		require.Equal(t, all[i].Name, h.Name)
+		require.Equal(t, all[i].Address, h.Address, h.Name)
+		require.Equal(t, "ops", h.User, h.Name)
+		require.Equal(t, "ops@bastion.gpu.example.net", h.Jump, h.Name)
+	}
 	_, errOut, code := gpuprep(t, "fleet", "check", "--dry-run", "--ssh-config", "none", "--inventory-engine", "gpuprep", "-i", inv)
-	require.Equal(t, exitUsage, code)
-	require.Contains(t, errOut, "group_vars/")
+	require.Equal(t, exitOK, code, errOut)
+	require.Contains(t, errOut, "gpuprep fleet: inventory "+inv+": read by gpuprep's own reader (--inventory-engine gpuprep), group_vars/ beside the inventory read with Ansible's rules and precedence\n")
+	_, errOut, code = gpuprep(t, "fleet", "check", "--dry-run", "--ssh-config", "none", "-i", inv)
+	require.Equal(t, exitOK, code, errOut)
+	require.Contains(t, errOut, "gpuprep fleet: inventory "+inv+": read by ansible-inventory (group_vars/ beside the inventory)\n")
 }
 
 func TestExampleVGPUConfig(t *testing.T) {

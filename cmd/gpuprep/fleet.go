@@ -35,6 +35,7 @@ type fleetCmd struct {
 	g              *globals
 	inventory      string
 	engine         string
+	inventoryNote  string // which reader read the inventory (fleet.Inventory.Note), said on stderr
 	limit          string
 	groups         []string
 	dryRun         bool
@@ -135,8 +136,8 @@ func (c *fleetCmd) reportFlag(f *pflag.FlagSet) {
 // connectionFlags registers the inventory, selection and SSH flags (used by
 // fleet and by commands that gather reports from a fleet).
 func (c *fleetCmd) connectionFlags(pf *pflag.FlagSet, withDryRun bool) {
-	pf.StringVarP(&c.inventory, "inventory", "i", "", "inventory file: gpuprep YAML, Ansible INI or Ansible YAML (required)")
-	pf.StringVar(&c.engine, "inventory-engine", fleet.EngineAuto, "how an Ansible inventory is read: auto (ansible-inventory where it is installed, else gpuprep's reader), ansible, or gpuprep")
+	pf.StringVarP(&c.inventory, "inventory", "i", "", "inventory: gpuprep YAML, Ansible INI or YAML (with group_vars/ and host_vars/ beside it), or an Ansible inventory directory (required)")
+	pf.StringVar(&c.engine, "inventory-engine", fleet.EngineAuto, "how an Ansible inventory is read: auto (ansible-inventory where it is installed and needed, else gpuprep's reader), ansible, or gpuprep (its own reader: group_vars/, host_vars/ and directories too, no scripts or plugins)")
 	pf.StringVar(&c.limit, "limit", "", "host patterns (globs on name, address or group; comma-separated; !x excludes, &x also required)")
 	pf.StringArrayVar(&c.groups, "group", nil, "only hosts in this inventory group (repeatable)")
 	if withDryRun {
@@ -172,6 +173,7 @@ func (c *fleetCmd) hosts() ([]*fleet.Host, error) {
 		}
 		return nil, usageErr("inventory %s: %v", c.inventory, err)
 	}
+	c.inventoryNote = inv.Note
 	hosts, err := fleet.Select(inv.Hosts, c.limit, c.groups)
 	if err != nil {
 		return nil, usageErr("%v", err)
@@ -266,6 +268,9 @@ func (c *fleetCmd) stream(cmd *cobra.Command, command []string, reportFile strin
 	hosts, err := c.hosts()
 	if err != nil {
 		return nil, false, err
+	}
+	if c.inventoryNote != "" {
+		fmt.Fprintf(cmd.ErrOrStderr(), "gpuprep fleet: inventory %s: %s\n", c.inventory, c.inventoryNote)
 	}
 	if c.dryRun {
 		return nil, false, c.printDryRun(cmd.OutOrStdout(), hosts, command)

@@ -33,12 +33,15 @@ import (
 // variables keep their text as written (see yaml11Int).
 
 type aVar struct {
-	val  string
-	line int
+	val   string
+	line  int
+	file  string // where it is set ("": the inventory file being read)
+	vault bool   // a !vault value: encrypted, unknown without the vault password
 }
 
 type aGroup struct {
 	name     string
+	file     string
 	line     int
 	hosts    map[string]bool // listed in the group itself
 	children []string
@@ -47,6 +50,7 @@ type aGroup struct {
 
 type aHost struct {
 	name string
+	file string
 	line int
 	vars map[string]aVar
 }
@@ -60,6 +64,7 @@ type aInv struct {
 	order  []string            // hosts in first-seen order
 	direct map[string][]string // host -> the groups that list it (a set lookup per group, not a scan)
 	work   int                 // YAML groups and host entries read so far (bounded by maxYAMLWork)
+	vdirs  *varsDirs           // group_vars/ and host_vars/ beside the inventory (nil: none)
 }
 
 func newAInv(file, format string) *aInv {
@@ -69,7 +74,7 @@ func newAInv(file, format string) *aInv {
 func (a *aInv) group(name string, line int) *aGroup {
 	g := a.groups[name]
 	if g == nil {
-		g = &aGroup{name: name, line: line, vars: map[string]aVar{}, hosts: map[string]bool{}}
+		g = &aGroup{name: name, file: a.file, line: line, vars: map[string]aVar{}, hosts: map[string]bool{}}
 		a.groups[name] = g
 	}
 	return g
@@ -78,7 +83,7 @@ func (a *aInv) group(name string, line int) *aGroup {
 func (a *aInv) host(name string, line int) *aHost {
 	h := a.hosts[name]
 	if h == nil {
-		h = &aHost{name: name, line: line, vars: map[string]aVar{}}
+		h = &aHost{name: name, file: a.file, line: line, vars: map[string]aVar{}}
 		a.hosts[name] = h
 		a.order = append(a.order, name)
 	}
@@ -123,10 +128,17 @@ func (a *aInv) addHosts(g *aGroup, pat string, line int, field string, vars map[
 		isNew := a.hosts[n] == nil
 		h := a.host(n, line)
 		if isNew && port != "" {
-			h.vars["ansible_port"] = aVar{val: port, line: line}
+			h.vars["ansible_port"] = aVar{val: port, line: line, file: a.file}
+		}
+		// As InventoryData.set_variable, which looks the name up among
+		// the groups first: the variables of a host named as a group
+		// that exists are that group's (so group_vars/all beats them).
+		into := h.vars
+		if same := a.groups[n]; same != nil {
+			into = same.vars
 		}
 		for k, v := range vars {
-			h.vars[k] = v
+			into[k] = v
 		}
 		a.addHostToGroup(g, n)
 	}
@@ -185,7 +197,7 @@ func (a *aInv) resolve() (*Inventory, error) {
 	for _, g := range a.groups {
 		for _, c := range g.children {
 			if a.groups[c] == nil {
-				return nil, &Error{File: a.file, Line: g.line, Field: g.name + ".children", Msg: fmt.Sprintf("group %q is not defined", c)}
+				return nil, &Error{File: g.file, Line: g.line, Field: g.name + ".children", Msg: fmt.Sprintf("group %q is not defined", c)}
 			}
 		}
 	}
@@ -193,7 +205,7 @@ func (a *aInv) resolve() (*Inventory, error) {
 	var visit func(name string, d int, path []string) error
 	visit = func(name string, d int, path []string) error {
 		if contains(path, name) {
-			return &Error{File: a.file, Line: a.groups[name].line, Field: name + ".children", Msg: "cycle: " + strings.Join(append(path, name), " -> ")}
+			return &Error{File: a.groups[name].file, Line: a.groups[name].line, Field: name + ".children", Msg: "cycle: " + strings.Join(append(path, name), " -> ")}
 		}
 		if cur, ok := depth[name]; ok && cur >= d {
 			return nil
@@ -291,7 +303,7 @@ func (a *aInv) resolve() (*Inventory, error) {
 		if v, ok := g.vars["ansible_group_priority"]; ok {
 			n, err := strconv.Atoi(v.val)
 			if err != nil {
-				return nil, &Error{File: a.file, Line: v.line, Field: "ansible_group_priority", Msg: fmt.Sprintf("group %q: %q is not an integer", g.name, v.val)}
+				return nil, &Error{File: a.at(v), Line: v.line, Field: "ansible_group_priority", Msg: fmt.Sprintf("group %q: %q is not an integer", g.name, v.val)}
 			}
 			priority[g.name] = n
 			delete(g.vars, "ansible_group_priority")
@@ -314,25 +326,24 @@ func (a *aInv) resolve() (*Inventory, error) {
 			}
 			return gs[i] < gs[j]
 		})
-		vars := map[string]aVar{}
-		for _, g := range gs {
-			if grp := a.groups[g]; grp != nil {
-				for k, v := range grp.vars {
-					vars[k] = v
-				}
-			}
+		vars, problem, err := a.precedence(ah, gs)
+		if err != nil {
+			return nil, err
 		}
-		for k, v := range ah.vars {
-			vars[k] = v
-		}
-		h := &Host{Name: hn, Source: fmt.Sprintf("%s:%d", a.file, ah.line), Vars: map[string]string{}}
+		h := &Host{Name: hn, Source: fmt.Sprintf("%s:%d", ah.file, ah.line), Vars: map[string]string{}, Problem: problem}
 		for _, g := range gs {
 			if g != "all" {
 				h.Groups = append(h.Groups, g)
 			}
 		}
 		for k, v := range vars {
-			h.Vars[k] = v.val
+			if !v.vault { // an encrypted value is not known: no value rather than a wrong one
+				h.Vars[k] = v.val
+			}
+		}
+		if problem != "" {
+			inv.Hosts = append(inv.Hosts, h)
+			continue // a vault-encrypted vars file: none of its variables is known
 		}
 		if err := a.applyVars(h, vars); err != nil {
 			return nil, err
@@ -352,21 +363,20 @@ func first(vars map[string]aVar, keys ...string) (aVar, string, bool) {
 }
 
 func (a *aInv) applyVars(h *Host, vars map[string]aVar) error {
-	if k, v, ok := templatedVar(vars); ok {
-		// that host's problem: Ansible would render it, gpuprep's reader cannot
-		h.Problem = (&Error{File: a.file, Line: v.line, Field: k, Msg: fmt.Sprintf("host %q: %q is a template: gpuprep's own reader renders no Jinja; with ansible-inventory installed (ansible-core), --inventory-engine auto or ansible has Ansible render it", h.Name, v.val)}).Error()
+	if p := a.unresolved(h.Name, vars); p != "" {
+		h.Problem = p // that host's problem: Ansible would resolve it, gpuprep's reader cannot
 		return nil
 	}
 	if v, k, ok := first(vars, "ansible_ssh_host", "ansible_host"); ok {
 		if !validAddress(v.val) {
-			return &Error{File: a.file, Line: v.line, Field: k, Msg: fmt.Sprintf("host %q: %q is not a host name or IP address", h.Name, v.val)}
+			return &Error{File: a.at(v), Line: v.line, Field: k, Msg: fmt.Sprintf("host %q: %q is not a host name or IP address", h.Name, v.val)}
 		}
 		h.Address = v.val
 	}
 	if v, k, ok := first(vars, "ansible_ssh_port", "ansible_port"); ok {
 		p, err := strconv.Atoi(v.val)
 		if err != nil || p <= 0 || p > 65535 {
-			return &Error{File: a.file, Line: v.line, Field: k, Msg: fmt.Sprintf("host %q: %q is not a TCP port", h.Name, v.val)}
+			return &Error{File: a.at(v), Line: v.line, Field: k, Msg: fmt.Sprintf("host %q: %q is not a TCP port", h.Name, v.val)}
 		}
 		h.Port = p
 	}
@@ -377,18 +387,18 @@ func (a *aInv) applyVars(h *Host, vars map[string]aVar) error {
 		p, err := inventoryKeyFile(v.val)
 		if err != nil {
 			// that host's error: the others are still reached
-			h.Problem = (&Error{File: a.file, Line: v.line, Field: k, Msg: fmt.Sprintf("host %q: %v", h.Name, err)}).Error()
+			h.Problem = (&Error{File: a.at(v), Line: v.line, Field: k, Msg: fmt.Sprintf("host %q: %v", h.Name, err)}).Error()
 		} else {
 			h.IdentityFiles = []string{p}
 		}
 	}
 	if v, ok := vars["ansible_connection"]; ok && h.Problem == "" {
-		h.Problem = connectionProblem(a.file, h.Name, v)
+		h.Problem = connectionProblem(a.at(v), h.Name, v)
 		h.Local = h.Problem == "" && isLocalConnection(v.val)
 	}
 	// gpuprep_mode, gpuprep_jump, … as in every inventory format
 	if err := gpuprepVars(a.file, h, h.Vars, func(k string) (int, string) { return vars[k].line, k }); err != nil {
-		return err
+		return a.setBy(err, vars)
 	}
 	if _, ok := vars["gpuprep_jump"]; ok {
 		return nil
@@ -413,7 +423,7 @@ func (a *aInv) applyVars(h *Host, vars map[string]aVar) error {
 				h.Jump = j
 				break
 			}
-			return &Error{File: a.file, Line: v.line, Field: k, Msg: fmt.Sprintf("host %q: ProxyCommand %q is not supported (gpuprep runs no command from an inventory; only a bastion's ssh -W %%h:%%p [-p PORT] [-l USER] [USER@]HOST is read, as ProxyJump HOST): use -o ProxyJump=BASTION or -J BASTION, or set gpuprep_jump", h.Name, command)}
+			return &Error{File: a.at(v), Line: v.line, Field: k, Msg: fmt.Sprintf("host %q: ProxyCommand %q is not supported (gpuprep runs no command from an inventory; only a bastion's ssh -W %%h:%%p [-p PORT] [-l USER] [USER@]HOST is read, as ProxyJump HOST): use -o ProxyJump=BASTION or -J BASTION, or set gpuprep_jump", h.Name, command)}
 		}
 		h.Jump = jump
 		break
@@ -697,15 +707,31 @@ func pySplitLines(s string) []string {
 	return out
 }
 
-func parseINI(file string, data []byte) (*Inventory, error) {
+func parseINI(file string, data []byte, vd *varsDirs) (*Inventory, error) {
 	a := newAInv(file, "ansible-ini")
+	a.vdirs = vd
+	if err := a.readINI(file, data); err != nil {
+		return nil, err
+	}
+	finishImplicit(a)
+	return a.resolve()
+}
+
+// readINI reads one INI inventory file into a (an inventory directory reads
+// several into one).
+func (a *aInv) readINI(file string, data []byte) error {
+	a.file = file
+	// A group is defined by a [g] or [g:children] section, or by an earlier
+	// file of the directory; [g:vars] or a child entry without one is an
+	// error, as in Ansible ("Section [g:vars] not valid for undefined
+	// group", "includes undefined group").
+	defined := map[string]bool{"all": true, "ungrouped": true}
+	for n := range a.groups {
+		defined[n] = true
+	}
 	a.group("all", 0)
 	a.group("ungrouped", 0)
 	section, kind := "ungrouped", "hosts"
-	// A group is defined by a [g] or [g:children] section; [g:vars] or a
-	// child entry without one is an error, as in Ansible ("Section [g:vars]
-	// not valid for undefined group", "includes undefined group").
-	defined := map[string]bool{"all": true, "ungrouped": true}
 	varsOnly := map[string]int{}
 	type childRef struct {
 		line   int
@@ -725,18 +751,18 @@ func parseINI(file string, data []byte) (*Inventory, error) {
 			// nothing but blanks and a # comment.
 			end := strings.IndexByte(t, ']')
 			if rest := strings.TrimSpace(t[end+1:]); end < 0 || rest != "" && rest[0] != '#' {
-				return nil, bad("section", fmt.Sprintf("%q: want [group], [group:vars] or [group:children]", t))
+				return bad("section", fmt.Sprintf("%q: want [group], [group:vars] or [group:children]", t))
 			}
 			name := t[1:end]
 			kind = "hosts"
 			if n, k, ok := strings.Cut(name, ":"); ok {
 				if k != "vars" && k != "children" {
-					return nil, bad("section", fmt.Sprintf("[%s]: unknown section type %q (want vars or children)", name, k))
+					return bad("section", fmt.Sprintf("[%s]: unknown section type %q (want vars or children)", name, k))
 				}
 				name, kind = n, k
 			}
 			if name == "" || strings.ContainsAny(name, " \t") {
-				return nil, bad("section", fmt.Sprintf("%q is not a group name", name))
+				return bad("section", fmt.Sprintf("%q is not a group name", name))
 			}
 			section = name
 			a.group(section, line)
@@ -751,12 +777,12 @@ func parseINI(file string, data []byte) (*Inventory, error) {
 		case "vars":
 			k, v, ok := strings.Cut(t, "=")
 			if !ok {
-				return nil, bad(section+":vars", fmt.Sprintf("%q: want key=value", t))
+				return bad(section+":vars", fmt.Sprintf("%q: want key=value", t))
 			}
 			// The text after = as written (no comment, no splitting), as
 			// Ansible's _parse_variable_definition takes it.
 			k = strings.TrimSpace(k)
-			a.groups[section].vars[k] = aVar{val: pyLiteral(strings.TrimSpace(v)), line: line}
+			a.groups[section].vars[k] = aVar{val: pyLiteral(strings.TrimSpace(v)), line: line, file: file}
 		case "children":
 			// As Ansible's groupname pattern: the name as written (no
 			// quotes or escapes), then blanks and a # comment at most.
@@ -765,11 +791,11 @@ func parseINI(file string, data []byte) (*Inventory, error) {
 				rest := strings.TrimLeft(t[i:], " \t")
 				name = t[:i]
 				if rest != "" && rest[0] != '#' {
-					return nil, bad(section+":children", fmt.Sprintf("%q: want one group name per line", t))
+					return bad(section+":children", fmt.Sprintf("%q: want one group name per line", t))
 				}
 			}
 			if strings.ContainsAny(name, ":]") {
-				return nil, bad(section+":children", fmt.Sprintf("%q is not a group name", name))
+				return bad(section+":children", fmt.Sprintf("%q is not a group name", name))
 			}
 			g := a.groups[section]
 			if !contains(g.children, name) {
@@ -781,7 +807,7 @@ func parseINI(file string, data []byte) (*Inventory, error) {
 		default:
 			f, err := splitFields(t, true)
 			if err != nil {
-				return nil, bad("host", err.Error())
+				return bad("host", err.Error())
 			}
 			if len(f) == 0 {
 				continue
@@ -791,12 +817,12 @@ func parseINI(file string, data []byte) (*Inventory, error) {
 				k, v, ok := strings.Cut(kv, "=")
 				if !ok || k == "" {
 					pat, _ := splitPatternPort(f[0])
-					return nil, bad("host", fmt.Sprintf("host %q: %q: want key=value", pat, kv))
+					return bad("host", fmt.Sprintf("host %q: %q: want key=value", pat, kv))
 				}
-				vars[k] = aVar{val: pyLiteral(v), line: line}
+				vars[k] = aVar{val: pyLiteral(v), line: line, file: file}
 			}
 			if err := a.addHosts(a.groups[section], f[0], line, "host", vars); err != nil {
-				return nil, err
+				return err
 			}
 		}
 	}
@@ -804,16 +830,15 @@ func parseINI(file string, data []byte) (*Inventory, error) {
 	// in the file, as in Ansible (being a child does not define a group).
 	for _, name := range slices.Sorted(maps.Keys(childAt)) {
 		if c := childAt[name]; !defined[name] {
-			return nil, &Error{File: file, Line: c.line, Field: c.parent + ".children", Msg: fmt.Sprintf("group %q is not defined (no [%s] or [%s:children] section)", name, name, name)}
+			return &Error{File: file, Line: c.line, Field: c.parent + ".children", Msg: fmt.Sprintf("group %q is not defined (no [%s] or [%s:children] section)", name, name, name)}
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(varsOnly)) {
 		if !defined[name] {
-			return nil, &Error{File: file, Line: varsOnly[name], Field: "section", Msg: fmt.Sprintf("[%s:vars]: group %q is not defined (no [%s] or [%s:children] section)", name, name, name, name)}
+			return &Error{File: file, Line: varsOnly[name], Field: "section", Msg: fmt.Sprintf("[%s:vars]: group %q is not defined (no [%s] or [%s:children] section)", name, name, name, name)}
 		}
 	}
-	finishImplicit(a)
-	return a.resolve()
+	return nil
 }
 
 // startsBracketedHost reports whether an INI line that starts with '[' is a
@@ -842,19 +867,29 @@ func finishImplicit(a *aInv) {
 	sort.Strings(all.children)
 }
 
-func parseAnsibleYAML(file string, m *yaml.Node) (*Inventory, error) {
+func parseAnsibleYAML(file string, m *yaml.Node, vd *varsDirs) (*Inventory, error) {
 	a := newAInv(file, "ansible-yaml")
+	a.vdirs = vd
+	if err := a.readYAML(file, m); err != nil {
+		return nil, err
+	}
+	finishImplicit(a)
+	return a.resolve()
+}
+
+// readYAML reads one YAML inventory (its top mapping, m) into a.
+func (a *aInv) readYAML(file string, m *yaml.Node) error {
+	a.file = file
 	a.group("all", m.Line)
 	for i := 0; i+1 < len(m.Content); i += 2 {
 		if err := a.yamlGroup(m.Content[i], m.Content[i+1]); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if a.groups["ungrouped"] == nil {
 		a.group("ungrouped", 0)
 	}
-	finishImplicit(a)
-	return a.resolve()
+	return nil
 }
 
 func (a *aInv) yamlGroup(k, v *yaml.Node) error {
@@ -978,7 +1013,10 @@ func (a *aInv) yamlVars(n *yaml.Node, field string) (map[string]aVar, error) {
 				val = p
 			}
 		}
-		out[k] = aVar{val: val, line: n.Content[i+1].Line}
+		out[k] = aVar{val: val, line: n.Content[i+1].Line, file: a.file}
+		if hasVaultTag(v, 0) { // encrypted: no value rather than its ciphertext
+			out[k] = aVar{line: n.Content[i+1].Line, file: a.file, vault: true}
+		}
 	}
 	return out, nil
 }

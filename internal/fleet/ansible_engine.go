@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 
 	"gopkg.in/yaml.v3"
 
@@ -30,20 +31,24 @@ type LoadOptions struct {
 	Runner host.Runner // runs ansible-inventory and ansible (nil: host.ExecRunner{})
 }
 
-// LoadWith reads an inventory as Load does, or where only Ansible can read
-// it, by `ansible-inventory -i FILE --list`, which does all of Ansible's own
-// work: group_vars/ and host_vars/ beside the inventory with Ansible's
-// precedence, inventory directories, executable inventory scripts,
-// inventory plugins (a YAML file with plugin:), and connection variables
-// holding a template, which ansible itself renders (renderTemplates).
+// LoadWith reads an inventory as Load does, with group_vars/ and host_vars/
+// beside it, or an inventory directory; or where only Ansible can read it,
+// by `ansible-inventory -i FILE --list`, which does all of Ansible's own
+// work: executable inventory scripts, inventory plugins (a YAML file with
+// plugin:), and connection variables holding a template, which ansible
+// itself renders (renderTemplates).
 //
 // Engine auto reads a static inventory file with gpuprep's own reader,
 // which ansible_oracle_test.go holds equal to ansible-inventory, and which
 // names the file and line of what it refuses; it hands the inventory to
-// ansible-inventory where it holds any of the above. Engine ansible always
-// does; engine gpuprep never does, and refuses what only Ansible reads
-// rather than contacting hosts at addresses Ansible would not use.
-// gpuprep's own inventory format is read by gpuprep.
+// ansible-inventory where that is installed and the inventory holds any of
+// the above, group_vars/ or host_vars/, or is a directory. Engine ansible
+// always does; engine gpuprep never does: it reads group_vars/, host_vars/
+// and directories itself (ansible_varsdirs.go, ansible_dir.go), says per
+// host which values it could not resolve (a template, a vault), and
+// refuses what only Ansible reads rather than contacting hosts at addresses
+// Ansible would not use. gpuprep's own inventory format is read by gpuprep.
+// Inventory.Note says which engine read it.
 func LoadWith(file string, o LoadOptions) (*Inventory, error) {
 	r := o.Runner
 	if r == nil {
@@ -57,29 +62,119 @@ func LoadWith(file string, o LoadOptions) (*Inventory, error) {
 	if err != nil {
 		return nil, err
 	}
-	if engine == EngineAnsible {
-		return loadByAnsible(context.Background(), r, file)
+	ansibleInstalled := sync.OnceValue(func() bool { return ansibleInstalled(r) }) // asked once
+	byAnsible := func(why string) (*Inventory, error) {
+		return noted(loadByAnsible(context.Background(), r, file))("read by ansible-inventory (" + why + ")")
 	}
-	why := needsAnsible(file, st)
-	if why == "" {
-		data, err := readBounded(file, maxInventoryFile)
+	if engine == EngineAnsible {
+		return byAnsible("--inventory-engine ansible")
+	}
+	if why := needsAnsible(file, st); why != "" {
+		if engine == EngineGpuprep || !ansibleInstalled() {
+			return nil, refuseOwn(file, why, engine)
+		}
+		return byAnsible(why)
+	}
+	return loadOwnElseAnsible(file, st, engine, ansibleInstalled, byAnsible)
+}
+
+// loadOwnElseAnsible reads an inventory that needs no inventory script or
+// plugin: with gpuprep's own reader, or under engine auto, where
+// ansible-inventory is installed, by it when the inventory has group_vars/,
+// host_vars/, is a directory, or holds a template.
+func loadOwnElseAnsible(file string, st os.FileInfo, engine string, installed func() bool, byAnsible func(string) (*Inventory, error)) (*Inventory, error) {
+	extra := ownExtras(file, st)
+	if extra != "" && engine == EngineAuto && installed() {
+		return byAnsible(extra)
+	}
+	inv, err := loadOwn(file, st)
+	if err != nil || inv.Format == "gpuprep" {
+		return inv, err
+	}
+	if inv.Format != "ansible-list" && engine == EngineAuto && anyTemplate(inv) && installed() {
+		return byAnsible("a template in a connection variable") // rendered by Ansible, as a play would see it
+	}
+	inv.Note = ownNote(inv, extra, engine)
+	return inv, nil
+}
+
+// noted sets the Note of an inventory read by ansible-inventory.
+func noted(inv *Inventory, err error) func(string) (*Inventory, error) {
+	return func(note string) (*Inventory, error) {
 		if err != nil {
 			return nil, err
 		}
-		inv, err := Parse(file, data)
-		if err != nil || inv.Format == "gpuprep" || inv.Format == "ansible-list" || engine == EngineGpuprep || !anyTemplate(inv) || !ansibleInstalled(r) {
-			return inv, err
-		}
-		why = "a template" // rendered by Ansible, as a play would see it
+		inv.Note = note
+		return inv, nil
 	}
-	if engine == EngineGpuprep || !ansibleInstalled(r) {
-		how := "is not installed (install ansible-core, or write the hosts in gpuprep's inventory format)"
-		if engine == EngineGpuprep {
-			how = "is not used (--inventory-engine gpuprep)"
-		}
-		return nil, &Error{File: file, Msg: why + ": gpuprep's own reader does not apply it, and ansible-inventory " + how + "; refusing rather than contacting hosts at addresses Ansible would not use"}
+}
+
+// refuseOwn is the error for what only Ansible reads, without Ansible.
+func refuseOwn(file, why, engine string) error {
+	how := "is not installed (install ansible-core, or write the hosts in gpuprep's inventory format)"
+	if engine == EngineGpuprep {
+		how = "is not used (--inventory-engine gpuprep)"
 	}
-	return loadByAnsible(context.Background(), r, file)
+	return &Error{File: file, Msg: why + ": gpuprep's own reader does not apply it, and ansible-inventory " + how + "; refusing rather than contacting hosts at addresses Ansible would not use"}
+}
+
+// loadOwn reads an inventory with gpuprep's own reader: a directory, or a
+// file with group_vars/ and host_vars/ beside it.
+func loadOwn(file string, st os.FileInfo) (*Inventory, error) {
+	if st.IsDir() {
+		return parseDir(file)
+	}
+	data, err := readBounded(file, maxInventoryFile)
+	if err != nil {
+		return nil, err
+	}
+	vd, err := openVarsDirs(filepath.Dir(file))
+	if err != nil {
+		return nil, err
+	}
+	return parseWith(file, data, vd)
+}
+
+// ownExtras says what of an inventory gpuprep's own reader reads beyond
+// one file ("" for nothing): an inventory directory, group_vars/ or
+// host_vars/ beside the file.
+func ownExtras(file string, st os.FileInfo) string {
+	base := filepath.Dir(file)
+	what := ""
+	if st.IsDir() {
+		base, what = file, "an inventory directory"
+	}
+	var dirs []string
+	for _, d := range []string{"group_vars", "host_vars"} {
+		if _, err := os.Stat(filepath.Join(base, d)); err == nil {
+			dirs = append(dirs, d+"/")
+		}
+	}
+	if len(dirs) > 0 {
+		beside := strings.Join(dirs, " and ") + " beside the inventory"
+		if what != "" {
+			beside = what + " with " + strings.Join(dirs, " and ")
+		}
+		what = beside
+	}
+	return what
+}
+
+// ownNote is the Note of an inventory gpuprep's own reader read.
+func ownNote(inv *Inventory, extra, engine string) string {
+	why := "ansible-inventory is not installed"
+	if engine == EngineGpuprep {
+		why = "--inventory-engine gpuprep"
+	}
+	switch {
+	case inv.Format == "ansible-list":
+		return "read by gpuprep's own reader (a saved ansible-inventory --list answer)"
+	case extra != "":
+		return "read by gpuprep's own reader (" + why + "), " + extra + " read with Ansible's rules and precedence"
+	case engine == EngineGpuprep:
+		return "read by gpuprep's own reader (--inventory-engine gpuprep)"
+	}
+	return "read by gpuprep's own reader"
 }
 
 // anyTemplate reports whether a host was left with a template to render.
@@ -94,33 +189,43 @@ func anyTemplate(inv *Inventory) bool {
 
 // ansibleInstalled reports whether ansible-inventory can be run.
 func ansibleInstalled(r host.Runner) bool {
-	if _, ok := r.(host.ExecRunner); !ok {
-		return true // a test's runner answers for it
-	}
 	_, err := r.Run(context.Background(), "ansible-inventory", "--version")
 	var ee *exec.Error
 	return !errors.As(err, &ee)
 }
 
-// needsAnsible says what in an inventory only Ansible's reader applies:
-// a directory, an executable file (Ansible's script plugin runs it, before
-// any other plugin reads it), an inventory plugin's configuration, or
-// group_vars/ or host_vars/ beside the file; "" when none.
+// needsAnsible says what in an inventory only Ansible's reader applies: an
+// executable file (Ansible's script plugin runs it, before any other plugin
+// reads it) or an inventory plugin's configuration, given or in the
+// inventory directory; "" when none.
 func needsAnsible(file string, st os.FileInfo) string {
-	if st.IsDir() {
-		return "an inventory directory"
+	if !st.IsDir() {
+		return onlyAnsible(file, st)
 	}
-	if st.Mode().IsRegular() && st.Mode().Perm()&0o111 != 0 {
+	files, err := inventoryDirFiles(file)
+	if err != nil {
+		return "" // gpuprep's reader says what is wrong with it
+	}
+	for _, f := range files {
+		if fi, err := os.Stat(f); err == nil {
+			if why := onlyAnsible(f, fi); why != "" {
+				return why + " in the inventory directory: " + f
+			}
+		}
+	}
+	return ""
+}
+
+// onlyAnsible says why Ansible alone reads one inventory file.
+func onlyAnsible(file string, st os.FileInfo) string {
+	if !st.Mode().IsRegular() {
+		return "" // a pipe is read once, by the reader
+	}
+	if st.Mode().Perm()&0o111 != 0 {
 		return "an executable inventory (Ansible runs it as an inventory script)"
 	}
 	if p := pluginConfig(file); p != "" {
 		return "an inventory plugin's configuration (plugin: " + p + ")"
-	}
-	base := filepath.Dir(file)
-	for _, d := range []string{"group_vars", "host_vars"} {
-		if st, err := os.Stat(filepath.Join(base, d)); err == nil && st.IsDir() {
-			return d + "/ beside the inventory"
-		}
 	}
 	return ""
 }
@@ -213,12 +318,7 @@ func fromList(ctx context.Context, r host.Runner, file string, out []byte, forma
 			}
 		}
 		sort.Strings(h.Groups)
-		vars := map[string]aVar{}
-		for k, raw := range meta.Hostvars[name] {
-			v := jsonScalar(raw)
-			h.Vars[k] = v
-			vars[k] = aVar{val: v}
-		}
+		vars := listVars(h, meta.Hostvars[name])
 		inv.Hosts = append(inv.Hosts, h)
 		inv.vars = append(inv.vars, vars)
 	}
@@ -329,4 +429,31 @@ func jsonScalar(raw json.RawMessage) string {
 		return b.String()
 	}
 	return string(raw)
+}
+
+// listVars are a host's variables in a --list answer, each also in
+// h.Vars as "{{ var }}" renders it; a !vault value is none.
+func listVars(h *Host, hostvars map[string]json.RawMessage) map[string]aVar {
+	vars := map[string]aVar{}
+	for k, raw := range hostvars {
+		if isVaultJSON(raw) { // {"__ansible_vault": …}: encrypted, no value
+			vars[k] = aVar{vault: true}
+			continue
+		}
+		v := jsonScalar(raw)
+		h.Vars[k] = v
+		vars[k] = aVar{val: v}
+	}
+	return vars
+}
+
+// isVaultJSON reports whether a --list value is a !vault value, as
+// ansible-inventory writes one it has not decrypted.
+func isVaultJSON(raw json.RawMessage) bool {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(raw, &m) != nil || len(m) != 1 {
+		return false
+	}
+	_, ok := m["__ansible_vault"]
+	return ok
 }

@@ -46,8 +46,8 @@ func writeTree(t *testing.T, files map[string]string) string {
 // precedence (the ini's [gpu:vars] is below group_vars/all, which is below
 // group_vars/gpu.yml, which is below host_vars/), and a templated
 // ansible_host rendered by Ansible: the addresses, ports and users Ansible
-// itself would use. gpuprep's own reader refuses the same inventory rather
-// than contacting node2 at its name with the wrong user.
+// itself would use. gpuprep's own reader gives node2 the same, and says
+// node1's template is what it cannot render.
 func TestAnsibleEngineGroupAndHostVars(t *testing.T) {
 	ansibleEnv(t)
 	dir := writeTree(t, map[string]string{
@@ -70,9 +70,18 @@ func TestAnsibleEngineGroupAndHostVars(t *testing.T) {
 	require.Equal(t, "10.0.0.2", h["node2"].Address)
 	require.Equal(t, "root", h["node2"].User)
 	require.Empty(t, h["node1"].Problem)
+	require.Equal(t, "read by ansible-inventory (--inventory-engine ansible)", inv.Note)
 
-	_, err = LoadWith(file, LoadOptions{Engine: EngineGpuprep})
-	require.ErrorContains(t, err, "group_vars/ beside the inventory: gpuprep's own reader does not apply it")
+	inv, err = LoadWith(file, LoadOptions{Engine: EngineGpuprep})
+	require.NoError(t, err)
+	require.Equal(t, "read by gpuprep's own reader (--inventory-engine gpuprep), group_vars/ and host_vars/ beside the inventory read with Ansible's rules and precedence", inv.Note)
+	h = byName(t, inv)
+	require.Equal(t, "10.0.0.2", h["node2"].Address)
+	require.Equal(t, 2222, h["node2"].Port)
+	require.Equal(t, "root", h["node2"].User)
+	require.Equal(t, "vm-passthrough", h["node2"].Mode)
+	require.Empty(t, h["node2"].Problem)
+	require.Contains(t, h["node1"].Problem, `hosts.ini:2: ansible_host: host "node1": "{{ inventory_hostname }}.mgmt" is a template`)
 }
 
 // An inventory directory (Ansible merges its files and passes over *.ini
@@ -101,7 +110,18 @@ func TestAnsibleEngineDirectoryJSONAndScript(t *testing.T) {
 	require.Equal(t, []string{"cpu"}, h["s1"].Groups)
 
 	_, err = LoadWith(filepath.Join(dir, "inv"), LoadOptions{Engine: EngineGpuprep})
-	require.ErrorContains(t, err, "an inventory directory: gpuprep's own reader does not apply it")
+	require.ErrorContains(t, err, "an executable inventory (Ansible runs it as an inventory script) in the inventory directory: "+filepath.Join(dir, "inv", "30-script")+": gpuprep's own reader does not apply it")
+
+	// Without the script, gpuprep's own reader reads the directory as
+	// Ansible does: skip.ini passed over.
+	require.NoError(t, os.Remove(filepath.Join(dir, "inv", "30-script")))
+	inv, err = LoadWith(filepath.Join(dir, "inv"), LoadOptions{Engine: EngineGpuprep})
+	require.NoError(t, err)
+	require.Equal(t, "ansible-dir", inv.Format)
+	h = byName(t, inv)
+	require.Len(t, h, 2)
+	require.Equal(t, "192.0.2.1", h["a1"].Address)
+	require.Equal(t, 2200, h["a2"].Port)
 }
 
 // A host's own problem stays its own: a key file that is not there, a

@@ -70,9 +70,12 @@ func joinHostPort(h string, p int) string {
 // Inventory is a parsed inventory file.
 type Inventory struct {
 	File   string
-	Format string // gpuprep, ansible-ini, ansible-yaml, ansible-inventory (read by it)
-	Hosts  []*Host
-	vars   []map[string]aVar // while loading by ansible-inventory: each host's variables
+	Format string // gpuprep, ansible-ini, ansible-yaml, ansible-dir, ansible-list, ansible-inventory (read by it)
+	// Note says which reader read an Ansible inventory, and what it
+	// applied, for stderr ("" for gpuprep's own format).
+	Note  string
+	Hosts []*Host
+	vars  []map[string]aVar // while loading by ansible-inventory: each host's variables
 }
 
 // Error is an inventory error naming the file, line and field.
@@ -109,7 +112,15 @@ func Load(file string) (*Inventory, error) {
 }
 
 // Parse parses inventory data read from file (the name is used in errors).
+// group_vars/ and host_vars/ beside the file are not read (LoadWith reads
+// them).
 func Parse(file string, data []byte) (*Inventory, error) {
+	return parseWith(file, data, nil)
+}
+
+// parseWith is Parse, an Ansible inventory's hosts taking the variables of
+// vd (group_vars/ and host_vars/; nil: none) as Ansible applies them.
+func parseWith(file string, data []byte, vd *varsDirs) (*Inventory, error) {
 	var inv *Inventory
 	var err error
 	var doc yaml.Node
@@ -118,21 +129,27 @@ func Parse(file string, data []byte) (*Inventory, error) {
 	case strings.EqualFold(path.Ext(file), ".ini"):
 		// Named INI: read as INI even where the text also reads as YAML
 		// (h1 x="a: b" is a YAML mapping), as Ansible's ini plugin does.
-		inv, err = parseINI(file, data)
+		inv, err = parseINI(file, data, vd)
 	case yerr == nil && len(doc.Content) == 1 && isSavedList(doc.Content[0]):
 		return parseSavedList(file, data) // its hosts' problems are their own
 	case yerr == nil && len(doc.Content) == 1 && doc.Content[0].Kind == yaml.MappingNode && isGpuprep(doc.Content[0]):
 		inv, err = parseOwn(file, doc.Content[0])
 	case yerr == nil && len(doc.Content) == 1 && doc.Content[0].Kind == yaml.MappingNode:
-		inv, err = parseAnsibleYAML(file, doc.Content[0])
+		inv, err = parseAnsibleYAML(file, doc.Content[0], vd)
 	case looksYAML(file, data):
 		return nil, notYAMLInventory(file, data, &doc, yerr)
 	default:
-		inv, err = parseINI(file, data)
+		inv, err = parseINI(file, data, vd)
 	}
 	if err != nil {
 		return nil, err
 	}
+	return checkParsed(file, inv)
+}
+
+// checkParsed checks the hosts an inventory was read as: some, each a host
+// gpuprep can name, and in gpuprep's format each once.
+func checkParsed(file string, inv *Inventory) (*Inventory, error) {
 	if len(inv.Hosts) == 0 {
 		return nil, &Error{File: file, Msg: "no hosts"}
 	}
@@ -638,8 +655,10 @@ func varsMap(file string, v *yaml.Node, field string) (map[string]string, map[st
 		k, val := v.Content[i], v.Content[i+1]
 		lines[k.Value] = val.Line
 		if val.Kind != yaml.ScalarNode {
-			// Structured variables are kept as their YAML text; gpuprep reads only scalars.
-			b, _ := yaml.Marshal(val)
+			// Structured variables are kept as their YAML text; gpuprep
+			// reads only scalars. Merge keys and aliases in it are
+			// resolved first, as PyYAML reads them.
+			b, _ := yaml.Marshal(resolvedYAML(val))
 			out[k.Value] = strings.TrimSpace(string(b))
 			continue
 		}
@@ -650,4 +669,33 @@ func varsMap(file string, v *yaml.Node, field string) (map[string]string, map[st
 		out[k.Value] = val.Value
 	}
 	return out, lines, nil
+}
+
+// resolvedYAML is n, or where it holds a merge key (<<) or an alias, the
+// data it reads as (merges applied, aliases followed), for its text.
+func resolvedYAML(n *yaml.Node) any {
+	if !yamlIndirect(n, 0) {
+		return n
+	}
+	var v any
+	if err := n.Decode(&v); err != nil {
+		return n
+	}
+	return v
+}
+
+// yamlIndirect reports whether n holds a merge key or an alias.
+func yamlIndirect(n *yaml.Node, depth int) bool {
+	if n == nil || depth > 64 || n.Kind == yaml.AliasNode {
+		return n != nil
+	}
+	for i, c := range n.Content {
+		if n.Kind == yaml.MappingNode && i%2 == 0 && c.Kind == yaml.ScalarNode && c.Value == "<<" && c.Tag == "!!merge" {
+			return true
+		}
+		if yamlIndirect(c, depth+1) {
+			return true
+		}
+	}
+	return false
 }
