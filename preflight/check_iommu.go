@@ -832,6 +832,9 @@ func checkIOMMUGroups(e *Env) []Finding {
 			f.Status = Pass
 			f.Message = fmt.Sprintf("IOMMU group %s: %s", v.Group, members(v))
 		}
+		if v.Group != "" {
+			acsOverrideEvidence(e, g, &f)
+		}
 		out = append(out, f)
 	}
 	if len(e.GPUs) == 0 {
