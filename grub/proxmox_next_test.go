@@ -58,7 +58,7 @@ func TestProxmoxNextKernelSystemdBoot(t *testing.T) {
 		"hostile pin":                 {map[string]string{ProxmoxPin: "../../etc/shadow\n"}, "", "", "is not a kernel release"},
 		"LoaderEntryOneShot first":    {map[string]string{loaderEFIVar("LoaderEntryOneShot"): utf16Var("proxmox-6.5.13-6-pve.conf")}, "6.5.13-6-pve", "EFI variable LoaderEntryOneShot", ""},
 		"EFI default not among ours":  {map[string]string{loaderEFIVar("LoaderEntryDefault"): utf16Var("memtest86+.conf")}, "", "", `LoaderEntryDefault "memtest86+.conf" names no entry`},
-		"no kernel with an initrd":    {map[string]string{"/boot/initrd.img-6.8.12-4-pve": "", "/boot/initrd.img-6.8.12-9-pve": "", "/boot/initrd.img-6.5.13-6-pve": ""}, "", "", "no /boot/vmlinuz-KVER with its /boot/initrd.img-KVER"},
+		"no kernel with an initrd":    {map[string]string{"/boot/initrd.img-6.8.12-2-pve": "", "/boot/initrd.img-6.8.12-4-pve": "", "/boot/initrd.img-6.8.12-9-pve": "", "/boot/initrd.img-6.5.13-6-pve": ""}, "", "", "no /boot/vmlinuz-KVER with its /boot/initrd.img-KVER"},
 		"a mounted ESP's loader.conf": {map[string]string{proxmoxESPMounts + "/5A1E-9C3B/loader/loader.conf": "timeout 3\ndefault proxmox-6.8.12-4-pve.conf\n", proxmoxESPMounts + "/5A1E-9C3B/loader/entries/proxmox-6.8.12-4-pve.conf": pveEntry("6.8.12-4-pve"), proxmoxESPMounts + "/5A1E-9C3B/loader/entries/proxmox-6.8.12-9-pve.conf": pveEntry("6.8.12-9-pve"), proxmoxESPMounts + "/5A1E-9C3B/EFI/proxmox/6.8.12-4-pve/initrd.img-6.8.12-4-pve": "image"}, "6.8.12-4-pve", "/var/tmp/espmounts/5A1E-9C3B/loader/loader.conf default", ""},
 	} {
 		t.Run(name, func(t *testing.T) {

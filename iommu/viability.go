@@ -206,3 +206,17 @@ func multifunction(cfg []byte, inv *pci.Inventory, p *pci.Device) bool {
 	}
 	return false
 }
+
+// PortGaps are the ports above d that do not isolate it by their own ACS
+// (portIsolation's reasons; none where every port does): where the kernel
+// still gives d a group of its own, a kernel quirk or an ACS override
+// stands in for them.
+func PortGaps(root *host.Root, inv *pci.Inventory, d *pci.Device) []string {
+	var out []string
+	for _, p := range inv.Upstream(d) {
+		if why := portIsolation(root, inv, p); why != "" {
+			out = append(out, why)
+		}
+	}
+	return out
+}

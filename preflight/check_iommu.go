@@ -135,11 +135,17 @@ func checkIOMMUKernel(e *Env) []Finding {
 	if src != nil {
 		configured = src.Args()
 	}
+	why := onByDefault(e, vendor)
 	switch {
 	case allSatisfied(e.Cmdline, want) && len(off) == 0:
 		// The kernel got the arguments and still has no IOMMU: another
 		// reboot changes nothing.
 		f.Message += "; the running kernel already has " + argList(want)
+		f.Remedy = kernelWithoutIOMMU(e, vendor)
+	case why != "" && len(off) == 0:
+		// nothing turned it off, and no argument turns it on: a reboot
+		// with the arguments changes nothing either
+		f.Message += "; nothing on the running kernel's command line turns it off: " + why
 		f.Remedy = kernelWithoutIOMMU(e, vendor)
 	case srcErr != nil:
 		f.Remedy = unreadOf(srcErr).fix + " (see iommu.cmdline), then set the IOMMU kernel arguments and reboot"
@@ -831,6 +837,9 @@ func checkIOMMUGroups(e *Env) []Finding {
 		default:
 			f.Status = Pass
 			f.Message = fmt.Sprintf("IOMMU group %s: %s", v.Group, members(v))
+		}
+		if v.Group != "" {
+			acsOverrideEvidence(e, g, &f)
 		}
 		out = append(out, f)
 	}

@@ -47,6 +47,7 @@ func checkNodeLabel(e *Env) []Finding {
 			f.FixCommand = ""
 		}
 	}
+	labelAfterRegistration(e, file, mode, &f)
 	out := []Finding{f}
 	for _, m := range Modes {
 		if m != mode {

@@ -61,8 +61,8 @@ func All() []Check {
 		{ID: "iommu.groups", Title: "Each GPU's IOMMU group can be passed through whole", Modes: []Mode{VMPassthrough}, Run: checkIOMMUGroups,
 			ChangedBy: []string{stepKernelArgs, stepReboot}, Beyond: BeyondUnlessReboot,
 			Doc: Doc{
-				Verifies: "per GPU: its IOMMU group can be given to a VM whole. Bridges and the GPU's own functions (audio, USB, UCSI) are fine; another selected GPU is a warn (same VM); any other endpoint is a fail that names it, and gpuprep reads the ACS capability (PCIe extended capability `0x000D`) of every port above the GPU to name the one that does not isolate it (or the PCIe-to-PCI bridge that makes devices share a requester ID). The remedy suggests selecting the other endpoints too only where `vfio bind` takes them (another GPU); where they are the host's storage, network or USB controllers it says to give the GPU a group of its own (a CPU root port with ACS, or ACS in the BIOS).",
-				Reads:    "`/sys/kernel/iommu_groups/*/devices`, each device's PCI config space under `/sys/bus/pci/devices`.",
+				Verifies: "per GPU: its IOMMU group can be given to a VM whole. Bridges and the GPU's own functions (audio, USB, UCSI) are fine; another selected GPU is a warn (same VM); any other endpoint is a fail that names it, and gpuprep reads the ACS capability (PCIe extended capability `0x000D`) of every port above the GPU to name the one that does not isolate it (or the PCIe-to-PCI bridge that makes devices share a requester ID). The remedy suggests selecting the other endpoints too only where `vfio bind` takes them (another GPU); where they are the host's storage, network or USB controllers it says to give the GPU a group of its own (a CPU root port with ACS, or ACS in the BIOS). A group of its own on a kernel booted with `pcie_acs_override=` (the ACS override patch of Proxmox VE's kernel), below a port with no ACS of its own, is a warn: the group may be the override's, not the hardware's.",
+				Reads:    "`/sys/kernel/iommu_groups/*/devices`, each device's PCI config space under `/sys/bus/pci/devices`, `/proc/cmdline` (`pcie_acs_override=`), the kernel log where readable.",
 				Matters:  "VFIO gives a VM whole IOMMU groups only: a GPU sharing its group with the host's devices cannot be passed through.",
 			}},
 		{ID: "driver.nouveau", Title: "nouveau does not hold the GPUs", Modes: Modes, Run: checkNouveau,
@@ -114,8 +114,8 @@ func All() []Check {
 		{ID: "node.label", Title: "Workload label configured for the kubelet", Modes: Modes, Run: checkNodeLabel,
 			ChangedBy: []string{stepLabel},
 			Doc: Doc{
-				Verifies: "the `nvidia.com/gpu.workload.config` label configured for the kubelet (`--node-labels`), if any, matches the mode and the host's real state (GPUs on a VFIO driver for `vm-passthrough`, a vGPU manager for `vm-vgpu`, neither for `container`), or a fail that says what disagrees; an invalid value is a fail (the operator would silently treat it as `container`); no label yet is not a blocker.",
-				Reads:    "the kubelet's systemd unit, its drop-ins and the environment files they name (`/etc/default/kubelet`, `/var/lib/kubelet/kubeadm-flags.env`, …), as the kubelet reads its flags.",
+				Verifies: "the `nvidia.com/gpu.workload.config` label configured for the kubelet (`--node-labels`), if any, matches the mode and the host's real state (GPUs on a VFIO driver for `vm-passthrough`, a vGPU manager for `vm-vgpu`, neither for `container`), or a fail that says what disagrees; an invalid value is a fail (the operator would silently treat it as `container`); no label yet is not a blocker. A label put into the kubelet's files after the kubelet registered the Node (its first client certificate in `/var/lib/kubelet/pki`, or `/etc/kubernetes/kubelet.conf`) is a warn unless gpuprep label set it on the Node since: the kubelet applies `--node-labels` only when it creates the Node.",
+				Reads:    "the kubelet's systemd unit, its drop-ins and the environment files they name (`/etc/default/kubelet`, `/var/lib/kubelet/kubeadm-flags.env`, …), as the kubelet reads its flags; `/var/lib/kubelet/pki`, `/etc/kubernetes/kubelet.conf`, gpuprep's journal.",
 				Matters:  "the GPU Operator chooses what to deploy on a node from this label.",
 			},
 			Remedies: []string{"gpuprep label --mode MODE (or --before-join)"}},

@@ -29,7 +29,8 @@ const (
 // that prints it: arch/arm64/kvm/arm.c (kvm_info prefixes "kvm [PID]: ")
 // arch/arm64/kernel/smp.c (hyp_mode_check) and the GICv3 ITS probe
 // (drivers/irqchip/irq-gic-v3-its.c: "ITS %pR", "ITS@%pa: …").
-var logKeep = []string{"kvm [", "CPU: All CPU(s) started at", "CPU: CPUs started in inconsistent modes", "ITS [mem ", "ITS@0x"}
+// The ACS override patch's warning (acsOverrideLog) is kept too.
+var logKeep = []string{"kvm [", "CPU: All CPU(s) started at", "CPU: CPUs started in inconsistent modes", "ITS [mem ", "ITS@0x", acsOverrideLog}
 
 // liveKernelLog reads the kernel log, and only on the running system: a
 // root that is not / (a snapshot, a mounted disk) has no log of its own,
