@@ -8,6 +8,7 @@ import (
 
 	"github.com/gpuprep/gpuprep/internal/initramfs"
 	"github.com/gpuprep/gpuprep/internal/kargs"
+	"github.com/gpuprep/gpuprep/internal/kernelrelease"
 	"github.com/gpuprep/gpuprep/internal/pci"
 	"github.com/gpuprep/gpuprep/internal/plural"
 	"github.com/gpuprep/gpuprep/internal/snapshot"
@@ -210,8 +211,9 @@ func moduleState(builtin, dep, mod string) string {
 func checkVFIOModules(e *Env) []Finding {
 	k := e.Host.Kernel
 	if k == "" {
+		_, why := kernelrelease.Running(e.Root)
 		return []Finding{{Status: Error, Subject: "/proc/sys/kernel/osrelease",
-			Message: "the running kernel's release is unknown (/proc/sys/kernel/osrelease not readable): gpuprep cannot tell which /lib/modules/RELEASE holds its modules, so whether vfio-pci can be loaded is unknown",
+			Message: fmt.Sprintf("the running kernel's release is unknown (%v): gpuprep cannot tell which /lib/modules/RELEASE holds its modules, so whether vfio-pci can be loaded is unknown", why),
 			Remedy:  "run gpuprep on the node itself, or give --root a root that holds /proc/sys/kernel/osrelease and the running kernel's /lib/modules/RELEASE"}}
 	}
 	base := "/lib/modules/" + k
