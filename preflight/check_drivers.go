@@ -1,6 +1,7 @@
 package preflight
 
 import (
+	"errors"
 	"fmt"
 	"regexp"
 	"strings"
@@ -211,9 +212,13 @@ func moduleState(builtin, dep, mod string) string {
 func checkVFIOModules(e *Env) []Finding {
 	k := e.Host.Kernel
 	if k == "" {
-		_, why := kernelrelease.Running(e.Root)
+		what := "/proc/sys/kernel/osrelease not readable"
+		var refused *kernelrelease.RefusedError
+		if _, err := kernelrelease.Running(e.Root); errors.As(err, &refused) {
+			what = "/proc/sys/kernel/osrelease: " + refused.Error()
+		}
 		return []Finding{{Status: Error, Subject: "/proc/sys/kernel/osrelease",
-			Message: fmt.Sprintf("the running kernel's release is unknown (%v): gpuprep cannot tell which /lib/modules/RELEASE holds its modules, so whether vfio-pci can be loaded is unknown", why),
+			Message: fmt.Sprintf("the running kernel's release is unknown (%s): gpuprep cannot tell which /lib/modules/RELEASE holds its modules, so whether vfio-pci can be loaded is unknown", what),
 			Remedy:  "run gpuprep on the node itself, or give --root a root that holds /proc/sys/kernel/osrelease and the running kernel's /lib/modules/RELEASE"}}
 	}
 	base := "/lib/modules/" + k

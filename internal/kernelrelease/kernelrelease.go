@@ -42,9 +42,16 @@ func Check(name string) error {
 		}
 	}
 	if why != "" {
-		return fmt.Errorf("kernel release %q refused: %s (gpuprep makes paths such as /lib/modules/RELEASE of it)", name, why)
+		return &RefusedError{name, why}
 	}
 	return nil
+}
+
+// RefusedError is Check's error: the name and why it is no release.
+type RefusedError struct{ Name, Why string }
+
+func (e *RefusedError) Error() string {
+	return fmt.Sprintf("kernel release %q refused: %s (gpuprep makes paths such as /lib/modules/RELEASE of it)", e.Name, e.Why)
 }
 
 // Running is the running kernel's release as root's OSRelease holds it, ""
