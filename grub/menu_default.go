@@ -81,14 +81,24 @@ func grubMenuKernel(root *host.Root, kind string) NextKernel {
 		from += " from " + dir + "/grubenv"
 	}
 	from += ")"
-	k := kernelOfImage(root, it.linux)
-	if k == "" {
-		return NextKernel{Missing: fmt.Sprintf("%s: its linux line names %q, whose kernel release is not in its name", from, it.linux)}
-	}
-	if err := kernelrelease.Check(k); err != nil {
-		return NextKernel{Missing: fmt.Sprintf("%s: its linux line %q: %v", from, it.linux, err)}
+	k, missing := menuRelease(root, it)
+	if missing != "" {
+		return NextKernel{Missing: from + ": " + missing}
 	}
 	return NextKernel{Release: k, Initrd: bootPath(root, it.initrd), From: from}
+}
+
+// menuRelease is the kernel release of a menu entry's linux line, or what
+// is missing: a release in its name, or one kernelrelease.Check accepts.
+func menuRelease(root *host.Root, it *menuItem) (string, string) {
+	k := kernelOfImage(root, it.linux)
+	if k == "" {
+		return "", fmt.Sprintf("its linux line names %q, whose kernel release is not in its name", it.linux)
+	}
+	if err := kernelrelease.Check(k); err != nil {
+		return "", fmt.Sprintf("its linux line %q: %v", it.linux, err)
+	}
+	return k, ""
 }
 
 // maxMenu bounds a grub.cfg read: one with many kernels and os-prober's
