@@ -35,6 +35,10 @@ type menuItem struct {
 	line          int
 	sub           []*menuItem // for a submenu
 	isSub         bool
+	// fail is the boot after a failed initrdless one (initrdfail.go), and
+	// branch, while parsing, which of its branches the lines are in.
+	fail   *initrdfailBranch
+	branch byte
 }
 
 // grubMenuKernel reads the GRUB menu and grubenv beside it.
@@ -81,22 +85,24 @@ func grubMenuKernel(root *host.Root, kind string) NextKernel {
 		from += " from " + dir + "/grubenv"
 	}
 	from += ")"
-	k, missing := menuRelease(root, it)
+	linux, initrd, note := it.bootOf(env, dir+"/grubenv")
+	from += note
+	k, missing := menuRelease(root, linux)
 	if missing != "" {
 		return NextKernel{Missing: from + ": " + missing}
 	}
-	return NextKernel{Release: k, Initrd: bootPath(root, it.initrd), From: from}
+	return NextKernel{Release: k, Initrd: bootPath(root, initrd), From: from}
 }
 
 // menuRelease is the kernel release of a menu entry's linux line, or what
 // is missing: a release in its name, or one kernelrelease.Check accepts.
-func menuRelease(root *host.Root, it *menuItem) (string, string) {
-	k := kernelOfImage(root, it.linux)
+func menuRelease(root *host.Root, linux string) (string, string) {
+	k := kernelOfImage(root, linux)
 	if k == "" {
-		return "", fmt.Sprintf("its linux line names %q, whose kernel release is not in its name", it.linux)
+		return "", fmt.Sprintf("its linux line names %q, whose kernel release is not in its name", linux)
 	}
 	if err := kernelrelease.Check(k); err != nil {
-		return "", fmt.Sprintf("its linux line %q: %v", it.linux, err)
+		return "", fmt.Sprintf("its linux line %q: %v", linux, err)
 	}
 	return k, ""
 }
@@ -192,13 +198,8 @@ func parseMenu(data []byte) ([]*menuItem, []string, error) {
 		if !inMenu && len(w) >= 2 && w[0] == "set" && strings.HasPrefix(w[1], "default=") {
 			defs = append(defs, strings.TrimPrefix(w[1], "default="))
 		}
-		if inMenu && !cur.isSub && len(w) >= 2 {
-			switch w[0] {
-			case "linux", "linuxefi", "linux16":
-				cur.linux = w[1]
-			case "initrd", "initrdefi", "initrd16":
-				cur.initrd = w[len(w)-1] // the microcode images come first
-			}
+		if inMenu && !cur.isSub && !cur.initrdfailLine(l) && len(w) >= 2 {
+			cur.bootLine(w)
 		}
 	}
 	if len(stack) != 0 {
