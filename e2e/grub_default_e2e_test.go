@@ -1,8 +1,11 @@
 //go:build e2e
 
 // Which kernel the next boot gets, for each GRUB_DEFAULT form, from a grub.cfg that the real grub-mkconfig
-// (Debian bookworm's grub2-common, in the debootstrap root TestGrubMkconfig caches) generated and a grubenv
-// that the real grub-editenv wrote, read back by gpuprep (grub.FindNextKernel: the menu and grubenv).
+// (Debian bookworm's grub2-common, in a debootstrap root with grub-emu, cached as grub-emu-base) generated and
+// a grubenv that the real grub-editenv wrote, read back by gpuprep (grub.FindNextKernel: the menu and
+// grubenv) and booted by real GRUB: grub-emu (GRUB 2.06 in user space, its normal.mod's menu code) runs the
+// generated grub.cfg and prints "Booting `TITLE'" and the entry's "Loading Linux RELEASE ..." before its
+// linux command (which grub-emu 2.06 lacks) fails. GRUB_TIMEOUT=0 makes it boot the default at once.
 //
 //	go test -tags e2e ./e2e -run TestGrubMkconfigDefault -count=1 -v
 //
@@ -14,6 +17,8 @@
 package e2e
 
 import (
+	"bufio"
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,6 +26,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/gpuprep/gpuprep/grub"
 	"github.com/gpuprep/gpuprep/internal/host"
@@ -44,6 +50,9 @@ func TestGrubMkconfigDefault(t *testing.T) {
 		{name: "submenu index", def: `"1>2"`, want: middle}, // 1>0 newest, 1>1 its recovery, 1>2 the next kernel
 		{name: "submenu index past the end", def: `"1>9"`, want: newest},
 		{name: "top index past the end", def: `"7>2"`, want: newest},
+		{name: "plain entry, then more", def: `"0>2"`, want: newest},   // a plain entry boots whatever follows
+		{name: "hex and trailing bytes", def: `"1>0x2"`, want: middle}, // grub_strtoul, base 0
+		{name: "digits then other bytes", def: `"1>4 or so"`, want: oldest},
 		{name: "title", def: `"Advanced options for Debian GNU/Linux>Debian GNU/Linux, with Linux ` + oldest + `"`, want: oldest},
 		{name: "ids", def: `"` + sub + ">" + entryID(middle) + `"`, want: middle},
 		{name: "id of a removed kernel", def: `"` + sub + ">" + entryID("6.1.0-5-amd64") + `"`, want: newest},
@@ -54,7 +63,7 @@ func TestGrubMkconfigDefault(t *testing.T) {
 		{name: "savedefault", def: "saved", savedefault: true, env: []string{"saved_entry=" + sub + ">" + entryID(middle)}, want: middle},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			defaults := "GRUB_DEFAULT=" + c.def + "\nGRUB_TIMEOUT=5\nGRUB_DISTRIBUTOR=Debian\nGRUB_CMDLINE_LINUX_DEFAULT=\"quiet\"\nGRUB_CMDLINE_LINUX=\"\"\n"
+			defaults := "GRUB_DEFAULT=" + c.def + "\nGRUB_TIMEOUT=0\nGRUB_TERMINAL=console\nGRUB_DISTRIBUTOR=Debian\nGRUB_CMDLINE_LINUX_DEFAULT=\"quiet\"\nGRUB_CMDLINE_LINUX=\"\"\n"
 			if c.savedefault {
 				defaults += "GRUB_SAVEDEFAULT=true\n"
 			}
@@ -79,8 +88,13 @@ func TestGrubMkconfigDefault(t *testing.T) {
 			}
 			nk := grub.FindNextKernel(root)
 			t.Logf("GRUB_DEFAULT=%s %v: %s (%s%s)", c.def, c.env, nk.Release, nk.From, nk.Missing)
-			if nk.Release != c.want {
-				t.Errorf("gpuprep reads the next kernel as %q (%s%s); GRUB boots %s", nk.Release, nk.From, nk.Missing, c.want)
+			booted := grubEmuBoots(t, scratch)
+			t.Logf("grub-emu boots %s", booted)
+			if booted != c.want {
+				t.Errorf("GRUB boots %s where its manual and source say %s", booted, c.want)
+			}
+			if nk.Release != booted {
+				t.Errorf("gpuprep reads the next kernel as %q (%s%s); GRUB boots %s", nk.Release, nk.From, nk.Missing, booted)
 			}
 		})
 	}
@@ -93,14 +107,14 @@ func grubDefaultRoot(t *testing.T) string {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root (chroot, mounts)")
 	}
-	base := filepath.Join(tb.workDir, "grub-base")
-	if _, err := os.Stat(filepath.Join(base, "usr/sbin/grub-mkconfig")); err != nil {
+	base := filepath.Join(tb.workDir, "grub-emu-base")
+	if _, err := os.Stat(filepath.Join(base, "usr/bin/grub-emu")); err != nil {
 		if _, err := exec.LookPath("debootstrap"); err != nil {
 			t.Skip("debootstrap is not installed (apt-get install debootstrap)")
 		}
 		tmp := base + ".tmp"
 		_ = os.RemoveAll(tmp)
-		grubRunCmd(t, "debootstrap", "--variant=minbase", "--include=grub2-common,grub-pc-bin", "bookworm", tmp, debianMirror)
+		grubRunCmd(t, "debootstrap", "--variant=minbase", "--include=grub2-common,grub-pc-bin,grub-emu", "bookworm", tmp, debianMirror)
 		if err := os.Rename(tmp, base); err != nil {
 			t.Fatal(err)
 		}
@@ -108,9 +122,14 @@ func grubDefaultRoot(t *testing.T) string {
 	scratch := filepath.Join(t.TempDir(), "root")
 	grubRunCmd(t, "cp", "-a", base, scratch)
 	t.Cleanup(func() { _ = os.RemoveAll(scratch) })
+	if _, err := exec.LookPath("script"); err != nil {
+		t.Skip("script (util-linux) is not installed: grub-emu needs a terminal")
+	}
 	if err := os.MkdirAll(filepath.Join(scratch, "boot/grub"), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	// grub-emu loads its modules from the prefix, as grub-install would put them there
+	grubRunCmd(t, "cp", "-a", filepath.Join(scratch, "usr/lib/grub/x86_64-emu"), filepath.Join(scratch, "boot/grub/"))
 	for _, k := range grubDefaultKernels {
 		grubWrite(t, filepath.Join(scratch, "boot/vmlinuz-"+k), "not a real kernel\n")
 		grubWrite(t, filepath.Join(scratch, "boot/initrd.img-"+k), "not a real initrd\n")
@@ -142,4 +161,42 @@ func grubSubmenuID(t *testing.T, scratch string) (string, string) {
 		t.Fatalf("no submenu in the generated grub.cfg:\n%s", cfg)
 	}
 	return string(m[1]), string(m[2])
+}
+
+var grubEmuLoading = regexp.MustCompile("Loading Linux (\\S+) \\.\\.\\.")
+
+// grubEmuBoots runs grub-emu on the root's /boot/grub/grub.cfg and grubenv (in a terminal, as it needs one)
+// and returns the release of the Linux entry it boots: its "Loading Linux RELEASE ..." line.
+func grubEmuBoots(t *testing.T, scratch string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "script", "-qec", "chroot "+scratch+" grub-emu -r host -d /boot/grub", "/dev/null")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 2 * time.Second
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = cmd.Stdout
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var seen strings.Builder
+	release := ""
+	sc := bufio.NewScanner(out)
+	for sc.Scan() {
+		seen.WriteString(sc.Text() + "\n")
+		if m := grubEmuLoading.FindStringSubmatch(sc.Text()); m != nil {
+			release = m[1]
+			break
+		}
+	}
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // it waits at its menu after the failed linux command
+	_ = cmd.Wait()
+	if release == "" {
+		t.Fatalf("grub-emu booted no Linux entry:\n%s", seen.String())
+	}
+	return release
 }
