@@ -163,7 +163,7 @@ func grubSubmenuID(t *testing.T, scratch string) (string, string) {
 	return string(m[1]), string(m[2])
 }
 
-var grubEmuLoading = regexp.MustCompile("Loading Linux (\\S+) \\.\\.\\.")
+var grubEmuLoading = regexp.MustCompile(`Loading Linux (\S+) \.\.\.`)
 
 // grubEmuBoots runs grub-emu on the root's /boot/grub/grub.cfg and grubenv (in a terminal, as it needs one)
 // and returns the release of the Linux entry it boots: its "Loading Linux RELEASE ..." line.
