@@ -11,6 +11,7 @@ import (
 
 	"github.com/gpuprep/gpuprep/internal/host"
 	"github.com/gpuprep/gpuprep/internal/kargs"
+	"github.com/gpuprep/gpuprep/internal/kernelrelease"
 )
 
 // The default BLS (type #1) entry, as the boot loader that reads the
@@ -361,6 +362,9 @@ func blsGRUBKernel(root *host.Root) NextKernel {
 func blsNext(root *host.Root, e *blsEntry, why string) NextKernel {
 	from := e.file + " (" + why + ")"
 	k := e.version
+	if err := kernelrelease.Check(k); k != "" && err != nil {
+		return NextKernel{Missing: from + ": its version: " + err.Error()}
+	}
 	if k == "" || !root.Exists("/lib/modules/"+k) && !root.Exists("/usr/lib/modules/"+k) {
 		if kk := kernelOfImage(root, e.linux); kk != "" {
 			k = kk
@@ -368,6 +372,9 @@ func blsNext(root *host.Root, e *blsEntry, why string) NextKernel {
 	}
 	if k == "" {
 		return NextKernel{Missing: from + ": neither its version nor its linux line " + e.linux + " names a kernel release"}
+	}
+	if err := kernelrelease.Check(k); err != nil {
+		return NextKernel{Missing: from + ": its linux line " + e.linux + ": " + err.Error()}
 	}
 	return NextKernel{Release: k, Initrd: bootPath(root, e.initrd), From: from}
 }

@@ -278,6 +278,10 @@ func EditFiles(files []File, req Request) (*Edit, error) {
 			cs := val[w[0]:w[1]]
 			seg := cs[0].seg
 			for _, c := range cs {
+				if c.param {
+					a := st.assigns[st.segs[c.seg].assign]
+					return nil, &ParseError{files[a.file].Path, lineAt(files[a.file].Data, c.s), fmt.Sprintf("%s: the argument %q is written in the word of a ${NAME:-word} expansion, which gpuprep does not edit; edit it by hand", n, word)}
+				}
 				if c.seg != seg {
 					a := st.assigns[st.segs[seg].assign]
 					return nil, &ParseError{files[a.file].Path, a.line, fmt.Sprintf("%s: the argument %q is put together from several quoted or expanded parts; edit it by hand", n, word)}

@@ -214,7 +214,8 @@ func TestEditRefusals(t *testing.T) {
 	for _, tc := range []struct{ file, err string }{
 		{"GRUB_CMDLINE_LINUX=\"`cat /x`\"\n", "/etc/default/grub:1: GRUB_CMDLINE_LINUX: built from a command's output (`...`); gpuprep will not guess its value"},
 		{"A=1\nGRUB_CMDLINE_LINUX=\"$HOME/x\"\n", "/etc/default/grub:2: GRUB_CMDLINE_LINUX: references $HOME, which no defaults file sets (its value would come from the environment)"},
-		{"GRUB_CMDLINE_LINUX=\"${X:-quiet}\"\n", "/etc/default/grub:1: GRUB_CMDLINE_LINUX: uses the parameter expansion ${X:-quiet}, which gpuprep does not evaluate"},
+		{"GRUB_CMDLINE_LINUX=\"${X:-quiet}\"\n", "/etc/default/grub:1: GRUB_CMDLINE_LINUX: uses ${X:-quiet}, and $X is set by no defaults file (its value would come from the environment)"},
+		{"X=a\nGRUB_CMDLINE_LINUX=\"${X%a}\"\n", "/etc/default/grub:2: GRUB_CMDLINE_LINUX: uses the parameter expansion ${X%a}, which gpuprep does not evaluate"},
 		{"GRUB_CMDLINE_LINUX+=\" quiet\"\n", `/etc/default/grub:1: unsupported shell statement touches the kernel command line: "GRUB_CMDLINE_LINUX+=\" quiet\""`},
 		{"X=1\n. /etc/grub.extra\n", `/etc/default/grub:2: unsupported shell statement ". /etc/grub.extra": it could change any variable`},
 		{"GRUB_CMDLINE_LINUX=\"quiet\n", "/etc/default/grub:1: GRUB_CMDLINE_LINUX: unterminated double quote"},

@@ -42,6 +42,9 @@ func FuzzEnsure(f *testing.F) {
 	}
 	f.Add("GRUB_CMDLINE_LINUX=x\\ y'a b'\"c $d\"\x00GRUB_CMDLINE_LINUX=\"$GRUB_CMDLINE_LINUX iommu=off\"", uint8(0))
 	f.Add("A=1 B=$A GRUB_CMDLINE_LINUX_DEFAULT=$B; GRUB_CMDLINE_LINUX=#x", uint8(2))
+	for _, c := range paramCases { // the ${X:-word} forms (paramexp.go)
+		f.Add(strings.Join(c.files, "\x00"), uint8(len(c.name)))
+	}
 	if b, err := os.ReadFile("testdata/hostile/doubling/etc/default/grub"); err == nil {
 		f.Add(string(b), uint8(0)) // refused by the expansion bounds (bounds.go)
 	}

@@ -2,11 +2,11 @@ package grub
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
 
 	"github.com/gpuprep/gpuprep/internal/host"
 	"github.com/gpuprep/gpuprep/internal/kargs"
+	"github.com/gpuprep/gpuprep/internal/kernelrelease"
 	"github.com/gpuprep/gpuprep/internal/plural"
 )
 
@@ -36,6 +36,10 @@ type menuItem struct {
 	line          int
 	sub           []*menuItem // for a submenu
 	isSub         bool
+	// fail is the boot after a failed initrdless one (initrdfail.go), and
+	// branch, while parsing, which of its branches the lines are in.
+	fail   *initrdfailBranch
+	branch byte
 }
 
 // grubMenuKernel reads the GRUB menu and grubenv beside it.
@@ -82,11 +86,26 @@ func grubMenuKernel(root *host.Root, kind string) NextKernel {
 		from += " from " + dir + "/grubenv"
 	}
 	from += ")"
-	k := kernelOfImage(root, it.linux)
-	if k == "" {
-		return NextKernel{Missing: fmt.Sprintf("%s: its linux line names %q, whose kernel release is not in its name", from, it.linux)}
+	linux, initrd, note := it.bootOf(env, dir+"/grubenv")
+	from += note
+	k, missing := menuRelease(root, linux)
+	if missing != "" {
+		return NextKernel{Missing: from + ": " + missing}
 	}
-	return NextKernel{Release: k, Initrd: bootPath(root, it.initrd), From: from}
+	return NextKernel{Release: k, Initrd: bootPath(root, initrd), From: from}
+}
+
+// menuRelease is the kernel release of a menu entry's linux line, or what
+// is missing: a release in its name, or one kernelrelease.Check accepts.
+func menuRelease(root *host.Root, linux string) (string, string) {
+	k := kernelOfImage(root, linux)
+	if k == "" {
+		return "", fmt.Sprintf("its linux line names %q, whose kernel release is not in its name", linux)
+	}
+	if err := kernelrelease.Check(k); err != nil {
+		return "", fmt.Sprintf("its linux line %q: %v", linux, err)
+	}
+	return k, ""
 }
 
 // maxMenu bounds a grub.cfg read: one with many kernels and os-prober's
@@ -180,13 +199,8 @@ func parseMenu(data []byte) ([]*menuItem, []string, error) {
 		if !inMenu && len(w) >= 2 && w[0] == "set" && strings.HasPrefix(w[1], "default=") {
 			defs = append(defs, strings.TrimPrefix(w[1], "default="))
 		}
-		if inMenu && !cur.isSub && len(w) >= 2 {
-			switch w[0] {
-			case "linux", "linuxefi", "linux16":
-				cur.linux = w[1]
-			case "initrd", "initrdefi", "initrd16":
-				cur.initrd = w[len(w)-1] // the microcode images come first
-			}
+		if inMenu && !cur.isSub && !cur.initrdfailLine(l) && len(w) >= 2 {
+			cur.bootLine(w)
 		}
 	}
 	if len(stack) != 0 {
@@ -195,37 +209,97 @@ func parseMenu(data []byte) ([]*menuItem, []string, error) {
 	return top, defs, nil
 }
 
-// pickMenu resolves a default as GRUB does: each ">"-separated part an
-// index, an --id or a title at its level; an empty or unknown one is the
-// first entry.
+// pickMenu resolves a default as GRUB does (grub-core/normal/menu.c,
+// grub 2.06 and 2.12): at each level, run_menu takes get_entry_number of
+// "default", which is grub_strtoul of it (base 0: 0x hex, 0[0-7] octal,
+// the digits up to the first other byte, "1>2" is 1), else the first entry
+// whose title or --id is its first ">"-separated part (menuentry_eq; ">>"
+// stands for a ">"), and an index that is no entry, or no match, is the
+// level's entry 0. A plain entry chosen boots, whatever follows; a
+// submenu chosen runs with "default" set to what follows the first ">"
+// (grub_menu_execute_entry; unset where nothing does: its entry 0).
 func pickMenu(items []*menuItem, expr string) *menuItem {
-	level := items
-	var it *menuItem
-	for _, part := range strings.Split(expr, ">") {
-		it = nil
-		if n, err := strconv.Atoi(part); err == nil && n >= 0 && n < len(level) {
-			it = level[n]
+	level, rest := items, expr
+	for len(level) > 0 {
+		part, tail := cutDefault(rest)
+		it := level[entryIndex(level, part)]
+		if !it.isSub {
+			return it
 		}
-		for _, c := range level {
-			if it == nil && part != "" && (c.id == part || c.title == part) {
-				it = c
-			}
-		}
-		if it == nil {
-			if len(level) == 0 {
-				return nil
-			}
-			it = level[0]
-		}
-		level = it.sub
+		level, rest = it.sub, tail
 	}
-	for it != nil && it.isSub { // a submenu chosen: its first entry
-		if len(it.sub) == 0 {
-			return nil
+	return nil
+}
+
+// cutDefault splits a default at its first ">" that is not ">>": the first
+// part with each ">>" read as ">", and what follows as it is.
+func cutDefault(s string) (part, tail string) {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		switch {
+		case s[i] == '>' && i+1 < len(s) && s[i+1] == '>':
+			b.WriteByte('>')
+			i++
+		case s[i] == '>':
+			return b.String(), s[i+1:]
+		default:
+			b.WriteByte(s[i])
 		}
-		it = it.sub[0]
 	}
-	return it
+	return b.String(), ""
+}
+
+// entryIndex is get_entry_number's answer for one level, out-of-range and
+// unmatched defaults made entry 0 as run_menu makes them.
+func entryIndex(level []*menuItem, part string) int {
+	if n, ok := grubStrtoul(part); ok {
+		if n < uint64(len(level)) {
+			return int(n)
+		}
+		return 0
+	}
+	for i, c := range level {
+		if part != "" && (c.title == part || c.id == part) {
+			return i
+		}
+	}
+	return 0
+}
+
+// grubStrtoul is grub_strtoul(s, NULL, 0) (grub-core/kern/misc.c,
+// grub_strtoull): blanks skipped, the base guessed, digits read up to the
+// first byte that is none; ok is false where no digit was read (
+// GRUB_ERR_BAD_NUMBER) or the number overflows (GRUB_ERR_OUT_OF_RANGE),
+// both of which get_entry_number takes for no number.
+func grubStrtoul(s string) (n uint64, ok bool) {
+	s = strings.TrimLeft(s, " \t\n\r\f\v")
+	base := uint64(10)
+	switch {
+	case strings.HasPrefix(s, "0x"):
+		base, s = 16, s[2:]
+	case len(s) > 1 && s[0] == '0' && s[1] >= '0' && s[1] <= '7':
+		base = 8
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i] | 0x20 // grub_tolower, for the letters
+		var d uint64
+		switch {
+		case s[i] >= '0' && s[i] <= '9':
+			d = uint64(s[i] - '0')
+		case c >= 'a' && c <= 'z':
+			d = uint64(c-'a') + 10
+		default:
+			return n, ok
+		}
+		if d >= base {
+			return n, ok
+		}
+		if n > (^uint64(0)-d)/base {
+			return 0, false
+		}
+		n, ok = n*base+d, true
+	}
+	return n, ok
 }
 
 // grubWords splits a grub.cfg line into words, single and double quotes

@@ -26,13 +26,27 @@ import (
 // redirections, no cd) in an empty environment whose PATH is a scratch
 // directory holding only the files, so a fuzzed file cannot run anything.
 func bashSource(t testing.TB, files []File) (Cmdline, error) {
+	return shellSource(t, "bash", files)
+}
+
+// dashSource is bashSource with dash, /bin/sh on Debian and Ubuntu, where
+// grub-mkconfig (a /bin/sh script) sources the files with it. dash has no
+// restricted mode: only for the tests' own files, never fuzzed ones.
+func dashSource(t testing.TB, files []File) (Cmdline, error) {
+	return shellSource(t, "dash", files)
+}
+
+func shellSource(t testing.TB, sh string, files []File) (Cmdline, error) {
 	t.Helper()
 	dir := t.TempDir()
 	var script strings.Builder
 	// Commands (GRUB_DISTRIBUTOR=`lsb_release ...`) are not found; this
 	// handler makes them print nothing and succeed, as they would not
-	// matter to the command line anyway.
-	script.WriteString("command_not_found_handle() { return 0; }\nset -e\n")
+	// matter to the command line anyway (bash only).
+	if sh == "bash" {
+		script.WriteString("command_not_found_handle() { return 0; }\n")
+	}
+	script.WriteString("set -e\n")
 	for i, f := range files {
 		name := fmt.Sprintf("f%d", i)
 		require.NoError(t, os.WriteFile(filepath.Join(dir, name), f.Data, 0o644))
@@ -49,7 +63,11 @@ func bashSource(t testing.TB, files []File) (Cmdline, error) {
 	script.WriteString(`printf '%s\0%s' "$GRUB_CMDLINE_LINUX" "$GRUB_CMDLINE_LINUX_DEFAULT"` + "\n")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "bash", "-r", "-c", script.String())
+	args := []string{"-r", "-c", script.String()}
+	if sh != "bash" {
+		args = args[1:]
+	}
+	cmd := exec.CommandContext(ctx, sh, args...)
 	cmd.Dir = dir
 	cmd.Env = []string{"PATH=" + dir, "LC_ALL=C"}
 	// a subshell left behind must not keep the output pipe open
@@ -60,11 +78,11 @@ func bashSource(t testing.TB, files []File) (Cmdline, error) {
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		return Cmdline{}, fmt.Errorf("bash: %v: %s", err, stderr.String())
+		return Cmdline{}, fmt.Errorf("%s: %v: %s", sh, err, stderr.String())
 	}
 	o := string(out)
 	i := strings.LastIndex(o, marker)
-	require.GreaterOrEqual(t, i, 0, "no marker in bash's output: %q", o)
+	require.GreaterOrEqual(t, i, 0, "no marker in %s's output: %q", sh, o)
 	parts := strings.SplitN(o[i+len(marker):], "\x00", 2)
 	require.Len(t, parts, 2)
 	return Cmdline{Linux: parts[0], Default: parts[1]}, nil

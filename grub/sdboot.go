@@ -8,6 +8,7 @@ import (
 
 	"github.com/gpuprep/gpuprep/internal/host"
 	"github.com/gpuprep/gpuprep/internal/kargs"
+	"github.com/gpuprep/gpuprep/internal/kernelrelease"
 )
 
 // systemd-boot through kernel-install: /etc/kernel/cmdline is what
@@ -95,7 +96,7 @@ func detectSystemdBoot(root *host.Root, b *Boot) *Boot {
 		}
 	}
 	sort.Strings(b.Kernels)
-	kver, _ := root.ReadString("/proc/sys/kernel/osrelease")
+	kver, _ := kernelrelease.Running(root)
 	b.Entry = runningEntry(root, kver)
 	return b
 }

@@ -24,6 +24,9 @@ type chr struct {
 	c    byte
 	seg  int
 	s, e int
+	// param: written in the word of a ${NAME:-word} (or another of the
+	// forms paramexp.go evaluates), which the editor does not edit.
+	param bool
 }
 
 // segment is one quoting region of an assignment's value word: a
@@ -71,6 +74,25 @@ type shellState struct {
 	// spans are the line ranges of the statements that assign a
 	// GRUB_CMDLINE variable, per file (for the byte-identity checks).
 	spans map[int][][2]int
+	// journal, while a statement is read as assignments, records what
+	// setVar replaced, so that it can be undone (assignments).
+	journal *[]savedVar
+	// depth is the nesting of ${...} words being expanded (paramexp.go).
+	depth int
+}
+
+// savedVar is a variable's value before setVar replaced it (nil: unset).
+type savedVar struct {
+	name string
+	v    *variable
+}
+
+// setVar sets variable name, in the journal when one is kept.
+func (st *shellState) setVar(name string, v *variable) {
+	if st.journal != nil {
+		*st.journal = append(*st.journal, savedVar{name, st.vars[name]})
+	}
+	st.vars[name] = v
 }
 
 // cmdlineVars are the variables whose values make up the Linux command line.
@@ -176,6 +198,10 @@ func (st *shellState) sourceFile(fi int) error {
 		if strings.Contains(stmt, "GRUB_CMDLINE_LINUX") {
 			return &ParseError{path, startLine, fmt.Sprintf("unsupported shell statement touches the kernel command line: %q", firstLine(stmt))}
 		}
+		if strings.Contains(stmt, "<<") {
+			// the lines after it are the document's, not statements
+			return &ParseError{path, startLine, fmt.Sprintf("unsupported shell statement %q: a here-document (or a shift)", firstLine(stmt))}
+		}
 		if len(words) > 0 && unsupportedBuiltins[words[0]] {
 			return &ParseError{path, startLine, fmt.Sprintf("unsupported shell statement %q: it could change any variable", firstLine(stmt))}
 		}
@@ -190,11 +216,9 @@ func (st *shellState) sourceFile(fi int) error {
 		if depth < 0 {
 			depth = 0
 		}
-		// Variables assigned inside such statements are no longer known.
-		for _, w := range words {
-			if k := strings.IndexByte(w, '='); k > 0 && isName(w[:k]) {
-				st.vars[w[:k]] = &variable{opaque: fmt.Sprintf("set by a statement gpuprep does not follow (%s:%d)", path, startLine), assign: -1}
-			}
+		// Variables such statements may set are no longer known.
+		for _, n := range assignedNames(stmt) {
+			st.vars[n] = &variable{opaque: fmt.Sprintf("set by a statement gpuprep does not follow (%s:%d)", path, startLine), assign: -1}
 		}
 		i = end
 		line += lines
@@ -298,11 +322,9 @@ func (st *shellState) assignments(fi int, text string, i, line int) (n, lines in
 	// each is committed as it is read and undone if the statement turns out
 	// to be something else (A=1 cmd).
 	nAssigns, nSegs := len(st.assigns), len(st.segs)
-	type saved struct {
-		name string
-		v    *variable
-	}
-	var undo []saved
+	var undo []savedVar
+	st.journal = &undo
+	defer func() { st.journal = nil }()
 	rollback := func() {
 		for k := len(undo) - 1; k >= 0; k-- {
 			if undo[k].v == nil {
@@ -359,8 +381,7 @@ func (st *shellState) assignments(fi int, text string, i, line int) (n, lines in
 			a.valueEnd = valueEnd(text, a, segs)
 			a.plainWord, a.lastQuoted, a.endSeg = wordShape(text, a, segs)
 			st.assigns = append(st.assigns, a)
-			undo = append(undo, saved{word, st.vars[word]})
-			st.vars[word] = &variable{val: a.val, opaque: a.opaque, assign: ai}
+			st.setVar(word, &variable{val: a.val, opaque: a.opaque, assign: ai})
 			got = append(got, a)
 			i = a.wordEnd
 		case exported && isName(word) && (j >= len(text) || strings.IndexByte(" \t\n;#", text[j]) >= 0):
@@ -479,7 +500,7 @@ func (st *shellState) word(fi int, text string, i, assign int) (v *variable, seg
 			segs = append(segs, segment{file: fi, quote: '\'', open: i, close: i + 1 + k})
 			id := -len(segs)
 			for p := i + 1; p < i+1+k; p++ {
-				v.val = append(v.val, chr{text[p], id, p, p + 1})
+				v.val = append(v.val, chr{text[p], id, p, p + 1, false})
 			}
 			lines += strings.Count(text[i+1:i+1+k], "\n")
 			i += k + 2
@@ -504,7 +525,7 @@ func (st *shellState) word(fi int, text string, i, assign int) (v *variable, seg
 				if c == '\\' && i+1 < len(text) {
 					switch text[i+1] {
 					case '"', '\\', '$', '`':
-						v.val = append(v.val, chr{text[i+1], id, i, i + 2})
+						v.val = append(v.val, chr{text[i+1], id, i, i + 2, false})
 						i += 2
 						continue
 					case '\n':
@@ -514,7 +535,7 @@ func (st *shellState) word(fi int, text string, i, assign int) (v *variable, seg
 					}
 				}
 				if c == '$' || c == '`' {
-					k, why, e := st.expand(text[i:], true, v)
+					k, why, e := st.expand(text[i:], i, true, id, v)
 					if e != nil {
 						return nil, nil, 0, 0, e
 					}
@@ -522,7 +543,7 @@ func (st *shellState) word(fi int, text string, i, assign int) (v *variable, seg
 						opaque(why)
 					}
 					if k == 0 { // a lone '$'
-						v.val = append(v.val, chr{'$', id, i, i + 1})
+						v.val = append(v.val, chr{'$', id, i, i + 1, false})
 						i++
 						continue
 					}
@@ -533,7 +554,7 @@ func (st *shellState) word(fi int, text string, i, assign int) (v *variable, seg
 				if c == '\n' {
 					lines++
 				}
-				v.val = append(v.val, chr{c, id, i, i + 1})
+				v.val = append(v.val, chr{c, id, i, i + 1, false})
 				i++
 			}
 			if !closed {
@@ -542,7 +563,7 @@ func (st *shellState) word(fi int, text string, i, assign int) (v *variable, seg
 		case c == '\\':
 			if i+1 >= len(text) {
 				id := openRun()
-				v.val = append(v.val, chr{'\\', id, i, i + 1})
+				v.val = append(v.val, chr{'\\', id, i, i + 1, false})
 				i++
 				continue
 			}
@@ -552,13 +573,18 @@ func (st *shellState) word(fi int, text string, i, assign int) (v *variable, seg
 				continue
 			}
 			id := openRun()
-			v.val = append(v.val, chr{text[i+1], id, i, i + 2})
+			v.val = append(v.val, chr{text[i+1], id, i, i + 2, false})
 			i += 2
 		case c == '$' || c == '`':
 			if c == '$' && i+1 < len(text) && (text[i+1] == '\'' || text[i+1] == '"') {
 				return nil, nil, 0, 0, fmt.Errorf("unsupported bash quoting $%c...%c", text[i+1], text[i+1])
 			}
-			k, why, e := st.expand(text[i:], false, v)
+			id := 0
+			if c == '$' && i+1 < len(text) && text[i+1] == '{' {
+				closeRun() // a run of its own: a ${X:-word}'s word has its bytes
+				id = openRun()
+			}
+			k, why, e := st.expand(text[i:], i, false, id, v)
 			if e != nil {
 				return nil, nil, 0, 0, e
 			}
@@ -567,21 +593,24 @@ func (st *shellState) word(fi int, text string, i, assign int) (v *variable, seg
 			}
 			if k == 0 {
 				id := openRun()
-				v.val = append(v.val, chr{'$', id, i, i + 1})
+				v.val = append(v.val, chr{'$', id, i, i + 1, false})
 				i++
 				continue
 			}
-			closeRun()
+			if id == 0 {
+				closeRun()
+			}
 			lines += strings.Count(text[i:i+k], "\n")
 			i += k
+			closeRun() // the ${...}'s own run
 		case c == '~' && (i == start || text[i-1] == ':'):
 			opaque("tilde expansion")
 			id := openRun()
-			v.val = append(v.val, chr{c, id, i, i + 1})
+			v.val = append(v.val, chr{c, id, i, i + 1, false})
 			i++
 		default:
 			id := openRun()
-			v.val = append(v.val, chr{c, id, i, i + 1})
+			v.val = append(v.val, chr{c, id, i, i + 1, false})
 			i++
 		}
 	}
@@ -592,11 +621,13 @@ func (st *shellState) word(fi int, text string, i, assign int) (v *variable, seg
 	return v, segs, i - start, lines, nil
 }
 
-// expand handles $NAME, ${NAME}, $(...), $((...)), `...` and special
-// parameters at the start of s, appending the value's bytes (with their
-// provenance) to v. It returns the bytes consumed (0 for a lone '$', which
-// is literal) and, when the value cannot be known, why.
-func (st *shellState) expand(s string, inDQ bool, v *variable) (int, string, error) {
+// expand handles $NAME, ${NAME}, the ${NAME:-word} forms (paramexp.go),
+// $(...), $((...)), `...` and special parameters at the start of s (at
+// offset off of the file), appending the value's bytes (with their
+// provenance; id is the segment of bytes written in a ${NAME:-word}'s
+// word) to v. It returns the bytes consumed (0 for a lone '$', which is
+// literal) and, when the value cannot be known, why.
+func (st *shellState) expand(s string, off int, inDQ bool, id int, v *variable) (int, string, error) {
 	if s[0] == '`' {
 		for k := 1; k < len(s); k++ {
 			if s[k] == '\\' {
@@ -614,6 +645,12 @@ func (st *shellState) expand(s string, inDQ bool, v *variable) (int, string, err
 	}
 	switch c := s[1]; {
 	case c == '(':
+		if len(s) > 2 && s[2] == '(' {
+			// $((...)) may assign (X=1, X++), in this shell
+			for _, n := range assignedNames(parenBody(s)) {
+				st.setVar(n, &variable{opaque: "set in an arithmetic expansion $((...)), which gpuprep does not evaluate", assign: v.assign})
+			}
+		}
 		depth := 0
 		for k := 1; k < len(s); k++ {
 			switch s[k] {
@@ -628,16 +665,7 @@ func (st *shellState) expand(s string, inDQ bool, v *variable) (int, string, err
 		}
 		return 0, "", fmt.Errorf("unterminated $(")
 	case c == '{':
-		k := strings.IndexByte(s, '}')
-		if k < 0 {
-			return 0, "", fmt.Errorf("unterminated ${")
-		}
-		name := s[2:k]
-		if !isName(name) {
-			return k + 1, fmt.Sprintf("uses the parameter expansion ${%s}, which gpuprep does not evaluate", name), nil
-		}
-		why, err := st.ref(name, v)
-		return k + 1, why, err
+		return st.param(s, off, inDQ, id, v)
 	case isNameStart(c):
 		k := 1
 		for k < len(s) && isNameChar(s[k]) {

@@ -1,6 +1,7 @@
 package preflight
 
 import (
+	"errors"
 	"fmt"
 	"regexp"
 	"strings"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/gpuprep/gpuprep/internal/initramfs"
 	"github.com/gpuprep/gpuprep/internal/kargs"
+	"github.com/gpuprep/gpuprep/internal/kernelrelease"
 	"github.com/gpuprep/gpuprep/internal/pci"
 	"github.com/gpuprep/gpuprep/internal/plural"
 	"github.com/gpuprep/gpuprep/internal/snapshot"
@@ -210,8 +212,13 @@ func moduleState(builtin, dep, mod string) string {
 func checkVFIOModules(e *Env) []Finding {
 	k := e.Host.Kernel
 	if k == "" {
+		what := "/proc/sys/kernel/osrelease not readable"
+		var refused *kernelrelease.RefusedError
+		if _, err := kernelrelease.Running(e.Root); errors.As(err, &refused) {
+			what = "/proc/sys/kernel/osrelease: " + refused.Error()
+		}
 		return []Finding{{Status: Error, Subject: "/proc/sys/kernel/osrelease",
-			Message: "the running kernel's release is unknown (/proc/sys/kernel/osrelease not readable): gpuprep cannot tell which /lib/modules/RELEASE holds its modules, so whether vfio-pci can be loaded is unknown",
+			Message: fmt.Sprintf("the running kernel's release is unknown (%s): gpuprep cannot tell which /lib/modules/RELEASE holds its modules, so whether vfio-pci can be loaded is unknown", what),
 			Remedy:  "run gpuprep on the node itself, or give --root a root that holds /proc/sys/kernel/osrelease and the running kernel's /lib/modules/RELEASE"}}
 	}
 	base := "/lib/modules/" + k

@@ -8,6 +8,7 @@ import (
 	"github.com/gpuprep/gpuprep/grub"
 	"github.com/gpuprep/gpuprep/internal/host"
 	"github.com/gpuprep/gpuprep/internal/kargs"
+	"github.com/gpuprep/gpuprep/internal/kernelrelease"
 	"github.com/gpuprep/gpuprep/internal/pci"
 	"github.com/gpuprep/gpuprep/internal/plural"
 	"github.com/gpuprep/gpuprep/iommu"
@@ -382,7 +383,7 @@ func NodeKernelArgs(root *host.Root) (KernelArgs, error) {
 	if err != nil {
 		e = &Env{Root: root, Firmware: iommu.ReadFirmware(root), IOMMU: iommu.ReadKernel(root), CPU: readCPU(root)}
 		e.Arch = readArch(root, e.CPU)
-		e.Host.Kernel, _ = root.ReadString("/proc/sys/kernel/osrelease")
+		e.Host.Kernel, _ = kernelrelease.Running(root)
 		e.CmdlineRaw, e.CmdlineErr = kargs.ReadString(root, "/proc/cmdline")
 		e.Cmdline = kargs.Parse(e.CmdlineRaw)
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/gpuprep/gpuprep/grub"
 	"github.com/gpuprep/gpuprep/internal/host"
 	"github.com/gpuprep/gpuprep/internal/kargs"
+	"github.com/gpuprep/gpuprep/internal/kernelrelease"
 	"github.com/gpuprep/gpuprep/internal/pci"
 	"github.com/gpuprep/gpuprep/iommu"
 	"github.com/gpuprep/gpuprep/vgpu"
@@ -130,7 +131,7 @@ func (e *Env) VGPU(addr string) vgpu.GPU {
 // discovery fails or the selection names devices that are not there.
 func NewEnv(root *host.Root, runner host.Runner, sel pci.Selector, mode Mode) (*Env, error) {
 	e := &Env{Root: root, Runner: runner, Selector: sel, Mode: mode}
-	e.Host.Kernel, _ = root.ReadString("/proc/sys/kernel/osrelease")
+	e.Host.Kernel, _ = kernelrelease.Running(root)
 	e.Host.Name, _ = root.ReadString("/proc/sys/kernel/hostname")
 	e.Host.OS = osName(root)
 	e.CmdlineRaw, e.CmdlineErr = kargs.ReadString(root, "/proc/cmdline")

@@ -37,6 +37,9 @@ func TestVFIOModulesWithoutEvidence(t *testing.T) {
 		{"no index, but all three in the running kernel", "capture-no-modules", func(b *fixture.Builder) {
 			b.File("/proc/sys/kernel/osrelease", kver+"\n").Module("vfio", nil).Module("vfio_iommu_type1", nil).BuiltinModule("vfio_pci")
 		}, base, preflight.Pass, "vfio_pci (in the running kernel: /sys/module/vfio_pci)"},
+		{"a hostile release, refused by name, not read", "hgx-h200", func(b *fixture.Builder) {
+			b.File("/proc/sys/kernel/osrelease", "../../etc\n").File("/etc/modules.dep", "kernel/drivers/vfio/vfio.ko:\nkernel/drivers/vfio/vfio_iommu_type1.ko:\nkernel/drivers/vfio/pci/vfio-pci.ko:\n")
+		}, "/proc/sys/kernel/osrelease", preflight.Error, `kernel release "../../etc" refused`},
 		{"index readable, vfio_pci really missing", "hgx-h200", func(b *fixture.Builder) {
 			b.File(base+"/modules.dep", "kernel/drivers/vfio/vfio.ko:\nkernel/drivers/vfio/vfio_iommu_type1.ko:\n")
 		}, base + "/modules.dep", preflight.Fail, "missing for kernel " + kver + ": vfio_pci"},

@@ -12,6 +12,7 @@ import (
 	"github.com/gpuprep/gpuprep/internal/initramfs"
 	"github.com/gpuprep/gpuprep/internal/journal"
 	"github.com/gpuprep/gpuprep/internal/kargs"
+	"github.com/gpuprep/gpuprep/internal/kernelrelease"
 	"github.com/gpuprep/gpuprep/internal/pci"
 	"github.com/gpuprep/gpuprep/vfio"
 	"github.com/gpuprep/gpuprep/vgpu"
@@ -191,7 +192,7 @@ func (p *Plan) nouveauArgs() []kargs.Param {
 // the GPUs nouveau drives now; with none (the GPUs leave VFIO at the next
 // boot) the step goes before the reboot planned for that, and shares it.
 func (p *Plan) planNouveauArg(on, others []string) {
-	kver, _ := p.root.ReadString("/proc/sys/kernel/osrelease")
+	kver, _ := kernelrelease.Running(p.root)
 	kver = strings.TrimSpace(kver)
 	why := "nouveau is built into kernel " + kver + " (modules.builtin): a blacklist, the initramfs and modprobe -r cannot remove it"
 	fail := func(err error) {
@@ -289,7 +290,7 @@ func (p *Plan) diagnoseNouveau(on []string, entries []journal.Entry) *RebootErro
 	if !asked || !rebooted {
 		return nil
 	}
-	kver, _ := root.ReadString("/proc/sys/kernel/osrelease")
+	kver, _ := kernelrelease.Running(root)
 	kver = strings.TrimSpace(kver)
 	raw, _ := kargs.ReadString(root, "/proc/cmdline")
 	d := &RebootError{Summary: "the node has rebooted since gpuprep apply asked for a reboot, and nouveau still drives " + strings.Join(on, ", ")}

@@ -12,6 +12,7 @@ import (
 	"github.com/gpuprep/gpuprep/internal/host"
 	"github.com/gpuprep/gpuprep/internal/journal"
 	"github.com/gpuprep/gpuprep/internal/kargs"
+	"github.com/gpuprep/gpuprep/internal/kernelrelease"
 )
 
 // rebootStep (StepReboot) is where apply stops, or runs systemctl reboot:
@@ -171,7 +172,7 @@ func (p *Plan) diagnoseReboot(boot *grub.Boot, gp *grub.Plan, want []kargs.Param
 		return nil
 	}
 	raw, _ := kargs.ReadString(root, "/proc/cmdline")
-	kver, _ := root.ReadString("/proc/sys/kernel/osrelease")
+	kver, _ := kernelrelease.Running(root)
 	kver = strings.TrimSpace(kver)
 	d := &RebootError{Missing: missing, Off: off,
 		Summary: fmt.Sprintf("the node has rebooted since gpuprep apply asked for a reboot, and the running kernel still %s", kernelWrong(missing, off))}

@@ -9,6 +9,7 @@ import (
 	"github.com/gpuprep/gpuprep/internal/host"
 	"github.com/gpuprep/gpuprep/internal/journal"
 	"github.com/gpuprep/gpuprep/internal/kargs"
+	"github.com/gpuprep/gpuprep/internal/kernelrelease"
 )
 
 // rebootNeeded: the configured IOMMU arguments differ from the running ones.
@@ -20,7 +21,7 @@ func rebootNeeded(e Env, boot *grub.Boot) bool {
 	if err != nil {
 		return true
 	}
-	kver, _ := e.Root.ReadString("/proc/sys/kernel/osrelease")
+	kver, _ := kernelrelease.Running(e.Root)
 	conf, _, err := boot.ConfiguredArgs(strings.TrimSpace(kver))
 	if err != nil {
 		return true

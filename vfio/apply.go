@@ -17,6 +17,7 @@ import (
 	"github.com/gpuprep/gpuprep/grub"
 	"github.com/gpuprep/gpuprep/internal/host"
 	"github.com/gpuprep/gpuprep/internal/journal"
+	"github.com/gpuprep/gpuprep/internal/kernelrelease"
 	"github.com/gpuprep/gpuprep/internal/pci"
 	"github.com/gpuprep/gpuprep/internal/plural"
 )
@@ -64,7 +65,7 @@ func (e Env) loadModule(ctx context.Context, m string) ([]string, error) {
 	if !e.Root.IsLive() && e.ModuleDryRun == nil {
 		return argv, fmt.Errorf("no modprobe, and modules are never loaded from a root that is not /: %w", err)
 	}
-	kver, _ := e.Root.ReadString("/proc/sys/kernel/osrelease")
+	kver, _ := kernelrelease.Running(e.Root)
 	opts := kmodule.ProbeOpts{KVer: kver, DryRunCB: e.ModuleDryRun, IgnoreProcMods: !e.Root.IsLive()}
 	if !e.Root.IsLive() {
 		opts.RootDir = e.Root.Dir()

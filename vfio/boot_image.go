@@ -10,6 +10,7 @@ import (
 	"github.com/gpuprep/gpuprep/internal/host"
 	"github.com/gpuprep/gpuprep/internal/initramfs"
 	"github.com/gpuprep/gpuprep/internal/kargs"
+	"github.com/gpuprep/gpuprep/internal/kernelrelease"
 	"github.com/gpuprep/gpuprep/internal/pci"
 )
 
@@ -32,7 +33,7 @@ type BootImage struct {
 // cmdline.
 func NewBootImage(root *host.Root, cmdline []kargs.Param) *BootImage {
 	kver, nk := nextKernel(root)
-	running, _ := root.ReadString("/proc/sys/kernel/osrelease")
+	running, _ := kernelrelease.Running(root)
 	b := &BootImage{Kernel: kver, Next: nk, running: strings.TrimSpace(running), cmdline: cmdline, builtin: BuiltinModules(root, kver)["vfio_pci"]}
 	if nk.Initrd != "" {
 		b.Booted = initramfs.ImageAt(root, nk.Initrd)

@@ -8,6 +8,7 @@ import (
 	"github.com/gpuprep/gpuprep/internal/host"
 	"github.com/gpuprep/gpuprep/internal/journal"
 	"github.com/gpuprep/gpuprep/internal/kargs"
+	"github.com/gpuprep/gpuprep/internal/kernelrelease"
 	"github.com/gpuprep/gpuprep/internal/pci"
 )
 
@@ -90,7 +91,7 @@ func BuiltinModules(root *host.Root, kver string) map[string]bool {
 // (modules.builtin): a blacklist, the initramfs and modprobe -r do nothing
 // to it; only NouveauOff on the kernel command line keeps it off.
 func NouveauBuiltin(root *host.Root) bool {
-	kver, _ := root.ReadString("/proc/sys/kernel/osrelease")
+	kver, _ := kernelrelease.Running(root)
 	return BuiltinModules(root, strings.TrimSpace(kver))["nouveau"]
 }
 
@@ -116,7 +117,7 @@ func bootDriver(root *host.Root, d *pci.Device, entries []journal.Entry) string 
 // left out (vfio-pci takes none), and so are devices whose driver outside
 // VFIO is unknown.
 func BuiltinHolds(root *host.Root, devs []*pci.Device) []BuiltinHold {
-	kver, _ := root.ReadString("/proc/sys/kernel/osrelease")
+	kver, _ := kernelrelease.Running(root)
 	builtin := BuiltinModules(root, kver)
 	if len(builtin) == 0 {
 		return nil
@@ -179,7 +180,7 @@ func BuiltinFix(root *host.Root, h BuiltinHold, gpu string) string {
 	if h.Module == "nouveau" {
 		return "add " + NouveauOff.String() + " to the kernel command line (gpuprep grub ensure " + NouveauOff.String() + ", or gpuprep apply --mode vm-passthrough, which plans it) and reboot: with it nouveau's init returns before it registers its PCI driver, and vfio-pci takes the GPU"
 	}
-	kver, _ := root.ReadString("/proc/sys/kernel/osrelease")
+	kver, _ := kernelrelease.Running(root)
 	id := h.Dev.VendorID + ":" + h.Dev.DeviceID
 	if BuiltinModules(root, kver)["vfio_pci"] {
 		return fmt.Sprintf("vfio-pci is built into this kernel too: add vfio-pci.ids=%s to the kernel command line (gpuprep grub ensure vfio-pci.ids=%s; keep any IDs an existing vfio-pci.ids= lists) and reboot: "+

@@ -5,6 +5,7 @@ import (
 
 	"github.com/gpuprep/gpuprep/grub"
 	"github.com/gpuprep/gpuprep/internal/host"
+	"github.com/gpuprep/gpuprep/internal/kernelrelease"
 )
 
 // nextKernel is the kernel release whose modules (modules.builtin,
@@ -18,6 +19,6 @@ func nextKernel(root *host.Root) (kver string, nk grub.NextKernel) {
 	if nk.Release != "" {
 		return nk.Release, nk
 	}
-	k, _ := root.ReadString("/proc/sys/kernel/osrelease")
+	k, _ := kernelrelease.Running(root)
 	return strings.TrimSpace(k), nk
 }

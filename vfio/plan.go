@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gpuprep/gpuprep/internal/host"
+	"github.com/gpuprep/gpuprep/internal/kernelrelease"
 	"github.com/gpuprep/gpuprep/internal/pci"
 	"github.com/gpuprep/gpuprep/iommu"
 )
@@ -361,7 +362,7 @@ func uniq(s []string) []string {
 }
 
 func kernel(root *host.Root) string {
-	k, _ := root.ReadString("/proc/sys/kernel/osrelease")
+	k, _ := kernelrelease.Running(root)
 	return k
 }
 

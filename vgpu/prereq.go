@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/gpuprep/gpuprep/internal/host"
+	"github.com/gpuprep/gpuprep/internal/kernelrelease"
 	"github.com/gpuprep/gpuprep/internal/plural"
 )
 
@@ -124,7 +125,7 @@ func pkgHint(root *host.Root, deb, rpm, suse string) string {
 
 // KernelRelease is the running kernel's release, from the root.
 func KernelRelease(root *host.Root) string {
-	s, _ := root.ReadString("/proc/sys/kernel/osrelease")
+	s, _ := kernelrelease.Running(root)
 	return s
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/gpuprep/gpuprep/internal/host"
 	"github.com/gpuprep/gpuprep/internal/journal"
 	"github.com/gpuprep/gpuprep/internal/kargs"
+	"github.com/gpuprep/gpuprep/internal/kernelrelease"
 	"github.com/gpuprep/gpuprep/internal/sanitize"
 	"github.com/gpuprep/gpuprep/preflight"
 	"github.com/gpuprep/gpuprep/provision"
@@ -212,7 +213,7 @@ func (c *grubCmd) edit(cmd *cobra.Command, args []string, remove bool) error {
 	} else {
 		fmt.Fprintf(out, "bootloader: %s\n", boot.Kind)
 	}
-	kver, _ := root.ReadString("/proc/sys/kernel/osrelease")
+	kver, _ := kernelrelease.Running(root)
 	conf, _, _ := boot.ConfiguredArgs(grub.NextRelease(root, kver))
 	for _, s := range plan.Satisfied {
 		fmt.Fprintf(out, "already configured: %s%s\n", s, kargs.AsEquivalent(conf, s))
@@ -378,7 +379,7 @@ func (c *grubCmd) show(cmd *cobra.Command) error {
 	if err != nil {
 		return &exitError{code: exitUnknown, err: err}
 	}
-	kver, _ := root.ReadString("/proc/sys/kernel/osrelease")
+	kver, _ := kernelrelease.Running(root)
 	// the same reading of the next boot as check's (grub.Configured
 	// through grub.NextRelease)
 	nk, rel := grub.NextBoot(root, kver)
