@@ -13,6 +13,7 @@ import (
 	"github.com/gpuprep/gpuprep/internal/initramfs"
 	"github.com/gpuprep/gpuprep/internal/journal"
 	"github.com/gpuprep/gpuprep/internal/kargs"
+	"github.com/gpuprep/gpuprep/internal/kernelrelease"
 	"github.com/gpuprep/gpuprep/internal/pci"
 	"github.com/gpuprep/gpuprep/internal/plural"
 	"github.com/gpuprep/gpuprep/preflight"
@@ -102,7 +103,7 @@ func (p *Plan) deferBind(sel []*pci.Device) error {
 // built in, that the deferred bind step puts the IDs on the kernel command
 // line itself, after the reboot (see kernel_args_ids.go).
 func (p *Plan) deferredIDsNote() []string {
-	running, _ := p.root.ReadString("/proc/sys/kernel/osrelease")
+	running, _ := kernelrelease.Running(p.root) // "" for a hostile name: no note
 	k := grub.NextRelease(p.root, running)
 	if !vfio.BuiltinModules(p.root, k)["vfio_pci"] {
 		return nil
