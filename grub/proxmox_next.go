@@ -2,12 +2,12 @@ package grub
 
 import (
 	"fmt"
-	"regexp"
 	"sort"
 	"strings"
 
 	"github.com/gpuprep/gpuprep/internal/host"
 	"github.com/gpuprep/gpuprep/internal/kargs"
+	"github.com/gpuprep/gpuprep/internal/kernelrelease"
 )
 
 // Which kernel a proxmox-boot-tool node boots next. What this file knows
@@ -58,9 +58,10 @@ const (
 	proxmoxESPDir = "EFI/proxmox"
 )
 
-// kernelRelease is the shape of a kernel release gpuprep accepts from a
-// pin file (a directory name of /lib/modules: 6.8.12-4-pve).
-var kernelRelease = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._+~-]{0,127}$`)
+// isRelease: name can be a kernel release (kernelrelease.Check: a path
+// component, no blank or control byte), as a pin file's line or a
+// vmlinuz-KVER must be before it names a file.
+func isRelease(name string) bool { return kernelrelease.Check(name) == nil }
 
 // proxmoxPinned is the kernel refresh pins ("" when none) and the file
 // that says it; an error where a pin is not a kernel release.
@@ -79,7 +80,7 @@ func proxmoxPinned(root *host.Root) (kver, from string, err error) {
 	switch {
 	case line == "":
 		return "", from + " empty", nil
-	case !kernelRelease.MatchString(line):
+	case !isRelease(line):
 		return "", from, fmt.Errorf("%s: its first line %q is not a kernel release", from, line)
 	}
 	return line, from, nil
@@ -91,7 +92,7 @@ func proxmoxPinned(root *host.Root) (kver, from string, err error) {
 func proxmoxKernels(root *host.Root) []string {
 	var ks []string
 	for _, n := range root.Names("/boot") {
-		if k, ok := strings.CutPrefix(n, "vmlinuz-"); ok && kernelRelease.MatchString(k) && root.Exists("/boot/initrd.img-"+k) {
+		if k, ok := strings.CutPrefix(n, "vmlinuz-"); ok && isRelease(k) && root.Exists("/boot/initrd.img-"+k) {
 			ks = append(ks, k)
 		}
 	}
@@ -239,7 +240,7 @@ func pinEntryKernel(def string) string {
 		return ""
 	}
 	k, ok := strings.CutSuffix(strings.TrimPrefix(entry, "gnulinux-"), "-advanced-"+id)
-	if !ok || !strings.HasPrefix(entry, "gnulinux-") || !kernelRelease.MatchString(k) {
+	if !ok || !strings.HasPrefix(entry, "gnulinux-") || !isRelease(k) {
 		return ""
 	}
 	return k

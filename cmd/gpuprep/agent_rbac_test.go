@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -52,6 +53,12 @@ func TestDeployRBACLeastPrivilege(t *testing.T) {
 		}
 		require.NoError(t, json.Unmarshal(out, &r))
 		return r.Status.Allowed
+	}
+	// The authorizer reads roles and bindings from its informers, which see
+	// the objects just created a moment later (under load, after the first
+	// review): wait until a permission the role grants is seen.
+	for deadline := time.Now().Add(30 * time.Second); !allowed("patch", "", "nodes", "status", ""); time.Sleep(100 * time.Millisecond) {
+		require.True(t, time.Now().Before(deadline), "the ClusterRoleBinding never reached the RBAC authorizer")
 	}
 	var got []string
 	for _, a := range [][5]string{
