@@ -228,9 +228,11 @@ func sessionMax(ctx context.Context, c *ssh.Client, cmd string, stdin io.Reader,
 		return Output{}, err
 	}
 	defer s.Close()
+	// The closes below only unblock Run, whose error (or the context's,
+	// or the buffer's overflow) is the one reported.
 	out := &boundedBuffer{max: maxOut, over: func() {
 		_ = s.Signal(ssh.SIGTERM)
-		s.Close()
+		_ = s.Close()
 	}}
 	errb := &limitedBuffer{max: 64 << 10}
 	s.Stdout, s.Stderr = out, errb
@@ -239,8 +241,8 @@ func sessionMax(ctx context.Context, c *ssh.Client, cmd string, stdin io.Reader,
 	}
 	stop := context.AfterFunc(ctx, func() {
 		_ = s.Signal(ssh.SIGTERM)
-		s.Close()
-		c.Close()
+		_ = s.Close()
+		_ = c.Close()
 	})
 	defer stop()
 	err = s.Run(cmd)

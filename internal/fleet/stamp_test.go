@@ -22,7 +22,7 @@ func safeTempDir(t *testing.T) string {
 	t.Helper()
 	dir, err := sshdtest.SafeTempDir("gpuprep-stamp-")
 	require.NoError(t, err)
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	t.Cleanup(func() { assert.NoError(t, os.RemoveAll(dir)) })
 	return dir
 }
 

@@ -565,7 +565,7 @@ type Conn struct {
 func (c *Conn) Close() error {
 	err := c.Client.Close()
 	for i := len(c.hops) - 1; i >= 0; i-- {
-		c.hops[i].Close()
+		err = errors.Join(err, c.hops[i].Close())
 	}
 	return err
 }
@@ -598,7 +598,7 @@ func (t *Transport) Dial(ctx context.Context, h *Host) (*Conn, error) {
 		c, err := t.dialHop(ctx, via, hp)
 		if err != nil {
 			for _, prev := range conn.hops {
-				prev.Close()
+				_ = prev.Close() // the dial's error is the one to report; these carried nothing
 			}
 			if hp.label != "" {
 				var he *HostError
@@ -659,11 +659,11 @@ func (t *Transport) dialHop(ctx context.Context, via *ssh.Client, hp hop) (*ssh.
 	}
 	// The handshake is bounded by the same deadline; closing the connection
 	// unblocks it (a jumped connection has no deadlines of its own).
-	stop := context.AfterFunc(dctx, func() { raw.Close() })
+	stop := context.AfterFunc(dctx, func() { _ = raw.Close() }) // NewClientConn reports the end
 	c, chans, reqs, err := ssh.NewClientConn(raw, hp.addr, cfg)
 	stopped := stop()
 	if err != nil {
-		raw.Close()
+		_ = raw.Close() // the handshake's error is the one to report
 		switch {
 		case keyErr != nil:
 			var he *HostError
@@ -742,7 +742,9 @@ func newCaselessKnownHosts(files []string, data map[string][]byte) (ssh.HostKeyC
 		if err != nil {
 			return nil, err
 		}
-		defer os.Remove(tmp.Name())
+		// knownhosts.New reads the copy at once; one the removal leaves
+		// behind holds public host keys only.
+		defer func(name string) { _ = os.Remove(name) }(tmp.Name())
 		_, werr := tmp.Write(lowered)
 		if cerr := tmp.Close(); werr == nil {
 			werr = cerr
