@@ -151,12 +151,10 @@ func writeHashEntry(dir, entry, content string) error {
 	_, _ = rand.Read(rnd[:])
 	tmp := filepath.Join(dir, "."+entry+".tmp."+hex.EncodeToString(rnd[:]))
 	if err := os.WriteFile(tmp, []byte(content), 0o600); err != nil {
-		os.Remove(tmp)
-		return err
+		return discardTemp(err, tmp)
 	}
 	if err := os.Rename(tmp, filepath.Join(dir, entry)); err != nil {
-		os.Remove(tmp)
-		return err
+		return discardTemp(err, tmp)
 	}
 	return nil
 }

@@ -77,29 +77,7 @@ func pyNumber(s string) (string, bool) {
 	}
 	switch {
 	case pyIntRe().MatchString(s):
-		t := strings.ReplaceAll(s, "_", "")
-		base := 10
-		if len(t) > 1 && t[0] == '0' {
-			switch t[1] {
-			case 'x', 'X':
-				base = 16
-			case 'o', 'O':
-				base = 8
-			case 'b', 'B':
-				base = 2
-			}
-			if base != 10 {
-				t = t[2:]
-			}
-		}
-		n, ok := new(big.Int).SetString(t, base)
-		if !ok {
-			return "", false
-		}
-		if neg {
-			n.Neg(n)
-		}
-		return n.String(), true
+		return pyIntLiteral(s, neg)
 	case pyFloatRe().MatchString(s):
 		f, err := strconv.ParseFloat(strings.ReplaceAll(s, "_", ""), 64)
 		if err != nil && !math.IsInf(f, 0) {
@@ -194,6 +172,33 @@ func pyStrings(s string) (string, bool) {
 	return out.String(), true
 }
 
+// pyIntLiteral evaluates the Python int literal s (pyIntRe's), negated when neg.
+func pyIntLiteral(s string, neg bool) (string, bool) {
+	t := strings.ReplaceAll(s, "_", "")
+	base := 10
+	if len(t) > 1 && t[0] == '0' {
+		switch t[1] {
+		case 'x', 'X':
+			base = 16
+		case 'o', 'O':
+			base = 8
+		case 'b', 'B':
+			base = 2
+		}
+		if base != 10 {
+			t = t[2:]
+		}
+	}
+	n, ok := new(big.Int).SetString(t, base)
+	if !ok {
+		return "", false
+	}
+	if neg {
+		n.Neg(n)
+	}
+	return n.String(), true
+}
+
 // pyStringBody reads one quoted literal from s (starting at its quote).
 func pyStringBody(s string, raw, bytes bool) (val, rest string, ok bool) {
 	q := s[:1]
@@ -220,65 +225,80 @@ func pyStringBody(s string, raw, bytes bool) (val, rest string, ok bool) {
 			i++
 			continue
 		}
-		i++
-		switch e := s[i]; e {
-		case '\n':
-		case '\\', '\'', '"':
-			b.WriteByte(e)
-		case 'a':
-			b.WriteByte('\a')
-		case 'b':
-			b.WriteByte('\b')
-		case 'f':
-			b.WriteByte('\f')
-		case 'n':
-			b.WriteByte('\n')
-		case 'r':
-			b.WriteByte('\r')
-		case 't':
-			b.WriteByte('\t')
-		case 'v':
-			b.WriteByte('\v')
-		case '0', '1', '2', '3', '4', '5', '6', '7':
-			j := i
-			for j < len(s) && j < i+3 && s[j] >= '0' && s[j] <= '7' {
-				j++
-			}
-			n, _ := strconv.ParseUint(s[i:j], 8, 32)
-			if bytes {
-				b.WriteByte(byte(n))
-			} else {
-				b.WriteRune(rune(n))
-			}
-			i = j - 1
-		case 'x', 'u', 'U':
-			width := map[byte]int{'x': 2, 'u': 4, 'U': 8}[e]
-			if e != 'x' && bytes { // no \u in bytes: kept as written
-				b.WriteByte('\\')
-				b.WriteByte(e)
-				continue
-			}
-			if i+1+width > len(s) {
-				return "", "", false
-			}
-			n, err := strconv.ParseUint(s[i+1:i+1+width], 16, 32)
-			if err != nil || n > utf8.MaxRune {
-				return "", "", false
-			}
-			if bytes {
-				b.WriteByte(byte(n))
-			} else {
-				b.WriteRune(rune(n))
-			}
-			i += width
-		case 'N':
-			return "", "", false // \N{name}: not read here (the text stays as written)
-		default:
-			b.WriteByte('\\')
-			b.WriteByte(e)
+		var ok bool
+		if i, ok = pyEscape(&b, s, i+1, bytes); !ok {
+			return "", "", false
 		}
 	}
 	return "", "", false
+}
+
+// pyControlEscapes are the one-character escapes of a Python literal.
+var pyControlEscapes = map[byte]byte{'\\': '\\', '\'': '\'', '"': '"', 'a': '\a', 'b': '\b', 'f': '\f', 'n': '\n', 'r': '\r', 't': '\t', 'v': '\v'}
+
+// pyEscape writes to b the escape whose letter is s[i] (after a
+// backslash), returning the index of its last character; ok false for one
+// not read here (\N{name}) or malformed.
+func pyEscape(b *strings.Builder, s string, i int, bytes bool) (last int, ok bool) {
+	e := s[i]
+	if c, ok := pyControlEscapes[e]; ok {
+		b.WriteByte(c)
+		return i, true
+	}
+	switch e {
+	case '\n': // a line continuation
+	case '0', '1', '2', '3', '4', '5', '6', '7':
+		return pyOctalEscape(b, s, i, bytes), true
+	case 'x', 'u', 'U':
+		return pyHexEscape(b, s, i, bytes)
+	case 'N':
+		return i, false // \N{name}: not read here (the text stays as written)
+	default:
+		b.WriteByte('\\')
+		b.WriteByte(e)
+	}
+	return i, true
+}
+
+// pyOctalEscape writes the \ooo escape (up to 3 digits) starting at s[i].
+func pyOctalEscape(b *strings.Builder, s string, i int, bytes bool) int {
+	j := i
+	for j < len(s) && j < i+3 && s[j] >= '0' && s[j] <= '7' {
+		j++
+	}
+	n, _ := strconv.ParseUint(s[i:j], 8, 32)
+	pyWriteCode(b, n, bytes)
+	return j - 1
+}
+
+// pyHexEscape writes the \xhh, \uhhhh or \Uhhhhhhhh escape whose letter is
+// s[i]; bytes keep \u and \U as written.
+func pyHexEscape(b *strings.Builder, s string, i int, bytes bool) (int, bool) {
+	e := s[i]
+	width := map[byte]int{'x': 2, 'u': 4, 'U': 8}[e]
+	if e != 'x' && bytes { // no \u in bytes: kept as written
+		b.WriteByte('\\')
+		b.WriteByte(e)
+		return i, true
+	}
+	if i+1+width > len(s) {
+		return i, false
+	}
+	n, err := strconv.ParseUint(s[i+1:i+1+width], 16, 32)
+	if err != nil || n > utf8.MaxRune {
+		return i, false
+	}
+	pyWriteCode(b, n, bytes)
+	return i + width, true
+}
+
+// pyWriteCode writes n as a byte (bytes) or as a rune.
+func pyWriteCode(b *strings.Builder, n uint64, bytes bool) {
+	if bytes {
+		b.WriteByte(byte(n))
+	} else {
+		b.WriteRune(rune(n))
+	}
 }
 
 // lazyRegexp compiles expr on first use: package-level regexps are

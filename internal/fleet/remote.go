@@ -228,9 +228,11 @@ func sessionMax(ctx context.Context, c *ssh.Client, cmd string, stdin io.Reader,
 		return Output{}, err
 	}
 	defer s.Close()
+	// The closes below only unblock Run, whose error (or the context's,
+	// or the buffer's overflow) is the one reported.
 	out := &boundedBuffer{max: maxOut, over: func() {
 		_ = s.Signal(ssh.SIGTERM)
-		s.Close()
+		_ = s.Close()
 	}}
 	errb := &limitedBuffer{max: 64 << 10}
 	s.Stdout, s.Stderr = out, errb
@@ -239,8 +241,8 @@ func sessionMax(ctx context.Context, c *ssh.Client, cmd string, stdin io.Reader,
 	}
 	stop := context.AfterFunc(ctx, func() {
 		_ = s.Signal(ssh.SIGTERM)
-		s.Close()
-		c.Close()
+		_ = s.Close()
+		_ = c.Close()
 	})
 	defer stop()
 	err = s.Run(cmd)
@@ -329,34 +331,74 @@ func (e *Exec) run(ctx context.Context, c *ssh.Client, h *Host, args []string) (
 			return o, err
 		}
 	}
-	o, err := session(ctx, c, probeScript, nil)
+	p, o, err := probeHost(ctx, c)
 	if err != nil {
-		return o, fmt.Errorf("probe: %w", err)
+		return o, err
 	}
-	lines := strings.Split(strings.TrimRight(string(o.Stdout), "\n"), "\n")
-	if o.ExitCode != 0 || len(lines) != 3 {
-		return o, fmt.Errorf("probe: unexpected answer (exit %d): %q %s", o.ExitCode, o.Stdout, strings.TrimSpace(string(o.Stderr)))
-	}
-	p := probe{uid: lines[0], arch: lines[1], home: lines[2]}
 	agent := agentFor(e.agents(), p.arch)
 	if agent == nil {
 		return o, fmt.Errorf("the host is %s but no gpuprep given is built for it (%s): give one for %s with --agent-binary (make dist builds %s and the others)", p.arch, archList(e.agents()), p.arch, AgentName(p.arch))
 	}
+	base, err := cacheBase(h, p)
+	if err != nil {
+		return o, err
+	}
+	bin, err := e.placeAgent(ctx, c, h, p, agent, base)
+	if err != nil {
+		return o, err
+	}
+	args, err = e.placeFiles(ctx, c, h, p, base, files, args)
+	if err != nil {
+		return o, err
+	}
+	cmd, err := e.agentCommand(p, bin, agent.SHA256, args)
+	if err != nil {
+		return o, err
+	}
+	o, err = sessionMax(ctx, c, cmd, nil, e.maxStdout())
+	if err != nil {
+		return o, err
+	}
+	return o, e.agentRunError(o, h, p, bin)
+}
+
+// probeHost asks the host for its login user's uid, its machine and HOME.
+func probeHost(ctx context.Context, c *ssh.Client) (probe, Output, error) {
+	o, err := session(ctx, c, probeScript, nil)
+	if err != nil {
+		return probe{}, o, fmt.Errorf("probe: %w", err)
+	}
+	lines := strings.Split(strings.TrimRight(string(o.Stdout), "\n"), "\n")
+	if o.ExitCode != 0 || len(lines) != 3 {
+		return probe{}, o, fmt.Errorf("probe: unexpected answer (exit %d): %q %s", o.ExitCode, o.Stdout, strings.TrimSpace(string(o.Stderr)))
+	}
+	return probe{uid: lines[0], arch: lines[1], home: lines[2]}, o, nil
+}
+
+// cacheBase is the host's cache directory: gpuprep_cache_dir, else
+// ~/.cache/gpuprep of the login user; an absolute path either way.
+func cacheBase(h *Host, p probe) (string, error) {
 	base := h.Var("gpuprep_cache_dir")
 	if base == "" {
 		if !path.IsAbs(p.home) {
-			return o, fmt.Errorf("the login user's HOME (%q) is not an absolute path: set gpuprep_cache_dir", p.home)
+			return "", fmt.Errorf("the login user's HOME (%q) is not an absolute path: set gpuprep_cache_dir", p.home)
 		}
 		base = path.Join(p.home, ".cache", "gpuprep")
 	}
 	if !path.IsAbs(base) {
-		return o, fmt.Errorf("gpuprep_cache_dir %q is not an absolute path", base)
+		return "", fmt.Errorf("gpuprep_cache_dir %q is not an absolute path", base)
 	}
+	return base, nil
+}
+
+// placeAgent makes sure the host's cache holds agent (stamped) and returns
+// its path there.
+func (e *Exec) placeAgent(ctx context.Context, c *ssh.Client, h *Host, p probe, agent *Binary, base string) (string, error) {
 	dir := path.Join(base, agent.SHA256)
 	bin := path.Join(dir, "gpuprep")
 	uploaded, reason, err := e.place(ctx, c, h, p.uid, agent.Path, agent.SHA256, base, dir, bin, true)
 	if err != nil {
-		return o, err
+		return "", err
 	}
 	if uploaded && e.Uploaded != nil {
 		e.Uploaded(h, reason)
@@ -364,39 +406,55 @@ func (e *Exec) run(ctx context.Context, c *ssh.Client, h *Host, args []string) (
 	if e.placedHook != nil {
 		e.placedHook(h, bin)
 	}
+	return bin, nil
+}
+
+// placeFiles makes sure the host's cache holds files and returns args with
+// each file's reference replaced by its path there (args itself unchanged).
+func (e *Exec) placeFiles(ctx context.Context, c *ssh.Client, h *Host, p probe, base string, files []*File, args []string) ([]string, error) {
 	args = slices.Clone(args)
 	for _, f := range files {
 		fdir := path.Join(base, "files", f.SHA256)
 		dst := path.Join(fdir, f.remoteName())
 		if _, _, err := e.place(ctx, c, h, p.uid, f.Path, f.SHA256, path.Join(base, "files"), fdir, dst, false); err != nil {
-			return o, fmt.Errorf("%s: %w", f.Path, err)
+			return nil, fmt.Errorf("%s: %w", f.Path, err)
 		}
 		for i := range args {
 			args[i] = strings.ReplaceAll(args[i], f.Ref(), dst)
 		}
 	}
+	return args, nil
+}
+
+// agentCommand is the shell command running bin with args: through sudo
+// -n for a login user other than root (unless NoSudo), else through the
+// stamp-checking fd exec.
+func (e *Exec) agentCommand(p probe, bin, sha string, args []string) (string, error) {
 	cmd, err := QuoteArgs(args...)
 	if err != nil {
-		return o, err
+		return "", err
 	}
-	if p.uid != "0" && !e.NoSudo {
-		cmd = `exec sudo -n -- ` + Quote(bin) + ` ` + cmd
-	} else {
-		cmd = fdExecScript(bin, agent.SHA256, cmd)
+	if e.viaSudo(p) {
+		return `exec sudo -n -- ` + Quote(bin) + ` ` + cmd, nil
 	}
-	o, err = sessionMax(ctx, c, cmd, nil, e.maxStdout())
-	if err != nil {
-		return o, err
-	}
+	return fdExecScript(bin, sha, cmd), nil
+}
+
+// viaSudo says whether the agent runs through sudo on the probed host.
+func (e *Exec) viaSudo(p probe) bool { return p.uid != "0" && !e.NoSudo }
+
+// agentRunError is what the agent's run says went wrong before gpuprep
+// ran: the binary changed under it, or sudo refused.
+func (e *Exec) agentRunError(o Output, h *Host, p probe, bin string) error {
 	if binaryChanged(o) {
-		return o, errBinaryChanged
+		return errBinaryChanged
 	}
-	if p.uid != "0" && !e.NoSudo {
+	if e.viaSudo(p) {
 		if msg := sudoProblem(o); msg != "" {
-			return o, fmt.Errorf("sudo -n (as %s): %s: allow %s to run %s without a password (NOPASSWD; gpuprep fleet sudoers prints the rule pinning this binary by its SHA-256), connect as root, or pass --no-sudo", h.User, msg, h.User, bin)
+			return fmt.Errorf("sudo -n (as %s): %s: allow %s to run %s without a password (NOPASSWD; gpuprep fleet sudoers prints the rule pinning this binary by its SHA-256), connect as root, or pass --no-sudo", h.User, msg, h.User, bin)
 		}
 	}
-	return o, nil
+	return nil
 }
 
 func sudoProblem(o Output) string {

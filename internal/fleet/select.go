@@ -26,43 +26,95 @@ import (
 // with & must also match. groups (any of them) further restricts the
 // selection. Empty limit and groups select every host.
 func Select(hosts []*Host, limit string, groups []string) ([]*Host, error) {
-	var incl, excl, inter []string
+	lim, err := parseLimit(limit)
+	if err != nil {
+		return nil, err
+	}
+	if err := knownGroups(hosts, groups); err != nil {
+		return nil, err
+	}
+	var out []*Host
+	for _, h := range hosts {
+		if lim.admits(h) && inGroups(h, groups) {
+			out = append(out, h)
+		}
+	}
+	if len(out) == 0 {
+		return nil, noMatch(limit, groups)
+	}
+	return out, nil
+}
+
+// hostLimit is a parsed --limit: the patterns that include, exclude (!)
+// and must also match (&).
+type hostLimit struct{ incl, excl, inter []string }
+
+// parseLimit parses --limit, refusing a pattern path.Match cannot take.
+func parseLimit(limit string) (hostLimit, error) {
+	var l hostLimit
 	for _, p := range strings.FieldsFunc(limit, func(r rune) bool { return r == ',' || r == ':' }) {
 		p = strings.TrimSpace(p)
 		if p == "" {
 			continue
 		}
-		dst := &incl
+		dst := &l.incl
 		switch p[0] {
 		case '!':
-			dst, p = &excl, p[1:]
+			dst, p = &l.excl, p[1:]
 		case '&':
-			dst, p = &inter, p[1:]
+			dst, p = &l.inter, p[1:]
 		}
 		if _, err := path.Match(p, ""); err != nil {
-			return nil, fmt.Errorf("--limit %q: %v", p, err)
+			return hostLimit{}, fmt.Errorf("--limit %q: %v", p, err)
 		}
 		*dst = append(*dst, p)
 	}
-	match := func(h *Host, p string) bool {
-		if p == "all" || p == "*" {
+	return l, nil
+}
+
+// admits says whether h is in the limit: it matches an including pattern
+// (when there is one), no excluding one, and every & one.
+func (l hostLimit) admits(h *Host) bool {
+	if len(l.incl) > 0 && !matchesAny(h, l.incl) {
+		return false
+	}
+	if matchesAny(h, l.excl) {
+		return false
+	}
+	for _, p := range l.inter {
+		if !limitMatch(h, p) {
+			return false
+		}
+	}
+	return true
+}
+
+// limitMatch says whether the --limit pattern p matches h's name, address
+// or one of its groups ("all" and "*" match every host).
+func limitMatch(h *Host, p string) bool {
+	if p == "all" || p == "*" {
+		return true
+	}
+	for _, s := range append([]string{h.Name, h.Address}, h.Groups...) {
+		if ok, _ := path.Match(p, s); ok {
 			return true
 		}
-		for _, s := range append([]string{h.Name, h.Address}, h.Groups...) {
-			if ok, _ := path.Match(p, s); ok {
-				return true
-			}
-		}
-		return false
 	}
-	any := func(h *Host, ps []string) bool {
-		for _, p := range ps {
-			if match(h, p) {
-				return true
-			}
+	return false
+}
+
+// matchesAny says whether one of the patterns ps matches h.
+func matchesAny(h *Host, ps []string) bool {
+	for _, p := range ps {
+		if limitMatch(h, p) {
+			return true
 		}
-		return false
 	}
+	return false
+}
+
+// knownGroups refuses a --group no host is in ("all" aside).
+func knownGroups(hosts []*Host, groups []string) error {
 	known := map[string]bool{}
 	for _, h := range hosts {
 		for _, g := range h.Groups {
@@ -71,39 +123,24 @@ func Select(hosts []*Host, limit string, groups []string) ([]*Host, error) {
 	}
 	for _, g := range groups {
 		if !known[g] && g != "all" {
-			return nil, fmt.Errorf("--group %q: no host is in that group", g)
+			return fmt.Errorf("--group %q: no host is in that group", g)
 		}
 	}
-	var out []*Host
-	for _, h := range hosts {
-		if len(incl) > 0 && !any(h, incl) {
-			continue
-		}
-		if any(h, excl) {
-			continue
-		}
-		ok := true
-		for _, p := range inter {
-			ok = ok && match(h, p)
-		}
-		if !ok {
-			continue
-		}
-		if len(groups) > 0 && !contains(groups, "all") {
-			in := false
-			for _, g := range groups {
-				in = in || contains(h.Groups, g)
-			}
-			if !in {
-				continue
-			}
-		}
-		out = append(out, h)
+	return nil
+}
+
+// inGroups says whether h is in one of groups (none given, or "all": every
+// host is).
+func inGroups(h *Host, groups []string) bool {
+	if len(groups) == 0 || contains(groups, "all") {
+		return true
 	}
-	if len(out) == 0 {
-		return nil, noMatch(limit, groups)
+	for _, g := range groups {
+		if contains(h.Groups, g) {
+			return true
+		}
 	}
-	return out, nil
+	return false
 }
 
 // SSHConfig is a parsed ssh_config file (~/.ssh/config) with the files it
@@ -477,40 +514,76 @@ func cfgKeyword(line string) (kw, rest string) {
 // and tabs, with "…" and '…' quoting and backslash escapes, up to a '#'
 // that starts an argument.
 func cfgArgs(s string) ([]string, error) {
-	var args []string
-	var cur strings.Builder
-	inArg := false
-	var quote byte
+	var t cfgTokens
 	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case quote != 0 && c == quote:
-			quote = 0
-		case quote == 0 && (c == ' ' || c == '\t'):
-			if inArg {
-				args, inArg = append(args, cur.String()), false
-				cur.Reset()
-			}
-		case quote == 0 && c == '#' && !inArg:
-			return args, nil
-		case quote == 0 && (c == '"' || c == '\''):
-			quote, inArg = c, true
-		case c == '\\' && i+1 < len(s) && strings.IndexByte("\\\"' \t", s[i+1]) >= 0:
-			i++
-			cur.WriteByte(s[i])
-			inArg = true
-		default:
-			cur.WriteByte(c)
-			inArg = true
+		var stop bool
+		if i, stop = t.step(s, i); stop {
+			return t.args, nil
 		}
 	}
-	if quote != 0 {
+	if t.quote != 0 {
 		return nil, fmt.Errorf("unterminated quote")
 	}
-	if inArg {
-		args = append(args, cur.String())
+	t.endArg()
+	return t.args, nil
+}
+
+// cfgTokens is cfgArgs's state: the arguments so far, the one being read
+// (inArg: one has begun, even if empty: "") and the open quote (0: none).
+type cfgTokens struct {
+	args  []string
+	cur   strings.Builder
+	inArg bool
+	quote byte
+}
+
+// step reads s[i] (and the character a backslash escapes), returning the
+// index of the last one read; stop at a comment.
+func (t *cfgTokens) step(s string, i int) (next int, stop bool) {
+	c := s[i]
+	if t.quote != 0 && c == t.quote {
+		t.quote = 0
+		return i, false
 	}
-	return args, nil
+	if t.quote == 0 {
+		if handled, stop := t.unquoted(c); handled {
+			return i, stop
+		}
+	}
+	if c == '\\' && i+1 < len(s) && strings.IndexByte("\\\"' \t", s[i+1]) >= 0 {
+		t.add(s[i+1])
+		return i + 1, false
+	}
+	t.add(c)
+	return i, false
+}
+
+// unquoted handles c outside quotes when it is a blank (ending the
+// argument), a comment's # (stop) or an opening quote.
+func (t *cfgTokens) unquoted(c byte) (handled, stop bool) {
+	switch {
+	case c == ' ' || c == '\t':
+		t.endArg()
+	case c == '#' && !t.inArg:
+		return true, true
+	case c == '"' || c == '\'':
+		t.quote, t.inArg = c, true
+	default:
+		return false, false
+	}
+	return true, false
+}
+
+func (t *cfgTokens) add(c byte) {
+	t.cur.WriteByte(c)
+	t.inArg = true
+}
+
+func (t *cfgTokens) endArg() {
+	if t.inArg {
+		t.args, t.inArg = append(t.args, t.cur.String()), false
+		t.cur.Reset()
+	}
 }
 
 // parseMatch parses Match criteria: all, canonical and final stand alone,
@@ -883,27 +956,14 @@ func (s *SSHConfig) fill(h *Host, alias string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	h.Address = sshHostCase(h.Address)
-	if v := o.hostName; v.src != "" {
-		addr, err := expandHostName(v.val, alias)
-		if err != nil {
-			return "", fmt.Errorf("ssh config %s: HostName %q (for %s): %v", v.src, v.val, alias, err)
-		}
-		addr = sshHostCase(addr)
-		if !configAddressOK(addr) {
-			return "", fmt.Errorf("ssh config %s: HostName %q (for %s) is not a host name or IP address", v.src, addr, alias)
-		}
-		h.Address = addr
+	if err := o.fillAddress(h, alias); err != nil {
+		return "", err
 	}
 	if h.User == "" {
 		h.User = o.user.val
 	}
-	if v := o.port; h.Port == 0 && v.src != "" {
-		n, ok := configPort(v.val)
-		if !ok {
-			return "", fmt.Errorf("ssh config %s: Port %q (for %s) is not a TCP port (1-65535)", v.src, v.val, alias)
-		}
-		h.Port = n
+	if err := o.fillPort(h, alias); err != nil {
+		return "", err
 	}
 	if len(h.IdentityFiles) == 0 {
 		files, err := identityFiles(o.identityFiles, h, alias)
@@ -912,6 +972,45 @@ func (s *SSHConfig) fill(h *Host, alias string) (string, error) {
 		}
 		h.IdentityFiles = files
 	}
+	return o.fillJump(h, alias)
+}
+
+// fillAddress sets h's address (ssh's case) from HostName when set,
+// checked as an address.
+func (o *hostOpts) fillAddress(h *Host, alias string) error {
+	h.Address = sshHostCase(h.Address)
+	v := o.hostName
+	if v.src == "" {
+		return nil
+	}
+	addr, err := expandHostName(v.val, alias)
+	if err != nil {
+		return fmt.Errorf("ssh config %s: HostName %q (for %s): %v", v.src, v.val, alias, err)
+	}
+	addr = sshHostCase(addr)
+	if !configAddressOK(addr) {
+		return fmt.Errorf("ssh config %s: HostName %q (for %s) is not a host name or IP address", v.src, addr, alias)
+	}
+	h.Address = addr
+	return nil
+}
+
+// fillPort sets h's port from Port when the inventory gives none.
+func (o *hostOpts) fillPort(h *Host, alias string) error {
+	if v := o.port; h.Port == 0 && v.src != "" {
+		n, ok := configPort(v.val)
+		if !ok {
+			return fmt.Errorf("ssh config %s: Port %q (for %s) is not a TCP port (1-65535)", v.src, v.val, alias)
+		}
+		h.Port = n
+	}
+	return nil
+}
+
+// fillJump sets h's jump host from ProxyJump, or a bastion ProxyCommand,
+// when the inventory gives none (its none: connect directly), returning
+// where in the config the jump came from.
+func (o *hostOpts) fillJump(h *Host, alias string) (string, error) {
 	if strings.EqualFold(h.Jump, "none") {
 		h.Jump = ""
 		return "", nil
@@ -941,46 +1040,101 @@ func (s *SSHConfig) fill(h *Host, alias string) (string, error) {
 // it is equivalent to. Anything else (other options, shell syntax, quotes,
 // another command) is not read: ok is false, and gpuprep runs nothing.
 func ProxyCommandJump(cmd string) (jump string, ok bool) {
-	if strings.ContainsAny(cmd, "\"'\\;&|<>`$(){}*?!#\n") {
+	f, ok := proxySSHArgv(cmd)
+	if !ok {
 		return "", false
+	}
+	var p proxyArgs
+	for i := 1; i < len(f); i++ {
+		if i, ok = p.take(f, i); !ok {
+			return "", false
+		}
+	}
+	return p.jump()
+}
+
+// proxySSHArgv is cmd's words when cmd is a plain ssh command line (exec
+// aside): no quoting, expansion or shell syntax ssh's own shell would
+// read differently.
+func proxySSHArgv(cmd string) ([]string, bool) {
+	if strings.ContainsAny(cmd, "\"'\\;&|<>`$(){}*?!#\n") {
+		return nil, false
 	}
 	f := strings.Fields(cmd)
 	if len(f) > 0 && f[0] == "exec" {
 		f = f[1:]
 	}
 	if len(f) == 0 || f[0] != "ssh" && f[0] != "/usr/bin/ssh" && f[0] != "/bin/ssh" {
-		return "", false
+		return nil, false
 	}
-	var user, port, dest string
-	forward := false
-	for i := 1; i < len(f); i++ {
-		a := f[i]
-		switch {
-		case a == "-q" || a == "-T" || a == "-x" || a == "-a":
-		case a == "-W" && i+1 < len(f) && (f[i+1] == "%h:%p" || f[i+1] == "[%h]:%p") && !forward:
-			forward = true
-			i++
-		case a == "-p" && i+1 < len(f) && port == "":
-			if _, ok := sshPortNumber(f[i+1]); !ok {
-				return "", false
-			}
-			port = f[i+1]
-			i++
-		case a == "-l" && i+1 < len(f) && user == "":
-			user = f[i+1]
-			i++
-		case strings.HasPrefix(a, "-") || dest != "":
-			if dest != "" && !forward && len(f)-i == 3 && f[i] == "nc" && f[i+1] == "%h" && f[i+2] == "%p" {
-				forward = true
-				i = len(f)
-				continue
-			}
-			return "", false
-		default:
-			dest = a
+	return f, true
+}
+
+// proxyArgs is what a bastion ProxyCommand's ssh arguments say: the
+// bastion (dest), its -l user and -p port, and whether they forward to
+// the host (-W %h:%p, or nc %h %p run on the bastion).
+type proxyArgs struct {
+	user, port, dest string
+	forward          bool
+}
+
+// take reads the argument f[i] (and its option's value), returning the
+// index of the last one read; ok false for one a bastion idiom has not.
+func (p *proxyArgs) take(f []string, i int) (next int, ok bool) {
+	a := f[i]
+	switch {
+	case a == "-q" || a == "-T" || a == "-x" || a == "-a":
+		return i, true
+	case a == "-W" || a == "-p" || a == "-l":
+		return p.option(a, f, i)
+	case strings.HasPrefix(a, "-") || p.dest != "":
+		return p.ncTail(f, i)
+	}
+	p.dest = a
+	return i, true
+}
+
+// option reads -W %h:%p, -p PORT or -l USER (each once) at f[i].
+func (p *proxyArgs) option(a string, f []string, i int) (int, bool) {
+	if i+1 >= len(f) {
+		return i, false
+	}
+	v := f[i+1]
+	switch a {
+	case "-W":
+		if p.forward || v != "%h:%p" && v != "[%h]:%p" {
+			return i, false
 		}
+		p.forward = true
+	case "-p":
+		if _, ok := sshPortNumber(v); !ok || p.port != "" {
+			return i, false
+		}
+		p.port = v
+	default:
+		if p.user != "" {
+			return i, false
+		}
+		p.user = v
 	}
-	if !forward || dest == "" || strings.Contains(dest, "%") {
+	return i + 1, true
+}
+
+// ncTail reads the command run on the bastion after its name: only
+// nc %h %p, the forward -W makes (and only when -W did not).
+func (p *proxyArgs) ncTail(f []string, i int) (int, bool) {
+	if p.dest != "" && !p.forward && len(f)-i == 3 && f[i] == "nc" && f[i+1] == "%h" && f[i+2] == "%p" {
+		p.forward = true
+		return len(f), true
+	}
+	return i, false
+}
+
+// jump is the ProxyJump [USER@]HOST[:PORT] the arguments say, ok false when
+// they forward nowhere or name no single bastion.
+func (p proxyArgs) jump() (string, bool) {
+	user, dest := p.user, p.dest
+	if !p.forward || dest == "" || strings.Contains(dest, "%") {
 		return "", false
 	}
 	if u, h, found := strings.Cut(dest, "@"); found {
@@ -990,7 +1144,7 @@ func ProxyCommandJump(cmd string) (jump string, ok bool) {
 		user, dest = u, h
 	}
 	if strings.Contains(dest, ":") {
-		if port == "" {
+		if p.port == "" {
 			return "", false // an IPv6 bastion without -p: say it as ProxyJump
 		}
 		dest = "[" + dest + "]"
@@ -998,8 +1152,8 @@ func ProxyCommandJump(cmd string) (jump string, ok bool) {
 	if user != "" {
 		dest = user + "@" + dest
 	}
-	if port != "" {
-		dest += ":" + port
+	if p.port != "" {
+		dest += ":" + p.port
 	}
 	return dest, true
 }

@@ -319,7 +319,9 @@ func oracleCompare(t *testing.T, env oracleEnv, c oracleCase) []string {
 	home := t.TempDir()
 	t.Setenv("HOME", home)
 	t.Setenv("SSH_AUTH_SOCK", "")
-	os.Unsetenv("SSH_AUTH_SOCK")
+	if err := os.Unsetenv("SSH_AUTH_SOCK"); err != nil {
+		t.Fatal(err)
+	}
 	for k, v := range c.env {
 		t.Setenv(k, v)
 	}

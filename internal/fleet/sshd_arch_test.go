@@ -29,7 +29,7 @@ func TestSSHPicksBinaryByArch(t *testing.T) {
 	}
 	foreign := fakeELF(t, filepath.Join(t.TempDir(), "gpuprep-foreign"), other, "never run")
 	cache := filepath.Join(r.env.Home[r.env.User], ".cache", "gpuprep")
-	os.RemoveAll(filepath.Join(cache, r.bin.SHA256))
+	require.NoError(t, os.RemoveAll(filepath.Join(cache, r.bin.SHA256)))
 
 	run := r.runner(r.transport())
 	run.Exec = &Exec{Binaries: []*Binary{foreign, r.bin}} // the foreign one first

@@ -36,9 +36,9 @@ func TestSSHCacheWritableByAnotherUser(t *testing.T) {
 	mark := filepath.Join(r.env.Dir, "ran-"+b)
 	evil := filepath.Join(r.env.Dir, "evil-"+b)
 	require.NoError(t, os.WriteFile(evil, []byte("#!/bin/sh\nid -u >> "+mark+"\nexit 0\n"), 0o755))
-	os.Remove(mark)
+	require.NoError(t, removeIfThere(mark)) // one an earlier run left
 	require.NoError(t, os.Chmod(r.env.Dir, 0o755))
-	t.Cleanup(func() { os.Remove(mark) })
+	t.Cleanup(func() { assert.NoError(t, removeIfThere(mark)) })
 	asB := func(script string) {
 		t.Helper()
 		out, err := sshdtest.AsUser(buid, bgid, script)
@@ -53,7 +53,7 @@ func TestSSHCacheWritableByAnotherUser(t *testing.T) {
 		require.NoError(t, os.Chmod(base, 0o770)) // B's group may write it
 	}
 	// the tests after this one get A's home with no cache, as it was made
-	t.Cleanup(func() { os.RemoveAll(filepath.Join(home, ".cache")) })
+	t.Cleanup(func() { assert.NoError(t, os.RemoveAll(filepath.Join(home, ".cache"))) })
 	h := r.host("shared", s, a)
 	run := r.runner(r.transport())
 	run.Parallel = 1

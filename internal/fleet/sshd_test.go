@@ -91,7 +91,7 @@ func TestSSHPassingFleetAndCache(t *testing.T) {
 	run := r.runner(r.transport())
 	run.Exec.Uploaded = func(*Host, string) { uploads.Add(1) }
 	// Remove any cached copy from an earlier test, so this one uploads.
-	os.RemoveAll(filepath.Join(r.env.Home[r.env.User], ".cache"))
+	require.NoError(t, os.RemoveAll(filepath.Join(r.env.Home[r.env.User], ".cache")))
 	hosts := []*Host{r.host("a", s1, r.env.User), r.host("b", s2, r.env.User)}
 	res := run.Run(context.Background(), hosts)
 	for _, x := range res {
@@ -152,13 +152,13 @@ func TestSSHHostKeys(t *testing.T) {
 	tr.AcceptNew = true
 	c, err := tr.Dial(ctx, h)
 	require.NoError(t, err)
-	c.Close()
+	require.NoError(t, c.Close())
 	b, err := os.ReadFile(r.kh)
 	require.NoError(t, err)
 	assert.Contains(t, string(b), "["+s.Host+"]:")
 	c, err = r.transport().Dial(ctx, h)
 	require.NoError(t, err)
-	c.Close()
+	require.NoError(t, c.Close())
 
 	// Changed: another server on the same address with another key. Refused,
 	// even with --accept-new.
@@ -190,7 +190,7 @@ func TestSSHCertAuthority(t *testing.T) {
 	require.NoError(t, os.WriteFile(r.kh, []byte("@cert-authority "+knownhosts.Normalize(s.Addr)+" "+string(ssh.MarshalAuthorizedKey(ca.PublicKey()))), 0o600))
 	c, err := r.transport().Dial(context.Background(), r.host("ca", s, r.env.User))
 	require.NoError(t, err)
-	c.Close()
+	require.NoError(t, c.Close())
 }
 
 func mustKey(t *testing.T) ssh.PublicKey { return newSigner(t).PublicKey() }
@@ -215,7 +215,7 @@ func TestSSHAuthAndTimeouts(t *testing.T) {
 	require.NoError(t, err)
 	_, err = f.Write(ssh.MarshalAuthorizedKey(pub))
 	require.NoError(t, err)
-	f.Close()
+	require.NoError(t, f.Close())
 	tr = r.transport()
 	tr.Identities = []string{enc}
 	_, err = tr.Dial(ctx, h)
@@ -234,7 +234,7 @@ func TestSSHAuthAndTimeouts(t *testing.T) {
 	tr.Agent = keyring.(agent.ExtendedAgent)
 	c, err := tr.Dial(ctx, h)
 	require.NoError(t, err)
-	c.Close()
+	require.NoError(t, c.Close())
 
 	// A host that accepts TCP and never answers.
 	silent := sshdtest.SilentServer(t, "127.0.0.6")
@@ -538,7 +538,7 @@ func serveAgent(t *testing.T, keyring agent.Agent) agent.ExtendedAgent {
 	sock := filepath.Join(t.TempDir(), "agent.sock")
 	l, err := net.Listen("unix", sock)
 	require.NoError(t, err)
-	t.Cleanup(func() { l.Close() })
+	t.Cleanup(func() { _ = l.Close() }) // ends the Accept loop below; nothing was sent on it
 	go func() {
 		for {
 			c, err := l.Accept()
@@ -547,14 +547,14 @@ func serveAgent(t *testing.T, keyring agent.Agent) agent.ExtendedAgent {
 			}
 			go func() {
 				defer c.Close()
-				agent.ServeAgent(keyring, c)
+				_ = agent.ServeAgent(keyring, c) // returns when the client hangs up (io.EOF)
 			}()
 		}
 	}()
 	t.Setenv("SSH_AUTH_SOCK", sock)
 	ag, closer := AgentFromEnv()
 	require.NotNil(t, ag)
-	t.Cleanup(func() { closer.Close() })
+	t.Cleanup(func() { assert.NoError(t, closer.Close()) })
 	return ag
 }
 
@@ -594,7 +594,7 @@ func TestSSHAgentWithManyKeys(t *testing.T) {
 	tr.Agent = ag
 	c, err := tr.Dial(ctx, h)
 	require.NoError(t, err, "an unencrypted --identity file")
-	c.Close()
+	require.NoError(t, c.Close())
 
 	enc := filepath.Join(t.TempDir(), "enc_ed25519")
 	r.authorize(t, sshdtest.WriteKey(t, enc, "sekrit"))
@@ -608,7 +608,7 @@ func TestSSHAgentWithManyKeys(t *testing.T) {
 	tr.Agent = ag
 	c, err = tr.Dial(ctx, h)
 	require.NoError(t, err, "an encrypted --identity file the agent holds behind 7 others")
-	c.Close()
+	require.NoError(t, c.Close())
 
 	wrong := agent.NewKeyring()
 	addUnrelatedKeys(t, wrong, 7)
@@ -644,7 +644,7 @@ func TestSSHDefaultKeyBesideAgent(t *testing.T) {
 	tr.Agent = serveAgent(t, keyring)
 	c, err := tr.Dial(context.Background(), h)
 	require.NoError(t, err, "~/.ssh/id_ed25519 after the agent's two keys")
-	c.Close()
+	require.NoError(t, c.Close())
 
 	h.IdentityFiles = []string{NoIdentityFile}
 	_, err = tr.Dial(context.Background(), h)
@@ -704,7 +704,7 @@ func TestSSHHostKeyOfOtherType(t *testing.T) {
 		tr.KnownHosts = []string{kh}
 		c, err := tr.Dial(ctx, r.host("both", both, r.env.User))
 		require.NoError(t, err, recorded.Type())
-		c.Close()
+		assert.NoError(t, c.Close())
 	}
 }
 
@@ -749,7 +749,7 @@ func TestSSHCertificateFallbacks(t *testing.T) {
 		tr.KnownHosts, tr.AcceptNew = []string{kh}, acceptNew
 		c, err := tr.Dial(ctx, r.host("cert", s, r.env.User))
 		if err == nil {
-			c.Close()
+			assert.NoError(t, c.Close())
 		}
 		return err
 	}

@@ -81,8 +81,7 @@ func (s self) writeStamp(file string) error {
 		return err
 	}
 	if err := os.Rename(tmp, file); err != nil {
-		os.Remove(tmp)
-		return err
+		return discardTemp(err, tmp)
 	}
 	return nil
 }
@@ -166,7 +165,11 @@ func (s self) agentArgs(args []string, stderr io.Writer) (rest []string, code in
 			fmt.Fprintf(stderr, "%s: %v\n", notStampedMsg, err)
 			return nil, NotStampedRC, true
 		}
-		io.WriteString(stderr, StampedMarker)
+		if _, err := io.WriteString(stderr, StampedMarker); err != nil {
+			// The client cannot learn the stamp was verified: it is
+			// not, as far as it can tell (and it reads no marker).
+			return nil, NotStampedRC, true
+		}
 		return args[2:], 0, false
 	}
 	return args, 0, false

@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -22,7 +23,7 @@ func safeTempDir(t *testing.T) string {
 	t.Helper()
 	dir, err := sshdtest.SafeTempDir("gpuprep-stamp-")
 	require.NoError(t, err)
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	t.Cleanup(func() { assert.NoError(t, os.RemoveAll(dir)) })
 	return dir
 }
 
@@ -186,4 +187,26 @@ func TestStampedScriptUnderSh(t *testing.T) {
 	require.NoError(t, os.Lchown(stamp, 0, 0))
 	out, rc = run(t, nobody, base, fakes, a)
 	require.Equal(t, NotStampedRC, rc, "a stamp someone else owns: %s", out)
+}
+
+// failingWriter refuses every write (a stderr whose reader has gone).
+type failingWriter struct{}
+
+func (failingWriter) Write([]byte) (int, error) { return 0, errors.New("write refused") }
+
+// A stamped binary whose stderr cannot take the marker does not run the
+// subcommand: the client, which reads no marker, takes the host as not
+// stamped, and the command must not run behind its back.
+func TestStampMarkerUnwritable(t *testing.T) {
+	exe, s := fakeExe(t)
+	stamp := filepath.Join(filepath.Dir(exe), stampName)
+	var errb bytes.Buffer
+	_, code, done := s.agentArgs([]string{StampWriteFlag, stamp}, &errb)
+	require.True(t, done)
+	require.Equal(t, 0, code, errb.String())
+
+	rest, code, done := s.agentArgs([]string{StampFlag, stamp, "check"}, failingWriter{})
+	assert.True(t, done)
+	assert.Equal(t, NotStampedRC, code)
+	assert.Nil(t, rest)
 }

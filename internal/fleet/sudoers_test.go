@@ -68,7 +68,7 @@ func TestSudoersRuleWithRealSudo(t *testing.T) {
 	require.NoError(t, err, "visudo: %s", out)
 	installed := testrun.Sudoers + user // swept with the user if this process dies
 	require.NoError(t, os.WriteFile(installed, []byte(line+"\n"), 0o440))
-	t.Cleanup(func() { os.Remove(installed) })
+	t.Cleanup(func() { assert.NoError(t, os.Remove(installed)) })
 
 	sudo := func() (string, error) {
 		out, err := sshdtest.AsUser(uid, gid, "exec sudo -n -- "+bin+" -u")

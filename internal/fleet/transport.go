@@ -565,7 +565,7 @@ type Conn struct {
 func (c *Conn) Close() error {
 	err := c.Client.Close()
 	for i := len(c.hops) - 1; i >= 0; i-- {
-		c.hops[i].Close()
+		err = errors.Join(err, c.hops[i].Close())
 	}
 	return err
 }
@@ -598,7 +598,7 @@ func (t *Transport) Dial(ctx context.Context, h *Host) (*Conn, error) {
 		c, err := t.dialHop(ctx, via, hp)
 		if err != nil {
 			for _, prev := range conn.hops {
-				prev.Close()
+				_ = prev.Close() // the dial's error is the one to report; these carried nothing
 			}
 			if hp.label != "" {
 				var he *HostError
@@ -619,36 +619,16 @@ func (t *Transport) Dial(ctx context.Context, h *Host) (*Conn, error) {
 }
 
 func (t *Transport) dialHop(ctx context.Context, via *ssh.Client, hp hop) (*ssh.Client, error) {
-	keys := t.signers(identityFileList(append(append([]string{}, t.Identities...), hp.identities...)))
-	if len(keys.signers) == 0 {
-		// fleet's -i is --inventory: name the flag by its long name only
-		msg := "no usable key: give one with --identity, a key file in the inventory (identityFile, ansible_ssh_private_key_file), IdentityFile in ssh_config, or ssh-agent (SSH_AUTH_SOCK)"
-		if keys.note != "" {
-			msg = keys.note
-		}
-		return nil, hostErr(StatusAuthFailed, "%s", msg)
+	keys, err := t.hopKeys(hp)
+	if err != nil {
+		return nil, err
 	}
-
 	dctx, cancel := context.WithTimeout(ctx, t.ConnectTimeout)
 	defer cancel()
-	var raw net.Conn
-	var err error
-	if via == nil {
-		var d net.Dialer
-		raw, err = d.DialContext(dctx, "tcp", hp.addr)
-	} else {
-		raw, err = via.DialContext(dctx, "tcp", hp.addr)
-	}
+	raw, err := t.dialRaw(ctx, dctx, via, hp)
 	if err != nil {
-		switch {
-		case ctx.Err() != nil:
-			return nil, hostErr(StatusCancelled, "cancelled")
-		case dctx.Err() != nil || isTimeout(err):
-			return nil, hostErr(StatusTimeout, "connect to %s: no answer within %s", hp.addr, t.ConnectTimeout)
-		}
-		return nil, hostErr(StatusUnreachable, "connect to %s: %v", hp.addr, trimNetErr(err))
+		return nil, err
 	}
-
 	var keyErr error
 	cfg := &ssh.ClientConfig{
 		User:              hp.user,
@@ -659,36 +639,88 @@ func (t *Transport) dialHop(ctx context.Context, via *ssh.Client, hp hop) (*ssh.
 	}
 	// The handshake is bounded by the same deadline; closing the connection
 	// unblocks it (a jumped connection has no deadlines of its own).
-	stop := context.AfterFunc(dctx, func() { raw.Close() })
+	stop := context.AfterFunc(dctx, func() { _ = raw.Close() }) // NewClientConn reports the end
 	c, chans, reqs, err := ssh.NewClientConn(raw, hp.addr, cfg)
 	stopped := stop()
 	if err != nil {
-		raw.Close()
-		switch {
-		case keyErr != nil:
-			var he *HostError
-			if errors.As(keyErr, &he) {
-				return nil, he
-			}
-			return nil, hostErr(StatusError, "%v", keyErr)
-		case ctx.Err() != nil:
-			return nil, hostErr(StatusCancelled, "cancelled")
-		case !stopped || dctx.Err() != nil:
-			return nil, hostErr(StatusTimeout, "%s accepted the connection but gave no SSH answer within %s", hp.addr, t.ConnectTimeout)
-		case strings.Contains(err.Error(), "unable to authenticate"):
-			msg := fmt.Sprintf("%s@%s: the server accepted none of the offered keys", hp.user, hp.addr)
-			if keys.note != "" {
-				msg += "; " + keys.note
-			}
-			return nil, hostErr(StatusAuthFailed, "%s", msg)
-		case strings.Contains(err.Error(), "Too many authentication failures"):
-			return nil, tooManyKeys(hp, keys)
-		case isConnDrop(err):
-			return nil, hostErr(StatusUnreachable, "%s: connection closed during the SSH handshake: %v", hp.addr, err)
-		}
-		return nil, hostErr(StatusError, "%s: %v", hp.addr, err)
+		_ = raw.Close() // the handshake's error is the one to report
+		return nil, t.handshakeErr(ctx, dctx, hp, keys, keyErr, stopped, err)
 	}
 	return ssh.NewClient(c, chans, reqs), nil
+}
+
+// hopKeys are the keys offered to hp, or the error saying none is usable.
+func (t *Transport) hopKeys(hp hop) (offer, error) {
+	keys := t.signers(identityFileList(append(append([]string{}, t.Identities...), hp.identities...)))
+	if len(keys.signers) == 0 {
+		// fleet's -i is --inventory: name the flag by its long name only
+		msg := "no usable key: give one with --identity, a key file in the inventory (identityFile, ansible_ssh_private_key_file), IdentityFile in ssh_config, or ssh-agent (SSH_AUTH_SOCK)"
+		if keys.note != "" {
+			msg = keys.note
+		}
+		return keys, hostErr(StatusAuthFailed, "%s", msg)
+	}
+	return keys, nil
+}
+
+// dialRaw opens the TCP connection to hp (through via when set) within
+// dctx, its error a HostError saying why not.
+func (t *Transport) dialRaw(ctx, dctx context.Context, via *ssh.Client, hp hop) (net.Conn, error) {
+	var raw net.Conn
+	var err error
+	if via == nil {
+		var d net.Dialer
+		raw, err = d.DialContext(dctx, "tcp", hp.addr)
+	} else {
+		raw, err = via.DialContext(dctx, "tcp", hp.addr)
+	}
+	if err == nil {
+		return raw, nil
+	}
+	switch {
+	case ctx.Err() != nil:
+		return nil, hostErr(StatusCancelled, "cancelled")
+	case dctx.Err() != nil || isTimeout(err):
+		return nil, hostErr(StatusTimeout, "connect to %s: no answer within %s", hp.addr, t.ConnectTimeout)
+	}
+	return nil, hostErr(StatusUnreachable, "connect to %s: %v", hp.addr, trimNetErr(err))
+}
+
+// handshakeErr is the HostError of a failed SSH handshake with hp: the
+// host key's, a cancel, the deadline (stopped false: it closed the
+// connection), a login refused, or the connection dropped.
+func (t *Transport) handshakeErr(ctx, dctx context.Context, hp hop, keys offer, keyErr error, stopped bool, err error) error {
+	switch {
+	case keyErr != nil:
+		var he *HostError
+		if errors.As(keyErr, &he) {
+			return he
+		}
+		return hostErr(StatusError, "%v", keyErr)
+	case ctx.Err() != nil:
+		return hostErr(StatusCancelled, "cancelled")
+	case !stopped || dctx.Err() != nil:
+		return hostErr(StatusTimeout, "%s accepted the connection but gave no SSH answer within %s", hp.addr, t.ConnectTimeout)
+	}
+	return loginErr(hp, keys, err)
+}
+
+// loginErr is the HostError of a handshake the server ended: no key
+// accepted, too many offered, the connection dropped, or another error.
+func loginErr(hp hop, keys offer, err error) error {
+	switch {
+	case strings.Contains(err.Error(), "unable to authenticate"):
+		msg := fmt.Sprintf("%s@%s: the server accepted none of the offered keys", hp.user, hp.addr)
+		if keys.note != "" {
+			msg += "; " + keys.note
+		}
+		return hostErr(StatusAuthFailed, "%s", msg)
+	case strings.Contains(err.Error(), "Too many authentication failures"):
+		return tooManyKeys(hp, keys)
+	case isConnDrop(err):
+		return hostErr(StatusUnreachable, "%s: connection closed during the SSH handshake: %v", hp.addr, err)
+	}
+	return hostErr(StatusError, "%s: %v", hp.addr, err)
 }
 
 // tooManyKeys explains sshd ending the login after MaxAuthTries rejected
@@ -742,7 +774,9 @@ func newCaselessKnownHosts(files []string, data map[string][]byte) (ssh.HostKeyC
 		if err != nil {
 			return nil, err
 		}
-		defer os.Remove(tmp.Name())
+		// knownhosts.New reads the copy at once; one the removal leaves
+		// behind holds public host keys only.
+		defer func(name string) { _ = os.Remove(name) }(tmp.Name())
 		_, werr := tmp.Write(lowered)
 		if cerr := tmp.Close(); werr == nil {
 			werr = cerr

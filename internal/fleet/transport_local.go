@@ -66,23 +66,9 @@ func (e *Exec) RunLocal(ctx context.Context, l *Local, h *Host, args []string) (
 	if err := sameHash(bin.Path, bin.SHA256); err != nil {
 		return Output{}, err
 	}
-	args = slices.Clone(args)
-	for _, f := range e.filesIn(args) {
-		if err := sameHash(f.Path, f.SHA256); err != nil {
-			return Output{}, err
-		}
-		p, err := filepath.Abs(f.Path)
-		if err != nil {
-			return Output{}, err
-		}
-		for i := range args {
-			args[i] = strings.ReplaceAll(args[i], f.Ref(), p)
-		}
-	}
-	for _, a := range args {
-		if strings.IndexByte(a, 0) >= 0 {
-			return Output{}, fmt.Errorf("argument %q contains a NUL byte", a)
-		}
+	args, err := e.localFileArgs(args)
+	if err != nil {
+		return Output{}, err
 	}
 	path, err := filepath.Abs(bin.Path)
 	if err != nil {
@@ -113,6 +99,31 @@ func (e *Exec) RunLocal(ctx context.Context, l *Local, h *Host, args []string) (
 		}
 	}
 	return o, nil
+}
+
+// localFileArgs is args with each file's reference (Exec.Files) replaced
+// by the file's absolute path, each file hashed again first; an argument
+// with a NUL byte (which no argv can carry) is refused.
+func (e *Exec) localFileArgs(args []string) ([]string, error) {
+	args = slices.Clone(args)
+	for _, f := range e.filesIn(args) {
+		if err := sameHash(f.Path, f.SHA256); err != nil {
+			return nil, err
+		}
+		p, err := filepath.Abs(f.Path)
+		if err != nil {
+			return nil, err
+		}
+		for i := range args {
+			args[i] = strings.ReplaceAll(args[i], f.Ref(), p)
+		}
+	}
+	for _, a := range args {
+		if strings.IndexByte(a, 0) >= 0 {
+			return nil, fmt.Errorf("argument %q contains a NUL byte", a)
+		}
+	}
+	return args, nil
 }
 
 // sameHash refuses a local file whose SHA-256 is no longer sha.

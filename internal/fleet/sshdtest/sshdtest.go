@@ -8,7 +8,9 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/pem"
+	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"os"
 	"os/exec"
@@ -18,6 +20,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -97,23 +100,43 @@ func Shared(t testing.TB, tag string) *Env {
 
 // Cleanup removes the shared Env, its users (even one a session sshd has
 // not ended yet still runs a process of: userdel -f) and sudoers file, and
-// the built gpuprep. It may be called more than once.
+// the built gpuprep. It may be called more than once. It runs at the test
+// binary's exit (or in a test's cleanup), where no test can fail any more:
+// what it could not remove it names on stderr, for the next run's sweep
+// (testrun) and for whoever reads the log.
 func Cleanup() {
+	if err := cleanup(); err != nil {
+		fmt.Fprintln(os.Stderr, "sshdtest: cleanup:", err)
+	}
+}
+
+// cleanup is Cleanup's work, returning all it could not remove.
+func cleanup() error {
 	sharedMu.Lock()
 	defer sharedMu.Unlock()
+	var errs []error
 	if shared != nil {
-		os.RemoveAll(shared.Dir)
+		errs = append(errs, os.RemoveAll(shared.Dir))
 		if shared.sudoers != "" {
-			os.Remove(shared.sudoers)
+			errs = append(errs, removeIfThere(shared.sudoers))
 		}
 		for _, u := range append([]string{shared.User, shared.NoSudoUser}, shared.others...) {
-			testrun.DeleteUser(u)
+			errs = append(errs, testrun.DeleteUser(u))
 		}
 		shared, sharedErr = nil, nil
 	}
 	if buildBin != "" {
-		os.RemoveAll(filepath.Dir(buildBin))
+		errs = append(errs, os.RemoveAll(filepath.Dir(buildBin)))
 	}
+	return errors.Join(errs...)
+}
+
+// removeIfThere removes the file name; one already gone is no error.
+func removeIfThere(name string) error {
+	if err := os.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
 }
 
 // userName is gpuprep-TAG-ID: ID, this process's PID in base 36 (at most
@@ -303,9 +326,10 @@ func (e *Env) StartWith(t testing.TB, ip string, opts func(hostKey ssh.PublicKey
 	cmd.Stdout, cmd.Stderr = logf, logf
 	must(t, cmd.Start())
 	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-		logf.Close()
+		stopSSHD(t, cmd)
+		if err := logf.Close(); err != nil {
+			t.Logf("sshd %s log: %v", s.Addr, err)
+		}
 		if t.Failed() {
 			if b, _ := os.ReadFile(logf.Name()); len(b) > 0 {
 				t.Logf("sshd %s log:\n%s", s.Addr, b)
@@ -316,7 +340,7 @@ func (e *Env) StartWith(t testing.TB, ip string, opts func(hostKey ssh.PublicKey
 	for {
 		c, err := net.DialTimeout("tcp", s.Addr, time.Second)
 		if err == nil {
-			c.Close()
+			_ = c.Close() // a probe: nothing was sent on it, nothing can be lost
 			return s
 		}
 		if time.Now().After(deadline) {
@@ -325,6 +349,28 @@ func (e *Env) StartWith(t testing.TB, ip string, opts func(hostKey ssh.PublicKey
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// stopSSHD kills the test's sshd and reaps it. Kill fails only when it has
+// exited already (then Wait reports how); Wait's error is the kill itself
+// ("signal: killed") unless sshd exited before, which t's log shows.
+func stopSSHD(t testing.TB, cmd *exec.Cmd) {
+	if err := cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		t.Logf("sshd pid %d: kill: %v", cmd.Process.Pid, err)
+	}
+	if err := cmd.Wait(); err != nil && !killed(err) {
+		t.Logf("sshd pid %d: %v", cmd.Process.Pid, err)
+	}
+}
+
+// killed says whether err is a process's exit by SIGKILL.
+func killed(err error) bool {
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
+		return false
+	}
+	ws, ok := ee.Sys().(syscall.WaitStatus)
+	return ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL
 }
 
 // KnownHostsLine is the known_hosts line of s (hashed when hashed is set).
@@ -341,11 +387,13 @@ func Trust(t testing.TB, knownHosts string, hashed bool, servers ...*Server) {
 	t.Helper()
 	f, err := os.OpenFile(knownHosts, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 	must(t, err)
-	defer f.Close()
 	for _, s := range servers {
-		_, err := fmt.Fprintln(f, s.KnownHostsLine(hashed))
-		must(t, err)
+		if _, err := fmt.Fprintln(f, s.KnownHostsLine(hashed)); err != nil {
+			_ = f.Close() // the write's error is the one to report
+			t.Fatal(err)
+		}
 	}
+	must(t, f.Close())
 }
 
 // SilentServer accepts TCP connections and never says anything (a hung
@@ -368,10 +416,12 @@ func SilentServer(t testing.TB, ip string) string {
 		}
 	}()
 	t.Cleanup(func() {
-		l.Close()
+		// The test is over and nothing was ever sent on these: a failed
+		// close loses nothing (the process's exit closes them anyway).
+		_ = l.Close()
 		mu.Lock()
 		for _, c := range conns {
-			c.Close()
+			_ = c.Close()
 		}
 		mu.Unlock()
 	})
@@ -400,7 +450,10 @@ func Gpuprep(t testing.TB) string {
 			buildErr = err
 			return
 		}
-		os.Chmod(dir, 0o755)
+		if err := os.Chmod(dir, 0o755); err != nil { // sshd's users run it
+			buildErr = err
+			return
+		}
 		buildBin = filepath.Join(dir, "gpuprep")
 		cmd := exec.Command("go", "build", "-trimpath", "-o", buildBin, "./cmd/gpuprep")
 		cmd.Dir = root
