@@ -216,7 +216,11 @@ func (r *rig) run(t *testing.T, hosts []*fleet.Host) *report.FleetReport {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer st.Close(interrupted)
+	defer func() {
+		if err := st.Close(interrupted); err != nil {
+			t.Error(err)
+		}
+	}()
 	fr, err := st.Load(interrupted)
 	if err != nil {
 		t.Fatal(err)

@@ -7,6 +7,7 @@ package rollout
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"github.com/gpuprep/gpuprep/internal/plural"
 	"io"
@@ -124,8 +125,7 @@ func Run(ctx context.Context, deps Deps, opts Options, plan Plan) (_ *report.Fle
 		fmt.Fprintln(deps.Log, "gpuprep fleet: interrupted; the report shows the hosts that finished")
 	}
 	if r.err != nil {
-		st.Close(true)
-		return nil, true, fmt.Errorf("fleet apply: writing its report: %w", r.err)
+		return nil, true, errors.Join(fmt.Errorf("fleet apply: writing its report: %w", r.err), st.Close(true))
 	}
 	return st, ctx.Err() != nil, nil
 }
