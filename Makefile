@@ -53,11 +53,12 @@ dist-check:
 	$(GO) run ./tools/distcheck '$(DIST)'
 
 ## dist-repro: make dist twice, the second from a copy of the tree elsewhere with an empty build cache; the bytes
-## must be the same (a few minutes: everything is compiled again, for both architectures)
+## must be the same (a few minutes: everything is compiled again, for both architectures). The copy has no .git: it
+## is given this tree's VERSION and COMMIT, which make dist stamps in
 dist-repro: dist
 	@t=$$(mktemp -d) && trap 'chmod -R u+w "$$t"; rm -rf "$$t"' EXIT && \
 	git ls-files -z --cached --others --exclude-standard | tar --null -T - -cf - | tar -C "$$t" -xf - && \
-	GOCACHE="$$t/.gocache" $(MAKE) -C "$$t" dist VERSION='$(VERSION)' >/dev/null && \
+	GOCACHE="$$t/.gocache" $(MAKE) -C "$$t" dist DIST=dist VERSION='$(VERSION)' COMMIT='$(COMMIT)' >/dev/null && \
 	cmp '$(DIST)'/SHA256SUMS "$$t/dist/SHA256SUMS" && cat '$(DIST)'/SHA256SUMS && echo "dist-repro: identical"
 
 ## image: gpuprep agent's container image, without a container engine: an OCI image layout in $(DIST)/image
