@@ -65,9 +65,9 @@ func TestReadmeInstall(t *testing.T) {
 		require.NotContains(t, l, "@latest", "the module is not published: go install …@latest fails")
 		var cmd *exec.Cmd
 		switch {
-		case l == "CGO_ENABLED=0 go install ./cmd/gpuprep":
+		case l == "CGO_ENABLED=0 go install -trimpath ./cmd/gpuprep": // -trimpath: make dist's packages, from the build cache
 			gobin := filepath.Join(tmp, "gobin")
-			cmd = exec.Command("go", "install", "./cmd/gpuprep")
+			cmd = exec.Command("go", "install", "-trimpath", "./cmd/gpuprep")
 			cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOBIN="+gobin)
 			installed = append(installed, filepath.Join(gobin, "gpuprep"))
 		case l == "make install":
@@ -86,7 +86,7 @@ func TestReadmeInstall(t *testing.T) {
 		out, err := cmd.CombinedOutput()
 		require.NoError(t, err, "%s:\n%s", l, out)
 	}
-	for _, l := range []string{"CGO_ENABLED=0 go install ./cmd/gpuprep", "make install", "make dist", "gpuprep --version"} {
+	for _, l := range []string{"CGO_ENABLED=0 go install -trimpath ./cmd/gpuprep", "make install", "make dist", "gpuprep --version"} {
 		require.True(t, seen[l], "README Install lacks %q", l)
 	}
 	for _, p := range installed {
