@@ -102,7 +102,7 @@ fuzz:
 
 ## unit: fast tests against fixture roots; no root, no network
 unit:
-	$(GO) test -count=1 $(PKGS)
+	$(GO) test -count=1 -timeout 25m $(PKGS)
 
 ## e2e: gpuprep check inside a real Debian kernel under QEMU with emulated Intel and AMD IOMMUs
 e2e: deps
