@@ -55,6 +55,15 @@ func setsName(before, after string) bool {
 // parenBody is s from its "$(" up to the ')' that closes it (all of s
 // where none does).
 func parenBody(s string) string {
+	if k := parenEnd(s); k > 0 {
+		return s[:k]
+	}
+	return s
+}
+
+// parenEnd is the length of s's "$(...)" up to and with the ')' that
+// closes it, or 0 where none does.
+func parenEnd(s string) int {
 	depth := 0
 	for k := 1; k < len(s); k++ {
 		switch s[k] {
@@ -63,9 +72,9 @@ func parenBody(s string) string {
 		case ')':
 			depth--
 			if depth == 0 {
-				return s[:k+1]
+				return k + 1
 			}
 		}
 	}
-	return s
+	return 0
 }

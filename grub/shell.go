@@ -651,17 +651,8 @@ func (st *shellState) expand(s string, off int, inDQ bool, id int, v *variable) 
 				st.setVar(n, &variable{opaque: "set in an arithmetic expansion $((...)), which gpuprep does not evaluate", assign: v.assign})
 			}
 		}
-		depth := 0
-		for k := 1; k < len(s); k++ {
-			switch s[k] {
-			case '(':
-				depth++
-			case ')':
-				depth--
-				if depth == 0 {
-					return k + 1, "built from a command's output ($(...)); gpuprep will not guess its value", nil
-				}
-			}
+		if k := parenEnd(s); k > 0 {
+			return k, "built from a command's output ($(...)); gpuprep will not guess its value", nil
 		}
 		return 0, "", fmt.Errorf("unterminated $(")
 	case c == '{':
