@@ -27,14 +27,46 @@ type table struct {
 	releases []Release
 }
 
-// The forms of the table's fields, compiled on first use (gpuprep's
-// packages compile nothing at start-up).
-var (
-	versionRe = lazyRegexp(`^\d{4}\.\d{2}\.\d{2}$`)
-	commitRe  = lazyRegexp(`^[0-9a-f]{40}$`)
-	sha256Re  = lazyRegexp(`^[0-9a-f]{64}$`)
-	tagRe     = lazyRegexp(`^v\d+\.\d+\.\d+$`)
-)
+// The forms of the table's fields, tested by hand (a regexp compiled at
+// each start cost every gpuprep process a fifth of a millisecond; the table
+// is parsed by every check that names resources).
+
+// version: YYYY.MM.DD, as pci.ids' version line.
+func version(s string) bool {
+	return len(s) == 10 && digits(s[:4]) && s[4] == '.' && digits(s[5:7]) && s[7] == '.' && digits(s[8:])
+}
+
+// releaseTag: vX.Y.Z, each a run of digits.
+func releaseTag(s string) bool {
+	rest, ok := strings.CutPrefix(s, "v")
+	if !ok {
+		return false
+	}
+	f := strings.Split(rest, ".")
+	return len(f) == 3 && digits(f[0]) && digits(f[1]) && digits(f[2])
+}
+
+func digits(s string) bool {
+	for _, c := range []byte(s) {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// lowerHex: exactly n lower-case hex digits.
+func lowerHex(s string, n int) bool {
+	if len(s) != n {
+		return false
+	}
+	for _, c := range []byte(s) {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
 
 func lazyRegexp(expr string) func() *regexp.Regexp {
 	return sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(expr) })
@@ -46,12 +78,7 @@ func deviceLine(l string) bool {
 	if len(l) < 5 || l[4] != ' ' {
 		return false
 	}
-	for _, c := range l[:4] {
-		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
-			return false
-		}
-	}
-	return true
+	return lowerHex(l[:4], 4)
 }
 
 // loadTable parses the embedded table once.
@@ -63,31 +90,33 @@ var loadTable = sync.OnceValues(func() (*table, error) { return parseTable(devic
 func parseTable(s string) (*table, error) {
 	t := &table{}
 	var devices [][]string
-	var seen []map[string]bool // per pci.ids, the device IDs so far
+	var seen []*idSet // per pci.ids, the device IDs so far
 	stage := 0
-	for n, line := range strings.Split(strings.TrimSuffix(s, "\n"), "\n") {
-		at := fmt.Sprintf("devices.txt line %d", n+1)
+	for n := 0; s != ""; n++ {
+		var line string
+		line, s, _ = strings.Cut(s, "\n")
 		if strings.HasPrefix(line, "#") {
 			continue
 		}
-		f := strings.SplitN(line, "\t", 3)
-		kind := map[string]int{"pciids": 1, "release": 2, "device": 3}[f[0]]
+		var buf [3]string
+		f := splitTab3(&buf, line)
+		kind := recordKind(f[0])
 		if kind == 0 || kind < stage {
-			return nil, fmt.Errorf("%s: %q out of place (want pciids, release, device records in that order)", at, f[0])
+			return nil, fmt.Errorf("devices.txt line %d: %q out of place (want pciids, release, device records in that order)", n+1, f[0])
 		}
 		stage = kind
 		var err error
 		switch kind {
 		case 1:
 			err = t.addPCIIDs(line)
-			devices, seen = append(devices, nil), append(seen, map[string]bool{})
+			devices, seen = append(devices, make([]string, 0, 2048)), append(seen, new(idSet))
 		case 2:
 			err = t.addRelease(f)
 		case 3:
 			err = t.addDevice(f, devices, seen)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", at, err)
+			return nil, fmt.Errorf("devices.txt line %d: %w", n+1, err)
 		}
 	}
 	if len(t.releases) == 0 {
@@ -99,9 +128,56 @@ func parseTable(s string) (*table, error) {
 	return t, nil
 }
 
+// splitTab3 is strings.SplitN(line, "\t", 3) into buf, without allocating.
+func splitTab3(buf *[3]string, line string) []string {
+	n := 0
+	for ; n < 2; n++ {
+		before, after, ok := strings.Cut(line, "\t")
+		if !ok {
+			break
+		}
+		buf[n], line = before, after
+	}
+	buf[n] = line
+	return buf[:n+1]
+}
+
+// recordKind: 1 pciids, 2 release, 3 device, 0 anything else.
+func recordKind(s string) int {
+	switch s {
+	case "pciids":
+		return 1
+	case "release":
+		return 2
+	case "device":
+		return 3
+	}
+	return 0
+}
+
+// idSet is a set of four-hex-digit device IDs.
+type idSet [1 << 16 / 64]uint64
+
+// add puts the ID in the set; false when it was there already.
+func (s *idSet) add(id string) bool {
+	var v uint16
+	for _, c := range []byte(id) {
+		v <<= 4
+		if c <= '9' {
+			v |= uint16(c - '0')
+		} else {
+			v |= uint16(c-'a') + 10
+		}
+	}
+	w, bit := v/64, uint64(1)<<(v%64)
+	had := s[w]&bit != 0
+	s[w] |= bit
+	return !had
+}
+
 func (t *table) addPCIIDs(line string) error {
 	f := strings.Split(line, "\t")
-	if len(f) != 4 || !versionRe().MatchString(f[1]) || !commitRe().MatchString(f[2]) || !sha256Re().MatchString(f[3]) {
+	if len(f) != 4 || !version(f[1]) || !lowerHex(f[2], 40) || !lowerHex(f[3], 64) {
 		return fmt.Errorf("want pciids VERSION COMMIT SHA256, got %q", line)
 	}
 	t.pciids = append(t.pciids, PCIIDs{Version: f[1], Commit: f[2], SHA256: f[3]})
@@ -109,7 +185,7 @@ func (t *table) addPCIIDs(line string) error {
 }
 
 func (t *table) addRelease(f []string) error {
-	if len(f) != 3 || !tagRe().MatchString(f[1]) {
+	if len(f) != 3 || !releaseTag(f[1]) {
 		return fmt.Errorf("want release TAG VERSION, got %q", strings.Join(f, "\t"))
 	}
 	for _, r := range t.releases {
@@ -126,7 +202,7 @@ func (t *table) addRelease(f []string) error {
 	return fmt.Errorf("release %s: pci.ids %q has no pciids record", f[1], f[2])
 }
 
-func (t *table) addDevice(f []string, devices [][]string, seen []map[string]bool) error {
+func (t *table) addDevice(f []string, devices [][]string, seen []*idSet) error {
 	if len(f) != 3 || len(f[1]) != len(t.pciids) || strings.Trim(f[1], "01") != "" || !strings.Contains(f[1], "1") {
 		return fmt.Errorf("want device MASK LINE with one 0 or 1 per pci.ids (%d), some 1", len(t.pciids))
 	}
@@ -137,10 +213,9 @@ func (t *table) addDevice(f []string, devices [][]string, seen []map[string]bool
 		if c != '1' {
 			continue
 		}
-		if seen[i][f[2][:4]] {
+		if !seen[i].add(f[2][:4]) {
 			return fmt.Errorf("device %s twice in pci.ids %s", f[2][:4], t.pciids[i].Version)
 		}
-		seen[i][f[2][:4]] = true
 		devices[i] = append(devices[i], f[2])
 	}
 	return nil

@@ -92,3 +92,14 @@ func TestLookup(t *testing.T) {
 	_, err = Lookup("v1.6.0-ubi9")
 	require.ErrorContains(t, err, "does not know")
 }
+
+// BenchmarkParseTable: the embedded table parsed, as every gpuprep process
+// that names resources (check, with any report) does once.
+func BenchmarkParseTable(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := parseTable(devicesTxt); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
