@@ -66,10 +66,10 @@ func cutOff(res *fleet.Result) bool { return res.ConnectionLost || res.CommandTi
 // and the wait starts over, up to MaxReboots reboots in all (beyond,
 // reboot-needed). A host is rebooted at most once per boot: never twice
 // for the same ask.
-func (r *rollout) waitReboots(results []*fleet.Result, entries []report.FleetHost) {
+func (r *rollout) waitReboots(results []*fleet.Result, entries []*report.FleetHost) {
 	var idx []int
 	for i, e := range entries {
-		if mayBeRebooting(results[i], e) {
+		if mayBeRebooting(results[i], *e) {
 			idx = append(idx, i)
 		}
 	}
@@ -90,7 +90,7 @@ func (r *rollout) waitReboots(results []*fleet.Result, entries []report.FleetHos
 			defer wg.Done()
 			// each host's answer read, and its deadline set, in its own
 			// wait: the first tries are not held up by the others'
-			r.newRebootWait(results[i], &entries[i], start, sem).run()
+			r.newRebootWait(results[i], entries[i], start, sem).run()
 		}()
 	}
 	wg.Wait()

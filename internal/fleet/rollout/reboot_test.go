@@ -30,6 +30,7 @@ func TestRebootWaitUntilBackAndReady(t *testing.T) {
 	assert.Equal(t, 1, h.Reboot.Reboots)
 	assert.Equal(t, 3, h.Reboot.Attempts)
 	assert.Equal(t, []string{"kernel-args"}, h.Reboot.Reasons)
+	assert.Equal(t, "batch 1", h.Phase, "the phase of an entry the reboot wait replaced")
 	assert.Equal(t, (45 * time.Second).Milliseconds(), h.Reboot.WaitedMs, "three polls of 15s on the clock given")
 	assert.Equal(t, []string{rebootCmd, applyCmd, applyCmd, applyCmd}, r.fake.callsOf("a"))
 	assert.Contains(t, r.log.String(), "gpuprep fleet: a ready after its reboot (45s)")

@@ -80,17 +80,18 @@ type rollout struct {
 	opts Options
 	plan Plan
 	ro   *report.Rollout
-	st   *report.FleetStream // each phase's entries, written as the phase ends
-	n    int                 // entries written
+	st   *report.FleetStream // each host's entry, written when nothing can change it
+	n    int                 // entries placed: the hosts of the phases started
 	err  error               // the first write to st that failed
 	mu   sync.Mutex          // deps.Log, while reboot waits run at once
 }
 
 // Run runs the phases in order. Each host's entry goes to the fleet
-// report's stream (a temporary file) as its phase ends, and is dropped:
-// what a rollout holds does not grow with the phases it has finished, only
-// with the hosts of the phase under way (their reboot waits and rollbacks
-// need them). The stream's entries are in the order the hosts were
+// report's stream (a temporary file) as soon as nothing can change it —
+// as the host finishes, or, for a host waiting for its reboot or to be
+// rolled back, when its phase ends — and is dropped: what a rollout holds
+// does not grow with the hosts it has finished, only with those still under
+// way. The stream's entries are placed in the order the hosts were
 // applied, canary first. When ctx ends, no new host is started and the
 // report says which finished (interrupted).
 func Run(ctx context.Context, deps Deps, opts Options, plan Plan) (_ *report.FleetStream, interrupted bool, _ error) {
@@ -160,34 +161,64 @@ func (r *rollout) skip(ph Phase) {
 }
 
 // phase applies one phase's hosts, waits for their reboots, rolls back
-// those that failed, and decides whether the rollout goes on.
+// those that failed, and decides whether the rollout goes on. A host whose
+// entry nothing later in the phase can change (not waiting for a reboot,
+// not to be rolled back) goes to the stream as it finishes, and only its
+// name and outcome stay for the phase's verdict: what the phase holds is
+// the hosts still under way, not those it has finished.
 func (r *rollout) phase(ph Phase, last bool) {
 	fmt.Fprintf(r.deps.Log, "gpuprep fleet apply: %s: %s\n", ph.Name, plural.N(len(ph.Hosts), "host"))
-	results := r.runAll(r.plan.Apply, ph.Hosts)
-	entries := make([]report.FleetHost, len(results))
-	started := make([]bool, len(results))
-	for i, res := range results {
-		entries[i], started[i] = r.applied(res)
+	p := &phaseRun{r: r, ph: ph, base: r.n, hosts: make([]phaseHost, len(ph.Hosts)), at: make(map[*fleet.Host]int, len(ph.Hosts))}
+	for i, h := range ph.Hosts {
+		p.at[h] = i
 	}
+	r.n += len(ph.Hosts)
+	for i, res := range r.runAll(r.plan.Apply, ph.Hosts, p.finished) {
+		if !p.hosts[i].seen { // a result the runner never reported done
+			p.take(i, res)
+		}
+	}
+	held, heldRes := p.held()
 	if r.opts.Reboot && r.ctx.Err() == nil {
-		r.waitReboots(results, entries)
+		r.waitReboots(heldRes, p.entries(held))
 	}
-	v := r.judge(ph, results, entries, started)
+	v := p.judge()
 	r.ro.Failures += len(v.failed)
 	if len(v.back) > 0 && r.ctx.Err() == nil {
-		r.rollBack(v.back, v.backIdx, entries)
+		r.rollBack(v.back, v.backIdx, p.hosts)
 	}
-	r.emit(entries)
+	for _, i := range held {
+		p.hosts[i].entry.Phase = ph.Name // a reboot wait's answers replace the entry
+		r.add(p.base+i, &p.hosts[i].entry)
+		p.hosts[i] = phaseHost{seen: true, name: p.hosts[i].entry.Name, outcome: p.hosts[i].entry.Outcome}
+	}
 	r.stopAfter(ph, v, last)
 }
 
+// add writes the entry of the i-th host of the rollout to the stream.
+func (r *rollout) add(i int, e *report.FleetHost) {
+	if err := r.st.Add(i, e); err != nil && r.err == nil {
+		r.err = err
+	}
+}
+
 // runAll runs gpuprep (args) on hosts, showing progress.
-func (r *rollout) runAll(args ArgsFunc, hosts []*fleet.Host) []*fleet.Result {
+// each, when set, is given each host's result as it finishes (as Job.Done).
+func (r *rollout) runAll(args ArgsFunc, hosts []*fleet.Host, each func(*fleet.Result)) []*fleet.Result {
 	job := Job{Args: args, Parallel: r.opts.Parallel, Retries: r.opts.Retries, CommandTimeout: r.opts.CommandTimeout}
 	var prog Progress
 	if r.deps.Progress != nil {
 		prog = r.deps.Progress()
-		job.Done = prog.Done
+	}
+	if prog != nil || each != nil {
+		job.Done = func(res *fleet.Result, done, total int) {
+			if each != nil {
+				each(res)
+			}
+			if prog != nil {
+				prog.Done(res, done, total)
+			}
+		}
 	}
 	results := r.deps.Runner.Run(r.ctx, job, hosts)
 	if prog != nil {
@@ -200,36 +231,14 @@ func (r *rollout) runAll(args ArgsFunc, hosts []*fleet.Host) []*fleet.Result {
 type verdict struct {
 	failed, unverified []string
 	back               []*fleet.Host // to roll back
-	backIdx            []int         // their entries
+	backIdx            []int         // their places in the phase
 }
 
-// judge names the phase's failed and unverified hosts, and those to roll
-// back, and sets each entry's phase.
-func (r *rollout) judge(ph Phase, results []*fleet.Result, entries []report.FleetHost, started []bool) verdict {
-	var v verdict
-	for i, res := range results {
-		e := &entries[i]
-		e.Phase = ph.Name
-		switch e.Outcome {
-		case report.OutcomeFailed:
-			v.failed = append(v.failed, e.Name)
-			// not a host whose reboot was never seen through: it may be
-			// booting, and its state is unknown
-			if started[i] && r.opts.RollbackOnFailure && (e.Reboot == nil || e.Reboot.Completed) {
-				v.back, v.backIdx = append(v.back, res.Host), append(v.backIdx, i)
-			}
-		case report.OutcomeRebootNeeded, report.OutcomeCancelled:
-			v.unverified = append(v.unverified, e.Name)
-		}
-	}
-	return v
-}
-
-// rollBack runs gpuprep rollback on hosts (entries[idx[j]] is hosts[j]'s).
-func (r *rollout) rollBack(hosts []*fleet.Host, idx []int, entries []report.FleetHost) {
+// rollBack runs gpuprep rollback on hosts (phase[idx[j]] is hosts[j]'s).
+func (r *rollout) rollBack(hosts []*fleet.Host, idx []int, phase []phaseHost) {
 	fmt.Fprintf(r.deps.Log, "gpuprep fleet apply: rolling back %s\n", report.Clean(strings.Join(names(hosts), ", ")))
-	for j, res := range r.runAll(r.plan.Rollback, hosts) {
-		e := &entries[idx[j]]
+	for j, res := range r.runAll(r.plan.Rollback, hosts, nil) {
+		e := &phase[idx[j]].entry
 		e.Rollback = rolledBack(res)
 		e.Outcome = report.OutcomeRolledBack
 		if e.Rollback.Error != "" {
