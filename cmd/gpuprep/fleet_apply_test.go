@@ -508,7 +508,10 @@ func TestFleetApplyRebootsAgain(t *testing.T) {
 	assert.Equal(t, 1, e.Reboot.Reboots)
 	assert.Equal(t, []string{"kernel-args"}, e.Reboot.Reasons)
 	assert.GreaterOrEqual(t, e.Reboot.WaitedMs, int64(1900))
-	assert.GreaterOrEqual(t, e.Reboot.Attempts, 3, "apply ran in the old boot, asking again")
+	// the first try starts one poll (300 ms) into the 2 s boot, so it is
+	// answered by the boot that asked; a loaded machine fits no third try
+	// into the boot (each apply over sshd then takes longer than a second)
+	assert.GreaterOrEqual(t, e.Reboot.Attempts, 2, "apply ran in the old boot, asking again")
 	assert.Equal(t, []string{"reboot boot-0 for kernel-args"}, rebootsOf(t, hosts[4].dir))
 	assert.Equal(t, 1, fr.Rollout.Failures)
 
