@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpuprep/gpuprep/internal/effect"
 	"github.com/gpuprep/gpuprep/internal/host"
 	"github.com/gpuprep/gpuprep/internal/pci"
 	"github.com/gpuprep/gpuprep/internal/plural"
@@ -109,10 +110,9 @@ back), 2 usage error, 3 the host could not be read.`,
 	return cmd
 }
 
-// vfioEnv is what bind and unbind act through; a bootloader edit they make
-// (vfio-pci.ids= for a built-in vfio-pci) is journalled as grub ensure's.
-func vfioEnv(root *host.Root, fs vfio.Sysfs, runner host.Runner) vfio.Env {
-	return vfio.Env{Root: root, Sysfs: fs, Runner: runner, BootIntents: provision.BootArgIntents}
+// vfioEnv is what bind and unbind act through.
+func vfioEnv(root *host.Root, fs vfio.Sysfs, runner host.Runner) effect.Effector {
+	return effect.Effector{Root: root, Sysfs: fs, Runner: runner}
 }
 
 func (c *vfioCmd) setup() (*host.Root, *pci.Inventory, pci.Selector, error) {
@@ -141,7 +141,9 @@ func vfioErr(err error) error {
 }
 
 func (c *vfioCmd) opts() vfio.Options {
-	return vfio.Options{NVSwitch: c.nvswitch, Force: c.force, Persist: c.persist, AllowHostDevices: c.allowHost}
+	// a bootloader edit bind or unbind makes (vfio-pci.ids= for a built-in
+	// vfio-pci) is journalled as grub ensure's
+	return vfio.Options{NVSwitch: c.nvswitch, Force: c.force, Persist: c.persist, AllowHostDevices: c.allowHost, BootIntents: provision.BootArgIntents}
 }
 
 func (c *vfioCmd) status(cmd *cobra.Command) error {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpuprep/gpuprep/internal/effect"
 	"github.com/gpuprep/gpuprep/internal/host"
 	"github.com/gpuprep/gpuprep/internal/sanitize"
 	"github.com/gpuprep/gpuprep/vgpu"
@@ -86,7 +87,7 @@ failed, 2 usage error (including a --driver that is not the vGPU manager).`,
 			for _, d := range gpus {
 				opts.GPUs = append(opts.GPUs, vgpu.GPUInfo{Address: d.Address, DeviceID: d.DeviceID})
 			}
-			env := &vgpu.Env{Root: root, Runner: runner, Query: g.dep().vgpuQueryRunner(), Attrs: g.dep().vgpuSysfs(root)}
+			env := effect.Effector{Root: root, Runner: runner, Query: g.dep().vgpuQueryRunner(), Sysfs: g.dep().vgpuSysfs(root)}
 			ctx := context.Background()
 			plan, err := vgpu.PlanInstall(ctx, env, opts)
 			var held *vgpu.HeldError
