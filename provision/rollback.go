@@ -496,7 +496,7 @@ func (r *rollbackRun) recordUndone() error {
 			continue
 		}
 		en := r.entries[i]
-		un := journal.UndoneRecord{Index: i, Kind: en.Kind, Path: en.Path, Device: en.Device}
+		un := journal.UndoneOf(i, en)
 		if en.Kind == journal.KindFile || en.Kind == KindFileIntent {
 			un.Saved = r.saved[en.File().Path]
 		}
