@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/gpuprep/gpuprep/grub"
+	"github.com/gpuprep/gpuprep/internal/change"
 	"github.com/gpuprep/gpuprep/internal/effect"
 	"github.com/gpuprep/gpuprep/internal/host"
 	"github.com/gpuprep/gpuprep/internal/initramfs"
@@ -67,7 +68,7 @@ func (p *Plan) planBind(rebootPending bool) error {
 		s.Prepare = append(s.Prepare, "modprobe "+m)
 	}
 	for _, st := range vp.Steps {
-		s.Sysfs = append(s.Sysfs, st.String())
+		s.Sysfs = append(s.Sysfs, change.SysfsWrite(st.Path, st.Value))
 	}
 	p.idsInKernelArgs(pp) // one bootloader edit, the kernel-args step's
 	regen := p.planPersist(s, pp, resume)
@@ -582,16 +583,16 @@ func (s *Step) addUnbind(t unbindTarget) string {
 		to = t.restore
 	}
 	if pci.DriverIsVFIO(t.driver) {
-		s.Sysfs = append(s.Sysfs, vfio.Step{Path: dev + "/driver/unbind", Value: t.addr}.String())
+		s.Sysfs = append(s.Sysfs, change.SysfsWrite(dev+"/driver/unbind", t.addr))
 	}
 	if t.override != "" {
-		s.Sysfs = append(s.Sysfs, vfio.Step{Path: dev + "/driver_override", Value: "\n"}.String())
+		s.Sysfs = append(s.Sysfs, change.SysfsWrite(dev+"/driver_override", "\n"))
 	}
 	switch {
 	case !t.known:
 		s.Notes = append(s.Notes, t.addr+": the journal has no record of its driver before VFIO: left unbound (a driver loaded later takes it, as the GPU Operator's driver container does; one loaded already does not: echo "+t.addr+" > /sys/bus/pci/drivers_probe)")
 	case t.restore != "":
-		s.Sysfs = append(s.Sysfs, vfio.Step{Path: "/sys/bus/pci/drivers/" + t.restore + "/bind", Value: t.addr}.String())
+		s.Sysfs = append(s.Sysfs, change.SysfsWrite("/sys/bus/pci/drivers/"+t.restore+"/bind", t.addr))
 	}
 	return fmt.Sprintf("%s (%s → %s)", t.addr, orNone(t.driver), to)
 }

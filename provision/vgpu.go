@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/gpuprep/gpuprep/internal/change"
 	"github.com/gpuprep/gpuprep/internal/effect"
 	"github.com/gpuprep/gpuprep/internal/host"
 	"github.com/gpuprep/gpuprep/internal/journal"
@@ -361,7 +362,7 @@ func (p *Plan) planDevices(ctx context.Context, r host.Runner) error {
 		s.Prepare = append(s.Prepare, host.ShellQuote(m.Argv)+"  ("+m.About+"; checked with nvidia-smi -q)")
 	}
 	for _, a := range dp.Actions {
-		s.Sysfs = append(s.Sysfs, vfio.Step{Path: a.Path, Value: a.Value}.String()+"  ("+a.About+")")
+		s.Sysfs = append(s.Sysfs, change.SysfsWrite(a.Path, a.Value)+"  ("+a.About+")")
 	}
 	s.Files = append(s.Files, pp.Files...)
 	if pp.Enable {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gpuprep/gpuprep/grub"
+	"github.com/gpuprep/gpuprep/internal/change"
 	"github.com/gpuprep/gpuprep/internal/effect"
 	"github.com/gpuprep/gpuprep/internal/host"
 	"github.com/gpuprep/gpuprep/internal/journal"
@@ -89,7 +90,7 @@ type Step struct {
 }
 
 func (s Step) String() string {
-	return fmt.Sprintf("write %q > %s", s.Value, s.Path) // a newline shows as "\n", as echo > PATH writes it
+	return change.SysfsWrite(s.Path, s.Value)
 }
 
 // Plan is what bind will do.
