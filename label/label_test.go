@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gpuprep/gpuprep/internal/change"
+	"github.com/gpuprep/gpuprep/internal/effect"
 	"github.com/gpuprep/gpuprep/internal/host"
 	"github.com/gpuprep/gpuprep/internal/journal"
 	"github.com/gpuprep/gpuprep/internal/kube"
@@ -79,7 +80,7 @@ func TestApplyJournalsBeforeThePatch(t *testing.T) {
 		Before: "nvidia.com/gpu.workload.config=container,nvidia.com/vgpu.config=A10-12Q",
 		After:  "nvidia.com/gpu.workload.config,nvidia.com/vgpu.config"}}, es)
 
-	_, err = provision.Rollback(context.Background(), provision.Env{Root: root}, provision.RollbackOptions{})
+	_, err = provision.Rollback(context.Background(), effect.Effector{Root: root}, provision.RollbackOptions{})
 	require.NoError(t, err)
 	got, _ = s.NodeLabels(t, "n1")
 	require.Equal(t, had, got, "rollback put the labels back")
@@ -130,7 +131,7 @@ func TestWriteFilesRollBack(t *testing.T) {
 	b, _ := os.ReadFile(env)
 	require.Equal(t, string(edit.New), string(b))
 
-	_, err := provision.Rollback(context.Background(), provision.Env{Root: root}, provision.RollbackOptions{})
+	_, err := provision.Rollback(context.Background(), effect.Effector{Root: root}, provision.RollbackOptions{})
 	require.NoError(t, err)
 	b, _ = os.ReadFile(env)
 	require.Equal(t, was, string(b))
@@ -146,7 +147,7 @@ func TestRollbackOfAnOldLabelEntry(t *testing.T) {
 	require.NoError(t, os.MkdirAll(filepath.Join(dir, "var/lib/gpuprep"), 0o700))
 	old := `{"time":"2026-01-02T03:04:10Z","command":"label","kind":"label","path":"` + kc + `","device":"n1","before":"nvidia.com/gpu.workload.config=container,nvidia.com/vgpu.config=A10-12Q","after":"nvidia.com/gpu.workload.config,nvidia.com/vgpu.config"}` + "\n"
 	require.NoError(t, os.WriteFile(filepath.Join(dir, journal.Path), []byte(old), 0o600))
-	_, err := provision.Rollback(context.Background(), provision.Env{Root: root}, provision.RollbackOptions{})
+	_, err := provision.Rollback(context.Background(), effect.Effector{Root: root}, provision.RollbackOptions{})
 	require.NoError(t, err)
 	got, _ := s.NodeLabels(t, "n1")
 	require.Equal(t, map[string]string{"zone": "r1", kube.WorkloadLabel: "container", kube.VGPUConfigLabel: "A10-12Q"}, got)

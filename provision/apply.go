@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path"
@@ -12,10 +11,10 @@ import (
 	"slices"
 	"time"
 
+	"github.com/gpuprep/gpuprep/internal/effect"
 	"github.com/gpuprep/gpuprep/internal/host"
 	"github.com/gpuprep/gpuprep/internal/journal"
 	"github.com/gpuprep/gpuprep/internal/pci"
-	"github.com/gpuprep/gpuprep/vfio"
 )
 
 // Journal entries the workflow writes (besides those grub, vfio and label
@@ -58,34 +57,9 @@ const (
 	KindBootArgs     = journal.KindBootArgs
 )
 
-// Env is what Apply and Rollback act through.
-type Env struct {
-	Root   *host.Root
-	Sysfs  vfio.Sysfs  // the host root on a live system; tests give the fixture kernel simulator
-	Runner host.Runner // commands (update-grub, modprobe, initramfs, systemctl reboot)
-	Now    func() time.Time
-	Out    io.Writer // progress, one line per action; nil: none
-}
-
-func (e Env) now() time.Time {
-	if e.Now != nil {
-		return e.Now().UTC()
-	}
-	return time.Now().UTC()
-}
-
-func (e Env) logf(format string, a ...any) {
-	if e.Out != nil {
-		fmt.Fprintf(e.Out, format+"\n", a...)
-	}
-}
-
-func (e Env) record(en journal.Entry) error {
-	if en.Time.IsZero() {
-		en.Time = e.now()
-	}
-	return journal.Append(e.Root, en)
-}
+// utcNow is e's clock in UTC: the time provision stamps its journal
+// entries and backups with.
+func utcNow(e effect.Effector) time.Time { return e.Now().UTC() }
 
 // StepResult is what became of one step.
 type StepResult struct {
@@ -164,11 +138,11 @@ func Unfinished(entries []journal.Entry) []string {
 }
 
 // Apply runs the plan's steps in order and stops at the reboot step.
-func Apply(ctx context.Context, e Env, p *Plan, o ApplyOptions) (*Outcome, error) {
+func Apply(ctx context.Context, e effect.Effector, p *Plan, o ApplyOptions) (*Outcome, error) {
 	out := &Outcome{Steps: []StepResult{}, BootID: readBootID(e.Root)}
 	entries, jerr := journal.Read(e.Root)
 	if jerr != nil {
-		e.logf("note: %v", jerr)
+		e.Logf("note: %v", jerr)
 	}
 	out.Resumed = Unfinished(entries)
 	if p.rebootErr != nil {
@@ -178,7 +152,7 @@ func Apply(ctx context.Context, e Env, p *Plan, o ApplyOptions) (*Outcome, error
 		return out, p.rebootErr
 	}
 	for _, s := range out.Resumed {
-		e.logf("resuming: step %s was started by an earlier run that did not finish", s)
+		e.Logf("resuming: step %s was started by an earlier run that did not finish", s)
 	}
 	if err := answerReboots(e, entries, out); err != nil {
 		return out, err
@@ -200,11 +174,11 @@ func Apply(ctx context.Context, e Env, p *Plan, o ApplyOptions) (*Outcome, error
 // apply answered in this same boot: every answer from this boot says so,
 // not only the first (a fleet client may have lost that one with its
 // connection).
-func answerReboots(e Env, entries []journal.Entry, out *Outcome) error {
+func answerReboots(e effect.Effector, entries []journal.Entry, out *Outcome) error {
 	for _, why := range rebootReasons {
 		if _, rebooted, _ := askState(e.Root, entries, why); rebooted {
 			s := journal.StepRecord{ID: StepReboot, State: journal.StepDone, Reason: why, BootID: out.BootID}
-			if err := e.record(s.Entry("apply", time.Time{})); err != nil {
+			if err := e.Record(s.Entry("apply", time.Time{})); err != nil {
 				return err
 			}
 			out.RebootedFor = append(out.RebootedFor, why)
@@ -234,7 +208,7 @@ func (p *Plan) resumeKernelArgs(resumed []string) {
 
 // applyStep runs s, its start and end journalled; stop says apply ends
 // here (the reboot, or an interrupt).
-func (p *Plan) applyStep(ctx context.Context, e Env, s *Step, entries []journal.Entry, o ApplyOptions, out *Outcome) (stop bool, err error) {
+func (p *Plan) applyStep(ctx context.Context, e effect.Effector, s *Step, entries []journal.Entry, o ApplyOptions, out *Outcome) (stop bool, err error) {
 	if err := ctx.Err(); err != nil {
 		return true, err
 	}
@@ -258,15 +232,15 @@ func (p *Plan) applyStep(ctx context.Context, e Env, s *Step, entries []journal.
 	if s.Deferred && s.ID != StepVGPUDevices { // vgpu-devices is planned when it runs, after the install
 		return true, fmt.Errorf("%s: deferred step reached without the reboot before it", s.ID)
 	}
-	e.logf("step %s: %s", s.ID, s.Title)
-	if err := e.record(journal.StepRecord{ID: s.ID, State: journal.StepStarted}.Entry("apply", time.Time{})); err != nil {
+	e.Logf("step %s: %s", s.ID, s.Title)
+	if err := e.Record(journal.StepRecord{ID: s.ID, State: journal.StepStarted}.Entry("apply", time.Time{})); err != nil {
 		return true, err
 	}
 	if err := p.run(ctx, e, s); err != nil {
 		out.Steps = append(out.Steps, StepResult{ID: s.ID, Status: "failed", Error: err.Error()})
 		return true, fmt.Errorf("%s: %w", s.ID, err)
 	}
-	if err := e.record(journal.StepRecord{ID: s.ID, State: journal.StepDone}.Entry("apply", time.Time{})); err != nil {
+	if err := e.Record(journal.StepRecord{ID: s.ID, State: journal.StepDone}.Entry("apply", time.Time{})); err != nil {
 		return true, err
 	}
 	out.Steps = append(out.Steps, StepResult{ID: s.ID, Status: "done"})
@@ -275,7 +249,7 @@ func (p *Plan) applyStep(ctx context.Context, e Env, s *Step, entries []journal.
 
 // rebootNeedless: the reboot step s follows leaves nothing for a reboot to
 // do (no GPU left on nouveau, or on VFIO).
-func rebootNeedless(e Env, s *Step) bool {
+func rebootNeedless(e effect.Effector, s *Step) bool {
 	return len(s.offNouveau) > 0 && len(devicesOn(e.Root, s.offNouveau, isNouveau)) == 0 ||
 		len(s.offVFIO) > 0 && len(devicesOn(e.Root, s.offVFIO, pci.DriverIsVFIO)) == 0
 }
@@ -283,9 +257,9 @@ func rebootNeedless(e Env, s *Step) bool {
 // rebootAt is the reboot step s: the ask journalled with the boot ID (it
 // tells the next run whether the node has booted since), then apply stops,
 // or runs systemctl reboot (o.Reboot).
-func rebootAt(ctx context.Context, e Env, s *Step, o ApplyOptions, out *Outcome) error {
+func rebootAt(ctx context.Context, e effect.Effector, s *Step, o ApplyOptions, out *Outcome) error {
 	ask := journal.StepRecord{ID: s.ID, State: journal.StepStarted, BootID: out.BootID, Reason: s.rebootFor}
-	if err := e.record(ask.Entry("apply", time.Time{})); err != nil {
+	if err := e.Record(ask.Entry("apply", time.Time{})); err != nil {
 		return err
 	}
 	out.RebootFor = s.rebootFor
@@ -294,12 +268,12 @@ func rebootAt(ctx context.Context, e Env, s *Step, o ApplyOptions, out *Outcome)
 		if again == "" {
 			again = "gpuprep apply"
 		}
-		e.logf("reboot required: reboot the node, then run %s again to continue", again)
+		e.Logf("reboot required: reboot the node, then run %s again to continue", again)
 		out.Steps = append(out.Steps, StepResult{ID: s.ID, Status: "stopped"})
 		out.Reboot = true
 		return nil
 	}
-	e.logf("run: systemctl reboot")
+	e.Logf("run: systemctl reboot")
 	if _, err := e.Runner.Run(ctx, "systemctl", "reboot"); err != nil {
 		out.Steps = append(out.Steps, StepResult{ID: s.ID, Status: "failed", Error: err.Error()})
 		return fmt.Errorf("%s: systemctl reboot: %w", s.ID, err)
@@ -318,31 +292,31 @@ func askedThisBoot(root *host.Root, entries []journal.Entry, reason string) bool
 
 // fileIntent records that p is about to be replaced (its backup will be
 // host.BackupName(p, now)) or created.
-func fileIntent(e Env, p string, now time.Time) error {
+func fileIntent(e effect.Effector, p string, now time.Time) error {
 	return fileIntentBy(e, p, now, "apply", "")
 }
 
 // fileIntentBy is fileIntent for the entry of command; wrote, when known,
 // is what the change is to leave there (journal.Entry.Wrote).
-func fileIntentBy(e Env, p string, now time.Time, command, wrote string) error {
+func fileIntentBy(e effect.Effector, p string, now time.Time, command, wrote string) error {
 	old, err := e.Root.ReadFile(p)
-	return e.record(journal.ReplaceIntent(p, old, err == nil, wrote, now).Intent(command, now))
+	return e.Record(journal.ReplaceIntent(p, old, err == nil, wrote, now).Intent(command, now))
 }
 
 // writeFile replaces p with data, atomically and backed up, with an intent
 // entry before and a file entry after.
-func writeFile(e Env, p string, data []byte) error {
+func writeFile(e effect.Effector, p string, data []byte) error {
 	return writeFileBy(e, p, data, "apply")
 }
 
 // writeFileBy is writeFile for the entries of command.
-func writeFileBy(e Env, p string, data []byte, command string) error {
-	res, err := journal.WriteFile(e.Root, p, data, 0o644, command, e.now())
+func writeFileBy(e effect.Effector, p string, data []byte, command string) error {
+	res, err := journal.WriteFile(e.Root, p, data, 0o644, command, utcNow(e))
 	if err != nil {
 		return fmt.Errorf("write %s: %w", p, err)
 	}
 	if res.Changed {
-		e.logf("wrote %s%s", p, backupNote(res.Backup))
+		e.Logf("wrote %s%s", p, backupNote(res.Backup))
 	}
 	return nil
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/gpuprep/gpuprep/internal/effect"
 	"github.com/gpuprep/gpuprep/internal/fixture"
 	"github.com/gpuprep/gpuprep/internal/journal"
 	"github.com/gpuprep/gpuprep/preflight"
@@ -28,7 +29,7 @@ import (
 type node struct {
 	dir string
 	k   *fixture.Kernel
-	env provision.Env
+	env effect.Effector
 }
 
 func newNode(t *testing.T, scenario string) *node {
@@ -45,7 +46,7 @@ func newNode(t *testing.T, scenario string) *node {
 		now = now.Add(time.Second)
 		return now
 	}
-	return &node{dir: dir, k: k, env: provision.Env{Root: k.Root, Sysfs: k, Runner: k, Now: clock}}
+	return &node{dir: dir, k: k, env: effect.Effector{Root: k.Root, Sysfs: k, Runner: k, Clock: clock}}
 }
 
 func (n *node) plan(t *testing.T, mode preflight.Mode) *provision.Plan {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/gpuprep/gpuprep/internal/change"
+	"github.com/gpuprep/gpuprep/internal/effect"
 	"io"
 	"io/fs"
 	"os"
@@ -182,15 +183,15 @@ func binarySafe(root *host.Root) error {
 // the units, each atomic, backed up and journalled (rollback disables and
 // stops the timer, removes the files or puts the old ones back), then
 // enables the timer.
-func (p *Plan) installNFDTimer(ctx context.Context, e Env, s *Step) error {
+func (p *Plan) installNFDTimer(ctx context.Context, e effect.Effector, s *Step) error {
 	tp := p.nfdTimer
 	if tp != nil && tp.binary != nil {
-		res, err := journal.WriteFile(e.Root, vgpu.InstalledBinary, tp.binary, 0o755, "apply", e.now())
+		res, err := journal.WriteFile(e.Root, vgpu.InstalledBinary, tp.binary, 0o755, "apply", utcNow(e))
 		if err != nil {
 			return fmt.Errorf("install %s: %w", vgpu.InstalledBinary, err)
 		}
 		if res.Changed {
-			e.logf("installed %s", vgpu.InstalledBinary)
+			e.Logf("installed %s", vgpu.InstalledBinary)
 		}
 		got, err := e.Root.ReadFile(vgpu.InstalledBinary)
 		if err != nil {
@@ -204,7 +205,7 @@ func (p *Plan) installNFDTimer(ctx context.Context, e Env, s *Step) error {
 		}
 	}
 	// the one directory the service may write (ReadWritePaths)
-	if err := journal.MkdirAll(e.Root, NFDFeatureDir, "apply", e.now()); err != nil {
+	if err := journal.MkdirAll(e.Root, NFDFeatureDir, "apply", utcNow(e)); err != nil {
 		return err
 	}
 	for _, f := range s.Files {
@@ -213,7 +214,7 @@ func (p *Plan) installNFDTimer(ctx context.Context, e Env, s *Step) error {
 		}
 	}
 	for _, argv := range s.argv {
-		e.logf("run: %s", host.ShellQuote(argv))
+		e.Logf("run: %s", host.ShellQuote(argv))
 		if out, err := e.Runner.Run(ctx, argv...); err != nil {
 			return fmt.Errorf("%s: %w%s (the units are written; enable the timer by hand)", host.ShellQuote(argv), err, host.OutputTail(out))
 		}

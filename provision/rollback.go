@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gpuprep/gpuprep/grub"
+	"github.com/gpuprep/gpuprep/internal/effect"
 	"github.com/gpuprep/gpuprep/internal/host"
 	"github.com/gpuprep/gpuprep/internal/initramfs"
 	"github.com/gpuprep/gpuprep/internal/journal"
@@ -124,7 +125,7 @@ type resource struct {
 // (undoKinds), then one over what they changed, each undone by its
 // resource kind (undoers), then the commands what was undone needs
 // (afterUndo).
-func Rollback(ctx context.Context, e Env, o RollbackOptions) (*RollbackResult, error) {
+func Rollback(ctx context.Context, e effect.Effector, o RollbackOptions) (*RollbackResult, error) {
 	r := &rollbackRun{e: e, o: o, res: &RollbackResult{Undone: []Undo{}}, dirEntries: map[string][]int{}, bootArgs: &bootArgsUndo{},
 		resources: map[string]*resource{}, saved: map[string]string{}, pending: map[int]bool{}}
 	entries, jerr := journal.Read(e.Root)
@@ -173,7 +174,7 @@ func rollbackFrom(entries []journal.Entry, undone map[int]bool, to string) (int,
 // rollbackRun is one Rollback: what it gathered from the journal and what
 // it did so far.
 type rollbackRun struct {
-	e       Env
+	e       effect.Effector
 	o       RollbackOptions
 	res     *RollbackResult
 	entries []journal.Entry
@@ -403,7 +404,7 @@ func (r *rollbackRun) undoDirs() {
 
 // runNote runs argv; a failure is a note.
 func (r *rollbackRun) runNote(ctx context.Context, argv []string) {
-	r.e.logf("run: %s", host.ShellQuote(argv))
+	r.e.Logf("run: %s", host.ShellQuote(argv))
 	if out, err := r.e.Runner.Run(ctx, argv...); err != nil {
 		r.res.Notes = append(r.res.Notes, fmt.Sprintf("%s: %v%s", host.ShellQuote(argv), err, host.OutputTail(out)))
 	}
@@ -411,7 +412,7 @@ func (r *rollbackRun) runNote(ctx context.Context, argv []string) {
 
 // runUndo runs argv, recorded in Undone; a failure fails the rollback.
 func (r *rollbackRun) runUndo(ctx context.Context, argv []string) {
-	r.e.logf("run: %s", host.ShellQuote(argv))
+	r.e.Logf("run: %s", host.ShellQuote(argv))
 	if out, err := r.e.Runner.Run(ctx, argv...); err != nil {
 		r.res.Failed = append(r.res.Failed, fmt.Sprintf("%s: %v%s", host.ShellQuote(argv), err, host.OutputTail(out)))
 	} else {
@@ -489,17 +490,17 @@ func (r *rollbackRun) afterBootFiles(ctx context.Context) bool {
 // recordUndone records each entry in range undone, but those of what was
 // left for later.
 func (r *rollbackRun) recordUndone() error {
-	now := r.e.now()
+	now := utcNow(r.e)
 	for _, i := range r.idx {
 		if r.pending[i] {
 			continue
 		}
 		en := r.entries[i]
-		un := journal.UndoneRecord{Index: i, Kind: en.Kind, Path: en.Path, Device: en.Device}
+		un := journal.UndoneOf(i, en)
 		if en.Kind == journal.KindFile || en.Kind == KindFileIntent {
 			un.Saved = r.saved[en.File().Path]
 		}
-		if err := r.e.record(un.Entry("rollback", now)); err != nil {
+		if err := r.e.Record(un.Entry("rollback", now)); err != nil {
 			return err
 		}
 	}

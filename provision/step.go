@@ -3,6 +3,7 @@ package provision
 import (
 	"context"
 	"fmt"
+	"github.com/gpuprep/gpuprep/internal/effect"
 )
 
 // stepKind is one kind of step of the workflow (k0sctl's phase.Manager is
@@ -14,7 +15,7 @@ import (
 type stepKind interface {
 	id() string
 	// run carries out s, planned by p, through e.
-	run(ctx context.Context, e Env, p *Plan, s *Step) error
+	run(ctx context.Context, e effect.Effector, p *Plan, s *Step) error
 }
 
 // stepKinds are the workflow's steps in the order they run (Steps).
@@ -31,7 +32,7 @@ func kindOf(id string) stepKind {
 	return nil
 }
 
-func (p *Plan) run(ctx context.Context, e Env, s *Step) error {
+func (p *Plan) run(ctx context.Context, e effect.Effector, s *Step) error {
 	k := kindOf(s.ID)
 	if k == nil {
 		return fmt.Errorf("unknown step %q", s.ID)
@@ -40,7 +41,7 @@ func (p *Plan) run(ctx context.Context, e Env, s *Step) error {
 }
 
 // runAll runs argv, each logged; the first that fails is the error.
-func runAll(ctx context.Context, e Env, argvs [][]string) error {
+func runAll(ctx context.Context, e effect.Effector, argvs [][]string) error {
 	for _, argv := range argvs {
 		if err := runLogged(ctx, e, argv); err != nil {
 			return err

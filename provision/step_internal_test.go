@@ -1,6 +1,7 @@
 package provision
 
 import (
+	"github.com/gpuprep/gpuprep/internal/effect"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -14,5 +15,5 @@ func TestStepKindsAreTheWorkflow(t *testing.T) {
 	}
 	require.Equal(t, Steps, ids)
 	require.Nil(t, kindOf("no-such-step"))
-	require.Error(t, (&Plan{}).run(t.Context(), Env{}, &Step{ID: "no-such-step"}))
+	require.Error(t, (&Plan{}).run(t.Context(), effect.Effector{}, &Step{ID: "no-such-step"}))
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/gpuprep/gpuprep/internal/change"
+	"github.com/gpuprep/gpuprep/internal/effect"
 	"slices"
 	"strings"
 	"time"
@@ -26,7 +27,7 @@ type kernelArgsStep struct{}
 
 func (kernelArgsStep) id() string { return StepKernelArgs }
 
-func (kernelArgsStep) run(ctx context.Context, e Env, p *Plan, s *Step) error {
+func (kernelArgsStep) run(ctx context.Context, e effect.Effector, p *Plan, s *Step) error {
 	if err := writeFiles(e, s.Files); err != nil {
 		return err
 	}
@@ -41,7 +42,7 @@ func (kernelArgsStep) run(ctx context.Context, e Env, p *Plan, s *Step) error {
 				continue
 			}
 			recorded[k] = true
-			if err := e.record(en); err != nil {
+			if err := e.Record(en); err != nil {
 				return err
 			}
 		}
@@ -53,7 +54,7 @@ func (kernelArgsStep) run(ctx context.Context, e Env, p *Plan, s *Step) error {
 }
 
 // writeFiles writes each planned file, journalled (writeFile).
-func writeFiles(e Env, fs []change.File) error {
+func writeFiles(e effect.Effector, fs []change.File) error {
 	for _, f := range fs {
 		if err := writeFile(e, f.Path, f.New); err != nil {
 			return err
@@ -63,8 +64,8 @@ func writeFiles(e Env, fs []change.File) error {
 }
 
 // runLogged runs argv, logged; its failure carries the tail of its output.
-func runLogged(ctx context.Context, e Env, argv []string) error {
-	e.logf("run: %s", host.ShellQuote(argv))
+func runLogged(ctx context.Context, e effect.Effector, argv []string) error {
+	e.Logf("run: %s", host.ShellQuote(argv))
 	if out, err := e.Runner.Run(ctx, argv...); err != nil {
 		return fmt.Errorf("%s: %w%s", host.ShellQuote(argv), err, host.OutputTail(out))
 	}

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/gpuprep/gpuprep/internal/change"
+	"github.com/gpuprep/gpuprep/internal/effect"
 	"github.com/gpuprep/gpuprep/internal/host"
 	"github.com/gpuprep/gpuprep/internal/journal"
 	"github.com/gpuprep/gpuprep/internal/kube"
@@ -21,7 +22,9 @@ type labelStep struct{}
 
 func (labelStep) id() string { return StepLabel }
 
-func (labelStep) run(ctx context.Context, e Env, p *Plan, _ *Step) error { return p.label(ctx, e) }
+func (labelStep) run(ctx context.Context, e effect.Effector, p *Plan, _ *Step) error {
+	return p.label(ctx, e)
+}
 
 type labelPlan struct {
 	set    []kube.Label
@@ -102,16 +105,16 @@ func (p *Plan) planLabel(ctx context.Context) error {
 	return nil
 }
 
-func (p *Plan) label(ctx context.Context, e Env) error {
+func (p *Plan) label(ctx context.Context, e effect.Effector) error {
 	l := p.labels
 	if l.file != "" {
 		edits, err := kube.EditKubeletLabels(e.Root, l.set, l.remove)
 		if err != nil {
 			return err
 		}
-		return label.WriteFiles(e.Root, edits, "apply", e.now(), func(f change.File, res host.WriteResult) {
+		return label.WriteFiles(e.Root, edits, "apply", utcNow(e), func(f change.File, res host.WriteResult) {
 			if res.Changed {
-				e.logf("wrote %s%s", f.Path, backupNote(res.Backup))
+				e.Logf("wrote %s%s", f.Path, backupNote(res.Backup))
 			}
 		})
 	}
@@ -120,11 +123,11 @@ func (p *Plan) label(ctx context.Context, e Env) error {
 		return err
 	}
 	res, err := label.Change{Node: l.node, Kubeconfig: p.opts.Kubeconfig, Set: l.set, Remove: l.remove}.Apply(ctx, client,
-		label.Options{Root: e.Root, Command: "apply", Now: e.now()})
+		label.Options{Root: e.Root, Command: "apply", Now: utcNow(e)})
 	if err != nil || !res.Changed {
 		return err
 	}
-	e.logf("labelled Node %s: %s", l.node, kube.FormatLabels(l.set))
+	e.Logf("labelled Node %s: %s", l.node, kube.FormatLabels(l.set))
 	return nil
 }
 

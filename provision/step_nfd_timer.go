@@ -1,6 +1,10 @@
 package provision
 
-import "context"
+import (
+	"context"
+
+	"github.com/gpuprep/gpuprep/internal/effect"
+)
 
 // nfdTimerStep (StepNFDTimer, --nfd-timer): the NFD feature file's
 // refresher installed (nfd_timer.go); rollback disables and removes the
@@ -9,6 +13,6 @@ type nfdTimerStep struct{}
 
 func (nfdTimerStep) id() string { return StepNFDTimer }
 
-func (nfdTimerStep) run(ctx context.Context, e Env, p *Plan, s *Step) error {
+func (nfdTimerStep) run(ctx context.Context, e effect.Effector, p *Plan, s *Step) error {
 	return p.installNFDTimer(ctx, e, s)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"github.com/gpuprep/gpuprep/internal/change"
+	"github.com/gpuprep/gpuprep/internal/effect"
 	"slices"
 	"strings"
 
@@ -28,7 +29,7 @@ type nouveauStep struct{}
 
 func (nouveauStep) id() string { return StepNouveau }
 
-func (nouveauStep) run(ctx context.Context, e Env, _ *Plan, s *Step) error {
+func (nouveauStep) run(ctx context.Context, e effect.Effector, _ *Plan, s *Step) error {
 	if err := writeFiles(e, s.Files); err != nil {
 		return err
 	}
@@ -40,19 +41,19 @@ func (nouveauStep) run(ctx context.Context, e Env, _ *Plan, s *Step) error {
 	}
 	// every device nouveau drives loses it (selected or not): recorded
 	// first, so that rollback knows
-	now := e.now()
+	now := utcNow(e)
 	for _, a := range e.Root.Names("/sys/bus/pci/devices") {
 		if e.Root.LinkBase("/sys/bus/pci/devices/"+a+"/driver") == "nouveau" {
-			if err := e.record(journal.DriverRecord{Device: a, Before: "nouveau"}.Intent("apply", now)); err != nil {
+			if err := e.Record(journal.DriverRecord{Device: a, Before: "nouveau"}.Intent("apply", now)); err != nil {
 				return err
 			}
 		}
 	}
 	// in use (a console, a display server): not a failure, the reboot
 	// step after this one takes it away
-	e.logf("run: %s", host.ShellQuote(unloadNouveau))
+	e.Logf("run: %s", host.ShellQuote(unloadNouveau))
 	if out, err := e.Runner.Run(ctx, unloadNouveau...); err != nil {
-		e.logf("note: nouveau could not be unloaded (%v%s): it goes with the reboot", err, host.OutputTail(out))
+		e.Logf("note: nouveau could not be unloaded (%v%s): it goes with the reboot", err, host.OutputTail(out))
 	}
 	return nil
 }

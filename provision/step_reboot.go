@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gpuprep/gpuprep/grub"
+	"github.com/gpuprep/gpuprep/internal/effect"
 	"github.com/gpuprep/gpuprep/internal/host"
 	"github.com/gpuprep/gpuprep/internal/journal"
 	"github.com/gpuprep/gpuprep/internal/kargs"
@@ -22,7 +23,7 @@ type rebootStep struct{}
 
 func (rebootStep) id() string { return StepReboot }
 
-func (rebootStep) run(context.Context, Env, *Plan, *Step) error {
+func (rebootStep) run(context.Context, effect.Effector, *Plan, *Step) error {
 	return fmt.Errorf("%s: run by Apply, not as a step", StepReboot)
 }
 

@@ -6,9 +6,10 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/gpuprep/gpuprep/grub"
+	"github.com/gpuprep/gpuprep/internal/change"
+	"github.com/gpuprep/gpuprep/internal/effect"
 	"github.com/gpuprep/gpuprep/internal/host"
 	"github.com/gpuprep/gpuprep/internal/initramfs"
 	"github.com/gpuprep/gpuprep/internal/journal"
@@ -28,7 +29,9 @@ type vfioBindStep struct{}
 
 func (vfioBindStep) id() string { return StepVFIOBind }
 
-func (vfioBindStep) run(ctx context.Context, e Env, p *Plan, _ *Step) error { return p.bind(ctx, e) }
+func (vfioBindStep) run(ctx context.Context, e effect.Effector, p *Plan, _ *Step) error {
+	return p.bind(ctx, e)
+}
 
 // vfioUnbindStep (StepVFIOUnbind, container and vm-vgpu): devices on VFIO
 // back to their drivers (vfio.Unbind; planned by planUnbind and
@@ -37,7 +40,7 @@ type vfioUnbindStep struct{}
 
 func (vfioUnbindStep) id() string { return StepVFIOUnbind }
 
-func (vfioUnbindStep) run(ctx context.Context, e Env, p *Plan, _ *Step) error {
+func (vfioUnbindStep) run(ctx context.Context, e effect.Effector, p *Plan, _ *Step) error {
 	return p.unbind(ctx, e)
 }
 
@@ -65,7 +68,7 @@ func (p *Plan) planBind(rebootPending bool) error {
 		s.Prepare = append(s.Prepare, "modprobe "+m)
 	}
 	for _, st := range vp.Steps {
-		s.Sysfs = append(s.Sysfs, st.String())
+		s.Sysfs = append(s.Sysfs, change.SysfsWrite(st.Path, st.Value))
 	}
 	p.idsInKernelArgs(pp) // one bootloader edit, the kernel-args step's
 	regen := p.planPersist(s, pp, resume)
@@ -464,17 +467,17 @@ func persistIntents(entries []journal.Entry, step string) bool {
 	return found
 }
 
-func (p *Plan) bind(ctx context.Context, e Env) error {
+func (p *Plan) bind(ctx context.Context, e effect.Effector) error {
 	vp := p.vfioPlan
 	if vp == nil {
 		return nil
 	}
-	now := e.now()
+	now := utcNow(e)
 	for _, t := range vp.Targets {
 		if t.Bound {
 			continue
 		}
-		if err := e.record(journal.DriverRecord{Device: t.Dev.Address, Before: t.Driver, After: t.VFIO}.Intent("apply", now)); err != nil {
+		if err := e.Record(journal.DriverRecord{Device: t.Dev.Address, Before: t.Driver, After: t.VFIO}.Intent("apply", now)); err != nil {
 			return err
 		}
 	}
@@ -494,37 +497,37 @@ func (p *Plan) bind(ctx context.Context, e Env) error {
 			}
 		}
 	}
-	res, err := vfio.Bind(ctx, vfio.Env{Root: e.Root, Sysfs: e.Sysfs, Runner: e.Runner, BootIntents: BootArgIntents}, p.inv, vp,
-		vfio.Options{Persist: true, Force: p.opts.Force, NVSwitch: p.opts.NVSwitch, Now: func() time.Time { return now }})
+	res, err := vfio.Bind(ctx, e.At(now), p.inv, vp,
+		vfio.Options{Persist: true, Force: p.opts.Force, NVSwitch: p.opts.NVSwitch, BootIntents: BootArgIntents})
 	logVFIO(e, res)
 	return err
 }
 
-func logVFIO(e Env, r *vfio.Result) {
+func logVFIO(e effect.Effector, r *vfio.Result) {
 	if r == nil {
 		return
 	}
 	for _, c := range r.Commands {
-		e.logf("ran: %s", host.ShellQuote(c))
+		e.Logf("ran: %s", host.ShellQuote(c))
 	}
 	for _, c := range r.Changed {
-		e.logf("%s: %s -> %s", c.Device, orNone(c.Before), orNone(c.After))
+		e.Logf("%s: %s -> %s", c.Device, orNone(c.Before), orNone(c.After))
 	}
 	for _, f := range r.Files {
 		switch {
 		case f.Removed:
-			e.logf("removed %s%s", f.Path, backupNote(f.Backup))
+			e.Logf("removed %s%s", f.Path, backupNote(f.Backup))
 		default:
-			e.logf("wrote %s%s", f.Path, backupNote(f.Backup))
+			e.Logf("wrote %s%s", f.Path, backupNote(f.Backup))
 		}
 	}
 	for _, n := range r.Notes {
-		e.logf("note: %s", n)
+		e.Logf("note: %s", n)
 	}
 }
 
-func (p *Plan) unbind(ctx context.Context, e Env) error {
-	now := e.now()
+func (p *Plan) unbind(ctx context.Context, e effect.Effector) error {
+	now := utcNow(e)
 	if p.unbindAtBoot != nil {
 		// nothing moves now: the files go, the reboot step does the rest
 		for _, f := range []string{vfio.ModprobeConf, vfio.ModulesLoad, vfio.UdevRule} {
@@ -534,13 +537,13 @@ func (p *Plan) unbind(ctx context.Context, e Env) error {
 				}
 			}
 		}
-		res, err := vfio.Unpersist(ctx, vfio.Env{Root: e.Root, Sysfs: e.Sysfs, Runner: e.Runner}, p.inv, p.unbindAtBoot,
-			vfio.Options{Regenerate: p.unbindRegen, Now: func() time.Time { return now }})
+		res, err := vfio.Unpersist(ctx, e.At(now), p.inv, p.unbindAtBoot,
+			vfio.Options{Regenerate: p.unbindRegen})
 		logVFIO(e, res)
 		return err
 	}
 	for _, t := range p.targets(e.Root) {
-		if err := e.record(journal.DriverRecord{Device: t.addr, Before: t.driver, After: t.restore}.Intent("apply", now)); err != nil {
+		if err := e.Record(journal.DriverRecord{Device: t.addr, Before: t.driver, After: t.restore}.Intent("apply", now)); err != nil {
 			return err
 		}
 	}
@@ -551,8 +554,8 @@ func (p *Plan) unbind(ctx context.Context, e Env) error {
 			}
 		}
 	}
-	res, err := vfio.Unbind(ctx, vfio.Env{Root: e.Root, Sysfs: e.Sysfs, Runner: e.Runner}, p.inv, p.opts.Selector,
-		vfio.Options{Force: p.opts.Force, NVSwitch: true, Regenerate: p.unbindRegen, NoRestore: p.noRestore(), Now: func() time.Time { return now }})
+	res, err := vfio.Unbind(ctx, e.At(now), p.inv, p.opts.Selector,
+		vfio.Options{Force: p.opts.Force, NVSwitch: true, Regenerate: p.unbindRegen, NoRestore: p.noRestore()})
 	logVFIO(e, res)
 	if errors.Is(err, vfio.ErrNothing) {
 		return nil
@@ -580,16 +583,16 @@ func (s *Step) addUnbind(t unbindTarget) string {
 		to = t.restore
 	}
 	if pci.DriverIsVFIO(t.driver) {
-		s.Sysfs = append(s.Sysfs, vfio.Step{Path: dev + "/driver/unbind", Value: t.addr}.String())
+		s.Sysfs = append(s.Sysfs, change.SysfsWrite(dev+"/driver/unbind", t.addr))
 	}
 	if t.override != "" {
-		s.Sysfs = append(s.Sysfs, vfio.Step{Path: dev + "/driver_override", Value: "\n"}.String())
+		s.Sysfs = append(s.Sysfs, change.SysfsWrite(dev+"/driver_override", "\n"))
 	}
 	switch {
 	case !t.known:
 		s.Notes = append(s.Notes, t.addr+": the journal has no record of its driver before VFIO: left unbound (a driver loaded later takes it, as the GPU Operator's driver container does; one loaded already does not: echo "+t.addr+" > /sys/bus/pci/drivers_probe)")
 	case t.restore != "":
-		s.Sysfs = append(s.Sysfs, vfio.Step{Path: "/sys/bus/pci/drivers/" + t.restore + "/bind", Value: t.addr}.String())
+		s.Sysfs = append(s.Sysfs, change.SysfsWrite("/sys/bus/pci/drivers/"+t.restore+"/bind", t.addr))
 	}
 	return fmt.Sprintf("%s (%s → %s)", t.addr, orNone(t.driver), to)
 }

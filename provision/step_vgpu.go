@@ -1,6 +1,10 @@
 package provision
 
-import "context"
+import (
+	"context"
+
+	"github.com/gpuprep/gpuprep/internal/effect"
+)
 
 // vgpuInstallStep (StepVGPUInstall, vm-vgpu): the vGPU manager installed
 // or upgraded (vgpu.Install; planned by planInstall). Its files are
@@ -10,7 +14,7 @@ type vgpuInstallStep struct{}
 
 func (vgpuInstallStep) id() string { return StepVGPUInstall }
 
-func (vgpuInstallStep) run(ctx context.Context, e Env, p *Plan, _ *Step) error {
+func (vgpuInstallStep) run(ctx context.Context, e effect.Effector, p *Plan, _ *Step) error {
 	return p.installVGPU(ctx, e)
 }
 
@@ -22,6 +26,6 @@ type vgpuDevicesStep struct{}
 
 func (vgpuDevicesStep) id() string { return StepVGPUDevices }
 
-func (vgpuDevicesStep) run(ctx context.Context, e Env, p *Plan, _ *Step) error {
+func (vgpuDevicesStep) run(ctx context.Context, e effect.Effector, p *Plan, _ *Step) error {
 	return p.createVGPUs(ctx, e)
 }

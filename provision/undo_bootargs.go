@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/gpuprep/gpuprep/grub"
+	"github.com/gpuprep/gpuprep/internal/effect"
 	"github.com/gpuprep/gpuprep/internal/host"
 	"github.com/gpuprep/gpuprep/internal/journal"
 	"github.com/gpuprep/gpuprep/internal/kargs"
@@ -13,7 +14,7 @@ import (
 )
 
 // rebootNeeded: the configured IOMMU arguments differ from the running ones.
-func rebootNeeded(e Env, boot *grub.Boot) bool {
+func rebootNeeded(e effect.Effector, boot *grub.Boot) bool {
 	if boot == nil {
 		return true
 	}
@@ -98,7 +99,7 @@ func (b *bootArgsUndo) has(kind string) bool { return b.by[kind] != nil }
 // /etc/kernel/cmdline, which the file rollback restored: kernel-install add
 // makes them again for every installed kernel. It reports whether the next
 // boot's arguments now differ from the running kernel's (a reboot is needed).
-func (b *bootArgsUndo) undo(ctx context.Context, e Env, res *RollbackResult) bool {
+func (b *bootArgsUndo) undo(ctx context.Context, e effect.Effector, res *RollbackResult) bool {
 	running := runningArgs(e.Root)
 	reboot := false
 	for _, kind := range b.kinds {
@@ -134,21 +135,21 @@ type bootCmd struct {
 // undoCommands are, for each bootloader kind whose own tool changes the
 // kernel arguments, the commands that undo what apply's did; ok false: the
 // kind's undo failed or cannot run (said in res).
-var undoCommands = map[string]func(e Env, k *kindArgs, res *RollbackResult) (cmds []bootCmd, ok bool){
-	grub.KindBLS: func(_ Env, k *kindArgs, _ *RollbackResult) ([]bootCmd, bool) {
+var undoCommands = map[string]func(e effect.Effector, k *kindArgs, res *RollbackResult) (cmds []bootCmd, ok bool){
+	grub.KindBLS: func(_ effect.Effector, k *kindArgs, _ *RollbackResult) ([]bootCmd, bool) {
 		return k.removeReadd(func(a []string) []string {
 			return []string{"grubby", "--update-kernel=ALL", "--remove-args=" + strings.Join(a, " ")}
 		}, func(a []string) []string {
 			return []string{"grubby", "--update-kernel=ALL", "--args=" + strings.Join(a, " ")}
 		}), true
 	},
-	grub.KindKernelstub: func(_ Env, k *kindArgs, _ *RollbackResult) ([]bootCmd, bool) {
+	grub.KindKernelstub: func(_ effect.Effector, k *kindArgs, _ *RollbackResult) ([]bootCmd, bool) {
 		return k.removeReadd(func(a []string) []string { return []string{"kernelstub", "--delete-options", strings.Join(a, " ")} },
 			func(a []string) []string { return []string{"kernelstub", "--add-options", strings.Join(a, " ")} }), true
 	},
 	// -if-present / -if-missing: a second run (after a failure further
 	// on) finds them done and changes nothing
-	grub.KindRpmOstree: func(_ Env, k *kindArgs, _ *RollbackResult) ([]bootCmd, bool) {
+	grub.KindRpmOstree: func(_ effect.Effector, k *kindArgs, _ *RollbackResult) ([]bootCmd, bool) {
 		return k.removeReadd(func(a []string) []string { return prefixed([]string{"rpm-ostree", "kargs"}, "--delete-if-present=", a) },
 			func(a []string) []string { return prefixed([]string{"rpm-ostree", "kargs"}, "--append-if-missing=", a) }), true
 	},
@@ -179,7 +180,7 @@ func (k *kindArgs) removeReadd(remove, readd func([]string) []string) []bootCmd 
 // systemdBootUndo: systemd-boot's entries are made from
 // /etc/kernel/cmdline, which the file rollback restored: kernel-install
 // add makes them again for every installed kernel.
-func systemdBootUndo(e Env, _ *kindArgs, res *RollbackResult) ([]bootCmd, bool) {
+func systemdBootUndo(e effect.Effector, _ *kindArgs, res *RollbackResult) ([]bootCmd, bool) {
 	boot, err := grub.Detect(e.Root)
 	switch {
 	case err != nil:
@@ -200,9 +201,9 @@ func systemdBootUndo(e Env, _ *kindArgs, res *RollbackResult) ([]bootCmd, bool) 
 }
 
 // runBootUndo runs cmds in order until one fails; ok: all ran.
-func runBootUndo(ctx context.Context, e Env, cmds []bootCmd, res *RollbackResult) bool {
+func runBootUndo(ctx context.Context, e effect.Effector, cmds []bootCmd, res *RollbackResult) bool {
 	for _, c := range cmds {
-		e.logf("run: %s", host.ShellQuote(c.argv))
+		e.Logf("run: %s", host.ShellQuote(c.argv))
 		if out, err := e.Runner.Run(ctx, c.argv...); err != nil {
 			res.Failed = append(res.Failed, fmt.Sprintf("%s: %v%s", host.ShellQuote(c.argv), err, host.OutputTail(out)))
 			return false
@@ -214,7 +215,7 @@ func runBootUndo(ctx context.Context, e Env, cmds []bootCmd, res *RollbackResult
 
 // changedReboot: the arguments rollback changed back differ from the
 // running kernel's, or the configuration of kind, read now, does.
-func (k *kindArgs) changedReboot(e Env, kind string, running []kargs.Param) bool {
+func (k *kindArgs) changedReboot(e effect.Effector, kind string, running []kargs.Param) bool {
 	reboot := false
 	for _, a := range k.remove {
 		reboot = reboot || kargs.Satisfied(running, kargs.ParseOne(a))

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gpuprep/gpuprep/internal/effect"
 	"github.com/gpuprep/gpuprep/internal/host"
 	"github.com/gpuprep/gpuprep/internal/pci"
 	"github.com/gpuprep/gpuprep/vfio"
@@ -25,7 +26,7 @@ import (
 // listed in res.Left, and left reports it: its entries are not recorded
 // undone, so that a later rollback (--force, or after the boot) finishes it.
 // Every outcome is logged on one line saying what became of the device.
-func restoreDriver(e Env, addr, want string, known []string, hgx, force bool, res *RollbackResult) (left bool, err error) {
+func restoreDriver(e effect.Effector, addr, want string, known []string, hgx, force bool, res *RollbackResult) (left bool, err error) {
 	dev := "/sys/bus/pci/devices/" + addr
 	if !e.Root.Exists(dev) {
 		return false, fmt.Errorf("%s: no such device", addr)
@@ -47,7 +48,7 @@ func restoreDriver(e Env, addr, want string, known []string, hgx, force bool, re
 // holdBack reports whether addr, on cur, stays where it is (unless force):
 // on a driver gpuprep never moved it to (an error, movedSince), or on VFIO
 // on a board with NVSwitches (hgx: until the next boot, leaveForBoot).
-func holdBack(e Env, addr, cur, want string, known []string, hgx, force bool, res *RollbackResult) (bool, error) {
+func holdBack(e effect.Effector, addr, cur, want string, known []string, hgx, force bool, res *RollbackResult) (bool, error) {
 	if force {
 		return false, nil
 	}
@@ -63,7 +64,7 @@ func holdBack(e Env, addr, cur, want string, known []string, hgx, force bool, re
 
 // clearForBind takes addr off cur when that is not want, and sets its
 // driver_override from ov to wantOv ("\n" clears it) when they differ.
-func clearForBind(e Env, dev, addr, cur, want, ov, wantOv string, force bool) error {
+func clearForBind(e effect.Effector, dev, addr, cur, want, ov, wantOv string, force bool) error {
 	if cur != "" && cur != want {
 		if err := unbindFrom(e, dev, addr, cur, force); err != nil {
 			return err
@@ -84,31 +85,31 @@ func clearForBind(e Env, dev, addr, cur, want, ov, wantOv string, force bool) er
 
 // movedSince: addr is on cur, a driver gpuprep never moved it to; left
 // there (until rollback --force), said in the error.
-func movedSince(e Env, addr, cur, want string, res *RollbackResult) error {
+func movedSince(e effect.Effector, addr, cur, want string, res *RollbackResult) error {
 	why := fmt.Sprintf("on %s now, a driver gpuprep never moved it to: something moved it since", cur)
 	hint := "rollback --force puts it back on " + orNone(want)
 	if want != "" && !e.Root.Exists("/sys/bus/pci/drivers/"+want) {
 		hint = fmt.Sprintf("rollback --force takes it off %s; %s is not loaded", cur, want)
 	}
 	msg := fmt.Sprintf("%s: left on %s, not put back on %s: %s (%s)", addr, cur, orNone(want), why, hint)
-	e.logf("%s", msg)
+	e.Logf("%s", msg)
 	res.Left = append(res.Left, Left{Kind: "driver", Target: addr, Driver: cur, Want: want, Why: why, Until: LeftUntilForce})
 	return errors.New(msg)
 }
 
 // leaveForBoot leaves addr, on VFIO on a board with NVSwitches, for the
 // next boot.
-func leaveForBoot(e Env, addr, cur, want string, res *RollbackResult) {
+func leaveForBoot(e effect.Effector, addr, cur, want string, res *RollbackResult) {
 	// not live on a board with NVSwitches (as apply and vfio unbind):
 	// the files restored above leave it to its driver at the next boot
 	why := "on a board with NVSwitches, moving a GPU off vfio-pci while the system runs starts NVLink training that can hang it"
-	e.logf("%s: left on %s until the next boot, which gives it back to %s: %s (rollback --force moves it now)", addr, cur, orNone(want), why)
+	e.Logf("%s: left on %s until the next boot, which gives it back to %s: %s (rollback --force moves it now)", addr, cur, orNone(want), why)
 	res.Left = append(res.Left, Left{Kind: "driver", Target: addr, Driver: cur, Want: want, Why: why, Until: LeftUntilReboot})
 	res.rebootFor("the devices left on vfio-pci go back to their driver at the next boot")
 }
 
 // overrides are addr's driver_override now and the one want needs.
-func overrides(e Env, dev, want string) (ov, wantOv string) {
+func overrides(e effect.Effector, dev, want string) (ov, wantOv string) {
 	ov, _ = e.Root.ReadString(dev + "/driver_override")
 	if ov == "(null)" {
 		ov = ""
@@ -121,7 +122,7 @@ func overrides(e Env, dev, want string) (ov, wantOv string) {
 
 // unbindFrom takes addr off cur; not off VFIO while its IOMMU group is
 // held open (a VM), unless force.
-func unbindFrom(e Env, dev, addr, cur string, force bool) error {
+func unbindFrom(e effect.Effector, dev, addr, cur string, force bool) error {
 	if pci.DriverIsVFIO(cur) && !force {
 		if g := e.Root.LinkBase(dev + "/iommu_group"); g != "" {
 			if hs := vfio.Holders(e.Root, vfio.GroupNode(g)); len(hs) > 0 {
@@ -141,17 +142,17 @@ func unbindFrom(e Env, dev, addr, cur string, force bool) error {
 
 // bindBack binds addr, off cur, to want; left: want is not loaded, and
 // addr stays unbound.
-func bindBack(e Env, dev, addr, cur, want string, res *RollbackResult) (left bool, err error) {
+func bindBack(e effect.Effector, dev, addr, cur, want string, res *RollbackResult) (left bool, err error) {
 	w := func(p, v string) error { return writeAttr(e, p, v) }
 	action := "left unbound (it had no driver)"
 	if want != "" && e.Root.LinkBase(dev+"/driver") != want {
 		if !e.Root.Exists("/sys/bus/pci/drivers/" + want) {
 			why, until := driverNotLoaded(e.Root, want)
 			if cur != "" {
-				e.logf("%s: %s -> none: left unbound, not put back on %s: %s", addr, cur, want, why)
+				e.Logf("%s: %s -> none: left unbound, not put back on %s: %s", addr, cur, want, why)
 				res.Undone = append(res.Undone, Undo{Kind: "driver", Target: addr, Action: "left unbound (" + want + " not loaded)"})
 			} else {
-				e.logf("%s: left unbound, not put back on %s: %s", addr, want, why)
+				e.Logf("%s: left unbound, not put back on %s: %s", addr, want, why)
 			}
 			res.Left = append(res.Left, Left{Kind: "driver", Target: addr, Want: want, Why: why, Until: until})
 			if until == LeftUntilReboot {
@@ -169,7 +170,7 @@ func bindBack(e Env, dev, addr, cur, want string, res *RollbackResult) (left boo
 	} else if want != "" {
 		action = "back on " + want
 	}
-	e.logf("%s: %s -> %s", addr, orNone(cur), orNone(want))
+	e.Logf("%s: %s -> %s", addr, orNone(cur), orNone(want))
 	res.Undone = append(res.Undone, Undo{Kind: "driver", Target: addr, Action: action})
 	return false, nil
 }
@@ -197,7 +198,7 @@ func nvswitchBoard(root *host.Root) bool {
 }
 
 // writeAttr is one sysfs write with a time limit (a bind can hang in a probe).
-func writeAttr(e Env, p, v string) error {
+func writeAttr(e effect.Effector, p, v string) error {
 	done := make(chan error, 1)
 	go func() { done <- e.Sysfs.WriteAttr(p, v) }()
 	t := time.NewTimer(vfio.DefaultTimeout)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/gpuprep/gpuprep/internal/effect"
 	"github.com/gpuprep/gpuprep/internal/journal"
 )
 
@@ -16,7 +17,7 @@ import (
 // is, said in a note.
 // left says it is there still, holding something: a later rollback tries
 // again.
-func removeCreatedDir(e Env, d string, res *RollbackResult) (left bool, err error) {
+func removeCreatedDir(e effect.Effector, d string, res *RollbackResult) (left bool, err error) {
 	fi, err := e.Root.Lstat(d)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -29,14 +30,14 @@ func removeCreatedDir(e Env, d string, res *RollbackResult) (left bool, err erro
 	}
 	if names := e.Root.Names(d); len(names) > 0 {
 		msg := fmt.Sprintf("%s: left (gpuprep created it; it holds %s now)", d, strings.Join(names, ", "))
-		e.logf("%s", msg)
+		e.Logf("%s", msg)
 		res.Notes = append(res.Notes, msg)
 		return true, nil
 	}
 	if err := e.Root.RemoveDir(d); err != nil {
 		return false, fmt.Errorf("remove %s: %w", d, err)
 	}
-	e.logf("%s: removed (gpuprep created it; empty)", d)
+	e.Logf("%s: removed (gpuprep created it; empty)", d)
 	res.Undone = append(res.Undone, Undo{Kind: "dir", Target: d, Action: "removed (gpuprep created it; empty)"})
 	return false, nil
 }
@@ -70,7 +71,7 @@ type fileUndo struct {
 // is not undone unless force, and then saved first. Entries from before
 // gpuprep recorded what it wrote cannot tell: the file is restored as
 // before, its content saved, with a note.
-func planFileUndo(e Env, entries []journal.Entry, idx []int, force bool) fileUndo {
+func planFileUndo(e effect.Effector, entries []journal.Entry, idx []int, force bool) fileUndo {
 	p := entries[idx[0]].File().Path
 	u := fileUndo{path: p}
 	curHash, err := currentHash(e, p)
@@ -109,7 +110,7 @@ func planFileUndo(e Env, entries []journal.Entry, idx []int, force bool) fileUnd
 
 // currentHash is the hash of file p's content now (journal.Absent: there
 // is none).
-func currentHash(e Env, p string) (string, error) {
+func currentHash(e effect.Effector, p string) (string, error) {
 	cur, err := e.Root.ReadFile(p)
 	switch {
 	case err == nil:
@@ -155,7 +156,7 @@ type fileOrigin struct {
 // (oldest first), which now hashes curHash: that of the first entry that
 // says the file was new or whose backup is whole; found false, no change
 // of it happened.
-func findOrigin(e Env, entries []journal.Entry, idx []int, curHash string) (o fileOrigin, found bool) {
+func findOrigin(e effect.Effector, entries []journal.Entry, idx []int, curHash string) (o fileOrigin, found bool) {
 	done, backedUp := fileBackups(entries, idx)
 	for _, i := range idx {
 		en, f := entries[i], entries[i].File()
@@ -217,13 +218,13 @@ func missingBackup(p string, o fileOrigin, asLeft, known bool) string {
 }
 
 // do carries u out. It records in saved where it saved what a file held.
-func (u fileUndo) do(e Env, res *RollbackResult, saved map[string]string) error {
+func (u fileUndo) do(e effect.Effector, res *RollbackResult, saved map[string]string) error {
 	p := u.path
 	defer removeStaleTemps(e.Root, p)
 	if u.problem != "" {
 		return errors.New(u.problem)
 	}
-	now := e.now()
+	now := utcNow(e)
 	switch u.action {
 	case "remove":
 		cur, err := e.Root.ReadFile(p)
@@ -266,13 +267,13 @@ func (u fileUndo) do(e Env, res *RollbackResult, saved map[string]string) error 
 	return nil
 }
 
-func (u fileUndo) report(e Env, res *RollbackResult, saved map[string]string, how, bak string) {
+func (u fileUndo) report(e effect.Effector, res *RollbackResult, saved map[string]string, how, bak string) {
 	if u.note != "" {
 		res.Notes = append(res.Notes, u.path+": "+u.note+" ("+how+")")
 	}
 	if bak != "" {
 		saved[u.path] = bak
 	}
-	e.logf("%s: %s", u.path, how)
+	e.Logf("%s: %s", u.path, how)
 	res.Undone = append(res.Undone, Undo{Kind: "file", Target: u.path, Action: how, Backup: bak})
 }

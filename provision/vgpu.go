@@ -7,8 +7,9 @@ import (
 	"os"
 	"slices"
 	"strings"
-	"time"
 
+	"github.com/gpuprep/gpuprep/internal/change"
+	"github.com/gpuprep/gpuprep/internal/effect"
 	"github.com/gpuprep/gpuprep/internal/host"
 	"github.com/gpuprep/gpuprep/internal/journal"
 	"github.com/gpuprep/gpuprep/internal/plural"
@@ -259,7 +260,7 @@ func (p *Plan) planInstall(ctx context.Context, gpus []vgpu.GPUInfo) (bool, erro
 		if len(m.vfs) == 0 {
 			return p.planSRIOVUnit(ctx, gpus)
 		}
-		ip, err := vgpu.PlanEnableVFs(ctx, &vgpu.Env{Root: p.root, Runner: r}, gpus)
+		ip, err := vgpu.PlanEnableVFs(ctx, effect.Effector{Root: p.root, Runner: r}, gpus)
 		if err != nil {
 			return false, &PlanError{Step: StepVGPUInstall, Refused: true, Err: err}
 		}
@@ -272,7 +273,7 @@ func (p *Plan) planInstall(ctx context.Context, gpus []vgpu.GPUInfo) (bool, erro
 	}
 	// package queries only read the file, so they run on this machine even
 	// when a plan is made for another root
-	ip, err := vgpu.PlanInstall(ctx, &vgpu.Env{Root: p.root, Runner: r, Query: host.ExecRunner{}}, vgpu.InstallOptions{Driver: p.opts.Driver, Previous: p.opts.PreviousDriver, GPUs: gpus})
+	ip, err := vgpu.PlanInstall(ctx, effect.Effector{Root: p.root, Runner: r, Query: host.ExecRunner{}}, vgpu.InstallOptions{Driver: p.opts.Driver, Previous: p.opts.PreviousDriver, GPUs: gpus})
 	var held *vgpu.HeldError
 	if errors.As(err, &held) {
 		return false, &PlanError{Step: StepVGPUInstall, Refused: true, Err: err}
@@ -306,7 +307,7 @@ func (p *Plan) planInstall(ctx context.Context, gpus []vgpu.GPUInfo) (bool, erro
 // are left alone. It reports the manager installed: the devices step is
 // planned now.
 func (p *Plan) planSRIOVUnit(ctx context.Context, gpus []vgpu.GPUInfo) (bool, error) {
-	ip, err := vgpu.PlanEnableVFs(ctx, &vgpu.Env{Root: p.root, Runner: p.runner()}, gpus)
+	ip, err := vgpu.PlanEnableVFs(ctx, effect.Effector{Root: p.root, Runner: p.runner()}, gpus)
 	if err != nil {
 		return false, &PlanError{Step: StepVGPUInstall, Refused: true, Err: err}
 	}
@@ -361,7 +362,7 @@ func (p *Plan) planDevices(ctx context.Context, r host.Runner) error {
 		s.Prepare = append(s.Prepare, host.ShellQuote(m.Argv)+"  ("+m.About+"; checked with nvidia-smi -q)")
 	}
 	for _, a := range dp.Actions {
-		s.Sysfs = append(s.Sysfs, vfio.Step{Path: a.Path, Value: a.Value}.String()+"  ("+a.About+")")
+		s.Sysfs = append(s.Sysfs, change.SysfsWrite(a.Path, a.Value)+"  ("+a.About+")")
 	}
 	s.Files = append(s.Files, pp.Files...)
 	if pp.Enable {
@@ -385,14 +386,14 @@ func (p *Plan) persistArgs() []string {
 }
 
 // installVGPU runs the install plan, with an intent entry for each file it
-// writes (vgpu.Env.Now is fixed so that its backups get the names the
-// intents announce).
-func (p *Plan) installVGPU(ctx context.Context, e Env) error {
+// writes (the effector's clock is stopped at now so that its backups get
+// the names the intents announce).
+func (p *Plan) installVGPU(ctx context.Context, e effect.Effector) error {
 	ip := p.vgpu.install
 	if ip == nil {
 		return nil
 	}
-	now := e.now()
+	now := utcNow(e)
 	for _, st := range ip.Steps {
 		if st.File != nil {
 			if err := fileIntent(e, st.File.Path, now); err != nil {
@@ -400,18 +401,17 @@ func (p *Plan) installVGPU(ctx context.Context, e Env) error {
 			}
 		}
 	}
-	env := &vgpu.Env{Root: e.Root, Runner: e.Runner, Attrs: e.Sysfs, Now: func() time.Time { return now }}
 	n := 0
-	return ip.Execute(ctx, env, func(s vgpu.Step) {
+	return ip.Execute(ctx, e.At(now), func(s vgpu.Step) {
 		n++
-		e.logf("done %d/%d: %s", n, len(ip.Steps), s.Title)
+		e.Logf("done %d/%d: %s", n, len(ip.Steps), s.Title)
 	})
 }
 
 // createVGPUs creates the planned vGPUs (planning them first when the step
 // was deferred behind the install), journalling each before and after its
 // write (vgpu.ApplyJournalled), then persists the config.
-func (p *Plan) createVGPUs(ctx context.Context, e Env) error {
+func (p *Plan) createVGPUs(ctx context.Context, e effect.Effector) error {
 	v := p.vgpu
 	if v.devices == nil {
 		if err := p.planDevices(ctx, e.Runner); err != nil {
@@ -425,13 +425,13 @@ func (p *Plan) createVGPUs(ctx context.Context, e Env) error {
 	if err := writeTypeNames(e, dp, "apply"); err != nil {
 		return err
 	}
-	now := e.now()
-	done, err := vgpu.ApplyJournalled(e.Root, e.Sysfs, dp, now, "apply", e.record)
+	now := utcNow(e)
+	done, err := vgpu.ApplyJournalled(e.Root, e.Sysfs, dp, now, "apply", e.Record)
 	for _, m := range dp.ModesRan() {
-		e.logf("ran %s  (%s; nvidia-smi -q reads vGPU Heterogeneous Mode: Enabled)", host.ShellQuote(m.Argv), m.About)
+		e.Logf("ran %s  (%s; nvidia-smi -q reads vGPU Heterogeneous Mode: Enabled)", host.ShellQuote(m.Argv), m.About)
 	}
 	for _, a := range done {
-		e.logf("wrote %s > %s  (%s)", a.Value, a.Path, a.About)
+		e.Logf("wrote %s > %s  (%s)", a.Value, a.Path, a.About)
 	}
 	if err != nil {
 		return err
@@ -448,7 +448,7 @@ func (p *Plan) createVGPUs(ctx context.Context, e Env) error {
 	if err := pp.Apply(ctx, e.Root, e.Runner, now); err != nil {
 		return err
 	}
-	e.logf("persisted: %s re-applies config %q at boot", vgpu.ApplyUnitName, p.opts.VGPUConfig)
+	e.Logf("persisted: %s re-applies config %q at boot", vgpu.ApplyUnitName, p.opts.VGPUConfig)
 	return nil
 }
 
@@ -456,7 +456,7 @@ func (p *Plan) createVGPUs(ctx context.Context, e Env) error {
 // to VFs, journalled as apply journals a file it writes (an intent, the
 // write with its backup, a file entry), by command: before
 // vgpu.ApplyJournalled, which then finds them there and writes nothing.
-func writeTypeNames(e Env, dp *vgpu.Plan, command string) error {
+func writeTypeNames(e effect.Effector, dp *vgpu.Plan, command string) error {
 	names, ok := vgpu.TypeNamesFile(e.Root, dp)
 	if !ok {
 		return nil
@@ -481,7 +481,7 @@ func vgpuTarget(v journal.VGPURecord) string {
 // writing 0 to its current_vgpu_type — only while the VF holds a type
 // gpuprep wrote (wrote): one given another type since (by hand, after a
 // killed run) is not gpuprep's to clear.
-func removeVGPU(e Env, target string, wrote []string, force bool, res *RollbackResult) error {
+func removeVGPU(e effect.Effector, target string, wrote []string, force bool, res *RollbackResult) error {
 	vf := strings.Contains(target, ":")
 	attr, value := "/sys/bus/mdev/devices/"+target+"/remove", "1"
 	if vf {
@@ -492,7 +492,7 @@ func removeVGPU(e Env, target string, wrote []string, force bool, res *RollbackR
 		}
 		if len(wrote) > 0 && !slices.Contains(wrote, cur) {
 			msg := fmt.Sprintf("VF %s holds vGPU type %s, not the type gpuprep gave it (%s): left alone", target, cur, strings.Join(wrote, ", "))
-			e.logf("%s", msg)
+			e.Logf("%s", msg)
 			res.Notes = append(res.Notes, msg)
 			return nil
 		}
@@ -515,7 +515,7 @@ func removeVGPU(e Env, target string, wrote []string, force bool, res *RollbackR
 	if vf {
 		action = "VF's vGPU type cleared (current_vgpu_type 0)"
 	}
-	e.logf("removed vGPU %s", target)
+	e.Logf("removed vGPU %s", target)
 	res.Undone = append(res.Undone, Undo{Kind: "vgpu", Target: target, Action: action})
 	return nil
 }
@@ -525,7 +525,7 @@ func removeVGPU(e Env, target string, wrote []string, force bool, res *RollbackR
 // the GPU has no vGPU left (the mode only changes then): nvidia-smi vgpu
 // -shm 0. A mode that is off already (sriov-manage and reboots reset it)
 // is left alone; so is one of a GPU that still has vGPUs, saying so.
-func resetHeteroMode(ctx context.Context, e Env, gpu, before string, res *RollbackResult) error {
+func resetHeteroMode(ctx context.Context, e effect.Effector, gpu, before string, res *RollbackResult) error {
 	if before == "Enabled" {
 		return nil
 	}
@@ -542,7 +542,7 @@ func resetHeteroMode(ctx context.Context, e Env, gpu, before string, res *Rollba
 		return nil
 	}
 	argv := []string{vgpu.NVIDIASMI, "vgpu", "-shm", "0", "-i", vgpu.SMIAddress(gpu)}
-	e.logf("run: %s", host.ShellQuote(argv))
+	e.Logf("run: %s", host.ShellQuote(argv))
 	if out, err := e.Runner.Run(ctx, argv...); err != nil {
 		return fmt.Errorf("%s: %v%s", host.ShellQuote(argv), err, host.OutputTail(out))
 	}

@@ -3,8 +3,8 @@ package provision
 import (
 	"context"
 	"fmt"
-	"time"
 
+	"github.com/gpuprep/gpuprep/internal/effect"
 	"github.com/gpuprep/gpuprep/vgpu"
 )
 
@@ -14,9 +14,8 @@ import (
 // uninstalled the way it was installed, the kept previous one installed
 // again, the vGPUs of before the change made again, verified. A VM holding
 // a vGPU refuses it (the journal keeps its entries: run rollback again).
-func revertUpgrade(ctx context.Context, e Env, record string, res *RollbackResult) error {
-	now := e.now()
-	env := &vgpu.Env{Root: e.Root, Runner: e.Runner, Attrs: e.Sysfs, Undoing: true, Now: func() time.Time { return now }}
+func revertUpgrade(ctx context.Context, e effect.Effector, record string, res *RollbackResult) error {
+	env := e.At(utcNow(e))
 	ip, err := vgpu.PlanRevert(ctx, env, record)
 	if err != nil {
 		return fmt.Errorf("the vGPU manager's version change (%s): %w", record, err)
@@ -24,10 +23,11 @@ func revertUpgrade(ctx context.Context, e Env, record string, res *RollbackResul
 	if err := ip.Missing(); err != nil {
 		return fmt.Errorf("the vGPU manager's version change (%s): %w", record, err)
 	}
+	ip.Undoing = true
 	n := 0
 	err = ip.Execute(ctx, env, func(s vgpu.Step) {
 		n++
-		e.logf("done %d/%d: %s", n, len(ip.Steps), s.Title)
+		e.Logf("done %d/%d: %s", n, len(ip.Steps), s.Title)
 	})
 	if err != nil {
 		return fmt.Errorf("putting back the vGPU manager %s: %w", ip.Driver.Version, err)

@@ -14,7 +14,7 @@ import (
 
 	"github.com/u-root/u-root/pkg/kmodule"
 
-	"github.com/gpuprep/gpuprep/grub"
+	"github.com/gpuprep/gpuprep/internal/effect"
 	"github.com/gpuprep/gpuprep/internal/host"
 	"github.com/gpuprep/gpuprep/internal/journal"
 	"github.com/gpuprep/gpuprep/internal/kernelrelease"
@@ -37,47 +37,33 @@ type Result struct {
 	Notes     []string
 }
 
-// Env is what Bind and Unbind act through.
-type Env struct {
-	Root   *host.Root
-	Sysfs  Sysfs
-	Runner host.Runner
-	// ModuleDryRun, when set, receives the module files the built-in loader
-	// would load instead of loading them (tests).
-	ModuleDryRun func(path string)
-	// BootIntents, when set, gives the journal entries for a command of a
-	// bootloader edit (provision.BootArgIntents: what grubby, kernelstub…
-	// change, for rollback); see CmdlineIDs.
-	BootIntents func(boot *grub.Boot, gp *grub.Plan, argv []string, command string) []journal.Entry
-}
-
 // loadModule loads m with the distribution's modprobe through the runner,
 // which applies /etc/modprobe.d (options, softdeps). Where the host has no
 // modprobe (a minimal or container image), u-root's kmodule loads m and its
 // dependencies straight from modules.dep of the running kernel. It returns
 // what it ran, for the report.
-func (e Env) loadModule(ctx context.Context, m string) ([]string, error) {
+func loadModule(ctx context.Context, e effect.Effector, opts Options, m string) ([]string, error) {
 	argv := []string{"modprobe", m}
 	_, err := e.Runner.Run(ctx, argv...)
 	if err == nil || !errors.Is(err, exec.ErrNotFound) {
 		return argv, err
 	}
-	if !e.Root.IsLive() && e.ModuleDryRun == nil {
+	if !e.Root.IsLive() && opts.ModuleDryRun == nil {
 		return argv, fmt.Errorf("no modprobe, and modules are never loaded from a root that is not /: %w", err)
 	}
 	kver, _ := kernelrelease.Running(e.Root)
-	opts := kmodule.ProbeOpts{KVer: kver, DryRunCB: e.ModuleDryRun, IgnoreProcMods: !e.Root.IsLive()}
+	po := kmodule.ProbeOpts{KVer: kver, DryRunCB: opts.ModuleDryRun, IgnoreProcMods: !e.Root.IsLive()}
 	if !e.Root.IsLive() {
-		opts.RootDir = e.Root.Dir()
+		po.RootDir = e.Root.Dir()
 	}
-	if err := kmodule.ProbeOptions(m, "", opts); err != nil {
+	if err := kmodule.ProbeOptions(m, "", po); err != nil {
 		return []string{"(built-in loader)", m}, fmt.Errorf("no modprobe on this host; loading %s from modules.dep: %w", m, err)
 	}
 	return []string{"(built-in loader)", m}, nil
 }
 
 type writer struct {
-	fs      Sysfs
+	fs      effect.AttrWriter
 	timeout time.Duration
 }
 
@@ -97,7 +83,7 @@ func (w writer) write(p, v string) error {
 	}
 }
 
-func (e Env) driver(addr string) string {
+func driverOf(e effect.Effector, addr string) string {
 	return e.Root.LinkBase("/sys/bus/pci/devices/" + addr + "/driver")
 }
 
@@ -106,10 +92,10 @@ func (e Env) driver(addr string) string {
 // binds it to the VFIO driver, and verifies the driver link. Devices
 // already on a VFIO driver are not touched. On any failure everything
 // changed so far is rolled back and the error says so.
-func Bind(ctx context.Context, e Env, inv *pci.Inventory, p *Plan, opts Options) (*Result, error) {
+func Bind(ctx context.Context, e effect.Effector, inv *pci.Inventory, p *Plan, opts Options) (*Result, error) {
 	res := &Result{Groups: map[string]bool{}}
-	w := writer{fs: e.Sysfs, timeout: opts.timeout()}
-	if err := loadModules(ctx, e, p.Modules, res); err != nil {
+	w := writer{fs: e.Attrs(), timeout: opts.timeout()}
+	if err := loadModules(ctx, e, opts, p.Modules, res); err != nil {
 		return res, err
 	}
 	todo, err := bindTargets(e, p, res)
@@ -122,7 +108,7 @@ func Bind(ctx context.Context, e Env, inv *pci.Inventory, p *Plan, opts Options)
 		// the intent first (durable): killed after the driver changed,
 		// the journal still names the driver to restore
 		rec := journal.DriverRecord{Device: t.Dev.Address, Before: t.Driver, After: t.VFIO}
-		if err := journal.Append(e.Root, rec.Intent("vfio bind", opts.now())); err != nil {
+		if err := journal.Append(e.Root, rec.Intent("vfio bind", e.Now())); err != nil {
 			return fail(err)
 		}
 		done = append(done, t)
@@ -130,7 +116,7 @@ func Bind(ctx context.Context, e Env, inv *pci.Inventory, p *Plan, opts Options)
 			return fail(err)
 		}
 		res.Changed = append(res.Changed, Change{Device: t.Dev.Address, Before: t.Driver, After: t.VFIO})
-		if err := journal.Append(e.Root, rec.Done("vfio bind", opts.now())); err != nil {
+		if err := journal.Append(e.Root, rec.Done("vfio bind", e.Now())); err != nil {
 			return fail(err)
 		}
 	}
@@ -148,9 +134,9 @@ func Bind(ctx context.Context, e Env, inv *pci.Inventory, p *Plan, opts Options)
 }
 
 // loadModules loads the modules Bind needs, before any change.
-func loadModules(ctx context.Context, e Env, modules []string, res *Result) error {
+func loadModules(ctx context.Context, e effect.Effector, opts Options, modules []string, res *Result) error {
 	for _, m := range modules {
-		argv, err := e.loadModule(ctx, m)
+		argv, err := loadModule(ctx, e, opts, m)
 		res.Commands = append(res.Commands, argv)
 		if err != nil {
 			return fmt.Errorf("load %s: %w (nothing was changed)", m, err)
@@ -162,7 +148,7 @@ func loadModules(ctx context.Context, e Env, modules []string, res *Result) erro
 // bindTargets are the targets of p that Bind moves (those on VFIO
 // already are Unchanged), each with the VFIO driver its loaded module
 // registers; an error when one is not registered.
-func bindTargets(e Env, p *Plan, res *Result) ([]*Target, error) {
+func bindTargets(e effect.Effector, p *Plan, res *Result) ([]*Target, error) {
 	var todo []*Target
 	for _, t := range p.Targets {
 		if t.Bound {
@@ -180,11 +166,11 @@ func bindTargets(e Env, p *Plan, res *Result) ([]*Target, error) {
 
 // undoBind puts the devices done back on their drivers after Bind failed
 // with err, journalling each one restored, and returns err saying so.
-func undoBind(e Env, w writer, done []*Target, opts Options, res *Result, err error) error {
+func undoBind(e effect.Effector, w writer, done []*Target, opts Options, res *Result, err error) error {
 	rb := rollback(e, w, done)
 	for _, t := range done {
-		if d := e.driver(t.Dev.Address); d == t.Driver {
-			_ = journal.Append(e.Root, journal.DriverRecord{Device: t.Dev.Address, Before: t.VFIO, After: t.Driver}.Done("vfio bind (rolled back)", opts.now()))
+		if d := driverOf(e, t.Dev.Address); d == t.Driver {
+			_ = journal.Append(e.Root, journal.DriverRecord{Device: t.Dev.Address, Before: t.VFIO, After: t.Driver}.Done("vfio bind (rolled back)", e.Now()))
 		}
 	}
 	res.Changed = nil
@@ -197,7 +183,7 @@ func undoBind(e Env, w writer, done []*Target, opts Options, res *Result, err er
 	return err
 }
 
-func bindOne(e Env, w writer, t *Target) error {
+func bindOne(e effect.Effector, w writer, t *Target) error {
 	a := t.Dev.Address
 	dev := "/sys/bus/pci/devices/" + a
 	if t.Override != "" {
@@ -209,7 +195,7 @@ func bindOne(e Env, w writer, t *Target) error {
 		if err := w.write(dev+"/driver/unbind", a); err != nil {
 			return fmt.Errorf("%s: unbind from %s: %w", a, t.Driver, err)
 		}
-		if d := e.driver(a); d != "" {
+		if d := driverOf(e, a); d != "" {
 			return fmt.Errorf("%s: still on %s after unbind", a, d)
 		}
 	}
@@ -219,7 +205,7 @@ func bindOne(e Env, w writer, t *Target) error {
 	if err := w.write("/sys/bus/pci/drivers/"+t.VFIO+"/bind", a); err != nil {
 		return fmt.Errorf("%s: bind to %s: %w", a, t.VFIO, err)
 	}
-	switch d := e.driver(a); d {
+	switch d := driverOf(e, a); d {
 	case t.VFIO:
 		return nil
 	case "":
@@ -231,12 +217,12 @@ func bindOne(e Env, w writer, t *Target) error {
 
 // rollback returns the devices, last first, to the driver and override they
 // had; it returns what it could not restore.
-func rollback(e Env, w writer, done []*Target) []string {
+func rollback(e effect.Effector, w writer, done []*Target) []string {
 	var failed []string
 	for i := len(done) - 1; i >= 0; i-- {
 		t := done[i]
 		a := t.Dev.Address
-		if cur := e.driver(a); cur != t.Driver && cur != "" {
+		if cur := driverOf(e, a); cur != t.Driver && cur != "" {
 			if err := w.write("/sys/bus/pci/drivers/"+cur+"/unbind", a); err != nil {
 				failed = append(failed, fmt.Sprintf("%s: unbind from %s: %v", a, cur, err))
 				continue
@@ -249,12 +235,12 @@ func rollback(e Env, w writer, done []*Target) []string {
 		if err := w.write("/sys/bus/pci/devices/"+a+"/driver_override", ov); err != nil {
 			failed = append(failed, fmt.Sprintf("%s: restore driver_override: %v", a, err))
 		}
-		if t.Driver != "" && e.driver(a) != t.Driver {
+		if t.Driver != "" && driverOf(e, a) != t.Driver {
 			if err := w.write("/sys/bus/pci/drivers/"+t.Driver+"/bind", a); err != nil {
 				failed = append(failed, fmt.Sprintf("%s: rebind to %s: %v", a, t.Driver, err))
 				continue
 			}
-			if d := e.driver(a); d != t.Driver {
+			if d := driverOf(e, a); d != t.Driver {
 				failed = append(failed, fmt.Sprintf("%s: on %q, not %s, after the rebind", a, d, t.Driver))
 			}
 		}
@@ -266,9 +252,9 @@ func rollback(e Env, w writer, done []*Target) []string {
 // journalled, then regenerates the initramfs (also when no file changed but
 // p.Regenerate says it must). It returns the files changed, for
 // restoreFiles on a later failure.
-func applyPersist(ctx context.Context, e Env, p *Persist, command string, opts Options, res *Result) ([]change.File, error) {
+func applyPersist(ctx context.Context, e effect.Effector, p *Persist, command string, opts Options, res *Result) ([]change.File, error) {
 	var changed []change.File
-	now := opts.now()
+	now := e.Now()
 	for _, f := range p.Files {
 		if f.Removed {
 			bak, err := journal.RemoveFile(e.Root, f.Path, command, now)
@@ -295,7 +281,7 @@ func applyPersist(ctx context.Context, e Env, p *Persist, command string, opts O
 			return changed, fmt.Errorf("write %s: %w", f.Path, err)
 		}
 	}
-	if err := applyCmdline(ctx, e, p.Cmdline, now, res); err != nil {
+	if err := applyCmdline(ctx, e, opts, p.Cmdline, now, res); err != nil {
 		return changed, err
 	}
 	if (len(changed) > 0 || p.Regenerate != "") && p.Initramfs != nil {
@@ -315,7 +301,7 @@ func applyPersist(ctx context.Context, e Env, p *Persist, command string, opts O
 // get their backup's content back, each atomically (WriteFileAtomic: what
 // gpuprep had written there is backed up in turn) with the mode the file had
 // (a removed file: its backup's). It returns what it could not restore.
-func restoreFiles(e Env, files []change.File) []string {
+func restoreFiles(e effect.Effector, files []change.File) []string {
 	var failed []string
 	for i := len(files) - 1; i >= 0; i-- {
 		f := files[i]
@@ -352,7 +338,7 @@ func restoreFiles(e Env, files []change.File) []string {
 
 // waitGroups waits (briefly: devtmpfs creates the node asynchronously) for
 // /dev/vfio/<group> of each target's group.
-func waitGroups(e Env, ts []*Target, res *Result) {
+func waitGroups(e effect.Effector, ts []*Target, res *Result) {
 	deadline := time.Now().Add(5 * time.Second)
 	for _, t := range ts {
 		g := t.Dev.IOMMUGroup
@@ -408,7 +394,7 @@ func UnbindTargets(root *host.Root, inv *pci.Inventory, selected []*pci.Device) 
 // VFIO driver to the driver the journal recorded before bind (or leaves it
 // unbound, saying so), clears driver_override, and removes the devices from
 // gpuprep's persistent configuration.
-func Unbind(ctx context.Context, e Env, inv *pci.Inventory, sel pci.Selector, opts Options) (*Result, error) {
+func Unbind(ctx context.Context, e effect.Effector, inv *pci.Inventory, sel pci.Selector, opts Options) (*Result, error) {
 	selected, err := Selection(inv, sel, opts.NVSwitch)
 	if err != nil {
 		return nil, err
@@ -425,7 +411,7 @@ func Unbind(ctx context.Context, e Env, inv *pci.Inventory, sel pci.Selector, op
 	if jerr != nil {
 		res.Notes = append(res.Notes, "journal: "+jerr.Error())
 	}
-	u := unbinder{e: e, w: writer{fs: e.Sysfs, timeout: opts.timeout()}, opts: opts, res: res, entries: entries}
+	u := unbinder{e: e, w: writer{fs: e.Attrs(), timeout: opts.timeout()}, opts: opts, res: res, entries: entries}
 	var failed, unbound []string
 	for _, d := range targets {
 		if msg := u.unbind(d.Address); msg != "" {
@@ -449,7 +435,7 @@ func Unbind(ctx context.Context, e Env, inv *pci.Inventory, sel pci.Selector, op
 
 // unbindLeftovers is Unbind with no device on VFIO: what an earlier
 // unbind left undone, or ErrNothing.
-func unbindLeftovers(ctx context.Context, e Env, inv *pci.Inventory, opts Options, res *Result) error {
+func unbindLeftovers(ctx context.Context, e effect.Effector, inv *pci.Inventory, opts Options, res *Result) error {
 	if opts.Regenerate == "" {
 		// An earlier unbind that removed the files and then failed
 		// to regenerate the initramfs left one that still binds the
@@ -489,7 +475,7 @@ func groupsInUse(root *host.Root, targets []*pci.Device, force bool) []string {
 
 // unpersistUnbound drops the devices unbound from gpuprep's persistent
 // configuration; msg is why that failed (err: it could not be planned).
-func unpersistUnbound(ctx context.Context, e Env, inv *pci.Inventory, unbound []string, opts Options, res *Result) (msg string, err error) {
+func unpersistUnbound(ctx context.Context, e effect.Effector, inv *pci.Inventory, unbound []string, opts Options, res *Result) (msg string, err error) {
 	pp, err := planPersist(e.Root, inv, nil, unbound)
 	if err != nil {
 		return "", err
@@ -507,7 +493,7 @@ func unpersistUnbound(ctx context.Context, e Env, inv *pci.Inventory, unbound []
 
 // unbinder takes devices off VFIO for Unbind.
 type unbinder struct {
-	e       Env
+	e       effect.Effector
 	w       writer
 	opts    Options
 	res     *Result
@@ -524,14 +510,14 @@ func (u unbinder) unbind(a string) string {
 	before, known := DriverBefore(u.entries, a)
 	// the intent first (durable): killed after the unbind, the journal
 	// still says the device is to go back to before
-	if err := journal.Append(e.Root, journal.DriverRecord{Device: a, Before: drv, After: restoreTo(before, known, u.opts.NoRestore)}.Intent("vfio unbind", u.opts.now())); err != nil {
+	if err := journal.Append(e.Root, journal.DriverRecord{Device: a, Before: drv, After: restoreTo(before, known, u.opts.NoRestore)}.Intent("vfio unbind", u.e.Now())); err != nil {
 		return fmt.Sprintf("%s: journal: %v (not unbound)", a, err)
 	}
 	if pci.DriverIsVFIO(drv) {
 		if err := w.write(dev+"/driver/unbind", a); err != nil {
 			return fmt.Sprintf("%s: unbind from %s: %v", a, drv, err)
 		}
-		if cur := e.driver(a); cur != "" {
+		if cur := driverOf(e, a); cur != "" {
 			return fmt.Sprintf("%s: still on %s after unbind", a, cur)
 		}
 	}
@@ -544,7 +530,7 @@ func (u unbinder) unbind(a string) string {
 	if drv != after {
 		u.res.Changed = append(u.res.Changed, Change{Device: a, Before: drv, After: after})
 	}
-	_ = journal.Append(e.Root, journal.DriverRecord{Device: a, Before: drv, After: after}.Done("vfio unbind", u.opts.now()))
+	_ = journal.Append(e.Root, journal.DriverRecord{Device: a, Before: drv, After: after}.Done("vfio unbind", u.e.Now()))
 	return ""
 }
 
@@ -558,7 +544,7 @@ func (u unbinder) restore(a, before string, known bool) string {
 		res.Notes = append(res.Notes, fmt.Sprintf("%s: the journal has no record of its driver before bind: left unbound (`echo %s > /sys/bus/pci/drivers_probe` lets the kernel choose)", a, a))
 	case before == "":
 		res.Notes = append(res.Notes, fmt.Sprintf("%s: had no driver before bind: left unbound", a))
-	case e.driver(a) == before:
+	case driverOf(e, a) == before:
 		return before // on it already (a boot gave it back): nothing to bind
 	case slices.Contains(u.opts.NoRestore, before):
 		res.Notes = append(res.Notes, fmt.Sprintf("%s: its driver before bind, %s, is not wanted back here: left unbound", a, before))
@@ -566,7 +552,7 @@ func (u unbinder) restore(a, before string, known bool) string {
 		res.Notes = append(res.Notes, fmt.Sprintf("%s: its driver before bind, %s, is not loaded: left unbound", a, before))
 	default:
 		err := u.w.write("/sys/bus/pci/drivers/"+before+"/bind", a)
-		if cur := e.driver(a); err == nil && cur == before {
+		if cur := driverOf(e, a); err == nil && cur == before {
 			return before
 		} else if err == nil {
 			err = fmt.Errorf("bind reported success, the device is on %q", cur)
@@ -582,7 +568,7 @@ func (u unbinder) restore(a, before string, known bool) string {
 // on a board with NVSwitches, where rebinding a GPU from vfio-pci to nvidia
 // while the system runs starts NVLink training that can hang for long and
 // leave the GPU to no driver (facts §1).
-func Unpersist(ctx context.Context, e Env, inv *pci.Inventory, addrs []string, opts Options) (*Result, error) {
+func Unpersist(ctx context.Context, e effect.Effector, inv *pci.Inventory, addrs []string, opts Options) (*Result, error) {
 	res := &Result{Groups: map[string]bool{}}
 	pp, err := planPersist(e.Root, inv, nil, addrs)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gpuprep/gpuprep/grub"
+	"github.com/gpuprep/gpuprep/internal/effect"
 	"github.com/gpuprep/gpuprep/internal/host"
 	"github.com/gpuprep/gpuprep/internal/journal"
 	"github.com/gpuprep/gpuprep/internal/kargs"
@@ -164,12 +165,12 @@ func cmdlineByHand(c *CmdlineIDs, err error) string {
 }
 
 // applyCmdline applies c's bootloader edit (journalled as CmdlineCommand).
-func applyCmdline(ctx context.Context, e Env, c *CmdlineIDs, now time.Time, res *Result) error {
+func applyCmdline(ctx context.Context, e effect.Effector, opts Options, c *CmdlineIDs, now time.Time, res *Result) error {
 	if c == nil || c.Plan == nil {
 		return nil
 	}
-	if e.BootIntents != nil {
-		c.Plan.Intents = func(argv []string) []journal.Entry { return e.BootIntents(c.Boot, c.Plan, argv, CmdlineCommand) }
+	if opts.BootIntents != nil {
+		c.Plan.Intents = func(argv []string) []journal.Entry { return opts.BootIntents(c.Boot, c.Plan, argv, CmdlineCommand) }
 	}
 	if err := c.Plan.Apply(ctx, e.Root, e.Runner, CmdlineCommand, now); err != nil {
 		return fmt.Errorf("kernel command line (%s): %w", c.Boot.Kind, err)

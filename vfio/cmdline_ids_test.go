@@ -73,8 +73,8 @@ func TestPersistOnBuiltinVFIOPCIUsesTheKernelCommandLine(t *testing.T) {
 	_, p = plan(t, k, o)
 	require.Nil(t, p.Persist.CmdlinePending(), "configured already: nothing to change")
 
-	o.Now = func() time.Time { return t0.Add(time.Minute) } // its backups take another name
-	_, err = Unbind(context.Background(), env(k), inv, selector(t), o)
+	later := env(k).At(t0.Add(time.Minute)) // its backups take another name
+	_, err = Unbind(context.Background(), later, inv, selector(t), o)
 	require.NoError(t, err)
 	g = grubFile(t, k)
 	require.Contains(t, g, "vfio-pci.ids=8086:1234", "the admin's ID stays")

@@ -11,7 +11,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gpuprep/gpuprep/grub"
+	"github.com/gpuprep/gpuprep/internal/change"
+	"github.com/gpuprep/gpuprep/internal/effect"
 	"github.com/gpuprep/gpuprep/internal/host"
+	"github.com/gpuprep/gpuprep/internal/journal"
 	"github.com/gpuprep/gpuprep/internal/kernelrelease"
 	"github.com/gpuprep/gpuprep/internal/pci"
 	"github.com/gpuprep/gpuprep/iommu"
@@ -19,10 +23,8 @@ import (
 
 // Sysfs writes one value to a sysfs attribute with one write(2). *host.Root
 // is the real one; tests use a simulator (fixture.Kernel) that reacts to the
-// writes as the kernel does.
-type Sysfs interface {
-	WriteAttr(p, value string) error
-}
+// writes as the kernel does. It is the effector's writer (effect.Effector.Sysfs).
+type Sysfs = effect.AttrWriter
 
 // DefaultModule is the generic VFIO PCI driver's module.
 const DefaultModule = "vfio_pci"
@@ -33,7 +35,13 @@ type Options struct {
 	Force    bool          // unbind nvidia (or vfio) even while its device nodes are held open
 	Persist  bool          // make the binding survive reboot
 	Timeout  time.Duration // per sysfs write; 0 means DefaultTimeout
-	Now      func() time.Time
+	// BootIntents, when set, gives the journal entries for a command of a
+	// bootloader edit (provision.BootArgIntents: what grubby, kernelstub…
+	// change, for rollback); see CmdlineIDs.
+	BootIntents func(boot *grub.Boot, gp *grub.Plan, argv []string, command string) []journal.Entry
+	// ModuleDryRun, when set, receives the module files the built-in loader
+	// would load instead of loading them (tests).
+	ModuleDryRun func(path string)
 	// Regenerate (Unbind), when no device is left to unbind: why the
 	// initramfs is regenerated all the same (a caller whose journal shows an
 	// earlier unbind removed gpuprep's files and stopped before
@@ -61,13 +69,6 @@ func (o Options) timeout() time.Duration {
 	return DefaultTimeout
 }
 
-func (o Options) now() time.Time {
-	if o.Now != nil {
-		return o.Now()
-	}
-	return time.Now()
-}
-
 // Target is one PCI function that goes to a VFIO driver.
 type Target struct {
 	Dev      *pci.Device
@@ -89,7 +90,7 @@ type Step struct {
 }
 
 func (s Step) String() string {
-	return fmt.Sprintf("write %q > %s", s.Value, s.Path) // a newline shows as "\n", as echo > PATH writes it
+	return change.SysfsWrite(s.Path, s.Value)
 }
 
 // Plan is what bind will do.

@@ -48,7 +48,8 @@ func TestBindAndUnbindJournalTheIntentFirst(t *testing.T) {
 	t.Parallel()
 	k := sim(t, "turing-multifunction")
 	s := &intentFirst{Kernel: k, command: "vfio bind"}
-	e := Env{Root: k.Root, Sysfs: s, Runner: k}
+	e := env(k)
+	e.Sysfs = s
 	inv, p := plan(t, k, opts())
 	_, err := Bind(context.Background(), e, inv, p, opts())
 	require.NoError(t, err)

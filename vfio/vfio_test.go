@@ -14,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/gpuprep/gpuprep/internal/effect"
 	"github.com/gpuprep/gpuprep/internal/fixture"
 	"github.com/gpuprep/gpuprep/internal/journal"
 	"github.com/gpuprep/gpuprep/internal/pci"
@@ -26,7 +27,7 @@ var turingNative = map[string]string{"0000:01:00.0": "nvidia", "0000:01:00.1": "
 
 var t0 = time.Date(2026, 11, 30, 11, 15, 0, 0, time.UTC)
 
-func opts() Options { return Options{Now: func() time.Time { return t0 }} }
+func opts() Options { return Options{} }
 
 func sim(t *testing.T, scenario string, extra ...func(*fixture.Builder)) *fixture.Kernel {
 	t.Helper()
@@ -49,7 +50,10 @@ func procLink(t *testing.T, b *fixture.Builder, p, target string) {
 	require.NoError(t, os.Symlink(target, filepath.Join(b.Dir, p)))
 }
 
-func env(k *fixture.Kernel) Env { return Env{Root: k.Root, Sysfs: k, Runner: k} }
+// env acts on k, its clock stopped at t0.
+func env(k *fixture.Kernel) effect.Effector {
+	return effect.Effector{Root: k.Root, Sysfs: k, Runner: k, Clock: func() time.Time { return t0 }}
+}
 
 func inventory(t *testing.T, k *fixture.Kernel) *pci.Inventory {
 	t.Helper()
@@ -476,18 +480,18 @@ func TestModulesLoadWithoutModprobe(t *testing.T) {
 	notFound := &exec.Error{Name: "modprobe", Err: exec.ErrNotFound}
 	k.Fail = map[string]error{"modprobe vfio_pci": notFound}
 	var loaded []string
-	e := env(k)
-	e.ModuleDryRun = func(p string) { loaded = append(loaded, p) }
-	argv, err := e.loadModule(context.Background(), "vfio_pci")
+	e, o := env(k), opts()
+	o.ModuleDryRun = func(p string) { loaded = append(loaded, p) }
+	argv, err := loadModule(context.Background(), e, o, "vfio_pci")
 	require.NoError(t, err)
 	require.Equal(t, []string{"(built-in loader)", "vfio_pci"}, argv)
 	require.Equal(t, []string{filepath.Join(k.Root.Dir(), "lib/modules/6.1.0-18-amd64/kernel/drivers/vfio/pci/vfio-pci.ko")}, loaded)
 	// never from a root that is not / for real
-	_, err = env(k).loadModule(context.Background(), "vfio_pci")
+	_, err = loadModule(context.Background(), e, opts(), "vfio_pci")
 	require.ErrorContains(t, err, "modules are never loaded from a root that is not /")
 	// other modprobe failures are reported as they are
 	k.Fail = map[string]error{"modprobe vfio_pci": errors.New("modprobe: FATAL: Module vfio_pci not found")}
-	_, err = e.loadModule(context.Background(), "vfio_pci")
+	_, err = loadModule(context.Background(), e, o, "vfio_pci")
 	require.ErrorContains(t, err, "Module vfio_pci not found")
 	require.Len(t, loaded, 1)
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gpuprep/gpuprep/internal/effect"
 	"github.com/gpuprep/gpuprep/internal/host"
 	"github.com/gpuprep/gpuprep/internal/journal"
 	"github.com/gpuprep/gpuprep/internal/plural"
@@ -16,10 +17,9 @@ import (
 )
 
 // AttrWriter writes sysfs attributes. The host root is the real one; tests
-// put a kernel simulator in front of it.
-type AttrWriter interface {
-	WriteAttr(p, value string) error
-}
+// put a kernel simulator in front of it. It is the effector's writer
+// (effect.Effector.Sysfs).
+type AttrWriter = effect.AttrWriter
 
 // Instance is an existing vGPU.
 type Instance struct {

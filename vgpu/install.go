@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gpuprep/gpuprep/internal/effect"
 	"github.com/gpuprep/gpuprep/internal/host"
 	"github.com/gpuprep/gpuprep/internal/initramfs"
 	"github.com/gpuprep/gpuprep/internal/journal"
@@ -47,58 +48,25 @@ type InstallOptions struct {
 	// version (see PlanUpgrade); not needed where gpuprep kept it already.
 	Previous string
 	change   *managerChange // RevertUpgrade's: the version change being undone
-}
-
-// Env is what the install changes the host through.
-type Env struct {
-	Root   *host.Root
-	Runner host.Runner
-	// Query runs the read-only queries of a .deb or .rpm (dpkg-deb -f/-c,
-	// rpm -qp/-qlp) on the machine that holds the file, also for a
-	// --dry-run against another root (nil: Runner).
-	Query host.Runner
-	// Attrs writes sysfs attributes: removing and recreating vGPUs around a
-	// version change (nil: Root, the live host's sysfs).
-	Attrs AttrWriter
-	// Undoing says the plan undoes what the journal records (gpuprep
-	// rollback running PlanRevert): its commands are not journalled again,
-	// as rollback records only what it undid, once done.
-	Undoing bool
-	Sleep   func(time.Duration) // nil: time.Sleep
-	Now     func() time.Time    // nil: time.Now
 	// SRIOVAttempts bounds sriov-manage runs per GPU (0: 6), waiting
 	// SRIOVBackoff × attempt between them (0: 5 s).
 	SRIOVAttempts int
 	SRIOVBackoff  time.Duration
 }
 
-func (e *Env) sleep(d time.Duration) {
-	if e.Sleep != nil {
-		e.Sleep(d)
-		return
-	}
-	time.Sleep(d)
-}
-
-func (e *Env) attrs() AttrWriter {
-	if e.Attrs != nil {
-		return e.Attrs
-	}
-	return e.Root
-}
-
-func (e *Env) query() host.Runner {
-	if e.Query != nil {
-		return e.Query
-	}
-	return e.Runner
-}
-
-func (e *Env) now() time.Time {
-	if e.Now != nil {
-		return e.Now()
-	}
-	return time.Now()
+// env is what the install's planning and steps act through: the effector
+// (root, runner, package queries, sysfs, clock), and while a plan runs
+// (Execute) that plan's own knobs.
+type env struct {
+	effect.Effector
+	// undoing: the plan undoes what the journal records (gpuprep rollback
+	// running PlanRevert): its commands are not journalled again, as
+	// rollback records only what it undid, once done.
+	undoing bool
+	// sriovAttempts bounds sriov-manage runs per GPU (0: 6), waiting
+	// sriovBackoff × attempt between them (0: 5 s).
+	sriovAttempts int
+	sriovBackoff  time.Duration
 }
 
 // Step is one planned change.
@@ -107,7 +75,7 @@ type Step struct {
 	Commands [][]string   `json:"commands,omitempty"` // what it runs (some only where needed, see Title)
 	File     *change.File `json:"file,omitempty"`     // a file it writes
 	Remedy   string       `json:"remedy"`             // what to do when it fails
-	run      func(ctx context.Context, e *Env) error
+	run      func(ctx context.Context, e *env) error
 }
 
 // InstallPlan is every step of an install, planned before anything changes.
@@ -120,6 +88,13 @@ type InstallPlan struct {
 	// Change is the version change the plan makes, nil when none: the
 	// manager installed now is another version (see planChange)
 	Change *UpgradeRecord
+	// Undoing says the plan undoes what the journal records (gpuprep
+	// rollback running PlanRevert): its commands are not journalled again,
+	// as rollback records only what it undid, once done.
+	Undoing bool
+
+	sriovAttempts int
+	sriovBackoff  time.Duration
 }
 
 // Missing returns the prerequisites that fail, as an error (nil when none).
@@ -294,10 +269,14 @@ TimeoutStartSec=15min
 // PlanInstall verifies the driver, checks prerequisites and plans every step
 // that is not already in place. A host where everything is in place gets a
 // plan with no steps.
-func PlanInstall(ctx context.Context, e *Env, opts InstallOptions) (*InstallPlan, error) {
+func PlanInstall(ctx context.Context, fx effect.Effector, opts InstallOptions) (*InstallPlan, error) {
+	return planInstall(ctx, &env{Effector: fx}, opts)
+}
+
+func planInstall(ctx context.Context, e *env, opts InstallOptions) (*InstallPlan, error) {
 	r := e.Runner
 	if isPackage(opts.Driver) {
-		r = e.query()
+		r = e.Queries()
 	}
 	d, err := InspectDriver(ctx, opts.Driver, r)
 	if err != nil {
@@ -307,7 +286,7 @@ func PlanInstall(ctx context.Context, e *Env, opts InstallOptions) (*InstallPlan
 	if err := checkInstallOptions(root, d, opts); err != nil {
 		return nil, err
 	}
-	p := &InstallPlan{Driver: d}
+	p := &InstallPlan{Driver: d, sriovAttempts: opts.SRIOVAttempts, sriovBackoff: opts.SRIOVBackoff}
 	for _, g := range opts.GPUs {
 		if UsesSRIOV(root, g) {
 			p.SRIOV = append(p.SRIOV, g.Address)
@@ -392,7 +371,7 @@ func (p *InstallPlan) planNouveau(root *host.Root) {
 	content := NouveauBlacklistContent
 	p.Steps = append(p.Steps, Step{Title: "blacklist nouveau", File: ptr(change.Between(NouveauBlacklist, nil, false, content)),
 		Remedy: "check that /etc/modprobe.d is writable",
-		run: func(_ context.Context, e *Env) error {
+		run: func(_ context.Context, e *env) error {
 			return writeFile(e, NouveauBlacklist, content)
 		}})
 	if ic != nil {
@@ -405,7 +384,7 @@ func (p *InstallPlan) planNouveau(root *host.Root) {
 // planInstaller plans the install of d where it is not installed: the
 // daemons stopped, the conflicting modules unloaded, the version before
 // uninstalled (a change ch), and the installer or package run.
-func (p *InstallPlan) planInstaller(ctx context.Context, e *Env, d *Driver, opts InstallOptions, kver string, ch *managerChange) {
+func (p *InstallPlan) planInstaller(ctx context.Context, e *env, d *Driver, opts InstallOptions, kver string, ch *managerChange) {
 	root := e.Root
 	var stop []string
 	for _, s := range Services {
@@ -444,7 +423,7 @@ func (p *InstallPlan) planModules(root *host.Root, d *Driver, kver string, insta
 	if !installed || !root.Exists("/sys/module/nvidia") {
 		p.Steps = append(p.Steps, Step{Title: "load nvidia", Commands: [][]string{{"modprobe", "nvidia"}},
 			Remedy: "read `dmesg | grep -i nvidia` (Secure Boot refusing an unsigned module, or nouveau still holding the GPU, are the usual causes)",
-			run: func(ctx context.Context, e *Env) error {
+			run: func(ctx context.Context, e *env) error {
 				if err := runCmd([]string{"modprobe", "nvidia"})(ctx, e); err != nil {
 					return err
 				}
@@ -458,7 +437,7 @@ func (p *InstallPlan) planModules(root *host.Root, d *Driver, kver string, insta
 	if !installed || (!vfioLoaded && ModuleAvailable(root, kver, "nvidia_vgpu_vfio")) {
 		p.Steps = append(p.Steps, Step{Title: "load nvidia_vgpu_vfio (where this build has it: the mdev interface)", Commands: [][]string{{"modprobe", "nvidia_vgpu_vfio"}},
 			Remedy: "read `dmesg | grep -i nvidia`; the mdev interface needs kernel support for mediated devices (CONFIG_VFIO_MDEV)",
-			run: func(ctx context.Context, e *Env) error {
+			run: func(ctx context.Context, e *env) error {
 				if e.Root.Exists("/sys/module/nvidia_vgpu_vfio") || !ModuleAvailable(e.Root, KernelRelease(e.Root), "nvidia_vgpu_vfio") {
 					return nil // vendor-specific VFIO builds: nvidia.ko itself is the VFIO provider
 				}
@@ -469,7 +448,7 @@ func (p *InstallPlan) planModules(root *host.Root, d *Driver, kver string, insta
 
 // planServices plans each vGPU manager service enabled and started, but
 // those already so on an installed manager.
-func (p *InstallPlan) planServices(ctx context.Context, e *Env, installed bool) {
+func (p *InstallPlan) planServices(ctx context.Context, e *env, installed bool) {
 	for _, s := range Services {
 		if installed {
 			if unitPath(e.Root, s) == "" {
@@ -491,7 +470,7 @@ func serviceStep(s string) Step {
 	argv := []string{"systemctl", "enable", "--now", s}
 	return Step{Title: "enable and start " + s, Commands: [][]string{{"systemctl", "daemon-reload"}, argv},
 		Remedy: "read `journalctl -u " + s + "` (nvidia-vgpu-mgr needs the nvidia module of the same version loaded)",
-		run: func(ctx context.Context, e *Env) error {
+		run: func(ctx context.Context, e *env) error {
 			if unitPath(e.Root, s) == "" {
 				if s == "nvidia-vgpud.service" {
 					return nil // not in every build
@@ -512,7 +491,7 @@ func serviceStep(s string) Step {
 //
 // reload says nvidia is unloaded and loaded again before: its VFs go with
 // it (facts §6), so sriov-manage -e is planned for every GPU.
-func planSRIOV(ctx context.Context, e *Env, p *InstallPlan, installed bool, version string, reload bool) error {
+func planSRIOV(ctx context.Context, e *env, p *InstallPlan, installed bool, version string, reload bool) error {
 	for _, g := range p.SRIOV {
 		g := g
 		dev := "/sys/bus/pci/devices/" + g
@@ -531,7 +510,7 @@ func planSRIOV(ctx context.Context, e *Env, p *InstallPlan, installed bool, vers
 		}
 		p.Steps = append(p.Steps, Step{Title: "enable the SR-IOV VFs of " + g, Commands: [][]string{{SRIOVManage, "-e", g}},
 			Remedy: "an NVML client (nvidia-smi, DCGM, nvidia-persistenced) may hold the GPU: stop it and run gpuprep vgpu install again; if " + g + " lost its driver, rebind it: echo " + g + " > /sys/bus/pci/drivers/nvidia/bind; see `dmesg` for pci-pf-stub errors",
-			run:    func(ctx context.Context, e *Env) error { return enableVFs(ctx, e, g) }})
+			run:    func(ctx context.Context, e *env) error { return enableVFs(ctx, e, g) }})
 	}
 
 	if len(p.SRIOV) > 0 {
@@ -542,12 +521,12 @@ func planSRIOV(ctx context.Context, e *Env, p *InstallPlan, installed bool, vers
 		if changed {
 			p.Steps = append(p.Steps, Step{Title: "make the VFs survive reboots (" + SRIOVUnitName + ")", File: &unit,
 				Remedy: "check that /etc/systemd/system is writable",
-				run:    func(_ context.Context, e *Env) error { return writeFile(e, SRIOVUnit, content) }})
+				run:    func(_ context.Context, e *env) error { return writeFile(e, SRIOVUnit, content) }})
 		}
 		if en, _ := unitState(ctx, e.Runner, SRIOVUnitName); changed || !en {
 			p.Steps = append(p.Steps, Step{Title: "enable " + SRIOVUnitName, Commands: [][]string{{"systemctl", "daemon-reload"}, {"systemctl", "enable", SRIOVUnitName}},
 				Remedy: "run `systemctl enable " + SRIOVUnitName + "` by hand and read its errors",
-				run: func(ctx context.Context, e *Env) error {
+				run: func(ctx context.Context, e *env) error {
 					if err := runCmd([]string{"systemctl", "daemon-reload"})(ctx, e); err != nil {
 						return err
 					}
@@ -564,7 +543,8 @@ func planSRIOV(ctx context.Context, e *Env, p *InstallPlan, installed bool, vers
 // keep them enabled across reboots (SRIOVUnit). Its prerequisite is
 // pci-pf-stub, which sriov-manage needs. A host with every VF enabled and
 // the unit in place gets a plan with no steps.
-func PlanEnableVFs(ctx context.Context, e *Env, gpus []GPUInfo) (*InstallPlan, error) {
+func PlanEnableVFs(ctx context.Context, fx effect.Effector, gpus []GPUInfo) (*InstallPlan, error) {
+	e := &env{Effector: fx}
 	p := &InstallPlan{}
 	for _, g := range gpus {
 		if UsesSRIOV(e.Root, g) {
@@ -584,15 +564,15 @@ func PlanEnableVFs(ctx context.Context, e *Env, gpus []GPUInfo) (*InstallPlan, e
 	return p, nil
 }
 
-func runCmd(argv []string) func(ctx context.Context, e *Env) error {
-	return func(ctx context.Context, e *Env) error {
+func runCmd(argv []string) func(ctx context.Context, e *env) error {
+	return func(ctx context.Context, e *env) error {
 		_, err := e.Runner.Run(ctx, argv...)
 		return err
 	}
 }
 
-func writeFile(e *Env, p string, content []byte) error {
-	_, err := journal.WriteFile(e.Root, p, content, 0o644, "vgpu install", e.now())
+func writeFile(e *env, p string, content []byte) error {
+	_, err := journal.WriteFile(e.Root, p, content, 0o644, "vgpu install", e.Now())
 	return err
 }
 
@@ -600,13 +580,13 @@ func writeFile(e *Env, p string, content []byte) error {
 // it retries on "Cannot obtain unbindLock" (an NVML client holds the GPU for
 // a moment) and on a run that reports success without enabling the VFs (vGPU
 // 17.2's sriov-manage exited 0 on failure).
-func enableVFs(ctx context.Context, e *Env, g string) error {
+func enableVFs(ctx context.Context, e *env, g string) error {
 	dev := "/sys/bus/pci/devices/" + g
-	attempts := e.SRIOVAttempts
+	attempts := e.sriovAttempts
 	if attempts <= 0 {
 		attempts = 6
 	}
-	backoff := e.SRIOVBackoff
+	backoff := e.sriovBackoff
 	if backoff <= 0 {
 		backoff = 5 * time.Second
 	}
@@ -630,7 +610,7 @@ func enableVFs(ctx context.Context, e *Env, g string) error {
 			last = msg
 		}
 		if i < attempts {
-			e.sleep(time.Duration(i) * backoff)
+			e.Sleep(time.Duration(i) * backoff)
 		}
 	}
 	if e.Root.LinkBase(dev+"/driver") == "" {
@@ -641,21 +621,22 @@ func enableVFs(ctx context.Context, e *Env, g string) error {
 
 // Execute performs the plan's steps in order and stops at the first that
 // fails, with a StepError. done receives each step as it completes.
-func (p *InstallPlan) Execute(ctx context.Context, e *Env, done func(Step)) error {
+func (p *InstallPlan) Execute(ctx context.Context, fx effect.Effector, done func(Step)) error {
+	e := &env{Effector: fx, undoing: p.Undoing, sriovAttempts: p.sriovAttempts, sriovBackoff: p.sriovBackoff}
 	if err := p.Missing(); err != nil {
 		return err
 	}
 	for i, s := range p.Steps {
-		if len(s.Commands) > 0 && !e.Undoing {
-			if err := journal.Append(e.Root, journal.CommandRecord{What: s.Title}.Intent("vgpu install", e.now())); err != nil {
+		if len(s.Commands) > 0 && !e.undoing {
+			if err := journal.Append(e.Root, journal.CommandRecord{What: s.Title}.Intent("vgpu install", e.Now())); err != nil {
 				return &StepError{N: i + 1, Of: len(p.Steps), Title: s.Title, Err: err}
 			}
 		}
 		if err := s.run(ctx, e); err != nil {
 			return &StepError{N: i + 1, Of: len(p.Steps), Title: s.Title, Err: err, Remedy: s.Remedy}
 		}
-		if len(s.Commands) > 0 && !e.Undoing {
-			_ = journal.Append(e.Root, journal.CommandRecord{What: s.Title}.Ran("vgpu install", e.now()))
+		if len(s.Commands) > 0 && !e.undoing {
+			_ = journal.Append(e.Root, journal.CommandRecord{What: s.Title}.Ran("vgpu install", e.Now()))
 		}
 		if done != nil {
 			done(s)
@@ -669,7 +650,7 @@ func installerStep(root *host.Root, d *Driver, opts InstallOptions, kver string)
 	argv := InstallerArgs(root, d, opts)
 	return Step{Title: "run the NVIDIA installer " + d.TargetDir, Commands: [][]string{argv},
 		Remedy: "read " + InstallerLog + " (a kernel module build error usually means headers that do not match " + kver + " or an unsupported kernel for this driver branch)",
-		run: func(ctx context.Context, e *Env) error {
+		run: func(ctx context.Context, e *env) error {
 			// what runs is a root-only copy whose hash is that of the
 			// file checked: not the path, which may hold another file now
 			run, done, err := verifiedCopy(d.Path, d.SHA256, e.Root)
@@ -754,7 +735,7 @@ func packageStep(root *host.Root, d *Driver, kver string) Step {
 		remedy += "; " + tool + " does not install dependencies: install dkms and the kernel headers first"
 	}
 	return Step{Title: "install the package " + d.Name() + " (" + tool + ")", Commands: cmds, Remedy: remedy,
-		run: func(ctx context.Context, e *Env) error {
+		run: func(ctx context.Context, e *env) error {
 			// what the package manager installs is a root-only copy whose
 			// hash is that of the file checked, as for a .run
 			run, done, err := verifiedCopy(d.Path, d.SHA256, e.Root)

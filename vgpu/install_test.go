@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/gpuprep/gpuprep/internal/effect"
 	"github.com/gpuprep/gpuprep/internal/fixture"
 	"github.com/gpuprep/gpuprep/internal/host"
 	"github.com/gpuprep/gpuprep/internal/journal"
@@ -22,7 +23,7 @@ const ver = "550.90.05"
 
 type rig struct {
 	h      *vgputest.Host
-	env    *vgpu.Env
+	env    effect.Effector
 	opts   vgpu.InstallOptions
 	sleeps []time.Duration
 }
@@ -36,8 +37,8 @@ func newRig(t *testing.T, scenario string, gpus ...vgpu.GPUInfo) *rig {
 	run, err := vgputest.WriteInstaller(t.TempDir(), ver, "vgpu-kvm")
 	require.NoError(t, err)
 	r := &rig{h: h, opts: vgpu.InstallOptions{Driver: run, GPUs: gpus}}
-	r.env = &vgpu.Env{Root: h.Root, Runner: h, Sleep: func(d time.Duration) { r.sleeps = append(r.sleeps, d) },
-		Now: func() time.Time { return time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC) }}
+	r.env = effect.Effector{Root: h.Root, Runner: h, Pause: func(d time.Duration) { r.sleeps = append(r.sleeps, d) },
+		Clock: func() time.Time { return time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC) }}
 	return r
 }
 
@@ -212,7 +213,7 @@ func TestSRIOVRetriesUnbindLockAndVerifies(t *testing.T) {
 	// sriov-manage exiting 0 without enabling is caught by the check
 	r = newRig(t, "vgpu-fresh-sriov", l40s...)
 	r.h.ExitZeroNoVFs = true
-	r.env.SRIOVAttempts = 3
+	r.opts.SRIOVAttempts = 3
 	_, err = r.install(t)
 	require.ErrorContains(t, err, "(enable the SR-IOV VFs of 0000:41:00.0) failed: VFs of 0000:41:00.0 not enabled after 3 attempts: sriov-manage exited 0 but sriov_numvfs is 0 of 16")
 	require.ErrorContains(t, err, "to do: an NVML client")
@@ -528,9 +529,9 @@ func TestInstallPackagePrerequisites(t *testing.T) {
 // queries run on this machine (Query): the plan is complete.
 func TestPlanPackageDryRunQueriesOnThisMachine(t *testing.T) {
 	r := packageRig(t, "deb", true)
-	env := *r.env
+	env := r.env
 	env.Runner, env.Query = host.NoRunner{}, host.ExecRunner{}
-	p, err := vgpu.PlanInstall(context.Background(), &env, r.opts)
+	p, err := vgpu.PlanInstall(context.Background(), env, r.opts)
 	require.NoError(t, err)
 	require.True(t, p.Driver.Listed)
 	require.Empty(t, p.Notes)

@@ -14,7 +14,7 @@ import (
 // so enabling the rest means disabling the VFs there are, and with them the
 // vGPUs on them and whatever VM uses them. A reload (a new vGPU manager,
 // whose upgrade removes and recreates the vGPUs itself) is not refused.
-func refuseLiveVGPUs(e *Env, g string, reload bool) error {
+func refuseLiveVGPUs(e *env, g string, reload bool) error {
 	if reload {
 		return nil
 	}

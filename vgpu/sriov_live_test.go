@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/gpuprep/gpuprep/internal/effect"
 	"github.com/gpuprep/gpuprep/internal/fixture"
 	"github.com/gpuprep/gpuprep/vgpu"
 	"github.com/gpuprep/gpuprep/vgpu/vgputest"
@@ -31,7 +32,7 @@ func TestPlanEnableVFsRefusesWhileVGPUsLive(t *testing.T) {
 			require.NoError(t, os.WriteFile(cur, []byte(tc.current+"\n"), 0o644))
 			h, err := vgputest.New(dir)
 			require.NoError(t, err)
-			p, err := vgpu.PlanEnableVFs(context.Background(), &vgpu.Env{Root: h.Root, Runner: h}, h200)
+			p, err := vgpu.PlanEnableVFs(context.Background(), effect.Effector{Root: h.Root, Runner: h}, h200)
 			if tc.err != "" {
 				require.ErrorContains(t, err, tc.err)
 				require.Empty(t, h.Commands(), "nothing ran")

@@ -100,7 +100,7 @@ func (c *managerChange) leaving() ManagerRef {
 
 // planChange says whether installing d changes the version of an
 // installed vGPU manager, and what that needs; nil when it does not.
-func planChange(ctx context.Context, e *Env, opts InstallOptions, d *Driver) (*managerChange, error) {
+func planChange(ctx context.Context, e *env, opts InstallOptions, d *Driver) (*managerChange, error) {
 	inst, err := ReadInstalled(ctx, e.Root, e.Runner)
 	if err != nil {
 		return nil, err
@@ -145,14 +145,14 @@ func planChange(ctx context.Context, e *Env, opts InstallOptions, d *Driver) (*m
 	for _, v := range live {
 		c.rec.VGPUs = append(c.rec.VGPUs, KeptVGPU{GPU: v.GPU, Device: v.Device, Type: v.Type})
 	}
-	c.path = path.Join(UpgradeDir, fmt.Sprintf("upgrade-%s-to-%s-%d.json", inst.Version, d.Version, e.now().Unix()))
+	c.path = path.Join(UpgradeDir, fmt.Sprintf("upgrade-%s-to-%s-%d.json", inst.Version, d.Version, e.Now().Unix()))
 	return c, nil
 }
 
 // previousDriver is the installer (or package) of the version installed:
 // opts.Previous, checked to be that version in the format it was installed
 // with, else the copy gpuprep kept when it installed it.
-func previousDriver(ctx context.Context, e *Env, opts InstallOptions, inst Installed, d *Driver) (*Driver, error) {
+func previousDriver(ctx context.Context, e *env, opts InstallOptions, inst Installed, d *Driver) (*Driver, error) {
 	if opts.Previous == "" {
 		if k := findKept(ctx, e, inst.Version); k != nil && k.Format == inst.Format {
 			return k, nil
@@ -161,7 +161,7 @@ func previousDriver(ctx context.Context, e *Env, opts InstallOptions, inst Insta
 	}
 	r := e.Runner
 	if isPackage(opts.Previous) {
-		r = e.query()
+		r = e.Queries()
 	}
 	prev, err := InspectDriver(ctx, opts.Previous, r)
 	if err != nil {
@@ -308,7 +308,7 @@ func keptList(vs []KeptVGPU) string {
 
 // before are the steps ahead of stopping the daemons: keep and record (a
 // new change), remove the vGPUs there are.
-func (c *managerChange) before(e *Env) []Step {
+func (c *managerChange) before(e *env) []Step {
 	var steps []Step
 	if c.new {
 		rec, prev := c.rec, c.prev
@@ -318,17 +318,17 @@ func (c *managerChange) before(e *Env) []Step {
 		// (remove it) apart from the change it records
 		steps = append(steps, Step{Title: fmt.Sprintf("keep the vGPU manager %s for rollback (%s) and record the change to %s in %s", rec.From.Version, rec.From.File, rec.To.Version, c.path),
 			Remedy: "check that " + UpgradeDir + " is writable and has room for a copy of " + prev.Path,
-			run: func(_ context.Context, e *Env) error {
+			run: func(_ context.Context, e *env) error {
 				if err := privateDir(e.Root, UpgradeDir); err != nil {
 					return err
 				}
 				if err := keepFile(e.Root, prev.Path, prev.SHA256, rec.From.File); err != nil {
 					return err
 				}
-				if _, err := e.Root.WriteFileAtomic(c.path, data, 0o600, e.now()); err != nil {
+				if _, err := e.Root.WriteFileAtomic(c.path, data, 0o600, e.Now()); err != nil {
 					return err
 				}
-				return journal.Append(e.Root, journal.VGPUManagerRecord{From: rec.From.Version, To: rec.To.Version, Record: c.path}.Intent("vgpu install", e.now()))
+				return journal.Append(e.Root, journal.VGPUManagerRecord{From: rec.From.Version, To: rec.To.Version, Record: c.path}.Intent("vgpu install", e.Now()))
 			}})
 	}
 	if len(c.live) > 0 {
@@ -338,20 +338,20 @@ func (c *managerChange) before(e *Env) []Step {
 		}
 		steps = append(steps, Step{Title: "remove the vGPUs (made again after the change): " + strings.Join(what, ", "),
 			Remedy: "a VM may have started on one since: shut it down and run again",
-			run:    func(_ context.Context, e *Env) error { return removeLive(e, nvidiaPFs(e.Root)) }})
+			run:    func(_ context.Context, e *env) error { return removeLive(e, nvidiaPFs(e.Root)) }})
 	}
 	return steps
 }
 
 // removeLive removes every vGPU on pfs, refusing one a VM holds now.
-func removeLive(e *Env, pfs []string) error {
+func removeLive(e *env, pfs []string) error {
 	live := existingOn(e.Root, pfs)
 	if err := heldVGPUs(e.Root, live); err != nil {
 		return err
 	}
 	for _, v := range live {
 		a := removal(v)
-		if err := e.attrs().WriteAttr(a.Path, a.Value); err != nil {
+		if err := e.Attrs().WriteAttr(a.Path, a.Value); err != nil {
 			return fmt.Errorf("%s: %s: %w", v.GPU, a.About, err)
 		}
 	}
@@ -360,7 +360,7 @@ func removeLive(e *Env, pfs []string) error {
 
 // uninstall is the step that removes the version the change leaves, the
 // way it was installed, while it is still the one installed.
-func (c *managerChange) uninstall(ctx context.Context, e *Env) []Step {
+func (c *managerChange) uninstall(ctx context.Context, e *env) []Step {
 	old := c.leaving()
 	if c.inst.Version != old.Version || c.inst.Format != old.Format {
 		return nil // gone already (a resumed change)
@@ -385,7 +385,7 @@ func (c *managerChange) uninstall(ctx context.Context, e *Env) []Step {
 	how := map[string]string{FormatRun: "its installer's --uninstall", FormatDeb: "the package manager", FormatRPM: "the package manager"}[old.Format]
 	return []Step{{Title: fmt.Sprintf("uninstall the vGPU manager %s (%s)", old.Version, how), Commands: [][]string{argv},
 		Remedy: "read " + InstallerLog + " or the package manager's output; the kept " + c.rec.From.File + " is what rollback installs again",
-		run: func(ctx context.Context, e *Env) error {
+		run: func(ctx context.Context, e *env) error {
 			if err := runCmd(argv)(ctx, e); err != nil {
 				return err
 			}
@@ -403,19 +403,19 @@ func (c *managerChange) after() []Step {
 	if len(c.rec.VGPUs) > 0 {
 		steps = append(steps, Step{Title: "recreate the vGPUs that existed: " + keptList(c.rec.VGPUs),
 			Remedy: "the new version may not offer a type the old one did: see gpuprep vgpu types; rollback puts the previous version and its vGPUs back",
-			run:    func(_ context.Context, e *Env) error { return recreate(e, c.rec.VGPUs) }})
+			run:    func(_ context.Context, e *env) error { return recreate(e, c.rec.VGPUs) }})
 	}
 	want := c.target()
 	steps = append(steps, Step{Title: fmt.Sprintf("verify: the vGPU manager %s is loaded, nvidia-vgpu-mgr runs, the vGPUs are back", want.Version),
 		Remedy: "read `journalctl -u nvidia-vgpu-mgr` and `dmesg | grep -i nvidia`",
-		run: func(ctx context.Context, e *Env) error {
+		run: func(ctx context.Context, e *env) error {
 			if err := verifyChange(ctx, e, want.Version, c.rec.VGPUs); err != nil {
 				return err
 			}
 			if c.revert {
 				return nil // rollback records the entries undone
 			}
-			return journal.Append(e.Root, journal.VGPUManagerRecord{From: c.rec.From.Version, To: c.rec.To.Version, Record: c.path}.Done("vgpu install", e.now()))
+			return journal.Append(e.Root, journal.VGPUManagerRecord{From: c.rec.From.Version, To: c.rec.To.Version, Record: c.path}.Done("vgpu install", e.Now()))
 		}})
 	return steps
 }
@@ -423,7 +423,7 @@ func (c *managerChange) after() []Step {
 // recreate makes the vGPUs of vs that are missing again, through
 // MakePlan/Apply: an mdev with its UUID, a vGPU of a VF on that VF (when
 // free), each of its type.
-func recreate(e *Env, vs []KeptVGPU) error {
+func recreate(e *env, vs []KeptVGPU) error {
 	wants, missing := keptWants(e.Root, vs)
 	p, err := MakePlan(e.Root, wants)
 	if err != nil {
@@ -439,12 +439,12 @@ func recreate(e *Env, vs []KeptVGPU) error {
 	}
 	// the names of the VF types, as vgpu apply journals them (a new
 	// version may number a type anew); rollback's own run does not journal
-	if data, changed := TypeNamesFile(e.Root, p); changed && !e.Undoing {
-		if _, err := journal.WriteFile(e.Root, TypeNames, data, 0o644, "vgpu install", e.now()); err != nil {
+	if data, changed := TypeNamesFile(e.Root, p); changed && !e.undoing {
+		if _, err := journal.WriteFile(e.Root, TypeNames, data, 0o644, "vgpu install", e.Now()); err != nil {
 			return err
 		}
 	}
-	_, err = ApplyAt(e.Root, e.attrs(), p, e.now())
+	_, err = ApplyAt(e.Root, e.Attrs(), p, e.Now())
 	return err
 }
 
@@ -509,7 +509,7 @@ func vgpuExists(root *host.Root, v KeptVGPU) bool {
 // verifyChange checks that version is the loaded nvidia module, that
 // nvidia-vgpu-mgr runs (its process, else systemd's answer) and that each
 // GPU has its vGPUs of vs back, by type (an mdev by its UUID).
-func verifyChange(ctx context.Context, e *Env, version string, vs []KeptVGPU) error {
+func verifyChange(ctx context.Context, e *env, version string, vs []KeptVGPU) error {
 	var bad []string
 	if v := InstalledVersion(e.Root); v != version {
 		bad = append(bad, fmt.Sprintf("the loaded nvidia module is %q, not %s", v, version))

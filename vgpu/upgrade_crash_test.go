@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gpuprep/gpuprep/internal/crashtest"
+	"github.com/gpuprep/gpuprep/internal/effect"
 	"github.com/gpuprep/gpuprep/internal/journal"
 	"github.com/gpuprep/gpuprep/vgpu"
 	"github.com/gpuprep/gpuprep/vgpu/vgputest"
@@ -44,7 +45,7 @@ func TestUpgradeCrashHelper(t *testing.T) {
 	}
 	h, err := vgputest.New(dir)
 	require.NoError(t, err)
-	env := &vgpu.Env{Root: h.Root, Runner: markedRunner{h}, Attrs: h}
+	env := effect.Effector{Root: h.Root, Runner: markedRunner{h}, Sysfs: h}
 	p, err := vgpu.PlanInstall(context.Background(), env, vgpu.InstallOptions{Driver: os.Getenv("GPUPREP_UPGRADE_DRIVER"), GPUs: []vgpu.GPUInfo{t4}})
 	if err == nil {
 		err = p.Execute(context.Background(), env, nil)

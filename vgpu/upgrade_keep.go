@@ -62,7 +62,7 @@ func keepFile(root *host.Root, src, sum, dst string) error {
 // keepInstalled keeps the verified copy run of the driver d just installed
 // (renamed out of InstallerScratch, so nothing is copied twice): a later
 // version change finds it there (findKept), and rollback installs it again.
-func keepInstalled(e *Env, d *Driver, run string) error {
+func keepInstalled(e *env, d *Driver, run string) error {
 	if err := privateDir(e.Root, UpgradeDir); err != nil {
 		return err
 	}
@@ -81,7 +81,7 @@ func keepInstalled(e *Env, d *Driver, run string) error {
 
 // findKept is the kept driver file of version (checked as InspectDriver
 // checks any, and its hash against the directory it is kept in), or nil.
-func findKept(ctx context.Context, e *Env, version string) *Driver {
+func findKept(ctx context.Context, e *env, version string) *Driver {
 	dir := path.Join(UpgradeDir, version)
 	sums := e.Root.Names(dir)
 	sort.Strings(sums)
@@ -93,7 +93,7 @@ func findKept(ctx context.Context, e *Env, version string) *Driver {
 			}
 			r := e.Runner
 			if isPackage(real) {
-				r = e.query()
+				r = e.Queries()
 			}
 			if d, err := InspectDriver(ctx, real, r); err == nil && d.SHA256 == sum && d.Version == version {
 				return d

@@ -3,6 +3,8 @@ package vgpu
 import (
 	"context"
 	"fmt"
+
+	"github.com/gpuprep/gpuprep/internal/effect"
 )
 
 // PlanRevert plans undoing the version change recorded at recordPath (a
@@ -13,7 +15,8 @@ import (
 // (or package) of the previous version installed from its checked copy,
 // the vGPUs of before the change made again, and verified. gpuprep rollback
 // runs it for an upgrade's entries.
-func PlanRevert(ctx context.Context, e *Env, recordPath string) (*InstallPlan, error) {
+func PlanRevert(ctx context.Context, fx effect.Effector, recordPath string) (*InstallPlan, error) {
+	e := &env{Effector: fx}
 	rec, err := ReadUpgradeRecord(e.Root, recordPath)
 	if err != nil {
 		return nil, err
@@ -28,7 +31,7 @@ func PlanRevert(ctx context.Context, e *Env, recordPath string) (*InstallPlan, e
 		gpus = append(gpus, GPUInfo{Address: g, DeviceID: trimHex(dev)})
 	}
 	c := &managerChange{rec: rec, path: recordPath, revert: true, live: existingOn(e.Root, nvidiaPFs(e.Root))}
-	p, err := PlanInstall(ctx, e, InstallOptions{Driver: kept, GPUs: gpus, change: c})
+	p, err := planInstall(ctx, e, InstallOptions{Driver: kept, GPUs: gpus, change: c})
 	if err != nil {
 		return nil, err
 	}

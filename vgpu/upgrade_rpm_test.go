@@ -33,7 +33,7 @@ func rpmRig(t *testing.T, dnf bool) (*rig, []string) {
 	require.NoError(t, err)
 	uuids := liveUUIDs(r)
 	require.Len(t, uuids, 1)
-	r.env.Attrs = r.h
+	r.env.Sysfs = r.h
 	return r, uuids
 }
 

@@ -39,7 +39,7 @@ func upgradeRig(t *testing.T) (*rig, []string, string) {
 	sort.Strings(uuids)
 	runB, err := vgputest.WriteInstaller(t.TempDir(), verB, "vgpu-kvm")
 	require.NoError(t, err)
-	r.env.Attrs = r.h
+	r.env.Sysfs = r.h
 	return r, uuids, runB
 }
 
@@ -227,7 +227,7 @@ func TestUpgradeDebAToBThenRevert(t *testing.T) {
 	require.NoError(t, err)
 	uuids := liveUUIDs(r)
 	require.Len(t, uuids, 1)
-	r.env.Attrs = r.h
+	r.env.Sysfs = r.h
 
 	r.opts.Driver = debB
 	p, err := r.install(t)
@@ -293,7 +293,7 @@ func TestUpgradeSRIOVKeepsVFTypes(t *testing.T) {
 	require.Len(t, before, 2)
 	runB, err := vgputest.WriteInstaller(t.TempDir(), verB, "vgpu-kvm")
 	require.NoError(t, err)
-	r.env.Attrs = r.h
+	r.env.Sysfs = r.h
 	r.opts.Driver = runB
 	p, err := r.install(t)
 	require.NoError(t, err)

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/gpuprep/gpuprep/internal/effect"
 	"github.com/gpuprep/gpuprep/internal/host"
 	"github.com/gpuprep/gpuprep/internal/pci"
 	"github.com/gpuprep/gpuprep/internal/sanitize"
@@ -134,7 +135,7 @@ func (c *applyCmd) run(cmd *cobra.Command) error {
 		sysfs, runner = nil, host.NoRunner{} // nothing to change: apply only checks
 	}
 	var log strings.Builder
-	env := provision.Env{Root: root, Sysfs: sysfs, Runner: runner}
+	env := effect.Effector{Root: root, Sysfs: sysfs, Runner: runner}
 	if text {
 		env.Out = sanitize.NewWriter(out)
 		if p.Empty() {

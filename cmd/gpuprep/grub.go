@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpuprep/gpuprep/grub"
+	"github.com/gpuprep/gpuprep/internal/change"
 	"github.com/gpuprep/gpuprep/internal/host"
 	"github.com/gpuprep/gpuprep/internal/journal"
 	"github.com/gpuprep/gpuprep/internal/kargs"
@@ -230,11 +231,12 @@ func (c *grubCmd) edit(cmd *cobra.Command, args []string, remove bool) error {
 		refused = rr.err
 	}
 	if c.dryRun {
+		d := change.Dry{W: out, Run: "would run: "}
 		for _, ch := range plan.Changes {
-			fmt.Fprint(out, ch.Diff)
+			d.Diff(ch)
 		}
 		for _, argv := range plan.Commands {
-			fmt.Fprintf(out, "would run: %s\n", host.ShellQuote(argv))
+			d.Command(host.ShellQuote(argv))
 		}
 		if len(plan.Commands) > 0 && refused != nil {
 			fmt.Fprintf(out, "note: without --dry-run this is refused: %v (or give --no-regenerate and regenerate it yourself)\n", refused)

@@ -162,14 +162,15 @@ func (c *labelCmd) write(cmd *cobra.Command, root *host.Root, shown string, edit
 		fmt.Fprintf(w, "%s already has these labels: nothing to do\n", shown)
 		return nil
 	}
+	d := change.Dry{W: w}
 	if c.dryRun {
 		for _, e := range edits {
-			fmt.Fprint(w, e.Diff)
+			d.Diff(e)
 		}
 		return nil
 	}
 	err := label.WriteFiles(root, edits, "label --before-join", time.Now(), func(e change.File, res host.WriteResult) {
-		fmt.Fprint(w, e.Diff)
+		d.Diff(e)
 		if res.Backup != "" {
 			fmt.Fprintf(w, "wrote %s (backup %s)\n", e.Path, res.Backup)
 		} else {

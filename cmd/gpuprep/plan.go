@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpuprep/gpuprep/internal/change"
 	"github.com/gpuprep/gpuprep/internal/host"
 	"github.com/gpuprep/gpuprep/internal/kube"
 	"github.com/gpuprep/gpuprep/internal/pci"
@@ -213,29 +214,27 @@ func printProvisionPlan(w io.Writer, p *provision.Plan) {
 	default:
 		fmt.Fprintf(w, "Plan for %s on %s (nothing is changed until gpuprep apply):\n", p.Mode, host)
 	}
+	d := change.Dry{W: w, Indent: "   ", Run: "run: "}
 	for i, s := range p.Steps {
 		fmt.Fprintf(w, "\n%d. %s: %s\n", i+1, s.ID, s.Title)
 		// in the order apply does them
 		for _, c := range s.Prepare {
-			fmt.Fprintln(w, "   run: "+c)
+			d.Command(c)
 		}
 		for _, x := range s.Sysfs {
-			fmt.Fprintln(w, "   "+x)
+			d.Line(x)
 		}
 		for _, f := range s.Files {
-			for _, l := range strings.SplitAfter(strings.TrimSuffix(f.Diff, "\n"), "\n") {
-				fmt.Fprint(w, "   "+l)
-			}
-			fmt.Fprintln(w)
+			d.Diff(f)
 		}
 		for _, c := range s.Commands {
-			fmt.Fprintln(w, "   run: "+c)
+			d.Command(c)
 		}
 		if s.Error != "" {
-			fmt.Fprintln(w, "   error: "+s.Error)
+			d.Line("error: " + s.Error)
 		}
 		for _, n := range s.Notes {
-			fmt.Fprintln(w, "   note: "+n)
+			d.Line("note: " + n)
 		}
 	}
 	for _, n := range p.Notes {

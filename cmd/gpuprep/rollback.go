@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpuprep/gpuprep/internal/effect"
 	"github.com/gpuprep/gpuprep/internal/sanitize"
 	"github.com/gpuprep/gpuprep/provision"
 	"github.com/gpuprep/gpuprep/report"
@@ -114,7 +115,7 @@ func (c *rollbackCmd) run(cmd *cobra.Command) error {
 		return err
 	}
 	out := cmd.OutOrStdout()
-	env := provision.Env{Root: root, Sysfs: sysfs, Runner: runner}
+	env := effect.Effector{Root: root, Sysfs: sysfs, Runner: runner}
 	if c.output == "text" {
 		out = sanitize.NewWriter(out)
 		env.Out = out

@@ -11,6 +11,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpuprep/gpuprep/internal/change"
+	"github.com/gpuprep/gpuprep/internal/effect"
 	"github.com/gpuprep/gpuprep/internal/host"
 	"github.com/gpuprep/gpuprep/internal/pci"
 	"github.com/gpuprep/gpuprep/internal/plural"
@@ -109,10 +111,9 @@ back), 2 usage error, 3 the host could not be read.`,
 	return cmd
 }
 
-// vfioEnv is what bind and unbind act through; a bootloader edit they make
-// (vfio-pci.ids= for a built-in vfio-pci) is journalled as grub ensure's.
-func vfioEnv(root *host.Root, fs vfio.Sysfs, runner host.Runner) vfio.Env {
-	return vfio.Env{Root: root, Sysfs: fs, Runner: runner, BootIntents: provision.BootArgIntents}
+// vfioEnv is what bind and unbind act through.
+func vfioEnv(root *host.Root, fs vfio.Sysfs, runner host.Runner) effect.Effector {
+	return effect.Effector{Root: root, Sysfs: fs, Runner: runner}
 }
 
 func (c *vfioCmd) setup() (*host.Root, *pci.Inventory, pci.Selector, error) {
@@ -141,7 +142,9 @@ func vfioErr(err error) error {
 }
 
 func (c *vfioCmd) opts() vfio.Options {
-	return vfio.Options{NVSwitch: c.nvswitch, Force: c.force, Persist: c.persist, AllowHostDevices: c.allowHost}
+	// a bootloader edit bind or unbind makes (vfio-pci.ids= for a built-in
+	// vfio-pci) is journalled as grub ensure's
+	return vfio.Options{NVSwitch: c.nvswitch, Force: c.force, Persist: c.persist, AllowHostDevices: c.allowHost, BootIntents: provision.BootArgIntents}
 }
 
 func (c *vfioCmd) status(cmd *cobra.Command) error {
@@ -289,11 +292,12 @@ func printPlan(w io.Writer, root *host.Root, p *vfio.Plan) {
 		}
 		fmt.Fprintf(w, "  %s (%s, group %s): %s -> %s (module %s, %s)\n", t.Dev.Address, t.Role, t.Dev.IOMMUGroup, orNone(t.Driver), t.VFIO, t.Module, via)
 	}
+	d := change.Dry{W: w, Run: "run: "}
 	for _, m := range p.Modules {
-		fmt.Fprintf(w, "run: modprobe %s\n", m)
+		d.Command("modprobe " + m)
 	}
 	for _, s := range p.Steps {
-		fmt.Fprintln(w, s.String())
+		d.Sysfs(s.Path, s.Value)
 	}
 	pending := 0
 	if pp := p.Persist; pp != nil {
@@ -304,34 +308,32 @@ func printPlan(w io.Writer, root *host.Root, p *vfio.Plan) {
 		}
 		for _, f := range files {
 			if f.Removed {
-				fmt.Fprintf(w, "remove (backed up): %s\n", f.Path)
+				d.Line("remove (backed up): " + f.Path)
 				continue
 			}
-			fmt.Fprintf(w, "write (atomic, backed up): %s\n", f.Path)
-			for _, l := range strings.Split(strings.TrimSuffix(string(f.New), "\n"), "\n") {
-				fmt.Fprintln(w, "    "+l)
-			}
+			d.Line("write (atomic, backed up): " + f.Path)
+			change.Dry{W: w, Indent: "    "}.Content(f.New)
 		}
 		switch {
 		case initramfs && len(files) == 0:
-			fmt.Fprintf(w, "run: %s (%s)\n", strings.Join(pp.Initramfs, " "), pp.Regenerate)
+			d.Command(strings.Join(pp.Initramfs, " ") + " (" + pp.Regenerate + ")")
 		case initramfs:
-			fmt.Fprintf(w, "run: %s\n", strings.Join(pp.Initramfs, " "))
+			d.Command(strings.Join(pp.Initramfs, " "))
 		case len(files) == 0 && len(pp.Files) > 0:
-			fmt.Fprintln(w, "persistent configuration: already as it should be")
+			d.Line("persistent configuration: already as it should be")
 		}
 		if c := pp.CmdlinePending(); c != nil {
 			pending++
-			fmt.Fprintf(w, "kernel command line (%s): %s\n", c.Boot.Kind, c.Why)
+			d.Line("kernel command line (" + c.Boot.Kind + "): " + c.Why)
 			for _, ch := range c.Plan.Changes {
-				fmt.Fprint(w, ch.Diff)
+				d.Diff(ch)
 			}
 			for _, argv := range c.Plan.Commands {
-				fmt.Fprintf(w, "run: %s\n", host.ShellQuote(argv))
+				d.Command(host.ShellQuote(argv))
 			}
 		}
 		for _, n := range pp.Warnings {
-			fmt.Fprintln(w, "note: "+n)
+			d.Line("note: " + n)
 		}
 	}
 	if len(p.Steps) == 0 && pending == 0 {

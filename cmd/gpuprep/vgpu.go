@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpuprep/gpuprep/internal/change"
 	"github.com/gpuprep/gpuprep/internal/host"
 	"github.com/gpuprep/gpuprep/internal/pci"
 	"github.com/gpuprep/gpuprep/internal/plural"
@@ -179,14 +180,16 @@ func newVGPUApplyCmd(g *globals, assert bool) *cobra.Command {
 					return nil
 				}
 				if dryRun {
+					d := change.Dry{W: out, Run: "would run "}
 					if b := pp.Binary; b != nil {
-						fmt.Fprintf(out, "would install %s: this gpuprep (SHA-256 %s), 0755 root:root\n", vgpu.InstalledBinary, b.SHA256)
+						d.Line("would install " + vgpu.InstalledBinary + ": this gpuprep (SHA-256 " + b.SHA256 + "), 0755 root:root")
 					}
 					for _, f := range pp.Files {
-						fmt.Fprintf(out, "would write %s\n%s", f.Path, f.Diff)
+						d.Line("would write " + f.Path)
+						d.Diff(f)
 					}
 					if pp.Enable {
-						fmt.Fprintf(out, "would run systemctl daemon-reload; systemctl enable %s\n", vgpu.ApplyUnitName)
+						d.Command("systemctl daemon-reload; systemctl enable " + vgpu.ApplyUnitName)
 					}
 					return nil
 				}
@@ -211,14 +214,15 @@ func newVGPUApplyCmd(g *globals, assert bool) *cobra.Command {
 				return persistDone()
 			}
 			if dryRun {
+				d := change.Dry{W: out, Run: "would run "}
 				for _, a := range plan.Removals {
-					fmt.Fprintf(out, "would write %s > %s  (%s)\n", a.Value, a.Path, a.About)
+					d.Line("would write " + a.Value + " > " + a.Path + "  (" + a.About + ")")
 				}
 				for _, m := range plan.Modes {
-					fmt.Fprintf(out, "would run %s  (%s; then check nvidia-smi -q reads vGPU Heterogeneous Mode: Enabled)\n", host.ShellQuote(m.Argv), m.About)
+					d.Command(host.ShellQuote(m.Argv) + "  (" + m.About + "; then check nvidia-smi -q reads vGPU Heterogeneous Mode: Enabled)")
 				}
 				for _, a := range plan.Actions {
-					fmt.Fprintf(out, "would write %s > %s  (%s)\n", a.Value, a.Path, a.About)
+					d.Line("would write " + a.Value + " > " + a.Path + "  (" + a.About + ")")
 				}
 				return persistDone()
 			}

@@ -9,6 +9,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpuprep/gpuprep/internal/change"
+	"github.com/gpuprep/gpuprep/internal/effect"
 	"github.com/gpuprep/gpuprep/internal/host"
 	"github.com/gpuprep/gpuprep/internal/sanitize"
 	"github.com/gpuprep/gpuprep/vgpu"
@@ -86,7 +88,7 @@ failed, 2 usage error (including a --driver that is not the vGPU manager).`,
 			for _, d := range gpus {
 				opts.GPUs = append(opts.GPUs, vgpu.GPUInfo{Address: d.Address, DeviceID: d.DeviceID})
 			}
-			env := &vgpu.Env{Root: root, Runner: runner, Query: g.dep().vgpuQueryRunner(), Attrs: g.dep().vgpuSysfs(root)}
+			env := effect.Effector{Root: root, Runner: runner, Query: g.dep().vgpuQueryRunner(), Sysfs: g.dep().vgpuSysfs(root)}
 			ctx := context.Background()
 			plan, err := vgpu.PlanInstall(ctx, env, opts)
 			var held *vgpu.HeldError
@@ -162,17 +164,16 @@ func printInstallPlan(w io.Writer, p *vgpu.InstallPlan, dryRun bool) {
 		verb = "plan (--dry-run: nothing is changed)"
 	}
 	fmt.Fprintf(w, "%s:\n", verb)
+	dry := change.Dry{W: w, Indent: "       ", Run: "$ "}
 	for i, s := range p.Steps {
 		fmt.Fprintf(w, "  %d. %s\n", i+1, s.Title)
 		for _, c := range s.Commands {
-			fmt.Fprintf(w, "       $ %s\n", strings.Join(c, " "))
+			dry.Command(strings.Join(c, " "))
 		}
 		if s.File != nil {
-			fmt.Fprintf(w, "       write %s\n", s.File.Path)
+			dry.Line("write " + s.File.Path)
 			if dryRun {
-				for _, l := range strings.Split(strings.TrimRight(s.File.Diff, "\n"), "\n") {
-					fmt.Fprintf(w, "       %s\n", l)
-				}
+				dry.Diff(*s.File)
 			}
 		}
 	}

@@ -37,6 +37,11 @@ import (
 // exactly. A wrong hash would matter: a host whose cache already holds a
 // file of that hash would run it without an upload, which is why the
 // identity, the window and the file system are all required.
+//
+// Its files (the entries and their temporary files) are the control
+// machine's own, in the user's cache directory, never a host's: they go
+// through os, not host.Root, which confines reads and writes to a node's
+// root (--root, or the / of a node gpuprep prepares).
 type hashCache struct {
 	dir    string            // where the hashes are kept ("": no cache)
 	window time.Duration     // how old a file's ctime must be to be recorded

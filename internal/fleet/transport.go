@@ -760,7 +760,9 @@ func trimNetErr(err error) string {
 // as ssh does; knownhosts compares patterns as written). A file whose
 // plain host patterns have upper-case letters is read from a copy with
 // them lower-cased (hashed entries are hashes of lower-case names already);
-// the errors name the file itself. data holds each file's content.
+// the errors name the file itself. data holds each file's content. The
+// files and the copies (in $TMPDIR) are the control machine's own, the
+// user's known_hosts: os, not host.Root, which is for a node's files.
 func newCaselessKnownHosts(files []string, data map[string][]byte) (ssh.HostKeyCallback, error) {
 	load := make([]string, 0, len(files))
 	orig := map[string]string{}

@@ -115,6 +115,42 @@ func (en Entry) Undone() (r UndoneRecord, ok bool) {
 	return UndoneRecord{Index: i, Kind: en.After, Path: en.Path, Device: en.Device, Saved: en.Backup}, err == nil
 }
 
+// UndoneOf is the record that rollback undid en, entry i in Read order:
+// its kind and what it was on, read through en's own payload type (Saved
+// is the caller's to set). A kind this version does not know keeps its
+// Path and Device as they are.
+func UndoneOf(i int, en Entry) UndoneRecord {
+	u := UndoneRecord{Index: i, Kind: en.Kind}
+	switch en.Kind {
+	case KindFile, KindFileIntent:
+		u.Path = en.File().Path
+	case KindDir:
+		u.Path = en.Dir().Path
+	case KindDriver, KindDriverIntent:
+		u.Device = en.Driver().Device
+	case KindLabel:
+		l := en.Label()
+		u.Path, u.Device = l.Kubeconfig, l.Node
+	case KindBootArgs:
+		b := en.BootArgs()
+		u.Path, u.Device = b.Kept, b.Loader
+	case KindVGPU, KindVGPUIntent:
+		v := en.VGPU()
+		u.Path, u.Device = v.Attr, v.GPU
+	case KindVGPUMode:
+		u.Device = en.VGPUMode().GPU
+	case KindVGPUManager, KindVGPUManagerIntent:
+		u.Path = en.VGPUManager().Record
+	case KindStep:
+		st := en.Step()
+		u.Path, u.Device = st.Reason, st.BootID
+	default: // KindCommandIntent (its record holds neither), or a kind unknown here
+
+		u.Path, u.Device = en.Path, en.Device
+	}
+	return u
+}
+
 // Entry is r as a journal entry of command at now.
 func (r UndoneRecord) Entry(command string, now time.Time) Entry {
 	return Entry{Time: now, Command: command, Kind: KindUndone, Before: strconv.Itoa(r.Index), After: r.Kind, Path: r.Path, Device: r.Device, Backup: r.Saved}
