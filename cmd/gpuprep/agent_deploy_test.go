@@ -2,15 +2,21 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
+	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 	"gopkg.in/yaml.v3"
 
+	"github.com/gpuprep/gpuprep/internal/fixture"
 	"github.com/gpuprep/gpuprep/internal/kube/kubetest"
 	"github.com/gpuprep/gpuprep/preflight"
+	"github.com/gpuprep/gpuprep/provision"
 	"github.com/gpuprep/gpuprep/report"
 )
 
@@ -131,4 +137,132 @@ func TestDeployNodeFeatureRule(t *testing.T) {
 		require.True(t, local && pciDev)
 	}
 	require.ElementsMatch(t, []string{"NotIn true", "DoesNotExist "}, ops)
+}
+
+// daemonSetMounts are the host paths deploy/daemonset.yaml gives the agent
+// (hostPath volumes) and whether each is mounted read-only; every one is
+// mounted at /host + its host path, where --root=/host reads it.
+func daemonSetMounts(t *testing.T) map[string]bool {
+	t.Helper()
+	b, err := os.ReadFile("../../deploy/daemonset.yaml")
+	require.NoError(t, err)
+	var ds struct {
+		Spec struct {
+			Template struct {
+				Spec struct {
+					Containers []struct {
+						Args         []string `yaml:"args"`
+						VolumeMounts []struct {
+							Name      string `yaml:"name"`
+							MountPath string `yaml:"mountPath"`
+							ReadOnly  bool   `yaml:"readOnly"`
+						} `yaml:"volumeMounts"`
+					} `yaml:"containers"`
+					Volumes []struct {
+						Name     string `yaml:"name"`
+						HostPath struct {
+							Path string `yaml:"path"`
+						} `yaml:"hostPath"`
+					} `yaml:"volumes"`
+				} `yaml:"spec"`
+			} `yaml:"template"`
+		} `yaml:"spec"`
+	}
+	require.NoError(t, yaml.Unmarshal(b, &ds))
+	pod := ds.Spec.Template.Spec
+	require.Len(t, pod.Containers, 1)
+	require.Contains(t, pod.Containers[0].Args, "--root=/host")
+	host := map[string]string{}
+	for _, v := range pod.Volumes {
+		require.NotEmpty(t, v.HostPath.Path, "volume %s: only hostPath volumes", v.Name)
+		host[v.Name] = v.HostPath.Path
+	}
+	mounts := map[string]bool{}
+	for _, m := range pod.Containers[0].VolumeMounts {
+		p, ok := host[m.Name]
+		require.True(t, ok, "mount %s: no such volume", m.Name)
+		require.Equal(t, "/host"+p, m.MountPath, "the host's %s where --root=/host reads it", p)
+		mounts[p] = m.ReadOnly
+	}
+	return mounts
+}
+
+// The DaemonSet's read-only mounts are all the agent reads: for every
+// fixture scenario, a root holding only the host paths daemonset.yaml
+// mounts (copied as the kubelet bind-mounts them: the path resolved on the
+// host, what is below it as it is) gets the same verdict, blockers and
+// findings as the whole root. A path the checks read that the manifest
+// does not mount shows here as a difference, scenario by scenario. The one
+// writable mount is the feature directory.
+func TestDaemonSetMountsAreWhatTheAgentReads(t *testing.T) {
+	if testing.Short() {
+		t.Skip("every fixture scenario, twice")
+	}
+	mounts := daemonSetMounts(t)
+	for p, ro := range mounts {
+		require.Equal(t, p != provision.NFDFeatureDir, ro, "%s: only the feature directory is writable", p)
+	}
+	for _, p := range []string{"/sys", "/proc", "/etc", "/boot", "/lib/modules"} {
+		require.Contains(t, mounts, p, "the issue's read-only mounts")
+	}
+	verdict := func(root string) (string, report.Report) {
+		out, errs, _ := gpuprep(t, "check", "--root", root, "-o", "json")
+		var rep report.Report
+		require.NoError(t, json.Unmarshal([]byte(out), &rep), errs)
+		var b strings.Builder
+		for _, m := range preflight.Modes {
+			if mr := rep.Modes[m]; mr != nil {
+				fmt.Fprintf(&b, "%s ready=%v blockers=%v unknown=%v\n", m, mr.Ready, mr.Blockers, mr.Unknown)
+			}
+		}
+		for _, f := range rep.Findings {
+			fmt.Fprintf(&b, "%s %s %s: %s\n", f.Check, f.Status, f.Subject, f.Message)
+		}
+		return b.String(), rep
+	}
+	var differ []string
+	for _, name := range fixture.Names() {
+		full := fixtureRoot(t, name)
+		pod := t.TempDir()
+		for p := range mounts {
+			src := filepath.Join(full, p)
+			if _, err := os.Stat(src); err != nil {
+				continue // the kubelet would refuse the pod (type Directory); not this test's point
+			}
+			dst := filepath.Join(pod, p)
+			require.NoError(t, os.MkdirAll(dst, 0o755))
+			out, err := exec.Command("cp", "-a", src+"/.", dst).CombinedOutput()
+			require.NoError(t, err, "%s", out)
+		}
+		want, _ := verdict(full)
+		got, _ := verdict(pod)
+		if want != got {
+			differ = append(differ, name+":\n"+lineDiff(want, got))
+		}
+	}
+	require.Empty(t, differ, "the DaemonSet does not mount what these read:\n%s", strings.Join(differ, "\n"))
+}
+
+// lineDiff: the lines only in a ("- ") and only in b ("+ ").
+func lineDiff(a, b string) string {
+	in := func(s string) map[string]bool {
+		m := map[string]bool{}
+		for _, l := range strings.Split(s, "\n") {
+			m[l] = true
+		}
+		return m
+	}
+	ia, ib := in(a), in(b)
+	var out []string
+	for _, l := range strings.Split(a, "\n") {
+		if !ib[l] {
+			out = append(out, "  - "+l)
+		}
+	}
+	for _, l := range strings.Split(b, "\n") {
+		if !ia[l] {
+			out = append(out, "  + "+l)
+		}
+	}
+	return strings.Join(out, "\n")
 }

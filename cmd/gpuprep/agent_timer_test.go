@@ -1,9 +1,15 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 
@@ -94,4 +100,158 @@ func TestNFDUnits(t *testing.T) {
 	timer := string(provision.NFDTimerContent())
 	require.Contains(t, timer, "\nOnUnitActiveSec=5min\n")
 	require.Contains(t, timer, "\nWantedBy=timers.target\n")
+}
+
+// unitsOracle is systemd-analyze, or a skip (a failure under
+// GPUPREP_REQUIRE_ORACLES=1).
+func unitsOracle(t *testing.T) string {
+	t.Helper()
+	p, err := exec.LookPath("systemd-analyze")
+	if err != nil {
+		ansibleOracleMissing(t, "systemd-analyze is not installed (apt-get install systemd)")
+	}
+	return p
+}
+
+// verifyUnits runs systemd-analyze verify --root on a root holding the
+// units and the binary the service runs, with this machine's own
+// *.target units (sysinit.target, timers.target, ...: what every unit
+// depends on by default); it returns what systemd said and its exit code.
+func verifyUnits(t *testing.T, analyze string, service, timer []byte, binary bool) (string, int) {
+	t.Helper()
+	root := t.TempDir()
+	targets, err := filepath.Glob("/lib/systemd/system/*.target")
+	require.NoError(t, err)
+	require.NotEmpty(t, targets)
+	require.NoError(t, os.MkdirAll(filepath.Join(root, "lib/systemd/system"), 0o755))
+	for _, tg := range targets {
+		out, err := exec.Command("cp", "-a", tg, filepath.Join(root, "lib/systemd/system")).CombinedOutput()
+		require.NoError(t, err, "%s", out)
+	}
+	for p, data := range map[string][]byte{provision.NFDService: service, provision.NFDTimer: timer} {
+		require.NoError(t, os.MkdirAll(filepath.Join(root, filepath.Dir(p)), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(root, p), data, 0o644))
+	}
+	require.NoError(t, os.MkdirAll(filepath.Join(root, provision.NFDFeatureDir), 0o755))
+	if binary {
+		require.NoError(t, os.MkdirAll(filepath.Join(root, filepath.Dir(vgpu.InstalledBinary)), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(root, vgpu.InstalledBinary), []byte("#!/bin/sh\n"), 0o755))
+	}
+	cmd := exec.Command(analyze, "verify", "--root="+root, provision.NFDService, provision.NFDTimer)
+	cmd.Env = append(os.Environ(), "SYSTEMD_LOG_LEVEL=info")
+	out, err := cmd.CombinedOutput()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else {
+		require.NoError(t, err)
+	}
+	return string(out), code
+}
+
+// The units apply --nfd-timer writes are ones systemd loads without a
+// word: systemd-analyze verify (systemd 252 here) on a root with them and
+// the root-owned gpuprep they run says nothing and exits 0. It is a live
+// oracle: it exits 1 when that binary is missing and names an unknown key
+// or a bad value (which it ignores, exiting 0: hence the output must be
+// empty).
+func TestNFDUnitsVerify(t *testing.T) {
+	analyze := unitsOracle(t)
+	svc, timer := provision.NFDServiceContent(), provision.NFDTimerContent()
+	out, code := verifyUnits(t, analyze, svc, timer, true)
+	require.Equal(t, 0, code, out)
+	require.Empty(t, out)
+
+	out, code = verifyUnits(t, analyze, svc, timer, false)
+	require.Equal(t, 1, code, out)
+	require.Contains(t, out, vgpu.InstalledBinary+" is not executable")
+	out, _ = verifyUnits(t, analyze, svc, bytes.Replace(timer, []byte("OnUnitActiveSec"), []byte("OnUnitActivSec"), 1), true)
+	require.Contains(t, out, "Unknown key 'OnUnitActivSec' in section [Timer]")
+	out, _ = verifyUnits(t, analyze, bytes.Replace(svc, []byte("ProtectHome=yes"), []byte("ProtectHome=maybe"), 1), timer, true)
+	require.Contains(t, out, "protect home value")
+}
+
+// What the timer's service runs (agent --once --feature-file default) needs
+// nothing its sandbox takes away (ProtectSystem=strict with
+// ReadWritePaths=the feature directory, ProtectHome, PrivateTmp,
+// PrivateNetwork): on a fixture root it writes the feature file and
+// nothing else in the root, and nothing in $HOME, the XDG directories or
+// $TMPDIR.
+func TestNFDServiceWritesOnlyTheFeatureFile(t *testing.T) {
+	root := fixtureRoot(t, "vfio-bound")
+	home, tmp := t.TempDir(), t.TempDir()
+	t.Setenv("HOME", home)
+	t.Setenv("XDG_CACHE_HOME", filepath.Join(home, ".cache"))
+	t.Setenv("XDG_CONFIG_HOME", filepath.Join(home, ".config"))
+	t.Setenv("XDG_STATE_HOME", filepath.Join(home, ".local/state"))
+	t.Setenv("TMPDIR", tmp)
+	// apply made it: the unit's ReadWritePaths= must exist for the service to start
+	require.NoError(t, os.MkdirAll(filepath.Join(root, provision.NFDFeatureDir), 0o755))
+	before := fileSet(t, root)
+	args := strings.Fields(strings.TrimPrefix(execStart(t), vgpu.InstalledBinary+" "))
+	out, errs, code := gpuprep(t, append(args, "--root", root)...)
+	require.Equal(t, 0, code, out+errs)
+	after := fileSet(t, root)
+	var changed []string
+	for p, h := range after {
+		if before[p] != h {
+			changed = append(changed, p)
+		}
+	}
+	for p := range before {
+		if _, ok := after[p]; !ok {
+			changed = append(changed, p+" (removed)")
+		}
+	}
+	sort.Strings(changed)
+	require.Equal(t, []string{NFDFeatureFile}, changed)
+	for _, d := range []string{home, tmp} {
+		es, err := os.ReadDir(d)
+		require.NoError(t, err)
+		require.Empty(t, es, "%s: written by the service", d)
+	}
+}
+
+// execStart is the service's ExecStart= command line.
+func execStart(t *testing.T) string {
+	t.Helper()
+	for _, l := range strings.Split(string(provision.NFDServiceContent()), "\n") {
+		if c, ok := strings.CutPrefix(l, "ExecStart="); ok {
+			return c
+		}
+	}
+	t.Fatal("no ExecStart=")
+	return ""
+}
+
+// fileSet: every path below root ("/"-rooted) with its type and content.
+func fileSet(t *testing.T, root string) map[string]string {
+	t.Helper()
+	m := map[string]string{}
+	require.NoError(t, filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		v := d.Type().String()
+		switch {
+		case d.Type().IsRegular():
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			v += " " + sha256Sum(b)
+		case d.Type()&fs.ModeSymlink != 0:
+			l, _ := os.Readlink(p)
+			v += " " + l
+		}
+		m["/"+filepath.ToSlash(rel)] = v
+		return nil
+	}))
+	return m
+}
+
+func sha256Sum(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
 }

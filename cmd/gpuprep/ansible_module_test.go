@@ -198,6 +198,17 @@ func TestAnsibleModulesLocal(t *testing.T) {
 	if runtime.GOARCH == "arm64" {
 		otherMachine, otherModule = "x86_64", "gpuprep_linux_amd64"
 	}
+	// check's selection and check arguments, for the run in check mode: one
+	// GPU of hgx's, one of the checks that keep it from vm-passthrough ignored
+	hgxJSON, _, _ := gpuprep(t, "check", "--root", hgx, "--mode", "vm-passthrough", "-o", "json")
+	var hgxRep struct {
+		GPUs  []struct{ Address string }
+		Modes map[string]struct{ Blockers []string }
+	}
+	require.NoError(t, json.Unmarshal([]byte(hgxJSON), &hgxRep))
+	require.Greater(t, len(hgxRep.GPUs), 1)
+	require.NotEmpty(t, hgxRep.Modes["vm-passthrough"].Blockers)
+	selected, ignored := hgxRep.GPUs[1].Address, hgxRep.Modes["vm-passthrough"].Blockers[0]
 	pb, results := filepath.Join(dir, "local.yml"), filepath.Join(dir, "results.json")
 	require.NoError(t, os.WriteFile(pb, []byte(fmt.Sprintf(`
 - hosts: localhost
@@ -209,6 +220,10 @@ func TestAnsibleModulesLocal(t *testing.T) {
     - name: check ready
       gpuprep.node.check: {mode: vm-passthrough, root: %[2]q}
       register: check_ready
+    - name: check dry
+      gpuprep.node.check: {mode: vm-passthrough, root: %[1]q, select: [%[6]q], ignore: [%[7]q], skip: [node.label]}
+      register: check_dry
+      check_mode: true
     - name: plan hgx
       gpuprep.node.apply: {mode: vm-passthrough, root: %[1]q}
       register: plan_hgx
@@ -238,8 +253,8 @@ func TestAnsibleModulesLocal(t *testing.T) {
     - name: results
       ansible.builtin.copy:
         dest: %[3]q
-        content: "{{ {'check hgx': check_hgx, 'check ready': check_ready, 'plan hgx': plan_hgx, 'label dry': label_dry, 'label': label, 'label again': label_again, 'other arch': other_arch, 'no arch': no_arch} | to_json }}"
-`, hgx, ready, results, labelled, otherMachine)), 0o600))
+        content: "{{ {'check hgx': check_hgx, 'check ready': check_ready, 'check dry': check_dry, 'plan hgx': plan_hgx, 'label dry': label_dry, 'label': label, 'label again': label_again, 'other arch': other_arch, 'no arch': no_arch} | to_json }}"
+`, hgx, ready, results, labelled, otherMachine, selected, ignored)), 0o600))
 	hgxBefore := treeHash(t, hgx)
 	kubelet := filepath.Join(labelled, "etc/default/kubelet")
 	kubeletBefore, err := os.ReadFile(kubelet)
@@ -262,6 +277,19 @@ func TestAnsibleModulesLocal(t *testing.T) {
 		assert.Equal(t, want["modes"], res["report"].(map[string]any)["modes"], task)
 		assert.Equal(t, false, res["changed"], task)
 	}
+	// check mode runs check (not skipped) with the task's select, ignore and skip
+	checkDry := run["check dry"]
+	assert.NotContains(t, checkDry, "skipped", "check supports check mode")
+	wantDry, _, c := gpuprep(t, "check", "--root", hgx, "--mode", "vm-passthrough", "--select", selected, "--ignore", ignored, "--skip", "node.label", "-o", "json")
+	var wantRep map[string]any
+	require.NoError(t, json.Unmarshal([]byte(wantDry), &wantRep))
+	assert.Equal(t, wantRep["findings"], checkDry["report"].(map[string]any)["findings"])
+	assert.Equal(t, wantRep["gpus"], checkDry["report"].(map[string]any)["gpus"])
+	assert.Len(t, checkDry["report"].(map[string]any)["gpus"], 1, "select")
+	assert.Equal(t, float64(c), checkDry["exit_code"])
+	assert.Equal(t, false, checkDry["changed"])
+	blockers, _ := checkDry["report"].(map[string]any)["modes"].(map[string]any)["vm-passthrough"].(map[string]any)["blockers"].([]any)
+	assert.NotContains(t, blockers, ignored, "ignore")
 	assert.Equal(t, false, run["check hgx"]["ready"])
 	assert.Equal(t, true, run["check ready"]["ready"])
 

@@ -76,3 +76,51 @@ func TestAnsiblePrepareRoleReboots(t *testing.T) {
 	_, errs, c := gpuprep(t, "check", "--root", root, "--mode", "vm-passthrough")
 	assert.Equal(t, exitOK, c, errs)
 }
+
+// The example playbook for real (not in check mode) over three loopback
+// sshd hosts, with the test binary as the module so that apply changes
+// fixture roots: the canary (VT-x off in the firmware, which no step
+// changes) fails, and the play stops there: the two other hosts, whose
+// roots apply would change (IOMMU off in the kernel), are not in the
+// PLAY RECAP and their roots are byte for byte what they were.
+func TestAnsibleCanaryStopsTheRealPlay(t *testing.T) {
+	env := sshdtest.Shared(t, "ans")
+	dir := ansibleFixtureCollection(t)
+	nodes, err := os.MkdirTemp(env.Dir, "ansible-canary-")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(nodes) })
+	kh := filepath.Join(dir, "known_hosts")
+	var inv strings.Builder
+	inv.WriteString("[gpu_nodes]\n")
+	roots := map[string]string{}
+	for i, h := range []struct{ name, fixture string }{{"canary", "vtx-disabled"}, {"n2", "iommu-off-kernel"}, {"n3", "iommu-off-kernel"}} {
+		root := filepath.Join(nodes, h.name)
+		require.NoError(t, fixture.Build(h.fixture, root))
+		withTools(t, root)
+		roots[h.name] = root
+		s := env.Start(t, fmt.Sprintf("127.0.4.%d", i+11))
+		sshdtest.Trust(t, kh, false, s)
+		fmt.Fprintf(&inv, "%s ansible_host=%s ansible_port=%d ansible_python_interpreter=/usr/bin/python3 gpuprep_root=%s\n", h.name, s.Host, s.Port, root)
+	}
+	out, err := exec.Command("chown", "-R", env.User+":", nodes).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	before := map[string]string{}
+	for _, h := range []string{"n2", "n3"} {
+		before[h] = treeHash(t, roots[h])
+		// what apply would do there: it is not ready, and the plan changes it
+		_, _, c := gpuprep(t, "check", "--root", roots[h], "--mode", "vm-passthrough")
+		require.Equal(t, exitNotReady, c)
+	}
+	sshGroupVars(&inv, env, kh)
+	invFile := filepath.Join(dir, "hosts.ini")
+	require.NoError(t, os.WriteFile(invFile, []byte(inv.String()), 0o600))
+	ansibleOverSSH(t, env)
+
+	play, code := ansiblePlaybook(t, "-i", invFile, "gpuprep.node.prepare")
+	assert.Equal(t, 2, code, play)
+	assert.Equal(t, map[string]string{"canary": "1"}, recap(play), play)
+	assert.Regexp(t, `fatal: \[canary\]: FAILED! => .*cpu\.virtualization`, play)
+	for _, h := range []string{"n2", "n3"} {
+		assert.Equal(t, before[h], treeHash(t, roots[h]), "%s untouched", h)
+	}
+}
