@@ -340,47 +340,75 @@ func newSummaryBuilder(f *FleetReport) *summaryBuilder {
 // add counts host h, the i-th of the inventory, and fills its verdict
 // (and a fleet run's outcome).
 func (sb *summaryBuilder) add(i int, h *FleetHost) {
-	f, s := sb.f, &sb.s
-	s.Hosts++
-	s.Statuses[h.Status]++
-	if len(f.Command) > 0 && f.Rollout == nil && h.ExitCode != nil {
-		h.Outcome = RunOutcome(*h.ExitCode)
-	}
-	if h.Outcome != "" {
-		if s.Outcomes == nil {
-			s.Outcomes = map[string]int{}
-		}
-		s.Outcomes[h.Outcome]++
-	}
+	sb.s.Hosts++
+	sb.s.Statuses[h.Status]++
+	sb.countOutcome(h)
 	if h.Report != nil {
 		h.Verdict = Verdict(h.Report)
 	}
-	verdict := h.Verdict
-	if f.Rollout != nil && h.Outcome != "" && h.Outcome != OutcomeSkipped {
-		// fleet apply: the outcome is the host's verdict (its
-		// report, if any, is apply's closing check)
-		switch h.Outcome {
-		case OutcomeReady:
-			verdict = VerdictReady
-		case OutcomeCancelled:
-			verdict = VerdictUnknown
-		default: // failed, reboot-needed, rolled back
-			verdict = VerdictNotReady
-		}
-	} else if h.Report == nil {
+	verdict, ok := sb.verdict(h)
+	if !ok {
 		return
 	}
-	switch verdict {
-	case VerdictReady:
-		s.Ready++
-	case VerdictNotReady:
-		s.NotReady++
-	default:
-		s.Unknown++
-	}
+	sb.countVerdict(verdict)
 	if h.Report == nil || h.Rollback != nil {
 		return // no report, or one of the node before its rollback
 	}
+	sb.spreadFindings(i, h)
+}
+
+// countOutcome counts h's outcome, first made from its exit code on a fleet
+// run.
+func (sb *summaryBuilder) countOutcome(h *FleetHost) {
+	s := &sb.s
+	if len(sb.f.Command) > 0 && sb.f.Rollout == nil && h.ExitCode != nil {
+		h.Outcome = RunOutcome(*h.ExitCode)
+	}
+	if h.Outcome == "" {
+		return
+	}
+	if s.Outcomes == nil {
+		s.Outcomes = map[string]int{}
+	}
+	s.Outcomes[h.Outcome]++
+}
+
+// verdict is the verdict h counts under; false when it counts under none
+// (no report, and no fleet apply outcome standing for one).
+func (sb *summaryBuilder) verdict(h *FleetHost) (string, bool) {
+	if sb.f.Rollout != nil && h.Outcome != "" && h.Outcome != OutcomeSkipped {
+		// fleet apply: the outcome is the host's verdict (its
+		// report, if any, is apply's closing check)
+		return outcomeVerdict(h.Outcome), true
+	}
+	return h.Verdict, h.Report != nil
+}
+
+// outcomeVerdict is the verdict of a fleet apply outcome.
+func outcomeVerdict(outcome string) string {
+	switch outcome {
+	case OutcomeReady:
+		return VerdictReady
+	case OutcomeCancelled:
+		return VerdictUnknown
+	}
+	return VerdictNotReady // failed, reboot-needed, rolled back
+}
+
+func (sb *summaryBuilder) countVerdict(verdict string) {
+	switch verdict {
+	case VerdictReady:
+		sb.s.Ready++
+	case VerdictNotReady:
+		sb.s.NotReady++
+	default:
+		sb.s.Unknown++
+	}
+}
+
+// spreadFindings notes, per check, that h judged it and, per failing (or
+// erring) check, h's name.
+func (sb *summaryBuilder) spreadFindings(i int, h *FleetHost) {
 	seen := map[spreadKey]bool{}
 	seenCheck := map[string]bool{}
 	for _, fd := range h.Report.Findings {
@@ -459,20 +487,41 @@ func FleetJSON(w io.Writer, f *FleetReport) error {
 	if err != nil {
 		return err
 	}
+	return spliceHosts(w, pre, post, len(hosts), func(i int) ([]byte, error) { return hosts[i], nil })
+}
+
+// spliceHosts writes a fleet report's JSON from its head cut where the
+// hosts go (pre, post: fleetHead) and the n hosts' entries (host(i) is the
+// i-th, indented for its place), laid out as json.Encoder with
+// SetIndent("", "  ") lays out the whole; an error from host stops it.
+func spliceHosts(w io.Writer, pre, post []byte, n int, host func(i int) ([]byte, error)) error {
 	bw := bufio.NewWriterSize(w, 64<<10)
-	bw.Write(pre)
-	for k, hb := range hosts {
-		if k > 0 {
-			bw.WriteByte(',')
+	if _, err := bw.Write(pre); err != nil {
+		return err
+	}
+	for i := range n {
+		b, err := host(i)
+		if err != nil {
+			return err
 		}
-		bw.WriteString("\n    ")
-		bw.Write(hb)
+		sep := ",\n    "
+		if i == 0 {
+			sep = sep[1:]
+		}
+		if _, err := bw.WriteString(sep); err != nil {
+			return err
+		}
+		if _, err := bw.Write(b); err != nil {
+			return err
+		}
 	}
-	if len(f.Hosts) > 0 {
-		bw.WriteString("\n  ")
+	end := string(post) + "\n"
+	if n > 0 {
+		end = "\n  " + end
 	}
-	bw.Write(post)
-	bw.WriteByte('\n')
+	if _, err := bw.WriteString(end); err != nil {
+		return err
+	}
 	return bw.Flush()
 }
 
@@ -766,56 +815,88 @@ func joinNotes(a, b string) string {
 // counted over its hosts).
 func summaryLine(f *FleetReport) (string, error) {
 	if f.single && f.Mode == "" && len(f.Hosts) == 1 && f.Hosts[0].Report != nil {
-		// one host judged for every mode: each mode's readiness, as check's
-		// own report says it (its "ready" is for every mode at once)
-		r := f.Hosts[0].Report
-		var parts []string
-		for _, m := range preflight.Modes {
-			mr := r.Modes[m]
-			switch {
-			case mr == nil:
-			case mr.Ready:
-				parts = append(parts, string(m)+" ready")
-			case len(mr.Blockers) > 0:
-				parts = append(parts, string(m)+" not ready ("+strings.Join(mr.Blockers, ", ")+")")
-			case len(mr.Unknown) > 0:
-				why := strings.Join(mr.Unknown, ", ")
-				if len(mr.Skipped) > 0 {
-					why += "; skipped: " + strings.Join(mr.Skipped, ", ")
-				}
-				parts = append(parts, string(m)+" unknown ("+why+")")
-			default:
-				parts = append(parts, string(m)+" not evaluated (skipped: "+strings.Join(mr.Skipped, ", ")+")")
-			}
-		}
-		return strings.Join(parts, "; "), nil
+		return modesLine(f.Hosts[0].Report), nil
+	}
+	if f.Rollout != nil {
+		return rolloutLine(f)
 	}
 	s := f.Summary
 	parts := []string{plural.N(s.Hosts, "host")}
-	if f.Rollout != nil {
-		n := map[string]int{}
-		if err := f.eachHost(func(_ int, h *FleetHost) error { n[h.Outcome]++; return nil }); err != nil {
-			return "", err
-		}
-		for _, o := range []string{OutcomeReady, OutcomeRebootNeeded, OutcomeFailed, OutcomeRolledBack, OutcomeRollbackFailed, OutcomeCancelled, OutcomeSkipped} {
-			if n[o] > 0 || o == OutcomeReady {
-				parts = append(parts, fmt.Sprintf("%d %s", n[o], o))
-			}
-		}
-		return strings.Join(parts, ", "), nil
-	}
 	if len(f.Command) > 0 {
-		for _, o := range runOutcomes {
-			if s.Outcomes[o] > 0 || o == OutcomeOK {
-				parts = append(parts, fmt.Sprintf("%d %s", s.Outcomes[o], o))
-			}
-		}
+		parts = append(parts, runOutcomeCounts(s)...)
 	} else {
 		parts = append(parts, fmt.Sprintf("%d ready", s.Ready), fmt.Sprintf("%d not ready", s.NotReady))
 		if s.Unknown > 0 {
 			parts = append(parts, fmt.Sprintf("%d unknown", s.Unknown))
 		}
 	}
+	if st := notEvaluated(s); len(st) > 0 {
+		parts = append(parts, "not evaluated: "+strings.Join(st, ", "))
+	}
+	return strings.Join(parts, ", "), nil
+}
+
+// modesLine is one host judged for every mode: each mode's readiness, as
+// check's own report says it (its "ready" is for every mode at once).
+func modesLine(r *Report) string {
+	var parts []string
+	for _, m := range preflight.Modes {
+		if mr := r.Modes[m]; mr != nil {
+			parts = append(parts, string(m)+" "+modeReadiness(mr))
+		}
+	}
+	return strings.Join(parts, "; ")
+}
+
+// modeReadiness is "ready", "not ready (BLOCKERS)", "unknown (WHY)" or
+// "not evaluated (skipped: IDS)".
+func modeReadiness(mr *preflight.ModeResult) string {
+	switch {
+	case mr.Ready:
+		return "ready"
+	case len(mr.Blockers) > 0:
+		return "not ready (" + strings.Join(mr.Blockers, ", ") + ")"
+	case len(mr.Unknown) > 0:
+		why := strings.Join(mr.Unknown, ", ")
+		if len(mr.Skipped) > 0 {
+			why += "; skipped: " + strings.Join(mr.Skipped, ", ")
+		}
+		return "unknown (" + why + ")"
+	}
+	return "not evaluated (skipped: " + strings.Join(mr.Skipped, ", ") + ")"
+}
+
+// rolloutLine is fleet apply's summary line: the hosts, then how many
+// ended in each outcome (ready always, the others when some did).
+func rolloutLine(f *FleetReport) (string, error) {
+	n := map[string]int{}
+	if err := f.eachHost(func(_ int, h *FleetHost) error { n[h.Outcome]++; return nil }); err != nil {
+		return "", err
+	}
+	parts := []string{plural.N(f.Summary.Hosts, "host")}
+	for _, o := range []string{OutcomeReady, OutcomeRebootNeeded, OutcomeFailed, OutcomeRolledBack, OutcomeRollbackFailed, OutcomeCancelled, OutcomeSkipped} {
+		if n[o] > 0 || o == OutcomeReady {
+			parts = append(parts, fmt.Sprintf("%d %s", n[o], o))
+		}
+	}
+	return strings.Join(parts, ", "), nil
+}
+
+// runOutcomeCounts are fleet run's outcomes counted: ok always, the others
+// when some host had them.
+func runOutcomeCounts(s FleetSummary) []string {
+	var parts []string
+	for _, o := range runOutcomes {
+		if s.Outcomes[o] > 0 || o == OutcomeOK {
+			parts = append(parts, fmt.Sprintf("%d %s", s.Outcomes[o], o))
+		}
+	}
+	return parts
+}
+
+// notEvaluated counts the hosts not evaluated, by status ("2 unreachable"),
+// sorted.
+func notEvaluated(s FleetSummary) []string {
 	var st []string
 	for k, n := range s.Statuses {
 		if k != "evaluated" {
@@ -823,10 +904,7 @@ func summaryLine(f *FleetReport) (string, error) {
 		}
 	}
 	sort.Strings(st)
-	if len(st) > 0 {
-		parts = append(parts, "not evaluated: "+strings.Join(st, ", "))
-	}
-	return strings.Join(parts, ", "), nil
+	return st
 }
 
 // Counts reports whether a finding counts for the report's mode (every

@@ -32,36 +32,7 @@ func cutFleet(b []byte) *Document {
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
 		return nil
 	}
-	head := map[string]json.RawMessage{}
-	var hosts []FleetHost
-	inHosts := false
-	for dec.More() {
-		tok, err := dec.Token()
-		key, ok := tok.(string)
-		if err != nil || !ok {
-			break
-		}
-		if key != "hosts" {
-			var v json.RawMessage
-			if dec.Decode(&v) != nil {
-				break
-			}
-			head[key] = v
-			continue
-		}
-		if tok, err := dec.Token(); err != nil || tok != json.Delim('[') {
-			break
-		}
-		inHosts = true
-		for dec.More() {
-			var h FleetHost
-			if dec.Decode(&h) != nil {
-				break
-			}
-			hosts = append(hosts, h)
-		}
-		break
-	}
+	head, hosts, inHosts := cutFields(dec)
 	hb, err := json.Marshal(head)
 	if err != nil || !inHosts {
 		return nil
@@ -74,4 +45,45 @@ func cutFleet(b []byte) *Document {
 	f.Planned, f.Hosts, f.Interrupted = 0, hosts, true
 	f.Finish()
 	return &Document{Fleet: f, Cut: cut}
+}
+
+// cutFields reads a fleet report's top-level fields up to where the file
+// ends: each field of the head written whole, then the host entries written
+// whole; inHosts is false when the file ends before the hosts' array.
+func cutFields(dec *json.Decoder) (head map[string]json.RawMessage, hosts []FleetHost, inHosts bool) {
+	head = map[string]json.RawMessage{}
+	for dec.More() {
+		tok, err := dec.Token()
+		key, ok := tok.(string)
+		if err != nil || !ok {
+			break
+		}
+		if key == "hosts" {
+			hosts, inHosts = wholeHosts(dec)
+			break
+		}
+		var v json.RawMessage
+		if dec.Decode(&v) != nil {
+			break
+		}
+		head[key] = v
+	}
+	return head, hosts, inHosts
+}
+
+// wholeHosts reads the entries of the hosts' array written whole; false
+// when what follows is no array.
+func wholeHosts(dec *json.Decoder) ([]FleetHost, bool) {
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('[') {
+		return nil, false
+	}
+	var hosts []FleetHost
+	for dec.More() {
+		var h FleetHost
+		if dec.Decode(&h) != nil {
+			break
+		}
+		hosts = append(hosts, h)
+	}
+	return hosts, true
 }

@@ -78,7 +78,7 @@ func streamed(t *testing.T, f *FleetReport) *FleetStream {
 	t.Helper()
 	st, err := NewFleetStream(filepath.Join(t.TempDir(), "fleet.json"), &FleetReport{Mode: f.Mode, Command: f.Command, Rollout: f.Rollout}, len(f.Hosts))
 	require.NoError(t, err)
-	t.Cleanup(func() { st.Close(f.Interrupted) })
+	t.Cleanup(func() { require.NoError(t, st.Close(f.Interrupted)) })
 	for i := len(f.Hosts) - 1; i >= 0; i-- {
 		h := f.Hosts[i]
 		require.NoError(t, st.Add(i, &h))

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -54,7 +55,7 @@ func NewFleetStream(path string, head *FleetReport, n int) (*FleetStream, error)
 	}
 	if err != nil {
 		if s.f != nil {
-			s.f.Close()
+			err = errors.Join(err, s.f.Close())
 		}
 		return nil, err
 	}
@@ -62,8 +63,7 @@ func NewFleetStream(path string, head *FleetReport, n int) (*FleetStream, error)
 	running.Planned = n
 	pre, _, err := fleetHead(&running)
 	if err != nil {
-		s.f.Close()
-		return nil, err
+		return nil, errors.Join(err, s.f.Close())
 	}
 	s.w = bufio.NewWriterSize(s.f, 64<<10)
 	s.write(pre)
@@ -152,29 +152,18 @@ func (s *FleetStream) WriteJSON(w io.Writer, interrupted bool) error {
 	if err != nil {
 		return err
 	}
-	bw := bufio.NewWriterSize(w, 64<<10)
-	bw.Write(pre)
 	var buf []byte
-	for i, sp := range s.at {
+	return spliceHosts(w, pre, post, len(s.at), func(i int) ([]byte, error) {
+		sp := s.at[i]
 		if sp.n == 0 {
-			return fmt.Errorf("fleet report: host %d never added", i)
+			return nil, fmt.Errorf("fleet report: host %d never added", i)
 		}
-		if i > 0 {
-			bw.WriteByte(',')
-		}
-		bw.WriteString("\n    ")
 		buf = growTo(buf, sp.n)
 		if _, err := s.f.ReadAt(buf, sp.off); err != nil {
-			return fmt.Errorf("fleet report: reading back host %d: %w", i, err)
+			return nil, fmt.Errorf("fleet report: reading back host %d: %w", i, err)
 		}
-		bw.Write(buf)
-	}
-	if len(s.at) > 0 {
-		bw.WriteString("\n  ")
-	}
-	bw.Write(post)
-	bw.WriteByte('\n')
-	return bw.Flush()
+		return buf, nil
+	})
 }
 
 func growTo(b []byte, n int) []byte {
@@ -253,19 +242,24 @@ func (s *FleetStream) Close(interrupted bool) error {
 	if err != nil {
 		return err
 	}
-	defer os.Remove(tmp.Name())
-	if err := s.WriteJSON(tmp, interrupted); err != nil {
-		tmp.Close()
-		return err
+	err = s.writeFile(tmp, interrupted)
+	if err == nil {
+		err = os.Rename(tmp.Name(), s.path)
 	}
-	if err := tmp.Chmod(0o600); err != nil {
-		tmp.Close()
-		return err
+	if err != nil {
+		return errors.Join(err, os.Remove(tmp.Name()))
 	}
-	if err := tmp.Close(); err != nil {
-		return err
+	return nil
+}
+
+// writeFile writes the complete document to f, readable by its owner only,
+// and closes f.
+func (s *FleetStream) writeFile(f *os.File, interrupted bool) error {
+	err := s.WriteJSON(f, interrupted)
+	if err == nil {
+		err = f.Chmod(0o600)
 	}
-	return os.Rename(tmp.Name(), s.path)
+	return errors.Join(err, f.Close())
 }
 
 func dirOf(p string) string { return filepath.Dir(p) }

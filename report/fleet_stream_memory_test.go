@@ -54,7 +54,7 @@ func bigHost(i int) FleetHost {
 func liveWhileRendering(t *testing.T, n int, format string) uint64 {
 	st, err := NewFleetStream(filepath.Join(t.TempDir(), "fleet.json"), &FleetReport{Mode: "vm-passthrough"}, n)
 	require.NoError(t, err)
-	defer st.Close(false)
+	defer func() { require.NoError(t, st.Close(false)) }()
 	for i := range n {
 		h := bigHost(i)
 		require.NoError(t, st.Add(i, &h))

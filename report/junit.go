@@ -122,64 +122,70 @@ func FleetJUnit(w io.Writer, f *FleetReport) error {
 // then one per finding.
 func hostSuite(f *FleetReport, hp *FleetHost) junitSuite {
 	h := *hp
-	s := junitSuite{Name: h.Name, Hostname: h.Address, Time: seconds(h.DurationMs),
-		Properties: []junitProperty{{"status", h.Status}}}
-	if h.Verdict != "" {
-		s.Properties = append(s.Properties, junitProperty{"verdict", h.Verdict})
-	}
-	if h.Report != nil {
-		if sk := Skipped(h.Report); len(sk) > 0 {
-			s.Properties = append(s.Properties, junitProperty{"skipped", strings.Join(sk, ",")})
-		}
-	}
-	if h.Mode != "" {
-		s.Properties = append(s.Properties, junitProperty{"mode", h.Mode})
-	}
-	if h.Phase != "" {
-		s.Properties = append(s.Properties, junitProperty{"phase", h.Phase})
-	}
-	if h.Outcome != "" {
-		s.Properties = append(s.Properties, junitProperty{"outcome", h.Outcome})
-	}
-	if n := h.RebootNote(); n != "" {
-		s.Properties = append(s.Properties, junitProperty{"reboot", n})
-	}
-	if n := h.RollbackNote(); n != "" {
-		s.Properties = append(s.Properties, junitProperty{"rollback", n})
-	}
+	s := junitSuite{Name: h.Name, Hostname: h.Address, Time: seconds(h.DurationMs), Properties: hostProperties(&h)}
 	class := "gpuprep." + h.Name
 	names := map[string]int{}
-	add := func(c junitCase) {
-		names[c.Name]++
-		if n := names[c.Name]; n > 1 {
-			c.Name = fmt.Sprintf("%s (%d)", c.Name, n)
-		}
-		switch {
-		case c.Failure != nil:
-			s.Failures++
-		case c.Error != nil:
-			s.Errors++
-		case c.Skipped != nil:
-			s.Skipped++
-		}
-		s.Cases = append(s.Cases, c)
-	}
-	switch {
-	case f.Rollout != nil:
-		add(applyCase(h, class))
-	case len(f.Command) > 0 && h.Status == "evaluated":
-		add(runCase(f, h, class))
-	case h.Report == nil:
-		add(junitCase{Name: "connect and run gpuprep", Classname: class, Time: seconds(h.DurationMs),
-			Error: &junitProblem{Message: h.Error, Type: h.Status, Text: h.Error}})
+	if c, ok := hostRunCase(f, &h, class); ok {
+		s.add(names, c)
 	}
 	if h.Report != nil {
 		for _, fd := range h.Report.Findings {
-			add(findingCase(h.Report, fd, class))
+			s.add(names, findingCase(h.Report, fd, class))
 		}
 	}
 	s.Tests = len(s.Cases)
 	return s
+}
+
+// hostProperties are a host's status, then those of its verdict, skipped
+// checks, mode, phase, outcome, reboot and rollback that it has.
+func hostProperties(h *FleetHost) []junitProperty {
+	skipped := ""
+	if h.Report != nil {
+		skipped = strings.Join(Skipped(h.Report), ",")
+	}
+	ps := []junitProperty{{"status", h.Status}}
+	for _, p := range []junitProperty{{"verdict", h.Verdict}, {"skipped", skipped}, {"mode", h.Mode}, {"phase", h.Phase},
+		{"outcome", h.Outcome}, {"reboot", h.RebootNote()}, {"rollback", h.RollbackNote()}} {
+		if p.Value != "" {
+			ps = append(ps, p)
+		}
+	}
+	return ps
+}
+
+// hostRunCase is the testcase for what fleet apply or fleet run did on h,
+// or for why gpuprep did not run there; false when there is none (a fleet
+// check's host that was evaluated).
+func hostRunCase(f *FleetReport, h *FleetHost, class string) (junitCase, bool) {
+	switch {
+	case f.Rollout != nil:
+		return applyCase(*h, class), true
+	case len(f.Command) > 0 && h.Status == "evaluated":
+		return runCase(f, *h, class), true
+	case h.Report == nil:
+		return junitCase{Name: "connect and run gpuprep", Classname: class, Time: seconds(h.DurationMs),
+			Error: &junitProblem{Message: h.Error, Type: h.Status, Text: h.Error}}, true
+	}
+	return junitCase{}, false
+}
+
+// add adds testcase c, counted by its result; a name the suite has already
+// is numbered ("NAME (2)"), names counting each name so far.
+func (s *junitSuite) add(names map[string]int, c junitCase) {
+	names[c.Name]++
+	if n := names[c.Name]; n > 1 {
+		c.Name = fmt.Sprintf("%s (%d)", c.Name, n)
+	}
+	switch {
+	case c.Failure != nil:
+		s.Failures++
+	case c.Error != nil:
+		s.Errors++
+	case c.Skipped != nil:
+		s.Skipped++
+	}
+	s.Cases = append(s.Cases, c)
 }
 
 // findingCase is a finding's testcase: named check, subject and, when

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -113,18 +114,12 @@ func (c *applyCmd) run(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
-	out, errw := cmd.OutOrStdout(), cmd.ErrOrStderr()
+	out := cmd.OutOrStdout()
 	text := c.output == "text"
-	blocked := p.Blocked() // apply fails before changing anything: nothing to confirm
-	if !p.Empty() && !c.yes && blocked == nil {
-		if !c.g.dep().stdinTTY() {
-			return usageErr("apply changes this node: run it on a terminal to confirm, or pass --yes (see gpuprep plan --mode %s for what it does)", p.Mode)
-		}
-		printProvisionPlan(errw, p)
-		fmt.Fprint(errw, "\nApply these steps? [y/N] ")
-		ans, _ := bufio.NewReader(c.g.dep().confirmInput).ReadString('\n')
-		if a := strings.ToLower(strings.TrimSpace(ans)); a != "y" && a != "yes" {
-			return &exitError{code: exitNotReady, err: errors.New("not confirmed: nothing was changed")}
+	// a blocked plan fails before changing anything: nothing to confirm
+	if !p.Empty() && !c.yes && p.Blocked() == nil {
+		if err := c.confirm(cmd.ErrOrStderr(), p); err != nil {
+			return err
 		}
 	}
 	c.g.changing.Store(true) // from here an interrupt finishes the step in progress
@@ -150,33 +145,68 @@ func (c *applyCmd) run(cmd *cobra.Command) error {
 	if s := strings.TrimSpace(log.String()); s != "" {
 		res.Log = strings.Split(s, "\n")
 	}
-	var code int
+	code, err := c.closingCheck(root, &res, aerr)
+	if err != nil {
+		return err
+	}
+	if err := writeApplyResult(out, text, &res); err != nil {
+		return err
+	}
+	return applyExit(aerr, code)
+}
+
+// confirm shows the plan on errw and asks whether to apply it; an error
+// unless the answer is yes (on no terminal, without asking).
+func (c *applyCmd) confirm(errw io.Writer, p *provision.Plan) error {
+	if !c.g.dep().stdinTTY() {
+		return usageErr("apply changes this node: run it on a terminal to confirm, or pass --yes (see gpuprep plan --mode %s for what it does)", p.Mode)
+	}
+	printProvisionPlan(errw, p)
+	fmt.Fprint(errw, "\nApply these steps? [y/N] ")
+	ans, _ := bufio.NewReader(c.g.dep().confirmInput).ReadString('\n')
+	if a := strings.ToLower(strings.TrimSpace(ans)); a != "y" && a != "yes" {
+		return &exitError{code: exitNotReady, err: errors.New("not confirmed: nothing was changed")}
+	}
+	return nil
+}
+
+// closingCheck is apply's exit code: 1 when it failed (aerr, recorded in
+// res), 4 when a reboot is needed, else check's, run now (its report in
+// res).
+func (c *applyCmd) closingCheck(root *host.Root, res *applyResult, aerr error) (int, error) {
 	switch {
 	case aerr != nil:
 		res.Error = aerr.Error()
-		code = exitNotReady
-	case oc.Reboot:
-		code = exitNeedReboot
-	default:
-		rep, cerr := c.check(root)
-		if cerr != nil {
-			return cerr
-		}
-		res.Report = rep
-		code = exitCode(rep)
+		return exitNotReady, nil
+	case res.Outcome.Reboot:
+		return exitNeedReboot, nil
 	}
+	rep, err := c.check(root)
+	if err != nil {
+		return 0, err
+	}
+	res.Report = rep
+	return exitCode(rep), nil
+}
+
+// writeApplyResult writes res as JSON, or in text its closing check's
+// report (the steps were written as they ran).
+func writeApplyResult(out io.Writer, text bool, res *applyResult) error {
 	if !text {
 		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")
-		if err := enc.Encode(res); err != nil {
-			return err
-		}
-	} else if res.Report != nil {
-		fmt.Fprintln(out)
-		if err := report.Text(out, res.Report); err != nil {
-			return err
-		}
+		return enc.Encode(res)
 	}
+	if res.Report == nil {
+		return nil
+	}
+	fmt.Fprintln(out)
+	return report.Text(out, res.Report)
+}
+
+// applyExit is apply's exit: code, and for a failure (aerr) what to do
+// next.
+func applyExit(aerr error, code int) error {
 	var rerr *provision.RebootError
 	switch {
 	case errors.Is(aerr, provision.ErrInterrupted):

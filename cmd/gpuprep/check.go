@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"fmt"
+	"io"
 	"runtime/debug"
 	"strings"
 	"time"
@@ -80,19 +81,9 @@ Exit codes:
 }
 
 func (c *checkCmd) run(cmd *cobra.Command) error {
-	var mode preflight.Mode
-	if c.mode != "" {
-		m, err := preflight.ParseMode(c.mode)
-		if err != nil {
-			return usageErr("--mode: %v", err)
-		}
-		mode = m
-	}
-	if !validFormat(c.output) && c.output != "nfd" {
-		return usageErr("--output %q: want text, json, junit, markdown, html or nfd", c.output)
-	}
-	if c.compact && c.output != "json" {
-		return usageErr("--compact is for -o json, not -o %s", c.output)
+	mode, err := c.checkFlags()
+	if err != nil {
+		return err
 	}
 	rel, err := deviceplugin.Lookup(cmp.Or(c.devicePlugin, deviceplugin.Default))
 	if err != nil {
@@ -127,25 +118,54 @@ func (c *checkCmd) run(cmd *cobra.Command) error {
 	for _, n := range rep.NameResources(rel) {
 		fmt.Fprintln(cmd.ErrOrStderr(), "gpuprep: note:", n)
 	}
-	out := cmd.OutOrStdout()
-	switch {
-	case c.compact:
-		err = report.CompactJSON(out, rep)
-	case c.output == "nfd":
-		err = report.NFD(out, rep, nfdOptions(c.nfdTTL))
-	case c.output != "text":
-		err = report.Render(out, &report.Document{Host: rep}, c.output)
-	default:
-		err = report.TextWith(out, rep, report.TextOptions{Verbose: c.verbose})
-		if err == nil && len(rep.GPUs) == 0 && sel.Default() && root.IsLive() {
-			fmt.Fprintln(out, "\nThis host has no NVIDIA GPU. To see the report of a GPU node, run gpuprep against a snapshot or fixture root, e.g. `make run` shows the bundled example node (testdata/roots/hgx-h200).")
-		}
-	}
-	if err != nil {
+	// on a live host with no GPU (every device looked at), a hint where to
+	// see a GPU node's report
+	noGPUHint := len(rep.GPUs) == 0 && sel.Default() && root.IsLive()
+	if err := c.write(cmd.OutOrStdout(), rep, noGPUHint); err != nil {
 		return err
 	}
 	fmt.Fprintln(cmd.ErrOrStderr(), "gpuprep:", sanitize.Terminal(judged))
 	return &exitError{code: exitCode(rep)}
+}
+
+// checkFlags validates --mode, --output and --compact, and returns the
+// mode ("": every mode).
+func (c *checkCmd) checkFlags() (preflight.Mode, error) {
+	var mode preflight.Mode
+	if c.mode != "" {
+		m, err := preflight.ParseMode(c.mode)
+		if err != nil {
+			return "", usageErr("--mode: %v", err)
+		}
+		mode = m
+	}
+	if !validFormat(c.output) && c.output != "nfd" {
+		return "", usageErr("--output %q: want text, json, junit, markdown, html or nfd", c.output)
+	}
+	if c.compact && c.output != "json" {
+		return "", usageErr("--compact is for -o json, not -o %s", c.output)
+	}
+	return mode, nil
+}
+
+// write writes the report in the format asked for (in text, then the
+// no-GPU hint when noGPUHint).
+func (c *checkCmd) write(out io.Writer, rep *report.Report, noGPUHint bool) error {
+	switch {
+	case c.compact:
+		return report.CompactJSON(out, rep)
+	case c.output == "nfd":
+		return report.NFD(out, rep, nfdOptions(c.nfdTTL))
+	case c.output != "text":
+		return report.Render(out, &report.Document{Host: rep}, c.output)
+	}
+	if err := report.TextWith(out, rep, report.TextOptions{Verbose: c.verbose}); err != nil {
+		return err
+	}
+	if noGPUHint {
+		fmt.Fprintln(out, "\nThis host has no NVIDIA GPU. To see the report of a GPU node, run gpuprep against a snapshot or fixture root, e.g. `make run` shows the bundled example node (testdata/roots/hgx-h200).")
+	}
+	return nil
 }
 
 // exitCode is the verdict's exit code (report.Verdict, which fleet check

@@ -249,8 +249,11 @@ func (c *fleetCmd) each(cmd *cobra.Command, fn func(h *report.FleetHost) error) 
 	if err != nil || st == nil {
 		return false, err
 	}
-	defer st.Close(interrupted)
-	return true, st.Each(fn)
+	err = st.Each(fn)
+	if cerr := st.Close(interrupted); err == nil {
+		err = cerr
+	}
+	return true, err
 }
 
 // stream runs gpuprep (check, or command) on every selected host, each
@@ -348,7 +351,10 @@ func (c *fleetCmd) gather(ctx context.Context, runner *fleet.Runner, hosts []*fl
 		}
 	}
 	if addErr != nil {
-		st.Close(true)
+		// the report file stays as the stream left it, cut short (report
+		// render reads it so): its rewrite in inventory order needs every
+		// host added, which addErr says failed
+		_ = st.Close(true)
 		return nil, addErr
 	}
 	return st, nil
@@ -484,7 +490,8 @@ func (c *fleetCmd) connect(cmd *cobra.Command) (_ *fleetSession, err error) {
 	}
 	if ag, closer := fleet.AgentFromEnv(); ag != nil {
 		tr.Agent = ag
-		sess.done = append(sess.done, func() { closer.Close() })
+		// the agent's socket: nothing written there is lost on its close
+		sess.done = append(sess.done, func() { _ = closer.Close() })
 	}
 
 	ctx := cmd.Context()

@@ -159,24 +159,9 @@ func (a *fleetApply) vgpuArgs(h *fleet.Host) []string {
 // (the config in the local file, and the label value, valid), and that no
 // vGPU flag is given without a vm-vgpu host.
 func (a *fleetApply) checkVGPU(hosts []*fleet.Host) error {
-	a.files = map[string]*fleet.File{}
-	var cfg *vgpu.Config
-	if a.vgpuConfigFile != "" {
-		c, err := vgpu.LoadConfig(a.vgpuConfigFile)
-		if err != nil {
-			return usageErr("--vgpu-config-file: %v", err)
-		}
-		cfg = c
-	}
-	for _, p := range []string{a.vgpuConfigFile, a.driver, a.previousDriver} {
-		if p == "" {
-			continue
-		}
-		f, err := fleet.LoadFile(p)
-		if err != nil {
-			return usageErr("%v", err)
-		}
-		a.files[p] = f
+	cfg, err := a.loadFiles()
+	if err != nil {
+		return err
 	}
 	// The driver is verified where it is installed (the canary's apply
 	// refuses a wrong one before any other host is started): this machine
@@ -188,26 +173,12 @@ func (a *fleetApply) checkVGPU(hosts []*fleet.Host) error {
 			continue
 		}
 		any = true
-		name := a.vgpuConfig
-		if v := h.Var("gpuprep_vgpu_config"); v != "" {
-			name = v
+		m, err := a.checkVGPUHost(h, cfg)
+		if err != nil {
+			return err
 		}
-		switch {
-		case a.vgpuConfigFile == "" && h.Var("gpuprep_vgpu_config_file") == "":
-			miss = append(miss, h.Name+": a vgpu-device-manager config (--vgpu-config-file, or the variable gpuprep_vgpu_config_file)")
-		case name == "":
-			miss = append(miss, h.Name+": the config to create (--vgpu-config, or the variable gpuprep_vgpu_config)")
-		}
-		if name == "" {
-			continue
-		}
-		if err := kube.ValidateLabelValue(kube.VGPUConfigLabel, name); err != nil {
-			return usageErr("%s: vgpu config: %v", h.Name, err)
-		}
-		if cfg != nil && h.Var("gpuprep_vgpu_config_file") == "" {
-			if _, err := cfg.Select(name); err != nil {
-				return usageErr("%s: %v", h.Name, err)
-			}
+		if m != "" {
+			miss = append(miss, m)
 		}
 	}
 	if len(miss) > 0 {
@@ -220,6 +191,60 @@ func (a *fleetApply) checkVGPU(hosts []*fleet.Host) error {
 		return usageErr("--nvswitch applies to vm-passthrough hosts, and no selected host has mode vm-passthrough")
 	}
 	return nil
+}
+
+// loadFiles loads the local files given (--vgpu-config-file, --driver,
+// --previous-driver) into a.files, and returns the vGPU config file's
+// configs (nil when none is given).
+func (a *fleetApply) loadFiles() (*vgpu.Config, error) {
+	a.files = map[string]*fleet.File{}
+	var cfg *vgpu.Config
+	if a.vgpuConfigFile != "" {
+		c, err := vgpu.LoadConfig(a.vgpuConfigFile)
+		if err != nil {
+			return nil, usageErr("--vgpu-config-file: %v", err)
+		}
+		cfg = c
+	}
+	for _, p := range []string{a.vgpuConfigFile, a.driver, a.previousDriver} {
+		if p == "" {
+			continue
+		}
+		f, err := fleet.LoadFile(p)
+		if err != nil {
+			return nil, usageErr("%v", err)
+		}
+		a.files[p] = f
+	}
+	return cfg, nil
+}
+
+// checkVGPUHost checks vm-vgpu host h's config name (valid as a label
+// value, and in cfg, the local config file, when h takes that one); miss
+// says what h lacks ("" when nothing).
+func (a *fleetApply) checkVGPUHost(h *fleet.Host, cfg *vgpu.Config) (miss string, _ error) {
+	name := a.vgpuConfig
+	if v := h.Var("gpuprep_vgpu_config"); v != "" {
+		name = v
+	}
+	switch {
+	case a.vgpuConfigFile == "" && h.Var("gpuprep_vgpu_config_file") == "":
+		miss = h.Name + ": a vgpu-device-manager config (--vgpu-config-file, or the variable gpuprep_vgpu_config_file)"
+	case name == "":
+		miss = h.Name + ": the config to create (--vgpu-config, or the variable gpuprep_vgpu_config)"
+	}
+	if name == "" {
+		return miss, nil
+	}
+	if err := kube.ValidateLabelValue(kube.VGPUConfigLabel, name); err != nil {
+		return "", usageErr("%s: vgpu config: %v", h.Name, err)
+	}
+	if cfg != nil && h.Var("gpuprep_vgpu_config_file") == "" {
+		if _, err := cfg.Select(name); err != nil {
+			return "", usageErr("%s: %v", h.Name, err)
+		}
+	}
+	return miss, nil
 }
 
 func (a *fleetApply) applyArgs(h *fleet.Host) ([]string, error) {
@@ -255,6 +280,52 @@ func (a *fleetApply) rollbackArgs(h *fleet.Host) ([]string, error) {
 }
 
 func (a *fleetApply) run(cmd *cobra.Command) error {
+	if err := a.checkFlags(); err != nil {
+		return err
+	}
+	hosts, err := a.hosts()
+	if err != nil {
+		return err
+	}
+	if err := a.checkHostModes(hosts); err != nil {
+		return err
+	}
+	if err := a.checkVGPU(hosts); err != nil {
+		return err
+	}
+	phases := rollout.Phases(hosts, a.canary, a.batch)
+	if a.dryRun {
+		return a.printPlan(cmd.OutOrStdout(), phases)
+	}
+	if !a.yes {
+		if err := a.confirm(cmd, phases, len(hosts)); err != nil {
+			return err
+		}
+	}
+	sess, err := a.connect(cmd)
+	if err != nil {
+		return err
+	}
+	defer sess.close()
+	for _, f := range a.files {
+		sess.exec.Files = append(sess.exec.Files, f)
+	}
+	st, interrupted, err := rollout.Run(sess.ctx, a.deps(cmd, sess), a.options(), a.plan(phases))
+	if err != nil {
+		return err
+	}
+	err = st.Render(cmd.OutOrStdout(), a.output, interrupted)
+	if cerr := st.Close(interrupted); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	return &exitError{code: rollout.ExitCode(st.Report(interrupted))}
+}
+
+// checkFlags validates fleet apply's own flags, then the connection flags.
+func (a *fleetApply) checkFlags() error {
 	if !validFormat(a.output) {
 		return usageErr("--output %q: want text, json, junit, markdown or html", a.output)
 	}
@@ -275,13 +346,12 @@ func (a *fleetApply) run(cmd *cobra.Command) error {
 	if a.rebootTimeout <= 0 || a.rebootPoll <= 0 {
 		return usageErr("--reboot-timeout and --reboot-poll: want positive durations")
 	}
-	if err := a.checkConnectionFlags(); err != nil {
-		return err
-	}
-	hosts, err := a.hosts()
-	if err != nil {
-		return err
-	}
+	return a.checkConnectionFlags()
+}
+
+// checkHostModes checks that every host has a valid mode, and that no host
+// to --reboot is the machine running the rollout.
+func (a *fleetApply) checkHostModes(hosts []*fleet.Host) error {
 	var noMode []string
 	for _, h := range hosts {
 		if h.Local && a.reboot {
@@ -298,44 +368,26 @@ func (a *fleetApply) run(cmd *cobra.Command) error {
 	if len(noMode) > 0 {
 		return usageErr("no mode for %s: give --mode, or a mode in the inventory (mode, or the variable gpuprep_mode)", strings.Join(noMode, ", "))
 	}
-	if err := a.checkVGPU(hosts); err != nil {
+	return nil
+}
+
+// confirm shows the phases on stderr and asks whether to apply on the n
+// hosts; an error unless the answer is yes (on no terminal, without
+// asking).
+func (a *fleetApply) confirm(cmd *cobra.Command, phases []rollout.Phase, n int) error {
+	if !a.g.dep().stdinTTY() {
+		return usageErr("fleet apply changes %s: run it on a terminal to confirm, or pass --yes (--dry-run shows the phases)", plural.N(n, "host"))
+	}
+	errw := cmd.ErrOrStderr()
+	if err := a.printPlan(errw, phases); err != nil {
 		return err
 	}
-	phases := rollout.Phases(hosts, a.canary, a.batch)
-	if a.dryRun {
-		return a.printPlan(cmd.OutOrStdout(), phases)
+	fmt.Fprint(errw, "\nApply on these hosts, in this order? [y/N] ")
+	ans, _ := bufio.NewReader(a.g.dep().confirmInput).ReadString('\n')
+	if s := strings.ToLower(strings.TrimSpace(ans)); s != "y" && s != "yes" {
+		return &exitError{code: exitNotReady, err: errors.New("not confirmed: nothing was changed")}
 	}
-	if !a.yes {
-		if !a.g.dep().stdinTTY() {
-			return usageErr("fleet apply changes %s: run it on a terminal to confirm, or pass --yes (--dry-run shows the phases)", plural.N(len(hosts), "host"))
-		}
-		errw := cmd.ErrOrStderr()
-		if err := a.printPlan(errw, phases); err != nil {
-			return err
-		}
-		fmt.Fprint(errw, "\nApply on these hosts, in this order? [y/N] ")
-		ans, _ := bufio.NewReader(a.g.dep().confirmInput).ReadString('\n')
-		if s := strings.ToLower(strings.TrimSpace(ans)); s != "y" && s != "yes" {
-			return &exitError{code: exitNotReady, err: errors.New("not confirmed: nothing was changed")}
-		}
-	}
-	sess, err := a.connect(cmd)
-	if err != nil {
-		return err
-	}
-	defer sess.close()
-	for _, f := range a.files {
-		sess.exec.Files = append(sess.exec.Files, f)
-	}
-	st, interrupted, err := rollout.Run(sess.ctx, a.deps(cmd, sess), a.options(), a.plan(phases))
-	if err != nil {
-		return err
-	}
-	defer st.Close(interrupted)
-	if err := st.Render(cmd.OutOrStdout(), a.output, interrupted); err != nil {
-		return err
-	}
-	return &exitError{code: rollout.ExitCode(st.Report(interrupted))}
+	return nil
 }
 
 func (a *fleetApply) options() rollout.Options {

@@ -55,7 +55,7 @@ func newApplyRig(t *testing.T) *applyRig {
 func (r *applyRig) host(t *testing.T, behaviour string) string {
 	dir, err := os.MkdirTemp(r.env.Dir, "apply-")
 	require.NoError(t, err)
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	t.Cleanup(func() { assert.NoError(t, os.RemoveAll(dir)) })
 	require.NoError(t, os.Chmod(dir, 0o777)) // written by the login user when there is no sudo
 	rep := r.ready
 	if behaviour == "not-ready" {

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"runtime"
@@ -125,12 +126,12 @@ func peakHeap() (stop func() uint64) {
 // benchRun is one fleet check on r's fake fleet, the report written to
 // io.Discard; answered runs once every host has answered, before the
 // report is written.
-func (c *fleetCmd) benchRun(ctx context.Context, r *fleet.Runner, hosts []*fleet.Host, answered func()) (int, error) {
+func (c *fleetCmd) benchRun(ctx context.Context, r *fleet.Runner, hosts []*fleet.Host, answered func()) (_ int, err error) {
 	st, err := c.gather(ctx, r, hosts, nil, "")
 	if err != nil {
 		return 0, err
 	}
-	defer st.Close(false)
+	defer func() { err = errors.Join(err, st.Close(false)) }()
 	answered()
 	if err := st.WriteJSON(io.Discard, false); err != nil {
 		return 0, err

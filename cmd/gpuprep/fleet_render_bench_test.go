@@ -42,6 +42,8 @@ func BenchmarkFleetRender(b *testing.B) {
 				b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(b.N)/float64(n), "CPU-µs/host")
 			})
 		}
-		st.Close(false)
+		if err := st.Close(false); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

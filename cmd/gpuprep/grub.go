@@ -149,28 +149,71 @@ func wanted(root *host.Root, mode string) (preflight.KernelArgs, error) {
 }
 
 func (c *grubCmd) edit(cmd *cobra.Command, args []string, remove bool) error {
-	var req grub.Request
-	var notNeeded []string // --mode: wanted arguments this node does not need
 	root, err := c.g.hostRoot()
 	if err != nil {
 		return err
 	}
 	command := "grub ensure"
+	if remove {
+		command = "grub remove"
+	}
+	req, notNeeded, err := c.request(root, args, remove)
+	if err != nil {
+		return err
+	}
+	boot, err := grub.Detect(root)
+	if err != nil {
+		return &exitError{code: exitUnknown, err: err}
+	}
+	plan, noRegenerate, err := c.planEdit(boot, req)
+	if err != nil {
+		return &exitError{code: exitUnknown, err: err}
+	}
+	out := sanitize.NewWriter(cmd.OutOrStdout())
+	printEditHead(out, root, boot, plan, notNeeded)
+	noteEntriesRight(boot, plan)
+	runner := c.g.dep().grubRunner(root)
+	refused := refusal(runner)
+	if c.dryRun {
+		printEditDryRun(out, plan, refused, noRegenerate)
+		return nil
+	}
+	if len(plan.Commands) > 0 && refused != nil && root.Writable("/") == nil {
+		// refused before any file changes, not half-way
+		return &exitError{code: exitUsage, err: fmt.Errorf("would run %s: %w; add --system-disk if %s is one, or give --no-regenerate and regenerate it yourself", host.ShellQuote(plan.Commands[0]), refused, root.Name())}
+	}
+	// what a bootloader's own tool changes goes in the journal too, so
+	// that gpuprep rollback undoes it as it undoes apply's
+	plan.Intents = func(argv []string) []journal.Entry { return provision.BootArgIntents(boot, plan, argv, command) }
+	if err := plan.Apply(context.Background(), root, runner, command, c.g.dep().grubNow()); err != nil {
+		return &exitError{code: exitUnknown, err: err}
+	}
+	printEditDone(out, plan)
+	if rebootNeeded(root, req, plan) {
+		fmt.Fprintln(out, "reboot the node for the change to take effect")
+		return &exitError{code: exitNeedReboot}
+	}
+	return nil
+}
+
+// request is what grub ensure (the arguments, or --mode's) or grub remove
+// (the keys) asks for; notNeeded are --mode's wanted arguments this node
+// does not need, each with why.
+func (c *grubCmd) request(root *host.Root, args []string, remove bool) (req grub.Request, notNeeded []string, _ error) {
 	switch {
 	case remove:
-		command = "grub remove"
 		for _, k := range args {
 			if strings.ContainsAny(k, "= \t\"'") || k == "" {
-				return usageErr("remove takes keys (e.g. intel_iommu), not %q", k)
+				return req, nil, usageErr("remove takes keys (e.g. intel_iommu), not %q", k)
 			}
 		}
 		req.Remove = args
 	case c.mode != "" && len(args) > 0:
-		return usageErr("give either arguments or --mode, not both")
+		return req, nil, usageErr("give either arguments or --mode, not both")
 	case c.mode != "":
 		k, err := wanted(root, c.mode)
 		if err != nil {
-			return err
+			return req, nil, err
 		}
 		req = k.Request()
 		for _, w := range k.Wanted {
@@ -179,24 +222,24 @@ func (c *grubCmd) edit(cmd *cobra.Command, args []string, remove bool) error {
 			}
 		}
 	case len(args) == 0:
-		return usageErr("ensure needs arguments (e.g. iommu=pt) or --mode vm-passthrough|vm-vgpu")
+		return req, nil, usageErr("ensure needs arguments (e.g. iommu=pt) or --mode vm-passthrough|vm-vgpu")
 	default:
 		for _, a := range args {
 			if err := grub.ValidateArg(a); err != nil {
-				return usageErr("%v", err)
+				return req, nil, usageErr("%v", err)
 			}
 			req.Ensure = append(req.Ensure, kargs.ParseOne(a))
 		}
 	}
-	boot, err := grub.Detect(root)
-	if err != nil {
-		return &exitError{code: exitUnknown, err: err}
-	}
+	return req, notNeeded, nil
+}
+
+// planEdit plans req on boot. A dry run that could not regenerate the boot
+// configuration shows the diff all the same (as plan does), planned
+// without regenerating; noRegenerate says why the run itself would stop.
+func (c *grubCmd) planEdit(boot *grub.Boot, req grub.Request) (_ *grub.Plan, noRegenerate, _ error) {
 	plan, err := boot.PlanEdit(req, !c.noRegenerate)
-	var noRegenerate error
 	if errors.Is(err, grub.ErrNoRegenerate) && c.dryRun {
-		// a dry run shows the diff all the same (as plan does), and says
-		// why the run itself would stop
 		noRegenerate = err
 		if plan, err = boot.PlanEdit(req, false); err == nil {
 			plan.Notes = slices.DeleteFunc(plan.Notes, func(n string) bool { return strings.HasPrefix(n, "--no-regenerate:") })
@@ -205,10 +248,29 @@ func (c *grubCmd) edit(cmd *cobra.Command, args []string, remove bool) error {
 	if errors.Is(err, grub.ErrNoRegenerate) {
 		err = fmt.Errorf("%w (use --no-regenerate and regenerate it yourself)", err)
 	}
-	if err != nil {
-		return &exitError{code: exitUnknown, err: err}
+	return plan, noRegenerate, err
+}
+
+// noteEntriesRight notes, on BLS, a change that leaves every boot entry as
+// it is.
+func noteEntriesRight(boot *grub.Boot, plan *grub.Plan) {
+	if boot.Kind == grub.KindBLS && plan.Changed() && len(plan.EntriesAdded)+len(plan.EntriesRemoved) == 0 {
+		plan.Notes = append(plan.Notes, "every boot entry is right already (no grubby, no reboot): the files are edited for kernels installed later, which get their arguments from /etc/kernel/cmdline, itself rewritten from /etc/default/grub by grub2-mkconfig")
 	}
-	out := sanitize.NewWriter(cmd.OutOrStdout())
+}
+
+// refusal is why runner refuses every command (a refusingRunner's error);
+// nil when it runs them.
+func refusal(runner host.Runner) error {
+	if rr, ok := runner.(refusingRunner); ok {
+		return rr.err
+	}
+	return nil
+}
+
+// printEditHead prints the bootloader, the arguments already configured,
+// and those --mode leaves out.
+func printEditHead(out io.Writer, root *host.Root, boot *grub.Boot, plan *grub.Plan, notNeeded []string) {
 	if e := espsSay(boot); e != "" {
 		fmt.Fprintf(out, "bootloader: %s, %s\n", boot.Kind, e)
 	} else {
@@ -222,46 +284,31 @@ func (c *grubCmd) edit(cmd *cobra.Command, args []string, remove bool) error {
 	for _, s := range notNeeded {
 		fmt.Fprintf(out, "left out: %s\n", s)
 	}
-	if boot.Kind == grub.KindBLS && plan.Changed() && len(plan.EntriesAdded)+len(plan.EntriesRemoved) == 0 {
-		plan.Notes = append(plan.Notes, "every boot entry is right already (no grubby, no reboot): the files are edited for kernels installed later, which get their arguments from /etc/kernel/cmdline, itself rewritten from /etc/default/grub by grub2-mkconfig")
+}
+
+// printEditDryRun prints what the edit would do: the diffs and commands,
+// and why the run itself would be refused (refused) or stop
+// (noRegenerate).
+func printEditDryRun(out io.Writer, plan *grub.Plan, refused, noRegenerate error) {
+	d := change.Dry{W: out, Run: "would run: "}
+	for _, ch := range plan.Changes {
+		d.Diff(ch)
 	}
-	runner := c.g.dep().grubRunner(root)
-	var refused error
-	if rr, ok := runner.(refusingRunner); ok {
-		refused = rr.err
+	for _, argv := range plan.Commands {
+		d.Command(host.ShellQuote(argv))
 	}
-	if c.dryRun {
-		d := change.Dry{W: out, Run: "would run: "}
-		for _, ch := range plan.Changes {
-			d.Diff(ch)
-		}
-		for _, argv := range plan.Commands {
-			d.Command(host.ShellQuote(argv))
-		}
-		if len(plan.Commands) > 0 && refused != nil {
-			fmt.Fprintf(out, "note: without --dry-run this is refused: %v (or give --no-regenerate and regenerate it yourself)\n", refused)
-		}
-		if noRegenerate != nil && plan.Changed() {
-			fmt.Fprintf(out, "note: without --dry-run this stops before any change: %v (give --no-regenerate and regenerate it yourself)\n", noRegenerate)
-		}
-		for _, n := range plan.Notes {
-			fmt.Fprintf(out, "note: %s\n", n)
-		}
-		if !plan.Changed() {
-			fmt.Fprintln(out, "nothing to change")
-		}
-		return nil
+	if len(plan.Commands) > 0 && refused != nil {
+		fmt.Fprintf(out, "note: without --dry-run this is refused: %v (or give --no-regenerate and regenerate it yourself)\n", refused)
 	}
-	if len(plan.Commands) > 0 && refused != nil && root.Writable("/") == nil {
-		// refused before any file changes, not half-way
-		return &exitError{code: exitUsage, err: fmt.Errorf("would run %s: %w; add --system-disk if %s is one, or give --no-regenerate and regenerate it yourself", host.ShellQuote(plan.Commands[0]), refused, root.Name())}
+	if noRegenerate != nil && plan.Changed() {
+		fmt.Fprintf(out, "note: without --dry-run this stops before any change: %v (give --no-regenerate and regenerate it yourself)\n", noRegenerate)
 	}
-	// what a bootloader's own tool changes goes in the journal too, so
-	// that gpuprep rollback undoes it as it undoes apply's
-	plan.Intents = func(argv []string) []journal.Entry { return provision.BootArgIntents(boot, plan, argv, command) }
-	if err := plan.Apply(context.Background(), root, runner, command, c.g.dep().grubNow()); err != nil {
-		return &exitError{code: exitUnknown, err: err}
-	}
+	printEditNotes(out, plan)
+}
+
+// printEditDone prints what the edit did: the files written, the commands
+// run, the arguments removed and added.
+func printEditDone(out io.Writer, plan *grub.Plan) {
 	for _, ch := range plan.Changes {
 		fmt.Fprintf(out, "wrote %s\n", ch.Path)
 	}
@@ -278,17 +325,18 @@ func (c *grubCmd) edit(cmd *cobra.Command, args []string, remove bool) error {
 		}
 		fmt.Fprintln(out)
 	}
+	printEditNotes(out, plan)
+}
+
+// printEditNotes prints the plan's notes, and whether there was nothing to
+// change.
+func printEditNotes(out io.Writer, plan *grub.Plan) {
 	for _, n := range plan.Notes {
 		fmt.Fprintf(out, "note: %s\n", n)
 	}
 	if !plan.Changed() {
 		fmt.Fprintln(out, "nothing to change")
 	}
-	if rebootNeeded(root, req, plan) {
-		fmt.Fprintln(out, "reboot the node for the change to take effect")
-		return &exitError{code: exitNeedReboot}
-	}
-	return nil
 }
 
 // rebootNeeded: the running kernel's arguments do not yet match the request.
@@ -406,68 +454,10 @@ func (c *grubCmd) show(cmd *cobra.Command) error {
 		cw = append(cw, p.String())
 	}
 	rep.Configured = strings.Join(cw, " ")
-	srcNewer := boot.ChangedSince(root, source, bootTime(root))
+	r := &argReading{root: root, boot: boot, conf: conf, running: running, rerr: rerr, k: k,
+		srcNewer: boot.ChangedSince(root, source, bootTime(root))}
 	for _, w := range k.Wanted {
-		a := argState{Wanted: w.String()}
-		// the occurrence that decides, which for iommu=pt can be its
-		// equivalent iommu.passthrough=
-		var equiv []string
-		if p, ok := kargs.Deciding(conf, w); ok {
-			a.Configured = p.String()
-			if kargs.Equivalent(p, w) && kargs.Satisfied(conf, w) {
-				equiv = append(equiv, "configured")
-			}
-		}
-		if p, ok := kargs.Deciding(running, w); ok {
-			a.Running = p.String()
-			if kargs.Equivalent(p, w) && kargs.Satisfied(running, w) {
-				equiv = append(equiv, "running")
-			}
-		}
-		isConf, isRun := kargs.Satisfied(conf, w), rerr == nil && kargs.Satisfied(running, w)
-		why, notNeeded := k.NotNeeded[w.String()]
-		menu, menuLacks := "", false // GRUB: the generated menu's content decides, not its age
-		if isConf {
-			menu, menuLacks = boot.BootMenuLacks(root, grub.Request{Ensure: []kargs.Param{w}})
-		}
-		switch {
-		case notNeeded:
-			a.State, a.Reason = "not-needed", why+": no edit and no reboot is for it"
-		case menuLacks:
-			a.State = "configured-not-in-boot-menu"
-			a.Reason = "configured, but the boot menu " + menu + " does not have it (" + boot.MenuEntry() + "): the next boot goes without it until it is regenerated (" + boot.MenuRegenerate(root, menu) + "; gpuprep grub ensure runs it)"
-		case isConf && rerr != nil:
-			a.State, a.Reason = "configured-running-unknown", "configured; whether the running kernel has it is unknown: "+rerr.Error()
-		case isConf && isRun:
-			a.State = "ok"
-			if lack := boot.LaterLack(grub.Request{Ensure: []kargs.Param{w}}); len(lack) > 0 {
-				// BLS: the entries have it, kernels installed later may not
-				a.State = "not-for-later-kernels"
-				a.Reason = "in effect and in the boot entry, but " + grub.LaterLackSays(lack) + ": kernels installed later would go without it; gpuprep grub ensure adds it there (no reboot)"
-			}
-		case isConf && srcNewer:
-			a.State, a.Reason = "configured-reboot-pending", "changed after the last boot"
-		case isConf:
-			a.State = "configured-but-not-effective"
-			a.Reason = "configured before the last boot but not in /proc/cmdline: overridden (a later grub.d file, a BLS entry), another boot entry or menu booted, or unknown to this kernel"
-		case isRun:
-			a.State, a.Reason = "running-not-configured", "in /proc/cmdline but not configured: the next boot loses it"
-		default:
-			a.State = "missing"
-		}
-		if len(equiv) > 0 {
-			met := a.Configured
-			if met == "" || !slices.Contains(equiv, "configured") {
-				met = a.Running
-			}
-			eq := "met by " + met + " (" + strings.Join(equiv, " and ") + "), its equivalent"
-			if a.Reason == "" {
-				a.Reason = eq
-			} else {
-				a.Reason = eq + "; " + a.Reason
-			}
-		}
-		rep.Args = append(rep.Args, a)
+		rep.Args = append(rep.Args, r.state(w))
 	}
 	rep.Off = offStates(root, boot, source, k, c.mode, conf, running, rerr == nil)
 	out := cmd.OutOrStdout()
@@ -477,6 +467,85 @@ func (c *grubCmd) show(cmd *cobra.Command) error {
 		return enc.Encode(rep)
 	}
 	return showText(out, rep)
+}
+
+// argReading is what `grub show` judges each wanted argument by: the
+// next boot's configured arguments, the running ones (rerr: why they
+// could not be read), and whether the configuration changed after the
+// last boot.
+type argReading struct {
+	root          *host.Root
+	boot          *grub.Boot
+	k             preflight.KernelArgs
+	conf, running []kargs.Param
+	rerr          error
+	srcNewer      bool
+}
+
+// state is wanted argument w's state.
+func (r *argReading) state(w kargs.Param) argState {
+	a := argState{Wanted: w.String()}
+	// the occurrence that decides, which for iommu=pt can be its
+	// equivalent iommu.passthrough=
+	var equiv []string
+	if p, ok := kargs.Deciding(r.conf, w); ok {
+		a.Configured = p.String()
+		if kargs.Equivalent(p, w) && kargs.Satisfied(r.conf, w) {
+			equiv = append(equiv, "configured")
+		}
+	}
+	if p, ok := kargs.Deciding(r.running, w); ok {
+		a.Running = p.String()
+		if kargs.Equivalent(p, w) && kargs.Satisfied(r.running, w) {
+			equiv = append(equiv, "running")
+		}
+	}
+	a.State, a.Reason = r.judge(w)
+	if len(equiv) > 0 {
+		met := a.Configured
+		if met == "" || !slices.Contains(equiv, "configured") {
+			met = a.Running
+		}
+		eq := "met by " + met + " (" + strings.Join(equiv, " and ") + "), its equivalent"
+		if a.Reason == "" {
+			a.Reason = eq
+		} else {
+			a.Reason = eq + "; " + a.Reason
+		}
+	}
+	return a
+}
+
+// judge is w's state and why: whether it is needed, configured for the
+// next boot (and in its boot menu), and running.
+func (r *argReading) judge(w kargs.Param) (state, reason string) {
+	isConf, isRun := kargs.Satisfied(r.conf, w), r.rerr == nil && kargs.Satisfied(r.running, w)
+	why, notNeeded := r.k.NotNeeded[w.String()]
+	menu, menuLacks := "", false // GRUB: the generated menu's content decides, not its age
+	if isConf {
+		menu, menuLacks = r.boot.BootMenuLacks(r.root, grub.Request{Ensure: []kargs.Param{w}})
+	}
+	switch {
+	case notNeeded:
+		return "not-needed", why + ": no edit and no reboot is for it"
+	case menuLacks:
+		return "configured-not-in-boot-menu", "configured, but the boot menu " + menu + " does not have it (" + r.boot.MenuEntry() + "): the next boot goes without it until it is regenerated (" + r.boot.MenuRegenerate(r.root, menu) + "; gpuprep grub ensure runs it)"
+	case isConf && r.rerr != nil:
+		return "configured-running-unknown", "configured; whether the running kernel has it is unknown: " + r.rerr.Error()
+	case isConf && isRun:
+		if lack := r.boot.LaterLack(grub.Request{Ensure: []kargs.Param{w}}); len(lack) > 0 {
+			// BLS: the entries have it, kernels installed later may not
+			return "not-for-later-kernels", "in effect and in the boot entry, but " + grub.LaterLackSays(lack) + ": kernels installed later would go without it; gpuprep grub ensure adds it there (no reboot)"
+		}
+		return "ok", ""
+	case isConf && r.srcNewer:
+		return "configured-reboot-pending", "changed after the last boot"
+	case isConf:
+		return "configured-but-not-effective", "configured before the last boot but not in /proc/cmdline: overridden (a later grub.d file, a BLS entry), another boot entry or menu booted, or unknown to this kernel"
+	case isRun:
+		return "running-not-configured", "in /proc/cmdline but not configured: the next boot loses it"
+	}
+	return "missing", ""
 }
 
 func showText(out io.Writer, rep showReport) error {

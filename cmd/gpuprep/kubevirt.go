@@ -66,14 +66,20 @@ func partialView(missing []kube.Unevaluated, evaluated int, allow bool, what, ha
 	return fmt.Sprintf("--allow-partial: %s not evaluated, %s: %s", plural.N(len(missing), "host"), what, list), nil
 }
 
+// kubevirtConfigCmd is kubevirt config: its flags.
+type kubevirtConfigCmd struct {
+	fc                                  *fleetCmd
+	from                                []string
+	output, kubeconfig, namespace, name string
+	apply, dryRun, nvswitch             bool
+	allowPartial                        bool
+	kubevirtVersion, dpVersion          string
+}
+
 func newKubeVirtCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "kubevirt", Short: "KubeVirt configuration for GPU nodes"}
-	var from []string
-	var output, kubeconfig, namespace, name string
-	var apply, dryRun, nvswitch, allowPartial bool
-	kubevirtVersion := kube.DefaultKubeVirtVersion.String()
-	var dpVersion string
-	fc := &fleetCmd{g: g}
+	c := &kubevirtConfigCmd{fc: &fleetCmd{g: g}, kubevirtVersion: kube.DefaultKubeVirtVersion.String()}
+	fc := c.fc
 	cfg := &cobra.Command{
 		Use:   "config (-i INVENTORY | --from-report FILE…)",
 		Short: "Emit the KubeVirt CR patch (permittedHostDevices, feature gates) for the GPUs in gpuprep reports",
@@ -128,108 +134,127 @@ passed through (the notes name them), or the API call failed; 2 usage (a --from-
 refused among them); 3 some hosts could not be evaluated and --allow-partial was not given
 (nothing emitted or applied), or none could, or a host's report (-i) was refused.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			version, err := kube.ParseKubeVirtVersion(kubevirtVersion)
-			if err != nil {
-				return usageErr("%v", err)
-			}
-			var hosts []kube.Host
-			var missing []kube.Unevaluated
-			switch {
-			case fc.inventory != "" && len(from) > 0:
-				return usageErr("give -i INVENTORY or --from-report, not both")
-			case fc.inventory != "":
-				ran, err := fc.each(cmd, func(h *report.FleetHost) error {
-					if h.Report == nil {
-						missing = append(missing, kube.Unevaluated{Name: h.Name, Status: h.Status, Error: h.Error})
-						return nil
-					}
-					host := kube.PatchHost(h.Name, h.Report) // not the findings: a fleet's worth of them
-					if err := kube.CheckHost(host); err != nil {
-						return &exitError{code: exitUnknown, err: fmt.Errorf("%v: nothing emitted or applied", err)}
-					}
-					hosts = append(hosts, host)
-					return nil
-				})
-				if err != nil || !ran {
-					return err
-				}
-			case len(from) > 0:
-				if hosts, missing, err = kube.ReadReports(from); err != nil {
-					return usageErr("%v", err)
-				}
-			default:
-				return usageErr("give -i INVENTORY, or --from-report with gpuprep JSON reports (gpuprep check -o json > node.json)")
-			}
-			what := "their GPUs are not in the patch"
-			partialNote, err := partialView(missing, len(hosts), allowPartial, what,
-				"a patch without their GPUs would drop their models from the KubeVirt CR (a merge patch replaces permittedHostDevices.pciHostDevices whole)")
-			if err != nil {
-				return err
-			}
-			from := ""
-			if !cmd.Flags().Changed("kubevirt-version") && (apply || cmd.Flags().Changed("kubeconfig")) {
-				if version, from, err = clusterKubeVirt(cmd.Context(), kubeconfig, namespace, name, version); err != nil {
-					return err
-				}
-			}
-			dp, err := newDevicePlugin(cmd.Context(), dpVersion, kubeconfig, apply || cmd.Flags().Changed("kubeconfig"))
-			if err != nil {
-				return err
-			}
-			dpNotes := dp.name(hosts)
-			p, notes, unusable := kube.KubeVirt(hosts, kube.KubeVirtOptions{NVSwitch: nvswitch, Version: version, VersionFrom: from})
-			notes = append(append(dpNotes, notes...), dp.advertised(cmd.Context(), p)...)
-			if partialNote != "" {
-				notes = append([]string{partialNote}, notes...)
-			}
-			var result error // exit 1 when some GPUs cannot be passed through
-			if len(unusable) > 0 {
-				result = &exitError{code: exitNotReady, err: fmt.Errorf("%s of vm-passthrough hosts cannot be passed through, the IOMMU group holding other devices (the patch permits a model only for hosts that can pass it through): %s", plural.N(len(unusable), "GPU"), strings.Join(unusable, "; "))}
-			}
-			if !apply {
-				if err := emit(cmd.OutOrStdout(), cmd.ErrOrStderr(), output, p, notes); err != nil {
-					return err
-				}
-				return result
-			}
-			client, err := kube.NewClient(kubeconfig)
-			if err != nil {
-				return usageErr("%v", err)
-			}
-			ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
-			defer cancel()
-			res, err := client.ApplyKubeVirt(ctx, p, namespace, name, dryRun)
-			if err != nil {
-				return &exitError{code: exitNotReady, err: err}
-			}
-			w := cmd.OutOrStdout()
-			if !res.Changed {
-				fmt.Fprintf(w, "KubeVirt %s/%s already permits these devices: nothing to do\n", sanitize.Terminal(res.Namespace), sanitize.Terminal(res.Name))
-				return result
-			}
-			verb := "patched"
-			if dryRun {
-				verb = "would patch (server-side dry run)"
-			}
-			fmt.Fprintf(w, "%s KubeVirt %s/%s: %s\n", verb, sanitize.Terminal(res.Namespace), sanitize.Terminal(res.Name), sanitize.Terminal(strings.Join(res.Added, "; ")))
-			return result
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return c.run(cmd) },
 	}
-	cfg.Flags().StringArrayVar(&from, "from-report", nil, "gpuprep JSON report (host or fleet); repeatable; - for stdin")
+	cfg.Flags().StringArrayVar(&c.from, "from-report", nil, "gpuprep JSON report (host or fleet); repeatable; - for stdin")
 	fc.connectionFlags(cfg.Flags(), false)
-	cfg.Flags().StringVarP(&output, "output", "o", "yaml", "output format: yaml or json")
-	cfg.Flags().BoolVar(&nvswitch, "nvswitch", false, "permit the NVSwitches of passthrough hosts too, for VMs given whole boards with their NVLink fabric (as plan/apply --nvswitch); without it only NVSwitches already on VFIO are")
-	cfg.Flags().BoolVar(&allowPartial, "allow-partial", false, "emit (or --apply) the patch even when some hosts could not be evaluated: their GPUs are left out")
-	cfg.Flags().StringVar(&kubevirtVersion, "kubevirt-version", kubevirtVersion, "the cluster's KubeVirt release (MAJOR.MINOR[.PATCH]; default with --kubeconfig or --apply: the KubeVirt CR's status.observedKubeVirtVersion, else "+kube.DefaultKubeVirtVersion.String()+"): the feature gates and mdev setting it wants; from "+kube.VendorVGPUSince.String()+" on, the VFs of vendor-specific VFIO vGPUs (kernel 6.8+, vGPU 17+) are permitted as pciHostDevices that KubeVirt allocates itself; before it, KubeVirt cannot allocate them and they are left out")
-	cfg.Flags().BoolVar(&apply, "apply", false, "patch the KubeVirt CR through the Kubernetes API instead of printing the patch")
-	cfg.Flags().BoolVar(&dryRun, "dry-run", false, "with --apply: server-side dry run")
-	cfg.Flags().StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)")
-	cfg.Flags().StringVar(&namespace, "namespace", "", "namespace of the KubeVirt CR (default: find it)")
-	cfg.Flags().StringVar(&name, "name", "", "name of the KubeVirt CR (default: the only one)")
-	addDevicePluginFlag(cfg.Flags(), &dpVersion, true)
+	cfg.Flags().StringVarP(&c.output, "output", "o", "yaml", "output format: yaml or json")
+	cfg.Flags().BoolVar(&c.nvswitch, "nvswitch", false, "permit the NVSwitches of passthrough hosts too, for VMs given whole boards with their NVLink fabric (as plan/apply --nvswitch); without it only NVSwitches already on VFIO are")
+	cfg.Flags().BoolVar(&c.allowPartial, "allow-partial", false, "emit (or --apply) the patch even when some hosts could not be evaluated: their GPUs are left out")
+	cfg.Flags().StringVar(&c.kubevirtVersion, "kubevirt-version", c.kubevirtVersion, "the cluster's KubeVirt release (MAJOR.MINOR[.PATCH]; default with --kubeconfig or --apply: the KubeVirt CR's status.observedKubeVirtVersion, else "+kube.DefaultKubeVirtVersion.String()+"): the feature gates and mdev setting it wants; from "+kube.VendorVGPUSince.String()+" on, the VFs of vendor-specific VFIO vGPUs (kernel 6.8+, vGPU 17+) are permitted as pciHostDevices that KubeVirt allocates itself; before it, KubeVirt cannot allocate them and they are left out")
+	cfg.Flags().BoolVar(&c.apply, "apply", false, "patch the KubeVirt CR through the Kubernetes API instead of printing the patch")
+	cfg.Flags().BoolVar(&c.dryRun, "dry-run", false, "with --apply: server-side dry run")
+	cfg.Flags().StringVar(&c.kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)")
+	cfg.Flags().StringVar(&c.namespace, "namespace", "", "namespace of the KubeVirt CR (default: find it)")
+	cfg.Flags().StringVar(&c.name, "name", "", "name of the KubeVirt CR (default: the only one)")
+	addDevicePluginFlag(cfg.Flags(), &c.dpVersion, true)
 	cmd.AddCommand(cfg)
 	return cmd
+}
+
+// run emits the KubeVirt CR patch for the hosts' GPUs, or applies it.
+func (c *kubevirtConfigCmd) run(cmd *cobra.Command) error {
+	version, err := kube.ParseKubeVirtVersion(c.kubevirtVersion)
+	if err != nil {
+		return usageErr("%v", err)
+	}
+	hosts, missing, ran, err := c.hosts(cmd)
+	if err != nil || !ran {
+		return err
+	}
+	what := "their GPUs are not in the patch"
+	partialNote, err := partialView(missing, len(hosts), c.allowPartial, what,
+		"a patch without their GPUs would drop their models from the KubeVirt CR (a merge patch replaces permittedHostDevices.pciHostDevices whole)")
+	if err != nil {
+		return err
+	}
+	withCluster := c.apply || cmd.Flags().Changed("kubeconfig")
+	from := ""
+	if !cmd.Flags().Changed("kubevirt-version") && withCluster {
+		if version, from, err = clusterKubeVirt(cmd.Context(), c.kubeconfig, c.namespace, c.name, version); err != nil {
+			return err
+		}
+	}
+	dp, err := newDevicePlugin(cmd.Context(), c.dpVersion, c.kubeconfig, withCluster)
+	if err != nil {
+		return err
+	}
+	dpNotes := dp.name(hosts)
+	p, notes, unusable := kube.KubeVirt(hosts, kube.KubeVirtOptions{NVSwitch: c.nvswitch, Version: version, VersionFrom: from})
+	notes = append(append(dpNotes, notes...), dp.advertised(cmd.Context(), p)...)
+	if partialNote != "" {
+		notes = append([]string{partialNote}, notes...)
+	}
+	var result error // exit 1 when some GPUs cannot be passed through
+	if len(unusable) > 0 {
+		result = &exitError{code: exitNotReady, err: fmt.Errorf("%s of vm-passthrough hosts cannot be passed through, the IOMMU group holding other devices (the patch permits a model only for hosts that can pass it through): %s", plural.N(len(unusable), "GPU"), strings.Join(unusable, "; "))}
+	}
+	if !c.apply {
+		if err := emit(cmd.OutOrStdout(), cmd.ErrOrStderr(), c.output, p, notes); err != nil {
+			return err
+		}
+		return result
+	}
+	if err := c.applyPatch(cmd, p); err != nil {
+		return err
+	}
+	return result
+}
+
+// hosts are the hosts of the inventory (-i: checked now) or of the saved
+// reports (--from-report), and those that could not be evaluated; false
+// after a --dry-run listing of the inventory.
+func (c *kubevirtConfigCmd) hosts(cmd *cobra.Command) (hosts []kube.Host, missing []kube.Unevaluated, ran bool, err error) {
+	switch {
+	case c.fc.inventory != "" && len(c.from) > 0:
+		return nil, nil, false, usageErr("give -i INVENTORY or --from-report, not both")
+	case c.fc.inventory != "":
+		ran, err = c.fc.each(cmd, func(h *report.FleetHost) error {
+			if h.Report == nil {
+				missing = append(missing, kube.Unevaluated{Name: h.Name, Status: h.Status, Error: h.Error})
+				return nil
+			}
+			host := kube.PatchHost(h.Name, h.Report) // not the findings: a fleet's worth of them
+			if err := kube.CheckHost(host); err != nil {
+				return &exitError{code: exitUnknown, err: fmt.Errorf("%v: nothing emitted or applied", err)}
+			}
+			hosts = append(hosts, host)
+			return nil
+		})
+		return hosts, missing, ran, err
+	case len(c.from) > 0:
+		if hosts, missing, err = kube.ReadReports(c.from); err != nil {
+			return nil, nil, false, usageErr("%v", err)
+		}
+		return hosts, missing, true, nil
+	}
+	return nil, nil, false, usageErr("give -i INVENTORY, or --from-report with gpuprep JSON reports (gpuprep check -o json > node.json)")
+}
+
+// applyPatch patches the KubeVirt CR with p (--apply) and says what
+// changed.
+func (c *kubevirtConfigCmd) applyPatch(cmd *cobra.Command, p *kube.KubeVirtPatch) error {
+	client, err := kube.NewClient(c.kubeconfig)
+	if err != nil {
+		return usageErr("%v", err)
+	}
+	ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
+	defer cancel()
+	res, err := client.ApplyKubeVirt(ctx, p, c.namespace, c.name, c.dryRun)
+	if err != nil {
+		return &exitError{code: exitNotReady, err: err}
+	}
+	w := cmd.OutOrStdout()
+	if !res.Changed {
+		fmt.Fprintf(w, "KubeVirt %s/%s already permits these devices: nothing to do\n", sanitize.Terminal(res.Namespace), sanitize.Terminal(res.Name))
+		return nil
+	}
+	verb := "patched"
+	if c.dryRun {
+		verb = "would patch (server-side dry run)"
+	}
+	fmt.Fprintf(w, "%s KubeVirt %s/%s: %s\n", verb, sanitize.Terminal(res.Namespace), sanitize.Terminal(res.Name), sanitize.Terminal(strings.Join(res.Added, "; ")))
+	return nil
 }
 
 func newOperatorCmd(_ *globals) *cobra.Command {

@@ -45,14 +45,8 @@ const lockFile = "/var/lib/gpuprep/lock"
 // the holder's process ID and command for the message.
 func hostLock(cmd *cobra.Command, g *globals) error {
 	name := strings.TrimPrefix(cmd.CommandPath(), "gpuprep ")
-	if !changesHost[name] {
+	if !locks(cmd, name) {
 		return nil
-	}
-	if f := cmd.Flags().Lookup("dry-run"); f != nil && f.Value.String() == "true" {
-		return nil
-	}
-	if f := cmd.Flags().Lookup("before-join"); name == "label" && f != nil && f.Value.String() != "true" {
-		return nil // through the API: the cluster changes, not this host (often an admin's workstation)
 	}
 	root, err := g.hostRoot()
 	if err != nil {
@@ -65,33 +59,9 @@ func hostLock(cmd *cobra.Command, g *globals) error {
 	if root.Writable(lockFile) != nil {
 		return nil
 	}
-	if err := root.MkdirAll(path.Dir(lockFile), 0o700); err != nil {
-		return &exitError{code: exitUnknown, err: fmt.Errorf("lock %s: %w", lockFile, err)}
-	}
-	p, err := root.PathNoFollow(lockFile)
+	f, err := takeLock(root)
 	if err != nil {
-		return &exitError{code: exitUnknown, err: fmt.Errorf("lock %s: %w", lockFile, err)}
-	}
-	// never through a symlink, and only a plain file: it is truncated
-	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW, 0o600)
-	if err != nil {
-		return &exitError{code: exitUnknown, err: fmt.Errorf("lock %s: %w", lockFile, err)}
-	}
-	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
-		f.Close()
-		return &exitError{code: exitUnknown, err: fmt.Errorf("lock %s: not a regular file", lockFile)}
-	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		holder, _ := os.ReadFile(p)
-		f.Close()
-		if errors.Is(err, unix.EWOULDBLOCK) {
-			h := strings.TrimSpace(string(holder))
-			if h == "" {
-				h = "another process"
-			}
-			return &exitError{code: exitUnknown, err: fmt.Errorf("another gpuprep is changing this host (%s, holding %s): nothing was done; run this again when it has finished", h, lockFile)}
-		}
-		return &exitError{code: exitUnknown, err: fmt.Errorf("lock %s: %w", lockFile, err)}
+		return err
 	}
 	// Who holds it, for the message above (written after taking the lock:
 	// the file is only ever written by its holder).
@@ -103,6 +73,55 @@ func hostLock(cmd *cobra.Command, g *globals) error {
 	g.changing.Store(name != "apply")
 	g.stopsBetweenSteps = name == "apply"
 	return nil
+}
+
+// locks says whether command name (cmd) takes the host's lock: one that
+// changes the host, not for a --dry-run, and label only --before-join.
+func locks(cmd *cobra.Command, name string) bool {
+	if !changesHost[name] {
+		return false
+	}
+	if f := cmd.Flags().Lookup("dry-run"); f != nil && f.Value.String() == "true" {
+		return false
+	}
+	if f := cmd.Flags().Lookup("before-join"); name == "label" && f != nil && f.Value.String() != "true" {
+		return false // through the API: the cluster changes, not this host (often an admin's workstation)
+	}
+	return true
+}
+
+// takeLock opens the lock file under root and takes its flock; an error
+// naming the holder when another gpuprep holds it.
+func takeLock(root *host.Root) (*os.File, error) {
+	if err := root.MkdirAll(path.Dir(lockFile), 0o700); err != nil {
+		return nil, &exitError{code: exitUnknown, err: fmt.Errorf("lock %s: %w", lockFile, err)}
+	}
+	p, err := root.PathNoFollow(lockFile)
+	if err != nil {
+		return nil, &exitError{code: exitUnknown, err: fmt.Errorf("lock %s: %w", lockFile, err)}
+	}
+	// never through a symlink, and only a plain file: it is truncated
+	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return nil, &exitError{code: exitUnknown, err: fmt.Errorf("lock %s: %w", lockFile, err)}
+	}
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		_ = f.Close() // nothing written to it
+		return nil, &exitError{code: exitUnknown, err: fmt.Errorf("lock %s: not a regular file", lockFile)}
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		holder, _ := os.ReadFile(p)
+		_ = f.Close() // not ours: nothing written to it
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			h := strings.TrimSpace(string(holder))
+			if h == "" {
+				h = "another process"
+			}
+			return nil, &exitError{code: exitUnknown, err: fmt.Errorf("another gpuprep is changing this host (%s, holding %s): nothing was done; run this again when it has finished", h, lockFile)}
+		}
+		return nil, &exitError{code: exitUnknown, err: fmt.Errorf("lock %s: %w", lockFile, err)}
+	}
+	return f, nil
 }
 
 // offlineWrites are the writing commands that may change a system disk
@@ -203,7 +222,7 @@ func (g *globals) unlock() {
 	}
 	if g.lock != nil {
 		_ = g.lock.Truncate(0)
-		g.lock.Close()
+		_ = g.lock.Close() // what it holds says who holds the lock, for a message only
 		g.lock = nil
 	}
 }

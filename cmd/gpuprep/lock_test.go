@@ -249,7 +249,7 @@ func TestApplyInterruptedAtItsQuestion(t *testing.T) {
 		t.Fatal("apply never asked")
 	}
 	require.Equal(t, 129, hangUp(t, exits), "the interrupt at the question ends apply")
-	w.Close() // the stand-in for the process's end: the question gets no answer
+	require.NoError(t, w.Close()) // the stand-in for the process's end: the question gets no answer
 	res := <-done
 	require.Contains(t, res.errs, "gpuprep: hangup: nothing was changed")
 	require.Equal(t, "vfio-pci", driverOf(t, root, "0000:11:00.0"))

@@ -59,39 +59,9 @@ func (f *provisionFlags) add(c *cobra.Command) {
 // plan parses the flags and computes the plan; query answers its read-only
 // questions (nil: deps.provisionQuery).
 func (f *provisionFlags) plan(ctx context.Context, query host.Runner) (*host.Root, *provision.Plan, error) {
-	if f.output != "text" && f.output != "json" {
-		return nil, nil, usageErr("--output %q: want text or json", f.output)
-	}
-	if f.mode == "" {
-		return nil, nil, usageErr("--mode is required: container, vm-passthrough or vm-vgpu")
-	}
-	mode, err := preflight.ParseMode(f.mode)
+	mode, err := f.checkFlags()
 	if err != nil {
-		return nil, nil, usageErr("--mode: %v", err)
-	}
-	if f.node != "" && f.kubeconfig == "" {
-		return nil, nil, usageErr("--node goes with --kubeconfig")
-	}
-	if f.nvswitch && mode != preflight.VMPassthrough {
-		return nil, nil, usageErr("--nvswitch applies to --mode vm-passthrough only (container and vm-vgpu return NVSwitches on VFIO to the host)")
-	}
-	if mode != preflight.VMVGPU && (f.vgpuConfigFile != "" || f.vgpuConfig != "" || f.driver != "" || f.previousDriver != "") {
-		return nil, nil, usageErr("--vgpu-config-file, --vgpu-config, --driver and --previous-driver apply to --mode vm-vgpu only")
-	}
-	if mode == preflight.VMVGPU {
-		var miss []string
-		if f.vgpuConfigFile == "" {
-			miss = append(miss, "--vgpu-config-file FILE (the vgpu-device-manager config)")
-		}
-		if f.vgpuConfig == "" {
-			miss = append(miss, "--vgpu-config NAME (the config in it to create)")
-		}
-		if len(miss) > 0 {
-			return nil, nil, usageErr("--mode vm-vgpu needs %s", strings.Join(miss, " and "))
-		}
-		if err := kube.ValidateLabelValue(kube.VGPUConfigLabel, f.vgpuConfig); err != nil {
-			return nil, nil, usageErr("--vgpu-config: %v", err)
-		}
+		return nil, nil, err
 	}
 	sel, err := pci.ParseSelector(f.sel)
 	if err != nil {
@@ -110,6 +80,57 @@ func (f *provisionFlags) plan(ctx context.Context, query host.Runner) (*host.Roo
 		return root, nil, planErr(err)
 	}
 	return root, p, nil
+}
+
+// checkFlags validates the flags, and returns the mode.
+func (f *provisionFlags) checkFlags() (preflight.Mode, error) {
+	if f.output != "text" && f.output != "json" {
+		return "", usageErr("--output %q: want text or json", f.output)
+	}
+	if f.mode == "" {
+		return "", usageErr("--mode is required: container, vm-passthrough or vm-vgpu")
+	}
+	mode, err := preflight.ParseMode(f.mode)
+	if err != nil {
+		return "", usageErr("--mode: %v", err)
+	}
+	if f.node != "" && f.kubeconfig == "" {
+		return "", usageErr("--node goes with --kubeconfig")
+	}
+	if f.nvswitch && mode != preflight.VMPassthrough {
+		return "", usageErr("--nvswitch applies to --mode vm-passthrough only (container and vm-vgpu return NVSwitches on VFIO to the host)")
+	}
+	if mode != preflight.VMVGPU {
+		if f.vgpuFlagGiven() {
+			return "", usageErr("--vgpu-config-file, --vgpu-config, --driver and --previous-driver apply to --mode vm-vgpu only")
+		}
+		return mode, nil
+	}
+	return mode, f.checkVGPUFlags()
+}
+
+// vgpuFlagGiven says whether a flag of vm-vgpu's is given.
+func (f *provisionFlags) vgpuFlagGiven() bool {
+	return f.vgpuConfigFile != "" || f.vgpuConfig != "" || f.driver != "" || f.previousDriver != ""
+}
+
+// checkVGPUFlags checks that --mode vm-vgpu has its config file and a
+// config name that is a label value.
+func (f *provisionFlags) checkVGPUFlags() error {
+	var miss []string
+	if f.vgpuConfigFile == "" {
+		miss = append(miss, "--vgpu-config-file FILE (the vgpu-device-manager config)")
+	}
+	if f.vgpuConfig == "" {
+		miss = append(miss, "--vgpu-config NAME (the config in it to create)")
+	}
+	if len(miss) > 0 {
+		return usageErr("--mode vm-vgpu needs %s", strings.Join(miss, " and "))
+	}
+	if err := kube.ValidateLabelValue(kube.VGPUConfigLabel, f.vgpuConfig); err != nil {
+		return usageErr("--vgpu-config: %v", err)
+	}
+	return nil
 }
 
 // planErr maps plan errors to exit codes: a selector that matches nothing is

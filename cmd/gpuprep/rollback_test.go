@@ -216,7 +216,8 @@ func TestRollbackOlderJournalWithoutHashes(t *testing.T) {
 		require.NoError(t, err)
 		old = append(old, string(b))
 	}
-	f.Close()
+	require.NoError(t, sc.Err())
+	require.NoError(t, f.Close())
 	require.NoError(t, os.WriteFile(jp, []byte(strings.Join(old, "\n")+"\n"), 0o600))
 	p := filepath.Join(root, "etc/default/grub")
 	g, err := os.ReadFile(p)

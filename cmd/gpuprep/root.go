@@ -106,7 +106,9 @@ func (g *globals) rootDir() (string, error) {
 func (g *globals) cleanup() {
 	g.unlock()
 	if g.unpacked != "" {
-		os.RemoveAll(g.unpacked)
+		// a packed --root's unpacked copy, in the temporary directory: the
+		// command has ended, nothing of it is lost with a failed removal
+		_ = os.RemoveAll(g.unpacked)
 		g.release()
 		g.unpacked, g.release = "", nil
 	}

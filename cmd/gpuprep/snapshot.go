@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -71,12 +72,9 @@ func runSnapshot(cmd *cobra.Command, g *globals, dir string, sel []string) error
 	if err != nil {
 		return err
 	}
-	abs, err := filepath.Abs(dir)
+	abs, err := snapshotDir(src, dir)
 	if err != nil {
-		return usageErr("%v", err)
-	}
-	if src.IsLive() && (abs == "/" || strings.HasPrefix(abs+"/", "/sys/") || strings.HasPrefix(abs+"/", "/proc/") || strings.HasPrefix(abs+"/", "/dev/")) {
-		return usageErr("snapshot directory %s: not under /, /sys, /proc or /dev", abs)
+		return err
 	}
 	// Everything is made under temporary names beside the target (checked
 	// here, before any command runs) and put in place at the end: the
@@ -86,7 +84,65 @@ func runSnapshot(cmd *cobra.Command, g *globals, dir string, sel []string) error
 		return err
 	}
 	defer t.discard()
-	packed, tree := t.packed, t.tree
+	runs := snapshotArgs(sel)
+	rec := host.NewRecorder()
+	live := make([]string, len(runs))
+	for i, args := range runs {
+		live[i] = g.dep().snapshotRun(args, &globals{root: src.Dir(), rec: rec, deps: g.deps})
+	}
+	if err := refusedRun(runs, live); err != nil {
+		return err
+	}
+	done := tempsBusy()
+	defer done()
+	st, err := snapshot.Take(src, rec, t.tree, snapshot.Options{KeepComm: func(c string) bool { return vgpu.DaemonOf(c) != "" }, Stop: tempsStopped})
+	if errors.Is(err, snapshot.ErrStopped) {
+		return interrupted()
+	}
+	if err != nil {
+		return &exitError{code: exitUnknown, err: fmt.Errorf("snapshot into %s: %w", abs, err)}
+	}
+	replay, where, err := t.replayable()
+	if err != nil {
+		return &exitError{code: exitUnknown, err: fmt.Errorf("snapshot into %s: %w", abs, err)}
+	}
+	differ, stopped := replayDiffers(g, runs, live, replay)
+	if stopped {
+		return interrupted()
+	}
+	if err := t.commit(); err != nil {
+		if err == errInterrupted {
+			return interrupted()
+		}
+		return &exitError{code: exitUnknown, err: fmt.Errorf("snapshot into %s: %w", abs, err)}
+	}
+	done()
+	out := sanitize.NewWriter(cmd.OutOrStdout())
+	printSnapshotTaken(out, st, where, abs, src.IsLive(), t.packed)
+	if len(differ) > 0 {
+		fmt.Fprintf(out, "NOT reproduced from the snapshot (its output differs from this node's): %s\n", strings.Join(differ, "; "))
+		return &exitError{code: exitNotReady}
+	}
+	fmt.Fprintf(out, "Reproduced: gpuprep --root %s gives this node's output for check, vfio status, vgpu types, grub show and plan.\n", abs)
+	return nil
+}
+
+// snapshotDir is dir made absolute; for a snapshot of this machine, not
+// / nor under /sys, /proc or /dev.
+func snapshotDir(src *host.Root, dir string) (string, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", usageErr("%v", err)
+	}
+	if src.IsLive() && (abs == "/" || strings.HasPrefix(abs+"/", "/sys/") || strings.HasPrefix(abs+"/", "/proc/") || strings.HasPrefix(abs+"/", "/dev/")) {
+		return "", usageErr("snapshot directory %s: not under /, /sys, /proc or /dev", abs)
+	}
+	return abs, nil
+}
+
+// snapshotArgs are the commands a snapshot is taken with (snapshotRuns),
+// each but grub show (which takes none) with the --select given.
+func snapshotArgs(sel []string) [][]string {
 	var selArgs []string
 	for _, s := range sel {
 		selArgs = append(selArgs, "--select", s)
@@ -98,54 +154,39 @@ func runSnapshot(cmd *cobra.Command, g *globals, dir string, sel []string) error
 			runs[i] = append(append([]string(nil), r...), selArgs...)
 		}
 	}
+	return runs
+}
 
-	rec := host.NewRecorder()
-	live := make([]string, len(runs))
-	for i, args := range runs {
-		live[i] = g.dep().snapshotRun(args, &globals{root: src.Dir(), rec: rec, deps: g.deps})
-	}
+// refusedRun is the usage error of the first of the runs that refused its
+// command line (live: each one's output), nil when none did.
+func refusedRun(runs [][]string, live []string) error {
 	for i, args := range runs {
 		if strings.HasPrefix(live[i], fmt.Sprintf("exit %d\n", exitUsage)) {
 			_, stderr, _ := strings.Cut(live[i], "--- stderr\n")
 			return usageErr("gpuprep %s: %s", strings.Join(args, " "), strings.TrimSpace(strings.TrimPrefix(stderr, "gpuprep: ")))
 		}
 	}
-	done := tempsBusy()
-	defer done()
-	st, err := snapshot.Take(src, rec, tree, snapshot.Options{KeepComm: func(c string) bool { return vgpu.DaemonOf(c) != "" }, Stop: tempsStopped})
-	if errors.Is(err, snapshot.ErrStopped) {
-		return interrupted()
-	}
-	if err != nil {
-		return &exitError{code: exitUnknown, err: fmt.Errorf("snapshot into %s: %w", abs, err)}
-	}
-	replay, where := tree, abs
-	if packed {
-		n, err := t.pack()
-		if err != nil {
-			return &exitError{code: exitUnknown, err: fmt.Errorf("snapshot into %s: %w", abs, err)}
-		}
-		replay, where = t.file.Name(), fmt.Sprintf("%s (%s packed)", abs, size(n))
-	}
+	return nil
+}
 
-	var differ []string
+// replayDiffers runs each of runs again against the snapshot (replay) and
+// lists those whose output differs from the node's (live); stopped when an
+// interrupt came first.
+func replayDiffers(g *globals, runs [][]string, live []string, replay string) (differ []string, stopped bool) {
 	for i, args := range runs {
 		if tempsStopped() {
-			return interrupted()
+			return nil, true
 		}
 		if got := g.dep().snapshotRun(args, &globals{root: replay, deps: g.deps}); got != live[i] {
 			differ = append(differ, strings.Join(args, " "))
 		}
 	}
-	if err := t.commit(); err != nil {
-		if err == errInterrupted {
-			return interrupted()
-		}
-		return &exitError{code: exitUnknown, err: fmt.Errorf("snapshot into %s: %w", abs, err)}
-	}
-	done()
+	return differ, false
+}
 
-	out := sanitize.NewWriter(cmd.OutOrStdout())
+// printSnapshotTaken says what the snapshot in where holds, what it left
+// out, and what to know before sharing it.
+func printSnapshotTaken(out io.Writer, st snapshot.Stats, where, abs string, live, packed bool) {
 	fmt.Fprintf(out, "Snapshot in %s: %s (%s), %s, %s, %s for entries gpuprep listed but did not read.\n",
 		where, plural.N(st.Files, "file"), size(st.Bytes), plural.N(st.Links, "symlink"), plural.N(st.Dirs, "directory"), plural.N(st.Stubs, "stand-in"))
 	if len(st.Other) > 0 {
@@ -154,7 +195,7 @@ func runSnapshot(cmd *cobra.Command, g *globals, dir string, sel []string) error
 	if st.Private > 0 {
 		fmt.Fprintf(out, "Left out: %d of the processes' open files and names (/proc/PID/fd, /proc/PID/comm) other than NVIDIA and VFIO devices and the vGPU daemons.\n", st.Private)
 	}
-	if src.IsLive() && os.Geteuid() != 0 {
+	if live && os.Geteuid() != 0 {
 		fmt.Fprintln(out, "Not run as root: files only root may read (MSRs, ACPI tables, PCI configuration space past 64 bytes) are in the snapshot as this user saw them.")
 	}
 	if len(st.Unreadable) > 0 {
@@ -163,12 +204,6 @@ func runSnapshot(cmd *cobra.Command, g *globals, dir string, sel []string) error
 	if packed {
 		fmt.Fprintf(out, "%s is readable by its owner only: it holds this node's configuration files (chmod or chown it to share it).\n", abs)
 	}
-	if len(differ) > 0 {
-		fmt.Fprintf(out, "NOT reproduced from the snapshot (its output differs from this node's): %s\n", strings.Join(differ, "; "))
-		return &exitError{code: exitNotReady}
-	}
-	fmt.Fprintf(out, "Reproduced: gpuprep --root %s gives this node's output for check, vfio status, vgpu types, grub show and plan.\n", abs)
-	return nil
 }
 
 // snapshotTarget is where a snapshot is made: a temporary directory beside
@@ -244,6 +279,20 @@ func unwrapPath(err error) error {
 	return err
 }
 
+// replayable is the snapshot taken, ready to replay gpuprep against: the
+// tree, or the file it is packed into (FILE.tar.gz); where says where it
+// goes, and for a packed one its size.
+func (t *snapshotTarget) replayable() (replay, where string, _ error) {
+	if !t.packed {
+		return t.tree, t.abs, nil
+	}
+	n, err := t.pack()
+	if err != nil {
+		return "", "", err
+	}
+	return t.file.Name(), fmt.Sprintf("%s (%s packed)", t.abs, size(n)), nil
+}
+
 // pack packs the tree into the temporary file, synced, and returns its size.
 func (t *snapshotTarget) pack() (int64, error) {
 	if err := snapshot.Pack(t.tree, t.file); err != nil {
@@ -270,59 +319,73 @@ func (t *snapshotTarget) commit() error {
 	if tempsStopped() {
 		return errInterrupted
 	}
-	appeared := func(err error) error {
-		if errors.Is(err, fs.ErrExist) || errors.Is(err, unix.ENOTEMPTY) {
-			return fmt.Errorf("%s appeared while the snapshot was taken, and is left as it is", t.abs)
-		}
-		return err
-	}
-	if t.packed {
+	switch {
+	case t.packed:
 		if err := renameNoReplace(t.file.Name(), t.abs); err != nil {
-			return appeared(err)
+			return t.appeared(err)
 		}
-	} else if t.inside {
-		ents, err := os.ReadDir(t.abs)
-		if err != nil {
+	case t.inside:
+		if err := t.moveIn(); err != nil {
 			return err
 		}
-		if len(ents) != 1 {
-			return appeared(fs.ErrExist)
-		}
-		moved, err := os.ReadDir(t.tree)
-		if err != nil {
-			return err
-		}
-		for i, e := range moved {
-			if err := renameNoReplace(filepath.Join(t.tree, e.Name()), filepath.Join(t.abs, e.Name())); err != nil {
-				for _, m := range moved[:i] { // ours: the directory goes back to empty
-					os.RemoveAll(filepath.Join(t.abs, m.Name()))
-				}
-				return appeared(err)
-			}
-		}
-		if err := os.Remove(t.tree); err != nil {
-			return err
-		}
-	} else {
+	default:
 		if err := os.Chmod(t.tree, 0o755); err != nil { // MkdirTemp made it 0700
 			return err
 		}
 		// rename(2) replaces only an empty directory (os.Rename none)
 		if err := unix.Rename(t.tree, t.abs); err != nil {
-			return appeared(&os.LinkError{Op: "rename", Old: t.tree, New: t.abs, Err: err})
+			return t.appeared(&os.LinkError{Op: "rename", Old: t.tree, New: t.abs, Err: err})
 		}
 	}
 	return host.FsyncDir(filepath.Dir(t.abs))
 }
 
-// discard removes what is left of the temporary files and directories.
+// appeared is err, or where err says the target exists, that it appeared
+// meanwhile.
+func (t *snapshotTarget) appeared(err error) error {
+	if errors.Is(err, fs.ErrExist) || errors.Is(err, unix.ENOTEMPTY) {
+		return fmt.Errorf("%s appeared while the snapshot was taken, and is left as it is", t.abs)
+	}
+	return err
+}
+
+// moveIn moves the tree's entries into the target directory, still empty
+// but for the tree (the entries moved taken back out on a failure), and
+// removes the tree.
+func (t *snapshotTarget) moveIn() error {
+	ents, err := os.ReadDir(t.abs)
+	if err != nil {
+		return err
+	}
+	if len(ents) != 1 {
+		return t.appeared(fs.ErrExist)
+	}
+	moved, err := os.ReadDir(t.tree)
+	if err != nil {
+		return err
+	}
+	for i, e := range moved {
+		if err := renameNoReplace(filepath.Join(t.tree, e.Name()), filepath.Join(t.abs, e.Name())); err != nil {
+			errs := []error{t.appeared(err)}
+			for _, m := range moved[:i] { // ours: the directory goes back to empty
+				errs = append(errs, os.RemoveAll(filepath.Join(t.abs, m.Name())))
+			}
+			return errors.Join(errs...)
+		}
+	}
+	return os.Remove(t.tree)
+}
+
+// discard removes what is left of the temporary files and directories
+// (the command's outcome is decided: what fails here is a temporary name
+// left behind, nothing of the snapshot).
 func (t *snapshotTarget) discard() {
 	if t.file != nil {
-		t.file.Close()
-		os.Remove(t.file.Name()) // gone once committed
+		_ = t.file.Close()           // closed already once packed
+		_ = os.Remove(t.file.Name()) // gone once committed
 	}
 	if t.tmpDir != "" {
-		os.RemoveAll(t.tmpDir)
+		_ = os.RemoveAll(t.tmpDir)
 	}
 	for _, r := range t.release {
 		r()

@@ -104,7 +104,7 @@ func removeTemps(sig chan os.Signal, exit func(code int)) {
 	}
 	temps.Lock() // held to the end: no release, no commit races the removal
 	for p := range temps.paths {
-		os.RemoveAll(p)
+		_ = os.RemoveAll(p) // on the way out: nowhere to report it but the exit
 	}
 	exit(128 + signalNumber(s))
 	// Only a test's exit returns.

@@ -15,7 +15,11 @@ import (
 // laid out: they get it unwrapped (a report written to no terminal wraps
 // at $COLUMNS). The layout's own tests (the goldens, TestCheckText*) set
 // COLUMNS themselves.
-func init() { os.Setenv("COLUMNS", "100000") }
+func init() {
+	if err := os.Setenv("COLUMNS", "100000"); err != nil {
+		panic(err)
+	}
+}
 
 // check on the 8-GPU HGX node, at 80 and 40 columns: no line is wider, the
 // verdict comes first, the eight GPUs' identical findings are one, and -v

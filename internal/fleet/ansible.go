@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"math/big"
@@ -193,7 +194,32 @@ func ansibleAddress(s string) bool {
 
 // resolve turns the groups into Hosts.
 func (a *aInv) resolve() (*Inventory, error) {
-	// Children must name groups; the graph must be acyclic.
+	depth, err := a.groupDepths()
+	if err != nil {
+		return nil, err
+	}
+	member := a.memberships()
+	priority, err := a.groupPriorities()
+	if err != nil {
+		return nil, err
+	}
+	inv := &Inventory{File: a.file, Format: a.format}
+	for _, hn := range a.order {
+		gs := slices.Collect(maps.Keys(member[hn]))
+		sortGroups(gs, depth, priority)
+		h, err := a.resolveHost(a.hosts[hn], gs)
+		if err != nil {
+			return nil, err
+		}
+		inv.Hosts = append(inv.Hosts, h)
+	}
+	return inv, nil
+}
+
+// groupDepths is each group's depth below all, by its longest path from
+// all (all 0); an error when a child names no group, or the graph has a
+// cycle.
+func (a *aInv) groupDepths() (map[string]int, error) {
 	for _, g := range a.groups {
 		for _, c := range g.children {
 			if a.groups[c] == nil {
@@ -202,84 +228,70 @@ func (a *aInv) resolve() (*Inventory, error) {
 		}
 	}
 	depth := map[string]int{}
-	var visit func(name string, d int, path []string) error
-	visit = func(name string, d int, path []string) error {
-		if contains(path, name) {
-			return &Error{File: a.groups[name].file, Line: a.groups[name].line, Field: name + ".children", Msg: "cycle: " + strings.Join(append(path, name), " -> ")}
-		}
-		if cur, ok := depth[name]; ok && cur >= d {
-			return nil
-		}
-		depth[name] = d
-		for _, c := range a.groups[name].children {
-			if err := visit(c, d+1, append(path, name)); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	names := make([]string, 0, len(a.groups))
-	for n := range a.groups {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	isChild := map[string]bool{}
-	for _, g := range a.groups {
-		for _, c := range g.children {
-			isChild[c] = true
-		}
-	}
+	names := slices.Sorted(maps.Keys(a.groups))
+	isChild := a.childSet()
 	for _, n := range names {
-		if n == "all" {
-			continue
-		}
-		if !isChild[n] {
-			if err := visit(n, 1, []string{"all"}); err != nil {
+		if n != "all" && !isChild[n] {
+			if err := a.visitDepth(depth, n, 1, []string{"all"}); err != nil {
 				return nil, err
 			}
 		}
 	}
 	for _, n := range names {
 		if _, ok := depth[n]; !ok && n != "all" { // only reachable through a cycle
-			if err := visit(n, 1, nil); err != nil {
+			if err := a.visitDepth(depth, n, 1, nil); err != nil {
 				return nil, err
 			}
 		}
 	}
 	depth["all"] = 0
+	return depth, nil
+}
 
-	// Membership: a host is in a group if listed in it or in a descendant.
+// visitDepth gives group name, reached from all through path, the depth
+// d unless it has one as deep, then its children theirs.
+func (a *aInv) visitDepth(depth map[string]int, name string, d int, path []string) error {
+	if contains(path, name) {
+		return &Error{File: a.groups[name].file, Line: a.groups[name].line, Field: name + ".children", Msg: "cycle: " + strings.Join(append(path, name), " -> ")}
+	}
+	if cur, ok := depth[name]; ok && cur >= d {
+		return nil
+	}
+	depth[name] = d
+	for _, c := range a.groups[name].children {
+		if err := a.visitDepth(depth, c, d+1, append(path, name)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// childSet is the groups some group has as a child.
+func (a *aInv) childSet() map[string]bool {
+	isChild := map[string]bool{}
+	for _, g := range a.groups {
+		for _, c := range g.children {
+			isChild[c] = true
+		}
+	}
+	return isChild
+}
+
+// memberships are each host's groups: those that list it and their
+// ancestors, and all. As Ansible's reconcile_inventory: a host in no group
+// but all is listed in ungrouped; one also in another group is no longer
+// listed there (it stays in ungrouped through a child of ungrouped, if any).
+func (a *aInv) memberships() map[string]map[string]bool {
 	parents := map[string][]string{}
 	for _, g := range a.groups {
 		for _, c := range g.children {
 			parents[c] = append(parents[c], g.name)
 		}
 	}
-	memberOf := func(hn string) map[string]bool {
-		m := map[string]bool{"all": true}
-		var up func(g string)
-		up = func(g string) {
-			m[g] = true
-			for _, p := range parents[g] {
-				if !m[p] {
-					up(p)
-				}
-			}
-		}
-		for _, g := range a.direct[hn] {
-			if a.groups[g].hosts[hn] {
-				up(g)
-			}
-		}
-		return m
-	}
-	// As Ansible's reconcile_inventory: a host in no group but all is
-	// listed in ungrouped; one also in another group is no longer listed
-	// there (it stays in ungrouped through a child of ungrouped, if any).
 	member := map[string]map[string]bool{} // host -> groups
 	ungrouped := a.groups["ungrouped"]
 	for _, hn := range a.order {
-		m := memberOf(hn)
+		m := a.memberOf(hn, parents)
 		other := false
 		for g := range m {
 			other = other || g != "all" && g != "ungrouped"
@@ -287,16 +299,40 @@ func (a *aInv) resolve() (*Inventory, error) {
 		switch {
 		case other && ungrouped.hosts[hn]:
 			delete(ungrouped.hosts, hn)
-			m = memberOf(hn)
+			m = a.memberOf(hn, parents)
 		case !other && !m["ungrouped"]:
 			a.addHostToGroup(ungrouped, hn)
 			m["ungrouped"] = true
 		}
 		member[hn] = m
 	}
-	// Group variables apply from the least specific group to the most
-	// specific: by depth, then ansible_group_priority (default 1), then
-	// name (Ansible's sort_groups); the priority is no variable itself.
+	return member
+}
+
+// memberOf is the groups host hn is in: all, those that list it, and
+// their ancestors (parents: each group's parents).
+func (a *aInv) memberOf(hn string, parents map[string][]string) map[string]bool {
+	m := map[string]bool{"all": true}
+	var up func(g string)
+	up = func(g string) {
+		m[g] = true
+		for _, p := range parents[g] {
+			if !m[p] {
+				up(p)
+			}
+		}
+	}
+	for _, g := range a.direct[hn] {
+		if a.groups[g].hosts[hn] {
+			up(g)
+		}
+	}
+	return m
+}
+
+// groupPriorities are the groups' ansible_group_priority (default 1),
+// taken out of their variables: the priority is no variable itself.
+func (a *aInv) groupPriorities() (map[string]int, error) {
 	priority := map[string]int{}
 	for _, g := range a.groups {
 		priority[g.name] = 1
@@ -309,48 +345,49 @@ func (a *aInv) resolve() (*Inventory, error) {
 			delete(g.vars, "ansible_group_priority")
 		}
 	}
+	return priority, nil
+}
 
-	inv := &Inventory{File: a.file, Format: a.format}
-	for _, hn := range a.order {
-		ah := a.hosts[hn]
-		var gs []string
-		for g := range member[hn] {
-			gs = append(gs, g)
+// sortGroups sorts a host's groups from the least specific to the most
+// specific, the order their variables apply in: by depth, then
+// ansible_group_priority, then name (Ansible's sort_groups).
+func sortGroups(gs []string, depth, priority map[string]int) {
+	sort.Slice(gs, func(i, j int) bool {
+		if depth[gs[i]] != depth[gs[j]] {
+			return depth[gs[i]] < depth[gs[j]]
 		}
-		sort.Slice(gs, func(i, j int) bool {
-			if depth[gs[i]] != depth[gs[j]] {
-				return depth[gs[i]] < depth[gs[j]]
-			}
-			if priority[gs[i]] != priority[gs[j]] {
-				return priority[gs[i]] < priority[gs[j]]
-			}
-			return gs[i] < gs[j]
-		})
-		vars, problem, err := a.precedence(ah, gs)
-		if err != nil {
-			return nil, err
+		if priority[gs[i]] != priority[gs[j]] {
+			return priority[gs[i]] < priority[gs[j]]
 		}
-		h := &Host{Name: hn, Source: fmt.Sprintf("%s:%d", ah.file, ah.line), Vars: map[string]string{}, Problem: problem}
-		for _, g := range gs {
-			if g != "all" {
-				h.Groups = append(h.Groups, g)
-			}
-		}
-		for k, v := range vars {
-			if !v.vault { // an encrypted value is not known: no value rather than a wrong one
-				h.Vars[k] = v.val
-			}
-		}
-		if problem != "" {
-			inv.Hosts = append(inv.Hosts, h)
-			continue // a vault-encrypted vars file: none of its variables is known
-		}
-		if err := a.applyVars(h, vars); err != nil {
-			return nil, err
-		}
-		inv.Hosts = append(inv.Hosts, h)
+		return gs[i] < gs[j]
+	})
+}
+
+// resolveHost is the Host of ah, in the groups gs (sorted by sortGroups):
+// its variables, as they apply, and what gpuprep reads of them.
+func (a *aInv) resolveHost(ah *aHost, gs []string) (*Host, error) {
+	vars, problem, err := a.precedence(ah, gs)
+	if err != nil {
+		return nil, err
 	}
-	return inv, nil
+	h := &Host{Name: ah.name, Source: fmt.Sprintf("%s:%d", ah.file, ah.line), Vars: map[string]string{}, Problem: problem}
+	for _, g := range gs {
+		if g != "all" {
+			h.Groups = append(h.Groups, g)
+		}
+	}
+	for k, v := range vars {
+		if !v.vault { // an encrypted value is not known: no value rather than a wrong one
+			h.Vars[k] = v.val
+		}
+	}
+	if problem != "" {
+		return h, nil // a vault-encrypted vars file: none of its variables is known
+	}
+	if err := a.applyVars(h, vars); err != nil {
+		return nil, err
+	}
+	return h, nil
 }
 
 func first(vars map[string]aVar, keys ...string) (aVar, string, bool) {
@@ -362,11 +399,29 @@ func first(vars map[string]aVar, keys ...string) (aVar, string, bool) {
 	return aVar{}, "", false
 }
 
+// applyVars sets what gpuprep reads of h's variables: the connection
+// (Ansible's and gpuprep's variables), and a bastion from ssh arguments.
 func (a *aInv) applyVars(h *Host, vars map[string]aVar) error {
 	if p := a.unresolved(h.Name, vars); p != "" {
 		h.Problem = p // that host's problem: Ansible would resolve it, gpuprep's reader cannot
 		return nil
 	}
+	if err := a.connectionVars(h, vars); err != nil {
+		return err
+	}
+	// gpuprep_mode, gpuprep_jump, … as in every inventory format
+	if err := gpuprepVars(a.file, h, h.Vars, func(k string) (int, string) { return vars[k].line, k }); err != nil {
+		return a.setBy(err, vars)
+	}
+	if _, ok := vars["gpuprep_jump"]; ok {
+		return nil
+	}
+	return a.argsJump(h, vars)
+}
+
+// connectionVars reads the ssh connection plugin's variables: address,
+// port, user, key and connection type.
+func (a *aInv) connectionVars(h *Host, vars map[string]aVar) error {
 	if v, k, ok := first(vars, "ansible_ssh_host", "ansible_host"); ok {
 		if !validAddress(v.val) {
 			return &Error{File: a.at(v), Line: v.line, Field: k, Msg: fmt.Sprintf("host %q: %q is not a host name or IP address", h.Name, v.val)}
@@ -396,13 +451,11 @@ func (a *aInv) applyVars(h *Host, vars map[string]aVar) error {
 		h.Problem = connectionProblem(a.at(v), h.Name, v)
 		h.Local = h.Problem == "" && isLocalConnection(v.val)
 	}
-	// gpuprep_mode, gpuprep_jump, … as in every inventory format
-	if err := gpuprepVars(a.file, h, h.Vars, func(k string) (int, string) { return vars[k].line, k }); err != nil {
-		return a.setBy(err, vars)
-	}
-	if _, ok := vars["gpuprep_jump"]; ok {
-		return nil
-	}
+	return nil
+}
+
+// argsJump reads a bastion from the ssh arguments of h's variables.
+func (a *aInv) argsJump(h *Host, vars map[string]aVar) error {
 	// As the ssh plugin passes them to ssh, where the first ProxyJump or
 	// ProxyCommand wins. The usual Ansible bastion, -o ProxyCommand="ssh
 	// -W %h:%p bastion", is read as the ProxyJump it is (ProxyCommandJump);
@@ -439,23 +492,6 @@ func proxyFromArgs(s string) (jump, command string, found bool) {
 	if err != nil {
 		return "", "", false
 	}
-	opt := func(o string) (string, string, bool) {
-		k, v, ok := strings.Cut(o, "=")
-		if !ok {
-			k, v, ok = strings.Cut(o, " ")
-		}
-		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
-		switch {
-		case !ok:
-		case strings.EqualFold(k, "ProxyJump"):
-			return v, "", true
-		case strings.EqualFold(k, "ProxyCommand") && strings.EqualFold(v, "none"):
-			return "", "", true
-		case strings.EqualFold(k, "ProxyCommand"):
-			return "", v, true
-		}
-		return "", "", false
-	}
 	for i := 0; i < len(f); i++ {
 		switch {
 		case f[i] == "-J" && i+1 < len(f):
@@ -463,15 +499,36 @@ func proxyFromArgs(s string) (jump, command string, found bool) {
 		case strings.HasPrefix(f[i], "-J") && len(f[i]) > 2:
 			return f[i][2:], "", true
 		case f[i] == "-o" && i+1 < len(f):
-			if j, c, ok := opt(f[i+1]); ok {
+			if j, c, ok := proxyOption(f[i+1]); ok {
 				return j, c, true
 			}
 			i++
 		case strings.HasPrefix(f[i], "-o"):
-			if j, c, ok := opt(f[i][2:]); ok {
+			if j, c, ok := proxyOption(f[i][2:]); ok {
 				return j, c, true
 			}
 		}
+	}
+	return "", "", false
+}
+
+// proxyOption reads an ssh -o option (KEY=VALUE or KEY VALUE): a
+// ProxyJump or ProxyCommand as proxyFromArgs returns it; false for any
+// other.
+func proxyOption(o string) (jump, command string, found bool) {
+	k, v, ok := strings.Cut(o, "=")
+	if !ok {
+		k, v, ok = strings.Cut(o, " ")
+	}
+	k, v = strings.TrimSpace(k), strings.TrimSpace(v)
+	switch {
+	case !ok:
+	case strings.EqualFold(k, "ProxyJump"):
+		return v, "", true
+	case strings.EqualFold(k, "ProxyCommand") && strings.EqualFold(v, "none"):
+		return "", "", true
+	case strings.EqualFold(k, "ProxyCommand"):
+		return "", v, true
 	}
 	return "", "", false
 }
@@ -601,65 +658,10 @@ func expandRangeInto(pat string, out *[]string) error {
 		return fmt.Errorf("%q: [ without ] (a host range is [begin:end] or [begin:end:step])", pat)
 	}
 	j += i
-	head, nrange, tail := pat[:i], pat[i+1:j], pat[j+1:]
-	bounds := strings.Split(nrange, ":")
-	if len(bounds) != 2 && len(bounds) != 3 {
-		return fmt.Errorf("%q: a host range is [begin:end] or [begin:end:step]", pat)
-	}
-	beg, end, stepText := bounds[0], bounds[1], "1"
-	if len(bounds) == 3 {
-		stepText = bounds[2]
-	}
-	if beg == "" {
-		beg = "0"
-	}
-	if end == "" {
-		return fmt.Errorf("%q: the host range has no end", pat)
-	}
-	width := 0
-	if beg[0] == '0' && len(beg) > 1 {
-		if len(beg) != len(end) {
-			return fmt.Errorf("%q: a zero-padded host range needs begin and end of one width", pat)
-		}
-		width = len(beg)
-	}
-	step, stepOK := pyInt(stepText)
-	var items []string
-	ib, ie := strings.Index(asciiLetters, beg), strings.Index(asciiLetters, end)
-	if ib >= 0 && ie >= 0 && stepOK && step != 0 {
-		if ib > ie {
-			return fmt.Errorf("%q: the host range's begin comes after its end", pat)
-		}
-		for k := ib; k <= ie && step > 0; k += step {
-			items = append(items, asciiLetters[k:k+1])
-		}
-	} else {
-		lo, ok1 := pyBigInt(beg)
-		hi, ok2 := pyBigInt(end)
-		if !ok1 || !ok2 || !stepOK || step == 0 {
-			return fmt.Errorf("%q: bad host range (begin, end and step must be numbers, or begin and end letters)", pat)
-		}
-		// Python's range(lo, hi+1, step), counted before it is made (in
-		// big integers: no bound overflows).
-		st := big.NewInt(int64(step))
-		span := new(big.Int).Sub(new(big.Int).Add(hi, big.NewInt(1)), lo) // stop - start
-		if step < 0 {
-			span.Neg(span)
-			st.Neg(st)
-		}
-		n := new(big.Int)
-		if span.Sign() > 0 {
-			n.Add(span, new(big.Int).Sub(st, big.NewInt(1)))
-			n.Quo(n, st) // ceil(span / |step|)
-		}
-		if n.Cmp(big.NewInt(maxRangeHosts)) > 0 {
-			return fmt.Errorf("%q: the host range makes more than %d hosts", pat, maxRangeHosts)
-		}
-		k := new(big.Int).Set(lo)
-		for i := int64(0); i < n.Int64(); i++ {
-			items = append(items, zfill(k.String(), width))
-			k.Add(k, big.NewInt(int64(step)))
-		}
+	head, tail := pat[:i], pat[j+1:]
+	items, err := rangeItems(pat, pat[i+1:j])
+	if err != nil {
+		return err
 	}
 	for _, it := range items {
 		if len(*out) > maxRangeHosts {
@@ -670,6 +672,84 @@ func expandRangeInto(pat string, out *[]string) error {
 		}
 	}
 	return nil
+}
+
+// rangeItems are what the range nrange (the inside of its brackets, in
+// the host pattern pat) stands for, in order: letters or numbers.
+func rangeItems(pat, nrange string) ([]string, error) {
+	beg, end, stepText, width, err := rangeBounds(pat, nrange)
+	if err != nil {
+		return nil, err
+	}
+	step, stepOK := pyInt(stepText)
+	ib, ie := strings.Index(asciiLetters, beg), strings.Index(asciiLetters, end)
+	if ib >= 0 && ie >= 0 && stepOK && step != 0 {
+		if ib > ie {
+			return nil, fmt.Errorf("%q: the host range's begin comes after its end", pat)
+		}
+		var items []string
+		for k := ib; k <= ie && step > 0; k += step {
+			items = append(items, asciiLetters[k:k+1])
+		}
+		return items, nil
+	}
+	lo, ok1 := pyBigInt(beg)
+	hi, ok2 := pyBigInt(end)
+	if !ok1 || !ok2 || !stepOK || step == 0 {
+		return nil, fmt.Errorf("%q: bad host range (begin, end and step must be numbers, or begin and end letters)", pat)
+	}
+	return numberRange(pat, lo, hi, step, width)
+}
+
+// rangeBounds splits a range's inside, begin:end or begin:end:step, into
+// its begin (0 when empty), end and step (1 when none), and the width a
+// zero-padded begin gives every number (0: none).
+func rangeBounds(pat, nrange string) (beg, end, step string, width int, err error) {
+	bounds := strings.Split(nrange, ":")
+	if len(bounds) != 2 && len(bounds) != 3 {
+		return "", "", "", 0, fmt.Errorf("%q: a host range is [begin:end] or [begin:end:step]", pat)
+	}
+	beg, end, step = cmp.Or(bounds[0], "0"), bounds[1], "1"
+	if len(bounds) == 3 {
+		step = bounds[2]
+	}
+	if end == "" {
+		return "", "", "", 0, fmt.Errorf("%q: the host range has no end", pat)
+	}
+	if beg[0] == '0' && len(beg) > 1 {
+		if len(beg) != len(end) {
+			return "", "", "", 0, fmt.Errorf("%q: a zero-padded host range needs begin and end of one width", pat)
+		}
+		width = len(beg)
+	}
+	return beg, end, step, width, nil
+}
+
+// numberRange is Python's range(lo, hi+1, step), each number zero-padded
+// to width, counted before it is made (in big integers: no bound
+// overflows); an error when it makes more than maxRangeHosts.
+func numberRange(pat string, lo, hi *big.Int, step, width int) ([]string, error) {
+	st := big.NewInt(int64(step))
+	span := new(big.Int).Sub(new(big.Int).Add(hi, big.NewInt(1)), lo) // stop - start
+	if step < 0 {
+		span.Neg(span)
+		st.Neg(st)
+	}
+	n := new(big.Int)
+	if span.Sign() > 0 {
+		n.Add(span, new(big.Int).Sub(st, big.NewInt(1)))
+		n.Quo(n, st) // ceil(span / |step|)
+	}
+	if n.Cmp(big.NewInt(maxRangeHosts)) > 0 {
+		return nil, fmt.Errorf("%q: the host range makes more than %d hosts", pat, maxRangeHosts)
+	}
+	var items []string
+	k := new(big.Int).Set(lo)
+	for i := int64(0); i < n.Int64(); i++ {
+		items = append(items, zfill(k.String(), width))
+		k.Add(k, big.NewInt(int64(step)))
+	}
+	return items, nil
 }
 
 // zfill is Python's str.zfill: pads with zeros after any sign.
@@ -721,121 +801,166 @@ func parseINI(file string, data []byte, vd *varsDirs) (*Inventory, error) {
 // several into one).
 func (a *aInv) readINI(file string, data []byte) error {
 	a.file = file
-	// A group is defined by a [g] or [g:children] section, or by an earlier
-	// file of the directory; [g:vars] or a child entry without one is an
-	// error, as in Ansible ("Section [g:vars] not valid for undefined
-	// group", "includes undefined group").
-	defined := map[string]bool{"all": true, "ungrouped": true}
+	r := &iniReader{a: a, file: file, section: "ungrouped", kind: "hosts",
+		defined: map[string]bool{"all": true, "ungrouped": true}, varsOnly: map[string]int{}, childAt: map[string]iniChildRef{}}
 	for n := range a.groups {
-		defined[n] = true
+		r.defined[n] = true
 	}
 	a.group("all", 0)
 	a.group("ungrouped", 0)
-	section, kind := "ungrouped", "hosts"
-	varsOnly := map[string]int{}
-	type childRef struct {
-		line   int
-		parent string
-	}
-	childAt := map[string]childRef{} // where a group is first named as a child
-	line := 0
-	bad := func(field, msg string) error { return &Error{File: file, Line: line, Field: field, Msg: msg} }
 	for _, text := range pySplitLines(string(data)) {
-		line++
-		t := strings.TrimSpace(text)
-		if t == "" || t[0] == '#' || t[0] == ';' {
-			continue
-		}
-		if t[0] == '[' && !startsBracketedHost(t) {
-			// As Ansible's section pattern: [name] or [name:type], then
-			// nothing but blanks and a # comment.
-			end := strings.IndexByte(t, ']')
-			if rest := strings.TrimSpace(t[end+1:]); end < 0 || rest != "" && rest[0] != '#' {
-				return bad("section", fmt.Sprintf("%q: want [group], [group:vars] or [group:children]", t))
-			}
-			name := t[1:end]
-			kind = "hosts"
-			if n, k, ok := strings.Cut(name, ":"); ok {
-				if k != "vars" && k != "children" {
-					return bad("section", fmt.Sprintf("[%s]: unknown section type %q (want vars or children)", name, k))
-				}
-				name, kind = n, k
-			}
-			if name == "" || strings.ContainsAny(name, " \t") {
-				return bad("section", fmt.Sprintf("%q is not a group name", name))
-			}
-			section = name
-			a.group(section, line)
-			if kind != "vars" {
-				defined[name] = true
-			} else if _, ok := varsOnly[name]; !ok {
-				varsOnly[name] = line
-			}
-			continue
-		}
-		switch kind {
-		case "vars":
-			k, v, ok := strings.Cut(t, "=")
-			if !ok {
-				return bad(section+":vars", fmt.Sprintf("%q: want key=value", t))
-			}
-			// The text after = as written (no comment, no splitting), as
-			// Ansible's _parse_variable_definition takes it.
-			k = strings.TrimSpace(k)
-			a.groups[section].vars[k] = aVar{val: pyLiteral(strings.TrimSpace(v)), line: line, file: file}
-		case "children":
-			// As Ansible's groupname pattern: the name as written (no
-			// quotes or escapes), then blanks and a # comment at most.
-			name := t
-			if i := strings.IndexAny(t, " \t"); i >= 0 {
-				rest := strings.TrimLeft(t[i:], " \t")
-				name = t[:i]
-				if rest != "" && rest[0] != '#' {
-					return bad(section+":children", fmt.Sprintf("%q: want one group name per line", t))
-				}
-			}
-			if strings.ContainsAny(name, ":]") {
-				return bad(section+":children", fmt.Sprintf("%q is not a group name", name))
-			}
-			g := a.groups[section]
-			if !contains(g.children, name) {
-				g.children = append(g.children, name)
-			}
-			if _, ok := childAt[name]; !ok {
-				childAt[name] = childRef{line, section}
-			}
-		default:
-			f, err := splitFields(t, true)
-			if err != nil {
-				return bad("host", err.Error())
-			}
-			if len(f) == 0 {
-				continue
-			}
-			vars := map[string]aVar{}
-			for _, kv := range f[1:] {
-				k, v, ok := strings.Cut(kv, "=")
-				if !ok || k == "" {
-					pat, _ := splitPatternPort(f[0])
-					return bad("host", fmt.Sprintf("host %q: %q: want key=value", pat, kv))
-				}
-				vars[k] = aVar{val: pyLiteral(v), line: line, file: file}
-			}
-			if err := a.addHosts(a.groups[section], f[0], line, "host", vars); err != nil {
-				return err
-			}
+		r.line++
+		if err := r.readLine(strings.TrimSpace(text)); err != nil {
+			return err
 		}
 	}
-	// A child and a [g:vars] need a [g] or [g:children] section somewhere
-	// in the file, as in Ansible (being a child does not define a group).
-	for _, name := range slices.Sorted(maps.Keys(childAt)) {
-		if c := childAt[name]; !defined[name] {
-			return &Error{File: file, Line: c.line, Field: c.parent + ".children", Msg: fmt.Sprintf("group %q is not defined (no [%s] or [%s:children] section)", name, name, name)}
+	return r.undefined()
+}
+
+// iniReader is where the reading of one INI inventory file is: the line,
+// the section it is in, and the groups named so far. A group is defined by
+// a [g] or [g:children] section, or by an earlier file of the directory;
+// [g:vars] or a child entry without one is an error, as in Ansible
+// ("Section [g:vars] not valid for undefined group", "includes undefined
+// group").
+type iniReader struct {
+	a       *aInv
+	file    string
+	line    int
+	section string
+	kind    string // of the section: hosts, vars or children
+	defined map[string]bool
+	// varsOnly: where a group's first [g:vars] is; childAt: where a group is
+	// first named as a child
+	varsOnly map[string]int
+	childAt  map[string]iniChildRef
+}
+
+type iniChildRef struct {
+	line   int
+	parent string
+}
+
+func (r *iniReader) bad(field, msg string) error {
+	return &Error{File: r.file, Line: r.line, Field: field, Msg: msg}
+}
+
+// readLine reads one line t, trimmed, of the file.
+func (r *iniReader) readLine(t string) error {
+	switch {
+	case t == "" || t[0] == '#' || t[0] == ';':
+		return nil
+	case t[0] == '[' && !startsBracketedHost(t):
+		return r.sectionLine(t)
+	}
+	switch r.kind {
+	case "vars":
+		return r.varLine(t)
+	case "children":
+		return r.childLine(t)
+	}
+	return r.hostLine(t)
+}
+
+// sectionLine starts a section. As Ansible's section pattern: [name] or
+// [name:type], then nothing but blanks and a # comment.
+func (r *iniReader) sectionLine(t string) error {
+	end := strings.IndexByte(t, ']')
+	if rest := strings.TrimSpace(t[end+1:]); end < 0 || rest != "" && rest[0] != '#' {
+		return r.bad("section", fmt.Sprintf("%q: want [group], [group:vars] or [group:children]", t))
+	}
+	name := t[1:end]
+	r.kind = "hosts"
+	if n, k, ok := strings.Cut(name, ":"); ok {
+		if k != "vars" && k != "children" {
+			return r.bad("section", fmt.Sprintf("[%s]: unknown section type %q (want vars or children)", name, k))
+		}
+		name, r.kind = n, k
+	}
+	if name == "" || strings.ContainsAny(name, " \t") {
+		return r.bad("section", fmt.Sprintf("%q is not a group name", name))
+	}
+	r.section = name
+	r.a.group(name, r.line)
+	if r.kind != "vars" {
+		r.defined[name] = true
+	} else if _, ok := r.varsOnly[name]; !ok {
+		r.varsOnly[name] = r.line
+	}
+	return nil
+}
+
+// varLine is a key=value line of a [g:vars] section: the text after = as
+// written (no comment, no splitting), as Ansible's
+// _parse_variable_definition takes it.
+func (r *iniReader) varLine(t string) error {
+	k, v, ok := strings.Cut(t, "=")
+	if !ok {
+		return r.bad(r.section+":vars", fmt.Sprintf("%q: want key=value", t))
+	}
+	k = strings.TrimSpace(k)
+	r.a.groups[r.section].vars[k] = aVar{val: pyLiteral(strings.TrimSpace(v)), line: r.line, file: r.file}
+	return nil
+}
+
+// childLine is a line of a [g:children] section. As Ansible's groupname
+// pattern: the name as written (no quotes or escapes), then blanks and a #
+// comment at most.
+func (r *iniReader) childLine(t string) error {
+	name := t
+	if i := strings.IndexAny(t, " \t"); i >= 0 {
+		rest := strings.TrimLeft(t[i:], " \t")
+		name = t[:i]
+		if rest != "" && rest[0] != '#' {
+			return r.bad(r.section+":children", fmt.Sprintf("%q: want one group name per line", t))
 		}
 	}
-	for _, name := range slices.Sorted(maps.Keys(varsOnly)) {
-		if !defined[name] {
-			return &Error{File: file, Line: varsOnly[name], Field: "section", Msg: fmt.Sprintf("[%s:vars]: group %q is not defined (no [%s] or [%s:children] section)", name, name, name, name)}
+	if strings.ContainsAny(name, ":]") {
+		return r.bad(r.section+":children", fmt.Sprintf("%q is not a group name", name))
+	}
+	g := r.a.groups[r.section]
+	if !contains(g.children, name) {
+		g.children = append(g.children, name)
+	}
+	if _, ok := r.childAt[name]; !ok {
+		r.childAt[name] = iniChildRef{r.line, r.section}
+	}
+	return nil
+}
+
+// hostLine is a host line: a host pattern, then key=value variables.
+func (r *iniReader) hostLine(t string) error {
+	f, err := splitFields(t, true)
+	if err != nil {
+		return r.bad("host", err.Error())
+	}
+	if len(f) == 0 {
+		return nil
+	}
+	vars := map[string]aVar{}
+	for _, kv := range f[1:] {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			pat, _ := splitPatternPort(f[0])
+			return r.bad("host", fmt.Sprintf("host %q: %q: want key=value", pat, kv))
+		}
+		vars[k] = aVar{val: pyLiteral(v), line: r.line, file: r.file}
+	}
+	return r.a.addHosts(r.a.groups[r.section], f[0], r.line, "host", vars)
+}
+
+// undefined is the error of a child or a [g:vars] of a group with no [g]
+// or [g:children] section anywhere in the file, as in Ansible (being a
+// child does not define a group); nil when there is none.
+func (r *iniReader) undefined() error {
+	for _, name := range slices.Sorted(maps.Keys(r.childAt)) {
+		if c := r.childAt[name]; !r.defined[name] {
+			return &Error{File: r.file, Line: c.line, Field: c.parent + ".children", Msg: fmt.Sprintf("group %q is not defined (no [%s] or [%s:children] section)", name, name, name)}
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(r.varsOnly)) {
+		if !r.defined[name] {
+			return &Error{File: r.file, Line: r.varsOnly[name], Field: "section", Msg: fmt.Sprintf("[%s:vars]: group %q is not defined (no [%s] or [%s:children] section)", name, name, name, name)}
 		}
 	}
 	return nil
@@ -853,12 +978,7 @@ func startsBracketedHost(t string) bool {
 // hosts that are in no other group into ungrouped).
 func finishImplicit(a *aInv) {
 	all := a.groups["all"]
-	isChild := map[string]bool{}
-	for _, g := range a.groups {
-		for _, c := range g.children {
-			isChild[c] = true
-		}
-	}
+	isChild := a.childSet()
 	for n := range a.groups {
 		if n != "all" && !isChild[n] && !contains(all.children, n) {
 			all.children = append(all.children, n)
@@ -922,64 +1042,83 @@ func (a *aInv) yamlGroup(k, v *yaml.Node) error {
 		return err
 	}
 	for i := 0; i+1 < len(v.Content); i += 2 {
-		fk, fv := v.Content[i], yamlDeref(v.Content[i+1])
-		field := k.Value + "." + fk.Value
-		if fv.Kind == yaml.ScalarNode && fv.Tag != "!!null" && fv.Value != "" && (fk.Value == "hosts" || fk.Value == "children") {
-			// hosts: h1 is {h1: null}, as Ansible reads it.
-			fv = &yaml.Node{Kind: yaml.MappingNode, Line: fv.Line, Column: fv.Column,
-				Content: []*yaml.Node{fv, {Kind: yaml.ScalarNode, Tag: "!!null", Line: fv.Line}}}
+		if err := a.yamlGroupField(g, k.Value, v.Content[i], yamlDeref(v.Content[i+1])); err != nil {
+			return err
 		}
-		empty := fv.Kind == yaml.ScalarNode && (fv.Tag == "!!null" || fv.Value == "")
-		switch fk.Value {
-		case "hosts":
-			if empty {
-				continue
-			}
-			if fv.Kind != yaml.MappingNode {
-				return &Error{File: a.file, Line: fv.Line, Field: field, Msg: "want a mapping of host names to variables"}
-			}
-			for j := 0; j+1 < len(fv.Content); j += 2 {
-				hk, hv := fv.Content[j], fv.Content[j+1]
-				if err := a.spend(hk); err != nil {
-					return err
-				}
-				if t := yamlHostKeyType(hk); t != "" {
-					return &Error{File: a.file, Line: hk.Line, Field: field, Msg: fmt.Sprintf("host %q reads as %s in YAML, as Ansible reads it (Host pattern must be a string): quote it", hk.Value, t)}
-				}
-				vars, err := a.yamlVars(hv, field+"."+hk.Value)
-				if err != nil {
-					return err
-				}
-				if err := a.addHosts(g, hk.Value, hk.Line, field, vars); err != nil {
-					return err
-				}
-			}
-		case "children":
-			if empty {
-				continue
-			}
-			if fv.Kind != yaml.MappingNode {
-				return &Error{File: a.file, Line: fv.Line, Field: field, Msg: "want a mapping of group names"}
-			}
-			for j := 0; j+1 < len(fv.Content); j += 2 {
-				ck := fv.Content[j]
-				if !contains(g.children, ck.Value) {
-					g.children = append(g.children, ck.Value)
-				}
-				if err := a.yamlGroup(ck, fv.Content[j+1]); err != nil {
-					return err
-				}
-			}
-		case "vars":
-			vars, err := a.yamlVars(fv, field)
-			if err != nil {
-				return err
-			}
-			for vk, vv := range vars {
-				g.vars[vk] = vv
-			}
-		default:
-			return &Error{File: a.file, Line: fk.Line, Field: field, Msg: "unknown group field (want hosts, children, vars)"}
+	}
+	return nil
+}
+
+// yamlGroupField reads field fk (hosts, children or vars) of group g,
+// named name, with its value fv.
+func (a *aInv) yamlGroupField(g *aGroup, name string, fk, fv *yaml.Node) error {
+	field := name + "." + fk.Value
+	if fv.Kind == yaml.ScalarNode && fv.Tag != "!!null" && fv.Value != "" && (fk.Value == "hosts" || fk.Value == "children") {
+		// hosts: h1 is {h1: null}, as Ansible reads it.
+		fv = &yaml.Node{Kind: yaml.MappingNode, Line: fv.Line, Column: fv.Column,
+			Content: []*yaml.Node{fv, {Kind: yaml.ScalarNode, Tag: "!!null", Line: fv.Line}}}
+	}
+	empty := fv.Kind == yaml.ScalarNode && (fv.Tag == "!!null" || fv.Value == "")
+	switch fk.Value {
+	case "hosts":
+		if empty {
+			return nil
+		}
+		return a.yamlHosts(g, field, fv)
+	case "children":
+		if empty {
+			return nil
+		}
+		return a.yamlChildren(g, field, fv)
+	case "vars":
+		vars, err := a.yamlVars(fv, field)
+		if err != nil {
+			return err
+		}
+		maps.Copy(g.vars, vars)
+		return nil
+	}
+	return &Error{File: a.file, Line: fk.Line, Field: field, Msg: "unknown group field (want hosts, children, vars)"}
+}
+
+// yamlHosts reads a group's hosts: a mapping of host patterns to their
+// variables.
+func (a *aInv) yamlHosts(g *aGroup, field string, fv *yaml.Node) error {
+	if fv.Kind != yaml.MappingNode {
+		return &Error{File: a.file, Line: fv.Line, Field: field, Msg: "want a mapping of host names to variables"}
+	}
+	for j := 0; j+1 < len(fv.Content); j += 2 {
+		hk, hv := fv.Content[j], fv.Content[j+1]
+		if err := a.spend(hk); err != nil {
+			return err
+		}
+		if t := yamlHostKeyType(hk); t != "" {
+			return &Error{File: a.file, Line: hk.Line, Field: field, Msg: fmt.Sprintf("host %q reads as %s in YAML, as Ansible reads it (Host pattern must be a string): quote it", hk.Value, t)}
+		}
+		vars, err := a.yamlVars(hv, field+"."+hk.Value)
+		if err != nil {
+			return err
+		}
+		if err := a.addHosts(g, hk.Value, hk.Line, field, vars); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// yamlChildren reads a group's children: a mapping of group names to
+// groups.
+func (a *aInv) yamlChildren(g *aGroup, field string, fv *yaml.Node) error {
+	if fv.Kind != yaml.MappingNode {
+		return &Error{File: a.file, Line: fv.Line, Field: field, Msg: "want a mapping of group names"}
+	}
+	for j := 0; j+1 < len(fv.Content); j += 2 {
+		ck := fv.Content[j]
+		if !contains(g.children, ck.Value) {
+			g.children = append(g.children, ck.Value)
+		}
+		if err := a.yamlGroup(ck, fv.Content[j+1]); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -1038,29 +1177,9 @@ func (a *aInv) yamlMerged(n *yaml.Node, field string, on map[*yaml.Node]bool) (*
 	if err := a.spend(n); err != nil {
 		return nil, err
 	}
-	var own []*yaml.Node
-	has := map[string]bool{}
-	var groups [][]*yaml.Node // the mappings of each << key
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := n.Content[i], n.Content[i+1]
-		if k.Kind == yaml.ScalarNode && k.Value == "<<" && (k.Style == 0 || k.Tag == "!!merge") {
-			v = yamlDeref(v)
-			var g []*yaml.Node
-			switch v.Kind {
-			case yaml.MappingNode:
-				g = append(g, v)
-			case yaml.SequenceNode:
-				for _, e := range v.Content {
-					g = append(g, yamlDeref(e))
-				}
-			default:
-				return nil, &Error{File: file, Line: k.Line, Field: field, Msg: "<< (merge key): want a mapping or a list of mappings"}
-			}
-			groups = append(groups, g)
-			continue
-		}
-		own = append(own, k, v)
-		has[k.Value] = true
+	own, has, groups, err := a.mergeKeys(n, field)
+	if err != nil {
+		return nil, err
 	}
 	if groups == nil {
 		return n, nil
@@ -1094,6 +1213,35 @@ func (a *aInv) yamlMerged(n *yaml.Node, field string, on map[*yaml.Node]bool) (*
 	c := *n
 	c.Content = append(own, merged...)
 	return &c, nil
+}
+
+// mergeKeys splits mapping n into its own keys and values (own, their
+// keys in has) and the mappings of each of its << keys (groups; nil when
+// it has none).
+func (a *aInv) mergeKeys(n *yaml.Node, field string) (own []*yaml.Node, has map[string]bool, groups [][]*yaml.Node, err error) {
+	has = map[string]bool{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		if !(k.Kind == yaml.ScalarNode && k.Value == "<<" && (k.Style == 0 || k.Tag == "!!merge")) {
+			own = append(own, k, v)
+			has[k.Value] = true
+			continue
+		}
+		v = yamlDeref(v)
+		var g []*yaml.Node
+		switch v.Kind {
+		case yaml.MappingNode:
+			g = append(g, v)
+		case yaml.SequenceNode:
+			for _, e := range v.Content {
+				g = append(g, yamlDeref(e))
+			}
+		default:
+			return nil, nil, nil, &Error{File: a.file, Line: k.Line, Field: field, Msg: "<< (merge key): want a mapping or a list of mappings"}
+		}
+		groups = append(groups, g)
+	}
+	return own, has, groups, nil
 }
 
 var (

@@ -281,44 +281,24 @@ func loadByAnsible(ctx context.Context, r host.Runner, file string) (*Inventory,
 // renders (renderTemplates); "ansible-list" for a saved answer read without
 // Ansible (see parseSavedList), where a template is the host's problem.
 func fromList(ctx context.Context, r host.Runner, file string, out []byte, format string) (*Inventory, error) {
-	var list inventoryList
-	if err := json.Unmarshal(out, &list); err != nil {
-		return nil, &Error{File: file, Msg: "ansible-inventory --list: not its JSON: " + err.Error()}
-	}
-	groups := map[string]ansibleGroup{}
-	for name, raw := range list {
-		if name == "_meta" {
-			continue
-		}
-		var g ansibleGroup
-		if err := json.Unmarshal(raw, &g); err != nil {
-			return nil, &Error{File: file, Msg: fmt.Sprintf("ansible-inventory --list: group %q: %v", name, err)}
-		}
-		groups[name] = g
-	}
-	var meta struct {
-		Hostvars map[string]map[string]json.RawMessage `json:"hostvars"`
-	}
-	if raw, ok := list["_meta"]; ok {
-		if err := json.Unmarshal(raw, &meta); err != nil {
-			return nil, &Error{File: file, Msg: "ansible-inventory --list: _meta: " + err.Error()}
-		}
+	groups, hostvars, err := parseList(file, out)
+	if err != nil {
+		return nil, err
 	}
 	order, member := walkGroups(groups)
 	inv := &Inventory{File: file, Format: format}
-	a := &aInv{file: file, format: inv.Format}
 	for _, name := range order {
-		h := &Host{Name: name, Source: file, Vars: map[string]string{}}
 		if msg := hostNameProblem(name); msg != "" {
 			return nil, &Error{File: file, Field: "name", Msg: msg}
 		}
+		h := &Host{Name: name, Source: file, Vars: map[string]string{}}
 		for g := range member[name] {
 			if g != "all" {
 				h.Groups = append(h.Groups, g)
 			}
 		}
 		sort.Strings(h.Groups)
-		vars := listVars(h, meta.Hostvars[name])
+		vars := listVars(h, hostvars[name])
 		inv.Hosts = append(inv.Hosts, h)
 		inv.vars = append(inv.vars, vars)
 	}
@@ -327,6 +307,7 @@ func fromList(ctx context.Context, r host.Runner, file string, out []byte, forma
 			return nil, err
 		}
 	}
+	a := &aInv{file: file, format: inv.Format}
 	for i, h := range inv.Hosts {
 		if h.Problem != "" {
 			continue
@@ -339,6 +320,42 @@ func fromList(ctx context.Context, r host.Runner, file string, out []byte, forma
 	if len(inv.Hosts) == 0 {
 		return nil, &Error{File: file, Msg: "no hosts (the --list JSON lists none)"}
 	}
+	validateListHosts(file, inv)
+	return inv, nil
+}
+
+// parseList reads ansible-inventory --list's JSON: its groups, and the
+// hosts' variables (_meta.hostvars).
+func parseList(file string, out []byte) (map[string]ansibleGroup, map[string]map[string]json.RawMessage, error) {
+	var list inventoryList
+	if err := json.Unmarshal(out, &list); err != nil {
+		return nil, nil, &Error{File: file, Msg: "ansible-inventory --list: not its JSON: " + err.Error()}
+	}
+	groups := map[string]ansibleGroup{}
+	for name, raw := range list {
+		if name == "_meta" {
+			continue
+		}
+		var g ansibleGroup
+		if err := json.Unmarshal(raw, &g); err != nil {
+			return nil, nil, &Error{File: file, Msg: fmt.Sprintf("ansible-inventory --list: group %q: %v", name, err)}
+		}
+		groups[name] = g
+	}
+	var meta struct {
+		Hostvars map[string]map[string]json.RawMessage `json:"hostvars"`
+	}
+	if raw, ok := list["_meta"]; ok {
+		if err := json.Unmarshal(raw, &meta); err != nil {
+			return nil, nil, &Error{File: file, Msg: "ansible-inventory --list: _meta: " + err.Error()}
+		}
+	}
+	return groups, meta.Hostvars, nil
+}
+
+// validateListHosts gives each host without an address its name as one,
+// and a host that fails validateHost that error as its problem.
+func validateListHosts(file string, inv *Inventory) {
 	for _, h := range inv.Hosts {
 		if h.Address == "" {
 			h.Address = h.Name
@@ -350,7 +367,6 @@ func fromList(ctx context.Context, r host.Runner, file string, out []byte, forma
 			h.Problem = err.Error()
 		}
 	}
-	return inv, nil
 }
 
 // walkGroups lists the hosts in the order ansible-inventory --list shows

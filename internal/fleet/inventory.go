@@ -479,11 +479,7 @@ func contains(a []string, x string) bool {
 }
 
 func ownHost(file string, n *yaml.Node, where string, isDefaults bool) (*Host, error) {
-	bad := func(n *yaml.Node, field, msg string) error {
-		return &Error{File: file, Line: n.Line, Field: where + "." + field, Msg: msg}
-	}
 	h := &Host{Source: fmt.Sprintf("%s:%d", file, n.Line)}
-	var varLines map[string]int
 	if n.Kind == yaml.ScalarNode && !isDefaults {
 		h.Name = n.Value
 		return h, nil
@@ -491,59 +487,9 @@ func ownHost(file string, n *yaml.Node, where string, isDefaults bool) (*Host, e
 	if n.Kind != yaml.MappingNode {
 		return nil, &Error{File: file, Line: n.Line, Field: where, Msg: "want a mapping (name, address, port, user, mode, groups, vars, jump)"}
 	}
+	r := &ownHostReader{file: file, where: where, h: h}
 	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := n.Content[i], n.Content[i+1]
-		scalar := func() (string, error) {
-			if v.Kind != yaml.ScalarNode {
-				return "", bad(v, k.Value, "want a single value")
-			}
-			return v.Value, nil
-		}
-		var err error
-		switch k.Value {
-		case "name":
-			h.Name, err = scalar()
-		case "address", "host":
-			h.Address, err = scalar()
-		case "port":
-			var s string
-			if s, err = scalar(); err == nil {
-				h.Port, err = strconv.Atoi(s)
-				if err != nil || h.Port <= 0 || h.Port > 65535 {
-					err = bad(v, k.Value, fmt.Sprintf("%q is not a TCP port", s))
-				}
-			}
-		case "user":
-			h.User, err = scalar()
-		case "mode":
-			h.Mode, err = scalar()
-			if err == nil && !validModes[h.Mode] {
-				err = bad(v, k.Value, fmt.Sprintf("%q: want container, vm-passthrough or vm-vgpu", h.Mode))
-			}
-		case "jump", "bastion", "proxyJump":
-			h.Jump, err = scalar()
-		case "identityFile":
-			if v.Kind == yaml.SequenceNode {
-				h.IdentityFiles, err = scalars(file, v, where+"."+k.Value)
-			} else {
-				var s string
-				s, err = scalar()
-				h.IdentityFiles = []string{s}
-			}
-			if err == nil {
-				err = ownKeyFiles(file, v, where+"."+k.Value, h.IdentityFiles)
-			}
-		case "groups":
-			if v.Kind != yaml.SequenceNode {
-				return nil, bad(v, k.Value, "want a list of group names")
-			}
-			h.Groups, err = scalars(file, v, where+"."+k.Value)
-		case "vars":
-			h.Vars, varLines, err = varsMap(file, v, where+".vars")
-		default:
-			return nil, bad(k, k.Value, "unknown field (want name, address, port, user, mode, groups, vars, jump, identityFile)")
-		}
-		if err != nil {
+		if err := r.field(n.Content[i], n.Content[i+1]); err != nil {
 			return nil, err
 		}
 	}
@@ -556,7 +502,7 @@ func ownHost(file string, n *yaml.Node, where string, isDefaults bool) (*Host, e
 	// gpuprep_mode and gpuprep_jump say what the fields mode and jump say
 	// (as in an Ansible inventory); both at once must agree.
 	fields := map[string]string{"gpuprep_mode": h.Mode, "gpuprep_jump": h.Jump}
-	err := gpuprepVars(file, h, h.Vars, func(k string) (int, string) { return varLines[k], where + ".vars." + k })
+	err := gpuprepVars(file, h, h.Vars, func(k string) (int, string) { return r.varLines[k], where + ".vars." + k })
 	if err != nil {
 		return nil, err
 	}
@@ -566,10 +512,95 @@ func ownHost(file string, n *yaml.Node, where string, isDefaults bool) (*Host, e
 			if h.Name != "" {
 				msg = fmt.Sprintf("host %q: %s", h.Name, msg)
 			}
-			return nil, &Error{File: file, Line: varLines[k], Field: where + ".vars." + k, Msg: msg}
+			return nil, &Error{File: file, Line: r.varLines[k], Field: where + ".vars." + k, Msg: msg}
 		}
 	}
 	return h, nil
+}
+
+// ownHostReader reads the fields of a host entry (at where in file) of
+// gpuprep's own inventory into h.
+type ownHostReader struct {
+	file, where string
+	h           *Host
+	varLines    map[string]int // the lines of h.Vars
+}
+
+func (r *ownHostReader) bad(n *yaml.Node, field, msg string) error {
+	return &Error{File: r.file, Line: n.Line, Field: r.where + "." + field, Msg: msg}
+}
+
+// scalar is field k's value v, which must be a single value.
+func (r *ownHostReader) scalar(k, v *yaml.Node) (string, error) {
+	if v.Kind != yaml.ScalarNode {
+		return "", r.bad(v, k.Value, "want a single value")
+	}
+	return v.Value, nil
+}
+
+// field reads field k, with value v.
+func (r *ownHostReader) field(k, v *yaml.Node) error {
+	h, field := r.h, r.where+"."+k.Value
+	var err error
+	switch k.Value {
+	case "name":
+		h.Name, err = r.scalar(k, v)
+	case "address", "host":
+		h.Address, err = r.scalar(k, v)
+	case "port":
+		h.Port, err = r.port(k, v)
+	case "user":
+		h.User, err = r.scalar(k, v)
+	case "mode":
+		h.Mode, err = r.scalar(k, v)
+		if err == nil && !validModes[h.Mode] {
+			err = r.bad(v, k.Value, fmt.Sprintf("%q: want container, vm-passthrough or vm-vgpu", h.Mode))
+		}
+	case "jump", "bastion", "proxyJump":
+		h.Jump, err = r.scalar(k, v)
+	case "identityFile":
+		err = r.identityFiles(k, v)
+	case "groups":
+		if v.Kind != yaml.SequenceNode {
+			return r.bad(v, k.Value, "want a list of group names")
+		}
+		h.Groups, err = scalars(r.file, v, field)
+	case "vars":
+		h.Vars, r.varLines, err = varsMap(r.file, v, r.where+".vars")
+	default:
+		return r.bad(k, k.Value, "unknown field (want name, address, port, user, mode, groups, vars, jump, identityFile)")
+	}
+	return err
+}
+
+// port is field k's value v as a TCP port.
+func (r *ownHostReader) port(k, v *yaml.Node) (int, error) {
+	s, err := r.scalar(k, v)
+	if err != nil {
+		return 0, err
+	}
+	p, err := strconv.Atoi(s)
+	if err != nil || p <= 0 || p > 65535 {
+		return p, r.bad(v, k.Value, fmt.Sprintf("%q is not a TCP port", s))
+	}
+	return p, nil
+}
+
+// identityFiles reads identityFile: one key file or a list of them.
+func (r *ownHostReader) identityFiles(k, v *yaml.Node) error {
+	field := r.where + "." + k.Value
+	var err error
+	if v.Kind == yaml.SequenceNode {
+		r.h.IdentityFiles, err = scalars(r.file, v, field)
+	} else {
+		var s string
+		s, err = r.scalar(k, v)
+		r.h.IdentityFiles = []string{s}
+	}
+	if err != nil {
+		return err
+	}
+	return ownKeyFiles(r.file, v, field, r.h.IdentityFiles)
 }
 
 // gpuprepVars checks the gpuprep_* host variables gpuprep reads (docs/commands/fleet.md:
