@@ -343,12 +343,15 @@ type BootView struct {
 // cmdline. loaded says vfio-pci is known to have loaded early at that boot
 // (devices ended up on it): its IDs then count without a loader.
 func NewBootView(root *host.Root, cmdline []kargs.Param, loaded bool) *BootView {
-	kver, _ := nextKernel(root)
+	kver, nk := nextKernel(root)
 	builtin := BuiltinModules(root, kver)
 	v := &BootView{root: root, cmdline: cmdline, persisted: Persisted(root), modprobe: modprobeFiles(root),
 		builtin: builtin["vfio_pci"], loaded: loaded}
 	f := &bootFacts{root: root, cmdline: cmdline, builtin: builtin, modules: KernelModules(root, kver),
 		tool: initramfsTool(root), modprobe: v.modprobe, kver: kver}
+	if nk.NoInitramfs {
+		f.noInitramfs = "it loads no initramfs (" + nk.From + ")"
+	}
 	v.early = readEarlyLoad(f)
 	for _, dir := range []string{"/etc/udev/rules.d", "/run/udev/rules.d"} {
 		for _, n := range root.Names(dir) {
