@@ -85,6 +85,7 @@ type bootFacts struct {
 	// one, or where that is not known): what only an initramfs acts on
 	// then does nothing.
 	noInitramfs string
+	aliases     []pciAlias // the kernel's modules.alias `alias pci:` lines (coldplug.go)
 }
 
 func isVFIOPCI(m string) bool { return kargs.Norm(strings.TrimSuffix(m, "?")) == "vfio_pci" }
@@ -346,7 +347,7 @@ func (f *bootFacts) modulesLoadFile(el *earlyLoad, dir, n string, add func(Evide
 		if !isVFIOPCI(first) {
 			continue
 		}
-		e := newEvidence(src, i+1, l, by, "loads vfio-pci as the root's systemd starts (alongside udev's coldplug)")
+		e := newEvidence(src, i+1, l, by, "loads vfio-pci as the root's systemd starts, alongside udev's coldplug: in time where udev loads no other driver for the device")
 		if first != t {
 			// systemd-modules-load takes the whole line as one name
 			e.Says = "does nothing: systemd-modules-load takes the whole line as one module name, and no module is called " + strings.TrimSpace(t)
