@@ -70,7 +70,7 @@ func checkNouveau(e *Env) []Finding {
 // a reboot undoes is; what cannot be read to decide is a warn too.
 func nouveauNextBoot(e *Env, bl string) Finding {
 	src, err := e.Configured()
-	nn := vfio.NouveauAtNextBoot(e.Root, vfio.NextBootArgs(src, err, e.Cmdline), e.GPUs)
+	nn := vfio.NouveauAtNextBoot(e.Root, vfio.NextBootArgs(src, err, e.Cmdline), e.GPUs, e.Root.IsLive() || snapshot.OfRunningSystem(e.Root))
 	f := Finding{Status: Pass, Subject: "/sys/module/nouveau", Message: "nouveau not loaded (" + bl + ")"}
 	switch {
 	case len(e.GPUs) == 0:

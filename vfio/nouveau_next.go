@@ -45,8 +45,12 @@ type NouveauNext struct {
 }
 
 // NouveauAtNextBoot judges what the next boot (its kernel, its initramfs,
-// its command line cmdline) does with nouveau for gpus.
-func NouveauAtNextBoot(root *host.Root, cmdline []kargs.Param, gpus []*pci.Device) NouveauNext {
+// its command line cmdline) does with nouveau for gpus. onNode says root
+// is the node itself (or gpuprep's snapshot of it, which copies the
+// /lib/modules files check reads): a kernel without /lib/modules/RELEASE
+// there has no module modprobe could load, where on another root the
+// directory may be one its capture left out.
+func NouveauAtNextBoot(root *host.Root, cmdline []kargs.Param, gpus []*pci.Device, onNode bool) NouveauNext {
 	kver, nk := nextKernel(root)
 	n := NouveauNext{Kernel: kver}
 	switch {
@@ -66,6 +70,10 @@ func NouveauAtNextBoot(root *host.Root, cmdline []kargs.Param, gpus []*pci.Devic
 		return n
 	}
 	mods := KernelModules(root, kver)
+	if mods == nil && onNode && !root.Exists("/lib/modules/"+kver) && !root.Exists("/usr/lib/modules/"+kver) {
+		n.Kept = "its kernel " + kver + " has no /lib/modules/" + kver + ", where modprobe looks for modules: udev can load no nouveau module"
+		return n
+	}
 	if mods == nil {
 		n.Unknown = "/lib/modules/" + kver + "/modules.dep cannot be read, so whether kernel " + kver + " ships nouveau is unknown"
 		return n

@@ -67,6 +67,7 @@ func TestNouveauAtNextBoot(t *testing.T) {
 		{name: "options nouveau modeset=0 without a blacklist", dep: nouveauShipped, files: map[string]string{"/etc/modprobe.d/nouveau.conf": "options nouveau modeset=0\n"}, kept: "loaded with modeset=0"},
 		{name: "the kernel ships no nouveau", dep: "kernel/drivers/vfio/pci/vfio-pci.ko:\n", kept: "ships no nouveau module"},
 		{name: "no module index", unknown: "modules.dep cannot be read"},
+		{name: "no module index, the kernel's directory there", files: map[string]string{"/lib/modules/" + imgKernel + "/modules.builtin": ""}, unknown: "modules.dep cannot be read"},
 		{name: "the root blacklists it, the initramfs carries it without", dep: nouveauShipped, image: oldDebian(nil),
 			files: map[string]string{"/etc/modprobe.d/nvidia-installer-disable-nouveau.conf": disable},
 			loads: "the initramfs /boot/initrd.img-" + imgKernel + " carries nouveau"},
@@ -74,7 +75,7 @@ func TestNouveauAtNextBoot(t *testing.T) {
 			files: map[string]string{"/etc/modprobe.d/nvidia-installer-disable-nouveau.conf": disable}, kept: "blacklisted for the root's udev"},
 	} {
 		r := nouveauRoot(t, c.dep, c.image, c.files)
-		n := NouveauAtNextBoot(r, kargs.Parse(c.cmdline), []*pci.Device{h100})
+		n := NouveauAtNextBoot(r, kargs.Parse(c.cmdline), []*pci.Device{h100}, false)
 		switch {
 		case c.loads != "":
 			require.NotEmpty(t, n.Loads, c.name)
