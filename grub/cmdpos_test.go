@@ -170,3 +170,28 @@ func TestSourceRefusesBuiltinsAtAnyCommandPosition(t *testing.T) {
 	_, err := sourceFiles([]File{{DefaultsFile, []byte("echo '; . /etc/x' set\nGRUB_CMDLINE_LINUX=\"quiet\"\n")}})
 	require.NoError(t, err)
 }
+
+// FuzzCommandNames: every unsupported builtin bash parses as a command in
+// a fuzzed statement, commandNames finds too (it may find more: see
+// TestCommandNamesPartFromBash).
+//
+//	go test ./grub -run '^$' -fuzz FuzzCommandNames -fuzztime 30s
+func FuzzCommandNames(f *testing.F) {
+	needBash(f)
+	for _, s := range []string{"true; . /etc/x", "if a; then source b; fi", "case x in a) eval y;; esac", "A=1 2>/dev/null set -- a", "{ read X; } && (unset Y) | local Z"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, stmt string) {
+		if len(stmt) > 200 || strings.ContainsAny(stmt, "\x00") || strings.Contains(stmt, "<<") {
+			return
+		}
+		bash, ok := bashCommandNames(t, stmt)
+		if !ok {
+			return
+		}
+		ours := unsupportedIn(stmt)
+		for _, b := range bash {
+			require.Contains(t, ours, b, "bash runs %s in %q; gpuprep found %v", b, stmt, ours)
+		}
+	})
+}
