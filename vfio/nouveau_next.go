@@ -126,24 +126,29 @@ func (n *NouveauNext) imageStage(root *host.Root, cmdline []kargs.Param, matched
 	if len(ms) == 0 {
 		return true
 	}
-	kept := ""
-	switch {
-	case c.Blacklist["nouveau"] != "":
-		kept = "blacklisted in the initramfs (" + c.Blacklist["nouveau"] + ")"
-	case cmdlineBlacklists(cmdline, "modprobe.blacklist"):
-		kept = "modprobe.blacklist=nouveau on the next boot's kernel command line"
-	case c.Generator == "dracut" && cmdlineBlacklists(cmdline, "rd.driver.blacklist"):
-		kept = "rd.driver.blacklist=nouveau on the next boot's kernel command line (dracut's initramfs blacklists it)"
-	}
-	for _, o := range c.Options {
-		if kept == "" && o.Module == "nouveau" && o.Value == "modeset=0" {
-			kept = "loaded with modeset=0 (" + o.Source + "), so it registers no driver"
-		}
-	}
-	if kept == "" {
+	if imageKept(c, cmdline) == "" {
 		n.Loads = append(n.Loads, fmt.Sprintf("the initramfs %s carries nouveau (%s) and does not blacklist it: its udev loads it for %s (modules.alias) before the root is mounted", p, c.Modules["nouveau"], strings.Join(ms, ", ")))
 	}
 	return true
+}
+
+// imageKept is what keeps the nouveau of image c off the GPUs at a boot
+// with cmdline, "" when nothing does.
+func imageKept(c *initramfs.Contents, cmdline []kargs.Param) string {
+	switch {
+	case c.Blacklist["nouveau"] != "":
+		return "blacklisted in the initramfs (" + c.Blacklist["nouveau"] + ")"
+	case cmdlineBlacklists(cmdline, "modprobe.blacklist"):
+		return "modprobe.blacklist=nouveau on the next boot's kernel command line"
+	case c.Generator == "dracut" && cmdlineBlacklists(cmdline, "rd.driver.blacklist"):
+		return "rd.driver.blacklist=nouveau on the next boot's kernel command line (dracut's initramfs blacklists it)"
+	}
+	for _, o := range c.Options {
+		if o.Module == "nouveau" && o.Value == "modeset=0" {
+			return "loaded with modeset=0 (" + o.Source + "), so it registers no driver"
+		}
+	}
+	return ""
 }
 
 // rootStage judges the root's udev, with the root's modprobe.d.
