@@ -106,7 +106,9 @@ func readBLSEntriesIn(root *host.Root, dirs []string) []blsEntry {
 				case "linux":
 					e.linux = f[1]
 				case "initrd":
-					e.initrd = f[len(f)-1] // microcode images come first
+					if i := lastImage(f[1:]); i != "" {
+						e.initrd = i
+					}
 				}
 			}
 			out = append(out, e)
@@ -376,5 +378,9 @@ func blsNext(root *host.Root, e *blsEntry, why string) NextKernel {
 	if err := kernelrelease.Check(k); err != nil {
 		return NextKernel{Missing: from + ": its linux line " + e.linux + ": " + err.Error()}
 	}
-	return NextKernel{Release: k, Initrd: bootPath(root, e.initrd), From: from}
+	nk := NextKernel{Release: k, Initrd: bootPath(root, e.initrd), From: from, NoInitramfs: e.initrd == ""}
+	if nk.NoInitramfs {
+		nk.From += ", without an initramfs (the entry has no initrd line)"
+	}
+	return nk
 }

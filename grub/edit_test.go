@@ -217,7 +217,7 @@ func TestEditRefusals(t *testing.T) {
 		{"GRUB_CMDLINE_LINUX=\"${X:-quiet}\"\n", "/etc/default/grub:1: GRUB_CMDLINE_LINUX: uses ${X:-quiet}, and $X is set by no defaults file (its value would come from the environment)"},
 		{"X=a\nGRUB_CMDLINE_LINUX=\"${X%a}\"\n", "/etc/default/grub:2: GRUB_CMDLINE_LINUX: uses the parameter expansion ${X%a}, which gpuprep does not evaluate"},
 		{"GRUB_CMDLINE_LINUX+=\" quiet\"\n", `/etc/default/grub:1: unsupported shell statement touches the kernel command line: "GRUB_CMDLINE_LINUX+=\" quiet\""`},
-		{"X=1\n. /etc/grub.extra\n", `/etc/default/grub:2: unsupported shell statement ". /etc/grub.extra": it could change any variable`},
+		{"X=1\n. /etc/grub.extra\n", `/etc/default/grub:2: unsupported shell statement ". /etc/grub.extra": it runs ., which could change any variable`},
 		{"GRUB_CMDLINE_LINUX=\"quiet\n", "/etc/default/grub:1: GRUB_CMDLINE_LINUX: unterminated double quote"},
 		{"GRUB_CMDLINE_LINUX=$'a\\tb'\n", "/etc/default/grub:1: GRUB_CMDLINE_LINUX: unsupported bash quoting $'...'"},
 		{"GRUB_CMDLINE_LINUX_DEFAULT=\"a\"'iommu=off'\n", `/etc/default/grub:1: GRUB_CMDLINE_LINUX_DEFAULT: the argument "aiommu=off" is put together from several quoted or expanded parts; edit it by hand`},

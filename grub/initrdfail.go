@@ -62,8 +62,24 @@ func (it *menuItem) bootLine(w []string) {
 	case "linux", "linuxefi", "linux16":
 		*linux = w[1]
 	case "initrd", "initrdefi", "initrd16":
-		*initrd = w[len(w)-1] // the microcode images come first
+		if i := lastImage(w[1:]); i != "" {
+			*initrd = i
+		}
 	}
+}
+
+// lastImage is the initramfs of an initrd line's images ws: the last
+// (microcode images come first), leaving out variables GRUB expands from
+// grubenv, which are extra images or empty (RHEL's BLS entries as
+// 20-grub.install writes them: "initrd /initramfs-K.img $tuned_initrd",
+// tuned's variable empty unless a profile sets one). "" when none.
+func lastImage(ws []string) string {
+	for i := len(ws) - 1; i >= 0; i-- {
+		if !strings.HasPrefix(ws[i], "$") {
+			return ws[i]
+		}
+	}
+	return ""
 }
 
 // bootOf is the linux and initrd lines entry it boots with, given grubenv,

@@ -32,14 +32,17 @@ func TestNextKernelInitrdless(t *testing.T) {
 	nk := FindNextKernel(nextRoot(t, files, nil))
 	require.Equal(t, "6.1.0-18-amd64", nk.Release, nk.Missing)
 	require.Empty(t, nk.Initrd, "the initrdless boot loads none")
+	require.True(t, nk.NoInitramfs, "the initrdless boot loads none")
 	require.Contains(t, nk.From, "without an initramfs")
 
 	nk = FindNextKernel(nextRoot(t, files, map[string][]byte{"/boot/grub/grubenv": []byte(grubenv("initrdfail=1"))}))
 	require.Equal(t, "6.1.0-18-amd64", nk.Release, nk.Missing)
 	require.Equal(t, "/boot/initrd.img-6.1.0-18-amd64", nk.Initrd)
+	require.False(t, nk.NoInitramfs)
 	require.Contains(t, nk.From, "initrdfail=1")
 
 	// recordfail changes the menu's timeout only
 	nk = FindNextKernel(nextRoot(t, files, map[string][]byte{"/boot/grub/grubenv": []byte(grubenv("recordfail=1"))}))
 	require.Empty(t, nk.Initrd)
+	require.True(t, nk.NoInitramfs)
 }

@@ -92,7 +92,11 @@ func grubMenuKernel(root *host.Root, kind string) NextKernel {
 	if missing != "" {
 		return NextKernel{Missing: from + ": " + missing}
 	}
-	return NextKernel{Release: k, Initrd: bootPath(root, initrd), From: from}
+	nk := NextKernel{Release: k, Initrd: bootPath(root, initrd), From: from, NoInitramfs: initrd == ""}
+	if nk.NoInitramfs && note == "" {
+		nk.From += ", without an initramfs (the entry has no initrd line)"
+	}
+	return nk
 }
 
 // menuRelease is the kernel release of a menu entry's linux line, or what

@@ -19,6 +19,16 @@ type NextKernel struct {
 	// Initrd is the initramfs of the entry, as a path in the root ("" when
 	// the entry names none, or no file of that name exists).
 	Initrd string
+	// NoInitramfs: the entry loads no initramfs at all (it has no initrd
+	// line: a BLS or systemd-boot entry without one, a grub.cfg entry
+	// whose linux line has no initrd after it, Ubuntu's initrdless boot
+	// under GRUB_FORCE_PARTUUID, see initrdfail.go). The kernel then
+	// mounts the root itself: what loads early at that boot is the
+	// kernel's built-in drivers and the root's own udev, systemd and
+	// modprobe, never an initramfs generator's configuration. False where
+	// an initrd line names a file not found (Initrd ""), and where the
+	// entry is not known.
+	NoInitramfs bool
 	// From is the evidence: "/boot/grub/grub.cfg entry 'Debian GNU/Linux'
 	// (default \"0\")".
 	From    string

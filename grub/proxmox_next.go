@@ -152,7 +152,7 @@ func proxmoxSDBootKernel(root *host.Root) NextKernel {
 		}
 		def, conf, _ := loaderDefaultOf(root, esp+"/loader/loader.conf")
 		nk := sdBootSelect(root, es, def, conf, true)
-		if k := nk.Release; k != "" && nk.Initrd == "" {
+		if k := nk.Release; k != "" && nk.Initrd == "" && !nk.NoInitramfs {
 			// the entry's initrd, a path on the ESP
 			for _, p := range []string{esp + "/" + proxmoxESPDir + "/" + k + "/initrd.img-" + k, "/boot/initrd.img-" + k} {
 				if nk.Initrd == "" && root.Exists(p) {

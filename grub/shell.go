@@ -202,8 +202,10 @@ func (st *shellState) sourceFile(fi int) error {
 			// the lines after it are the document's, not statements
 			return &ParseError{path, startLine, fmt.Sprintf("unsupported shell statement %q: a here-document (or a shift)", firstLine(stmt))}
 		}
-		if len(words) > 0 && unsupportedBuiltins[words[0]] {
-			return &ParseError{path, startLine, fmt.Sprintf("unsupported shell statement %q: it could change any variable", firstLine(stmt))}
+		for _, c := range commandNames(stmt) {
+			if unsupportedBuiltins[c] {
+				return &ParseError{path, startLine, fmt.Sprintf("unsupported shell statement %q: it runs %s, which could change any variable", firstLine(stmt), c)}
+			}
 		}
 		for _, w := range words {
 			switch {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/gpuprep/gpuprep/grub"
 	"github.com/gpuprep/gpuprep/internal/initramfs"
 	"github.com/gpuprep/gpuprep/internal/kargs"
 	"github.com/gpuprep/gpuprep/internal/kernelrelease"
@@ -57,7 +58,40 @@ func checkNouveau(e *Env) []Finding {
 		}
 		return []Finding{f}
 	}
-	return []Finding{{Status: Pass, Subject: "/sys/module/nouveau", Message: "nouveau not loaded (" + bl + ")"}}
+	return []Finding{nouveauNextBoot(e, bl)}
+}
+
+// nouveauNextBoot is driver.nouveau where nouveau is not loaded now: what
+// the next boot does with it (vfio.NouveauAtNextBoot: the next kernel's
+// modules and modules.alias, the initramfs it loads, the blacklists of the
+// initramfs and the root, the next command line). Loaded there for a
+// selected GPU it takes it (unless a driver that loads earlier has it), so
+// "not loaded now" is true only until the reboot: a warn, as a bind that
+// a reboot undoes is; what cannot be read to decide is a warn too.
+func nouveauNextBoot(e *Env, bl string) Finding {
+	src, err := e.Configured()
+	nn := vfio.NouveauAtNextBoot(e.Root, vfio.NextBootArgs(src, err, e.Cmdline), e.GPUs, e.Root.IsLive() || snapshot.OfRunningSystem(e.Root))
+	f := Finding{Status: Pass, Subject: "/sys/module/nouveau", Message: "nouveau not loaded (" + bl + ")"}
+	switch {
+	case len(e.GPUs) == 0:
+	case len(nn.Loads) > 0:
+		f.Status = Warn
+		f.Message += ", but the next boot loads it: " + strings.Join(nn.Loads, "; ") + " (evidence: " + nn.Evidence + ")"
+		f.Remedy = blacklistRemedy
+		if bl != "not blacklisted" {
+			f.Remedy = "regenerate the initramfs of kernel " + nn.Kernel + " (update-initramfs -u -k " + nn.Kernel + ", dracut -f --kver " + nn.Kernel + " or mkinitcpio -P) so that it carries the blacklist"
+		}
+	case nn.Unknown != "":
+		f.Status = Warn
+		f.Message += "; whether the next boot loads it cannot be told: " + nn.Unknown
+		f.Remedy = "give gpuprep the next boot's kernel modules (/lib/modules/RELEASE: modules.dep, modules.alias), or blacklist nouveau (`blacklist nouveau` in a file under /etc/modprobe.d, then regenerate the initramfs)"
+	default:
+		f.Message += "; nor does the next boot: " + nn.Kept
+		if nn.Evidence != "" {
+			f.Message += " (evidence: " + nn.Evidence + ")"
+		}
+	}
+	return f
 }
 
 // builtinRemedy is what keeps a built-in nouveau off the GPUs: neither a
@@ -221,45 +255,108 @@ func checkVFIOModules(e *Env) []Finding {
 			Message: fmt.Sprintf("the running kernel's release is unknown (%s): gpuprep cannot tell which /lib/modules/RELEASE holds its modules, so whether vfio-pci can be loaded is unknown", what),
 			Remedy:  "run gpuprep on the node itself, or give --root a root that holds /proc/sys/kernel/osrelease and the running kernel's /lib/modules/RELEASE"}}
 	}
-	base := "/lib/modules/" + k
-	dep, errDep := e.Root.ReadFile(base + "/modules.dep")
-	builtin, errBuiltin := e.Root.ReadFile(base + "/modules.builtin")
-	var missing, unknown, have []string
-	for _, m := range []string{"vfio", "vfio_iommu_type1", "vfio_pci"} {
+	run := readModuleIndex(e, k, true)
+	fs := run.findings(e)
+	nk := grub.FindNextKernel(e.Root)
+	if nk.Release == "" || nk.Release == k {
+		return fs
+	}
+	return nextKernelModules(e, fs[0], readModuleIndex(e, nk.Release, false), nk)
+}
+
+// vfioModuleNames are the modules a passed-through GPU needs.
+var vfioModuleNames = []string{"vfio", "vfio_iommu_type1", "vfio_pci"}
+
+// moduleIndex is what kernel k's module index says of vfioModuleNames.
+type moduleIndex struct {
+	k, base                string
+	missing, unknown, have []string
+	errDep, errBuiltin     error
+}
+
+// readModuleIndex reads kernel k's modules.dep and modules.builtin for
+// the VFIO modules; running: k is the running kernel, whose /sys/module
+// counts too (a module loaded, or built in with parameters).
+func readModuleIndex(e *Env, k string, running bool) moduleIndex {
+	mi := moduleIndex{k: k, base: "/lib/modules/" + k}
+	dep, errDep := e.Root.ReadFile(mi.base + "/modules.dep")
+	builtin, errBuiltin := e.Root.ReadFile(mi.base + "/modules.builtin")
+	mi.errDep, mi.errBuiltin = errDep, errBuiltin
+	for _, m := range vfioModuleNames {
 		st := moduleState(string(builtin), string(dep), m)
-		loaded := e.Root.Exists("/sys/module/" + m)
+		loaded := running && e.Root.Exists("/sys/module/"+m)
 		switch {
 		case st == "module" && loaded:
-			have = append(have, m+" (module, loaded)")
+			mi.have = append(mi.have, m+" (module, loaded)")
 		case st != "":
-			have = append(have, m+" ("+st+")")
+			mi.have = append(mi.have, m+" ("+st+")")
 		case loaded:
 			// in the running kernel (loaded, or built in: a built-in
 			// module with parameters has /sys/module/NAME too)
-			have = append(have, m+" (in the running kernel: /sys/module/"+m+")")
+			mi.have = append(mi.have, m+" (in the running kernel: /sys/module/"+m+")")
 		case errDep != nil || errBuiltin != nil:
-			unknown = append(unknown, m)
+			mi.unknown = append(mi.unknown, m)
 		default:
-			missing = append(missing, m)
+			mi.missing = append(mi.missing, m)
 		}
 	}
+	return mi
+}
+
+// findings is vfio.modules' verdict on the running kernel's index.
+func (mi moduleIndex) findings(e *Env) []Finding {
+	k, base := mi.k, mi.base
 	switch {
-	case len(missing) > 0:
+	case len(mi.missing) > 0:
 		return []Finding{{Status: Fail, Subject: base + "/modules.dep",
-			Message: "missing for kernel " + k + ": " + strings.Join(missing, ", "),
+			Message: "missing for kernel " + k + ": " + strings.Join(mi.missing, ", "),
 			Remedy:  "install the kernel's extra modules package (e.g. linux-modules-extra-" + k + ") or a kernel built with CONFIG_VFIO_PCI"}}
-	case len(unknown) > 0 && (e.Root.IsLive() || snapshot.OfRunningSystem(e.Root)) && !e.Root.Exists(base):
+	case len(mi.unknown) > 0 && (e.Root.IsLive() || snapshot.OfRunningSystem(e.Root)) && !e.Root.Exists(base):
 		// the running system, or a gpuprep snapshot of one (which copies
 		// the /sys/module entries and /lib/modules files check read, so an
 		// absence there was one on the node): modprobe has nowhere to look
-		if f, ok := noModuleTree(e, base, unknown); ok {
+		if f, ok := noModuleTree(e, base, mi.unknown); ok {
 			return []Finding{f}
 		}
-		return []Finding{unreadableModuleIndex(e, base, unknown, errDep, errBuiltin)}
-	case len(unknown) > 0:
-		return []Finding{unreadableModuleIndex(e, base, unknown, errDep, errBuiltin)}
+		return []Finding{unreadableModuleIndex(e, base, mi.unknown, mi.errDep, mi.errBuiltin)}
+	case len(mi.unknown) > 0:
+		return []Finding{unreadableModuleIndex(e, base, mi.unknown, mi.errDep, mi.errBuiltin)}
 	}
-	return []Finding{{Status: Pass, Subject: base, Message: "available for kernel " + k + ": " + strings.Join(have, ", ")}}
+	return []Finding{{Status: Pass, Subject: base, Message: "available for kernel " + k + ": " + strings.Join(mi.have, ", ")}}
+}
+
+// nextKernelModules is vfio.modules where the next boot runs another
+// kernel than the running one (nk): a passed-through GPU needs vfio-pci
+// now (the running kernel, f) and after the reboot (the next kernel's
+// /lib/modules/RELEASE, next), so the finding says both. The running
+// kernel's verdict stands where it is not a pass (vfio-pci cannot be
+// loaded now, or that cannot be told); a pass with the next kernel
+// lacking the modules is a warn (ready until the reboot), and one whose
+// next kernel's index cannot be read a warn naming what is missing. A
+// fail now that the next kernel mends says so in its remedy (reboot).
+func nextKernelModules(e *Env, f Finding, next moduleIndex, nk grub.NextKernel) []Finding {
+	which := "kernel " + next.k + ", which the next boot runs (" + nk.From + ")"
+	var says string
+	switch {
+	case len(next.missing) > 0:
+		says = which + " lacks " + strings.Join(next.missing, ", ") + " (" + next.base + "/modules.dep, modules.builtin): after the reboot vfio-pci cannot be loaded"
+	case len(next.unknown) > 0:
+		says = "whether " + which + " has " + strings.Join(next.unknown, ", ") + " cannot be told: its module index cannot be read (" + indexUnread(e, next.base, next.errDep, next.errBuiltin) + ")"
+	default:
+		says = which + " has them: " + strings.Join(next.have, ", ")
+	}
+	f.Message = "running kernel " + e.Host.Kernel + ": " + f.Message + "; " + says
+	switch {
+	case f.Status == Pass && len(next.missing) > 0:
+		f.Status, f.Subject = Warn, next.base+"/modules.dep"
+		f.Remedy = "install kernel " + next.k + "'s extra modules package (e.g. linux-modules-extra-" + next.k + ") before rebooting, or make the bootloader boot a kernel that has vfio-pci"
+	case f.Status == Pass && len(next.unknown) > 0:
+		f.Status = Warn
+		f.Remedy = "give the root kernel " + next.k + "'s " + next.base + " (modules.dep, modules.builtin), or check it on the node, then run gpuprep check again"
+	case f.Status == Fail && len(next.missing) == 0 && len(next.unknown) == 0:
+		f.Remedy += "; or reboot into kernel " + next.k + ", which the next boot runs and which has them"
+	}
+	return []Finding{f}
 }
 
 func checkVFIOBinding(e *Env) []Finding {

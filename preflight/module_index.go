@@ -12,6 +12,14 @@ import (
 // whose modules a package upgrade removed, an index depmod never wrote.
 // What cannot be read is no evidence that they are missing.
 func unreadableModuleIndex(e *Env, base string, unknown []string, errDep, errBuiltin error) Finding {
+	why := indexUnread(e, base, errDep, errBuiltin)
+	return Finding{Status: Error, Subject: base,
+		Message: "cannot tell whether " + strings.Join(unknown, ", ") + " can be loaded on kernel " + e.Host.Kernel + ": its module index cannot be read (" + why + ")",
+		Remedy:  "on the node: install the running kernel's modules package (or boot a kernel whose modules are installed) and run depmod; with --root: give it a root that holds " + base}
+}
+
+// indexUnread says what of the module index under base cannot be read.
+func indexUnread(e *Env, base string, errDep, errBuiltin error) string {
 	var why string
 	if !e.Root.Exists(base) {
 		why = base + " is missing"
@@ -34,9 +42,7 @@ func unreadableModuleIndex(e *Env, base string, unknown []string, errDep, errBui
 		}
 		why = strings.Join(bad, ", ")
 	}
-	return Finding{Status: Error, Subject: base,
-		Message: "cannot tell whether " + strings.Join(unknown, ", ") + " can be loaded on kernel " + e.Host.Kernel + ": its module index cannot be read (" + why + ")",
-		Remedy:  "on the node: install the running kernel's modules package (or boot a kernel whose modules are installed) and run depmod; with --root: give it a root that holds " + base}
+	return why
 }
 
 // noModuleTree is vfio.modules' fail on the running system itself when the

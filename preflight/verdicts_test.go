@@ -204,7 +204,7 @@ func TestSiblingOnPCIStubPassesBinding(t *testing.T) {
 	f := one(t, res, "vfio.binding", "0000:01:00.0", preflight.VMPassthrough)
 	require.Equal(t, preflight.Pass, f.Status, f.Message)
 	require.Equal(t, "bound to vfio-pci; 0000:01:00.1 (audio) on pci-stub, which keeps the IOMMU group viable (that function is not given to the VM)"+
-		`; at the next boot: /etc/modprobe.d/vfio.conf:1 "options vfio_pci ids=10de:1e87,10de:1ad8,10de:1ad9" (modprobe: gives vfio-pci ID 10de:1e87 when it loads), vfio-pci loaded early by /etc/modules-load.d/vfio.conf:1 "vfio_pci" (systemd-modules-load: loads vfio-pci as the root's systemd starts (alongside udev's coldplug))`+
+		`; at the next boot: /etc/modprobe.d/vfio.conf:1 "options vfio_pci ids=10de:1e87,10de:1ad8,10de:1ad9" (modprobe: gives vfio-pci ID 10de:1e87 when it loads), vfio-pci loaded early by /etc/modules-load.d/vfio.conf:1 "vfio_pci" (systemd-modules-load: loads vfio-pci as the root's systemd starts, alongside udev's coldplug: in time where udev loads no other driver for the device)`+
 		" (evidence: the root's files only: no initramfs image of kernel 6.1.0-18-amd64 in /boot)", f.Message)
 	require.False(t, f.Fixable)
 	require.NotContains(t, res.Modes[preflight.VMPassthrough].Blockers, "vfio.binding")

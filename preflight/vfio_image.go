@@ -23,6 +23,12 @@ func bootImageEvidence(e *Env, img *vfio.BootImage, g *pci.Device, binders []str
 		return
 	}
 	defer nextKernelEvidence(img, f)
+	if why := img.NoInitramfs(); why != "" {
+		// the kernel mounts the root itself: the binders above are what
+		// acts, initramfs configuration already discounted (earlyload.go)
+		f.Message += "; at the next boot: " + strings.Join(binders, "; ") + " (evidence: the kernel's built-in modules, its command line and the root's files: " + why + ", so no initramfs configuration applies)"
+		return
+	}
 	if !img.Readable() {
 		f.Message += "; at the next boot: " + strings.Join(binders, "; ") + " (evidence: the root's files only: " + img.Unread() + ")"
 		if why := vfio.InitramfsStale(e.Root); why != "" {

@@ -10,6 +10,7 @@ scale=${FUZZ_SCALE:-1}
 # package  target  executions
 targets=(
 	"./grub               FuzzEnsure          3000"
+	"./grub               FuzzCommandNames    3000"
 	"./internal/kargs     FuzzParse           20000"
 	"./internal/fleet     FuzzParseInventory  4000"
 	"./internal/fleet     FuzzExpandRange     4000"

@@ -35,12 +35,28 @@ func NewBootImage(root *host.Root, cmdline []kargs.Param) *BootImage {
 	kver, nk := nextKernel(root)
 	running, _ := kernelrelease.Running(root)
 	b := &BootImage{Kernel: kver, Next: nk, running: strings.TrimSpace(running), cmdline: cmdline, builtin: BuiltinModules(root, kver)["vfio_pci"]}
-	if nk.Initrd != "" {
+	switch {
+	case nk.NoInitramfs:
+		// no initramfs at all: /boot/initrd.img-K, there or not, is not
+		// what this boot loads (NoInitramfs says why)
+	case nk.Initrd != "":
 		b.Booted = initramfs.ImageAt(root, nk.Initrd)
-	} else {
+	default:
 		b.Booted = initramfs.ImageFor(root, kver)
 	}
 	return b
+}
+
+// NoInitramfs says, where the next boot loads no initramfs, which
+// evidence says so (its boot entry); "" otherwise. Early load at that boot
+// is then the kernel's built-in drivers and its command line, then the
+// root's own udev, systemd-modules-load and modprobe (with the root's
+// modprobe.d): no initramfs generator's configuration applies.
+func (b *BootImage) NoInitramfs() string {
+	if !b.Next.NoInitramfs {
+		return ""
+	}
+	return "the next boot loads no initramfs (" + b.Next.From + ")"
 }
 
 // KernelUnknown says, where the next boot's kernel cannot be told, what
@@ -71,6 +87,8 @@ func (b *BootImage) Unread() string {
 	switch {
 	case b.Kernel == "":
 		return "the next boot's kernel is unknown (" + b.Next.Missing + "; /proc/sys/kernel/osrelease not readable), so is its initramfs"
+	case b.Next.NoInitramfs:
+		return b.NoInitramfs()
 	case b.Booted == nil:
 		return "no initramfs image of kernel " + b.Kernel + " in /boot"
 	case b.Booted.Err != nil:

@@ -81,6 +81,11 @@ type bootFacts struct {
 	tool     string          // the node's initramfs tool: update-initramfs, dracut, mkinitcpio; "" none found
 	modprobe []confFile
 	kver     string
+	// noInitramfs says why the boot loads no initramfs ("" when it loads
+	// one, or where that is not known): what only an initramfs acts on
+	// then does nothing.
+	noInitramfs string
+	aliases     []pciAlias // the kernel's modules.alias `alias pci:` lines (coldplug.go)
 }
 
 func isVFIOPCI(m string) bool { return kargs.Norm(strings.TrimSuffix(m, "?")) == "vfio_pci" }
@@ -181,6 +186,18 @@ func readEarlyLoad(f *bootFacts) earlyLoad {
 	f.initramfsTools(&el)
 	f.dracut(&el)
 	f.mkinitcpio(&el)
+	if f.noInitramfs != "" {
+		keep := el.loaders[:0]
+		for _, l := range el.loaders {
+			if initramfsOnly(l) {
+				l.Says = "does nothing at the next boot: " + f.noInitramfs + ", and only an initramfs acts on it"
+				el.discounted = append(el.discounted, l)
+				continue
+			}
+			keep = append(keep, l)
+		}
+		el.loaders = keep
+	}
 	if forb := f.forbidden("vfio_pci"); forb != nil && len(el.loaders) > 0 {
 		for _, l := range el.loaders {
 			l.Says = "does nothing: " + forb.Where() + " " + forb.Text + " (the kernel refuses to load vfio_pci)"
@@ -189,6 +206,22 @@ func readEarlyLoad(f *bootFacts) earlyLoad {
 		el.loaders = nil
 	}
 	return el
+}
+
+// initramfsOnly reports whether loader l acts only inside an initramfs:
+// an initramfs generator's configuration (initramfs-tools' modules file,
+// dracut's force_drivers and rd.driver.pre=, mkinitcpio's MODULES and
+// earlymodules=), or rd.modules-load=, which systemd-modules-load reads
+// only in an initramfs. The root's systemd-modules-load, modules-load=
+// and modprobe's softdeps act on the root itself, with or without one.
+func initramfsOnly(l Evidence) bool {
+	switch l.By {
+	case "initramfs-tools", "dracut", "mkinitcpio":
+		return true
+	case "systemd-modules-load":
+		return strings.HasPrefix(l.Text, "rd.")
+	}
+	return false
 }
 
 // softdeps: `softdep X pre: … vfio-pci …` counts where X loads at boot: a
@@ -314,7 +347,7 @@ func (f *bootFacts) modulesLoadFile(el *earlyLoad, dir, n string, add func(Evide
 		if !isVFIOPCI(first) {
 			continue
 		}
-		e := newEvidence(src, i+1, l, by, "loads vfio-pci as the root's systemd starts (alongside udev's coldplug)")
+		e := newEvidence(src, i+1, l, by, "loads vfio-pci as the root's systemd starts, alongside udev's coldplug: in time where udev loads no other driver for the device")
 		if first != t {
 			// systemd-modules-load takes the whole line as one name
 			e.Says = "does nothing: systemd-modules-load takes the whole line as one module name, and no module is called " + strings.TrimSpace(t)

@@ -285,7 +285,7 @@ func InitramfsStale(root *host.Root) string {
 	}
 	var newest time.Time
 	file := ""
-	for _, f := range []string{ModprobeConf, ModulesLoad, UdevRule} {
+	for _, f := range inImageFiles(root) {
 		if fi, err := root.Stat(f); err == nil && fi.ModTime().After(newest) {
 			newest, file = fi.ModTime(), f
 		}
@@ -294,7 +294,7 @@ func InitramfsStale(root *host.Root) string {
 		for _, en := range entries {
 			f := en.File()
 			gone := en.Kind == journal.KindFile && f.Gone() && !root.Exists(f.Path)
-			if gone && slices.Contains([]string{ModprobeConf, ModulesLoad, UdevRule}, f.Path) && en.Time.After(newest) {
+			if gone && slices.Contains(inImageFiles(root), f.Path) && en.Time.After(newest) {
 				newest, file = en.Time, "the removal of "+f.Path+" (journal)"
 			}
 		}
@@ -308,6 +308,21 @@ func InitramfsStale(root *host.Root) string {
 	}
 	return fmt.Sprintf("the initramfs (%s) is older than %s: it was not regenerated after gpuprep's persistent VFIO configuration changed",
 		strings.Join(older, ", "), file)
+}
+
+// inImageFiles are gpuprep's persistence files an initramfs made by the
+// node's tool can carry, so that one made before them is stale.
+// initramfs-tools copies /etc/modprobe.d into the image (mkinitramfs:
+// `cp -a /etc/modprobe.d/* "${DESTDIR}/etc/modprobe.d/"`), never
+// /etc/modules-load.d, which the root's
+// systemd-modules-load reads after the switch: an image older than
+// gpuprep's modules-load.d file misses nothing (tobetter/initramfs-tools
+// 00f79a8, mkinitramfs).
+func inImageFiles(root *host.Root) []string {
+	if initramfsTool(root) == "update-initramfs" {
+		return []string{ModprobeConf, UdevRule}
+	}
+	return []string{ModprobeConf, ModulesLoad, UdevRule}
 }
 
 // BootView is what binds devices to a VFIO driver at a boot, as far as
@@ -335,6 +350,7 @@ type BootView struct {
 	builtin   bool // vfio-pci is built into the kernel
 	loaded    bool // vfio-pci is known to have loaded early (devices ended up on it)
 	early     earlyLoad
+	facts     *bootFacts
 	modprobe  []confFile
 	udev      []confFile
 }
@@ -343,13 +359,17 @@ type BootView struct {
 // cmdline. loaded says vfio-pci is known to have loaded early at that boot
 // (devices ended up on it): its IDs then count without a loader.
 func NewBootView(root *host.Root, cmdline []kargs.Param, loaded bool) *BootView {
-	kver, _ := nextKernel(root)
+	kver, nk := nextKernel(root)
 	builtin := BuiltinModules(root, kver)
 	v := &BootView{root: root, cmdline: cmdline, persisted: Persisted(root), modprobe: modprobeFiles(root),
 		builtin: builtin["vfio_pci"], loaded: loaded}
 	f := &bootFacts{root: root, cmdline: cmdline, builtin: builtin, modules: KernelModules(root, kver),
 		tool: initramfsTool(root), modprobe: v.modprobe, kver: kver}
-	v.early = readEarlyLoad(f)
+	if nk.NoInitramfs {
+		f.noInitramfs = "it loads no initramfs (" + nk.From + ")"
+	}
+	f.aliases = pciAliases(root, kver)
+	v.early, v.facts = readEarlyLoad(f), f
 	for _, dir := range []string{"/etc/udev/rules.d", "/run/udev/rules.d"} {
 		for _, n := range root.Names(dir) {
 			if strings.HasSuffix(n, ".rules") && dir+"/"+n != UdevRule {
@@ -362,8 +382,15 @@ func NewBootView(root *host.Root, cmdline []kargs.Param, loaded bool) *BootView 
 	return v
 }
 
-// isEarly: vfio-pci is built in, known loaded, or a loader loads it.
-func (v *BootView) isEarly() bool { return v.builtin || v.loaded || len(v.early.loaders) > 0 }
+// isEarly: vfio-pci is built in, known loaded, or a loader loads it in
+// time for d (coldplug.go).
+func (v *BootView) isEarly(d *pci.Device) bool {
+	if v.builtin || v.loaded {
+		return true
+	}
+	in, _ := v.loadersFor(d)
+	return len(in) > 0
+}
 
 // Loaders is what loads vfio-pci early at the boot (empty where vfio-pci is
 // built in and nothing names it).
@@ -435,6 +462,10 @@ func (v *BootView) ownIneffective(d *pci.Device) bool {
 // gpuprep's own configuration where ownIneffective says so.
 func (v *BootView) DiscountedFor(d *pci.Device) []Evidence {
 	out := v.Discounted()
+	if !v.builtin && !v.loaded {
+		_, racing := v.loadersFor(d)
+		out = append(out, racing...)
+	}
 	if v.ownIneffective(d) {
 		out = append(out, newEvidence(ModprobeConf, 0, devicesHeader+" "+d.Address+"=vfio-pci", "gpuprep",
 			"does nothing for "+d.Address+": vfio-pci is built into the kernel and the next boot's kernel command line has no vfio-pci.ids= naming "+d.VendorID+":"+d.DeviceID+" (a built-in module takes no modprobe.d options); gpuprep vfio bind --persist puts it there"))
@@ -452,25 +483,27 @@ func (v *BootView) Foreign(d *pci.Device) []string {
 	return out
 }
 
-func (v *BootView) loadedBy() []Evidence {
+func (v *BootView) loadedBy(d *pci.Device) []Evidence {
 	if v.builtin {
 		return nil
 	}
-	return v.early.loaders
+	in, _ := v.loadersFor(d)
+	return in
 }
 
 func (v *BootView) foreign(d *pci.Device) []Binder {
 	var out []Binder
 	id := d.VendorID + ":" + d.DeviceID
-	if v.isEarly() && IDsOnCmdline(v.cmdline, d) {
+	if v.isEarly(d) && IDsOnCmdline(v.cmdline, d) {
 		p, _ := kargs.Last(v.cmdline, "vfio_pci.ids")
 		e := newEvidence(NextCmdline, 0, p.String(), "vfio-pci", "binds every device with ID "+id+" when vfio-pci initialises")
 		e.IDs = p.Value
-		out = append(out, Binder{Kind: BinderCmdlineIDs, At: e, LoadedBy: v.loadedBy()})
+		out = append(out, Binder{Kind: BinderCmdlineIDs, At: e, LoadedBy: v.loadedBy(d)})
 	}
-	if !v.builtin && v.isEarly() { // a built-in module takes no modprobe.d options
-		out = append(out, v.optionsBinders(id)...)
-		for _, l := range v.early.loaders {
+	if !v.builtin && v.isEarly(d) { // a built-in module takes no modprobe.d options
+		out = append(out, v.optionsBinders(d)...)
+		in, _ := v.loadersFor(d)
+		for _, l := range in {
 			if l.IDs != "" && idListHas(l.IDs, id) {
 				out = append(out, Binder{Kind: BinderLoaderIDs, At: l})
 			}
@@ -485,7 +518,8 @@ func (v *BootView) foreign(d *pci.Device) []Binder {
 
 // optionsBinders are the `options vfio-pci ids=` lines naming id in the
 // modprobe.d files but gpuprep's.
-func (v *BootView) optionsBinders(id string) []Binder {
+func (v *BootView) optionsBinders(d *pci.Device) []Binder {
+	id := d.VendorID + ":" + d.DeviceID
 	var out []Binder
 	for _, f := range v.modprobe {
 		if f.path == ModprobeConf {
@@ -495,7 +529,7 @@ func (v *BootView) optionsBinders(id string) []Binder {
 			if ids := optionsIDs(l); ids != "" && idListHas(ids, id) {
 				e := newEvidence(f.path, i+1, l, "modprobe", "gives vfio-pci ID "+id+" when it loads")
 				e.IDs = ids
-				out = append(out, Binder{Kind: BinderOptionsIDs, At: e, LoadedBy: v.loadedBy()})
+				out = append(out, Binder{Kind: BinderOptionsIDs, At: e, LoadedBy: v.loadedBy(d)})
 			}
 		}
 	}

@@ -386,10 +386,13 @@ type offState struct {
 // nextBootState is, in `grub show`, the kernel the next boot runs, as
 // grub.NextBoot reads it for check too.
 type nextBootState struct {
-	Kernel  string `json:"kernel"`            // its release, "" when it cannot be told
-	Initrd  string `json:"initrd,omitempty"`  // the initramfs its boot entry loads, "" when none was found
-	From    string `json:"from,omitempty"`    // the file and setting that decided (a menu entry and GRUB_DEFAULT or grubenv, loader.conf's default, a pin file)
-	Missing string `json:"missing,omitempty"` // when kernel is "": what was missing to tell
+	Kernel string `json:"kernel"`           // its release, "" when it cannot be told
+	Initrd string `json:"initrd,omitempty"` // the initramfs its boot entry loads, "" when none was found
+	// NoInitramfs: its boot entry loads no initramfs at all (no initrd
+	// line; Ubuntu's initrdless GRUB_FORCE_PARTUUID boot)
+	NoInitramfs bool   `json:"noInitramfs,omitempty"`
+	From        string `json:"from,omitempty"`    // the file and setting that decided (a menu entry and GRUB_DEFAULT or grubenv, loader.conf's default, a pin file)
+	Missing     string `json:"missing,omitempty"` // when kernel is "": what was missing to tell
 	// Read is the kernel whose configuration "configured" is: the next
 	// boot's, else (unknown) the running kernel's
 	Read string `json:"read"`
@@ -445,7 +448,7 @@ func (c *grubCmd) show(cmd *cobra.Command) error {
 	raw, rerr := kargs.ReadString(root, "/proc/cmdline")
 	running := kargs.Parse(raw)
 	rep := showReport{APIVersion: "gpuprep/v1", Kind: "KernelArgs", Bootloader: boot.Kind, Source: src, ESPs: espsSay(boot), Running: raw, Mode: c.mode,
-		NextBoot: nextBootState{Kernel: nk.Release, Initrd: nk.Initrd, From: nk.From, Missing: nk.Missing, Read: rel}}
+		NextBoot: nextBootState{Kernel: nk.Release, Initrd: nk.Initrd, NoInitramfs: nk.NoInitramfs, From: nk.From, Missing: nk.Missing, Read: rel}}
 	if rerr != nil {
 		rep.RunningError = rerr.Error()
 	}
@@ -611,8 +614,11 @@ func nextBootSays(n nextBootState) string {
 		return s
 	}
 	s := "kernel " + n.Kernel + ", " + n.From
-	if n.Initrd != "" {
+	switch {
+	case n.Initrd != "":
 		s += "; initramfs " + n.Initrd
+	case n.NoInitramfs:
+		s += "; no initramfs"
 	}
 	return s
 }

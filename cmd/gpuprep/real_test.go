@@ -93,6 +93,7 @@ func TestRealH200SnapshotGivesTheLiveVerdicts(t *testing.T) {
 		liveTop, want := verdicts(t, live)
 		gotTop, got := verdicts(t, []byte(out))
 		unreadOnSnapshot(liveTop, want, "vfio.modules")
+		nouveauUnreadOnSnapshot(want)
 		require.Equal(t, liveTop, gotTop, tc.file)
 		for i := range want {
 			if s, ok := changed[want[i].Check+" "+want[i].Subject]; ok {
@@ -135,6 +136,7 @@ func TestRealH200GpuprepSnapshotGivesTheLiveReport(t *testing.T) {
 	liveTop, want := verdicts(t, live)
 	gotTop, got := verdicts(t, []byte(out))
 	unreadOnSnapshot(liveTop, want, "vfio.modules")
+	nouveauUnreadOnSnapshot(want)
 	require.Equal(t, liveTop, gotTop)
 	require.Equal(t, addedSince(want, "", "0000:00:06.0"), got)
 	require.NotEmpty(t, want)
