@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/gpuprep/gpuprep/internal/pci"
@@ -18,8 +19,25 @@ func checkGPUPresent(e *Env) []Finding {
 		if drv == "" {
 			drv = "no driver"
 		}
-		out = append(out, Finding{Status: Pass, Subject: g.Address,
-			Message: fmt.Sprintf("%s (%s:%s, class %s), %s%s", name(g), g.VendorID, g.DeviceID, g.Class[:4], drv, nameSource(e, g))})
+		f := Finding{Status: Pass, Subject: g.Address,
+			Message: fmt.Sprintf("%s (%s:%s, class %s), %s%s", name(g), g.VendorID, g.DeviceID, g.Class[:4], drv, nameSource(e, g))}
+		if why, now := gpuLost(e, g); now {
+			// in sysfs, and gone from the bus: nothing on it answers
+			f.Status, f.Remedy = Fail, lostRemedy
+			f.Message = fmt.Sprintf("%s (%s:%s) has fallen off the bus (NVIDIA Xid 79): %s; it cannot be used, passed to a VM or given vGPUs until the node is power-cycled", name(g), g.VendorID, g.DeviceID, why)
+		} else if why != "" {
+			f.Status = Warn
+			f.Message += "; it fell off the bus earlier in this boot (" + why + ") and answers now: it may fall off again"
+			f.Remedy = "if it falls off again: " + lostRemedy
+		}
+		out = append(out, f)
+	}
+	for _, d := range e.Inv.Devices {
+		if d.VendorID == "ffff" && !slices.Contains(e.GPUs, d) {
+			out = append(out, Finding{Status: Warn, Subject: d.Address,
+				Message: "a PCI device whose vendor reads ffff (/sys/bus/pci/devices/" + d.Address + "/vendor): it has fallen off the bus; if it is one of this node's GPUs, that GPU is lost",
+				Remedy:  lostRemedy})
+		}
 	}
 	if len(e.NVSwitches) > 0 {
 		addrs := make([]string, len(e.NVSwitches))

@@ -137,7 +137,15 @@ func checkIOMMUKernel(e *Env) []Finding {
 		configured = src.Args()
 	}
 	why := onByDefault(e, vendor)
+	var def intelDefault // the running kernel's Intel IOMMU default, read as iommu.cmdline reads it
+	if vendor == "intel" {
+		def = intelIOMMUDefault(e, e.Host.Kernel)
+	}
 	switch {
+	case def.State == "absent":
+		// no argument starts a driver the kernel does not have
+		f.Message += "; the running kernel is built without CONFIG_INTEL_IOMMU (" + def.From + ")"
+		f.Remedy = kernelWithoutIOMMU(e, vendor)
 	case allSatisfied(e.Cmdline, want) && len(off) == 0:
 		// The kernel got the arguments and still has no IOMMU: another
 		// reboot changes nothing.
@@ -159,6 +167,10 @@ func checkIOMMUKernel(e *Env) []Finding {
 			f.Remedy = "the IOMMU arguments are configured in " + src.File + " (see iommu.cmdline): reboot the node"
 		}
 	default:
+		if def.State == "unknown" {
+			// intel_iommu=on may change nothing here: say what was not read
+			f.Message += "; " + def.Says()
+		}
 		f.Fixable = true
 		f.FixCommand = "gpuprep grub ensure --mode " + string(e.vmMode())
 		f.Remedy = "set the IOMMU kernel arguments (" + f.FixCommand + ") and reboot"
@@ -180,9 +192,10 @@ func kernelWithoutIOMMU(e *Env, vendor string) string {
 	case "arm":
 		opt, grep = "CONFIG_ARM_SMMU_V3", "-e IORT -e arm-smmu -e iommu"
 	}
-	cfg := "/boot/config-" + e.Host.Kernel
-	if b, err := e.Root.ReadFile(cfg); err == nil && !strings.Contains("\n"+string(b)+"\n", "\n"+opt+"=y\n") {
-		return "the running kernel is built without " + opt + " (" + cfg + "): boot a kernel built with it; rebooting this one will not help"
+	if c, err := readKernelConfig(e, e.Host.Kernel); err == nil {
+		if v, _ := c.value(opt); v != "y" {
+			return "the running kernel is built without " + opt + " (" + c.from + "): boot a kernel built with it; rebooting this one will not help"
+		}
 	}
 	return "rebooting will not help: the kernel log says why it did not start the IOMMU (journalctl -k -b | grep -i " + grep + "): " +
 		biosIOMMU(e) + " disabled or broken in the firmware (check the BIOS/UEFI setting; update the firmware), or a kernel built without " + opt
@@ -355,19 +368,39 @@ func (e *Env) KernelArgs() KernelArgs {
 }
 
 // notNeeded says why want is not needed on this node ("" when it is).
-// intel_iommu=on does one thing, turn the Intel IOMMU on: where the IOMMU is
-// active and the running kernel was booted without it (a kernel built with
-// CONFIG_INTEL_IOMMU_DEFAULT_ON, as Ubuntu's and Proxmox's from 6.8), it is
-// not needed, and no reboot is for it.
+// intel_iommu=on does one thing, turn the Intel IOMMU on (intel_iommu_setup
+// sets dmar_disabled = 0, nothing else), for the kernel the next boot
+// starts: it is not needed where that kernel is built to enable the IOMMU
+// by default (CONFIG_INTEL_IOMMU_DEFAULT_ON, as Ubuntu's and Proxmox VE's
+// from 6.8: intelDefault), nor where that kernel is the running one and
+// the IOMMU is active without it; no reboot is for it then. On a default-on
+// kernel whose IOMMU is inactive, what keeps it off is an argument that
+// turns it off (its own finding, and grub ensure takes it out) or something
+// iommu.kernel tells; intel_iommu=on changes neither.
 func (e *Env) notNeeded(want kargs.Param) string {
-	if kargs.Norm(want.Key) != "intel_iommu" || !e.IOMMU.Active() || kargs.Satisfied(e.Cmdline, want) {
+	if kargs.Norm(want.Key) != "intel_iommu" || kargs.Satisfied(e.Cmdline, want) {
 		return ""
 	}
-	why := "the IOMMU is active without it"
-	if on, cfg := intelDefaultOn(e); on {
-		why += " (the kernel's default: " + cfg + ")"
+	d, next, other := nextIntelDefault(e)
+	switch {
+	case other && d.State == "on":
+		return "the next boot's kernel " + next + " enables the Intel IOMMU by default (" + d.Says() + "), so it changes nothing"
+	case other:
+		return ""
+	case e.IOMMU.Active():
+		why := "the IOMMU is active without it"
+		if d.State == "on" {
+			why += " (the kernel's default: " + d.Line + ")"
+		}
+		return why
+	case d.State == "on":
+		why := "the kernel enables the Intel IOMMU by default (" + d.Says() + "), so it changes nothing"
+		if off := offArgs(e.Cmdline, "intel"); len(off) > 0 {
+			return why + "; " + argList(off) + " on the running kernel's command line keeps the IOMMU off (see " + argList(off) + ")"
+		}
+		return why + "; the IOMMU is inactive for another reason (see iommu.kernel)"
 	}
-	return why
+	return ""
 }
 
 // ErrUnknownIOMMU: neither firmware, kernel nor CPU tells whose IOMMU the
@@ -392,22 +425,6 @@ func NodeKernelArgs(root *host.Root) (KernelArgs, error) {
 		return k, ErrUnknownIOMMU
 	}
 	return k, nil
-}
-
-// intelDefaultOn reports whether the running kernel turns the Intel IOMMU on
-// without intel_iommu=on (CONFIG_INTEL_IOMMU_DEFAULT_ON, or Debian's
-// ..._DEFAULT_ON_INTGPU_OFF).
-func intelDefaultOn(e *Env) (bool, string) {
-	b, err := e.Root.ReadFile("/boot/config-" + e.Host.Kernel)
-	if err != nil {
-		return false, ""
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if l == "CONFIG_INTEL_IOMMU_DEFAULT_ON=y" || l == "CONFIG_INTEL_IOMMU_DEFAULT_ON_INTGPU_OFF=y" {
-			return true, l
-		}
-	}
-	return false, ""
 }
 
 func checkIOMMUCmdline(e *Env) []Finding {
@@ -440,17 +457,29 @@ func checkIOMMUCmdline(e *Env) []Finding {
 		required := false
 		why := "recommended: host devices get identity mappings (faster DMA); devices given to VMs are still translated"
 		intel := kargs.Norm(want.Key) == "intel_iommu"
-		on, cfg := false, ""
 		if intel {
-			on, cfg = intelDefaultOn(e)
+			// one reading of the kernel's default with notNeeded and
+			// iommu.kernel (intelDefault): for the kernel the next boot
+			// starts, which is the one the argument is for
+			d, next, other := nextIntelDefault(e)
+			kernel := "the kernel"
+			if other {
+				kernel = "the next boot's kernel " + next
+			}
 			switch {
-			case active:
+			case active && !other:
 				why = "the IOMMU is already active"
-				if on {
-					why += " (" + cfg + ")"
+				if d.State == "on" {
+					why += " (" + d.Line + ")"
 				}
-			case on:
-				why = "the kernel enables the Intel IOMMU by default (" + cfg + ") yet it is not active"
+			case d.State == "unknown":
+				// not read, so not known to be needed: say what was missing
+				why = d.Says() + "; where it does not, intel_iommu=on is what turns the IOMMU on"
+			case d.State == "absent":
+				why = "needed, and not enough: " + kernel + " is built without CONFIG_INTEL_IOMMU (" + d.From + "), so no argument turns the Intel IOMMU on: boot a kernel built with it"
+				required = true
+			case other:
+				why = "needed: " + kernel + " does not turn the Intel IOMMU on by default (" + d.Says() + ")"
 				required = true
 			default:
 				why = "needed to turn the Intel IOMMU on"

@@ -199,7 +199,12 @@ func checkVGPUTypes(e *Env) []Finding {
 			case s.Interface == "sriov":
 				// Nothing in NVIDIA's stack writes current_vgpu_type:
 				// the GPU Operator's vgpu-device-manager creates mdevs
-				// only. With no vGPU on any VF, KubeVirt has nothing
+				// only (v0.5.0 pkg/vgpu/config.go, through go-nvlib
+				// nvmdev; the VFIO backend of its PR #195 is not
+				// merged), and the GPU Operator's vgpu-manager container
+				// only enables the VFs (gpu-driver-container
+				// vgpu-manager/ubuntu24.04/nvidia-driver: sriov-manage
+				// -e ALL). With no vGPU on any VF, KubeVirt has nothing
 				// to allocate, and nothing will create one.
 				f.Status = Fail
 				f.Message += "; no vGPU exists (every VF's nvidia/current_vgpu_type is 0): on the vendor-specific VFIO interface nothing in NVIDIA's stack creates vGPUs (the GPU Operator's vgpu-device-manager creates mdevs only), so KubeVirt has none to allocate"

@@ -9,8 +9,8 @@ func All() []Check {
 	return []Check{
 		{ID: "gpu.present", Title: "NVIDIA GPUs present", Modes: Modes, Run: checkGPUPresent, Beyond: BeyondPlan,
 			Doc: Doc{
-				Verifies: "NVIDIA GPUs (and NVSwitches) are found among the selected PCI devices; their names come from the host's `pci.ids`, else an embedded copy.",
-				Reads:    "`/sys/bus/pci/devices` (vendor, device, class, driver of each function) and the host's `pci.ids`.",
+				Verifies: "NVIDIA GPUs (and NVSwitches) are found among the selected PCI devices; their names come from the host's `pci.ids`, else an embedded copy. A GPU that has fallen off the bus (NVIDIA Xid 79: its config space reads all ones while sysfs keeps its IDs) is a fail; one the kernel log says fell off earlier in this boot is a warn.",
+				Reads:    "`/sys/bus/pci/devices` (vendor, device, class, driver and config space of each function), the host's `pci.ids`, the kernel log (dmesg).",
 				Matters:  "every mode needs at least one GPU: without one nothing else can be judged.",
 			},
 			Remedies: []string{"check `--select`, and that the GPUs are seated and powered (`lspci -nn -d 10de:`)"}},

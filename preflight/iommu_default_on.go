@@ -9,7 +9,7 @@ package preflight
 // force_isolation, pgtbl_v1, pgtbl_v2, irtcachedis, nohugepages,
 // v2_pgsizes_only). The Intel one starts disabled (dmar_disabled =
 // !IS_ENABLED(CONFIG_INTEL_IOMMU_DEFAULT_ON), drivers/iommu/intel/iommu.c)
-// unless the kernel is built to enable it (intelDefaultOn). iommu=pt only
+// unless the kernel is built to enable it (intelDefault). iommu=pt only
 // chooses the default domain type of an IOMMU that is on.
 
 // onByDefault says why no kernel argument gpuprep sets can turn this
@@ -20,8 +20,8 @@ func onByDefault(e *Env, vendor string) string {
 	case "amd":
 		return "the AMD IOMMU is on whenever firmware describes it (IVRS), and iommu=pt does not turn it on"
 	case "intel":
-		if on, cfg := intelDefaultOn(e); on {
-			return "the kernel enables the Intel IOMMU by default (" + cfg + "), so intel_iommu=on changes nothing"
+		if d := intelIOMMUDefault(e, e.Host.Kernel); d.State == "on" {
+			return "the kernel enables the Intel IOMMU by default (" + d.Says() + "), so intel_iommu=on changes nothing"
 		}
 	}
 	return ""

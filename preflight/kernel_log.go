@@ -29,8 +29,9 @@ const (
 // that prints it: arch/arm64/kvm/arm.c (kvm_info prefixes "kvm [PID]: ")
 // arch/arm64/kernel/smp.c (hyp_mode_check) and the GICv3 ITS probe
 // (drivers/irqchip/irq-gic-v3-its.c: "ITS %pR", "ITS@%pa: …").
-// The ACS override patch's warning (acsOverrideLog) is kept too.
-var logKeep = []string{"kvm [", "CPU: All CPU(s) started at", "CPU: CPUs started in inconsistent modes", "ITS [mem ", "ITS@0x", acsOverrideLog}
+// The ACS override patch's warning (acsOverrideLog) and NVIDIA's Xid 79
+// (fallenOffLog) are kept too.
+var logKeep = []string{"kvm [", "CPU: All CPU(s) started at", "CPU: CPUs started in inconsistent modes", "ITS [mem ", "ITS@0x", acsOverrideLog, fallenOffLog}
 
 // liveKernelLog reads the kernel log, and only on the running system: a
 // root that is not / (a snapshot, a mounted disk) has no log of its own,
@@ -92,6 +93,10 @@ func parseKernelLog(read func() ([]byte, error)) kernelLog {
 	for _, line := range strings.Split(string(b), "\n") {
 		for _, k := range logKeep {
 			if i := strings.Index(line, k); i >= 0 && len(l.Lines) < maxLogLines {
+				if j := strings.Index(line, "NVRM: "); k == fallenOffLog && j >= 0 && j < i {
+					// the driver's line names the GPU before the words
+					i = j
+				}
 				kept := strings.TrimSpace(line[i:])
 				if len(kept) > maxLogLine {
 					kept = strings.ToValidUTF8(kept[:maxLogLine], "") + "…"

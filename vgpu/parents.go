@@ -25,10 +25,12 @@ import (
 //   - vendor-specific VFIO (vGPU ≥ 17 on kernel ≥ 6.8): every VF is a
 //     parent of one vGPU, made by writing a type id to its
 //     nvidia/current_vgpu_type; it offers one instance of each type its
-//     nvidia/creatable_vgpu_types lists while current_vgpu_type is 0
-//     (vgpu-device-manager pkg/vgpu/vfio/vfio.go SetVGPUConfig: VFs with a
-//     non-zero type are skipped, the creatable list is re-read before each
-//     VF, since creating a vGPU changes what its siblings list).
+//     nvidia/creatable_vgpu_types lists while current_vgpu_type is 0 (as
+//     the VFIO backend proposed to vgpu-device-manager reads them, PR #195's
+//     pkg/vgpu/vfio/vfio.go SetVGPUConfig: VFs with a non-zero type are
+//     skipped, the creatable list is re-read before each VF, since creating
+//     a vGPU changes what its siblings list; not merged: v0.5.0's
+//     pkg/vgpu/config.go creates mdevs only, through go-nvlib nvmdev).
 type Parent struct {
 	Address   string // PF or VF
 	Interface string // "mdev" or "sriov" (vendor-specific VFIO), as GPU.Interface

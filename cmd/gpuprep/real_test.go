@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -52,6 +53,28 @@ func addedSince(want []verdict, mode, gpu string) []verdict {
 	return want
 }
 
+// intelDefaultUnread is the change since the live runs to iommu.cmdline's
+// intel_iommu=on: the node has neither /boot/config-6.18.44-fc-v973-gpu nor
+// /proc/config.gz, so whether its kernel turns the Intel IOMMU on by
+// default is unknown, a warn saying so (the live run called the argument
+// needed, a fail: TestIntelDefaultUnreadableSaysWhatWasMissing); with that
+// fail gone iommu.cmdline blocks no mode (its iommu=pt finding is a warn).
+func intelDefaultUnread(top map[string]any, want []verdict) {
+	for i := range want {
+		if want[i].Check == "iommu.cmdline" && want[i].Subject == "intel_iommu=on" && want[i].Status == "fail" {
+			want[i].Status = "warn"
+		}
+	}
+	modes, _ := top["modes"].(map[string]any)
+	for _, m := range modes {
+		mode, _ := m.(map[string]any)
+		blockers, _ := mode["blockers"].([]any)
+		if i := slices.Index(blockers, any("iommu.cmdline")); i >= 0 {
+			mode["blockers"] = slices.Delete(slices.Clone(blockers), i, i+1)
+		}
+	}
+}
+
 func verdicts(t *testing.T, report []byte) (map[string]any, []verdict) {
 	t.Helper()
 	var r struct {
@@ -94,6 +117,7 @@ func TestRealH200SnapshotGivesTheLiveVerdicts(t *testing.T) {
 		gotTop, got := verdicts(t, []byte(out))
 		unreadOnSnapshot(liveTop, want, "vfio.modules")
 		nouveauUnreadOnSnapshot(want)
+		intelDefaultUnread(liveTop, want)
 		require.Equal(t, liveTop, gotTop, tc.file)
 		for i := range want {
 			if s, ok := changed[want[i].Check+" "+want[i].Subject]; ok {
@@ -137,6 +161,7 @@ func TestRealH200GpuprepSnapshotGivesTheLiveReport(t *testing.T) {
 	gotTop, got := verdicts(t, []byte(out))
 	unreadOnSnapshot(liveTop, want, "vfio.modules")
 	nouveauUnreadOnSnapshot(want)
+	intelDefaultUnread(liveTop, want)
 	require.Equal(t, liveTop, gotTop)
 	require.Equal(t, addedSince(want, "", "0000:00:06.0"), got)
 	require.NotEmpty(t, want)
