@@ -183,3 +183,11 @@ func TestSweepDeadOwnersOnly(t *testing.T) {
 	_ = sleep.Wait()
 	assert.Equal(t, "signal: killed", sleep.ProcessState.String(), "the dead run's process is killed")
 }
+
+// The go commands tests run keep the user's build cache: GOCACHE is not
+// the run's own (empty) cache directory, which XDG_CACHE_HOME now names.
+func TestGoBuildCacheIsNotTheRunsCache(t *testing.T) {
+	gocache := os.Getenv("GOCACHE")
+	require.NotEmpty(t, gocache, "GOCACHE unset: go would put its cache under the run's XDG_CACHE_HOME")
+	require.False(t, strings.HasPrefix(gocache, os.Getenv("XDG_CACHE_HOME")+"/"), "GOCACHE %s is in the run's cache %s", gocache, os.Getenv("XDG_CACHE_HOME"))
+}
