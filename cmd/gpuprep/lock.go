@@ -48,6 +48,14 @@ func hostLock(cmd *cobra.Command, g *globals) error {
 	if !changesHost[name] {
 		return nil
 	}
+	if g.systemDisk && !offlineWrites[name] {
+		// also a dry run: what it would show, an image cannot take
+		root, err := g.hostRoot()
+		if err != nil {
+			return err
+		}
+		return errOfflineImage(name, root)
+	}
 	if f := cmd.Flags().Lookup("dry-run"); f != nil && f.Value.String() == "true" {
 		return nil
 	}
@@ -128,6 +136,8 @@ func rootRule(name string, root *host.Root, d *deps) error {
 		return nil
 	case root.IsSystemDisk() && offlineWrites[name]:
 		return nil
+	case root.IsSystemDisk():
+		return errOfflineImage(name, root)
 	case d.fixtureRootsWritable && !root.IsSystemDisk():
 		return nil // the tests' fixture roots (deps.fixtureRootsWritable)
 	}

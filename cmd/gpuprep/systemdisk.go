@@ -29,3 +29,25 @@ func systemDisk(g *globals, r *host.Root) (*host.Root, error) {
 func errNotSystemDisk(r *host.Root) error {
 	return fmt.Errorf("--root %s: gpuprep runs a root's own programs (inside it, with chroot) only for a system disk named with --system-disk, never for a snapshot", r.Name())
 }
+
+// offlineImageHow is, for each writing command an offline image (a system
+// disk) does not take, what the user does instead.
+var offlineImageHow = map[string]string{
+	"apply":        "its binds, drivers and vGPUs need the node's running kernel, and a file-only apply with the binds deferred to the image's first boot is not supported; write the image's file steps with gpuprep grub ensure and gpuprep label --before-join (--root DIR --system-disk), and run gpuprep apply on the node after its first boot",
+	"vfio bind":    "binding changes the running kernel's sysfs and drivers, and the persistence files of --persist alone (the binds deferred to the image's first boot) are not written into an image; run gpuprep vfio bind --persist on the node after its first boot (or put vfio-pci.ids= among the image's kernel arguments with gpuprep grub ensure)",
+	"vfio unbind":  "unbinding changes the running kernel's sysfs and drivers; run it on the node",
+	"vgpu install": "the vGPU manager's installer builds and loads kernel modules and starts daemons of a running system; run it on the node after its first boot",
+	"vgpu apply":   "vGPUs are made in a running kernel's sysfs, and the unit of --persist alone (the vGPUs deferred to the image's first boot) is not written into an image; run gpuprep vgpu apply --persist on the node after its first boot",
+}
+
+// errOfflineImage refuses a writing command that an offline image (--root
+// DIR --system-disk) does not take: one message naming the rule
+// (docs/root.md), before the lock and before anything is read or written,
+// for a dry run too (it would show changes the image cannot take).
+func errOfflineImage(name string, root *host.Root) error {
+	how := offlineImageHow[name]
+	if how == "" {
+		how = "it changes a running kernel"
+	}
+	return usageErr("--root %s --system-disk: gpuprep %s does not write an offline image (only grub ensure, grub remove, label --before-join and rollback do): %s; see docs/root.md", root.Name(), name, how)
+}
