@@ -165,10 +165,11 @@ another device, or a reboot that did not make the kernel arguments effective),
 safely.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			_, p, err := f.plan(c.Context(), nil)
+			root, p, err := f.plan(c.Context(), nil)
 			if err != nil {
 				return err
 			}
+			offlineImagePlanNote(c.ErrOrStderr(), root, p, f.kubeconfig != "")
 			if f.output == "json" {
 				enc := json.NewEncoder(c.OutOrStdout())
 				enc.SetIndent("", "  ")

@@ -153,3 +153,17 @@ func treeOf(t *testing.T, root string) map[string]string {
 	}))
 	return m
 }
+
+// plan against an offline image shows what a node in the image's state
+// needs, and says on stderr that apply does not write the image and which
+// of the plan's steps it does take, by which command; -o json stays one
+// document, and against any other root there is no such note.
+func TestPlanOnAnOfflineImageSaysWhatTheImageTakes(t *testing.T) {
+	root := fixtureRoot(t, "iommu-off-kernel")
+	out, errs, code := gpuprepWith(t, withoutFixtureRoots(), "plan", "--root", root, "--system-disk", "--mode", "vm-passthrough", "-o", "json")
+	require.Contains(t, []int{0, exitNotReady}, code, out+errs)
+	require.Contains(t, out, `"id": "kernel-args"`)
+	require.Contains(t, errs, "gpuprep: note: --root "+root+" --system-disk is an offline image: gpuprep apply does not write it (docs/root.md); of this plan, run the kernel-args step (gpuprep grub ensure) and the label step (gpuprep label --before-join) with --root "+root+" --system-disk, the other steps on the node after its first boot\n")
+	_, errs, _ = gpuprepWith(t, withoutFixtureRoots(), "plan", "--root", root, "--mode", "vm-passthrough")
+	require.NotContains(t, errs, "offline image")
+}

@@ -2,9 +2,13 @@ package main
 
 import (
 	"fmt"
+	"io"
+	"strings"
 
 	"github.com/gpuprep/gpuprep/internal/host"
+	"github.com/gpuprep/gpuprep/internal/sanitize"
 	"github.com/gpuprep/gpuprep/internal/snapshot"
+	"github.com/gpuprep/gpuprep/provision"
 )
 
 // systemDisk is r named a system disk (--system-disk): a --root DIR that
@@ -50,4 +54,33 @@ func errOfflineImage(name string, root *host.Root) error {
 		how = "it changes a running kernel"
 	}
 	return usageErr("--root %s --system-disk: gpuprep %s does not write an offline image (only grub ensure, grub remove, label --before-join and rollback do): %s; see docs/root.md", root.Name(), name, how)
+}
+
+// offlineImagePlanNote says, on stderr, under a plan for an offline image
+// (--root DIR --system-disk), that apply does not write the image
+// (errOfflineImage), and which of the plan's steps the image does take, by
+// which command: the plan shows what a node in the image's state needs,
+// not what gpuprep will write there.
+func offlineImagePlanNote(w io.Writer, root *host.Root, p *provision.Plan, viaAPI bool) {
+	if root == nil || !root.IsSystemDisk() || len(p.Steps) == 0 {
+		return
+	}
+	var take []string
+	for _, s := range p.Steps {
+		switch s.ID {
+		case provision.StepKernelArgs:
+			take = append(take, "the kernel-args step (gpuprep grub ensure)")
+		case provision.StepLabel:
+			if viaAPI {
+				take = append(take, "the label step (gpuprep label --kubeconfig: the cluster's change, journalled on this machine)")
+			} else {
+				take = append(take, "the label step (gpuprep label --before-join)")
+			}
+		}
+	}
+	how := "none of this plan's steps is written into an image: run them on the node after its first boot"
+	if len(take) > 0 {
+		how = "of this plan, run " + strings.Join(take, " and ") + " with --root " + root.Name() + " --system-disk, the other steps on the node after its first boot"
+	}
+	fmt.Fprintf(sanitize.NewWriter(w), "gpuprep: note: --root %s --system-disk is an offline image: gpuprep apply does not write it (docs/root.md); %s\n", root.Name(), how)
 }
