@@ -38,7 +38,7 @@ func errNotSystemDisk(r *host.Root) error {
 // disk) does not take, what the user does instead.
 var offlineImageHow = map[string]string{
 	"apply":        "its binds, drivers and vGPUs need the node's running kernel, and a file-only apply with the binds deferred to the image's first boot is not supported; write the image's file steps with gpuprep grub ensure and gpuprep label --before-join (--root DIR --system-disk), and run gpuprep apply on the node after its first boot",
-	"vfio bind":    "binding changes the running kernel's sysfs and drivers, and the persistence files of --persist alone (the binds deferred to the image's first boot) are not written into an image; run gpuprep vfio bind --persist on the node after its first boot (or put vfio-pci.ids= among the image's kernel arguments with gpuprep grub ensure)",
+	"vfio bind":    "binding changes the running kernel's sysfs and drivers, and the persistence files of --persist alone (the binds deferred to the image's first boot) are not written into an image; run gpuprep vfio bind --persist on the node after its first boot",
 	"vfio unbind":  "unbinding changes the running kernel's sysfs and drivers; run it on the node",
 	"vgpu install": "the vGPU manager's installer builds and loads kernel modules and starts daemons of a running system; run it on the node after its first boot",
 	"vgpu apply":   "vGPUs are made in a running kernel's sysfs, and the unit of --persist alone (the vGPUs deferred to the image's first boot) is not written into an image; run gpuprep vgpu apply --persist on the node after its first boot",
