@@ -641,7 +641,7 @@ func nvswitchOnHost(e *Env) []Finding {
 	}
 	fix := unbindFix(e, "--nvswitch")
 	f.Status = Fail
-	f.Message = fmt.Sprintf("%d of %d NVSwitch(es) on a VFIO driver: %s; Fabric Manager on this host cannot train the NVLink fabric without them, and until it has, CUDA on the GPUs fails (error 802, system not yet initialized)", len(on), len(addrs), strings.Join(on, ", "))
+	f.Message = fmt.Sprintf("%d of %s on a VFIO driver: %s; Fabric Manager on this host cannot train the NVLink fabric without them, and until it has, CUDA on the GPUs fails (error 802, system not yet initialized)", len(on), plural.N(len(addrs), "NVSwitch"), strings.Join(on, ", "))
 	f.Fixable, f.FixCommand, f.Remedy = true, fix, unbindRemedy(e, "--nvswitch")+" (gpuprep apply --mode container or vm-vgpu does it too)"
 	return append(out, f)
 }
@@ -668,12 +668,12 @@ func nvswitchBinding(e *Env) (Finding, bool) {
 	}
 	f := Finding{Subject: strings.Join(addrs, ","), Modes: []Mode{VMPassthrough}}
 	if len(off) == 0 {
-		f.Status, f.Message = Pass, fmt.Sprintf("%d NVSwitch(es) on a VFIO driver: they can go to a VM with the GPUs", len(addrs))
+		f.Status, f.Message = Pass, fmt.Sprintf("%s on a VFIO driver: they can go to a VM with the GPUs", plural.N(len(addrs), "NVSwitch"))
 		return f, true
 	}
 	fix := "gpuprep vfio bind --nvswitch --persist"
 	f.Status = Warn
-	f.Message = fmt.Sprintf("%d of %d NVSwitch(es) not on a VFIO driver: %s; a VM given the GPUs gets no NVLink fabric from them unless Fabric Manager on this host serves it", len(off), len(addrs), strings.Join(off, ", "))
+	f.Message = fmt.Sprintf("%d of %s not on a VFIO driver: %s; a VM given the GPUs gets no NVLink fabric from them unless Fabric Manager on this host serves it", len(off), plural.N(len(addrs), "NVSwitch"), strings.Join(off, ", "))
 	f.Remedy = "to pass the whole board to one VM, bind the NVSwitches too: " + fix + " (then the guest runs Fabric Manager); left on the host, they give VMs NVLink only through Fabric Manager's shared NVSwitch mode on this host (FABRIC_MODE=1), which gpuprep does not set up"
 	f.Fixable, f.FixCommand = true, fix
 	return f, true

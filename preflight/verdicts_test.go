@@ -297,7 +297,7 @@ func TestNVSwitchesLeftOnTheHost(t *testing.T) {
 	f := one(t, res, "vfio.binding", sw, preflight.VMPassthrough)
 	require.Equal(t, preflight.Warn, f.Status)
 	require.Equal(t, []preflight.Mode{preflight.VMPassthrough}, f.Modes)
-	require.Contains(t, f.Message, "4 of 4 NVSwitch(es) not on a VFIO driver: 0000:91:00.0 (driver nvidia)")
+	require.Contains(t, f.Message, "4 of 4 NVSwitches not on a VFIO driver: 0000:91:00.0 (driver nvidia)")
 	require.Equal(t, "gpuprep vfio bind --nvswitch --persist", f.FixCommand)
 	require.Empty(t, find(res, want{"vfio.binding", sw, "", preflight.Container}))
 
@@ -310,7 +310,7 @@ func TestNVSwitchesLeftOnTheHost(t *testing.T) {
 	for _, m := range []preflight.Mode{preflight.Container, preflight.VMVGPU} {
 		f = one(t, res, "vfio.binding", sw, m)
 		require.Equal(t, preflight.Fail, f.Status, m)
-		require.Contains(t, f.Message, "4 of 4 NVSwitch(es) on a VFIO driver: 0000:91:00.0 (vfio-pci)", m)
+		require.Contains(t, f.Message, "4 of 4 NVSwitches on a VFIO driver: 0000:91:00.0 (vfio-pci)", m)
 		require.Contains(t, f.Message, "Fabric Manager", m)
 		require.Equal(t, "gpuprep vfio unbind --at-boot --nvswitch", f.FixCommand, m)
 	}

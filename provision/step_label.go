@@ -46,13 +46,56 @@ func labelsFor(mode preflight.Mode, vgpuConfig string) ([]kube.Label, []string) 
 	return set, nil
 }
 
-// NodeName is the name the kubelet registers this host under.
+// NodeName is the name the kubelet registers this host under: the running
+// kernel's host name, or, for a root that has none (an offline system
+// image, a mounted disk: no /proc), the root's /etc/hostname, which the
+// image's first boot sets as its host name (hostname(5): one line, lines
+// starting with # are comments). Where neither names the host it says what
+// is missing.
 func NodeName(root *host.Root) (string, error) {
-	h, err := root.ReadString("/proc/sys/kernel/hostname")
-	if err != nil || h == "" {
-		return "", fmt.Errorf("cannot tell this host's name (%v): give the node name", err)
+	name, _, err := NodeNameFrom(root)
+	return name, err
+}
+
+// NodeNameFrom is NodeName and the file of root it was read from.
+func NodeNameFrom(root *host.Root) (name, from string, err error) {
+	h, from, err := nodeHostname(root)
+	if err != nil {
+		return "", "", err
 	}
-	return strings.ToLower(h), nil
+	return strings.ToLower(h), from, nil
+}
+
+const (
+	kernelHostname = "/proc/sys/kernel/hostname"
+	etcHostname    = "/etc/hostname"
+)
+
+func nodeHostname(root *host.Root) (string, string, error) {
+	h, err := root.ReadString(kernelHostname)
+	if err == nil && h != "" {
+		return h, kernelHostname, nil
+	}
+	if root.IsLive() || root.Exists(kernelHostname) {
+		return "", "", fmt.Errorf("cannot tell this host's name (%s: %s): give --node", kernelHostname, orEmpty(err))
+	}
+	b, err := root.ReadFile(etcHostname)
+	if err != nil {
+		return "", "", fmt.Errorf("cannot tell the node's name: --root %s has no %s (no running kernel) and no %s: give --node", root.Name(), kernelHostname, etcHostname)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "#") {
+			return l, etcHostname, nil
+		}
+	}
+	return "", "", fmt.Errorf("cannot tell the node's name: --root %s has no %s (no running kernel) and its %s names no host: give --node", root.Name(), kernelHostname, etcHostname)
+}
+
+func orEmpty(err error) string {
+	if err != nil {
+		return err.Error()
+	}
+	return "empty"
 }
 
 func (p *Plan) planLabel(ctx context.Context) error {

@@ -21,6 +21,10 @@ type table struct {
 	widths []int // every column's widest cell plus two, the last's without
 	width  int
 	head   []string
+	// word, where Table measures it, is the last column's longest word: in
+	// columns, the last column has at least its room, so that no word (a
+	// path, an argument) is broken there.
+	word int
 }
 
 // minLast is the least room the last column is wrapped into; with less,
@@ -54,7 +58,7 @@ func (t *table) fixed() int {
 // columns reports whether the rows are laid out in columns: the last
 // column has its widest cell's room, or at least minLast.
 func (t *table) columns() bool {
-	return t.width-t.fixed() >= min(t.widths[len(t.widths)-1], minLast)
+	return t.width-t.fixed() >= max(min(t.widths[len(t.widths)-1], minLast), t.word)
 }
 
 // writeHead writes the head row (in columns only: stacked, every row names

@@ -64,7 +64,8 @@ gotemps() {
   btime=$(awk '/^btime/ {print $2}' /proc/stat); tck=$(getconf CLK_TCK)
   for f in /proc/[0-9]*/cmdline; do
     pid=${f#/proc/}; pid=${pid%/cmdline}
-    [[ $(tr '\0' '\n' <"$f" 2>/dev/null | head -1) == *.test ]] || continue
+    # a process may end between the glob and the read: { } so that the failed redirection is silenced too
+    [[ $({ tr '\0' '\n' <"$f"; } 2>/dev/null | head -1) == *.test ]] || continue
     start=$(sed 's/.*) //' "/proc/$pid/stat" 2>/dev/null | awk '{print $20}') || continue
     [ -n "$start" ] || continue
     start=$((btime + start / tck))
@@ -86,11 +87,11 @@ procs() {
     o=$(grep -az '^GPUPREP_TEST_OWNER=' "$f" 2>/dev/null | tr -d '\0')
     o=${o#GPUPREP_TEST_OWNER=}
     [ -n "$o" ] || continue # exited between the two reads
-    alive "$o" || echo "process $pid (owner $o, gone): $(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | cut -c1-120)"
+    alive "$o" || echo "process $pid (owner $o, gone): $({ tr '\0' ' ' <"/proc/$pid/cmdline"; } 2>/dev/null | cut -c1-120)"
   done
   for f in $(grep -al 'testmode=' /proc/[0-9]*/cmdline 2>/dev/null); do
     pid=${f#/proc/}; pid=${pid%/cmdline}
-    cmd=$(tr '\0' ' ' <"$f" 2>/dev/null)
+    cmd=$({ tr '\0' ' ' <"$f"; } 2>/dev/null)
     [[ $cmd == qemu-system-x86_64\ * || $cmd == */qemu-system-x86_64\ * ]] || continue
     grep -aqz '^GPUPREP_TEST_OWNER=' "/proc/$pid/environ" 2>/dev/null && continue # judged above
     echo "process $pid (the e2e testbed's QEMU guest, no owner): $(cut -c1-120 <<<"$cmd")"

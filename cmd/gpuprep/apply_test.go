@@ -585,7 +585,7 @@ func TestApplyNVSwitchesWithTheBoard(t *testing.T) {
 	// moved from vfio-pci to nvidia while the system runs): gpuprep's
 	// persistent configuration goes and the reboot returns them
 	out, _, _ = gpuprepWith(t, d, "check", "--root", root, "--mode", "container", "-o", "json")
-	require.Contains(t, out, "4 of 4 NVSwitch(es) on a VFIO driver")
+	require.Contains(t, out, "4 of 4 NVSwitches on a VFIO driver")
 	setBootID(t, root, "11111111-1111-1111-1111-111111111111")
 	out, errs, code = gpuprepWith(t, d, "apply", "--root", root, "--mode", "container", "--yes", "-o", "json")
 	require.Equal(t, exitNeedReboot, code, out+errs)

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
@@ -38,17 +37,23 @@ func newChecksCmd() *cobra.Command {
 				if len(args) > 0 {
 					return writeCheckDocs(sanitize.NewWriter(cmd.OutOrStdout()), checks)
 				}
-				tw := tabwriter.NewWriter(sanitize.NewWriter(cmd.OutOrStdout()), 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "ID\tMODES\tCHANGED BY\tCHECKS")
+				var table [][]string
 				for _, r := range rows {
 					ms := make([]string, len(r.Modes))
 					for i, m := range r.Modes {
 						ms[i] = string(m)
 					}
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.ID, strings.Join(ms, ","), changedByShort(r.ChangedBy, r.BeyondPlan), r.Title)
+					table = append(table, []string{r.ID, strings.Join(ms, ","), changedByShort(r.ChangedBy, r.BeyondPlan), r.Title})
 				}
-				fmt.Fprintln(tw, "\n(gpuprep checks ID describes a check; docs/checks.md describes them all)")
-				return tw.Flush()
+				// wrapped to the terminal's width (report.TermWidth), never wider
+				out := cmd.OutOrStdout()
+				w := sanitize.NewWriter(out)
+				width := report.TermWidth(out)
+				if err := report.Table(w, width, []string{"ID", "MODES", "CHANGED BY", "CHECKS"}, table); err != nil {
+					return err
+				}
+				fmt.Fprintln(w)
+				return report.Paragraph(w, "(gpuprep checks ID describes a check; docs/checks.md describes them all)", 1, width)
 			}
 			return usageErr("--output %q: want text, json or markdown", output)
 		},

@@ -4,8 +4,11 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 
@@ -36,6 +39,7 @@ func TestChecksDocUpToDate(t *testing.T) {
 // gpuprep checks shows each check's metadata: the steps that change it in
 // the table, its description for a named ID, all of it in JSON.
 func TestChecksShowsMetadata(t *testing.T) {
+	t.Setenv("COLUMNS", "200") // wide enough for the table's columns
 	out, stderr, code := gpuprep(t, "checks")
 	require.Equal(t, 0, code, stderr)
 	require.Contains(t, out, "CHANGED BY")
@@ -82,4 +86,33 @@ func TestChecksShowsMetadata(t *testing.T) {
 	require.Equal(t, []string{"vgpu-install"}, rows[by["vgpu.manager"]].ChangedBy)
 	require.Equal(t, preflight.BeyondPlan, rows[by["gpu.present"]].BeyondPlan)
 	require.Equal(t, preflight.BeyondUnlessReboot, rows[by["iommu.groups"]].BeyondPlan)
+}
+
+// gpuprep checks is wrapped to the terminal's width, never wider (#21: its
+// table reached 182 columns on an 80-column terminal): in columns where
+// they fit, else a paragraph per check naming its fields; every check's
+// ID starts a line, with its modes, the steps that change it and its
+// title, at every width from 40 (narrower, only the width is held).
+func TestChecksTableFitsTheWidth(t *testing.T) {
+	for _, width := range []int{20, 40, 80, 120, 200} {
+		t.Setenv("COLUMNS", strconv.Itoa(width))
+		out, stderr, code := gpuprep(t, "checks")
+		require.Equal(t, 0, code, stderr)
+		for i, l := range strings.Split(out, "\n") {
+			require.LessOrEqual(t, utf8.RuneCountInString(l), width, "width %d, line %d: %q", width, i+1, l)
+		}
+		if width < 40 {
+			continue // words longer than a line are broken: only the width holds
+		}
+		flat := strings.Join(strings.Fields(out), " ")
+		for _, c := range preflight.All() {
+			require.Regexp(t, "(?m)^"+regexp.QuoteMeta(c.ID)+"[ :]", out, "width %d", width)
+			require.Contains(t, flat, strings.Join(strings.Fields(c.Title), " "), "width %d", width)
+		}
+		if width >= 200 {
+			require.Contains(t, out, "CHANGED BY")
+		} else {
+			require.Contains(t, flat, "vgpu.types: modes vm-vgpu, changed by vgpu-install,vgpu-devices, checks: ")
+		}
+	}
 }

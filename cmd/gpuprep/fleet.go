@@ -14,7 +14,6 @@ import (
 	"strings"
 	"sync"
 	"syscall"
-	"text/tabwriter"
 	"time"
 	"unicode/utf8"
 
@@ -638,38 +637,67 @@ func (c *fleetCmd) printDryRun(w io.Writer, hosts []*fleet.Host, command []strin
 		enc.SetIndent("", "  ")
 		return enc.Encode(map[string]any{"apiVersion": report.APIVersion, "kind": "FleetPlan", "hosts": list})
 	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "HOST\tCONNECT\tVIA\tGROUPS\tGPUPREP ARGS")
+	// wrapped to the terminal's width (report.TermWidth), never wider
+	width := report.TermWidth(w)
+	var rows [][]string
 	var problems []string
 	for _, e := range list {
 		if e.Problem != "" {
 			problems = append(problems, e.Problem)
-			fmt.Fprintf(tw, "%s\t(not contacted)\t-\t%s\t-\n", report.Clean(e.Name), report.Clean(strings.Join(e.Groups, ",")))
+			rows = append(rows, []string{report.Clean(e.Name), "(not contacted)", "-", report.Clean(strings.Join(e.Groups, ",")), "-"})
 			continue
 		}
 		via := e.Jump
 		if via == "" {
 			via = "-"
 		}
-		q, _ := fleet.QuoteArgs(e.Args...)
 		connect := e.User + "@" + e.Target
 		if e.Local {
 			connect, via = "local (this machine, no SSH)", "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", report.Clean(e.Name), report.Clean(connect), report.Clean(via),
-			report.Clean(strings.Join(e.Groups, ",")), report.Clean(q))
+		rows = append(rows, []string{report.Clean(e.Name), report.Clean(connect), report.Clean(via),
+			report.Clean(strings.Join(e.Groups, ",")), argsCell(e.Args)})
 	}
-	if err := tw.Flush(); err != nil {
+	if err := argsTable(w, width, []string{"HOST", "CONNECT", "VIA", "GROUPS", "GPUPREP ARGS"}, rows); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "\n%s would be contacted (dry run: nothing was).\n", plural.N(len(list)-len(problems), "host"))
+	fmt.Fprintln(w)
+	report.Hanging(w, "", plural.N(len(list)-len(problems), "host")+" would be contacted (dry run: nothing was).", 0, width)
 	if len(problems) > 0 {
-		fmt.Fprintf(w, "%d not, for a problem of their own in the inventory:\n", len(problems))
+		report.Hanging(w, "", fmt.Sprintf("%d not, for a problem of their own in the inventory:", len(problems)), 0, width)
 		for _, p := range problems {
-			fmt.Fprintf(w, "  %s\n", report.Clean(p))
+			report.Hanging(w, "  ", report.Clean(p), 4, width)
 		}
 	}
 	return nil
+}
+
+// argsCell is args shell-quoted for a dry run's table, the blanks inside
+// an argument ('--root=/srv/roots/a b') non-breaking, so that the table's
+// wrap never splits an argument; argsTable puts them back.
+func argsCell(args []string) string {
+	q := make([]string, len(args))
+	for i, a := range args {
+		q[i] = report.Clean(fleet.Quote(a))
+		if !strings.ContainsRune(q[i], nbsp) {
+			q[i] = strings.ReplaceAll(q[i], " ", string(nbsp))
+		}
+	}
+	return strings.Join(q, " ")
+}
+
+// nbsp is U+00A0 NO-BREAK SPACE.
+const nbsp = '\u00a0'
+
+// argsTable is report.Table for rows whose last cell is an argsCell: the
+// table wrapped to width, the arguments' own blanks put back.
+func argsTable(w io.Writer, width int, head []string, rows [][]string) error {
+	var b strings.Builder
+	if err := report.Table(&b, width, head, rows); err != nil {
+		return err
+	}
+	_, err := io.WriteString(w, strings.ReplaceAll(b.String(), string(nbsp), " "))
+	return err
 }
 
 // progress reports finished hosts on stderr: a live line on a terminal,

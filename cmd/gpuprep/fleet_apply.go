@@ -8,7 +8,6 @@ import (
 	"io"
 	"slices"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -447,23 +446,24 @@ func (a *fleetApply) printPlan(w io.Writer, phases []rollout.Phase) error {
 		return enc.Encode(map[string]any{"apiVersion": report.APIVersion, "kind": "FleetPlan", "hosts": list,
 			"rollout": report.Rollout{Canary: a.canary, Batch: a.batch, MaxFailures: a.maxFailures, RollbackOnFailure: a.rollbackOnFailure}})
 	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "PHASE\tHOST\tCONNECT\tGPUPREP ARGS")
+	// wrapped to the terminal's width (report.TermWidth), never wider
+	width := report.TermWidth(w)
+	rows := make([][]string, 0, len(list))
 	for _, e := range list {
-		q, _ := fleet.QuoteArgs(a.showFiles(e.Args)...)
-		fmt.Fprintf(tw, "%s\t%s\t%s@%s\t%s\n", e.Phase, report.Clean(e.Name), report.Clean(e.User), report.Clean(e.Target), report.Clean(q))
+		rows = append(rows, []string{e.Phase, report.Clean(e.Name), report.Clean(e.User) + "@" + report.Clean(e.Target), argsCell(a.showFiles(e.Args))})
 	}
-	if err := tw.Flush(); err != nil {
+	if err := argsTable(w, width, []string{"PHASE", "HOST", "CONNECT", "GPUPREP ARGS"}, rows); err != nil {
 		return err
 	}
 	rb := ""
 	if a.rollbackOnFailure {
 		rb = "; gpuprep rollback on each host that fails"
 	}
-	fmt.Fprintf(w, "\n%s in %s: every canary must end ready; then stop after a batch once more than %s failed%s.\n",
-		plural.N(len(list), "host"), plural.N(len(phases), "phase"), plural.N(a.maxFailures, "host"), rb)
+	fmt.Fprintln(w)
+	report.Hanging(w, "", fmt.Sprintf("%s in %s: every canary must end ready; then stop after a batch once more than %s failed%s.",
+		plural.N(len(list), "host"), plural.N(len(phases), "phase"), plural.N(a.maxFailures, "host"), rb), 0, width)
 	if a.dryRun {
-		fmt.Fprintln(w, "Dry run: no host was contacted.")
+		report.Hanging(w, "", "Dry run: no host was contacted.", 0, width)
 	}
 	return nil
 }

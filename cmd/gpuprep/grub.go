@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -23,6 +22,7 @@ import (
 	"github.com/gpuprep/gpuprep/internal/sanitize"
 	"github.com/gpuprep/gpuprep/preflight"
 	"github.com/gpuprep/gpuprep/provision"
+	"github.com/gpuprep/gpuprep/report"
 )
 
 func init() { register(newGrubCmd) }
@@ -551,7 +551,12 @@ func (r *argReading) judge(w kargs.Param) (state, reason string) {
 	return "missing", ""
 }
 
+// showText writes rep wrapped to the terminal's width (report.TermWidth),
+// never wider: the header's values under their own indent, a kernel
+// argument never broken (alone on a line where it is longer than one), the
+// tables through report.Table.
 func showText(out io.Writer, rep showReport) error {
+	width := report.TermWidth(out)
 	out = sanitize.NewWriter(out)
 	running := strings.TrimSpace(rep.Running)
 	if rep.RunningError != "" {
@@ -561,43 +566,45 @@ func showText(out io.Writer, rep showReport) error {
 	if rep.ESPs != "" {
 		bl += ", " + rep.ESPs
 	}
-	fmt.Fprintf(out, "bootloader: %s (%s)\nnext boot:  %s\nconfigured: %s\nrunning:    %s\n\n", bl, rep.Source, sanitize.Terminal(nextBootSays(rep.NextBoot)), sanitize.Terminal(rep.Configured), sanitize.Terminal(running))
-	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "WANTED\tCONFIGURED\tRUNNING\tSTATE")
+	const indent = len("configured: ")
+	report.Hanging(out, "bootloader: ", bl+" ("+rep.Source+")", indent, width)
+	report.Hanging(out, "next boot:  ", sanitize.Terminal(nextBootSays(rep.NextBoot)), indent, width)
+	report.Hanging(out, "configured: ", sanitize.Terminal(rep.Configured), indent, width)
+	report.Hanging(out, "running:    ", sanitize.Terminal(running), indent, width)
+	fmt.Fprintln(out)
 	dash := func(s string) string {
 		if s == "" {
 			return "-"
 		}
 		return s
 	}
+	// each cell one line of its own: sanitize.Terminal shows a host's \n,
+	// \t, \v or \f, which would otherwise make rows and cells
+	rows := make([][]string, 0, len(rep.Args))
 	for _, a := range rep.Args {
-		// each cell one line of its own: a host's \n, \t, \v or \f would
-		// make rows and cells of the tabwriter's (which reads them before
-		// the sanitizing writer below it sees them)
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", sanitize.Terminal(a.Wanted), sanitize.Terminal(dash(a.Configured)), sanitize.Terminal(dash(a.Running)), sanitize.Terminal(a.State))
+		rows = append(rows, []string{sanitize.Terminal(a.Wanted), sanitize.Terminal(dash(a.Configured)), sanitize.Terminal(dash(a.Running)), sanitize.Terminal(a.State)})
 	}
-	if err := tw.Flush(); err != nil {
+	if err := report.Table(out, width, []string{"WANTED", "CONFIGURED", "RUNNING", "STATE"}, rows); err != nil {
 		return err
 	}
 	for _, a := range rep.Args {
 		if a.Reason != "" {
-			fmt.Fprintf(out, "%s: %s\n", sanitize.Terminal(a.Wanted), sanitize.Terminal(a.Reason))
+			report.Hanging(out, sanitize.Terminal(a.Wanted)+": ", sanitize.Terminal(a.Reason), 2, width)
 		}
 	}
 	if len(rep.Off) == 0 {
 		return nil
 	}
 	fmt.Fprintln(out)
-	tw = tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "TURNS OFF\tCONFIGURED\tRUNNING\tSTATE")
+	rows = rows[:0]
 	for _, o := range rep.Off {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", sanitize.Terminal(o.Arg), sanitize.Terminal(dash(o.Configured)), sanitize.Terminal(dash(o.Running)), sanitize.Terminal(o.State))
+		rows = append(rows, []string{sanitize.Terminal(o.Arg), sanitize.Terminal(dash(o.Configured)), sanitize.Terminal(dash(o.Running)), sanitize.Terminal(o.State)})
 	}
-	if err := tw.Flush(); err != nil {
+	if err := report.Table(out, width, []string{"TURNS OFF", "CONFIGURED", "RUNNING", "STATE"}, rows); err != nil {
 		return err
 	}
 	for _, o := range rep.Off {
-		fmt.Fprintf(out, "%s: %s\n", sanitize.Terminal(o.Arg), sanitize.Terminal(o.Reason))
+		report.Hanging(out, sanitize.Terminal(o.Arg)+": ", sanitize.Terminal(o.Reason), 2, width)
 	}
 	return nil
 }

@@ -7,7 +7,6 @@ import (
 	"path"
 	"path/filepath"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -18,6 +17,7 @@ import (
 	"github.com/gpuprep/gpuprep/internal/sanitize"
 	"github.com/gpuprep/gpuprep/label"
 	"github.com/gpuprep/gpuprep/preflight"
+	"github.com/gpuprep/gpuprep/provision"
 )
 
 func init() { register(newLabelCmd) }
@@ -194,11 +194,14 @@ func (c *labelCmd) viaAPI(cmd *cobra.Command, set []kube.Label, remove []string)
 	}
 	name := c.node
 	if name == "" {
-		h, err := root.ReadString("/proc/sys/kernel/hostname")
-		if err != nil || h == "" {
-			return usageErr("cannot tell this host's name (%v): give --node", err)
+		n, from, err := provision.NodeNameFrom(root)
+		if err != nil {
+			return usageErr("%v", err)
 		}
-		name = strings.ToLower(h)
+		name = n
+		if !root.IsLive() && from != "/proc/sys/kernel/hostname" {
+			fmt.Fprintf(sanitize.NewWriter(cmd.ErrOrStderr()), "gpuprep: the node's name %s is --root %s's %s (it has no running kernel's host name); --node names another\n", name, root.Name(), from)
+		}
 	}
 	client, err := kube.NewClient(c.kubeconfig)
 	if err != nil {

@@ -184,3 +184,37 @@ func TestLabelThroughAPIWithRootJournalsOnThisMachine(t *testing.T) {
 	got, _ = s.NodeLabels(t, "n1")
 	require.Equal(t, had, got)
 }
+
+// label --root IMG without --node names the node as the image's first boot
+// will: an offline image has no /proc/sys/kernel/hostname (before, label
+// read only that and was refused with "cannot tell this host's name (open
+// …/proc/sys/kernel/hostname: no such file or directory): give --node"), so
+// its /etc/hostname (hostname(5): comments skipped), lower-cased, said on
+// stderr; with neither file it is refused naming both, before any client.
+func TestLabelImageNodeNameFromEtcHostname(t *testing.T) {
+	img := fixtureRoot(t, "hgx-h200")
+	require.NoError(t, os.RemoveAll(filepath.Join(img, "proc")))
+	d := withoutFixtureRoots()
+	here := fixtureRoot(t, "hgx-h200")
+	d.thisMachine = func() (*host.Root, error) { return host.NewRoot(here) }
+
+	_, errs, code := gpuprepWith(t, d, "label", "--root", img, "--system-disk", "--kubeconfig", "/nonexistent", "--mode", "container")
+	require.Equal(t, exitUsage, code, errs)
+	require.Contains(t, errs, "cannot tell the node's name: --root "+img+" has no /proc/sys/kernel/hostname (no running kernel) and no /etc/hostname: give --node")
+
+	require.NoError(t, os.WriteFile(filepath.Join(img, "etc/hostname"), []byte("# set by the image build\n\n"), 0o644))
+	_, errs, code = gpuprepWith(t, d, "label", "--root", img, "--system-disk", "--kubeconfig", "/nonexistent", "--mode", "container")
+	require.Equal(t, exitUsage, code, errs)
+	require.Contains(t, errs, "its /etc/hostname names no host: give --node")
+
+	require.NoError(t, os.WriteFile(filepath.Join(img, "etc/hostname"), []byte("# set by the image build\nGPU-Node-7\n"), 0o644))
+	s := kubetest.Start(t)
+	kc := s.AdminKubeconfig(t)
+	s.CreateNode(t, "gpu-node-7", map[string]string{"zone": "r1"})
+	out, errs, code := gpuprepWith(t, d, "label", "--root", img, "--system-disk", "--kubeconfig", kc, "--mode", "container")
+	require.Equal(t, 0, code, out+errs)
+	require.Contains(t, errs, "gpuprep: the node's name gpu-node-7 is --root "+img+"'s /etc/hostname (it has no running kernel's host name); --node names another")
+	require.Contains(t, out, "labelled node gpu-node-7: ")
+	got, _ := s.NodeLabels(t, "gpu-node-7")
+	require.Equal(t, map[string]string{"zone": "r1", kube.WorkloadLabel: "container"}, got)
+}

@@ -45,6 +45,14 @@ const lockFile = "/var/lib/gpuprep/lock"
 // the holder's process ID and command for the message.
 func hostLock(cmd *cobra.Command, g *globals) error {
 	name := strings.TrimPrefix(cmd.CommandPath(), "gpuprep ")
+	if changesHost[name] && g.systemDisk && !offlineWrites[name] {
+		// also a dry run: what it would show, an image cannot take
+		root, err := g.hostRoot()
+		if err != nil {
+			return err
+		}
+		return errOfflineImage(name, root)
+	}
 	if !locks(cmd, name) {
 		return nil
 	}
@@ -147,6 +155,8 @@ func rootRule(name string, root *host.Root, d *deps) error {
 		return nil
 	case root.IsSystemDisk() && offlineWrites[name]:
 		return nil
+	case root.IsSystemDisk():
+		return errOfflineImage(name, root)
 	case d.fixtureRootsWritable && !root.IsSystemDisk():
 		return nil // the tests' fixture roots (deps.fixtureRootsWritable)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/gpuprep/gpuprep/internal/sanitize"
 	"github.com/gpuprep/gpuprep/preflight"
 	"github.com/gpuprep/gpuprep/provision"
+	"github.com/gpuprep/gpuprep/report"
 	"github.com/gpuprep/gpuprep/vfio"
 )
 
@@ -187,10 +188,11 @@ another device, or a reboot that did not make the kernel arguments effective),
 safely.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			_, p, err := f.plan(c.Context(), nil)
+			root, p, err := f.plan(c.Context(), nil)
 			if err != nil {
 				return err
 			}
+			offlineImagePlanNote(c.ErrOrStderr(), root, p, f.kubeconfig != "")
 			if f.output == "json" {
 				enc := json.NewEncoder(c.OutOrStdout())
 				enc.SetIndent("", "  ")
@@ -221,7 +223,13 @@ func planBlocked(p *provision.Plan) error {
 	return &exitError{code: exitNotReady, err: fmt.Errorf("gpuprep apply would fail: %w", err)}
 }
 
+// printProvisionPlan writes p wrapped to the terminal's width
+// (report.TermWidth), never wider: prose under its own indent, a path,
+// device address or kernel argument never broken (alone on a line where it
+// is longer than one). A file's diff is shown as the file has it, its lines
+// not wrapped.
 func printProvisionPlan(w io.Writer, p *provision.Plan) {
+	width := report.TermWidth(w)
 	w = sanitize.NewWriter(w)
 	host := sanitize.Terminal(strings.TrimSpace(p.Host))
 	if host == "" {
@@ -229,15 +237,24 @@ func printProvisionPlan(w io.Writer, p *provision.Plan) {
 	}
 	switch {
 	case p.Empty() && len(p.Unaddressed) > 0:
-		fmt.Fprintf(w, "Nothing gpuprep can do on %s for %s, but it is not ready (see below).\n", host, p.Mode)
+		report.Hanging(w, "", fmt.Sprintf("Nothing gpuprep can do on %s for %s, but it is not ready (see below).", host, p.Mode), 0, width)
 	case p.Empty():
-		fmt.Fprintf(w, "Nothing to do: %s is ready for %s as far as gpuprep sets it up.\n", host, p.Mode)
+		report.Hanging(w, "", fmt.Sprintf("Nothing to do: %s is ready for %s as far as gpuprep sets it up.", host, p.Mode), 0, width)
 	default:
-		fmt.Fprintf(w, "Plan for %s on %s (nothing is changed until gpuprep apply):\n", p.Mode, host)
+		report.Hanging(w, "", fmt.Sprintf("Plan for %s on %s (nothing is changed until gpuprep apply):", p.Mode, host), 0, width)
 	}
-	d := change.Dry{W: w, Indent: "   ", Run: "run: "}
+	const body = "   "
+	d := change.Dry{W: w, Indent: body, Run: "run: ", Wrap: func(w io.Writer, lead, text string, indent int) {
+		report.Hanging(w, lead, text, indent, width)
+	}}
 	for i, s := range p.Steps {
-		fmt.Fprintf(w, "\n%d. %s: %s\n", i+1, s.ID, s.Title)
+		lead := fmt.Sprintf("%d. %s: ", i+1, s.ID)
+		indent := len(lead)
+		if indent > width/2 {
+			indent = len(body)
+		}
+		fmt.Fprintln(w)
+		report.Hanging(w, lead, s.Title, indent, width)
 		// in the order apply does them
 		for _, c := range s.Prepare {
 			d.Command(c)
@@ -252,16 +269,16 @@ func printProvisionPlan(w io.Writer, p *provision.Plan) {
 			d.Command(c)
 		}
 		if s.Error != "" {
-			d.Line("error: " + s.Error)
+			d.Labelled("error: ", s.Error)
 		}
 		for _, n := range s.Notes {
-			d.Line("note: " + n)
+			d.Labelled("note: ", n)
 		}
 	}
 	for _, n := range p.Notes {
-		fmt.Fprintln(w, "note: "+n)
+		report.Hanging(w, "note: ", n, len("note: "), width)
 	}
 	for _, u := range p.Unaddressed {
-		fmt.Fprintln(w, "not ready after apply: "+u)
+		report.Hanging(w, "not ready after apply: ", u, 2, width)
 	}
 }

@@ -43,19 +43,38 @@ func TestWritingCommandsRefuseARootThatIsNotASystemDisk(t *testing.T) {
 	}
 }
 
-// The commands that change the running kernel refuse a system disk too,
-// with the same message, and leave no lock behind.
+// The commands that change the running kernel refuse a system disk (an
+// offline image) with one message naming the rule and what to do instead,
+// a dry run too (it would show changes the image cannot take: vfio bind
+// --dry-run planned from the image's empty sysfs), and leave the root as it
+// was, with no lock behind. Persistence files into an image (vfio bind
+// --persist, vgpu apply --persist, a file-only apply) are not supported
+// whole, so they are refused, never half done (docs/root.md).
 func TestKernelCommandsRefuseASystemDisk(t *testing.T) {
-	for _, args := range rootRuleCommands[:6] {
+	cases := append([][]string(nil), rootRuleCommands[:6]...)
+	cases = append(cases,
+		[]string{"vfio", "bind", "--persist", "--select", "10de:2335"},
+		[]string{"vfio", "bind", "--persist", "--dry-run"},
+		[]string{"vgpu", "apply", "-f", "/nonexistent.yaml", "-c", "x", "--persist"},
+		[]string{"vgpu", "apply", "-f", "/nonexistent.yaml", "-c", "x", "--dry-run"})
+	for _, args := range cases {
 		if args[0] == "rollback" {
 			continue
 		}
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
 			root := fixtureRoot(t, "boot-grub-debian")
-			_, errs, code := gpuprepWith(t, withoutFixtureRoots(), append(args, "--root", root, "--system-disk")...)
-			require.Equal(t, exitUsage, code, errs)
-			require.Contains(t, errs, "changes only / (or, for grub ensure")
+			before := treeOf(t, root)
+			out, errs, code := gpuprepWith(t, withoutFixtureRoots(), append(args, "--root", root, "--system-disk")...)
+			require.Equal(t, exitUsage, code, out+errs)
+			name := strings.Join(args[:1], " ")
+			if args[0] != "apply" {
+				name = strings.Join(args[:2], " ")
+			}
+			require.Contains(t, errs, "gpuprep: --root "+root+" --system-disk: gpuprep "+name+" does not write an offline image (only grub ensure, grub remove, label --before-join and rollback do): ")
+			require.Contains(t, errs, "; see docs/root.md")
+			require.Empty(t, out)
 			require.NoFileExists(t, filepath.Join(root, lockFile))
+			require.Equal(t, before, treeOf(t, root), "a refused run changed the root")
 		})
 	}
 }
@@ -133,4 +152,18 @@ func treeOf(t *testing.T, root string) map[string]string {
 		return nil
 	}))
 	return m
+}
+
+// plan against an offline image shows what a node in the image's state
+// needs, and says on stderr that apply does not write the image and which
+// of the plan's steps it does take, by which command; -o json stays one
+// document, and against any other root there is no such note.
+func TestPlanOnAnOfflineImageSaysWhatTheImageTakes(t *testing.T) {
+	root := fixtureRoot(t, "iommu-off-kernel")
+	out, errs, code := gpuprepWith(t, withoutFixtureRoots(), "plan", "--root", root, "--system-disk", "--mode", "vm-passthrough", "-o", "json")
+	require.Contains(t, []int{0, exitNotReady}, code, out+errs)
+	require.Contains(t, out, `"id": "kernel-args"`)
+	require.Contains(t, errs, "gpuprep: note: --root "+root+" --system-disk is an offline image: gpuprep apply does not write it (docs/root.md); of this plan, run the kernel-args step (gpuprep grub ensure) and the label step (gpuprep label --before-join) with --root "+root+" --system-disk, the other steps on the node after its first boot\n")
+	_, errs, _ = gpuprepWith(t, withoutFixtureRoots(), "plan", "--root", root, "--mode", "vm-passthrough")
+	require.NotContains(t, errs, "offline image")
 }

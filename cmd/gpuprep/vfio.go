@@ -18,6 +18,7 @@ import (
 	"github.com/gpuprep/gpuprep/internal/plural"
 	"github.com/gpuprep/gpuprep/internal/sanitize"
 	"github.com/gpuprep/gpuprep/provision"
+	"github.com/gpuprep/gpuprep/report"
 	"github.com/gpuprep/gpuprep/vfio"
 )
 
@@ -169,10 +170,14 @@ func (c *vfioCmd) status(cmd *cobra.Command) error {
 	return nil
 }
 
+// printStatus writes st wrapped to the terminal's width (report.TermWidth),
+// never wider: each line's rest under its own indent, a device address or
+// path never broken (alone on a line where it is longer than one).
 func printStatus(w io.Writer, st *vfio.Status) {
+	width := report.TermWidth(w)
 	w = sanitize.NewWriter(w)
 	if len(st.GPUs) == 0 {
-		fmt.Fprintf(w, "No GPU selected (%s).\n", st.Selection)
+		report.Hanging(w, "", "No GPU selected ("+st.Selection+").", 2, width)
 	}
 	for _, g := range st.GPUs {
 		state := "not on VFIO"
@@ -190,9 +195,10 @@ func printStatus(w io.Writer, st *vfio.Status) {
 				where = "IOMMU group " + g.IOMMUGroup + ", " + where
 			}
 		}
-		fmt.Fprintf(w, "%s%s: %s; %s\n", g.Address, name, where, state)
+		report.Hanging(w, "", g.Address+name+": "+where+"; "+state, 2, width)
 		for _, m := range g.Members {
-			line := fmt.Sprintf("  %-12s %s:%s %s %-8s driver %s", m.Address, m.VendorID, m.DeviceID, m.Class, m.Role, orNone(m.Driver))
+			lead := fmt.Sprintf("  %-12s %s:%s %s %-8s ", m.Address, m.VendorID, m.DeviceID, m.Class, m.Role)
+			line := "driver " + orNone(m.Driver)
 			if m.Override != "" {
 				line += ", driver_override " + sanitize.Terminal(m.Override)
 			}
@@ -202,7 +208,7 @@ func printStatus(w io.Writer, st *vfio.Status) {
 			if m.Persisted != "" {
 				line += ", persisted (" + m.Persisted + ")"
 			}
-			fmt.Fprintln(w, line)
+			report.Hanging(w, lead, line, 4, width)
 		}
 		if n := g.Node; n.Path != "" {
 			s := "absent"
@@ -222,18 +228,18 @@ func printStatus(w io.Writer, st *vfio.Status) {
 			if len(n.Holders) > 0 {
 				s += ", open by " + sanitize.Terminal(strings.Join(n.Holders, ", "))
 			}
-			fmt.Fprintf(w, "  %s: %s\n", n.Path, s)
+			report.Hanging(w, "  "+n.Path+": ", s, 4, width)
 		}
 	}
 	p := st.Persistent
 	switch {
 	case len(p.Files) == 0:
-		fmt.Fprintln(w, "Persistent configuration: none by gpuprep.")
+		report.Hanging(w, "", "Persistent configuration: none by gpuprep.", 2, width)
 	default:
-		fmt.Fprintf(w, "Persistent configuration: %s (%s)\n", strings.Join(p.Files, ", "), plural.N(len(p.Devices), "device"))
+		report.Hanging(w, "", "Persistent configuration: "+strings.Join(p.Files, ", ")+" ("+plural.N(len(p.Devices), "device")+")", 2, width)
 	}
 	for _, o := range p.Other {
-		fmt.Fprintln(w, "  also: "+o)
+		report.Hanging(w, "  also: ", o, 4, width)
 	}
 }
 

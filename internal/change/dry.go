@@ -15,14 +15,32 @@ type Dry struct {
 	W      io.Writer
 	Indent string
 	Run    string
+	// Wrap, when set, writes text after lead, its further lines indented
+	// by indent columns (plan: report.Hanging at the terminal's width);
+	// nil: each on one line. Diffs and contents are never wrapped: they are
+	// the file's own lines.
+	Wrap func(w io.Writer, lead, text string, indent int)
 }
 
-// Line writes s as one line.
-func (d Dry) Line(s string) { fmt.Fprintln(d.W, d.Indent+s) }
+// hanging writes s after Indent and label; wrapped lines hang under the
+// label's end, or hang columns in for an unlabelled line.
+func (d Dry) hanging(label, s string, hang int) {
+	if d.Wrap == nil {
+		fmt.Fprintln(d.W, d.Indent+label+s)
+		return
+	}
+	d.Wrap(d.W, d.Indent+label, s, len(d.Indent)+len(label)+hang)
+}
+
+// Line writes s as one line (wrapped: its further lines two columns in).
+func (d Dry) Line(s string) { d.hanging("", s, 2) }
+
+// Labelled writes s after label ("error: ", "note: "), wrapped under it.
+func (d Dry) Labelled(label, s string) { d.hanging(label, s, 0) }
 
 // Command writes the command cmd (as a shell would show it: see
 // host.ShellQuote) after Run.
-func (d Dry) Command(cmd string) { d.Line(d.Run + cmd) }
+func (d Dry) Command(cmd string) { d.hanging(d.Run, cmd, 0) }
 
 // Sysfs writes the sysfs write of value to path (SysfsWrite).
 func (d Dry) Sysfs(path, value string) { d.Line(SysfsWrite(path, value)) }

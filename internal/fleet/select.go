@@ -122,6 +122,9 @@ func knownGroups(hosts []*Host, groups []string) error {
 		}
 	}
 	for _, g := range groups {
+		if strings.TrimSpace(g) == "" {
+			return fmt.Errorf("--group %q names no group (an empty value, an unset variable?): give an inventory group's name, or leave --group out for every host", g)
+		}
 		if !known[g] && g != "all" {
 			return fmt.Errorf("--group %q: no host is in that group", g)
 		}

@@ -14,9 +14,9 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// optionalPlural is "host(s)", "GPU(s)": text a person reads that N or Word
+// optionalPlural is "host(s)", "GPU(s)", "NVSwitch(es)": text a person reads that N or Word
 // would say right.
-var optionalPlural = regexp.MustCompile(`[A-Za-z]\(s\)`)
+var optionalPlural = regexp.MustCompile(`[A-Za-z]\((e|ie)?s\)`)
 
 // kernelText are literals that are not gpuprep's words but the kernel's,
 // matched in its log (arch/arm64/kernel/smp.c, hyp_mode_check: "CPU: All
