@@ -327,26 +327,47 @@ func restoreFiles(e effect.Effector, files []change.File) []string {
 		if fi, err := e.Root.Stat(f.Backup); err == nil {
 			mode = fi.Mode().Perm()
 		}
-		// now, not opts' time: the backup of what is undone must not take
-		// the name of the backup being restored
-		if _, err := e.Root.WriteFileAtomic(f.Path, old, mode, time.Now()); err != nil {
+		if _, err := e.Root.WriteFileAtomic(f.Path, old, mode, restoreTime(e, f)); err != nil {
 			failed = append(failed, fmt.Sprintf("restore %s from %s: %v", f.Path, f.Backup, err))
 		}
 	}
 	return failed
 }
 
+// restoreTime is when restoreFiles writes f back, by the effector's clock:
+// the backup it makes of what it undoes must not take the name of the
+// backup being restored, which a clock stopped at the apply's time (At)
+// would give it, so such a clock's time is moved on by a nanosecond (the
+// backup name's precision).
+func restoreTime(e effect.Effector, f change.File) time.Time {
+	now := e.Now()
+	for host.BackupName(f.Path, now) == f.Backup {
+		now = now.Add(time.Nanosecond)
+	}
+	return now
+}
+
+// groupPolls and groupPoll bound waitGroups: 100 looks 50 ms apart, 5 s
+// for all the groups together.
+const (
+	groupPolls = 100
+	groupPoll  = 50 * time.Millisecond
+)
+
 // waitGroups waits (briefly: devtmpfs creates the node asynchronously) for
-// /dev/vfio/<group> of each target's group.
+// /dev/vfio/<group> of each target's group, through the effector's Pause:
+// counted looks, not a deadline on a clock, which an effector's clock
+// stopped at the apply's time (At) would never reach.
 func waitGroups(e effect.Effector, ts []*Target, res *Result) {
-	deadline := time.Now().Add(5 * time.Second)
+	polls := 0
 	for _, t := range ts {
 		g := t.Dev.IOMMUGroup
 		if _, ok := res.Groups[g]; ok || g == "" {
 			continue
 		}
-		for !e.Root.Exists("/dev/vfio/"+g) && e.Root.IsLive() && time.Now().Before(deadline) {
-			time.Sleep(50 * time.Millisecond)
+		for !e.Root.Exists("/dev/vfio/"+g) && e.Root.IsLive() && polls < groupPolls {
+			e.Sleep(groupPoll)
+			polls++
 		}
 		res.Groups[g] = e.Root.Exists("/dev/vfio/" + g)
 	}
